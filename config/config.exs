@@ -1,0 +1,14 @@
+import Config
+
+# What `make run` starts: a 1000 x 1000 world with 20,000 actors wandering.
+# Every key is documented in Grove.Config; config/runtime.exs reads the
+# environment variables that override them.
+config :grove,
+  start: true,
+  world: [width: 1000, height: 1000, zone_size: 50, seed: 1],
+  actors: [count: 20_000],
+  status_interval: 10_000
+
+config :logger, :console, format: "$time [$level] $message\n"
+
+import_config "#{config_env()}.exs"

@@ -1,0 +1,28 @@
+import Config
+
+# Environment variables for the usual knobs, so `make run` needs no file edits:
+#   GROVE_ACTORS=50000 GROVE_SEED=7 make run
+# Keyword lists given to `config` are merged into config/config.exs's.
+integer = fn name ->
+  case System.get_env(name) do
+    nil ->
+      nil
+
+    value ->
+      case Integer.parse(value) do
+        {n, ""} -> n
+        _ -> raise ArgumentError, "#{name} must be an integer, got: #{inspect(value)}"
+      end
+  end
+end
+
+set = fn pairs -> for {key, value} <- pairs, value != nil, do: {key, value} end
+
+config :grove,
+  world:
+    set.(
+      width: integer.("GROVE_WIDTH"),
+      height: integer.("GROVE_HEIGHT"),
+      seed: integer.("GROVE_SEED")
+    ),
+  actors: set.(count: integer.("GROVE_ACTORS"))

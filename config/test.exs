@@ -1,0 +1,5 @@
+import Config
+
+# Tests start their own private worlds.
+config :grove, start: false
+config :logger, level: :warning

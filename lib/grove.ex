@@ -1,0 +1,61 @@
+defmodule Grove do
+  @moduledoc """
+  Grove, a multiplayer game-world server for the BEAM: a shared grid world of
+  meadows and forests, played from a browser while AI actors wander.
+
+  A Grove instance is a supervisor of its parts, started in dependency order:
+  the world (`Grove.World`), the actors walking in it (`Grove.Actors`), and a
+  status line in the log (`Grove.Status`). The application starts one from
+  `config :grove`; tests and tools start their own, side by side, under other
+  names.
+
+      {:ok, _} = Grove.start_link(name: MyGrove, world: [width: 200, height: 200], actors: [count: 100])
+      Grove.world(MyGrove)   #=> :"Elixir.MyGrove.World"
+
+  See `Grove.Config` for the options.
+  """
+
+  use Supervisor
+
+  alias Grove.Config
+
+  @doc "Starts an instance; see `Grove.Config` for options."
+  @spec start_link(keyword()) :: Supervisor.on_start()
+  def start_link(opts \\ []) do
+    config = Config.new(opts)
+    Supervisor.start_link(__MODULE__, config, name: config.name)
+  end
+
+  @doc false
+  def child_spec(opts) do
+    %{
+      id: Keyword.get(opts, :name, __MODULE__),
+      start: {__MODULE__, :start_link, [opts]},
+      type: :supervisor
+    }
+  end
+
+  @doc "The name of an instance's world, for the `Grove.World` client API."
+  @spec world(atom()) :: atom()
+  def world(name \\ __MODULE__), do: :"#{name}.World"
+
+  @doc "The name of an instance's actors, for `Grove.Actors`."
+  @spec actors(atom()) :: atom()
+  def actors(name \\ __MODULE__), do: :"#{name}.Actors"
+
+  @impl true
+  def init(%Config{} = config) do
+    children =
+      [
+        {Grove.World, config.world},
+        # Actors start after the world they walk in; they join in the background.
+        {Grove.Actors, config.actors}
+      ] ++
+        if config.status_interval,
+          do: [{Grove.Status, name: config.name, interval: config.status_interval}],
+          else: []
+
+    # A world that restarts loses its entities, so its actors must restart too.
+    Supervisor.init(children, strategy: :rest_for_one)
+  end
+end

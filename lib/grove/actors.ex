@@ -1,0 +1,237 @@
+defmodule Grove.Actors do
+  @moduledoc """
+  AI actors: random walkers that live in the world through exactly the
+  public client API (`Grove.World.Client`), like any player would.
+
+  Each actor is an entity with its own schedule: one move per `:interval`
+  milliseconds in a random direction, each interval shortened or stretched at
+  random by up to `:jitter`. Actors are hosted `:per_herd` to a process (a
+  herd, see `docs/decisions.md`), started without blocking anything: the
+  supervisor returns at once and the herds join their actors in the
+  background, one join at a time each, so the world answers throughout.
+
+  With uniform spawn every zone gets its share of the actors, and each herd
+  starts all its actors in one zone, so the moves a herd sends at once mostly
+  go to the same zone and travel in one message.
+
+  ## Options
+
+    * `:name` - name of this group of actors (required)
+    * `:world` - the world to walk in (required)
+    * `:count` - actors to start with (default `0`)
+    * `:interval` - milliseconds between an actor's moves (default `1000`)
+    * `:jitter` - fraction of the interval by which each wait varies (default `0.2`)
+    * `:spawn` - `:uniform` for random free cells all over the world, or
+      `{:blob, {x, y}, spread}` to start them around a point, about `spread`
+      cells from it (default `:uniform`)
+    * `:per_herd` - actors per process at most (default `500`)
+    * `:resolution` - milliseconds of a herd's schedule slots; moves due in
+      the same slot go out together (default `100`)
+    * `:batch` - send a slot's moves with `move_many/2`, one message per zone,
+      rather than one `move/4` each (default `true`)
+    * `:api` - the module implementing `Grove.World.Client` (default `Grove.World`)
+
+  ## Examples
+
+      {:ok, _} = Grove.Actors.start_link(name: MyActors, world: MyWorld, count: 1000)
+      Grove.Actors.add(MyActors, 500, spawn: {:blob, {500, 500}, 5})
+  """
+
+  use Supervisor
+
+  alias Grove.Actors.{Herd, Stats}
+  alias Grove.World.{Grid, Terrain}
+
+  @defaults [
+    name: nil,
+    world: nil,
+    count: 0,
+    interval: 1000,
+    jitter: 0.2,
+    spawn: :uniform,
+    per_herd: 500,
+    resolution: 100,
+    batch: true,
+    api: Grove.World
+  ]
+
+  @spec start_link(keyword()) :: Supervisor.on_start()
+  def start_link(opts) do
+    opts = validate!(opts)
+    Supervisor.start_link(__MODULE__, opts, name: opts[:name])
+  end
+
+  @doc false
+  def child_spec(opts) do
+    %{
+      id: Keyword.get(opts, :name, __MODULE__),
+      start: {__MODULE__, :start_link, [opts]},
+      type: :supervisor
+    }
+  end
+
+  @impl true
+  def init(opts) do
+    name = opts[:name]
+    :persistent_term.put({__MODULE__, name}, %{stats: Stats.new(), opts: opts})
+
+    children = [
+      # Herds are independent: one that crashes is restarted and joins its actors afresh.
+      {DynamicSupervisor, name: herds(name), strategy: :one_for_one, max_restarts: 100},
+      # Populates the world after the tree is up, so start-up never waits on it.
+      Supervisor.child_spec({Task, fn -> add(name, opts[:count]) end}, restart: :temporary)
+    ]
+
+    Supervisor.init(children, strategy: :one_for_all)
+  end
+
+  @doc """
+  Starts `count` more actors. Options override those the group started with
+  (`:interval`, `:jitter`, `:spawn`, `:per_herd`). Returns the herds started.
+  """
+  @spec add(atom(), non_neg_integer(), keyword()) :: [pid()]
+  def add(name, count, overrides \\ []) do
+    %{stats: stats, opts: opts} = :persistent_term.get({__MODULE__, name})
+    opts = validate!(Keyword.merge(opts, Keyword.put(overrides, :name, name)))
+
+    for {size, area} <- herd_plan(opts, count) do
+      herd_opts = [
+        world: opts[:world],
+        api: opts[:api],
+        stats: stats,
+        count: size,
+        area: area,
+        interval: opts[:interval],
+        jitter: opts[:jitter],
+        spawn: opts[:spawn],
+        resolution: opts[:resolution],
+        batch: opts[:batch]
+      ]
+
+      {:ok, pid} =
+        DynamicSupervisor.start_child(herds(name), %{
+          id: Herd,
+          start: {Herd, :start_link, [herd_opts]},
+          restart: :permanent
+        })
+
+      pid
+    end
+  end
+
+  # Herd sizes with their home areas. Uniform spawn gives every zone a share
+  # of the actors in proportion to its walkable cells (a zone of forest and
+  # lake holds fewer), split into herds of at most `per_herd`; a blob has no
+  # areas, only sizes.
+  defp herd_plan(opts, count) do
+    per_herd = opts[:per_herd]
+
+    case opts[:spawn] do
+      :uniform ->
+        grid = opts[:api].grid(opts[:world])
+        terrain = opts[:api].terrain(opts[:world])
+
+        areas =
+          for zone <- 0..(Grid.zone_count(grid) - 1) do
+            {x0, y0, x1, y1} = area = Grid.zone_bounds(grid, zone)
+            {area, Terrain.walkable_count(terrain, x0, y0, x1, y1)}
+          end
+
+        for {area, quota} <- apportion(areas, count),
+            size <- split(quota, per_herd),
+            do: {size, area}
+
+      {:blob, _center, _spread} ->
+        for size <- split(count, per_herd), do: {size, nil}
+    end
+  end
+
+  # Shares `count` among weighted items by largest remainder, so the shares
+  # add up to `count` exactly.
+  defp apportion(weighted, count) do
+    total = weighted |> Enum.map(&elem(&1, 1)) |> Enum.sum() |> max(1)
+
+    exact =
+      for {item, weight} <- weighted do
+        share = count * weight / total
+        {item, trunc(share), share - trunc(share)}
+      end
+
+    left = count - Enum.reduce(exact, 0, fn {_, whole, _}, acc -> acc + whole end)
+
+    bonus =
+      exact |> Enum.sort_by(&elem(&1, 2), :desc) |> Enum.take(left) |> MapSet.new(&elem(&1, 0))
+
+    for {item, whole, _} <- exact,
+        do: {item, whole + if(MapSet.member?(bonus, item), do: 1, else: 0)}
+  end
+
+  # `total` in at most `per_part`-sized parts of nearly equal size.
+  defp split(0, _per_part), do: []
+
+  defp split(total, per_part) do
+    parts = div(total + per_part - 1, per_part)
+    for i <- 0..(parts - 1), do: div(total, parts) + if(i < rem(total, parts), do: 1, else: 0)
+  end
+
+  @doc "The herd processes of a group."
+  @spec herds_of(atom()) :: [pid()]
+  def herds_of(name) do
+    for {_, pid, _, _} <- DynamicSupervisor.which_children(herds(name)), is_pid(pid), do: pid
+  end
+
+  @doc "Client-side counters and the move round-trip histogram; see `Grove.Actors.Stats`."
+  @spec stats(atom()) :: Stats.t()
+  def stats(name), do: :persistent_term.get({__MODULE__, name}).stats
+
+  @doc "How many actors have joined so far (minus those that failed to)."
+  @spec joined(atom()) :: non_neg_integer()
+  def joined(name), do: Stats.read(stats(name)).counts.joined
+
+  @doc "Stops every herd from sending moves; outcomes in flight are still counted."
+  @spec pause(atom()) :: :ok
+  def pause(name) do
+    Enum.each(herds_of(name), &Herd.pause/1)
+  end
+
+  defp herds(name), do: :"#{name}.herds"
+
+  defp validate!(opts) do
+    opts = Keyword.validate!(opts, @defaults)
+
+    unless is_atom(opts[:name]) and opts[:name] != nil,
+      do: raise(ArgumentError, "actors need a :name atom, got: #{inspect(opts[:name])}")
+
+    if opts[:world] == nil, do: raise(ArgumentError, "actors need a :world")
+
+    for key <- [:interval, :per_herd, :resolution],
+        not (is_integer(opts[key]) and opts[key] > 0) do
+      raise ArgumentError,
+            "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
+    end
+
+    unless is_integer(opts[:count]) and opts[:count] >= 0,
+      do:
+        raise(
+          ArgumentError,
+          ":count must be a non-negative integer, got: #{inspect(opts[:count])}"
+        )
+
+    unless is_number(opts[:jitter]) and opts[:jitter] >= 0 and opts[:jitter] < 1,
+      do: raise(ArgumentError, ":jitter must be a number in 0..1, got: #{inspect(opts[:jitter])}")
+
+    case opts[:spawn] do
+      :uniform ->
+        :ok
+
+      {:blob, {x, y}, spread} when is_integer(x) and is_integer(y) and is_number(spread) ->
+        :ok
+
+      other ->
+        raise ArgumentError,
+              ":spawn must be :uniform or {:blob, {x, y}, spread}, got: #{inspect(other)}"
+    end
+
+    opts
+  end
+end

@@ -1,0 +1,18 @@
+defmodule Grove.Application do
+  @moduledoc false
+  use Application
+
+  @impl true
+  def start(_type, _args) do
+    env = Application.get_all_env(:grove)
+
+    children =
+      if Keyword.get(env, :start, true) do
+        [{Grove, Keyword.take(env, [:world, :actors, :status_interval])}]
+      else
+        []
+      end
+
+    Supervisor.start_link(children, strategy: :one_for_one, name: Grove.Application.Supervisor)
+  end
+end

@@ -1,0 +1,59 @@
+defmodule Grove.Config do
+  @moduledoc """
+  The options of a Grove instance, validated once into a struct.
+
+  ## Options
+
+    * `:name` - the instance's name; its world and actors are named after it
+      (default `Grove`)
+    * `:world` - options for `Grove.World` (default `[]`; its `:name` is derived)
+    * `:actors` - options for `Grove.Actors` (default `[count: 0]`; `:name` and
+      `:world` are derived)
+    * `:status_interval` - milliseconds between status lines in the log, or
+      `false` for none (default `10_000`)
+
+  The application reads these from `config :grove, ...` (see `config/`), and
+  `config/runtime.exs` lets environment variables override the usual ones
+  (`GROVE_ACTORS`, `GROVE_SEED`, `GROVE_WIDTH`, `GROVE_HEIGHT`).
+  """
+
+  @enforce_keys [:name, :world, :actors, :status_interval]
+  defstruct @enforce_keys
+
+  @type t :: %__MODULE__{
+          name: atom(),
+          world: keyword(),
+          actors: keyword(),
+          status_interval: pos_integer() | false
+        }
+
+  @doc "Validates options; raises `ArgumentError` naming the bad one."
+  @spec new(keyword()) :: t()
+  def new(opts) do
+    opts = Keyword.validate!(opts, name: Grove, world: [], actors: [], status_interval: 10_000)
+    name = opts[:name]
+
+    unless is_atom(name) and name != nil,
+      do: raise(ArgumentError, ":name must be an atom, got: #{inspect(name)}")
+
+    unless opts[:status_interval] == false or
+             (is_integer(opts[:status_interval]) and opts[:status_interval] > 0),
+           do:
+             raise(
+               ArgumentError,
+               ":status_interval must be a positive integer or false, got: #{inspect(opts[:status_interval])}"
+             )
+
+    world_name = :"#{name}.World"
+    world = Keyword.put(opts[:world], :name, world_name)
+    # Fail now, with the option's name, rather than deep in a supervisor.
+    Grove.World.new!(world)
+
+    actors =
+      opts[:actors]
+      |> Keyword.put_new(:count, 0)
+      |> Keyword.merge(name: :"#{name}.Actors", world: world_name)
+
+    %__MODULE__{name: name, world: world, actors: actors, status_interval: opts[:status_interval]}
+  end
+end

@@ -1,0 +1,109 @@
+defmodule Grove.Status do
+  @moduledoc """
+  A status line in the log every few seconds, so whoever started Grove sees
+  the world living: entities, actors, moves per second with their outcomes,
+  the move round trip seen by actors, the longest zone mailbox and memory.
+
+      [info] grove: 20000 entities (20000 actors joined) | 19968 moves/s: 81% ok, 12% blocked, ... | round trip p50 0.4 ms p99 3.1 ms | zone mailbox max 2 | 180 MB
+
+  ## Options
+
+    * `:name` - the Grove instance to report on (required)
+    * `:interval` - milliseconds between lines (default `10_000`)
+  """
+
+  use GenServer
+
+  alias Grove.Actors
+  alias Grove.Metrics.Histogram
+
+  require Logger
+
+  defstruct [:name, :interval, :last, :timer]
+
+  @spec start_link(keyword()) :: GenServer.on_start()
+  def start_link(opts), do: GenServer.start_link(__MODULE__, opts)
+
+  @doc "The status line for an instance right now, over the time since `since` (a reading)."
+  @spec line(atom(), map() | nil) :: {String.t(), map()}
+  def line(name, since \\ nil) do
+    now = reading(name)
+    since = since || now
+    seconds = max((now.at - since.at) / 1000, 0.001)
+    world = now.world
+    moves = Actors.Stats.diff(now.actors, since.actors)
+    ok = world.moves_ok - since.world.moves_ok
+
+    rejected =
+      for key <- [:blocked, :occupied, :out_of_bounds, :rate_limited, :busy],
+          do: {key, world[key] - since.world[key]}
+
+    total = ok + Enum.reduce(rejected, 0, fn {_, n}, acc -> acc + n end)
+
+    shares =
+      [{:ok, ok} | rejected]
+      |> Enum.filter(fn {_, n} -> n > 0 end)
+      |> Enum.map_join(", ", fn {key, n} -> "#{round(100 * n / max(total, 1))}% #{key}" end)
+
+    latency =
+      case Histogram.count(moves.latency) do
+        0 ->
+          "no actor moves yet"
+
+        _ ->
+          "round trip p50 #{ms(Histogram.percentile(moves.latency, 50))} p99 #{ms(Histogram.percentile(moves.latency, 99))}"
+      end
+
+    text =
+      "grove: #{world.entities} entities (#{now.actors.counts.joined} actors joined) | " <>
+        "#{round(total / seconds)} moves/s#{if shares != "", do: ": " <> shares, else: ""} | " <>
+        "#{latency} | zone mailbox max #{world.zone_mailbox_max} | " <>
+        "#{div(:erlang.memory(:total), 1_000_000)} MB"
+
+    {text, now}
+  end
+
+  defp reading(name) do
+    %{
+      at: System.monotonic_time(:millisecond),
+      world: Grove.World.stats(Grove.world(name)),
+      actors: Actors.Stats.read(Actors.stats(Grove.actors(name)))
+    }
+  end
+
+  defp ms(nil), do: "-"
+  defp ms(micros), do: "#{Float.round(micros / 1000, 1)} ms"
+
+  @impl true
+  def init(opts) do
+    status = %__MODULE__{
+      name: Keyword.fetch!(opts, :name),
+      interval: Keyword.get(opts, :interval, 10_000)
+    }
+
+    {:ok, status, {:continue, :first}}
+  end
+
+  @impl true
+  def handle_continue(:first, status) do
+    world = Grove.World.fetch!(Grove.world(status.name))
+
+    Logger.info(
+      "grove: world #{world.grid.width}x#{world.grid.height} in #{tuple_size(world.zones)} zones; " <>
+        "a status line every #{div(status.interval, 1000)} s"
+    )
+
+    {_text, now} = line(status.name)
+    {:noreply, schedule(%{status | last: now})}
+  end
+
+  @impl true
+  def handle_info(:report, status) do
+    {text, now} = line(status.name, status.last)
+    Logger.info(text)
+    {:noreply, schedule(%{status | last: now})}
+  end
+
+  defp schedule(status),
+    do: %{status | timer: Process.send_after(self(), :report, status.interval)}
+end

@@ -1,0 +1,563 @@
+defmodule Grove.World do
+  @moduledoc """
+  The shared grid world and the client API that players, actors and tests use.
+
+  A world is a supervisor: start as many as you like under different names.
+  The grid is cut into square zones; each zone is a process and the single
+  writer for the entities inside it. Terrain is immutable and entity
+  positions are in ETS, so reads never queue behind writes.
+
+  ## Options
+
+    * `:name` - the world's name, an atom (required)
+    * `:width`, `:height` - size of the grid in cells (default `1000` x `1000`)
+    * `:zone_size` - side of a zone in cells (default `50`)
+    * `:seed` - terrain seed, any term (default `1`)
+    * `:terrain` - terrain options, see `Grove.World.Terrain` (default `[]`)
+    * `:rules` - move rules, see `Grove.World.Rules` (default `[]`)
+    * `:tick` - milliseconds between view deltas, or `:manual` to tick with
+      `tick/1` (default `100`)
+    * `:mailbox_limit` - messages a zone may have queued before moves are
+      answered `:busy` at once (default `5000`)
+    * `:subscriber_queue_limit` - messages a viewer may have queued before the
+      zones skip its deltas and send it a fresh snapshot once it catches up
+      (default `1000`)
+    * `:handoff_timeout` - milliseconds a handoff may wait for an answer
+      before the zone settles it from the directory (default `5000`)
+
+  ## The client API
+
+  A client is any process. It joins to get an entity, moves it one step at a
+  time and leaves (or dies, which removes its entities at once).
+
+      {:ok, id, {x, y}} = Grove.World.join(world, updates: :self)
+      :ok = Grove.World.move(world, id, :ne, 1)
+      receive do
+        {:grove_move, ^id, 1, {:ok, {x, y}}} -> {x, y}
+        {:grove_move, ^id, 1, {:rejected, reason}} -> reason
+      end
+
+  Every move gets exactly one outcome message,
+  `{:grove_move, id, tag, {:ok, {x, y}} | {:rejected, reason}}`, where the
+  reason is one of `:out_of_bounds`, `:blocked`, `:occupied`,
+  `:rate_limited`, `:busy`, `:not_owner` or `:unknown_entity`.
+
+  What a client receives besides outcomes depends on `:updates` at join:
+
+    * `:none` - move outcomes only;
+    * `:self` - the same; the default (kept distinct so that messages about
+      the client's own entity can be added without touching `:none` clients);
+    * `:view` - also the zones around its viewport: for each zone a
+      `{:grove_view, zone, :snapshot, entries}` when the viewport reaches it,
+      then `{:grove_view, zone, :delta, entries, departed}` every tick that
+      changed something, and `{:grove_view, zone, :closed}` when the viewport
+      leaves it. `Grove.World.View` turns these into the client's viewport.
+
+  No process of the world ever calls a client: everything it sends is a
+  plain message.
+  """
+
+  use Supervisor
+
+  @behaviour Grove.World.Client
+
+  alias Grove.World.{Entity, Grid, Keeper, Rules, Stats, Terrain, Zone}
+
+  @enforce_keys [:name, :grid, :rules, :tick]
+  defstruct [
+    :name,
+    :grid,
+    :terrain,
+    :rules,
+    :tick,
+    :zones,
+    :tables,
+    :directory,
+    :subscriptions,
+    :ids,
+    :load,
+    :stats,
+    mailbox_limit: 5000,
+    subscriber_queue_limit: 1000,
+    handoff_timeout: 5000,
+    terrain_options: []
+  ]
+
+  @type name :: atom()
+  @type t :: %__MODULE__{
+          name: name(),
+          grid: Grid.t(),
+          terrain: Terrain.t() | nil,
+          rules: Rules.t(),
+          tick: pos_integer() | :manual,
+          zones: tuple() | nil,
+          tables: tuple() | nil,
+          directory: :ets.tid() | nil,
+          subscriptions: :ets.tid() | nil,
+          ids: :atomics.atomics_ref() | nil,
+          load: :atomics.atomics_ref() | nil,
+          stats: Stats.t() | nil,
+          mailbox_limit: pos_integer(),
+          subscriber_queue_limit: pos_integer(),
+          handoff_timeout: pos_integer(),
+          terrain_options: keyword()
+        }
+
+  @type outcome :: {:ok, Grid.cell()} | {:rejected, atom()}
+
+  @defaults [
+    name: nil,
+    width: 1000,
+    height: 1000,
+    zone_size: 50,
+    seed: 1,
+    terrain: [],
+    rules: [],
+    tick: 100,
+    mailbox_limit: 5000,
+    subscriber_queue_limit: 1000,
+    handoff_timeout: 5000
+  ]
+
+  # How many random cells one zone tries when a join asks for a random place.
+  @placement_tries 16
+  # How many zones a random join tries before it gives up.
+  @placement_zones 8
+
+  ## Starting
+
+  @doc "Starts a world; see the module doc for options."
+  @spec start_link(keyword()) :: Supervisor.on_start()
+  def start_link(opts) do
+    world = new!(opts)
+    Supervisor.start_link(__MODULE__, world, name: world.name)
+  end
+
+  @doc false
+  def child_spec(opts) do
+    %{
+      id: Keyword.get(opts, :name, __MODULE__),
+      start: {__MODULE__, :start_link, [opts]},
+      type: :supervisor
+    }
+  end
+
+  @doc """
+  Validates options into a world description without starting anything.
+  Raises `ArgumentError` with the offending option.
+  """
+  @spec new!(keyword()) :: t()
+  def new!(opts) do
+    opts = Keyword.validate!(opts, @defaults)
+    name = opts[:name]
+
+    unless is_atom(name) and name != nil do
+      raise ArgumentError, "a world needs a :name atom, got: #{inspect(name)}"
+    end
+
+    for key <- [
+          :width,
+          :height,
+          :zone_size,
+          :mailbox_limit,
+          :subscriber_queue_limit,
+          :handoff_timeout
+        ],
+        not (is_integer(opts[key]) and opts[key] > 0) do
+      raise ArgumentError,
+            "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
+    end
+
+    if opts[:width] > 65_535 or opts[:height] > 65_535 do
+      raise ArgumentError, "a world is at most 65535 cells wide and high"
+    end
+
+    unless opts[:tick] == :manual or (is_integer(opts[:tick]) and opts[:tick] > 0) do
+      raise ArgumentError,
+            ":tick must be a positive integer or :manual, got: #{inspect(opts[:tick])}"
+    end
+
+    %__MODULE__{
+      name: name,
+      grid: Grid.new(opts[:width], opts[:height], opts[:zone_size]),
+      rules: Rules.new(opts[:rules]),
+      tick: opts[:tick],
+      mailbox_limit: opts[:mailbox_limit],
+      subscriber_queue_limit: opts[:subscriber_queue_limit],
+      handoff_timeout: opts[:handoff_timeout],
+      terrain_options: Keyword.put(opts[:terrain], :seed, opts[:seed])
+    }
+  end
+
+  @impl true
+  def init(%__MODULE__{} = world) do
+    children = [
+      # Owns the tables and the terrain, so they outlive any zone.
+      {Keeper, world},
+      # Zones find everything they need in the description the keeper published.
+      %{
+        id: :zones,
+        type: :supervisor,
+        start: {__MODULE__, :start_zones, [world.name]}
+      }
+    ]
+
+    # If the keeper goes, the tables go: the zones must start again after it.
+    Supervisor.init(children, strategy: :rest_for_one)
+  end
+
+  @doc false
+  def start_zones(name) do
+    world = fetch!(name)
+    zones = for index <- 0..(Grid.zone_count(world.grid) - 1), do: {Zone, {world, index}}
+    # A zone rebuilds itself from its table, so restarting one alone is always safe.
+    Supervisor.start_link(zones, strategy: :one_for_one, max_restarts: 100, max_seconds: 5)
+  end
+
+  @doc "The world's description: grid, terrain, tables. Read without a message."
+  @spec fetch!(name() | t()) :: t()
+  def fetch!(%__MODULE__{} = world), do: world
+  def fetch!(name) when is_atom(name), do: :persistent_term.get({__MODULE__, name})
+
+  ## The client API
+
+  @doc """
+  Joins the world: creates an entity owned by the calling process (or
+  `:owner`) and returns its id and cell.
+
+  ## Options
+
+    * `:at` - `{x, y}` to start on that exact cell, `:random` for a random
+      free cell anywhere, or `{:within, {x0, y0, x1, y1}}` for a random free
+      cell in that rectangle, upper bounds exclusive (default `:random`)
+    * `:updates` - `:none`, `:self` or `:view`, see the module doc (default `:self`)
+    * `:view_radius` - cells seen in each direction with `updates: :view`
+      (default `8`, a 17 x 17 viewport)
+    * `:kind` - `:actor`, `:player` or an integer in 0..255 that clients
+      draw (default `:actor`)
+    * `:owner` - the process that moves it and receives its messages
+      (default `self()`)
+    * `:timeout` - milliseconds to wait for the zone (default `5000`)
+  """
+  @impl Grove.World.Client
+  @spec join(name() | t(), keyword()) ::
+          {:ok, Entity.id(), Grid.cell()}
+          | {:error, :out_of_bounds | :blocked | :occupied | :no_free_cell | :busy | :timeout}
+  def join(world, opts \\ []) do
+    world = fetch!(world)
+
+    opts =
+      Keyword.validate!(opts,
+        at: :random,
+        updates: :self,
+        view_radius: 8,
+        kind: :actor,
+        owner: self(),
+        timeout: 5000
+      )
+
+    entity = %Entity{
+      id: :atomics.add_get(world.ids, 1, 1),
+      owner: opts[:owner],
+      kind: kind_code(opts[:kind]),
+      updates: validate_updates(opts[:updates]),
+      view_radius: validate_radius(opts[:view_radius])
+    }
+
+    deadline = System.monotonic_time(:millisecond) + opts[:timeout]
+
+    case opts[:at] do
+      {x, y} when is_integer(x) and is_integer(y) ->
+        if Grid.in_bounds?(world.grid, x, y),
+          do: join_zone(world, Grid.zone_of(world.grid, x, y), entity, [{x, y}], deadline, opts),
+          else: {:error, :out_of_bounds}
+
+      :random ->
+        join_random(world, entity, {0, 0, world.grid.width, world.grid.height}, deadline, opts)
+
+      {:within, {x0, y0, x1, y1} = area}
+      when is_integer(x0) and is_integer(y0) and is_integer(x1) and is_integer(y1) ->
+        area = clip(world.grid, area)
+
+        if area == :empty,
+          do: {:error, :out_of_bounds},
+          else: join_random(world, entity, area, deadline, opts)
+
+      other ->
+        raise ArgumentError, ":at must be {x, y} or :random, got: #{inspect(other)}"
+    end
+  end
+
+  defp join_random(world, entity, area, deadline, opts, zones_left \\ @placement_zones)
+
+  defp join_random(_world, _entity, _area, _deadline, _opts, 0), do: {:error, :no_free_cell}
+
+  # Picks a random cell of the area, then tries random cells of the area in
+  # that cell's zone, which alone can say which of them are free.
+  defp join_random(world, entity, {ax0, ay0, ax1, ay1} = area, deadline, opts, zones_left) do
+    grid = world.grid
+
+    index =
+      Grid.zone_of(grid, ax0 + :rand.uniform(ax1 - ax0) - 1, ay0 + :rand.uniform(ay1 - ay0) - 1)
+
+    {zx0, zy0, zx1, zy1} = Grid.zone_bounds(grid, index)
+    {x0, y0, x1, y1} = {max(ax0, zx0), max(ay0, zy0), min(ax1, zx1), min(ay1, zy1)}
+
+    candidates =
+      for _ <- 1..@placement_tries,
+          x = x0 + :rand.uniform(x1 - x0) - 1,
+          y = y0 + :rand.uniform(y1 - y0) - 1,
+          not (world.rules.blocking and Terrain.blocked?(world.terrain, x, y)),
+          uniq: true,
+          do: {x, y}
+
+    case candidates == [] or join_zone(world, index, entity, candidates, deadline, opts) do
+      true ->
+        join_random(world, entity, area, deadline, opts, zones_left - 1)
+
+      {:error, reason} when reason in [:occupied, :blocked] ->
+        join_random(world, entity, area, deadline, opts, zones_left - 1)
+
+      result ->
+        result
+    end
+  end
+
+  defp clip(%Grid{width: w, height: h}, {x0, y0, x1, y1}) do
+    {x0, y0, x1, y1} = {max(x0, 0), max(y0, 0), min(x1, w), min(y1, h)}
+    if x0 < x1 and y0 < y1, do: {x0, y0, x1, y1}, else: :empty
+  end
+
+  defp join_zone(world, index, entity, candidates, deadline, opts) do
+    if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+      Stats.incr(world.stats, :join_failures)
+      {:error, :busy}
+    else
+      try do
+        GenServer.call(
+          elem(world.zones, index),
+          {:join, entity, candidates, deadline},
+          opts[:timeout]
+        )
+      catch
+        :exit, {:timeout, _} -> {:error, :timeout}
+        :exit, {reason, _} when reason in [:noproc, :normal, :shutdown] -> {:error, :busy}
+      end
+    end
+  end
+
+  @doc """
+  Moves an entity one step in a direction: `:n`, `:ne`, `:e`, `:se`, `:s`,
+  `:sw`, `:w` or `:nw`. Returns at once; the outcome arrives as
+  `{:grove_move, id, tag, outcome}` in the calling process's mailbox (the
+  caller must own the entity).
+  """
+  @impl Grove.World.Client
+  @spec move(name() | t(), Entity.id(), Grid.direction(), term()) :: :ok
+  def move(world, id, direction, tag \\ nil) when is_integer(id) do
+    world = fetch!(world)
+    require Grid
+
+    unless Grid.is_direction(direction) do
+      raise ArgumentError, "not a direction: #{inspect(direction)}"
+    end
+
+    case :ets.lookup(world.directory, id) do
+      [{^id, index}] ->
+        if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+          Stats.incr(world.stats, :busy)
+          send(self(), {:grove_move, id, tag, {:rejected, :busy}})
+        else
+          GenServer.cast(elem(world.zones, index), {:move, id, direction, self(), tag, 0})
+        end
+
+      [] ->
+        Stats.incr(world.stats, :unknown_entity)
+        send(self(), {:grove_move, id, tag, {:rejected, :unknown_entity}})
+    end
+
+    :ok
+  end
+
+  @doc """
+  Moves several entities of the calling process at once, each one step:
+  `moves` is a list of `{id, direction, tag}`. Moves are grouped by zone and
+  each zone gets one message, which makes this far cheaper than one `move/4`
+  per entity when a process drives many entities.
+
+  Each move still gets exactly one outcome. The outcomes a zone decides come
+  back together as `{:grove_moves, [{id, tag, outcome}]}`; a move that
+  crosses into another zone gets its outcome from that zone, alone, as
+  `{:grove_move, id, tag, outcome}`.
+  """
+  @impl Grove.World.Client
+  @spec move_many(name() | t(), [{Entity.id(), Grid.direction(), term()}]) :: :ok
+  def move_many(world, moves) when is_list(moves) do
+    world = fetch!(world)
+    require Grid
+
+    {by_zone, unknown} =
+      Enum.reduce(moves, {%{}, []}, fn {id, direction, tag}, {by_zone, unknown} ->
+        unless Grid.is_direction(direction) do
+          raise ArgumentError, "not a direction: #{inspect(direction)}"
+        end
+
+        case :ets.lookup(world.directory, id) do
+          [{^id, index}] ->
+            {Map.update(by_zone, index, [{id, direction, tag}], &[{id, direction, tag} | &1]),
+             unknown}
+
+          [] ->
+            {by_zone, [{id, tag, {:rejected, :unknown_entity}} | unknown]}
+        end
+      end)
+
+    Stats.incr(world.stats, :unknown_entity, length(unknown))
+
+    busy =
+      Enum.flat_map(by_zone, fn {index, zone_moves} ->
+        if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+          Stats.incr(world.stats, :busy, length(zone_moves))
+          for {id, _direction, tag} <- zone_moves, do: {id, tag, {:rejected, :busy}}
+        else
+          GenServer.cast(elem(world.zones, index), {:moves, self(), Enum.reverse(zone_moves)})
+          []
+        end
+      end)
+
+    case unknown ++ busy do
+      [] -> :ok
+      outcomes -> send(self(), {:grove_moves, outcomes})
+    end
+
+    :ok
+  end
+
+  @doc "Removes an entity the calling process owns. Waits for its zone."
+  @impl Grove.World.Client
+  @spec leave(name() | t(), Entity.id(), timeout()) ::
+          :ok | {:error, :unknown_entity | :not_owner | :busy | :timeout}
+  def leave(world, id, timeout \\ 5000) when is_integer(id) do
+    world = fetch!(world)
+
+    case :ets.lookup(world.directory, id) do
+      [{^id, index}] ->
+        try do
+          GenServer.call(elem(world.zones, index), {:leave, id, self(), 0}, timeout)
+        catch
+          :exit, {:timeout, _} -> {:error, :timeout}
+          :exit, {reason, _} when reason in [:noproc, :normal, :shutdown] -> {:error, :busy}
+        end
+
+      [] ->
+        {:error, :unknown_entity}
+    end
+  end
+
+  @doc "An entity's cell, read from ETS without a message; `nil` when it is not in the world."
+  @spec position(name() | t(), Entity.id()) :: Grid.cell() | nil
+  def position(world, id) do
+    world = fetch!(world)
+
+    with [{^id, index}] <- :ets.lookup(world.directory, id),
+         [{^id, x, y, _owner, _kind, _updates, _radius}] <-
+           :ets.lookup(elem(world.tables, index), id) do
+      {x, y}
+    else
+      _ -> nil
+    end
+  end
+
+  @doc "How many entities are in the world."
+  @spec entity_count(name() | t()) :: non_neg_integer()
+  def entity_count(world), do: :ets.info(fetch!(world).directory, :size)
+
+  @doc "The world's terrain (no copy: it lives in `:persistent_term`)."
+  @impl Grove.World.Client
+  @spec terrain(name() | t()) :: Terrain.t()
+  def terrain(world), do: fetch!(world).terrain
+
+  @doc "The world's grid."
+  @impl Grove.World.Client
+  @spec grid(name() | t()) :: Grid.t()
+  def grid(world), do: fetch!(world).grid
+
+  @doc "Makes every zone tick now; for worlds started with `tick: :manual`."
+  @spec tick(name() | t()) :: :ok
+  def tick(world) do
+    world = fetch!(world)
+    for zone <- Tuple.to_list(world.zones), do: GenServer.cast(zone, :tick)
+    :ok
+  end
+
+  @doc "The pid of a zone process (for tests and tools)."
+  @spec zone_pid(name() | t(), Grid.zone_index()) :: pid() | nil
+  def zone_pid(world, index), do: Process.whereis(elem(fetch!(world).zones, index))
+
+  @doc "The world's counters, entity count and the longest zone mailbox last measured."
+  @spec stats(name() | t()) :: map()
+  def stats(world) do
+    world = fetch!(world)
+    loads = for i <- 1..Grid.zone_count(world.grid), do: :atomics.get(world.load, i)
+
+    world.stats
+    |> Stats.read()
+    |> Map.merge(%{entities: entity_count(world), zone_mailbox_max: Enum.max(loads)})
+  end
+
+  @doc """
+  Checks the whole world for consistency: every entity in exactly one zone and
+  in the directory, no cell shared, no entity on blocking ground, tables
+  agreeing with zones. Asks every zone, so use it in tests and after benches.
+  """
+  @spec audit(name() | t(), timeout()) :: :ok | {:error, [String.t()]}
+  def audit(world, timeout \\ 15_000) do
+    world = fetch!(world)
+
+    reports =
+      for zone <- Tuple.to_list(world.zones) do
+        GenServer.call(zone, :audit, timeout)
+      end
+
+    problems = Enum.flat_map(reports, fn {_resident, problems} -> problems end)
+    resident = Enum.flat_map(reports, fn {resident, _} -> resident end)
+    counts = Enum.frequencies(resident)
+
+    duplicates = for {id, n} <- counts, n > 1, do: "entity #{id} is resident in #{n} zones"
+
+    directory = :ets.tab2list(world.directory)
+
+    missing =
+      for {id, _index} <- directory,
+          not is_map_key(counts, id),
+          do: "entity #{id} is in the directory but in no zone"
+
+    unlisted =
+      for {id, _} <- counts,
+          :ets.lookup(world.directory, id) == [],
+          do: "entity #{id} is in a zone but not in the directory"
+
+    case problems ++ duplicates ++ missing ++ unlisted do
+      [] -> :ok
+      all -> {:error, all}
+    end
+  end
+
+  defp kind_code(:actor), do: 0
+  defp kind_code(:player), do: 1
+  defp kind_code(code) when is_integer(code) and code in 0..255, do: code
+
+  defp kind_code(other),
+    do: raise(ArgumentError, ":kind must be :actor, :player or 0..255, got: #{inspect(other)}")
+
+  defp validate_updates(updates) when updates in [:none, :self, :view], do: updates
+
+  defp validate_updates(other),
+    do: raise(ArgumentError, ":updates must be :none, :self or :view, got: #{inspect(other)}")
+
+  defp validate_radius(radius) when is_integer(radius) and radius >= 0 and radius <= 64,
+    do: radius
+
+  defp validate_radius(other),
+    do: raise(ArgumentError, ":view_radius must be an integer in 0..64, got: #{inspect(other)}")
+end

@@ -1,0 +1,25 @@
+defmodule Grove.World.Client do
+  @moduledoc """
+  The client API as a behaviour: what an actor needs from a world.
+
+  `Grove.World` implements it; so does the single-process baseline the actor
+  bench compares against, which lets the very same actors walk either. A
+  test double for a world is another implementation of this behaviour.
+
+  Outcomes arrive as messages, never as return values:
+  `{:grove_move, id, tag, {:ok, {x, y}} | {:rejected, reason}}` for a move,
+  and for the moves of a batch either that or
+  `{:grove_moves, [{id, tag, outcome}]}`.
+  """
+
+  alias Grove.World.{Entity, Grid}
+
+  @type world :: term()
+
+  @callback join(world(), keyword()) :: {:ok, Entity.id(), Grid.cell()} | {:error, atom()}
+  @callback move(world(), Entity.id(), Grid.direction(), tag :: term()) :: :ok
+  @callback move_many(world(), [{Entity.id(), Grid.direction(), tag :: term()}]) :: :ok
+  @callback leave(world(), Entity.id()) :: :ok | {:error, atom()}
+  @callback grid(world()) :: Grid.t()
+  @callback terrain(world()) :: Grove.World.Terrain.t()
+end

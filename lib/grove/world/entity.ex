@@ -1,0 +1,57 @@
+defmodule Grove.World.Entity do
+  @moduledoc false
+  # One thing on the grid, as its zone holds it. The owner is the client process
+  # the zone answers; `kind` is a small integer clients draw (0 actor, 1 player, ...).
+  # `paced_until` is the move-rate limiter's state (see Zone.State), which
+  # travels with the entity across zones. `monitor` is the owning zone's
+  # monitor on the owner.
+
+  @enforce_keys [:id, :owner]
+  defstruct [
+    :id,
+    :owner,
+    :monitor,
+    x: 0,
+    y: 0,
+    kind: 0,
+    updates: :self,
+    view_radius: 8,
+    paced_until: nil
+  ]
+
+  @type id :: non_neg_integer()
+  @type updates :: :none | :self | :view
+
+  @type t :: %__MODULE__{
+          id: id(),
+          owner: pid(),
+          monitor: reference() | nil,
+          x: non_neg_integer(),
+          y: non_neg_integer(),
+          kind: 0..255,
+          updates: updates(),
+          view_radius: non_neg_integer(),
+          paced_until: integer() | nil
+        }
+
+  @typedoc "How an entity is kept in its zone's ETS table, so a restarted zone can rebuild it."
+  @type row ::
+          {id(), non_neg_integer(), non_neg_integer(), pid(), 0..255, updates(),
+           non_neg_integer()}
+
+  @spec to_row(t()) :: row()
+  def to_row(%__MODULE__{} = e),
+    do: {e.id, e.x, e.y, e.owner, e.kind, e.updates, e.view_radius}
+
+  @spec from_row(row()) :: t()
+  def from_row({id, x, y, owner, kind, updates, view_radius}),
+    do: %__MODULE__{
+      id: id,
+      x: x,
+      y: y,
+      owner: owner,
+      kind: kind,
+      updates: updates,
+      view_radius: view_radius
+    }
+end

@@ -1,0 +1,136 @@
+defmodule Grove.World.Grid do
+  @moduledoc """
+  Arithmetic on the world grid: cells, directions and the zones that cut it.
+
+  Pure functions on a small struct; nothing here sends a message. Coordinates
+  are screen-like: `x` grows to the east, `y` grows to the south, `{0, 0}` is
+  the north-west corner.
+
+  Zones are squares of `zone_size` cells numbered row by row from the
+  north-west corner; the zones on the east and south edges are cut short when
+  the world size is not a multiple of the zone size.
+
+  ## Examples
+
+      iex> grid = Grove.World.Grid.new(100, 80, 50)
+      iex> Grove.World.Grid.zone_count(grid)
+      4
+      iex> Grove.World.Grid.zone_of(grid, 60, 10)
+      1
+      iex> Grove.World.Grid.zone_bounds(grid, 3)
+      {50, 50, 100, 80}
+      iex> Grove.World.Grid.step({5, 5}, :ne)
+      {6, 4}
+  """
+
+  @enforce_keys [:width, :height, :zone_size, :zones_x, :zones_y]
+  defstruct @enforce_keys
+
+  @type t :: %__MODULE__{
+          width: pos_integer(),
+          height: pos_integer(),
+          zone_size: pos_integer(),
+          zones_x: pos_integer(),
+          zones_y: pos_integer()
+        }
+
+  @typedoc "A cell: `{x, y}`."
+  @type cell :: {non_neg_integer(), non_neg_integer()}
+
+  @typedoc "The eight compass directions a move can take."
+  @type direction :: :n | :ne | :e | :se | :s | :sw | :w | :nw
+
+  @typedoc "A zone's number, from 0 to `zone_count(grid) - 1`."
+  @type zone_index :: non_neg_integer()
+
+  @directions [:n, :ne, :e, :se, :s, :sw, :w, :nw]
+
+  @doc "Builds a grid of `width` x `height` cells cut into zones of `zone_size`."
+  @spec new(pos_integer(), pos_integer(), pos_integer()) :: t()
+  def new(width, height, zone_size)
+      when is_integer(width) and width > 0 and is_integer(height) and height > 0 and
+             is_integer(zone_size) and zone_size > 0 do
+    %__MODULE__{
+      width: width,
+      height: height,
+      zone_size: zone_size,
+      zones_x: div(width + zone_size - 1, zone_size),
+      zones_y: div(height + zone_size - 1, zone_size)
+    }
+  end
+
+  @doc "The eight directions, clockwise from north."
+  @spec directions() :: [direction()]
+  def directions, do: @directions
+
+  @doc "True when `term` is one of the eight directions."
+  defguard is_direction(term) when term in @directions
+
+  @doc "The cell one step from `cell` in `direction` (it may lie outside the grid)."
+  @spec step({integer(), integer()}, direction()) :: {integer(), integer()}
+  def step({x, y}, :n), do: {x, y - 1}
+  def step({x, y}, :ne), do: {x + 1, y - 1}
+  def step({x, y}, :e), do: {x + 1, y}
+  def step({x, y}, :se), do: {x + 1, y + 1}
+  def step({x, y}, :s), do: {x, y + 1}
+  def step({x, y}, :sw), do: {x - 1, y + 1}
+  def step({x, y}, :w), do: {x - 1, y}
+  def step({x, y}, :nw), do: {x - 1, y - 1}
+
+  @doc "True when the cell lies inside the grid."
+  @spec in_bounds?(t(), integer(), integer()) :: boolean()
+  def in_bounds?(%__MODULE__{width: w, height: h}, x, y),
+    do: x >= 0 and y >= 0 and x < w and y < h
+
+  @doc "Wraps a cell around the edges, for worlds where the bounds rule is off."
+  @spec wrap(t(), integer(), integer()) :: cell()
+  def wrap(%__MODULE__{width: w, height: h}, x, y),
+    do: {Integer.mod(x, w), Integer.mod(y, h)}
+
+  @doc "A unique integer for a cell inside the grid, usable as a map key."
+  @spec cell_key(t(), non_neg_integer(), non_neg_integer()) :: non_neg_integer()
+  def cell_key(%__MODULE__{width: w}, x, y), do: y * w + x
+
+  @doc "How many zones cut the grid."
+  @spec zone_count(t()) :: pos_integer()
+  def zone_count(%__MODULE__{zones_x: zx, zones_y: zy}), do: zx * zy
+
+  @doc "The zone that holds a cell inside the grid."
+  @spec zone_of(t(), non_neg_integer(), non_neg_integer()) :: zone_index()
+  def zone_of(%__MODULE__{zone_size: s, zones_x: zx}, x, y), do: div(y, s) * zx + div(x, s)
+
+  @doc "A zone's cells as `{x0, y0, x1, y1}`, lower bounds inclusive, upper exclusive."
+  @spec zone_bounds(t(), zone_index()) ::
+          {non_neg_integer(), non_neg_integer(), pos_integer(), pos_integer()}
+  def zone_bounds(%__MODULE__{} = grid, index) do
+    %__MODULE__{width: w, height: h, zone_size: s, zones_x: zx} = grid
+    x0 = rem(index, zx) * s
+    y0 = div(index, zx) * s
+    {x0, y0, min(x0 + s, w), min(y0 + s, h)}
+  end
+
+  @doc """
+  The zones a square viewport of `radius` around `center` overlaps, in
+  ascending order. The viewport is clipped to the grid.
+
+      iex> grid = Grove.World.Grid.new(100, 100, 50)
+      iex> Grove.World.Grid.view_zones(grid, {10, 10}, 8)
+      [0]
+      iex> Grove.World.Grid.view_zones(grid, {48, 52}, 8)
+      [0, 1, 2, 3]
+  """
+  @spec view_zones(t(), cell(), non_neg_integer()) :: [zone_index()]
+  def view_zones(%__MODULE__{} = grid, {x, y}, radius) do
+    %__MODULE__{width: w, height: h, zone_size: s, zones_x: per_row} = grid
+    col0 = div(max(x - radius, 0), s)
+    col1 = div(min(x + radius, w - 1), s)
+    row0 = div(max(y - radius, 0), s)
+    row1 = div(min(y + radius, h - 1), s)
+    for row <- row0..row1, col <- col0..col1, do: row * per_row + col
+  end
+
+  @doc "True when `cell` lies inside the square viewport of `radius` around `center`."
+  @spec in_view?(cell(), non_neg_integer(), cell()) :: boolean()
+  def in_view?({cx, cy}, radius, {x, y}),
+    do: abs(x - cx) <= radius and abs(y - cy) <= radius
+end

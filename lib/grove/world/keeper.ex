@@ -1,0 +1,65 @@
+defmodule Grove.World.Keeper do
+  @moduledoc false
+  # Owns what must outlive any zone: the terrain, the zones' ETS tables, the
+  # directory and the counters. It generates them once, publishes the world's
+  # description in `:persistent_term` (read by every client call without a
+  # message) and then does nothing but exist.
+
+  use GenServer
+
+  alias Grove.World
+  alias Grove.World.{Grid, Stats, Terrain}
+
+  require Logger
+
+  @spec start_link(World.t()) :: GenServer.on_start()
+  def start_link(%World{} = world), do: GenServer.start_link(__MODULE__, world)
+
+  @impl true
+  def init(%World{} = world) do
+    # Trapping exits makes `terminate/2` run on shutdown, to unpublish the world.
+    Process.flag(:trap_exit, true)
+    %Grid{width: w, height: h} = grid = world.grid
+    started = System.monotonic_time(:millisecond)
+    terrain = Terrain.generate(w, h, world.terrain_options)
+    count = Grid.zone_count(grid)
+
+    world = %{
+      world
+      | terrain: terrain,
+        zones: List.to_tuple(for(i <- 0..(count - 1), do: zone_name(world.name, i))),
+        tables:
+          List.to_tuple(
+            for _ <- 1..count, do: :ets.new(:grove_zone, [:set, :public, read_concurrency: true])
+          ),
+        directory:
+          :ets.new(:grove_directory, [
+            :set,
+            :public,
+            read_concurrency: true,
+            write_concurrency: true
+          ]),
+        subscriptions: :ets.new(:grove_subscriptions, [:bag, :public]),
+        ids: :atomics.new(1, signed: false),
+        load: :atomics.new(count, signed: false),
+        stats: Stats.new()
+    }
+
+    :persistent_term.put({World, world.name}, world)
+
+    Logger.info(
+      "world #{inspect(world.name)}: #{w}x#{h} cells in #{count} zones, terrain in #{System.monotonic_time(:millisecond) - started} ms"
+    )
+
+    # Generating the terrain left a large heap behind; hibernating drops it.
+    {:ok, world.name, :hibernate}
+  end
+
+  @impl true
+  def terminate(_reason, name) do
+    :persistent_term.erase({World, name})
+    :ok
+  end
+
+  defp zone_name(world, index), do: :"#{world}.zone.#{index}"
+end

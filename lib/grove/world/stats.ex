@@ -1,0 +1,56 @@
+defmodule Grove.World.Stats do
+  @moduledoc false
+  # The world's hot counters: one `:counters` array, written by zones and by
+  # the client API without any process hop, read by status lines, benches
+  # and (later) the metrics exporters.
+
+  @keys [
+    :moves_ok,
+    :out_of_bounds,
+    :blocked,
+    :occupied,
+    :rate_limited,
+    :busy,
+    :not_owner,
+    :unknown_entity,
+    :joins,
+    :join_failures,
+    :leaves,
+    :departures,
+    :handoffs,
+    :handoffs_refused,
+    :handoffs_stale,
+    :forwards,
+    :deltas_sent,
+    :snapshots_sent,
+    :subscribers_lagging,
+    :zone_restarts
+  ]
+
+  for {key, index} <- Enum.with_index(@keys, 1) do
+    defp index(unquote(key)), do: unquote(index)
+  end
+
+  @type key :: atom()
+  @type t :: :counters.counters_ref()
+
+  @spec new() :: t()
+  def new, do: :counters.new(length(@keys), [:write_concurrency])
+
+  @spec keys() :: [key()]
+  def keys, do: @keys
+
+  @spec incr(t(), key(), integer()) :: :ok
+  def incr(stats, key, by \\ 1), do: :counters.add(stats, index(key), by)
+
+  @doc "The counter key for a move outcome."
+  @spec outcome_key(:ok | atom()) :: key()
+  def outcome_key(:ok), do: :moves_ok
+  def outcome_key(reason), do: reason
+
+  @spec get(t(), key()) :: integer()
+  def get(stats, key), do: :counters.get(stats, index(key))
+
+  @spec read(t()) :: %{key() => integer()}
+  def read(stats), do: Map.new(@keys, &{&1, :counters.get(stats, index(&1))})
+end

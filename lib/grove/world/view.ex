@@ -1,0 +1,175 @@
+defmodule Grove.World.View do
+  @moduledoc """
+  A client's viewport, assembled from what the zones publish.
+
+  A client that joined with `updates: :view` receives, from each zone its
+  viewport overlaps, a snapshot and then one delta per tick, the same binary
+  every watcher of that zone gets. The client keeps a `View`, feeds it those
+  messages and its own move outcomes, and takes from it what changed inside
+  its square viewport since it last asked. Nothing here sends a message; it is
+  a pure data structure the client process owns.
+
+  ## Examples
+
+      view = View.new({10, 10}, 8)
+      # in the client's receive loop:
+      {:grove_view, _zone, _what, _payload} = message -> View.apply_message(view, message)
+      {:grove_move, ^id, _tag, {:ok, cell}} -> View.recenter(view, cell)
+      # whenever the client is ready to draw or send:
+      {changes, view} = View.take_changes(view)
+
+  The first `take_changes/1` after the snapshots arrive returns the full view;
+  later ones return only what moved in, moved within, or left the viewport.
+  """
+
+  alias Grove.World.Grid
+
+  defstruct center: {0, 0},
+            radius: 8,
+            mirrors: %{},
+            where: %{},
+            shown: %{},
+            dirty: %{},
+            full: true
+
+  @typedoc "An entity as a view shows it: id, cell and kind."
+  @type entry :: {non_neg_integer(), non_neg_integer(), non_neg_integer(), byte()}
+
+  @typedoc "What changed in the viewport: entities to draw (new or moved) and ids to erase."
+  @type changes :: %{shown: [entry()], gone: [non_neg_integer()]}
+
+  @type t :: %__MODULE__{
+          center: Grid.cell(),
+          radius: non_neg_integer(),
+          mirrors: %{
+            Grid.zone_index() => %{
+              non_neg_integer() => {non_neg_integer(), non_neg_integer(), byte()}
+            }
+          },
+          where: %{non_neg_integer() => Grid.zone_index()},
+          shown: %{non_neg_integer() => {non_neg_integer(), non_neg_integer(), byte()}},
+          dirty: %{non_neg_integer() => true},
+          full: boolean()
+        }
+
+  @doc "A view centred on `center` seeing `radius` cells in each direction."
+  @spec new(Grid.cell(), non_neg_integer()) :: t()
+  def new(center, radius \\ 8), do: %__MODULE__{center: center, radius: radius}
+
+  @doc "Applies one `{:grove_view, ...}` message from a zone."
+  @spec apply_message(t(), tuple()) :: t()
+  def apply_message(%__MODULE__{} = view, {:grove_view, zone, :snapshot, entries}) do
+    old = Map.get(view.mirrors, zone, %{})
+    mirror = for <<id::32, x::16, y::16, kind::8 <- entries>>, into: %{}, do: {id, {x, y, kind}}
+
+    where =
+      Enum.reduce(old, view.where, fn {id, _}, where ->
+        if where[id] == zone and not is_map_key(mirror, id),
+          do: Map.delete(where, id),
+          else: where
+      end)
+
+    where = Enum.reduce(mirror, where, fn {id, _}, where -> Map.put(where, id, zone) end)
+    %{view | mirrors: Map.put(view.mirrors, zone, mirror), where: where, full: true}
+  end
+
+  def apply_message(%__MODULE__{} = view, {:grove_view, zone, :delta, moved, departed}) do
+    case view.mirrors do
+      %{^zone => mirror} ->
+        {mirror, where, dirty} =
+          for <<id::32, x::16, y::16, kind::8 <- moved>>,
+            reduce: {mirror, view.where, view.dirty} do
+            {mirror, where, dirty} ->
+              {Map.put(mirror, id, {x, y, kind}), Map.put(where, id, zone),
+               Map.put(dirty, id, true)}
+          end
+
+        {mirror, where, dirty} =
+          for <<id::32 <- departed>>, reduce: {mirror, where, dirty} do
+            {mirror, where, dirty} ->
+              # An entity that crossed into a neighbour may already be listed
+              # there; only the zone that last reported it may remove it.
+              where = if where[id] == zone, do: Map.delete(where, id), else: where
+              {Map.delete(mirror, id), where, Map.put(dirty, id, true)}
+          end
+
+        %{view | mirrors: Map.put(view.mirrors, zone, mirror), where: where, dirty: dirty}
+
+      _ ->
+        # A delta from a zone whose snapshot has not arrived cannot be placed; the snapshot will cover it.
+        view
+    end
+  end
+
+  def apply_message(%__MODULE__{} = view, {:grove_view, zone, :closed}) do
+    {old, mirrors} = Map.pop(view.mirrors, zone, %{})
+
+    where =
+      Enum.reduce(old, view.where, fn {id, _}, where ->
+        if where[id] == zone, do: Map.delete(where, id), else: where
+      end)
+
+    %{view | mirrors: mirrors, where: where, full: true}
+  end
+
+  @doc "Moves the viewport's centre, normally to the client's own new cell."
+  @spec recenter(t(), Grid.cell()) :: t()
+  def recenter(%__MODULE__{center: center} = view, center), do: view
+  def recenter(%__MODULE__{} = view, center), do: %{view | center: center, full: true}
+
+  @doc "Everything inside the viewport now, by id."
+  @spec visible(t()) :: %{non_neg_integer() => {non_neg_integer(), non_neg_integer(), byte()}}
+  def visible(%__MODULE__{} = view) do
+    for {zone, mirror} <- view.mirrors,
+        {id, {x, y, _kind} = entry} <- mirror,
+        view.where[id] == zone,
+        Grid.in_view?(view.center, view.radius, {x, y}),
+        into: %{},
+        do: {id, entry}
+  end
+
+  @doc """
+  What changed inside the viewport since the last call, and the view that
+  remembers it was handed over. Returns `:none` instead of changes when
+  nothing did.
+  """
+  @spec take_changes(t()) :: {changes() | :none, t()}
+  def take_changes(%__MODULE__{full: true} = view) do
+    now = visible(view)
+    shown = for {id, entry} <- now, view.shown[id] != entry, do: flat(id, entry)
+    gone = for {id, _} <- view.shown, not is_map_key(now, id), do: id
+    result(shown, gone, %{view | shown: now, dirty: %{}, full: false})
+  end
+
+  def take_changes(%__MODULE__{dirty: dirty} = view) when map_size(dirty) == 0, do: {:none, view}
+
+  def take_changes(%__MODULE__{} = view) do
+    {shown, gone, now} =
+      Enum.reduce(view.dirty, {[], [], view.shown}, fn {id, true}, {shown, gone, now} ->
+        current = current(view, id)
+
+        case {current, now[id]} do
+          {same, same} -> {shown, gone, now}
+          {nil, _before} -> {shown, [id | gone], Map.delete(now, id)}
+          {entry, _before} -> {[flat(id, entry) | shown], gone, Map.put(now, id, entry)}
+        end
+      end)
+
+    result(shown, gone, %{view | shown: now, dirty: %{}})
+  end
+
+  defp result([], [], view), do: {:none, view}
+  defp result(shown, gone, view), do: {%{shown: shown, gone: gone}, view}
+
+  defp current(view, id) do
+    with zone when zone != nil <- view.where[id],
+         %{^id => {x, y, _kind} = entry} <- view.mirrors[zone],
+         true <- Grid.in_view?(view.center, view.radius, {x, y}) do
+      entry
+    else
+      _ -> nil
+    end
+  end
+
+  defp flat(id, {x, y, kind}), do: {id, x, y, kind}
+end

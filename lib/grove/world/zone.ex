@@ -1,0 +1,690 @@
+defmodule Grove.World.Zone do
+  @moduledoc false
+  # The process around one zone's pure core (`Zone.State`): it owns the
+  # mailbox, the tick timer, the monitors and all I/O: ETS writes, outcome
+  # messages to clients, handoff messages to neighbours, deltas to watchers.
+  #
+  # Messages only flow one way. Clients cast moves here and get an outcome
+  # message back; zones cast handoffs to each other and answer with casts;
+  # nothing here ever calls another process, so no call cycle can exist.
+  #
+  # The zone writes its entities to its own ETS table (owned by the world's
+  # keeper, so it outlives this process) and their zone to the directory. A
+  # restarted zone rebuilds itself from that table, keeping only the rows the
+  # directory still assigns to it.
+
+  use GenServer
+
+  alias Grove.World
+  alias Grove.World.{Entity, Grid, Stats}
+  alias Grove.World.Zone.State
+
+  require Logger
+
+  # How often (in handled messages) the zone measures its own mailbox.
+  @measure_every 16
+  # How many times a move may be forwarded to follow its entity between zones.
+  @max_hops 4
+
+  defstruct [
+    :world,
+    :index,
+    :core,
+    :table,
+    :tick_timer,
+    overloaded: false,
+    monitors: %{},
+    subscribers: %{}
+  ]
+
+  @type t :: %__MODULE__{
+          world: World.t(),
+          index: Grid.zone_index(),
+          core: State.t(),
+          table: :ets.tid(),
+          tick_timer: reference() | nil,
+          overloaded: boolean(),
+          monitors: %{reference() => {:entity, Entity.id()} | {:subscriber, pid()}},
+          subscribers: %{pid() => {reference(), MapSet.t(Entity.id())}}
+        }
+
+  @spec start_link({World.t(), Grid.zone_index()}) :: GenServer.on_start()
+  def start_link({%World{} = world, index}) do
+    GenServer.start_link(__MODULE__, {world, index}, name: elem(world.zones, index))
+  end
+
+  @spec child_spec({World.t(), Grid.zone_index()}) :: Supervisor.child_spec()
+  def child_spec({_world, index} = arg) do
+    %{id: {__MODULE__, index}, start: {__MODULE__, :start_link, [arg]}}
+  end
+
+  # Callbacks
+
+  @impl true
+  def init({world, index}) do
+    core = State.new(index, world.grid, world.terrain, world.rules)
+    zone = %__MODULE__{world: world, index: index, core: core, table: elem(world.tables, index)}
+    {:ok, zone, {:continue, :recover}}
+  end
+
+  @impl true
+  def handle_continue(:recover, zone) do
+    zone = zone |> recover_entities() |> recover_subscribers() |> schedule_tick()
+    {:noreply, zone}
+  end
+
+  @impl true
+  def handle_cast({:move, id, direction, owner, tag, hops}, zone) do
+    zone = zone |> sample_mailbox() |> handle_move(id, direction, owner, tag, hops)
+    {:noreply, zone}
+  end
+
+  # A batch of one owner's moves: one message in, one message out for every
+  # outcome decided here. Moves that cross into another zone get their outcome
+  # from that zone, on their own.
+  def handle_cast({:moves, owner, moves}, zone) do
+    zone = sample_mailbox(zone)
+    now = :erlang.monotonic_time(:millisecond)
+
+    {outcomes, zone} =
+      Enum.reduce(moves, {[], zone}, fn {id, direction, tag}, {outcomes, zone} ->
+        case apply_one(zone, id, direction, owner, tag, 0, now) do
+          {:pending, zone} ->
+            {outcomes, zone}
+
+          {outcome, zone} ->
+            count_outcome(zone, outcome)
+            {[{id, tag, outcome} | outcomes], zone}
+        end
+      end)
+
+    if outcomes != [], do: send(owner, {:grove_moves, outcomes})
+    {:noreply, zone}
+  end
+
+  def handle_cast({:arrive, %Entity{} = entity, target, from, tag}, zone) do
+    {:noreply, zone |> sample_mailbox() |> handle_arrival(entity, target, from, tag)}
+  end
+
+  def handle_cast({:arrived, id}, zone) do
+    {entity, deferred, core} = State.finish_handoff(zone.core, id)
+    zone = %{zone | core: core}
+
+    if entity do
+      :ets.delete(zone.table, id)
+      zone = forget_monitor(zone, entity.monitor)
+      {:noreply, forward_deferred(zone, id, deferred)}
+    else
+      {:noreply, zone}
+    end
+  end
+
+  def handle_cast({:refused, id, owner, tag, reason}, zone) do
+    case State.cancel_handoff(zone.core, id) do
+      {:ok, tag, deferred, core} ->
+        Stats.incr(zone.world.stats, :handoffs_refused)
+        zone = %{zone | core: core}
+        reply(zone, owner, id, tag, {:rejected, reason})
+        {:noreply, replay_deferred(zone, id, deferred)}
+
+      {:error, :not_leaving} ->
+        # This zone restarted during the handoff; the move still gets its outcome.
+        reply(zone, owner, id, tag, {:rejected, reason})
+        {:noreply, zone}
+    end
+  end
+
+  def handle_cast({:leave, id, owner, from, hops}, zone) do
+    {:noreply, handle_leave(zone, id, owner, from, hops)}
+  end
+
+  def handle_cast({:subscribe, pid, entity_id}, zone) do
+    {:noreply, subscribe(zone, pid, entity_id)}
+  end
+
+  def handle_cast({:unsubscribe, pid, entity_id}, zone) do
+    {:noreply, unsubscribe(zone, pid, entity_id)}
+  end
+
+  def handle_cast(:tick, zone), do: {:noreply, tick(zone)}
+
+  @impl true
+  def handle_call({:join, entity, candidates, deadline}, _from, zone) do
+    if System.monotonic_time(:millisecond) > deadline do
+      # The caller gave up waiting; placing the entity now would leave a ghost.
+      {:reply, {:error, :timeout}, zone}
+    else
+      case State.place(zone.core, entity, candidates) do
+        {:ok, placed, core} ->
+          zone = %{zone | core: core} |> adopt(placed)
+          Stats.incr(zone.world.stats, :joins)
+          zone = if placed.updates == :view, do: update_view(zone, placed, nil), else: zone
+          {:reply, {:ok, placed.id, {placed.x, placed.y}}, zone}
+
+        {:rejected, reason, core} ->
+          {:reply, {:error, reason}, %{zone | core: core}}
+      end
+    end
+  end
+
+  def handle_call({:leave, id, owner, hops}, from, zone) do
+    {:noreply, handle_leave(zone, id, owner, from, hops)}
+  end
+
+  def handle_call(:audit, _from, zone) do
+    problems = State.audit(zone.core)
+
+    table_problems =
+      for %Entity{id: id} = entity <- Map.values(zone.core.entities),
+          :ets.lookup(zone.table, id) != [Entity.to_row(entity)],
+          do: "entity #{id} differs from its table row"
+
+    resident = for {id, _} <- zone.core.entities, not State.leaving?(zone.core, id), do: id
+    {:reply, {resident, problems ++ table_problems}, zone}
+  end
+
+  @impl true
+  def handle_info(:tick, zone) do
+    {:noreply, zone |> tick() |> schedule_tick()}
+  end
+
+  def handle_info({:DOWN, ref, :process, pid, _reason}, zone) do
+    case Map.pop(zone.monitors, ref) do
+      {{:entity, id}, monitors} ->
+        zone = %{zone | monitors: monitors}
+        {:noreply, drop_entity(zone, id)}
+
+      {{:subscriber, ^pid}, monitors} ->
+        zone = %{zone | monitors: monitors}
+        :ets.match_delete(zone.world.subscriptions, {zone.index, pid, :_})
+        {:noreply, %{zone | subscribers: Map.delete(zone.subscribers, pid)} |> watch()}
+
+      {nil, _} ->
+        {:noreply, zone}
+    end
+  end
+
+  def handle_info(message, zone) do
+    Logger.warning("zone #{zone.index} ignored an unexpected message: #{inspect(message)}")
+    {:noreply, zone}
+  end
+
+  ## Moves
+
+  defp handle_move(zone, id, direction, owner, tag, hops) do
+    case apply_one(zone, id, direction, owner, tag, hops, :erlang.monotonic_time(:millisecond)) do
+      {:pending, zone} ->
+        zone
+
+      {outcome, zone} ->
+        reply(zone, owner, id, tag, outcome)
+        zone
+    end
+  end
+
+  # Applies one move and returns its outcome, or `:pending` when another
+  # zone will give it (a handoff, a forward, a move deferred meanwhile).
+  defp apply_one(%__MODULE__{overloaded: true} = zone, _id, _dir, _owner, _tag, _hops, _now),
+    do: {{:rejected, :busy}, zone}
+
+  defp apply_one(zone, id, direction, owner, tag, hops, now) do
+    case State.apply_move(zone.core, id, direction, owner, tag, now) do
+      {:moved, %Entity{updates: :view} = entity, core} ->
+        {:ok, before} = State.fetch(zone.core, id)
+        zone = moved(%{zone | core: core}, entity)
+        {{:ok, {entity.x, entity.y}}, update_view(zone, entity, before)}
+
+      {:moved, entity, core} ->
+        {{:ok, {entity.x, entity.y}}, moved(%{zone | core: core}, entity)}
+
+      {:rejected, reason, core} ->
+        {{:rejected, reason}, %{zone | core: core}}
+
+      {:handoff, entity, to, target, core} ->
+        Stats.incr(zone.world.stats, :handoffs)
+        GenServer.cast(elem(zone.world.zones, to), {:arrive, entity, target, zone.index, tag})
+        {:pending, %{zone | core: core}}
+
+      {:leaving, core} ->
+        case State.defer(core, id, {:move, direction, owner, tag}) do
+          {:ok, core} -> {:pending, %{zone | core: core}}
+          {:error, :busy} -> {{:rejected, :busy}, %{zone | core: core}}
+        end
+
+      {:unknown, core} ->
+        zone = %{zone | core: core}
+
+        case follow(zone, id, hops) do
+          {:ok, to} ->
+            Stats.incr(zone.world.stats, :forwards)
+            GenServer.cast(to, {:move, id, direction, owner, tag, hops + 1})
+            {:pending, zone}
+
+          :error ->
+            {{:rejected, :unknown_entity}, zone}
+        end
+    end
+  end
+
+  defp moved(zone, %Entity{id: id, x: x, y: y}) do
+    :ets.update_element(zone.table, id, [{2, x}, {3, y}])
+    zone
+  end
+
+  defp handle_arrival(zone, entity, target, from, tag) do
+    case State.accept_arrival(zone.core, entity, target) do
+      {:ok, arrived, core} ->
+        zone = %{zone | core: core} |> adopt(arrived)
+        GenServer.cast(elem(zone.world.zones, from), {:arrived, arrived.id})
+        reply(zone, arrived.owner, arrived.id, tag, {:ok, target})
+        if arrived.updates == :view, do: update_view(zone, arrived, entity), else: zone
+
+      {:rejected, reason, core} ->
+        GenServer.cast(
+          elem(zone.world.zones, from),
+          {:refused, entity.id, entity.owner, tag, reason}
+        )
+
+        %{zone | core: core}
+    end
+  end
+
+  # Where the directory says an entity lives now, when that is not here.
+  defp follow(zone, id, hops) when hops < @max_hops do
+    case :ets.lookup(zone.world.directory, id) do
+      [{^id, index}] when index != zone.index -> {:ok, elem(zone.world.zones, index)}
+      _ -> :error
+    end
+  end
+
+  defp follow(_zone, _id, _hops), do: :error
+
+  defp defer(zone, id, operation, on_full) do
+    case State.defer(zone.core, id, operation) do
+      {:ok, core} ->
+        %{zone | core: core}
+
+      {:error, :busy} ->
+        on_full.(zone)
+        zone
+    end
+  end
+
+  # The entity now lives in another zone: send it what waited for the handoff.
+  defp forward_deferred(zone, id, deferred) do
+    for operation <- deferred do
+      case operation do
+        {:move, direction, owner, tag} ->
+          handle_move_elsewhere(zone, id, direction, owner, tag)
+
+        {:leave, owner, from} ->
+          case follow(zone, id, 0) do
+            {:ok, to} -> GenServer.cast(to, {:leave, id, owner, from, 1})
+            :error -> GenServer.reply(from, {:error, :unknown_entity})
+          end
+      end
+    end
+
+    zone
+  end
+
+  defp handle_move_elsewhere(zone, id, direction, owner, tag) do
+    case follow(zone, id, 0) do
+      {:ok, to} -> GenServer.cast(to, {:move, id, direction, owner, tag, 1})
+      :error -> reply(zone, owner, id, tag, {:rejected, :unknown_entity})
+    end
+  end
+
+  # The handoff was refused, so the entity is still here: apply what waited, in order.
+  defp replay_deferred(zone, id, deferred) do
+    Enum.reduce(deferred, zone, fn
+      {:move, direction, owner, tag}, zone -> handle_move(zone, id, direction, owner, tag, 0)
+      {:leave, owner, from}, zone -> handle_leave(zone, id, owner, from, 0)
+    end)
+  end
+
+  ## Leaving and removal
+
+  defp handle_leave(zone, id, owner, from, hops) do
+    case State.fetch(zone.core, id) do
+      {:ok, %Entity{owner: ^owner}} ->
+        if State.leaving?(zone.core, id) do
+          defer(zone, id, {:leave, owner, from}, fn _zone ->
+            GenServer.reply(from, {:error, :busy})
+          end)
+        else
+          zone = drop_entity(zone, id)
+          Stats.incr(zone.world.stats, :leaves)
+          GenServer.reply(from, :ok)
+          zone
+        end
+
+      {:ok, %Entity{}} ->
+        GenServer.reply(from, {:error, :not_owner})
+        zone
+
+      :error ->
+        case follow(zone, id, hops) do
+          {:ok, to} -> GenServer.cast(to, {:leave, id, owner, from, hops + 1})
+          :error -> GenServer.reply(from, {:error, :unknown_entity})
+        end
+
+        zone
+    end
+  end
+
+  # Removes an entity owned here, with everything that refers to it.
+  defp drop_entity(zone, id) do
+    {entity, core} = State.remove(zone.core, id)
+    zone = %{zone | core: core}
+
+    case entity do
+      nil ->
+        zone
+
+      %Entity{} ->
+        :ets.delete(zone.table, id)
+        :ets.delete_object(zone.world.directory, {id, zone.index})
+        Stats.incr(zone.world.stats, :departures)
+        zone = forget_monitor(zone, entity.monitor)
+        if entity.updates == :view, do: drop_view(zone, entity), else: zone
+    end
+  end
+
+  ## Ownership
+
+  # Takes ownership of an entity placed or arrived here: table row, directory, monitor.
+  defp adopt(zone, %Entity{} = entity) do
+    ref = Process.monitor(entity.owner)
+    entity = %{entity | monitor: ref}
+    :ets.insert(zone.table, Entity.to_row(entity))
+    :ets.insert(zone.world.directory, {entity.id, zone.index})
+
+    %{
+      zone
+      | core: State.put_entity(zone.core, entity),
+        monitors: Map.put(zone.monitors, ref, {:entity, entity.id})
+    }
+  end
+
+  defp forget_monitor(zone, nil), do: zone
+
+  defp forget_monitor(zone, ref) do
+    Process.demonitor(ref, [:flush])
+    %{zone | monitors: Map.delete(zone.monitors, ref)}
+  end
+
+  defp reply(zone, owner, id, tag, outcome) do
+    count_outcome(zone, outcome)
+    send(owner, {:grove_move, id, tag, outcome})
+  end
+
+  defp count_outcome(zone, outcome), do: Stats.incr(zone.world.stats, outcome_key(outcome))
+
+  defp outcome_key({:ok, _cell}), do: :moves_ok
+  defp outcome_key({:rejected, reason}), do: Stats.outcome_key(reason)
+
+  ## Views
+
+  # Keeps a viewer subscribed to exactly the zones its viewport overlaps.
+  # `before` is the entity as it was (nil on join); only the differences are sent.
+  defp update_view(zone, %Entity{} = now, before) do
+    grid = zone.world.grid
+    wanted = Grid.view_zones(grid, {now.x, now.y}, now.view_radius)
+
+    had =
+      case before do
+        nil -> []
+        %Entity{x: x, y: y} -> Grid.view_zones(grid, {x, y}, now.view_radius)
+      end
+
+    if wanted == had do
+      zone
+    else
+      zone = Enum.reduce(had -- wanted, zone, &send_subscription(&2, &1, :unsubscribe, now))
+      Enum.reduce(wanted -- had, zone, &send_subscription(&2, &1, :subscribe, now))
+    end
+  end
+
+  defp drop_view(zone, %Entity{} = entity) do
+    zones = Grid.view_zones(zone.world.grid, {entity.x, entity.y}, entity.view_radius)
+    Enum.reduce(zones, zone, &send_subscription(&2, &1, :unsubscribe, entity))
+  end
+
+  defp send_subscription(%__MODULE__{index: index} = zone, index, :subscribe, entity),
+    do: subscribe(zone, entity.owner, entity.id)
+
+  defp send_subscription(%__MODULE__{index: index} = zone, index, :unsubscribe, entity),
+    do: unsubscribe(zone, entity.owner, entity.id)
+
+  defp send_subscription(zone, to, action, entity) do
+    GenServer.cast(elem(zone.world.zones, to), {action, entity.owner, entity.id})
+    zone
+  end
+
+  defp subscribe(zone, pid, entity_id) do
+    :ets.insert(zone.world.subscriptions, {zone.index, pid, entity_id})
+
+    zone =
+      case zone.subscribers do
+        %{^pid => {ref, ids}} ->
+          put_in(zone.subscribers[pid], {ref, MapSet.put(ids, entity_id)})
+
+        _ ->
+          ref = Process.monitor(pid)
+
+          %{
+            zone
+            | subscribers: Map.put(zone.subscribers, pid, {ref, MapSet.new([entity_id])}),
+              monitors: Map.put(zone.monitors, ref, {:subscriber, pid})
+          }
+      end
+
+    send_snapshot(zone, pid)
+    watch(zone)
+  end
+
+  defp unsubscribe(zone, pid, entity_id) do
+    :ets.delete_object(zone.world.subscriptions, {zone.index, pid, entity_id})
+
+    case zone.subscribers do
+      %{^pid => {ref, ids}} ->
+        ids = MapSet.delete(ids, entity_id)
+
+        if MapSet.size(ids) == 0 do
+          Process.demonitor(ref, [:flush])
+          send(pid, {:grove_view, zone.index, :closed})
+
+          %{
+            zone
+            | subscribers: Map.delete(zone.subscribers, pid),
+              monitors: Map.delete(zone.monitors, ref)
+          }
+          |> watch()
+        else
+          put_in(zone.subscribers[pid], {ref, ids})
+        end
+
+      _ ->
+        zone
+    end
+  end
+
+  defp watch(zone) do
+    watched = map_size(zone.subscribers) > 0
+
+    if watched == zone.core.watched,
+      do: zone,
+      else: %{zone | core: State.watch(zone.core, watched)}
+  end
+
+  defp send_snapshot(zone, pid) do
+    Stats.incr(zone.world.stats, :snapshots_sent)
+    send(pid, {:grove_view, zone.index, :snapshot, encode_entries(State.snapshot(zone.core))})
+  end
+
+  ## Ticks
+
+  defp tick(zone) do
+    zone = measure_mailbox(zone)
+    zone = expire_handoffs(zone)
+
+    if zone.core.watched do
+      {changes, departed, core} = State.flush(zone.core)
+      zone = %{zone | core: core}
+      publish(zone, changes, departed)
+    else
+      zone
+    end
+  end
+
+  # Encode once, send the same binary to every subscriber. A subscriber whose
+  # mailbox is past the limit is skipped (it would only fall further behind)
+  # and gets a full snapshot once it has caught up.
+  defp publish(zone, [], []), do: zone
+
+  defp publish(zone, changes, departed) do
+    message = {:grove_view, zone.index, :delta, encode_entries(changes), encode_ids(departed)}
+    limit = zone.world.subscriber_queue_limit
+
+    subscribers =
+      Map.new(zone.subscribers, fn {pid, {ref, ids} = subscription} ->
+        case Process.info(pid, :message_queue_len) do
+          {:message_queue_len, queued} when queued <= limit ->
+            if lagging?(ids) do
+              send_snapshot(zone, pid)
+              {pid, {ref, caught_up(ids)}}
+            else
+              Stats.incr(zone.world.stats, :deltas_sent)
+              send(pid, message)
+              {pid, subscription}
+            end
+
+          _ ->
+            Stats.incr(zone.world.stats, :subscribers_lagging)
+            {pid, {ref, lag(ids)}}
+        end
+      end)
+
+    %{zone | subscribers: subscribers}
+  end
+
+  # A lagging subscriber is marked inside its id set, so the mark dies with the subscription.
+  defp lagging?(ids), do: MapSet.member?(ids, :lagging)
+  defp lag(ids), do: MapSet.put(ids, :lagging)
+  defp caught_up(ids), do: MapSet.delete(ids, :lagging)
+
+  defp encode_entries(entries) do
+    for {id, x, y, kind} <- entries, into: <<>>, do: <<id::32, x::16, y::16, kind::8>>
+  end
+
+  defp encode_ids(ids), do: for(id <- ids, into: <<>>, do: <<id::32>>)
+
+  # A handoff with no answer for too long: the target zone died with it. The
+  # directory says who owns the entity now; settle by it.
+  defp expire_handoffs(%__MODULE__{core: %State{leaving: leaving}} = zone)
+       when map_size(leaving) == 0,
+       do: zone
+
+  defp expire_handoffs(zone) do
+    cutoff = System.monotonic_time(:millisecond) - zone.world.handoff_timeout
+
+    Enum.reduce(State.stale_handoffs(zone.core, cutoff), zone, fn id, zone ->
+      Stats.incr(zone.world.stats, :handoffs_stale)
+
+      case :ets.lookup(zone.world.directory, id) do
+        [{^id, index}] when index != zone.index ->
+          {:noreply, zone} = handle_cast({:arrived, id}, zone)
+          zone
+
+        _ ->
+          {:ok, tag, deferred, core} = State.cancel_handoff(zone.core, id)
+          zone = %{zone | core: core}
+          {:ok, entity} = State.fetch(zone.core, id)
+          reply(zone, entity.owner, id, tag, {:rejected, :busy})
+          replay_deferred(zone, id, deferred)
+      end
+    end)
+  end
+
+  defp schedule_tick(%__MODULE__{world: %World{tick: :manual}} = zone), do: zone
+
+  defp schedule_tick(%__MODULE__{world: %World{tick: tick}} = zone) do
+    # Zones tick at the same rate but spread over the period, so the work of
+    # publishing deltas does not arrive all at once.
+    phase = div(zone.index * tick, Grid.zone_count(zone.world.grid))
+    now = System.monotonic_time(:millisecond)
+    next = (div(now - phase, tick) + 1) * tick + phase
+    %{zone | tick_timer: Process.send_after(self(), :tick, next, abs: true)}
+  end
+
+  ## Load
+
+  # Reading one's own queue length takes the lock senders take, so a busy
+  # zone does it every few messages only. The count lives in the process
+  # dictionary: bumping it there costs less than copying the zone struct.
+  defp sample_mailbox(zone) do
+    case Process.get(:grove_zone_handled, 0) do
+      @measure_every ->
+        Process.put(:grove_zone_handled, 0)
+        measure_mailbox(zone)
+
+      handled ->
+        Process.put(:grove_zone_handled, handled + 1)
+        zone
+    end
+  end
+
+  # Publishes the mailbox length where clients read it before sending, and
+  # sheds moves with `:busy` while it is past the limit.
+  defp measure_mailbox(zone) do
+    {:message_queue_len, queued} = Process.info(self(), :message_queue_len)
+    :atomics.put(zone.world.load, zone.index + 1, queued)
+    overloaded = queued > zone.world.mailbox_limit
+    if overloaded == zone.overloaded, do: zone, else: %{zone | overloaded: overloaded}
+  end
+
+  ## Recovery
+
+  defp recover_entities(zone) do
+    %__MODULE__{table: table, index: index, world: world} = zone
+
+    rows = :ets.tab2list(table)
+
+    # Rows whose entity the directory now places elsewhere belong to a
+    # handoff this zone finished but did not live to clean up.
+    {mine, stale} =
+      Enum.split_with(rows, fn {id, _, _, _, _, _, _} ->
+        :ets.lookup(world.directory, id) == [{id, index}]
+      end)
+
+    for {id, _, _, _, _, _, _} <- stale, do: :ets.delete(table, id)
+
+    if mine != [] do
+      Stats.incr(world.stats, :zone_restarts)
+      Logger.info("zone #{index} restarted with #{length(mine)} entities")
+    end
+
+    entities = Enum.map(mine, &Entity.from_row/1)
+    zone = %{zone | core: State.restore(zone.core, entities)}
+
+    Enum.reduce(entities, zone, fn entity, zone ->
+      ref = Process.monitor(entity.owner)
+      entity = %{entity | monitor: ref}
+
+      zone = %{
+        zone
+        | core: State.put_entity(zone.core, entity),
+          monitors: Map.put(zone.monitors, ref, {:entity, entity.id})
+      }
+
+      # Subscriptions are idempotent, so a viewer's are simply asserted again.
+      if entity.updates == :view, do: update_view(zone, entity, nil), else: zone
+    end)
+  end
+
+  defp recover_subscribers(zone) do
+    :ets.lookup(zone.world.subscriptions, zone.index)
+    |> Enum.reduce(zone, fn {_index, pid, entity_id}, zone -> subscribe(zone, pid, entity_id) end)
+  end
+end

@@ -1,0 +1,425 @@
+defmodule Grove.World.Zone.State do
+  @moduledoc false
+  # The pure core of a zone: the entities inside one square of the grid, the
+  # cells they occupy, and the rules they move by. No processes, no ETS, no
+  # clock: the zone process feeds it messages and the time, and carries out
+  # what it answers (replies, ETS writes, handoff messages).
+  #
+  # A move that leaves the zone becomes a handoff. The entity stays here,
+  # marked as leaving and still holding its old cell (the reservation), until
+  # the target zone answers: `finish_handoff/2` when the target took it,
+  # `cancel_handoff/2` when the target refused. Meanwhile the entity's further
+  # moves are deferred here and replayed or forwarded once the answer is in,
+  # so each move still gets exactly one outcome and the entity is never owned
+  # by two zones nor by none.
+  #
+  # While anyone watches the zone, `changed` and `departed` collect what
+  # happened since the last tick; `flush/1` hands them over for the delta.
+
+  alias Grove.World.{Entity, Grid, Rules, Terrain}
+
+  @max_deferred 8
+
+  @enforce_keys [:index, :bounds, :grid, :terrain, :rules]
+  defstruct [
+    :index,
+    :bounds,
+    :grid,
+    :terrain,
+    :rules,
+    entities: %{},
+    cells: %{},
+    leaving: %{},
+    changed: %{},
+    departed: %{},
+    watched: false
+  ]
+
+  @type reason :: :out_of_bounds | :blocked | :occupied | :rate_limited | :not_owner
+
+  @typedoc "A handoff in flight: where the entity goes, the move's tag, and operations deferred meanwhile."
+  @type leaving :: %{
+          to: Grid.zone_index(),
+          target: Grid.cell(),
+          tag: term(),
+          since: integer(),
+          deferred: [term()]
+        }
+
+  @type t :: %__MODULE__{
+          index: Grid.zone_index(),
+          bounds: {non_neg_integer(), non_neg_integer(), pos_integer(), pos_integer()},
+          grid: Grid.t(),
+          terrain: Terrain.t(),
+          rules: Rules.t(),
+          entities: %{Entity.id() => Entity.t()},
+          cells: %{non_neg_integer() => Entity.id()},
+          leaving: %{Entity.id() => leaving()},
+          changed: %{Entity.id() => {non_neg_integer(), non_neg_integer(), byte()}},
+          departed: %{Entity.id() => true},
+          watched: boolean()
+        }
+
+  @spec new(Grid.zone_index(), Grid.t(), Terrain.t(), Rules.t()) :: t()
+  def new(index, %Grid{} = grid, %Terrain{} = terrain, %Rules{} = rules) do
+    %__MODULE__{
+      index: index,
+      bounds: Grid.zone_bounds(grid, index),
+      grid: grid,
+      terrain: terrain,
+      rules: rules
+    }
+  end
+
+  @doc "Puts an entity on a free cell of this zone, trying each candidate cell in turn."
+  @spec place(t(), Entity.t(), [Grid.cell()]) ::
+          {:ok, Entity.t(), t()} | {:rejected, :out_of_bounds | :blocked | :occupied, t()}
+  def place(%__MODULE__{} = state, %Entity{} = entity, candidates) do
+    place_first(state, entity, candidates, :occupied)
+  end
+
+  defp place_first(state, _entity, [], last_reason), do: {:rejected, last_reason, state}
+
+  defp place_first(state, entity, [{x, y} | rest], _last_reason) do
+    case check_arrival(state, entity.id, x, y) do
+      :ok ->
+        placed = %{entity | x: x, y: y, paced_until: nil}
+        {:ok, placed, insert(state, placed)}
+
+      {:rejected, reason} ->
+        place_first(state, entity, rest, reason)
+    end
+  end
+
+  @doc """
+  Applies one move of an entity owned by `owner`. `now` is in milliseconds and
+  only matters when a move rate is set.
+  """
+  @spec apply_move(t(), Entity.id(), Grid.direction(), pid(), term(), integer()) ::
+          {:moved, Entity.t(), t()}
+          | {:rejected, reason(), t()}
+          | {:handoff, Entity.t(), Grid.zone_index(), Grid.cell(), t()}
+          | {:leaving, t()}
+          | {:unknown, t()}
+  def apply_move(%__MODULE__{} = state, id, direction, owner, tag, now) do
+    case state.entities do
+      %{^id => %Entity{owner: ^owner} = entity} ->
+        if is_map_key(state.leaving, id) do
+          {:leaving, state}
+        else
+          move_entity(state, entity, direction, tag, now)
+        end
+
+      %{^id => _other_owner} ->
+        {:rejected, :not_owner, state}
+
+      _ ->
+        {:unknown, state}
+    end
+  end
+
+  defp move_entity(state, entity, direction, tag, now) do
+    case take_token(state.rules, entity, now) do
+      {:ok, entity} ->
+        {x, y} = Grid.step({entity.x, entity.y}, direction)
+        move_to(state, entity, x, y, tag, now)
+
+      :empty ->
+        {:rejected, :rate_limited, state}
+    end
+  end
+
+  defp move_to(%__MODULE__{grid: grid, rules: rules} = state, entity, x, y, tag, now) do
+    cond do
+      inside?(state, x, y) ->
+        cond do
+          rules.blocking and Terrain.blocked?(state.terrain, x, y) ->
+            {:rejected, :blocked, put_entity(state, entity)}
+
+          rules.exclusive and is_map_key(state.cells, Grid.cell_key(grid, x, y)) ->
+            {:rejected, :occupied, put_entity(state, entity)}
+
+          true ->
+            moved = %{entity | x: x, y: y}
+            state = state |> vacate(entity) |> occupy(moved) |> put_entity(moved) |> record(moved)
+            {:moved, moved, state}
+        end
+
+      not Grid.in_bounds?(grid, x, y) ->
+        if rules.bounds do
+          {:rejected, :out_of_bounds, put_entity(state, entity)}
+        else
+          {x, y} = Grid.wrap(grid, x, y)
+          move_to(state, entity, x, y, tag, now)
+        end
+
+      rules.blocking and Terrain.blocked?(state.terrain, x, y) ->
+        {:rejected, :blocked, put_entity(state, entity)}
+
+      true ->
+        to = Grid.zone_of(grid, x, y)
+        leaving = %{to: to, target: {x, y}, tag: tag, since: now, deferred: []}
+        state = %{put_entity(state, entity) | leaving: Map.put(state.leaving, entity.id, leaving)}
+        {:handoff, entity, to, {x, y}, state}
+    end
+  end
+
+  @doc """
+  Takes in an entity handed over by a neighbour zone at `cell`. The neighbour
+  already checked bounds, terrain and the move rate; this zone owns the cell's
+  occupancy, so only it can say whether the cell is free.
+  """
+  @spec accept_arrival(t(), Entity.t(), Grid.cell()) ::
+          {:ok, Entity.t(), t()} | {:rejected, :blocked | :occupied | :out_of_bounds, t()}
+  def accept_arrival(%__MODULE__{} = state, %Entity{} = entity, {x, y}) do
+    case check_arrival(state, entity.id, x, y) do
+      :ok ->
+        arrived = %{entity | x: x, y: y, monitor: nil}
+        {:ok, arrived, state |> insert(arrived)}
+
+      {:rejected, reason} ->
+        {:rejected, reason, state}
+    end
+  end
+
+  defp check_arrival(%__MODULE__{grid: grid, rules: rules} = state, id, x, y) do
+    cond do
+      not Grid.in_bounds?(grid, x, y) or not inside?(state, x, y) ->
+        {:rejected, :out_of_bounds}
+
+      rules.blocking and Terrain.blocked?(state.terrain, x, y) ->
+        {:rejected, :blocked}
+
+      is_map_key(state.entities, id) ->
+        {:rejected, :occupied}
+
+      rules.exclusive and is_map_key(state.cells, Grid.cell_key(grid, x, y)) ->
+        {:rejected, :occupied}
+
+      true ->
+        :ok
+    end
+  end
+
+  @doc """
+  The target zone took the entity: forget it here and free its old cell.
+  Returns the operations deferred during the handoff, oldest first, to be
+  forwarded to the new zone.
+  """
+  @spec finish_handoff(t(), Entity.id()) :: {Entity.t() | nil, [term()], t()}
+  def finish_handoff(%__MODULE__{} = state, id) do
+    {leaving, state} = pop_leaving(state, id)
+    {entity, state} = remove(state, id)
+    {entity, deferred(leaving), state}
+  end
+
+  @doc """
+  The target zone refused the entity: it stays where it was. Returns the
+  handoff's tag (for the refused move's outcome) and the deferred operations,
+  oldest first, to be applied here now.
+  """
+  @spec cancel_handoff(t(), Entity.id()) :: {:ok, term(), [term()], t()} | {:error, :not_leaving}
+  def cancel_handoff(%__MODULE__{} = state, id) do
+    case pop_leaving(state, id) do
+      {nil, _state} -> {:error, :not_leaving}
+      {leaving, state} -> {:ok, leaving.tag, deferred(leaving), state}
+    end
+  end
+
+  @doc "Queues an operation for an entity that is being handed over; bounded."
+  @spec defer(t(), Entity.id(), term()) :: {:ok, t()} | {:error, :busy}
+  def defer(%__MODULE__{} = state, id, operation) do
+    case state.leaving do
+      %{^id => %{deferred: deferred} = leaving} when length(deferred) < @max_deferred ->
+        leaving = %{leaving | deferred: [operation | deferred]}
+        {:ok, %{state | leaving: Map.put(state.leaving, id, leaving)}}
+
+      %{^id => _full} ->
+        {:error, :busy}
+    end
+  end
+
+  @doc "Handoffs started before `cutoff` (milliseconds) that have had no answer."
+  @spec stale_handoffs(t(), integer()) :: [Entity.id()]
+  def stale_handoffs(%__MODULE__{leaving: leaving}, cutoff) do
+    for {id, %{since: since}} <- leaving, since < cutoff, do: id
+  end
+
+  @doc "Removes an entity (it left, or its owner died); a pending handoff is dropped with it."
+  @spec remove(t(), Entity.id()) :: {Entity.t() | nil, t()}
+  def remove(%__MODULE__{} = state, id) do
+    case Map.pop(state.entities, id) do
+      {nil, _} ->
+        {nil, state}
+
+      {entity, entities} ->
+        state = %{state | entities: entities, leaving: Map.delete(state.leaving, id)}
+        state = vacate(state, entity)
+
+        state =
+          if state.watched,
+            do: %{
+              state
+              | changed: Map.delete(state.changed, id),
+                departed: Map.put(state.departed, id, true)
+            },
+            else: state
+
+        {entity, state}
+    end
+  end
+
+  @doc "The entity with this id, if this zone holds it."
+  @spec fetch(t(), Entity.id()) :: {:ok, Entity.t()} | :error
+  def fetch(%__MODULE__{entities: entities}, id), do: Map.fetch(entities, id)
+
+  @doc "True while a handoff of this entity waits for its answer."
+  @spec leaving?(t(), Entity.id()) :: boolean()
+  def leaving?(%__MODULE__{leaving: leaving}, id), do: is_map_key(leaving, id)
+
+  @doc "Restores entities (from the zone's table after a restart) without checks."
+  @spec restore(t(), [Entity.t()]) :: t()
+  def restore(%__MODULE__{} = state, entities) do
+    Enum.reduce(entities, state, fn entity, state -> insert(state, %{entity | monitor: nil}) end)
+  end
+
+  @doc "Replaces an entity's record, e.g. to store its owner's monitor."
+  @spec put_entity(t(), Entity.t()) :: t()
+  def put_entity(%__MODULE__{} = state, %Entity{id: id} = entity),
+    do: %{state | entities: Map.put(state.entities, id, entity)}
+
+  @doc "Starts or stops collecting changes for deltas; starting discards nothing pending."
+  @spec watch(t(), boolean()) :: t()
+  def watch(%__MODULE__{} = state, true), do: %{state | watched: true}
+
+  def watch(%__MODULE__{} = state, false),
+    do: %{state | watched: false, changed: %{}, departed: %{}}
+
+  @doc """
+  Hands over what changed since the last flush: entities that moved or
+  arrived, with their final cell and kind, and ids that left or disappeared.
+  """
+  @spec flush(t()) ::
+          {[{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}], [Entity.id()], t()}
+  def flush(%__MODULE__{changed: changed, departed: departed} = state) do
+    changes = for {id, {x, y, kind}} <- changed, do: {id, x, y, kind}
+    {changes, Map.keys(departed), %{state | changed: %{}, departed: %{}}}
+  end
+
+  @doc "Every entity in the zone as `{id, x, y, kind}`."
+  @spec snapshot(t()) :: [{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}]
+  def snapshot(%__MODULE__{entities: entities}) do
+    for {id, %Entity{x: x, y: y, kind: kind}} <- entities, do: {id, x, y, kind}
+  end
+
+  @doc "The number of entities in the zone, those leaving included."
+  @spec size(t()) :: non_neg_integer()
+  def size(%__MODULE__{entities: entities}), do: map_size(entities)
+
+  @doc """
+  Checks the zone's own invariants and returns a list of problems (empty when
+  sound): every entity inside the zone, none on blocking ground, none sharing
+  a cell, and the cell index agreeing with the entities.
+  """
+  @spec audit(t()) :: [String.t()]
+  def audit(%__MODULE__{grid: grid, rules: rules} = state) do
+    entity_problems =
+      for {id, %Entity{x: x, y: y}} <- state.entities,
+          problem = entity_problem(state, x, y),
+          do: "entity #{id} at {#{x}, #{y}}: #{problem}"
+
+    cell_problems =
+      if rules.exclusive do
+        indexed =
+          for {key, id} <- state.cells,
+              not match?(%{^id => %Entity{}}, state.entities) or
+                Grid.cell_key(grid, state.entities[id].x, state.entities[id].y) != key,
+              do: "cell #{key} claims entity #{id}, which is elsewhere"
+
+        sharing =
+          state.entities
+          |> Enum.group_by(fn {_id, e} -> {e.x, e.y} end, fn {id, _e} -> id end)
+          |> Enum.filter(fn {_cell, ids} -> length(ids) > 1 end)
+          |> Enum.map(fn {cell, ids} -> "entities #{inspect(ids)} share #{inspect(cell)}" end)
+
+        count =
+          if map_size(state.cells) == map_size(state.entities),
+            do: [],
+            else: ["#{map_size(state.cells)} cells held for #{map_size(state.entities)} entities"]
+
+        indexed ++ sharing ++ count
+      else
+        []
+      end
+
+    entity_problems ++ cell_problems
+  end
+
+  defp entity_problem(%__MODULE__{grid: grid, rules: rules} = state, x, y) do
+    cond do
+      not Grid.in_bounds?(grid, x, y) -> "outside the world"
+      not inside?(state, x, y) -> "outside its zone"
+      rules.blocking and Terrain.blocked?(state.terrain, x, y) -> "on blocking ground"
+      true -> nil
+    end
+  end
+
+  ## Helpers
+
+  defp inside?(%__MODULE__{bounds: {x0, y0, x1, y1}}, x, y),
+    do: x >= x0 and x < x1 and y >= y0 and y < y1
+
+  defp insert(state, entity) do
+    state |> occupy(entity) |> put_entity(entity) |> record(entity)
+  end
+
+  defp occupy(%__MODULE__{rules: %Rules{exclusive: false}} = state, _entity), do: state
+
+  defp occupy(%__MODULE__{grid: grid} = state, %Entity{id: id, x: x, y: y}),
+    do: %{state | cells: Map.put(state.cells, Grid.cell_key(grid, x, y), id)}
+
+  defp vacate(%__MODULE__{rules: %Rules{exclusive: false}} = state, _entity), do: state
+
+  defp vacate(%__MODULE__{grid: grid} = state, %Entity{x: x, y: y}),
+    do: %{state | cells: Map.delete(state.cells, Grid.cell_key(grid, x, y))}
+
+  defp record(%__MODULE__{watched: false} = state, _entity), do: state
+
+  defp record(%__MODULE__{} = state, %Entity{id: id, x: x, y: y, kind: kind}),
+    do: %{
+      state
+      | changed: Map.put(state.changed, id, {x, y, kind}),
+        departed: Map.delete(state.departed, id)
+    }
+
+  defp pop_leaving(state, id) do
+    {leaving, rest} = Map.pop(state.leaving, id)
+    {leaving, %{state | leaving: rest}}
+  end
+
+  defp deferred(nil), do: []
+  defp deferred(%{deferred: deferred}), do: Enum.reverse(deferred)
+
+  # The move rate, as a virtual schedule (the generic cell rate algorithm):
+  # each move books the next `1000 / move_rate` ms after the later of now and
+  # the last booking; a move is allowed while the bookings run no further
+  # ahead than the burst. One integer per entity, no floats on the hot path.
+  defp take_token(%Rules{move_rate: nil}, entity, _now), do: {:ok, entity}
+
+  defp take_token(%Rules{move_rate: rate, move_burst: burst}, %Entity{} = entity, now) do
+    # Microseconds, so rates that do not divide 1000 stay exact enough.
+    now = now * 1000
+    spacing = div(1_000_000, rate)
+
+    booked =
+      case entity.paced_until do
+        # Monotonic time may be negative, so "never moved" cannot be a number.
+        nil -> now + spacing
+        paced_until -> max(paced_until, now) + spacing
+      end
+
+    if booked - now <= burst * spacing,
+      do: {:ok, %{entity | paced_until: booked}},
+      else: :empty
+  end
+end

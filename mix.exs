@@ -1,0 +1,37 @@
+defmodule Grove.MixProject do
+  use Mix.Project
+
+  # Grove uses no hex packages: every dependency is an Erlang application that
+  # Debian installs under /usr/lib/erlang/lib (already on the code path), except
+  # Yaws, whose code lives in /usr/lib/yaws*/ebin.
+  for ebin <- Path.wildcard("/usr/lib/yaws*/ebin") do
+    Code.prepend_path(ebin)
+  end
+
+  def project do
+    [
+      app: :grove,
+      version: "0.1.0",
+      elixir: "~> 1.14",
+      start_permanent: Mix.env() == :prod,
+      elixirc_paths: elixirc_paths(Mix.env()),
+      deps: [],
+      aliases: aliases(),
+      test_coverage: [summary: [threshold: 0]]
+    ]
+  end
+
+  def application do
+    [
+      extra_applications: [:logger, :runtime_tools, :crypto],
+      mod: {Grove.Application, []}
+    ]
+  end
+
+  defp elixirc_paths(:test), do: ["lib", "test/support"]
+  defp elixirc_paths(_), do: ["lib"]
+
+  defp aliases do
+    []
+  end
+end
