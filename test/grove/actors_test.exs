@@ -1,0 +1,124 @@
+defmodule Grove.ActorsTest do
+  use Grove.WorldCase, async: true
+
+  alias Grove.Actors
+  alias Grove.Test.RecordingWorld
+  alias Grove.World
+
+  defp start_actors(world, opts) do
+    name = :"actors_#{System.unique_integer([:positive])}"
+
+    opts =
+      Keyword.merge(
+        [name: name, world: {world, self()}, api: RecordingWorld, interval: 100, resolution: 10],
+        opts
+      )
+
+    start_supervised!({Actors, opts}, id: name)
+    name
+  end
+
+  defp joined(count) do
+    for _ <- 1..count do
+      assert_receive {:world_join, herd, _opts, {:ok, id, cell}}, 2000
+      {herd, id, cell}
+    end
+  end
+
+  test "actors join and walk through the public client API, each on its own", %{world: world} do
+    name = start_actors(world, count: 30, per_herd: 10, spawn: {:blob, {20, 20}, 5})
+    actors = joined(30)
+    assert World.entity_count(world) == 30
+    assert length(Actors.herds_of(name)) == 3
+
+    # Every actor moves, and only actors that joined move.
+    ids = MapSet.new(actors, fn {_herd, id, _} -> id end)
+    moved = receive_moves(MapSet.new(), ids)
+    assert moved == ids
+
+    # Outcomes come back and are counted by kind, with their round trip.
+    eventually(fn ->
+      counts = Actors.Stats.read(Actors.stats(name)).counts
+      assert counts.ok + counts.occupied + counts.blocked + counts.out_of_bounds >= 30
+    end)
+
+    assert World.audit(world) == :ok
+  end
+
+  test "uniform spawn gives every zone its share", %{world: world} do
+    start_actors(world, count: 160, per_herd: 100)
+    actors = joined(160)
+    grid = World.grid(world)
+
+    by_zone = Enum.frequencies_by(actors, fn {_, _, {x, y}} -> World.Grid.zone_of(grid, x, y) end)
+    # 16 zones of equal meadow: 10 each.
+    assert map_size(by_zone) == 16
+    assert Enum.all?(Map.values(by_zone), &(&1 == 10))
+  end
+
+  test "blob spawn starts actors around a point", %{world: world} do
+    start_actors(world, count: 40, spawn: {:blob, {20, 20}, 3})
+
+    for {_herd, _id, {x, y}} <- joined(40) do
+      assert abs(x - 20) <= 15 and abs(y - 20) <= 15
+    end
+  end
+
+  test "a herd that crashes is restarted and its actors rejoin; the dead ones leave no ghost", %{
+    world: world
+  } do
+    name = start_actors(world, count: 10, spawn: {:blob, {20, 20}, 5})
+    first = joined(10)
+    [herd] = Actors.herds_of(name)
+    ref = Process.monitor(herd)
+    Process.exit(herd, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^herd, :killed}
+
+    second = joined(10)
+    assert Enum.all?(second, fn {pid, _, _} -> pid != herd end)
+
+    eventually(fn ->
+      for {_, id, _} <- first, do: assert(World.position(world, id) == nil)
+      assert World.entity_count(world) == 10
+    end)
+  end
+
+  test "paused herds send no more moves", %{world: world} do
+    name = start_actors(world, count: 5)
+    joined(5)
+    assert_receive {:world_move, _, _, _}, 2000
+    :ok = Actors.pause(name)
+    flush_moves()
+    refute_receive {:world_move, _, _, _}, 300
+  end
+
+  test "bad options get a clear error", %{world: world} do
+    assert_raise ArgumentError, ~r/:jitter/, fn ->
+      Actors.start_link(name: :a, world: world, jitter: 2)
+    end
+
+    assert_raise ArgumentError, ~r/:spawn/, fn ->
+      Actors.start_link(name: :a, world: world, spawn: :everywhere)
+    end
+
+    assert_raise ArgumentError, ~r/:world/, fn -> Actors.start_link(name: :a) end
+  end
+
+  defp receive_moves(seen, ids) do
+    if MapSet.subset?(ids, seen) do
+      seen
+    else
+      assert_receive {:world_move, _herd, id, _direction}, 2000
+      assert MapSet.member?(ids, id)
+      receive_moves(MapSet.put(seen, id), ids)
+    end
+  end
+
+  defp flush_moves do
+    receive do
+      {:world_move, _, _, _} -> flush_moves()
+    after
+      0 -> :ok
+    end
+  end
+end

@@ -1,0 +1,407 @@
+defmodule Grove.WorldTest do
+  use Grove.WorldCase, async: true
+
+  alias Grove.World
+  alias Grove.World.{Grid, View}
+
+  describe "join/2" do
+    test "places an entity on a free cell and publishes its position", %{world: world} do
+      assert {:ok, id, {x, y}} = World.join(world)
+      assert World.position(world, id) == {x, y}
+      assert World.entity_count(world) == 1
+      assert World.audit(world) == :ok
+    end
+
+    test "at an exact cell: free, taken, off the world", %{world: world} do
+      assert {:ok, _id, {3, 4}} = World.join(world, at: {3, 4})
+      assert {:error, :occupied} = World.join(world, at: {3, 4})
+      assert {:error, :out_of_bounds} = World.join(world, at: {40, 0})
+      assert {:error, :out_of_bounds} = World.join(world, at: {-1, 0})
+    end
+
+    @tag world: [terrain: [tree_density: 0.3], rules: [move_rate: nil]]
+    test "never on blocking ground", %{world: world} do
+      tree = find_cell(world, :tree)
+      assert {:error, :blocked} = World.join(world, at: tree)
+
+      for _ <- 1..300 do
+        {:ok, id, {x, y}} = World.join(world)
+        refute Grove.World.Terrain.blocked?(World.terrain(world), x, y)
+        assert World.position(world, id) == {x, y}
+      end
+
+      assert World.audit(world) == :ok
+    end
+
+    test "within a rectangle", %{world: world} do
+      for _ <- 1..6 do
+        assert {:ok, _id, {x, y}} = World.join(world, at: {:within, {5, 5, 8, 7}})
+        assert x in 5..7 and y in 5..6
+      end
+
+      # Six cells, all taken.
+      assert {:error, :no_free_cell} = World.join(world, at: {:within, {5, 5, 8, 7}})
+      assert {:error, :out_of_bounds} = World.join(world, at: {:within, {50, 50, 60, 60}})
+    end
+
+    test "rejects bad options with a clear error", %{world: world} do
+      assert_raise ArgumentError, ~r/:updates/, fn -> World.join(world, updates: :everything) end
+      assert_raise ArgumentError, ~r/:kind/, fn -> World.join(world, kind: 300) end
+      assert_raise ArgumentError, ~r/:view_radius/, fn -> World.join(world, view_radius: -1) end
+      assert_raise ArgumentError, ~r/:at/, fn -> World.join(world, at: :nowhere) end
+    end
+  end
+
+  describe "move/4" do
+    test "every move gets exactly one outcome with the new cell", %{world: world} do
+      {:ok, id, {5, 5}} = World.join(world, at: {5, 5})
+      :ok = World.move(world, id, :se, :first)
+      assert assert_outcome(id, :first) == {:ok, {6, 6}}
+      assert World.position(world, id) == {6, 6}
+      refute_received {:grove_move, ^id, :first, _}
+    end
+
+    @tag world: [terrain: [tree_density: 0.3], rules: [move_rate: nil]]
+    test "is rejected into trees, other entities and off the edge", %{world: world} do
+      {tx, ty} = tree = find_cell(world, :tree, {1, 1})
+      terrain = World.terrain(world)
+
+      # A walkable neighbour of the tree to walk from.
+      {from, direction} =
+        Enum.find_value(Grid.directions(), fn direction ->
+          {x, y} = Grid.step(tree, direction)
+
+          if Grid.in_bounds?(World.grid(world), x, y) and
+               not World.Terrain.blocked?(terrain, x, y),
+             do: {{x, y}, opposite(direction)}
+        end)
+
+      {:ok, id, ^from} = World.join(world, at: from)
+      :ok = World.move(world, id, direction, 1)
+      assert assert_outcome(id, 1) == {:rejected, :blocked}
+      assert World.position(world, id) == from
+      assert {tx, ty} == Grid.step(from, direction)
+
+      {:ok, corner, {0, 0}} = join_free(world, {0, 0})
+      :ok = World.move(world, corner, :n, 2)
+      assert assert_outcome(corner, 2) == {:rejected, :out_of_bounds}
+    end
+
+    test "is rejected into an occupied cell", %{world: world} do
+      {:ok, a, _} = World.join(world, at: {5, 5})
+      {:ok, _b, _} = World.join(world, at: {6, 5})
+      :ok = World.move(world, a, :e, :bump)
+      assert assert_outcome(a, :bump) == {:rejected, :occupied}
+    end
+
+    test "crosses zone borders and keeps going", %{world: world} do
+      # Zones are 10 x 10: walk east from x = 8 to x = 12, through zone 0 into zone 1.
+      {:ok, id, {8, 3}} = World.join(world, at: {8, 3})
+
+      for {x, tag} <- Enum.with_index(9..12) do
+        :ok = World.move(world, id, :e, tag)
+        assert assert_outcome(id, tag) == {:ok, {x, 3}}
+      end
+
+      assert World.position(world, id) == {12, 3}
+      assert World.audit(world) == :ok
+      assert World.stats(world).handoffs >= 1
+    end
+
+    test "of an unknown entity, or one owned by someone else, is rejected", %{world: world} do
+      :ok = World.move(world, 12_345, :n, :ghost)
+      assert assert_outcome(12_345, :ghost) == {:rejected, :unknown_entity}
+
+      {_pid, id, _cell} = spawn_client(world)
+      :ok = World.move(world, id, :n, :not_mine)
+      assert assert_outcome(id, :not_mine) == {:rejected, :not_owner}
+    end
+
+    test "refuses what is not a direction", %{world: world} do
+      {:ok, id, _} = World.join(world)
+      assert_raise ArgumentError, ~r/not a direction/, fn -> World.move(world, id, :up, 1) end
+    end
+
+    @tag world: [rules: [move_rate: 5, move_burst: 2]]
+    test "is rate limited per entity", %{world: world} do
+      {:ok, id, _} = World.join(world, at: {5, 5})
+
+      outcomes =
+        for tag <- 1..6 do
+          :ok = World.move(world, id, if(rem(tag, 2) == 0, do: :w, else: :e), tag)
+          assert_outcome(id, tag)
+        end
+
+      assert Enum.count(outcomes, &match?({:ok, _}, &1)) >= 2
+      assert {:rejected, :rate_limited} in outcomes
+    end
+
+    test "many moves into one cell from every side and several zones: one wins", %{world: world} do
+      # Cell {10, 9} is in zone 1; its neighbours lie in zones 0, 1, 4 and 5.
+      target = {10, 9}
+      neighbours = for d <- Grid.directions(), do: {Grid.step(target, d), opposite(d)}
+
+      ids =
+        for {cell, direction} <- neighbours do
+          {:ok, id, ^cell} = World.join(world, at: cell)
+          {id, direction}
+        end
+
+      for {id, direction} <- ids, do: :ok = World.move(world, id, direction, :rush)
+      outcomes = for {id, _} <- ids, do: assert_outcome(id, :rush)
+
+      assert Enum.count(outcomes, &(&1 == {:ok, target})) == 1
+      assert Enum.count(outcomes, &(&1 == {:rejected, :occupied})) == 7
+      assert World.audit(world) == :ok
+    end
+  end
+
+  describe "move_many/2" do
+    test "one outcome per move, batched per zone, single for handoffs", %{world: world} do
+      {:ok, a, _} = World.join(world, at: {2, 2})
+      {:ok, b, _} = World.join(world, at: {4, 4})
+      {:ok, c, _} = World.join(world, at: {9, 9})
+
+      :ok = World.move_many(world, [{a, :e, 1}, {b, :n, 2}, {c, :se, 3}, {999_999, :n, 4}])
+
+      outcomes = collect_outcomes(4)
+      assert outcomes[1] == {:ok, {3, 2}}
+      assert outcomes[2] == {:ok, {4, 3}}
+      assert outcomes[3] == {:ok, {10, 10}}
+      assert outcomes[4] == {:rejected, :unknown_entity}
+    end
+  end
+
+  describe "leave/2" do
+    test "removes the entity at once", %{world: world} do
+      {:ok, id, _} = World.join(world)
+      assert :ok = World.leave(world, id)
+      assert World.position(world, id) == nil
+      assert World.entity_count(world) == 0
+      assert {:error, :unknown_entity} = World.leave(world, id)
+    end
+
+    test "only the owner can leave", %{world: world} do
+      {_pid, id, _} = spawn_client(world)
+      assert {:error, :not_owner} = World.leave(world, id)
+      assert World.position(world, id) != nil
+    end
+  end
+
+  describe "cleanup" do
+    test "a dead client's entities disappear at once: no ghosts", %{world: world} do
+      {pid, id, _cell} = spawn_client(world)
+      {:ok, other, _} = World.join(world)
+      ref = Process.monitor(pid)
+      Process.exit(pid, :kill)
+      assert_receive {:DOWN, ^ref, :process, ^pid, :killed}
+
+      eventually(fn ->
+        assert World.position(world, id) == nil
+        assert World.entity_count(world) == 1
+      end)
+
+      assert World.position(world, other) != nil
+      assert World.audit(world) == :ok
+    end
+
+    test "a killed zone restarts with its entities intact", %{world: world} do
+      placed = for cell <- [{1, 1}, {2, 5}, {8, 8}], do: World.join(world, at: cell)
+      {:ok, elsewhere, _} = World.join(world, at: {25, 25})
+      zone = World.zone_pid(world, 0)
+      ref = Process.monitor(zone)
+      Process.exit(zone, :kill)
+      assert_receive {:DOWN, ^ref, :process, ^zone, :killed}
+
+      eventually(fn ->
+        assert is_pid(World.zone_pid(world, 0)) and World.zone_pid(world, 0) != zone
+      end)
+
+      for {:ok, id, cell} <- placed do
+        assert World.position(world, id) == cell
+      end
+
+      assert World.audit(world) == :ok
+
+      # The restarted zone has its entities and their owners, and goes on.
+      [{:ok, id, {1, 1}} | _] = placed
+      :ok = World.move(world, id, :e, :after)
+      assert assert_outcome(id, :after) == {:ok, {2, 1}}
+      assert World.position(world, elsewhere) == {25, 25}
+      assert World.stats(world).zone_restarts == 1
+    end
+
+    test "a killed zone still removes the entities of clients that died meanwhile", %{
+      world: world
+    } do
+      {pid, id, _} = spawn_client(world, at: {3, 3})
+      zone = World.zone_pid(world, 0)
+      :ok = :sys.suspend(zone)
+      Process.exit(pid, :kill)
+      Process.exit(zone, :kill)
+      eventually(fn -> assert World.position(world, id) == nil end)
+    end
+  end
+
+  describe "overload" do
+    @tag world: [mailbox_limit: 4]
+    test "a zone past its mailbox limit answers :busy at once, and every move still gets one outcome",
+         %{world: world} do
+      {:ok, id, _} = World.join(world, at: {5, 5})
+      zone = World.zone_pid(world, 0)
+      :ok = :sys.suspend(zone)
+
+      for tag <- 1..60,
+          do: :ok = World.move(world, id, if(rem(tag, 2) == 0, do: :w, else: :e), tag)
+
+      :ok = :sys.resume(zone)
+
+      outcomes = for tag <- 1..60, do: assert_outcome(id, tag)
+      assert Enum.count(outcomes, &(&1 == {:rejected, :busy})) > 0
+      refute_received {:grove_move, ^id, _, _}
+
+      # The zone published its queue while shedding; new moves are refused
+      # without queueing until it measures a short queue again.
+      assert World.stats(world).busy > 0
+    end
+  end
+
+  describe "views" do
+    test "a viewer gets a snapshot of each zone around it, then deltas each tick", %{world: world} do
+      {:ok, other, _} = World.join(world, at: {12, 5})
+      {:ok, me, {8, 5}} = World.join(world, at: {8, 5}, updates: :view)
+
+      # Radius 8 around {8, 5} reaches x 0..16, y 0..13: zones 0, 1, 4 and 5.
+      view = receive_view(View.new({8, 5}), 4)
+      {%{shown: shown, gone: []}, view} = View.take_changes(view)
+      assert Enum.sort(shown) == Enum.sort([{me, 8, 5, 0}, {other, 12, 5, 0}])
+
+      :ok = World.move(world, other, :e, 1)
+      assert assert_outcome(other, 1) == {:ok, {13, 5}}
+      :ok = World.tick(world)
+      assert_receive {:grove_view, 1, :delta, _moved, _departed} = delta
+      view = View.apply_message(view, delta)
+      assert {%{shown: [{^other, 13, 5, 0}], gone: []}, _view} = View.take_changes(view)
+    end
+
+    test "deltas are one shared binary per zone and tick", %{world: world} do
+      {:ok, actor, _} = World.join(world, at: {2, 2})
+
+      viewers =
+        for cell <- [{1, 1}, {3, 3}] do
+          test = self()
+
+          spawn_link(fn ->
+            {:ok, _id, _} = World.join(world, at: cell, updates: :view)
+            send(test, :joined)
+
+            receive do
+              {:grove_view, 0, :delta, moved, _} -> send(test, {:delta, moved})
+            end
+          end)
+        end
+
+      for _ <- viewers, do: assert_receive(:joined)
+      :ok = World.move(world, actor, :s, 1)
+      assert_outcome(actor, 1)
+      :ok = World.tick(world)
+      assert_receive {:delta, first}
+      assert_receive {:delta, second}
+      assert first == second
+      entries = for <<id::32, x::16, y::16, kind::8 <- first>>, do: {id, x, y, kind}
+      assert {actor, 2, 3, 0} in entries
+    end
+
+    test "walking a viewer across zones opens and closes zones", %{world: world} do
+      {:ok, me, _} = World.join(world, at: {5, 5}, updates: :view, view_radius: 2)
+      # Radius 2 around {5, 5} stays inside zone 0.
+      assert_receive {:grove_view, 0, :snapshot, _}
+      refute_received {:grove_view, 1, :snapshot, _}
+
+      for {tag, _x} <- Enum.with_index(6..13, 1) do
+        :ok = World.move(world, me, :e, tag)
+        assert {:ok, _} = assert_outcome(me, tag)
+      end
+
+      # At x = 8 the viewport reached zone 1; at x = 13 it left zone 0.
+      assert_receive {:grove_view, 1, :snapshot, _}
+      assert_receive {:grove_view, 0, :closed}
+    end
+
+    @tag world: [subscriber_queue_limit: 3]
+    test "a viewer that does not keep up is skipped, then resynced with a snapshot", %{
+      world: world
+    } do
+      {:ok, actor, _} = World.join(world, at: {2, 2})
+      {:ok, _me, _} = World.join(world, at: {5, 5}, updates: :view, view_radius: 1)
+      assert_receive {:grove_view, 0, :snapshot, _}
+
+      # Fill our own mailbox past the limit with unrelated messages.
+      for n <- 1..10, do: send(self(), {:noise, n})
+
+      :ok = World.move(world, actor, :e, 1)
+      assert_outcome(actor, 1)
+      :ok = World.tick(world)
+      # The zone measured our queue and skipped us: nothing arrives for this tick.
+      :ok = World.move(world, actor, :w, 2)
+      assert_outcome(actor, 2)
+      assert World.stats(world).subscribers_lagging >= 1
+
+      for n <- 1..10, do: assert_received({:noise, ^n})
+      refute_received {:grove_view, 0, :delta, _, _}
+
+      # Caught up: the next tick brings a full snapshot instead of a delta.
+      :ok = World.tick(world)
+      assert_receive {:grove_view, 0, :snapshot, entries}
+      assert <<^actor::32, 2::16, 2::16, 0::8>> <> _ = entries
+    end
+  end
+
+  test "bad world options get a clear error" do
+    assert_raise ArgumentError, ~r/:zone_size/, fn -> World.new!(name: :w, zone_size: 0) end
+    assert_raise ArgumentError, ~r/:tick/, fn -> World.new!(name: :w, tick: :sometimes) end
+    assert_raise ArgumentError, ~r/:name/, fn -> World.new!([]) end
+
+    assert_raise ArgumentError, ~r/move_rate/, fn ->
+      World.new!(name: :w, rules: [move_rate: 0])
+    end
+
+    assert_raise ArgumentError, ~r/unknown keys/, fn -> World.new!(name: :w, actors: 5) end
+  end
+
+  defp opposite(direction) do
+    %{n: :s, ne: :sw, e: :w, se: :nw, s: :n, sw: :ne, w: :e, nw: :se}[direction]
+  end
+
+  defp join_free(world, cell) do
+    case World.join(world, at: cell) do
+      {:ok, _, _} = ok -> ok
+      {:error, _} -> flunk("#{inspect(cell)} is not free in this terrain")
+    end
+  end
+
+  defp collect_outcomes(count) do
+    Enum.reduce_while(Stream.cycle([:next]), %{}, fn :next, acc ->
+      if map_size(acc) >= count do
+        {:halt, acc}
+      else
+        receive do
+          {:grove_moves, outcomes} ->
+            {:cont, Enum.reduce(outcomes, acc, fn {_id, tag, o}, acc -> Map.put(acc, tag, o) end)}
+
+          {:grove_move, _id, tag, outcome} ->
+            {:cont, Map.put(acc, tag, outcome)}
+        after
+          1000 -> flunk("only #{map_size(acc)} of #{count} outcomes arrived: #{inspect(acc)}")
+        end
+      end
+    end)
+  end
+
+  defp receive_view(view, 0), do: view
+
+  defp receive_view(view, zones) do
+    assert_receive {:grove_view, _zone, :snapshot, _entries} = message
+    receive_view(View.apply_message(view, message), zones - 1)
+  end
+end

@@ -1,0 +1,47 @@
+defmodule Grove.PropCase do
+  @moduledoc """
+  Running PropEr properties from ExUnit.
+
+  `forall/2` builds a property whose body may use ExUnit assertions; `check/2`
+  runs it and fails the test with PropEr's shrunk counterexample and the
+  assertion that failed on it.
+
+      check(forall(:proper_types.integer(), fn n -> assert n + 0 == n end), numtests: 200)
+
+  The body's failures are turned into `false` here because Debian's PropEr
+  predates OTP 23 and would crash inspecting an exception itself.
+  """
+
+  import ExUnit.Assertions
+
+  @doc "A property over `generator`; the body passes unless it raises or returns `false`."
+  def forall(generator, body) do
+    :proper.forall(generator, fn value ->
+      try do
+        body.(value) != false
+      rescue
+        error ->
+          Process.put(:grove_prop_failure, Exception.format(:error, error, __STACKTRACE__))
+          false
+      end
+    end)
+  end
+
+  @doc "Runs a property; fails with the smallest counterexample found."
+  def check(property, opts \\ []) do
+    numtests = Keyword.get(opts, :numtests, 100)
+    Process.delete(:grove_prop_failure)
+
+    case :proper.quickcheck(:proper.numtests(numtests, property), [:quiet]) do
+      true ->
+        true
+
+      other ->
+        flunk("""
+        property failed: #{inspect(other)}
+        counterexample: #{inspect(:proper.counterexample(), pretty: true, limit: :infinity)}
+        #{Process.get(:grove_prop_failure, "")}
+        """)
+    end
+  end
+end

@@ -1,0 +1,39 @@
+defmodule Grove.Test.RecordingWorld do
+  @moduledoc """
+  A `Grove.World.Client` that passes every call to a real world and tells a
+  test process about it, so tests see exactly what actors ask of the world.
+  Its world term is `{world_name, test_pid}`.
+  """
+
+  @behaviour Grove.World.Client
+
+  alias Grove.World
+
+  @impl true
+  def join({world, test}, opts) do
+    result = World.join(world, opts)
+    send(test, {:world_join, self(), opts, result})
+    result
+  end
+
+  @impl true
+  def move({world, test}, id, direction, tag) do
+    send(test, {:world_move, self(), id, direction})
+    World.move(world, id, direction, tag)
+  end
+
+  @impl true
+  def move_many({world, test}, moves) do
+    for {id, direction, _tag} <- moves, do: send(test, {:world_move, self(), id, direction})
+    World.move_many(world, moves)
+  end
+
+  @impl true
+  def leave({world, _test}, id), do: World.leave(world, id)
+
+  @impl true
+  def grid({world, _test}), do: World.grid(world)
+
+  @impl true
+  def terrain({world, _test}), do: World.terrain(world)
+end

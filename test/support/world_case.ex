@@ -1,0 +1,97 @@
+defmodule Grove.WorldCase do
+  @moduledoc """
+  Shared setup for tests that need a running world: a private world per test,
+  small, with manual ticks so tests drive time by message.
+
+      use Grove.WorldCase, async: true
+
+      @tag world: [width: 40, height: 40, zone_size: 10]
+      test "...", %{world: world} do ...
+  """
+
+  use ExUnit.CaseTemplate
+
+  using do
+    quote do
+      import Grove.WorldCase
+    end
+  end
+
+  setup context do
+    opts =
+      Keyword.merge(
+        [
+          name: :"world_#{System.unique_integer([:positive])}",
+          width: 40,
+          height: 40,
+          zone_size: 10,
+          tick: :manual,
+          # Meadow only unless a test asks for terrain, so placements are predictable.
+          terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
+          rules: [move_rate: nil]
+        ],
+        Map.get(context, :world, [])
+      )
+
+    start_supervised!({Grove.World, opts})
+    %{world: opts[:name]}
+  end
+
+  @doc "Waits for the outcome of one move and returns it."
+  defmacro assert_outcome(id, tag, timeout \\ 1000) do
+    quote do
+      id = unquote(id)
+      tag = unquote(tag)
+      assert_receive {:grove_move, ^id, ^tag, outcome}, unquote(timeout)
+      outcome
+    end
+  end
+
+  @doc "Finds a cell with the given terrain kind, scanning row by row."
+  def find_cell(world, kind, from \\ {0, 0}) do
+    terrain = Grove.World.terrain(world)
+    {fx, fy} = from
+
+    Enum.find_value(fy..(terrain.height - 1), fn y ->
+      Enum.find_value(fx..(terrain.width - 1), fn x ->
+        if Grove.World.Terrain.at(terrain, x, y) == kind, do: {x, y}
+      end)
+    end)
+  end
+
+  @doc """
+  Retries `check` (which asserts) until it passes or about a second has gone:
+  for effects another process applies on its own time, such as a zone
+  handling a monitor's DOWN. Waits between tries with `receive ... after`.
+  """
+  def eventually(check, tries \\ 100) do
+    check.()
+  rescue
+    error in [ExUnit.AssertionError, MatchError] ->
+      if tries > 1 do
+        receive do
+        after
+          10 -> eventually(check, tries - 1)
+        end
+      else
+        reraise error, __STACKTRACE__
+      end
+  end
+
+  @doc "A process that joins the world on request and then just waits, so tests can kill it."
+  def spawn_client(world, opts \\ []) do
+    test = self()
+
+    pid =
+      spawn(fn ->
+        send(test, {:joined, self(), Grove.World.join(world, opts)})
+
+        receive do
+          :never -> :ok
+        end
+      end)
+
+    assert_receive {:joined, ^pid, {:ok, id, cell}}
+    {pid, id, cell}
+  end
+end
