@@ -23,7 +23,7 @@ defmodule Grove.MixProject do
 
   def application do
     [
-      extra_applications: [:logger, :runtime_tools, :crypto],
+      extra_applications: [:logger, :runtime_tools, :crypto, :jiffy],
       mod: {Grove.Application, []}
     ]
   end

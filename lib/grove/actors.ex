@@ -40,6 +40,8 @@ defmodule Grove.Actors do
   use Supervisor
 
   alias Grove.Actors.{Herd, Stats}
+
+  @partitions 64
   alias Grove.World.{Grid, Terrain}
 
   @defaults [
@@ -76,8 +78,14 @@ defmodule Grove.Actors do
     :persistent_term.put({__MODULE__, name}, %{stats: Stats.new(), opts: opts})
 
     children = [
-      # Herds are independent: one that crashes is restarted and joins its actors afresh.
-      {DynamicSupervisor, name: herds(name), strategy: :one_for_one, max_restarts: 100},
+      # Herds are independent: one that crashes is restarted and joins its
+      # actors afresh. They are spread over partitions because a single
+      # DynamicSupervisor takes time quadratic in its children to shut down,
+      # which shows with a process per actor.
+      {PartitionSupervisor,
+       child_spec: {DynamicSupervisor, strategy: :one_for_one, max_restarts: 100},
+       name: herds(name),
+       partitions: @partitions},
       # Populates the world after the tree is up, so start-up never waits on it.
       Supervisor.child_spec({Task, fn -> add(name, opts[:count]) end}, restart: :temporary)
     ]
@@ -94,7 +102,7 @@ defmodule Grove.Actors do
     %{stats: stats, opts: opts} = :persistent_term.get({__MODULE__, name})
     opts = validate!(Keyword.merge(opts, Keyword.put(overrides, :name, name)))
 
-    for {size, area} <- herd_plan(opts, count) do
+    for {{size, area}, n} <- Enum.with_index(herd_plan(opts, count)) do
       herd_opts = [
         world: opts[:world],
         api: opts[:api],
@@ -109,7 +117,7 @@ defmodule Grove.Actors do
       ]
 
       {:ok, pid} =
-        DynamicSupervisor.start_child(herds(name), %{
+        DynamicSupervisor.start_child({:via, PartitionSupervisor, {herds(name), n}}, %{
           id: Herd,
           start: {Herd, :start_link, [herd_opts]},
           restart: :permanent
@@ -177,7 +185,10 @@ defmodule Grove.Actors do
   @doc "The herd processes of a group."
   @spec herds_of(atom()) :: [pid()]
   def herds_of(name) do
-    for {_, pid, _, _} <- DynamicSupervisor.which_children(herds(name)), is_pid(pid), do: pid
+    for {_, partition, _, _} <- PartitionSupervisor.which_children(herds(name)),
+        {_, pid, _, _} <- DynamicSupervisor.which_children(partition),
+        is_pid(pid),
+        do: pid
   end
 
   @doc "Client-side counters and the move round-trip histogram; see `Grove.Actors.Stats`."

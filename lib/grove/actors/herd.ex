@@ -157,7 +157,9 @@ defmodule Grove.Actors.Herd do
           Enum.reduce(due, {[], wheel, herd.rand}, fn id, {moves, wheel, rand} ->
             {direction, rand} = :rand.uniform_s(8, rand)
             {offset, rand} = :rand.uniform_s(2 * jitter_slots + 1, rand)
-            next = now_slot + interval_slots - jitter_slots + offset - 1
+            # Counted from when the move was due, not from when the herd got
+            # to it, so a herd running late keeps its actors' pace.
+            next = max(slot + interval_slots - jitter_slots + offset - 1, now_slot + 1)
 
             {[{id, elem(@directions, direction - 1), sent_at} | moves], add(wheel, next, id),
              rand}
@@ -218,8 +220,11 @@ defmodule Grove.Actors.Herd do
         join_all(herd, left - 1, [id | walkers])
 
       {:error, reason} ->
+        # Counted for whoever watches; one log line per herd is enough to say why.
+        if Stats.read(herd.stats).counts.join_failed == 0,
+          do: Logger.warning("an actor could not join: #{inspect(reason)}")
+
         Stats.incr(herd.stats, :join_failed)
-        Logger.debug("an actor could not join: #{inspect(reason)}")
         join_all(herd, left - 1, walkers)
     end
   end

@@ -1,0 +1,578 @@
+defmodule Grove.Bench.Actors do
+  @moduledoc """
+  The in-VM actor bench behind `mix grove.bench.actors`: N actors walking a
+  world through the public client API, measured from the client side.
+
+  A run starts a fresh world, a probe client that moves every 50 ms (to show
+  whether the world keeps answering while the actors join), then the actors.
+  Once all have joined it waits a few seconds, measures for `:duration`
+  seconds with a progress line every `:every` seconds, stops the actors,
+  waits for the outcomes in flight and checks the world for lost or
+  duplicated entities.
+
+  `ramp/1` instead raises the number of actors stage by stage until the p99
+  round trip passes `:limit_ms` or errors appear, and reports the knee: the
+  last stage that passed.
+
+  Both can run a design side by side with Grove: `:baseline` is
+  `Grove.Bench.Baseline`, the whole world in one GenServer with a
+  synchronous call per move, walked by one process per actor as in the blog
+  it models.
+
+  Errors are every outcome other than a move or a rule's rejection (blocked,
+  occupied, out of bounds): busy, rate limited, not owner, unknown entity,
+  timeouts (no outcome within 5 s), outcomes that never came, and joins that
+  failed.
+  """
+
+  alias Grove.{Actors, World}
+  alias Grove.Actors.Stats
+  alias Grove.Bench.Baseline
+  alias Grove.Metrics.Histogram
+
+  @timeout_us 5_000_000
+  @rule_rejections [:blocked, :occupied, :out_of_bounds]
+  @error_outcomes [:busy, :rate_limited, :not_owner, :unknown_entity, :timeout]
+
+  @defaults [
+    actors: 250_000,
+    duration: 60,
+    warmup: 5,
+    every: 5,
+    width: 1000,
+    height: 1000,
+    zone_size: 50,
+    seed: 1,
+    interval: 1000,
+    per_herd: 500,
+    batch: true,
+    limit_ms: 100,
+    start: 25_000,
+    step: 25_000,
+    stage: 10,
+    max: 2_000_000,
+    join_timeout: 120,
+    out: &IO.puts/1
+  ]
+
+  @doc "Options with their defaults; see `mix help grove.bench.actors`."
+  @spec defaults() :: keyword()
+  def defaults, do: @defaults
+
+  @doc "One measured run of a design (`:grove` or `:baseline`); returns its report."
+  @spec run(:grove | :baseline, keyword()) :: map()
+  def run(design, opts) do
+    opts = Keyword.validate!(opts, @defaults)
+
+    with_design(design, opts, fn bench ->
+      startup = populate(bench, opts[:actors], opts)
+      settle(opts[:warmup])
+      window = measure(bench, opts[:duration], opts)
+      finish(bench, window, startup, opts[:actors], opts)
+    end)
+  end
+
+  @doc """
+  Raises the number of actors stage by stage and reports the knee. Each stage
+  is a fresh world with all its actors started at once, so a stage at N
+  actors measures the same thing as a run with N actors.
+  """
+  @spec ramp(:grove | :baseline, keyword()) :: map()
+  def ramp(design, opts) do
+    opts = Keyword.validate!(opts, @defaults)
+    stages = ramp_stages(design, opts, opts[:start], [])
+    passed = Enum.filter(stages, & &1.passed)
+    knee = if passed == [], do: 0, else: List.last(passed).actors
+    opts[:out].("[#{design}] knee: #{knee} actors (p99 limit #{opts[:limit_ms]} ms, no errors)")
+
+    # The knee's own figures at the top, so a ramp report reads like a run's.
+    at_knee = if passed == [], do: List.first(stages), else: List.last(passed)
+
+    at_knee
+    |> Map.drop([:passed])
+    |> Map.merge(%{design: design, knee: knee, limit_ms: opts[:limit_ms], stages: stages})
+  end
+
+  defp ramp_stages(design, opts, actors, stages) do
+    if actors > opts[:max] do
+      Enum.reverse(stages)
+    else
+      stage = ramp_stage(design, opts, actors)
+
+      if stage.passed,
+        do: ramp_stages(design, opts, actors + opts[:step], [stage | stages]),
+        else: Enum.reverse([stage | stages])
+    end
+  end
+
+  defp ramp_stage(design, opts, actors) do
+    with_design(design, opts, fn bench ->
+      startup = populate(bench, actors, opts)
+      settle(min(opts[:warmup], 3))
+      window = measure(bench, opts[:stage], opts)
+      stage = bench |> summarize(window, actors, opts) |> Map.put(:startup_ms, startup.ms)
+
+      passed =
+        stage.p99_ms != nil and stage.p99_ms <= opts[:limit_ms] and stage.errors == 0 and
+          startup.failed == 0 and stage.moves_per_s >= 0.9 * stage.target_moves_per_s
+
+      opts[:out].(
+        "[#{design}] stage #{actors} actors: #{stage.moves_per_s} moves/s, " <>
+          "p99 #{fmt(stage.p99_ms)} ms, errors #{stage.errors} -> #{if passed, do: "pass", else: "past the knee"}"
+      )
+
+      Map.put(stage, :passed, passed)
+    end)
+  end
+
+  ## A design under test
+
+  defp with_design(design, opts, fun) do
+    memory_before = :erlang.memory(:total)
+    name = :"Grove.Bench.#{design}.#{System.unique_integer([:positive])}"
+    started = System.monotonic_time(:millisecond)
+    {:ok, sup} = Supervisor.start_link([], strategy: :one_for_one)
+
+    try do
+      bench = start_design(design, name, sup, opts)
+      ready_ms = System.monotonic_time(:millisecond) - started
+      opts[:out].("[#{design}] world #{opts[:width]}x#{opts[:height]} ready in #{ready_ms} ms")
+      bench = %{bench | memory_before: memory_before}
+      fun.(bench)
+    after
+      Supervisor.stop(sup, :normal, :infinity)
+      if design == :baseline, do: :persistent_term.erase({Baseline, name})
+    end
+  end
+
+  defp start_design(:grove, name, sup, opts) do
+    world = :"#{name}.World"
+
+    world_opts = [
+      name: world,
+      width: opts[:width],
+      height: opts[:height],
+      zone_size: opts[:zone_size],
+      seed: opts[:seed]
+    ]
+
+    {:ok, _} = Supervisor.start_child(sup, {World, world_opts})
+
+    actors = [
+      name: :"#{name}.Actors",
+      world: world,
+      interval: opts[:interval],
+      per_herd: opts[:per_herd],
+      batch: opts[:batch]
+    ]
+
+    {:ok, _} = Supervisor.start_child(sup, {Actors, actors})
+
+    new_bench(:grove, World, world, actors[:name], sup,
+      queues: fn ->
+        for i <- 0..(tuple_size(World.fetch!(world).zones) - 1), do: World.zone_pid(world, i)
+      end,
+      count: fn -> World.entity_count(world) end,
+      audit: fn -> World.audit(world, 60_000) end
+    )
+  end
+
+  defp start_design(:baseline, name, sup, opts) do
+    server_opts = [name: name, width: opts[:width], height: opts[:height], seed: opts[:seed]]
+    {:ok, _} = Supervisor.start_child(sup, {Baseline, server_opts})
+
+    # As in the blog: a process per actor, each blocked in its own call.
+    actors = [
+      name: :"#{name}.Actors",
+      world: name,
+      api: Baseline,
+      interval: opts[:interval],
+      per_herd: 1,
+      batch: false
+    ]
+
+    {:ok, _} = Supervisor.start_child(sup, {Actors, actors})
+
+    new_bench(:baseline, Baseline, name, actors[:name], sup,
+      queues: fn -> [Process.whereis(name)] end,
+      count: fn -> Baseline.entity_count(name) end,
+      audit: fn -> Baseline.audit(name) end
+    )
+  end
+
+  defp new_bench(design, api, world, actors, sup, funs) do
+    %{
+      design: design,
+      api: api,
+      world: world,
+      actors: actors,
+      sup: sup,
+      queues: funs[:queues],
+      count: funs[:count],
+      audit: funs[:audit],
+      memory_before: 0
+    }
+  end
+
+  ## Start-up
+
+  # Adds actors and waits for them to join, printing progress; a probe
+  # client moves meanwhile to show whether the world keeps answering.
+  defp populate(bench, count, opts) do
+    check_process_limit!(bench.design, count)
+    stats = Actors.stats(bench.actors)
+    before = Stats.read(stats).counts
+    probe = start_probe(bench)
+    started = System.monotonic_time(:millisecond)
+    Actors.add(bench.actors, count)
+    deadline = started + opts[:join_timeout] * 1000
+
+    wait_joined(bench, stats, before, count, started, deadline, opts)
+    ms = System.monotonic_time(:millisecond) - started
+    counts = Stats.read(stats).counts
+    probe_report = stop_probe(probe)
+    failed = counts.join_failed - before.join_failed
+
+    opts[:out].(
+      "[#{bench.design}] #{counts.joined - before.joined} actors joined in #{ms} ms " <>
+        "(#{failed} failed); probe while joining: p99 #{fmt(probe_report.p99_ms)} ms, " <>
+        "max #{fmt(probe_report.max_ms)} ms, #{probe_report.timeouts} timeouts"
+    )
+
+    %{ms: ms, failed: failed, probe: probe_report, joined: counts.joined}
+  end
+
+  defp wait_joined(bench, stats, before, count, started, deadline, opts, printed \\ nil) do
+    counts = Stats.read(stats).counts
+    done = counts.joined - before.joined + (counts.join_failed - before.join_failed)
+    now = System.monotonic_time(:millisecond)
+    printed = printed || started
+
+    cond do
+      done >= count ->
+        :ok
+
+      now > deadline ->
+        opts[:out].("[#{bench.design}] gave up waiting: #{done}/#{count} actors joined")
+
+      true ->
+        printed =
+          if now - printed >= opts[:every] * 1000 do
+            opts[:out].(
+              "[#{bench.design}] joining: #{done}/#{count} after #{div(now - started, 1000)} s"
+            )
+
+            now
+          else
+            printed
+          end
+
+        receive do
+        after
+          100 -> wait_joined(bench, stats, before, count, started, deadline, opts, printed)
+        end
+    end
+  end
+
+  # A client of its own that moves back and forth every 50 ms and records
+  # its round trips, so start-up can be judged from outside the actors.
+  defp start_probe(bench) do
+    parent = self()
+
+    spawn_link(fn ->
+      histogram = Histogram.new()
+
+      case bench.api.join(bench.world, updates: :none) do
+        {:ok, id, _cell} -> probe_loop(bench, id, histogram, 0, 0, parent)
+        {:error, _} -> receive(do: ({:stop, from} -> send(from, {:probe, nil, 0})))
+      end
+    end)
+  end
+
+  defp probe_loop(bench, id, histogram, n, timeouts, parent) do
+    direction = if rem(n, 2) == 0, do: :e, else: :w
+    sent = :erlang.monotonic_time(:microsecond)
+    bench.api.move(bench.world, id, direction, n)
+
+    {histogram, timeouts} =
+      receive do
+        {:grove_move, ^id, ^n, outcome} ->
+          elapsed = :erlang.monotonic_time(:microsecond) - sent
+
+          if match?({:rejected, :timeout}, outcome),
+            do: {histogram, timeouts + 1},
+            else: {tap(histogram, &Histogram.record(&1, elapsed)), timeouts}
+      after
+        div(@timeout_us, 1000) -> {histogram, timeouts + 1}
+      end
+
+    receive do
+      {:stop, from} ->
+        bench.api.leave(bench.world, id)
+        send(from, {:probe, Histogram.snapshot(histogram), timeouts})
+    after
+      50 -> probe_loop(bench, id, histogram, n + 1, timeouts, parent)
+    end
+  end
+
+  defp stop_probe(probe) do
+    send(probe, {:stop, self()})
+
+    receive do
+      {:probe, nil, _} ->
+        %{p99_ms: nil, max_ms: nil, timeouts: 0}
+
+      {:probe, snapshot, timeouts} ->
+        %{
+          p99_ms: ms(Histogram.percentile(snapshot, 99)),
+          max_ms: ms(Histogram.max(snapshot)),
+          timeouts: timeouts
+        }
+    after
+      15_000 -> %{p99_ms: nil, max_ms: nil, timeouts: 1}
+    end
+  end
+
+  ## Measuring
+
+  defp measure(bench, seconds, opts) do
+    stats = Actors.stats(bench.actors)
+    sampler = start_sampler(bench)
+    :erlang.system_flag(:scheduler_wall_time, true)
+    first = Stats.read(stats)
+    scheduler_first = :scheduler.sample()
+    memory = :erlang.memory(:total)
+    started = System.monotonic_time(:millisecond)
+
+    last =
+      Enum.reduce(1..max(div(seconds, opts[:every]), 1), first, fn n, previous ->
+        receive do
+        after
+          max(started + n * opts[:every] * 1000 - System.monotonic_time(:millisecond), 0) -> :ok
+        end
+
+        now = Stats.read(stats)
+        progress(bench, n * opts[:every], Stats.diff(now, previous), opts)
+        now
+      end)
+
+    scheduler = :scheduler.utilization(scheduler_first)
+    mailbox_max = stop_sampler(sampler)
+
+    %{
+      diff: Stats.diff(last, first),
+      seconds: (System.monotonic_time(:millisecond) - started) / 1000,
+      utilization: normal_utilization(scheduler),
+      mailbox_max: mailbox_max,
+      memory: memory
+    }
+  end
+
+  defp progress(bench, at, diff, opts) do
+    seconds = opts[:every]
+    moves = outcome_total(diff.counts)
+
+    opts[:out].(
+      "[#{bench.design}] #{pad(at, 4)} s  #{pad(round(moves / seconds), 8)} moves/s  " <>
+        "p50 #{fmt(ms(Histogram.percentile(diff.latency, 50)))} ms  p99 #{fmt(ms(Histogram.percentile(diff.latency, 99)))} ms  " <>
+        "errors #{errors(diff)}  #{div(:erlang.memory(:total), 1_000_000)} MB"
+    )
+  end
+
+  # Samples the longest mailbox among the design's serving processes every 100 ms.
+  defp start_sampler(bench) do
+    parent = self()
+    spawn_link(fn -> sampler_loop(bench, 0, parent) end)
+  end
+
+  defp sampler_loop(bench, max_seen, parent) do
+    seen =
+      bench.queues.()
+      |> Enum.map(fn
+        pid when is_pid(pid) ->
+          case Process.info(pid, :message_queue_len) do
+            {:message_queue_len, n} -> n
+            nil -> 0
+          end
+
+        _ ->
+          0
+      end)
+      |> Enum.max(fn -> 0 end)
+
+    receive do
+      {:stop, from} -> send(from, {:mailbox_max, max(seen, max_seen)})
+    after
+      100 -> sampler_loop(bench, max(seen, max_seen), parent)
+    end
+  end
+
+  defp stop_sampler(sampler) do
+    send(sampler, {:stop, self()})
+
+    receive do
+      {:mailbox_max, n} -> n
+    after
+      5000 -> nil
+    end
+  end
+
+  ## Reports
+
+  defp finish(bench, window, startup, actors, opts) do
+    summary = summarize(bench, window, actors, opts)
+    stats = Actors.stats(bench.actors)
+    Actors.pause(bench.actors)
+    drained = drain(stats)
+    lost = drained.sent - outcome_total(drained) - drained.timeout
+    {audit, entities} = check_entities(bench)
+    joined = drained.joined
+
+    lost_entities = max(joined - entities, 0)
+    extra_entities = max(entities - joined, 0)
+
+    report =
+      Map.merge(summary, %{
+        startup_ms: startup.ms,
+        join_failures: startup.failed,
+        startup_probe: startup.probe,
+        outcomes_lost: max(lost, 0),
+        entities: entities,
+        entities_lost: lost_entities,
+        entities_extra: extra_entities,
+        audit: audit,
+        memory_mb: round(window.memory / 1_000_000),
+        memory_per_actor_bytes: round((window.memory - bench.memory_before) / max(actors, 1))
+      })
+
+    errors = report.errors + report.outcomes_lost + report.join_failures
+    report = %{report | errors: errors}
+    print_report(report, opts)
+    report
+  end
+
+  defp summarize(bench, window, actors, opts) do
+    %{diff: diff, seconds: seconds} = window
+    latency = diff.latency
+    timeouts = count_above(latency, @timeout_us) + diff.counts.timeout
+
+    %{
+      design: bench.design,
+      actors: actors,
+      duration_s: Float.round(seconds, 1),
+      target_moves_per_s: round(actors * 1000 / opts[:interval]),
+      moves_per_s: round(outcome_total(diff.counts) / seconds),
+      p50_ms: ms(Histogram.percentile(latency, 50)),
+      p95_ms: ms(Histogram.percentile(latency, 95)),
+      p99_ms: ms(Histogram.percentile(latency, 99)),
+      max_ms: ms(Histogram.max(latency)),
+      outcomes: Map.take(diff.counts, [:ok | @rule_rejections ++ @error_outcomes]),
+      timeouts: timeouts,
+      errors: errors(diff),
+      scheduler_utilization: window.utilization,
+      mailbox_max: window.mailbox_max
+    }
+  end
+
+  # Waits until every move sent has an outcome, or 10 s.
+  defp drain(stats, tries \\ 100) do
+    counts = Stats.read(stats).counts
+
+    if counts.sent <= outcome_total(counts) or tries == 0 do
+      counts
+    else
+      receive do
+      after
+        100 -> drain(stats, tries - 1)
+      end
+    end
+  end
+
+  defp check_entities(bench) do
+    {bench.audit.(), bench.count.()}
+  end
+
+  defp print_report(r, opts) do
+    out = opts[:out]
+    out.("")
+    out.("== #{r.design}: #{r.actors} actors, #{r.duration_s} s measured ==")
+    out.("moves/s        target #{r.target_moves_per_s}, achieved #{r.moves_per_s}")
+
+    out.(
+      "round trip ms  p50 #{fmt(r.p50_ms)}  p95 #{fmt(r.p95_ms)}  p99 #{fmt(r.p99_ms)}  max #{fmt(r.max_ms)}"
+    )
+
+    out.("outcomes       #{Enum.map_join(r.outcomes, ", ", fn {k, v} -> "#{k} #{v}" end)}")
+
+    out.(
+      "timeouts       #{r.timeouts}; outcomes never received #{r.outcomes_lost}; errors #{r.errors}"
+    )
+
+    out.(
+      "start-up       #{r.startup_ms} ms for #{r.actors} actors, #{r.join_failures} failed joins; probe p99 #{fmt(r.startup_probe.p99_ms)} ms, max #{fmt(r.startup_probe.max_ms)} ms, #{r.startup_probe.timeouts} timeouts"
+    )
+
+    out.("memory         #{r.memory_mb} MB total, #{r.memory_per_actor_bytes} bytes per actor")
+
+    out.(
+      "schedulers     #{fmt(r.scheduler_utilization * 100)} % busy; largest mailbox seen #{r.mailbox_max}"
+    )
+
+    out.(
+      "entities       #{r.entities} in the world, #{r.entities_lost} lost, #{r.entities_extra} extra; audit #{inspect(r.audit)}"
+    )
+  end
+
+  ## Helpers
+
+  defp outcome_total(counts) do
+    Enum.reduce([:ok | @rule_rejections ++ @error_outcomes], 0, fn k, acc ->
+      acc + Map.get(counts, k, 0)
+    end) -
+      Map.get(counts, :timeout, 0)
+  end
+
+  defp errors(diff) do
+    Enum.reduce(@error_outcomes, 0, fn k, acc -> acc + diff.counts[k] end) +
+      count_above(diff.latency, @timeout_us)
+  end
+
+  defp count_above(snapshot, micros) do
+    snapshot
+    |> Histogram.buckets()
+    |> Enum.filter(fn {edge, _n} -> edge > micros end)
+    |> Enum.reduce(0, fn {_edge, n}, acc -> acc + n end)
+  end
+
+  defp normal_utilization(samples) do
+    normal = for {:normal, _id, util, _} <- samples, do: util
+    if normal == [], do: 0.0, else: Float.round(Enum.sum(normal) / length(normal), 3)
+  end
+
+  defp settle(seconds) do
+    receive do
+    after
+      seconds * 1000 -> :ok
+    end
+  end
+
+  # The baseline runs a process per actor; Grove a process per few hundred.
+  defp check_process_limit!(design, actors) do
+    needed = if design == :baseline, do: actors + 10_000, else: div(actors, 10) + 10_000
+
+    if :erlang.system_info(:process_limit) < needed do
+      raise ArgumentError,
+            "the VM allows #{:erlang.system_info(:process_limit)} processes, this run needs about #{needed}: " <>
+              "run it with ERL_AFLAGS=\"+P 5000000\" (the Makefile sets it)"
+    end
+  end
+
+  defp ms(nil), do: nil
+  defp ms(micros), do: Float.round(micros / 1000, 2)
+
+  defp fmt(nil), do: "-"
+  defp fmt(number) when is_float(number), do: :erlang.float_to_binary(number, decimals: 1)
+  defp fmt(number), do: to_string(number)
+
+  defp pad(value, width), do: String.pad_leading(to_string(value), width)
+end

@@ -1,0 +1,153 @@
+defmodule Mix.Tasks.Grove.Bench.Actors do
+  @shortdoc "Measures N actors walking a world (in-VM), optionally against the one-GenServer baseline"
+
+  @moduledoc """
+  The in-VM actor bench: N actors walk a fresh world through the public
+  client API; the bench prints a progress line every few seconds, then a
+  report. See `Grove.Bench.Actors` for what is measured.
+
+      mix grove.bench.actors --actors 250000 --duration 60
+      mix grove.bench.actors --actors 50000 --duration 30 --baseline --json bench.json
+      mix grove.bench.actors --ramp --baseline
+
+  Options:
+
+    * `--actors N` - actors to run (default 250000)
+    * `--duration S` - seconds measured once all have joined (default 60)
+    * `--ramp` - raise the actors stage by stage from `--start` by `--step`
+      (defaults 25000 and 25000), `--stage S` seconds each (default 10), until
+      the p99 round trip passes `--limit-ms` (default 100) or errors appear;
+      report the knee
+    * `--baseline` - also run the baseline (the whole world in one GenServer,
+      a synchronous call per move, a process per actor) in the same run, and
+      print the ratio
+    * `--json PATH` - write the report as JSON
+    * `--width`, `--height`, `--zone-size`, `--seed` - the world (defaults
+      1000, 1000, 50, 1)
+    * `--interval MS` - milliseconds between an actor's moves (default 1000)
+    * `--per-herd N` - actors per process (default 500); `--no-batch` sends
+      one message per move instead of one per zone and herd slot
+    * `--warmup S`, `--every S`, `--max N`, `--join-timeout S`
+
+  The VM needs room for the baseline's processes: run with
+  `ERL_AFLAGS="+P 5000000"` (the Makefile's targets set it).
+  """
+
+  use Mix.Task
+
+  alias Grove.Bench.Actors, as: Bench
+
+  @switches [
+    actors: :integer,
+    duration: :integer,
+    ramp: :boolean,
+    baseline: :boolean,
+    json: :string,
+    width: :integer,
+    height: :integer,
+    zone_size: :integer,
+    seed: :integer,
+    interval: :integer,
+    per_herd: :integer,
+    batch: :boolean,
+    warmup: :integer,
+    every: :integer,
+    start: :integer,
+    step: :integer,
+    stage: :integer,
+    max: :integer,
+    limit_ms: :integer,
+    join_timeout: :integer
+  ]
+
+  @impl true
+  def run(args) do
+    {opts, rest, invalid} = OptionParser.parse(args, strict: @switches)
+
+    if rest != [] or invalid != [] do
+      Mix.raise(
+        "unexpected arguments: #{inspect(rest ++ Enum.map(invalid, &elem(&1, 0)))}; see `mix help grove.bench.actors`"
+      )
+    end
+
+    for {key, value} <- opts, is_integer(value) and value <= 0 do
+      Mix.raise("--#{String.replace(to_string(key), "_", "-")} must be positive, got #{value}")
+    end
+
+    # The bench starts its own worlds; the application's default one would only add noise.
+    Application.put_env(:grove, :start, false)
+    Mix.Task.run("app.start")
+    Logger.configure(level: :warning)
+
+    {ramp?, opts} = Keyword.pop(opts, :ramp, false)
+    {baseline?, opts} = Keyword.pop(opts, :baseline, false)
+    {json, opts} = Keyword.pop(opts, :json)
+
+    describe_machine()
+
+    report =
+      if ramp? do
+        ramp(opts, baseline?)
+      else
+        single(opts, baseline?)
+      end
+
+    if json do
+      File.mkdir_p!(Path.dirname(json))
+      File.write!(json, :jiffy.encode(to_json(report), [:pretty]))
+      Mix.shell().info("report written to #{json}")
+    end
+  end
+
+  defp single(opts, baseline?) do
+    grove = Bench.run(:grove, opts)
+
+    if baseline? do
+      baseline = Bench.run(:baseline, opts)
+      ratio("p99 round trip, baseline / grove", baseline.p99_ms, grove.p99_ms)
+      ratio("achieved moves/s, grove / baseline", grove.moves_per_s, baseline.moves_per_s)
+      Map.put(grove, :baseline, baseline)
+    else
+      grove
+    end
+  end
+
+  defp ramp(opts, baseline?) do
+    grove = Bench.ramp(:grove, opts)
+
+    if baseline? do
+      baseline = Bench.ramp(:baseline, opts)
+      ratio("knee, grove / baseline", grove.knee, baseline.knee)
+      Map.merge(grove, %{baseline: baseline, knee_ratio: safe_ratio(grove.knee, baseline.knee)})
+    else
+      grove
+    end
+  end
+
+  defp ratio(label, a, b) do
+    case safe_ratio(a, b) do
+      nil -> Mix.shell().info("#{label}: -")
+      r -> Mix.shell().info("#{label}: #{r}x")
+    end
+  end
+
+  defp safe_ratio(a, b) when is_number(a) and is_number(b) and b > 0, do: Float.round(a / b, 1)
+  defp safe_ratio(_a, _b), do: nil
+
+  defp describe_machine do
+    Mix.shell().info(
+      "machine: #{System.schedulers_online()} schedulers, OTP #{System.otp_release()}, " <>
+        "Elixir #{System.version()}, #{div(:erlang.memory(:total), 1_000_000)} MB in use at start"
+    )
+  end
+
+  # jiffy writes `nil` as a string; JSON wants null.
+  defp to_json(nil), do: :null
+  defp to_json(map) when is_map(map), do: Map.new(map, fn {k, v} -> {k, to_json(v)} end)
+  defp to_json(list) when is_list(list), do: Enum.map(list, &to_json/1)
+
+  defp to_json(value) when is_atom(value) and value not in [true, false],
+    do: Atom.to_string(value)
+
+  defp to_json(value), do: value
+end
