@@ -23,10 +23,15 @@ defmodule Grove.MixProject do
 
   def application do
     [
-      extra_applications: [:logger, :runtime_tools, :crypto, :jiffy],
+      extra_applications:
+        [:logger, :runtime_tools, :crypto, :jiffy] ++ test_applications(Mix.env()),
       mod: {Grove.Application, []}
     ]
   end
+
+  # PropEr (Debian's erlang-proper) backs the property tests.
+  defp test_applications(:test), do: [:proper]
+  defp test_applications(_), do: []
 
   defp elixirc_paths(:test), do: ["lib", "test/support"]
   defp elixirc_paths(_), do: ["lib"]

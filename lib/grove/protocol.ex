@@ -1,0 +1,246 @@
+defmodule Grove.Protocol do
+  @moduledoc """
+  The wire protocol between clients and the gateway, version 1: every
+  message defined once (below), with a JSON form for text frames and a
+  compact binary form for binary frames, both derived from the definitions
+  by `Grove.Protocol.Codec`. `docs/protocol.md` is the reference for client
+  authors.
+
+  Messages are maps with a `:type` and their fields, for example
+  `%{type: :move, seq: 7, dir: :ne}`.
+
+  ## Examples
+
+      iex> frame = Grove.Protocol.encode(%{type: :move, seq: 7, dir: :ne}, :json)
+      iex> IO.iodata_to_binary(frame)
+      ~s({"type":"move","seq":7,"dir":"ne"})
+      iex> Grove.Protocol.decode(~s({"type":"move","seq":7,"dir":"ne"}), :json)
+      {:ok, %{type: :move, seq: 7, dir: :ne}}
+      iex> Grove.Protocol.decode(<<2, 0, 0, 0, 7, 1>>, :binary)
+      {:ok, %{type: :move, seq: 7, dir: :ne}}
+      iex> Grove.Protocol.decode(~s({"type":"move","seq":-1,"dir":"ne"}), :json)
+      {:error, :bad_field, "seq: expected an integer in 0..4294967295"}
+  """
+
+  alias Grove.Protocol.Codec
+
+  @version 1
+
+  @directions [:n, :ne, :e, :se, :s, :sw, :w, :nw]
+  @results [
+    :ok,
+    :out_of_bounds,
+    :blocked,
+    :occupied,
+    :rate_limited,
+    :busy,
+    :not_owner,
+    :unknown_entity
+  ]
+  @error_codes [
+    :bad_json,
+    :bad_message,
+    :unknown_type,
+    :bad_field,
+    :bad_frame,
+    :too_large,
+    :rate_limited,
+    :not_joined,
+    :already_joined,
+    :join_failed,
+    :unauthorized,
+    :server_busy
+  ]
+  @bye_reasons [:shutdown, :slow_consumer, :too_many_errors, :replaced, :too_large]
+
+  # {type, binary tag, direction, fields}; a field is {name, codec} or
+  # {name, codec, default} when it may be left out of JSON.
+  @messages [
+    # Client to server
+    {:join, 1, :client, [{:view_radius, :u8, 8}, {:name, :string, ""}, {:token, :string, ""}]},
+    {:move, 2, :client, [{:seq, :u32}, {:dir, {:enum, @directions}}]},
+    {:ping, 3, :client, [{:t, :u32}]},
+    {:resync, 4, :client, []},
+    # Server to client
+    {:welcome, 64, :server,
+     [
+       {:protocol, :u8},
+       {:id, :u32},
+       {:x, :u16},
+       {:y, :u16},
+       {:width, :u16},
+       {:height, :u16},
+       {:view_radius, :u8},
+       {:tick_ms, :u16}
+     ]},
+    {:outcome, 65, :server, [{:seq, :u32}, {:result, {:enum, @results}}, {:x, :u16}, {:y, :u16}]},
+    {:view, 66, :server,
+     [
+       {:full, :bool},
+       {:x, :u16},
+       {:y, :u16},
+       {:entities, {:list, {:tuple, [:u32, :u16, :u16, :u8]}}},
+       {:gone, {:list, :u32}}
+     ]},
+    {:error, 67, :server, [{:code, {:enum, @error_codes}}, {:message, :string}]},
+    {:pong, 68, :server, [{:t, :u32}]},
+    {:stats, 69, :server,
+     [{:players, :u32}, {:actors, :u32}, {:entities, :u32}, {:moves_per_s, :u32}]},
+    {:density, 70, :server, [{:cols, :u16}, {:rows, :u16}, {:cells, :bytes}]},
+    {:bye, 71, :server, [{:reason, {:enum, @bye_reasons}}, {:message, :string}]}
+  ]
+
+  @type encoding :: :json | :binary
+  @type message :: %{required(:type) => atom(), optional(atom()) => term()}
+  @type error_code :: atom()
+
+  @doc "The protocol's version number."
+  @spec version() :: pos_integer()
+  def version, do: @version
+
+  @doc "Every message definition: `{type, tag, :client | :server, fields}`."
+  @spec messages() :: [{atom(), byte(), :client | :server, list()}]
+  def messages, do: @messages
+
+  @doc "The error codes an `error` message may carry."
+  @spec error_codes() :: [atom()]
+  def error_codes, do: @error_codes
+
+  for {type, tag, _from, fields} <- @messages do
+    defp definition(unquote(type)), do: {unquote(tag), unquote(Macro.escape(fields))}
+    defp by_tag(unquote(tag)), do: {unquote(type), unquote(Macro.escape(fields))}
+
+    defp by_name(unquote(Atom.to_string(type))),
+      do: {unquote(type), unquote(Macro.escape(fields))}
+  end
+
+  defp definition(_), do: nil
+  defp by_tag(_), do: nil
+  defp by_name(_), do: nil
+
+  @doc """
+  Encodes a message for a connection's encoding. Raises `ArgumentError` on a
+  message that does not fit its definition: that is a bug on our side.
+  """
+  @spec encode(message(), encoding()) :: iodata()
+  def encode(%{type: type} = message, encoding) do
+    case definition(type) do
+      nil -> raise ArgumentError, "unknown message type #{inspect(type)}"
+      {tag, fields} -> encode_fields(encoding, type, tag, fields, message)
+    end
+  end
+
+  defp encode_fields(:binary, _type, tag, fields, message) do
+    [
+      tag
+      | Enum.map(fields, fn field -> Codec.encode(codec(field), fetch_field!(message, field)) end)
+    ]
+  end
+
+  defp encode_fields(:json, type, _tag, fields, message) do
+    pairs =
+      for field <- fields do
+        {Atom.to_string(name(field)), Codec.to_json(codec(field), fetch_field!(message, field))}
+      end
+
+    :jiffy.encode({[{"type", Atom.to_string(type)} | pairs]})
+  end
+
+  defp fetch_field!(message, field) do
+    case Map.fetch(message, name(field)) do
+      {:ok, value} ->
+        value
+
+      :error when tuple_size(field) == 3 ->
+        elem(field, 2)
+
+      :error ->
+        raise ArgumentError, "message #{inspect(message.type)} lacks #{inspect(name(field))}"
+    end
+  end
+
+  @doc """
+  Decodes one frame. Never raises: bad input gives `{:error, code, text}`
+  with a code from `error_codes/0` and a sentence for a human.
+  """
+  @spec decode(binary(), encoding()) :: {:ok, message()} | {:error, error_code(), String.t()}
+  def decode(<<tag, body::binary>>, :binary) do
+    case by_tag(tag) do
+      nil -> {:error, :bad_frame, "unknown message tag #{tag}"}
+      {type, fields} -> decode_binary_fields(type, fields, body, %{type: type})
+    end
+  end
+
+  def decode(<<>>, :binary), do: {:error, :bad_frame, "empty frame"}
+
+  def decode(frame, :json) when is_binary(frame) do
+    case safe_json(frame) do
+      {:ok, {pairs}} when is_list(pairs) ->
+        object = Map.new(pairs)
+
+        case Map.fetch(object, "type") do
+          {:ok, name} when is_binary(name) ->
+            case by_name(name) do
+              nil -> {:error, :unknown_type, "unknown message type #{inspect(name)}"}
+              {type, fields} -> decode_json_fields(type, fields, object)
+            end
+
+          _ ->
+            {:error, :bad_message, "a message is a JSON object with a \"type\" string"}
+        end
+
+      {:ok, _other} ->
+        {:error, :bad_message, "a message is a JSON object with a \"type\" string"}
+
+      :error ->
+        {:error, :bad_json, "the frame is not valid JSON"}
+    end
+  end
+
+  defp decode_binary_fields(type, [], <<>>, acc), do: {:ok, Map.put(acc, :type, type)}
+
+  defp decode_binary_fields(_type, [], rest, _acc),
+    do: {:error, :bad_frame, "#{byte_size(rest)} unexpected bytes after the message"}
+
+  defp decode_binary_fields(type, [field | fields], binary, acc) do
+    case Codec.decode(codec(field), binary) do
+      {:ok, value, rest} ->
+        decode_binary_fields(type, fields, rest, Map.put(acc, name(field), value))
+
+      {:error, why} ->
+        {:error, :bad_frame, "#{name(field)}: #{why}"}
+    end
+  end
+
+  defp decode_json_fields(type, fields, object) do
+    Enum.reduce_while(fields, {:ok, %{type: type}}, fn field, {:ok, acc} ->
+      key = Atom.to_string(name(field))
+
+      case {Map.fetch(object, key), field} do
+        {:error, {_name, _codec, default}} ->
+          {:cont, {:ok, Map.put(acc, name(field), default)}}
+
+        {:error, _required} ->
+          {:halt, {:error, :bad_field, "#{key}: missing"}}
+
+        {{:ok, json}, _} ->
+          case Codec.from_json(codec(field), json) do
+            {:ok, value} -> {:cont, {:ok, Map.put(acc, name(field), value)}}
+            {:error, why} -> {:halt, {:error, :bad_field, "#{key}: #{why}"}}
+          end
+      end
+    end)
+  end
+
+  # jiffy raises on bad input, and on numbers or nesting it cannot hold.
+  defp safe_json(frame) do
+    {:ok, :jiffy.decode(frame, [:dedupe_keys])}
+  rescue
+    _ -> :error
+  catch
+    _, _ -> :error
+  end
+
+  defp name(field), do: elem(field, 0)
+  defp codec(field), do: elem(field, 1)
+end

@@ -1,0 +1,200 @@
+defmodule Grove.Protocol.Codec do
+  @moduledoc """
+  Codec combinators: small descriptions of a value's type from which both
+  wire encodings follow, in the spirit of OpenPoker's picklers. A message is
+  defined once, as a list of fields with codecs; the binary and JSON forms
+  of every message come from these functions and nothing else.
+
+  Codecs:
+
+    * `:u8`, `:u16`, `:u32` - unsigned big-endian integers
+    * `:bool` - one byte, 0 or 1; JSON `true`/`false`
+    * `{:enum, [atom]}` - one byte, the atom's position; JSON the atom's name
+    * `:string` - UTF-8, a u16 byte length then the bytes; JSON a string
+    * `:bytes` - a u32 byte length then the bytes; JSON a base64 string
+    * `{:list, codec}` - a u16 count then the items; JSON an array
+    * `{:tuple, [codec]}` - the items one after another; JSON an array
+
+  ## Examples
+
+      iex> alias Grove.Protocol.Codec
+      iex> codec = {:list, {:tuple, [:u32, {:enum, [:a, :b]}]}}
+      iex> binary = IO.iodata_to_binary(Codec.encode(codec, [{7, :b}]))
+      iex> Codec.decode(codec, binary)
+      {:ok, [{7, :b}], ""}
+      iex> Codec.from_json(codec, Codec.to_json(codec, [{7, :b}]))
+      {:ok, [{7, :b}]}
+  """
+
+  @type t ::
+          :u8
+          | :u16
+          | :u32
+          | :bool
+          | :string
+          | :bytes
+          | {:enum, [atom()]}
+          | {:list, t()}
+          | {:tuple, [t()]}
+
+  @max_u8 0xFF
+  @max_u16 0xFFFF
+  @max_u32 0xFFFFFFFF
+
+  ## Binary
+
+  @doc "Encodes a value; raises `ArgumentError` when it does not fit the codec."
+  @spec encode(t(), term()) :: iodata()
+  def encode(:u8, n) when is_integer(n) and n >= 0 and n <= @max_u8, do: <<n::8>>
+  def encode(:u16, n) when is_integer(n) and n >= 0 and n <= @max_u16, do: <<n::16>>
+  def encode(:u32, n) when is_integer(n) and n >= 0 and n <= @max_u32, do: <<n::32>>
+  def encode(:bool, true), do: <<1>>
+  def encode(:bool, false), do: <<0>>
+
+  def encode({:enum, values} = codec, value) when is_atom(value) do
+    case Enum.find_index(values, &(&1 == value)) do
+      nil -> bad(codec, value)
+      index -> <<index::8>>
+    end
+  end
+
+  def encode(:string, s) when is_binary(s) and byte_size(s) <= @max_u16,
+    do: [<<byte_size(s)::16>>, s]
+
+  def encode(:bytes, b) when is_binary(b) and byte_size(b) <= @max_u32,
+    do: [<<byte_size(b)::32>>, b]
+
+  def encode({:list, item}, list) when is_list(list) and length(list) <= @max_u16,
+    do: [<<length(list)::16>> | Enum.map(list, &encode(item, &1))]
+
+  def encode({:tuple, codecs}, tuple)
+      when is_tuple(tuple) and tuple_size(tuple) == length(codecs),
+      do: codecs |> Enum.zip(Tuple.to_list(tuple)) |> Enum.map(fn {c, v} -> encode(c, v) end)
+
+  def encode(codec, value), do: bad(codec, value)
+
+  @doc "Decodes one value from the front of a binary, returning the rest."
+  @spec decode(t(), binary()) :: {:ok, term(), binary()} | {:error, String.t()}
+  def decode(:u8, <<n::8, rest::binary>>), do: {:ok, n, rest}
+  def decode(:u16, <<n::16, rest::binary>>), do: {:ok, n, rest}
+  def decode(:u32, <<n::32, rest::binary>>), do: {:ok, n, rest}
+  def decode(:bool, <<0, rest::binary>>), do: {:ok, false, rest}
+  def decode(:bool, <<1, rest::binary>>), do: {:ok, true, rest}
+  def decode(:bool, <<_, _::binary>>), do: {:error, "a boolean must be 0 or 1"}
+
+  def decode({:enum, values}, <<index::8, rest::binary>>) do
+    case Enum.at(values, index) do
+      nil -> {:error, "#{index} is not one of #{length(values)} known values"}
+      value -> {:ok, value, rest}
+    end
+  end
+
+  def decode(:string, <<size::16, s::binary-size(size), rest::binary>>) do
+    if String.valid?(s), do: {:ok, s, rest}, else: {:error, "a string is not valid UTF-8"}
+  end
+
+  def decode(:bytes, <<size::32, b::binary-size(size), rest::binary>>), do: {:ok, b, rest}
+  def decode({:list, item}, <<count::16, rest::binary>>), do: decode_items(item, count, rest, [])
+  def decode({:tuple, codecs}, binary), do: decode_tuple(codecs, binary, [])
+  def decode(codec, _binary), do: {:error, "truncated: expected #{describe(codec)}"}
+
+  defp decode_items(_item, 0, rest, acc), do: {:ok, Enum.reverse(acc), rest}
+
+  defp decode_items(item, count, binary, acc) do
+    case decode(item, binary) do
+      {:ok, value, rest} -> decode_items(item, count - 1, rest, [value | acc])
+      error -> error
+    end
+  end
+
+  defp decode_tuple([], rest, acc), do: {:ok, acc |> Enum.reverse() |> List.to_tuple(), rest}
+
+  defp decode_tuple([codec | codecs], binary, acc) do
+    case decode(codec, binary) do
+      {:ok, value, rest} -> decode_tuple(codecs, rest, [value | acc])
+      error -> error
+    end
+  end
+
+  ## JSON (the terms jiffy reads and writes)
+
+  @doc "The JSON term for a value (as jiffy encodes it)."
+  @spec to_json(t(), term()) :: term()
+  def to_json(:bytes, b), do: Base.encode64(b)
+  def to_json({:enum, _values}, value), do: Atom.to_string(value)
+  def to_json({:list, item}, list), do: Enum.map(list, &to_json(item, &1))
+
+  def to_json({:tuple, codecs}, tuple),
+    do: codecs |> Enum.zip(Tuple.to_list(tuple)) |> Enum.map(fn {c, v} -> to_json(c, v) end)
+
+  def to_json(_codec, value), do: value
+
+  @doc "Reads a value from its JSON term, checking its type and range."
+  @spec from_json(t(), term()) :: {:ok, term()} | {:error, String.t()}
+  def from_json(:u8, n) when is_integer(n) and n >= 0 and n <= @max_u8, do: {:ok, n}
+  def from_json(:u16, n) when is_integer(n) and n >= 0 and n <= @max_u16, do: {:ok, n}
+  def from_json(:u32, n) when is_integer(n) and n >= 0 and n <= @max_u32, do: {:ok, n}
+  def from_json(:bool, b) when is_boolean(b), do: {:ok, b}
+
+  def from_json({:enum, values}, s) when is_binary(s) do
+    case Enum.find(values, &(Atom.to_string(&1) == s)) do
+      nil ->
+        {:error, "#{inspect(s)} is not one of #{Enum.map_join(values, ", ", &Atom.to_string/1)}"}
+
+      value ->
+        {:ok, value}
+    end
+  end
+
+  def from_json(:string, s) when is_binary(s) and byte_size(s) <= @max_u16, do: {:ok, s}
+
+  def from_json(:bytes, s) when is_binary(s) do
+    case Base.decode64(s) do
+      {:ok, b} -> {:ok, b}
+      :error -> {:error, "not base64"}
+    end
+  end
+
+  def from_json({:list, item}, list) when is_list(list) and length(list) <= @max_u16,
+    do: map_ok(list, &from_json(item, &1))
+
+  def from_json({:tuple, codecs}, list) when is_list(list) and length(list) == length(codecs) do
+    codecs
+    |> Enum.zip(list)
+    |> map_ok(fn {c, v} -> from_json(c, v) end)
+    |> then(fn
+      {:ok, values} -> {:ok, List.to_tuple(values)}
+      error -> error
+    end)
+  end
+
+  def from_json(codec, _value), do: {:error, "expected #{describe(codec)}"}
+
+  defp map_ok(items, fun) do
+    Enum.reduce_while(items, {:ok, []}, fn item, {:ok, acc} ->
+      case fun.(item) do
+        {:ok, value} -> {:cont, {:ok, [value | acc]}}
+        error -> {:halt, error}
+      end
+    end)
+    |> case do
+      {:ok, acc} -> {:ok, Enum.reverse(acc)}
+      error -> error
+    end
+  end
+
+  @doc "A human description of a codec, for error messages and docs."
+  @spec describe(t()) :: String.t()
+  def describe(:u8), do: "an integer in 0..255"
+  def describe(:u16), do: "an integer in 0..65535"
+  def describe(:u32), do: "an integer in 0..4294967295"
+  def describe(:bool), do: "a boolean"
+  def describe(:string), do: "a string"
+  def describe(:bytes), do: "bytes (base64 in JSON)"
+  def describe({:enum, values}), do: "one of " <> Enum.map_join(values, ", ", &Atom.to_string/1)
+  def describe({:list, item}), do: "a list of " <> describe(item)
+  def describe({:tuple, codecs}), do: "[" <> Enum.map_join(codecs, ", ", &describe/1) <> "]"
+
+  defp bad(codec, value),
+    do: raise(ArgumentError, "#{inspect(value, limit: 5)} does not fit #{describe(codec)}")
+end

@@ -1,0 +1,117 @@
+defmodule Grove.ProtocolTest do
+  use ExUnit.Case, async: true
+  doctest Grove.Protocol
+  doctest Grove.Protocol.Codec
+
+  import Grove.PropCase
+
+  alias Grove.Protocol
+  alias Grove.Test.ProtocolGenerators
+
+  defp binary_frame(message), do: IO.iodata_to_binary(Protocol.encode(message, :binary))
+  defp json_frame(message), do: IO.iodata_to_binary(Protocol.encode(message, :json))
+
+  test "every message round-trips through both encodings" do
+    property =
+      forall(ProtocolGenerators.message(), fn message ->
+        assert Protocol.decode(binary_frame(message), :binary) == {:ok, message}
+        assert Protocol.decode(json_frame(message), :json) == {:ok, message}
+      end)
+
+    check(property, numtests: 2000)
+  end
+
+  test "the binary form is smaller than the JSON form of every message" do
+    property =
+      forall(ProtocolGenerators.message(), fn message ->
+        assert byte_size(binary_frame(message)) < byte_size(json_frame(message))
+      end)
+
+    check(property, numtests: 1000)
+  end
+
+  test "random bytes never crash the decoders" do
+    property =
+      forall(:proper_types.binary(), fn bytes ->
+        for encoding <- [:binary, :json] do
+          assert match?({:ok, %{type: _}}, Protocol.decode(bytes, encoding)) or
+                   match?(
+                     {:error, code, text} when is_atom(code) and is_binary(text),
+                     Protocol.decode(bytes, encoding)
+                   )
+        end
+      end)
+
+    check(property, numtests: 3000)
+  end
+
+  test "truncated and corrupted frames give a clear error, never a crash" do
+    property =
+      forall(
+        {ProtocolGenerators.message(), :proper_types.non_neg_integer(), :proper_types.byte()},
+        fn {message, at, byte} ->
+          for {frame, encoding} <- [
+                {binary_frame(message), :binary},
+                {json_frame(message), :json}
+              ] do
+            cut = rem(at, byte_size(frame))
+            truncated = binary_part(frame, 0, cut)
+            <<before::binary-size(cut), _, rest::binary>> = frame
+            corrupted = before <> <<byte>> <> rest
+
+            for bad <- [truncated, corrupted] do
+              case Protocol.decode(bad, encoding) do
+                {:ok, %{type: _}} -> :ok
+                {:error, code, text} -> assert code in Protocol.error_codes() and is_binary(text)
+              end
+            end
+          end
+        end
+      )
+
+    check(property, numtests: 1000)
+  end
+
+  test "JSON input errors name the problem" do
+    assert {:error, :bad_json, _} = Protocol.decode("{\"type\": ", :json)
+    assert {:error, :bad_message, _} = Protocol.decode("[]", :json)
+    assert {:error, :bad_message, _} = Protocol.decode(~s({"kind":"move"}), :json)
+    assert {:error, :unknown_type, msg} = Protocol.decode(~s({"type":"teleport"}), :json)
+    assert msg =~ "teleport"
+
+    assert {:error, :bad_field, "seq: missing"} =
+             Protocol.decode(~s({"type":"move","dir":"n"}), :json)
+
+    assert {:error, :bad_field, "seq: " <> _} =
+             Protocol.decode(~s({"type":"move","seq":"7","dir":"n"}), :json)
+
+    assert {:error, :bad_field, "seq: " <> _} =
+             Protocol.decode(~s({"type":"move","seq":1.5,"dir":"n"}), :json)
+
+    assert {:error, :bad_field, "view_radius: " <> _} =
+             Protocol.decode(~s({"type":"join","view_radius":300}), :json)
+  end
+
+  test "optional join fields take their defaults" do
+    assert {:ok, %{type: :join, view_radius: 8, name: "", token: ""}} =
+             Protocol.decode(~s({"type":"join"}), :json)
+  end
+
+  test "binary input errors name the problem" do
+    assert {:error, :bad_frame, "empty frame"} = Protocol.decode(<<>>, :binary)
+    assert {:error, :bad_frame, "unknown message tag 200"} = Protocol.decode(<<200>>, :binary)
+    assert {:error, :bad_frame, "dir: " <> _} = Protocol.decode(<<2, 0, 0, 0, 1, 9>>, :binary)
+
+    assert {:error, :bad_frame, "1 unexpected bytes" <> _} =
+             Protocol.decode(<<2, 0, 0, 0, 1, 0, 0>>, :binary)
+  end
+
+  test "encoding a message that breaks its definition is a bug and raises" do
+    assert_raise ArgumentError, fn ->
+      Protocol.encode(%{type: :move, seq: -1, dir: :n}, :binary)
+    end
+
+    assert_raise ArgumentError, fn -> Protocol.encode(%{type: :move, dir: :n}, :json) end
+    assert_raise ArgumentError, fn -> Protocol.encode(%{type: :nope}, :json) end
+  end
+end

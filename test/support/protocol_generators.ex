@@ -1,0 +1,44 @@
+defmodule Grove.Test.ProtocolGenerators do
+  @moduledoc "PropEr generators derived from the protocol's own definitions, so every message is covered."
+
+  alias Grove.Protocol
+
+  @doc "A generator for any message of the protocol."
+  def message do
+    :proper_types.oneof(
+      for {type, _tag, _from, fields} <- Protocol.messages(), do: message(type, fields)
+    )
+  end
+
+  @doc "A generator for messages of one type."
+  def message(type) do
+    {^type, _tag, _from, fields} = List.keyfind(Protocol.messages(), type, 0)
+    message(type, fields)
+  end
+
+  defp message(type, fields) do
+    values = List.to_tuple(for field <- fields, do: value(elem(field, 1)))
+
+    :proper_types.bind(
+      values,
+      fn tuple ->
+        fields
+        |> Enum.zip(Tuple.to_list(tuple))
+        |> Map.new(fn {field, value} -> {elem(field, 0), value} end)
+        |> Map.put(:type, type)
+      end,
+      false
+    )
+  end
+
+  @doc "A generator for values of a codec."
+  def value(:u8), do: :proper_types.integer(0, 255)
+  def value(:u16), do: :proper_types.integer(0, 65_535)
+  def value(:u32), do: :proper_types.integer(0, 4_294_967_295)
+  def value(:bool), do: :proper_types.boolean()
+  def value({:enum, values}), do: :proper_types.elements(values)
+  def value(:string), do: :proper_unicode.utf8()
+  def value(:bytes), do: :proper_types.binary()
+  def value({:list, item}), do: :proper_types.list(value(item))
+  def value({:tuple, codecs}), do: List.to_tuple(Enum.map(codecs, &value/1))
+end
