@@ -2,7 +2,7 @@ defmodule Grove.World.Entity do
   @moduledoc false
   # One thing on the grid, as its zone holds it. The owner is the client process
   # the zone answers; `kind` is a small integer clients draw (0 actor, 1 player, ...).
-  # `paced_until` is the move-rate limiter's state (see Zone.State), which
+  # `paced_until` is the move-rate limiter's state (see Grove.RateLimit), which
   # travels with the entity across zones. `monitor` is the owning zone's
   # monitor on the owner.
 

@@ -17,20 +17,27 @@ defmodule Grove.World.Rules do
       (default `10`)
   """
 
-  defstruct bounds: true, blocking: true, exclusive: true, move_rate: 20, move_burst: 10
+  defstruct bounds: true,
+            blocking: true,
+            exclusive: true,
+            move_rate: 20,
+            move_burst: 10,
+            move_limit: nil
 
   @type t :: %__MODULE__{
           bounds: boolean(),
           blocking: boolean(),
           exclusive: boolean(),
           move_rate: pos_integer() | nil,
-          move_burst: pos_integer()
+          move_burst: pos_integer(),
+          move_limit: Grove.RateLimit.t() | nil
         }
 
   @doc "Validates rule options into a struct; raises `ArgumentError` on a bad value."
   @spec new(keyword()) :: t()
   def new(opts \\ []) do
-    opts = Keyword.validate!(opts, Map.to_list(Map.from_struct(%__MODULE__{})))
+    defaults = %__MODULE__{} |> Map.from_struct() |> Map.delete(:move_limit) |> Map.to_list()
+    opts = Keyword.validate!(opts, defaults)
 
     for key <- [:bounds, :blocking, :exclusive], not is_boolean(opts[key]) do
       raise ArgumentError,
@@ -47,6 +54,7 @@ defmodule Grove.World.Rules do
             "rule :move_burst must be a positive integer, got: #{inspect(opts[:move_burst])}"
     end
 
-    struct!(__MODULE__, opts)
+    limit = if opts[:move_rate], do: Grove.RateLimit.new(opts[:move_rate], opts[:move_burst])
+    struct!(__MODULE__, Keyword.put(opts, :move_limit, limit))
   end
 end

@@ -16,6 +16,7 @@ defmodule Grove.World.Zone.State do
   # While anyone watches the zone, `changed` and `departed` collect what
   # happened since the last tick; `flush/1` hands them over for the delta.
 
+  alias Grove.RateLimit
   alias Grove.World.{Entity, Grid, Rules, Terrain}
 
   @max_deferred 8
@@ -400,26 +401,12 @@ defmodule Grove.World.Zone.State do
   defp deferred(nil), do: []
   defp deferred(%{deferred: deferred}), do: Enum.reverse(deferred)
 
-  # The move rate, as a virtual schedule (the generic cell rate algorithm):
-  # each move books the next `1000 / move_rate` ms after the later of now and
-  # the last booking; a move is allowed while the bookings run no further
-  # ahead than the burst. One integer per entity, no floats on the hot path.
-  defp take_token(%Rules{move_rate: nil}, entity, _now), do: {:ok, entity}
+  defp take_token(%Rules{move_limit: nil}, entity, _now), do: {:ok, entity}
 
-  defp take_token(%Rules{move_rate: rate, move_burst: burst}, %Entity{} = entity, now) do
-    # Microseconds, so rates that do not divide 1000 stay exact enough.
-    now = now * 1000
-    spacing = div(1_000_000, rate)
-
-    booked =
-      case entity.paced_until do
-        # Monotonic time may be negative, so "never moved" cannot be a number.
-        nil -> now + spacing
-        paced_until -> max(paced_until, now) + spacing
-      end
-
-    if booked - now <= burst * spacing,
-      do: {:ok, %{entity | paced_until: booked}},
-      else: :empty
+  defp take_token(%Rules{move_limit: limit}, %Entity{} = entity, now) do
+    case RateLimit.allow(limit, entity.paced_until, now) do
+      {:ok, booked} -> {:ok, %{entity | paced_until: booked}}
+      :limited -> :empty
+    end
   end
 end
