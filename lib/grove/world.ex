@@ -24,6 +24,8 @@ defmodule Grove.World do
       (default `1000`)
     * `:handoff_timeout` - milliseconds a handoff may wait for an answer
       before the zone settles it from the directory (default `5000`)
+    * `:density_block` - side in cells of the blocks `density/1` counts
+      entities in, for minimaps (default `10`)
 
   ## The client API
 
@@ -77,6 +79,10 @@ defmodule Grove.World do
     :ids,
     :load,
     :stats,
+    :density,
+    :density_cols,
+    :density_rows,
+    density_block: 10,
     mailbox_limit: 5000,
     subscriber_queue_limit: 1000,
     handoff_timeout: 5000,
@@ -97,6 +103,10 @@ defmodule Grove.World do
           ids: :atomics.atomics_ref() | nil,
           load: :atomics.atomics_ref() | nil,
           stats: Stats.t() | nil,
+          density: :atomics.atomics_ref() | nil,
+          density_cols: pos_integer() | nil,
+          density_rows: pos_integer() | nil,
+          density_block: pos_integer(),
           mailbox_limit: pos_integer(),
           subscriber_queue_limit: pos_integer(),
           handoff_timeout: pos_integer(),
@@ -116,7 +126,8 @@ defmodule Grove.World do
     tick: 100,
     mailbox_limit: 5000,
     subscriber_queue_limit: 1000,
-    handoff_timeout: 5000
+    handoff_timeout: 5000,
+    density_block: 10
   ]
 
   # How many random cells one zone tries when a join asks for a random place.
@@ -185,6 +196,9 @@ defmodule Grove.World do
       mailbox_limit: opts[:mailbox_limit],
       subscriber_queue_limit: opts[:subscriber_queue_limit],
       handoff_timeout: opts[:handoff_timeout],
+      density_block: opts[:density_block],
+      density_cols: div(opts[:width] + opts[:density_block] - 1, opts[:density_block]),
+      density_rows: div(opts[:height] + opts[:density_block] - 1, opts[:density_block]),
       terrain_options: Keyword.put(opts[:terrain], :seed, opts[:seed])
     }
   end
@@ -488,6 +502,27 @@ defmodule Grove.World do
     world = fetch!(world)
     for zone <- Tuple.to_list(world.zones), do: GenServer.cast(zone, :tick)
     :ok
+  end
+
+  @doc """
+  How crowded each block of the world is, for a minimap: `cols` x `rows`
+  bytes, row by row, each the share of the block's cells that hold an
+  entity, from 0 (empty) to 255 (full). Read from `:atomics` the zones keep
+  up to date; no message is sent. (A zone that crashes in the middle of a
+  handoff can leave a block off by one; it is a picture, not a count.)
+  """
+  @spec density(name() | t()) :: %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
+  def density(world) do
+    world = fetch!(world)
+    capacity = world.density_block * world.density_block
+
+    cells =
+      for i <- 1..(world.density_cols * world.density_rows), into: <<>> do
+        count = :atomics.get(world.density, i)
+        <<min(max(div(count * 255 + capacity - 1, capacity), 0), 255)>>
+      end
+
+    %{cols: world.density_cols, rows: world.density_rows, cells: cells}
   end
 
   @doc "The pid of a zone process (for tests and tools)."

@@ -357,6 +357,30 @@ defmodule Grove.WorldTest do
     end
   end
 
+  describe "density/1 and population" do
+    @tag world: [density_block: 10]
+    test "counts entities per block as they join, move across blocks, cross zones and leave", %{
+      world: world
+    } do
+      {:ok, a, _} = World.join(world, at: {9, 0})
+      {:ok, _b, _} = World.join(world, at: {0, 0}, kind: :player)
+      %{cols: 4, rows: 4, cells: cells} = World.density(world)
+      # Two entities in the first block of 100 cells: 2 * 255 / 100, rounded up.
+      assert :binary.at(cells, 0) == 6
+      assert World.stats(world).players == 1 and World.stats(world).actors == 1
+
+      # Crossing into the next block, which is also the next zone.
+      :ok = World.move(world, a, :e, 1)
+      assert assert_outcome(a, 1) == {:ok, {10, 0}}
+      eventually(fn -> assert :binary.at(World.density(world).cells, 0) == 3 end)
+      assert :binary.at(World.density(world).cells, 1) == 3
+
+      :ok = World.leave(world, a)
+      assert :binary.at(World.density(world).cells, 1) == 0
+      assert World.stats(world).actors == 0
+    end
+  end
+
   test "bad world options get a clear error" do
     assert_raise ArgumentError, ~r/:zone_size/, fn -> World.new!(name: :w, zone_size: 0) end
     assert_raise ArgumentError, ~r/:tick/, fn -> World.new!(name: :w, tick: :sometimes) end

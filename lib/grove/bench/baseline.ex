@@ -120,9 +120,14 @@ defmodule Grove.Bench.Baseline do
     now = :erlang.monotonic_time(:millisecond)
 
     case State.apply_move(server.core, id, direction, owner, nil, now) do
-      {:moved, entity, core} -> {:reply, {:ok, {entity.x, entity.y}}, %{server | core: core}}
-      {:rejected, reason, core} -> {:reply, {:rejected, reason}, %{server | core: core}}
-      {:unknown, core} -> {:reply, {:rejected, :unknown_entity}, %{server | core: core}}
+      {:moved, entity, _from, core} ->
+        {:reply, {:ok, {entity.x, entity.y}}, %{server | core: core}}
+
+      {:rejected, reason, core} ->
+        {:reply, {:rejected, reason}, %{server | core: core}}
+
+      {:unknown, core} ->
+        {:reply, {:rejected, :unknown_entity}, %{server | core: core}}
     end
   end
 

@@ -24,7 +24,10 @@ defmodule Grove.World.Stats do
     :deltas_sent,
     :snapshots_sent,
     :subscribers_lagging,
-    :zone_restarts
+    :zone_restarts,
+    # Gauges: how many entities of each kind are in the world now.
+    :players,
+    :actors
   ]
 
   for {key, index} <- Enum.with_index(@keys, 1) do

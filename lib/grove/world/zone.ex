@@ -112,6 +112,7 @@ defmodule Grove.World.Zone do
 
     if entity do
       :ets.delete(zone.table, id)
+      add_density(zone, {entity.x, entity.y}, -1)
       zone = forget_monitor(zone, entity.monitor)
       {:noreply, forward_deferred(zone, id, deferred)}
     else
@@ -157,7 +158,9 @@ defmodule Grove.World.Zone do
       case State.place(zone.core, entity, candidates) do
         {:ok, placed, core} ->
           zone = %{zone | core: core} |> adopt(placed)
+          add_density(zone, {placed.x, placed.y}, 1)
           Stats.incr(zone.world.stats, :joins)
+          Stats.incr(zone.world.stats, population_key(placed))
           zone = if placed.updates == :view, do: update_view(zone, placed, nil), else: zone
           {:reply, {:ok, placed.id, {placed.x, placed.y}}, zone}
 
@@ -229,13 +232,12 @@ defmodule Grove.World.Zone do
 
   defp apply_one(zone, id, direction, owner, tag, hops, now) do
     case State.apply_move(zone.core, id, direction, owner, tag, now) do
-      {:moved, %Entity{updates: :view} = entity, core} ->
-        {:ok, before} = State.fetch(zone.core, id)
-        zone = moved(%{zone | core: core}, entity)
-        {{:ok, {entity.x, entity.y}}, update_view(zone, entity, before)}
+      {:moved, %Entity{updates: :view} = entity, from, core} ->
+        zone = moved(%{zone | core: core}, entity, from)
+        {{:ok, {entity.x, entity.y}}, update_view(zone, entity, from)}
 
-      {:moved, entity, core} ->
-        {{:ok, {entity.x, entity.y}}, moved(%{zone | core: core}, entity)}
+      {:moved, entity, from, core} ->
+        {{:ok, {entity.x, entity.y}}, moved(%{zone | core: core}, entity, from)}
 
       {:rejected, reason, core} ->
         {{:rejected, reason}, %{zone | core: core}}
@@ -266,8 +268,9 @@ defmodule Grove.World.Zone do
     end
   end
 
-  defp moved(zone, %Entity{id: id, x: x, y: y}) do
+  defp moved(zone, %Entity{id: id, x: x, y: y}, from) do
     :ets.update_element(zone.table, id, [{2, x}, {3, y}])
+    shift_density(zone, from, {x, y})
     zone
   end
 
@@ -275,9 +278,13 @@ defmodule Grove.World.Zone do
     case State.accept_arrival(zone.core, entity, target) do
       {:ok, arrived, core} ->
         zone = %{zone | core: core} |> adopt(arrived)
+        add_density(zone, target, 1)
         GenServer.cast(elem(zone.world.zones, from), {:arrived, arrived.id})
         reply(zone, arrived.owner, arrived.id, tag, {:ok, target})
-        if arrived.updates == :view, do: update_view(zone, arrived, entity), else: zone
+
+        if arrived.updates == :view,
+          do: update_view(zone, arrived, {entity.x, entity.y}),
+          else: zone
 
       {:rejected, reason, core} ->
         GenServer.cast(
@@ -385,7 +392,9 @@ defmodule Grove.World.Zone do
       %Entity{} ->
         :ets.delete(zone.table, id)
         :ets.delete_object(zone.world.directory, {id, zone.index})
+        add_density(zone, {entity.x, entity.y}, -1)
         Stats.incr(zone.world.stats, :departures)
+        Stats.incr(zone.world.stats, population_key(entity), -1)
         zone = forget_monitor(zone, entity.monitor)
         if entity.updates == :view, do: drop_view(zone, entity), else: zone
     end
@@ -414,6 +423,25 @@ defmodule Grove.World.Zone do
     %{zone | monitors: Map.delete(zone.monitors, ref)}
   end
 
+  ## Density (the minimap): entity counts per block of cells, in :atomics
+
+  defp shift_density(%__MODULE__{world: world} = zone, {fx, fy}, {tx, ty}) do
+    block = world.density_block
+
+    if div(fx, block) != div(tx, block) or div(fy, block) != div(ty, block) do
+      add_density(zone, {fx, fy}, -1)
+      add_density(zone, {tx, ty}, 1)
+    end
+  end
+
+  defp add_density(%__MODULE__{world: world}, {x, y}, by) do
+    block = world.density_block
+    :atomics.add(world.density, div(y, block) * world.density_cols + div(x, block) + 1, by)
+  end
+
+  defp population_key(%Entity{kind: 1}), do: :players
+  defp population_key(%Entity{}), do: :actors
+
   defp reply(zone, owner, id, tag, outcome) do
     count_outcome(zone, outcome)
     send(owner, {:grove_move, id, tag, outcome})
@@ -427,7 +455,7 @@ defmodule Grove.World.Zone do
   ## Views
 
   # Keeps a viewer subscribed to exactly the zones its viewport overlaps.
-  # `before` is the entity as it was (nil on join); only the differences are sent.
+  # `before` is the cell it came from (nil on join); only the differences are sent.
   defp update_view(zone, %Entity{} = now, before) do
     grid = zone.world.grid
     wanted = Grid.view_zones(grid, {now.x, now.y}, now.view_radius)
@@ -435,7 +463,7 @@ defmodule Grove.World.Zone do
     had =
       case before do
         nil -> []
-        %Entity{x: x, y: y} -> Grid.view_zones(grid, {x, y}, now.view_radius)
+        cell -> Grid.view_zones(grid, cell, now.view_radius)
       end
 
     if wanted == had do

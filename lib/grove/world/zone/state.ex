@@ -94,10 +94,11 @@ defmodule Grove.World.Zone.State do
 
   @doc """
   Applies one move of an entity owned by `owner`. `now` is in milliseconds and
-  only matters when a move rate is set.
+  only matters when a move rate is set. A move within the zone answers the
+  entity at its new cell and the cell it came from.
   """
   @spec apply_move(t(), Entity.id(), Grid.direction(), pid(), term(), integer()) ::
-          {:moved, Entity.t(), t()}
+          {:moved, Entity.t(), Grid.cell(), t()}
           | {:rejected, reason(), t()}
           | {:handoff, Entity.t(), Grid.zone_index(), Grid.cell(), t()}
           | {:leaving, t()}
@@ -143,7 +144,7 @@ defmodule Grove.World.Zone.State do
           true ->
             moved = %{entity | x: x, y: y}
             state = state |> vacate(entity) |> occupy(moved) |> put_entity(moved) |> record(moved)
-            {:moved, moved, state}
+            {:moved, moved, {entity.x, entity.y}, state}
         end
 
       not Grid.in_bounds?(grid, x, y) ->

@@ -165,7 +165,7 @@ defmodule Grove.World.Zone.HandoffPropertyTest do
 
   defp handle(sim, index, {:move, id, direction, tag, hops}) do
     case State.apply_move(sim.zones[index], id, direction, self(), tag, 0) do
-      {:moved, entity, zone} ->
+      {:moved, entity, _from, zone} ->
         sim |> put_zone(index, zone) |> outcome(tag, {:ok, {entity.x, entity.y}})
 
       {:rejected, reason, zone} ->

@@ -74,7 +74,7 @@ defmodule Grove.World.Zone.StateTest do
           ] do
         state = zone() |> place!(1, {5, 5})
 
-        assert {:moved, %Entity{x: x, y: y}, state} =
+        assert {:moved, %Entity{x: x, y: y}, _from, state} =
                  State.apply_move(state, 1, direction, self(), nil, 0)
 
         assert {x, y} == cell
@@ -104,8 +104,11 @@ defmodule Grove.World.Zone.StateTest do
         |> place!(1, {5, 5})
         |> place!(2, {6, 5})
 
-      assert {:moved, _, _} = State.apply_move(loose, 1, :n, self(), nil, 0)
-      assert {:moved, %Entity{x: 6, y: 5}, loose} = State.apply_move(loose, 1, :e, self(), nil, 0)
+      assert {:moved, _, _from, _} = State.apply_move(loose, 1, :n, self(), nil, 0)
+
+      assert {:moved, %Entity{x: 6, y: 5}, _from, loose} =
+               State.apply_move(loose, 1, :e, self(), nil, 0)
+
       assert State.audit(loose) == []
     end
 
@@ -125,18 +128,18 @@ defmodule Grove.World.Zone.StateTest do
 
     test "the move rate allows a burst, then one move per interval" do
       state = zone(0, move_rate: 10, move_burst: 2) |> place!(1, {5, 5})
-      assert {:moved, _, state} = State.apply_move(state, 1, :e, self(), nil, 1000)
-      assert {:moved, _, state} = State.apply_move(state, 1, :w, self(), nil, 1000)
+      assert {:moved, _, _from, state} = State.apply_move(state, 1, :e, self(), nil, 1000)
+      assert {:moved, _, _from, state} = State.apply_move(state, 1, :w, self(), nil, 1000)
       assert {:rejected, :rate_limited, state} = State.apply_move(state, 1, :e, self(), nil, 1000)
       # 10 per second: one more after 100 ms.
       assert {:rejected, :rate_limited, state} = State.apply_move(state, 1, :e, self(), nil, 1050)
-      assert {:moved, _, state} = State.apply_move(state, 1, :e, self(), nil, 1100)
+      assert {:moved, _, _from, state} = State.apply_move(state, 1, :e, self(), nil, 1100)
       assert {:rejected, :rate_limited, _} = State.apply_move(state, 1, :w, self(), nil, 1100)
     end
 
     test "the move rate counts from the first move even when the clock is negative" do
       state = zone(0, move_rate: 1, move_burst: 1) |> place!(1, {5, 5})
-      assert {:moved, _, state} = State.apply_move(state, 1, :e, self(), nil, -5_000_000)
+      assert {:moved, _, _from, state} = State.apply_move(state, 1, :e, self(), nil, -5_000_000)
 
       assert {:rejected, :rate_limited, _} =
                State.apply_move(state, 1, :w, self(), nil, -4_999_500)
@@ -169,7 +172,7 @@ defmodule Grove.World.Zone.StateTest do
       assert {:ok, :tag, [], a} = State.cancel_handoff(a, 1)
       refute State.leaving?(a, 1)
       assert at(a, 1) == {9, 5}
-      assert {:moved, _, _} = State.apply_move(a, 1, :w, self(), nil, 0)
+      assert {:moved, _, _from, _} = State.apply_move(a, 1, :w, self(), nil, 0)
     end
 
     test "operations during a handoff are deferred in order, and bounded" do
@@ -195,11 +198,11 @@ defmodule Grove.World.Zone.StateTest do
   describe "deltas" do
     test "only a watched zone collects changes, and a flush empties them" do
       state = zone() |> place!(1, {5, 5})
-      {:moved, _, state} = State.apply_move(state, 1, :e, self(), nil, 0)
+      {:moved, _, _from, state} = State.apply_move(state, 1, :e, self(), nil, 0)
       assert {[], [], _} = State.flush(state)
 
       state = State.watch(state, true)
-      {:moved, _, state} = State.apply_move(state, 1, :e, self(), nil, 0)
+      {:moved, _, _from, state} = State.apply_move(state, 1, :e, self(), nil, 0)
       state = place!(state, 2, {1, 1})
       {_removed, state} = State.remove(state, 2)
       state = place!(state, 3, {2, 2})
