@@ -7,6 +7,7 @@ config :grove,
   start: true,
   world: [width: 1000, height: 1000, zone_size: 50, seed: 1],
   actors: [count: 20_000],
+  gateway: [port: 4000, listen: :loopback],
   status_interval: 10_000
 
 config :logger, :console, format: "$time [$level] $message\n"

@@ -1,7 +1,7 @@
 import Config
 
 # Environment variables for the usual knobs, so `make run` needs no file edits:
-#   GROVE_ACTORS=50000 GROVE_SEED=7 make run
+#   GROVE_ACTORS=50000 GROVE_SEED=7 GROVE_PORT=8080 GROVE_LISTEN=all make run
 # Keyword lists given to `config` are merged into config/config.exs's.
 integer = fn name ->
   case System.get_env(name) do
@@ -25,4 +25,22 @@ config :grove,
       height: integer.("GROVE_HEIGHT"),
       seed: integer.("GROVE_SEED")
     ),
-  actors: set.(count: integer.("GROVE_ACTORS"))
+  actors: set.(count: integer.("GROVE_ACTORS")),
+  gateway:
+    set.(
+      port: integer.("GROVE_PORT"),
+      listen:
+        case System.get_env("GROVE_LISTEN") do
+          nil ->
+            nil
+
+          "all" ->
+            :all
+
+          "loopback" ->
+            :loopback
+
+          other ->
+            raise ArgumentError, "GROVE_LISTEN must be all or loopback, got: #{inspect(other)}"
+        end
+    )

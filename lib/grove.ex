@@ -4,8 +4,9 @@ defmodule Grove do
   meadows and forests, played from a browser while AI actors wander.
 
   A Grove instance is a supervisor of its parts, started in dependency order:
-  the world (`Grove.World`), the actors walking in it (`Grove.Actors`), and a
-  status line in the log (`Grove.Status`). The application starts one from
+  the world (`Grove.World`), the actors walking in it (`Grove.Actors`), the
+  HTTP and WebSocket gateway (`Grove.Gateway`, one per node) and a status
+  line in the log (`Grove.Status`). The application starts one from
   `config :grove`; tests and tools start their own, side by side, under other
   names.
 
@@ -51,6 +52,7 @@ defmodule Grove do
         # Actors start after the world they walk in; they join in the background.
         {Grove.Actors, config.actors}
       ] ++
+        if(config.gateway, do: [{Grove.Gateway, config.gateway}], else: []) ++
         if config.status_interval,
           do: [{Grove.Status, name: config.name, interval: config.status_interval}],
           else: []

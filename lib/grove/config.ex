@@ -9,28 +9,40 @@ defmodule Grove.Config do
     * `:world` - options for `Grove.World` (default `[]`; its `:name` is derived)
     * `:actors` - options for `Grove.Actors` (default `[count: 0]`; `:name` and
       `:world` are derived)
+    * `:gateway` - options for `Grove.Gateway` (HTTP and WebSocket), or
+      `false` to run without one (default `[]`; `:instance` is derived)
     * `:status_interval` - milliseconds between status lines in the log, or
       `false` for none (default `10_000`)
 
   The application reads these from `config :grove, ...` (see `config/`), and
   `config/runtime.exs` lets environment variables override the usual ones
-  (`GROVE_ACTORS`, `GROVE_SEED`, `GROVE_WIDTH`, `GROVE_HEIGHT`).
+  (`GROVE_ACTORS`, `GROVE_SEED`, `GROVE_WIDTH`, `GROVE_HEIGHT`, `GROVE_PORT`,
+  `GROVE_LISTEN=all`).
   """
 
-  @enforce_keys [:name, :world, :actors, :status_interval]
+  @enforce_keys [:name, :world, :actors, :gateway, :status_interval]
   defstruct @enforce_keys
 
   @type t :: %__MODULE__{
           name: atom(),
           world: keyword(),
           actors: keyword(),
+          gateway: keyword() | false,
           status_interval: pos_integer() | false
         }
 
   @doc "Validates options; raises `ArgumentError` naming the bad one."
   @spec new(keyword()) :: t()
   def new(opts) do
-    opts = Keyword.validate!(opts, name: Grove, world: [], actors: [], status_interval: 10_000)
+    opts =
+      Keyword.validate!(opts,
+        name: Grove,
+        world: [],
+        actors: [],
+        gateway: [],
+        status_interval: 10_000
+      )
+
     name = opts[:name]
 
     unless is_atom(name) and name != nil,
@@ -54,6 +66,24 @@ defmodule Grove.Config do
       |> Keyword.put_new(:count, 0)
       |> Keyword.merge(name: :"#{name}.Actors", world: world_name)
 
-    %__MODULE__{name: name, world: world, actors: actors, status_interval: opts[:status_interval]}
+    gateway =
+      case opts[:gateway] do
+        false ->
+          false
+
+        gateway when is_list(gateway) ->
+          Keyword.put(gateway, :instance, name)
+
+        other ->
+          raise ArgumentError, ":gateway must be a keyword list or false, got: #{inspect(other)}"
+      end
+
+    %__MODULE__{
+      name: name,
+      world: world,
+      actors: actors,
+      gateway: gateway,
+      status_interval: opts[:status_interval]
+    }
   end
 end

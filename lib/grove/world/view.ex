@@ -18,8 +18,9 @@ defmodule Grove.World.View do
       # whenever the client is ready to draw or send:
       {changes, view} = View.take_changes(view)
 
-  The first `take_changes/1` after the snapshots arrive returns the full view;
-  later ones return only what moved in, moved within, or left the viewport.
+  The first `take_changes/1` returns the full view (`full: true`: the client
+  replaces what it had), and so does the first after `resync/1`; the others
+  return only what moved in, moved within, or left the viewport.
   """
 
   alias Grove.World.Grid
@@ -30,13 +31,17 @@ defmodule Grove.World.View do
             where: %{},
             shown: %{},
             dirty: %{},
-            full: true
+            rescan: true,
+            complete: true
 
   @typedoc "An entity as a view shows it: id, cell and kind."
   @type entry :: {non_neg_integer(), non_neg_integer(), non_neg_integer(), byte()}
 
-  @typedoc "What changed in the viewport: entities to draw (new or moved) and ids to erase."
-  @type changes :: %{shown: [entry()], gone: [non_neg_integer()]}
+  @typedoc """
+  What changed in the viewport: entities to draw (new or moved) and ids to
+  erase; with `full: true`, everything in view, to replace what was shown.
+  """
+  @type changes :: %{shown: [entry()], gone: [non_neg_integer()], full: boolean()}
 
   @type t :: %__MODULE__{
           center: Grid.cell(),
@@ -49,7 +54,8 @@ defmodule Grove.World.View do
           where: %{non_neg_integer() => Grid.zone_index()},
           shown: %{non_neg_integer() => {non_neg_integer(), non_neg_integer(), byte()}},
           dirty: %{non_neg_integer() => true},
-          full: boolean()
+          rescan: boolean(),
+          complete: boolean()
         }
 
   @doc "A view centred on `center` seeing `radius` cells in each direction."
@@ -70,7 +76,7 @@ defmodule Grove.World.View do
       end)
 
     where = Enum.reduce(mirror, where, fn {id, _}, where -> Map.put(where, id, zone) end)
-    %{view | mirrors: Map.put(view.mirrors, zone, mirror), where: where, full: true}
+    %{view | mirrors: Map.put(view.mirrors, zone, mirror), where: where, rescan: true}
   end
 
   def apply_message(%__MODULE__{} = view, {:grove_view, zone, :delta, moved, departed}) do
@@ -109,13 +115,17 @@ defmodule Grove.World.View do
         if where[id] == zone, do: Map.delete(where, id), else: where
       end)
 
-    %{view | mirrors: mirrors, where: where, full: true}
+    %{view | mirrors: mirrors, where: where, rescan: true}
   end
 
   @doc "Moves the viewport's centre, normally to the client's own new cell."
   @spec recenter(t(), Grid.cell()) :: t()
   def recenter(%__MODULE__{center: center} = view, center), do: view
-  def recenter(%__MODULE__{} = view, center), do: %{view | center: center, full: true}
+  def recenter(%__MODULE__{} = view, center), do: %{view | center: center, rescan: true}
+
+  @doc "Makes the next `take_changes/1` hand over the whole view again."
+  @spec resync(t()) :: t()
+  def resync(%__MODULE__{} = view), do: %{view | shown: %{}, rescan: true, complete: true}
 
   @doc "Everything inside the viewport now, by id."
   @spec visible(t()) :: %{non_neg_integer() => {non_neg_integer(), non_neg_integer(), byte()}}
@@ -134,11 +144,19 @@ defmodule Grove.World.View do
   nothing did.
   """
   @spec take_changes(t()) :: {changes() | :none, t()}
-  def take_changes(%__MODULE__{full: true} = view) do
+  def take_changes(%__MODULE__{complete: true} = view) do
+    now = visible(view)
+    shown = for {id, entry} <- now, do: flat(id, entry)
+
+    {%{shown: shown, gone: [], full: true},
+     %{view | shown: now, dirty: %{}, rescan: false, complete: false}}
+  end
+
+  def take_changes(%__MODULE__{rescan: true} = view) do
     now = visible(view)
     shown = for {id, entry} <- now, view.shown[id] != entry, do: flat(id, entry)
     gone = for {id, _} <- view.shown, not is_map_key(now, id), do: id
-    result(shown, gone, %{view | shown: now, dirty: %{}, full: false})
+    result(shown, gone, %{view | shown: now, dirty: %{}, rescan: false})
   end
 
   def take_changes(%__MODULE__{dirty: dirty} = view) when map_size(dirty) == 0, do: {:none, view}
@@ -159,7 +177,7 @@ defmodule Grove.World.View do
   end
 
   defp result([], [], view), do: {:none, view}
-  defp result(shown, gone, view), do: {%{shown: shown, gone: gone}, view}
+  defp result(shown, gone, view), do: {%{shown: shown, gone: gone, full: false}, view}
 
   defp current(view, id) do
     with zone when zone != nil <- view.where[id],

@@ -76,6 +76,24 @@ defmodule Grove.World.ViewTest do
     assert {%{shown: [{2, 12, 10, 0}], gone: [1]}, _} = View.take_changes(view)
   end
 
+  test "only the first take and the first after a resync are full views" do
+    view =
+      View.new({10, 10}, 2)
+      |> View.apply_message({:grove_view, 0, :snapshot, entries([{1, 9, 9, 0}])})
+
+    assert {%{full: true, shown: [{1, 9, 9, 0}]}, view} = View.take_changes(view)
+
+    view = View.apply_message(view, {:grove_view, 1, :snapshot, entries([{2, 11, 11, 0}])})
+    assert {%{full: false, shown: [{2, 11, 11, 0}]}, view} = View.take_changes(view)
+
+    view = View.recenter(view, {11, 10})
+    assert {:none, view} = View.take_changes(view)
+
+    view = View.resync(view)
+    assert {%{full: true, shown: shown, gone: []}, _} = View.take_changes(view)
+    assert Enum.sort(shown) == [{1, 9, 9, 0}, {2, 11, 11, 0}]
+  end
+
   test "a closed zone's entities are gone, and deltas before a snapshot are ignored" do
     view =
       View.new({10, 10}, 2)

@@ -1,0 +1,253 @@
+defmodule Grove.Gateway do
+  @moduledoc """
+  The HTTP and WebSocket gateway: Yaws, embedded in Grove's supervision tree.
+
+  It serves the browser client and its assets from `priv/static`, the
+  terrain at `/terrain`, and the game at `/ws` (see `docs/protocol.md`). Each
+  WebSocket is served by one process, Yaws's, running `Grove.Gateway.Socket`:
+  that process is the player's session, so a zone's message reaches the
+  socket in one hop.
+
+  Yaws registers its processes under fixed names, so one gateway runs per
+  node.
+
+  ## Options
+
+    * `:instance` - the Grove instance whose world it serves (required)
+    * `:port` - TCP port, `0` for any free one (default `4000`)
+    * `:listen` - `:loopback` or `:all` interfaces, or an IP tuple
+      (default `:loopback`)
+    * `:docroot` - static files (default the application's `priv/static`)
+    * `:max_frame` - largest client frame in bytes (default `4096`)
+    * `:move_rate`, `:move_burst` - moves a connection may send per second,
+      and at once (defaults `20`, `10`)
+    * `:max_errors` - bad messages per minute before a client is cut off
+      (default `50`)
+    * `:max_view_radius` - the largest viewport a client may ask for
+      (default `16`)
+    * `:view_backlog` - bytes waiting in a socket's queue above which views
+      are held back and coalesce (default `32_768`)
+    * `:slow_seconds`, `:slow_backlog` - a connection whose queue stays over
+      `:view_backlog` for `:slow_seconds`, or grows over `:slow_backlog`
+      bytes at all, is closed as a slow consumer (defaults `5`, `131_072`)
+    * `:stats_interval`, `:density_interval` - milliseconds between `stats`
+      and `density` messages to every client (defaults `1000`, `2000`)
+    * `:drain_timeout` - milliseconds shutdown waits for sessions to say
+      goodbye (default `5000`)
+    * `:max_connections` - HTTP connections Yaws accepts at once (default `:nolimit`)
+    * `:sndbuf` - the kernel's send buffer per socket in bytes, `nil` for the
+      system's (default `nil`; small values make slow clients show sooner)
+
+  ## Telemetry
+
+  Counters in `Grove.Gateway.Stats`: sessions, frames and bytes in and out
+  per encoding, views coalesced, broadcasts dropped, slow consumers,
+  protocol errors, rate-limited moves, oversized frames, sessions drained.
+  """
+
+  use Supervisor
+
+  alias Grove.Gateway.{Broadcaster, Drainer, Errors, HTTP, Socket, Stats}
+
+  require Logger
+
+  @defaults [
+    instance: nil,
+    port: 4000,
+    listen: :loopback,
+    docroot: nil,
+    max_frame: 4096,
+    move_rate: 20,
+    move_burst: 10,
+    max_errors: 50,
+    max_view_radius: 16,
+    view_backlog: 32_768,
+    slow_backlog: 131_072,
+    slow_seconds: 5,
+    stats_interval: 1000,
+    density_interval: 2000,
+    drain_timeout: 5000,
+    max_connections: :nolimit,
+    sndbuf: nil
+  ]
+
+  @doc "Starts the gateway; see the module doc for options."
+  @spec start_link(keyword()) :: Supervisor.on_start()
+  def start_link(opts) do
+    opts = validate!(opts)
+    Supervisor.start_link(__MODULE__, opts, name: __MODULE__)
+  end
+
+  @doc false
+  def child_spec(opts) do
+    %{
+      id: __MODULE__,
+      start: {__MODULE__, :start_link, [opts]},
+      type: :supervisor,
+      shutdown: :infinity
+    }
+  end
+
+  @doc "The port the gateway listens on (useful with `port: 0`)."
+  @spec port() :: :inet.port_number()
+  def port do
+    {:ok, _gconf, [[sconf | _] | _]} = :yaws_api.getconf()
+    :yaws_api.get_listen_port(sconf)
+  end
+
+  @doc "The gateway's URL, for people."
+  @spec url() :: String.t()
+  def url do
+    host =
+      case config().listen do
+        {0, 0, 0, 0} -> "localhost"
+        ip -> ip |> :inet.ntoa() |> to_string()
+      end
+
+    "http://#{host}:#{port()}/"
+  end
+
+  @doc "The running gateway's settings, read by its appmods and sessions."
+  @spec config() :: map()
+  def config, do: :persistent_term.get(__MODULE__)
+
+  @doc false
+  def terrain, do: :persistent_term.get({__MODULE__, :terrain})
+
+  @doc "The gateway's counters."
+  @spec stats() :: %{atom() => integer()}
+  def stats, do: Stats.read(config().stats)
+
+  @doc "The session processes connected now."
+  @spec sessions() :: [pid()]
+  def sessions, do: :pg.get_members(config().scope, :sessions)
+
+  @impl true
+  def init(opts) do
+    # Yaws writes a small generated module under $YAWSHOME on start; keep it out of $HOME.
+    System.put_env("YAWSHOME", Path.join(System.tmp_dir!(), "grove-yaws"))
+    docroot = opts[:docroot] || Application.app_dir(:grove, "priv/static")
+    File.mkdir_p!(docroot)
+    scope = :"#{opts[:instance]}.Gateway.sessions"
+
+    world = Grove.world(opts[:instance])
+    terrain = Grove.World.terrain(world)
+
+    # The ground never changes: compress it once for every client to fetch.
+    :persistent_term.put({__MODULE__, :terrain}, %{
+      width: terrain.width,
+      height: terrain.height,
+      raw: terrain.cells,
+      gzip: :zlib.gzip(terrain.cells)
+    })
+
+    config =
+      opts
+      |> Map.new()
+      |> Map.merge(%{
+        world: world,
+        listen: listen_ip(opts[:listen]),
+        docroot: docroot,
+        stats: Stats.new(),
+        scope: scope
+      })
+
+    :persistent_term.put(__MODULE__, config)
+
+    server = [
+      port: opts[:port],
+      listen: config.listen,
+      servername: ~c"grove",
+      appmods: [
+        {~c"/ws", Socket},
+        {~c"/terrain", HTTP}
+      ],
+      partial_post_size: 65_536,
+      index_files: [~c"index.html"],
+      errormod_404: Errors,
+      errormod_crash: Errors,
+      flags: [access_log: false, auth_log: false, dir_listings: false, deflate: true],
+      # Sockets inherit these: a bounded wait on a blocked send, and a queue
+      # deep enough that views can be held back before a send would block.
+      soptions: [
+        listen_opts:
+          [
+            backlog: 1024,
+            send_timeout: 10_000,
+            send_timeout_close: true,
+            high_watermark: 2 * opts[:slow_backlog],
+            low_watermark: opts[:slow_backlog]
+          ] ++ if(opts[:sndbuf], do: [sndbuf: opts[:sndbuf]], else: [])
+      ]
+    ]
+
+    global = [
+      logdir: to_charlist(System.tmp_dir!()),
+      flags: [copy_errlog: false, fail_on_bind_err: true],
+      keepalive_timeout: 15_000,
+      keepalive_maxuses: :nolimit,
+      max_connections: opts[:max_connections],
+      acceptor_pool_size: 8,
+      cache_refresh_secs: 0
+    ]
+
+    {:ok, sconfs, gconf, yaws_children} =
+      :yaws_api.embedded_start_conf(to_charlist(docroot), server, global, ~c"grove")
+
+    children =
+      [%{id: :pg, start: {:pg, :start_link, [scope]}}] ++
+        yaws_children ++
+        [
+          # Hands the configuration to the Yaws server once its processes are up.
+          {Grove.Gateway.Setup, {gconf, sconfs, config}},
+          {Broadcaster, config},
+          # Last, so it stops first: it tells every session goodbye before Yaws goes.
+          {Drainer, config}
+        ]
+
+    # An embedded Yaws server that restarts alone comes back without its
+    # configuration, so all restart together.
+    Supervisor.init(children, strategy: :one_for_all, max_restarts: 3, max_seconds: 10)
+  end
+
+  defp validate!(opts) do
+    opts = Keyword.validate!(opts, @defaults)
+
+    if opts[:instance] == nil, do: raise(ArgumentError, "the gateway needs an :instance")
+
+    unless is_integer(opts[:port]) and opts[:port] >= 0 and opts[:port] < 65_536,
+      do: raise(ArgumentError, ":port must be in 0..65535, got: #{inspect(opts[:port])}")
+
+    for key <- [
+          :max_frame,
+          :move_rate,
+          :move_burst,
+          :max_errors,
+          :max_view_radius,
+          :view_backlog,
+          :slow_backlog,
+          :slow_seconds,
+          :stats_interval,
+          :density_interval,
+          :drain_timeout
+        ],
+        not (is_integer(opts[key]) and opts[key] > 0) do
+      raise ArgumentError,
+            "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
+    end
+
+    listen_ip(opts[:listen])
+    opts
+  end
+
+  defp listen_ip(:loopback), do: {127, 0, 0, 1}
+  defp listen_ip(:all), do: {0, 0, 0, 0}
+  defp listen_ip({_, _, _, _} = ip), do: ip
+
+  defp listen_ip(other),
+    do:
+      raise(
+        ArgumentError,
+        ":listen must be :loopback, :all or an IPv4 tuple, got: #{inspect(other)}"
+      )
+end

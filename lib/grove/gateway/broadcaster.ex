@@ -1,0 +1,74 @@
+defmodule Grove.Gateway.Broadcaster do
+  @moduledoc false
+  # Sends what every client gets alike, `stats` each second and `density`
+  # (the minimap) every two, encoded once per encoding and fanned out to the
+  # sessions. Sessions that are behind drop them.
+
+  use GenServer
+
+  alias Grove.{Protocol, World}
+
+  defstruct [:config, :last_moves, :last_at]
+
+  def start_link(config), do: GenServer.start_link(__MODULE__, config)
+
+  @impl true
+  def init(config) do
+    Process.send_after(self(), :stats, config.stats_interval)
+    Process.send_after(self(), :density, config.density_interval)
+    {:ok, %__MODULE__{config: config, last_moves: moves(config.world), last_at: now()}}
+  end
+
+  @impl true
+  def handle_info(:stats, state) do
+    Process.send_after(self(), :stats, state.config.stats_interval)
+    stats = World.stats(state.config.world)
+    moves = moves(state.config.world, stats)
+    at = now()
+    per_second = div((moves - state.last_moves) * 1000, max(at - state.last_at, 1))
+
+    broadcast(state.config, %{
+      type: :stats,
+      players: stats.players,
+      actors: stats.actors,
+      entities: stats.entities,
+      moves_per_s: max(per_second, 0)
+    })
+
+    {:noreply, %{state | last_moves: moves, last_at: at}}
+  end
+
+  def handle_info(:density, state) do
+    Process.send_after(self(), :density, state.config.density_interval)
+    %{cols: cols, rows: rows, cells: cells} = World.density(state.config.world)
+    broadcast(state.config, %{type: :density, cols: cols, rows: rows, cells: cells})
+    {:noreply, state}
+  end
+
+  defp broadcast(config, message) do
+    case :pg.get_members(config.scope, :sessions) do
+      [] ->
+        :ok
+
+      sessions ->
+        frames = %{
+          json: {:text, IO.iodata_to_binary(Protocol.encode(message, :json))},
+          binary: {:binary, IO.iodata_to_binary(Protocol.encode(message, :binary))}
+        }
+
+        for pid <- sessions, do: send(pid, {:grove_broadcast, frames})
+        :ok
+    end
+  end
+
+  defp moves(world, stats \\ nil) do
+    stats = stats || World.stats(world)
+
+    Enum.reduce([:moves_ok, :blocked, :occupied, :out_of_bounds, :rate_limited, :busy], 0, fn key,
+                                                                                              acc ->
+      acc + stats[key]
+    end)
+  end
+
+  defp now, do: System.monotonic_time(:millisecond)
+end

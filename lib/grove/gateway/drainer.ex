@@ -1,0 +1,49 @@
+defmodule Grove.Gateway.Drainer do
+  @moduledoc false
+  # Graceful shutdown of the gateway. It is the gateway's last child, so it
+  # stops first: it tells every session to say `bye` and close, and waits
+  # (up to `drain_timeout`) until they have, before Yaws itself goes. A
+  # session writes its own frames, so nothing is left half-written.
+
+  use GenServer
+
+  require Logger
+
+  def start_link(config), do: GenServer.start_link(__MODULE__, config)
+
+  @impl true
+  def init(config) do
+    # So that terminate/2 runs when the supervisor stops us.
+    Process.flag(:trap_exit, true)
+    {:ok, config}
+  end
+
+  @impl true
+  def terminate(_reason, config) do
+    sessions = :pg.get_members(config.scope, :sessions)
+    refs = Map.new(sessions, fn pid -> {Process.monitor(pid), pid} end)
+    for pid <- sessions, do: send(pid, :grove_drain)
+    deadline = System.monotonic_time(:millisecond) + config.drain_timeout
+    left = await(refs, deadline)
+
+    if sessions != [] do
+      Logger.info(
+        "gateway: drained #{length(sessions) - map_size(left)} of #{length(sessions)} sessions"
+      )
+    end
+
+    :ok
+  end
+
+  defp await(refs, _deadline) when map_size(refs) == 0, do: refs
+
+  defp await(refs, deadline) do
+    timeout = max(deadline - System.monotonic_time(:millisecond), 0)
+
+    receive do
+      {:DOWN, ref, :process, _pid, _reason} -> await(Map.delete(refs, ref), deadline)
+    after
+      timeout -> refs
+    end
+  end
+end

@@ -1,0 +1,268 @@
+defmodule Grove.Gateway.Session do
+  @moduledoc false
+  # One player's connection, independent of the web server: it turns client
+  # frames into world calls and world messages into frames. The WebSocket
+  # process (Grove.Gateway.Socket) owns a Session, feeds it what arrives and
+  # writes out the frames it returns, so a zone's message reaches the socket
+  # in one hop.
+  #
+  # Outcomes go out at once and are never dropped. Views are assembled in a
+  # Grove.World.View and taken at most once per tick; while the socket is
+  # behind, nothing is taken, so the view coalesces and the next frame
+  # carries the newest state.
+
+  alias Grove.{Protocol, RateLimit}
+  alias Grove.Gateway.Stats
+  alias Grove.World
+  alias Grove.World.View
+
+  # Errors tolerated per window before a client is cut off.
+  @error_window_ms 60_000
+
+  defstruct [
+    :world,
+    :encoding,
+    :config,
+    :move_limit,
+    :view,
+    :id,
+    :cell,
+    moves_booked: nil,
+    errors: 0,
+    errors_since: 0,
+    joined: false,
+    counters: %{}
+  ]
+
+  @type frame :: {:text | :binary, iodata()}
+  @type action :: {:send, frame()} | {:close, non_neg_integer(), String.t()}
+
+  @type config :: %{
+          max_frame: pos_integer(),
+          move_rate: pos_integer(),
+          move_burst: pos_integer(),
+          max_errors: pos_integer(),
+          max_view_radius: pos_integer(),
+          tick_ms: pos_integer(),
+          stats: Grove.Gateway.Stats.t() | nil
+        }
+
+  @type t :: %__MODULE__{}
+
+  @spec new(World.name(), Protocol.encoding(), config(), integer()) :: t()
+  def new(world, encoding, config, now_ms) do
+    %__MODULE__{
+      world: world,
+      encoding: encoding,
+      config: config,
+      move_limit: RateLimit.new(config.move_rate, config.move_burst),
+      errors_since: now_ms
+    }
+  end
+
+  @doc "A frame from the client."
+  @spec handle_frame(t(), :text | :binary, binary(), integer()) :: {t(), [action()]}
+  def handle_frame(%__MODULE__{} = session, kind, data, now_ms) do
+    cond do
+      byte_size(data) > session.config.max_frame ->
+        count_error(session.config.stats, :too_large)
+
+        actions = [
+          send_message(session, %{
+            type: :error,
+            code: :too_large,
+            message: "frames are limited to #{session.config.max_frame} bytes"
+          }),
+          {:close, 1009, "too large"}
+        ]
+
+        {session, actions}
+
+      kind != expected_kind(session.encoding) ->
+        error(
+          session,
+          :bad_frame,
+          "this connection speaks #{session.encoding}; send #{expected_kind(session.encoding)} frames",
+          now_ms
+        )
+
+      true ->
+        case Protocol.decode(data, session.encoding) do
+          {:ok, message} -> handle_message(session, message, now_ms)
+          {:error, code, text} -> error(session, code, text, now_ms)
+        end
+    end
+  end
+
+  defp handle_message(%__MODULE__{joined: false} = session, %{type: :join} = join, now_ms) do
+    radius = min(join.view_radius, session.config.max_view_radius)
+
+    case World.join(session.world, updates: :view, kind: :player, view_radius: radius) do
+      {:ok, id, {x, y} = cell} ->
+        grid = World.grid(session.world)
+
+        welcome = %{
+          type: :welcome,
+          protocol: Protocol.version(),
+          id: id,
+          x: x,
+          y: y,
+          width: grid.width,
+          height: grid.height,
+          view_radius: radius,
+          tick_ms: session.config.tick_ms
+        }
+
+        session = %{session | joined: true, id: id, cell: cell, view: View.new(cell, radius)}
+        {session, [send_message(session, welcome)]}
+
+      {:error, reason} ->
+        error(
+          session,
+          :join_failed,
+          "the world could not place you (#{reason}); try again",
+          now_ms
+        )
+    end
+  end
+
+  defp handle_message(%__MODULE__{joined: true} = session, %{type: :join}, now_ms),
+    do: error(session, :already_joined, "this connection has joined already", now_ms)
+
+  defp handle_message(%__MODULE__{joined: false} = session, %{type: type}, now_ms)
+       when type in [:move, :resync],
+       do: error(session, :not_joined, "send join first", now_ms)
+
+  defp handle_message(session, %{type: :move, seq: seq, dir: direction}, now_ms) do
+    case RateLimit.allow(session.move_limit, session.moves_booked, now_ms) do
+      {:ok, booked} ->
+        :ok = World.move(session.world, session.id, direction, seq)
+        {%{session | moves_booked: booked}, []}
+
+      :limited ->
+        error(
+          session,
+          :rate_limited,
+          "at most #{session.config.move_rate} moves a second",
+          now_ms
+        )
+    end
+  end
+
+  defp handle_message(session, %{type: :resync}, _now_ms) do
+    {%{session | view: View.resync(session.view)}, []}
+  end
+
+  defp handle_message(session, %{type: :ping, t: t}, _now_ms),
+    do: {session, [send_message(session, %{type: :pong, t: t})]}
+
+  defp handle_message(session, %{type: type}, now_ms),
+    do: error(session, :bad_message, "#{type} is a server message", now_ms)
+
+  @doc "A message from the world or the gateway."
+  @spec handle_info(t(), term()) :: {t(), [action()]} | :unknown
+  def handle_info(%__MODULE__{id: id} = session, {:grove_move, id, seq, outcome}) do
+    {result, {x, y} = cell} =
+      case outcome do
+        {:ok, cell} -> {:ok, cell}
+        {:rejected, reason} -> {reason, session.cell}
+      end
+
+    session = %{session | cell: cell, view: View.recenter(session.view, cell)}
+    {session, [send_message(session, %{type: :outcome, seq: seq, result: result, x: x, y: y})]}
+  end
+
+  def handle_info(
+        %__MODULE__{view: %View{}} = session,
+        {:grove_view, _zone, _what, _payload} = message
+      ),
+      do: {%{session | view: View.apply_message(session.view, message)}, []}
+
+  def handle_info(
+        %__MODULE__{view: %View{}} = session,
+        {:grove_view, _zone, :delta, _moved, _gone} = message
+      ),
+      do: {%{session | view: View.apply_message(session.view, message)}, []}
+
+  def handle_info(%__MODULE__{} = session, {:grove_view, _zone, :closed} = message) do
+    if session.view,
+      do: {%{session | view: View.apply_message(session.view, message)}, []},
+      else: {session, []}
+  end
+
+  def handle_info(_session, _message), do: :unknown
+
+  @doc "The view changes since the last flush, as at most one frame."
+  @spec flush_view(t()) :: {t(), [action()]}
+  def flush_view(%__MODULE__{view: nil} = session), do: {session, []}
+
+  def flush_view(%__MODULE__{view: view} = session) do
+    case View.take_changes(view) do
+      {:none, view} ->
+        {%{session | view: view}, []}
+
+      {%{shown: shown, gone: gone, full: full}, view} ->
+        {x, y} = view.center
+        message = %{type: :view, full: full, x: x, y: y, entities: shown, gone: gone}
+        {%{session | view: view}, [send_message(session, message)]}
+    end
+  end
+
+  @doc "An already encoded frame for this session's encoding (broadcasts encode once per encoding)."
+  @spec encoding(t()) :: Protocol.encoding()
+  def encoding(%__MODULE__{encoding: encoding}), do: encoding
+
+  @doc "Leaves the world (the zone would also notice the process's death)."
+  @spec leave(t()) :: :ok
+  def leave(%__MODULE__{joined: true, world: world, id: id}) do
+    _ = World.leave(world, id, 1000)
+    :ok
+  end
+
+  def leave(_session), do: :ok
+
+  @doc "A message encoded as a frame for this session."
+  @spec send_message(t(), Protocol.message()) :: action()
+  def send_message(%__MODULE__{encoding: encoding}, message),
+    do:
+      {:send, {expected_kind(encoding), IO.iodata_to_binary(Protocol.encode(message, encoding))}}
+
+  defp error(session, code, text, now_ms) do
+    count_error(session.config.stats, code)
+
+    # A held-down key runs into the rate limit; that is no reason to cut anyone off.
+    counted = if code == :rate_limited, do: 0, else: 1
+
+    {errors, since} =
+      if now_ms - session.errors_since > @error_window_ms,
+        do: {counted, now_ms},
+        else: {session.errors + counted, session.errors_since}
+
+    session = %{session | errors: errors, errors_since: since}
+    report = send_message(session, %{type: :error, code: code, message: text})
+
+    if errors > session.config.max_errors do
+      bye =
+        send_message(session, %{
+          type: :bye,
+          reason: :too_many_errors,
+          message: "too many bad messages"
+        })
+
+      {session, [report, bye, {:close, 1008, "too many errors"}]}
+    else
+      {session, [report]}
+    end
+  end
+
+  defp count_error(nil, _code), do: :ok
+
+  defp count_error(stats, code) do
+    Stats.incr(stats, :protocol_errors)
+    if code in [:rate_limited, :too_large], do: Stats.incr(stats, code)
+    :ok
+  end
+
+  defp expected_kind(:json), do: :text
+  defp expected_kind(:binary), do: :binary
+end

@@ -1,0 +1,38 @@
+defmodule Grove.Gateway.Stats do
+  @moduledoc false
+  # The gateway's hot counters, like Grove.World.Stats: one `:counters`
+  # array written by session processes without any hop.
+
+  @keys [
+    :sessions,
+    :connections,
+    :frames_in,
+    :bytes_in,
+    :frames_out_json,
+    :bytes_out_json,
+    :frames_out_binary,
+    :bytes_out_binary,
+    :views_coalesced,
+    :broadcasts_dropped,
+    :slow_consumers,
+    :protocol_errors,
+    :rate_limited,
+    :too_large,
+    :drained
+  ]
+
+  for {key, index} <- Enum.with_index(@keys, 1) do
+    defp index(unquote(key)), do: unquote(index)
+  end
+
+  @type t :: :counters.counters_ref()
+
+  @spec new() :: t()
+  def new, do: :counters.new(length(@keys), [:write_concurrency])
+
+  @spec incr(t(), atom(), integer()) :: :ok
+  def incr(stats, key, by \\ 1), do: :counters.add(stats, index(key), by)
+
+  @spec read(t()) :: %{atom() => integer()}
+  def read(stats), do: Map.new(@keys, &{&1, :counters.get(stats, index(&1))})
+end

@@ -1,0 +1,319 @@
+defmodule Grove.GatewayTest do
+  # Yaws runs one server per node, so these tests share one gateway and run alone.
+  use ExUnit.Case, async: false
+
+  import Grove.WorldCase, only: [eventually: 1]
+
+  alias Grove.{Gateway, Protocol, World}
+  alias Grove.Load.WsClient
+
+  @moduletag :gateway
+
+  setup_all do
+    name = :"gateway_test_#{System.unique_integer([:positive])}"
+
+    {:ok, sup} =
+      Grove.start_link(
+        name: name,
+        world: [
+          width: 60,
+          height: 60,
+          zone_size: 20,
+          tick: 50,
+          terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
+        ],
+        actors: [count: 0],
+        gateway: [
+          port: 0,
+          max_frame: 512,
+          move_rate: 20,
+          move_burst: 10,
+          max_errors: 10,
+          stats_interval: 100,
+          density_interval: 100,
+          view_backlog: 2048,
+          slow_backlog: 4096,
+          slow_seconds: 1,
+          sndbuf: 2048
+        ],
+        status_interval: false
+      )
+
+    Process.unlink(sup)
+    on_exit(fn -> if Process.alive?(sup), do: Supervisor.stop(sup, :normal, 10_000) end)
+    %{instance: name, world: Grove.world(name), port: Gateway.port()}
+  end
+
+  defp connect(port, encoding \\ :json) do
+    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=#{encoding}")
+    {client, encoding}
+  end
+
+  defp push({client, encoding}, message) do
+    kind = if encoding == :json, do: :text, else: :binary
+
+    :ok =
+      WsClient.send_frame(client, {kind, IO.iodata_to_binary(Protocol.encode(message, encoding))})
+  end
+
+  defp push_raw({client, _encoding}, frame), do: :ok = WsClient.send_frame(client, frame)
+
+  # The next message of one of `types`, skipping others (stats, density, views).
+  defp expect({client, encoding} = conn, types, timeout \\ 2000) do
+    case WsClient.recv(client, timeout) do
+      {:ok, {:close, code, reason}, client} ->
+        {{:close, code, reason}, {client, encoding}}
+
+      {:ok, {_kind, data}, client} ->
+        {:ok, message} = Protocol.decode(data, encoding)
+
+        if message.type in List.wrap(types),
+          do: {message, {client, encoding}},
+          else: expect({client, encoding}, types, timeout)
+
+      {:error, reason} ->
+        flunk("no #{inspect(types)} arrived on #{inspect(conn)}: #{inspect(reason)}")
+    end
+  end
+
+  defp join(conn, opts \\ %{}) do
+    push(conn, Map.merge(%{type: :join, view_radius: 8, name: "", token: ""}, opts))
+    {welcome, conn} = expect(conn, :welcome)
+    {welcome, conn}
+  end
+
+  describe "HTTP" do
+    test "serves the terrain, compressed when asked", %{port: port, world: world} do
+      {:ok, {{_, 200, _}, headers, body}} =
+        :httpc.request(:get, {~c"http://127.0.0.1:#{port}/terrain", []}, [], body_format: :binary)
+
+      assert {~c"x-grove-width", ~c"60"} in headers
+      assert body == World.terrain(world).cells
+
+      {:ok, {{_, 200, _}, headers, gzipped}} =
+        :httpc.request(
+          :get,
+          {~c"http://127.0.0.1:#{port}/terrain", [{~c"accept-encoding", ~c"gzip"}]},
+          [],
+          body_format: :binary
+        )
+
+      assert {~c"content-encoding", ~c"gzip"} in headers
+      assert :zlib.gunzip(gzipped) == body
+    end
+
+    test "unknown paths and methods get JSON errors", %{port: port} do
+      {:ok, {{_, 404, _}, _, body}} =
+        :httpc.request(:get, {~c"http://127.0.0.1:#{port}/nowhere", []}, [], body_format: :binary)
+
+      assert %{"error" => "not_found"} = :jiffy.decode(body, [:return_maps])
+
+      {:ok, {{_, 405, _}, _, _}} =
+        :httpc.request(
+          :post,
+          {~c"http://127.0.0.1:#{port}/terrain", [], ~c"text/plain", ~c"x"},
+          [],
+          []
+        )
+    end
+
+    test "a WebSocket asking for a subprotocol or an unknown encoding is told how to ask", %{
+      port: port
+    } do
+      assert {:error, {:http_status, 400}} =
+               WsClient.connect("127.0.0.1", port, "/ws",
+                 headers: [{"Sec-WebSocket-Protocol", "grove.v1.json"}]
+               )
+
+      assert {:error, {:http_status, 400}} =
+               WsClient.connect("127.0.0.1", port, "/ws?encoding=xml")
+    end
+  end
+
+  describe "playing over JSON and binary" do
+    for encoding <- [:json, :binary] do
+      test "join, full view with oneself, move with outcome, ping (#{encoding})", %{
+        port: port,
+        world: world
+      } do
+        conn = connect(port, unquote(encoding))
+        {welcome, conn} = join(conn)
+        assert %{protocol: 1, width: 60, height: 60, view_radius: 8} = welcome
+        assert World.position(world, welcome.id) == {welcome.x, welcome.y}
+
+        {view, conn} = expect(conn, :view)
+        assert view.full
+        assert {welcome.id, welcome.x, welcome.y, 1} in view.entities
+
+        direction = if welcome.x < 30, do: :e, else: :w
+        push(conn, %{type: :move, seq: 41, dir: direction})
+        {outcome, conn} = expect(conn, :outcome)
+        assert %{seq: 41, result: :ok} = outcome
+        assert World.position(world, welcome.id) == {outcome.x, outcome.y}
+
+        push(conn, %{type: :ping, t: 123_456})
+        assert {%{type: :pong, t: 123_456}, _conn} = expect(conn, :pong)
+      end
+    end
+
+    test "others are seen moving without moving oneself", %{port: port, world: world} do
+      conn = connect(port)
+      {welcome, conn} = join(conn)
+      {_view, conn} = expect(conn, :view)
+
+      {x, y} = {welcome.x, welcome.y}
+      neighbour = if x < 30, do: {x + 2, y}, else: {x - 2, y}
+      {:ok, other, _} = World.join(world, at: neighbour)
+      :ok = World.move(world, other, :s, 1)
+      assert_receive {:grove_move, ^other, 1, {:ok, {_, _} = moved}}
+
+      {view, _conn} = wait_for_entity(conn, other, moved)
+      refute view.full
+    end
+
+    test "stats and the density map arrive by themselves", %{port: port} do
+      conn = connect(port)
+      {_welcome, conn} = join(conn)
+      {stats, conn} = expect(conn, :stats)
+      assert stats.players >= 1 and stats.entities >= 1
+      {density, _conn} = expect(conn, :density)
+      assert byte_size(density.cells) == density.cols * density.rows
+    end
+
+    test "a closed connection's entity disappears at once", %{port: port, world: world} do
+      {client, _} = conn = connect(port)
+      {welcome, _conn} = join(conn)
+      assert World.position(world, welcome.id) != nil
+      WsClient.close(client)
+      eventually(fn -> assert World.position(world, welcome.id) == nil end)
+    end
+  end
+
+  describe "bad input gets a clear answer and the connection stays" do
+    test "malformed JSON, unknown types, wrong fields, moves before join, a second join", %{
+      port: port
+    } do
+      conn = connect(port)
+      push_raw(conn, {:text, "{not json"})
+      assert {%{code: :bad_json}, conn} = expect(conn, :error)
+      push_raw(conn, {:text, ~s({"type":"fly"})})
+      assert {%{code: :unknown_type}, conn} = expect(conn, :error)
+      push_raw(conn, {:text, ~s({"type":"move","seq":1,"dir":"up"})})
+      assert {%{code: :bad_field, message: "dir: " <> _}, conn} = expect(conn, :error)
+      push(conn, %{type: :move, seq: 1, dir: :n})
+      assert {%{code: :not_joined}, conn} = expect(conn, :error)
+      push_raw(conn, {:binary, <<2, 0, 0, 0, 1, 0>>})
+      assert {%{code: :bad_frame}, conn} = expect(conn, :error)
+
+      {_welcome, conn} = join(conn)
+      push(conn, %{type: :join, view_radius: 8, name: "", token: ""})
+      assert {%{code: :already_joined}, conn} = expect(conn, :error)
+      push(conn, %{type: :ping, t: 7})
+      assert {%{type: :pong, t: 7}, _} = expect(conn, :pong)
+    end
+
+    test "random bytes on a binary connection", %{port: port} do
+      conn = connect(port, :binary)
+
+      conn =
+        Enum.reduce(1..5, conn, fn n, conn ->
+          push_raw(conn, {:binary, :crypto.strong_rand_bytes(n * 7) |> then(&(<<200>> <> &1))})
+          {%{code: :bad_frame}, conn} = expect(conn, :error)
+          conn
+        end)
+
+      {welcome, _conn} = join(conn)
+      assert welcome.protocol == 1
+    end
+
+    test "moves faster than the connection's rate are refused, the others get outcomes, and nobody is cut off",
+         %{port: port} do
+      conn = connect(port)
+      {_welcome, conn} = join(conn)
+
+      for seq <- 1..30,
+          do: push(conn, %{type: :move, seq: seq, dir: if(rem(seq, 2) == 0, do: :e, else: :w)})
+
+      {outcomes, errors, _conn} = collect(conn, 30, {[], []})
+      assert length(errors) > 0
+      assert Enum.all?(errors, &(&1.code == :rate_limited))
+      assert length(outcomes) + length(errors) == 30
+      assert length(outcomes) >= 10
+    end
+
+    @tag :capture_log
+    test "a frame over the size limit closes the connection with 1009", %{port: port} do
+      conn = connect(port)
+      push_raw(conn, {:text, String.duplicate("x", 2000)})
+      assert {{:close, 1009, _}, _} = expect(conn, [:error])
+    end
+
+    test "a client that keeps sending garbage is cut off", %{port: port} do
+      conn = connect(port)
+      for _ <- 1..12, do: push_raw(conn, {:text, "nope"})
+
+      {bye, conn} = expect(conn, :bye)
+      assert bye.reason == :too_many_errors
+      assert {{:close, 1008, _}, _} = expect(conn, [])
+    end
+  end
+
+  describe "backpressure" do
+    test "a client that stops reading has its views held back, then is disconnected as a slow consumer",
+         %{port: port} do
+      before = Gateway.stats()
+      {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=json", recbuf: 1024)
+      conn = {client, :json}
+      {_welcome, conn} = join(conn)
+      # Stop reading: the server keeps sending stats and density every 100 ms.
+      eventually_long(fn -> assert Gateway.stats().slow_consumers > before.slow_consumers end)
+
+      assert Gateway.stats().views_coalesced + Gateway.stats().broadcasts_dropped >
+               before.views_coalesced + before.broadcasts_dropped
+
+      {bye, conn} = expect(conn, :bye, 5000)
+      assert bye.reason == :slow_consumer
+      assert {{:close, 1008, _}, _} = expect(conn, [], 5000)
+    end
+  end
+
+  defp wait_for_entity(conn, id, cell, tries \\ 40) do
+    {view, conn} = expect(conn, :view)
+
+    cond do
+      Enum.any?(view.entities, fn {eid, x, y, _} -> eid == id and {x, y} == cell end) ->
+        {view, conn}
+
+      tries > 0 ->
+        wait_for_entity(conn, id, cell, tries - 1)
+
+      true ->
+        flunk("entity #{id} never shown at #{inspect(cell)}")
+    end
+  end
+
+  defp collect(conn, 0, {outcomes, errors}), do: {outcomes, errors, conn}
+
+  defp collect(conn, left, {outcomes, errors}) do
+    case expect(conn, [:outcome, :error]) do
+      {%{type: :outcome} = o, conn} -> collect(conn, left - 1, {[o | outcomes], errors})
+      {%{type: :error} = e, conn} -> collect(conn, left - 1, {outcomes, [e | errors]})
+    end
+  end
+
+  defp eventually_long(check), do: eventually_long(check, 500)
+
+  defp eventually_long(check, tries) do
+    check.()
+  rescue
+    error in ExUnit.AssertionError ->
+      if tries > 1 do
+        receive do
+        after
+          20 -> eventually_long(check, tries - 1)
+        end
+      else
+        reraise error, __STACKTRACE__
+      end
+  end
+end
