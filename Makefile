@@ -1,20 +1,32 @@
 # Grove's two commands: `make run` and `make test`. Each installs what a fresh
-# Debian machine lacks (scripts/setup), then builds and does its job.
+# Debian machine lacks (scripts/setup), builds the browser client and the
+# server, and does its job.
 SHELL := /bin/bash
 export LC_ALL := C.UTF-8
 export LANG := C.UTF-8
+# Room for a process per baseline actor in the benches.
 export ERL_AFLAGS := +P 5000000
 
-.PHONY: run test setup setup-test compile check bench clean
+CLIENT_SOURCES := $(shell find assets/src -type f 2>/dev/null) assets/package.json
+CLIENT_BUNDLE := priv/static/assets/app.js
+NODE_MODULES := assets/node_modules/.package-lock.json
 
-run: setup
+.PHONY: run test test-server test-browser setup setup-test compile client bench clean
+
+run: setup client
 	mix compile
 	mix run --no-halt
 
-test: setup-test
+test: setup-test client
 	mix format --check-formatted
 	MIX_ENV=test mix compile --warnings-as-errors --force
 	mix test
+	$(MAKE) test-browser
+
+# The headless-browser tests start their own servers (scripts/test-server).
+test-browser: client
+	mix compile
+	cd assets && node --test test/*.test.mjs
 
 setup:
 	@scripts/setup
@@ -22,12 +34,21 @@ setup:
 setup-test:
 	@scripts/setup test
 
+client: $(CLIENT_BUNDLE)
+
+$(NODE_MODULES): assets/package-lock.json
+	cd assets && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(CLIENT_BUNDLE): $(NODE_MODULES) $(CLIENT_SOURCES)
+	cd assets && npm run --silent build
+
 compile: setup
 	mix compile --warnings-as-errors
 
 # A one-minute look at the world under 250,000 actors; see docs/benchmarks.md.
 bench: setup
-	MIX_ENV=prod mix grove.bench.actors --actors 250000 --duration 60
+	mix grove.bench.actors --actors 250000 --duration 60
 
 clean:
-	rm -rf _build
+	rm -rf _build priv/static/assets assets/node_modules

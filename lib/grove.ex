@@ -50,8 +50,11 @@ defmodule Grove do
       [
         {Grove.World, config.world},
         # Actors start after the world they walk in; they join in the background.
-        {Grove.Actors, config.actors}
+        {Grove.Actors, config.actors},
+        # Before the gateway, whose /metrics and dashboard read it.
+        {Grove.Metrics.Collector, config.metrics}
       ] ++
+        if(config.statsd, do: [{Grove.Metrics.StatsD, config.statsd}], else: []) ++
         if(config.gateway, do: [{Grove.Gateway, config.gateway}], else: []) ++
         if config.status_interval,
           do: [{Grove.Status, name: config.name, interval: config.status_interval}],

@@ -8,7 +8,7 @@ defmodule Grove.Application do
 
     children =
       if Keyword.get(env, :start, true) do
-        [{Grove, Keyword.take(env, [:world, :actors, :gateway, :status_interval])}]
+        [{Grove, Keyword.take(env, [:world, :actors, :gateway, :metrics, :status_interval])}]
       else
         []
       end

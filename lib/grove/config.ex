@@ -11,6 +11,9 @@ defmodule Grove.Config do
       `:world` are derived)
     * `:gateway` - options for `Grove.Gateway` (HTTP and WebSocket), or
       `false` to run without one (default `[]`; `:instance` is derived)
+    * `:metrics` - options for `Grove.Metrics.Collector` (`:interval`,
+      `:history`) and `:statsd` (options for `Grove.Metrics.StatsD`, or
+      `false`, the default)
     * `:status_interval` - milliseconds between status lines in the log, or
       `false` for none (default `10_000`)
 
@@ -20,7 +23,7 @@ defmodule Grove.Config do
   `GROVE_LISTEN=all`).
   """
 
-  @enforce_keys [:name, :world, :actors, :gateway, :status_interval]
+  @enforce_keys [:name, :world, :actors, :gateway, :metrics, :statsd, :status_interval]
   defstruct @enforce_keys
 
   @type t :: %__MODULE__{
@@ -28,6 +31,8 @@ defmodule Grove.Config do
           world: keyword(),
           actors: keyword(),
           gateway: keyword() | false,
+          metrics: keyword(),
+          statsd: keyword() | false,
           status_interval: pos_integer() | false
         }
 
@@ -40,6 +45,7 @@ defmodule Grove.Config do
         world: [],
         actors: [],
         gateway: [],
+        metrics: [],
         status_interval: 10_000
       )
 
@@ -78,11 +84,27 @@ defmodule Grove.Config do
           raise ArgumentError, ":gateway must be a keyword list or false, got: #{inspect(other)}"
       end
 
+    metrics = Keyword.validate!(opts[:metrics], interval: 1000, history: 3600, statsd: false)
+
+    statsd =
+      case metrics[:statsd] do
+        false ->
+          false
+
+        statsd when is_list(statsd) ->
+          Keyword.put(statsd, :instance, name)
+
+        other ->
+          raise ArgumentError, ":statsd must be a keyword list or false, got: #{inspect(other)}"
+      end
+
     %__MODULE__{
       name: name,
       world: world,
       actors: actors,
       gateway: gateway,
+      metrics: [instance: name, interval: metrics[:interval], history: metrics[:history]],
+      statsd: statsd,
       status_interval: opts[:status_interval]
     }
   end

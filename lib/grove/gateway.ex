@@ -37,6 +37,12 @@ defmodule Grove.Gateway do
     * `:max_connections` - HTTP connections Yaws accepts at once (default `:nolimit`)
     * `:sndbuf` - the kernel's send buffer per socket in bytes, `nil` for the
       system's (default `nil`; small values make slow clients show sooner)
+    * `:max_body` - largest HTTP request body in bytes; larger ones get 413
+      (default `65_536`)
+    * `:admin_token` - when set, `/metrics`, `/dashboard` and the load
+      reports need it, as `Authorization: Bearer TOKEN` or `?token=TOKEN`
+      (default `nil`: open, which is why the gateway listens on loopback
+      unless told otherwise)
 
   ## Telemetry
 
@@ -68,7 +74,9 @@ defmodule Grove.Gateway do
     density_interval: 2000,
     drain_timeout: 5000,
     max_connections: :nolimit,
-    sndbuf: nil
+    sndbuf: nil,
+    max_body: 65_536,
+    admin_token: nil
   ]
 
   @doc "Starts the gateway; see the module doc for options."
@@ -160,9 +168,13 @@ defmodule Grove.Gateway do
       servername: ~c"grove",
       appmods: [
         {~c"/ws", Socket},
-        {~c"/terrain", HTTP}
+        {~c"/terrain", HTTP},
+        {~c"/metrics", HTTP},
+        {~c"/dashboard", HTTP},
+        {~c"/api", HTTP}
       ],
-      partial_post_size: 65_536,
+      # A body bigger than this arrives in pieces, which the handlers refuse.
+      partial_post_size: opts[:max_body],
       index_files: [~c"index.html"],
       errormod_404: Errors,
       errormod_crash: Errors,
@@ -229,7 +241,8 @@ defmodule Grove.Gateway do
           :slow_seconds,
           :stats_interval,
           :density_interval,
-          :drain_timeout
+          :drain_timeout,
+          :max_body
         ],
         not (is_integer(opts[key]) and opts[key] > 0) do
       raise ArgumentError,
@@ -237,6 +250,11 @@ defmodule Grove.Gateway do
     end
 
     listen_ip(opts[:listen])
+
+    unless opts[:admin_token] == nil or
+             (is_binary(opts[:admin_token]) and byte_size(opts[:admin_token]) >= 8),
+           do: raise(ArgumentError, ":admin_token must be nil or a string of at least 8 bytes")
+
     opts
   end
 

@@ -79,6 +79,8 @@ defmodule Grove.World do
     :ids,
     :load,
     :stats,
+    :zone_moves,
+    :zone_entities,
     :density,
     :density_cols,
     :density_rows,
@@ -103,6 +105,8 @@ defmodule Grove.World do
           ids: :atomics.atomics_ref() | nil,
           load: :atomics.atomics_ref() | nil,
           stats: Stats.t() | nil,
+          zone_moves: :counters.counters_ref() | nil,
+          zone_entities: :atomics.atomics_ref() | nil,
           density: :atomics.atomics_ref() | nil,
           density_cols: pos_integer() | nil,
           density_rows: pos_integer() | nil,
@@ -523,6 +527,32 @@ defmodule Grove.World do
       end
 
     %{cols: world.density_cols, rows: world.density_rows, cells: cells}
+  end
+
+  @doc """
+  Every zone's load, for heat maps and metrics: moves handled since start,
+  entities (as of its last tick) and mailbox length (as last measured),
+  read without a message.
+  """
+  @spec zone_loads(name() | t()) :: [
+          %{
+            zone: Grid.zone_index(),
+            moves: non_neg_integer(),
+            entities: non_neg_integer(),
+            mailbox: non_neg_integer()
+          }
+        ]
+  def zone_loads(world) do
+    world = fetch!(world)
+
+    for i <- 1..Grid.zone_count(world.grid) do
+      %{
+        zone: i - 1,
+        moves: :counters.get(world.zone_moves, i),
+        entities: :atomics.get(world.zone_entities, i),
+        mailbox: :atomics.get(world.load, i)
+      }
+    end
   end
 
   @doc "The pid of a zone process (for tests and tools)."

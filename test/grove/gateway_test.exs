@@ -9,6 +9,8 @@ defmodule Grove.GatewayTest do
 
   @moduletag :gateway
 
+  @token "secret-admin-token"
+
   setup_all do
     name = :"gateway_test_#{System.unique_integer([:positive])}"
 
@@ -34,8 +36,11 @@ defmodule Grove.GatewayTest do
           view_backlog: 2048,
           slow_backlog: 4096,
           slow_seconds: 1,
-          sndbuf: 2048
+          sndbuf: 2048,
+          max_body: 1024,
+          admin_token: @token
         ],
+        metrics: [interval: 50],
         status_interval: false
       )
 
@@ -127,6 +132,62 @@ defmodule Grove.GatewayTest do
 
       assert {:error, {:http_status, 400}} =
                WsClient.connect("127.0.0.1", port, "/ws?encoding=xml")
+    end
+  end
+
+  describe "operators' endpoints" do
+    test "/metrics needs the admin token and serves Prometheus text", %{port: port} do
+      url = ~c"http://127.0.0.1:#{port}/metrics"
+      assert {:ok, {{_, 401, _}, _, _}} = :httpc.request(:get, {url, []}, [], [])
+
+      {:ok, {{_, 200, _}, headers, body}} =
+        :httpc.request(:get, {url, [{~c"authorization", ~c"Bearer #{@token}"}]}, [],
+          body_format: :binary
+        )
+
+      assert {~c"content-type", ~c"text/plain; version=0.0.4"} in headers
+      assert body =~ "# TYPE grove_sessions gauge"
+      assert body =~ ~s(grove_bytes_out_total{encoding="json"})
+
+      assert {:ok, {{_, 200, _}, _, _}} =
+               :httpc.request(:get, {~c"#{url}?token=#{@token}", []}, [], [])
+
+      assert {:ok, {{_, 401, _}, _, _}} =
+               :httpc.request(:get, {~c"#{url}?token=wrong-token-xx", []}, [], [])
+    end
+
+    test "the dashboard's data: history and the zone heat map", %{port: port} do
+      Grove.WorldCase.eventually(fn ->
+        %{"samples" => samples, "zones" => zones} =
+          get_json(port, "/dashboard/data?since=0&token=#{@token}")
+
+        assert length(samples) > 1
+        assert %{"moves_per_s" => _, "sessions" => _, "memory_mb" => _, "t" => _} = hd(samples)
+        assert zones["cols"] * zones["rows"] == 9
+        assert length(zones["moves_per_s"]) == 9
+      end)
+    end
+
+    test "load runs report their progress, which the dashboard shows", %{port: port} do
+      report =
+        ~s({"players":120,"moves_per_s":118,"p50_ms":1.5,"p99_ms":7.25,"errors":0,"knee":null,"phase":"ramp"})
+
+      assert {202, _} = post(port, "/api/load/report?token=#{@token}", report)
+
+      Grove.WorldCase.eventually(fn ->
+        %{"samples" => samples} = get_json(port, "/dashboard/data?since=0&token=#{@token}")
+
+        assert %{"players" => 120, "p99_ms" => 7.25, "phase" => "ramp"} =
+                 List.last(samples)["load_run"]
+      end)
+
+      assert {400, %{"error" => "bad_json"}} =
+               post(port, "/api/load/report?token=#{@token}", "{oops")
+
+      assert {413, %{"error" => "too_large"}} =
+               post(port, "/api/load/report?token=#{@token}", String.duplicate(" ", 5000))
+
+      assert {401, _} = post(port, "/api/load/report", report)
     end
   end
 
@@ -275,6 +336,25 @@ defmodule Grove.GatewayTest do
       assert bye.reason == :slow_consumer
       assert {{:close, 1008, _}, _} = expect(conn, [], 5000)
     end
+  end
+
+  defp get_json(port, path) do
+    {:ok, {{_, 200, _}, _, body}} =
+      :httpc.request(:get, {~c"http://127.0.0.1:#{port}#{path}", []}, [], body_format: :binary)
+
+    :jiffy.decode(body, [:return_maps])
+  end
+
+  defp post(port, path, body) do
+    {:ok, {{_, status, _}, _, response}} =
+      :httpc.request(
+        :post,
+        {~c"http://127.0.0.1:#{port}#{path}", [], ~c"application/json", body},
+        [],
+        body_format: :binary
+      )
+
+    {status, :jiffy.decode(response, [:return_maps])}
   end
 
   defp wait_for_entity(conn, id, cell, tries \\ 40) do

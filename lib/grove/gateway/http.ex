@@ -13,6 +13,9 @@ defmodule Grove.Gateway.HTTP do
       {:GET, ~c"/terrain"} -> terrain(arg)
       {:HEAD, ~c"/terrain"} -> terrain(arg)
       {_method, ~c"/terrain"} -> error(405, "method_not_allowed", "use GET")
+      {_method, ~c"/metrics"} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
+      {_method, ~c"/dashboard" ++ _} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
+      {_method, ~c"/api/load/" ++ _} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
       _ -> error(404, "not_found", "no such page")
     end
   end
@@ -37,8 +40,49 @@ defmodule Grove.Gateway.HTTP do
   end
 
   @doc false
-  def error(status, code, message) do
-    body = :jiffy.encode(%{"error" => code, "message" => message})
-    [{:status, status}, {:content, ~c"application/json", body}]
+  # After a 413 the rest of the body is still on the wire: close the connection.
+  def error(413, code, message),
+    do: [
+      {:header, {:connection, ~c"close"}} | json(413, %{"error" => code, "message" => message})
+    ]
+
+  def error(status, code, message), do: json(status, %{"error" => code, "message" => message})
+
+  @doc false
+  def json(status, body) do
+    [
+      {:status, status},
+      {:header, {~c"Cache-Control", ~c"no-store"}},
+      {:content, ~c"application/json", :jiffy.encode(body)}
+    ]
+  end
+
+  # A request body up to the gateway's limit, read in the pieces Yaws hands over.
+  @doc false
+  def body(arg) do
+    limit = Grove.Gateway.config().max_body
+
+    case arg(arg, :clidata) do
+      body when is_binary(body) and byte_size(body) <= limit ->
+        {:ok, body}
+
+      body when is_binary(body) ->
+        {:error, 413, "too_large", "request bodies are limited to #{limit} bytes"}
+
+      {:partial, _} ->
+        {:error, 413, "too_large", "request bodies are limited to #{limit} bytes"}
+
+      :undefined ->
+        {:ok, ""}
+    end
+  end
+
+  @doc false
+  def decode_json(body) do
+    {:ok, :jiffy.decode(body, [:return_maps])}
+  rescue
+    _ -> {:error, 400, "bad_json", "the body is not valid JSON"}
+  catch
+    _, _ -> {:error, 400, "bad_json", "the body is not valid JSON"}
   end
 end

@@ -258,6 +258,7 @@ defmodule Grove.Gateway.Session do
   defp count_error(nil, _code), do: :ok
 
   defp count_error(stats, code) do
+    Grove.Metrics.execute([:grove, :session, :protocol_error], %{}, %{code: code})
     Stats.incr(stats, :protocol_errors)
     if code in [:rate_limited, :too_large], do: Stats.incr(stats, code)
     :ok

@@ -16,6 +16,7 @@ defmodule Grove.Gateway.Socket do
   import Grove.Gateway.Records
 
   alias Grove.Gateway.{HTTP, Session, Stats}
+  alias Grove.Metrics
 
   require Logger
 
@@ -98,6 +99,7 @@ defmodule Grove.Gateway.Socket do
     :ok = :pg.join(state.config.scope, :sessions, self())
     Stats.incr(state.config.stats, :sessions)
     Stats.incr(state.config.stats, :connections)
+    Metrics.execute([:grove, :session, :start], %{}, %{encoding: Session.encoding(state.session)})
     {:ok, schedule_flush(%{state | socket: ws_state(ws_state, :sock)})}
   end
 
@@ -163,8 +165,16 @@ defmodule Grove.Gateway.Socket do
     end
   end
 
-  def terminate(_reason, state) do
-    if state.socket, do: Stats.incr(state.config.stats, :sessions, -1)
+  def terminate(reason, state) do
+    if state.socket do
+      Stats.incr(state.config.stats, :sessions, -1)
+
+      Metrics.execute([:grove, :session, :stop], %{}, %{
+        encoding: Session.encoding(state.session),
+        reason: reason
+      })
+    end
+
     :ok
   end
 
@@ -230,6 +240,10 @@ defmodule Grove.Gateway.Socket do
 
   defp disconnect_slow(state) do
     Stats.incr(state.config.stats, :slow_consumers)
+
+    Metrics.execute([:grove, :session, :slow_consumer], %{}, %{
+      encoding: Session.encoding(state.session)
+    })
 
     bye =
       Session.send_message(state.session, %{

@@ -31,18 +31,27 @@ defmodule Grove.Metrics.Histogram do
   @typedoc "Bucket counts read at one moment; see `snapshot/1` and `diff/2`."
   @type snapshot :: [non_neg_integer()]
 
+  # The slot after the buckets holds the sum of the values, for exporters.
+  @sum_slot @size + 1
+
   @doc "A new, empty histogram."
   @spec new() :: t()
-  def new, do: :counters.new(@size, [:write_concurrency])
+  def new, do: :counters.new(@size + 1, [:write_concurrency])
 
   @doc "Records one value."
   @spec record(t(), non_neg_integer()) :: :ok
-  def record(histogram, value) when is_integer(value),
-    do: :counters.add(histogram, bucket(value) + 1, 1)
+  def record(histogram, value) when is_integer(value) do
+    :counters.add(histogram, bucket(value) + 1, 1)
+    :counters.add(histogram, @sum_slot, value)
+  end
+
+  @doc "The sum of the values recorded (what Prometheus calls `_sum`)."
+  @spec sum(t()) :: integer()
+  def sum(histogram), do: :counters.get(histogram, @sum_slot)
 
   @doc "Empties the histogram."
   @spec reset(t()) :: :ok
-  def reset(histogram), do: for(i <- 1..@size, do: :counters.put(histogram, i, 0)) && :ok
+  def reset(histogram), do: for(i <- 1..(@size + 1), do: :counters.put(histogram, i, 0)) && :ok
 
   @doc "A copy of the bucket counts, to diff against a later snapshot."
   @spec snapshot(t()) :: snapshot()
@@ -91,6 +100,39 @@ defmodule Grove.Metrics.Histogram do
       {_, i} -> upper_edge(i)
     end
   end
+
+  @doc """
+  Cumulative counts at every power of two from 1 up to `2^max_power`: the
+  number of values at or below each edge, exact, since each power of two is
+  a bucket boundary. For exporters that want a short, fixed set of buckets.
+  """
+  @spec cumulative_powers(t() | snapshot(), pos_integer()) :: [
+          {non_neg_integer(), non_neg_integer()}
+        ]
+  def cumulative_powers(histogram, max_power) when not is_list(histogram),
+    do: cumulative_powers(snapshot(histogram), max_power)
+
+  def cumulative_powers(snapshot, max_power) do
+    counts = List.to_tuple(snapshot)
+
+    {edges, _running, _i} =
+      Enum.reduce(0..max_power, {[], 0, 0}, fn power, {edges, running, i} ->
+        edge = (1 <<< power) - 1
+        # Add every bucket whose values all lie at or below the edge.
+        {running, i} = take_until(counts, i, edge, running)
+        {[{edge, running} | edges], running, i}
+      end)
+
+    Enum.reverse(edges)
+  end
+
+  defp take_until(counts, i, edge, running) when i < tuple_size(counts) do
+    if upper_edge(i) <= edge,
+      do: take_until(counts, i + 1, edge, running + elem(counts, i)),
+      else: {running, i}
+  end
+
+  defp take_until(_counts, i, _edge, running), do: {running, i}
 
   @doc "Buckets that hold values, as `{upper_edge, count}`, for exporters."
   @spec buckets(t() | snapshot()) :: [{non_neg_integer(), non_neg_integer()}]

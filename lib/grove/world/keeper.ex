@@ -42,6 +42,8 @@ defmodule Grove.World.Keeper do
         subscriptions: :ets.new(:grove_subscriptions, [:bag, :public]),
         ids: :atomics.new(1, signed: false),
         load: :atomics.new(count, signed: false),
+        zone_moves: :counters.new(count, [:write_concurrency]),
+        zone_entities: :atomics.new(count, signed: false),
         density: :atomics.new(world.density_cols * world.density_rows, signed: true),
         stats: Stats.new()
     }

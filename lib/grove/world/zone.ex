@@ -15,7 +15,7 @@ defmodule Grove.World.Zone do
 
   use GenServer
 
-  alias Grove.World
+  alias Grove.{Metrics, World}
   alias Grove.World.{Entity, Grid, Stats}
   alias Grove.World.Zone.State
 
@@ -447,7 +447,10 @@ defmodule Grove.World.Zone do
     send(owner, {:grove_move, id, tag, outcome})
   end
 
-  defp count_outcome(zone, outcome), do: Stats.incr(zone.world.stats, outcome_key(outcome))
+  defp count_outcome(zone, outcome) do
+    :counters.add(zone.world.zone_moves, zone.index + 1, 1)
+    Stats.incr(zone.world.stats, outcome_key(outcome))
+  end
 
   defp outcome_key({:ok, _cell}), do: :moves_ok
   defp outcome_key({:rejected, reason}), do: Stats.outcome_key(reason)
@@ -554,16 +557,27 @@ defmodule Grove.World.Zone do
   ## Ticks
 
   defp tick(zone) do
+    started = System.monotonic_time()
     zone = measure_mailbox(zone)
     zone = expire_handoffs(zone)
+    :atomics.put(zone.world.zone_entities, zone.index + 1, State.size(zone.core))
 
-    if zone.core.watched do
-      {changes, departed, core} = State.flush(zone.core)
-      zone = %{zone | core: core}
-      publish(zone, changes, departed)
-    else
-      zone
-    end
+    {zone, changes} =
+      if zone.core.watched do
+        {changes, departed, core} = State.flush(zone.core)
+        zone = %{zone | core: core}
+        {publish(zone, changes, departed), length(changes) + length(departed)}
+      else
+        {zone, 0}
+      end
+
+    Metrics.execute(
+      [:grove, :zone, :tick],
+      %{duration: System.monotonic_time() - started, changes: changes},
+      %{zone: zone.index}
+    )
+
+    zone
   end
 
   # Encode once, send the same binary to every subscriber. A subscriber whose
@@ -690,6 +704,7 @@ defmodule Grove.World.Zone do
 
     if mine != [] do
       Stats.incr(world.stats, :zone_restarts)
+      Metrics.execute([:grove, :zone, :restart], %{entities: length(mine)}, %{zone: index})
       Logger.info("zone #{index} restarted with #{length(mine)} entities")
     end
 

@@ -20,12 +20,21 @@ defmodule Mix.Tasks.Grove.Bench.Frames do
   alias Grove.Load.WsClient
   alias Grove.Protocol
 
-  @switches [actors: :integer, players: :integer, seconds: :integer, width: :integer, height: :integer, port: :integer]
+  @switches [
+    actors: :integer,
+    players: :integer,
+    seconds: :integer,
+    width: :integer,
+    height: :integer,
+    port: :integer
+  ]
 
   @impl true
   def run(args) do
     {opts, _rest, invalid} = OptionParser.parse(args, strict: @switches)
-    if invalid != [], do: Mix.raise("unknown options: #{inspect(invalid)}; see `mix help grove.bench.frames`")
+
+    if invalid != [],
+      do: Mix.raise("unknown options: #{inspect(invalid)}; see `mix help grove.bench.frames`")
 
     Application.put_env(:grove, :start, false)
     Mix.Task.run("app.start")
@@ -46,7 +55,10 @@ defmodule Mix.Tasks.Grove.Bench.Frames do
 
     wait_for_actors(actors)
     port = Grove.Gateway.port()
-    Mix.shell().info("#{actors} actors walking; recording views of #{players} players for #{seconds} s")
+
+    Mix.shell().info(
+      "#{actors} actors walking; recording views of #{players} players for #{seconds} s"
+    )
 
     parent = self()
 
@@ -109,12 +121,18 @@ defmodule Mix.Tasks.Grove.Bench.Frames do
 
   defp send_message(client, encoding, message) do
     kind = if encoding == :json, do: :text, else: :binary
-    :ok = WsClient.send_frame(client, {kind, IO.iodata_to_binary(Protocol.encode(message, encoding))})
+
+    :ok =
+      WsClient.send_frame(client, {kind, IO.iodata_to_binary(Protocol.encode(message, encoding))})
   end
 
   defp report(samples, seconds, players) do
     Mix.shell().info("")
-    Mix.shell().info("| view | frames | entities per frame | JSON bytes | binary bytes | binary / JSON |")
+
+    Mix.shell().info(
+      "| view | frames | entities per frame | JSON bytes | binary bytes | binary / JSON |"
+    )
+
     Mix.shell().info("| --- | ---: | ---: | ---: | ---: | ---: |")
 
     for {label, full} <- [{"full view", true}, {"delta", false}] do
@@ -141,5 +159,4 @@ defmodule Mix.Tasks.Grove.Bench.Frames do
         "(binary / JSON #{Float.round(total_binary / max(total_json, 1), 2)})"
     )
   end
-
 end

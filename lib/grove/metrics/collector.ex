@@ -1,0 +1,384 @@
+defmodule Grove.Metrics.Collector do
+  @moduledoc """
+  Gathers a Grove instance's metrics: it attaches to the events of
+  `Grove.Metrics` (zone ticks, sessions, protocol errors, load reports),
+  reads the counters the world, the gateway and the actors keep in place,
+  and samples the BEAM. Once a second it records a sample of every series
+  (rates, percentiles, gauges) in a history table, kept for `:history`
+  seconds (an hour by default), so a dashboard that reloads loses nothing.
+
+  Readers never wait for it: the history lives in an ETS table
+  (`history/2`), and `metrics/1` reads the counters directly.
+
+  ## Options
+
+    * `:instance` - the Grove instance (required)
+    * `:interval` - milliseconds between samples (default `1000`)
+    * `:history` - samples kept (default `3600`)
+  """
+
+  use GenServer
+
+  alias Grove.{Actors, Gateway, Metrics, World}
+  alias Grove.Metrics.Histogram
+
+  @outcomes [
+    :moves_ok,
+    :out_of_bounds,
+    :blocked,
+    :occupied,
+    :rate_limited,
+    :busy,
+    :not_owner,
+    :unknown_entity
+  ]
+  # Load reports older than this are no longer "a load run going on".
+  @load_report_ttl_ms 15_000
+
+  defstruct [
+    :instance,
+    :interval,
+    :history,
+    :table,
+    :handler_id,
+    :last,
+    :scheduler,
+    tick: nil,
+    errors: nil
+  ]
+
+  @doc false
+  def start_link(opts) do
+    instance = Keyword.fetch!(opts, :instance)
+    GenServer.start_link(__MODULE__, opts, name: name(instance))
+  end
+
+  @doc false
+  def child_spec(opts) do
+    %{id: {__MODULE__, Keyword.fetch!(opts, :instance)}, start: {__MODULE__, :start_link, [opts]}}
+  end
+
+  @doc "The samples recorded after `since_ms` (system time, milliseconds), oldest first."
+  @spec history(atom(), integer()) :: [map()]
+  def history(instance, since_ms \\ 0) do
+    table = table(instance)
+    :ets.select(table, [{{:"$1", :"$2"}, [{:>, :"$1", since_ms}], [:"$2"]}])
+  end
+
+  @doc "Moves per second of every zone over the last sample, for heat maps."
+  @spec zone_heat(atom()) :: [non_neg_integer()]
+  def zone_heat(instance) do
+    case :ets.lookup(:persistent_term.get({__MODULE__, instance}).load, :zones) do
+      [{:zones, rates}] -> rates
+      [] -> []
+    end
+  end
+
+  @doc "The latest sample, or `nil` before the first."
+  @spec latest(atom()) :: map() | nil
+  def latest(instance) do
+    table = table(instance)
+
+    case :ets.last(table) do
+      :"$end_of_table" -> nil
+      key -> :ets.lookup_element(table, key, 2)
+    end
+  end
+
+  @doc """
+  Every metric now, for exporters: a list of `{name, type, help, values}`
+  where values are `{labels, number}` for counters and gauges and
+  `{labels, %{buckets: [{le, count}], sum: number, count: integer}}` for
+  histograms (in seconds).
+  """
+  @spec metrics(atom()) :: [{String.t(), :counter | :gauge | :histogram, String.t(), list()}]
+  def metrics(instance) do
+    %{tick: tick, errors: errors} = :persistent_term.get({__MODULE__, instance})
+    world = World.stats(Grove.world(instance))
+    gateway = gateway_stats()
+    actor_latency = actor_histogram(instance)
+    loads = World.zone_loads(Grove.world(instance))
+    memory = :erlang.memory()
+    latest = latest(instance) || %{}
+
+    [
+      {"grove_moves_total", :counter, "Moves decided by zones, by outcome.",
+       for(key <- @outcomes, do: {[outcome: outcome_label(key)], world[key]})},
+      {"grove_handoffs_total", :counter, "Entities handed from zone to zone.",
+       [{[], world.handoffs}]},
+      {"grove_joins_total", :counter, "Entities that joined the world.", [{[], world.joins}]},
+      {"grove_departures_total", :counter, "Entities that left or whose client died.",
+       [{[], world.departures}]},
+      {"grove_zone_restarts_total", :counter, "Zones restarted with their entities.",
+       [{[], world.zone_restarts}]},
+      {"grove_view_deltas_total", :counter, "View deltas sent by zones to watchers.",
+       [{[], world.deltas_sent}]},
+      {"grove_viewers_lagging_total", :counter, "Deltas skipped for watchers too far behind.",
+       [{[], world.subscribers_lagging}]},
+      {"grove_entities", :gauge, "Entities in the world.", [{[], world.entities}]},
+      {"grove_players", :gauge, "Players in the world.", [{[], world.players}]},
+      {"grove_actors", :gauge, "Actors in the world.", [{[], world.actors}]},
+      {"grove_zone_mailbox_max", :gauge, "The longest zone mailbox, as zones last measured it.",
+       [{[], world.zone_mailbox_max}]},
+      {"grove_zone_mailbox", :gauge, "Mailbox length of the five busiest zones.",
+       loads
+       |> Enum.sort_by(& &1.mailbox, :desc)
+       |> Enum.take(5)
+       |> Enum.map(&{[zone: &1.zone], &1.mailbox})},
+      {"grove_zone_tick_duration_seconds", :histogram,
+       "Time a zone takes for its tick (deltas and upkeep).", [{[], histogram(tick, 1_000_000)}]},
+      {"grove_actor_move_round_trip_seconds", :histogram,
+       "Round trip of actors' moves, send to outcome.",
+       if(actor_latency, do: [{[], histogram(actor_latency, 1_000_000)}], else: [])},
+      {"grove_sessions", :gauge, "Connected WebSocket sessions.",
+       [{[], gateway[:sessions] || 0}]},
+      {"grove_frames_out_total", :counter, "Frames sent to clients, by encoding.",
+       [
+         {[encoding: "json"], gateway[:frames_out_json] || 0},
+         {[encoding: "binary"], gateway[:frames_out_binary] || 0}
+       ]},
+      {"grove_bytes_out_total", :counter, "Bytes sent to clients, by encoding.",
+       [
+         {[encoding: "json"], gateway[:bytes_out_json] || 0},
+         {[encoding: "binary"], gateway[:bytes_out_binary] || 0}
+       ]},
+      {"grove_frames_in_total", :counter, "Frames received from clients.",
+       [{[], gateway[:frames_in] || 0}]},
+      {"grove_views_coalesced_total", :counter,
+       "View flushes held back because the socket was behind.",
+       [{[], gateway[:views_coalesced] || 0}]},
+      {"grove_broadcasts_dropped_total", :counter,
+       "Stats and minimap messages dropped for sockets behind.",
+       [{[], gateway[:broadcasts_dropped] || 0}]},
+      {"grove_slow_consumers_total", :counter, "Connections closed for not keeping up.",
+       [{[], gateway[:slow_consumers] || 0}]},
+      {"grove_protocol_errors_total", :counter, "Bad client messages, by error code.",
+       for({code, ref} <- errors, do: {[code: code], :counters.get(ref, 1)})},
+      {"grove_beam_memory_bytes", :gauge, "Memory the BEAM uses, by kind.",
+       for(
+         kind <- [:total, :processes, :ets, :binary, :atom, :code],
+         do: {[kind: kind], memory[kind]}
+       )},
+      {"grove_beam_processes", :gauge, "Processes in the BEAM.",
+       [{[], :erlang.system_info(:process_count)}]},
+      {"grove_beam_run_queue", :gauge, "Processes waiting for a scheduler.",
+       [{[], :erlang.statistics(:total_run_queue_lengths)}]},
+      {"grove_beam_scheduler_utilization", :gauge,
+       "Share of time schedulers were busy over the last sample.",
+       [{[], Map.get(latest, :scheduler_utilization, 0.0)}]}
+    ]
+  end
+
+  defp histogram(source, per_second) do
+    %{
+      buckets:
+        for(
+          {edge, count} <- Histogram.cumulative_powers(source, 34),
+          do: {edge / per_second, count}
+        ),
+      sum: Histogram.sum(source) / per_second,
+      count: Histogram.count(source)
+    }
+  end
+
+  defp outcome_label(:moves_ok), do: :ok
+  defp outcome_label(key), do: key
+
+  # Callbacks
+
+  @impl true
+  def init(opts) do
+    instance = Keyword.fetch!(opts, :instance)
+    table = :ets.new(:grove_metrics_history, [:ordered_set, :protected, read_concurrency: true])
+    # The latest zone heat map and load report; load reports are written by
+    # whoever receives them (the gateway's request process).
+    load = :ets.new(:grove_metrics_latest, [:set, :public, read_concurrency: true])
+    tick = Histogram.new()
+    errors = Map.new(Grove.Protocol.error_codes(), &{&1, :counters.new(1, [:write_concurrency])})
+
+    :persistent_term.put({__MODULE__, instance}, %{
+      table: table,
+      load: load,
+      tick: tick,
+      errors: errors
+    })
+
+    handler_id = {__MODULE__, instance}
+
+    :ok =
+      Metrics.attach_many(
+        handler_id,
+        [[:grove, :zone, :tick], [:grove, :session, :protocol_error], [:grove, :load, :report]],
+        &__MODULE__.handle_event/4,
+        %{tick: tick, errors: errors, load: load}
+      )
+
+    state = %__MODULE__{
+      instance: instance,
+      interval: Keyword.get(opts, :interval, 1000),
+      history: Keyword.get(opts, :history, 3600),
+      table: table,
+      handler_id: handler_id,
+      tick: tick,
+      errors: errors,
+      scheduler: :scheduler.sample()
+    }
+
+    Process.flag(:trap_exit, true)
+    {:ok, schedule(%{state | last: reading(state)})}
+  end
+
+  @doc false
+  def handle_event([:grove, :zone, :tick], %{duration: duration}, _meta, %{tick: tick}),
+    do: Histogram.record(tick, System.convert_time_unit(duration, :native, :microsecond))
+
+  def handle_event([:grove, :session, :protocol_error], _m, %{code: code}, %{errors: errors}) do
+    case errors do
+      %{^code => ref} -> :counters.add(ref, 1, 1)
+      _ -> :ok
+    end
+  end
+
+  def handle_event([:grove, :load, :report], measurements, metadata, %{load: load}),
+    do:
+      :ets.insert(
+        load,
+        {:latest, System.monotonic_time(:millisecond), Map.merge(measurements, metadata)}
+      )
+
+  @impl true
+  def handle_info(:sample, state) do
+    now = reading(state)
+    scheduler = :scheduler.sample()
+    sample = sample(state, state.last, now, :scheduler.utilization(state.scheduler, scheduler))
+    seconds = max((now.at - state.last.at) / 1000, 0.001)
+    :ets.insert(state.table, {sample.t, sample})
+
+    :ets.insert(
+      :persistent_term.get({__MODULE__, state.instance}).load,
+      {:zones, zone_rates(state.last.zones, now.zones, seconds)}
+    )
+
+    trim(state)
+    {:noreply, schedule(%{state | last: now, scheduler: scheduler})}
+  end
+
+  @impl true
+  def terminate(_reason, state) do
+    Metrics.detach(state.handler_id)
+    :ok
+  end
+
+  defp schedule(state) do
+    Process.send_after(self(), :sample, state.interval)
+    state
+  end
+
+  defp trim(state) do
+    excess = :ets.info(state.table, :size) - state.history
+
+    if excess > 0,
+      do: Enum.each(1..excess, fn _ -> :ets.delete(state.table, :ets.first(state.table)) end)
+  end
+
+  ## Samples
+
+  defp reading(state) do
+    %{
+      at: System.monotonic_time(:millisecond),
+      world: World.stats(Grove.world(state.instance)),
+      zones: World.zone_loads(Grove.world(state.instance)),
+      gateway: gateway_stats(),
+      actors: actor_stats(state.instance),
+      tick: Histogram.snapshot(state.tick)
+    }
+  end
+
+  defp sample(state, before, now, utilization) do
+    seconds = max((now.at - before.at) / 1000, 0.001)
+
+    rate = fn source, key ->
+      round(((now[source][key] || 0) - (before[source][key] || 0)) / seconds)
+    end
+
+    moves = Enum.reduce(@outcomes, 0, fn key, acc -> acc + now.world[key] - before.world[key] end)
+    memory = :erlang.memory()
+
+    actor_latency =
+      if now.actors && before.actors,
+        do: Histogram.diff(now.actors.latency, before.actors.latency),
+        else: []
+
+    tick = Histogram.diff(now.tick, before.tick)
+
+    %{
+      t: System.system_time(:millisecond),
+      moves_per_s: round(moves / seconds),
+      moves_ok_per_s: rate.(:world, :moves_ok),
+      busy_per_s: rate.(:world, :busy),
+      handoffs_per_s: rate.(:world, :handoffs),
+      entities: now.world.entities,
+      players: now.world.players,
+      actors: now.world.actors,
+      zone_mailbox_max: now.world.zone_mailbox_max,
+      actor_p50_ms: ms(Histogram.percentile(actor_latency, 50)),
+      actor_p99_ms: ms(Histogram.percentile(actor_latency, 99)),
+      tick_p99_ms: ms(Histogram.percentile(tick, 99)),
+      sessions: now.gateway[:sessions] || 0,
+      frames_out_per_s: rate.(:gateway, :frames_out_json) + rate.(:gateway, :frames_out_binary),
+      bytes_out_json_per_s: rate.(:gateway, :bytes_out_json),
+      bytes_out_binary_per_s: rate.(:gateway, :bytes_out_binary),
+      bytes_in_per_s: rate.(:gateway, :bytes_in),
+      views_coalesced_per_s: rate.(:gateway, :views_coalesced),
+      broadcasts_dropped_per_s: rate.(:gateway, :broadcasts_dropped),
+      slow_consumers: now.gateway[:slow_consumers] || 0,
+      protocol_errors_per_s: rate.(:gateway, :protocol_errors),
+      memory_mb: round(memory[:total] / 1_000_000),
+      processes: :erlang.system_info(:process_count),
+      run_queue: :erlang.statistics(:total_run_queue_lengths),
+      scheduler_utilization: normal_utilization(utilization),
+      load_run: load_run(state.instance)
+    }
+  end
+
+  defp zone_rates(before, now, seconds) do
+    Enum.zip_with(before, now, fn b, n -> round((n.moves - b.moves) / seconds) end)
+  end
+
+  defp load_run(instance) do
+    case :ets.lookup(:persistent_term.get({__MODULE__, instance}).load, :latest) do
+      [{:latest, at, report}] ->
+        if System.monotonic_time(:millisecond) - at < @load_report_ttl_ms, do: report
+
+      [] ->
+        nil
+    end
+  end
+
+  defp normal_utilization(samples) do
+    normal = for {:normal, _id, util, _} <- samples, do: util
+    if normal == [], do: 0.0, else: Float.round(Enum.sum(normal) / length(normal), 3)
+  end
+
+  defp gateway_stats do
+    if :persistent_term.get(Gateway, nil), do: Gateway.stats(), else: %{}
+  end
+
+  defp actor_histogram(instance) do
+    Actors.stats(Grove.actors(instance)).latency
+  rescue
+    ArgumentError -> nil
+  end
+
+  defp actor_stats(instance) do
+    Actors.Stats.read(Actors.stats(Grove.actors(instance)))
+  rescue
+    ArgumentError -> nil
+  end
+
+  defp ms(nil), do: nil
+  defp ms(micros), do: Float.round(micros / 1000, 2)
+
+  defp name(instance), do: :"#{instance}.Metrics.Collector"
+  defp table(instance), do: :persistent_term.get({__MODULE__, instance}).table
+end

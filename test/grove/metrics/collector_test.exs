@@ -1,0 +1,89 @@
+defmodule Grove.Metrics.CollectorTest do
+  use ExUnit.Case, async: true
+
+  import Grove.WorldCase, only: [eventually: 1]
+
+  alias Grove.Metrics.{Collector, Prometheus, StatsD}
+
+  setup do
+    name = :"collector_#{System.unique_integer([:positive])}"
+
+    start_supervised!(
+      {Grove,
+       name: name,
+       world: [width: 40, height: 40, zone_size: 20, tick: 20],
+       actors: [count: 30, interval: 100],
+       gateway: false,
+       metrics: [interval: 20, history: 5],
+       status_interval: false}
+    )
+
+    %{instance: name}
+  end
+
+  test "samples every interval, keeping a bounded history", %{instance: instance} do
+    eventually(fn -> assert length(Collector.history(instance)) == 5 end)
+    [first | _] = samples = Collector.history(instance)
+    assert Enum.map(samples, & &1.t) == Enum.sort(Enum.map(samples, & &1.t))
+    assert Collector.history(instance, first.t) == tl(samples)
+
+    eventually(fn ->
+      sample = Collector.latest(instance)
+      assert sample.entities == 30 and sample.actors == 30
+      assert sample.moves_per_s > 0
+      assert is_float(sample.scheduler_utilization)
+    end)
+
+    assert length(Collector.zone_heat(instance)) == 4
+  end
+
+  test "exports Prometheus text: every family with help and type, histograms complete", %{
+    instance: instance
+  } do
+    eventually(fn -> assert (Collector.latest(instance) || %{})[:moves_per_s] > 0 end)
+    text = IO.iodata_to_binary(Prometheus.render(instance))
+    lines = String.split(text, "\n", trim: true)
+
+    for line <- lines do
+      assert line =~
+               ~r/^(# (HELP|TYPE) [a-z_]+ .+|[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [-0-9.e+NaInf]+)$/,
+             "not Prometheus text: #{inspect(line)}"
+    end
+
+    assert text =~ ~s(grove_moves_total{outcome="ok"})
+    assert text =~ "grove_entities 30"
+    assert text =~ ~s(grove_zone_tick_duration_seconds_bucket{le="+Inf"})
+    assert text =~ "grove_zone_tick_duration_seconds_count"
+    assert text =~ "grove_beam_processes"
+  end
+
+  test "the tick histogram counts zone ticks", %{instance: instance} do
+    eventually(fn ->
+      {_, :histogram, _, [{[], tick}]} =
+        List.keyfind(Collector.metrics(instance), "grove_zone_tick_duration_seconds", 0)
+
+      assert tick.count > 0
+      assert {_, cumulative} = List.last(tick.buckets)
+      assert cumulative == tick.count
+    end)
+  end
+
+  test "StatsD lines: counters as increases, gauges as values", %{instance: instance} do
+    metrics = Collector.metrics(instance)
+    {lines, last} = StatsD.lines(metrics, "grove", %{})
+    assert Enum.any?(lines, &(&1 =~ ~r/^grove\.entities:\d+\|g$/))
+    assert Enum.any?(lines, &(&1 =~ ~r/^grove\.moves\.ok:\d+\|c$/))
+
+    {again, _} = StatsD.lines(metrics, "grove", last)
+    assert "grove.handoffs:0|c" in again
+  end
+
+  test "StatsD pushes over UDP", %{instance: instance} do
+    {:ok, socket} = :gen_udp.open(0, [:binary, active: true])
+    {:ok, port} = :inet.port(socket)
+    start_supervised!({StatsD, instance: instance, port: port, interval: 20, prefix: "g"})
+    assert_receive {:udp, ^socket, _, _, datagram}, 2000
+    assert datagram =~ ~r/^g\.[a-z_.]+:[0-9.]+\|(c|g)/m
+    assert byte_size(datagram) <= 1400
+  end
+end
