@@ -31,7 +31,9 @@ defmodule Grove.Gateway do
       `:view_backlog` for `:slow_seconds`, or grows over `:slow_backlog`
       bytes at all, is closed as a slow consumer (defaults `5`, `131_072`)
     * `:stats_interval`, `:density_interval` - milliseconds between `stats`
-      and `density` messages to every client (defaults `1000`, `2000`)
+      and `density` messages to every client (defaults `1000`, `5000`)
+    * `:density_side` - the minimap's largest side in blocks; the world's
+      density grid is merged down to it (default `64`)
     * `:drain_timeout` - milliseconds shutdown waits for sessions to say
       goodbye (default `5000`)
     * `:max_connections` - HTTP connections Yaws accepts at once (default `:nolimit`)
@@ -71,7 +73,8 @@ defmodule Grove.Gateway do
     slow_backlog: 131_072,
     slow_seconds: 5,
     stats_interval: 1000,
-    density_interval: 2000,
+    density_interval: 5000,
+    density_side: 64,
     drain_timeout: 5000,
     max_connections: :nolimit,
     sndbuf: nil,
@@ -242,7 +245,8 @@ defmodule Grove.Gateway do
           :stats_interval,
           :density_interval,
           :drain_timeout,
-          :max_body
+          :max_body,
+          :density_side
         ],
         not (is_integer(opts[key]) and opts[key] > 0) do
       raise ArgumentError,

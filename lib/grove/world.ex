@@ -511,22 +511,37 @@ defmodule Grove.World do
   @doc """
   How crowded each block of the world is, for a minimap: `cols` x `rows`
   bytes, row by row, each the share of the block's cells that hold an
-  entity, from 0 (empty) to 255 (full). Read from `:atomics` the zones keep
+  entity, from 0 (empty) to 255 (full). With `max_side`, blocks are merged
+  so that neither side exceeds it. Read from `:atomics` the zones keep
   up to date; no message is sent. (A zone that crashes in the middle of a
   handoff can leave a block off by one; it is a picture, not a count.)
   """
-  @spec density(name() | t()) :: %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
-  def density(world) do
+  @spec density(name() | t(), pos_integer() | nil) ::
+          %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
+  def density(world, max_side \\ nil) do
     world = fetch!(world)
-    capacity = world.density_block * world.density_block
+    %__MODULE__{density_cols: cols, density_rows: rows, density_block: block} = world
+
+    # Neighbouring blocks are summed in groups of `group` x `group` when the
+    # grid is wider or taller than `max_side`.
+    group = if max_side, do: max(div(max(cols, rows) + max_side - 1, max_side), 1), else: 1
+    out_cols = div(cols + group - 1, group)
+    out_rows = div(rows + group - 1, group)
+    capacity = block * block * group * group
 
     cells =
-      for i <- 1..(world.density_cols * world.density_rows), into: <<>> do
-        count = :atomics.get(world.density, i)
+      for out_row <- 0..(out_rows - 1), out_col <- 0..(out_cols - 1), into: <<>> do
+        count =
+          for row <- (out_row * group)..min(out_row * group + group - 1, rows - 1),
+              col <- (out_col * group)..min(out_col * group + group - 1, cols - 1),
+              reduce: 0 do
+            acc -> acc + :atomics.get(world.density, row * cols + col + 1)
+          end
+
         <<min(max(div(count * 255 + capacity - 1, capacity), 0), 255)>>
       end
 
-    %{cols: world.density_cols, rows: world.density_rows, cells: cells}
+    %{cols: out_cols, rows: out_rows, cells: cells}
   end
 
   @doc """

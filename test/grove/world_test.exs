@@ -379,6 +379,13 @@ defmodule Grove.WorldTest do
       assert :binary.at(World.density(world).cells, 1) == 0
       assert World.stats(world).actors == 0
     end
+
+    test "merges blocks to fit a smaller map", %{world: world} do
+      for cell <- [{0, 0}, {15, 15}, {39, 39}], do: {:ok, _, _} = World.join(world, at: cell)
+      # 4 x 4 blocks of 100 cells merged 2 by 2: each merged block holds 400 cells.
+      assert %{cols: 2, rows: 2, cells: <<a, 0, 0, d>>} = World.density(world, 2)
+      assert a == div(2 * 255 + 399, 400) and d == div(255 + 399, 400)
+    end
   end
 
   test "bad world options get a clear error" do

@@ -1,8 +1,9 @@
 defmodule Grove.Gateway.Broadcaster do
   @moduledoc false
   # Sends what every client gets alike, `stats` each second and `density`
-  # (the minimap) every two, encoded once per encoding and fanned out to the
-  # sessions. Sessions that are behind drop them.
+  # (the minimap) every few, encoded once per encoding and fanned out to the
+  # sessions. Sessions that are behind drop them. The minimap is the largest
+  # thing every client gets, so its size and pace are capped.
 
   use GenServer
 
@@ -40,7 +41,10 @@ defmodule Grove.Gateway.Broadcaster do
 
   def handle_info(:density, state) do
     Process.send_after(self(), :density, state.config.density_interval)
-    %{cols: cols, rows: rows, cells: cells} = World.density(state.config.world)
+
+    %{cols: cols, rows: rows, cells: cells} =
+      World.density(state.config.world, state.config.density_side)
+
     broadcast(state.config, %{type: :density, cols: cols, rows: rows, cells: cells})
     {:noreply, state}
   end

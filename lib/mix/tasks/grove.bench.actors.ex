@@ -36,6 +36,7 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
   use Mix.Task
 
   alias Grove.Bench.Actors, as: Bench
+  alias Grove.Load.Report
 
   @switches [
     actors: :integer,
@@ -94,7 +95,7 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
 
     if json do
       File.mkdir_p!(Path.dirname(json))
-      File.write!(json, :jiffy.encode(to_json(report), [:pretty]))
+      File.write!(json, :jiffy.encode(Report.to_json(report), [:pretty]))
       Mix.shell().info("report written to #{json}")
     end
   end
@@ -140,14 +141,4 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
         "Elixir #{System.version()}, #{div(:erlang.memory(:total), 1_000_000)} MB in use at start"
     )
   end
-
-  # jiffy writes `nil` as a string; JSON wants null.
-  defp to_json(nil), do: :null
-  defp to_json(map) when is_map(map), do: Map.new(map, fn {k, v} -> {k, to_json(v)} end)
-  defp to_json(list) when is_list(list), do: Enum.map(list, &to_json/1)
-
-  defp to_json(value) when is_atom(value) and value not in [true, false],
-    do: Atom.to_string(value)
-
-  defp to_json(value), do: value
 end

@@ -1,0 +1,112 @@
+defmodule Grove.Load.Stats do
+  @moduledoc false
+  # What a load run's bots see, shared without a process hop: counters, the
+  # move round trip and connect time histograms, and counts of disconnects
+  # and correctness failures by kind.
+
+  alias Grove.Metrics.Histogram
+
+  @keys [
+    :started,
+    :connected,
+    :connect_failures,
+    :joined,
+    :moves_sent,
+    :outcomes,
+    :outcomes_ok,
+    :timeouts,
+    :view_frames,
+    :frames_in,
+    :bytes_in,
+    :bytes_out,
+    :protocol_errors,
+    :disconnects,
+    :correctness_failures
+  ]
+
+  @disconnect_reasons [
+    :shutdown,
+    :slow_consumer,
+    :too_many_errors,
+    :replaced,
+    :too_large,
+    :closed,
+    :error
+  ]
+  @failures [
+    :position,
+    :unexpected_outcome,
+    :stacked_view,
+    :entity_on_blocked_cell,
+    :own_entity_missing
+  ]
+
+  for {key, index} <-
+        Enum.with_index(
+          @keys ++
+            Enum.map(@disconnect_reasons, &{:disconnect, &1}) ++
+            Enum.map(@failures, &{:failure, &1}),
+          1
+        ) do
+    defp index(unquote(Macro.escape(key))), do: unquote(index)
+  end
+
+  defstruct [:counters, :latency, :connect]
+
+  @type t :: %__MODULE__{}
+
+  @spec new() :: t()
+  def new do
+    size = length(@keys) + length(@disconnect_reasons) + length(@failures)
+
+    %__MODULE__{
+      counters: :counters.new(size, [:write_concurrency]),
+      latency: Histogram.new(),
+      connect: Histogram.new()
+    }
+  end
+
+  def disconnect_reasons, do: @disconnect_reasons
+  def failures, do: @failures
+
+  @spec incr(t(), term(), integer()) :: :ok
+  def incr(%__MODULE__{counters: c}, key, by \\ 1), do: :counters.add(c, index(key), by)
+
+  @spec disconnect(t(), atom()) :: :ok
+  def disconnect(stats, reason) do
+    reason = if reason in @disconnect_reasons, do: reason, else: :error
+    incr(stats, :disconnects)
+    incr(stats, {:disconnect, reason})
+  end
+
+  @spec failure(t(), atom()) :: :ok
+  def failure(stats, kind) when kind in @failures do
+    incr(stats, :correctness_failures)
+    incr(stats, {:failure, kind})
+  end
+
+  @doc "A reading of everything, to diff against a later one."
+  @spec read(t()) :: map()
+  def read(%__MODULE__{counters: c} = stats) do
+    %{
+      counts: Map.new(@keys, &{&1, :counters.get(c, index(&1))}),
+      disconnects:
+        Map.new(@disconnect_reasons, &{&1, :counters.get(c, index({:disconnect, &1}))}),
+      failures: Map.new(@failures, &{&1, :counters.get(c, index({:failure, &1}))}),
+      latency: Histogram.snapshot(stats.latency),
+      connect: Histogram.snapshot(stats.connect)
+    }
+  end
+
+  @doc "What happened between two readings."
+  @spec diff(map(), map()) :: map()
+  def diff(later, earlier) do
+    %{
+      counts: Map.new(later.counts, fn {k, v} -> {k, v - earlier.counts[k]} end),
+      disconnects: Map.new(later.disconnects, fn {k, v} -> {k, v - earlier.disconnects[k]} end),
+      failures: Map.new(later.failures, fn {k, v} -> {k, v - earlier.failures[k]} end),
+      latency: Histogram.diff(later.latency, earlier.latency),
+      connect: Histogram.diff(later.connect, earlier.connect)
+    }
+  end
+end

@@ -1,0 +1,101 @@
+defmodule Mix.Tasks.Grove.Load do
+  @shortdoc "Load lab: real players over WebSocket against a running server"
+
+  @moduledoc """
+  Runs load against a Grove server from this OS process (start the server
+  elsewhere, e.g. `make run`).
+
+      mix grove.load ws --url ws://127.0.0.1:4000/ws --players 10000 --ramp 500 --duration 300
+      mix grove.load ws --ramp 200 --encoding binary --json knee.json
+
+  ## ws
+
+  Bots are real WebSocket clients (gen_tcp and cowlib framing) that join with
+  view updates, move on their schedule and check what they receive. A
+  progress line every 5 s, then a report; see `Grove.Load.WsRun`.
+
+    * `--url URL` - the server's WebSocket endpoint (default `ws://127.0.0.1:4000/ws`)
+    * `--players N` - players to run; without it, ramp until the knee
+    * `--ramp PER_SECOND` - players added per second (default a tenth of
+      `--players`, at least 100)
+    * `--duration S` - seconds to hold all players after the ramp (default 60)
+    * `--move-every MS` - milliseconds between a player's moves (default 1000)
+    * `--encoding json|binary` (default json)
+    * `--limit-ms MS` - the p99 that marks the knee (default 100)
+    * `--json PATH` - write the report as JSON
+    * `--report PATH` - write a Markdown report with an SVG chart next to it
+    * `--dashboard URL` - post progress to that server's dashboard (e.g.
+      `http://127.0.0.1:4000`), with `--token TOKEN` if it needs one
+    * `--server-pid PID` - also report the server's CPU, read from /proc
+  """
+
+  use Mix.Task
+
+  alias Grove.Load.{Report, WsRun}
+
+  @ws_switches [
+    url: :string,
+    players: :integer,
+    ramp: :integer,
+    duration: :integer,
+    move_every: :integer,
+    encoding: :string,
+    limit_ms: :integer,
+    json: :string,
+    report: :string,
+    dashboard: :string,
+    token: :string,
+    server_pid: :integer,
+    max_players: :integer
+  ]
+
+  @impl true
+  def run(["ws" | args]) do
+    {opts, rest, invalid} = OptionParser.parse(args, strict: @ws_switches)
+
+    if rest != [] or invalid != [],
+      do: Mix.raise("unexpected arguments #{inspect(rest ++ invalid)}; see `mix help grove.load`")
+
+    encoding =
+      case Keyword.get(opts, :encoding, "json") do
+        "json" -> :json
+        "binary" -> :binary
+        other -> Mix.raise("--encoding must be json or binary, got #{inspect(other)}")
+      end
+
+    for {key, value} <- opts, is_integer(value) and value <= 0 do
+      Mix.raise("--#{String.replace(to_string(key), "_", "-")} must be positive, got #{value}")
+    end
+
+    # The load lab is a client: it starts no world of its own.
+    Application.put_env(:grove, :start, false)
+    Mix.Task.run("app.start")
+    Logger.configure(level: :warning)
+
+    {json, opts} = Keyword.pop(opts, :json)
+    {markdown, opts} = Keyword.pop(opts, :report)
+    {dashboard, opts} = Keyword.pop(opts, :dashboard)
+
+    run_opts =
+      opts
+      |> Keyword.put(:encoding, encoding)
+      |> Keyword.put(:report_url, dashboard)
+
+    report = WsRun.run(run_opts)
+
+    if json, do: write(json, :jiffy.encode(Report.to_json(report), [:pretty]))
+
+    if markdown do
+      Report.write(markdown, "WebSocket load", report, ["mix", "grove.load", "ws" | args])
+      Mix.shell().info("written #{markdown}")
+    end
+  end
+
+  def run(_args), do: Mix.raise("usage: mix grove.load ws [options] (see `mix help grove.load`)")
+
+  defp write(path, content) do
+    File.mkdir_p!(Path.dirname(path))
+    File.write!(path, content)
+    Mix.shell().info("written #{path}")
+  end
+end
