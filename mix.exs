@@ -26,8 +26,13 @@ defmodule Grove.MixProject do
 
   def application do
     [
+      # Yaws compiles a small module when it starts, hence :compiler.
       extra_applications:
-        [:logger, :runtime_tools, :crypto, :jiffy] ++ test_applications(Mix.env()),
+        [:logger, :runtime_tools, :crypto, :compiler, :inets, :jiffy, :cowlib] ++
+          test_applications(Mix.env()),
+      # Yaws runs embedded in Grove's own tree: loaded with the application,
+      # never started as an application of its own.
+      included_applications: [:yaws],
       mod: {Grove.Application, []}
     ]
   end
