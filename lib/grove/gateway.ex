@@ -188,6 +188,10 @@ defmodule Grove.Gateway do
         listen_opts:
           [
             backlog: 1024,
+            # Outcomes are small frames that must go out at once, not wait
+            # for Nagle's algorithm and a delayed ACK (measured: ~40 ms late
+            # in about one move in 300 from a browser).
+            nodelay: true,
             send_timeout: 10_000,
             send_timeout_close: true,
             high_watermark: 2 * opts[:slow_backlog],

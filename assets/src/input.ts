@@ -1,0 +1,70 @@
+import type { Direction } from "./protocol";
+
+// By physical key (KeyboardEvent.code), so WASD sits under the left hand on
+// any layout.
+const keyDirections: Readonly<Record<string, Direction>> = {
+  ArrowUp: "n",
+  ArrowRight: "e",
+  ArrowDown: "s",
+  ArrowLeft: "w",
+  KeyW: "n",
+  KeyD: "e",
+  KeyS: "s",
+  KeyA: "w",
+};
+
+/** While a key is held, one move every this many milliseconds (the server allows 20 a second). */
+const REPEAT_MS = 120;
+
+/**
+ * Arrow keys and WASD to directions. A press moves at once; holding a key
+ * repeats at REPEAT_MS (the browser's own key repeat is ignored: its rate
+ * is the user's setting, not ours). Every other key is left alone.
+ */
+export class Keyboard {
+  // Held movement keys, the most recent last: it is the one that repeats.
+  private held: string[] = [];
+  private repeatTimer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(private readonly onMove: (direction: Direction, startedAt: number, repeated: boolean) => void) {}
+
+  attach(target: Window): void {
+    target.addEventListener("keydown", (event) => this.keyDown(event));
+    target.addEventListener("keyup", (event) => this.keyUp(event));
+    // Keys released while the page had no focus never send keyup.
+    target.addEventListener("blur", () => this.releaseAll());
+  }
+
+  private keyDown(event: KeyboardEvent): void {
+    // Leave shortcuts such as Ctrl+R or Alt+Left to the browser.
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    const direction = keyDirections[event.code];
+    if (!direction) return;
+    event.preventDefault(); // arrow keys would scroll the page
+    if (event.repeat || this.held.includes(event.code)) return;
+
+    this.held.push(event.code);
+    this.onMove(direction, performance.now(), false);
+    clearInterval(this.repeatTimer);
+    this.repeatTimer = setInterval(() => this.repeat(), REPEAT_MS);
+  }
+
+  private keyUp(event: KeyboardEvent): void {
+    const index = this.held.indexOf(event.code);
+    if (index < 0) return;
+    this.held.splice(index, 1);
+    if (this.held.length === 0) this.releaseAll();
+  }
+
+  private repeat(): void {
+    const code = this.held[this.held.length - 1];
+    const direction = code === undefined ? undefined : keyDirections[code];
+    if (direction) this.onMove(direction, performance.now(), true);
+  }
+
+  private releaseAll(): void {
+    this.held = [];
+    clearInterval(this.repeatTimer);
+    this.repeatTimer = undefined;
+  }
+}

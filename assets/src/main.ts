@@ -1,0 +1,219 @@
+import "./style.css";
+import { Connection, type ConnectionState } from "./connection";
+import { Hud } from "./hud";
+import { Keyboard } from "./input";
+import { Minimap } from "./minimap";
+import { MoveLog, MovePacer } from "./moves";
+import { PROTOCOL_VERSION, type Direction, type Encoding, type Message, type MoveResult, type Outcome, type Stats } from "./protocol";
+import { fetchTerrain, type Terrain } from "./terrain";
+import { Viewport } from "./viewport";
+import { WorldModel } from "./world";
+
+// Page options: ?encoding=binary picks the binary wire format, ?view=N a
+// viewport radius other than the server's default.
+const params = new URLSearchParams(location.search);
+const encoding: Encoding = params.get("encoding") === "binary" ? "binary" : "json";
+const requestedRadius = Number.parseInt(params.get("view") ?? "", 10);
+
+const world = new WorldModel();
+const moves = new MoveLog();
+const pacer = new MovePacer();
+const hud = new Hud();
+const viewport = new Viewport(document.getElementById("viewport") as HTMLElement);
+const minimap = new Minimap(document.getElementById("minimap") as HTMLCanvasElement);
+
+let terrain: Terrain | undefined;
+let lastStats: Stats | undefined;
+let roundTripMs: number | undefined;
+let welcomes = 0;
+let pongs = 0;
+let densities = 0;
+let renderQueued = false;
+
+const refusals: Partial<Record<MoveResult, string>> = {
+  out_of_bounds: "That is the edge of the world.",
+  blocked: "Something is in the way.",
+  occupied: "Someone is standing there.",
+  rate_limited: "Easy, not so fast!",
+  busy: "The world is busy, try again.",
+};
+
+const connection = new Connection({
+  url: `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws?encoding=${encoding}`,
+  encoding,
+  viewRadius: Number.isInteger(requestedRadius) && requestedRadius > 0 ? requestedRadius : undefined,
+  onMessage: receive,
+  onState: (state: ConnectionState) => {
+    hud.setState(state);
+    if (state !== "connected") moves.forgetPending();
+  },
+  onRoundTrip: (milliseconds: number) => {
+    pongs++;
+    roundTripMs = milliseconds;
+    hud.setRoundTrip(milliseconds);
+  },
+});
+
+function receive(message: Message): void {
+  switch (message.type) {
+    case "welcome":
+      welcomes++;
+      if (message.protocol !== PROTOCOL_VERSION) {
+        console.warn(`grove: the server speaks protocol ${message.protocol}, this page ${PROTOCOL_VERSION}`);
+      }
+      world.applyWelcome(message);
+      // The first terrain request is already under way; after a reconnect
+      // the server may be a new one, with new ground.
+      if (welcomes > 1 || (terrain && (terrain.width !== world.width || terrain.height !== world.height))) {
+        loadTerrain();
+      }
+      renderNow();
+      break;
+    case "view":
+      world.applyView(message);
+      renderSoon();
+      break;
+    case "outcome":
+      settle(message);
+      break;
+    case "stats":
+      lastStats = message;
+      hud.setStats(message);
+      break;
+    case "density":
+      densities++;
+      minimap.setDensity(message);
+      break;
+    case "error":
+      if (message.code === "rate_limited") hud.flash(refusals.rate_limited as string);
+      else console.warn(`grove: server error ${message.code}: ${message.message}`);
+      break;
+    case "bye":
+      hud.flash(`The server said goodbye (${message.reason}).`);
+      break;
+  }
+}
+
+function settle(outcome: Outcome): void {
+  const move = moves.settle(outcome);
+  world.applyOutcome(outcome);
+  renderNow();
+  if (outcome.result === "ok") {
+    // The avatar is in the DOM now; the next animation frame is when it is seen.
+    if (move) {
+      const answeredAt = performance.now();
+      requestAnimationFrame(() => moves.recordShown(move, answeredAt, performance.now()));
+    }
+  } else {
+    viewport.bump(move?.direction);
+    hud.flash(refusals[outcome.result] ?? `Cannot go there (${outcome.result}).`);
+  }
+}
+
+// A press waits here for the pacer when keys come faster than it allows;
+// only the newest is kept, as a player expects.
+let waiting: { direction: Direction; startedAt: number } | undefined;
+let waitTimer: ReturnType<typeof setTimeout> | undefined;
+
+function requestMove(direction: Direction, startedAt: number, repeated: boolean): void {
+  if (connection.current !== "connected") return;
+  if (!waiting && pacer.take()) {
+    sendMove(direction, startedAt);
+  } else if (!repeated) {
+    waiting = { direction, startedAt };
+    clearTimeout(waitTimer);
+    waitTimer = setTimeout(sendWaiting, pacer.wait());
+  }
+}
+
+function sendWaiting(): void {
+  const next = waiting;
+  waiting = undefined;
+  if (next && connection.current === "connected") {
+    if (pacer.take()) sendMove(next.direction, next.startedAt);
+    else requestMove(next.direction, next.startedAt, false);
+  }
+}
+
+function sendMove(direction: Direction, startedAt: number): void {
+  const move = moves.start(direction, startedAt);
+  connection.send({ type: "move", seq: move.seq, dir: direction });
+}
+
+function loadTerrain(): void {
+  fetchTerrain().then(
+    (loaded) => {
+      terrain = loaded;
+      minimap.setTerrain(loaded);
+      renderNow();
+    },
+    (error: unknown) => {
+      console.warn("grove: no terrain yet:", error);
+      // Retry with the next welcome, or shortly if the session is up.
+      if (connection.current === "connected") setTimeout(loadTerrain, 2000);
+    },
+  );
+}
+
+function renderNow(): void {
+  viewport.render(world, terrain);
+  hud.setPosition(world.x, world.y);
+  minimap.setPlayer(world.x, world.y, world.viewRadius, world.width, world.height);
+}
+
+// View deltas can come several to a frame; draw once per frame.
+function renderSoon(): void {
+  if (renderQueued) return;
+  renderQueued = true;
+  requestAnimationFrame(() => {
+    renderQueued = false;
+    renderNow();
+  });
+}
+
+/** The hook tests and the keypress bench read the game through. */
+const hook = {
+  state: () => ({
+    connected: connection.current === "connected",
+    connection: connection.current,
+    encoding,
+    id: world.selfId,
+    x: world.x,
+    y: world.y,
+    width: world.width,
+    height: world.height,
+    viewRadius: world.viewRadius,
+    entities: viewport.entityCount,
+    seq: moves.lastSeq,
+    welcomes,
+    terrainLoaded: terrain !== undefined,
+  }),
+  /** The last `stats`, the last ping round trip, and how many pongs and minimaps came. */
+  stats: () => ({ ...lastStats, roundTripMs, pongs, densities }),
+  /** Milliseconds from key press to the frame showing the avatar moved, per successful move. */
+  moveLatencies: () => moves.timings.map((timing) => timing.shown),
+  /** The same moves, with when each was sent and answered. */
+  moveTimings: () => moves.timings.slice(),
+  /** Resolves with the result of move `seq` once it is refused or shown. */
+  moveDone: (seq: number) => moves.whenDone(seq),
+  moveResults: () => moves.results.slice(),
+  /** The ground and the entity the client knows at a cell. */
+  cellAt: (x: number, y: number) => ({
+    terrain: terrain?.at(x, y),
+    entity: world.entityAt(x, y),
+  }),
+  /** Every entity the client holds, own avatar included, in world coordinates. */
+  entities: () => [...world.entities.values()].map((entity) => ({ ...entity })),
+};
+
+declare global {
+  interface Window {
+    grove: typeof hook;
+  }
+}
+window.grove = hook;
+
+new Keyboard(requestMove).attach(window);
+hud.setState(connection.current);
+loadTerrain();
+connection.start();

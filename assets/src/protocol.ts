@@ -1,0 +1,549 @@
+/**
+ * Grove's wire protocol, version 1 (docs/protocol.md).
+ *
+ * Every message is defined once, in `definitions` below, mirroring
+ * `lib/grove/protocol.ex`; the JSON and binary encodings are both derived
+ * from those definitions by small codec combinators, as on the server, so a
+ * field added there is one line added here.
+ */
+
+export const PROTOCOL_VERSION = 1;
+
+export type Encoding = "json" | "binary";
+
+/** Why a frame could not be decoded; `code` uses the protocol's error codes. */
+export class ProtocolError extends Error {
+  constructor(
+    readonly code: "bad_json" | "bad_message" | "unknown_type" | "bad_field" | "bad_frame",
+    message: string,
+  ) {
+    super(message);
+    this.name = "ProtocolError";
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Binary cursors
+
+class Reader {
+  private offset = 0;
+  private readonly view: DataView;
+
+  constructor(private readonly bytes: Uint8Array) {
+    this.view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  take(size: number, what: string): number {
+    if (this.offset + size > this.bytes.byteLength) {
+      throw new ProtocolError("bad_frame", `truncated: expected ${what}`);
+    }
+    const at = this.offset;
+    this.offset += size;
+    return at;
+  }
+
+  u8(): number {
+    return this.view.getUint8(this.take(1, "an integer in 0..255"));
+  }
+
+  u16(): number {
+    return this.view.getUint16(this.take(2, "an integer in 0..65535"));
+  }
+
+  u32(): number {
+    return this.view.getUint32(this.take(4, "an integer in 0..4294967295"));
+  }
+
+  slice(size: number, what: string): Uint8Array {
+    const at = this.take(size, what);
+    return this.bytes.slice(at, at + size);
+  }
+
+  get remaining(): number {
+    return this.bytes.byteLength - this.offset;
+  }
+}
+
+class Writer {
+  private bytes: Uint8Array<ArrayBuffer> = new Uint8Array(64);
+  private view = new DataView(this.bytes.buffer);
+  private length = 0;
+
+  // Returns the offset to write at. Callers must call it before reading
+  // this.bytes or this.view, which it may replace with larger ones.
+  private reserve(size: number): number {
+    if (this.length + size > this.bytes.byteLength) {
+      const grown = new Uint8Array(Math.max(this.bytes.byteLength * 2, this.length + size));
+      grown.set(this.bytes.subarray(0, this.length));
+      this.bytes = grown;
+      this.view = new DataView(grown.buffer);
+    }
+    const at = this.length;
+    this.length += size;
+    return at;
+  }
+
+  u8(n: number): void {
+    const at = this.reserve(1);
+    this.view.setUint8(at, n);
+  }
+
+  u16(n: number): void {
+    const at = this.reserve(2);
+    this.view.setUint16(at, n);
+  }
+
+  u32(n: number): void {
+    const at = this.reserve(4);
+    this.view.setUint32(at, n);
+  }
+
+  raw(bytes: Uint8Array): void {
+    const at = this.reserve(bytes.byteLength);
+    this.bytes.set(bytes, at);
+  }
+
+  finish(): Uint8Array<ArrayBuffer> {
+    return this.bytes.slice(0, this.length);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Codec combinators (the same set as Grove.Protocol.Codec)
+
+/** How one value travels: its binary form, its JSON form and a description. */
+interface Codec<T> {
+  readonly describe: string;
+  write(writer: Writer, value: T): void;
+  read(reader: Reader): T;
+  toJson(value: T): unknown;
+  /** Checks type and range; throws a plain Error with the reason. */
+  fromJson(json: unknown): T;
+}
+
+// Codecs are invariant in T, so a constraint meaning "any codec" needs `any`.
+type AnyCodec = Codec<any>;
+type ValueOf<C> = C extends Codec<infer T> ? T : never;
+
+function unsigned(bits: 8 | 16 | 32): Codec<number> {
+  const max = 2 ** bits - 1;
+  const describe = `an integer in 0..${max}`;
+  const check = (n: unknown): number => {
+    if (typeof n !== "number" || !Number.isInteger(n) || n < 0 || n > max) {
+      throw new Error(`expected ${describe}`);
+    }
+    return n;
+  };
+  return {
+    describe,
+    write: (w, n) => (bits === 8 ? w.u8(check(n)) : bits === 16 ? w.u16(check(n)) : w.u32(check(n))),
+    read: (r) => (bits === 8 ? r.u8() : bits === 16 ? r.u16() : r.u32()),
+    toJson: (n) => n,
+    fromJson: check,
+  };
+}
+
+const u8 = unsigned(8);
+const u16 = unsigned(16);
+const u32 = unsigned(32);
+
+const bool: Codec<boolean> = {
+  describe: "a boolean",
+  write: (w, b) => w.u8(b ? 1 : 0),
+  read: (r) => {
+    const byte = r.u8();
+    if (byte > 1) throw new ProtocolError("bad_frame", "a boolean must be 0 or 1");
+    return byte === 1;
+  },
+  toJson: (b) => b,
+  fromJson: (json) => {
+    if (typeof json !== "boolean") throw new Error("expected a boolean");
+    return json;
+  },
+};
+
+const utf8Encoder = new TextEncoder();
+const utf8Decoder = new TextDecoder("utf-8", { fatal: true });
+
+const string: Codec<string> = {
+  describe: "a string",
+  write: (w, s) => {
+    const bytes = utf8Encoder.encode(s);
+    if (bytes.byteLength > 0xffff) throw new Error("a string is longer than 65535 bytes");
+    w.u16(bytes.byteLength);
+    w.raw(bytes);
+  },
+  read: (r) => {
+    const bytes = r.slice(r.u16(), "a string");
+    try {
+      return utf8Decoder.decode(bytes);
+    } catch {
+      throw new ProtocolError("bad_frame", "a string is not valid UTF-8");
+    }
+  },
+  toJson: (s) => s,
+  fromJson: (json) => {
+    if (typeof json !== "string") throw new Error("expected a string");
+    return json;
+  },
+};
+
+const bytes: Codec<Uint8Array> = {
+  describe: "bytes (base64 in JSON)",
+  write: (w, b) => {
+    w.u32(b.byteLength);
+    w.raw(b);
+  },
+  read: (r) => r.slice(r.u32(), "bytes"),
+  toJson: (b) => toBase64(b),
+  fromJson: (json) => {
+    if (typeof json !== "string") throw new Error("expected bytes (base64 in JSON)");
+    return fromBase64(json);
+  },
+};
+
+function enumeration<const V extends readonly string[]>(values: V): Codec<V[number]> {
+  const describe = `one of ${values.join(", ")}`;
+  const indexOf = (value: unknown): number => {
+    const index = values.indexOf(value as string);
+    if (index < 0) throw new Error(`${JSON.stringify(value)} is not ${describe}`);
+    return index;
+  };
+  return {
+    describe,
+    write: (w, value) => w.u8(indexOf(value)),
+    read: (r) => {
+      const index = r.u8();
+      if (index >= values.length) {
+        throw new ProtocolError("bad_frame", `${index} is not one of ${values.length} known values`);
+      }
+      return values[index] as V[number];
+    },
+    toJson: (value) => value,
+    fromJson: (json) => values[indexOf(json)] as V[number],
+  };
+}
+
+function list<T>(item: Codec<T>): Codec<T[]> {
+  const describe = `a list of ${item.describe}`;
+  return {
+    describe,
+    write: (w, items) => {
+      if (items.length > 0xffff) throw new Error("a list has more than 65535 items");
+      w.u16(items.length);
+      for (const value of items) item.write(w, value);
+    },
+    read: (r) => {
+      const count = r.u16();
+      const items: T[] = new Array(count);
+      for (let i = 0; i < count; i++) items[i] = item.read(r);
+      return items;
+    },
+    toJson: (items) => items.map((value) => item.toJson(value)),
+    fromJson: (json) => {
+      if (!Array.isArray(json) || json.length > 0xffff) throw new Error(`expected ${describe}`);
+      return json.map((value) => item.fromJson(value));
+    },
+  };
+}
+
+type TupleOf<C extends readonly AnyCodec[]> = { -readonly [K in keyof C]: ValueOf<C[K]> };
+
+function tuple<const C extends readonly AnyCodec[]>(codecs: C): Codec<TupleOf<C>> {
+  const describe = `[${codecs.map((c) => c.describe).join(", ")}]`;
+  return {
+    describe,
+    write: (w, values) => codecs.forEach((codec, i) => codec.write(w, values[i])),
+    read: (r) => codecs.map((codec) => codec.read(r)) as TupleOf<C>,
+    toJson: (values) => codecs.map((codec, i) => codec.toJson(values[i])),
+    fromJson: (json) => {
+      if (!Array.isArray(json) || json.length !== codecs.length) throw new Error(`expected ${describe}`);
+      return codecs.map((codec, i) => codec.fromJson(json[i])) as TupleOf<C>;
+    },
+  };
+}
+
+// Chunked, because String.fromCharCode(...bytes) overflows the stack on a
+// large minimap.
+function toBase64(data: Uint8Array): string {
+  let binary = "";
+  for (let i = 0; i < data.byteLength; i += 0x8000) {
+    binary += String.fromCharCode(...data.subarray(i, i + 0x8000));
+  }
+  return btoa(binary);
+}
+
+function fromBase64(text: string): Uint8Array {
+  let binary: string;
+  try {
+    binary = atob(text);
+  } catch {
+    throw new Error("not base64");
+  }
+  const data = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) data[i] = binary.charCodeAt(i);
+  return data;
+}
+
+// ---------------------------------------------------------------------------
+// Enumerations
+
+export const directions = ["n", "ne", "e", "se", "s", "sw", "w", "nw"] as const;
+export const results = [
+  "ok",
+  "out_of_bounds",
+  "blocked",
+  "occupied",
+  "rate_limited",
+  "busy",
+  "not_owner",
+  "unknown_entity",
+] as const;
+export const errorCodes = [
+  "bad_json",
+  "bad_message",
+  "unknown_type",
+  "bad_field",
+  "bad_frame",
+  "too_large",
+  "rate_limited",
+  "not_joined",
+  "already_joined",
+  "join_failed",
+  "unauthorized",
+  "server_busy",
+] as const;
+export const byeReasons = ["shutdown", "slow_consumer", "too_many_errors", "replaced", "too_large"] as const;
+
+export type Direction = (typeof directions)[number];
+export type MoveResult = (typeof results)[number];
+
+/** Cell codes of `GET /terrain`; trees, rocks and water block movement. */
+export const terrainKinds = ["meadow", "tree", "rock", "water", "flowers"] as const;
+export type TerrainKind = (typeof terrainKinds)[number];
+
+/** Entity kinds in a view's entity tuples. */
+export const ACTOR = 0;
+export const PLAYER = 1;
+
+// ---------------------------------------------------------------------------
+// Messages
+
+interface Field<T> {
+  readonly codec: Codec<T>;
+  /** Present when JSON may leave the field out. */
+  readonly default?: { readonly value: T };
+}
+
+const required = <T>(codec: Codec<T>): Field<T> => ({ codec });
+const optional = <T>(codec: Codec<T>, value: T): Field<T> & { default: { value: T } } => ({
+  codec,
+  default: { value },
+});
+
+interface Definition {
+  readonly tag: number;
+  readonly from: "client" | "server";
+  /** In binary order: object keys keep their insertion order. */
+  readonly fields: Readonly<Record<string, Field<any>>>;
+}
+
+const direction = enumeration(directions);
+const entityTuple = tuple([u32, u16, u16, u8]);
+
+/** Every message of the protocol: the same table as `@messages` on the server. */
+export const definitions = {
+  // Client to server
+  join: {
+    tag: 1,
+    from: "client",
+    fields: { view_radius: optional(u8, 8), name: optional(string, ""), token: optional(string, "") },
+  },
+  move: { tag: 2, from: "client", fields: { seq: required(u32), dir: required(direction) } },
+  ping: { tag: 3, from: "client", fields: { t: required(u32) } },
+  resync: { tag: 4, from: "client", fields: {} },
+  // Server to client
+  welcome: {
+    tag: 64,
+    from: "server",
+    fields: {
+      protocol: required(u8),
+      id: required(u32),
+      x: required(u16),
+      y: required(u16),
+      width: required(u16),
+      height: required(u16),
+      view_radius: required(u8),
+      tick_ms: required(u16),
+    },
+  },
+  outcome: {
+    tag: 65,
+    from: "server",
+    fields: { seq: required(u32), result: required(enumeration(results)), x: required(u16), y: required(u16) },
+  },
+  view: {
+    tag: 66,
+    from: "server",
+    fields: {
+      full: required(bool),
+      x: required(u16),
+      y: required(u16),
+      entities: required(list(entityTuple)),
+      gone: required(list(u32)),
+    },
+  },
+  error: {
+    tag: 67,
+    from: "server",
+    fields: { code: required(enumeration(errorCodes)), message: required(string) },
+  },
+  pong: { tag: 68, from: "server", fields: { t: required(u32) } },
+  stats: {
+    tag: 69,
+    from: "server",
+    fields: { players: required(u32), actors: required(u32), entities: required(u32), moves_per_s: required(u32) },
+  },
+  density: {
+    tag: 70,
+    from: "server",
+    fields: { cols: required(u16), rows: required(u16), cells: required(bytes) },
+  },
+  bye: {
+    tag: 71,
+    from: "server",
+    fields: { reason: required(enumeration(byeReasons)), message: required(string) },
+  },
+} as const satisfies Record<string, Definition>;
+
+type Definitions = typeof definitions;
+export type MessageType = keyof Definitions;
+type FieldsOf<N extends MessageType> = Definitions[N]["fields"];
+type FieldValue<F> = F extends Field<infer T> ? T : never;
+
+/** A message as decoded: every field present. */
+export type Message<N extends MessageType = MessageType> = N extends MessageType
+  ? { type: N } & { -readonly [K in keyof FieldsOf<N>]: FieldValue<FieldsOf<N>[K]> }
+  : never;
+
+type DefaultedKeys<F> = { [K in keyof F]: F[K] extends { default: unknown } ? K : never }[keyof F];
+
+/** A message as given to `encode`: fields with a default may be left out. */
+export type Outgoing<N extends MessageType = MessageType> = N extends MessageType
+  ? { type: N } & Omit<Message<N>, "type" | DefaultedKeys<FieldsOf<N>>> &
+      Partial<Pick<Message<N>, DefaultedKeys<FieldsOf<N>> & keyof Message<N>>>
+  : never;
+
+export type Welcome = Message<"welcome">;
+export type Outcome = Message<"outcome">;
+export type View = Message<"view">;
+export type Stats = Message<"stats">;
+export type Density = Message<"density">;
+
+const byTag = new Map<number, MessageType>();
+for (const name of Object.keys(definitions) as MessageType[]) byTag.set(definitions[name].tag, name);
+
+function fieldsOf(type: MessageType): [string, Field<unknown>][] {
+  return Object.entries(definitions[type].fields as Record<string, Field<unknown>>);
+}
+
+function valueFor(message: Record<string, unknown>, name: string, field: Field<unknown>): unknown {
+  if (name in message && message[name] !== undefined) return message[name];
+  if (field.default) return field.default.value;
+  throw new Error(`message ${String(message.type)} lacks ${name}`);
+}
+
+/**
+ * Encodes a message for a connection's encoding: a string for a text frame
+ * or bytes for a binary frame. Throws on a message that does not fit its
+ * definition, which is a bug in the caller.
+ */
+export function encode(message: Outgoing, encoding: "json"): string;
+export function encode(message: Outgoing, encoding: "binary"): Uint8Array<ArrayBuffer>;
+export function encode(message: Outgoing, encoding: Encoding): string | Uint8Array<ArrayBuffer>;
+export function encode(message: Outgoing, encoding: Encoding): string | Uint8Array<ArrayBuffer> {
+  const definition: Definition | undefined = definitions[message.type];
+  if (!definition) throw new Error(`unknown message type ${JSON.stringify(message.type)}`);
+  const values = message as Record<string, unknown>;
+
+  if (encoding === "binary") {
+    const writer = new Writer();
+    writer.u8(definition.tag);
+    for (const [name, field] of fieldsOf(message.type)) {
+      field.codec.write(writer, valueFor(values, name, field));
+    }
+    return writer.finish();
+  }
+
+  const json: Record<string, unknown> = { type: message.type };
+  for (const [name, field] of fieldsOf(message.type)) {
+    json[name] = field.codec.toJson(valueFor(values, name, field));
+  }
+  return JSON.stringify(json);
+}
+
+/**
+ * Decodes one frame: a string is a JSON text frame, bytes a binary frame.
+ * Throws a ProtocolError whose code is the one the server would answer with.
+ */
+export function decode(frame: string | ArrayBuffer | Uint8Array): Message {
+  return typeof frame === "string"
+    ? decodeJson(frame)
+    : decodeBinary(frame instanceof Uint8Array ? frame : new Uint8Array(frame));
+}
+
+function decodeBinary(frame: Uint8Array): Message {
+  const reader = new Reader(frame);
+  if (reader.remaining === 0) throw new ProtocolError("bad_frame", "empty frame");
+  const tag = reader.u8();
+  const type = byTag.get(tag);
+  if (!type) throw new ProtocolError("bad_frame", `unknown message tag ${tag}`);
+
+  const message: Record<string, unknown> = { type };
+  for (const [name, field] of fieldsOf(type)) {
+    try {
+      message[name] = field.codec.read(reader);
+    } catch (error) {
+      throw new ProtocolError("bad_frame", `${name}: ${(error as Error).message}`);
+    }
+  }
+  if (reader.remaining > 0) {
+    throw new ProtocolError("bad_frame", `${reader.remaining} unexpected bytes after the message`);
+  }
+  return message as Message;
+}
+
+function decodeJson(frame: string): Message {
+  let object: unknown;
+  try {
+    object = JSON.parse(frame);
+  } catch {
+    throw new ProtocolError("bad_json", "the frame is not valid JSON");
+  }
+  if (typeof object !== "object" || object === null || Array.isArray(object)) {
+    throw new ProtocolError("bad_message", 'a message is a JSON object with a "type" string');
+  }
+  const json = object as Record<string, unknown>;
+  if (typeof json.type !== "string") {
+    throw new ProtocolError("bad_message", 'a message is a JSON object with a "type" string');
+  }
+  if (!Object.prototype.hasOwnProperty.call(definitions, json.type)) {
+    throw new ProtocolError("unknown_type", `unknown message type ${JSON.stringify(json.type)}`);
+  }
+  const type = json.type as MessageType;
+
+  const message: Record<string, unknown> = { type };
+  for (const [name, field] of fieldsOf(type)) {
+    if (!(name in json)) {
+      if (!field.default) throw new ProtocolError("bad_field", `${name}: missing`);
+      message[name] = field.default.value;
+      continue;
+    }
+    try {
+      message[name] = field.codec.fromJson(json[name]);
+    } catch (error) {
+      throw new ProtocolError("bad_field", `${name}: ${(error as Error).message}`);
+    }
+  }
+  return message as Message;
+}

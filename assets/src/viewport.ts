@@ -1,0 +1,128 @@
+import { ACTOR, type Direction, type TerrainKind } from "./protocol";
+import type { Terrain } from "./terrain";
+import type { Entity, WorldModel } from "./world";
+
+const terrainEmoji: Record<TerrainKind, string> = {
+  meadow: "",
+  flowers: "🌼",
+  tree: "🌳",
+  rock: "🪨",
+  water: "🌊",
+};
+
+// Actors get a face from their id, so one can be followed with the eye.
+const actorEmoji = ["🐞", "🐑", "🐇", "🦔", "🐢", "🐝", "🦆", "🐌", "🐿️", "🐸"];
+const playerEmoji = "🙂";
+const selfEmoji = "😀";
+
+const nudge: Record<Direction, [number, number]> = {
+  n: [0, -1],
+  ne: [1, -1],
+  e: [1, 0],
+  se: [1, 1],
+  s: [0, 1],
+  sw: [-1, 1],
+  w: [-1, 0],
+  nw: [-1, -1],
+};
+
+/**
+ * The grid of emoji cells around the player. Cells are reused between
+ * frames and only those whose content changed are touched, so a redraw
+ * after every outcome costs a few DOM writes.
+ */
+export class Viewport {
+  private cells: HTMLElement[] = [];
+  private drawn: string[] = [];
+  private radius = -1;
+  private drawnEntities = 0;
+
+  constructor(private readonly root: HTMLElement) {}
+
+  /** How many entities (the own avatar included) the last frame showed. */
+  get entityCount(): number {
+    return this.drawnEntities;
+  }
+
+  render(world: WorldModel, terrain: Terrain | undefined): void {
+    if (world.viewRadius !== this.radius) this.build(world.viewRadius);
+    const side = 2 * this.radius + 1;
+    const left = world.x - this.radius;
+    const top = world.y - this.radius;
+
+    const occupants = new Map<number, Entity>();
+    for (const entity of world.entities.values()) {
+      const col = entity.x - left;
+      const row = entity.y - top;
+      if (entity.id !== world.selfId && col >= 0 && row >= 0 && col < side && row < side) {
+        occupants.set(row * side + col, entity);
+      }
+    }
+
+    let count = 0;
+    for (let row = 0; row < side; row++) {
+      for (let col = 0; col < side; col++) {
+        const index = row * side + col;
+        const x = left + col;
+        const y = top + row;
+        const inside = x >= 0 && y >= 0 && x < world.width && y < world.height;
+        const ground = inside ? (terrain?.at(x, y) ?? "unknown") : "outside";
+        const isSelf = world.selfId !== undefined && col === this.radius && row === this.radius;
+        const occupant = isSelf ? undefined : occupants.get(index);
+
+        let className = `cell ${ground}`;
+        let text = ground in terrainEmoji ? terrainEmoji[ground as TerrainKind] : "";
+        if (isSelf) {
+          className += " self";
+          text = selfEmoji;
+        } else if (occupant) {
+          const isActor = occupant.kind === ACTOR;
+          className += isActor ? " actor" : " player";
+          text = isActor ? (actorEmoji[occupant.id % actorEmoji.length] as string) : playerEmoji;
+        }
+        if (isSelf || occupant) count++;
+
+        const signature = `${className}|${text}|${x},${y}`;
+        if (this.drawn[index] === signature) continue;
+        this.drawn[index] = signature;
+        const cell = this.cells[index] as HTMLElement;
+        cell.className = className;
+        cell.textContent = text;
+        cell.dataset.x = String(x);
+        cell.dataset.y = String(y);
+        cell.dataset.id = occupant ? String(occupant.id) : isSelf ? String(world.selfId) : "";
+      }
+    }
+    this.drawnEntities = count;
+  }
+
+  /** A small bump of the avatar toward where it could not go. */
+  bump(direction: Direction | undefined): void {
+    const self = this.root.querySelector<HTMLElement>(".cell.self");
+    if (!self || typeof self.animate !== "function") return;
+    const [dx, dy] = direction ? nudge[direction] : [0, 0];
+    self.animate(
+      [
+        { transform: "translate(0, 0)" },
+        { transform: `translate(${dx * 18}%, ${dy * 18}%)` },
+        { transform: "translate(0, 0)" },
+      ],
+      { duration: 160, easing: "ease-out" },
+    );
+  }
+
+  private build(radius: number): void {
+    const side = 2 * radius + 1;
+    this.radius = radius;
+    this.root.style.setProperty("--side", String(side));
+    this.cells = [];
+    this.drawn = [];
+    const fragment = document.createDocumentFragment();
+    for (let i = 0; i < side * side; i++) {
+      const cell = document.createElement("div");
+      this.cells.push(cell);
+      fragment.append(cell);
+    }
+    this.root.replaceChildren(fragment);
+  }
+}

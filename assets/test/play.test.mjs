@@ -1,0 +1,173 @@
+// Playing Grove in a headless chromium against a real server started by
+// scripts/test-server: a small, crowded world (2000 actors on 100 x 100).
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { launchBrowser, moveSomewhere, openGame, screen, WASD, waitJoined } from "./support/browser.mjs";
+import { freePort, skipReason, startServer } from "./support/server.mjs";
+
+describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
+  let server;
+  let browser;
+
+  before(async () => {
+    server = await startServer({ port: await freePort(), actors: 2000, width: 100, height: 100 });
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  test("the page shows the 17 x 17 viewport, the avatar and a connected HUD", async () => {
+    const { page, problems } = await openGame(browser, server.url);
+    const state = await waitJoined(page);
+    // Views are drawn at the next animation frame.
+    await page.waitForFunction(() => window.grove.state().entities > 0);
+    const shown = await screen(page);
+
+    assert.equal(state.viewRadius, 8);
+    assert.equal(shown.cells, 17 * 17);
+    assert.equal(shown.selves, 1);
+    assert.equal(shown.self.text, "😀");
+    assert.deepEqual([shown.self.x, shown.self.y], [state.x, state.y]);
+    assert.equal(shown.state, "connected");
+    assert.equal(shown.stateText, "connected");
+    assert.equal(shown.position, `${state.x}, ${state.y}`);
+    assert.equal(state.width, 100);
+    assert.equal(state.height, 100);
+    assert.ok(state.terrainLoaded, "the terrain was fetched");
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("an arrow key moves the avatar", async () => {
+    const { page, problems } = await openGame(browser, server.url);
+    await waitJoined(page);
+    const before = await screen(page);
+
+    const move = await moveSomewhere(page);
+    const state = await page.evaluate(() => window.grove.state());
+    const after = await screen(page);
+
+    assert.notDeepEqual([after.self.x, after.self.y], [before.self.x, before.self.y]);
+    assert.deepEqual([after.self.x, after.self.y], [state.x, state.y]);
+    assert.equal(Math.abs(state.x - before.self.x) + Math.abs(state.y - before.self.y), 1, "one cell");
+    assert.equal(after.position, `${state.x}, ${state.y}`);
+    assert.notEqual(after.position, before.position);
+    assert.equal(after.selves, 1);
+    // The latency of that move was measured at the frame that showed it.
+    await page.waitForFunction(() => window.grove.moveLatencies().length > 0);
+    assert.ok(move.seq >= 1);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("WASD moves too", async () => {
+    const { page, problems } = await openGame(browser, server.url);
+    const before = await waitJoined(page);
+    await moveSomewhere(page, { keys: WASD });
+    const after = await page.evaluate(() => window.grove.state());
+    assert.equal(Math.abs(after.x - before.x) + Math.abs(after.y - before.y), 1);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("a held key keeps moving, under the server's rate limit", async () => {
+    const { page, problems } = await openGame(browser, server.url);
+    await waitJoined(page);
+    const errors = [];
+    page.on("websocket", (socket) =>
+      socket.on("framereceived", ({ payload }) => {
+        if (String(payload).includes('"rate_limited"')) errors.push(String(payload));
+      }),
+    );
+
+    const heldFrom = Date.now();
+    await page.keyboard.down("ArrowRight");
+    await page.waitForFunction(() => window.grove.state().seq >= 4, null, { timeout: 10_000 });
+    await page.keyboard.up("ArrowRight");
+    const heldMs = Date.now() - heldFrom;
+    const { seq } = await page.evaluate(() => window.grove.state());
+
+    // One move at the press, then one per repeat: never faster than 10 a second.
+    assert.ok(seq <= 2 + heldMs / 100, `${seq} moves in ${heldMs} ms`);
+    const results = await page.evaluate(() => window.grove.moveResults().map((entry) => entry.result));
+    assert.ok(!results.includes("rate_limited"), results.join(", "));
+    assert.deepEqual(errors, []);
+    // Released: no more moves.
+    const pongs = await page.evaluate(() => window.grove.stats().pongs);
+    await page.waitForFunction((count) => window.grove.stats().pongs > count, pongs, { timeout: 5000 });
+    assert.equal((await page.evaluate(() => window.grove.state())).seq, seq);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("actors move on screen without a key pressed", async () => {
+    const { page, problems } = await openGame(browser, server.url);
+    await waitJoined(page);
+    await page.waitForFunction(() => document.querySelectorAll("#viewport .cell.actor").length > 0);
+    const first = (await screen(page)).actors;
+
+    // Within a few ticks some actor in sight has moved, come or gone.
+    await page.waitForFunction(
+      (seen) => {
+        const now = [...document.querySelectorAll("#viewport .cell.actor")].map(
+          (c) => `${c.dataset.id}@${c.dataset.x},${c.dataset.y}`,
+        );
+        return now.join(" ") !== seen.join(" ");
+      },
+      first,
+      { timeout: 10_000 },
+    );
+    const state = await page.evaluate(() => window.grove.state());
+    assert.equal(state.seq, 0, "no move was sent");
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("other keys change nothing and break nothing", async () => {
+    const { page, problems } = await openGame(browser, server.url);
+    const before = await waitJoined(page);
+
+    for (const key of ["x", "Tab", "Alt", "Control", "Shift", "1", "Escape", "Enter", "Space", "q", "Meta"]) {
+      await page.keyboard.press(key);
+    }
+    // Modifier chords belong to the browser, even with an arrow key.
+    await page.keyboard.press("Control+ArrowRight");
+    await page.keyboard.press("Alt+ArrowDown");
+    // A pong after the keys shows the page and its connection still work.
+    const pongs = await page.evaluate(() => window.grove.stats().pongs);
+    await page.waitForFunction((count) => window.grove.stats().pongs > count, pongs, { timeout: 5000 });
+    const after = await page.evaluate(() => window.grove.state());
+    const shown = await screen(page);
+
+    assert.equal(after.seq, before.seq, "no move was sent");
+    assert.deepEqual([after.x, after.y], [before.x, before.y]);
+    assert.equal(after.connected, true);
+    assert.equal(shown.state, "connected");
+    assert.equal(shown.position, `${before.x}, ${before.y}`);
+    assert.equal(shown.cells, 17 * 17);
+
+    // And the arrows still work.
+    await moveSomewhere(page);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("the binary encoding plays too", async () => {
+    const { page, problems } = await openGame(browser, `${server.url}?encoding=binary`);
+    const state = await waitJoined(page);
+    assert.equal(state.encoding, "binary");
+    await page.waitForFunction(() => window.grove.state().entities > 0);
+    assert.equal((await screen(page)).cells, 17 * 17);
+
+    await moveSomewhere(page);
+    // Pong, stats and the minimap arrive in binary as well.
+    await page.waitForFunction(() => window.grove.stats().pongs > 0, null, { timeout: 5000 });
+    await page.waitForFunction(() => window.grove.stats().actors === 2000, null, { timeout: 5000 });
+    await page.waitForFunction(() => window.grove.stats().densities > 0, null, { timeout: 5000 });
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+});

@@ -1,0 +1,260 @@
+// src/protocol.ts against docs/protocol.md: every message round-trips in both
+// encodings, the documented bytes and JSON decode as documented, bad frames
+// fail with the server's error codes, and the message table matches the doc.
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, test } from "node:test";
+import { importSource } from "./support/compile.mjs";
+
+const protocol = await importSource("protocol");
+const { encode, decode, definitions, ProtocolError } = protocol;
+
+const bytes = (...values) => Uint8Array.from(values);
+
+// One example of every message, with every field given.
+const examples = {
+  join: { type: "join", view_radius: 12, name: "Ada 🌳", token: "secret" },
+  move: { type: "move", seq: 4_000_000_000, dir: "nw" },
+  ping: { type: "ping", t: 0xffffffff },
+  resync: { type: "resync" },
+  welcome: {
+    type: "welcome",
+    protocol: 1,
+    id: 20001,
+    x: 412,
+    y: 96,
+    width: 1000,
+    height: 1000,
+    view_radius: 8,
+    tick_ms: 100,
+  },
+  outcome: { type: "outcome", seq: 9, result: "unknown_entity", x: 65535, y: 0 },
+  view: {
+    type: "view",
+    full: false,
+    x: 413,
+    y: 96,
+    entities: [
+      [20001, 413, 96, 1],
+      [377, 408, 99, 0],
+    ],
+    gone: [5, 4294967295],
+  },
+  error: { type: "error", code: "server_busy", message: "très occupé" },
+  pong: { type: "pong", t: 123456 },
+  stats: { type: "stats", players: 3, actors: 20000, entities: 20003, moves_per_s: 19999 },
+  density: { type: "density", cols: 3, rows: 2, cells: bytes(0, 1, 127, 128, 254, 255) },
+  bye: { type: "bye", reason: "too_large", message: "" },
+};
+
+describe("every message", () => {
+  test("has an example here", () => {
+    assert.deepEqual(Object.keys(examples).sort(), Object.keys(definitions).sort());
+  });
+
+  for (const [type, message] of Object.entries(examples)) {
+    test(`${type} round-trips in JSON`, () => {
+      const frame = encode(message, "json");
+      assert.equal(typeof frame, "string");
+      assert.deepEqual(decode(frame), message);
+    });
+
+    test(`${type} round-trips in binary`, () => {
+      const frame = encode(message, "binary");
+      assert.ok(frame instanceof Uint8Array);
+      assert.equal(frame[0], definitions[type].tag);
+      assert.deepEqual(decode(frame), message);
+      // A binary WebSocket frame arrives as an ArrayBuffer in the browser.
+      assert.deepEqual(decode(frame.slice().buffer), message);
+    });
+  }
+});
+
+describe("the documented forms", () => {
+  test("move in binary is tag, u32 seq, direction byte", () => {
+    assert.deepEqual(encode({ type: "move", seq: 1, dir: "e" }, "binary"), bytes(2, 0, 0, 0, 1, 2));
+    assert.deepEqual(decode(bytes(2, 0, 0, 0, 7, 1)), { type: "move", seq: 7, dir: "ne" });
+  });
+
+  test("move in JSON is the server's exact text", () => {
+    assert.equal(encode({ type: "move", seq: 7, dir: "ne" }, "json"), '{"type":"move","seq":7,"dir":"ne"}');
+  });
+
+  test("join fills its optional fields with their defaults", () => {
+    assert.deepEqual(decode('{"type":"join"}'), { type: "join", view_radius: 8, name: "", token: "" });
+    assert.deepEqual(JSON.parse(encode({ type: "join" }, "json")), {
+      type: "join",
+      view_radius: 8,
+      name: "",
+      token: "",
+    });
+    assert.deepEqual(encode({ type: "join" }, "binary"), bytes(1, 8, 0, 0, 0, 0));
+  });
+
+  test("the example session decodes", () => {
+    assert.deepEqual(
+      decode(
+        '{"type":"welcome","protocol":1,"id":20001,"x":412,"y":96,"width":1000,"height":1000,"view_radius":8,"tick_ms":100}',
+      ),
+      examples.welcome,
+    );
+    assert.deepEqual(
+      decode('{"type":"view","full":true,"x":412,"y":96,"entities":[[20001,412,96,1],[377,408,99,0]],"gone":[]}'),
+      {
+        type: "view",
+        full: true,
+        x: 412,
+        y: 96,
+        entities: [
+          [20001, 412, 96, 1],
+          [377, 408, 99, 0],
+        ],
+        gone: [],
+      },
+    );
+    assert.deepEqual(decode('{"type":"outcome","seq":1,"result":"ok","x":413,"y":96}'), {
+      type: "outcome",
+      seq: 1,
+      result: "ok",
+      x: 413,
+      y: 96,
+    });
+    assert.deepEqual(decode('{"type":"pong","t":123456}'), { type: "pong", t: 123456 });
+  });
+
+  test("a view in binary: bool, u16 x, u16 y, counted entity tuples, counted ids", () => {
+    const view = { type: "view", full: true, x: 258, y: 3, entities: [[1, 2, 3, 1]], gone: [7] };
+    const expected = bytes(
+      66,
+      1,
+      1, 2,
+      0, 3,
+      0, 1, 0, 0, 0, 1, 0, 2, 0, 3, 1,
+      0, 1, 0, 0, 0, 7,
+    );
+    assert.deepEqual(encode(view, "binary"), expected);
+    assert.deepEqual(decode(expected), view);
+  });
+
+  test("bytes are base64 in JSON and length-prefixed in binary", () => {
+    const density = { type: "density", cols: 2, rows: 1, cells: bytes(0, 255) };
+    assert.equal(JSON.parse(encode(density, "json")).cells, "AP8=");
+    assert.deepEqual(encode(density, "binary"), bytes(70, 0, 2, 0, 1, 0, 0, 0, 2, 0, 255));
+  });
+
+  test("a large minimap and a crowded view survive both encodings", () => {
+    const cells = Uint8Array.from({ length: 200 * 200 }, (_, i) => (i * 31) % 256);
+    const density = { type: "density", cols: 200, rows: 200, cells };
+    assert.deepEqual(decode(encode(density, "json")), density);
+    assert.deepEqual(decode(encode(density, "binary")), density);
+    const entities = Array.from({ length: 33 * 33 }, (_, i) => [i * 7919, i % 1000, i % 977, i % 2]);
+    const view = { type: "view", full: true, x: 500, y: 500, entities, gone: entities.map(([id]) => id) };
+    assert.deepEqual(decode(encode(view, "json")), view);
+    assert.deepEqual(decode(encode(view, "binary")), view);
+  });
+
+  test("strings are UTF-8 with a u16 byte length", () => {
+    const bye = { type: "bye", reason: "shutdown", message: "é" };
+    assert.deepEqual(encode(bye, "binary"), bytes(71, 0, 0, 2, 0xc3, 0xa9));
+  });
+
+  test("enumerations are their position in binary", () => {
+    for (const [index, dir] of protocol.directions.entries()) {
+      assert.equal(encode({ type: "move", seq: 0, dir }, "binary")[5], index);
+    }
+    for (const [index, result] of protocol.results.entries()) {
+      assert.equal(encode({ ...examples.outcome, result }, "binary")[5], index);
+    }
+  });
+});
+
+describe("frames that cannot be read", () => {
+  const fails = (frame, code, message) =>
+    assert.throws(
+      () => decode(frame),
+      (error) => error instanceof ProtocolError && error.code === code && (!message || error.message === message),
+    );
+
+  test("JSON that is not JSON, not an object, or of no known type", () => {
+    fails("{nope", "bad_json");
+    fails("[1, 2]", "bad_message");
+    fails('{"seq": 1}', "bad_message");
+    fails('{"type": 3}', "bad_message");
+    fails('{"type": "dance"}', "unknown_type");
+    fails('{"type": "toString"}', "unknown_type");
+  });
+
+  test("JSON fields missing, mistyped or out of range", () => {
+    fails('{"type":"move","seq":-1,"dir":"ne"}', "bad_field", "seq: expected an integer in 0..4294967295");
+    fails('{"type":"move","dir":"ne"}', "bad_field", "seq: missing");
+    fails('{"type":"move","seq":1.5,"dir":"ne"}', "bad_field");
+    fails('{"type":"move","seq":1,"dir":"up"}', "bad_field");
+    fails('{"type":"join","view_radius":256}', "bad_field");
+    fails('{"type":"view","full":1,"x":0,"y":0,"entities":[],"gone":[]}', "bad_field");
+    fails('{"type":"view","full":true,"x":0,"y":0,"entities":[[1,2,3]],"gone":[]}', "bad_field");
+    fails('{"type":"density","cols":1,"rows":1,"cells":"%%%"}', "bad_field");
+  });
+
+  test("binary frames truncated, unknown or with bytes left over", () => {
+    fails(bytes(), "bad_frame", "empty frame");
+    fails(bytes(99), "bad_frame", "unknown message tag 99");
+    fails(bytes(2, 0, 0, 0), "bad_frame");
+    fails(bytes(2, 0, 0, 0, 1, 2, 0), "bad_frame", "1 unexpected bytes after the message");
+    fails(bytes(2, 0, 0, 0, 1, 8), "bad_frame");
+    fails(bytes(66, 2, 0, 0, 0, 0, 0, 0, 0, 0), "bad_frame");
+    fails(bytes(71, 0, 0, 1, 0xff), "bad_frame");
+    fails(bytes(70, 0, 1, 0, 1, 0, 0, 0, 5, 1), "bad_frame");
+  });
+
+  test("encode refuses a message that does not fit its definition", () => {
+    assert.throws(() => encode({ type: "move", seq: 2 ** 32, dir: "n" }, "binary"));
+    assert.throws(() => encode({ type: "move", seq: 1 }, "json"));
+    assert.throws(() => encode({ type: "dance" }, "json"));
+  });
+});
+
+describe("docs/protocol.md", () => {
+  const doc = readFileSync(fileURLToPath(new URL("../../docs/protocol.md", import.meta.url)), "utf8");
+
+  test("lists every message with our tag and fields, in order", () => {
+    const rows = [...doc.matchAll(/^\| `(\w+)` \| (\d+) \| (.*) \|$/gm)];
+    const documented = Object.fromEntries(
+      rows.map(([, type, tag, fields]) => [
+        type,
+        {
+          tag: Number(tag),
+          fields: [
+            ...fields.matchAll(/`(\w+)` (?:u8|u16|u32|bool|string|bytes|list|direction|result|error code|bye reason)/g),
+          ].map((match) => match[1]),
+        },
+      ]),
+    );
+    const ours = Object.fromEntries(
+      Object.entries(definitions).map(([type, definition]) => [
+        type,
+        { tag: definition.tag, fields: Object.keys(definition.fields) },
+      ]),
+    );
+    assert.deepEqual(ours, documented);
+  });
+
+  test("lists our enumerations in our order", () => {
+    const list = (name) => {
+      const line = doc.match(new RegExp(`^- \\*\\*${name}\\*\\*: (.*)$`, "m"));
+      assert.ok(line, `no ${name} line`);
+      return [...line[1].matchAll(/`(\w+)`/g)].map((match) => match[1]);
+    };
+    assert.deepEqual(list("direction"), [...protocol.directions]);
+    assert.deepEqual(list("result"), [...protocol.results]);
+    assert.deepEqual(list("error code"), [...protocol.errorCodes]);
+    assert.deepEqual(list("bye reason"), [...protocol.byeReasons]);
+  });
+
+  test("gives the defaults of the optional fields", () => {
+    assert.match(doc, /`view_radius` u8 \(optional, default 8/);
+    assert.equal(definitions.join.fields.view_radius.default.value, 8);
+    assert.match(doc, /`name` string \(optional, default ""\)/);
+    assert.equal(definitions.join.fields.name.default.value, "");
+  });
+});

@@ -1,0 +1,116 @@
+// Debian's chromium under playwright-core: nothing is downloaded, and the
+// flags keep chromium from calling home (without them it can hang trying).
+import { existsSync } from "node:fs";
+import { chromium } from "playwright-core";
+
+export const CHROMIUM = process.env.GROVE_CHROMIUM ?? "/usr/bin/chromium";
+
+/**
+ * Launches a headless chromium. Playwright gives it a fresh profile
+ * (--user-data-dir) of its own and removes it on close.
+ */
+export function launchBrowser() {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`no chromium at ${CHROMIUM}: apt-get install -y chromium, or set GROVE_CHROMIUM`);
+  }
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+}
+
+/**
+ * Opens a page and collects what went wrong in it: uncaught exceptions and
+ * console errors. `problems` is checked by the tests at their end.
+ */
+export async function openGame(browser, url) {
+  const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+  const problems = [];
+  page.on("pageerror", (error) => problems.push(`pageerror: ${error.message}`));
+  page.on("console", (message) => {
+    if (message.type() === "error") problems.push(`console error: ${message.text()}`);
+  });
+  await page.goto(url);
+  return { page, problems };
+}
+
+/** Waits until the page has joined: connected, with its own id known. */
+export async function waitJoined(page, timeout = 15_000) {
+  await page.waitForFunction(() => window.grove?.state().connected && window.grove.state().id !== undefined, null, {
+    timeout,
+  });
+  return page.evaluate(() => window.grove.state());
+}
+
+export const ARROWS = { n: "ArrowUp", e: "ArrowRight", s: "ArrowDown", w: "ArrowLeft" };
+export const WASD = { n: "w", e: "d", s: "s", w: "a" };
+const step = { n: [0, -1], e: [1, 0], s: [0, 1], w: [-1, 0] };
+
+/**
+ * The movement keys (arrows, or WASD), those whose target cell looks free
+ * (passable ground, no entity the client knows of) first. The world may
+ * still say no: actors move.
+ */
+export async function movementKeysByPromise(page, keyFor = ARROWS) {
+  const { x, y } = await page.evaluate(() => window.grove.state());
+  const scored = [];
+  for (const [direction, [dx, dy]] of Object.entries(step)) {
+    const cell = await page.evaluate(([cx, cy]) => window.grove.cellAt(cx, cy), [x + dx, y + dy]);
+    const free = (cell.terrain === "meadow" || cell.terrain === "flowers") && !cell.entity;
+    scored.push({ key: keyFor[direction], free });
+  }
+  return scored.sort((a, b) => Number(b.free) - Number(a.free)).map((entry) => entry.key);
+}
+
+/** Presses a key that should move, and resolves with the outcome of its move. */
+export async function pressForOutcome(page, key, timeout = 5000) {
+  const seq = (await page.evaluate(() => window.grove.state().seq)) + 1;
+  await page.keyboard.press(key);
+  const handle = await page.waitForFunction(
+    (expected) => window.grove.moveResults().find((entry) => entry.seq === expected),
+    seq,
+    { timeout },
+  );
+  return { seq, ...(await handle.jsonValue()) };
+}
+
+/** Moves the avatar one cell, trying directions until the world says ok. */
+export async function moveSomewhere(page, { keys: keyFor = ARROWS, attempts = 30 } = {}) {
+  const results = [];
+  for (let i = 0; i < attempts; i++) {
+    const keys = await movementKeysByPromise(page, keyFor);
+    // The likeliest first; if it keeps failing (a crowd), the others in turn.
+    const key = keys[i % keys.length];
+    const outcome = await pressForOutcome(page, key);
+    if (outcome.result === "ok") return { key, ...outcome };
+    results.push(`${key}: ${outcome.result}`);
+  }
+  throw new Error(`no move succeeded in ${attempts} tries: ${results.join(", ")}`);
+}
+
+/** What the viewport shows: cell count, the own avatar's cell, and the actors' cells. */
+export function screen(page) {
+  return page.evaluate(() => {
+    const cells = [...document.querySelectorAll("#viewport .cell")];
+    const self = document.querySelectorAll("#viewport .cell.self");
+    return {
+      cells: cells.length,
+      selves: self.length,
+      self: self[0] ? { x: Number(self[0].dataset.x), y: Number(self[0].dataset.y), text: self[0].textContent } : null,
+      actors: [...document.querySelectorAll("#viewport .cell.actor")].map((c) => `${c.dataset.id}@${c.dataset.x},${c.dataset.y}`),
+      state: document.getElementById("hud-state").dataset.state,
+      stateText: document.getElementById("hud-state").textContent,
+      position: document.getElementById("hud-position").textContent,
+    };
+  });
+}

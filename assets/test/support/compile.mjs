@@ -1,0 +1,29 @@
+// Lets node import the client's TypeScript modules: esbuild bundles one into
+// a temporary ES module, which is then imported like any other.
+import { build } from "esbuild";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const sourceDir = resolve(fileURLToPath(import.meta.url), "../../../src");
+
+/** Imports src/<name>.ts (with what it imports) and returns its exports. */
+export async function importSource(name) {
+  const dir = mkdtempSync(join(tmpdir(), "grove-client-"));
+  const outfile = join(dir, `${basename(name)}.mjs`);
+  try {
+    await build({
+      entryPoints: [join(sourceDir, `${name}.ts`)],
+      bundle: true,
+      format: "esm",
+      platform: "neutral",
+      target: "es2022",
+      outfile,
+      logLevel: "warning",
+    });
+    return await import(pathToFileURL(outfile).href);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

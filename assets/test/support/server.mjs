@@ -1,0 +1,99 @@
+// Starts a real Grove server for the browser tests, as an OS process:
+// scripts/test-server (or the script named by GROVE_TEST_SERVER, such as
+// test/mock-server.mjs) with GROVE_PORT, GROVE_ACTORS, GROVE_WIDTH and
+// GROVE_HEIGHT, ready once it prints "grove: listening on http://...".
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createServer } from "node:net";
+import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const assetsDir = resolve(fileURLToPath(import.meta.url), "../../..");
+
+export const TEST_SERVER = process.env.GROVE_TEST_SERVER
+  ? resolve(process.cwd(), process.env.GROVE_TEST_SERVER)
+  : resolve(assetsDir, "../scripts/test-server");
+
+/** Why the browser tests cannot run here, or false when they can. */
+export const skipReason = existsSync(TEST_SERVER)
+  ? false
+  : `${TEST_SERVER} does not exist (set GROVE_TEST_SERVER to another server script)`;
+
+const READY = /grove: listening on (http:\/\/\S+?)\/?(?:\s|$)/;
+
+/** A port that was free a moment ago, on the loopback interface. */
+export function freePort() {
+  return new Promise((resolvePort, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address();
+      probe.close(() => resolvePort(port));
+    });
+  });
+}
+
+/**
+ * Starts the server and resolves once it is listening, with its base URL
+ * and stop(). Start-up may include compiling, hence the generous limit.
+ */
+export function startServer({ port, actors, width = 100, height = 100, readyTimeoutMs = 180_000 }) {
+  const child = spawn(TEST_SERVER, [], {
+    cwd: resolve(assetsDir, ".."),
+    env: {
+      ...process.env,
+      GROVE_PORT: String(port),
+      GROVE_ACTORS: String(actors),
+      GROVE_WIDTH: String(width),
+      GROVE_HEIGHT: String(height),
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+    // Its own process group, so stop() reaches whatever the script started.
+    detached: true,
+  });
+  let output = "";
+  const exited = new Promise((resolveExit) => child.once("exit", (code, signal) => resolveExit({ code, signal })));
+
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    signalGroup(child.pid, "SIGTERM");
+    const killer = setTimeout(() => signalGroup(child.pid, "SIGKILL"), 15_000);
+    await exited;
+    clearTimeout(killer);
+  };
+
+  return new Promise((resolveStart, reject) => {
+    const timer = setTimeout(() => {
+      stop();
+      reject(new Error(`${TEST_SERVER} printed no "grove: listening on" line in ${readyTimeoutMs} ms:\n${output}`));
+    }, readyTimeoutMs);
+    let started = false;
+    const scan = (chunk) => {
+      output += chunk;
+      const ready = !started && output.match(READY);
+      if (ready) {
+        started = true;
+        clearTimeout(timer);
+        resolveStart({ url: `${ready[1]}/`, port, stop, output: () => output });
+      }
+    };
+    child.stdout.setEncoding("utf8").on("data", scan);
+    child.stderr.setEncoding("utf8").on("data", scan);
+    child.once("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`${TEST_SERVER} exited (${code ?? signal}) before listening:\n${output}`));
+    });
+  });
+}
+
+function signalGroup(pid, signal) {
+  try {
+    process.kill(-pid, signal);
+  } catch (error) {
+    if (error.code !== "ESRCH") throw error;
+  }
+}
