@@ -63,7 +63,7 @@ defmodule Grove.World do
 
   @behaviour Grove.World.Client
 
-  alias Grove.World.{Entity, Grid, Keeper, Rules, Stats, Terrain, Zone}
+  alias Grove.World.{Directory, Entity, Grid, Keeper, Rules, Stats, Terrain, Zone}
 
   @enforce_keys [:name, :grid, :rules, :tick]
   defstruct [
@@ -74,7 +74,7 @@ defmodule Grove.World do
     :tick,
     :zones,
     :tables,
-    :directory,
+    :keeper,
     :subscriptions,
     :ids,
     :load,
@@ -100,7 +100,7 @@ defmodule Grove.World do
           tick: pos_integer() | :manual,
           zones: tuple() | nil,
           tables: tuple() | nil,
-          directory: :ets.tid() | nil,
+          keeper: atom() | nil,
           subscriptions: :ets.tid() | nil,
           ids: :atomics.atomics_ref() | nil,
           load: :atomics.atomics_ref() | nil,
@@ -274,8 +274,13 @@ defmodule Grove.World do
         timeout: 5000
       )
 
+    id = :atomics.add_get(world.ids, 1, 1)
+    # The first id of every 65,536 makes room for them in the directory.
+    unless Directory.ready?(world.name, id),
+      do: :ok = GenServer.call(world.keeper, {:directory_chunk, id})
+
     entity = %Entity{
-      id: :atomics.add_get(world.ids, 1, 1),
+      id: id,
       owner: opts[:owner],
       kind: kind_code(opts[:kind]),
       updates: validate_updates(opts[:updates]),
@@ -380,18 +385,18 @@ defmodule Grove.World do
       raise ArgumentError, "not a direction: #{inspect(direction)}"
     end
 
-    case :ets.lookup(world.directory, id) do
-      [{^id, index}] ->
+    case Directory.lookup(world.name, id) do
+      nil ->
+        Stats.incr(world.stats, :unknown_entity)
+        send(self(), {:grove_move, id, tag, {:rejected, :unknown_entity}})
+
+      index ->
         if :atomics.get(world.load, index + 1) > world.mailbox_limit do
           Stats.incr(world.stats, :busy)
           send(self(), {:grove_move, id, tag, {:rejected, :busy}})
         else
           GenServer.cast(elem(world.zones, index), {:move, id, direction, self(), tag, 0})
         end
-
-      [] ->
-        Stats.incr(world.stats, :unknown_entity)
-        send(self(), {:grove_move, id, tag, {:rejected, :unknown_entity}})
     end
 
     :ok
@@ -420,13 +425,13 @@ defmodule Grove.World do
           raise ArgumentError, "not a direction: #{inspect(direction)}"
         end
 
-        case :ets.lookup(world.directory, id) do
-          [{^id, index}] ->
+        case Directory.lookup(world.name, id) do
+          nil ->
+            {by_zone, [{id, tag, {:rejected, :unknown_entity}} | unknown]}
+
+          index ->
             {Map.update(by_zone, index, [{id, direction, tag}], &[{id, direction, tag} | &1]),
              unknown}
-
-          [] ->
-            {by_zone, [{id, tag, {:rejected, :unknown_entity}} | unknown]}
         end
       end)
 
@@ -458,17 +463,17 @@ defmodule Grove.World do
   def leave(world, id, timeout \\ 5000) when is_integer(id) do
     world = fetch!(world)
 
-    case :ets.lookup(world.directory, id) do
-      [{^id, index}] ->
+    case Directory.lookup(world.name, id) do
+      nil ->
+        {:error, :unknown_entity}
+
+      index ->
         try do
           GenServer.call(elem(world.zones, index), {:leave, id, self(), 0}, timeout)
         catch
           :exit, {:timeout, _} -> {:error, :timeout}
           :exit, {reason, _} when reason in [:noproc, :normal, :shutdown] -> {:error, :busy}
         end
-
-      [] ->
-        {:error, :unknown_entity}
     end
   end
 
@@ -477,7 +482,7 @@ defmodule Grove.World do
   def position(world, id) do
     world = fetch!(world)
 
-    with [{^id, index}] <- :ets.lookup(world.directory, id),
+    with index when index != nil <- Directory.lookup(world.name, id),
          [{^id, x, y, _owner, _kind, _updates, _radius}] <-
            :ets.lookup(elem(world.tables, index), id) do
       {x, y}
@@ -488,7 +493,10 @@ defmodule Grove.World do
 
   @doc "How many entities are in the world."
   @spec entity_count(name() | t()) :: non_neg_integer()
-  def entity_count(world), do: :ets.info(fetch!(world).directory, :size)
+  def entity_count(world) do
+    world = fetch!(world)
+    Stats.get(world.stats, :players) + Stats.get(world.stats, :actors)
+  end
 
   @doc "The world's terrain (no copy: it lives in `:persistent_term`)."
   @impl Grove.World.Client
@@ -605,7 +613,7 @@ defmodule Grove.World do
 
     duplicates = for {id, n} <- counts, n > 1, do: "entity #{id} is resident in #{n} zones"
 
-    directory = :ets.tab2list(world.directory)
+    directory = Directory.entries(world.name, :atomics.get(world.ids, 1))
 
     missing =
       for {id, _index} <- directory,
@@ -614,10 +622,15 @@ defmodule Grove.World do
 
     unlisted =
       for {id, _} <- counts,
-          :ets.lookup(world.directory, id) == [],
+          Directory.lookup(world.name, id) == nil,
           do: "entity #{id} is in a zone but not in the directory"
 
-    case problems ++ duplicates ++ missing ++ unlisted do
+    counted =
+      if length(directory) == entity_count(world),
+        do: [],
+        else: ["#{length(directory)} entities in the directory, #{entity_count(world)} counted"]
+
+    case problems ++ duplicates ++ missing ++ unlisted ++ counted do
       [] -> :ok
       all -> {:error, all}
     end

@@ -8,12 +8,13 @@ defmodule Grove.World.Keeper do
   use GenServer
 
   alias Grove.World
-  alias Grove.World.{Grid, Stats, Terrain}
+  alias Grove.World.{Directory, Grid, Stats, Terrain}
 
   require Logger
 
   @spec start_link(World.t()) :: GenServer.on_start()
-  def start_link(%World{} = world), do: GenServer.start_link(__MODULE__, world)
+  def start_link(%World{} = world),
+    do: GenServer.start_link(__MODULE__, world, name: keeper_name(world.name))
 
   @impl true
   def init(%World{} = world) do
@@ -32,13 +33,7 @@ defmodule Grove.World.Keeper do
           List.to_tuple(
             for _ <- 1..count, do: :ets.new(:grove_zone, [:set, :public, read_concurrency: true])
           ),
-        directory:
-          :ets.new(:grove_directory, [
-            :set,
-            :public,
-            read_concurrency: true,
-            write_concurrency: true
-          ]),
+        keeper: keeper_name(world.name),
         subscriptions: :ets.new(:grove_subscriptions, [:bag, :public]),
         ids: :atomics.new(1, signed: false),
         load: :atomics.new(count, signed: false),
@@ -58,11 +53,21 @@ defmodule Grove.World.Keeper do
     {:ok, world.name, :hibernate}
   end
 
+  # Directory chunks are made here, one at a time, so two joins never race
+  # to publish the same one.
+  @impl true
+  def handle_call({:directory_chunk, id}, _from, name) do
+    {:reply, Directory.ensure_chunk(name, id), name}
+  end
+
   @impl true
   def terminate(_reason, name) do
+    world = World.fetch!(name)
+    Directory.erase(name, :atomics.get(world.ids, 1))
     :persistent_term.erase({World, name})
     :ok
   end
 
   defp zone_name(world, index), do: :"#{world}.zone.#{index}"
+  defp keeper_name(world), do: :"#{world}.keeper"
 end

@@ -16,7 +16,7 @@ defmodule Grove.World.Zone do
   use GenServer
 
   alias Grove.{Metrics, World}
-  alias Grove.World.{Entity, Grid, Stats}
+  alias Grove.World.{Directory, Entity, Grid, Stats}
   alias Grove.World.Zone.State
 
   require Logger
@@ -298,8 +298,8 @@ defmodule Grove.World.Zone do
 
   # Where the directory says an entity lives now, when that is not here.
   defp follow(zone, id, hops) when hops < @max_hops do
-    case :ets.lookup(zone.world.directory, id) do
-      [{^id, index}] when index != zone.index -> {:ok, elem(zone.world.zones, index)}
+    case Directory.lookup(zone.world.name, id) do
+      index when index != nil and index != zone.index -> {:ok, elem(zone.world.zones, index)}
       _ -> :error
     end
   end
@@ -391,7 +391,7 @@ defmodule Grove.World.Zone do
 
       %Entity{} ->
         :ets.delete(zone.table, id)
-        :ets.delete_object(zone.world.directory, {id, zone.index})
+        Directory.release(zone.world.name, id, zone.index)
         add_density(zone, {entity.x, entity.y}, -1)
         Stats.incr(zone.world.stats, :departures)
         Stats.incr(zone.world.stats, population_key(entity), -1)
@@ -407,7 +407,7 @@ defmodule Grove.World.Zone do
     ref = Process.monitor(entity.owner)
     entity = %{entity | monitor: ref}
     :ets.insert(zone.table, Entity.to_row(entity))
-    :ets.insert(zone.world.directory, {entity.id, zone.index})
+    Directory.assign(zone.world.name, entity.id, zone.index)
 
     %{
       zone
@@ -634,8 +634,8 @@ defmodule Grove.World.Zone do
     Enum.reduce(State.stale_handoffs(zone.core, cutoff), zone, fn id, zone ->
       Stats.incr(zone.world.stats, :handoffs_stale)
 
-      case :ets.lookup(zone.world.directory, id) do
-        [{^id, index}] when index != zone.index ->
+      case Directory.lookup(zone.world.name, id) do
+        index when index != nil and index != zone.index ->
           {:noreply, zone} = handle_cast({:arrived, id}, zone)
           zone
 
@@ -697,7 +697,7 @@ defmodule Grove.World.Zone do
     # handoff this zone finished but did not live to clean up.
     {mine, stale} =
       Enum.split_with(rows, fn {id, _, _, _, _, _, _} ->
-        :ets.lookup(world.directory, id) == [{id, index}]
+        Directory.lookup(world.name, id) == index
       end)
 
     for {id, _, _, _, _, _, _} <- stale, do: :ets.delete(table, id)

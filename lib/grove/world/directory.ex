@@ -1,0 +1,75 @@
+defmodule Grove.World.Directory do
+  @moduledoc false
+  # Which zone owns each entity: the routing table every move reads first.
+  #
+  # Entity ids are dense integers from one counter, so the directory is an
+  # array, not a hash table: `:atomics` chunks of 65,536 slots, each holding
+  # the owning zone plus one (0 for none). A lookup is one persistent_term
+  # read and one atomics read, with no copy and no lock; at 250,000 moves a
+  # second an ETS lookup here cost about 8 % of the machine.
+  #
+  # Chunks are created by the world's keeper, one at a time, when the first
+  # id in them is handed out, and published as new persistent_term keys
+  # (adding a key is cheap; only changing or erasing one makes the VM scan
+  # every process). The owning zone is the only writer of an entity's slot.
+
+  @chunk 65_536
+
+  @doc "The zone that owns an entity, or nil."
+  @spec lookup(atom(), non_neg_integer()) :: non_neg_integer() | nil
+  def lookup(world, id) do
+    case :persistent_term.get({__MODULE__, world, div(id, @chunk)}, nil) do
+      nil ->
+        nil
+
+      chunk ->
+        case :atomics.get(chunk, rem(id, @chunk) + 1) do
+          0 -> nil
+          zone -> zone - 1
+        end
+    end
+  end
+
+  @doc "Records the zone that now owns an entity (its slot must exist)."
+  @spec assign(atom(), non_neg_integer(), non_neg_integer()) :: :ok
+  def assign(world, id, zone),
+    do: :atomics.put(chunk!(world, id), rem(id, @chunk) + 1, zone + 1)
+
+  @doc "Forgets an entity, unless another zone has taken it since."
+  @spec release(atom(), non_neg_integer(), non_neg_integer()) :: :ok
+  def release(world, id, zone) do
+    _ = :atomics.compare_exchange(chunk!(world, id), rem(id, @chunk) + 1, zone + 1, 0)
+    :ok
+  end
+
+  @doc "Creates the chunk for an id if it does not exist yet; only the keeper calls this."
+  @spec ensure_chunk(atom(), non_neg_integer()) :: :ok
+  def ensure_chunk(world, id) do
+    key = {__MODULE__, world, div(id, @chunk)}
+
+    if :persistent_term.get(key, nil) == nil,
+      do: :persistent_term.put(key, :atomics.new(@chunk, signed: false))
+
+    :ok
+  end
+
+  @doc "True when the slot for this id exists, so `assign/3` may be used."
+  @spec ready?(atom(), non_neg_integer()) :: boolean()
+  def ready?(world, id),
+    do: :persistent_term.get({__MODULE__, world, div(id, @chunk)}, nil) != nil
+
+  @doc "Every entity with an owner, as `{id, zone}`, up to `max_id` (for audits)."
+  @spec entries(atom(), non_neg_integer()) :: [{non_neg_integer(), non_neg_integer()}]
+  def entries(world, max_id) do
+    for id <- 1..max(max_id, 1), zone = lookup(world, id), zone != nil, do: {id, zone}
+  end
+
+  @doc "Removes every chunk of a world that is stopping."
+  @spec erase(atom(), non_neg_integer()) :: :ok
+  def erase(world, max_id) do
+    for n <- 0..div(max_id, @chunk), do: :persistent_term.erase({__MODULE__, world, n})
+    :ok
+  end
+
+  defp chunk!(world, id), do: :persistent_term.get({__MODULE__, world, div(id, @chunk)})
+end
