@@ -155,8 +155,10 @@ defmodule Grove.Actors.Herd do
 
         {moves, wheel, rand} =
           Enum.reduce(due, {[], wheel, herd.rand}, fn id, {moves, wheel, rand} ->
-            {direction, rand} = :rand.uniform_s(8, rand)
-            {offset, rand} = :rand.uniform_s(2 * jitter_slots + 1, rand)
+            # One draw gives both the direction and the next wait.
+            {draw, rand} = :rand.uniform_s(8 * (2 * jitter_slots + 1), rand)
+            direction = rem(draw - 1, 8) + 1
+            offset = div(draw - 1, 8) + 1
             # Counted from when the move was due, not from when the herd got
             # to it, so a herd running late keeps its actors' pace.
             next = max(slot + interval_slots - jitter_slots + offset - 1, now_slot + 1)

@@ -142,9 +142,7 @@ defmodule Grove.World.Zone.State do
             {:rejected, :occupied, put_entity(state, entity)}
 
           true ->
-            moved = %{entity | x: x, y: y}
-            state = state |> vacate(entity) |> occupy(moved) |> put_entity(moved) |> record(moved)
-            {:moved, moved, {entity.x, entity.y}, state}
+            relocate(state, entity, x, y)
         end
 
       not Grid.in_bounds?(grid, x, y) ->
@@ -164,6 +162,24 @@ defmodule Grove.World.Zone.State do
         state = %{put_entity(state, entity) | leaving: Map.put(state.leaving, entity.id, leaving)}
         {:handoff, entity, to, {x, y}, state}
     end
+  end
+
+  # The common case, a step inside the zone, in one update of the state:
+  # every move goes through here.
+  defp relocate(%__MODULE__{grid: grid, rules: rules} = state, %Entity{id: id} = entity, x, y) do
+    moved = %{entity | x: x, y: y}
+
+    cells =
+      if rules.exclusive do
+        state.cells
+        |> Map.delete(Grid.cell_key(grid, entity.x, entity.y))
+        |> Map.put(Grid.cell_key(grid, x, y), id)
+      else
+        state.cells
+      end
+
+    state = record(%{state | entities: Map.put(state.entities, id, moved), cells: cells}, moved)
+    {:moved, moved, {entity.x, entity.y}, state}
   end
 
   @doc """
