@@ -8,7 +8,7 @@ export LANG := C.UTF-8
 export ERL_AFLAGS := +P 5000000
 
 CLIENT_SOURCES := $(shell find assets/src -type f 2>/dev/null) assets/package.json
-CLIENT_BUNDLE := priv/static/assets/app.js
+CLIENT_BUNDLE := priv/static/assets/app.js priv/static/assets/dashboard.js
 NODE_MODULES := assets/node_modules/.package-lock.json
 
 .PHONY: run test test-server test-browser setup setup-test compile client bench clean
@@ -40,7 +40,8 @@ $(NODE_MODULES): assets/package-lock.json
 	cd assets && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-$(CLIENT_BUNDLE): $(NODE_MODULES) $(CLIENT_SOURCES)
+# One build writes every bundle.
+$(CLIENT_BUNDLE) &: $(NODE_MODULES) $(CLIENT_SOURCES)
 	cd assets && npm run --silent build
 
 compile: setup

@@ -42,5 +42,6 @@ config :grove,
 
           other ->
             raise ArgumentError, "GROVE_LISTEN must be all or loopback, got: #{inspect(other)}"
-        end
+        end,
+      admin_token: System.get_env("GROVE_ADMIN_TOKEN")
     )

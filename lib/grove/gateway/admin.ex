@@ -80,7 +80,7 @@ defmodule Grove.Gateway.Admin do
             into: %{},
             do: {String.to_atom(key), report[key]}
 
-      knee = if is_integer(report["knee"]), do: report["knee"]
+      knee = if is_number(report["knee"]), do: round(report["knee"])
       phase = if is_binary(report["phase"]), do: String.slice(report["phase"], 0, 40)
       Metrics.execute([:grove, :load, :report], numbers, %{knee: knee, phase: phase})
       HTTP.json(202, %{"accepted" => true})
