@@ -31,7 +31,8 @@ defmodule Grove.Gateway do
       `:view_backlog` for `:slow_seconds`, or grows over `:slow_backlog`
       bytes at all, is closed as a slow consumer (defaults `5`, `131_072`)
     * `:stats_interval`, `:density_interval` - milliseconds between `stats`
-      and `density` messages to every client (defaults `1000`, `5000`)
+      and `density` messages to every client (defaults `2000`, `10_000`:
+      every frame to every player is a system call on both ends)
     * `:density_side` - the minimap's largest side in blocks; the world's
       density grid is merged down to it (default `64`)
     * `:drain_timeout` - milliseconds shutdown waits for sessions to say
@@ -72,8 +73,8 @@ defmodule Grove.Gateway do
     view_backlog: 32_768,
     slow_backlog: 131_072,
     slow_seconds: 5,
-    stats_interval: 1000,
-    density_interval: 5000,
+    stats_interval: 2000,
+    density_interval: 10_000,
     density_side: 64,
     drain_timeout: 5000,
     max_connections: :nolimit,

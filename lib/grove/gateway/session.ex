@@ -7,9 +7,10 @@ defmodule Grove.Gateway.Session do
   # in one hop.
   #
   # Outcomes go out at once and are never dropped. Views are assembled in a
-  # Grove.World.View and taken at most once per tick; while the socket is
-  # behind, nothing is taken, so the view coalesces and the next frame
-  # carries the newest state.
+  # Grove.World.View and flushed a moment after they change (so the deltas
+  # of neighbouring zones for the same tick go out as one frame); while the
+  # socket is behind, nothing is taken, so the view coalesces and the next
+  # frame carries the newest state.
 
   alias Grove.{Protocol, RateLimit}
   alias Grove.Gateway.Stats
@@ -113,7 +114,7 @@ defmodule Grove.Gateway.Session do
           tick_ms: session.config.tick_ms
         }
 
-        session = %{session | joined: true, id: id, cell: cell, view: View.new(cell, radius)}
+        session = %{session | joined: true, id: id, cell: cell, view: View.new(cell, radius, id)}
         {session, [send_message(session, welcome)]}
 
       {:error, reason} ->
@@ -191,6 +192,11 @@ defmodule Grove.Gateway.Session do
   end
 
   def handle_info(_session, _message), do: :unknown
+
+  @doc "True when the view has changes to flush."
+  @spec view_pending?(t()) :: boolean()
+  def view_pending?(%__MODULE__{view: nil}), do: false
+  def view_pending?(%__MODULE__{view: view}), do: View.pending?(view)
 
   @doc "The view changes since the last flush, as at most one frame."
   @spec flush_view(t()) :: {t(), [action()]}

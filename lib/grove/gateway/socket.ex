@@ -100,7 +100,7 @@ defmodule Grove.Gateway.Socket do
     Stats.incr(state.config.stats, :sessions)
     Stats.incr(state.config.stats, :connections)
     Metrics.execute([:grove, :session, :start], %{}, %{encoding: Session.encoding(state.session)})
-    {:ok, schedule_flush(%{state | socket: ws_state(ws_state, :sock)})}
+    {:ok, %{state | socket: ws_state(ws_state, :sock)}}
   end
 
   def handle_message({:close, code, _reason}, state), do: {:close, code, state}
@@ -110,7 +110,7 @@ defmodule Grove.Gateway.Socket do
     Stats.incr(stats, :frames_in)
     Stats.incr(stats, :bytes_in, byte_size(data))
     {session, actions} = Session.handle_frame(state.session, kind, data, now_ms())
-    act(%{state | session: session}, actions)
+    act(watch_view(%{state | session: session}), actions)
   end
 
   def handle_info(:grove_flush, state) do
@@ -119,7 +119,7 @@ defmodule Grove.Gateway.Socket do
     case backlog(state) do
       :ok ->
         {session, actions} = Session.flush_view(state.session)
-        act(schedule_flush(%{state | session: session, slow_since: nil}), actions)
+        act(%{state | session: session, slow_since: nil}, actions)
 
       :behind ->
         behind(state)
@@ -133,8 +133,17 @@ defmodule Grove.Gateway.Socket do
   # to give up when the socket is behind.
   def handle_info({:grove_broadcast, frames}, state) do
     case backlog(state) do
-      :ok -> act(state, [{:send, Map.fetch!(frames, Session.encoding(state.session))}])
-      _ -> Stats.incr(state.config.stats, :broadcasts_dropped) && {:noreply, state}
+      :ok ->
+        act(%{state | slow_since: nil}, [
+          {:send, Map.fetch!(frames, Session.encoding(state.session))}
+        ])
+
+      :behind ->
+        Stats.incr(state.config.stats, :broadcasts_dropped)
+        still_behind(state, fn state -> {:noreply, state} end)
+
+      :slow ->
+        disconnect_slow(state)
     end
   end
 
@@ -154,7 +163,7 @@ defmodule Grove.Gateway.Socket do
   def handle_info(message, state) do
     case Session.handle_info(state.session, message) do
       {session, actions} ->
-        act(%{state | session: session}, actions)
+        act(watch_view(%{state | session: session}), actions)
 
       :unknown ->
         Logger.warning(
@@ -227,15 +236,21 @@ defmodule Grove.Gateway.Socket do
   end
 
   defp behind(state) do
+    still_behind(state, fn state ->
+      Stats.incr(state.config.stats, :views_coalesced)
+      # Try again a tick later; the view keeps coalescing meanwhile.
+      {:noreply, schedule_flush(state, tick_ms(state.config))}
+    end)
+  end
+
+  # Behind since when; past `slow_seconds` of it, the client is cut off.
+  defp still_behind(state, otherwise) do
     now = now_ms()
     since = state.slow_since || now
 
-    if now - since >= state.config.slow_seconds * 1000 do
-      disconnect_slow(state)
-    else
-      Stats.incr(state.config.stats, :views_coalesced)
-      {:noreply, schedule_flush(%{state | slow_since: since})}
-    end
+    if now - since >= state.config.slow_seconds * 1000,
+      do: disconnect_slow(state),
+      else: otherwise.(%{state | slow_since: since})
   end
 
   defp disconnect_slow(state) do
@@ -255,8 +270,21 @@ defmodule Grove.Gateway.Socket do
     act(state, [bye, {:close, 1008, "slow consumer"}])
   end
 
-  defp schedule_flush(state),
-    do: %{state | flush_timer: Process.send_after(self(), :grove_flush, tick_ms(state.config))}
+  # A session wakes up to flush only when its view changed: an idle player
+  # costs no timer at all. The short delay lets the deltas that neighbouring
+  # zones publish for the same tick arrive and go out as one frame.
+  defp watch_view(%{flush_timer: nil} = state) do
+    if Session.view_pending?(state.session),
+      do: schedule_flush(state, flush_delay(state.config)),
+      else: state
+  end
+
+  defp watch_view(state), do: state
+
+  defp schedule_flush(state, delay),
+    do: %{state | flush_timer: Process.send_after(self(), :grove_flush, delay)}
+
+  defp flush_delay(config), do: min(div(tick_ms(config), 4), 25)
 
   defp tick_ms(config) do
     case Grove.World.fetch!(config.world).tick do

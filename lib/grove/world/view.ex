@@ -27,6 +27,7 @@ defmodule Grove.World.View do
 
   defstruct center: {0, 0},
             radius: 8,
+            self: nil,
             mirrors: %{},
             where: %{},
             shown: %{},
@@ -46,6 +47,7 @@ defmodule Grove.World.View do
   @type t :: %__MODULE__{
           center: Grid.cell(),
           radius: non_neg_integer(),
+          self: non_neg_integer() | nil,
           mirrors: %{
             Grid.zone_index() => %{
               non_neg_integer() => {non_neg_integer(), non_neg_integer(), byte()}
@@ -58,9 +60,15 @@ defmodule Grove.World.View do
           complete: boolean()
         }
 
-  @doc "A view centred on `center` seeing `radius` cells in each direction."
-  @spec new(Grid.cell(), non_neg_integer()) :: t()
-  def new(center, radius \\ 8), do: %__MODULE__{center: center, radius: radius}
+  @doc """
+  A view centred on `center` seeing `radius` cells in each direction. The
+  entity `self` (the client's own, if given) appears in full views only: the
+  client learns its own moves from their outcomes, so a delta that would
+  only say "you moved" is not worth a frame.
+  """
+  @spec new(Grid.cell(), non_neg_integer(), non_neg_integer() | nil) :: t()
+  def new(center, radius \\ 8, self \\ nil),
+    do: %__MODULE__{center: center, radius: radius, self: self}
 
   @doc "Applies one `{:grove_view, ...}` message from a zone."
   @spec apply_message(t(), tuple()) :: t()
@@ -127,6 +135,11 @@ defmodule Grove.World.View do
   @spec resync(t()) :: t()
   def resync(%__MODULE__{} = view), do: %{view | shown: %{}, rescan: true, complete: true}
 
+  @doc "True when `take_changes/1` may have something to hand over."
+  @spec pending?(t()) :: boolean()
+  def pending?(%__MODULE__{complete: complete, rescan: rescan, dirty: dirty}),
+    do: complete or rescan or map_size(dirty) > 0
+
   @doc "Everything inside the viewport now, by id."
   @spec visible(t()) :: %{non_neg_integer() => {non_neg_integer(), non_neg_integer(), byte()}}
   def visible(%__MODULE__{} = view) do
@@ -152,10 +165,10 @@ defmodule Grove.World.View do
      %{view | shown: now, dirty: %{}, rescan: false, complete: false}}
   end
 
-  def take_changes(%__MODULE__{rescan: true} = view) do
+  def take_changes(%__MODULE__{rescan: true, self: self} = view) do
     now = visible(view)
-    shown = for {id, entry} <- now, view.shown[id] != entry, do: flat(id, entry)
-    gone = for {id, _} <- view.shown, not is_map_key(now, id), do: id
+    shown = for {id, entry} <- now, id != self, view.shown[id] != entry, do: flat(id, entry)
+    gone = for {id, _} <- view.shown, id != self, not is_map_key(now, id), do: id
     result(shown, gone, %{view | shown: now, dirty: %{}, rescan: false})
   end
 
@@ -168,6 +181,8 @@ defmodule Grove.World.View do
 
         case {current, now[id]} do
           {same, same} -> {shown, gone, now}
+          {nil, _before} when id == view.self -> {shown, gone, Map.delete(now, id)}
+          {entry, _before} when id == view.self -> {shown, gone, Map.put(now, id, entry)}
           {nil, _before} -> {shown, [id | gone], Map.delete(now, id)}
           {entry, _before} -> {[flat(id, entry) | shown], gone, Map.put(now, id, entry)}
         end
