@@ -28,7 +28,17 @@ defmodule Grove.MixProject do
     [
       # Yaws compiles a small module when it starts, hence :compiler.
       extra_applications:
-        [:logger, :runtime_tools, :crypto, :compiler, :inets, :jiffy, :cowlib] ++
+        [
+          :logger,
+          :runtime_tools,
+          :crypto,
+          :compiler,
+          :inets,
+          :jiffy,
+          :cowlib,
+          :sqlite3,
+          :p1_pgsql
+        ] ++
           test_applications(Mix.env()),
       # Yaws runs embedded in Grove's own tree: loaded with the application,
       # never started as an application of its own.
