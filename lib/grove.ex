@@ -46,15 +46,20 @@ defmodule Grove do
 
   @impl true
   def init(%Config{} = config) do
+    # The store first: accounts need it, and the world restores positions from it.
+    # After the world (it saves players' positions from it), before the
+    # gateway (whose sessions hand it their last cell as they close).
     children =
-      [
-        {Grove.World, config.world},
-        # Actors start after the world they walk in; they join in the background.
-        {Grove.Actors, config.actors},
-        # Before the gateway, whose /metrics and dashboard read it.
-        {Grove.Metrics.Collector, config.metrics}
-      ] ++
+      if(config.store, do: [{Grove.Store, config.store}], else: []) ++
+        [
+          {Grove.World, config.world},
+          # Actors start after the world they walk in; they join in the background.
+          {Grove.Actors, config.actors},
+          # Before the gateway, whose /metrics and dashboard read it.
+          {Grove.Metrics.Collector, config.metrics}
+        ] ++
         if(config.statsd, do: [{Grove.Metrics.StatsD, config.statsd}], else: []) ++
+        if(config.accounts, do: [{Grove.Accounts, config.accounts}], else: []) ++
         if(config.gateway, do: [{Grove.Gateway, config.gateway}], else: []) ++
         if config.status_interval,
           do: [{Grove.Status, name: config.name, interval: config.status_interval}],

@@ -8,7 +8,18 @@ defmodule Grove.Application do
 
     children =
       if Keyword.get(env, :start, true) do
-        [{Grove, Keyword.take(env, [:world, :actors, :gateway, :metrics, :status_interval])}]
+        [
+          {Grove,
+           Keyword.take(env, [
+             :world,
+             :actors,
+             :store,
+             :accounts,
+             :gateway,
+             :metrics,
+             :status_interval
+           ])}
+        ]
       else
         []
       end

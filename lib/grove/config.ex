@@ -9,6 +9,11 @@ defmodule Grove.Config do
     * `:world` - options for `Grove.World` (default `[]`; its `:name` is derived)
     * `:actors` - options for `Grove.Actors` (default `[count: 0]`; `:name` and
       `:world` are derived)
+    * `:store` - options for `Grove.Store` (accounts, tokens, positions), or
+      `false` for a server without accounts (default `false`; `:name` is
+      derived)
+    * `:accounts` - options for `Grove.Accounts`, used when there is a store
+      (default `[]`; `:name`, `:store` and `:world` are derived)
     * `:gateway` - options for `Grove.Gateway` (HTTP and WebSocket), or
       `false` to run without one (default `[]`; `:instance` is derived)
     * `:metrics` - options for `Grove.Metrics.Collector` (`:interval`,
@@ -23,13 +28,25 @@ defmodule Grove.Config do
   `GROVE_LISTEN=all`).
   """
 
-  @enforce_keys [:name, :world, :actors, :gateway, :metrics, :statsd, :status_interval]
+  @enforce_keys [
+    :name,
+    :world,
+    :actors,
+    :store,
+    :accounts,
+    :gateway,
+    :metrics,
+    :statsd,
+    :status_interval
+  ]
   defstruct @enforce_keys
 
   @type t :: %__MODULE__{
           name: atom(),
           world: keyword(),
           actors: keyword(),
+          store: keyword() | false,
+          accounts: keyword() | false,
           gateway: keyword() | false,
           metrics: keyword(),
           statsd: keyword() | false,
@@ -44,6 +61,8 @@ defmodule Grove.Config do
         name: Grove,
         world: [],
         actors: [],
+        store: false,
+        accounts: [],
         gateway: [],
         metrics: [],
         status_interval: 10_000
@@ -72,13 +91,36 @@ defmodule Grove.Config do
       |> Keyword.put_new(:count, 0)
       |> Keyword.merge(name: :"#{name}.Actors", world: world_name)
 
+    store =
+      case opts[:store] do
+        false ->
+          false
+
+        store when is_list(store) ->
+          Keyword.put(store, :name, :"#{name}.Store")
+
+        other ->
+          raise ArgumentError, ":store must be a keyword list or false, got: #{inspect(other)}"
+      end
+
+    accounts =
+      if store do
+        Keyword.merge(opts[:accounts],
+          name: :"#{name}.Accounts",
+          store: store[:name],
+          world: world_name
+        )
+      else
+        false
+      end
+
     gateway =
       case opts[:gateway] do
         false ->
           false
 
         gateway when is_list(gateway) ->
-          Keyword.put(gateway, :instance, name)
+          Keyword.merge(gateway, instance: name, accounts: if(accounts, do: accounts[:name]))
 
         other ->
           raise ArgumentError, ":gateway must be a keyword list or false, got: #{inspect(other)}"
@@ -102,6 +144,8 @@ defmodule Grove.Config do
       name: name,
       world: world,
       actors: actors,
+      store: store,
+      accounts: accounts,
       gateway: gateway,
       metrics: [instance: name, interval: metrics[:interval], history: metrics[:history]],
       statsd: statsd,

@@ -42,6 +42,9 @@ defmodule Grove.Gateway do
       system's (default `nil`; small values make slow clients show sooner)
     * `:max_body` - largest HTTP request body in bytes; larger ones get 413
       (default `65_536`)
+    * `:accounts` - the `Grove.Accounts` service behind `/api` and behind
+      join tokens, or `nil` for a server without accounts where everyone
+      plays as a guest (default `nil`)
     * `:admin_token` - when set, `/metrics`, `/dashboard` and the load
       reports need it, as `Authorization: Bearer TOKEN` or `?token=TOKEN`
       (default `nil`: open, which is why the gateway listens on loopback
@@ -80,7 +83,8 @@ defmodule Grove.Gateway do
     max_connections: :nolimit,
     sndbuf: nil,
     max_body: 65_536,
-    admin_token: nil
+    admin_token: nil,
+    accounts: nil
   ]
 
   @doc "Starts the gateway; see the module doc for options."

@@ -71,7 +71,9 @@ defmodule Grove.Protocol do
        {:width, :u16},
        {:height, :u16},
        {:view_radius, :u8},
-       {:tick_ms, :u16}
+       {:tick_ms, :u16},
+       {:name, :string},
+       {:avatar, :string}
      ]},
     {:outcome, 65, :server, [{:seq, :u32}, {:result, {:enum, @results}}, {:x, :u16}, {:y, :u16}]},
     {:view, 66, :server,

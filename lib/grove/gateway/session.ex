@@ -12,7 +12,7 @@ defmodule Grove.Gateway.Session do
   # socket is behind, nothing is taken, so the view coalesces and the next
   # frame carries the newest state.
 
-  alias Grove.{Protocol, RateLimit}
+  alias Grove.{Accounts, Protocol, RateLimit}
   alias Grove.Gateway.Stats
   alias Grove.World
   alias Grove.World.View
@@ -28,6 +28,7 @@ defmodule Grove.Gateway.Session do
     :view,
     :id,
     :cell,
+    :account_id,
     moves_booked: nil,
     errors: 0,
     errors_since: 0,
@@ -45,7 +46,8 @@ defmodule Grove.Gateway.Session do
           max_errors: pos_integer(),
           max_view_radius: pos_integer(),
           tick_ms: pos_integer(),
-          stats: Grove.Gateway.Stats.t() | nil
+          stats: Grove.Gateway.Stats.t() | nil,
+          accounts: atom() | nil
         }
 
   @type t :: %__MODULE__{}
@@ -96,34 +98,9 @@ defmodule Grove.Gateway.Session do
   end
 
   defp handle_message(%__MODULE__{joined: false} = session, %{type: :join} = join, now_ms) do
-    radius = min(join.view_radius, session.config.max_view_radius)
-
-    case World.join(session.world, updates: :view, kind: :player, view_radius: radius) do
-      {:ok, id, {x, y} = cell} ->
-        grid = World.grid(session.world)
-
-        welcome = %{
-          type: :welcome,
-          protocol: Protocol.version(),
-          id: id,
-          x: x,
-          y: y,
-          width: grid.width,
-          height: grid.height,
-          view_radius: radius,
-          tick_ms: session.config.tick_ms
-        }
-
-        session = %{session | joined: true, id: id, cell: cell, view: View.new(cell, radius, id)}
-        {session, [send_message(session, welcome)]}
-
-      {:error, reason} ->
-        error(
-          session,
-          :join_failed,
-          "the world could not place you (#{reason}); try again",
-          now_ms
-        )
+    case identify(session, join.token) do
+      {:ok, account} -> place(session, join, account, now_ms)
+      {:error, code, text} -> error(session, code, text, now_ms)
     end
   end
 
@@ -159,6 +136,87 @@ defmodule Grove.Gateway.Session do
 
   defp handle_message(session, %{type: type}, now_ms),
     do: error(session, :bad_message, "#{type} is a server message", now_ms)
+
+  # Who is joining: the token's account, or a guest where guests may play.
+  defp identify(%__MODULE__{config: %{accounts: nil}}, _token), do: {:ok, nil}
+
+  defp identify(%__MODULE__{config: %{accounts: accounts}}, "") do
+    if Accounts.guests?(accounts),
+      do: {:ok, nil},
+      else:
+        {:error, :unauthorized,
+         "this server needs an account: join with a token (see docs/api.md)"}
+  end
+
+  defp identify(%__MODULE__{config: %{accounts: accounts}}, token) do
+    case Accounts.authenticate(accounts, token) do
+      {:ok, account, _token_id} ->
+        {:ok, account}
+
+      {:error, :unavailable} ->
+        {:error, :join_failed, "accounts are busy; try again"}
+
+      {:error, reason} ->
+        {:error, :unauthorized, "the token is #{describe_token(reason)}; log in again"}
+    end
+  end
+
+  defp describe_token(:expired), do: "expired"
+  defp describe_token(:revoked), do: "logged out"
+  defp describe_token(_), do: "not valid"
+
+  defp place(session, join, account, now_ms) do
+    radius = min(join.view_radius, session.config.max_view_radius)
+    opts = [updates: :view, kind: :player, view_radius: radius]
+    accounts = session.config.accounts
+    last = if account, do: Accounts.last_position(accounts, account.id)
+
+    # Back where the player stood, unless someone else stands there now.
+    result =
+      case last && World.join(session.world, Keyword.put(opts, :at, last)) do
+        {:ok, _id, _cell} = ok -> ok
+        _ -> World.join(session.world, opts)
+      end
+
+    case result do
+      {:ok, id, {x, y} = cell} ->
+        if account, do: Accounts.playing(accounts, account.id, id)
+        grid = World.grid(session.world)
+
+        welcome = %{
+          type: :welcome,
+          protocol: Protocol.version(),
+          id: id,
+          x: x,
+          y: y,
+          width: grid.width,
+          height: grid.height,
+          view_radius: radius,
+          tick_ms: session.config.tick_ms,
+          name: (account && account.name) || "",
+          avatar: (account && account.avatar) || "🙂"
+        }
+
+        session = %{
+          session
+          | joined: true,
+            id: id,
+            cell: cell,
+            account_id: account && account.id,
+            view: View.new(cell, radius, id)
+        }
+
+        {session, [send_message(session, welcome)]}
+
+      {:error, reason} ->
+        error(
+          session,
+          :join_failed,
+          "the world could not place you (#{reason}); try again",
+          now_ms
+        )
+    end
+  end
 
   @doc "A message from the world or the gateway."
   @spec handle_info(t(), term()) :: {t(), [action()]} | :unknown
@@ -218,14 +276,16 @@ defmodule Grove.Gateway.Session do
   @spec encoding(t()) :: Protocol.encoding()
   def encoding(%__MODULE__{encoding: encoding}), do: encoding
 
-  @doc "Leaves the world (the zone would also notice the process's death)."
-  @spec leave(t()) :: :ok
-  def leave(%__MODULE__{joined: true, world: world, id: id}) do
-    _ = World.leave(world, id, 1000)
-    :ok
-  end
+  @doc """
+  The connection is over: hands the player's last cell to the accounts, to
+  be saved. (The zone removes the entity itself when the process ends.)
+  """
+  @spec ended(t()) :: :ok
+  def ended(%__MODULE__{account_id: account_id, config: %{accounts: accounts}, cell: cell})
+      when account_id != nil,
+      do: Accounts.left(accounts, account_id, cell)
 
-  def leave(_session), do: :ok
+  def ended(_session), do: :ok
 
   @doc "A message encoded as a frame for this session."
   @spec send_message(t(), Protocol.message()) :: action()

@@ -81,7 +81,8 @@ defmodule Grove.Gateway.Socket do
       max_errors: config.max_errors,
       max_view_radius: config.max_view_radius,
       tick_ms: tick_ms(config),
-      stats: config.stats
+      stats: config.stats,
+      accounts: config.accounts
     }
 
     state = %{
@@ -175,6 +176,8 @@ defmodule Grove.Gateway.Socket do
   end
 
   def terminate(reason, state) do
+    Session.ended(state.session)
+
     if state.socket do
       Stats.incr(state.config.stats, :sessions, -1)
 

@@ -1,0 +1,53 @@
+defmodule Grove.Accounts.Token do
+  @moduledoc """
+  Bearer tokens: signed, expiring, revocable.
+
+  A token is `v1.PAYLOAD.SIGNATURE`, both parts base64url without padding.
+  The payload holds a random 16-byte token id, the account id and the expiry
+  (unix seconds); the signature is HMAC-SHA256 of the payload with the
+  server's secret. Checking a token's signature and expiry needs no
+  database; the token id is what revocation records.
+
+  ## Examples
+
+      iex> secret = :crypto.strong_rand_bytes(32)
+      iex> {token, id} = Grove.Accounts.Token.sign(secret, 42, 2_000_000_000)
+      iex> {:ok, %{id: ^id, account_id: 42, expires_at: 2_000_000_000}} = Grove.Accounts.Token.verify(secret, token, 1_900_000_000)
+      iex> Grove.Accounts.Token.verify(secret, token, 2_000_000_001)
+      {:error, :expired}
+      iex> Grove.Accounts.Token.verify(secret, token <> "x", 1_900_000_000)
+      {:error, :invalid_token}
+  """
+
+  @doc "A new token for an account, and its id."
+  @spec sign(binary(), pos_integer(), integer()) :: {String.t(), binary()}
+  def sign(secret, account_id, expires_at) do
+    id = :crypto.strong_rand_bytes(16)
+    payload = <<id::binary-size(16), account_id::64, expires_at::64>>
+    {"v1." <> encode(payload) <> "." <> encode(signature(secret, payload)), id}
+  end
+
+  @doc "Checks a token's signature and expiry against `now` (unix seconds)."
+  @spec verify(binary(), String.t(), integer()) ::
+          {:ok, %{id: binary(), account_id: pos_integer(), expires_at: integer()}}
+          | {:error, :invalid_token | :expired}
+  def verify(secret, token, now) when is_binary(token) do
+    with ["v1", payload64, signature64] <- String.split(token, ".", parts: 3),
+         {:ok, payload} <- Base.url_decode64(payload64, padding: false),
+         {:ok, given} <- Base.url_decode64(signature64, padding: false),
+         expected = signature(secret, payload),
+         true <- byte_size(given) == byte_size(expected) and :crypto.hash_equals(given, expected),
+         <<id::binary-size(16), account_id::64, expires_at::64>> <- payload do
+      if now <= expires_at,
+        do: {:ok, %{id: id, account_id: account_id, expires_at: expires_at}},
+        else: {:error, :expired}
+    else
+      _ -> {:error, :invalid_token}
+    end
+  end
+
+  def verify(_secret, _token, _now), do: {:error, :invalid_token}
+
+  defp signature(secret, payload), do: :crypto.mac(:hmac, :sha256, secret, payload)
+  defp encode(bytes), do: Base.url_encode64(bytes, padding: false)
+end

@@ -1,0 +1,218 @@
+defmodule Grove.Gateway.Api do
+  @moduledoc false
+  # The HTTP JSON API of accounts (docs/api.md): device login, register,
+  # login, me, logout. Every error is a JSON body with a code; a store that
+  # cannot answer in time, or a login storm past the hashing pool, gets a
+  # fast 503 with Retry-After instead of a pile-up.
+
+  import Grove.Gateway.Records
+
+  alias Grove.Accounts
+  alias Grove.Gateway.HTTP
+  alias Grove.Store.Account
+
+  def out(arg, config) do
+    method = http_request(arg(arg, :req), :method)
+    path = arg(arg, :server_path)
+
+    case config[:accounts] do
+      nil -> HTTP.error(404, "not_found", "this server has no accounts")
+      accounts -> route(method, path, arg, accounts)
+    end
+  end
+
+  defp route(:POST, ~c"/api/device_login", arg, accounts) do
+    with {:ok, body} <- json_body(arg),
+         {:ok, device_id} <- field(body, "device_id", &is_binary/1) do
+      case Accounts.device_login(accounts, device_id, ip: ip(arg)) do
+        {:ok, token, account, how} ->
+          HTTP.json(if(how == :created, do: 201, else: 200), %{
+            "token" => token,
+            "account" => json(account),
+            "created" => how == :created
+          })
+
+        {:error, reason} ->
+          failure(reason)
+      end
+    else
+      {:error, status, code, message} -> HTTP.error(status, code, message)
+    end
+  end
+
+  defp route(:POST, ~c"/api/register", arg, accounts) do
+    with {:ok, body} <- json_body(arg),
+         {:ok, name} <- field(body, "name", &is_binary/1),
+         {:ok, password} <- field(body, "password", &is_binary/1),
+         {:ok, avatar} <- optional(body, "avatar", &is_binary/1, "🙂") do
+      case Accounts.register(accounts, name, password, ip: ip(arg), avatar: avatar) do
+        {:ok, token, account} -> HTTP.json(201, %{"token" => token, "account" => json(account)})
+        {:error, reason} -> failure(reason)
+      end
+    else
+      {:error, status, code, message} -> HTTP.error(status, code, message)
+    end
+  end
+
+  defp route(:POST, ~c"/api/login", arg, accounts) do
+    with {:ok, body} <- json_body(arg),
+         {:ok, name} <- field(body, "name", &is_binary/1),
+         {:ok, password} <- field(body, "password", &is_binary/1) do
+      case Accounts.login(accounts, name, password, ip: ip(arg)) do
+        {:ok, token, account} -> HTTP.json(200, %{"token" => token, "account" => json(account)})
+        {:error, reason} -> failure(reason)
+      end
+    else
+      {:error, status, code, message} -> HTTP.error(status, code, message)
+    end
+  end
+
+  defp route(:GET, ~c"/api/me", arg, accounts) do
+    with {:ok, account, _token_id} <- authenticate(arg, accounts) do
+      HTTP.json(200, %{"account" => json(account)})
+    else
+      {:error, reason} -> failure(reason)
+    end
+  end
+
+  defp route(:PATCH, ~c"/api/me", arg, accounts) do
+    with {:ok, %Account{id: id}, _} <- authenticate(arg, accounts),
+         {:ok, body} <- json_body(arg),
+         {:ok, name} <- optional(body, "name", &is_binary/1, nil),
+         {:ok, avatar} <- optional(body, "avatar", &is_binary/1, nil) do
+      changes = for {k, v} <- [name: name, avatar: avatar], v != nil, into: %{}, do: {k, v}
+
+      case Accounts.update(accounts, id, changes) do
+        {:ok, account} -> HTTP.json(200, %{"account" => json(account)})
+        {:error, reason} -> failure(reason)
+      end
+    else
+      {:error, status, code, message} -> HTTP.error(status, code, message)
+      {:error, reason} -> failure(reason)
+    end
+  end
+
+  defp route(:POST, ~c"/api/logout", arg, accounts) do
+    case bearer(arg) do
+      nil ->
+        failure(:unauthorized)
+
+      token ->
+        case Accounts.logout(accounts, token) do
+          :ok -> HTTP.json(200, %{"ok" => true})
+          {:error, reason} -> failure(reason)
+        end
+    end
+  end
+
+  defp route(method, path, _arg, _accounts)
+       when path in [
+              ~c"/api/device_login",
+              ~c"/api/register",
+              ~c"/api/login",
+              ~c"/api/me",
+              ~c"/api/logout"
+            ],
+       do: HTTP.error(405, "method_not_allowed", "#{method} is not allowed here")
+
+  defp route(_method, _path, _arg, _accounts),
+    do: HTTP.error(404, "not_found", "no such endpoint")
+
+  ## Helpers
+
+  defp authenticate(arg, accounts) do
+    case bearer(arg) do
+      nil -> {:error, :unauthorized}
+      token -> Accounts.authenticate(accounts, token)
+    end
+  end
+
+  defp bearer(arg) do
+    case headers(arg(arg, :headers), :authorization) do
+      {_user, _password, ~c"Bearer " ++ token} -> to_string(token)
+      _ -> nil
+    end
+  end
+
+  defp json_body(arg) do
+    with {:ok, body} <- HTTP.body(arg),
+         {:ok, %{} = object} <- HTTP.decode_json(body) do
+      {:ok, object}
+    else
+      {:ok, _not_an_object} -> {:error, 400, "bad_json", "the body must be a JSON object"}
+      error -> error
+    end
+  end
+
+  defp field(body, key, valid?) do
+    case Map.fetch(body, key) do
+      {:ok, value} ->
+        if valid?.(value),
+          do: {:ok, value},
+          else: {:error, 400, "bad_field", "#{key} has the wrong type"}
+
+      :error ->
+        {:error, 400, "bad_field", "#{key} is missing"}
+    end
+  end
+
+  defp optional(body, key, valid?, default) do
+    case Map.fetch(body, key) do
+      {:ok, nil} -> {:ok, default}
+      {:ok, _} -> field(body, key, valid?)
+      :error -> {:ok, default}
+    end
+  end
+
+  defp ip(arg) do
+    {ip, _port} = arg(arg, :client_ip_port)
+    ip
+  end
+
+  defp json(%Account{} = account) do
+    %{
+      "id" => account.id,
+      "name" => account.name || :null,
+      "avatar" => account.avatar,
+      "created_at" => account.created_at
+    }
+  end
+
+  # Each failure has one status and one code, listed in docs/api.md.
+  defp failure(:unauthorized),
+    do: HTTP.error(401, "unauthorized", "send Authorization: Bearer TOKEN")
+
+  defp failure(:invalid_token),
+    do: HTTP.error(401, "invalid_token", "the token is not one this server issued")
+
+  defp failure(:expired), do: HTTP.error(401, "expired", "the token has expired; log in again")
+  defp failure(:revoked), do: HTTP.error(401, "revoked", "the token was logged out; log in again")
+
+  defp failure(:invalid_credentials),
+    do: HTTP.error(401, "invalid_credentials", "wrong name or password")
+
+  defp failure(:invalid_name),
+    do: HTTP.error(400, "invalid_name", "names are 3 to 24 letters, digits, _ . or -")
+
+  defp failure(:weak_password),
+    do: HTTP.error(400, "weak_password", "passwords are 8 to 128 bytes")
+
+  defp failure(:invalid_device),
+    do: HTTP.error(400, "invalid_device", "device ids are 8 to 128 printable characters")
+
+  defp failure(:invalid_avatar), do: HTTP.error(400, "invalid_avatar", "an avatar is one emoji")
+  defp failure(:name_taken), do: HTTP.error(409, "name_taken", "that name is taken")
+  defp failure(:not_found), do: HTTP.error(404, "not_found", "no such account")
+
+  defp failure(:rate_limited),
+    do: [
+      {:header, {~c"Retry-After", ~c"1"}}
+      | HTTP.error(429, "rate_limited", "too many attempts; slow down")
+    ]
+
+  defp failure(reason) when reason in [:busy, :unavailable],
+    do: [
+      {:header, {~c"Retry-After", ~c"1"}}
+      | HTTP.error(503, to_string(reason), "the server is busy; try again shortly")
+    ]
+end

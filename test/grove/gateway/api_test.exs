@@ -1,0 +1,226 @@
+defmodule Grove.Gateway.ApiTest do
+  # Yaws runs one server per node, so these tests share one gateway and run alone.
+  use ExUnit.Case, async: false
+
+  import Grove.WorldCase, only: [eventually: 1]
+
+  alias Grove.{Gateway, Protocol}
+  alias Grove.Load.WsClient
+
+  @moduletag :gateway
+
+  setup_all do
+    name = :"api_test_#{System.unique_integer([:positive])}"
+    dir = Path.join(System.tmp_dir!(), "grove-api-#{System.unique_integer([:positive])}")
+
+    {:ok, sup} =
+      Grove.start_link(
+        name: name,
+        world: [
+          width: 40,
+          height: 40,
+          zone_size: 20,
+          tick: 50,
+          terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
+        ],
+        store: [adapter: :sqlite, path: Path.join(dir, "grove.db")],
+        accounts: [
+          password_cost: 1000,
+          guests: false,
+          ip_rate: 1000,
+          ip_burst: 1000,
+          account_rate: 1000,
+          account_burst: 1000,
+          save_interval: 50
+        ],
+        gateway: [port: 0, max_body: 2048],
+        status_interval: false
+      )
+
+    Process.unlink(sup)
+
+    on_exit(fn ->
+      if Process.alive?(sup), do: Supervisor.stop(sup, :normal, 10_000)
+      File.rm_rf(dir)
+    end)
+
+    %{port: Gateway.port(), instance: name}
+  end
+
+  defp request(port, method, path, body \\ nil, token \\ nil) do
+    headers = if token, do: [{~c"authorization", ~c"Bearer #{token}"}], else: []
+    url = ~c"http://127.0.0.1:#{port}#{path}"
+
+    req =
+      if body,
+        do:
+          {url, headers, ~c"application/json",
+           if(is_binary(body), do: body, else: :jiffy.encode(body))},
+        else: {url, headers}
+
+    {:ok, {{_, status, _}, response_headers, response}} =
+      :httpc.request(method, req, [], body_format: :binary)
+
+    decoded =
+      if response == "", do: nil, else: :jiffy.decode(response, [:return_maps, null_term: nil])
+
+    {status, decoded, response_headers}
+  end
+
+  describe "accounts over HTTP" do
+    test "device login creates, then logs in; me answers with the account", %{port: port} do
+      assert {201, %{"token" => token, "account" => account, "created" => true}, _} =
+               request(port, :post, "/api/device_login", %{"device_id" => "browser-0001"})
+
+      assert {200, %{"token" => _, "account" => ^account, "created" => false}, _} =
+               request(port, :post, "/api/device_login", %{"device_id" => "browser-0001"})
+
+      assert {200, %{"account" => ^account}, _} = request(port, :get, "/api/me", nil, token)
+      assert %{"id" => id, "name" => nil, "avatar" => "🙂"} = account
+      assert is_integer(id)
+    end
+
+    test "register, log in, change, log out: me is never stale, then refused", %{port: port} do
+      assert {201, %{"token" => token}, _} =
+               request(port, :post, "/api/register", %{
+                 "name" => "grace",
+                 "password" => "hopper1906",
+                 "avatar" => "🐢"
+               })
+
+      assert {401, %{"error" => "invalid_credentials"}, _} =
+               request(port, :post, "/api/login", %{
+                 "name" => "grace",
+                 "password" => "wrong-password"
+               })
+
+      assert {200, %{"token" => token2}, _} =
+               request(port, :post, "/api/login", %{"name" => "grace", "password" => "hopper1906"})
+
+      assert {200, %{"account" => %{"name" => "grace", "avatar" => "🐢"}}, _} =
+               request(port, :get, "/api/me", nil, token2)
+
+      assert {200, %{"account" => %{"avatar" => "🦉"}}, _} =
+               request(port, :patch, "/api/me", %{"avatar" => "🦉"}, token)
+
+      assert {200, %{"account" => %{"avatar" => "🦉"}}, _} =
+               request(port, :get, "/api/me", nil, token2)
+
+      assert {200, %{"ok" => true}, _} = request(port, :post, "/api/logout", %{}, token)
+      assert {401, %{"error" => "revoked"}, _} = request(port, :get, "/api/me", nil, token)
+      assert {200, _, _} = request(port, :get, "/api/me", nil, token2)
+
+      assert {409, %{"error" => "name_taken"}, _} =
+               request(port, :post, "/api/register", %{
+                 "name" => "grace",
+                 "password" => "another one"
+               })
+    end
+
+    test "bad input gets a clear 4xx JSON error with a code", %{port: port} do
+      assert {400, %{"error" => "bad_json"}, _} =
+               request(port, :post, "/api/device_login", "{nope")
+
+      assert {400, %{"error" => "bad_json"}, _} =
+               request(port, :post, "/api/device_login", "[1, 2]")
+
+      assert {400, %{"error" => "bad_field", "message" => "device_id is missing"}, _} =
+               request(port, :post, "/api/device_login", %{})
+
+      assert {400, %{"error" => "bad_field"}, _} =
+               request(port, :post, "/api/device_login", %{"device_id" => 42})
+
+      assert {400, %{"error" => "invalid_device"}, _} =
+               request(port, :post, "/api/device_login", %{"device_id" => "x"})
+
+      assert {400, %{"error" => "invalid_name"}, _} =
+               request(port, :post, "/api/register", %{
+                 "name" => "x'; DROP TABLE accounts; --",
+                 "password" => "long enough"
+               })
+
+      assert {400, %{"error" => "weak_password"}, _} =
+               request(port, :post, "/api/register", %{"name" => "shorty", "password" => "short"})
+
+      assert {413, %{"error" => "too_large"}, _} =
+               request(port, :post, "/api/device_login", %{
+                 "device_id" => String.duplicate("x", 5000)
+               })
+
+      assert {401, %{"error" => "unauthorized"}, _} = request(port, :get, "/api/me")
+
+      assert {401, %{"error" => "invalid_token"}, _} =
+               request(port, :get, "/api/me", nil, "v1.forged.token")
+
+      assert {404, %{"error" => "not_found"}, _} = request(port, :get, "/api/nothing")
+      assert {405, %{"error" => "method_not_allowed"}, _} = request(port, :get, "/api/login")
+      # Nothing was written by any of that.
+      assert {401, _, _} =
+               request(port, :post, "/api/login", %{"name" => "shorty", "password" => "short"})
+    end
+  end
+
+  describe "playing with an account" do
+    test "a join with a token plays that account, and starts where it last stood", %{
+      port: port,
+      instance: instance
+    } do
+      {201, %{"token" => token}, _} =
+        request(port, :post, "/api/register", %{
+          "name" => "wanda",
+          "password" => "wander1ng",
+          "avatar" => "🐺"
+        })
+
+      {conn, welcome} = join(port, token)
+      assert %{name: "wanda", avatar: "🐺"} = welcome
+      direction = if welcome.x < 20, do: :e, else: :w
+      push(conn, %{type: :move, seq: 1, dir: direction})
+      {%{type: :outcome, result: :ok, x: x, y: y}, conn} = expect(conn, :outcome)
+      {client, _} = conn
+      WsClient.close(client)
+
+      # The saver writes within its interval once the session has left.
+      accounts = :"#{instance}.Accounts"
+      {200, %{"account" => %{"id" => id}}, _} = request(port, :get, "/api/me", nil, token)
+      eventually(fn -> assert Grove.Accounts.last_position(accounts, id) == {x, y} end)
+
+      {_conn, again} = join(port, token)
+      assert {again.x, again.y} == {x, y}
+    end
+
+    test "without a token, or with a bad one, this server admits nobody", %{port: port} do
+      {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+      conn = {client, :json}
+      push(conn, %{type: :join, view_radius: 8, name: "", token: ""})
+      assert {%{type: :error, code: :unauthorized}, conn} = expect(conn, :error)
+      push(conn, %{type: :join, view_radius: 8, name: "", token: "v1.not.valid"})
+      assert {%{type: :error, code: :unauthorized}, _} = expect(conn, :error)
+    end
+  end
+
+  defp join(port, token) do
+    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+    conn = {client, :json}
+    push(conn, %{type: :join, view_radius: 8, name: "", token: token})
+    {welcome, conn} = expect(conn, :welcome)
+    {conn, welcome}
+  end
+
+  defp push({client, encoding}, message) do
+    :ok =
+      WsClient.send_frame(
+        client,
+        {:text, IO.iodata_to_binary(Protocol.encode(message, encoding))}
+      )
+  end
+
+  defp expect({client, encoding}, type) do
+    {:ok, {:text, data}, client} = WsClient.recv(client, 3000)
+    {:ok, message} = Protocol.decode(data, encoding)
+
+    if message.type == type,
+      do: {message, {client, encoding}},
+      else: expect({client, encoding}, type)
+  end
+end
