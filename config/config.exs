@@ -8,6 +8,11 @@ config :grove,
   world: [width: 1000, height: 1000, zone_size: 50, seed: 1],
   actors: [count: 20_000],
   gateway: [port: 4000, listen: :loopback],
+  # Accounts in an embedded SQLite file; see config/runtime.exs for GROVE_DATA.
+  # Guests may play: the browser logs in with a device id anyway, and load
+  # tests can join without accounts. Turn them off where accounts matter.
+  store: [adapter: :sqlite],
+  accounts: [guests: true],
   status_interval: 10_000
 
 config :logger, :console, format: "$time [$level] $message\n"

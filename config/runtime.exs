@@ -2,6 +2,7 @@ import Config
 
 # Environment variables for the usual knobs, so `make run` needs no file edits:
 #   GROVE_ACTORS=50000 GROVE_SEED=7 GROVE_PORT=8080 GROVE_LISTEN=all make run
+#   GROVE_DATA=/var/lib/grove (the SQLite file and the token key; default ./data)
 # Keyword lists given to `config` are merged into config/config.exs's.
 integer = fn name ->
   case System.get_env(name) do
@@ -17,6 +18,15 @@ integer = fn name ->
 end
 
 set = fn pairs -> for {key, value} <- pairs, value != nil, do: {key, value} end
+
+# Where the embedded database and the token key live.
+data = System.get_env("GROVE_DATA", "data")
+
+if Application.get_env(:grove, :store) do
+  config :grove,
+    store: [path: Path.join(data, "grove.db")],
+    accounts: [secret_path: Path.join(data, "secret")]
+end
 
 config :grove,
   world:

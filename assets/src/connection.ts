@@ -7,6 +7,10 @@ export interface ConnectionOptions {
   encoding: Encoding;
   /** Sent in `join`; the server caps it at 16. Undefined leaves the server's default. */
   viewRadius: number | undefined;
+  /** The token to join with, fetched afresh before every join ("" for a guest). */
+  token(): Promise<string>;
+  /** The server refused the token: the next `token()` should log in again. */
+  onUnauthorized(): void;
   onMessage(message: Message): void;
   onState(state: ConnectionState): void;
   /** Called with the ping round trip in milliseconds. */
@@ -48,7 +52,7 @@ export class Connection {
   }
 
   start(): void {
-    this.open();
+    void this.open();
   }
 
   /** Sends a message if the session is joined; returns whether it went out. */
@@ -59,8 +63,10 @@ export class Connection {
     return true;
   }
 
-  private open(): void {
+  private async open(): Promise<void> {
     this.retryTimer = undefined;
+    const token = await this.options.token();
+    if (this.state === "stopped") return;
     let socket: WebSocket;
     try {
       socket = new WebSocket(this.options.url);
@@ -77,6 +83,7 @@ export class Connection {
       this.startPinging();
       const join: Outgoing<"join"> = { type: "join" };
       if (this.options.viewRadius !== undefined) join.view_radius = this.options.viewRadius;
+      if (token !== "") join.token = token;
       socket.send(encode(join, this.options.encoding));
     };
     socket.onmessage = (event: MessageEvent<string | ArrayBuffer>) => {
@@ -114,6 +121,11 @@ export class Connection {
       case "error":
         // The world could not place us (full or busy): try again later.
         if (message.code === "join_failed" || message.code === "server_busy") this.drop();
+        // Our token is no good any more: log in afresh and come back.
+        if (message.code === "unauthorized") {
+          this.options.onUnauthorized();
+          this.drop();
+        }
         break;
       case "bye":
         // Another session took this one's place: coming back would push it out in turn.
@@ -157,7 +169,7 @@ export class Connection {
     const base = Math.min(LAST_RETRY_MS, FIRST_RETRY_MS * 2 ** this.retries);
     this.retries++;
     const delay = base * (0.8 + Math.random() * 0.4);
-    this.retryTimer = setTimeout(() => this.open(), delay);
+    this.retryTimer = setTimeout(() => void this.open(), delay);
   }
 
   private stop(): void {

@@ -5,6 +5,7 @@ import { Keyboard } from "./input";
 import { Minimap } from "./minimap";
 import { MoveLog, MovePacer } from "./moves";
 import { PROTOCOL_VERSION, type Direction, type Encoding, type Message, type MoveResult, type Outcome, type Stats } from "./protocol";
+import { Identity } from "./identity";
 import { fetchTerrain, type Terrain } from "./terrain";
 import { Viewport } from "./viewport";
 import { WorldModel } from "./world";
@@ -38,10 +39,14 @@ const refusals: Partial<Record<MoveResult, string>> = {
   busy: "The world is busy, try again.",
 };
 
+const identity = new Identity();
+
 const connection = new Connection({
   url: `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws?encoding=${encoding}`,
   encoding,
   viewRadius: Number.isInteger(requestedRadius) && requestedRadius > 0 ? requestedRadius : undefined,
+  token: () => identity.token(),
+  onUnauthorized: () => identity.forget(),
   onMessage: receive,
   onState: (state: ConnectionState) => {
     hud.setState(state);
@@ -62,6 +67,7 @@ function receive(message: Message): void {
         console.warn(`grove: the server speaks protocol ${message.protocol}, this page ${PROTOCOL_VERSION}`);
       }
       world.applyWelcome(message);
+      for (const element of document.querySelectorAll<HTMLElement>(".you")) element.textContent = world.avatar;
       // The first terrain request is already under way; after a reconnect
       // the server may be a new one, with new ground.
       if (welcomes > 1 || (terrain && (terrain.width !== world.width || terrain.height !== world.height))) {

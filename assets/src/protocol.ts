@@ -375,6 +375,8 @@ export const definitions = {
       height: required(u16),
       view_radius: required(u8),
       tick_ms: required(u16),
+      name: required(string),
+      avatar: required(string),
     },
   },
   outcome: {

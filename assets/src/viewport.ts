@@ -74,7 +74,7 @@ export class Viewport {
         let text = ground in terrainEmoji ? terrainEmoji[ground as TerrainKind] : "";
         if (isSelf) {
           className += " self";
-          text = selfEmoji;
+          text = world.avatar || selfEmoji;
         } else if (occupant) {
           const isActor = occupant.kind === ACTOR;
           className += isActor ? " actor" : " player";

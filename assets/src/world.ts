@@ -22,6 +22,9 @@ export class WorldModel {
   height = 0;
   viewRadius = 8;
   tickMs = 100;
+  /** The player's emoji and name, as the server knows them ("" for no name). */
+  avatar = "😀";
+  name = "";
   readonly entities = new Map<number, Entity>();
 
   applyWelcome(welcome: Welcome): void {
@@ -32,6 +35,8 @@ export class WorldModel {
     this.height = welcome.height;
     this.viewRadius = welcome.view_radius;
     this.tickMs = welcome.tick_ms;
+    this.avatar = welcome.avatar || "😀";
+    this.name = welcome.name;
     this.entities.clear();
   }
 

@@ -170,6 +170,8 @@ function handle(session, message) {
         height,
         view_radius: session.radius,
         tick_ms: tickMs,
+        name: "",
+        avatar: "🙂",
       });
       return sendView(session, true);
     }

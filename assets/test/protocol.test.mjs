@@ -28,6 +28,8 @@ const examples = {
     height: 1000,
     view_radius: 8,
     tick_ms: 100,
+    name: "",
+    avatar: "🙂",
   },
   outcome: { type: "outcome", seq: 9, result: "unknown_entity", x: 65535, y: 0 },
   view: {
@@ -95,7 +97,7 @@ describe("the documented forms", () => {
   test("the example session decodes", () => {
     assert.deepEqual(
       decode(
-        '{"type":"welcome","protocol":1,"id":20001,"x":412,"y":96,"width":1000,"height":1000,"view_radius":8,"tick_ms":100}',
+        '{"type":"welcome","protocol":1,"id":20001,"x":412,"y":96,"width":1000,"height":1000,"view_radius":8,"tick_ms":100,"name":"","avatar":"🙂"}',
       ),
       examples.welcome,
     );

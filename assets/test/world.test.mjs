@@ -6,7 +6,7 @@ import { importSource } from "./support/compile.mjs";
 
 const { WorldModel } = await importSource("world");
 
-const welcome = { type: "welcome", protocol: 1, id: 7, x: 10, y: 10, width: 50, height: 40, view_radius: 8, tick_ms: 100 };
+const welcome = { type: "welcome", protocol: 1, id: 7, x: 10, y: 10, width: 50, height: 40, view_radius: 8, tick_ms: 100, name: "", avatar: "🙂" };
 const view = (full, entities, gone = [], x = 10, y = 10) => ({ type: "view", full, x, y, entities, gone });
 const ids = (world) => [...world.entities.keys()].sort((a, b) => a - b);
 

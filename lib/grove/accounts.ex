@@ -60,6 +60,8 @@ defmodule Grove.Accounts do
   ]
 
   @name_pattern ~r/^[\p{L}\p{N}_.\-]{3,24}$/u
+  # What a player sees itself as until it picks another emoji.
+  @default_avatar "😀"
 
   defstruct [
     :name,
@@ -159,7 +161,10 @@ defmodule Grove.Accounts do
           issue(accounts, cache(accounts, account), :existing)
 
         {:error, :not_found} ->
-          case Store.create_account(accounts.store, %{device_id: device_id}) do
+          case Store.create_account(accounts.store, %{
+                 device_id: device_id,
+                 avatar: @default_avatar
+               }) do
             {:ok, account} -> issue(accounts, cache(accounts, account), :created)
             # Two first logins of one device raced; the other one created it.
             {:error, :device_taken} -> device_login(accounts, device_id, opts)
@@ -191,7 +196,7 @@ defmodule Grove.Accounts do
              name: name,
              password_hash: hash,
              password_salt: salt,
-             avatar: Keyword.get(opts, :avatar, "🙂")
+             avatar: Keyword.get(opts, :avatar) || @default_avatar
            }) do
       {:ok, token, account, _} = issue(accounts, cache(accounts, account), :created)
       {:ok, token, account}

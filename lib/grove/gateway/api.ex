@@ -44,7 +44,7 @@ defmodule Grove.Gateway.Api do
     with {:ok, body} <- json_body(arg),
          {:ok, name} <- field(body, "name", &is_binary/1),
          {:ok, password} <- field(body, "password", &is_binary/1),
-         {:ok, avatar} <- optional(body, "avatar", &is_binary/1, "🙂") do
+         {:ok, avatar} <- optional(body, "avatar", &is_binary/1, nil) do
       case Accounts.register(accounts, name, password, ip: ip(arg), avatar: avatar) do
         {:ok, token, account} -> HTTP.json(201, %{"token" => token, "account" => json(account)})
         {:error, reason} -> failure(reason)

@@ -194,7 +194,7 @@ defmodule Grove.Gateway.Session do
           view_radius: radius,
           tick_ms: session.config.tick_ms,
           name: (account && account.name) || "",
-          avatar: (account && account.avatar) || "🙂"
+          avatar: (account && account.avatar) || "😀"
         }
 
         session = %{

@@ -76,7 +76,7 @@ defmodule Grove.Gateway.ApiTest do
                request(port, :post, "/api/device_login", %{"device_id" => "browser-0001"})
 
       assert {200, %{"account" => ^account}, _} = request(port, :get, "/api/me", nil, token)
-      assert %{"id" => id, "name" => nil, "avatar" => "🙂"} = account
+      assert %{"id" => id, "name" => nil, "avatar" => "😀"} = account
       assert is_integer(id)
     end
 

@@ -1,0 +1,74 @@
+/**
+ * Who this browser plays as: an account made from a device id the browser
+ * keeps in localStorage, logged into with `POST /api/device_login` (see
+ * docs/api.md). The token is kept too, so a reload or a reconnect plays the
+ * same account, which starts where it last stood. A server without accounts
+ * (404) is played as a guest, with no token.
+ */
+const DEVICE_KEY = "grove.device";
+const TOKEN_KEY = "grove.token";
+
+export class Identity {
+  /** The token to join with: the kept one, or a fresh device login; "" plays as a guest. */
+  async token(): Promise<string> {
+    const kept = read(TOKEN_KEY);
+    if (kept) return kept;
+
+    try {
+      const response = await fetch("/api/device_login", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ device_id: this.deviceId() }),
+      });
+      if (response.status === 404) return "";
+      if (!response.ok) throw new Error(`device login answered ${response.status}`);
+      const body = (await response.json()) as { token?: unknown };
+      if (typeof body.token !== "string") throw new Error("device login gave no token");
+      write(TOKEN_KEY, body.token);
+      return body.token;
+    } catch (error) {
+      // The join will say whether guests may play; the reconnect loop retries.
+      console.warn("grove: cannot log in:", error);
+      return "";
+    }
+  }
+
+  /** The server refused the token (expired, logged out, another server's): log in afresh next time. */
+  forget(): void {
+    remove(TOKEN_KEY);
+  }
+
+  private deviceId(): string {
+    let id = read(DEVICE_KEY);
+    if (!id) {
+      id = typeof crypto.randomUUID === "function" ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`.slice(0, 64);
+      write(DEVICE_KEY, id);
+    }
+    return id;
+  }
+}
+
+// Storage can be off (private modes, sandboxed frames): then every page is a new device.
+function read(key: string): string | null {
+  try {
+    return localStorage.getItem(key);
+  } catch {
+    return null;
+  }
+}
+
+function write(key: string, value: string): void {
+  try {
+    localStorage.setItem(key, value);
+  } catch {
+    // Nothing to keep it in; fine.
+  }
+}
+
+function remove(key: string): void {
+  try {
+    localStorage.removeItem(key);
+  } catch {
+    // As above.
+  }
+}
