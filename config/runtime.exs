@@ -3,6 +3,7 @@ import Config
 # Environment variables for the usual knobs, so `make run` needs no file edits:
 #   GROVE_ACTORS=50000 GROVE_SEED=7 GROVE_PORT=8080 GROVE_LISTEN=all make run
 #   GROVE_DATA=/var/lib/grove (the SQLite file and the token key; default ./data)
+#   GROVE_LOGIN_RATE=1000 (logins per second per address; default 10)
 # Keyword lists given to `config` are merged into config/config.exs's.
 integer = fn name ->
   case System.get_env(name) do
@@ -26,6 +27,12 @@ if Application.get_env(:grove, :store) do
   config :grove,
     store: [path: Path.join(data, "grove.db")],
     accounts: [secret_path: Path.join(data, "secret")]
+
+  # Logins per second from one address (bursts of twice as many). A load
+  # test from one machine is one address: raise it there.
+  if rate = integer.("GROVE_LOGIN_RATE") do
+    config :grove, accounts: [ip_rate: rate, ip_burst: 2 * rate]
+  end
 end
 
 config :grove,

@@ -187,7 +187,11 @@ defmodule Grove.Load.Bot do
         expected = if result == :ok, do: Grid.step(from, direction), else: from
         if result == :ok, do: Stats.incr(bot.stats, :outcomes_ok)
         if {x, y} != expected, do: Stats.failure(bot.stats, :position)
-        %{bot | pending: pending, cell: {x, y}}
+        # Deltas leave out the player's own entity: its cell comes from here.
+        view =
+          if is_map_key(bot.view, bot.id), do: Map.put(bot.view, bot.id, {x, y}), else: bot.view
+
+        %{bot | pending: pending, cell: {x, y}, view: view}
     end
   end
 

@@ -61,6 +61,10 @@ defmodule Grove.Metrics.Histogram do
   @spec diff(snapshot(), snapshot()) :: snapshot()
   def diff(later, earlier), do: Enum.zip_with(later, earlier, &(&1 - &2))
 
+  @doc "Two snapshots as one, as if every value had been recorded in one histogram."
+  @spec merge(snapshot(), snapshot()) :: snapshot()
+  def merge(a, b), do: Enum.zip_with(a, b, &(&1 + &2))
+
   @doc "How many values were recorded, in a histogram or a snapshot."
   @spec count(t() | snapshot()) :: non_neg_integer()
   def count(snapshot) when is_list(snapshot), do: Enum.sum(snapshot)

@@ -27,11 +27,32 @@ defmodule Mix.Tasks.Grove.Load do
     * `--dashboard URL` - post progress to that server's dashboard (e.g.
       `http://127.0.0.1:4000`), with `--token TOKEN` if it needs one
     * `--server-pid PID` - also report the server's CPU, read from /proc
+
+  ## http
+
+  The flow of the Gamend stress test: each virtual user logs in with a new
+  device id (creating an account), then reads `GET /api/me` `--reads` times
+  with `--pause-ms` between; see `Grove.Load.HttpRun`.
+
+      mix grove.load http --url http://127.0.0.1:4000 --users 4000 --ramp 400 --reads 10 --pause-ms 1000
+
+    * `--users N` (default 100), `--ramp PER_SECOND` (default a tenth of the users)
+    * `--reads N` (default 10), `--pause-ms MS` (default 1000)
+    * `--json PATH`, `--report PATH` - as for ws
+    * `--record PATH` - append every device id whose login the server
+      acknowledged, as it happens
+
+  ## verify
+
+  After a crash and a restart, checks that every recorded device id still
+  logs in to the account it made; exits non-zero if any is missing.
+
+      mix grove.load verify --url http://127.0.0.1:4000 --record acked.txt
   """
 
   use Mix.Task
 
-  alias Grove.Load.{Report, WsRun}
+  alias Grove.Load.{HttpRun, Report, WsRun}
 
   @ws_switches [
     url: :string,
@@ -49,6 +70,17 @@ defmodule Mix.Tasks.Grove.Load do
     max_players: :integer
   ]
 
+  @http_switches [
+    url: :string,
+    users: :integer,
+    ramp: :integer,
+    reads: :integer,
+    pause_ms: :integer,
+    json: :string,
+    report: :string,
+    record: :string
+  ]
+
   @impl true
   def run(["ws" | args]) do
     {opts, rest, invalid} = OptionParser.parse(args, strict: @ws_switches)
@@ -63,14 +95,8 @@ defmodule Mix.Tasks.Grove.Load do
         other -> Mix.raise("--encoding must be json or binary, got #{inspect(other)}")
       end
 
-    for {key, value} <- opts, is_integer(value) and value <= 0 do
-      Mix.raise("--#{String.replace(to_string(key), "_", "-")} must be positive, got #{value}")
-    end
-
-    # The load lab is a client: it starts no world of its own.
-    Application.put_env(:grove, :start, false)
-    Mix.Task.run("app.start")
-    Logger.configure(level: :warning)
+    positive!(opts)
+    start_client()
 
     {json, opts} = Keyword.pop(opts, :json)
     {markdown, opts} = Keyword.pop(opts, :report)
@@ -91,7 +117,49 @@ defmodule Mix.Tasks.Grove.Load do
     end
   end
 
-  def run(_args), do: Mix.raise("usage: mix grove.load ws [options] (see `mix help grove.load`)")
+  def run(["http" | args]) do
+    {opts, rest, invalid} = OptionParser.parse(args, strict: @http_switches)
+
+    if rest != [] or invalid != [],
+      do: Mix.raise("unexpected arguments #{inspect(rest ++ invalid)}; see `mix help grove.load`")
+
+    positive!(opts)
+    start_client()
+    {json, opts} = Keyword.pop(opts, :json)
+    {markdown, opts} = Keyword.pop(opts, :report)
+    report = HttpRun.run(opts)
+    if json, do: write(json, :jiffy.encode(Report.to_json(report), [:pretty]))
+
+    if markdown,
+      do: Report.write(markdown, "HTTP load", report, ["mix", "grove.load", "http" | args])
+  end
+
+  def run(["verify" | args]) do
+    {opts, rest, invalid} = OptionParser.parse(args, strict: [url: :string, record: :string])
+
+    if rest != [] or invalid != [] or opts[:record] == nil,
+      do: Mix.raise("usage: mix grove.load verify --record PATH [--url URL]")
+
+    start_client()
+    report = HttpRun.verify(opts)
+    if report.missing > 0, do: exit({:shutdown, 1})
+  end
+
+  def run(_args),
+    do: Mix.raise("usage: mix grove.load ws|http|verify [options] (see `mix help grove.load`)")
+
+  defp positive!(opts) do
+    for {key, value} <- opts, is_integer(value) and value <= 0 do
+      Mix.raise("--#{String.replace(to_string(key), "_", "-")} must be positive, got #{value}")
+    end
+  end
+
+  # The load lab is a client: it starts no world of its own.
+  defp start_client do
+    Application.put_env(:grove, :start, false)
+    Mix.Task.run("app.start")
+    Logger.configure(level: :warning)
+  end
 
   defp write(path, content) do
     File.mkdir_p!(Path.dirname(path))

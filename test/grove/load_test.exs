@@ -1,0 +1,101 @@
+defmodule Grove.LoadTest do
+  # Runs the load lab's bots and virtual users against a real gateway; Yaws
+  # allows one per node, so not async.
+  use ExUnit.Case, async: false
+
+  alias Grove.Load.{HttpRun, Report, WsRun}
+
+  @moduletag :gateway
+
+  setup_all do
+    name = :"load_test_#{System.unique_integer([:positive])}"
+    dir = Path.join(System.tmp_dir!(), "grove-load-#{System.unique_integer([:positive])}")
+
+    {:ok, sup} =
+      Grove.start_link(
+        name: name,
+        world: [width: 80, height: 80, zone_size: 20, tick: 50],
+        actors: [count: 200],
+        store: [adapter: :sqlite, path: Path.join(dir, "grove.db")],
+        accounts: [guests: true, password_cost: 1000, ip_rate: 10_000, ip_burst: 10_000],
+        gateway: [port: 0],
+        status_interval: false
+      )
+
+    Process.unlink(sup)
+
+    on_exit(fn ->
+      if Process.alive?(sup), do: Supervisor.stop(sup, :normal, 10_000)
+      File.rm_rf(dir)
+    end)
+
+    %{port: Grove.Gateway.port(), dir: dir}
+  end
+
+  test "bots play over WebSocket and find nothing wrong", %{port: port} do
+    for encoding <- [:json, :binary] do
+      report =
+        WsRun.run(
+          url: "ws://127.0.0.1:#{port}/ws",
+          players: 20,
+          ramp: 40,
+          duration: 2,
+          every: 1,
+          move_every: 200,
+          encoding: encoding,
+          out: fn _line -> :ok end
+        )
+
+      assert report.connected == 20
+      assert report.errors == 0
+      assert report.correctness_failures.total == 0, inspect(report.correctness_failures)
+      assert report.disconnects.total == 0
+      assert report.moves_per_s > 0 and report.views_per_s > 0
+      assert report.p99_ms != nil
+      assert [_ | _] = report.windows
+    end
+  end
+
+  test "the HTTP flow runs, and every acknowledged account survives for verify", %{
+    port: port,
+    dir: dir
+  } do
+    record = Path.join(dir, "acked.txt")
+
+    report =
+      HttpRun.run(
+        url: "http://127.0.0.1:#{port}",
+        users: 12,
+        ramp: 50,
+        reads: 3,
+        pause_ms: 20,
+        every: 1,
+        record: record,
+        out: fn _ -> :ok end
+      )
+
+    assert report.users == 12
+    assert report.requests == 12 * 4
+    assert report.success_rate == 100.0
+    assert report.endpoints.me.requests == 36
+
+    assert %{acknowledged: 12, found: 12, missing: 0} =
+             HttpRun.verify(url: "http://127.0.0.1:#{port}", record: record, out: fn _ -> :ok end)
+  end
+
+  test "a report renders as Markdown with an SVG chart", %{dir: dir} do
+    report = %{
+      players: 3,
+      p99_ms: 1.5,
+      windows: [%{t: 1, moves_per_s: 10, p99_ms: 2.0}, %{t: 2, moves_per_s: 12, p99_ms: nil}]
+    }
+
+    path = Path.join(dir, "reports/run.md")
+    markdown = Report.write(path, "A run", report, ["mix", "grove.load", "ws"])
+    assert markdown =~ "# A run"
+    assert markdown =~ "Command: `mix grove.load ws`"
+    assert markdown =~ "| p99_ms | 1.50 |"
+    svg = File.read!(Path.join(dir, "reports/run.svg"))
+    assert svg =~ "<svg" and svg =~ "<polyline"
+  end
+end
