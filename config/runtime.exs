@@ -4,6 +4,7 @@ import Config
 #   GROVE_ACTORS=50000 GROVE_SEED=7 GROVE_PORT=8080 GROVE_LISTEN=all make run
 #   GROVE_DATA=/var/lib/grove (the SQLite file and the token key; default ./data)
 #   GROVE_LOGIN_RATE=1000 (logins per second per address; default 10)
+#   GROVE_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE (instead of SQLite)
 # Keyword lists given to `config` are merged into config/config.exs's.
 integer = fn name ->
   case System.get_env(name) do
@@ -24,9 +25,40 @@ set = fn pairs -> for {key, value} <- pairs, value != nil, do: {key, value} end
 data = System.get_env("GROVE_DATA", "data")
 
 if Application.get_env(:grove, :store) do
-  config :grove,
-    store: [path: Path.join(data, "grove.db")],
-    accounts: [secret_path: Path.join(data, "secret")]
+  config :grove, accounts: [secret_path: Path.join(data, "secret")]
+
+  # PostgreSQL instead of the embedded SQLite:
+  #   GROVE_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE
+  case System.get_env("GROVE_DATABASE_URL") do
+    nil ->
+      config :grove, store: [path: Path.join(data, "grove.db")]
+
+    url ->
+      uri = URI.parse(url)
+
+      unless uri.scheme in ["postgres", "postgresql"] and uri.host != nil and uri.path != nil,
+        do:
+          raise(
+            ArgumentError,
+            "GROVE_DATABASE_URL must be postgres://USER:PASSWORD@HOST:PORT/DATABASE"
+          )
+
+      {username, password} =
+        case String.split(uri.userinfo || "", ":", parts: 2) do
+          [user, password] -> {URI.decode(user), URI.decode(password)}
+          [user] -> {URI.decode(user), ""}
+        end
+
+      config :grove,
+        store: [
+          adapter: :postgres,
+          host: uri.host,
+          port: uri.port || 5432,
+          database: String.trim_leading(uri.path, "/"),
+          username: username,
+          password: password
+        ]
+  end
 
   # Logins per second from one address (bursts of twice as many). A load
   # test from one machine is one address: raise it there.
