@@ -3,13 +3,20 @@ defmodule Grove.Gateway.Broadcaster do
   # Sends what every client gets alike, `stats` each second and `density`
   # (the minimap) every few, encoded once per encoding and fanned out to the
   # sessions. Sessions that are behind drop them. The minimap is the largest
-  # thing every client gets, so its size and pace are capped.
+  # thing every client gets, so its size and pace are capped, and a fan-out to
+  # many sessions is spread over half the interval, in slices of at least
+  # @slice_min sessions every @slice_ms, so that ten thousand sockets are not
+  # all written in the same millisecond and moves queued behind them do not
+  # wait.
 
   use GenServer
 
   alias Grove.{Protocol, World}
 
   defstruct [:config, :last_moves, :last_at]
+
+  @slice_ms 100
+  @slice_min 500
 
   def start_link(config), do: GenServer.start_link(__MODULE__, config)
 
@@ -28,7 +35,7 @@ defmodule Grove.Gateway.Broadcaster do
     at = now()
     per_second = div((moves - state.last_moves) * 1000, max(at - state.last_at, 1))
 
-    broadcast(state.config, %{
+    broadcast(state.config, state.config.stats_interval, %{
       type: :stats,
       players: stats.players,
       actors: stats.actors,
@@ -45,11 +52,22 @@ defmodule Grove.Gateway.Broadcaster do
     %{cols: cols, rows: rows, cells: cells} =
       World.density(state.config.world, state.config.density_side)
 
-    broadcast(state.config, %{type: :density, cols: cols, rows: rows, cells: cells})
+    broadcast(state.config, state.config.density_interval, %{
+      type: :density,
+      cols: cols,
+      rows: rows,
+      cells: cells
+    })
+
     {:noreply, state}
   end
 
-  defp broadcast(config, message) do
+  def handle_info({:deliver, frames, sessions}, state) do
+    deliver(frames, sessions)
+    {:noreply, state}
+  end
+
+  defp broadcast(config, interval, message) do
     case :pg.get_members(config.scope, :sessions) do
       [] ->
         :ok
@@ -60,9 +78,22 @@ defmodule Grove.Gateway.Broadcaster do
           binary: {:binary, IO.iodata_to_binary(Protocol.encode(message, :binary))}
         }
 
-        for pid <- sessions, do: send(pid, {:grove_broadcast, frames})
-        :ok
+        slices = max(div(interval, 2 * @slice_ms), 1)
+        size = max(div(length(sessions) + slices - 1, slices), @slice_min)
+        [now | later] = Enum.chunk_every(sessions, size)
+        deliver(frames, now)
+
+        later
+        |> Enum.with_index(1)
+        |> Enum.each(fn {slice, i} ->
+          Process.send_after(self(), {:deliver, frames, slice}, i * @slice_ms)
+        end)
     end
+  end
+
+  defp deliver(frames, sessions) do
+    for pid <- sessions, do: send(pid, {:grove_broadcast, frames})
+    :ok
   end
 
   defp moves(world, stats \\ nil) do
