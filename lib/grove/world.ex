@@ -636,11 +636,13 @@ defmodule Grove.World do
     end
   end
 
-  defp kind_code(:actor), do: 0
-  defp kind_code(:player), do: 1
-  defp kind_code(code) when is_integer(code) and code in 0..255, do: code
+  @doc "The byte views carry for an entity's `:kind` (see `join/2`)."
+  @spec kind_code(:actor | :player | byte()) :: byte()
+  def kind_code(:actor), do: 0
+  def kind_code(:player), do: 1
+  def kind_code(code) when is_integer(code) and code in 0..255, do: code
 
-  defp kind_code(other),
+  def kind_code(other),
     do: raise(ArgumentError, ":kind must be :actor, :player or 0..255, got: #{inspect(other)}")
 
   defp validate_updates(updates) when updates in [:none, :self, :view], do: updates

@@ -203,7 +203,7 @@ defmodule Grove.Gateway.Session do
             id: id,
             cell: cell,
             account_id: account && account.id,
-            view: View.new(cell, radius, id)
+            view: View.new(cell, radius, id, World.kind_code(:player))
         }
 
         {session, [send_message(session, welcome)]}

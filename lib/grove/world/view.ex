@@ -28,6 +28,7 @@ defmodule Grove.World.View do
   defstruct center: {0, 0},
             radius: 8,
             self: nil,
+            self_kind: 1,
             mirrors: %{},
             where: %{},
             shown: %{},
@@ -48,6 +49,7 @@ defmodule Grove.World.View do
           center: Grid.cell(),
           radius: non_neg_integer(),
           self: non_neg_integer() | nil,
+          self_kind: byte(),
           mirrors: %{
             Grid.zone_index() => %{
               non_neg_integer() => {non_neg_integer(), non_neg_integer(), byte()}
@@ -62,13 +64,15 @@ defmodule Grove.World.View do
 
   @doc """
   A view centred on `center` seeing `radius` cells in each direction. The
-  entity `self` (the client's own, if given) appears in full views only: the
-  client learns its own moves from their outcomes, so a delta that would
-  only say "you moved" is not worth a frame.
+  entity `self` (the client's own, if given, of kind `self_kind`) appears in
+  full views only, always at the centre: the client learns its own moves from
+  their outcomes, which run ahead of the zones' ticks, so a delta that would
+  only say "you moved" is not worth a frame, and a full view taken while the
+  entity is between two zones still shows it where it stands.
   """
-  @spec new(Grid.cell(), non_neg_integer(), non_neg_integer() | nil) :: t()
-  def new(center, radius \\ 8, self \\ nil),
-    do: %__MODULE__{center: center, radius: radius, self: self}
+  @spec new(Grid.cell(), non_neg_integer(), non_neg_integer() | nil, byte()) :: t()
+  def new(center, radius \\ 8, self \\ nil, self_kind \\ 1),
+    do: %__MODULE__{center: center, radius: radius, self: self, self_kind: self_kind}
 
   @doc "Applies one `{:grove_view, ...}` message from a zone."
   @spec apply_message(t(), tuple()) :: t()
@@ -158,7 +162,7 @@ defmodule Grove.World.View do
   """
   @spec take_changes(t()) :: {changes() | :none, t()}
   def take_changes(%__MODULE__{complete: true} = view) do
-    now = visible(view)
+    now = with_self(visible(view), view)
     shown = for {id, entry} <- now, do: flat(id, entry)
 
     {%{shown: shown, gone: [], full: true},
@@ -205,4 +209,9 @@ defmodule Grove.World.View do
   end
 
   defp flat(id, {x, y, kind}), do: {id, x, y, kind}
+
+  defp with_self(now, %__MODULE__{self: nil}), do: now
+
+  defp with_self(now, %__MODULE__{self: self, center: {x, y}} = view),
+    do: Map.put(now, self, {x, y, view.self_kind})
 end

@@ -104,4 +104,24 @@ defmodule Grove.World.ViewTest do
     view = View.apply_message(view, {:grove_view, 0, :closed})
     assert {%{shown: [], gone: [1]}, _} = View.take_changes(view)
   end
+
+  test "a full view shows the client's own entity at its acknowledged cell, even between zones" do
+    view =
+      View.new({10, 10}, 2, 5)
+      |> View.apply_message({:grove_view, 0, :snapshot, entries([{5, 10, 10, 1}, {1, 9, 9, 0}])})
+      |> View.apply_message({:grove_view, 1, :snapshot, <<>>})
+
+    {%{full: true, shown: shown}, view} = View.take_changes(view)
+    assert Enum.sort(shown) == [{1, 9, 9, 0}, {5, 10, 10, 1}]
+
+    # The move's outcome came first; the old zone has let go, the new one not yet spoken.
+    view =
+      view
+      |> View.recenter({11, 10})
+      |> View.apply_message({:grove_view, 0, :delta, <<>>, ids([5])})
+      |> View.resync()
+
+    assert {%{full: true, shown: shown}, _} = View.take_changes(view)
+    assert Enum.sort(shown) == [{1, 9, 9, 0}, {5, 11, 10, 1}]
+  end
 end
