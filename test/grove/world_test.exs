@@ -3,6 +3,7 @@ defmodule Grove.WorldTest do
 
   alias Grove.World
   alias Grove.World.{Grid, View}
+  alias Grove.World.Zone.State
 
   describe "join/2" do
     test "places an entity on a free cell and publishes its position", %{world: world} do
@@ -240,6 +241,41 @@ defmodule Grove.WorldTest do
       Process.exit(pid, :kill)
       Process.exit(zone, :kill)
       eventually(fn -> assert World.position(world, id) == nil end)
+    end
+  end
+
+  describe "an owner that dies during a handoff" do
+    for {outcome, blocker} <- [landed: nil, refused: {10, 5}] do
+      test "takes its entity with it once (handoff #{outcome})", %{world: world} do
+        if unquote(blocker), do: {:ok, _, _} = World.join(world, at: unquote(blocker))
+        before = World.entity_count(world)
+        test = self()
+
+        client =
+          spawn(fn ->
+            {:ok, id, _} = World.join(world, at: {9, 5})
+            send(test, {:joined, id})
+            receive do: (:go -> :ok = World.move(world, id, :e, :cross))
+            receive do: (:never -> :ok)
+          end)
+
+        assert_receive {:joined, id}
+        [from, to] = for i <- [0, 1], do: World.zone_pid(world, i)
+        :ok = :sys.suspend(to)
+        send(client, :go)
+        eventually(fn -> assert State.leaving?(:sys.get_state(from).core, id) end)
+
+        ref = Process.monitor(client)
+        Process.exit(client, :kill)
+        assert_receive {:DOWN, ^ref, :process, ^client, :killed}
+        _ = :sys.get_state(from)
+        :ok = :sys.resume(to)
+        for pid <- [to, from, to, from], do: :sys.get_state(pid)
+
+        assert World.position(world, id) == nil
+        assert World.entity_count(world) == before
+        assert World.audit(world) == :ok
+      end
     end
   end
 

@@ -195,7 +195,15 @@ defmodule Grove.World.Zone do
     case Map.pop(zone.monitors, ref) do
       {{:entity, id}, monitors} ->
         zone = %{zone | monitors: monitors}
-        {:noreply, drop_entity(zone, id)}
+
+        if State.leaving?(zone.core, id) do
+          # Mid-handoff: the target zone watches the owner too once it adopts
+          # the entity, so only a refused handoff leaves the dropping to us.
+          {:ok, core} = State.defer(zone.core, id, :owner_down)
+          {:noreply, %{zone | core: core}}
+        else
+          {:noreply, drop_entity(zone, id)}
+        end
 
       {{:subscriber, ^pid}, monitors} ->
         zone = %{zone | monitors: monitors}
@@ -329,6 +337,9 @@ defmodule Grove.World.Zone do
             {:ok, to} -> GenServer.cast(to, {:leave, id, owner, from, 1})
             :error -> GenServer.reply(from, {:error, :unknown_entity})
           end
+
+        :owner_down ->
+          :ok
       end
     end
 
@@ -347,6 +358,7 @@ defmodule Grove.World.Zone do
     Enum.reduce(deferred, zone, fn
       {:move, direction, owner, tag}, zone -> handle_move(zone, id, direction, owner, tag, 0)
       {:leave, owner, from}, zone -> handle_leave(zone, id, owner, from, 0)
+      :owner_down, zone -> drop_entity(zone, id)
     end)
   end
 

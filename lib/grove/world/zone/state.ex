@@ -244,11 +244,15 @@ defmodule Grove.World.Zone.State do
     end
   end
 
-  @doc "Queues an operation for an entity that is being handed over; bounded."
+  @doc """
+  Queues an operation for an entity that is being handed over; bounded,
+  except for `:owner_down` (the owner died), which must never be lost.
+  """
   @spec defer(t(), Entity.id(), term()) :: {:ok, t()} | {:error, :busy}
   def defer(%__MODULE__{} = state, id, operation) do
     case state.leaving do
-      %{^id => %{deferred: deferred} = leaving} when length(deferred) < @max_deferred ->
+      %{^id => %{deferred: deferred} = leaving}
+      when operation == :owner_down or length(deferred) < @max_deferred ->
         leaving = %{leaving | deferred: [operation | deferred]}
         {:ok, %{state | leaving: Map.put(state.leaving, id, leaving)}}
 
