@@ -224,14 +224,16 @@ defmodule Grove.Gateway do
         [
           # Hands the configuration to the Yaws server once its processes are up.
           {Grove.Gateway.Setup, {gconf, sconfs, config}},
-          {Broadcaster, config},
-          # Last, so it stops first: it tells every session goodbye before Yaws goes.
-          {Drainer, config}
+          # After Yaws, so it stops before it: it tells every session goodbye first.
+          {Drainer, config},
+          {Broadcaster, config}
         ]
 
-    # An embedded Yaws server that restarts alone comes back without its
-    # configuration, so all restart together.
-    Supervisor.init(children, strategy: :one_for_all, max_restarts: 3, max_seconds: 10)
+    # An embedded Yaws server that restarts comes back without its
+    # configuration, so whatever follows it restarts too (Setup hands the
+    # configuration over again); a broadcaster that crashes restarts alone,
+    # without draining a single session.
+    Supervisor.init(children, strategy: :rest_for_one, max_restarts: 3, max_seconds: 10)
   end
 
   defp validate!(opts) do

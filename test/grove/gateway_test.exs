@@ -49,6 +49,13 @@ defmodule Grove.GatewayTest do
     %{instance: name, world: Grove.world(name), port: Gateway.port()}
   end
 
+  defp broadcaster do
+    Enum.find_value(Supervisor.which_children(Gateway), fn
+      {Grove.Gateway.Broadcaster, pid, _, _} when is_pid(pid) -> pid
+      _ -> nil
+    end)
+  end
+
   defp connect(port, encoding \\ :json) do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=#{encoding}")
     {client, encoding}
@@ -239,6 +246,23 @@ defmodule Grove.GatewayTest do
       assert stats.players >= 1 and stats.entities >= 1
       {density, _conn} = expect(conn, :density)
       assert byte_size(density.cells) == density.cols * density.rows
+    end
+
+    test "a broadcaster that crashes restarts alone: players stay connected", %{port: port} do
+      conn = connect(port)
+      {_welcome, conn} = join(conn)
+      {_stats, conn} = expect(conn, :stats)
+
+      broadcaster = broadcaster()
+      ref = Process.monitor(broadcaster)
+      Process.exit(broadcaster, :kill)
+      assert_receive {:DOWN, ^ref, :process, ^broadcaster, :killed}
+      eventually(fn -> assert is_pid(broadcaster()) and broadcaster() != broadcaster end)
+
+      push(conn, %{type: :ping, t: 7})
+      {pong, conn} = expect(conn, [:pong, :bye])
+      assert pong == %{type: :pong, t: 7}
+      assert {%{type: :stats}, _conn} = expect(conn, [:stats, :bye])
     end
 
     test "a closed connection's entity disappears at once", %{port: port, world: world} do
