@@ -47,7 +47,8 @@ $(CLIENT_BUNDLE) &: $(NODE_MODULES) $(CLIENT_SOURCES)
 compile: setup
 	mix compile --warnings-as-errors
 
-# A one-minute look at the world under 250,000 actors; see docs/benchmarks.md.
+# A one-minute look at the world under 250,000 actors; see docs/benchmarks.md
+# for the others (and `scripts/setup bench` for what they use).
 bench: setup
 	mix grove.bench.actors --actors 250000 --duration 60
 
