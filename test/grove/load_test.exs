@@ -83,6 +83,34 @@ defmodule Grove.LoadTest do
              HttpRun.verify(url: "http://127.0.0.1:#{port}", record: record, out: fn _ -> :ok end)
   end
 
+  test "with a duration, users run the flow again as new devices until it ends", %{
+    port: port,
+    dir: dir
+  } do
+    record = Path.join(dir, "repeated.txt")
+
+    report =
+      HttpRun.run(
+        url: "http://127.0.0.1:#{port}",
+        users: 3,
+        ramp: 100,
+        reads: 1,
+        pause_ms: 10,
+        duration: 1,
+        every: 1,
+        record: record,
+        out: fn _ -> :ok end
+      )
+
+    logins = report.endpoints.device_login.requests
+    assert logins > 3
+    assert report.endpoints.me.requests == logins
+    assert report.success_rate == 100.0
+    acknowledged = record |> File.read!() |> String.split("\n", trim: true)
+    assert length(acknowledged) == logins
+    assert length(Enum.uniq(acknowledged)) == logins
+  end
+
   test "a report renders as Markdown with an SVG chart", %{dir: dir} do
     report = %{
       players: 3,

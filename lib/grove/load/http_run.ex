@@ -3,7 +3,10 @@ defmodule Grove.Load.HttpRun do
   The HTTP flow runner (`mix grove.load http`): the flow of the Gamend stress
   test, against a running server. Each virtual user opens a kept-alive
   connection, logs in with a new device id (creating an account), then reads
-  `GET /api/me` `:reads` times with `:pause_ms` between, and is done.
+  `GET /api/me` `:reads` times with `:pause_ms` between, and is done. With
+  `:duration` (seconds), each user starts the flow again, as a new device,
+  until that long after the run began: the Gamend test kept its users going
+  for ten minutes.
 
   Users start at `:ramp` per second up to `:users`. A progress line every
   `:every` seconds; at the end, requests per second, p50/p95/p99/max per
@@ -24,6 +27,7 @@ defmodule Grove.Load.HttpRun do
     ramp: nil,
     reads: 10,
     pause_ms: 1000,
+    duration: nil,
     every: 5,
     record: nil,
     out: &IO.puts/1
@@ -41,16 +45,19 @@ defmodule Grove.Load.HttpRun do
     recorder = if opts[:record], do: start_recorder(opts[:record])
     run_id = Base.url_encode64(:crypto.strong_rand_bytes(6), padding: false)
 
+    repeat = if opts[:duration], do: ", again as new devices for #{opts[:duration]} s", else: ""
+
     opts[:out].(
-      "load http: #{opts[:users]} users at #{ramp}/s on #{opts[:url]}: device login, then #{opts[:reads]} x GET /api/me every #{opts[:pause_ms]} ms"
+      "load http: #{opts[:users]} users at #{ramp}/s on #{opts[:url]}: device login, then #{opts[:reads]} x GET /api/me every #{opts[:pause_ms]} ms#{repeat}"
     )
 
     started = System.monotonic_time(:millisecond)
+    until = if opts[:duration], do: started + opts[:duration] * 1000
     parent = self()
 
     user = fn n ->
       spawn_link(fn ->
-        user(host, port, "load-#{run_id}-#{n}", opts, stats, recorder)
+        flows(host, port, "load-#{run_id}-#{n}", opts, stats, recorder, until, 0)
         send(parent, {:done, self()})
       end)
     end
@@ -99,6 +106,14 @@ defmodule Grove.Load.HttpRun do
           spawn_users(user, total, ramp, started, stats, opts, pids, spawned, window, window_at)
       end
     end
+  end
+
+  defp flows(host, port, prefix, opts, stats, recorder, until, flow) do
+    user(host, port, "#{prefix}-#{flow}", opts, stats, recorder)
+
+    if until != nil and System.monotonic_time(:millisecond) < until,
+      do: flows(host, port, prefix, opts, stats, recorder, until, flow + 1),
+      else: :ok
   end
 
   defp user(host, port, device_id, opts, stats, recorder) do

@@ -38,6 +38,8 @@ defmodule Mix.Tasks.Grove.Load do
 
     * `--users N` (default 100), `--ramp PER_SECOND` (default a tenth of the users)
     * `--reads N` (default 10), `--pause-ms MS` (default 1000)
+    * `--duration S` - users start the flow again, as new devices, until S
+      seconds after the start; without it each user runs it once
     * `--json PATH`, `--report PATH` - as for ws
     * `--record PATH` - append every device id whose login the server
       acknowledged, as it happens
@@ -76,6 +78,7 @@ defmodule Mix.Tasks.Grove.Load do
     ramp: :integer,
     reads: :integer,
     pause_ms: :integer,
+    duration: :integer,
     json: :string,
     report: :string,
     record: :string
