@@ -232,7 +232,8 @@ defmodule Grove.GatewayTest do
       {x, y} = {welcome.x, welcome.y}
       neighbour = if x < 30, do: {x + 2, y}, else: {x - 2, y}
       {:ok, other, _} = World.join(world, at: neighbour)
-      :ok = World.move(world, other, :s, 1)
+      # Towards the middle, so the step stays on the 60 x 60 world.
+      :ok = World.move(world, other, if(y < 30, do: :s, else: :n), 1)
       assert_receive {:grove_move, ^other, 1, {:ok, {_, _} = moved}}
 
       {view, _conn} = wait_for_entity(conn, other, moved)
