@@ -23,20 +23,15 @@ defmodule Grove.Gateway.Api do
 
   defp route(:POST, ~c"/api/device_login", arg, accounts) do
     with {:ok, body} <- json_body(arg),
-         {:ok, device_id} <- field(body, "device_id", &is_binary/1) do
-      case Accounts.device_login(accounts, device_id, ip: ip(arg)) do
-        {:ok, token, account, how} ->
-          HTTP.json(if(how == :created, do: 201, else: 200), %{
-            "token" => token,
-            "account" => json(account),
-            "created" => how == :created
-          })
-
-        {:error, reason} ->
-          failure(reason)
-      end
+         {:ok, device_id} <- field(body, "device_id", &is_binary/1),
+         {:ok, token, account, how} <- Accounts.device_login(accounts, device_id, ip: ip(arg)) do
+      HTTP.json(if(how == :created, do: 201, else: 200), %{
+        "token" => token,
+        "account" => json(account),
+        "created" => how == :created
+      })
     else
-      {:error, status, code, message} -> HTTP.error(status, code, message)
+      error -> failure(error)
     end
   end
 
@@ -44,26 +39,23 @@ defmodule Grove.Gateway.Api do
     with {:ok, body} <- json_body(arg),
          {:ok, name} <- field(body, "name", &is_binary/1),
          {:ok, password} <- field(body, "password", &is_binary/1),
-         {:ok, avatar} <- optional(body, "avatar", &is_binary/1, nil) do
-      case Accounts.register(accounts, name, password, ip: ip(arg), avatar: avatar) do
-        {:ok, token, account} -> HTTP.json(201, %{"token" => token, "account" => json(account)})
-        {:error, reason} -> failure(reason)
-      end
+         {:ok, avatar} <- optional(body, "avatar", &is_binary/1, nil),
+         {:ok, token, account} <-
+           Accounts.register(accounts, name, password, ip: ip(arg), avatar: avatar) do
+      HTTP.json(201, %{"token" => token, "account" => json(account)})
     else
-      {:error, status, code, message} -> HTTP.error(status, code, message)
+      error -> failure(error)
     end
   end
 
   defp route(:POST, ~c"/api/login", arg, accounts) do
     with {:ok, body} <- json_body(arg),
          {:ok, name} <- field(body, "name", &is_binary/1),
-         {:ok, password} <- field(body, "password", &is_binary/1) do
-      case Accounts.login(accounts, name, password, ip: ip(arg)) do
-        {:ok, token, account} -> HTTP.json(200, %{"token" => token, "account" => json(account)})
-        {:error, reason} -> failure(reason)
-      end
+         {:ok, password} <- field(body, "password", &is_binary/1),
+         {:ok, token, account} <- Accounts.login(accounts, name, password, ip: ip(arg)) do
+      HTTP.json(200, %{"token" => token, "account" => json(account)})
     else
-      {:error, status, code, message} -> HTTP.error(status, code, message)
+      error -> failure(error)
     end
   end
 
@@ -71,7 +63,7 @@ defmodule Grove.Gateway.Api do
     with {:ok, account, _token_id} <- authenticate(arg, accounts) do
       HTTP.json(200, %{"account" => json(account)})
     else
-      {:error, reason} -> failure(reason)
+      error -> failure(error)
     end
   end
 
@@ -79,29 +71,22 @@ defmodule Grove.Gateway.Api do
     with {:ok, %Account{id: id}, _} <- authenticate(arg, accounts),
          {:ok, body} <- json_body(arg),
          {:ok, name} <- optional(body, "name", &is_binary/1, nil),
-         {:ok, avatar} <- optional(body, "avatar", &is_binary/1, nil) do
-      changes = for {k, v} <- [name: name, avatar: avatar], v != nil, into: %{}, do: {k, v}
-
-      case Accounts.update(accounts, id, changes) do
-        {:ok, account} -> HTTP.json(200, %{"account" => json(account)})
-        {:error, reason} -> failure(reason)
-      end
+         {:ok, avatar} <- optional(body, "avatar", &is_binary/1, nil),
+         changes = for({k, v} <- [name: name, avatar: avatar], v != nil, into: %{}, do: {k, v}),
+         {:ok, account} <- Accounts.update(accounts, id, changes) do
+      HTTP.json(200, %{"account" => json(account)})
     else
-      {:error, status, code, message} -> HTTP.error(status, code, message)
-      {:error, reason} -> failure(reason)
+      error -> failure(error)
     end
   end
 
   defp route(:POST, ~c"/api/logout", arg, accounts) do
-    case bearer(arg) do
-      nil ->
-        failure(:unauthorized)
-
-      token ->
-        case Accounts.logout(accounts, token) do
-          :ok -> HTTP.json(200, %{"ok" => true})
-          {:error, reason} -> failure(reason)
-        end
+    with token when token != nil <- bearer(arg),
+         :ok <- Accounts.logout(accounts, token) do
+      HTTP.json(200, %{"ok" => true})
+    else
+      nil -> failure(:unauthorized)
+      error -> failure(error)
     end
   end
 
@@ -178,7 +163,11 @@ defmodule Grove.Gateway.Api do
     }
   end
 
-  # Each failure has one status and one code, listed in docs/api.md.
+  # Each failure has one status and one code, listed in docs/api.md. Bad
+  # requests come already described; the accounts' refusals by reason.
+  defp failure({:error, status, code, message}), do: HTTP.error(status, code, message)
+  defp failure({:error, reason}), do: failure(reason)
+
   defp failure(:unauthorized),
     do: HTTP.error(401, "unauthorized", "send Authorization: Bearer TOKEN")
 
