@@ -2,7 +2,7 @@ defmodule Grove.GatewayTest do
   # Yaws runs one server per node, so these tests share one gateway and run alone.
   use ExUnit.Case, async: false
 
-  import Grove.WorldCase, only: [eventually: 1]
+  import Grove.WorldCase, only: [eventually: 1, eventually: 2]
 
   alias Grove.{Gateway, Protocol, World}
   alias Grove.Load.WsClient
@@ -352,7 +352,10 @@ defmodule Grove.GatewayTest do
       conn = {client, :json}
       {_welcome, conn} = join(conn)
       # Stop reading: the server keeps sending stats and density every 100 ms.
-      eventually_long(fn -> assert Gateway.stats().slow_consumers > before.slow_consumers end)
+      eventually(
+        fn -> assert Gateway.stats().slow_consumers > before.slow_consumers end,
+        1000
+      )
 
       assert Gateway.stats().views_coalesced + Gateway.stats().broadcasts_dropped >
                before.views_coalesced + before.broadcasts_dropped
@@ -404,21 +407,5 @@ defmodule Grove.GatewayTest do
       {%{type: :outcome} = o, conn} -> collect(conn, left - 1, {[o | outcomes], errors})
       {%{type: :error} = e, conn} -> collect(conn, left - 1, {outcomes, [e | errors]})
     end
-  end
-
-  defp eventually_long(check), do: eventually_long(check, 500)
-
-  defp eventually_long(check, tries) do
-    check.()
-  rescue
-    error in ExUnit.AssertionError ->
-      if tries > 1 do
-        receive do
-        after
-          20 -> eventually_long(check, tries - 1)
-        end
-      else
-        reraise error, __STACKTRACE__
-      end
   end
 end

@@ -232,17 +232,5 @@ defmodule Grove.StoreCase do
   Retries `check` (which asserts) until it passes or about five seconds have
   gone: for effects the store brings about on its own time.
   """
-  def eventually(check, tries \\ 500) do
-    check.()
-  rescue
-    error in [ExUnit.AssertionError, MatchError] ->
-      if tries > 1 do
-        receive do
-        after
-          10 -> eventually(check, tries - 1)
-        end
-      else
-        reraise error, __STACKTRACE__
-      end
-  end
+  def eventually(check, tries \\ 500), do: Grove.WorldCase.eventually(check, tries)
 end
