@@ -12,41 +12,32 @@ defmodule Grove.GatewayTest do
   @token "secret-admin-token"
 
   setup_all do
-    name = :"gateway_test_#{System.unique_integer([:positive])}"
-
-    {:ok, sup} =
-      Grove.start_link(
-        name: name,
-        world: [
-          width: 60,
-          height: 60,
-          zone_size: 20,
-          tick: 50,
-          terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
-        ],
-        actors: [count: 0],
-        gateway: [
-          port: 0,
-          max_frame: 512,
-          move_rate: 20,
-          move_burst: 10,
-          max_errors: 10,
-          stats_interval: 100,
-          density_interval: 100,
-          view_backlog: 2048,
-          slow_backlog: 4096,
-          slow_seconds: 1,
-          sndbuf: 2048,
-          max_body: 1024,
-          admin_token: @token
-        ],
-        metrics: [interval: 50],
-        status_interval: false
-      )
-
-    Process.unlink(sup)
-    on_exit(fn -> if Process.alive?(sup), do: Supervisor.stop(sup, :normal, 10_000) end)
-    %{instance: name, world: Grove.world(name), port: Gateway.port()}
+    Grove.TestInstance.start!("gateway",
+      world: [
+        width: 60,
+        height: 60,
+        zone_size: 20,
+        tick: 50,
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
+      ],
+      actors: [count: 0],
+      gateway: [
+        port: 0,
+        max_frame: 512,
+        move_rate: 20,
+        move_burst: 10,
+        max_errors: 10,
+        stats_interval: 100,
+        density_interval: 100,
+        view_backlog: 2048,
+        slow_backlog: 4096,
+        slow_seconds: 1,
+        sndbuf: 2048,
+        max_body: 1024,
+        admin_token: @token
+      ],
+      metrics: [interval: 50]
+    )
   end
 
   defp broadcaster do

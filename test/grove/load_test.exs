@@ -8,28 +8,12 @@ defmodule Grove.LoadTest do
   @moduletag :gateway
 
   setup_all do
-    name = :"load_test_#{System.unique_integer([:positive])}"
-    dir = Path.join(System.tmp_dir!(), "grove-load-#{System.unique_integer([:positive])}")
-
-    {:ok, sup} =
-      Grove.start_link(
-        name: name,
-        world: [width: 80, height: 80, zone_size: 20, tick: 50],
-        actors: [count: 200],
-        store: [adapter: :sqlite, path: Path.join(dir, "grove.db")],
-        accounts: [guests: true, password_cost: 1000, ip_rate: 10_000, ip_burst: 10_000],
-        gateway: [port: 0],
-        status_interval: false
-      )
-
-    Process.unlink(sup)
-
-    on_exit(fn ->
-      if Process.alive?(sup), do: Supervisor.stop(sup, :normal, 10_000)
-      File.rm_rf(dir)
-    end)
-
-    %{port: Grove.Gateway.port(), dir: dir}
+    Grove.TestInstance.start!("load",
+      sqlite: true,
+      world: [width: 80, height: 80, zone_size: 20, tick: 50],
+      actors: [count: 200],
+      accounts: [guests: true, password_cost: 1000, ip_rate: 10_000, ip_burst: 10_000]
+    )
   end
 
   test "bots play over WebSocket and find nothing wrong", %{port: port} do

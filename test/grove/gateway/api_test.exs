@@ -4,47 +4,32 @@ defmodule Grove.Gateway.ApiTest do
 
   import Grove.WorldCase, only: [eventually: 1]
 
-  alias Grove.{Gateway, Protocol}
+  alias Grove.Protocol
   alias Grove.Load.WsClient
 
   @moduletag :gateway
 
   setup_all do
-    name = :"api_test_#{System.unique_integer([:positive])}"
-    dir = Path.join(System.tmp_dir!(), "grove-api-#{System.unique_integer([:positive])}")
-
-    {:ok, sup} =
-      Grove.start_link(
-        name: name,
-        world: [
-          width: 40,
-          height: 40,
-          zone_size: 20,
-          tick: 50,
-          terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
-        ],
-        store: [adapter: :sqlite, path: Path.join(dir, "grove.db")],
-        accounts: [
-          password_cost: 1000,
-          guests: false,
-          ip_rate: 1000,
-          ip_burst: 1000,
-          account_rate: 1000,
-          account_burst: 1000,
-          save_interval: 50
-        ],
-        gateway: [port: 0, max_body: 2048],
-        status_interval: false
-      )
-
-    Process.unlink(sup)
-
-    on_exit(fn ->
-      if Process.alive?(sup), do: Supervisor.stop(sup, :normal, 10_000)
-      File.rm_rf(dir)
-    end)
-
-    %{port: Gateway.port(), instance: name}
+    Grove.TestInstance.start!("api",
+      sqlite: true,
+      world: [
+        width: 40,
+        height: 40,
+        zone_size: 20,
+        tick: 50,
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
+      ],
+      accounts: [
+        password_cost: 1000,
+        guests: false,
+        ip_rate: 1000,
+        ip_burst: 1000,
+        account_rate: 1000,
+        account_burst: 1000,
+        save_interval: 50
+      ],
+      gateway: [port: 0, max_body: 2048]
+    )
   end
 
   defp request(port, method, path, body \\ nil, token \\ nil) do

@@ -2,25 +2,17 @@ defmodule Grove.Gateway.DrainTest do
   # Starts and stops its own gateway: Yaws allows one per node, so not async.
   use ExUnit.Case, async: false
 
-  alias Grove.{Gateway, Protocol}
+  alias Grove.Protocol
   alias Grove.Load.WsClient
 
   @moduletag :gateway
 
   test "shutting down tells every client goodbye and closes cleanly" do
-    name = :"drain_test_#{System.unique_integer([:positive])}"
-
-    {:ok, sup} =
-      Grove.start_link(
-        name: name,
+    %{sup: sup, port: port} =
+      Grove.TestInstance.start!("drain",
         world: [width: 40, height: 40, zone_size: 20, tick: 50],
-        actors: [count: 20],
-        gateway: [port: 0],
-        status_interval: false
+        actors: [count: 20]
       )
-
-    Process.unlink(sup)
-    port = Gateway.port()
 
     clients =
       for encoding <- [:json, :binary, :json] do
