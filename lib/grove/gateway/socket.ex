@@ -151,14 +151,7 @@ defmodule Grove.Gateway.Socket do
   def handle_info(:grove_drain, state) do
     Stats.incr(state.config.stats, :drained)
 
-    bye =
-      Session.send_message(state.session, %{
-        type: :bye,
-        reason: :shutdown,
-        message: "the server is shutting down"
-      })
-
-    act(state, [bye, {:close, 1001, "going away"}])
+    goodbye(state, :shutdown, "the server is shutting down", 1001, "going away")
   end
 
   def handle_info(message, state) do
@@ -263,14 +256,13 @@ defmodule Grove.Gateway.Socket do
       encoding: Session.encoding(state.session)
     })
 
-    bye =
-      Session.send_message(state.session, %{
-        type: :bye,
-        reason: :slow_consumer,
-        message: "the connection cannot keep up"
-      })
+    goodbye(state, :slow_consumer, "the connection cannot keep up", 1008, "slow consumer")
+  end
 
-    act(state, [bye, {:close, 1008, "slow consumer"}])
+  # Tells the client why in a `bye`, then closes with the WebSocket code.
+  defp goodbye(state, reason, message, code, close_reason) do
+    bye = Session.send_message(state.session, %{type: :bye, reason: reason, message: message})
+    act(state, [bye, {:close, code, close_reason}])
   end
 
   # A session wakes up to flush only when its view changed: an idle player
