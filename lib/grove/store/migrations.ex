@@ -147,6 +147,35 @@ defmodule Grove.Store.Migrations do
     Enum.reject(all(engine), fn {version, _, _} -> version in applied end)
   end
 
+  @doc """
+  Applies `migrations` in order through an adapter's two functions:
+  `execute` runs one statement, `record` notes a version (and its name) as
+  applied; each returns `:ok` or an error. The first error stops it and is
+  returned as it is; otherwise the versions applied, in order.
+  """
+  @spec apply_each([migration()], (String.t() -> result), (pos_integer(), String.t() -> result)) ::
+          {:ok, [pos_integer()]} | term()
+        when result: :ok | term()
+  def apply_each(migrations, execute, record) do
+    Enum.reduce_while(migrations, {:ok, []}, fn {version, name, statements}, {:ok, done} ->
+      with :ok <- execute_each(statements, execute),
+           :ok <- record.(version, name) do
+        {:cont, {:ok, done ++ [version]}}
+      else
+        error -> {:halt, error}
+      end
+    end)
+  end
+
+  defp execute_each(statements, execute) do
+    Enum.reduce_while(statements, :ok, fn statement, :ok ->
+      case execute.(statement) do
+        :ok -> {:cont, :ok}
+        error -> {:halt, error}
+      end
+    end)
+  end
+
   @doc "The statement that creates the `schema_migrations` table if it is missing."
   @spec table(engine()) :: String.t()
   def table(engine), do: Keyword.fetch!(@tables, engine)

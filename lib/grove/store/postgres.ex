@@ -231,22 +231,7 @@ defmodule Grove.Store.Postgres do
   end
 
   defp apply_migrations(conn, migrations) do
-    Enum.reduce_while(migrations, {:ok, []}, fn {version, name, statements}, {:ok, done} ->
-      result =
-        Enum.reduce_while(statements, :ok, fn statement, :ok ->
-          case simple(conn, statement) do
-            :ok -> {:cont, :ok}
-            error -> {:halt, error}
-          end
-        end)
-
-      with :ok <- result,
-           :ok <- record_migration(conn, version, name) do
-        {:cont, {:ok, done ++ [version]}}
-      else
-        error -> {:halt, error}
-      end
-    end)
+    Migrations.apply_each(migrations, &simple(conn, &1), &record_migration(conn, &1, &2))
   end
 
   defp record_migration(conn, version, name) do

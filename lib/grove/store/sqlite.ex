@@ -222,22 +222,13 @@ defmodule Grove.Store.SQLite do
   end
 
   defp apply_migrations(db, migrations) do
-    Enum.reduce_while(migrations, {:ok, []}, fn {version, name, statements}, {:ok, done} ->
-      result =
-        Enum.reduce_while(statements, {:ok, []}, fn statement, ok ->
-          case query(db, statement, []) do
-            {:ok, _} -> {:cont, ok}
-            error -> {:halt, error}
-          end
-        end)
-
-      with {:ok, _} <- result,
-           {:ok, _} <- query(db, @record_migration, [version, name, now()]) do
-        {:cont, {:ok, done ++ [version]}}
-      else
-        error -> {:halt, error}
+    Migrations.apply_each(
+      migrations,
+      fn statement -> with {:ok, _} <- query(db, statement, []), do: :ok end,
+      fn version, name ->
+        with {:ok, _} <- query(db, @record_migration, [version, name, now()]), do: :ok
       end
-    end)
+    )
   end
 
   ## Accounts
