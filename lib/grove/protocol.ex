@@ -27,16 +27,8 @@ defmodule Grove.Protocol do
   @version 1
 
   @directions [:n, :ne, :e, :se, :s, :sw, :w, :nw]
-  @results [
-    :ok,
-    :out_of_bounds,
-    :blocked,
-    :occupied,
-    :rate_limited,
-    :busy,
-    :not_owner,
-    :unknown_entity
-  ]
+  # Binary outcome codes are places in this list (see `Grove.World.rejections/0`).
+  @results [:ok | Grove.World.rejections()]
   @error_codes [
     :bad_json,
     :bad_message,

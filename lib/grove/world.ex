@@ -117,7 +117,27 @@ defmodule Grove.World do
           terrain_options: keyword()
         }
 
-  @type outcome :: {:ok, Grid.cell()} | {:rejected, atom()}
+  @rejections [
+    :out_of_bounds,
+    :blocked,
+    :occupied,
+    :rate_limited,
+    :busy,
+    :not_owner,
+    :unknown_entity
+  ]
+
+  @typedoc "Why a move was refused; `rejections/0` lists them all."
+  @type rejection ::
+          :out_of_bounds
+          | :blocked
+          | :occupied
+          | :rate_limited
+          | :busy
+          | :not_owner
+          | :unknown_entity
+
+  @type outcome :: {:ok, Grid.cell()} | {:rejected, rejection()}
 
   @defaults [
     name: nil,
@@ -635,6 +655,13 @@ defmodule Grove.World do
       all -> {:error, all}
     end
   end
+
+  @doc """
+  Every reason a move can be rejected with. The binary protocol encodes
+  outcomes by their place in this list, so a new reason goes at its end.
+  """
+  @spec rejections() :: [rejection()]
+  def rejections, do: @rejections
 
   @doc "The byte views carry for an entity's `:kind` (see `join/2`)."
   @spec kind_code(:actor | :player | byte()) :: byte()

@@ -6,17 +6,7 @@ defmodule Grove.Actors.Stats do
 
   alias Grove.Metrics.Histogram
 
-  @outcomes [
-    :ok,
-    :out_of_bounds,
-    :blocked,
-    :occupied,
-    :rate_limited,
-    :busy,
-    :not_owner,
-    :unknown_entity,
-    :timeout
-  ]
+  @outcomes [:ok | Grove.World.rejections()] ++ [:timeout]
   @keys [:sent, :joined, :join_failed, :left] ++ @outcomes
 
   for {key, index} <- Enum.with_index(@keys, 1) do

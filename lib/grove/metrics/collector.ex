@@ -22,16 +22,7 @@ defmodule Grove.Metrics.Collector do
   alias Grove.{Actors, Gateway, Metrics, World}
   alias Grove.Metrics.Histogram
 
-  @outcomes [
-    :moves_ok,
-    :out_of_bounds,
-    :blocked,
-    :occupied,
-    :rate_limited,
-    :busy,
-    :not_owner,
-    :unknown_entity
-  ]
+  @outcomes [:moves_ok | World.rejections()]
   # Load reports older than this are no longer "a load run going on".
   @load_report_ttl_ms 15_000
 

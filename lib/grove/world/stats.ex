@@ -4,31 +4,25 @@ defmodule Grove.World.Stats do
   # the client API without any process hop, read by status lines, benches
   # and (later) the metrics exporters.
 
-  @keys [
-    :moves_ok,
-    :out_of_bounds,
-    :blocked,
-    :occupied,
-    :rate_limited,
-    :busy,
-    :not_owner,
-    :unknown_entity,
-    :joins,
-    :join_failures,
-    :leaves,
-    :departures,
-    :handoffs,
-    :handoffs_refused,
-    :handoffs_stale,
-    :forwards,
-    :deltas_sent,
-    :snapshots_sent,
-    :subscribers_lagging,
-    :zone_restarts,
-    # Gauges: how many entities of each kind are in the world now.
-    :players,
-    :actors
-  ]
+  # Moves by outcome first, in the order of `Grove.World.rejections/0`.
+  @keys [:moves_ok | Grove.World.rejections()] ++
+          [
+            :joins,
+            :join_failures,
+            :leaves,
+            :departures,
+            :handoffs,
+            :handoffs_refused,
+            :handoffs_stale,
+            :forwards,
+            :deltas_sent,
+            :snapshots_sent,
+            :subscribers_lagging,
+            :zone_restarts,
+            # Gauges: how many entities of each kind are in the world now.
+            :players,
+            :actors
+          ]
 
   for {key, index} <- Enum.with_index(@keys, 1) do
     defp index(unquote(key)), do: unquote(index)
