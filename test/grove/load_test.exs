@@ -3,6 +3,8 @@ defmodule Grove.LoadTest do
   # allows one per node, so not async.
   use ExUnit.Case, async: false
 
+  doctest Grove.Load.Report
+
   alias Grove.Load.{HttpRun, Report, WsRun}
 
   @moduletag :gateway

@@ -25,6 +25,9 @@ defmodule Grove.Bench.Actors do
   failed.
   """
 
+  import Grove.Load.Report, only: [figure: 1]
+  import Grove.Metrics.Histogram, only: [to_ms: 1]
+
   alias Grove.{Actors, World}
   alias Grove.Actors.Stats
   alias Grove.Bench.Baseline
@@ -118,7 +121,7 @@ defmodule Grove.Bench.Actors do
 
       opts[:out].(
         "[#{design}] stage #{actors} actors: #{stage.moves_per_s} moves/s, " <>
-          "p99 #{fmt(stage.p99_ms)} ms, errors #{stage.errors} -> #{if passed, do: "pass", else: "past the knee"}"
+          "p99 #{figure(stage.p99_ms)} ms, errors #{stage.errors} -> #{if passed, do: "pass", else: "past the knee"}"
       )
 
       Map.put(stage, :passed, passed)
@@ -235,8 +238,8 @@ defmodule Grove.Bench.Actors do
 
     opts[:out].(
       "[#{bench.design}] #{counts.joined - before.joined} actors joined in #{ms} ms " <>
-        "(#{failed} failed); probe while joining: p99 #{fmt(probe_report.p99_ms)} ms, " <>
-        "max #{fmt(probe_report.max_ms)} ms, #{probe_report.timeouts} timeouts"
+        "(#{failed} failed); probe while joining: p99 #{figure(probe_report.p99_ms)} ms, " <>
+        "max #{figure(probe_report.max_ms)} ms, #{probe_report.timeouts} timeouts"
     )
 
     %{ms: ms, failed: failed, probe: probe_report, joined: counts.joined}
@@ -324,8 +327,8 @@ defmodule Grove.Bench.Actors do
 
       {:probe, snapshot, timeouts} ->
         %{
-          p99_ms: ms(Histogram.percentile(snapshot, 99)),
-          max_ms: ms(Histogram.max(snapshot)),
+          p99_ms: to_ms(Histogram.percentile(snapshot, 99)),
+          max_ms: to_ms(Histogram.max(snapshot)),
           timeouts: timeouts
         }
     after
@@ -374,7 +377,7 @@ defmodule Grove.Bench.Actors do
 
     opts[:out].(
       "[#{bench.design}] #{pad(at, 4)} s  #{pad(round(moves / seconds), 8)} moves/s  " <>
-        "p50 #{fmt(ms(Histogram.percentile(diff.latency, 50)))} ms  p99 #{fmt(ms(Histogram.percentile(diff.latency, 99)))} ms  " <>
+        "p50 #{figure(to_ms(Histogram.percentile(diff.latency, 50)))} ms  p99 #{figure(to_ms(Histogram.percentile(diff.latency, 99)))} ms  " <>
         "errors #{errors(diff)}  #{div(:erlang.memory(:total), 1_000_000)} MB"
     )
   end
@@ -462,10 +465,10 @@ defmodule Grove.Bench.Actors do
       duration_s: Float.round(seconds, 1),
       target_moves_per_s: round(actors * 1000 / opts[:interval]),
       moves_per_s: round(outcome_total(diff.counts) / seconds),
-      p50_ms: ms(Histogram.percentile(latency, 50)),
-      p95_ms: ms(Histogram.percentile(latency, 95)),
-      p99_ms: ms(Histogram.percentile(latency, 99)),
-      max_ms: ms(Histogram.max(latency)),
+      p50_ms: to_ms(Histogram.percentile(latency, 50)),
+      p95_ms: to_ms(Histogram.percentile(latency, 95)),
+      p99_ms: to_ms(Histogram.percentile(latency, 99)),
+      max_ms: to_ms(Histogram.max(latency)),
       outcomes: Map.take(diff.counts, [:ok | @rule_rejections ++ @error_outcomes]),
       timeouts: timeouts,
       errors: errors(diff),
@@ -499,7 +502,7 @@ defmodule Grove.Bench.Actors do
     out.("moves/s        target #{r.target_moves_per_s}, achieved #{r.moves_per_s}")
 
     out.(
-      "round trip ms  p50 #{fmt(r.p50_ms)}  p95 #{fmt(r.p95_ms)}  p99 #{fmt(r.p99_ms)}  max #{fmt(r.max_ms)}"
+      "round trip ms  p50 #{figure(r.p50_ms)}  p95 #{figure(r.p95_ms)}  p99 #{figure(r.p99_ms)}  max #{figure(r.max_ms)}"
     )
 
     out.("outcomes       #{Enum.map_join(r.outcomes, ", ", fn {k, v} -> "#{k} #{v}" end)}")
@@ -509,13 +512,13 @@ defmodule Grove.Bench.Actors do
     )
 
     out.(
-      "start-up       #{r.startup_ms} ms for #{r.actors} actors, #{r.join_failures} failed joins; probe p99 #{fmt(r.startup_probe.p99_ms)} ms, max #{fmt(r.startup_probe.max_ms)} ms, #{r.startup_probe.timeouts} timeouts"
+      "start-up       #{r.startup_ms} ms for #{r.actors} actors, #{r.join_failures} failed joins; probe p99 #{figure(r.startup_probe.p99_ms)} ms, max #{figure(r.startup_probe.max_ms)} ms, #{r.startup_probe.timeouts} timeouts"
     )
 
     out.("memory         #{r.memory_mb} MB total, #{r.memory_per_actor_bytes} bytes per actor")
 
     out.(
-      "schedulers     #{fmt(r.scheduler_utilization * 100)} % busy; largest mailbox seen #{r.mailbox_max}"
+      "schedulers     #{figure(r.scheduler_utilization * 100)} % busy; largest mailbox seen #{r.mailbox_max}"
     )
 
     out.(
@@ -566,13 +569,6 @@ defmodule Grove.Bench.Actors do
               "run it with ERL_AFLAGS=\"+P 5000000\" (the Makefile sets it)"
     end
   end
-
-  defp ms(nil), do: nil
-  defp ms(micros), do: Float.round(micros / 1000, 2)
-
-  defp fmt(nil), do: "-"
-  defp fmt(number) when is_float(number), do: :erlang.float_to_binary(number, decimals: 1)
-  defp fmt(number), do: to_string(number)
 
   defp pad(value, width), do: String.pad_leading(to_string(value), width)
 end

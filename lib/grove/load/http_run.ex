@@ -18,6 +18,9 @@ defmodule Grove.Load.HttpRun do
   still logs in to the account it made.
   """
 
+  import Grove.Load.Report, only: [figure: 1]
+  import Grove.Metrics.Histogram, only: [to_ms: 1]
+
   alias Grove.Load.HttpClient
   alias Grove.Metrics.Histogram
 
@@ -212,8 +215,8 @@ defmodule Grove.Load.HttpRun do
 
     opts[:out].(
       "load http #{String.pad_leading(to_string(t), 4)} s  #{String.pad_leading(to_string(users), 6)} users  " <>
-        "#{String.pad_leading(to_string(round(requests / seconds)), 6)} req/s  p50 #{fmt(ms(Histogram.percentile(latency, 50)))} ms  " <>
-        "p99 #{fmt(ms(Histogram.percentile(latency, 99)))} ms  errors #{requests - ok}"
+        "#{String.pad_leading(to_string(round(requests / seconds)), 6)} req/s  p50 #{figure(to_ms(Histogram.percentile(latency, 50)))} ms  " <>
+        "p99 #{figure(to_ms(Histogram.percentile(latency, 99)))} ms  errors #{requests - ok}"
     )
   end
 
@@ -235,10 +238,10 @@ defmodule Grove.Load.HttpRun do
         {endpoint,
          %{
            requests: Histogram.count(latency),
-           p50_ms: ms(Histogram.percentile(latency, 50)),
-           p95_ms: ms(Histogram.percentile(latency, 95)),
-           p99_ms: ms(Histogram.percentile(latency, 99)),
-           max_ms: ms(Histogram.max(latency))
+           p50_ms: to_ms(Histogram.percentile(latency, 50)),
+           p95_ms: to_ms(Histogram.percentile(latency, 95)),
+           p99_ms: to_ms(Histogram.percentile(latency, 99)),
+           max_ms: to_ms(Histogram.max(latency))
          }}
       end)
 
@@ -254,9 +257,9 @@ defmodule Grove.Load.HttpRun do
       requests: requests,
       seconds: Float.round(seconds, 1),
       req_per_s: round(requests / max(seconds, 0.001)),
-      p50_ms: ms(Histogram.percentile(all, 50)),
-      p99_ms: ms(Histogram.percentile(all, 99)),
-      max_ms: ms(Histogram.max(all)),
+      p50_ms: to_ms(Histogram.percentile(all, 50)),
+      p99_ms: to_ms(Histogram.percentile(all, 99)),
+      max_ms: to_ms(Histogram.max(all)),
       success_rate: if(requests > 0, do: Float.round(ok / requests * 100, 3), else: 0.0),
       endpoints: per_endpoint,
       errors: errors
@@ -273,7 +276,7 @@ defmodule Grove.Load.HttpRun do
 
     for {endpoint, e} <- per_endpoint do
       out.(
-        "#{String.pad_trailing(to_string(endpoint), 14)} #{e.requests} requests; p50 #{fmt(e.p50_ms)} ms, p95 #{fmt(e.p95_ms)} ms, p99 #{fmt(e.p99_ms)} ms, max #{fmt(e.max_ms)} ms"
+        "#{String.pad_trailing(to_string(endpoint), 14)} #{e.requests} requests; p50 #{figure(e.p50_ms)} ms, p95 #{figure(e.p95_ms)} ms, p99 #{figure(e.p99_ms)} ms, max #{figure(e.max_ms)} ms"
       )
     end
 
@@ -359,11 +362,4 @@ defmodule Grove.Load.HttpRun do
         {:missing, conn}
     end
   end
-
-  defp ms(nil), do: nil
-  defp ms(micros), do: Float.round(micros / 1000, 2)
-
-  defp fmt(nil), do: "-"
-  defp fmt(n) when is_float(n), do: :erlang.float_to_binary(n, decimals: 1)
-  defp fmt(n), do: to_string(n)
 end

@@ -21,6 +21,20 @@ defmodule Grove.Load.Report do
   def to_json(value), do: value
 
   @doc """
+  A figure as progress lines and text reports print it: `-` for none, one
+  decimal for a float.
+
+      iex> Grove.Load.Report.figure(12.345)
+      "12.3"
+      iex> Grove.Load.Report.figure(nil)
+      "-"
+  """
+  @spec figure(number() | nil) :: String.t()
+  def figure(nil), do: "-"
+  def figure(n) when is_float(n), do: :erlang.float_to_binary(n, decimals: 1)
+  def figure(n), do: to_string(n)
+
+  @doc """
   Writes `path` (Markdown) and the chart next to it (same name, `.svg`), and
   returns the Markdown. `command` is the argument list the run was started
   with, quoted in the report so it can be run again.

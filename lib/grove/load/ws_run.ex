@@ -18,6 +18,9 @@ defmodule Grove.Load.WsRun do
   the run and its knee.
   """
 
+  import Grove.Load.Report, only: [figure: 1]
+  import Grove.Metrics.Histogram, only: [to_ms: 1]
+
   alias Grove.Load.{Bot, Stats}
   alias Grove.Metrics.Histogram
 
@@ -172,8 +175,8 @@ defmodule Grove.Load.WsRun do
       views_per_s: round(counts.view_frames / seconds),
       bytes_in_per_s: round(counts.bytes_in / seconds),
       bytes_out_per_s: round(counts.bytes_out / seconds),
-      p50_ms: ms(Histogram.percentile(diff.latency, 50)),
-      p99_ms: ms(Histogram.percentile(diff.latency, 99)),
+      p50_ms: to_ms(Histogram.percentile(diff.latency, 50)),
+      p99_ms: to_ms(Histogram.percentile(diff.latency, 99)),
       errors: errors(counts),
       correctness_failures: counts.correctness_failures
     }
@@ -186,7 +189,7 @@ defmodule Grove.Load.WsRun do
     run.opts[:out].(
       "load #{pad(w.t, 5)} s  #{pad(w.players, 6)} players  #{pad(w.moves_per_s, 6)} moves/s  " <>
         "#{pad(w.views_per_s, 7)} views/s  in #{kb(w.bytes_in_per_s)} KB/s  out #{kb(w.bytes_out_per_s)} KB/s  " <>
-        "p50 #{fmt(w.p50_ms)} ms  p99 #{fmt(w.p99_ms)} ms  errors #{w.errors}  failures #{w.correctness_failures}"
+        "p50 #{figure(w.p50_ms)} ms  p99 #{figure(w.p99_ms)} ms  errors #{w.errors}  failures #{w.correctness_failures}"
     )
   end
 
@@ -241,13 +244,13 @@ defmodule Grove.Load.WsRun do
       views_per_s: average(steady, :views_per_s),
       bytes_in_per_s: average(steady, :bytes_in_per_s),
       bytes_out_per_s: average(steady, :bytes_out_per_s),
-      p50_ms: ms(Histogram.percentile(latency, 50)),
-      p95_ms: ms(Histogram.percentile(latency, 95)),
-      p99_ms: ms(Histogram.percentile(latency, 99)),
-      max_ms: ms(Histogram.max(latency)),
-      connect_p50_ms: ms(Histogram.percentile(total.connect, 50)),
-      connect_p99_ms: ms(Histogram.percentile(total.connect, 99)),
-      connect_max_ms: ms(Histogram.max(total.connect)),
+      p50_ms: to_ms(Histogram.percentile(latency, 50)),
+      p95_ms: to_ms(Histogram.percentile(latency, 95)),
+      p99_ms: to_ms(Histogram.percentile(latency, 99)),
+      max_ms: to_ms(Histogram.max(latency)),
+      connect_p50_ms: to_ms(Histogram.percentile(total.connect, 50)),
+      connect_p99_ms: to_ms(Histogram.percentile(total.connect, 99)),
+      connect_max_ms: to_ms(Histogram.max(total.connect)),
       connected: counts.connected,
       connect_failures: counts.connect_failures,
       timeouts: counts.timeouts,
@@ -284,11 +287,11 @@ defmodule Grove.Load.WsRun do
     if r.knee, do: out.("knee           #{r.knee} players")
 
     out.(
-      "connects       #{r.connected} ok, #{r.connect_failures} failed; p50 #{fmt(r.connect_p50_ms)} ms, p99 #{fmt(r.connect_p99_ms)} ms, max #{fmt(r.connect_max_ms)} ms"
+      "connects       #{r.connected} ok, #{r.connect_failures} failed; p50 #{figure(r.connect_p50_ms)} ms, p99 #{figure(r.connect_p99_ms)} ms, max #{figure(r.connect_max_ms)} ms"
     )
 
     out.(
-      "moves          #{r.moves_per_s}/s; round trip p50 #{fmt(r.p50_ms)} ms, p95 #{fmt(r.p95_ms)} ms, p99 #{fmt(r.p99_ms)} ms, max #{fmt(r.max_ms)} ms"
+      "moves          #{r.moves_per_s}/s; round trip p50 #{figure(r.p50_ms)} ms, p95 #{figure(r.p95_ms)} ms, p99 #{figure(r.p99_ms)} ms, max #{figure(r.max_ms)} ms"
     )
 
     out.(
@@ -358,14 +361,7 @@ defmodule Grove.Load.WsRun do
     end
   end
 
-  defp ms(nil), do: nil
-  defp ms(micros), do: Float.round(micros / 1000, 2)
-
   defp kb(bytes), do: round(bytes / 1024)
-
-  defp fmt(nil), do: "-"
-  defp fmt(n) when is_float(n), do: :erlang.float_to_binary(n, decimals: 1)
-  defp fmt(n), do: to_string(n)
 
   defp pad(value, width), do: String.pad_leading(to_string(value), width)
 end

@@ -19,6 +19,8 @@ defmodule Grove.Metrics.Collector do
 
   use GenServer
 
+  import Grove.Metrics.Histogram, only: [to_ms: 1]
+
   alias Grove.{Actors, Gateway, Metrics, World}
   alias Grove.Metrics.Histogram
 
@@ -312,9 +314,9 @@ defmodule Grove.Metrics.Collector do
       players: now.world.players,
       actors: now.world.actors,
       zone_mailbox_max: now.world.zone_mailbox_max,
-      actor_p50_ms: ms(Histogram.percentile(actor_latency, 50)),
-      actor_p99_ms: ms(Histogram.percentile(actor_latency, 99)),
-      tick_p99_ms: ms(Histogram.percentile(tick, 99)),
+      actor_p50_ms: to_ms(Histogram.percentile(actor_latency, 50)),
+      actor_p99_ms: to_ms(Histogram.percentile(actor_latency, 99)),
+      tick_p99_ms: to_ms(Histogram.percentile(tick, 99)),
       sessions: now.gateway[:sessions] || 0,
       frames_out_per_s: rate.(:gateway, :frames_out_json) + rate.(:gateway, :frames_out_binary),
       bytes_out_json_per_s: rate.(:gateway, :bytes_out_json),
@@ -366,9 +368,6 @@ defmodule Grove.Metrics.Collector do
   rescue
     ArgumentError -> nil
   end
-
-  defp ms(nil), do: nil
-  defp ms(micros), do: Float.round(micros / 1000, 2)
 
   defp name(instance), do: :"#{instance}.Metrics.Collector"
   defp table(instance), do: :persistent_term.get({__MODULE__, instance}).table

@@ -184,4 +184,15 @@ defmodule Grove.Metrics.Histogram do
 
   defp bit_length8(value) when value >= 16, do: 4 + elem(@nibble_bits, value >>> 4)
   defp bit_length8(value), do: elem(@nibble_bits, value)
+
+  @doc """
+  A value read back from a histogram of microseconds (a percentile, the max)
+  in milliseconds, to two decimals; `nil` (nothing recorded) stays `nil`.
+
+      iex> Grove.Metrics.Histogram.to_ms(1234)
+      1.23
+  """
+  @spec to_ms(non_neg_integer() | nil) :: float() | nil
+  def to_ms(nil), do: nil
+  def to_ms(micros), do: Float.round(micros / 1000, 2)
 end
