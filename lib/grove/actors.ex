@@ -11,8 +11,12 @@ defmodule Grove.Actors do
   background, one join at a time each, so the world answers throughout.
 
   With uniform spawn every zone gets its share of the actors, and each herd
-  starts all its actors in one zone, so the moves a herd sends at once mostly
-  go to the same zone and travel in one message.
+  starts its actors in one block of neighbouring zones (as many zones as it
+  takes to fill it), so the moves a herd sends at once go to few zones and
+  travel several to a message. A herd per zone would send one message per
+  zone just as well, but with a few moves in each: at 20,000 actors on
+  400 zones that is a wake-up of the herd, of the zone and of the herd
+  again for every five moves.
 
   ## Options
 
@@ -26,7 +30,8 @@ defmodule Grove.Actors do
       cells from it (default `:uniform`)
     * `:per_herd` - actors per process at most (default `500`)
     * `:resolution` - milliseconds of a herd's schedule slots; moves due in
-      the same slot go out together (default `100`)
+      the same slot go out together (default `200`: twice the moves per
+      message of 100 ms, for moves that still come once per `:interval`)
     * `:batch` - send a slot's moves with `move_many/2`, one message per zone,
       rather than one `move/4` each (default `true`)
     * `:api` - the module implementing `Grove.World.Client` (default `Grove.World`)
@@ -52,7 +57,7 @@ defmodule Grove.Actors do
     jitter: 0.2,
     spawn: :uniform,
     per_herd: 500,
-    resolution: 100,
+    resolution: 200,
     batch: true,
     api: Grove.World
   ]
@@ -127,10 +132,11 @@ defmodule Grove.Actors do
     end
   end
 
-  # Herd sizes with their home areas. Uniform spawn gives every zone a share
-  # of the actors in proportion to its walkable cells (a zone of forest and
-  # lake holds fewer), split into herds of at most `per_herd`; a blob has no
-  # areas, only sizes.
+  # Herd sizes with their home areas. Uniform spawn gives every block of
+  # zones a share of the actors in proportion to its walkable cells (forest
+  # and lake hold fewer), split into herds of at most `per_herd`; a block is
+  # as many zones on a side as fill a herd on average. A blob has no areas,
+  # only sizes.
   defp herd_plan(opts, count) do
     per_herd = opts[:per_herd]
 
@@ -138,11 +144,16 @@ defmodule Grove.Actors do
       :uniform ->
         grid = opts[:api].grid(opts[:world])
         terrain = opts[:api].terrain(opts[:world])
+        per_zone = max(div(count, Grid.zone_count(grid)), 1)
+        side = max(trunc(:math.sqrt(per_herd / per_zone)), 1)
 
         areas =
-          for zone <- 0..(Grid.zone_count(grid) - 1) do
-            {x0, y0, x1, y1} = area = Grid.zone_bounds(grid, zone)
-            {area, Terrain.walkable_count(terrain, x0, y0, x1, y1)}
+          for row <- 0..(grid.zones_y - 1)//side, col <- 0..(grid.zones_x - 1)//side do
+            {x0, y0, _, _} = Grid.zone_bounds(grid, row * grid.zones_x + col)
+            last_row = min(row + side, grid.zones_y) - 1
+            last_col = min(col + side, grid.zones_x) - 1
+            {_, _, x1, y1} = Grid.zone_bounds(grid, last_row * grid.zones_x + last_col)
+            {{x0, y0, x1, y1}, Terrain.walkable_count(terrain, x0, y0, x1, y1)}
           end
 
         for {area, quota} <- apportion(areas, count),

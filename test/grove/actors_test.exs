@@ -46,7 +46,8 @@ defmodule Grove.ActorsTest do
   end
 
   test "uniform spawn gives every zone its share", %{world: world} do
-    start_actors(world, count: 160, per_herd: 100)
+    # Herds of 10 at 10 actors a zone: a herd per zone.
+    start_actors(world, count: 160, per_herd: 10)
     actors = joined(160)
     grid = World.grid(world)
 
@@ -54,6 +55,25 @@ defmodule Grove.ActorsTest do
     # 16 zones of equal meadow: 10 each.
     assert map_size(by_zone) == 16
     assert Enum.all?(Map.values(by_zone), &(&1 == 10))
+  end
+
+  test "bigger herds each take a block of neighbouring zones, in proportion to its ground", %{
+    world: world
+  } do
+    # 10 actors a zone and herds of up to 100: blocks of 3 x 3 zones, so the
+    # 4 x 4 zones make blocks of 9, 3, 3 and 1 zones, with 90, 30, 30 and 10 actors.
+    name = start_actors(world, count: 160, per_herd: 100)
+    actors = joined(160)
+    grid = World.grid(world)
+
+    sizes = actors |> Enum.frequencies_by(fn {herd, _, _} -> herd end) |> Map.values()
+    assert Enum.sort(sizes) == [10, 30, 30, 90]
+    assert length(Actors.herds_of(name)) == 4
+
+    # Each herd's actors stay in its block: the 10 of the one-zone block in zone 15.
+    {lone_herd, _, _} = Enum.find(actors, fn {_, _, {x, y}} -> x >= 30 and y >= 30 end)
+    lone = for {^lone_herd, _, {x, y}} <- actors, do: World.Grid.zone_of(grid, x, y)
+    assert lone == List.duplicate(15, 10)
   end
 
   test "blob spawn starts actors around a point", %{world: world} do
