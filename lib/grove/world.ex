@@ -19,9 +19,9 @@ defmodule Grove.World do
       `tick/1` (default `100`)
     * `:mailbox_limit` - messages a zone may have queued before moves are
       answered `:busy` at once (default `5000`)
-    * `:subscriber_queue_limit` - messages a viewer may have queued before the
-      zones skip its deltas and send it a fresh snapshot once it catches up
-      (default `1000`)
+    * `:view_history` - ticks of view deltas each zone keeps in the feed for
+      viewers to read; a viewer further behind asks for a snapshot
+      (default `32`)
     * `:handoff_timeout` - milliseconds a handoff may wait for an answer
       before the zone settles it from the directory (default `5000`)
     * `:density_block` - side in cells of the blocks `density/1` counts
@@ -49,21 +49,24 @@ defmodule Grove.World do
     * `:none` - move outcomes only;
     * `:self` - the same; the default (kept distinct so that messages about
       the client's own entity can be added without touching `:none` clients);
-    * `:view` - also the zones around its viewport: for each zone a
-      `{:grove_view, zone, :snapshot, entries}` when the viewport reaches it,
-      then `{:grove_view, zone, :delta, entries, departed}` every tick that
-      changed something, and `{:grove_view, zone, :closed}` when the viewport
-      leaves it. `Grove.World.View` turns these into the client's viewport.
+    * `:view` - also the zones around its viewport, in the form it names
+      with `:view_format` (see `Grove.World.ViewFormat`): for each zone a
+      `{:grove_view, zone, :snapshot, seq, data}` message when the viewport
+      reaches it and `{:grove_view, zone, :closed}` when it leaves it. In
+      between, the zone publishes a delta each tick that changed something,
+      encoded once for all its viewers; the viewer reads them when it is
+      ready with `view_deltas/4`, from `seq` on. `Grove.World.View` does
+      all this for in-VM clients and assembles their viewport.
 
   No process of the world ever calls a client: everything it sends is a
-  plain message.
+  plain message, and what it publishes for many is read without one.
   """
 
   use Supervisor
 
   @behaviour Grove.World.Client
 
-  alias Grove.World.{Directory, Entity, Grid, Keeper, Rules, Stats, Terrain, Zone}
+  alias Grove.World.{Directory, Entity, Feed, Grid, Keeper, Rules, Stats, Terrain, Zone}
 
   @enforce_keys [:name, :grid, :rules, :tick]
   defstruct [
@@ -76,6 +79,7 @@ defmodule Grove.World do
     :tables,
     :keeper,
     :subscriptions,
+    :feed,
     :ids,
     :load,
     :stats,
@@ -86,7 +90,7 @@ defmodule Grove.World do
     :density_rows,
     density_block: 10,
     mailbox_limit: 5000,
-    subscriber_queue_limit: 1000,
+    view_history: 32,
     handoff_timeout: 5000,
     terrain_options: []
   ]
@@ -102,6 +106,7 @@ defmodule Grove.World do
           tables: tuple() | nil,
           keeper: atom() | nil,
           subscriptions: :ets.tid() | nil,
+          feed: Grove.World.Feed.t() | nil,
           ids: :atomics.atomics_ref() | nil,
           load: :atomics.atomics_ref() | nil,
           stats: Stats.t() | nil,
@@ -112,7 +117,7 @@ defmodule Grove.World do
           density_rows: pos_integer() | nil,
           density_block: pos_integer(),
           mailbox_limit: pos_integer(),
-          subscriber_queue_limit: pos_integer(),
+          view_history: pos_integer(),
           handoff_timeout: pos_integer(),
           terrain_options: keyword()
         }
@@ -149,7 +154,7 @@ defmodule Grove.World do
     rules: [],
     tick: 100,
     mailbox_limit: 5000,
-    subscriber_queue_limit: 1000,
+    view_history: 32,
     handoff_timeout: 5000,
     density_block: 10
   ]
@@ -195,7 +200,7 @@ defmodule Grove.World do
           :height,
           :zone_size,
           :mailbox_limit,
-          :subscriber_queue_limit,
+          :view_history,
           :handoff_timeout
         ],
         not (is_integer(opts[key]) and opts[key] > 0) do
@@ -218,7 +223,7 @@ defmodule Grove.World do
       rules: Rules.new(opts[:rules]),
       tick: opts[:tick],
       mailbox_limit: opts[:mailbox_limit],
-      subscriber_queue_limit: opts[:subscriber_queue_limit],
+      view_history: opts[:view_history],
       handoff_timeout: opts[:handoff_timeout],
       density_block: opts[:density_block],
       density_cols: div(opts[:width] + opts[:density_block] - 1, opts[:density_block]),
@@ -271,6 +276,9 @@ defmodule Grove.World do
     * `:updates` - `:none`, `:self` or `:view`, see the module doc (default `:self`)
     * `:view_radius` - cells seen in each direction with `updates: :view`
       (default `8`, a 17 x 17 viewport)
+    * `:view_format` - `{module, format}`: the form in which the zones hand
+      this viewer what they publish, see `Grove.World.ViewFormat` (default
+      `{Grove.World.View, :raw}`)
     * `:kind` - `:actor`, `:player` or an integer in 0..255 that clients
       draw (default `:actor`)
     * `:owner` - the process that moves it and receives its messages
@@ -289,6 +297,7 @@ defmodule Grove.World do
         at: :random,
         updates: :self,
         view_radius: 8,
+        view_format: {Grove.World.View, :raw},
         kind: :actor,
         owner: self(),
         timeout: 5000
@@ -304,7 +313,8 @@ defmodule Grove.World do
       owner: opts[:owner],
       kind: kind_code(opts[:kind]),
       updates: validate_updates(opts[:updates]),
-      view_radius: validate_radius(opts[:view_radius])
+      view_radius: validate_radius(opts[:view_radius]),
+      view_format: validate_format(opts[:view_format])
     }
 
     deadline = System.monotonic_time(:millisecond) + opts[:timeout]
@@ -497,13 +507,35 @@ defmodule Grove.World do
     end
   end
 
+  @doc """
+  What a zone published for viewers in `format` after delta `since` (the
+  `seq` of a snapshot, or the last number this returned): the deltas,
+  oldest first, and the number to read on from. `:gone` when the oldest
+  needed is no longer kept; then ask for a snapshot with
+  `request_snapshot/3`. Reads ETS; sends nothing.
+  """
+  @spec view_deltas(name() | t(), Grid.zone_index(), non_neg_integer(), Feed.format()) ::
+          {[term()], non_neg_integer()} | :gone
+  def view_deltas(world, zone, since, format),
+    do: Feed.since(fetch!(world).feed, zone, since, format)
+
+  @doc """
+  Asks a zone the calling process watches for a fresh
+  `{:grove_view, zone, :snapshot, seq, data}` in `format`. A zone it does
+  not watch (any more) ignores it.
+  """
+  @spec request_snapshot(name() | t(), Grid.zone_index(), Feed.format()) :: :ok
+  def request_snapshot(world, zone, format) do
+    GenServer.cast(elem(fetch!(world).zones, zone), {:snapshot, self(), format})
+  end
+
   @doc "An entity's cell, read from ETS without a message; `nil` when it is not in the world."
   @spec position(name() | t(), Entity.id()) :: Grid.cell() | nil
   def position(world, id) do
     world = fetch!(world)
 
     with index when index != nil <- Directory.lookup(world.name, id),
-         [{^id, x, y, _owner, _kind, _updates, _radius}] <-
+         [{^id, x, y, _owner, _kind, _updates, _radius, _format}] <-
            :ets.lookup(elem(world.tables, index), id) do
       {x, y}
     else
@@ -682,4 +714,14 @@ defmodule Grove.World do
 
   defp validate_radius(other),
     do: raise(ArgumentError, ":view_radius must be an integer in 0..64, got: #{inspect(other)}")
+
+  defp validate_format({module, _name} = format) when is_atom(module) do
+    if Code.ensure_loaded?(module) and function_exported?(module, :encode_view, 5),
+      do: format,
+      else:
+        raise(ArgumentError, ":view_format names #{inspect(module)}, which has no encode_view/5")
+  end
+
+  defp validate_format(other),
+    do: raise(ArgumentError, ":view_format must be {module, format}, got: #{inspect(other)}")
 end

@@ -303,7 +303,9 @@ defmodule Grove.WorldTest do
   end
 
   describe "views" do
-    test "a viewer gets a snapshot of each zone around it, then deltas each tick", %{world: world} do
+    test "a viewer gets a snapshot of each zone around it, then reads each tick's delta", %{
+      world: world
+    } do
       {:ok, other, _} = World.join(world, at: {12, 5})
       {:ok, me, {8, 5}} = World.join(world, at: {8, 5}, updates: :view)
 
@@ -314,45 +316,48 @@ defmodule Grove.WorldTest do
 
       :ok = World.move(world, other, :e, 1)
       assert assert_outcome(other, 1) == {:ok, {13, 5}}
-      :ok = World.tick(world)
-      assert_receive {:grove_view, 1, :delta, _moved, _departed} = delta
-      view = View.apply_message(view, delta)
+      tick(world)
+      # Nothing was sent: the delta waits in the feed until the viewer reads it.
+      refute_received {:grove_view, _, _, _, _}
+      view = View.catch_up(view, world)
       assert {%{shown: [{^other, 13, 5, 0}], gone: []}, _view} = View.take_changes(view)
     end
 
-    test "deltas are one shared binary per zone and tick", %{world: world} do
+    test "a delta is encoded once per format and tick, whatever the number of viewers", %{
+      world: world
+    } do
       {:ok, actor, _} = World.join(world, at: {2, 2})
+      format = {Grove.CountingFormat, self()}
 
-      viewers =
-        for cell <- [{1, 1}, {3, 3}] do
-          test = self()
+      for cell <- [{1, 1}, {3, 3}, {5, 5}] do
+        {:ok, _id, _} = World.join(world, at: cell, updates: :view, view_format: format)
+        assert_receive {:grove_view, 0, :snapshot, seq, {:snapshot, _, []}}
+        assert_receive {:encoded, :snapshot, 0}
+        send(self(), {:seq, seq})
+      end
 
-          spawn_link(fn ->
-            {:ok, _id, _} = World.join(world, at: cell, updates: :view)
-            send(test, :joined)
+      # A viewer in another format gets its own encoding, once too.
+      {:ok, _raw, _} = World.join(world, at: {7, 7}, updates: :view)
+      assert_receive {:grove_view, 0, :snapshot, seq, _raw_entries}
 
-            receive do
-              {:grove_view, 0, :delta, moved, _} -> send(test, {:delta, moved})
-            end
-          end)
-        end
-
-      for _ <- viewers, do: assert_receive(:joined)
       :ok = World.move(world, actor, :s, 1)
       assert_outcome(actor, 1)
-      :ok = World.tick(world)
-      assert_receive {:delta, first}
-      assert_receive {:delta, second}
-      assert first == second
-      entries = for <<id::32, x::16, y::16, kind::8 <- first>>, do: {id, x, y, kind}
-      assert {actor, 2, 3, 0} in entries
+      tick(world)
+
+      assert_received {:encoded, :delta, 0}
+      refute_received {:encoded, :delta, 0}
+      assert {[{:delta, moved, []}], latest} = World.view_deltas(world, 0, seq, format)
+      assert {actor, 2, 3, 0} in moved
+      assert {[{raw_moved, <<>>}], ^latest} = World.view_deltas(world, 0, seq, {View, :raw})
+      assert {actor, 2, 3, 0} in for(<<i::32, x::16, y::16, k <- raw_moved>>, do: {i, x, y, k})
+      assert World.stats(world).deltas_published == 1
     end
 
     test "walking a viewer across zones opens and closes zones", %{world: world} do
       {:ok, me, _} = World.join(world, at: {5, 5}, updates: :view, view_radius: 2)
       # Radius 2 around {5, 5} stays inside zone 0.
-      assert_receive {:grove_view, 0, :snapshot, _}
-      refute_received {:grove_view, 1, :snapshot, _}
+      assert_receive {:grove_view, 0, :snapshot, _, _}
+      refute_received {:grove_view, 1, :snapshot, _, _}
 
       for {tag, _x} <- Enum.with_index(6..13, 1) do
         :ok = World.move(world, me, :e, tag)
@@ -360,36 +365,50 @@ defmodule Grove.WorldTest do
       end
 
       # At x = 8 the viewport reached zone 1; at x = 13 it left zone 0.
-      assert_receive {:grove_view, 1, :snapshot, _}
+      assert_receive {:grove_view, 1, :snapshot, _, _}
       assert_receive {:grove_view, 0, :closed}
     end
 
-    @tag world: [subscriber_queue_limit: 3]
-    test "a viewer that does not keep up is skipped, then resynced with a snapshot", %{
+    @tag world: [view_history: 2]
+    test "a viewer too far behind the feed asks for a snapshot and gets the zone as it is", %{
       world: world
     } do
       {:ok, actor, _} = World.join(world, at: {2, 2})
       {:ok, _me, _} = World.join(world, at: {5, 5}, updates: :view, view_radius: 1)
-      assert_receive {:grove_view, 0, :snapshot, _}
+      view = receive_view(View.new({5, 5}, 1), 1)
 
-      # Fill our own mailbox past the limit with unrelated messages.
-      for n <- 1..10, do: send(self(), {:noise, n})
+      for {direction, tag} <- Enum.with_index([:e, :e, :e], 1) do
+        :ok = World.move(world, actor, direction, tag)
+        assert_outcome(actor, tag)
+        tick(world)
+      end
 
-      :ok = World.move(world, actor, :e, 1)
-      assert_outcome(actor, 1)
-      :ok = World.tick(world)
-      # The zone measured our queue and skipped us: nothing arrives for this tick.
-      :ok = World.move(world, actor, :w, 2)
-      assert_outcome(actor, 2)
-      assert World.stats(world).subscribers_lagging >= 1
+      # Three deltas published, two kept: the first one the viewer needs is gone.
+      assert World.view_deltas(world, 0, 0, {View, :raw}) == :gone
+      view = View.catch_up(view, world)
+      assert view.seqs == %{0 => :awaiting}
+      assert_receive {:grove_view, 0, :snapshot, 3, entries} = snapshot
+      assert <<^actor::32, 5::16, 2::16, 0::8>> <> _ = entries
+      view = View.apply_message(view, snapshot)
+      assert view.seqs == %{0 => 3}
+    end
 
-      for n <- 1..10, do: assert_received({:noise, ^n})
-      refute_received {:grove_view, 0, :delta, _, _}
+    @tag world: [tick: 20]
+    test "a zone nobody watches has no tick; one that is watched ticks until it is not", %{
+      world: world
+    } do
+      zone = World.zone_pid(world, 0)
+      assert :sys.get_state(zone).tick_timer == nil
 
-      # Caught up: the next tick brings a full snapshot instead of a delta.
-      :ok = World.tick(world)
-      assert_receive {:grove_view, 0, :snapshot, entries}
-      assert <<^actor::32, 2::16, 2::16, 0::8>> <> _ = entries
+      viewer =
+        spawn_link(fn ->
+          {:ok, _, _} = World.join(world, at: {5, 5}, updates: :view, view_radius: 1)
+          receive do: (:stop -> :ok)
+        end)
+
+      eventually(fn -> :sys.get_state(zone).tick_timer != nil end)
+      send(viewer, :stop)
+      eventually(fn -> :sys.get_state(zone).tick_timer == nil end)
     end
   end
 
@@ -468,7 +487,15 @@ defmodule Grove.WorldTest do
   defp receive_view(view, 0), do: view
 
   defp receive_view(view, zones) do
-    assert_receive {:grove_view, _zone, :snapshot, _entries} = message
+    assert_receive {:grove_view, _zone, :snapshot, _seq, _entries} = message
     receive_view(View.apply_message(view, message), zones - 1)
+  end
+
+  # Ticks every zone and waits until each has handled it.
+  defp tick(world) do
+    :ok = World.tick(world)
+    grid = World.grid(world)
+    for zone <- 0..(Grid.zone_count(grid) - 1), do: :sys.get_state(World.zone_pid(world, zone))
+    :ok
   end
 end

@@ -130,8 +130,9 @@ defmodule Grove.Actors.Herd do
     {:noreply, schedule(%{herd | slot: max(now_slot, herd.slot), timer: nil})}
   end
 
-  def handle_info({:grove_view, _zone, _what, _payload}, herd), do: {:noreply, herd}
-  def handle_info({:grove_view, _zone, _what, _moved, _departed}, herd), do: {:noreply, herd}
+  # Herds walk actors that do not watch; a view message could only come
+  # from an actor kind that joined with views on, and is not for the herd.
+  def handle_info(message, herd) when elem(message, 0) == :grove_view, do: {:noreply, herd}
 
   @impl true
   def handle_call(:pause, _from, herd) do

@@ -4,7 +4,8 @@ defmodule Grove.World.Entity do
   # the zone answers; `kind` is a small integer clients draw (0 actor, 1 player, ...).
   # `paced_until` is the move-rate limiter's state (see Grove.RateLimit), which
   # travels with the entity across zones. `monitor` is the owning zone's
-  # monitor on the owner.
+  # monitor on the owner. A viewer (`updates: :view`) reads what zones
+  # publish in its `view_format` (see Grove.World.ViewFormat).
 
   @enforce_keys [:id, :owner]
   defstruct [
@@ -16,6 +17,7 @@ defmodule Grove.World.Entity do
     kind: 0,
     updates: :self,
     view_radius: 8,
+    view_format: {Grove.World.View, :raw},
     paced_until: nil
   ]
 
@@ -31,20 +33,21 @@ defmodule Grove.World.Entity do
           kind: 0..255,
           updates: updates(),
           view_radius: non_neg_integer(),
+          view_format: Grove.World.Feed.format(),
           paced_until: integer() | nil
         }
 
   @typedoc "How an entity is kept in its zone's ETS table, so a restarted zone can rebuild it."
   @type row ::
           {id(), non_neg_integer(), non_neg_integer(), pid(), 0..255, updates(),
-           non_neg_integer()}
+           non_neg_integer(), Grove.World.Feed.format()}
 
   @spec to_row(t()) :: row()
   def to_row(%__MODULE__{} = e),
-    do: {e.id, e.x, e.y, e.owner, e.kind, e.updates, e.view_radius}
+    do: {e.id, e.x, e.y, e.owner, e.kind, e.updates, e.view_radius, e.view_format}
 
   @spec from_row(row()) :: t()
-  def from_row({id, x, y, owner, kind, updates, view_radius}),
+  def from_row({id, x, y, owner, kind, updates, view_radius, view_format}),
     do: %__MODULE__{
       id: id,
       x: x,
@@ -52,6 +55,7 @@ defmodule Grove.World.Entity do
       owner: owner,
       kind: kind,
       updates: updates,
-      view_radius: view_radius
+      view_radius: view_radius,
+      view_format: view_format
     }
 end

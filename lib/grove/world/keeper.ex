@@ -1,14 +1,14 @@
 defmodule Grove.World.Keeper do
   @moduledoc false
   # Owns what must outlive any zone: the terrain, the zones' ETS tables, the
-  # directory and the counters. It generates them once, publishes the world's
+  # directory, the feed of published views and the counters. It generates them once, publishes the world's
   # description in `:persistent_term` (read by every client call without a
   # message) and then does nothing but exist.
 
   use GenServer
 
   alias Grove.World
-  alias Grove.World.{Directory, Grid, Stats, Terrain}
+  alias Grove.World.{Directory, Feed, Grid, Stats, Terrain}
 
   require Logger
 
@@ -35,6 +35,7 @@ defmodule Grove.World.Keeper do
           ),
         keeper: keeper_name(world.name),
         subscriptions: :ets.new(:grove_subscriptions, [:bag, :public]),
+        feed: Feed.new(count, world.view_history),
         ids: :atomics.new(1, signed: false),
         load: :atomics.new(count, signed: false),
         zone_moves: :counters.new(count, [:write_concurrency]),

@@ -15,9 +15,8 @@ defmodule Grove.World.Stats do
             :handoffs_refused,
             :handoffs_stale,
             :forwards,
-            :deltas_sent,
+            :deltas_published,
             :snapshots_sent,
-            :subscribers_lagging,
             :zone_restarts,
             # Gauges: how many entities of each kind are in the world now.
             :players,

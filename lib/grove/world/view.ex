@@ -2,34 +2,48 @@ defmodule Grove.World.View do
   @moduledoc """
   A client's viewport, assembled from what the zones publish.
 
-  A client that joined with `updates: :view` receives, from each zone its
-  viewport overlaps, a snapshot and then one delta per tick, the same binary
-  every watcher of that zone gets. The client keeps a `View`, feeds it those
-  messages and its own move outcomes, and takes from it what changed inside
-  its square viewport since it last asked. Nothing here sends a message; it is
-  a pure data structure the client process owns.
+  A client that joined with `updates: :view` (and the default
+  `view_format: {Grove.World.View, :raw}`) receives, from each zone its
+  viewport overlaps, a snapshot message; after it, the zone publishes one
+  delta per tick that changed something, the same for every viewer, in the
+  world's feed. The client keeps a `View`, feeds it the messages it
+  receives and its own move outcomes, calls `catch_up/2` when it wants to
+  be current, and takes from it what changed inside its square viewport
+  since it last asked. Apart from `catch_up/2`, which reads the feed (and
+  asks a zone for a snapshot when it has fallen too far behind), it is a
+  pure data structure the client process owns.
 
   ## Examples
 
       view = View.new({10, 10}, 8)
       # in the client's receive loop:
-      {:grove_view, _zone, _what, _payload} = message -> View.apply_message(view, message)
+      {:grove_view, _zone, :snapshot, _seq, _data} = message -> View.apply_message(view, message)
+      {:grove_view, _zone, :closed} = message -> View.apply_message(view, message)
       {:grove_move, ^id, _tag, {:ok, cell}} -> View.recenter(view, cell)
       # whenever the client is ready to draw or send:
-      {changes, view} = View.take_changes(view)
+      {changes, view} = view |> View.catch_up(world) |> View.take_changes()
 
   The first `take_changes/1` returns the full view (`full: true`: the client
   replaces what it had), and so does the first after `resync/1`; the others
   return only what moved in, moved within, or left the viewport.
+
+  The same assembly serves any client that receives areas already decoded
+  (the load lab's bots do): `put_area/3`, `update_area/4` and `drop_area/2`.
   """
 
+  @behaviour Grove.World.ViewFormat
+
+  alias Grove.World
   alias Grove.World.Grid
+
+  @format {__MODULE__, :raw}
 
   defstruct center: {0, 0},
             radius: 8,
             self: nil,
             self_kind: 1,
             mirrors: %{},
+            seqs: %{},
             where: %{},
             shown: %{},
             dirty: %{},
@@ -55,6 +69,7 @@ defmodule Grove.World.View do
               non_neg_integer() => {non_neg_integer(), non_neg_integer(), byte()}
             }
           },
+          seqs: %{Grid.zone_index() => non_neg_integer() | :awaiting},
           where: %{non_neg_integer() => Grid.zone_index()},
           shown: %{non_neg_integer() => {non_neg_integer(), non_neg_integer(), byte()}},
           dirty: %{non_neg_integer() => true},
@@ -74,11 +89,79 @@ defmodule Grove.World.View do
   def new(center, radius \\ 8, self \\ nil, self_kind \\ 1),
     do: %__MODULE__{center: center, radius: radius, self: self, self_kind: self_kind}
 
-  @doc "Applies one `{:grove_view, ...}` message from a zone."
+  ## The raw format
+
+  @impl Grove.World.ViewFormat
+  def encode_view(:raw, :snapshot, _zone, entries, _departed), do: encode_entries(entries)
+
+  def encode_view(:raw, :delta, _zone, entries, departed),
+    do: {encode_entries(entries), for(id <- departed, into: <<>>, do: <<id::32>>)}
+
+  defp encode_entries(entries),
+    do: for({id, x, y, kind} <- entries, into: <<>>, do: <<id::32, x::16, y::16, kind::8>>)
+
+  defp decode_entries(binary),
+    do: for(<<id::32, x::16, y::16, kind::8 <- binary>>, do: {id, x, y, kind})
+
+  ## Messages and the feed
+
+  @doc """
+  Applies one message from a zone: `{:grove_view, zone, :snapshot, seq,
+  entries}`, `{:grove_view, zone, :closed}`, or a delta as the feed holds it,
+  `{:grove_view, zone, :delta, entries, departed}` (raw binaries).
+  """
   @spec apply_message(t(), tuple()) :: t()
-  def apply_message(%__MODULE__{} = view, {:grove_view, zone, :snapshot, entries}) do
+  def apply_message(%__MODULE__{} = view, {:grove_view, zone, :snapshot, seq, entries}) do
+    view = put_area(view, zone, decode_entries(entries))
+    %{view | seqs: Map.put(view.seqs, zone, seq)}
+  end
+
+  def apply_message(%__MODULE__{} = view, {:grove_view, zone, :delta, moved, departed}) do
+    update_area(view, zone, decode_entries(moved), for(<<id::32 <- departed>>, do: id))
+  end
+
+  def apply_message(%__MODULE__{} = view, {:grove_view, zone, :closed}) do
+    %{drop_area(view, zone) | seqs: Map.delete(view.seqs, zone)}
+  end
+
+  @doc """
+  Reads the deltas the zones in view published since the view last read
+  them, and applies them. A zone whose deltas are no longer all in the
+  feed is asked for a snapshot, and skipped until it arrives.
+  """
+  @spec catch_up(t(), World.name() | World.t()) :: t()
+  def catch_up(%__MODULE__{} = view, world) do
+    Enum.reduce(view.seqs, view, fn
+      {_zone, :awaiting}, view ->
+        view
+
+      {zone, seq}, view ->
+        case World.view_deltas(world, zone, seq, @format) do
+          {[], ^seq} ->
+            view
+
+          {deltas, latest} ->
+            view =
+              Enum.reduce(deltas, view, fn {moved, departed}, view ->
+                apply_message(view, {:grove_view, zone, :delta, moved, departed})
+              end)
+
+            %{view | seqs: Map.put(view.seqs, zone, latest)}
+
+          :gone ->
+            :ok = World.request_snapshot(world, zone, @format)
+            %{view | seqs: Map.put(view.seqs, zone, :awaiting)}
+        end
+    end)
+  end
+
+  ## Areas
+
+  @doc "Replaces what the view holds of one zone (an area) with `entries`."
+  @spec put_area(t(), Grid.zone_index(), [entry()]) :: t()
+  def put_area(%__MODULE__{} = view, zone, entries) do
     old = Map.get(view.mirrors, zone, %{})
-    mirror = for <<id::32, x::16, y::16, kind::8 <- entries>>, into: %{}, do: {id, {x, y, kind}}
+    mirror = Map.new(entries, fn {id, x, y, kind} -> {id, {x, y, kind}} end)
 
     where =
       Enum.reduce(old, view.where, fn {id, _}, where ->
@@ -91,35 +174,40 @@ defmodule Grove.World.View do
     %{view | mirrors: Map.put(view.mirrors, zone, mirror), where: where, rescan: true}
   end
 
-  def apply_message(%__MODULE__{} = view, {:grove_view, zone, :delta, moved, departed}) do
+  @doc """
+  Applies a zone's delta: `moved` entities are drawn at their new cell,
+  `gone` ids leave the area. A delta for an area the view does not hold is
+  ignored (its snapshot will cover it).
+  """
+  @spec update_area(t(), Grid.zone_index(), [entry()], [non_neg_integer()]) :: t()
+  def update_area(%__MODULE__{} = view, zone, moved, gone) do
     case view.mirrors do
       %{^zone => mirror} ->
         {mirror, where, dirty} =
-          for <<id::32, x::16, y::16, kind::8 <- moved>>,
-            reduce: {mirror, view.where, view.dirty} do
-            {mirror, where, dirty} ->
-              {Map.put(mirror, id, {x, y, kind}), Map.put(where, id, zone),
-               Map.put(dirty, id, true)}
-          end
+          Enum.reduce(moved, {mirror, view.where, view.dirty}, fn {id, x, y, kind},
+                                                                  {mirror, where, dirty} ->
+            {Map.put(mirror, id, {x, y, kind}), Map.put(where, id, zone),
+             Map.put(dirty, id, true)}
+          end)
 
         {mirror, where, dirty} =
-          for <<id::32 <- departed>>, reduce: {mirror, where, dirty} do
-            {mirror, where, dirty} ->
-              # An entity that crossed into a neighbour may already be listed
-              # there; only the zone that last reported it may remove it.
-              where = if where[id] == zone, do: Map.delete(where, id), else: where
-              {Map.delete(mirror, id), where, Map.put(dirty, id, true)}
-          end
+          Enum.reduce(gone, {mirror, where, dirty}, fn id, {mirror, where, dirty} ->
+            # An entity that crossed into a neighbour may already be listed
+            # there; only the zone that last reported it may remove it.
+            where = if where[id] == zone, do: Map.delete(where, id), else: where
+            {Map.delete(mirror, id), where, Map.put(dirty, id, true)}
+          end)
 
         %{view | mirrors: Map.put(view.mirrors, zone, mirror), where: where, dirty: dirty}
 
       _ ->
-        # A delta from a zone whose snapshot has not arrived cannot be placed; the snapshot will cover it.
         view
     end
   end
 
-  def apply_message(%__MODULE__{} = view, {:grove_view, zone, :closed}) do
+  @doc "Forgets a zone the viewport no longer reaches."
+  @spec drop_area(t(), Grid.zone_index()) :: t()
+  def drop_area(%__MODULE__{} = view, zone) do
     {old, mirrors} = Map.pop(view.mirrors, zone, %{})
 
     where =
@@ -128,6 +216,16 @@ defmodule Grove.World.View do
       end)
 
     %{view | mirrors: mirrors, where: where, rescan: true}
+  end
+
+  @doc "Every entity the view holds, in any area, viewport or not, by id."
+  @spec known(t()) :: %{non_neg_integer() => {non_neg_integer(), non_neg_integer(), byte()}}
+  def known(%__MODULE__{} = view) do
+    for {zone, mirror} <- view.mirrors,
+        {id, entry} <- mirror,
+        view.where[id] == zone,
+        into: %{},
+        do: {id, entry}
   end
 
   @doc "Moves the viewport's centre, normally to the client's own new cell."

@@ -12,11 +12,19 @@ defmodule Grove.World.Zone do
   # keeper, so it outlives this process) and their zone to the directory. A
   # restarted zone rebuilds itself from that table, keeping only the rows the
   # directory still assigns to it.
+  #
+  # Views: viewers subscribe (the zone of a viewer's entity does it for them
+  # as it moves) and get a snapshot in their format at once. While anyone
+  # watches, each tick that changed something encodes the delta once per
+  # format and publishes it in the world's feed (Grove.World.Feed), where
+  # viewers read it when they are ready: the zone sends nothing per viewer
+  # and per tick. A zone nobody watches does no view work and, with no
+  # handoff pending and no overload to re-measure, has no tick at all.
 
   use GenServer
 
   alias Grove.{Metrics, World}
-  alias Grove.World.{Directory, Entity, Grid, Stats}
+  alias Grove.World.{Directory, Entity, Feed, Grid, Stats}
   alias Grove.World.Zone.State
 
   require Logger
@@ -32,10 +40,15 @@ defmodule Grove.World.Zone do
     :core,
     :table,
     :tick_timer,
+    seq: 0,
     overloaded: false,
     monitors: %{},
-    subscribers: %{}
+    subscribers: %{},
+    formats: %{}
   ]
+
+  @typedoc "A subscription: a viewer process and the format it reads."
+  @type subscriber :: {pid(), Feed.format()}
 
   @type t :: %__MODULE__{
           world: World.t(),
@@ -43,9 +56,11 @@ defmodule Grove.World.Zone do
           core: State.t(),
           table: :ets.tid(),
           tick_timer: reference() | nil,
+          seq: non_neg_integer(),
           overloaded: boolean(),
-          monitors: %{reference() => {:entity, Entity.id()} | {:subscriber, pid()}},
-          subscribers: %{pid() => {reference(), MapSet.t(Entity.id())}}
+          monitors: %{reference() => {:entity, Entity.id()} | {:subscriber, subscriber()}},
+          subscribers: %{subscriber() => {reference(), MapSet.t(Entity.id())}},
+          formats: %{Feed.format() => pos_integer()}
         }
 
   @spec start_link({World.t(), Grid.zone_index()}) :: GenServer.on_start()
@@ -63,14 +78,23 @@ defmodule Grove.World.Zone do
   @impl true
   def init({world, index}) do
     core = State.new(index, world.grid, world.terrain, world.rules)
-    zone = %__MODULE__{world: world, index: index, core: core, table: elem(world.tables, index)}
+
+    zone = %__MODULE__{
+      world: world,
+      index: index,
+      core: core,
+      table: elem(world.tables, index),
+      # Viewers hold sequence numbers: a restarted zone carries on from its last.
+      seq: Feed.latest(world.feed, index)
+    }
+
     {:ok, zone, {:continue, :recover}}
   end
 
   @impl true
   def handle_continue(:recover, zone) do
-    zone = zone |> recover_entities() |> recover_subscribers() |> schedule_tick()
-    {:noreply, zone}
+    zone = zone |> recover_entities() |> recover_subscribers() |> count_entities()
+    {:noreply, ensure_tick(zone)}
   end
 
   @impl true
@@ -113,7 +137,7 @@ defmodule Grove.World.Zone do
     if entity do
       :ets.delete(zone.table, id)
       add_density(zone, {entity.x, entity.y}, -1)
-      zone = forget_monitor(zone, entity.monitor)
+      zone = zone |> forget_monitor(entity.monitor) |> count_entities()
       {:noreply, forward_deferred(zone, id, deferred)}
     else
       {:noreply, zone}
@@ -139,12 +163,18 @@ defmodule Grove.World.Zone do
     {:noreply, handle_leave(zone, id, owner, from, hops)}
   end
 
-  def handle_cast({:subscribe, pid, entity_id}, zone) do
-    {:noreply, subscribe(zone, pid, entity_id)}
+  def handle_cast({:subscribe, pid, entity_id, format}, zone) do
+    {:noreply, subscribe(zone, pid, entity_id, format)}
   end
 
-  def handle_cast({:unsubscribe, pid, entity_id}, zone) do
-    {:noreply, unsubscribe(zone, pid, entity_id)}
+  def handle_cast({:unsubscribe, pid, entity_id, format}, zone) do
+    {:noreply, unsubscribe(zone, pid, entity_id, format)}
+  end
+
+  # A viewer that fell behind the feed, or lost track, asks for a snapshot.
+  def handle_cast({:snapshot, pid, format}, zone) do
+    if is_map_key(zone.subscribers, {pid, format}), do: send_snapshot(zone, pid, format)
+    {:noreply, zone}
   end
 
   def handle_cast(:tick, zone), do: {:noreply, tick(zone)}
@@ -188,7 +218,7 @@ defmodule Grove.World.Zone do
 
   @impl true
   def handle_info(:tick, zone) do
-    {:noreply, zone |> tick() |> schedule_tick()}
+    {:noreply, %{zone | tick_timer: nil} |> tick() |> ensure_tick()}
   end
 
   def handle_info({:DOWN, ref, :process, pid, _reason}, zone) do
@@ -205,10 +235,14 @@ defmodule Grove.World.Zone do
           {:noreply, drop_entity(zone, id)}
         end
 
-      {{:subscriber, ^pid}, monitors} ->
+      {{:subscriber, {^pid, format} = key}, monitors} ->
         zone = %{zone | monitors: monitors}
-        :ets.match_delete(zone.world.subscriptions, {zone.index, pid, :_})
-        {:noreply, %{zone | subscribers: Map.delete(zone.subscribers, pid)} |> watch()}
+        :ets.match_delete(zone.world.subscriptions, {zone.index, pid, :_, format})
+
+        {:noreply,
+         %{zone | subscribers: Map.delete(zone.subscribers, key)}
+         |> drop_format(format)
+         |> watch()}
 
       {nil, _} ->
         {:noreply, zone}
@@ -253,7 +287,8 @@ defmodule Grove.World.Zone do
       {:handoff, entity, to, target, core} ->
         Stats.incr(zone.world.stats, :handoffs)
         GenServer.cast(elem(zone.world.zones, to), {:arrive, entity, target, zone.index, tag})
-        {:pending, %{zone | core: core}}
+        # A handoff that never gets its answer is settled by a later tick.
+        {:pending, ensure_tick(%{zone | core: core})}
 
       {:leaving, core} ->
         case State.defer(core, id, {:move, direction, owner, tag}) do
@@ -407,7 +442,7 @@ defmodule Grove.World.Zone do
         add_density(zone, {entity.x, entity.y}, -1)
         Stats.incr(zone.world.stats, :departures)
         Stats.incr(zone.world.stats, population_key(entity), -1)
-        zone = forget_monitor(zone, entity.monitor)
+        zone = zone |> forget_monitor(entity.monitor) |> count_entities()
         if entity.updates == :view, do: drop_view(zone, entity), else: zone
     end
   end
@@ -421,11 +456,17 @@ defmodule Grove.World.Zone do
     :ets.insert(zone.table, Entity.to_row(entity))
     Directory.assign(zone.world.name, entity.id, zone.index)
 
-    %{
+    count_entities(%{
       zone
       | core: State.put_entity(zone.core, entity),
         monitors: Map.put(zone.monitors, ref, {:entity, entity.id})
-    }
+    })
+  end
+
+  # The zone's population, for heat maps, as it changes.
+  defp count_entities(zone) do
+    :atomics.put(zone.world.zone_entities, zone.index + 1, State.size(zone.core))
+    zone
   end
 
   defp forget_monitor(zone, nil), do: zone
@@ -495,43 +536,51 @@ defmodule Grove.World.Zone do
   end
 
   defp send_subscription(%__MODULE__{index: index} = zone, index, :subscribe, entity),
-    do: subscribe(zone, entity.owner, entity.id)
+    do: subscribe(zone, entity.owner, entity.id, entity.view_format)
 
   defp send_subscription(%__MODULE__{index: index} = zone, index, :unsubscribe, entity),
-    do: unsubscribe(zone, entity.owner, entity.id)
+    do: unsubscribe(zone, entity.owner, entity.id, entity.view_format)
 
   defp send_subscription(zone, to, action, entity) do
-    GenServer.cast(elem(zone.world.zones, to), {action, entity.owner, entity.id})
+    GenServer.cast(
+      elem(zone.world.zones, to),
+      {action, entity.owner, entity.id, entity.view_format}
+    )
+
     zone
   end
 
-  defp subscribe(zone, pid, entity_id) do
-    :ets.insert(zone.world.subscriptions, {zone.index, pid, entity_id})
+  # Subscriptions are idempotent: subscribing again only sends a fresh snapshot.
+  defp subscribe(zone, pid, entity_id, format) do
+    :ets.insert(zone.world.subscriptions, {zone.index, pid, entity_id, format})
+    key = {pid, format}
 
     zone =
       case zone.subscribers do
-        %{^pid => {ref, ids}} ->
-          put_in(zone.subscribers[pid], {ref, MapSet.put(ids, entity_id)})
+        %{^key => {ref, ids}} ->
+          put_in(zone.subscribers[key], {ref, MapSet.put(ids, entity_id)})
 
         _ ->
           ref = Process.monitor(pid)
 
           %{
             zone
-            | subscribers: Map.put(zone.subscribers, pid, {ref, MapSet.new([entity_id])}),
-              monitors: Map.put(zone.monitors, ref, {:subscriber, pid})
+            | subscribers: Map.put(zone.subscribers, key, {ref, MapSet.new([entity_id])}),
+              monitors: Map.put(zone.monitors, ref, {:subscriber, key}),
+              formats: Map.update(zone.formats, format, 1, &(&1 + 1))
           }
       end
 
-    send_snapshot(zone, pid)
+    send_snapshot(zone, pid, format)
     watch(zone)
   end
 
-  defp unsubscribe(zone, pid, entity_id) do
-    :ets.delete_object(zone.world.subscriptions, {zone.index, pid, entity_id})
+  defp unsubscribe(zone, pid, entity_id, format) do
+    :ets.delete_object(zone.world.subscriptions, {zone.index, pid, entity_id, format})
+    key = {pid, format}
 
     case zone.subscribers do
-      %{^pid => {ref, ids}} ->
+      %{^key => {ref, ids}} ->
         ids = MapSet.delete(ids, entity_id)
 
         if MapSet.size(ids) == 0 do
@@ -540,16 +589,25 @@ defmodule Grove.World.Zone do
 
           %{
             zone
-            | subscribers: Map.delete(zone.subscribers, pid),
+            | subscribers: Map.delete(zone.subscribers, key),
               monitors: Map.delete(zone.monitors, ref)
           }
+          |> drop_format(format)
           |> watch()
         else
-          put_in(zone.subscribers[pid], {ref, ids})
+          put_in(zone.subscribers[key], {ref, ids})
         end
 
       _ ->
         zone
+    end
+  end
+
+  defp drop_format(zone, format) do
+    case zone.formats do
+      %{^format => 1} -> %{zone | formats: Map.delete(zone.formats, format)}
+      %{^format => n} -> %{zone | formats: Map.put(zone.formats, format, n - 1)}
+      _ -> zone
     end
   end
 
@@ -558,81 +616,60 @@ defmodule Grove.World.Zone do
 
     if watched == zone.core.watched,
       do: zone,
-      else: %{zone | core: State.watch(zone.core, watched)}
+      else: ensure_tick(%{zone | core: State.watch(zone.core, watched)})
   end
 
-  defp send_snapshot(zone, pid) do
+  # The zone as it is now, for a viewer that starts (or starts again) from
+  # `seq`: the deltas after it complete the picture, so the snapshot carries
+  # the number of the last delta published.
+  defp send_snapshot(zone, pid, format) do
     Stats.incr(zone.world.stats, :snapshots_sent)
-    send(pid, {:grove_view, zone.index, :snapshot, encode_entries(State.snapshot(zone.core))})
+    data = encode(format, :snapshot, zone.index, State.snapshot(zone.core), [])
+    send(pid, {:grove_view, zone.index, :snapshot, zone.seq, data})
   end
+
+  defp encode({module, name}, what, index, entries, departed),
+    do: module.encode_view(name, what, index, entries, departed)
 
   ## Ticks
 
   defp tick(zone) do
-    started = System.monotonic_time()
-    zone = measure_mailbox(zone)
-    zone = expire_handoffs(zone)
-    :atomics.put(zone.world.zone_entities, zone.index + 1, State.size(zone.core))
+    zone = zone |> measure_mailbox() |> expire_handoffs()
 
-    {zone, changes} =
-      if zone.core.watched do
-        {changes, departed, core} = State.flush(zone.core)
-        zone = %{zone | core: core}
-        {publish(zone, changes, departed), length(changes) + length(departed)}
-      else
-        {zone, 0}
-      end
+    if zone.core.watched do
+      started = System.monotonic_time()
+      {changes, departed, core} = State.flush(zone.core)
+      zone = publish(%{zone | core: core}, changes, departed)
 
-    Metrics.execute(
-      [:grove, :zone, :tick],
-      %{duration: System.monotonic_time() - started, changes: changes},
-      %{zone: zone.index}
-    )
+      Metrics.execute(
+        [:grove, :zone, :tick],
+        %{
+          duration: System.monotonic_time() - started,
+          changes: length(changes) + length(departed)
+        },
+        %{zone: zone.index}
+      )
 
-    zone
+      zone
+    else
+      zone
+    end
   end
 
-  # Encode once, send the same binary to every subscriber. A subscriber whose
-  # mailbox is past the limit is skipped (it would only fall further behind)
-  # and gets a full snapshot once it has caught up.
+  # Encode once per format, whatever the number of viewers, and publish.
   defp publish(zone, [], []), do: zone
 
   defp publish(zone, changes, departed) do
-    message = {:grove_view, zone.index, :delta, encode_entries(changes), encode_ids(departed)}
-    limit = zone.world.subscriber_queue_limit
+    seq = zone.seq + 1
 
-    subscribers =
-      Map.new(zone.subscribers, fn {pid, {ref, ids} = subscription} ->
-        case Process.info(pid, :message_queue_len) do
-          {:message_queue_len, queued} when queued <= limit ->
-            if lagging?(ids) do
-              send_snapshot(zone, pid)
-              {pid, {ref, caught_up(ids)}}
-            else
-              Stats.incr(zone.world.stats, :deltas_sent)
-              send(pid, message)
-              {pid, subscription}
-            end
+    encoded =
+      for {format, _viewers} <- zone.formats,
+          do: {format, encode(format, :delta, zone.index, changes, departed)}
 
-          _ ->
-            Stats.incr(zone.world.stats, :subscribers_lagging)
-            {pid, {ref, lag(ids)}}
-        end
-      end)
-
-    %{zone | subscribers: subscribers}
+    Feed.publish(zone.world.feed, zone.index, seq, encoded)
+    Stats.incr(zone.world.stats, :deltas_published)
+    %{zone | seq: seq}
   end
-
-  # A lagging subscriber is marked inside its id set, so the mark dies with the subscription.
-  defp lagging?(ids), do: MapSet.member?(ids, :lagging)
-  defp lag(ids), do: MapSet.put(ids, :lagging)
-  defp caught_up(ids), do: MapSet.delete(ids, :lagging)
-
-  defp encode_entries(entries) do
-    for {id, x, y, kind} <- entries, into: <<>>, do: <<id::32, x::16, y::16, kind::8>>
-  end
-
-  defp encode_ids(ids), do: for(id <- ids, into: <<>>, do: <<id::32>>)
 
   # A handoff with no answer for too long: the target zone died with it. The
   # directory says who owns the entity now; settle by it.
@@ -661,7 +698,17 @@ defmodule Grove.World.Zone do
     end)
   end
 
-  defp schedule_tick(%__MODULE__{world: %World{tick: :manual}} = zone), do: zone
+  # A zone ticks only while it has something to do at a tick: deltas for
+  # its viewers, handoffs to settle, or an overload to measure again (moves
+  # are refused unsent while it lasts, so no message would re-measure it).
+  defp ensure_tick(%__MODULE__{tick_timer: nil, world: %World{tick: tick}} = zone)
+       when is_integer(tick) do
+    if zone.core.watched or map_size(zone.core.leaving) > 0 or zone.overloaded,
+      do: schedule_tick(zone),
+      else: zone
+  end
+
+  defp ensure_tick(zone), do: zone
 
   defp schedule_tick(%__MODULE__{world: %World{tick: tick}} = zone) do
     # Zones tick at the same rate but spread over the period, so the work of
@@ -695,7 +742,10 @@ defmodule Grove.World.Zone do
     {:message_queue_len, queued} = Process.info(self(), :message_queue_len)
     :atomics.put(zone.world.load, zone.index + 1, queued)
     overloaded = queued > zone.world.mailbox_limit
-    if overloaded == zone.overloaded, do: zone, else: %{zone | overloaded: overloaded}
+
+    if overloaded == zone.overloaded,
+      do: zone,
+      else: ensure_tick(%{zone | overloaded: overloaded})
   end
 
   ## Recovery
@@ -708,11 +758,9 @@ defmodule Grove.World.Zone do
     # Rows whose entity the directory now places elsewhere belong to a
     # handoff this zone finished but did not live to clean up.
     {mine, stale} =
-      Enum.split_with(rows, fn {id, _, _, _, _, _, _} ->
-        Directory.lookup(world.name, id) == index
-      end)
+      Enum.split_with(rows, fn row -> Directory.lookup(world.name, elem(row, 0)) == index end)
 
-    for {id, _, _, _, _, _, _} <- stale, do: :ets.delete(table, id)
+    for row <- stale, do: :ets.delete(table, elem(row, 0))
 
     if mine != [] do
       Stats.incr(world.stats, :zone_restarts)
@@ -740,6 +788,8 @@ defmodule Grove.World.Zone do
 
   defp recover_subscribers(zone) do
     :ets.lookup(zone.world.subscriptions, zone.index)
-    |> Enum.reduce(zone, fn {_index, pid, entity_id}, zone -> subscribe(zone, pid, entity_id) end)
+    |> Enum.reduce(zone, fn {_index, pid, entity_id, format}, zone ->
+      subscribe(zone, pid, entity_id, format)
+    end)
   end
 end

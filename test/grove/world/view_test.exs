@@ -11,8 +11,10 @@ defmodule Grove.World.ViewTest do
   test "the first changes are the full view, clipped to the viewport" do
     view =
       View.new({10, 10}, 2)
-      |> View.apply_message({:grove_view, 0, :snapshot, entries([{1, 9, 9, 0}, {2, 20, 20, 0}])})
-      |> View.apply_message({:grove_view, 1, :snapshot, entries([{3, 12, 11, 1}])})
+      |> View.apply_message(
+        {:grove_view, 0, :snapshot, 0, entries([{1, 9, 9, 0}, {2, 20, 20, 0}])}
+      )
+      |> View.apply_message({:grove_view, 1, :snapshot, 0, entries([{3, 12, 11, 1}])})
 
     {%{shown: shown, gone: []}, view} = View.take_changes(view)
     assert Enum.sort(shown) == [{1, 9, 9, 0}, {3, 12, 11, 1}]
@@ -22,7 +24,9 @@ defmodule Grove.World.ViewTest do
   test "deltas show what moved in, moved within and left" do
     view =
       View.new({10, 10}, 2)
-      |> View.apply_message({:grove_view, 0, :snapshot, entries([{1, 9, 9, 0}, {2, 20, 20, 0}])})
+      |> View.apply_message(
+        {:grove_view, 0, :snapshot, 0, entries([{1, 9, 9, 0}, {2, 20, 20, 0}])}
+      )
 
     {_, view} = View.take_changes(view)
 
@@ -43,8 +47,8 @@ defmodule Grove.World.ViewTest do
   test "an entity crossing zones is shown once, wherever its deltas arrive first" do
     base =
       View.new({10, 10}, 3)
-      |> View.apply_message({:grove_view, 0, :snapshot, entries([{1, 9, 10, 0}])})
-      |> View.apply_message({:grove_view, 1, :snapshot, <<>>})
+      |> View.apply_message({:grove_view, 0, :snapshot, 0, entries([{1, 9, 10, 0}])})
+      |> View.apply_message({:grove_view, 1, :snapshot, 0, <<>>})
 
     {_, base} = View.take_changes(base)
 
@@ -69,7 +73,9 @@ defmodule Grove.World.ViewTest do
   test "recentering shows what comes into view and drops what leaves" do
     view =
       View.new({10, 10}, 1)
-      |> View.apply_message({:grove_view, 0, :snapshot, entries([{1, 9, 9, 0}, {2, 12, 10, 0}])})
+      |> View.apply_message(
+        {:grove_view, 0, :snapshot, 0, entries([{1, 9, 9, 0}, {2, 12, 10, 0}])}
+      )
 
     {%{shown: [{1, 9, 9, 0}]}, view} = View.take_changes(view)
     view = View.recenter(view, {11, 10})
@@ -79,11 +85,11 @@ defmodule Grove.World.ViewTest do
   test "only the first take and the first after a resync are full views" do
     view =
       View.new({10, 10}, 2)
-      |> View.apply_message({:grove_view, 0, :snapshot, entries([{1, 9, 9, 0}])})
+      |> View.apply_message({:grove_view, 0, :snapshot, 0, entries([{1, 9, 9, 0}])})
 
     assert {%{full: true, shown: [{1, 9, 9, 0}]}, view} = View.take_changes(view)
 
-    view = View.apply_message(view, {:grove_view, 1, :snapshot, entries([{2, 11, 11, 0}])})
+    view = View.apply_message(view, {:grove_view, 1, :snapshot, 0, entries([{2, 11, 11, 0}])})
     assert {%{full: false, shown: [{2, 11, 11, 0}]}, view} = View.take_changes(view)
 
     view = View.recenter(view, {11, 10})
@@ -98,18 +104,43 @@ defmodule Grove.World.ViewTest do
     view =
       View.new({10, 10}, 2)
       |> View.apply_message({:grove_view, 3, :delta, entries([{7, 10, 10, 0}]), <<>>})
-      |> View.apply_message({:grove_view, 0, :snapshot, entries([{1, 9, 9, 0}])})
+      |> View.apply_message({:grove_view, 0, :snapshot, 0, entries([{1, 9, 9, 0}])})
 
     {%{shown: [{1, 9, 9, 0}]}, view} = View.take_changes(view)
     view = View.apply_message(view, {:grove_view, 0, :closed})
     assert {%{shown: [], gone: [1]}, _} = View.take_changes(view)
   end
 
+  test "areas applied directly assemble like the messages do" do
+    view =
+      View.new({10, 10}, 2)
+      |> View.put_area(0, [{1, 9, 9, 0}, {2, 20, 20, 0}])
+      |> View.update_area(0, [{2, 11, 11, 0}], [1])
+      |> View.update_area(5, [{9, 10, 10, 0}], [])
+
+    assert View.known(view) == %{2 => {11, 11, 0}}
+    assert View.known(View.drop_area(view, 0)) == %{}
+  end
+
+  test "the raw format encodes what apply_message decodes" do
+    snapshot = View.encode_view(:raw, :snapshot, 0, [{1, 9, 9, 0}], [])
+    {moved, gone} = View.encode_view(:raw, :delta, 0, [{1, 8, 9, 0}], [4])
+
+    view =
+      View.new({10, 10}, 2)
+      |> View.apply_message({:grove_view, 0, :snapshot, 0, snapshot})
+      |> View.apply_message({:grove_view, 0, :delta, moved, gone})
+
+    assert View.known(view) == %{1 => {8, 9, 0}}
+  end
+
   test "a full view shows the client's own entity at its acknowledged cell, even between zones" do
     view =
       View.new({10, 10}, 2, 5)
-      |> View.apply_message({:grove_view, 0, :snapshot, entries([{5, 10, 10, 1}, {1, 9, 9, 0}])})
-      |> View.apply_message({:grove_view, 1, :snapshot, <<>>})
+      |> View.apply_message(
+        {:grove_view, 0, :snapshot, 0, entries([{5, 10, 10, 1}, {1, 9, 9, 0}])}
+      )
+      |> View.apply_message({:grove_view, 1, :snapshot, 0, <<>>})
 
     {%{full: true, shown: shown}, view} = View.take_changes(view)
     assert Enum.sort(shown) == [{1, 9, 9, 0}, {5, 10, 10, 1}]

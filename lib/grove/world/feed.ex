@@ -1,0 +1,83 @@
+defmodule Grove.World.Feed do
+  @moduledoc false
+  # What zones publish for their viewers, read without a message.
+  #
+  # A watched zone collects what changes between two ticks and, at the tick,
+  # encodes that delta once in every format its viewers read (the gateway's
+  # WebSocket frames, `Grove.World.View`'s raw binaries, ...), and puts the
+  # result here under the zone's next sequence number. Viewers keep, per
+  # zone, the last sequence number they took, and read on from there when
+  # they are ready to: a viewer that is behind reads several deltas at once,
+  # or finds that the oldest it needs is gone and asks for a snapshot.
+  #
+  # The zone is the only writer of its own entries (one ETS row per zone and
+  # sequence number, with every format in it) and of its sequence number in
+  # an `:atomics` array; it writes the row before it publishes the number,
+  # so a reader that sees a number finds its row. Rows older than `history`
+  # ticks are deleted as new ones arrive. Table and array belong to the
+  # world's keeper, so they outlive any zone: a restarted zone carries on
+  # from the number it had.
+
+  defstruct [:table, :seqs, :history]
+
+  @type format :: {module(), term()}
+  @type t :: %__MODULE__{table: :ets.tid(), seqs: :atomics.atomics_ref(), history: pos_integer()}
+
+  @doc "A feed for `zones` zones keeping the last `history` deltas of each."
+  @spec new(pos_integer(), pos_integer()) :: t()
+  def new(zones, history) do
+    %__MODULE__{
+      table:
+        :ets.new(:grove_feed, [:set, :public, read_concurrency: true, write_concurrency: true]),
+      seqs: :atomics.new(zones, signed: false),
+      history: history
+    }
+  end
+
+  @doc "The sequence number of the zone's latest delta (0 before the first)."
+  @spec latest(t(), non_neg_integer()) :: non_neg_integer()
+  def latest(%__MODULE__{seqs: seqs}, zone), do: :atomics.get(seqs, zone + 1)
+
+  @doc "Publishes the zone's delta `seq`, one encoding per format; called by the zone only."
+  @spec publish(t(), non_neg_integer(), pos_integer(), [{format(), term()}]) :: :ok
+  def publish(%__MODULE__{} = feed, zone, seq, encoded) do
+    :ets.insert(feed.table, {{zone, seq}, encoded})
+    if seq > feed.history, do: :ets.delete(feed.table, {zone, seq - feed.history})
+    :atomics.put(feed.seqs, zone + 1, seq)
+    :ok
+  end
+
+  @doc """
+  The zone's deltas after `since`, oldest first, in `format`, with the
+  sequence number of the last one; `:gone` when the oldest of them is no
+  longer kept (the reader is too far behind and needs a snapshot).
+  """
+  @spec since(t(), non_neg_integer(), non_neg_integer(), format()) ::
+          {[term()], non_neg_integer()} | :gone
+  def since(%__MODULE__{} = feed, zone, since, format) do
+    case latest(feed, zone) do
+      ^since -> {[], since}
+      latest when latest - since > feed.history -> :gone
+      latest when latest > since -> collect(feed, zone, latest, since, format, [], latest)
+      # The reader holds a number from before a restart of the world: start afresh.
+      _older -> :gone
+    end
+  end
+
+  # Newest first, so the list comes out oldest first.
+  defp collect(_feed, _zone, since, since, _format, acc, latest), do: {acc, latest}
+
+  defp collect(feed, zone, seq, since, format, acc, latest) do
+    case :ets.lookup(feed.table, {zone, seq}) do
+      [{_key, encoded}] ->
+        case List.keyfind(encoded, format, 0) do
+          {_format, data} -> collect(feed, zone, seq - 1, since, format, [data | acc], latest)
+          # Published before this format had a viewer here.
+          nil -> :gone
+        end
+
+      [] ->
+        :gone
+    end
+  end
+end
