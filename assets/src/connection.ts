@@ -1,4 +1,4 @@
-import { decode, encode, ProtocolError, type Encoding, type Message, type Outgoing } from "./protocol";
+import { decode, encode, PROTOCOL_VERSION, ProtocolError, type Encoding, type Message, type Outgoing } from "./protocol";
 
 export type ConnectionState = "connecting" | "connected" | "reconnecting" | "stopped";
 
@@ -11,6 +11,8 @@ export interface ConnectionOptions {
   token(): Promise<string>;
   /** The server refused the token: the next `token()` should log in again. */
   onUnauthorized(): void;
+  /** About to ask for every area again: forget the ones held. */
+  onResync(): void;
   onMessage(message: Message): void;
   onState(state: ConnectionState): void;
   /** Called with the ping round trip in milliseconds. */
@@ -81,7 +83,7 @@ export class Connection {
     socket.onopen = () => {
       this.lastHeard = performance.now();
       this.startPinging();
-      const join: Outgoing<"join"> = { type: "join" };
+      const join: Outgoing<"join"> = { type: "join", protocol: PROTOCOL_VERSION };
       if (this.options.viewRadius !== undefined) join.view_radius = this.options.viewRadius;
       if (token !== "") join.token = token;
       socket.send(encode(join, this.options.encoding));
@@ -97,6 +99,7 @@ export class Connection {
         // case it was a view.
         if (!(error instanceof ProtocolError)) throw error;
         console.warn("grove: unreadable frame:", error.message);
+        this.options.onResync();
         this.send({ type: "resync" });
         return;
       }
@@ -129,7 +132,8 @@ export class Connection {
         break;
       case "bye":
         // Another session took this one's place: coming back would push it out in turn.
-        if (message.reason === "replaced") this.stop();
+        // A server of another protocol version will not take us either.
+        if (message.reason === "replaced" || message.reason === "unsupported_protocol") this.stop();
         break;
     }
     this.options.onMessage(message);

@@ -47,6 +47,7 @@ const connection = new Connection({
   viewRadius: Number.isInteger(requestedRadius) && requestedRadius > 0 ? requestedRadius : undefined,
   token: () => identity.token(),
   onUnauthorized: () => identity.forget(),
+  onResync: () => world.forgetAreas(),
   onMessage: receive,
   onState: (state: ConnectionState) => {
     hud.setState(state);
@@ -75,8 +76,12 @@ function receive(message: Message): void {
       }
       renderNow();
       break;
-    case "view":
-      world.applyView(message);
+    case "area":
+      world.applyArea(message);
+      renderSoon();
+      break;
+    case "area_closed":
+      world.closeArea(message.area);
       renderSoon();
       break;
     case "outcome":
@@ -95,7 +100,11 @@ function receive(message: Message): void {
       else console.warn(`grove: server error ${message.code}: ${message.message}`);
       break;
     case "bye":
-      hud.flash(`The server said goodbye (${message.reason}).`);
+      hud.flash(
+        message.reason === "unsupported_protocol"
+          ? message.message
+          : `The server said goodbye (${message.reason}).`,
+      );
       break;
   }
 }
@@ -167,7 +176,7 @@ function renderNow(): void {
   minimap.setPlayer(world.x, world.y, world.viewRadius, world.width, world.height);
 }
 
-// View deltas can come several to a frame; draw once per frame.
+// Areas can come several to a frame; draw once per frame.
 function renderSoon(): void {
   if (renderQueued) return;
   renderQueued = true;

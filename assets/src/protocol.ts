@@ -1,5 +1,5 @@
 /**
- * Grove's wire protocol, version 1 (docs/protocol.md).
+ * Grove's wire protocol, version 2 (docs/protocol.md).
  *
  * Every message is defined once, in `definitions` below, mirroring
  * `lib/grove/protocol.ex`; the JSON and binary encodings are both derived
@@ -7,7 +7,7 @@
  * field added there is one line added here.
  */
 
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
 export type Encoding = "json" | "binary";
 
@@ -312,8 +312,16 @@ export const errorCodes = [
   "join_failed",
   "unauthorized",
   "server_busy",
+  "unsupported_protocol",
 ] as const;
-export const byeReasons = ["shutdown", "slow_consumer", "too_many_errors", "replaced", "too_large"] as const;
+export const byeReasons = [
+  "shutdown",
+  "slow_consumer",
+  "too_many_errors",
+  "replaced",
+  "too_large",
+  "unsupported_protocol",
+] as const;
 
 export type Direction = (typeof directions)[number];
 export type MoveResult = (typeof results)[number];
@@ -355,9 +363,14 @@ const entityTuple = tuple([u32, u16, u16, u8]);
 export const definitions = {
   // Client to server
   join: {
-    tag: 1,
+    tag: 5,
     from: "client",
-    fields: { view_radius: optional(u8, 8), name: optional(string, ""), token: optional(string, "") },
+    fields: {
+      protocol: required(u8),
+      view_radius: optional(u8, 8),
+      name: optional(string, ""),
+      token: optional(string, ""),
+    },
   },
   move: { tag: 2, from: "client", fields: { seq: required(u32), dir: required(direction) } },
   ping: { tag: 3, from: "client", fields: { t: required(u32) } },
@@ -375,6 +388,7 @@ export const definitions = {
       height: required(u16),
       view_radius: required(u8),
       tick_ms: required(u16),
+      view_ms: required(u16),
       name: required(string),
       avatar: required(string),
     },
@@ -383,17 +397,6 @@ export const definitions = {
     tag: 65,
     from: "server",
     fields: { seq: required(u32), result: required(enumeration(results)), x: required(u16), y: required(u16) },
-  },
-  view: {
-    tag: 66,
-    from: "server",
-    fields: {
-      full: required(bool),
-      x: required(u16),
-      y: required(u16),
-      entities: required(list(entityTuple)),
-      gone: required(list(u32)),
-    },
   },
   error: {
     tag: 67,
@@ -416,6 +419,17 @@ export const definitions = {
     from: "server",
     fields: { reason: required(enumeration(byeReasons)), message: required(string) },
   },
+  area: {
+    tag: 72,
+    from: "server",
+    fields: {
+      area: required(u32),
+      full: required(bool),
+      entities: required(list(entityTuple)),
+      gone: required(list(u32)),
+    },
+  },
+  area_closed: { tag: 73, from: "server", fields: { area: required(u32) } },
 } as const satisfies Record<string, Definition>;
 
 type Definitions = typeof definitions;
@@ -438,7 +452,8 @@ export type Outgoing<N extends MessageType = MessageType> = N extends MessageTyp
 
 export type Welcome = Message<"welcome">;
 export type Outcome = Message<"outcome">;
-export type View = Message<"view">;
+export type Area = Message<"area">;
+export type AreaClosed = Message<"area_closed">;
 export type Stats = Message<"stats">;
 export type Density = Message<"density">;
 

@@ -1,4 +1,4 @@
-import { PLAYER, type Outcome, type View, type Welcome } from "./protocol";
+import { PLAYER, type Area, type Outcome, type Welcome } from "./protocol";
 
 export interface Entity {
   id: number;
@@ -10,9 +10,15 @@ export interface Entity {
 
 /**
  * What the client knows of the world: its own entity and cell, and the
- * entities of its viewport, kept in world coordinates so that the view can
- * be redrawn around the player as soon as a move's outcome arrives, without
- * waiting for the next view delta.
+ * areas around it (the zones its viewport overlaps), each as the server
+ * last described it: a full snapshot, then deltas. The client assembles its
+ * viewport from them, in world coordinates, so that the view can be redrawn
+ * around the player as soon as a move's outcome arrives.
+ *
+ * An entity walking from one area into another is reported by both, in
+ * either order: by the new one where it now stands, and by the old one as
+ * gone. Only the area that last reported an entity may take it away, so it
+ * is shown once, and never lost, whichever arrives first.
  */
 export class WorldModel {
   selfId: number | undefined;
@@ -22,10 +28,15 @@ export class WorldModel {
   height = 0;
   viewRadius = 8;
   tickMs = 100;
+  /** The longest the server lets pass between views while we stand still. */
+  viewMs = 1000;
   /** The player's emoji and name, as the server knows them ("" for no name). */
   avatar = "😀";
   name = "";
+  /** Every entity the client knows, each once, own avatar excluded or not as the areas say. */
   readonly entities = new Map<number, Entity>();
+  private readonly areas = new Map<number, Map<number, Entity>>();
+  private readonly where = new Map<number, number>();
 
   applyWelcome(welcome: Welcome): void {
     this.selfId = welcome.id;
@@ -35,36 +46,54 @@ export class WorldModel {
     this.height = welcome.height;
     this.viewRadius = welcome.view_radius;
     this.tickMs = welcome.tick_ms;
+    this.viewMs = welcome.view_ms;
     this.avatar = welcome.avatar || "😀";
     this.name = welcome.name;
-    this.entities.clear();
+    this.forgetAreas();
   }
 
-  /** A full view replaces everything; a delta adds or moves entities and erases `gone`. */
-  applyView(view: View): void {
-    if (view.full) {
-      this.entities.clear();
-      // A full view is centred on the player: it is the authority on where we stand.
-      this.x = view.x;
-      this.y = view.y;
+  /** A full area replaces what we had of it; a delta moves entities and erases `gone`. */
+  applyArea(area: Area): void {
+    let mirror = this.areas.get(area.area);
+    if (area.full) {
+      const old = mirror;
+      mirror = new Map();
+      this.areas.set(area.area, mirror);
+      if (old) for (const id of old.keys()) this.release(area.area, id);
+    } else if (!mirror) {
+      // A delta for an area we were not shown: its snapshot will cover it.
+      return;
     }
-    for (const [id, x, y, kind] of view.entities) {
-      const known = this.entities.get(id);
-      if (known) {
-        known.x = x;
-        known.y = y;
-        known.kind = kind;
-      } else {
-        this.entities.set(id, { id, x, y, kind });
-      }
+    for (const [id, x, y, kind] of area.entities) {
+      const entity = { id, x, y, kind };
+      mirror.set(id, entity);
+      this.where.set(id, area.area);
+      this.entities.set(id, entity);
     }
-    for (const id of view.gone) this.entities.delete(id);
+    for (const id of area.gone) {
+      mirror.delete(id);
+      this.release(area.area, id);
+    }
+  }
+
+  /** The viewport left an area: what only it reported is gone. */
+  closeArea(area: number): void {
+    const mirror = this.areas.get(area);
+    this.areas.delete(area);
+    if (mirror) for (const id of mirror.keys()) this.release(area, id);
+  }
+
+  /** Drops every area, as after a `resync` (the server sends them all again). */
+  forgetAreas(): void {
+    this.areas.clear();
+    this.where.clear();
+    this.entities.clear();
   }
 
   /**
    * An outcome carries the player's cell after the move, whatever the result.
-   * It, not the own entity's place in a view delta, moves the avatar: a delta
-   * built before the move can arrive after its outcome.
+   * It, not the own entity's place in an area, moves the avatar: an area's
+   * delta built before the move can arrive after its outcome.
    */
   applyOutcome(outcome: Outcome): void {
     this.x = outcome.x;
@@ -80,5 +109,13 @@ export class WorldModel {
       if (entity.x === x && entity.y === y && entity.id !== this.selfId) return entity;
     }
     return undefined;
+  }
+
+  // An area let go of an entity: forget it unless another area has reported it since.
+  private release(area: number, id: number): void {
+    if (this.where.get(id) === area) {
+      this.where.delete(id);
+      this.entities.delete(id);
+    }
   }
 }

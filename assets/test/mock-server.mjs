@@ -2,9 +2,10 @@
 // A small stand-in for Grove's gateway, for working on the client without
 // the Elixir server: it serves priv/static, GET /terrain and /ws, and plays
 // docs/protocol.md well enough (join, move with the rate limit, ping,
-// resync; welcome, full and delta views at the tick, stats, density, bye on
-// shutdown). Its actors are random walkers. It speaks scripts/test-server's
-// interface, so the browser tests can run against it:
+// resync; welcome, areas at the tick (as snapshots only, which the protocol
+// allows at any time), stats, density, bye on shutdown). Its actors are
+// random walkers. It speaks scripts/test-server's interface, so the browser
+// tests can run against it:
 //
 //   GROVE_TEST_SERVER=test/mock-server.mjs npm test
 //
@@ -28,6 +29,8 @@ const actorCount = env("GROVE_ACTORS", 200);
 const tickMs = env("GROVE_TICK_MS", 100);
 const seed = env("GROVE_SEED", 1);
 const densityBlock = 10;
+const zoneSize = 20;
+const zonesX = Math.ceil(width / zoneSize);
 const staticDir = resolve(fileURLToPath(import.meta.url), "../../../priv/static");
 
 // --- The world -------------------------------------------------------------
@@ -126,29 +129,46 @@ function send(session, message) {
   if (session.socket.readyState === session.socket.OPEN) session.socket.send(encode(message, session.encoding));
 }
 
-function visible(session) {
+// The zones (areas) a viewport reaches, as the server numbers them.
+function viewZones(session) {
   const { entity, radius } = session;
-  const seen = new Map();
-  for (let y = entity.y - radius; y <= entity.y + radius; y++) {
-    for (let x = entity.x - radius; x <= entity.x + radius; x++) {
-      const id = occupant.get(y * width + x);
-      if (id !== undefined && x >= 0 && x < width) seen.set(id, entities.get(id));
+  const zones = new Set();
+  const clamp = (v, max) => Math.min(Math.max(v, 0), max - 1);
+  for (let y = clamp(entity.y - radius, height); y <= clamp(entity.y + radius, height); y++) {
+    for (let x = clamp(entity.x - radius, width); x <= clamp(entity.x + radius, width); x++) {
+      zones.add(Math.floor(y / zoneSize) * zonesX + Math.floor(x / zoneSize));
     }
   }
-  return seen;
+  return zones;
 }
 
-function sendView(session, full) {
-  const seen = visible(session);
-  const changed = [];
-  for (const [id, e] of seen) {
-    const was = session.sent.get(id);
-    if (full || was !== `${e.x},${e.y}`) changed.push([id, e.x, e.y, e.kind]);
+function zoneEntities(zone) {
+  const x0 = (zone % zonesX) * zoneSize;
+  const y0 = Math.floor(zone / zonesX) * zoneSize;
+  const inside = [];
+  for (const e of entities.values()) {
+    if (e.x >= x0 && e.x < x0 + zoneSize && e.y >= y0 && e.y < y0 + zoneSize) inside.push([e.id, e.x, e.y, e.kind]);
   }
-  const gone = full ? [] : [...session.sent.keys()].filter((id) => !seen.has(id));
-  session.sent = new Map([...seen].map(([id, e]) => [id, `${e.x},${e.y}`]));
-  if (full || changed.length > 0 || gone.length > 0) {
-    send(session, { type: "view", full, x: session.entity.x, y: session.entity.y, entities: changed, gone });
+  return inside;
+}
+
+// Every area in view that changed (or that the session has not had) as a
+// snapshot; every area it left, closed.
+function sendAreas(session) {
+  const zones = viewZones(session);
+  for (const zone of session.sent.keys()) {
+    if (!zones.has(zone)) {
+      session.sent.delete(zone);
+      send(session, { type: "area_closed", area: zone });
+    }
+  }
+  for (const zone of zones) {
+    const inside = zoneEntities(zone);
+    const signature = JSON.stringify(inside);
+    if (session.sent.get(zone) !== signature) {
+      session.sent.set(zone, signature);
+      send(session, { type: "area", area: zone, full: true, entities: inside, gone: [] });
+    }
   }
 }
 
@@ -160,9 +180,13 @@ function handle(session, message) {
       if (!entity) return send(session, { type: "error", code: "join_failed", message: "the world is full" });
       session.entity = entity;
       session.radius = Math.min(message.view_radius, 16);
+      if (message.protocol !== 2) {
+        send(session, { type: "error", code: "unsupported_protocol", message: "this server speaks protocol 2" });
+        return session.socket.close(1002);
+      }
       send(session, {
         type: "welcome",
-        protocol: 1,
+        protocol: 2,
         id: entity.id,
         x: entity.x,
         y: entity.y,
@@ -170,10 +194,11 @@ function handle(session, message) {
         height,
         view_radius: session.radius,
         tick_ms: tickMs,
+        view_ms: tickMs,
         name: "",
-        avatar: "🙂",
+        avatar: "😀",
       });
-      return sendView(session, true);
+      return sendAreas(session);
     }
     case "move": {
       if (!session.entity) return send(session, { type: "error", code: "not_joined", message: "join first" });
@@ -190,7 +215,8 @@ function handle(session, message) {
       return send(session, { type: "pong", t: message.t });
     case "resync":
       if (!session.entity) return send(session, { type: "error", code: "not_joined", message: "join first" });
-      return sendView(session, true);
+      session.sent.clear();
+      return sendAreas(session);
     default:
       return send(session, { type: "error", code: "unknown_type", message: `${message.type} is for clients` });
   }
@@ -202,7 +228,7 @@ setInterval(() => {
   for (const actor of actors) {
     if (random() < 0.3) tryMove(actor, directions[Math.floor(random() * 8)]);
   }
-  for (const session of sessions) if (session.entity) sendView(session, false);
+  for (const session of sessions) if (session.entity) sendAreas(session);
 }, tickMs);
 
 setInterval(() => {
@@ -244,6 +270,11 @@ const server = createServer(async (request, response) => {
       ...(gzip ? { "content-encoding": "gzip" } : {}),
     });
     return response.end(gzip ? terrainGzip : terrain);
+  }
+  // Every device logs in; the mock has no accounts, so any token plays as a guest.
+  if (path === "/api/device_login" && request.method === "POST") {
+    response.writeHead(200, { "content-type": "application/json" });
+    return response.end(JSON.stringify({ token: "mock-token", account: { id: 0, name: null } }));
   }
   const file = normalize(join(staticDir, path === "/" ? "index.html" : path));
   if (!file.startsWith(staticDir)) return response.writeHead(403).end();

@@ -14,13 +14,13 @@ const bytes = (...values) => Uint8Array.from(values);
 
 // One example of every message, with every field given.
 const examples = {
-  join: { type: "join", view_radius: 12, name: "Ada 🌳", token: "secret" },
+  join: { type: "join", protocol: 2, view_radius: 12, name: "Ada 🌳", token: "secret" },
   move: { type: "move", seq: 4_000_000_000, dir: "nw" },
   ping: { type: "ping", t: 0xffffffff },
   resync: { type: "resync" },
   welcome: {
     type: "welcome",
-    protocol: 1,
+    protocol: 2,
     id: 20001,
     x: 412,
     y: 96,
@@ -28,21 +28,22 @@ const examples = {
     height: 1000,
     view_radius: 8,
     tick_ms: 100,
+    view_ms: 1000,
     name: "",
     avatar: "🙂",
   },
   outcome: { type: "outcome", seq: 9, result: "unknown_entity", x: 65535, y: 0 },
-  view: {
-    type: "view",
+  area: {
+    type: "area",
+    area: 4294967295,
     full: false,
-    x: 413,
-    y: 96,
     entities: [
       [20001, 413, 96, 1],
       [377, 408, 99, 0],
     ],
     gone: [5, 4294967295],
   },
+  area_closed: { type: "area_closed", area: 157 },
   error: { type: "error", code: "server_busy", message: "très occupé" },
   pong: { type: "pong", t: 123456 },
   stats: { type: "stats", players: 3, actors: 20000, entities: 20003, moves_per_s: 19999 },
@@ -84,30 +85,36 @@ describe("the documented forms", () => {
   });
 
   test("join fills its optional fields with their defaults", () => {
-    assert.deepEqual(decode('{"type":"join"}'), { type: "join", view_radius: 8, name: "", token: "" });
-    assert.deepEqual(JSON.parse(encode({ type: "join" }, "json")), {
+    assert.deepEqual(decode('{"type":"join","protocol":2}'), {
       type: "join",
+      protocol: 2,
       view_radius: 8,
       name: "",
       token: "",
     });
-    assert.deepEqual(encode({ type: "join" }, "binary"), bytes(1, 8, 0, 0, 0, 0));
+    assert.deepEqual(JSON.parse(encode({ type: "join", protocol: 2 }, "json")), {
+      type: "join",
+      protocol: 2,
+      view_radius: 8,
+      name: "",
+      token: "",
+    });
+    assert.deepEqual(encode({ type: "join", protocol: 2 }, "binary"), bytes(5, 2, 8, 0, 0, 0, 0));
   });
 
   test("the example session decodes", () => {
     assert.deepEqual(
       decode(
-        '{"type":"welcome","protocol":1,"id":20001,"x":412,"y":96,"width":1000,"height":1000,"view_radius":8,"tick_ms":100,"name":"","avatar":"🙂"}',
+        '{"type":"welcome","protocol":2,"id":20001,"x":412,"y":96,"width":1000,"height":1000,"view_radius":8,"tick_ms":100,"view_ms":1000,"name":"","avatar":"🙂"}',
       ),
       examples.welcome,
     );
     assert.deepEqual(
-      decode('{"type":"view","full":true,"x":412,"y":96,"entities":[[20001,412,96,1],[377,408,99,0]],"gone":[]}'),
+      decode('{"type":"area","area":157,"full":true,"entities":[[20001,412,96,1],[377,408,99,0]],"gone":[]}'),
       {
-        type: "view",
+        type: "area",
+        area: 157,
         full: true,
-        x: 412,
-        y: 96,
         entities: [
           [20001, 412, 96, 1],
           [377, 408, 99, 0],
@@ -125,18 +132,17 @@ describe("the documented forms", () => {
     assert.deepEqual(decode('{"type":"pong","t":123456}'), { type: "pong", t: 123456 });
   });
 
-  test("a view in binary: bool, u16 x, u16 y, counted entity tuples, counted ids", () => {
-    const view = { type: "view", full: true, x: 258, y: 3, entities: [[1, 2, 3, 1]], gone: [7] };
+  test("an area in binary: u32 area, bool, counted entity tuples, counted ids", () => {
+    const area = { type: "area", area: 258, full: true, entities: [[1, 2, 3, 1]], gone: [7] };
     const expected = bytes(
-      66,
+      72,
+      0, 0, 1, 2,
       1,
-      1, 2,
-      0, 3,
       0, 1, 0, 0, 0, 1, 0, 2, 0, 3, 1,
       0, 1, 0, 0, 0, 7,
     );
-    assert.deepEqual(encode(view, "binary"), expected);
-    assert.deepEqual(decode(expected), view);
+    assert.deepEqual(encode(area, "binary"), expected);
+    assert.deepEqual(decode(expected), area);
   });
 
   test("bytes are base64 in JSON and length-prefixed in binary", () => {
@@ -145,15 +151,15 @@ describe("the documented forms", () => {
     assert.deepEqual(encode(density, "binary"), bytes(70, 0, 2, 0, 1, 0, 0, 0, 2, 0, 255));
   });
 
-  test("a large minimap and a crowded view survive both encodings", () => {
+  test("a large minimap and a crowded area survive both encodings", () => {
     const cells = Uint8Array.from({ length: 200 * 200 }, (_, i) => (i * 31) % 256);
     const density = { type: "density", cols: 200, rows: 200, cells };
     assert.deepEqual(decode(encode(density, "json")), density);
     assert.deepEqual(decode(encode(density, "binary")), density);
     const entities = Array.from({ length: 33 * 33 }, (_, i) => [i * 7919, i % 1000, i % 977, i % 2]);
-    const view = { type: "view", full: true, x: 500, y: 500, entities, gone: entities.map(([id]) => id) };
-    assert.deepEqual(decode(encode(view, "json")), view);
-    assert.deepEqual(decode(encode(view, "binary")), view);
+    const area = { type: "area", area: 9, full: true, entities, gone: entities.map(([id]) => id) };
+    assert.deepEqual(decode(encode(area, "json")), area);
+    assert.deepEqual(decode(encode(area, "binary")), area);
   });
 
   test("strings are UTF-8 with a u16 byte length", () => {
@@ -192,9 +198,10 @@ describe("frames that cannot be read", () => {
     fails('{"type":"move","dir":"ne"}', "bad_field", "seq: missing");
     fails('{"type":"move","seq":1.5,"dir":"ne"}', "bad_field");
     fails('{"type":"move","seq":1,"dir":"up"}', "bad_field");
-    fails('{"type":"join","view_radius":256}', "bad_field");
-    fails('{"type":"view","full":1,"x":0,"y":0,"entities":[],"gone":[]}', "bad_field");
-    fails('{"type":"view","full":true,"x":0,"y":0,"entities":[[1,2,3]],"gone":[]}', "bad_field");
+    fails('{"type":"join","protocol":2,"view_radius":256}', "bad_field");
+    fails('{"type":"join"}', "bad_field", "protocol: missing");
+    fails('{"type":"area","area":0,"full":1,"entities":[],"gone":[]}', "bad_field");
+    fails('{"type":"area","area":0,"full":true,"entities":[[1,2,3]],"gone":[]}', "bad_field");
     fails('{"type":"density","cols":1,"rows":1,"cells":"%%%"}', "bad_field");
   });
 
@@ -204,7 +211,7 @@ describe("frames that cannot be read", () => {
     fails(bytes(2, 0, 0, 0), "bad_frame");
     fails(bytes(2, 0, 0, 0, 1, 2, 0), "bad_frame", "1 unexpected bytes after the message");
     fails(bytes(2, 0, 0, 0, 1, 8), "bad_frame");
-    fails(bytes(66, 2, 0, 0, 0, 0, 0, 0, 0, 0), "bad_frame");
+    fails(bytes(72, 0, 0, 0, 0, 2, 0, 0, 0, 0), "bad_frame");
     fails(bytes(71, 0, 0, 1, 0xff), "bad_frame");
     fails(bytes(70, 0, 1, 0, 1, 0, 0, 0, 5, 1), "bad_frame");
   });

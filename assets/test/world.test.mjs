@@ -1,13 +1,27 @@
-// The client's model of its viewport: full views replace, deltas add, move
-// and erase, and outcomes (not stale deltas) move the own avatar.
+// The client's model of the areas around it: full areas replace, deltas add,
+// move and erase, an entity crossing areas is shown once whichever area
+// speaks first, and outcomes (not stale deltas) move the own avatar.
 import assert from "node:assert/strict";
 import { beforeEach, describe, test } from "node:test";
 import { importSource } from "./support/compile.mjs";
 
 const { WorldModel } = await importSource("world");
 
-const welcome = { type: "welcome", protocol: 1, id: 7, x: 10, y: 10, width: 50, height: 40, view_radius: 8, tick_ms: 100, name: "", avatar: "🙂" };
-const view = (full, entities, gone = [], x = 10, y = 10) => ({ type: "view", full, x, y, entities, gone });
+const welcome = {
+  type: "welcome",
+  protocol: 2,
+  id: 7,
+  x: 10,
+  y: 10,
+  width: 50,
+  height: 40,
+  view_radius: 8,
+  tick_ms: 100,
+  view_ms: 1000,
+  name: "",
+  avatar: "🙂",
+};
+const area = (number, full, entities, gone = []) => ({ type: "area", area: number, full, entities, gone });
 const ids = (world) => [...world.entities.keys()].sort((a, b) => a - b);
 
 describe("WorldModel", () => {
@@ -20,41 +34,63 @@ describe("WorldModel", () => {
   test("a welcome sets the player and the world", () => {
     assert.equal(world.selfId, 7);
     assert.deepEqual([world.x, world.y, world.width, world.height, world.viewRadius], [10, 10, 50, 40, 8]);
+    assert.equal(world.viewMs, 1000);
   });
 
-  test("a full view replaces everything, a delta adds and moves", () => {
-    world.applyView(view(true, [[7, 10, 10, 1], [1, 11, 10, 0], [2, 12, 12, 0]]));
-    assert.deepEqual(ids(world), [1, 2, 7]);
-    world.applyView(view(false, [[2, 13, 12, 0], [3, 5, 5, 1]]));
-    assert.deepEqual(ids(world), [1, 2, 3, 7]);
+  test("a full area replaces what we had of it, a delta adds and moves", () => {
+    world.applyArea(area(0, true, [[7, 10, 10, 1], [1, 11, 10, 0], [2, 12, 12, 0]]));
+    world.applyArea(area(1, true, [[5, 30, 10, 0]]));
+    assert.deepEqual(ids(world), [1, 2, 5, 7]);
+    world.applyArea(area(0, false, [[2, 13, 12, 0], [3, 5, 5, 1]]));
+    assert.deepEqual(ids(world), [1, 2, 3, 5, 7]);
     assert.deepEqual(world.entities.get(2), { id: 2, x: 13, y: 12, kind: 0 });
-    world.applyView(view(true, [[7, 10, 10, 1], [4, 9, 9, 0]]));
-    assert.deepEqual(ids(world), [4, 7]);
+    world.applyArea(area(0, true, [[7, 10, 10, 1], [4, 9, 9, 0]]));
+    assert.deepEqual(ids(world), [4, 5, 7]);
   });
 
-  test("a delta erases the gone", () => {
-    world.applyView(view(true, [[7, 10, 10, 1], [1, 11, 10, 0], [2, 12, 12, 0]]));
-    world.applyView(view(false, [], [1, 99]));
+  test("a delta erases the gone; a delta for an area never shown is ignored", () => {
+    world.applyArea(area(0, true, [[7, 10, 10, 1], [1, 11, 10, 0], [2, 12, 12, 0]]));
+    world.applyArea(area(0, false, [], [1, 99]));
+    world.applyArea(area(3, false, [[8, 1, 1, 0]]));
     assert.deepEqual(ids(world), [2, 7]);
   });
 
-  test("a full view is centred on the player", () => {
-    world.applyView(view(true, [[7, 20, 21, 1]], [], 20, 21));
-    assert.deepEqual([world.x, world.y], [20, 21]);
+  test("an entity crossing areas is shown once, whichever area speaks first", () => {
+    for (const order of ["arrival first", "departure first"]) {
+      world.applyArea(area(0, true, [[1, 19, 10, 0]]));
+      world.applyArea(area(1, true, []));
+      const arrival = area(1, false, [[1, 20, 10, 0]]);
+      const departure = area(0, false, [], [1]);
+      const steps = order === "arrival first" ? [arrival, departure] : [departure, arrival];
+      for (const step of steps) world.applyArea(step);
+      assert.deepEqual([...world.entities.values()], [{ id: 1, x: 20, y: 10, kind: 0 }], order);
+    }
+  });
+
+  test("a closed area takes away only what it alone reported", () => {
+    world.applyArea(area(0, true, [[1, 19, 10, 0], [2, 18, 10, 0]]));
+    world.applyArea(area(1, true, []));
+    world.applyArea(area(1, false, [[1, 20, 10, 0]]));
+    world.closeArea(0);
+    assert.deepEqual(ids(world), [1]);
   });
 
   test("an outcome moves the avatar, a stale delta does not move it back", () => {
+    world.applyArea(area(0, true, [[7, 10, 10, 1]]));
     world.applyOutcome({ type: "outcome", seq: 1, result: "ok", x: 11, y: 10 });
-    world.applyView(view(false, [[7, 10, 10, 1]]));
+    world.applyArea(area(0, false, [[7, 10, 10, 1]]));
     assert.deepEqual([world.x, world.y], [11, 10]);
     assert.equal(world.entityAt(11, 10).id, 7);
     assert.equal(world.entityAt(10, 10), undefined);
   });
 
-  test("a welcome after a reconnect forgets the old viewport", () => {
-    world.applyView(view(true, [[7, 10, 10, 1], [1, 11, 10, 0]]));
+  test("a welcome after a reconnect, or a resync, forgets the old areas", () => {
+    world.applyArea(area(0, true, [[7, 10, 10, 1], [1, 11, 10, 0]]));
     world.applyWelcome({ ...welcome, id: 8, x: 30, y: 30 });
     assert.deepEqual(ids(world), []);
     assert.equal(world.selfId, 8);
+    world.applyArea(area(0, true, [[1, 11, 10, 0]]));
+    world.forgetAreas();
+    assert.deepEqual(ids(world), []);
   });
 });

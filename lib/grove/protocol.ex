@@ -1,10 +1,16 @@
 defmodule Grove.Protocol do
   @moduledoc """
-  The wire protocol between clients and the gateway, version 1: every
+  The wire protocol between clients and the gateway, version 2: every
   message defined once (below), with a JSON form for text frames and a
   compact binary form for binary frames, both derived from the definitions
   by `Grove.Protocol.Codec`. `docs/protocol.md` is the reference for client
   authors.
+
+  Version 2 sends the world around a player as areas (the zones its
+  viewport overlaps), each a snapshot and then deltas that every player
+  watching the area gets byte for byte alike; the client assembles its
+  viewport from them. A version 1 `join` is answered with an
+  `unsupported_protocol` error and the connection is closed.
 
   Messages are maps with a `:type` and their fields, for example
   `%{type: :move, seq: 7, dir: :ne}`.
@@ -18,13 +24,14 @@ defmodule Grove.Protocol do
       {:ok, %{type: :move, seq: 7, dir: :ne}}
       iex> Grove.Protocol.decode(<<2, 0, 0, 0, 7, 1>>, :binary)
       {:ok, %{type: :move, seq: 7, dir: :ne}}
+      iex> {:error, :unsupported_protocol, _text} = Grove.Protocol.decode(~s({"type":"join"}), :json)
       iex> Grove.Protocol.decode(~s({"type":"move","seq":-1,"dir":"ne"}), :json)
       {:error, :bad_field, "seq: expected an integer in 0..4294967295"}
   """
 
   alias Grove.Protocol.Codec
 
-  @version 1
+  @version 2
 
   @directions [:n, :ne, :e, :se, :s, :sw, :w, :nw]
   # Binary outcome codes are places in this list (see `Grove.World.rejections/0`).
@@ -41,15 +48,33 @@ defmodule Grove.Protocol do
     :already_joined,
     :join_failed,
     :unauthorized,
-    :server_busy
+    :server_busy,
+    :unsupported_protocol
   ]
-  @bye_reasons [:shutdown, :slow_consumer, :too_many_errors, :replaced, :too_large]
+  @bye_reasons [
+    :shutdown,
+    :slow_consumer,
+    :too_many_errors,
+    :replaced,
+    :too_large,
+    :unsupported_protocol
+  ]
+
+  # Version 1's `join` (tag 1; in JSON a join without `protocol`), recognised
+  # only to tell an old client, in words, that it must be updated.
+  @legacy_join_tag 1
 
   # {type, binary tag, direction, fields}; a field is {name, codec} or
   # {name, codec, default} when it may be left out of JSON.
   @messages [
     # Client to server
-    {:join, 1, :client, [{:view_radius, :u8, 8}, {:name, :string, ""}, {:token, :string, ""}]},
+    {:join, 5, :client,
+     [
+       {:protocol, :u8},
+       {:view_radius, :u8, 8},
+       {:name, :string, ""},
+       {:token, :string, ""}
+     ]},
     {:move, 2, :client, [{:seq, :u32}, {:dir, {:enum, @directions}}]},
     {:ping, 3, :client, [{:t, :u32}]},
     {:resync, 4, :client, []},
@@ -64,24 +89,25 @@ defmodule Grove.Protocol do
        {:height, :u16},
        {:view_radius, :u8},
        {:tick_ms, :u16},
+       {:view_ms, :u16},
        {:name, :string},
        {:avatar, :string}
      ]},
     {:outcome, 65, :server, [{:seq, :u32}, {:result, {:enum, @results}}, {:x, :u16}, {:y, :u16}]},
-    {:view, 66, :server,
-     [
-       {:full, :bool},
-       {:x, :u16},
-       {:y, :u16},
-       {:entities, {:list, {:tuple, [:u32, :u16, :u16, :u8]}}},
-       {:gone, {:list, :u32}}
-     ]},
     {:error, 67, :server, [{:code, {:enum, @error_codes}}, {:message, :string}]},
     {:pong, 68, :server, [{:t, :u32}]},
     {:stats, 69, :server,
      [{:players, :u32}, {:actors, :u32}, {:entities, :u32}, {:moves_per_s, :u32}]},
     {:density, 70, :server, [{:cols, :u16}, {:rows, :u16}, {:cells, :bytes}]},
-    {:bye, 71, :server, [{:reason, {:enum, @bye_reasons}}, {:message, :string}]}
+    {:bye, 71, :server, [{:reason, {:enum, @bye_reasons}}, {:message, :string}]},
+    {:area, 72, :server,
+     [
+       {:area, :u32},
+       {:full, :bool},
+       {:entities, {:list, {:tuple, [:u32, :u16, :u16, :u8]}}},
+       {:gone, {:list, :u32}}
+     ]},
+    {:area_closed, 73, :server, [{:area, :u32}]}
   ]
 
   @type encoding :: :json | :binary
@@ -100,6 +126,13 @@ defmodule Grove.Protocol do
   @spec error_codes() :: [atom()]
   def error_codes, do: @error_codes
 
+  @doc "What an old client is told when it joins: it speaks a version this server does not."
+  @spec unsupported_text(term()) :: String.t()
+  def unsupported_text(version),
+    do:
+      "this server speaks Grove protocol #{@version}, your client #{version}: " <>
+        "reload the page or update the client (see docs/protocol.md)"
+
   for {type, tag, _from, fields} <- @messages do
     defp definition(unquote(type)), do: {unquote(tag), unquote(Macro.escape(fields))}
     defp by_tag(unquote(tag)), do: {unquote(type), unquote(Macro.escape(fields))}
@@ -111,6 +144,14 @@ defmodule Grove.Protocol do
   defp definition(_), do: nil
   defp by_tag(_), do: nil
   defp by_name(_), do: nil
+
+  for name <- @messages |> Enum.flat_map(&elem(&1, 3)) |> Enum.map(&elem(&1, 0)) |> Enum.uniq() do
+    defp json_key(unquote(name)), do: unquote(Atom.to_string(name))
+  end
+
+  for {type, _tag, _from, _fields} <- @messages do
+    defp json_type(unquote(type)), do: unquote(Atom.to_string(type))
+  end
 
   @doc """
   Encodes a message for a connection's encoding. Raises `ArgumentError` on a
@@ -134,10 +175,10 @@ defmodule Grove.Protocol do
   defp encode_fields(:json, type, _tag, fields, message) do
     pairs =
       for field <- fields do
-        {Atom.to_string(name(field)), Codec.to_json(codec(field), fetch_field!(message, field))}
+        {json_key(name(field)), Codec.to_json(codec(field), fetch_field!(message, field))}
       end
 
-    :jiffy.encode({[{"type", Atom.to_string(type)} | pairs]})
+    :jiffy.encode({[{"type", json_type(type)} | pairs]})
   end
 
   defp fetch_field!(message, field) do
@@ -158,6 +199,9 @@ defmodule Grove.Protocol do
   with a code from `error_codes/0` and a sentence for a human.
   """
   @spec decode(binary(), encoding()) :: {:ok, message()} | {:error, error_code(), String.t()}
+  def decode(<<@legacy_join_tag, _::binary>>, :binary),
+    do: {:error, :unsupported_protocol, unsupported_text(1)}
+
   def decode(<<tag, body::binary>>, :binary) do
     case by_tag(tag) do
       nil -> {:error, :bad_frame, "unknown message tag #{tag}"}
@@ -173,6 +217,9 @@ defmodule Grove.Protocol do
         object = Map.new(pairs)
 
         case Map.fetch(object, "type") do
+          {:ok, "join"} when not is_map_key(object, "protocol") ->
+            {:error, :unsupported_protocol, unsupported_text(1)}
+
           {:ok, name} when is_binary(name) ->
             case by_name(name) do
               nil -> {:error, :unknown_type, "unknown message type #{inspect(name)}"}

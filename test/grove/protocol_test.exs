@@ -5,6 +5,7 @@ defmodule Grove.ProtocolTest do
 
   import Grove.PropCase
 
+  alias Grove.Gateway.{Frames, WebSocket}
   alias Grove.Protocol
   alias Grove.Test.ProtocolGenerators
 
@@ -89,12 +90,43 @@ defmodule Grove.ProtocolTest do
              Protocol.decode(~s({"type":"move","seq":1.5,"dir":"n"}), :json)
 
     assert {:error, :bad_field, "view_radius: " <> _} =
-             Protocol.decode(~s({"type":"join","view_radius":300}), :json)
+             Protocol.decode(~s({"type":"join","protocol":2,"view_radius":300}), :json)
   end
 
   test "optional join fields take their defaults" do
-    assert {:ok, %{type: :join, view_radius: 8, name: "", token: ""}} =
-             Protocol.decode(~s({"type":"join"}), :json)
+    assert {:ok, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""}} =
+             Protocol.decode(~s({"type":"join","protocol":2}), :json)
+  end
+
+  test "a join of protocol version 1 is told, in words, that the server speaks 2" do
+    # Version 1's join: JSON without `protocol`; binary tag 1.
+    for {frame, encoding} <- [{~s({"type":"join"}), :json}, {<<1, 8, 0, 0, 0, 0>>, :binary}] do
+      assert {:error, :unsupported_protocol, text} = Protocol.decode(frame, encoding)
+      assert text =~ "protocol 2" and text =~ "reload"
+    end
+  end
+
+  test "the gateway's own encoders of areas and outcomes say what the definitions say" do
+    property =
+      forall(
+        {ProtocolGenerators.message(:area), ProtocolGenerators.message(:outcome)},
+        fn {area, outcome} ->
+          what = if area.full, do: :snapshot, else: :delta
+
+          for encoding <- [:json, :binary] do
+            kind = Frames.kind(encoding)
+            by_definition = WebSocket.frame(kind, Protocol.encode(area, encoding))
+
+            assert Frames.encode_view(encoding, what, area.area, area.entities, area.gone) ==
+                     by_definition
+
+            assert Frames.outcome(encoding, outcome.seq, outcome.result, outcome.x, outcome.y) ==
+                     WebSocket.frame(kind, Protocol.encode(outcome, encoding))
+          end
+        end
+      )
+
+    check(property, numtests: 500)
   end
 
   test "binary input errors name the problem" do
