@@ -2,6 +2,9 @@ import Config
 
 # Environment variables for the usual knobs, so `make run` needs no file edits:
 #   GROVE_ACTORS=50000 GROVE_SEED=7 GROVE_PORT=8080 GROVE_LISTEN=all make run
+#   GROVE_VIEW_MS=250 GROVE_VIEW_MS_MAX=1000 (how often a player who does not
+#     move is sent views: the first while the server has room, up to the
+#     second under load; see Grove.Gateway)
 #   GROVE_DATA=/var/lib/grove (the SQLite file and the token key; default ./data)
 #   GROVE_LOGIN_RATE=1000 (logins per second per address; default 10)
 #   GROVE_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE (instead of SQLite)
@@ -92,5 +95,7 @@ config :grove,
           other ->
             raise ArgumentError, "GROVE_LISTEN must be all or loopback, got: #{inspect(other)}"
         end,
-      admin_token: System.get_env("GROVE_ADMIN_TOKEN")
+      admin_token: System.get_env("GROVE_ADMIN_TOKEN"),
+      view_ms: integer.("GROVE_VIEW_MS"),
+      view_ms_max: integer.("GROVE_VIEW_MS_MAX")
     )

@@ -3,10 +3,14 @@ defmodule Grove.Gateway do
   The HTTP and WebSocket gateway: Yaws, embedded in Grove's supervision tree.
 
   It serves the browser client and its assets from `priv/static`, the
-  terrain at `/terrain`, and the game at `/ws` (see `docs/protocol.md`). Each
-  WebSocket is served by one process, Yaws's, running `Grove.Gateway.Socket`:
-  that process is the player's session, so a zone's message reaches the
-  socket in one hop.
+  terrain at `/terrain`, and the game at `/ws` (see `docs/protocol.md`). Yaws
+  reads a WebSocket's upgrade request; the socket then belongs to a
+  connection process of Grove's own (`Grove.Gateway.Connection`, under the
+  gateway's sessions supervisor), the player's session. It writes at most
+  once per event: an outcome at once, with the views published since; the
+  views of a player who does not move every `:view_ms`. Views are frames
+  the zones encode once per tick for everyone who watches them; broadcasts
+  are posted once, on a bulletin the connections read as they write.
 
   Yaws registers its processes under fixed names, so one gateway runs per
   node.
@@ -25,19 +29,32 @@ defmodule Grove.Gateway do
       (default `50`)
     * `:max_view_radius` - the largest viewport a client may ask for
       (default `16`)
+    * `:view_ms`, `:view_ms_max` - how often a player who does not move is
+      sent views, in milliseconds: every `:view_ms` while the server has
+      room, stretching to `:view_ms_max` as its schedulers get busy (see
+      `:pace_low`); a player's own move outcome carries the views due at
+      once, whatever the pace (defaults `250`, `1000`; equal values fix it)
+    * `:pace_low`, `:pace_high` - the scheduler utilization (0 to 1) below
+      which views go out every `:view_ms`, and above which every
+      `:view_ms_max` (defaults `0.5`, `0.8`)
     * `:view_backlog` - bytes waiting in a socket's queue above which views
       are held back and coalesce (default `32_768`)
     * `:slow_seconds`, `:slow_backlog` - a connection whose queue stays over
       `:view_backlog` for `:slow_seconds`, or grows over `:slow_backlog`
       bytes at all, is closed as a slow consumer (defaults `5`, `131_072`)
     * `:stats_interval`, `:density_interval` - milliseconds between `stats`
-      and `density` messages to every client (defaults `2000`, `10_000`:
-      every frame to every player is a system call on both ends)
+      and `density` messages to every client (defaults `2000`, `10_000`);
+      each rides on a connection's next write
     * `:density_side` - the minimap's largest side in blocks; the world's
       density grid is merged down to it (default `64`)
     * `:drain_timeout` - milliseconds shutdown waits for sessions to say
       goodbye (default `5000`)
-    * `:max_connections` - HTTP connections Yaws accepts at once (default `:nolimit`)
+    * `:keepalive` - milliseconds of silence from a client after which it
+      is pinged; twice that and it is cut off (default `30_000`)
+    * `:max_sessions` - WebSocket players at once; an upgrade past it gets
+      `503` (default `100_000`)
+    * `:max_connections` - HTTP connections Yaws accepts at once, WebSockets
+      not counted (default `:nolimit`)
     * `:sndbuf` - the kernel's send buffer per socket in bytes, `nil` for the
       system's (default `nil`; small values make slow clients show sooner)
     * `:max_body` - largest HTTP request body in bytes; larger ones get 413
@@ -52,14 +69,15 @@ defmodule Grove.Gateway do
 
   ## Telemetry
 
-  Counters in `Grove.Gateway.Stats`: sessions, frames and bytes in and out
-  per encoding, views coalesced, broadcasts dropped, slow consumers,
-  protocol errors, rate-limited moves, oversized frames, sessions drained.
+  Counters in `Grove.Gateway.Stats`: sessions, upgrades refused, frames
+  and bytes in, socket writes and bytes out per encoding, writes that held
+  views back, slow consumers, protocol errors, rate-limited moves, oversized
+  frames, sessions drained.
   """
 
   use Supervisor
 
-  alias Grove.Gateway.{Broadcaster, Drainer, Errors, HTTP, Socket, Stats}
+  alias Grove.Gateway.{Broadcaster, Drainer, Errors, HTTP, Pacer, Socket, Stats}
 
   require Logger
 
@@ -73,6 +91,10 @@ defmodule Grove.Gateway do
     move_burst: 10,
     max_errors: 50,
     max_view_radius: 16,
+    view_ms: 250,
+    view_ms_max: 1000,
+    pace_low: 0.5,
+    pace_high: 0.8,
     view_backlog: 32_768,
     slow_backlog: 131_072,
     slow_seconds: 5,
@@ -80,6 +102,8 @@ defmodule Grove.Gateway do
     density_interval: 10_000,
     density_side: 64,
     drain_timeout: 5000,
+    keepalive: 30_000,
+    max_sessions: 100_000,
     max_connections: :nolimit,
     sndbuf: nil,
     max_body: 65_536,
@@ -136,7 +160,12 @@ defmodule Grove.Gateway do
 
   @doc "The session processes connected now."
   @spec sessions() :: [pid()]
-  def sessions, do: :pg.get_members(config().scope, :sessions)
+  def sessions do
+    for {_partition, supervisor, _, _} <- PartitionSupervisor.which_children(config().sessions),
+        {_, pid, _, _} <- DynamicSupervisor.which_children(supervisor),
+        is_pid(pid),
+        do: pid
+  end
 
   @impl true
   def init(opts) do
@@ -144,7 +173,7 @@ defmodule Grove.Gateway do
     System.put_env("YAWSHOME", Path.join(System.tmp_dir!(), "grove-yaws"))
     docroot = opts[:docroot] || Application.app_dir(:grove, "priv/static")
     File.mkdir_p!(docroot)
-    scope = :"#{opts[:instance]}.Gateway.sessions"
+    sessions = :"#{opts[:instance]}.Gateway.Sessions"
 
     world = Grove.world(opts[:instance])
     terrain = Grove.World.terrain(world)
@@ -165,7 +194,11 @@ defmodule Grove.Gateway do
         listen: listen_ip(opts[:listen]),
         docroot: docroot,
         stats: Stats.new(),
-        scope: scope
+        sessions: sessions,
+        tick_ms: tick_ms(world),
+        # Made here, so that they outlive the processes that write them.
+        bulletin: Broadcaster.bulletin(),
+        view_pace: Pacer.new(opts[:view_ms])
       })
 
     :persistent_term.put(__MODULE__, config)
@@ -219,14 +252,18 @@ defmodule Grove.Gateway do
       :yaws_api.embedded_start_conf(to_charlist(docroot), server, global, ~c"grove")
 
     children =
-      [%{id: :pg, start: {:pg, :start_link, [scope]}}] ++
+      [
+        # First, so it stops last: the drainer has said goodbye by then.
+        {PartitionSupervisor, child_spec: DynamicSupervisor, name: sessions}
+      ] ++
         yaws_children ++
         [
           # Hands the configuration to the Yaws server once its processes are up.
           {Grove.Gateway.Setup, {gconf, sconfs, config}},
           # After Yaws, so it stops before it: it tells every session goodbye first.
           {Drainer, config},
-          {Broadcaster, config}
+          {Broadcaster, config},
+          {Pacer, config}
         ]
 
     # An embedded Yaws server that restarts comes back without its
@@ -257,7 +294,11 @@ defmodule Grove.Gateway do
           :density_interval,
           :drain_timeout,
           :max_body,
-          :density_side
+          :density_side,
+          :view_ms,
+          :view_ms_max,
+          :keepalive,
+          :max_sessions
         ],
         not (is_integer(opts[key]) and opts[key] > 0) do
       raise ArgumentError,
@@ -266,11 +307,26 @@ defmodule Grove.Gateway do
 
     listen_ip(opts[:listen])
 
+    if opts[:view_ms_max] < opts[:view_ms],
+      do: raise(ArgumentError, ":view_ms_max must be at least :view_ms")
+
+    unless is_number(opts[:pace_low]) and is_number(opts[:pace_high]) and
+             opts[:pace_low] >= 0 and opts[:pace_low] < opts[:pace_high] and
+             opts[:pace_high] <= 1,
+           do: raise(ArgumentError, ":pace_low and :pace_high must satisfy 0 <= low < high <= 1")
+
     unless opts[:admin_token] == nil or
              (is_binary(opts[:admin_token]) and byte_size(opts[:admin_token]) >= 8),
            do: raise(ArgumentError, ":admin_token must be nil or a string of at least 8 bytes")
 
     opts
+  end
+
+  defp tick_ms(world) do
+    case Grove.World.fetch!(world).tick do
+      :manual -> 100
+      tick -> tick
+    end
   end
 
   defp listen_ip(:loopback), do: {127, 0, 0, 1}

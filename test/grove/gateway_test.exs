@@ -5,6 +5,7 @@ defmodule Grove.GatewayTest do
   import Grove.WorldCase, only: [eventually: 1, eventually: 2]
 
   alias Grove.{Gateway, Protocol, World}
+  alias Grove.World.Grid
   alias Grove.Load.WsClient
 
   @moduletag :gateway
@@ -32,6 +33,7 @@ defmodule Grove.GatewayTest do
         view_backlog: 2048,
         slow_backlog: 4096,
         slow_seconds: 1,
+        max_sessions: 40,
         sndbuf: 2048,
         max_body: 1024,
         admin_token: @token
@@ -80,7 +82,7 @@ defmodule Grove.GatewayTest do
   end
 
   defp join(conn, opts \\ %{}) do
-    push(conn, Map.merge(%{type: :join, view_radius: 8, name: "", token: ""}, opts))
+    push(conn, Map.merge(%{type: :join, protocol: 2, view_radius: 8, name: "", token: ""}, opts))
     {welcome, conn} = expect(conn, :welcome)
     {welcome, conn}
   end
@@ -191,18 +193,22 @@ defmodule Grove.GatewayTest do
 
   describe "playing over JSON and binary" do
     for encoding <- [:json, :binary] do
-      test "join, full view with oneself, move with outcome, ping (#{encoding})", %{
+      test "join, the areas around one, move with outcome, ping (#{encoding})", %{
         port: port,
         world: world
       } do
         conn = connect(port, unquote(encoding))
         {welcome, conn} = join(conn)
-        assert %{protocol: 1, width: 60, height: 60, view_radius: 8} = welcome
+        assert %{protocol: 2, width: 60, height: 60, view_radius: 8, view_ms: 1000} = welcome
         assert World.position(world, welcome.id) == {welcome.x, welcome.y}
 
-        {view, conn} = expect(conn, :view)
-        assert view.full
-        assert {welcome.id, welcome.x, welcome.y, 1} in view.entities
+        # A full snapshot of every zone the viewport reaches, one's own among them.
+        zones = Grid.view_zones(World.grid(world), {welcome.x, welcome.y}, 8)
+        {areas, conn} = collect_areas(conn, length(zones))
+        assert Enum.sort(Map.keys(areas)) == zones
+        assert Enum.all?(Map.values(areas), & &1.full)
+        own = Grid.zone_of(World.grid(world), welcome.x, welcome.y)
+        assert {welcome.id, welcome.x, welcome.y, 1} in areas[own].entities
 
         direction = if welcome.x < 30, do: :e, else: :w
         push(conn, %{type: :move, seq: 41, dir: direction})
@@ -218,7 +224,6 @@ defmodule Grove.GatewayTest do
     test "others are seen moving without moving oneself", %{port: port, world: world} do
       conn = connect(port)
       {welcome, conn} = join(conn)
-      {_view, conn} = expect(conn, :view)
 
       {x, y} = {welcome.x, welcome.y}
       neighbour = if x < 30, do: {x + 2, y}, else: {x - 2, y}
@@ -227,15 +232,53 @@ defmodule Grove.GatewayTest do
       :ok = World.move(world, other, if(y < 30, do: :s, else: :n), 1)
       assert_receive {:grove_move, ^other, 1, {:ok, {_, _} = moved}}
 
-      {view, _conn} = wait_for_entity(conn, other, moved)
-      refute view.full
+      {area, _conn} = wait_for_entity(conn, other, moved)
+      refute area.full
+    end
+
+    test "an area the viewport leaves is closed; the one it enters comes as a snapshot", %{
+      port: port,
+      world: world
+    } do
+      conn = connect(port)
+      {welcome, conn} = join(conn)
+      grid = World.grid(world)
+
+      {_areas, conn} =
+        collect_areas(conn, length(Grid.view_zones(grid, {welcome.x, welcome.y}, 8)))
+
+      # Walk east or west until the viewport's zones change.
+      direction = if welcome.x < 30, do: :e, else: :w
+
+      {{change, _}, conn} =
+        walk_until_zones_change(conn, grid, {welcome.x, welcome.y}, direction, 1)
+
+      wanted =
+        MapSet.new(
+          Enum.map(change.opened, &{:opened, &1}) ++ Enum.map(change.closed, &{:closed, &1})
+        )
+
+      assert MapSet.size(wanted) > 0
+      assert await_changes(conn, wanted) == :ok
+    end
+
+    test "resync brings every area in view again, as snapshots", %{port: port, world: world} do
+      conn = connect(port, :binary)
+      {welcome, conn} = join(conn)
+      zones = Grid.view_zones(World.grid(world), {welcome.x, welcome.y}, 8)
+      {_areas, conn} = collect_areas(conn, length(zones))
+      push(conn, %{type: :resync})
+      {areas, _conn} = collect_areas(conn, length(zones))
+      assert Enum.sort(Map.keys(areas)) == zones
+      assert Enum.all?(Map.values(areas), & &1.full)
     end
 
     test "stats and the density map arrive by themselves", %{port: port} do
       conn = connect(port)
       {_welcome, conn} = join(conn)
-      {stats, conn} = expect(conn, :stats)
-      assert stats.players >= 1 and stats.entities >= 1
+      # The first are the latest posted, from before one joined; later ones count one.
+      {stats, conn} = expect_where(conn, :stats, &(&1.players >= 1))
+      assert stats.entities >= 1
       {density, _conn} = expect(conn, :density)
       assert byte_size(density.cells) == density.cols * density.rows
     end
@@ -266,6 +309,80 @@ defmodule Grove.GatewayTest do
     end
   end
 
+  describe "an old client" do
+    for encoding <- [:json, :binary] do
+      test "of protocol version 1 is told in words to update, then let go (#{encoding})", %{
+        port: port
+      } do
+        {client, encoding} = conn = connect(port, unquote(encoding))
+        # Version 1's join: no `protocol` in JSON, tag 1 in binary.
+        old =
+          if encoding == :json,
+            do: {:text, ~s({"type":"join"})},
+            else: {:binary, <<1, 8, 0, 0, 0, 0>>}
+
+        push_raw({client, encoding}, old)
+        {error, conn} = expect(conn, :error)
+        assert error.code == :unsupported_protocol and error.message =~ "protocol 2"
+        {bye, conn} = expect(conn, :bye)
+        assert bye.reason == :unsupported_protocol
+        assert {{:close, 1002, _}, _} = expect(conn, [])
+      end
+    end
+  end
+
+  describe "the WebSocket endpoint" do
+    test "plain HTTP gets a 400 that says to upgrade", %{port: port} do
+      {:ok, {{_, 400, _}, _, body}} =
+        :httpc.request(:get, {~c"http://127.0.0.1:#{port}/ws", []}, [], body_format: :binary)
+
+      assert %{"error" => "upgrade_required"} = :jiffy.decode(body, [:return_maps])
+    end
+
+    test "answers pings, and a close with a close", %{port: port} do
+      {client, _} = connect(port)
+      :ok = WsClient.send_frame(client, {:ping, "hello"})
+      {:ok, socket_data} = raw_frame(client)
+      # A pong is a control frame: FIN, opcode 10, the same payload.
+      assert socket_data == <<0x8A, 5, "hello">>
+      :ok = WsClient.send_frame(client, {:close, 1000, "bye"})
+      assert {:ok, {:close, 1000, _}, _} = WsClient.recv(client, 2000)
+    end
+
+    test "an unmasked client frame breaks the protocol: closed with 1002", %{port: port} do
+      {client, _} = connect(port)
+      :ok = :gen_tcp.send(client.socket, :cow_ws.frame({:text, ~s({"type":"ping","t":1})}, %{}))
+      assert {:ok, {:close, 1002, _}, _} = WsClient.recv(client, 2000)
+    end
+
+    test "a message in fragments is put together before it is read", %{port: port} do
+      {client, _} = connect(port)
+      ping = ~s({"type":"ping","t":99})
+      <<first::binary-size(5), rest::binary>> = ping
+      # A text frame without FIN, then a continuation with it.
+      :ok = :gen_tcp.send(client.socket, masked(0, 1, first))
+      :ok = :gen_tcp.send(client.socket, masked(1, 0, rest))
+      assert {%{type: :pong, t: 99}, _} = expect({client, :json}, :pong)
+    end
+
+    test "a full server refuses the next player with 503 and counts it", %{port: port} do
+      before = Gateway.stats()
+      room = Gateway.config().max_sessions - before.sessions
+
+      conns =
+        for _ <- 1..room do
+          {client, _} = connect(port)
+          client
+        end
+
+      eventually(fn -> assert Gateway.stats().sessions == Gateway.config().max_sessions end)
+      assert {:error, {:http_status, 503}} = WsClient.connect("127.0.0.1", port, "/ws")
+      assert Gateway.stats().refused == before.refused + 1
+      for client <- conns, do: WsClient.close(client)
+      eventually(fn -> assert Gateway.stats().sessions <= before.sessions end)
+    end
+  end
+
   describe "bad input gets a clear answer and the connection stays" do
     test "malformed JSON, unknown types, wrong fields, moves before join, a second join", %{
       port: port
@@ -283,7 +400,7 @@ defmodule Grove.GatewayTest do
       assert {%{code: :bad_frame}, conn} = expect(conn, :error)
 
       {_welcome, conn} = join(conn)
-      push(conn, %{type: :join, view_radius: 8, name: "", token: ""})
+      push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
       assert {%{code: :already_joined}, conn} = expect(conn, :error)
       push(conn, %{type: :ping, t: 7})
       assert {%{type: :pong, t: 7}, _} = expect(conn, :pong)
@@ -300,7 +417,7 @@ defmodule Grove.GatewayTest do
         end)
 
       {welcome, _conn} = join(conn)
-      assert welcome.protocol == 1
+      assert welcome.protocol == 2
     end
 
     test "moves faster than the connection's rate are refused, the others get outcomes, and nobody is cut off",
@@ -342,14 +459,15 @@ defmodule Grove.GatewayTest do
       {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=json", recbuf: 1024)
       conn = {client, :json}
       {_welcome, conn} = join(conn)
-      # Stop reading: the server keeps sending stats and density every 100 ms.
+      # Stop reading, but keep asking: every ping is answered, and the answers pile up.
+      for t <- 1..600, do: push(conn, %{type: :ping, t: t})
+
       eventually(
         fn -> assert Gateway.stats().slow_consumers > before.slow_consumers end,
         1000
       )
 
-      assert Gateway.stats().views_coalesced + Gateway.stats().broadcasts_dropped >
-               before.views_coalesced + before.broadcasts_dropped
+      assert Gateway.stats().views_held > before.views_held
 
       {bye, conn} = expect(conn, :bye, 5000)
       assert bye.reason == :slow_consumer
@@ -377,11 +495,11 @@ defmodule Grove.GatewayTest do
   end
 
   defp wait_for_entity(conn, id, cell, tries \\ 40) do
-    {view, conn} = expect(conn, :view)
+    {area, conn} = expect(conn, :area)
 
     cond do
-      Enum.any?(view.entities, fn {eid, x, y, _} -> eid == id and {x, y} == cell end) ->
-        {view, conn}
+      Enum.any?(area.entities, fn {eid, x, y, _} -> eid == id and {x, y} == cell end) ->
+        {area, conn}
 
       tries > 0 ->
         wait_for_entity(conn, id, cell, tries - 1)
@@ -389,6 +507,83 @@ defmodule Grove.GatewayTest do
       true ->
         flunk("entity #{id} never shown at #{inspect(cell)}")
     end
+  end
+
+  # The first `count` different areas to arrive as snapshots, by zone.
+  defp collect_areas(conn, count, acc \\ %{})
+  defp collect_areas(conn, count, acc) when map_size(acc) == count, do: {acc, conn}
+
+  defp collect_areas(conn, count, acc) do
+    case expect(conn, :area) do
+      {%{full: true} = area, conn} -> collect_areas(conn, count, Map.put(acc, area.area, area))
+      {_delta, conn} -> collect_areas(conn, count, acc)
+    end
+  end
+
+  defp expect_where(conn, type, check, tries \\ 50) do
+    {message, conn} = expect(conn, type)
+
+    cond do
+      check.(message) -> {message, conn}
+      tries > 0 -> expect_where(conn, type, check, tries - 1)
+      true -> flunk("no #{type} as expected arrived")
+    end
+  end
+
+  # Reads until every `{:opened, zone}` came as a snapshot and every
+  # `{:closed, zone}` as an `area_closed`.
+  defp await_changes(conn, wanted) do
+    if MapSet.size(wanted) == 0 do
+      :ok
+    else
+      case expect(conn, [:area, :area_closed]) do
+        {%{type: :area, full: true, area: zone}, conn} ->
+          await_changes(conn, MapSet.delete(wanted, {:opened, zone}))
+
+        {%{type: :area_closed, area: zone}, conn} ->
+          await_changes(conn, MapSet.delete(wanted, {:closed, zone}))
+
+        {_delta, conn} ->
+          await_changes(conn, wanted)
+      end
+    end
+  end
+
+  # Steps in one direction until the viewport's zones change; returns the
+  # zones opened and closed by the last step.
+  defp walk_until_zones_change(conn, grid, cell, direction, seq) do
+    push(conn, %{type: :move, seq: seq, dir: direction})
+
+    case expect(conn, [:outcome, :error]) do
+      {%{type: :error, code: :rate_limited}, conn} ->
+        # Faster than the connection's move rate: wait for the next slot and step again.
+        receive do
+        after
+          60 -> walk_until_zones_change(conn, grid, cell, direction, seq + 1)
+        end
+
+      {%{type: :outcome} = outcome, conn} ->
+        assert outcome.result in [:ok, :rate_limited]
+        before = Grid.view_zones(grid, cell, 8)
+        now = Grid.view_zones(grid, {outcome.x, outcome.y}, 8)
+
+        if now == before,
+          do: walk_until_zones_change(conn, grid, {outcome.x, outcome.y}, direction, seq + 1),
+          else: {{%{opened: now -- before, closed: before -- now}, conn}, conn}
+    end
+  end
+
+  # A client frame by hand (cowlib's builds no fragments): a zero mask key
+  # leaves the payload as it is, and still marks the frame as masked.
+  defp masked(fin, opcode, payload),
+    do: <<fin::1, 0::3, opcode::4, 1::1, byte_size(payload)::7, 0::32, payload::binary>>
+
+  # The next frame's raw bytes off the socket, for control frames.
+  defp raw_frame(client) do
+    :ok = :inet.setopts(client.socket, active: false)
+    result = :gen_tcp.recv(client.socket, 0, 2000)
+    :ok = :inet.setopts(client.socket, active: :once)
+    result
   end
 
   defp collect(conn, 0, {outcomes, errors}), do: {outcomes, errors, conn}

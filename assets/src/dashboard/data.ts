@@ -30,12 +30,11 @@ export interface Sample {
   actor_p99_ms: number | null;
   tick_p99_ms: number | null;
   sessions: number | null;
-  frames_out_per_s: number | null;
+  writes_out_per_s: number | null;
   bytes_out_json_per_s: number | null;
   bytes_out_binary_per_s: number | null;
   bytes_in_per_s: number | null;
-  views_coalesced_per_s: number | null;
-  broadcasts_dropped_per_s: number | null;
+  views_held_per_s: number | null;
   slow_consumers: number | null;
   protocol_errors_per_s: number | null;
   memory_mb: number | null;
@@ -61,12 +60,11 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   "actor_p99_ms",
   "tick_p99_ms",
   "sessions",
-  "frames_out_per_s",
+  "writes_out_per_s",
   "bytes_out_json_per_s",
   "bytes_out_binary_per_s",
   "bytes_in_per_s",
-  "views_coalesced_per_s",
-  "broadcasts_dropped_per_s",
+  "views_held_per_s",
   "slow_consumers",
   "protocol_errors_per_s",
   "memory_mb",

@@ -1,29 +1,68 @@
 defmodule Grove.Gateway.Broadcaster do
   @moduledoc false
-  # Sends what every client gets alike, `stats` each second and `density`
-  # (the minimap) every few, encoded once per encoding and fanned out to the
-  # sessions. Sessions that are behind drop them. The minimap is the largest
-  # thing every client gets, so its size and pace are capped, and a fan-out to
-  # many sessions is spread over half the interval, in slices of at least
-  # @slice_min sessions every @slice_ms, so that ten thousand sockets are not
-  # all written in the same millisecond and moves queued behind them do not
-  # wait.
+  # What every client gets alike, `stats` every `stats_interval` and
+  # `density` (the minimap) every `density_interval`, encoded once per
+  # encoding as finished frames and posted on the gateway's bulletin: an ETS
+  # table and a version number per item. Nobody is sent a message. Each
+  # connection checks the versions whenever it writes (at least once per
+  # view interval) and adds what is new to that write, so a broadcast costs
+  # no wake-up and no system call of its own, and reaches ten thousand
+  # players spread over one view interval by itself. A newly connected
+  # player gets the latest of each with its first write.
 
   use GenServer
 
-  alias Grove.{Protocol, World}
+  alias Grove.Gateway.Frames
+  alias Grove.World
 
   defstruct [:config, :last_moves, :last_at]
 
-  @slice_ms 100
-  @slice_min 500
+  @items [stats: 1, density: 2]
+
+  @typedoc "Where broadcasts are posted: the table (owned by the gateway) and the versions."
+  @type bulletin :: %{table: :ets.tid(), versions: :atomics.atomics_ref()}
+
+  @typedoc "The versions a connection has sent: `{stats, density}`."
+  @type seen :: {non_neg_integer(), non_neg_integer()}
+
+  @doc "A bulletin; created by the gateway, so that it outlives this process."
+  @spec bulletin() :: bulletin()
+  def bulletin do
+    %{
+      table: :ets.new(:grove_bulletin, [:set, :public, read_concurrency: true]),
+      versions: :atomics.new(length(@items), signed: false)
+    }
+  end
+
+  @doc """
+  The frames posted since `seen`, in one encoding, and the versions they
+  bring the reader to.
+  """
+  @spec news(bulletin(), seen(), Grove.Protocol.encoding()) :: {seen(), [binary()]}
+  def news(%{versions: versions} = bulletin, {stats_seen, density_seen} = seen, encoding) do
+    stats = :atomics.get(versions, 1)
+    density = :atomics.get(versions, 2)
+
+    if stats == stats_seen and density == density_seen do
+      {seen, []}
+    else
+      frames =
+        if(stats != stats_seen, do: [frame(bulletin, :stats, encoding)], else: []) ++
+          if density != density_seen, do: [frame(bulletin, :density, encoding)], else: []
+
+      {{stats, density}, frames}
+    end
+  end
+
+  defp frame(bulletin, item, :json), do: :ets.lookup_element(bulletin.table, item, 2)
+  defp frame(bulletin, item, :binary), do: :ets.lookup_element(bulletin.table, item, 3)
 
   def start_link(config), do: GenServer.start_link(__MODULE__, config)
 
   @impl true
   def init(config) do
-    Process.send_after(self(), :stats, config.stats_interval)
-    Process.send_after(self(), :density, config.density_interval)
+    send(self(), :stats)
+    send(self(), :density)
     {:ok, %__MODULE__{config: config, last_moves: moves(config.world), last_at: now()}}
   end
 
@@ -35,11 +74,11 @@ defmodule Grove.Gateway.Broadcaster do
     at = now()
     per_second = div((moves - state.last_moves) * 1000, max(at - state.last_at, 1))
 
-    broadcast(state.config, state.config.stats_interval, %{
+    post(state.config.bulletin, :stats, %{
       type: :stats,
-      players: stats.players,
-      actors: stats.actors,
-      entities: stats.entities,
+      players: max(stats.players, 0),
+      actors: max(stats.actors, 0),
+      entities: max(stats.entities, 0),
       moves_per_s: max(per_second, 0)
     })
 
@@ -52,57 +91,22 @@ defmodule Grove.Gateway.Broadcaster do
     %{cols: cols, rows: rows, cells: cells} =
       World.density(state.config.world, state.config.density_side)
 
-    broadcast(state.config, state.config.density_interval, %{
-      type: :density,
-      cols: cols,
-      rows: rows,
-      cells: cells
-    })
-
+    post(state.config.bulletin, :density, %{type: :density, cols: cols, rows: rows, cells: cells})
     {:noreply, state}
   end
 
-  def handle_info({:deliver, frames, sessions}, state) do
-    deliver(frames, sessions)
-    {:noreply, state}
-  end
+  defp post(bulletin, item, message) do
+    :ets.insert(
+      bulletin.table,
+      {item, Frames.message(message, :json), Frames.message(message, :binary)}
+    )
 
-  defp broadcast(config, interval, message) do
-    case :pg.get_members(config.scope, :sessions) do
-      [] ->
-        :ok
-
-      sessions ->
-        frames = %{
-          json: {:text, IO.iodata_to_binary(Protocol.encode(message, :json))},
-          binary: {:binary, IO.iodata_to_binary(Protocol.encode(message, :binary))}
-        }
-
-        slices = max(div(interval, 2 * @slice_ms), 1)
-        size = max(div(length(sessions) + slices - 1, slices), @slice_min)
-        [now | later] = Enum.chunk_every(sessions, size)
-        deliver(frames, now)
-
-        later
-        |> Enum.with_index(1)
-        |> Enum.each(fn {slice, i} ->
-          Process.send_after(self(), {:deliver, frames, slice}, i * @slice_ms)
-        end)
-    end
-  end
-
-  defp deliver(frames, sessions) do
-    for pid <- sessions, do: send(pid, {:grove_broadcast, frames})
-    :ok
+    :atomics.add(bulletin.versions, Keyword.fetch!(@items, item), 1)
   end
 
   defp moves(world, stats \\ nil) do
     stats = stats || World.stats(world)
-
-    Enum.reduce([:moves_ok, :blocked, :occupied, :out_of_bounds, :rate_limited, :busy], 0, fn key,
-                                                                                              acc ->
-      acc + stats[key]
-    end)
+    Enum.reduce([:moves_ok | World.rejections()], 0, fn key, acc -> acc + stats[key] end)
   end
 
   defp now, do: System.monotonic_time(:millisecond)

@@ -2,8 +2,9 @@ defmodule Grove.Gateway.Drainer do
   @moduledoc false
   # Graceful shutdown of the gateway. It is the gateway's last child, so it
   # stops first: it tells every session to say `bye` and close, and waits
-  # (up to `drain_timeout`) until they have, before Yaws itself goes. A
-  # session writes its own frames, so nothing is left half-written.
+  # (up to `drain_timeout`) until they have, before Yaws and the sessions'
+  # supervisor go. A session writes its own frames, so nothing is left
+  # half-written.
 
   use GenServer
 
@@ -20,7 +21,7 @@ defmodule Grove.Gateway.Drainer do
 
   @impl true
   def terminate(_reason, config) do
-    sessions = :pg.get_members(config.scope, :sessions)
+    sessions = Grove.Gateway.sessions()
     refs = Map.new(sessions, fn pid -> {Process.monitor(pid), pid} end)
     for pid <- sessions, do: send(pid, :grove_drain)
     deadline = System.monotonic_time(:millisecond) + config.drain_timeout

@@ -1,21 +1,22 @@
 defmodule Grove.Gateway.Session do
   @moduledoc false
-  # One player's connection, independent of the web server: it turns client
-  # frames into world calls and world messages into frames. The WebSocket
-  # process (Grove.Gateway.Socket) owns a Session, feeds it what arrives and
-  # writes out the frames it returns, so a zone's message reaches the socket
-  # in one hop.
+  # One player's connection, independent of the socket: it turns client
+  # messages into world calls and world messages into frames, and keeps what
+  # the player has been sent of the areas (zones) around it. The connection
+  # process (Grove.Gateway.Connection) owns a Session, feeds it what arrives
+  # and writes out the frames it returns.
   #
-  # Outcomes go out at once and are never dropped. Views are assembled in a
-  # Grove.World.View and flushed a moment after they change (so the deltas
-  # of neighbouring zones for the same tick go out as one frame); while the
-  # socket is behind, nothing is taken, so the view coalesces and the next
-  # frame carries the newest state.
+  # Outcomes go out at once and are never dropped. Views are not messages to
+  # this process: the zones in view publish their deltas once per tick, as
+  # finished frames, in the world's feed, and `views/1` reads what is new
+  # since the session last read it, per area, whenever the connection is
+  # about to write (with an outcome, or when its view interval comes round).
+  # Only a snapshot (the player's view reaches a new zone) and the closing
+  # of an area arrive as messages.
 
   alias Grove.{Accounts, Protocol, RateLimit}
-  alias Grove.Gateway.Stats
+  alias Grove.Gateway.{Frames, Stats}
   alias Grove.World
-  alias Grove.World.View
 
   # Errors tolerated per window before a client is cut off.
   @error_window_ms 60_000
@@ -25,7 +26,6 @@ defmodule Grove.Gateway.Session do
     :encoding,
     :config,
     :move_limit,
-    :view,
     :id,
     :cell,
     :account_id,
@@ -33,11 +33,10 @@ defmodule Grove.Gateway.Session do
     errors: 0,
     errors_since: 0,
     joined: false,
-    counters: %{}
+    areas: %{}
   ]
 
-  @type frame :: {:text | :binary, iodata()}
-  @type action :: {:send, frame()} | {:close, non_neg_integer(), String.t()}
+  @type action :: {:send, iodata()} | {:close, non_neg_integer(), String.t()}
 
   @type config :: %{
           max_frame: pos_integer(),
@@ -46,11 +45,15 @@ defmodule Grove.Gateway.Session do
           max_errors: pos_integer(),
           max_view_radius: pos_integer(),
           tick_ms: pos_integer(),
+          view_ms: pos_integer(),
           stats: Grove.Gateway.Stats.t() | nil,
           accounts: atom() | nil
         }
 
-  @type t :: %__MODULE__{}
+  @typedoc "Per area in view: the feed's number last sent, or `:awaiting` a snapshot."
+  @type areas :: %{World.Grid.zone_index() => non_neg_integer() | :awaiting}
+
+  @type t :: %__MODULE__{areas: areas()}
 
   @spec new(World.name(), Protocol.encoding(), config(), integer()) :: t()
   def new(world, encoding, config, now_ms) do
@@ -63,7 +66,7 @@ defmodule Grove.Gateway.Session do
     }
   end
 
-  @doc "A frame from the client."
+  @doc "A message from the client, already taken out of its frame."
   @spec handle_frame(t(), :text | :binary, binary(), integer()) :: {t(), [action()]}
   def handle_frame(%__MODULE__{} = session, kind, data, now_ms) do
     cond do
@@ -81,26 +84,35 @@ defmodule Grove.Gateway.Session do
 
         {session, actions}
 
-      kind != expected_kind(session.encoding) ->
+      kind != Frames.kind(session.encoding) ->
         error(
           session,
           :bad_frame,
-          "this connection speaks #{session.encoding}; send #{expected_kind(session.encoding)} frames",
+          "this connection speaks #{session.encoding}; send #{Frames.kind(session.encoding)} frames",
           now_ms
         )
 
       true ->
         case Protocol.decode(data, session.encoding) do
           {:ok, message} -> handle_message(session, message, now_ms)
+          {:error, :unsupported_protocol, text} -> unsupported(session, text)
           {:error, code, text} -> error(session, code, text, now_ms)
         end
     end
   end
 
   defp handle_message(%__MODULE__{joined: false} = session, %{type: :join} = join, now_ms) do
-    case identify(session, join.token) do
-      {:ok, account} -> place(session, join, account, now_ms)
-      {:error, code, text} -> error(session, code, text, now_ms)
+    version = Protocol.version()
+
+    case join.protocol do
+      ^version ->
+        case identify(session, join.token) do
+          {:ok, account} -> place(session, join, account, now_ms)
+          {:error, code, text} -> error(session, code, text, now_ms)
+        end
+
+      other ->
+        unsupported(session, Protocol.unsupported_text(other))
     end
   end
 
@@ -127,8 +139,15 @@ defmodule Grove.Gateway.Session do
     end
   end
 
+  # The client forgets its areas; each comes back as a snapshot.
   defp handle_message(session, %{type: :resync}, _now_ms) do
-    {%{session | view: View.resync(session.view)}, []}
+    areas =
+      Map.new(session.areas, fn {zone, _seq} ->
+        :ok = World.request_snapshot(session.world, zone, format(session))
+        {zone, :awaiting}
+      end)
+
+    {%{session | areas: areas}, []}
   end
 
   defp handle_message(session, %{type: :ping, t: t}, _now_ms),
@@ -136,6 +155,18 @@ defmodule Grove.Gateway.Session do
 
   defp handle_message(session, %{type: type}, now_ms),
     do: error(session, :bad_message, "#{type} is a server message", now_ms)
+
+  # A client of another protocol version is told so, in words, and let go.
+  defp unsupported(session, text) do
+    count_error(session.config.stats, :unsupported_protocol)
+
+    {session,
+     [
+       send_message(session, %{type: :error, code: :unsupported_protocol, message: text}),
+       send_message(session, %{type: :bye, reason: :unsupported_protocol, message: text}),
+       {:close, 1002, "unsupported protocol version"}
+     ]}
+  end
 
   # Who is joining: the token's account, or a guest where guests may play.
   defp identify(%__MODULE__{config: %{accounts: nil}}, _token), do: {:ok, nil}
@@ -167,7 +198,14 @@ defmodule Grove.Gateway.Session do
 
   defp place(session, join, account, now_ms) do
     radius = min(join.view_radius, session.config.max_view_radius)
-    opts = [updates: :view, kind: :player, view_radius: radius]
+
+    opts = [
+      updates: :view,
+      kind: :player,
+      view_radius: radius,
+      view_format: format(session)
+    ]
+
     accounts = session.config.accounts
     last = if account, do: Accounts.last_position(accounts, account.id)
 
@@ -193,6 +231,7 @@ defmodule Grove.Gateway.Session do
           height: grid.height,
           view_radius: radius,
           tick_ms: session.config.tick_ms,
+          view_ms: session.config.view_ms,
           name: (account && account.name) || "",
           avatar: (account && account.avatar) || "😀"
         }
@@ -202,8 +241,7 @@ defmodule Grove.Gateway.Session do
           | joined: true,
             id: id,
             cell: cell,
-            account_id: account && account.id,
-            view: View.new(cell, radius, id, World.kind_code(:player))
+            account_id: account && account.id
         }
 
         {session, [send_message(session, welcome)]}
@@ -218,7 +256,7 @@ defmodule Grove.Gateway.Session do
     end
   end
 
-  @doc "A message from the world or the gateway."
+  @doc "A message from the world."
   @spec handle_info(t(), term()) :: {t(), [action()]} | :unknown
   def handle_info(%__MODULE__{id: id} = session, {:grove_move, id, seq, outcome}) do
     {result, {x, y} = cell} =
@@ -227,52 +265,55 @@ defmodule Grove.Gateway.Session do
         {:rejected, reason} -> {reason, session.cell}
       end
 
-    session = %{session | cell: cell, view: View.recenter(session.view, cell)}
-    {session, [send_message(session, %{type: :outcome, seq: seq, result: result, x: x, y: y})]}
+    {%{session | cell: cell}, [{:send, Frames.outcome(session.encoding, seq, result, x, y)}]}
   end
 
-  def handle_info(
-        %__MODULE__{view: %View{}} = session,
-        {:grove_view, _zone, _what, _payload} = message
-      ),
-      do: {%{session | view: View.apply_message(session.view, message)}, []}
+  # A snapshot is a finished `area` frame in this session's encoding.
+  def handle_info(%__MODULE__{} = session, {:grove_view, zone, :snapshot, seq, frame}),
+    do: {%{session | areas: Map.put(session.areas, zone, seq)}, [{:send, frame}]}
 
-  def handle_info(
-        %__MODULE__{view: %View{}} = session,
-        {:grove_view, _zone, :delta, _moved, _gone} = message
-      ),
-      do: {%{session | view: View.apply_message(session.view, message)}, []}
-
-  def handle_info(%__MODULE__{} = session, {:grove_view, _zone, :closed} = message) do
-    if session.view,
-      do: {%{session | view: View.apply_message(session.view, message)}, []},
-      else: {session, []}
+  def handle_info(%__MODULE__{} = session, {:grove_view, zone, :closed}) do
+    {%{session | areas: Map.delete(session.areas, zone)},
+     [send_message(session, %{type: :area_closed, area: zone})]}
   end
 
   def handle_info(_session, _message), do: :unknown
 
-  @doc "True when the view has changes to flush."
-  @spec view_pending?(t()) :: boolean()
-  def view_pending?(%__MODULE__{view: nil}), do: false
-  def view_pending?(%__MODULE__{view: view}), do: View.pending?(view)
+  @doc """
+  What the areas in view published since they were last read, as frames
+  ready to write (oldest first per area), and the session that remembers
+  having taken them. An area too far behind for the feed is asked for a
+  snapshot instead, which coalesces everything it missed.
+  """
+  @spec views(t()) :: {t(), iodata()}
+  def views(%__MODULE__{areas: areas} = session) when map_size(areas) == 0, do: {session, []}
 
-  @doc "The view changes since the last flush, as at most one frame."
-  @spec flush_view(t()) :: {t(), [action()]}
-  def flush_view(%__MODULE__{view: nil} = session), do: {session, []}
+  def views(%__MODULE__{} = session) do
+    format = format(session)
 
-  def flush_view(%__MODULE__{view: view} = session) do
-    case View.take_changes(view) do
-      {:none, view} ->
-        {%{session | view: view}, []}
+    {frames, areas} =
+      Enum.reduce(session.areas, {[], session.areas}, fn
+        {_zone, :awaiting}, acc ->
+          acc
 
-      {%{shown: shown, gone: gone, full: full}, view} ->
-        {x, y} = view.center
-        message = %{type: :view, full: full, x: x, y: y, entities: shown, gone: gone}
-        {%{session | view: view}, [send_message(session, message)]}
-    end
+        {zone, seq}, {frames, areas} ->
+          case World.view_deltas(session.world, zone, seq, format) do
+            {[], _seq} ->
+              {frames, areas}
+
+            {deltas, latest} ->
+              {[frames | deltas], Map.put(areas, zone, latest)}
+
+            :gone ->
+              :ok = World.request_snapshot(session.world, zone, format)
+              {frames, Map.put(areas, zone, :awaiting)}
+          end
+      end)
+
+    {%{session | areas: areas}, frames}
   end
 
-  @doc "An already encoded frame for this session's encoding (broadcasts encode once per encoding)."
+  @doc "The connection's encoding."
   @spec encoding(t()) :: Protocol.encoding()
   def encoding(%__MODULE__{encoding: encoding}), do: encoding
 
@@ -290,8 +331,9 @@ defmodule Grove.Gateway.Session do
   @doc "A message encoded as a frame for this session."
   @spec send_message(t(), Protocol.message()) :: action()
   def send_message(%__MODULE__{encoding: encoding}, message),
-    do:
-      {:send, {expected_kind(encoding), IO.iodata_to_binary(Protocol.encode(message, encoding))}}
+    do: {:send, Frames.message(message, encoding)}
+
+  defp format(%__MODULE__{encoding: encoding}), do: Frames.view_format(encoding)
 
   defp error(session, code, text, now_ms) do
     count_error(session.config.stats, code)
@@ -329,7 +371,4 @@ defmodule Grove.Gateway.Session do
     if code in [:rate_limited, :too_large], do: Stats.incr(stats, code)
     :ok
   end
-
-  defp expected_kind(:json), do: :text
-  defp expected_kind(:binary), do: :binary
 end

@@ -1,62 +1,56 @@
 defmodule Grove.Gateway.Socket do
   @moduledoc false
-  # The `/ws` endpoint. `out/1` is the Yaws appmod that accepts the upgrade;
-  # the other functions are Yaws's WebSocket callbacks, which run in the one
-  # process Yaws starts per connection and which owns the socket. That
-  # process is the player's session: it holds a Grove.Gateway.Session, zones
-  # send it their messages, and it writes frames itself.
-  #
-  # Outbound flow control: before writing a view or a broadcast the session
-  # looks at the bytes waiting in the socket's queue. Past `view_backlog`
-  # views are held back (they coalesce in the View) and broadcasts are
-  # dropped; outcomes always go out. A queue that stays past `view_backlog`
-  # for `slow_seconds`, or grows past `slow_backlog` at all, means the client
-  # cannot keep up: it gets `bye` and the connection closes.
+  # The `/ws` endpoint, a Yaws appmod. Yaws reads the HTTP upgrade request;
+  # this checks it (a WebSocket upgrade, an encoding we speak, room for one
+  # more player), answers the handshake itself and hands the socket to a
+  # Grove.Gateway.Connection started under the gateway's sessions
+  # supervisor. Then the Yaws process that served the request ends, as
+  # Yaws's own WebSocket support does after the same hand-over, and the
+  # connection owns the socket alone. Why not Yaws's WebSocket processes:
+  # docs/decisions.md ("Connections own their sockets").
 
   import Grove.Gateway.Records
 
-  alias Grove.Gateway.{HTTP, Session, Stats}
-  alias Grove.Metrics
-
-  require Logger
-
-  ## The appmod
+  alias Grove.Gateway.{Connection, HTTP, Stats, WebSocket}
 
   def out(arg) do
     config = Grove.Gateway.config()
     headers = arg(arg, :headers)
 
-    cond do
-      :yaws_api.get_header(headers, "sec-websocket-protocol") != :undefined ->
-        HTTP.error(
-          400,
-          "subprotocol_unsupported",
-          "choose the encoding with ?encoding=json or ?encoding=binary, not a subprotocol"
-        )
-
-      true ->
-        case encoding(arg) do
-          {:ok, encoding} ->
-            opts = [
-              {:callback, {:basic, %{config: config, encoding: encoding}}},
-              # Larger frames are refused by Yaws itself with 1009; ours is the
-              # same limit, checked again with a clear error for messages
-              # reassembled from fragments.
-              {:max_frame_size, config.max_frame},
-              {:max_message_size, config.max_frame},
-              {:close_timeout, 2000},
-              {:keepalive, true},
-              {:keepalive_timeout, 30_000},
-              {:keepalive_grace_period, 10_000},
-              {:drop_on_timeout, true}
-            ]
-
-            {:websocket, __MODULE__, opts}
-
-          :error ->
-            HTTP.error(400, "bad_encoding", "encoding must be json or binary")
-        end
+    with :ok <- check_upgrade(headers),
+         {:ok, key} <- check_key(headers),
+         :ok <- check_subprotocol(headers),
+         {:ok, encoding} <- encoding(arg),
+         :ok <- check_room(config) do
+      accept(arg(arg, :clisock), config, encoding, key)
+    else
+      {:refuse, status, code, message} -> HTTP.error(status, code, message)
     end
+  end
+
+  defp check_upgrade(headers) do
+    connection = header(headers, "connection")
+    upgrade = header(headers, "upgrade")
+
+    if "upgrade" in tokens(connection) and "websocket" in tokens(upgrade),
+      do: :ok,
+      else: {:refuse, 400, "upgrade_required", "this endpoint speaks WebSocket only"}
+  end
+
+  defp check_key(headers) do
+    case {header(headers, "sec-websocket-version"), header(headers, "sec-websocket-key")} do
+      {"13", key} when byte_size(key) > 0 -> {:ok, key}
+      {"13", _} -> {:refuse, 400, "bad_handshake", "Sec-WebSocket-Key is missing"}
+      _ -> {:refuse, 426, "bad_handshake", "only WebSocket version 13 is spoken here"}
+    end
+  end
+
+  defp check_subprotocol(headers) do
+    if header(headers, "sec-websocket-protocol") == "",
+      do: :ok,
+      else:
+        {:refuse, 400, "subprotocol_unsupported",
+         "choose the encoding with ?encoding=json or ?encoding=binary, not a subprotocol"}
   end
 
   defp encoding(arg) do
@@ -64,229 +58,64 @@ defmodule Grove.Gateway.Socket do
       :undefined -> {:ok, :json}
       {:ok, ~c"json"} -> {:ok, :json}
       {:ok, ~c"binary"} -> {:ok, :binary}
-      _ -> :error
+      _ -> {:refuse, 400, "bad_encoding", "encoding must be json or binary"}
     end
   end
 
-  ## The session process
+  # The limit is read from the live count, so it can be off by the
+  # upgrades in flight at the same moment: a few, not a flood.
+  defp check_room(config) do
+    if Stats.get(config.stats, :sessions) < config.max_sessions do
+      :ok
+    else
+      Stats.incr(config.stats, :refused)
 
-  # Runs before the 101 is sent.
-  def init([_arg, %{config: config, encoding: encoding}]) do
-    now = now_ms()
-
-    session_config = %{
-      max_frame: config.max_frame,
-      move_rate: config.move_rate,
-      move_burst: config.move_burst,
-      max_errors: config.max_errors,
-      max_view_radius: config.max_view_radius,
-      tick_ms: tick_ms(config),
-      stats: config.stats,
-      accounts: config.accounts
-    }
-
-    state = %{
-      config: config,
-      session: Session.new(config.world, encoding, session_config, now),
-      socket: nil,
-      slow_since: nil,
-      flush_timer: nil
-    }
-
-    {:ok, state}
-  end
-
-  def handle_open(ws_state, state) do
-    :ok = :pg.join(state.config.scope, :sessions, self())
-    Stats.incr(state.config.stats, :sessions)
-    Stats.incr(state.config.stats, :connections)
-    Metrics.execute([:grove, :session, :start], %{}, %{encoding: Session.encoding(state.session)})
-    {:ok, %{state | socket: ws_state(ws_state, :sock)}}
-  end
-
-  def handle_message({:close, code, _reason}, state), do: {:close, code, state}
-
-  def handle_message({kind, data}, state) when kind in [:text, :binary] do
-    stats = state.config.stats
-    Stats.incr(stats, :frames_in)
-    Stats.incr(stats, :bytes_in, byte_size(data))
-    {session, actions} = Session.handle_frame(state.session, kind, data, now_ms())
-    act(watch_view(%{state | session: session}), actions)
-  end
-
-  def handle_info(:grove_flush, state) do
-    state = %{state | flush_timer: nil}
-
-    case backlog(state) do
-      :ok ->
-        {session, actions} = Session.flush_view(state.session)
-        act(%{state | session: session, slow_since: nil}, actions)
-
-      :behind ->
-        behind(state)
-
-      :slow ->
-        disconnect_slow(state)
+      {:refuse, 503, "server_full",
+       "this server has its #{config.max_sessions} players; try again later"}
     end
   end
 
-  # Broadcasts arrive encoded once for everybody; they are the first thing
-  # to give up when the socket is behind.
-  def handle_info({:grove_broadcast, frames}, state) do
-    case backlog(state) do
-      :ok ->
-        act(%{state | slow_since: nil}, [
-          {:send, Map.fetch!(frames, Session.encoding(state.session))}
-        ])
+  defp accept(socket, config, encoding, key) do
+    sessions = {:via, PartitionSupervisor, {config.sessions, self()}}
 
-      :behind ->
-        Stats.incr(state.config.stats, :broadcasts_dropped)
-        still_behind(state, fn state -> {:noreply, state} end)
+    case DynamicSupervisor.start_child(sessions, {Connection, {encoding, socket}}) do
+      {:ok, pid} ->
+        with :ok <- :gen_tcp.send(socket, WebSocket.handshake(key)),
+             :ok <- Connection.handover(pid, socket) do
+          :ok
+        else
+          _closed -> Process.exit(pid, :kill)
+        end
 
-      :slow ->
-        disconnect_slow(state)
+        leave_yaws()
+
+      {:error, reason} ->
+        HTTP.error(503, "server_busy", "no session could start (#{inspect(reason)})")
     end
   end
 
-  def handle_info(:grove_drain, state) do
-    Stats.incr(state.config.stats, :drained)
-
-    goodbye(state, :shutdown, "the server is shutting down", 1001, "going away")
-  end
-
-  def handle_info(message, state) do
-    case Session.handle_info(state.session, message) do
-      {session, actions} ->
-        act(watch_view(%{state | session: session}), actions)
-
-      :unknown ->
-        Logger.warning(
-          "gateway session ignored an unexpected message: #{inspect(message, limit: 5)}"
-        )
-
-        {:noreply, state}
-    end
-  end
-
-  def terminate(reason, state) do
-    Session.ended(state.session)
-
-    if state.socket do
-      Stats.incr(state.config.stats, :sessions, -1)
-
-      Metrics.execute([:grove, :session, :stop], %{}, %{
-        encoding: Session.encoding(state.session),
-        reason: reason
-      })
-    end
-
-    :ok
-  end
-
-  ## Writing
-
-  defp act(state, actions) do
-    {frames, close} =
-      Enum.reduce(actions, {[], nil}, fn
-        {:send, frame}, {frames, close} -> {[frame | frames], close}
-        {:close, code, reason}, {frames, nil} -> {frames, {code, reason}}
-        {:close, _, _}, acc -> acc
-      end)
-
-    frames = Enum.reverse(frames)
-    count_out(state, frames)
-
-    case {frames, close} do
-      {[], nil} -> {:noreply, state}
-      {frames, nil} -> {:reply, frames, state}
-      {[], close} -> {:close, close, state}
-      {frames, close} -> {:close, close, frames, state}
-    end
-  end
-
-  defp count_out(_state, []), do: :ok
-
-  defp count_out(state, frames) do
-    {frames_key, bytes_key} =
-      case Session.encoding(state.session) do
-        :json -> {:frames_out_json, :bytes_out_json}
-        :binary -> {:frames_out_binary, :bytes_out_binary}
-      end
-
-    bytes = Enum.reduce(frames, 0, fn {_kind, data}, acc -> acc + IO.iodata_length(data) end)
-    Stats.incr(state.config.stats, frames_key, length(frames))
-    Stats.incr(state.config.stats, bytes_key, bytes)
-  end
-
-  ## Flow control
-
-  defp backlog(%{socket: nil}), do: :ok
-
-  defp backlog(state) do
-    case :erlang.port_info(state.socket, :queue_size) do
-      {:queue_size, queued} when queued <= state.config.view_backlog -> :ok
-      {:queue_size, queued} when queued <= state.config.slow_backlog -> :behind
-      {:queue_size, _queued} -> :slow
+  # The socket belongs to the connection now: Yaws must neither answer the
+  # request nor read from or close the socket again. The Yaws process that
+  # served the upgrade ends the way Yaws ends its own after handing a
+  # WebSocket over: it tells its server (kept in its process dictionary by
+  # Yaws) that it is one connection fewer, and exits with reason `normal`.
+  # An exit signal to itself, unlike `exit/1`, cannot be caught by Yaws's
+  # handler around `out/1` (which would answer with a 500); it needs exits
+  # not to be trapped, which Yaws's processes do.
+  defp leave_yaws do
+    case Process.get(:gserv_pid) do
       nil -> :ok
+      server -> send(server, {self(), :decrement})
     end
+
+    Process.flag(:trap_exit, false)
+    Process.exit(self(), :normal)
   end
 
-  defp behind(state) do
-    still_behind(state, fn state ->
-      Stats.incr(state.config.stats, :views_coalesced)
-      # Try again a tick later; the view keeps coalescing meanwhile.
-      {:noreply, schedule_flush(state, tick_ms(state.config))}
-    end)
+  defp header(headers, name) do
+    headers |> :yaws_api.get_header(name, ~c"") |> to_string() |> String.trim()
   end
 
-  # Behind since when; past `slow_seconds` of it, the client is cut off.
-  defp still_behind(state, otherwise) do
-    now = now_ms()
-    since = state.slow_since || now
-
-    if now - since >= state.config.slow_seconds * 1000,
-      do: disconnect_slow(state),
-      else: otherwise.(%{state | slow_since: since})
-  end
-
-  defp disconnect_slow(state) do
-    Stats.incr(state.config.stats, :slow_consumers)
-
-    Metrics.execute([:grove, :session, :slow_consumer], %{}, %{
-      encoding: Session.encoding(state.session)
-    })
-
-    goodbye(state, :slow_consumer, "the connection cannot keep up", 1008, "slow consumer")
-  end
-
-  # Tells the client why in a `bye`, then closes with the WebSocket code.
-  defp goodbye(state, reason, message, code, close_reason) do
-    bye = Session.send_message(state.session, %{type: :bye, reason: reason, message: message})
-    act(state, [bye, {:close, code, close_reason}])
-  end
-
-  # A session wakes up to flush only when its view changed: an idle player
-  # costs no timer at all. The short delay lets the deltas that neighbouring
-  # zones publish for the same tick arrive and go out as one frame.
-  defp watch_view(%{flush_timer: nil} = state) do
-    if Session.view_pending?(state.session),
-      do: schedule_flush(state, flush_delay(state.config)),
-      else: state
-  end
-
-  defp watch_view(state), do: state
-
-  defp schedule_flush(state, delay),
-    do: %{state | flush_timer: Process.send_after(self(), :grove_flush, delay)}
-
-  defp flush_delay(config), do: min(div(tick_ms(config), 4), 25)
-
-  defp tick_ms(config) do
-    case Grove.World.fetch!(config.world).tick do
-      :manual -> 100
-      tick -> tick
-    end
-  end
-
-  defp now_ms, do: System.monotonic_time(:millisecond)
+  defp tokens(value),
+    do: value |> String.downcase() |> String.split(",") |> Enum.map(&String.trim/1)
 end

@@ -6,14 +6,14 @@ defmodule Grove.Gateway.Stats do
   @keys [
     :sessions,
     :connections,
+    :refused,
     :frames_in,
     :bytes_in,
-    :frames_out_json,
+    :writes_json,
     :bytes_out_json,
-    :frames_out_binary,
+    :writes_binary,
     :bytes_out_binary,
-    :views_coalesced,
-    :broadcasts_dropped,
+    :views_held,
     :slow_consumers,
     :protocol_errors,
     :rate_limited,
@@ -32,6 +32,9 @@ defmodule Grove.Gateway.Stats do
 
   @spec incr(t(), atom(), integer()) :: :ok
   def incr(stats, key, by \\ 1), do: :counters.add(stats, index(key), by)
+
+  @spec get(t(), atom()) :: integer()
+  def get(stats, key), do: :counters.get(stats, index(key))
 
   @spec read(t()) :: %{atom() => integer()}
   def read(stats), do: Map.new(@keys, &{&1, :counters.get(stats, index(&1))})

@@ -177,9 +177,9 @@ defmodule Grove.Gateway.ApiTest do
     test "without a token, or with a bad one, this server admits nobody", %{port: port} do
       {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
       conn = {client, :json}
-      push(conn, %{type: :join, view_radius: 8, name: "", token: ""})
+      push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
       assert {%{type: :error, code: :unauthorized}, conn} = expect(conn, :error)
-      push(conn, %{type: :join, view_radius: 8, name: "", token: "v1.not.valid"})
+      push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: "v1.not.valid"})
       assert {%{type: :error, code: :unauthorized}, _} = expect(conn, :error)
     end
   end
@@ -187,7 +187,7 @@ defmodule Grove.Gateway.ApiTest do
   defp join(port, token) do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
     conn = {client, :json}
-    push(conn, %{type: :join, view_radius: 8, name: "", token: token})
+    push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: token})
     {welcome, conn} = expect(conn, :welcome)
     {conn, welcome}
   end

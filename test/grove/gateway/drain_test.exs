@@ -18,7 +18,13 @@ defmodule Grove.Gateway.DrainTest do
       for encoding <- [:json, :binary, :json] do
         {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=#{encoding}")
         kind = if encoding == :json, do: :text, else: :binary
-        join = Protocol.encode(%{type: :join, view_radius: 8, name: "", token: ""}, encoding)
+
+        join =
+          Protocol.encode(
+            %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""},
+            encoding
+          )
+
         :ok = WsClient.send_frame(client, {kind, IO.iodata_to_binary(join)})
         {:ok, {^kind, welcome}, client} = WsClient.recv(client)
         assert {:ok, %{type: :welcome}} = Protocol.decode(welcome, encoding)

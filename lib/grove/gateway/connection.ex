@@ -1,0 +1,371 @@
+defmodule Grove.Gateway.Connection do
+  @moduledoc false
+  # One player's WebSocket: the process that owns the socket once Yaws has
+  # read the upgrade request (Grove.Gateway.Socket hands it over), reads
+  # the client's frames, and writes everything the player gets. It holds a
+  # Grove.Gateway.Session, which knows the protocol and the world.
+  #
+  # What costs a player CPU is system calls and wake-ups, so this process
+  # writes at most once per event, and everything due goes in that write:
+  #
+  #   * an outcome (or any other answer) is written at once, and carries
+  #     whatever the areas in view published since the last write;
+  #   * otherwise the views go out once per view interval at most (from
+  #     `view_ms` when the server has room to `view_ms_max` under load, see
+  #     Grove.Gateway.Pacer), when something is new, with the latest
+  #     `stats` and minimap if they changed: the broadcaster publishes those
+  #     once and wakes nobody.
+  #
+  # So an idle player costs one wake-up and at most one write per view
+  # interval, and a moving player's views ride on its outcomes. Nothing
+  # here decodes or merges a view: the zones' frames are written as they
+  # were published, the same bytes for every player.
+  #
+  # Outbound flow control: before writing views the process looks at the
+  # bytes waiting in the socket's queue. Past `view_backlog`, views and
+  # broadcasts are held back (the feed keeps them; an area too far behind
+  # becomes a fresh snapshot) while outcomes still go out. A queue that
+  # stays past `view_backlog` for `slow_seconds`, or grows past
+  # `slow_backlog` at all, means the client cannot keep up: it gets `bye`
+  # and the connection closes.
+
+  use GenServer, restart: :temporary
+
+  alias Grove.Gateway.{Broadcaster, Pacer, Session, Stats, WebSocket}
+  alias Grove.Metrics
+
+  require Logger
+
+  # Socket messages delivered before the socket must be re-armed: enough to
+  # make re-arming rare, few enough to bound what a flood can queue here.
+  @active 32
+  # How long the socket may be waited for, and a closing handshake.
+  @start_timeout 5000
+  @close_timeout 2000
+
+  defstruct [
+    :socket,
+    :session,
+    :parser,
+    :view_at,
+    :heard_at,
+    :slow_since,
+    :closing_at,
+    started: false,
+    pinged: false,
+    bulletin: {0, 0}
+  ]
+
+  @type t :: %__MODULE__{}
+
+  @doc "Starts a connection for a socket that its caller will hand over with `handover/2`."
+  @spec start_link({Grove.Protocol.encoding(), :gen_tcp.socket()}) :: GenServer.on_start()
+  def start_link({encoding, socket}) do
+    # A connection lives on about a hundred words of state, but what passes
+    # through it (frames read from the feed, parsed messages) grows its heap;
+    # with the default generational GC that heap, and an old heap beside it,
+    # stay grown. Sweeping fully every time keeps each connection's memory
+    # near its live data, for the price of collecting a tiny heap.
+    GenServer.start_link(__MODULE__, {encoding, socket}, spawn_opt: [fullsweep_after: 0])
+  end
+
+  @doc """
+  Gives the socket (owned by the caller, with the handshake answered) to the
+  connection, which then starts reading it.
+  """
+  @spec handover(pid(), :gen_tcp.socket()) :: :ok | {:error, term()}
+  def handover(pid, socket) do
+    case :gen_tcp.controlling_process(socket, pid) do
+      :ok -> send(pid, :grove_go) && :ok
+      error -> error
+    end
+  end
+
+  # Callbacks
+
+  @impl true
+  def init({encoding, socket}) do
+    config = Grove.Gateway.config()
+    now = now_ms()
+
+    conn = %__MODULE__{
+      socket: socket,
+      session: Session.new(config.world, encoding, session_config(config), now),
+      parser: WebSocket.parser(),
+      view_at: now + Pacer.interval(config.view_pace),
+      heard_at: now
+    }
+
+    {:ok, conn, @start_timeout}
+  end
+
+  @impl true
+  def handle_info(:grove_go, conn) do
+    config = Grove.Gateway.config()
+    :ok = :inet.setopts(conn.socket, active: @active, packet: :raw, mode: :binary)
+    Stats.incr(config.stats, :sessions)
+    Stats.incr(config.stats, :connections)
+    Metrics.execute([:grove, :session, :start], %{}, %{encoding: Session.encoding(conn.session)})
+    idle(%{conn | started: true})
+  end
+
+  def handle_info({:tcp, _socket, data}, conn) do
+    config = Grove.Gateway.config()
+    Stats.incr(config.stats, :bytes_in, byte_size(data))
+    now = now_ms()
+    conn = %{conn | heard_at: now, pinged: false}
+
+    case WebSocket.parse(conn.parser, data, config.max_frame) do
+      {:ok, frames, parser} ->
+        frames(%{conn | parser: parser}, frames, now, [])
+
+      {:error, frames, {code, reason}} ->
+        frames(conn, frames, now, [{:close, code, reason}])
+    end
+  end
+
+  def handle_info({:tcp_passive, socket}, conn) do
+    :ok = :inet.setopts(socket, active: @active)
+    idle(conn)
+  end
+
+  def handle_info({:tcp_closed, _socket}, conn), do: {:stop, :normal, conn}
+  def handle_info({:tcp_error, _socket, _reason}, conn), do: {:stop, :normal, conn}
+  def handle_info({:inet_reply, _socket, :ok}, conn), do: idle(conn)
+  def handle_info({:inet_reply, _socket, _error}, conn), do: {:stop, :normal, conn}
+
+  def handle_info(:timeout, %__MODULE__{started: false} = conn), do: {:stop, :normal, conn}
+
+  def handle_info(:timeout, %__MODULE__{closing_at: at} = conn) when at != nil do
+    if now_ms() >= at, do: {:stop, :normal, conn}, else: idle(conn)
+  end
+
+  def handle_info(:timeout, conn) do
+    now = now_ms()
+    config = Grove.Gateway.config()
+
+    cond do
+      now - conn.heard_at >= 2 * config.keepalive ->
+        {:stop, :normal, conn}
+
+      now - conn.heard_at >= config.keepalive and not conn.pinged ->
+        write(%{conn | pinged: true}, WebSocket.frame(:ping, ""), now)
+
+      now >= conn.view_at ->
+        write(%{conn | view_at: now + Pacer.interval(config.view_pace)}, [], now)
+
+      true ->
+        idle(conn)
+    end
+  end
+
+  def handle_info(:grove_drain, conn) do
+    Stats.incr(Grove.Gateway.config().stats, :drained)
+    goodbye(conn, :shutdown, "the server is shutting down", 1001, "going away")
+  end
+
+  def handle_info(message, conn) do
+    case Session.handle_info(conn.session, message) do
+      {session, actions} ->
+        act(%{conn | session: session}, actions, now_ms())
+
+      :unknown ->
+        Logger.warning(
+          "gateway session ignored an unexpected message: #{inspect(message, limit: 5)}"
+        )
+
+        idle(conn)
+    end
+  end
+
+  @impl true
+  def terminate(reason, conn) do
+    Session.ended(conn.session)
+
+    if conn.started do
+      Stats.incr(Grove.Gateway.config().stats, :sessions, -1)
+
+      Metrics.execute([:grove, :session, :stop], %{}, %{
+        encoding: Session.encoding(conn.session),
+        reason: reason
+      })
+    end
+
+    :ok
+  end
+
+  ## Reading
+
+  defp frames(conn, [], now, actions), do: act(conn, Enum.reverse(actions), now)
+
+  # While closing, what the client still sends is read and dropped.
+  defp frames(%__MODULE__{closing_at: at} = conn, _frames, _now, _actions) when at != nil,
+    do: idle(conn)
+
+  defp frames(conn, [{:close, code, _reason} | _], now, actions) do
+    # The client's close, answered with its code (a close without one, with 1000).
+    act(conn, Enum.reverse([{:close, code, ""} | actions]), now)
+  end
+
+  defp frames(conn, [{:ping, payload} | rest], now, actions),
+    do: frames(conn, rest, now, [{:send, WebSocket.frame(:pong, payload)} | actions])
+
+  defp frames(conn, [{:pong, _payload} | rest], now, actions),
+    do: frames(conn, rest, now, actions)
+
+  defp frames(conn, [{kind, data} | rest], now, actions) do
+    Stats.incr(Grove.Gateway.config().stats, :frames_in)
+    {session, new} = Session.handle_frame(conn.session, kind, data, now)
+    frames(%{conn | session: session}, rest, now, Enum.reverse(new, actions))
+  end
+
+  ## Writing
+
+  # Carries out a session's actions: every frame due goes out in one write
+  # (with what the areas published meanwhile); a close goes last.
+  defp act(conn, actions, now) do
+    {frames, close} =
+      Enum.reduce(actions, {[], nil}, fn
+        {:send, frame}, {frames, close} -> {[frames | frame], close}
+        {:close, code, reason}, {frames, nil} -> {frames, {code, reason}}
+        {:close, _, _}, acc -> acc
+      end)
+
+    case {frames, close} do
+      # Nothing to answer (a move, whose outcome comes later): no write.
+      {[], nil} -> idle(conn)
+      {frames, nil} -> write(conn, frames, now)
+      {frames, {code, reason}} -> close(conn, frames, code, reason, now)
+    end
+  end
+
+  # `frames` must go out; views and broadcasts join them when the socket
+  # can take them (and the player has joined).
+  defp write(%__MODULE__{session: %Session{joined: false}} = conn, frames, now),
+    do: conn |> send_data(frames, now) |> idle()
+
+  defp write(conn, frames, now) do
+    config = Grove.Gateway.config()
+
+    case backlog(conn, config) do
+      :ok ->
+        {session, views} = Session.views(conn.session)
+        {bulletin, news} = Broadcaster.news(config.bulletin, conn.bulletin, conn.session.encoding)
+        conn = %{conn | session: session, bulletin: bulletin, slow_since: nil}
+
+        conn =
+          if views != [] or news != [],
+            do: %{conn | view_at: now + Pacer.interval(config.view_pace)},
+            else: conn
+
+        conn |> send_data([frames, views | news], now) |> idle()
+
+      :behind ->
+        Stats.incr(config.stats, :views_held)
+        conn = send_data(conn, frames, now)
+        since = conn.slow_since || now
+
+        if now - since >= config.slow_seconds * 1000,
+          do: disconnect_slow(conn, now),
+          else: idle(%{conn | slow_since: since})
+
+      :slow ->
+        disconnect_slow(conn, now)
+    end
+  end
+
+  defp send_data(conn, data, _now) do
+    case IO.iodata_length(data) do
+      0 ->
+        conn
+
+      bytes ->
+        stats = Grove.Gateway.config().stats
+        {writes, bytes_key} = out_keys(conn.session.encoding)
+        Stats.incr(stats, writes)
+        Stats.incr(stats, bytes_key, bytes)
+
+        try do
+          :erlang.port_command(conn.socket, data)
+        rescue
+          # The socket closed under us; its message follows.
+          ArgumentError -> :ok
+        end
+
+        conn
+    end
+  end
+
+  defp out_keys(:json), do: {:writes_json, :bytes_out_json}
+  defp out_keys(:binary), do: {:writes_binary, :bytes_out_binary}
+
+  # The closing handshake: our last frames and a close frame, then no more
+  # writes; the client answers with its close (or the socket closes), or
+  # after @close_timeout we stop anyway.
+  defp close(conn, frames, code, reason, now) do
+    conn = send_data(conn, [frames, WebSocket.close_frame(code, reason)], now)
+    _ = :gen_tcp.shutdown(conn.socket, :write)
+    idle(%{conn | closing_at: now + @close_timeout})
+  end
+
+  defp backlog(conn, config) do
+    case :erlang.port_info(conn.socket, :queue_size) do
+      {:queue_size, queued} when queued <= config.view_backlog -> :ok
+      {:queue_size, queued} when queued <= config.slow_backlog -> :behind
+      {:queue_size, _queued} -> :slow
+      # Closed under us; its message follows.
+      :undefined -> :ok
+    end
+  end
+
+  defp disconnect_slow(conn, now) do
+    config = Grove.Gateway.config()
+    Stats.incr(config.stats, :slow_consumers)
+
+    Metrics.execute([:grove, :session, :slow_consumer], %{}, %{
+      encoding: Session.encoding(conn.session)
+    })
+
+    goodbye(conn, :slow_consumer, "the connection cannot keep up", 1008, "slow consumer", now)
+  end
+
+  # Tells the client why in a `bye`, then closes with the WebSocket code.
+  defp goodbye(conn, reason, message, code, close_reason, now \\ now_ms()) do
+    {:send, bye} =
+      Session.send_message(conn.session, %{type: :bye, reason: reason, message: message})
+
+    close(conn, bye, code, close_reason, now)
+  end
+
+  ## Time
+
+  # The process waits for its next message or its next due moment: the
+  # view interval, the keepalive, or the end of a closing handshake.
+  defp idle(%__MODULE__{started: false} = conn), do: {:noreply, conn, @start_timeout}
+
+  defp idle(%__MODULE__{closing_at: at} = conn) when at != nil,
+    do: {:noreply, conn, max(at - now_ms(), 0)}
+
+  defp idle(conn) do
+    keepalive = Grove.Gateway.config().keepalive
+    due = if conn.pinged, do: conn.heard_at + 2 * keepalive, else: conn.heard_at + keepalive
+    {:noreply, conn, max(min(conn.view_at, due) - now_ms(), 0)}
+  end
+
+  defp session_config(config) do
+    %{
+      max_frame: config.max_frame,
+      move_rate: config.move_rate,
+      move_burst: config.move_burst,
+      max_errors: config.max_errors,
+      max_view_radius: config.max_view_radius,
+      tick_ms: config.tick_ms,
+      # What a client may count on: the longest it waits for views.
+      view_ms: config.view_ms_max,
+      stats: config.stats,
+      accounts: config.accounts
+    }
+  end
+
+  defp now_ms, do: System.monotonic_time(:millisecond)
+end

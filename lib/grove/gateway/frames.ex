@@ -1,0 +1,116 @@
+defmodule Grove.Gateway.Frames do
+  @moduledoc false
+  # Protocol messages as finished WebSocket frames, and the view format the
+  # gateway's sessions watch zones in (Grove.World.ViewFormat): a zone
+  # encodes each of its deltas once per encoding, as a whole `area` frame,
+  # and every socket watching that zone is written those very bytes.
+  #
+  # `area` and `outcome` are the messages sent thousands of times a second
+  # (a zone's every tick, a player's every move), so they have encoders of
+  # their own, written out by hand; every other message goes through the
+  # definitions in Grove.Protocol. The protocol tests check that both give
+  # the same messages, byte for byte in binary.
+
+  @behaviour Grove.World.ViewFormat
+
+  alias Grove.Gateway.WebSocket
+  alias Grove.Protocol
+
+  @area_tag 72
+  @outcome_tag 65
+  @results [:ok | Grove.World.rejections()]
+
+  @doc "A message as one frame of the connection's encoding."
+  @spec message(Protocol.message(), Protocol.encoding()) :: binary()
+  def message(message, encoding),
+    do: WebSocket.frame(kind(encoding), Protocol.encode(message, encoding))
+
+  @doc "An `outcome` frame."
+  @spec outcome(
+          Protocol.encoding(),
+          non_neg_integer(),
+          atom(),
+          non_neg_integer(),
+          non_neg_integer()
+        ) ::
+          binary()
+  def outcome(:binary, seq, result, x, y),
+    do: WebSocket.frame(:binary, <<@outcome_tag, seq::32, result_code(result), x::16, y::16>>)
+
+  def outcome(:json, seq, result, x, y) do
+    WebSocket.frame(:text, [
+      ~s({"type":"outcome","seq":),
+      Integer.to_string(seq),
+      ~s(,"result":"),
+      Atom.to_string(result),
+      ~s(","x":),
+      Integer.to_string(x),
+      ~s(,"y":),
+      Integer.to_string(y),
+      "}"
+    ])
+  end
+
+  for {result, code} <- Enum.with_index(@results) do
+    defp result_code(unquote(result)), do: unquote(code)
+  end
+
+  @doc "The frame type a connection of this encoding speaks in."
+  @spec kind(Protocol.encoding()) :: :text | :binary
+  def kind(:json), do: :text
+  def kind(:binary), do: :binary
+
+  @doc "The view format of a connection of this encoding."
+  @spec view_format(Protocol.encoding()) :: Grove.World.Feed.format()
+  def view_format(encoding), do: {__MODULE__, encoding}
+
+  @impl Grove.World.ViewFormat
+  def encode_view(:binary, what, zone, entries, departed) do
+    WebSocket.frame(:binary, [
+      <<@area_tag, zone::32, full(what), length(entries)::16>>,
+      for({id, x, y, kind} <- entries, into: <<>>, do: <<id::32, x::16, y::16, kind::8>>),
+      <<length(departed)::16>>,
+      for(id <- departed, into: <<>>, do: <<id::32>>)
+    ])
+  end
+
+  def encode_view(:json, what, zone, entries, departed) do
+    WebSocket.frame(:text, [
+      ~s({"type":"area","area":),
+      Integer.to_string(zone),
+      if(what == :snapshot,
+        do: ~s(,"full":true,"entities":[),
+        else: ~s(,"full":false,"entities":[)
+      ),
+      json_entries(entries),
+      ~s(],"gone":[),
+      json_ids(departed),
+      "]}"
+    ])
+  end
+
+  defp full(:snapshot), do: 1
+  defp full(:delta), do: 0
+
+  defp json_entries([]), do: []
+  defp json_entries([entry]), do: json_entry(entry)
+  defp json_entries([entry | rest]), do: [json_entry(entry), ?, | json_entries(rest)]
+
+  defp json_entry({id, x, y, kind}) do
+    [
+      ?[,
+      Integer.to_string(id),
+      ?,,
+      Integer.to_string(x),
+      ?,,
+      Integer.to_string(y),
+      ?,,
+      Integer.to_string(kind),
+      ?]
+    ]
+  end
+
+  defp json_ids([]), do: []
+  defp json_ids([id]), do: Integer.to_string(id)
+  defp json_ids([id | rest]), do: [Integer.to_string(id), ?, | json_ids(rest)]
+end

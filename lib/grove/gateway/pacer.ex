@@ -1,0 +1,92 @@
+defmodule Grove.Gateway.Pacer do
+  @moduledoc false
+  # How often a player who does not move is sent views, set by how busy the
+  # server is. Each view write costs a wake-up and a system call per player,
+  # so under load the gateway trades view rate for capacity before latency
+  # suffers: while the schedulers are less than `pace_low` busy, views go
+  # out every `view_ms`; past `pace_high`, every `view_ms_max`; in between,
+  # in proportion. A player who moves gets the views due with each outcome
+  # whatever the pace. The pace lives in an `:atomics` the connections read
+  # when they schedule their next view; this process measures the
+  # schedulers once a second and sets it.
+
+  use GenServer
+
+  require Logger
+
+  @every_ms 1000
+
+  @doc "An `:atomics` holding the pace, starting at `view_ms`."
+  @spec new(pos_integer()) :: :atomics.atomics_ref()
+  def new(view_ms) do
+    pace = :atomics.new(1, signed: false)
+    :atomics.put(pace, 1, view_ms)
+    pace
+  end
+
+  @doc "The view interval now, in milliseconds."
+  @spec interval(:atomics.atomics_ref()) :: pos_integer()
+  def interval(pace), do: :atomics.get(pace, 1)
+
+  @doc """
+  The interval for a scheduler utilization (0.0 to 1.0).
+
+      iex> Grove.Gateway.Pacer.pace(0.3, {250, 1000}, {0.5, 0.8})
+      250
+      iex> Grove.Gateway.Pacer.pace(0.65, {250, 1000}, {0.5, 0.8})
+      625
+      iex> Grove.Gateway.Pacer.pace(0.95, {250, 1000}, {0.5, 0.8})
+      1000
+  """
+  @spec pace(float(), {pos_integer(), pos_integer()}, {float(), float()}) :: pos_integer()
+  def pace(utilization, {fastest, slowest}, {low, high}) do
+    cond do
+      utilization <= low -> fastest
+      utilization >= high -> slowest
+      true -> round(fastest + (slowest - fastest) * (utilization - low) / (high - low))
+    end
+  end
+
+  def start_link(config), do: GenServer.start_link(__MODULE__, config)
+
+  @impl true
+  def init(config) do
+    :erlang.system_flag(:scheduler_wall_time, true)
+    Process.send_after(self(), :measure, @every_ms)
+    {:ok, {config, wall_time()}}
+  end
+
+  @impl true
+  def handle_info(:measure, {config, before}) do
+    Process.send_after(self(), :measure, @every_ms)
+    now = wall_time()
+
+    interval =
+      pace(
+        utilization(before, now),
+        {config.view_ms, config.view_ms_max},
+        {config.pace_low, config.pace_high}
+      )
+
+    :atomics.put(config.view_pace, 1, interval)
+    {:noreply, {config, now}}
+  end
+
+  # Busy share of the normal schedulers between two readings.
+  defp utilization(before, now) do
+    {busy, total} =
+      Enum.zip_reduce(before, now, {0, 0}, fn {id, a0, t0}, {id, a1, t1}, {busy, total} ->
+        {busy + a1 - a0, total + t1 - t0}
+      end)
+
+    if total > 0, do: busy / total, else: 0.0
+  end
+
+  defp wall_time do
+    normal = :erlang.system_info(:schedulers)
+
+    :erlang.statistics(:scheduler_wall_time)
+    |> Enum.filter(fn {id, _, _} -> id <= normal end)
+    |> Enum.sort()
+  end
+end
