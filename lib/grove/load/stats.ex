@@ -16,6 +16,7 @@ defmodule Grove.Load.Stats do
     :outcomes_ok,
     :timeouts,
     :view_frames,
+    :views_checked,
     :frames_in,
     :bytes_in,
     :bytes_out,
@@ -38,7 +39,7 @@ defmodule Grove.Load.Stats do
     :unexpected_outcome,
     :stacked_view,
     :entity_on_blocked_cell,
-    :own_entity_missing
+    :stale_own_entity
   ]
 
   for {key, index} <-

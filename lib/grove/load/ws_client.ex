@@ -22,7 +22,9 @@ defmodule Grove.Load.WsClient do
   Connects and performs the opening handshake. Leaves the socket in
   active-once mode, owned by the caller. Options: `:timeout` (ms, default
   5000), `:headers` (extra request headers as `{name, value}`), `:recbuf`
-  (the kernel's receive buffer, to play a slow client).
+  (the kernel's receive buffer, to play a slow client), `:active` (`false`
+  leaves the socket passive, to be handed to another process; default
+  `:once`).
   """
   @spec connect(String.t() | :inet.ip_address(), :inet.port_number(), String.t(), keyword()) ::
           {:ok, t()} | {:error, term()}
@@ -45,7 +47,7 @@ defmodule Grove.Load.WsClient do
          :ok <- :gen_tcp.send(socket, request),
          {:ok, status, headers, rest} <- read_head(socket, <<>>, timeout),
          :ok <- check_upgrade(status, headers, key),
-         :ok <- :inet.setopts(socket, active: :once) do
+         :ok <- :inet.setopts(socket, active: Keyword.get(opts, :active, :once)) do
       {:ok, %__MODULE__{socket: socket, buffer: rest}}
     end
   end

@@ -3,15 +3,31 @@ defmodule Grove.Load.WsRun do
   A load run of real players over WebSocket (`mix grove.load ws`), meant to
   run in its own OS process against a server elsewhere.
 
-  Bots (`Grove.Load.Bot`) connect at `:ramp` per second up to `:players`,
-  join with view updates on, move every `:move_every` ms and check what they
-  receive. A progress line every `:every` seconds; at the end a report with
-  connect times and failures, the move round trip, views received,
-  disconnects by reason, protocol errors and correctness failures.
+  Players (`Grove.Load.Player`, hosted a few hundred to a process by
+  `Grove.Load.Swarm`) connect at `:ramp` per second, join, move every
+  `:move_every` ms and check every outcome; `:check_views` of them (or
+  `:all`) also assemble the areas they receive and check them. A progress
+  line every `:every` seconds; at the end a report with connect times and
+  failures, the move round trip, views received, disconnects by reason,
+  protocol errors and correctness failures.
 
-  Without `:players`, a ramp keeps adding players until the p99 round trip
-  over the last progress window passes `:limit_ms` or errors appear, and
-  reports the knee: the players connected at the last window that passed.
+  Three shapes of run:
+
+    * `:players` - ramp to that many and hold them `:duration` seconds;
+    * neither `:players` nor `:stages` - ramp until the p99 round trip over
+      a progress window passes `:limit_ms` or errors appear, and report
+      the knee: the players connected at the last window that passed;
+    * `:stages` - a list of player counts: for each, ramp to it, let it
+      settle (`:settle` s) and measure it for `:stage_seconds`; stop at the
+      first stage that fails. Before the first, the server is measured
+      alone for `:baseline_seconds`, so that each stage can say what the
+      players cost beyond the world itself. The knee is the last stage
+      that passed.
+
+  With `:server_pid` (an OS pid on this machine) the report adds the
+  server's CPU, read from `/proc`, and with it the server's CPU per
+  player-second; the server's memory comes from its `/metrics`
+  (`:metrics_url`, by default next to `:url`).
 
   When `:report_url` is given (the server's base URL) the run posts each
   progress line to `/api/load/report` there, so the server's dashboard shows
@@ -21,20 +37,27 @@ defmodule Grove.Load.WsRun do
   import Grove.Load.Report, only: [figure: 1]
   import Grove.Metrics.Histogram, only: [to_ms: 1]
 
-  alias Grove.Load.{Bot, Stats}
+  alias Grove.Load.{Stats, Swarm}
   alias Grove.Metrics.Histogram
 
   @defaults [
     url: "ws://127.0.0.1:4000/ws",
     players: nil,
+    stages: nil,
     ramp: nil,
     duration: 60,
+    stage_seconds: 30,
+    settle: 5,
+    baseline_seconds: 10,
     move_every: 1000,
     encoding: :json,
+    check_views: 100,
+    per_swarm: 500,
     every: 5,
     limit_ms: 100,
     max_players: 200_000,
     report_url: nil,
+    metrics_url: nil,
     token: nil,
     server_pid: nil,
     out: &IO.puts/1
@@ -55,53 +78,75 @@ defmodule Grove.Load.WsRun do
 
     terrain = fetch_terrain(host, port)
     stats = Stats.new()
-
-    {:ok, bots} =
-      DynamicSupervisor.start_link(strategy: :one_for_one, max_children: opts[:max_players])
-
-    bot_opts = [
-      host: host,
-      port: port,
-      path: path,
-      encoding: opts[:encoding],
-      stats: stats,
-      terrain: terrain,
-      move_every: opts[:move_every]
-    ]
-
     target = opts[:players]
-    ramp = opts[:ramp] || if(target, do: max(div(target, 10), 100), else: 100)
-    started = System.monotonic_time(:millisecond)
+    stages = opts[:stages]
+    last = if stages, do: List.last(stages), else: target
+    ramp = opts[:ramp] || if(last, do: max(div(last, 10), 100), else: 100)
 
     run = %{
       opts: opts,
       stats: stats,
-      bots: bots,
-      bot_opts: bot_opts,
+      swarm_opts: [
+        host: host,
+        port: port,
+        path: path,
+        encoding: opts[:encoding],
+        stats: stats,
+        terrain: terrain,
+        move_every: opts[:move_every]
+      ],
+      swarms: [],
       target: target,
       ramp: ramp,
-      started: started,
+      started: System.monotonic_time(:millisecond),
+      metrics_url: opts[:metrics_url] || metrics_url(host, port),
       cpu: cpu_now(opts[:server_pid]),
       windows: [],
+      stages: [],
+      baseline: nil,
       knee: nil,
-      spawned: 0
+      spawned: 0,
+      checking: checking(opts[:check_views])
     }
 
     opts[:out].(
-      "load: #{if target, do: "#{target} players", else: "ramping to the knee"} at #{ramp}/s on #{opts[:url]} (#{opts[:encoding]}), moves every #{opts[:move_every]} ms"
+      "load: #{describe(run)} at #{ramp}/s on #{opts[:url]} (#{opts[:encoding]}), " <>
+        "moves every #{opts[:move_every]} ms, views checked by #{describe_checks(opts[:check_views])}"
     )
 
-    run = loop(run, Stats.read(stats), started)
-    stop_bots(bots)
+    run =
+      if stages,
+        do: run |> baseline() |> stages(stages),
+        else: loop(run, Stats.read(stats), run.started)
+
+    for swarm <- run.swarms, do: Swarm.stop(swarm)
     finish(run)
   end
+
+  defp describe(%{target: nil, opts: opts}) do
+    case opts[:stages] do
+      nil -> "ramping to the knee"
+      stages -> "stages of #{Enum.join(stages, ", ")} players"
+    end
+  end
+
+  defp describe(%{target: target}), do: "#{target} players"
+
+  defp describe_checks(:all), do: "every player"
+  defp describe_checks(n), do: "a sample of #{n} players"
+
+  defp checking(:all), do: :infinity
+  defp checking(n) when is_integer(n) and n >= 0, do: n
+
+  ## Ramp to a target, or to the knee
 
   # Every 100 ms: spawn the players due; every `every` seconds: a progress
   # window, and the stop conditions.
   defp loop(run, window_start, window_at) do
     now = System.monotonic_time(:millisecond)
     elapsed = now - run.started
-    run = spawn_due(run, elapsed)
+    cap = run.target || run.opts[:max_players]
+    run = spawn_due(run, min(div(elapsed * run.ramp, 1000) + 1, cap))
 
     {run, window_start, window_at, done?} =
       if now - window_at >= run.opts[:every] * 1000 do
@@ -119,43 +164,16 @@ defmodule Grove.Load.WsRun do
     if done? do
       run
     else
-      receive do
-      after
-        100 -> loop(run, window_start, window_at)
-      end
-    end
-  end
-
-  defp spawn_due(run, elapsed) do
-    due = min(div(elapsed * run.ramp, 1000) + 1, run.target || run.opts[:max_players])
-
-    if due > run.spawned do
-      for _ <- (run.spawned + 1)..due do
-        DynamicSupervisor.start_child(run.bots, %{
-          id: Bot,
-          start: {Bot, :start_link, [run.bot_opts]},
-          restart: :temporary
-        })
-      end
-
-      %{run | spawned: due}
-    else
-      run
+      Process.sleep(100)
+      loop(run, window_start, window_at)
     end
   end
 
   defp stop?(%{target: nil} = run, window, _elapsed) do
-    passed = window.p99_ms != nil and window.p99_ms <= run.opts[:limit_ms] and window.errors == 0
-
-    cond do
-      passed and run.spawned < run.opts[:max_players] ->
-        {%{run | knee: window.players}, false}
-
-      passed ->
-        {%{run | knee: window.players}, true}
-
-      true ->
-        {run, true}
+    if passed?(run, window) do
+      {%{run | knee: window.players}, run.spawned >= run.opts[:max_players]}
+    else
+      {run, true}
     end
   end
 
@@ -163,6 +181,190 @@ defmodule Grove.Load.WsRun do
     ramp_ms = div(run.target * 1000, run.ramp)
     {run, elapsed >= ramp_ms + run.opts[:duration] * 1000}
   end
+
+  defp passed?(run, window),
+    do: window.p99_ms != nil and window.p99_ms <= run.opts[:limit_ms] and window.errors == 0
+
+  ## Stages
+
+  # The server with nobody connected: what the world costs by itself.
+  defp baseline(run) do
+    seconds = run.opts[:baseline_seconds]
+    cpu = cpu_now(run.opts[:server_pid])
+    Process.sleep(seconds * 1000)
+    server = cpu_used(cpu, cpu_now(run.opts[:server_pid]), seconds).server_percent
+    memory = server_memory(run.metrics_url, run.opts[:token])
+
+    run.opts[:out].(
+      "baseline: nobody connected for #{seconds} s: server cpu #{figure(server)} % of a core, " <>
+        "memory #{mb(memory)} MB"
+    )
+
+    %{run | baseline: %{server_percent: server, memory: memory}}
+  end
+
+  defp stages(run, []), do: run
+
+  defp stages(run, [count | rest]) do
+    run = ramp_to(run, count)
+    Process.sleep(run.opts[:settle] * 1000)
+    seconds = run.opts[:stage_seconds]
+    before = Stats.read(run.stats)
+    cpu = cpu_now(run.opts[:server_pid])
+    at = System.monotonic_time(:millisecond)
+    run = hold(run, at + seconds * 1000, before, at)
+    now = System.monotonic_time(:millisecond)
+    measured = (now - at) / 1000
+    diff = Stats.diff(Stats.read(run.stats), before)
+    window = window(run, diff, measured, now - run.started)
+    used = cpu_used(cpu, cpu_now(run.opts[:server_pid]), measured)
+    stage = stage(run, window, diff, used, server_memory(run.metrics_url, run.opts[:token]))
+    run.opts[:out].(stage_line(stage))
+    run = %{run | stages: run.stages ++ [stage]}
+
+    if stage.passed,
+      do: stages(%{run | knee: stage.players}, rest),
+      else: run
+  end
+
+  # Progress lines while a stage is measured, so a long stage shows life.
+  defp hold(run, until, window_start, window_at) do
+    now = System.monotonic_time(:millisecond)
+
+    cond do
+      now >= until ->
+        run
+
+      now - window_at >= run.opts[:every] * 1000 ->
+        reading = Stats.read(run.stats)
+        diff = Stats.diff(reading, window_start)
+        window = window(run, diff, (now - window_at) / 1000, now - run.started)
+        progress(run, window)
+        report_progress(run, window)
+        hold(%{run | windows: run.windows ++ [window]}, until, reading, now)
+
+      true ->
+        Process.sleep(min(100, until - now))
+        hold(run, until, window_start, window_at)
+    end
+  end
+
+  defp ramp_to(run, count) do
+    if run.spawned >= count do
+      run
+    else
+      started = System.monotonic_time(:millisecond)
+      from = run.spawned
+      ramp_loop(run, count, from, started)
+    end
+  end
+
+  defp ramp_loop(run, count, from, started) do
+    elapsed = System.monotonic_time(:millisecond) - started
+    run = spawn_due(run, min(from + div(elapsed * run.ramp, 1000) + 1, count))
+
+    if run.spawned >= count do
+      # Wait until they are in (or failed), up to the connect timeout.
+      await_joined(run, count, System.monotonic_time(:millisecond) + 15_000)
+    else
+      Process.sleep(100)
+      ramp_loop(run, count, from, started)
+    end
+  end
+
+  defp await_joined(run, count, deadline) do
+    counts = Stats.read(run.stats).counts
+    settled = counts.joined + counts.connect_failures
+
+    if settled >= count or System.monotonic_time(:millisecond) > deadline do
+      run
+    else
+      Process.sleep(100)
+      await_joined(run, count, deadline)
+    end
+  end
+
+  defp stage(run, window, diff, used, memory) do
+    players = window.players
+    base = run.baseline
+    server = used.server_percent
+
+    cpu_us = fn percent ->
+      if percent && players > 0, do: round(percent / 100 * 1_000_000 / players)
+    end
+
+    %{
+      players: players,
+      moves_per_s: window.moves_per_s,
+      p50_ms: window.p50_ms,
+      p99_ms: window.p99_ms,
+      max_ms: to_ms(Histogram.max(diff.latency)),
+      views_per_s: window.views_per_s,
+      in_per_player_s: per_player(window.bytes_in_per_s, players),
+      out_per_player_s: per_player(window.bytes_out_per_s, players),
+      server_percent: server,
+      load_percent: used.load_percent,
+      # What each player adds to the server beyond the world alone, and
+      # what the server spends per player all told.
+      server_us_per_player_s:
+        cpu_us.(server && base.server_percent && server - base.server_percent),
+      server_us_per_player_s_gross: cpu_us.(server),
+      memory: memory,
+      memory_per_player:
+        if(memory && base.memory && players > 0, do: div(memory - base.memory, players)),
+      errors: window.errors,
+      correctness_failures: window.correctness_failures,
+      passed: passed?(run, window)
+    }
+  end
+
+  defp per_player(_bytes, 0), do: 0
+  defp per_player(bytes, players), do: round(bytes / players)
+
+  defp stage_line(s) do
+    "stage #{pad(s.players, 6)} players  #{pad(s.moves_per_s, 6)} moves/s  " <>
+      "p50 #{figure(s.p50_ms)} p99 #{figure(s.p99_ms)} max #{figure(s.max_ms)} ms  " <>
+      "#{s.views_per_s} views/s  in #{s.in_per_player_s} out #{s.out_per_player_s} B/player/s  " <>
+      "server #{figure(s.server_percent)} % (#{figure(s.server_us_per_player_s)} us/player-s)  " <>
+      "#{kb(s.memory_per_player)} KB/player  load #{figure(s.load_percent)} %  " <>
+      "errors #{s.errors}  failures #{s.correctness_failures} -> " <>
+      if(s.passed, do: "pass", else: "past the knee")
+  end
+
+  ## Players
+
+  # Connects players up to `due`, filling each swarm to `per_swarm` first.
+  defp spawn_due(run, due) do
+    if due > run.spawned,
+      do: add_players(run, due - run.spawned),
+      else: run
+  end
+
+  defp add_players(run, 0), do: run
+
+  defp add_players(run, count) do
+    per_swarm = run.opts[:per_swarm]
+    {swarm, room, run} = swarm_with_room(run, per_swarm)
+    n = min(count, room)
+    checking = run.checking
+    checks = if checking == :infinity, do: n, else: min(n, checking)
+    Swarm.add(swarm, n, checks)
+    checking = if checking == :infinity, do: :infinity, else: checking - checks
+    add_players(%{run | spawned: run.spawned + n, checking: checking}, count - n)
+  end
+
+  defp swarm_with_room(run, per_swarm) do
+    used = rem(run.spawned, per_swarm)
+
+    if run.swarms != [] and used != 0 do
+      {hd(run.swarms), per_swarm - used, run}
+    else
+      {:ok, swarm} = Swarm.start_link(run.swarm_opts)
+      {swarm, per_swarm, %{run | swarms: [swarm | run.swarms]}}
+    end
+  end
+
+  ## Windows and reports
 
   defp window(run, diff, seconds, elapsed) do
     counts = diff.counts
@@ -219,14 +421,6 @@ defmodule Grove.Load.WsRun do
     :ok
   end
 
-  defp stop_bots(bots) do
-    for {_, pid, _, _} <- DynamicSupervisor.which_children(bots),
-        is_pid(pid),
-        do: send(pid, :stop)
-
-    DynamicSupervisor.stop(bots, :normal, :infinity)
-  end
-
   defp finish(run) do
     total = Stats.read(run.stats)
     counts = total.counts
@@ -236,10 +430,11 @@ defmodule Grove.Load.WsRun do
     cpu = cpu_used(run.cpu, cpu_now(run.opts[:server_pid]), seconds)
 
     report = %{
-      players: if(run.target, do: run.target, else: run.knee || 0),
+      players: run.target || run.knee || 0,
       knee: run.knee,
       encoding: run.opts[:encoding],
       seconds: round(seconds),
+      views_checked_by: describe_checks(run.opts[:check_views]),
       moves_per_s: average(steady, :moves_per_s),
       views_per_s: average(steady, :views_per_s),
       bytes_in_per_s: average(steady, :bytes_in_per_s),
@@ -255,11 +450,14 @@ defmodule Grove.Load.WsRun do
       connect_failures: counts.connect_failures,
       timeouts: counts.timeouts,
       protocol_errors: counts.protocol_errors,
+      views_checked: counts.views_checked,
       disconnects: Map.put(total.disconnects, :total, counts.disconnects),
       correctness_failures: Map.put(total.failures, :total, counts.correctness_failures),
       errors: errors(counts),
       cpu: cpu,
-      windows: run.windows
+      windows: run.windows,
+      stages: run.stages,
+      baseline: run.baseline
     }
 
     print(run.opts[:out], report)
@@ -285,6 +483,7 @@ defmodule Grove.Load.WsRun do
     out.("")
     out.("== load: #{r.players} players over WebSocket (#{r.encoding}), #{r.seconds} s ==")
     if r.knee, do: out.("knee           #{r.knee} players")
+    if r.stages != [], do: print_stages(out, r)
 
     out.(
       "connects       #{r.connected} ok, #{r.connect_failures} failed; p50 #{figure(r.connect_p50_ms)} ms, p99 #{figure(r.connect_p99_ms)} ms, max #{figure(r.connect_max_ms)} ms"
@@ -295,7 +494,7 @@ defmodule Grove.Load.WsRun do
     )
 
     out.(
-      "views          #{r.views_per_s}/s; bytes in #{kb(r.bytes_in_per_s)} KB/s, out #{kb(r.bytes_out_per_s)} KB/s"
+      "views          #{r.views_per_s}/s; bytes in #{kb(r.bytes_in_per_s)} KB/s, out #{kb(r.bytes_out_per_s)} KB/s; checked by #{r.views_checked_by} (#{r.views_checked} checks)"
     )
 
     out.("disconnects    #{inspect(r.disconnects)}")
@@ -308,12 +507,43 @@ defmodule Grove.Load.WsRun do
     out.("cpu            #{inspect(r.cpu)}")
   end
 
+  defp print_stages(out, r) do
+    out.("")
+
+    out.(
+      "| players | moves/s | p50 ms | p99 ms | max ms | views/s | B/player/s in | out | " <>
+        "server CPU % | us per player-s (gross) | KB per player | load CPU % | errors | failures |"
+    )
+
+    out.(
+      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    )
+
+    for s <- r.stages do
+      out.(
+        "| #{s.players} | #{s.moves_per_s} | #{figure(s.p50_ms)} | #{figure(s.p99_ms)} | #{figure(s.max_ms)} | " <>
+          "#{s.views_per_s} | #{s.in_per_player_s} | #{s.out_per_player_s} | #{figure(s.server_percent)} | " <>
+          "#{figure(s.server_us_per_player_s)} (#{figure(s.server_us_per_player_s_gross)}) | " <>
+          "#{kb(s.memory_per_player)} | #{figure(s.load_percent)} | #{s.errors} | #{s.correctness_failures} |"
+      )
+    end
+
+    if r.baseline do
+      out.(
+        "baseline (nobody connected): server #{figure(r.baseline.server_percent)} % of a core, #{mb(r.baseline.memory)} MB"
+      )
+    end
+
+    out.("")
+  end
+
   ## CPU of this process and the server's, from /proc
 
   defp cpu_now(server_pid) do
     %{
       load: proc_ticks(System.pid()),
-      server: if(server_pid, do: proc_ticks(to_string(server_pid)))
+      server: if(server_pid, do: proc_ticks(to_string(server_pid))),
+      at: System.monotonic_time(:millisecond)
     }
   end
 
@@ -345,7 +575,26 @@ defmodule Grove.Load.WsRun do
     end
   end
 
-  ## The terrain, for the bots' check that nobody stands on a tree
+  ## The server's memory, from its /metrics
+
+  defp metrics_url(host, port), do: "http://#{host}:#{port}/metrics"
+
+  defp server_memory(url, token) do
+    headers = if token, do: [{~c"authorization", ~c"Bearer " ++ to_charlist(token)}], else: []
+
+    case :httpc.request(:get, {to_charlist(url), headers}, [timeout: 5000], body_format: :binary) do
+      {:ok, {{_, 200, _}, _headers, body}} ->
+        case Regex.run(~r/^grove_beam_memory_bytes\{kind="total"\} (\d+)/m, body) do
+          [_, bytes] -> String.to_integer(bytes)
+          nil -> nil
+        end
+
+      _ ->
+        nil
+    end
+  end
+
+  ## The terrain, for the checks that nobody stands on a tree
 
   defp fetch_terrain(host, port) do
     {:ok, _} = Application.ensure_all_started(:inets)
@@ -361,7 +610,11 @@ defmodule Grove.Load.WsRun do
     end
   end
 
+  defp kb(nil), do: "-"
   defp kb(bytes), do: round(bytes / 1024)
+
+  defp mb(nil), do: "-"
+  defp mb(bytes), do: round(bytes / 1_000_000)
 
   defp pad(value, width), do: String.pad_leading(to_string(value), width)
 end

@@ -3,8 +3,8 @@ defmodule Mix.Tasks.Grove.Bench.Frames do
 
   @moduledoc """
   Starts a world with actors and its gateway, connects players over
-  WebSocket, records the view frames they receive for a while, and prints the
-  sizes of full views and view deltas in both encodings: every frame received
+  WebSocket, records the `area` frames they receive for a while, and prints
+  the sizes of snapshots and deltas in both encodings: every frame received
   as JSON is also encoded in binary (and the other way round), so both
   columns describe exactly the same messages.
 
@@ -81,7 +81,7 @@ defmodule Mix.Tasks.Grove.Bench.Frames do
   # Joins, walks a little so the viewport changes too, and keeps every view.
   defp record(port, encoding, seconds, parent) do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=#{encoding}")
-    send_message(client, encoding, %{type: :join, view_radius: 8, name: "", token: ""})
+    send_message(client, encoding, %{type: :join, protocol: Protocol.version(), view_radius: 8})
     deadline = System.monotonic_time(:millisecond) + seconds * 1000
     samples = loop(client, encoding, deadline, 1, [])
     send(parent, {:samples, samples})
@@ -94,7 +94,7 @@ defmodule Mix.Tasks.Grove.Bench.Frames do
       case WsClient.recv(client, 1000) do
         {:ok, {_kind, data}, client} ->
           {:ok, message} = Protocol.decode(data, encoding)
-          samples = if message.type == :view, do: [sizes(message) | samples], else: samples
+          samples = if message.type == :area, do: [sizes(message) | samples], else: samples
 
           # A step every ten frames or so, in a circle, to see recentred views too.
           if rem(length(samples) + 1, 10) == 0 do
@@ -130,12 +130,12 @@ defmodule Mix.Tasks.Grove.Bench.Frames do
     Mix.shell().info("")
 
     Mix.shell().info(
-      "| view | frames | entities per frame | JSON bytes | binary bytes | binary / JSON |"
+      "| area | frames | entities per frame | JSON bytes | binary bytes | binary / JSON |"
     )
 
     Mix.shell().info("| --- | ---: | ---: | ---: | ---: | ---: |")
 
-    for {label, full} <- [{"full view", true}, {"delta", false}] do
+    for {label, full} <- [{"area snapshot", true}, {"area delta", false}] do
       group = Enum.filter(samples, &(&1.full == full))
 
       if group != [] do

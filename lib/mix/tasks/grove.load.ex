@@ -10,15 +10,27 @@ defmodule Mix.Tasks.Grove.Load do
 
   ## ws
 
-  Bots are real WebSocket clients (gen_tcp and cowlib framing) that join with
-  view updates, move on their schedule and check what they receive. A
-  progress line every 5 s, then a report; see `Grove.Load.WsRun`.
+  Bots are real WebSocket clients (gen_tcp and cowlib framing), a few
+  hundred to a process, that join, move on their schedule and check every
+  outcome; a sample of them also checks the views. A progress line every
+  5 s, then a report; see `Grove.Load.WsRun`.
 
     * `--url URL` - the server's WebSocket endpoint (default `ws://127.0.0.1:4000/ws`)
-    * `--players N` - players to run; without it, ramp until the knee
+    * `--players N` - players to run; without it (and without `--stages`),
+      ramp until the knee
+    * `--stages N,N,...` - measure each of these player counts in turn
+      (ramp, settle, measure) and print a table of what each costs; stops
+      at the first that fails
+    * `--stage-seconds S`, `--settle S`, `--baseline-seconds S` - how long
+      each stage is measured, how long it settles first, and how long the
+      server is measured alone before the first (defaults 30, 5, 10)
     * `--ramp PER_SECOND` - players added per second (default a tenth of
-      `--players`, at least 100)
+      `--players` or of the last stage, at least 100)
     * `--duration S` - seconds to hold all players after the ramp (default 60)
+    * `--check-views N|all` - how many players assemble and check their
+      views (default 100); all of them check every outcome
+    * `--per-swarm N` - players per load-generator process (default 500)
+    * `--every S` - seconds between progress lines (default 5)
     * `--move-every MS` - milliseconds between a player's moves (default 1000)
     * `--encoding json|binary` (default json)
     * `--limit-ms MS` - the p99 that marks the knee (default 100)
@@ -27,6 +39,8 @@ defmodule Mix.Tasks.Grove.Load do
     * `--dashboard URL` - post progress to that server's dashboard (e.g.
       `http://127.0.0.1:4000`), with `--token TOKEN` if it needs one
     * `--server-pid PID` - also report the server's CPU, read from /proc
+    * `--metrics-url URL` - where the server's memory is read (default the
+      `/metrics` of the server in `--url`)
 
   ## http
 
@@ -69,7 +83,15 @@ defmodule Mix.Tasks.Grove.Load do
     dashboard: :string,
     token: :string,
     server_pid: :integer,
-    max_players: :integer
+    max_players: :integer,
+    stages: :string,
+    stage_seconds: :integer,
+    settle: :integer,
+    baseline_seconds: :integer,
+    check_views: :string,
+    per_swarm: :integer,
+    metrics_url: :string,
+    every: :integer
   ]
 
   @http_switches [
@@ -99,6 +121,7 @@ defmodule Mix.Tasks.Grove.Load do
       end
 
     positive!(opts)
+    opts = opts |> parse_stages() |> parse_check_views()
     start_client()
 
     {json, opts} = Keyword.pop(opts, :json)
@@ -150,6 +173,43 @@ defmodule Mix.Tasks.Grove.Load do
 
   def run(_args),
     do: Mix.raise("usage: mix grove.load ws|http|verify [options] (see `mix help grove.load`)")
+
+  defp parse_stages(opts) do
+    case Keyword.fetch(opts, :stages) do
+      :error ->
+        opts
+
+      {:ok, text} ->
+        stages =
+          for part <- String.split(text, ",", trim: true) do
+            case Integer.parse(String.trim(part)) do
+              {n, ""} when n > 0 -> n
+              _ -> Mix.raise("--stages takes positive player counts, like 1000,2000,4000")
+            end
+          end
+
+        if stages != Enum.sort(stages) or stages == [],
+          do: Mix.raise("--stages must grow, like 1000,2000,4000")
+
+        Keyword.put(opts, :stages, stages)
+    end
+  end
+
+  defp parse_check_views(opts) do
+    case Keyword.fetch(opts, :check_views) do
+      :error ->
+        opts
+
+      {:ok, "all"} ->
+        Keyword.put(opts, :check_views, :all)
+
+      {:ok, text} ->
+        case Integer.parse(text) do
+          {n, ""} when n >= 0 -> Keyword.put(opts, :check_views, n)
+          _ -> Mix.raise("--check-views takes a number of players or all, got #{inspect(text)}")
+        end
+    end
+  end
 
   defp positive!(opts) do
     for {key, value} <- opts, is_integer(value) and value <= 0 do

@@ -1,0 +1,262 @@
+defmodule Grove.Load.Player do
+  @moduledoc false
+  # One simulated player's side of the protocol, as a pure structure: what
+  # it sends and how it checks what it is told, in the spirit of OpenPoker's
+  # harness that checked every hand. A swarm (Grove.Load.Swarm) runs many of
+  # them over real sockets.
+  #
+  # Every player checks every outcome:
+  #
+  #   * each outcome answers a move it sent, once (`unexpected_outcome`);
+  #   * its position follows from its acknowledged moves: `ok` is exactly one
+  #     step from where it was in the direction it asked, a rejection leaves
+  #     it where it was (`position`).
+  #
+  # A player that checks views (all of them, or a sample) also assembles the
+  # areas it receives (Grove.World.View) and checks, after each read:
+  #
+  #   * no two entities stand on one cell (`stacked_view`), none on a tree,
+  #     rock or water (`entity_on_blocked_cell`);
+  #   * when it is about to move again, a second or so after its last
+  #     outcome, its own entity is shown where its outcomes put it
+  #     (`stale_own_entity`).
+  #
+  # To stay cheap, a player decodes only what its checks need: the outcome
+  # (a fixed binary layout, or one small JSON object) and, when it checks
+  # views, the areas. Everything else is counted by its type alone.
+
+  alias Grove.Load.Stats
+  alias Grove.Protocol
+  alias Grove.World.{Grid, View}
+
+  @timeout_us 5_000_000
+  # How long after its last outcome a player's own entity must be shown
+  # where that outcome put it: a tick for the zone to publish the move and
+  # the longest view interval for the connection to write it (both from
+  # `welcome`), and this much room besides.
+  @settle_margin_us 500_000
+
+  # Binary tags of the server's messages (docs/protocol.md).
+  @welcome 64
+  @outcome 65
+  @error 67
+  @bye 71
+  @area 72
+  @area_closed 73
+
+  @results List.to_tuple([:ok | Grove.World.rejections()])
+
+  defstruct [
+    :encoding,
+    :id,
+    :cell,
+    :view,
+    :bye,
+    seq: 0,
+    settled_at: 0,
+    settle_us: 0,
+    pending: nil,
+    expired: [],
+    checks_views: false,
+    joined: false,
+    unsure: false
+  ]
+
+  @type t :: %__MODULE__{}
+
+  @typedoc "What a player needs to check: the counters, the terrain and the time."
+  @type env :: %{
+          stats: Stats.t(),
+          terrain: %{width: pos_integer(), cells: binary()},
+          now: integer()
+        }
+
+  @spec new(Protocol.encoding(), boolean()) :: t()
+  def new(encoding, checks_views),
+    do: %__MODULE__{encoding: encoding, checks_views: checks_views}
+
+  @doc "The `join` to send once connected."
+  @spec join(t()) :: binary()
+  def join(%__MODULE__{encoding: encoding}),
+    do: encode(%{type: :join, protocol: Protocol.version(), view_radius: 8}, encoding)
+
+  @doc """
+  The next move in `direction` as a payload to send, or `nil` while one is
+  still in flight (the position check needs to know where the player
+  stands when it sends). A move in flight for too long is counted as a
+  timeout and forgotten.
+  """
+  @spec move(t(), Grid.direction(), env()) :: {t(), binary() | nil}
+  def move(%__MODULE__{joined: false} = player, _direction, _env), do: {player, nil}
+
+  def move(%__MODULE__{} = player, direction, env) do
+    player = expire(player, env)
+
+    if player.pending == nil do
+      check_own_entity(player, env)
+      seq = player.seq + 1
+      frame = encode(%{type: :move, seq: seq, dir: direction}, player.encoding)
+      # Sent while unsure where it stands, a move's outcome cannot be checked.
+      from = if player.unsure, do: nil, else: player.cell
+      {%{player | seq: seq, pending: {seq, env.now, direction, from}}, frame}
+    else
+      {player, nil}
+    end
+  end
+
+  defp expire(%__MODULE__{pending: {seq, sent_at, _, _}} = player, env)
+       when env.now - sent_at > @timeout_us do
+    Stats.incr(env.stats, :timeouts)
+    # A late answer to it is not a second failure, but the player no longer
+    # knows where it stands until one comes.
+    %{player | pending: nil, expired: Enum.take([seq | player.expired], 8), unsure: true}
+  end
+
+  defp expire(player, _env), do: player
+
+  @doc "A data frame from the server; returns the player, or `{:closed, reason}` after a `bye`."
+  @spec receive_frame(t(), binary(), env()) :: t()
+  def receive_frame(%__MODULE__{encoding: :binary} = player, payload, env),
+    do: binary_frame(player, payload, env)
+
+  def receive_frame(%__MODULE__{encoding: :json} = player, payload, env),
+    do: json_frame(player, payload, env)
+
+  defp binary_frame(player, <<@outcome, seq::32, result, x::16, y::16>>, env),
+    do: outcome(player, seq, elem(@results, result), {x, y}, env)
+
+  defp binary_frame(player, <<@area, _::binary>> = payload, env) do
+    Stats.incr(env.stats, :view_frames)
+    if player.checks_views, do: decoded(player, payload, env), else: player
+  end
+
+  defp binary_frame(player, <<@area_closed, _::binary>> = payload, env),
+    do: if(player.checks_views, do: decoded(player, payload, env), else: player)
+
+  defp binary_frame(player, <<tag, _::binary>> = payload, env)
+       when tag in [@welcome, @error, @bye],
+       do: decoded(player, payload, env)
+
+  defp binary_frame(player, _other, _env), do: player
+
+  # The server writes `type` first, so a prefix tells the type without a parse.
+  defp json_frame(player, ~s({"type":"area") <> _ = payload, env) do
+    Stats.incr(env.stats, :view_frames)
+    if player.checks_views, do: decoded(player, payload, env), else: player
+  end
+
+  defp json_frame(player, ~s({"type":"area_closed") <> _ = payload, env),
+    do: if(player.checks_views, do: decoded(player, payload, env), else: player)
+
+  defp json_frame(player, ~s({"type":"stats") <> _, _env), do: player
+  defp json_frame(player, ~s({"type":"density") <> _, _env), do: player
+  defp json_frame(player, ~s({"type":"pong") <> _, _env), do: player
+  defp json_frame(player, payload, env), do: decoded(player, payload, env)
+
+  defp decoded(player, payload, env) do
+    case Protocol.decode(payload, player.encoding) do
+      {:ok, message} ->
+        message(player, message, env)
+
+      {:error, _code, _text} ->
+        Stats.incr(env.stats, :protocol_errors)
+        player
+    end
+  end
+
+  defp message(player, %{type: :welcome, id: id, x: x, y: y} = welcome, env) do
+    Stats.incr(env.stats, :joined)
+    view = if player.checks_views, do: View.new({x, y}, 8, id)
+    settle_us = (welcome.tick_ms + welcome.view_ms) * 1000 + @settle_margin_us
+    %{player | id: id, cell: {x, y}, joined: true, view: view, settle_us: settle_us}
+  end
+
+  defp message(player, %{type: :outcome, seq: seq, result: result, x: x, y: y}, env),
+    do: outcome(player, seq, result, {x, y}, env)
+
+  defp message(%__MODULE__{view: nil} = player, %{type: type}, _env)
+       when type in [:area, :area_closed],
+       do: player
+
+  defp message(%__MODULE__{view: view} = player, %{type: :area} = area, _env) do
+    view =
+      if area.full,
+        do: View.put_area(view, area.area, area.entities),
+        else: View.update_area(view, area.area, area.entities, area.gone)
+
+    %{player | view: view}
+  end
+
+  defp message(%__MODULE__{view: view} = player, %{type: :area_closed, area: zone}, _env),
+    do: %{player | view: View.drop_area(view, zone)}
+
+  defp message(player, %{type: :error}, env) do
+    Stats.incr(env.stats, :protocol_errors)
+    player
+  end
+
+  defp message(player, %{type: :bye, reason: reason}, _env), do: %{player | bye: reason}
+  defp message(player, _other, _env), do: player
+
+  defp outcome(player, seq, result, cell, env) do
+    case player.pending do
+      {^seq, sent_at, direction, from} ->
+        Grove.Metrics.Histogram.record(env.stats.latency, env.now - sent_at)
+        Stats.incr(env.stats, :outcomes)
+        if result == :ok, do: Stats.incr(env.stats, :outcomes_ok)
+        expected = if result == :ok and from != nil, do: Grid.step(from, direction), else: from
+
+        if from != nil and cell != expected, do: Stats.failure(env.stats, :position)
+
+        view = if player.view, do: View.recenter(player.view, cell), else: nil
+        %{player | pending: nil, cell: cell, view: view, unsure: false, settled_at: env.now}
+
+      _other ->
+        if seq in player.expired do
+          # A late answer: it says where the player stands now.
+          %{player | cell: cell, unsure: false}
+        else
+          Stats.failure(env.stats, :unexpected_outcome)
+          player
+        end
+    end
+  end
+
+  @doc "Checks the assembled areas, for a player that checks views; after each read."
+  @spec check_view(t(), env()) :: :ok
+  def check_view(%__MODULE__{view: nil}, _env), do: :ok
+
+  def check_view(%__MODULE__{view: view} = player, env) do
+    Stats.incr(env.stats, :views_checked)
+    cells = for {id, {x, y, _kind}} <- View.known(view), id != player.id, do: {x, y}
+
+    if length(cells) != length(Enum.uniq(cells)), do: Stats.failure(env.stats, :stacked_view)
+
+    if Enum.any?(cells, fn {x, y} -> blocked?(env.terrain, x, y) end),
+      do: Stats.failure(env.stats, :entity_on_blocked_cell)
+
+    :ok
+  end
+
+  # Called as the player is about to move again, a second or so after its
+  # last outcome: time enough for its zone to have published the move.
+  defp check_own_entity(%__MODULE__{view: nil}, _env), do: :ok
+  defp check_own_entity(%__MODULE__{unsure: true}, _env), do: :ok
+  defp check_own_entity(%__MODULE__{seq: 0}, _env), do: :ok
+
+  defp check_own_entity(%__MODULE__{settled_at: at, settle_us: settle}, env)
+       when env.now - at < settle,
+       do: :ok
+
+  defp check_own_entity(%__MODULE__{view: view, id: id, cell: {x, y}}, env) do
+    case View.known(view) do
+      %{^id => {^x, ^y, _kind}} -> :ok
+      _ -> Stats.failure(env.stats, :stale_own_entity)
+    end
+  end
+
+  defp blocked?(%{width: w, cells: cells}, x, y),
+    do: x < w and y * w + x < byte_size(cells) and :binary.at(cells, y * w + x) in [1, 2, 3]
+
+  defp encode(message, encoding), do: IO.iodata_to_binary(Protocol.encode(message, encoding))
+end

@@ -1,0 +1,296 @@
+defmodule Grove.Load.Swarm do
+  @moduledoc false
+  # Many simulated players (Grove.Load.Player) in one process, each on a
+  # real WebSocket of its own: the load lab's bots. A process per player
+  # cost the load generator as much CPU as the server it measured; here one
+  # process owns hundreds of sockets in active-N mode, reads the server's
+  # frames with a parser for unmasked server frames only, and moves its
+  # players from a timing wheel, so what it spends goes to system calls and
+  # to the checks.
+  #
+  # Each player moves every `move_every` ms (with 10 % jitter either way,
+  # its first move at a random point of the first interval), in a random
+  # direction, with one move in flight at most. Connecting (TCP and the
+  # WebSocket handshake) happens in short-lived helper processes, so a ramp
+  # does not wait behind the sockets already playing.
+
+  use GenServer
+
+  alias Grove.Load.{Player, Stats, WsClient}
+  alias Grove.World.Grid
+
+  @slot_ms 10
+  # Socket messages before a socket must be re-armed.
+  @active 100
+  @directions List.to_tuple(Grid.directions())
+
+  defstruct [
+    :host,
+    :port,
+    :path,
+    :encoding,
+    :move_every,
+    :stats,
+    :terrain,
+    :rand,
+    :timer,
+    bots: %{},
+    wheel: %{},
+    slot: 0,
+    closing: false
+  ]
+
+  @doc """
+  Starts a swarm. Options: `:host`, `:port`, `:path` (with the encoding's
+  query), `:encoding`, `:move_every` (ms), `:stats` (Grove.Load.Stats),
+  `:terrain` (`%{width: w, cells: binary}`, for the checks).
+  """
+  @spec start_link(keyword()) :: GenServer.on_start()
+  def start_link(opts), do: GenServer.start_link(__MODULE__, opts)
+
+  @doc "Connects `count` more players; the first `checking` of them check views too."
+  @spec add(pid(), pos_integer(), non_neg_integer()) :: :ok
+  def add(swarm, count, checking \\ 0), do: GenServer.cast(swarm, {:add, count, checking})
+
+  @doc "Closes every socket and stops."
+  @spec stop(pid()) :: :ok
+  def stop(swarm), do: GenServer.stop(swarm, :normal, :infinity)
+
+  # Callbacks
+
+  @impl true
+  def init(opts) do
+    swarm = %__MODULE__{
+      host: Keyword.fetch!(opts, :host),
+      port: Keyword.fetch!(opts, :port),
+      path: Keyword.fetch!(opts, :path),
+      encoding: Keyword.fetch!(opts, :encoding),
+      move_every: Keyword.fetch!(opts, :move_every),
+      stats: Keyword.fetch!(opts, :stats),
+      terrain: Keyword.fetch!(opts, :terrain),
+      rand: :rand.seed_s(:exsss),
+      slot: current_slot()
+    }
+
+    {:ok, beat(swarm)}
+  end
+
+  @impl true
+  def handle_cast({:add, count, checking}, swarm) do
+    me = self()
+
+    for n <- 1..count do
+      spawn(fn -> connect(me, swarm, n <= checking) end)
+    end
+
+    {:noreply, swarm}
+  end
+
+  @impl true
+  def handle_info({:connected, socket, rest, checks}, swarm) do
+    :ok = :inet.setopts(socket, active: @active)
+    player = Player.new(swarm.encoding, checks)
+    send_payload(swarm, socket, Player.join(player))
+    {offset, rand} = :rand.uniform_s(max(div(swarm.move_every, @slot_ms), 1), swarm.rand)
+    swarm = %{swarm | rand: rand, bots: Map.put(swarm.bots, socket, {player, <<>>})}
+    swarm = schedule(swarm, socket, swarm.slot + offset)
+
+    if rest == <<>>,
+      do: {:noreply, swarm},
+      else: handle_info({:tcp, socket, rest}, swarm)
+  end
+
+  def handle_info({:tcp, socket, data}, swarm) do
+    Stats.incr(swarm.stats, :bytes_in, byte_size(data))
+
+    case swarm.bots do
+      %{^socket => {player, buffer}} ->
+        env = env(swarm)
+
+        case frames(player, buffer <> data, socket, swarm, env) do
+          {:ok, player, buffer} ->
+            Player.check_view(player, env)
+            {:noreply, %{swarm | bots: Map.put(swarm.bots, socket, {player, buffer})}}
+
+          {:closed, reason} ->
+            {:noreply, drop(swarm, socket, reason)}
+        end
+
+      _ ->
+        {:noreply, swarm}
+    end
+  end
+
+  def handle_info({:tcp_passive, socket}, swarm) do
+    _ = :inet.setopts(socket, active: @active)
+    {:noreply, swarm}
+  end
+
+  def handle_info({:tcp_closed, socket}, swarm) do
+    case swarm.bots do
+      %{^socket => {player, _}} -> {:noreply, drop(swarm, socket, player.bye || :closed)}
+      _ -> {:noreply, swarm}
+    end
+  end
+
+  def handle_info({:tcp_error, socket, _reason}, swarm),
+    do: {:noreply, drop(swarm, socket, :error)}
+
+  def handle_info({:inet_reply, _socket, _status}, swarm), do: {:noreply, swarm}
+
+  def handle_info(:beat, swarm) do
+    now_slot = current_slot()
+    swarm = Enum.reduce((swarm.slot + 1)..now_slot//1, swarm, &move_slot(&2, &1))
+    {:noreply, beat(%{swarm | slot: max(now_slot, swarm.slot)})}
+  end
+
+  @impl true
+  def terminate(_reason, swarm) do
+    for {socket, _} <- swarm.bots, do: :gen_tcp.close(socket)
+    :ok
+  end
+
+  ## Connecting (in a helper process)
+
+  defp connect(swarm_pid, swarm, checks) do
+    Stats.incr(swarm.stats, :started)
+    started = System.monotonic_time(:microsecond)
+
+    case WsClient.connect(swarm.host, swarm.port, swarm.path, timeout: 10_000, active: false) do
+      {:ok, client} ->
+        Grove.Metrics.Histogram.record(
+          swarm.stats.connect,
+          System.monotonic_time(:microsecond) - started
+        )
+
+        Stats.incr(swarm.stats, :connected)
+
+        case :gen_tcp.controlling_process(client.socket, swarm_pid) do
+          :ok -> send(swarm_pid, {:connected, client.socket, client.buffer, checks})
+          {:error, _} -> :gen_tcp.close(client.socket)
+        end
+
+      {:error, _reason} ->
+        Stats.incr(swarm.stats, :connect_failures)
+    end
+  end
+
+  ## Moving
+
+  defp move_slot(swarm, slot) do
+    {due, wheel} = Map.pop(swarm.wheel, slot, [])
+    swarm = %{swarm | wheel: wheel}
+    env = env(swarm)
+
+    Enum.reduce(due, swarm, fn socket, swarm ->
+      case swarm.bots do
+        %{^socket => {player, buffer}} ->
+          {n, rand} = :rand.uniform_s(8, swarm.rand)
+          {player, payload} = Player.move(player, elem(@directions, n - 1), env)
+
+          if payload do
+            Stats.incr(swarm.stats, :moves_sent)
+            send_payload(swarm, socket, payload)
+          end
+
+          swarm = %{swarm | rand: rand, bots: Map.put(swarm.bots, socket, {player, buffer})}
+          next(swarm, socket, slot)
+
+        _ ->
+          swarm
+      end
+    end)
+  end
+
+  # The next move is due one interval later, give or take a tenth.
+  defp next(swarm, socket, slot) do
+    interval = div(swarm.move_every, @slot_ms)
+    spread = max(div(interval, 5), 1)
+    {jitter, rand} = :rand.uniform_s(spread, swarm.rand)
+    schedule(%{swarm | rand: rand}, socket, slot + interval - div(spread, 2) + jitter)
+  end
+
+  defp schedule(swarm, socket, slot),
+    do: %{swarm | wheel: Map.update(swarm.wheel, slot, [socket], &[socket | &1])}
+
+  defp beat(swarm), do: %{swarm | timer: Process.send_after(self(), :beat, @slot_ms)}
+
+  defp current_slot, do: div(System.monotonic_time(:millisecond), @slot_ms)
+
+  ## Reading the server's frames (never masked, never fragmented)
+
+  defp frames(player, buffer, socket, swarm, env) do
+    case next_frame(buffer) do
+      {:more, buffer} ->
+        {:ok, player, buffer}
+
+      {opcode, payload, rest} when opcode in [1, 2] ->
+        Stats.incr(swarm.stats, :frames_in)
+        player = Player.receive_frame(player, payload, env)
+        frames(player, rest, socket, swarm, env)
+
+      {8, payload, _rest} ->
+        {:closed, player.bye || close_reason(payload)}
+
+      {9, payload, rest} ->
+        send_frame(swarm, socket, {:pong, payload})
+        frames(player, rest, socket, swarm, env)
+
+      {_control, _payload, rest} ->
+        frames(player, rest, socket, swarm, env)
+    end
+  end
+
+  defp next_frame(<<_::4, op::4, 0::1, 127::7, len::64, rest::binary>> = buffer),
+    do: take(op, len, rest, buffer)
+
+  defp next_frame(<<_::4, op::4, 0::1, 126::7, len::16, rest::binary>> = buffer),
+    do: take(op, len, rest, buffer)
+
+  defp next_frame(<<_::4, op::4, 0::1, len::7, rest::binary>> = buffer) when len < 126,
+    do: take(op, len, rest, buffer)
+
+  defp next_frame(buffer), do: {:more, buffer}
+
+  defp take(op, len, rest, _buffer) when byte_size(rest) >= len do
+    <<payload::binary-size(len), rest::binary>> = rest
+    {op, payload, rest}
+  end
+
+  defp take(_op, _len, _rest, buffer), do: {:more, buffer}
+
+  defp close_reason(<<1001::16, _::binary>>), do: :shutdown
+  defp close_reason(<<1008::16, _::binary>>), do: :slow_consumer
+  defp close_reason(<<1009::16, _::binary>>), do: :too_large
+  defp close_reason(_), do: :closed
+
+  ## Writing
+
+  defp send_payload(swarm, socket, payload) do
+    kind = if swarm.encoding == :json, do: :text, else: :binary
+    Stats.incr(swarm.stats, :bytes_out, byte_size(payload))
+    send_frame(swarm, socket, {kind, payload})
+  end
+
+  defp send_frame(_swarm, socket, frame) do
+    :erlang.port_command(socket, :cow_ws.masked_frame(frame, %{}))
+  rescue
+    # Closed under us; its message follows.
+    ArgumentError -> false
+  end
+
+  defp drop(swarm, socket, reason) do
+    case Map.pop(swarm.bots, socket) do
+      {nil, _} ->
+        swarm
+
+      {_bot, bots} ->
+        unless swarm.closing, do: Stats.disconnect(swarm.stats, reason)
+        :gen_tcp.close(socket)
+        %{swarm | bots: bots}
+    end
+  end
+
+  defp env(swarm),
+    do: %{stats: swarm.stats, terrain: swarm.terrain, now: System.monotonic_time(:microsecond)}
+end

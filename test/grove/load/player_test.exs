@@ -1,0 +1,115 @@
+defmodule Grove.Load.PlayerTest do
+  use ExUnit.Case, async: true
+
+  alias Grove.Load.{Player, Stats}
+  alias Grove.Protocol
+
+  # A 20 x 20 meadow with one tree at {5, 5}.
+  @terrain %{
+    width: 20,
+    cells: :binary.copy(<<0>>, 20 * 5 + 5) <> <<1>> <> :binary.copy(<<0>>, 294)
+  }
+
+  setup do
+    %{env: %{stats: Stats.new(), terrain: @terrain, now: 1_000_000}}
+  end
+
+  defp frame(message, encoding), do: IO.iodata_to_binary(Protocol.encode(message, encoding))
+
+  defp welcome(encoding, checks, env) do
+    message = %{
+      type: :welcome,
+      protocol: 2,
+      id: 7,
+      x: 10,
+      y: 10,
+      width: 20,
+      height: 20,
+      view_radius: 8,
+      tick_ms: 100,
+      view_ms: 400,
+      name: "",
+      avatar: "x"
+    }
+
+    Player.receive_frame(Player.new(encoding, checks), frame(message, encoding), env)
+  end
+
+  defp failures(env), do: Stats.read(env.stats).failures
+
+  defp outcome(player, seq, result, {x, y}, env) do
+    message = %{type: :outcome, seq: seq, result: result, x: x, y: y}
+    Player.receive_frame(player, frame(message, player.encoding), env)
+  end
+
+  for encoding <- [:json, :binary] do
+    test "every outcome is checked against the move it answers (#{encoding})", %{env: env} do
+      player = welcome(unquote(encoding), false, env)
+      {player, payload} = Player.move(player, :e, env)
+      assert {:ok, %{type: :move, seq: 1, dir: :e}} = Protocol.decode(payload, unquote(encoding))
+      # One move in flight at a time.
+      assert {_, nil} = Player.move(player, :w, env)
+
+      player = outcome(player, 1, :ok, {11, 10}, env)
+      assert failures(env).position == 0
+      assert Stats.read(env.stats).counts.outcomes == 1
+
+      {player, _} = Player.move(player, :n, env)
+      player = outcome(player, 2, :blocked, {11, 9}, env)
+      assert failures(env).position == 1
+
+      _player = outcome(player, 9, :ok, {11, 8}, env)
+      assert failures(env).unexpected_outcome == 1
+    end
+  end
+
+  test "a move with no answer for five seconds is a timeout; its late answer is no failure", %{
+    env: env
+  } do
+    player = welcome(:binary, false, env)
+    {player, _} = Player.move(player, :e, env)
+    later = %{env | now: env.now + 6_000_000}
+    {player, payload} = Player.move(player, :e, later)
+    assert payload != nil
+    assert Stats.read(env.stats).counts.timeouts == 1
+    player = outcome(player, 1, :ok, {11, 10}, later)
+    assert failures(env).unexpected_outcome == 0
+    _player = outcome(player, 2, :ok, {12, 10}, later)
+    assert failures(env).position == 0
+  end
+
+  test "a checking player sees two entities on one cell, or one on a tree", %{env: env} do
+    player = welcome(:json, true, env)
+    area = %{type: :area, area: 0, full: true, entities: [{1, 2, 2, 0}, {2, 3, 3, 0}], gone: []}
+    player = Player.receive_frame(player, frame(area, :json), env)
+    Player.check_view(player, env)
+    assert failures(env).stacked_view == 0 and failures(env).entity_on_blocked_cell == 0
+
+    stacked = %{area | full: false, entities: [{2, 2, 2, 0}]}
+    player = Player.receive_frame(player, frame(stacked, :json), env)
+    Player.check_view(player, env)
+    assert failures(env).stacked_view == 1
+
+    on_tree = %{area | full: false, entities: [{2, 5, 5, 0}]}
+    player = Player.receive_frame(player, frame(on_tree, :json), env)
+    Player.check_view(player, env)
+    assert failures(env).entity_on_blocked_cell == 1
+  end
+
+  test "a checking player's own entity must be shown where its outcomes put it", %{env: env} do
+    player = welcome(:binary, true, env)
+    own = %{type: :area, area: 0, full: true, entities: [{7, 10, 10, 1}], gone: []}
+    player = Player.receive_frame(player, frame(own, :binary), env)
+    {player, _} = Player.move(player, :e, env)
+    player = outcome(player, 1, :ok, {11, 10}, env)
+
+    # Soon after the outcome the view may lag: not checked yet.
+    {player, _} = Player.move(player, :e, %{env | now: env.now + 100_000})
+    player = outcome(player, 2, :ok, {12, 10}, env)
+    assert failures(env).stale_own_entity == 0
+
+    # A second later it must show the player at {12, 10}; it still shows {10, 10}.
+    {_player, _} = Player.move(player, :e, %{env | now: env.now + 1_100_000})
+    assert failures(env).stale_own_entity == 1
+  end
+end
