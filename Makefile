@@ -11,7 +11,7 @@ CLIENT_SOURCES := $(shell find assets/src -type f 2>/dev/null) assets/package.js
 CLIENT_BUNDLE := priv/static/assets/app.js priv/static/assets/dashboard.js
 NODE_MODULES := assets/node_modules/.package-lock.json
 
-.PHONY: run test test-server test-browser setup setup-test compile client bench clean
+.PHONY: run test test-server test-browser setup setup-test compile client bench bench-players clean
 
 run: setup client
 	mix compile
@@ -51,6 +51,11 @@ compile: setup
 # for the others (and `scripts/setup bench` for what they use).
 bench: setup
 	mix grove.bench.actors --actors 250000 --duration 60
+
+# What a player costs the server, with the server and the load pinned to
+# cores of their own; see docs/benchmarks.md ("Players per core").
+bench-players: setup
+	mix grove.bench.players $(BENCH_ARGS)
 
 clean:
 	rm -rf _build priv/static/assets assets/node_modules
