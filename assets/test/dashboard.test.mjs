@@ -178,6 +178,7 @@ const SAMPLE_FIELDS = [
   "actor_p50_ms",
   "actor_p99_ms",
   "tick_p99_ms",
+  "player_p99_ms",
   "sessions",
   "writes_out_per_s",
   "bytes_out_json_per_s",
@@ -216,6 +217,7 @@ describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_00
   let server;
   let browser;
   let game;
+  let walking;
   const url = (path) => new URL(path, server.url).href;
   const dashboardUrl = () => url(`dashboard?token=${TOKEN}`);
 
@@ -230,12 +232,17 @@ describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_00
       else process.env.GROVE_ADMIN_TOKEN = previous;
     }
     browser = await launchBrowser();
-    // A player in the game, so that there are sessions and bytes to show.
+    // A player in the game, walking about, so that there are sessions, bytes
+    // and players' moves to show.
     game = await openGame(browser, server.url);
     await waitJoined(game.page);
+    const keys = ["ArrowUp", "ArrowRight", "ArrowDown", "ArrowLeft"];
+    let step = 0;
+    walking = setInterval(() => void game.page.keyboard.press(keys[step++ % keys.length]).catch(() => {}), 250);
   });
 
   after(async () => {
+    clearInterval(walking);
     await browser?.close();
     await server?.stop();
   });

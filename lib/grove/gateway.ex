@@ -158,6 +158,13 @@ defmodule Grove.Gateway do
   @spec stats() :: %{atom() => integer()}
   def stats, do: Stats.read(config().stats)
 
+  @doc """
+  The histogram of players' moves as the server sees them, in microseconds:
+  from the move read off the socket to its outcome handed to the socket.
+  """
+  @spec move_time() :: Grove.Metrics.Histogram.t()
+  def move_time, do: config().move_time
+
   @doc "The session processes connected now."
   @spec sessions() :: [pid()]
   def sessions do
@@ -194,6 +201,8 @@ defmodule Grove.Gateway do
         listen: listen_ip(opts[:listen]),
         docroot: docroot,
         stats: Stats.new(),
+        # Players' moves on the server: from the frame read to the outcome written.
+        move_time: Grove.Metrics.Histogram.new(),
         sessions: sessions,
         tick_ms: tick_ms(world),
         # Made here, so that they outlive the processes that write them.

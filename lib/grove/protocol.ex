@@ -253,24 +253,26 @@ defmodule Grove.Protocol do
     end
   end
 
-  defp decode_json_fields(type, fields, object) do
-    Enum.reduce_while(fields, {:ok, %{type: type}}, fn field, {:ok, acc} ->
-      key = Atom.to_string(name(field))
+  defp decode_json_fields(type, fields, object), do: json_fields(fields, object, %{type: type})
 
-      case {Map.fetch(object, key), field} do
-        {:error, {_name, _codec, default}} ->
-          {:cont, {:ok, Map.put(acc, name(field), default)}}
+  defp json_fields([], _object, acc), do: {:ok, acc}
 
-        {:error, _required} ->
-          {:halt, {:error, :bad_field, "#{key}: missing"}}
+  defp json_fields([field | fields], object, acc) do
+    key = json_key(name(field))
 
-        {{:ok, json}, _} ->
-          case Codec.from_json(codec(field), json) do
-            {:ok, value} -> {:cont, {:ok, Map.put(acc, name(field), value)}}
-            {:error, why} -> {:halt, {:error, :bad_field, "#{key}: #{why}"}}
-          end
-      end
-    end)
+    case Map.fetch(object, key) do
+      :error when tuple_size(field) == 3 ->
+        json_fields(fields, object, Map.put(acc, name(field), elem(field, 2)))
+
+      :error ->
+        {:error, :bad_field, "#{key}: missing"}
+
+      {:ok, json} ->
+        case Codec.from_json(codec(field), json) do
+          {:ok, value} -> json_fields(fields, object, Map.put(acc, name(field), value))
+          {:error, why} -> {:error, :bad_field, "#{key}: #{why}"}
+        end
+    end
   end
 
   # jiffy raises on bad input, and on numbers or nesting it cannot hold.

@@ -29,6 +29,7 @@ export interface Sample {
   actor_p50_ms: number | null;
   actor_p99_ms: number | null;
   tick_p99_ms: number | null;
+  player_p99_ms: number | null;
   sessions: number | null;
   writes_out_per_s: number | null;
   bytes_out_json_per_s: number | null;
@@ -59,6 +60,7 @@ export const NUMERIC_FIELDS: readonly NumericField[] = [
   "actor_p50_ms",
   "actor_p99_ms",
   "tick_p99_ms",
+  "player_p99_ms",
   "sessions",
   "writes_out_per_s",
   "bytes_out_json_per_s",

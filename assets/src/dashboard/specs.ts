@@ -35,12 +35,13 @@ export const CHARTS: ChartSpec[] = [
   },
   {
     id: "latency",
-    title: "Actor move round trip",
-    note: "From an actor sending a move to its outcome, over the last second.",
+    title: "Move round trip",
+    note: "From an actor sending a move to its outcome, and players' p99 on the server (the move read off the socket to its outcome written), over the last second.",
     left: { label: "ms", tick: msTick },
     series: [
-      { key: "p50", label: "p50", colour: colours.teal, value: (s) => s.actor_p50_ms, format: ms },
-      { key: "p99", label: "p99", colour: colours.pink, value: (s) => s.actor_p99_ms, format: ms },
+      { key: "p50", label: "actors p50", colour: colours.teal, value: (s) => s.actor_p50_ms, format: ms },
+      { key: "p99", label: "actors p99", colour: colours.pink, value: (s) => s.actor_p99_ms, format: ms },
+      { key: "players", label: "players p99", colour: colours.violet, value: (s) => s.player_p99_ms, format: ms, dashed: true },
     ],
   },
   {

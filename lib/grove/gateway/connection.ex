@@ -363,6 +363,7 @@ defmodule Grove.Gateway.Connection do
       # What a client may count on: the longest it waits for views.
       view_ms: config.view_ms_max,
       stats: config.stats,
+      move_time: config.move_time,
       accounts: config.accounts
     }
   end

@@ -17,12 +17,15 @@ defmodule Grove.Gateway.Session do
   alias Grove.{Accounts, Protocol, RateLimit}
   alias Grove.Gateway.{Frames, Stats}
   alias Grove.World
+  alias Grove.World.Feed
 
   # Errors tolerated per window before a client is cut off.
   @error_window_ms 60_000
 
   defstruct [
     :world,
+    :feed,
+    :format,
     :encoding,
     :config,
     :move_limit,
@@ -33,7 +36,8 @@ defmodule Grove.Gateway.Session do
     errors: 0,
     errors_since: 0,
     joined: false,
-    areas: %{}
+    areas: %{},
+    in_flight: %{}
   ]
 
   @type action :: {:send, iodata()} | {:close, non_neg_integer(), String.t()}
@@ -47,6 +51,7 @@ defmodule Grove.Gateway.Session do
           tick_ms: pos_integer(),
           view_ms: pos_integer(),
           stats: Grove.Gateway.Stats.t() | nil,
+          move_time: Grove.Metrics.Histogram.t() | nil,
           accounts: atom() | nil
         }
 
@@ -59,6 +64,8 @@ defmodule Grove.Gateway.Session do
   def new(world, encoding, config, now_ms) do
     %__MODULE__{
       world: world,
+      feed: World.fetch!(world).feed,
+      format: Frames.view_format(encoding),
       encoding: encoding,
       config: config,
       move_limit: RateLimit.new(config.move_rate, config.move_burst),
@@ -127,7 +134,10 @@ defmodule Grove.Gateway.Session do
     case RateLimit.allow(session.move_limit, session.moves_booked, now_ms) do
       {:ok, booked} ->
         :ok = World.move(session.world, session.id, direction, seq)
-        {%{session | moves_booked: booked}, []}
+        started = System.monotonic_time(:microsecond)
+
+        {%{session | moves_booked: booked, in_flight: Map.put(session.in_flight, seq, started)},
+         []}
 
       :limited ->
         error(
@@ -265,7 +275,17 @@ defmodule Grove.Gateway.Session do
         {:rejected, reason} -> {reason, session.cell}
       end
 
-    {%{session | cell: cell}, [{:send, Frames.outcome(session.encoding, seq, result, x, y)}]}
+    {started, in_flight} = Map.pop(session.in_flight, seq)
+
+    if started && session.config[:move_time],
+      do:
+        Grove.Metrics.Histogram.record(
+          session.config.move_time,
+          System.monotonic_time(:microsecond) - started
+        )
+
+    {%{session | cell: cell, in_flight: in_flight},
+     [{:send, Frames.outcome(session.encoding, seq, result, x, y)}]}
   end
 
   # A snapshot is a finished `area` frame in this session's encoding.
@@ -288,27 +308,29 @@ defmodule Grove.Gateway.Session do
   @spec views(t()) :: {t(), iodata()}
   def views(%__MODULE__{areas: areas} = session) when map_size(areas) == 0, do: {session, []}
 
-  def views(%__MODULE__{} = session) do
-    format = format(session)
-
+  def views(%__MODULE__{feed: feed, format: format} = session) do
     {frames, areas} =
-      Enum.reduce(session.areas, {[], session.areas}, fn
-        {_zone, :awaiting}, acc ->
-          acc
+      :maps.fold(
+        fn
+          _zone, :awaiting, acc ->
+            acc
 
-        {zone, seq}, {frames, areas} ->
-          case World.view_deltas(session.world, zone, seq, format) do
-            {[], _seq} ->
-              {frames, areas}
+          zone, seq, {frames, areas} ->
+            case Feed.since(feed, zone, seq, format) do
+              {[], _seq} ->
+                {frames, areas}
 
-            {deltas, latest} ->
-              {[frames | deltas], Map.put(areas, zone, latest)}
+              {deltas, latest} ->
+                {[frames | deltas], Map.put(areas, zone, latest)}
 
-            :gone ->
-              :ok = World.request_snapshot(session.world, zone, format)
-              {frames, Map.put(areas, zone, :awaiting)}
-          end
-      end)
+              :gone ->
+                :ok = World.request_snapshot(session.world, zone, format)
+                {frames, Map.put(areas, zone, :awaiting)}
+            end
+        end,
+        {[], session.areas},
+        session.areas
+      )
 
     {%{session | areas: areas}, frames}
   end
@@ -333,7 +355,7 @@ defmodule Grove.Gateway.Session do
   def send_message(%__MODULE__{encoding: encoding}, message),
     do: {:send, Frames.message(message, encoding)}
 
-  defp format(%__MODULE__{encoding: encoding}), do: Frames.view_format(encoding)
+  defp format(%__MODULE__{format: format}), do: format
 
   defp error(session, code, text, now_ms) do
     count_error(session.config.stats, code)

@@ -78,6 +78,20 @@ defmodule Grove.Gateway.WebSocket do
   """
   @spec parse(t(), binary(), pos_integer()) ::
           {:ok, [frame()], t()} | {:error, [frame()], {non_neg_integer(), String.t()}}
+  # What clients send most (one whole, small, unfragmented message per
+  # read) is taken apart here directly; everything else goes through cowlib.
+  def parse(
+        %__MODULE__{buffer: <<>>, fragment: :undefined} = parser,
+        <<1::1, 0::3, opcode::4, 1::1, size::7, key::32, payload::binary-size(size)>>,
+        max_size
+      )
+      when opcode in [1, 2] and size < 126 and size <= max_size do
+    case checked(if(opcode == 1, do: :text, else: :binary), xor(payload, key), parser) do
+      {:frame, frame, parser} -> {:ok, [frame], parser}
+      {:error, reason} -> {:error, [], reason}
+    end
+  end
+
   def parse(%__MODULE__{} = parser, data, max_size) do
     parse_frames(%{parser | buffer: parser.buffer <> data}, max_size, [])
   end
@@ -156,12 +170,15 @@ defmodule Grove.Gateway.WebSocket do
   end
 
   defp checked(:text, payload, parser) do
-    if String.valid?(payload),
+    if utf8?(payload),
       do: {:frame, {:text, payload}, parser},
       else: {:error, {1007, "text is not UTF-8"}}
   end
 
   defp checked(:binary, payload, parser), do: {:frame, {:binary, payload}, parser}
+
+  # A BIF, where String.valid?/1 walks the bytes in Erlang.
+  defp utf8?(payload), do: is_binary(:unicode.characters_to_binary(payload))
 
   # Masking is XOR with the 4-byte key repeated.
   defp xor(<<>>, _key), do: <<>>

@@ -26,8 +26,11 @@ defmodule Grove.Load.WsRun do
 
   With `:server_pid` (an OS pid on this machine) the report adds the
   server's CPU, read from `/proc`, and with it the server's CPU per
-  player-second; the server's memory comes from its `/metrics`
-  (`:metrics_url`, by default next to `:url`).
+  player-second. From the server's `/metrics` (`:metrics_url`, by default
+  next to `:url`) come its memory and the p99 of players' moves as the
+  server itself saw them (from the move read off the socket to its outcome
+  written): set beside the p99 the players saw, it tells the server's part
+  of the round trip from the network's and the load generator's.
 
   When `:report_url` is given (the server's base URL) the run posts each
   progress line to `/api/load/report` there, so the server's dashboard shows
@@ -193,7 +196,7 @@ defmodule Grove.Load.WsRun do
     cpu = cpu_now(run.opts[:server_pid])
     Process.sleep(seconds * 1000)
     server = cpu_used(cpu, cpu_now(run.opts[:server_pid]), seconds).server_percent
-    memory = server_memory(run.metrics_url, run.opts[:token])
+    memory = server_metrics(run.metrics_url, run.opts[:token]).memory
 
     run.opts[:out].(
       "baseline: nobody connected for #{seconds} s: server cpu #{figure(server)} % of a core, " <>
@@ -210,6 +213,7 @@ defmodule Grove.Load.WsRun do
     Process.sleep(run.opts[:settle] * 1000)
     seconds = run.opts[:stage_seconds]
     before = Stats.read(run.stats)
+    metrics = server_metrics(run.metrics_url, run.opts[:token])
     cpu = cpu_now(run.opts[:server_pid])
     at = System.monotonic_time(:millisecond)
     run = hold(run, at + seconds * 1000, before, at)
@@ -218,7 +222,8 @@ defmodule Grove.Load.WsRun do
     diff = Stats.diff(Stats.read(run.stats), before)
     window = window(run, diff, measured, now - run.started)
     used = cpu_used(cpu, cpu_now(run.opts[:server_pid]), measured)
-    stage = stage(run, window, diff, used, server_memory(run.metrics_url, run.opts[:token]))
+    later = server_metrics(run.metrics_url, run.opts[:token])
+    stage = stage(run, window, diff, used, later.memory, server_p99(metrics.moves, later.moves))
     run.opts[:out].(stage_line(stage))
     run = %{run | stages: run.stages ++ [stage]}
 
@@ -284,7 +289,7 @@ defmodule Grove.Load.WsRun do
     end
   end
 
-  defp stage(run, window, diff, used, memory) do
+  defp stage(run, window, diff, used, memory, server_p99_ms) do
     players = window.players
     base = run.baseline
     server = used.server_percent
@@ -299,6 +304,7 @@ defmodule Grove.Load.WsRun do
       p50_ms: window.p50_ms,
       p99_ms: window.p99_ms,
       max_ms: to_ms(Histogram.max(diff.latency)),
+      server_p99_ms: server_p99_ms,
       views_per_s: window.views_per_s,
       in_per_player_s: per_player(window.bytes_in_per_s, players),
       out_per_player_s: per_player(window.bytes_out_per_s, players),
@@ -323,7 +329,8 @@ defmodule Grove.Load.WsRun do
 
   defp stage_line(s) do
     "stage #{pad(s.players, 6)} players  #{pad(s.moves_per_s, 6)} moves/s  " <>
-      "p50 #{figure(s.p50_ms)} p99 #{figure(s.p99_ms)} max #{figure(s.max_ms)} ms  " <>
+      "p50 #{figure(s.p50_ms)} p99 #{figure(s.p99_ms)} max #{figure(s.max_ms)} ms " <>
+      "(server p99 #{figure(s.server_p99_ms)})  " <>
       "#{s.views_per_s} views/s  in #{s.in_per_player_s} out #{s.out_per_player_s} B/player/s  " <>
       "server #{figure(s.server_percent)} % (#{figure(s.server_us_per_player_s)} us/player-s)  " <>
       "#{kb(s.memory_per_player)} KB/player  load #{figure(s.load_percent)} %  " <>
@@ -511,17 +518,18 @@ defmodule Grove.Load.WsRun do
     out.("")
 
     out.(
-      "| players | moves/s | p50 ms | p99 ms | max ms | views/s | B/player/s in | out | " <>
+      "| players | moves/s | p50 ms | p99 ms | max ms | server p99 ms | views/s | B/player/s in | out | " <>
         "server CPU % | us per player-s (gross) | KB per player | load CPU % | errors | failures |"
     )
 
     out.(
-      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     )
 
     for s <- r.stages do
       out.(
         "| #{s.players} | #{s.moves_per_s} | #{figure(s.p50_ms)} | #{figure(s.p99_ms)} | #{figure(s.max_ms)} | " <>
+          "#{figure(s.server_p99_ms)} | " <>
           "#{s.views_per_s} | #{s.in_per_player_s} | #{s.out_per_player_s} | #{figure(s.server_percent)} | " <>
           "#{figure(s.server_us_per_player_s)} (#{figure(s.server_us_per_player_s_gross)}) | " <>
           "#{kb(s.memory_per_player)} | #{figure(s.load_percent)} | #{s.errors} | #{s.correctness_failures} |"
@@ -575,19 +583,47 @@ defmodule Grove.Load.WsRun do
     end
   end
 
-  ## The server's memory, from its /metrics
+  ## The server's memory and its own view of players' moves, from its /metrics
 
   defp metrics_url(host, port), do: "http://#{host}:#{port}/metrics"
 
-  defp server_memory(url, token) do
+  defp server_metrics(url, token) do
     headers = if token, do: [{~c"authorization", ~c"Bearer " ++ to_charlist(token)}], else: []
 
     case :httpc.request(:get, {to_charlist(url), headers}, [timeout: 5000], body_format: :binary) do
       {:ok, {{_, 200, _}, _headers, body}} ->
-        case Regex.run(~r/^grove_beam_memory_bytes\{kind="total"\} (\d+)/m, body) do
-          [_, bytes] -> String.to_integer(bytes)
-          nil -> nil
-        end
+        memory =
+          case Regex.run(~r/^grove_beam_memory_bytes\{kind="total"\} (\d+)/m, body) do
+            [_, bytes] -> String.to_integer(bytes)
+            nil -> nil
+          end
+
+        moves =
+          for [_, le, count] <-
+                Regex.scan(~r/^grove_player_move_seconds_bucket\{le="([^"]+)"\} (\d+)/m, body),
+              le != "+Inf",
+              do: {String.to_float(le), String.to_integer(count)}
+
+        %{memory: memory, moves: moves}
+
+      _ ->
+        %{memory: nil, moves: []}
+    end
+  end
+
+  # The p99 between two readings of a cumulative histogram: the first bucket
+  # edge that holds 99 % of the moves in between (in ms, conservative).
+  defp server_p99([], _later), do: nil
+  defp server_p99(_earlier, []), do: nil
+
+  defp server_p99(earlier, later) do
+    buckets = Enum.zip_with(later, earlier, fn {le, b}, {le, a} -> {le, b - a} end)
+
+    case List.last(buckets) do
+      {_, total} when total > 0 ->
+        Enum.find_value(buckets, fn {le, count} ->
+          if count >= 0.99 * total, do: Float.round(le * 1000, 1)
+        end)
 
       _ ->
         nil

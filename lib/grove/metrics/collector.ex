@@ -124,6 +124,12 @@ defmodule Grove.Metrics.Collector do
       {"grove_actor_move_round_trip_seconds", :histogram,
        "Round trip of actors' moves, send to outcome.",
        if(actor_latency, do: [{[], histogram(actor_latency, 1_000_000)}], else: [])},
+      {"grove_player_move_seconds", :histogram,
+       "Players' moves on the server: from the frame read off the socket to the outcome written.",
+       case player_histogram() do
+         nil -> []
+         source -> [{[], histogram(source, 1_000_000)}]
+       end},
       {"grove_sessions", :gauge, "Connected WebSocket sessions.",
        [{[], gateway[:sessions] || 0}]},
       {"grove_sessions_refused_total", :counter,
@@ -285,7 +291,8 @@ defmodule Grove.Metrics.Collector do
       zones: World.zone_loads(Grove.world(state.instance)),
       gateway: gateway_stats(),
       actors: actor_stats(state.instance),
-      tick: Histogram.snapshot(state.tick)
+      tick: Histogram.snapshot(state.tick),
+      player: if(source = player_histogram(), do: Histogram.snapshot(source), else: [])
     }
   end
 
@@ -306,6 +313,11 @@ defmodule Grove.Metrics.Collector do
 
     tick = Histogram.diff(now.tick, before.tick)
 
+    player =
+      if now.player != [] and before.player != [],
+        do: Histogram.diff(now.player, before.player),
+        else: []
+
     %{
       t: System.system_time(:millisecond),
       moves_per_s: round(moves / seconds),
@@ -319,6 +331,7 @@ defmodule Grove.Metrics.Collector do
       actor_p50_ms: to_ms(Histogram.percentile(actor_latency, 50)),
       actor_p99_ms: to_ms(Histogram.percentile(actor_latency, 99)),
       tick_p99_ms: to_ms(Histogram.percentile(tick, 99)),
+      player_p99_ms: to_ms(Histogram.percentile(player, 99)),
       sessions: now.gateway[:sessions] || 0,
       writes_out_per_s: rate.(:gateway, :writes_json) + rate.(:gateway, :writes_binary),
       bytes_out_json_per_s: rate.(:gateway, :bytes_out_json),
@@ -356,6 +369,10 @@ defmodule Grove.Metrics.Collector do
 
   defp gateway_stats do
     if :persistent_term.get(Gateway, nil), do: Gateway.stats(), else: %{}
+  end
+
+  defp player_histogram do
+    if :persistent_term.get(Gateway, nil), do: Gateway.move_time()
   end
 
   defp actor_histogram(instance) do

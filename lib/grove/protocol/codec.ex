@@ -150,13 +150,12 @@ defmodule Grove.Protocol.Codec do
   def from_json(:bool, b) when is_boolean(b), do: {:ok, b}
 
   def from_json({:enum, values}, s) when is_binary(s) do
-    case Enum.find(values, &(Atom.to_string(&1) == s)) do
-      nil ->
-        {:error, "#{inspect(s)} is not one of #{Enum.map_join(values, ", ", &Atom.to_string/1)}"}
+    value = existing_atom(s)
 
-      value ->
-        {:ok, value}
-    end
+    if value != nil and value in values,
+      do: {:ok, value},
+      else:
+        {:error, "#{inspect(s)} is not one of #{Enum.map_join(values, ", ", &Atom.to_string/1)}"}
   end
 
   def from_json(:string, s) when is_binary(s) and byte_size(s) <= @max_u16, do: {:ok, s}
@@ -182,6 +181,13 @@ defmodule Grove.Protocol.Codec do
   end
 
   def from_json(codec, _value), do: {:error, "expected #{describe(codec)}"}
+
+  # Every enumeration's values are atoms already: a name that is no atom is no value.
+  defp existing_atom(s) do
+    String.to_existing_atom(s)
+  rescue
+    ArgumentError -> nil
+  end
 
   defp map_ok(items, fun) do
     Enum.reduce_while(items, {:ok, []}, fn item, {:ok, acc} ->

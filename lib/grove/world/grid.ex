@@ -129,6 +129,24 @@ defmodule Grove.World.Grid do
     for row <- row0..row1, col <- col0..col1, do: row * per_row + col
   end
 
+  @doc """
+  The range of zone columns and rows a viewport overlaps, `{col0, col1,
+  row0, row1}`: two viewports overlap the same zones exactly when these are
+  equal, which is cheaper to tell than comparing `view_zones/3`.
+
+      iex> grid = Grove.World.Grid.new(100, 100, 50)
+      iex> Grove.World.Grid.view_span(grid, {10, 10}, 8) == Grove.World.Grid.view_span(grid, {11, 10}, 8)
+      true
+      iex> Grove.World.Grid.view_span(grid, {41, 10}, 8) == Grove.World.Grid.view_span(grid, {42, 10}, 8)
+      false
+  """
+  @spec view_span(t(), cell(), non_neg_integer()) ::
+          {non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer()}
+  def view_span(%__MODULE__{width: w, height: h, zone_size: s}, {x, y}, radius) do
+    {div(max(x - radius, 0), s), div(min(x + radius, w - 1), s), div(max(y - radius, 0), s),
+     div(min(y + radius, h - 1), s)}
+  end
+
   @doc "True when `cell` lies inside the square viewport of `radius` around `center`."
   @spec in_view?(cell(), non_neg_integer(), cell()) :: boolean()
   def in_view?({cx, cy}, radius, {x, y}),

@@ -514,17 +514,15 @@ defmodule Grove.World.Zone do
   # `before` is the cell it came from (nil on join); only the differences are sent.
   defp update_view(zone, %Entity{} = now, before) do
     grid = zone.world.grid
-    wanted = Grid.view_zones(grid, {now.x, now.y}, now.view_radius)
 
-    had =
-      case before do
-        nil -> []
-        cell -> Grid.view_zones(grid, cell, now.view_radius)
-      end
-
-    if wanted == had do
+    # Most steps leave the viewport over the same zones: tell that cheaply.
+    if before != nil and
+         Grid.view_span(grid, {now.x, now.y}, now.view_radius) ==
+           Grid.view_span(grid, before, now.view_radius) do
       zone
     else
+      wanted = Grid.view_zones(grid, {now.x, now.y}, now.view_radius)
+      had = if before, do: Grid.view_zones(grid, before, now.view_radius), else: []
       zone = Enum.reduce(had -- wanted, zone, &send_subscription(&2, &1, :unsubscribe, now))
       Enum.reduce(wanted -- had, zone, &send_subscription(&2, &1, :subscribe, now))
     end
