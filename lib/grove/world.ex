@@ -272,7 +272,8 @@ defmodule Grove.World do
 
     * `:at` - `{x, y}` to start on that exact cell, `:random` for a random
       free cell anywhere, or `{:within, {x0, y0, x1, y1}}` for a random free
-      cell in that rectangle, upper bounds exclusive (default `:random`)
+      cell in that rectangle, upper bounds exclusive (default `:random`); a
+      random cell is never one the terrain shuts in, so the entity can move
     * `:updates` - `:none`, `:self` or `:view`, see the module doc (default `:self`)
     * `:view_radius` - cells seen in each direction with `updates: :view`
       (default `8`, a 17 x 17 viewport)
@@ -346,7 +347,8 @@ defmodule Grove.World do
   defp join_random(_world, _entity, _area, _deadline, _opts, 0), do: {:error, :no_free_cell}
 
   # Picks a random cell of the area, then tries random cells of the area in
-  # that cell's zone, which alone can say which of them are free.
+  # that cell's zone, which alone can say which of them are free; cells the
+  # terrain blocks or shuts in (see `Terrain.shut_in?/3`) are never tried.
   defp join_random(world, entity, {ax0, ay0, ax1, ay1} = area, deadline, opts, zones_left) do
     grid = world.grid
 
@@ -360,7 +362,8 @@ defmodule Grove.World do
       for _ <- 1..@placement_tries,
           x = x0 + :rand.uniform(x1 - x0) - 1,
           y = y0 + :rand.uniform(y1 - y0) - 1,
-          not (world.rules.blocking and Terrain.blocked?(world.terrain, x, y)),
+          not (world.rules.blocking and
+                 (Terrain.blocked?(world.terrain, x, y) or Terrain.shut_in?(world.terrain, x, y))),
           uniq: true,
           do: {x, y}
 

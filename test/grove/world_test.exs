@@ -21,13 +21,14 @@ defmodule Grove.WorldTest do
     end
 
     @tag world: [terrain: [tree_density: 0.3], rules: [move_rate: nil]]
-    test "never on blocking ground", %{world: world} do
+    test "never on blocking ground, nor on a cell it shuts in", %{world: world} do
       tree = find_cell(world, :tree)
       assert {:error, :blocked} = World.join(world, at: tree)
 
       for _ <- 1..300 do
         {:ok, id, {x, y}} = World.join(world)
         refute Grove.World.Terrain.blocked?(World.terrain(world), x, y)
+        refute Grove.World.Terrain.shut_in?(World.terrain(world), x, y)
         assert World.position(world, id) == {x, y}
       end
 

@@ -52,6 +52,19 @@ defmodule Grove.World.TerrainTest do
     refute Terrain.blocked?(terrain, 10, 10)
   end
 
+  test "a cell whose four neighbours all block is shut in" do
+    # . T .
+    # T . T
+    # . T .   every free cell is shut in: the corners too, since their
+    #         neighbours inside the terrain are trees.
+    cells = <<0, 1, 0, 1, 0, 1, 0, 1, 0>>
+    terrain = %Terrain{width: 3, height: 3, cells: cells}
+    assert Terrain.shut_in?(terrain, 1, 1)
+    assert Terrain.shut_in?(terrain, 0, 0)
+    refute Terrain.shut_in?(%Terrain{terrain | cells: <<0, 0, 0, 1, 0, 1, 0, 1, 0>>}, 1, 1)
+    refute Terrain.shut_in?(%Terrain{width: 1, height: 1, cells: <<0>>}, 0, 0)
+  end
+
   test "walkable cells are counted per rectangle" do
     terrain = Terrain.generate(60, 40, seed: 5)
     whole = Terrain.walkable_count(terrain, 0, 0, 60, 40)
