@@ -6,13 +6,16 @@ defmodule GroveTest do
   test "an instance starts a world with actors walking in it, and reports its status" do
     name = :"grove_#{System.unique_integer([:positive])}"
 
-    start_supervised!(
-      {Grove,
-       name: name,
-       world: [width: 60, height: 60, zone_size: 20, tick: :manual],
-       actors: [count: 25],
-       status_interval: false}
-    )
+    start_supervised!({
+      Grove,
+      # No gateway: it would listen on the default port, which another
+      # program (or another test) may hold.
+      name: name,
+      world: [width: 60, height: 60, zone_size: 20, tick: :manual],
+      actors: [count: 25],
+      gateway: false,
+      status_interval: false
+    })
 
     eventually(fn -> assert Grove.World.entity_count(Grove.world(name)) == 25 end)
     assert Grove.World.audit(Grove.world(name)) == :ok
