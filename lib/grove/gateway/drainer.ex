@@ -1,14 +1,25 @@
 defmodule Grove.Gateway.Drainer do
   @moduledoc false
-  # Graceful shutdown of the gateway. It is the gateway's last child, so it
-  # stops first: it tells every session to say `bye` and close, and waits
-  # (up to `drain_timeout`) until they have, before Yaws and the sessions'
-  # supervisor go. A session writes its own frames, so nothing is left
-  # half-written.
+  # Graceful shutdown of the gateway. It comes after Yaws and the sessions'
+  # supervisor among the gateway's children, so it stops before them: it
+  # tells every session to say `bye` and close, and waits (up to
+  # `drain_timeout`) until they have. A session writes its own frames, so
+  # nothing is left half-written.
 
   use GenServer
 
   require Logger
+
+  # The supervisor must give the drain its time, and a little more to log.
+  @margin_ms 1_000
+
+  def child_spec(config) do
+    %{
+      id: __MODULE__,
+      start: {__MODULE__, :start_link, [config]},
+      shutdown: config.drain_timeout + @margin_ms
+    }
+  end
 
   def start_link(config), do: GenServer.start_link(__MODULE__, config)
 

@@ -38,6 +38,16 @@ defmodule Grove.Gateway.DrainTest do
     end
   end
 
+  test "the supervisor waits as long as the drain may take" do
+    Grove.TestInstance.start!("drain",
+      world: [width: 40, height: 40, zone_size: 20, tick: :manual],
+      gateway: [port: 0, drain_timeout: 30_000]
+    )
+
+    {:ok, spec} = :supervisor.get_childspec(Grove.Gateway, Grove.Gateway.Drainer)
+    assert spec.shutdown > 30_000
+  end
+
   # Every frame up to the close must decode: nothing half-written.
   defp read_until_close(client, encoding, bye) do
     case WsClient.recv(client, 5000) do
