@@ -72,11 +72,14 @@ defmodule Grove.Permits do
         end
     after
       max(deadline - System.monotonic_time(:millisecond), 0) ->
-        # Withdraw; if the grant crossed our timeout, give the permit back.
-        GenServer.cast(permits, {:withdraw, ref})
+        # Withdraw, synchronously: a grant may be on its way, and the
+        # server, which alone knows, takes the permit back if so. Its grant
+        # (sent before its reply) is then in our mailbox: drop it, since
+        # Yaws reuses this process for the connection's next request.
+        :ok = GenServer.call(permits, {:withdraw, ref}, :infinity)
 
         receive do
-          {:granted, ^ref} -> GenServer.cast(permits, {:release, ref})
+          {:granted, ^ref} -> :ok
         after
           0 -> :ok
         end
@@ -120,6 +123,18 @@ defmodule Grove.Permits do
     end
   end
 
+  def handle_call({:withdraw, ref}, _from, state) do
+    waiting = :queue.filter(fn {r, _, _} -> r != ref end, state.waiting)
+
+    state =
+      %{state | waiting: waiting, waiting_count: :queue.len(waiting)}
+      |> drop_holder(ref)
+      |> grant_next()
+      |> refuse()
+
+    {:reply, :ok, state}
+  end
+
   def handle_call(:stats, _from, state) do
     {:reply,
      %{
@@ -132,11 +147,6 @@ defmodule Grove.Permits do
   @impl true
   def handle_cast({:release, ref}, state),
     do: {:noreply, state |> drop_holder(ref) |> grant_next()}
-
-  def handle_cast({:withdraw, ref}, state) do
-    waiting = :queue.filter(fn {r, _, _} -> r != ref end, state.waiting)
-    {:noreply, %{state | waiting: waiting, waiting_count: :queue.len(waiting)} |> refuse()}
-  end
 
   @impl true
   def handle_info({:DOWN, monitor, :process, _pid, _reason}, state) do

@@ -55,6 +55,24 @@ defmodule Grove.PermitsTest do
     assert Permits.stats(permits).waiting == 0
   end
 
+  # A waiter's deadline passes just as a permit is granted to it: the grant
+  # is on its way when the waiter withdraws. Played step by step with the
+  # messages `run/3` exchanges, since the real race lasts microseconds.
+  test "a withdrawal that crosses its grant gives the permit back", %{permits: permits} do
+    a = hold(permits)
+    hold(permits)
+    ref = make_ref()
+    deadline = System.monotonic_time(:millisecond) + 60_000
+    assert :queued = GenServer.call(permits, {:acquire, ref, deadline})
+
+    send(a, :release)
+    assert_receive {:granted, ^ref}
+    assert :ok = GenServer.call(permits, {:withdraw, ref})
+
+    assert %{holders: 1, waiting: 0} = Permits.stats(permits)
+    assert Permits.run(permits, 1000, fn -> :free end) == {:ok, :free}
+  end
+
   test "a holder that dies gives its permit back", %{permits: permits} do
     a = hold(permits)
     hold(permits)
