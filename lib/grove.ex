@@ -56,9 +56,8 @@ defmodule Grove do
           # Actors start after the world they walk in; they join in the background.
           {Grove.Actors, config.actors},
           # Before the gateway, whose /metrics and dashboard read it.
-          {Grove.Metrics.Collector, config.metrics}
+          metrics(config)
         ] ++
-        if(config.statsd, do: [{Grove.Metrics.StatsD, config.statsd}], else: []) ++
         if(config.accounts, do: [{Grove.Accounts, config.accounts}], else: []) ++
         if(config.gateway, do: [{Grove.Gateway, config.gateway}], else: []) ++
         if config.status_interval,
@@ -67,5 +66,20 @@ defmodule Grove do
 
     # A world that restarts loses its entities, so its actors must restart too.
     Supervisor.init(children, strategy: :rest_for_one)
+  end
+
+  # The collector and the exporters restart on their own, under a
+  # supervisor of their own: at this level a crash of theirs would restart
+  # everything after them, the gateway and its sessions included.
+  defp metrics(config) do
+    children =
+      [{Grove.Metrics.Collector, config.metrics}] ++
+        if(config.statsd, do: [{Grove.Metrics.StatsD, config.statsd}], else: [])
+
+    %{
+      id: :metrics,
+      start: {Supervisor, :start_link, [children, [strategy: :one_for_one]]},
+      type: :supervisor
+    }
   end
 end

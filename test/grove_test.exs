@@ -25,6 +25,39 @@ defmodule GroveTest do
     assert line =~ "zone mailbox max"
   end
 
+  test "a crash of the metrics restarts them alone, not what comes after them" do
+    name = :"grove_#{System.unique_integer([:positive])}"
+
+    sup =
+      start_supervised!(
+        {Grove,
+         name: name,
+         world: [width: 40, height: 40, zone_size: 20, tick: :manual],
+         actors: [count: 0],
+         gateway: false,
+         status_interval: 60_000}
+      )
+
+    status = child(sup, Grove.Status)
+    collector = Process.whereis(:"#{name}.Metrics.Collector")
+    ref = Process.monitor(collector)
+    Process.exit(collector, :kill)
+    assert_receive {:DOWN, ^ref, :process, _, :killed}
+
+    eventually(fn ->
+      assert is_pid(Process.whereis(:"#{name}.Metrics.Collector"))
+    end)
+
+    assert child(sup, Grove.Status) == status
+  end
+
+  defp child(sup, id) do
+    Enum.find_value(Supervisor.which_children(sup), fn
+      {^id, pid, _, _} -> pid
+      _ -> nil
+    end)
+  end
+
   test "bad options name the culprit" do
     assert_raise ArgumentError, ~r/:width/, fn -> Grove.Config.new(world: [width: -5]) end
 

@@ -205,6 +205,9 @@ defmodule Grove.Metrics.Collector do
     })
 
     handler_id = {__MODULE__, instance}
+    # A collector that was killed could not detach its handler; this one
+    # replaces it (the old one holds the old counters).
+    _ = Metrics.detach(handler_id)
 
     :ok =
       Metrics.attach_many(
