@@ -324,14 +324,14 @@ defmodule Grove.Accounts do
 
   ## Positions
 
-  @doc "Where the player last stood, if known."
-  @spec last_position(atom(), pos_integer()) :: {non_neg_integer(), non_neg_integer()} | nil
-  def last_position(accounts, account_id) do
-    case Store.fetch_position(fetch!(accounts).store, account_id) do
-      {:ok, cell} -> cell
-      {:error, _} -> nil
-    end
-  end
+  @doc """
+  Where the player last stood: `{:error, :not_found}` for a player never
+  saved, `{:error, :unavailable}` when the store cannot say now.
+  """
+  @spec last_position(atom(), pos_integer()) ::
+          {:ok, {non_neg_integer(), non_neg_integer()}} | {:error, :not_found | :unavailable}
+  def last_position(accounts, account_id),
+    do: Store.fetch_position(fetch!(accounts).store, account_id)
 
   @doc "The player with this account is in the world as this entity; its position will be saved."
   @spec playing(atom(), pos_integer(), pos_integer()) :: :ok

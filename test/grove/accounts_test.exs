@@ -198,8 +198,23 @@ for adapter <- [:sqlite, :postgres] do
         :ok = Accounts.left(accounts, b.id, {20, 21})
 
         :ok = Saver.flush(Accounts.fetch!(accounts).saver)
-        assert Accounts.last_position(accounts, a.id) == {6, 5}
-        assert Accounts.last_position(accounts, b.id) == {20, 21}
+        assert Accounts.last_position(accounts, a.id) == {:ok, {6, 5}}
+        assert Accounts.last_position(accounts, b.id) == {:ok, {20, 21}}
+      end
+
+      test "a store that cannot answer is not mistaken for a player never saved", %{
+        accounts: accounts,
+        store: store
+      } do
+        {:ok, _, a, _} = Accounts.device_login(accounts, "device-0010")
+        :ok = Accounts.left(accounts, a.id, {3, 4})
+        :ok = Saver.flush(Accounts.fetch!(accounts).saver)
+        {:ok, _, b, _} = Accounts.device_login(accounts, "device-0011")
+        assert Accounts.last_position(accounts, a.id) == {:ok, {3, 4}}
+        assert Accounts.last_position(accounts, b.id) == {:error, :not_found}
+
+        :ok = stop_supervised(store)
+        assert Accounts.last_position(accounts, a.id) == {:error, :unavailable}
       end
 
       test "the last batch is written when the service stops", %{accounts: accounts, world: world} do

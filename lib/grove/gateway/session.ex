@@ -14,6 +14,8 @@ defmodule Grove.Gateway.Session do
   # Only a snapshot (the player's view reaches a new zone) and the closing
   # of an area arrive as messages.
 
+  require Logger
+
   alias Grove.{Accounts, Protocol, RateLimit}
   alias Grove.Gateway.{Frames, Stats}
   alias Grove.World
@@ -217,7 +219,7 @@ defmodule Grove.Gateway.Session do
     ]
 
     accounts = session.config.accounts
-    last = if account, do: Accounts.last_position(accounts, account.id)
+    last = if account, do: last_position(session, accounts, account.id)
 
     # Back where the player stood, unless someone else stands there now.
     result =
@@ -382,6 +384,27 @@ defmodule Grove.Gateway.Session do
       {session, [report, bye, {:close, 1008, "too many errors"}]}
     else
       {session, [report]}
+    end
+  end
+
+  # A store that cannot answer places the player at random, as a new one:
+  # better than no game, but the operator hears of it.
+  defp last_position(session, accounts, account_id) do
+    case Accounts.last_position(accounts, account_id) do
+      {:ok, cell} ->
+        cell
+
+      {:error, :not_found} ->
+        nil
+
+      {:error, :unavailable} ->
+        if session.stats, do: Stats.incr(session.stats, :positions_unavailable)
+
+        Logger.warning(
+          "gateway: the store could not say where account #{account_id} stood; placed at random"
+        )
+
+        nil
     end
   end
 

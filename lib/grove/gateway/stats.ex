@@ -18,7 +18,8 @@ defmodule Grove.Gateway.Stats do
     :protocol_errors,
     :rate_limited,
     :too_large,
-    :drained
+    :drained,
+    :positions_unavailable
   ]
 
   for {key, index} <- Enum.with_index(@keys, 1) do

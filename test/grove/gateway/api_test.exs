@@ -168,7 +168,7 @@ defmodule Grove.Gateway.ApiTest do
       # The saver writes within its interval once the session has left.
       accounts = :"#{instance}.Accounts"
       {200, %{"account" => %{"id" => id}}, _} = request(port, :get, "/api/me", nil, token)
-      eventually(fn -> assert Grove.Accounts.last_position(accounts, id) == {x, y} end)
+      eventually(fn -> assert Grove.Accounts.last_position(accounts, id) == {:ok, {x, y}} end)
 
       {_conn, again} = join(port, token)
       assert {again.x, again.y} == {x, y}
