@@ -59,10 +59,6 @@ defmodule Grove.Actors.Herd do
   @spec pause(pid()) :: :ok
   def pause(herd), do: GenServer.call(herd, :pause, :infinity)
 
-  @doc "How many of its actors the herd has in the world."
-  @spec size(pid()) :: non_neg_integer()
-  def size(herd), do: GenServer.call(herd, :size, :infinity)
-
   # Callbacks
 
   @impl true
@@ -139,8 +135,6 @@ defmodule Grove.Actors.Herd do
     if herd.timer, do: Process.cancel_timer(herd.timer)
     {:reply, :ok, %{herd | paused: true, timer: nil}}
   end
-
-  def handle_call(:size, _from, herd), do: {:reply, length(herd.walkers), herd}
 
   ## Walking
 

@@ -33,9 +33,6 @@ defmodule Grove.World.Stats do
   @spec new() :: t()
   def new, do: :counters.new(length(@keys), [:write_concurrency])
 
-  @spec keys() :: [key()]
-  def keys, do: @keys
-
   @spec incr(t(), key(), integer()) :: :ok
   def incr(stats, key, by \\ 1), do: :counters.add(stats, index(key), by)
 
