@@ -21,13 +21,19 @@ defmodule Grove do
   alias Grove.Config
 
   @doc "Starts an instance; see `Grove.Config` for options."
-  @spec start_link(keyword()) :: Supervisor.on_start()
-  def start_link(opts \\ []) do
-    config = Config.new(opts)
-    Supervisor.start_link(__MODULE__, config, name: config.name)
-  end
+  @spec start_link(keyword() | Config.t()) :: Supervisor.on_start()
+  def start_link(opts \\ [])
+
+  def start_link(%Config{} = config),
+    do: Supervisor.start_link(__MODULE__, config, name: config.name)
+
+  def start_link(opts), do: start_link(Config.new(opts))
 
   @doc false
+  def child_spec(%Config{name: name} = config) do
+    %{id: name, start: {__MODULE__, :start_link, [config]}, type: :supervisor}
+  end
+
   def child_spec(opts) do
     %{
       id: Keyword.get(opts, :name, __MODULE__),

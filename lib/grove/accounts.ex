@@ -16,7 +16,8 @@ defmodule Grove.Accounts do
     * `:name` - this accounts service's name (required)
     * `:store` - the `Grove.Store` to use (required)
     * `:world` - the world whose players' positions are saved (required)
-    * `:secret` - the key tokens are signed with, at least 32 bytes; when
+    * `:secret` - the key tokens are signed with (a string or a
+      `Grove.Secret`), at least 32 bytes; when
       `nil`, one is read from `:secret_path` or created there (default `nil`)
     * `:secret_path` - where the generated key is kept (default `nil`: a
       new key each start, so tokens die with the server)
@@ -250,7 +251,8 @@ defmodule Grove.Accounts do
   def authenticate(accounts, token) do
     accounts = fetch!(accounts)
 
-    with {:ok, %{id: id, account_id: account_id}} <- Token.verify(accounts.secret, token, now()),
+    with {:ok, %{id: id, account_id: account_id}} <-
+           Token.verify(accounts.secret, token, now()),
          :ok <- not_revoked(accounts, id),
          {:ok, account} <- account(accounts, account_id) do
       {:ok, account, id}
@@ -467,8 +469,13 @@ defmodule Grove.Accounts do
 
   defp now, do: System.system_time(:second)
 
-  defp secret(opts) do
+  defp secret(opts), do: Grove.Secret.new(key(opts))
+
+  defp key(opts) do
     cond do
+      is_struct(opts[:secret], Grove.Secret) ->
+        Grove.Secret.reveal(opts[:secret])
+
       is_binary(opts[:secret]) ->
         opts[:secret]
 
@@ -499,8 +506,10 @@ defmodule Grove.Accounts do
       raise ArgumentError, "accounts need #{inspect(key)}"
     end
 
-    if is_binary(opts[:secret]) and byte_size(opts[:secret]) < 32,
-      do: raise(ArgumentError, ":secret must be at least 32 bytes")
+    if (is_binary(opts[:secret]) and byte_size(opts[:secret]) < 32) or
+         (is_struct(opts[:secret], Grove.Secret) and
+            byte_size(Grove.Secret.reveal(opts[:secret])) < 32),
+       do: raise(ArgumentError, ":secret must be at least 32 bytes")
 
     for key <- [
           :token_ttl,

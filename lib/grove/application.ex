@@ -9,16 +9,20 @@ defmodule Grove.Application do
     children =
       if Keyword.get(env, :start, true) do
         [
+          # Made into a configuration here, so that the child spec holds
+          # its secrets wrapped (see Grove.Secret).
           {Grove,
-           Keyword.take(env, [
-             :world,
-             :actors,
-             :store,
-             :accounts,
-             :gateway,
-             :metrics,
-             :status_interval
-           ])}
+           Grove.Config.new(
+             Keyword.take(env, [
+               :world,
+               :actors,
+               :store,
+               :accounts,
+               :gateway,
+               :metrics,
+               :status_interval
+             ])
+           )}
         ]
       else
         []

@@ -97,7 +97,7 @@ defmodule Grove.Config do
           false
 
         store when is_list(store) ->
-          Keyword.put(store, :name, :"#{name}.Store")
+          store |> Keyword.put(:name, :"#{name}.Store") |> secret(:password)
 
         other ->
           raise ArgumentError, ":store must be a keyword list or false, got: #{inspect(other)}"
@@ -110,6 +110,7 @@ defmodule Grove.Config do
           store: store[:name],
           world: world_name
         )
+        |> secret(:secret)
       else
         false
       end
@@ -120,7 +121,9 @@ defmodule Grove.Config do
           false
 
         gateway when is_list(gateway) ->
-          Keyword.merge(gateway, instance: name, accounts: if(accounts, do: accounts[:name]))
+          gateway
+          |> Keyword.merge(instance: name, accounts: if(accounts, do: accounts[:name]))
+          |> secret(:admin_token)
 
         other ->
           raise ArgumentError, ":gateway must be a keyword list or false, got: #{inspect(other)}"
@@ -151,5 +154,14 @@ defmodule Grove.Config do
       statsd: statsd,
       status_interval: opts[:status_interval]
     }
+  end
+
+  # Secrets are wrapped as soon as they are known, so that no child spec,
+  # process state or report built from the configuration can print them.
+  defp secret(opts, key) do
+    case Keyword.fetch(opts, key) do
+      {:ok, value} when is_binary(value) -> Keyword.put(opts, key, Grove.Secret.new(value))
+      _ -> opts
+    end
   end
 end

@@ -324,11 +324,14 @@ defmodule Grove.Gateway do
              opts[:pace_high] <= 1,
            do: raise(ArgumentError, ":pace_low and :pace_high must satisfy 0 <= low < high <= 1")
 
-    unless opts[:admin_token] == nil or
-             (is_binary(opts[:admin_token]) and byte_size(opts[:admin_token]) >= 8),
-           do: raise(ArgumentError, ":admin_token must be nil or a string of at least 8 bytes")
+    token = opts[:admin_token]
+    token = if is_struct(token, Grove.Secret), do: Grove.Secret.reveal(token), else: token
 
-    opts
+    unless token == nil or (is_binary(token) and byte_size(token) >= 8),
+      do: raise(ArgumentError, ":admin_token must be nil or a string of at least 8 bytes")
+
+    # Held as a Grove.Secret from here on, so that no state or report prints it.
+    Keyword.put(opts, :admin_token, Grove.Secret.new(token))
   end
 
   defp tick_ms(world) do

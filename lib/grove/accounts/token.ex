@@ -20,7 +20,7 @@ defmodule Grove.Accounts.Token do
   """
 
   @doc "A new token for an account, and its id."
-  @spec sign(binary(), pos_integer(), integer()) :: {String.t(), binary()}
+  @spec sign(binary() | Grove.Secret.t(), pos_integer(), integer()) :: {String.t(), binary()}
   def sign(secret, account_id, expires_at) do
     id = :crypto.strong_rand_bytes(16)
     payload = <<id::binary-size(16), account_id::64, expires_at::64>>
@@ -28,7 +28,7 @@ defmodule Grove.Accounts.Token do
   end
 
   @doc "Checks a token's signature and expiry against `now` (unix seconds)."
-  @spec verify(binary(), String.t(), integer()) ::
+  @spec verify(binary() | Grove.Secret.t(), String.t(), integer()) ::
           {:ok, %{id: binary(), account_id: pos_integer(), expires_at: integer()}}
           | {:error, :invalid_token | :expired}
   def verify(secret, token, now) when is_binary(token) do
@@ -47,6 +47,9 @@ defmodule Grove.Accounts.Token do
   end
 
   def verify(_secret, _token, _now), do: {:error, :invalid_token}
+
+  defp signature(%Grove.Secret{} = secret, payload),
+    do: signature(Grove.Secret.reveal(secret), payload)
 
   defp signature(secret, payload), do: :crypto.mac(:hmac, :sha256, secret, payload)
   defp encode(bytes), do: Base.url_encode64(bytes, padding: false)

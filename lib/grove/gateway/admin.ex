@@ -118,8 +118,7 @@ defmodule Grove.Gateway.Admin do
         _ -> query_token(arg)
       end
 
-    is_binary(given) and byte_size(given) == byte_size(token) and
-      :crypto.hash_equals(given, token)
+    is_binary(given) and Grove.Secret.equal?(token, given)
   end
 
   defp query_token(arg) do

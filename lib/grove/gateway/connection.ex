@@ -83,6 +83,26 @@ defmodule Grove.Gateway.Connection do
 
   # Callbacks
 
+  # What a crash report prints: the bytes a client sent (a join carries its
+  # token) are left out, both the last message and what the parser holds.
+  @doc false
+  def format_status(status) do
+    status
+    |> Map.update(:message, nil, fn
+      {:tcp, socket, data} when is_binary(data) -> {:tcp, socket, redacted(data)}
+      other -> other
+    end)
+    |> Map.update(:state, nil, fn
+      %__MODULE__{parser: %WebSocket{} = parser} = conn ->
+        %{conn | parser: %{parser | buffer: redacted(parser.buffer), parts: []}}
+
+      other ->
+        other
+    end)
+  end
+
+  defp redacted(data), do: "(#{byte_size(data)} bytes from the client)"
+
   @impl true
   def init({encoding, socket}) do
     config = Grove.Gateway.config()

@@ -112,9 +112,15 @@ defmodule Grove.Store.Postgres do
         connect_timeout: 5000
       )
 
-    for key <- [:host, :database, :username, :password], not is_binary(opts[key]) do
+    for key <- [:host, :database, :username], not is_binary(opts[key]) do
       raise ArgumentError, "#{inspect(key)} must be a string, got: #{inspect(opts[key])}"
     end
+
+    # Held as a Grove.Secret from here on; never printed, even when wrong.
+    unless is_binary(opts[:password]) or is_struct(opts[:password], Grove.Secret),
+      do: raise(ArgumentError, ":password must be a string")
+
+    opts = Keyword.update!(opts, :password, &Grove.Secret.new/1)
 
     unless is_integer(opts[:port]) and opts[:port] in 1..65_535 do
       raise ArgumentError, ":port must be a TCP port number, got: #{inspect(opts[:port])}"
@@ -158,7 +164,7 @@ defmodule Grove.Store.Postgres do
       port: config.port,
       database: config.database,
       user: config.username,
-      password: config.password,
+      password: Grove.Secret.reveal(config.password),
       as_binary: true,
       connect_timeout: config.connect_timeout
     ]
