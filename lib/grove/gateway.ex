@@ -115,7 +115,33 @@ defmodule Grove.Gateway do
   @spec start_link(keyword()) :: Supervisor.on_start()
   def start_link(opts) do
     opts = validate!(opts)
-    Supervisor.start_link(__MODULE__, opts, name: __MODULE__)
+
+    with :ok <- port_free(listen_ip(opts[:listen]), opts[:port]),
+         do: Supervisor.start_link(__MODULE__, opts, name: __MODULE__)
+  end
+
+  # Yaws reports a port in use with a crash trace of sixty lines; one line
+  # that says what to do serves the operator better. (The port could still
+  # be taken between this look and Yaws's listen; then the trace it is.)
+  defp port_free(_ip, 0), do: :ok
+
+  defp port_free(ip, port) do
+    case :gen_tcp.listen(port, ip: ip, reuseaddr: true) do
+      {:ok, socket} ->
+        :gen_tcp.close(socket)
+
+      {:error, :eaddrinuse} ->
+        Logger.error(
+          "gateway: port #{port} on #{:inet.ntoa(ip)} is in use by another program; " <>
+            "choose another with GROVE_PORT=... (or the gateway's :port option)"
+        )
+
+        {:error, {:port_in_use, port}}
+
+      {:error, reason} ->
+        Logger.error("gateway: cannot listen on port #{port}: #{:inet.format_error(reason)}")
+        {:error, {:listen, port, reason}}
+    end
   end
 
   @doc false

@@ -87,6 +87,24 @@ defmodule Grove.GatewayTest do
     {welcome, conn}
   end
 
+  describe "starting" do
+    test "on a port another program holds, it says so in one line" do
+      {:ok, holder} = :gen_tcp.listen(0, ip: {127, 0, 0, 1})
+      {:ok, port} = :inet.port(holder)
+
+      log =
+        ExUnit.CaptureLog.capture_log(fn ->
+          assert {:error, {:port_in_use, ^port}} =
+                   Gateway.start_link(instance: :nowhere, port: port)
+        end)
+
+      assert log =~ "port #{port} on 127.0.0.1 is in use by another program"
+      assert log =~ "GROVE_PORT"
+      refute log =~ "badbind"
+      :gen_tcp.close(holder)
+    end
+  end
+
   describe "HTTP" do
     test "serves the terrain, compressed when asked", %{port: port, world: world} do
       {:ok, {{_, 200, _}, headers, body}} =
