@@ -33,8 +33,8 @@ defmodule Grove.Accounts.Token do
           | {:error, :invalid_token | :expired}
   def verify(secret, token, now) when is_binary(token) do
     with ["v1", payload64, signature64] <- String.split(token, ".", parts: 3),
-         {:ok, payload} <- Base.url_decode64(payload64, padding: false),
-         {:ok, given} <- Base.url_decode64(signature64, padding: false),
+         {:ok, payload} <- decode(payload64),
+         {:ok, given} <- decode(signature64),
          expected = signature(secret, payload),
          true <- byte_size(given) == byte_size(expected) and :crypto.hash_equals(given, expected),
          <<id::binary-size(16), account_id::64, expires_at::64>> <- payload do
@@ -53,4 +53,15 @@ defmodule Grove.Accounts.Token do
 
   defp signature(secret, payload), do: :crypto.mac(:hmac, :sha256, secret, payload)
   defp encode(bytes), do: Base.url_encode64(bytes, padding: false)
+
+  # Exactly one spelling per token: the one `encode/1` writes (no padding,
+  # unused bits zero), so that a token is one string wherever it is compared.
+  defp decode(text) do
+    with {:ok, bytes} <- Base.url_decode64(text, padding: false),
+         true <- encode(bytes) == text do
+      {:ok, bytes}
+    else
+      _ -> :error
+    end
+  end
 end
