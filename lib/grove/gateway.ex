@@ -180,6 +180,10 @@ defmodule Grove.Gateway do
   @doc false
   def terrain, do: :persistent_term.get({__MODULE__, :terrain})
 
+  @doc "True once the gateway has begun to drain (it is stopping)."
+  @spec draining?() :: boolean()
+  def draining?, do: :atomics.get(config().draining, 1) == 1
+
   @doc "The gateway's counters."
   @spec stats() :: %{atom() => integer()}
   def stats, do: Stats.read(config().stats)
@@ -233,6 +237,8 @@ defmodule Grove.Gateway do
         tick_ms: tick_ms(world),
         # Made here, so that they outlive the processes that write them.
         bulletin: Broadcaster.bulletin(),
+        # Set when a drain begins: /readyz answers 503 from then on.
+        draining: :atomics.new(1, []),
         view_pace: Pacer.new(opts[:view_ms])
       })
 
@@ -247,7 +253,9 @@ defmodule Grove.Gateway do
         {~c"/terrain", HTTP},
         {~c"/metrics", HTTP},
         {~c"/dashboard", HTTP},
-        {~c"/api", HTTP}
+        {~c"/api", HTTP},
+        {~c"/healthz", Grove.Gateway.Health},
+        {~c"/readyz", Grove.Gateway.Health}
       ],
       # A body bigger than this arrives in pieces, which the handlers refuse.
       partial_post_size: opts[:max_body],

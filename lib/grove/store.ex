@@ -133,6 +133,8 @@ defmodule Grove.Store do
 
     * `:queued` - requests waiting for a worker now
     * `:running` - requests a worker is running now
+    * `:connected` - workers with a connection to the database now (none:
+      the database is unreachable, and the node is not ready)
     * `:completed` - requests that ran and got an answer from the database
       (including answers such as `:not_found` or `:name_taken`)
     * `:rejected_full` - calls answered at once because the queue was full
@@ -148,6 +150,7 @@ defmodule Grove.Store do
   @type stats :: %{
           queued: non_neg_integer(),
           running: non_neg_integer(),
+          connected: non_neg_integer(),
           completed: non_neg_integer(),
           rejected_full: non_neg_integer(),
           expired: non_neg_integer(),

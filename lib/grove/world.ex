@@ -257,6 +257,21 @@ defmodule Grove.World do
     Supervisor.start_link(zones, strategy: :one_for_one, max_restarts: 100, max_seconds: 5)
   end
 
+  @doc "True when the world and every one of its zones are running (a readiness check)."
+  @spec ready?(name() | t()) :: boolean()
+  def ready?(world) do
+    case :persistent_term.get({__MODULE__, world_name(world)}, nil) do
+      %__MODULE__{zones: zones} when is_tuple(zones) ->
+        Enum.all?(Tuple.to_list(zones), &(Process.whereis(&1) != nil))
+
+      _ ->
+        false
+    end
+  end
+
+  defp world_name(%__MODULE__{name: name}), do: name
+  defp world_name(name) when is_atom(name), do: name
+
   @doc "The world's description: grid, terrain, tables. Read without a message."
   @spec fetch!(name() | t()) :: t()
   def fetch!(%__MODULE__{} = world), do: world

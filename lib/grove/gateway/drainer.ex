@@ -32,6 +32,8 @@ defmodule Grove.Gateway.Drainer do
 
   @impl true
   def terminate(_reason, config) do
+    # First, so that load balancers stop sending players (/readyz is 503).
+    :atomics.put(config.draining, 1, 1)
     sessions = Grove.Gateway.sessions()
     refs = Map.new(sessions, fn pid -> {Process.monitor(pid), pid} end)
     for pid <- sessions, do: send(pid, :grove_drain)

@@ -39,7 +39,7 @@ defmodule Grove.Store.Queue do
           }
   end
 
-  @gauges [:queued, :running]
+  @gauges [:queued, :running, :connected]
   @counters [:completed, :rejected_full, :expired, :timed_out, :errors]
 
   for {key, index} <- Enum.with_index(@gauges ++ @counters, 1) do
@@ -230,7 +230,7 @@ defmodule Grove.Store.Queue do
 
   def handle_info({:ready, worker}, %State{} = state) do
     state = watch(state, worker)
-    state = %{state | down: MapSet.delete(state.down, worker)}
+    state = connected(%{state | down: MapSet.delete(state.down, worker)})
 
     case :queue.out(state.pending) do
       {{:value, request}, pending} ->
@@ -245,6 +245,7 @@ defmodule Grove.Store.Queue do
   def handle_info({:down, worker}, %State{} = state) do
     state = watch(state, worker)
     state = %{state | idle: List.delete(state.idle, worker), down: MapSet.put(state.down, worker)}
+    state = connected(state)
 
     if all_down?(state) do
       # Nobody can serve what waits: answer it now rather than at its deadline.
@@ -261,12 +262,12 @@ defmodule Grove.Store.Queue do
 
   def handle_info({:DOWN, _ref, :process, worker, _reason}, %State{} = state) do
     {:noreply,
-     %{
+     connected(%{
        state
        | idle: List.delete(state.idle, worker),
          watched: MapSet.delete(state.watched, worker),
          down: MapSet.delete(state.down, worker)
-     }}
+     })}
   end
 
   def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
@@ -287,6 +288,12 @@ defmodule Grove.Store.Queue do
   end
 
   defp all_down?(%State{down: down, pool_size: pool_size}), do: MapSet.size(down) >= pool_size
+
+  # The workers with a connection now, for readiness checks.
+  defp connected(%State{watched: watched, down: down} = state) do
+    :atomics.put(state.handle.gauges, index(:connected), MapSet.size(watched) - MapSet.size(down))
+    state
+  end
 
   defp dispatch(%State{} = state, worker, request) do
     take_place(state)
