@@ -404,15 +404,20 @@ defmodule Grove.World do
       Stats.incr(world.stats, :join_failures)
       {:error, :busy}
     else
+      zone = elem(world.zones, index)
+
       try do
-        GenServer.call(
-          elem(world.zones, index),
-          {:join, entity, candidates, deadline},
-          opts[:timeout]
-        )
+        GenServer.call(zone, {:join, entity, candidates, deadline}, opts[:timeout])
       catch
-        :exit, {:timeout, _} -> {:error, :timeout}
-        :exit, {reason, _} when reason in [:noproc, :normal, :shutdown] -> {:error, :busy}
+        :exit, {:timeout, _} ->
+          # The zone may have placed the entity just as we stopped waiting;
+          # nobody would know its id. This cast reaches the zone after the
+          # join, and takes the entity back if it is there.
+          GenServer.cast(zone, {:abandon, entity.id, entity.owner})
+          {:error, :timeout}
+
+        :exit, {reason, _} when reason in [:noproc, :normal, :shutdown] ->
+          {:error, :busy}
       end
     end
   end

@@ -46,6 +46,18 @@ defmodule Grove.WorldTest do
       assert {:error, :out_of_bounds} = World.join(world, at: {:within, {50, 50, 60, 60}})
     end
 
+    test "a join its caller stopped waiting for leaves no entity behind", %{world: world} do
+      # With no time to wait, the call gives up at once, while the zone
+      # (within the same millisecond) may still place the entity.
+      results = for _ <- 1..200, do: World.join(world, timeout: 0)
+      joined = Enum.count(results, &match?({:ok, _, _}, &1))
+      assert Enum.all?(results, &(match?({:ok, _, _}, &1) or &1 == {:error, :timeout}))
+
+      # The audit calls every zone, so each has handled our casts by then.
+      assert World.audit(world) == :ok
+      assert World.entity_count(world) == joined
+    end
+
     test "rejects bad options with a clear error", %{world: world} do
       assert_raise ArgumentError, ~r/:updates/, fn -> World.join(world, updates: :everything) end
       assert_raise ArgumentError, ~r/:kind/, fn -> World.join(world, kind: 300) end

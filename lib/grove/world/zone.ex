@@ -179,6 +179,20 @@ defmodule Grove.World.Zone do
 
   def handle_cast(:tick, zone), do: {:noreply, tick(zone)}
 
+  # A join whose caller stopped waiting: undone if the entity was placed
+  # (nobody has moved it, so it is still here).
+  def handle_cast({:abandon, id, owner}, zone) do
+    case State.fetch(zone.core, id) do
+      {:ok, %Entity{owner: ^owner}} ->
+        zone = drop_entity(zone, id)
+        Stats.incr(zone.world.stats, :leaves)
+        {:noreply, zone}
+
+      _ ->
+        {:noreply, zone}
+    end
+  end
+
   @impl true
   def handle_call({:join, entity, candidates, deadline}, _from, zone) do
     if System.monotonic_time(:millisecond) > deadline do
