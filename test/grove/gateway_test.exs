@@ -454,10 +454,13 @@ defmodule Grove.GatewayTest do
     end
 
     @tag :capture_log
-    test "a frame over the size limit closes the connection with 1009", %{port: port} do
+    test "a frame over the size limit gets the error too_large, then a close with 1009", %{
+      port: port
+    } do
       conn = connect(port)
       push_raw(conn, {:text, String.duplicate("x", 2000)})
-      assert {{:close, 1009, _}, _} = expect(conn, [:error])
+      assert {%{type: :error, code: :too_large}, conn} = expect(conn, [:error])
+      assert {{:close, 1009, _}, _} = expect(conn, [])
     end
 
     test "a client that keeps sending garbage is cut off", %{port: port} do

@@ -139,8 +139,9 @@ defmodule Grove.Gateway.Connection do
       {:ok, frames, parser} ->
         frames(%{conn | parser: parser}, frames, now, [])
 
-      {:error, frames, {code, reason}} ->
-        frames(conn, frames, now, [{:close, code, reason}])
+      # The frames before the fault are answered first.
+      {:error, frames, fault} ->
+        frames(conn, frames ++ [{:fault, fault}], now, [])
     end
   end
 
@@ -232,6 +233,15 @@ defmodule Grove.Gateway.Connection do
 
   defp frames(conn, [{:pong, _payload} | rest], now, actions),
     do: frames(conn, rest, now, actions)
+
+  # A message over the size limit gets the protocol's error before the close.
+  defp frames(conn, [{:fault, {1009, _reason}} | _], now, actions) do
+    {session, new} = Session.too_large(conn.session)
+    frames(%{conn | session: session}, [], now, Enum.reverse(new, actions))
+  end
+
+  defp frames(conn, [{:fault, {code, reason}} | _], now, actions),
+    do: frames(conn, [], now, [{:close, code, reason} | actions])
 
   defp frames(conn, [{kind, data} | rest], now, actions) do
     Stats.incr(Grove.Gateway.config().stats, :frames_in)

@@ -75,23 +75,29 @@ defmodule Grove.Gateway.Session do
     }
   end
 
+  @doc "A client message over `max_frame`: the documented error, then close 1009."
+  @spec too_large(t()) :: {t(), [action()]}
+  def too_large(%__MODULE__{} = session) do
+    count_error(session.config.stats, :too_large)
+
+    actions = [
+      send_message(session, %{
+        type: :error,
+        code: :too_large,
+        message: "frames are limited to #{session.config.max_frame} bytes"
+      }),
+      {:close, 1009, "too large"}
+    ]
+
+    {session, actions}
+  end
+
   @doc "A message from the client, already taken out of its frame."
   @spec handle_frame(t(), :text | :binary, binary(), integer()) :: {t(), [action()]}
   def handle_frame(%__MODULE__{} = session, kind, data, now_ms) do
     cond do
       byte_size(data) > session.config.max_frame ->
-        count_error(session.config.stats, :too_large)
-
-        actions = [
-          send_message(session, %{
-            type: :error,
-            code: :too_large,
-            message: "frames are limited to #{session.config.max_frame} bytes"
-          }),
-          {:close, 1009, "too large"}
-        ]
-
-        {session, actions}
+        too_large(session)
 
       kind != Frames.kind(session.encoding) ->
         error(
