@@ -181,13 +181,16 @@ defmodule Grove.Accounts do
   @doc "Creates an account with a name and a password."
   @spec register(atom(), String.t(), String.t(), keyword()) ::
           {:ok, String.t(), Account.t()}
-          | {:error, :invalid_name | :weak_password | :name_taken | login_error()}
+          | {:error,
+             :invalid_name | :weak_password | :invalid_avatar | :name_taken | login_error()}
   def register(accounts, name, password, opts \\ []) do
     accounts = fetch!(accounts)
     name = normalize(name)
+    avatar = Keyword.get(opts, :avatar) || @default_avatar
 
     with :ok <- valid_name(name),
          :ok <- valid_password(password),
+         :ok <- valid_avatar(avatar),
          :ok <- limit(accounts, :ip, opts[:ip]),
          salt = Password.salt(),
          {:ok, hash} <-
@@ -197,7 +200,7 @@ defmodule Grove.Accounts do
              name: name,
              password_hash: hash,
              password_salt: salt,
-             avatar: Keyword.get(opts, :avatar) || @default_avatar
+             avatar: avatar
            }) do
       {:ok, token, account, _} = issue(accounts, cache(accounts, account), :created)
       {:ok, token, account}
@@ -459,13 +462,40 @@ defmodule Grove.Accounts do
 
   defp valid_device(_), do: {:error, :invalid_device}
 
-  defp valid_avatar(avatar) when is_binary(avatar) do
-    if String.valid?(avatar) and String.length(avatar) in 1..2 and byte_size(avatar) <= 16,
-      do: :ok,
-      else: {:error, :invalid_avatar}
+  # One emoji: a single grapheme (flags, skin tones and ZWJ sequences such
+  # as families are one) that starts in Unicode's emoji blocks, or a keycap.
+  defp valid_avatar(avatar) when is_binary(avatar) and byte_size(avatar) <= 64 do
+    with true <- String.valid?(avatar),
+         [grapheme] <- String.graphemes(avatar),
+         [first | rest] <- String.to_charlist(grapheme),
+         true <- emoji_start?(first) or 0x20E3 in rest do
+      :ok
+    else
+      _ -> {:error, :invalid_avatar}
+    end
   end
 
   defp valid_avatar(_), do: {:error, :invalid_avatar}
+
+  defp emoji_start?(c)
+       when c in 0x1F000..0x1FAFF or c in 0x2600..0x27BF or c in 0x2300..0x23FF or
+              c in 0x2B00..0x2BFF or c in 0x2190..0x21FF or c in 0x25A0..0x25FF or
+              c in [
+                0xA9,
+                0xAE,
+                0x203C,
+                0x2049,
+                0x2122,
+                0x2139,
+                0x24C2,
+                0x3030,
+                0x303D,
+                0x3297,
+                0x3299
+              ],
+       do: true
+
+  defp emoji_start?(_), do: false
 
   defp now, do: System.system_time(:second)
 

@@ -182,6 +182,47 @@ for adapter <- [:sqlite, :postgres] do
         assert {:error, :invalid_avatar} =
                  Accounts.update(accounts, other.id, %{avatar: "not an emoji at all"})
       end
+
+      test "an avatar is one emoji, the same rule at registration and on change", %{
+        accounts: accounts
+      } do
+        {:ok, _, account, _} = Accounts.device_login(accounts, "device-0012")
+
+        bad = [
+          "",
+          "\u0000",
+          "x",
+          "ab",
+          "x\ny",
+          "<img src=x onerror=alert(1)>",
+          String.duplicate("🦊", 300),
+          "🦊🦉",
+          "🦊\u0000"
+        ]
+
+        for {avatar, index} <- Enum.with_index(bad) do
+          assert {:error, :invalid_avatar} =
+                   Accounts.register(accounts, "avatar#{index}", "long enough password",
+                     avatar: avatar
+                   ),
+                 "registered with #{inspect(avatar)}"
+
+          assert {:error, :invalid_avatar} =
+                   Accounts.update(accounts, account.id, %{avatar: avatar}),
+                 "changed to #{inspect(avatar)}"
+        end
+
+        # A skin tone, a family (joined by ZWJ), a flag, a keycap, a symbol.
+        for {avatar, index} <- Enum.with_index(["🦊", "👍🏽", "👨‍👩‍👧", "🇫🇷", "1️⃣", "☀️"]) do
+          assert {:ok, _, %{avatar: ^avatar}} =
+                   Accounts.register(accounts, "good#{index}", "long enough password",
+                     avatar: avatar
+                   )
+
+          assert {:ok, %{avatar: ^avatar}} =
+                   Accounts.update(accounts, account.id, %{avatar: avatar})
+        end
+      end
     end
 
     describe "positions" do

@@ -91,6 +91,19 @@ defmodule Grove.Gateway.ApiTest do
       assert {200, %{"account" => %{"avatar" => "🦉"}}, _} =
                request(port, :get, "/api/me", nil, token2)
 
+      # A NUL made the database layer raise (500); it is a bad avatar.
+      for avatar <- ["\u0000", "", "<b>"] do
+        assert {400, %{"error" => "invalid_avatar"}, _} =
+                 request(port, :patch, "/api/me", %{"avatar" => avatar}, token)
+
+        assert {400, %{"error" => "invalid_avatar"}, _} =
+                 request(port, :post, "/api/register", %{
+                   "name" => "nul_avatar",
+                   "password" => "long enough",
+                   "avatar" => avatar
+                 })
+      end
+
       assert {200, %{"ok" => true}, _} = request(port, :post, "/api/logout", %{}, token)
       assert {401, %{"error" => "revoked"}, _} = request(port, :get, "/api/me", nil, token)
       assert {200, _, _} = request(port, :get, "/api/me", nil, token2)
