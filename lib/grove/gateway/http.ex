@@ -7,6 +7,44 @@ defmodule Grove.Gateway.HTTP do
   import Grove.Gateway.Records
 
   def out(arg) do
+    case collect(arg, Grove.Gateway.config().max_body) do
+      {:more, so_far} -> {:get_more, :undefined, {:grove_body, so_far}}
+      {:ok, arg} -> route(arg)
+      {:error, status, code, message} -> error(status, code, message)
+    end
+  end
+
+  # A body that comes in pieces (chunked, or longer than Yaws's
+  # partial_post_size) is gathered across calls, up to the limit; the
+  # handlers then see it whole. Yaws passes what we return in `state`.
+  defp collect(arg, limit) do
+    so_far =
+      case arg(arg, :state) do
+        {:grove_body, so_far} -> so_far
+        _ -> nil
+      end
+
+    case {so_far, arg(arg, :clidata)} do
+      {_, {:partial, piece}} ->
+        within(so_far, piece, limit, &{:more, &1})
+
+      {so_far, piece} when is_binary(so_far) and is_binary(piece) ->
+        within(so_far, piece, limit, &{:ok, arg(arg, clidata: &1)})
+
+      _ ->
+        {:ok, arg}
+    end
+  end
+
+  defp within(so_far, piece, limit, next) do
+    body = (so_far || "") <> piece
+
+    if byte_size(body) <= limit,
+      do: next.(body),
+      else: {:error, 413, "too_large", "request bodies are limited to #{limit} bytes"}
+  end
+
+  defp route(arg) do
     request = arg(arg, :req)
 
     case {http_request(request, :method), arg(arg, :server_path)} do

@@ -115,6 +115,17 @@ defmodule Grove.Gateway.ApiTest do
                })
     end
 
+    test "a body sent in chunks is read whole, up to the limit", %{port: port} do
+      body = ~s({"device_id":"chunked-device-01"})
+      chunks = for <<piece::binary-size(8) <- body>>, do: piece
+      rest = binary_part(body, 8 * length(chunks), byte_size(body) - 8 * length(chunks))
+      assert {201, %{"token" => _}} = chunked_post(port, "/api/device_login", chunks ++ [rest])
+
+      # 3 KB in 1 KB chunks, over the 2 KB limit.
+      big = List.duplicate(String.duplicate("x", 1024), 3)
+      assert {413, %{"error" => "too_large"}} = chunked_post(port, "/api/device_login", big)
+    end
+
     test "bad input gets a clear 4xx JSON error with a code", %{port: port} do
       assert {400, %{"error" => "bad_json"}, _} =
                request(port, :post, "/api/device_login", "{nope")
@@ -194,6 +205,33 @@ defmodule Grove.Gateway.ApiTest do
       assert {%{type: :error, code: :unauthorized}, conn} = expect(conn, :error)
       push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: "v1.not.valid"})
       assert {%{type: :error, code: :unauthorized}, _} = expect(conn, :error)
+    end
+  end
+
+  defp chunked_post(port, path, chunks) do
+    {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
+
+    head =
+      "POST #{path} HTTP/1.1\r\nHost: grove\r\nContent-Type: application/json\r\n" <>
+        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+
+    encoded =
+      for chunk <- chunks,
+          chunk != "",
+          do: [Integer.to_string(byte_size(chunk), 16), "\r\n", chunk, "\r\n"]
+
+    :ok = :gen_tcp.send(socket, [head, encoded, "0\r\n\r\n"])
+    response = read_all(socket, "")
+    [status_line | _] = String.split(response, "\r\n")
+    [_, status | _] = String.split(status_line, " ")
+    [_, body] = String.split(response, "\r\n\r\n", parts: 2)
+    {String.to_integer(status), :jiffy.decode(body, [:return_maps])}
+  end
+
+  defp read_all(socket, acc) do
+    case :gen_tcp.recv(socket, 0, 5000) do
+      {:ok, data} -> read_all(socket, acc <> data)
+      {:error, :closed} -> acc
     end
   end
 
