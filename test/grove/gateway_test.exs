@@ -174,6 +174,33 @@ defmodule Grove.GatewayTest do
                :httpc.request(:get, {~c"#{url}?token=wrong-token-xx", []}, [], [])
     end
 
+    test "a person opening the dashboard without the token gets a page that asks for it", %{
+      port: port
+    } do
+      url = "http://127.0.0.1:#{port}/dashboard"
+
+      {:ok, {{_, 401, _}, headers, body}} =
+        :httpc.request(:get, {to_charlist(url), []}, [], body_format: :binary)
+
+      assert {~c"content-type", ~c"text/html"} in headers
+      assert body =~ ~s(name="token")
+      refute body =~ "not the one"
+
+      {:ok, {{_, 401, _}, _, body}} =
+        :httpc.request(:get, {~c"#{url}?token=wrong-token-xx", []}, [], body_format: :binary)
+
+      assert body =~ "not the one"
+
+      # Its data stays JSON for programs.
+      {:ok, {{_, 401, _}, headers, _}} =
+        :httpc.request(:get, {~c"#{url}/data", []}, [], body_format: :binary)
+
+      assert {~c"content-type", ~c"application/json"} in headers
+
+      assert {:ok, {{_, 200, _}, _, _}} =
+               :httpc.request(:get, {~c"#{url}?token=#{@token}", []}, [], [])
+    end
+
     test "the dashboard's data: history and the zone heat map", %{port: port} do
       Grove.WorldCase.eventually(fn ->
         %{"samples" => samples, "zones" => zones} =

@@ -12,15 +12,56 @@ defmodule Grove.Gateway.Admin do
   alias Grove.Metrics.{Collector, Prometheus}
 
   def out(arg, config) do
-    if authorized?(arg, config.admin_token) do
-      route(http_request(arg(arg, :req), :method), arg(arg, :server_path), arg, config)
-    else
-      HTTP.error(
-        401,
-        "unauthorized",
-        "this page needs the admin token (Authorization: Bearer TOKEN or ?token=TOKEN)"
-      )
+    method = http_request(arg(arg, :req), :method)
+    path = arg(arg, :server_path)
+
+    cond do
+      authorized?(arg, config.admin_token) ->
+        route(method, path, arg, config)
+
+      # A person opening the dashboard gets a page that asks for the token.
+      method == :GET and path in [~c"/dashboard", ~c"/dashboard/"] ->
+        [{:status, 401}, {:header, {~c"Cache-Control", ~c"no-store"}}, {:html, token_page(arg)}]
+
+      true ->
+        unauthorized()
     end
+  end
+
+  defp unauthorized do
+    HTTP.error(
+      401,
+      "unauthorized",
+      "this page needs the admin token (Authorization: Bearer TOKEN or ?token=TOKEN)"
+    )
+  end
+
+  # A form that reloads the dashboard with ?token=; the dashboard passes it on.
+  defp token_page(arg) do
+    wrong =
+      if query_token(arg) != nil,
+        do: ~s(<p class="wrong">That token is not the one this server was given.</p>),
+        else: ""
+
+    """
+    <!doctype html>
+    <html lang="en"><head><meta charset="utf-8"><title>Grove dashboard</title>
+    <meta name="viewport" content="width=device-width, initial-scale=1">
+    <style>body{font-family:sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem}
+    input{font-size:1rem;padding:.4rem;width:100%;box-sizing:border-box}
+    button{margin-top:.8rem;font-size:1rem;padding:.4rem 1rem}.wrong{color:#b00020}</style>
+    </head><body>
+    <h1>Grove dashboard</h1>
+    <p>This server protects its dashboard with an admin token (the
+    <code>GROVE_ADMIN_TOKEN</code> it was started with).</p>
+    #{wrong}
+    <form method="get" action="/dashboard">
+    <label for="token">Admin token</label>
+    <input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
+    <button type="submit">Open the dashboard</button>
+    </form>
+    </body></html>
+    """
   end
 
   defp route(:GET, ~c"/metrics", _arg, config) do
