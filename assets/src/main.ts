@@ -101,7 +101,7 @@ function receive(message: Message): void {
       break;
     case "bye":
       hud.flash(
-        message.reason === "unsupported_protocol"
+        message.reason === "unsupported_protocol" || message.reason === "replaced"
           ? message.message
           : `The server said goodbye (${message.reason}).`,
       );

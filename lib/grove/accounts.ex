@@ -77,6 +77,7 @@ defmodule Grove.Accounts do
     :saver,
     :accounts_cache,
     :tokens_cache,
+    :left_cells,
     :limits,
     :ip_limit,
     :account_limit
@@ -119,6 +120,8 @@ defmodule Grove.Accounts do
       # Owned by this supervisor's process, which outlives its children.
       accounts_cache: :ets.new(:grove_accounts, [:set, :public, read_concurrency: true]),
       tokens_cache: :ets.new(:grove_tokens, [:set, :public, read_concurrency: true]),
+      # Last cells of players who left, until the saver has written them.
+      left_cells: :ets.new(:grove_left_cells, [:set, :public, read_concurrency: true]),
       limits: :ets.new(:grove_login_limits, [:set, :public, write_concurrency: true]),
       ip_limit: RateLimit.new(opts[:ip_rate], opts[:ip_burst]),
       account_limit: RateLimit.new(opts[:account_rate], opts[:account_burst])
@@ -335,8 +338,15 @@ defmodule Grove.Accounts do
   """
   @spec last_position(atom(), pos_integer()) ::
           {:ok, {non_neg_integer(), non_neg_integer()}} | {:error, :not_found | :unavailable}
-  def last_position(accounts, account_id),
-    do: Store.fetch_position(fetch!(accounts).store, account_id)
+  def last_position(accounts, account_id) do
+    accounts = fetch!(accounts)
+
+    # A player who just left (a reload) may not be saved yet.
+    case :ets.lookup(accounts.left_cells, account_id) do
+      [{_, cell}] -> {:ok, cell}
+      [] -> Store.fetch_position(accounts.store, account_id)
+    end
+  end
 
   @doc "The player with this account is in the world as this entity; its position will be saved."
   @spec playing(atom(), pos_integer(), pos_integer()) :: :ok
@@ -345,7 +355,12 @@ defmodule Grove.Accounts do
 
   @doc "The player left, from this cell; it is saved with the next batch."
   @spec left(atom(), pos_integer(), {non_neg_integer(), non_neg_integer()} | nil) :: :ok
-  def left(accounts, account_id, cell), do: Saver.left(fetch!(accounts).saver, account_id, cell)
+  def left(accounts, account_id, cell) do
+    accounts = fetch!(accounts)
+    # Here, in the caller, so that a join that follows (a reload) finds it.
+    if cell, do: :ets.insert(accounts.left_cells, {account_id, cell})
+    Saver.left(accounts.saver, account_id, cell)
+  end
 
   ## Helpers
 

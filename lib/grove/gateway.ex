@@ -180,6 +180,37 @@ defmodule Grove.Gateway do
   @doc false
   def terrain, do: :persistent_term.get({__MODULE__, :terrain})
 
+  @doc """
+  Claims an account for the calling connection. Another connection that
+  plays it is replaced: it leaves the world, says `bye` with `replaced`,
+  and hands back the cell its player stood on (`nil` if it had not joined
+  or did not answer).
+  """
+  @spec claim(pos_integer()) :: :ok | {:replaced, {non_neg_integer(), non_neg_integer()} | nil}
+  def claim(account_id) do
+    players = config().players
+
+    case Registry.register(players, account_id, nil) do
+      {:ok, _} ->
+        :ok
+
+      {:error, {:already_registered, other}} ->
+        cell =
+          try do
+            GenServer.call(other, :grove_replace, 5000)
+          catch
+            :exit, _ -> nil
+          end
+
+        # The other unregistered before it answered, or is gone; a third
+        # connection of the same account may be quicker still.
+        case Registry.register(players, account_id, nil) do
+          {:ok, _} -> {:replaced, cell}
+          {:error, {:already_registered, _}} -> claim(account_id)
+        end
+    end
+  end
+
   @doc "True once the gateway has begun to drain (it is stopping)."
   @spec draining?() :: boolean()
   def draining?, do: :atomics.get(config().draining, 1) == 1
@@ -211,6 +242,7 @@ defmodule Grove.Gateway do
     docroot = opts[:docroot] || Application.app_dir(:grove, "priv/static")
     File.mkdir_p!(docroot)
     sessions = :"#{opts[:instance]}.Gateway.Sessions"
+    players = :"#{opts[:instance]}.Gateway.Players"
 
     world = Grove.world(opts[:instance])
     terrain = Grove.World.terrain(world)
@@ -234,6 +266,7 @@ defmodule Grove.Gateway do
         # Players' moves on the server: from the frame read to the outcome written.
         move_time: Grove.Metrics.Histogram.new(),
         sessions: sessions,
+        players: players,
         tick_ms: tick_ms(world),
         # Made here, so that they outlive the processes that write them.
         bulletin: Broadcaster.bulletin(),
@@ -297,7 +330,9 @@ defmodule Grove.Gateway do
     children =
       [
         # First, so it stops last: the drainer has said goodbye by then.
-        {PartitionSupervisor, child_spec: DynamicSupervisor, name: sessions}
+        {PartitionSupervisor, child_spec: DynamicSupervisor, name: sessions},
+        # Which connection plays which account: one each.
+        {Registry, keys: :unique, name: players}
       ] ++
         yaws_children ++
         [

@@ -42,14 +42,16 @@ defmodule Grove.Accounts.Saver do
   end
 
   @impl true
-  def handle_cast({:playing, account_id, entity_id}, state),
-    do:
-      {:noreply,
-       %{
-         state
-         | playing: Map.put(state.playing, account_id, entity_id),
-           left: Map.delete(state.left, account_id)
-       }}
+  def handle_cast({:playing, account_id, entity_id}, state) do
+    :ets.delete(state.accounts.left_cells, account_id)
+
+    {:noreply,
+     %{
+       state
+       | playing: Map.put(state.playing, account_id, entity_id),
+         left: Map.delete(state.left, account_id)
+     }}
+  end
 
   def handle_cast({:left, account_id, cell}, state) do
     left = if cell, do: Map.put(state.left, account_id, cell), else: state.left
@@ -91,6 +93,7 @@ defmodule Grove.Accounts.Saver do
       for {account_id, cell} <- current, state.saved[account_id] != cell, do: {account_id, cell}
 
     if changed == [] do
+      forget_left(state)
       %{state | left: %{}}
     else
       rows = for {account_id, {x, y}} <- changed, do: %{account_id: account_id, x: x, y: y}
@@ -102,6 +105,8 @@ defmodule Grove.Accounts.Saver do
 
           # Forget who left once their last cell is written.
           saved = Map.drop(saved, Map.keys(state.left) -- Map.keys(state.playing))
+          forget_left(state)
+
           %{state | left: %{}, saved: saved}
 
         {:error, reason} ->
@@ -116,5 +121,11 @@ defmodule Grove.Accounts.Saver do
           }
       end
     end
+  end
+
+  # The last cells of those who left are in the store now (or were already).
+  defp forget_left(state) do
+    for {account_id, cell} <- state.left,
+        do: :ets.delete_object(state.accounts.left_cells, {account_id, cell})
   end
 end

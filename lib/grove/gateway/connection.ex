@@ -120,6 +120,21 @@ defmodule Grove.Gateway.Connection do
   end
 
   @impl true
+  def handle_call(:grove_replace, from, conn) do
+    {session, cell} = Session.replaced(conn.session)
+    Registry.unregister(Grove.Gateway.config().players, conn.session.account_id)
+    GenServer.reply(from, cell)
+
+    goodbye(
+      %{conn | session: session},
+      :replaced,
+      "this account is playing from another connection",
+      1000,
+      "replaced"
+    )
+  end
+
+  @impl true
   def handle_info(:grove_go, conn) do
     config = Grove.Gateway.config()
     :ok = :inet.setopts(conn.socket, active: @active, packet: :raw, mode: :binary)

@@ -225,7 +225,7 @@ defmodule Grove.Gateway.Session do
     ]
 
     accounts = session.config.accounts
-    last = if account, do: last_position(session, accounts, account.id)
+    last = if account, do: take_over(session, accounts, account.id)
 
     # Back where the player stood, unless someone else stands there now.
     result =
@@ -348,6 +348,21 @@ defmodule Grove.Gateway.Session do
   def encoding(%__MODULE__{encoding: encoding}), do: encoding
 
   @doc """
+  Another connection of the same account takes this one's place: the
+  player's entity leaves the world and its last cell goes to the accounts
+  (and to the caller, who puts the player there). The session no longer
+  speaks for the account.
+  """
+  @spec replaced(t()) :: {t(), {non_neg_integer(), non_neg_integer()} | nil}
+  def replaced(%__MODULE__{joined: true, id: id, cell: cell} = session) do
+    _ = World.leave(session.world, id)
+    :ok = ended(session)
+    {%{session | account_id: nil}, cell}
+  end
+
+  def replaced(%__MODULE__{} = session), do: {%{session | account_id: nil}, nil}
+
+  @doc """
   The connection is over: hands the player's last cell to the accounts, to
   be saved. (The zone removes the entity itself when the process ends.)
   """
@@ -390,6 +405,17 @@ defmodule Grove.Gateway.Session do
       {session, [report, bye, {:close, 1008, "too many errors"}]}
     else
       {session, [report]}
+    end
+  end
+
+  # One connection per account: a later one takes the place of an earlier
+  # one, and the cell its player last stood on (the earlier connection is
+  # told `bye` with `replaced`).
+  defp take_over(session, accounts, account_id) do
+    case Grove.Gateway.claim(account_id) do
+      :ok -> last_position(session, accounts, account_id)
+      {:replaced, nil} -> last_position(session, accounts, account_id)
+      {:replaced, cell} -> cell
     end
   end
 

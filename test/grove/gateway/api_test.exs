@@ -4,7 +4,7 @@ defmodule Grove.Gateway.ApiTest do
 
   import Grove.WorldCase, only: [eventually: 1]
 
-  alias Grove.Protocol
+  alias Grove.{Protocol, World}
   alias Grove.Load.WsClient
 
   @moduletag :gateway
@@ -196,6 +196,48 @@ defmodule Grove.Gateway.ApiTest do
 
       {_conn, again} = join(port, token)
       assert {again.x, again.y} == {x, y}
+    end
+
+    test "a second connection of an account replaces the first, where its player stood", %{
+      port: port,
+      world: world
+    } do
+      {201, %{"token" => token}, _} =
+        request(port, :post, "/api/device_login", %{"device_id" => "two-tabs-0001"})
+
+      players_before = World.stats(world).players
+      {first, welcome} = join(port, token)
+      direction = if welcome.x < 20, do: :e, else: :w
+      push(first, %{type: :move, seq: 1, dir: direction})
+      {%{type: :outcome, result: :ok, x: x, y: y}, first} = expect(first, :outcome)
+
+      {_second, again} = join(port, token)
+      assert {again.x, again.y} == {x, y}
+
+      {bye, {client, _}} = expect(first, :bye)
+      assert bye.reason == :replaced
+      assert {:ok, {:close, 1000, _}, _} = WsClient.recv(client, 3000)
+      assert World.stats(world).players == players_before + 1
+    end
+
+    test "a reload right after a step comes back where the step ended", %{port: port} do
+      {201, %{"token" => token}, _} =
+        request(port, :post, "/api/device_login", %{"device_id" => "reload-0001"})
+
+      for round <- 1..5 do
+        {conn, welcome} = join(port, token)
+        direction = if welcome.x < 20, do: :e, else: :w
+        push(conn, %{type: :move, seq: round, dir: direction})
+
+        {%{type: :outcome, result: :ok, x: x, y: y}, {client, _}} = expect(conn, :outcome)
+        WsClient.close(client)
+
+        # At once: the closing connection may not have noticed yet.
+        {next, again} = join(port, token)
+        assert {again.x, again.y} == {x, y}, "round #{round}"
+        {client, _} = next
+        WsClient.close(client)
+      end
     end
 
     test "without a token, or with a bad one, this server admits nobody", %{port: port} do
