@@ -350,8 +350,12 @@ defmodule Grove.Accounts do
 
   @doc "The player with this account is in the world as this entity; its position will be saved."
   @spec playing(atom(), pos_integer(), pos_integer()) :: :ok
-  def playing(accounts, account_id, entity_id),
-    do: Saver.playing(fetch!(accounts).saver, account_id, entity_id)
+  def playing(accounts, account_id, entity_id) do
+    accounts = fetch!(accounts)
+    # In the caller, in order with its own `left/3` that ends this play.
+    :ets.delete(accounts.left_cells, account_id)
+    Saver.playing(accounts.saver, account_id, entity_id)
+  end
 
   @doc "The player left, from this cell; it is saved with the next batch."
   @spec left(atom(), pos_integer(), {non_neg_integer(), non_neg_integer()} | nil) :: :ok

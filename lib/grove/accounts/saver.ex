@@ -43,8 +43,6 @@ defmodule Grove.Accounts.Saver do
 
   @impl true
   def handle_cast({:playing, account_id, entity_id}, state) do
-    :ets.delete(state.accounts.left_cells, account_id)
-
     {:noreply,
      %{
        state
