@@ -17,13 +17,13 @@ defmodule Grove.Metrics do
 
   | event | measurements | metadata |
   | --- | --- | --- |
-  | `[:grove, :zone, :tick]` | `duration` (native units), `changes` | `zone` |
-  | `[:grove, :zone, :restart]` | `entities` | `zone` |
+  | `[:grove, :zone, :tick]` | `duration` (native units), `changes` | `zone`, `world` |
+  | `[:grove, :zone, :restart]` | `entities` | `zone`, `world` |
   | `[:grove, :session, :start]` | | `encoding` |
   | `[:grove, :session, :stop]` | | `encoding`, `reason` |
   | `[:grove, :session, :slow_consumer]` | | `encoding` |
-  | `[:grove, :session, :protocol_error]` | | `code` |
-  | `[:grove, :load, :report]` | `players`, `moves_per_s`, `p50_ms`, `p99_ms`, `errors` | `knee`, `phase` |
+  | `[:grove, :session, :protocol_error]` | | `code`, `instance` |
+  | `[:grove, :load, :report]` | `players`, `moves_per_s`, `p50_ms`, `p99_ms`, `errors` | `knee`, `phase`, `instance` |
 
   The hottest things are counted in place, in `:counters`, by the code that
   does them, and read by the collector rather than dispatched one by one:

@@ -112,7 +112,7 @@ defmodule Grove.Gateway.Admin do
     HTTP.json(200, body)
   end
 
-  defp route(:POST, ~c"/api/load/report", arg, _config) do
+  defp route(:POST, ~c"/api/load/report", arg, config) do
     with {:ok, body} <- HTTP.body(arg),
          {:ok, %{} = report} <- HTTP.decode_json(body) do
       numbers =
@@ -123,7 +123,13 @@ defmodule Grove.Gateway.Admin do
 
       knee = if is_number(report["knee"]), do: round(report["knee"])
       phase = if is_binary(report["phase"]), do: String.slice(report["phase"], 0, 40)
-      Metrics.execute([:grove, :load, :report], numbers, %{knee: knee, phase: phase})
+
+      Metrics.execute([:grove, :load, :report], numbers, %{
+        knee: knee,
+        phase: phase,
+        instance: config.instance
+      })
+
       HTTP.json(202, %{"accepted" => true})
     else
       {:error, status, code, message} -> HTTP.error(status, code, message)

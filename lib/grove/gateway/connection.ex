@@ -409,7 +409,8 @@ defmodule Grove.Gateway.Connection do
       view_ms: config.view_ms_max,
       stats: config.stats,
       move_time: config.move_time,
-      accounts: config.accounts
+      accounts: config.accounts,
+      instance: config.instance
     }
   end
 

@@ -78,7 +78,7 @@ defmodule Grove.Gateway.Session do
   @doc "A client message over `max_frame`: the documented error, then close 1009."
   @spec too_large(t()) :: {t(), [action()]}
   def too_large(%__MODULE__{} = session) do
-    count_error(session.config.stats, :too_large)
+    count_error(session.config, :too_large)
 
     actions = [
       send_message(session, %{
@@ -176,7 +176,7 @@ defmodule Grove.Gateway.Session do
 
   # A client of another protocol version is told so, in words, and let go.
   defp unsupported(session, text) do
-    count_error(session.config.stats, :unsupported_protocol)
+    count_error(session.config, :unsupported_protocol)
 
     {session,
      [
@@ -381,7 +381,7 @@ defmodule Grove.Gateway.Session do
   defp format(%__MODULE__{format: format}), do: format
 
   defp error(session, code, text, now_ms) do
-    count_error(session.config.stats, code)
+    count_error(session.config, code)
 
     # A held-down key runs into the rate limit; that is no reason to cut anyone off.
     counted = if code == :rate_limited, do: 0, else: 1
@@ -440,10 +440,14 @@ defmodule Grove.Gateway.Session do
     end
   end
 
-  defp count_error(nil, _code), do: :ok
+  defp count_error(%{stats: nil}, _code), do: :ok
 
-  defp count_error(stats, code) do
-    Grove.Metrics.execute([:grove, :session, :protocol_error], %{}, %{code: code})
+  defp count_error(%{stats: stats} = config, code) do
+    Grove.Metrics.execute([:grove, :session, :protocol_error], %{}, %{
+      code: code,
+      instance: config[:instance]
+    })
+
     Stats.incr(stats, :protocol_errors)
     if code in [:rate_limited, :too_large], do: Stats.incr(stats, code)
     :ok

@@ -217,7 +217,13 @@ defmodule Grove.Metrics.Collector do
         handler_id,
         [[:grove, :zone, :tick], [:grove, :session, :protocol_error], [:grove, :load, :report]],
         &__MODULE__.handle_event/4,
-        %{tick: tick, errors: errors, load: load}
+        %{
+          tick: tick,
+          errors: errors,
+          load: load,
+          instance: instance,
+          world: Grove.world(instance)
+        }
       )
 
     state = %__MODULE__{
@@ -236,22 +242,35 @@ defmodule Grove.Metrics.Collector do
   end
 
   @doc false
-  def handle_event([:grove, :zone, :tick], %{duration: duration}, _meta, %{tick: tick}),
-    do: Histogram.record(tick, System.convert_time_unit(duration, :native, :microsecond))
+  # Handlers are global to the VM: each collector takes only its own
+  # instance's events (its world's zones, its gateway's sessions).
+  def handle_event([:grove, :zone, :tick], %{duration: duration}, %{world: world}, %{
+        world: world,
+        tick: tick
+      }),
+      do: Histogram.record(tick, System.convert_time_unit(duration, :native, :microsecond))
 
-  def handle_event([:grove, :session, :protocol_error], _m, %{code: code}, %{errors: errors}) do
+  def handle_event([:grove, :session, :protocol_error], _m, %{code: code, instance: instance}, %{
+        instance: instance,
+        errors: errors
+      }) do
     case errors do
       %{^code => ref} -> :counters.add(ref, 1, 1)
       _ -> :ok
     end
   end
 
-  def handle_event([:grove, :load, :report], measurements, metadata, %{load: load}),
-    do:
-      :ets.insert(
-        load,
-        {:latest, System.monotonic_time(:millisecond), Map.merge(measurements, metadata)}
-      )
+  def handle_event([:grove, :load, :report], measurements, %{instance: instance} = metadata, %{
+        instance: instance,
+        load: load
+      }),
+      do:
+        :ets.insert(
+          load,
+          {:latest, System.monotonic_time(:millisecond), Map.merge(measurements, metadata)}
+        )
+
+  def handle_event(_event, _measurements, _metadata, _config), do: :ok
 
   @impl true
   def handle_info(:sample, state) do

@@ -659,7 +659,7 @@ defmodule Grove.World.Zone do
           duration: System.monotonic_time() - started,
           changes: length(changes) + length(departed)
         },
-        %{zone: zone.index}
+        %{zone: zone.index, world: zone.world.name}
       )
 
       zone
@@ -776,7 +776,12 @@ defmodule Grove.World.Zone do
 
     if mine != [] do
       Stats.incr(world.stats, :zone_restarts)
-      Metrics.execute([:grove, :zone, :restart], %{entities: length(mine)}, %{zone: index})
+
+      Metrics.execute([:grove, :zone, :restart], %{entities: length(mine)}, %{
+        zone: index,
+        world: world.name
+      })
+
       Logger.info("zone #{index} restarted with #{length(mine)} entities")
     end
 

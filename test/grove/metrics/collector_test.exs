@@ -40,7 +40,12 @@ defmodule Grove.Metrics.CollectorTest do
   test "exports Prometheus text: every family with help and type, histograms complete", %{
     instance: instance
   } do
-    eventually(fn -> assert (Collector.latest(instance) || %{})[:moves_per_s] > 0 end)
+    # (A missing sample must not pass: nil > 0 is true in Erlang's term order.)
+    eventually(fn ->
+      assert %{moves_per_s: moves, entities: 30} = Collector.latest(instance)
+      assert moves > 0
+    end)
+
     text = IO.iodata_to_binary(Prometheus.render(instance))
     lines = String.split(text, "\n", trim: true)
 
@@ -69,6 +74,45 @@ defmodule Grove.Metrics.CollectorTest do
       assert {_, cumulative} = List.last(tick.buckets)
       assert cumulative == tick.count
     end)
+  end
+
+  test "counts its own instance's events only, though handlers are global to the VM", %{
+    instance: instance
+  } do
+    tick_count = fn ->
+      {_, :histogram, _, [{[], tick}]} =
+        List.keyfind(Collector.metrics(instance), "grove_zone_tick_duration_seconds", 0)
+
+      tick.count
+    end
+
+    errors = fn ->
+      {_, :counter, _, values} =
+        List.keyfind(Collector.metrics(instance), "grove_protocol_errors_total", 0)
+
+      for({[code: :bad_json], n} <- values, do: n) |> Enum.sum()
+    end
+
+    # Nobody watches this instance's zones: none of its own ticks happen.
+    {ticks, bad_json} = {tick_count.(), errors.()}
+    tick = %{duration: 1000, changes: 1}
+    Grove.Metrics.execute([:grove, :zone, :tick], tick, %{zone: 0, world: :another_world})
+
+    Grove.Metrics.execute([:grove, :session, :protocol_error], %{}, %{
+      code: :bad_json,
+      instance: :another
+    })
+
+    assert {tick_count.(), errors.()} == {ticks, bad_json}
+
+    Grove.Metrics.execute([:grove, :zone, :tick], tick, %{zone: 0, world: Grove.world(instance)})
+
+    Grove.Metrics.execute([:grove, :session, :protocol_error], %{}, %{
+      code: :bad_json,
+      instance: instance
+    })
+
+    assert {tick_count.(), errors.()} == {ticks + 1, bad_json + 1}
   end
 
   test "StatsD lines: counters as increases, gauges as values", %{instance: instance} do
