@@ -163,10 +163,13 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     assert.equal((await screen(page)).cells, 17 * 17);
 
     await moveSomewhere(page);
-    // Pong, stats and the minimap arrive in binary as well.
-    await page.waitForFunction(() => window.grove.stats().pongs > 0, null, { timeout: 5000 });
-    await page.waitForFunction(() => window.grove.stats().actors === 2000, null, { timeout: 5000 });
-    await page.waitForFunction(() => window.grove.stats().densities > 0, null, { timeout: 5000 });
+    // Pong, stats and the minimap arrive in binary as well. The latest stats
+    // and minimap come right after the join; waiting for all the actors may
+    // take the next stats (every 2 s): the default timeout leaves room for a
+    // busy machine, rather than a wait shorter than a broadcast interval.
+    await page.waitForFunction(() => window.grove.stats().pongs > 0);
+    await page.waitForFunction(() => window.grove.stats().densities > 0);
+    await page.waitForFunction(() => window.grove.stats().actors === 2000);
     assert.deepEqual(problems, []);
     await page.close();
   });
