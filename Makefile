@@ -11,7 +11,7 @@ CLIENT_SOURCES := $(shell find assets/src -type f 2>/dev/null) assets/package.js
 CLIENT_BUNDLE := priv/static/assets/app.js priv/static/assets/dashboard.js
 NODE_MODULES := assets/node_modules/.package-lock.json
 
-.PHONY: run test test-server test-browser setup setup-test compile client bench bench-players clean
+.PHONY: run test test-server test-browser setup setup-test compile client bench bench-players release clean
 
 run: setup client
 	mix compile
@@ -54,6 +54,11 @@ bench: setup
 
 # What a player costs the server, with the server and the load pinned to
 # cores of their own; see docs/benchmarks.md ("Players per core").
+# A self-contained release (ERTS included, the browser client bundled) in
+# _build/prod/rel/grove; see docs/operations.md, "Releases".
+release: setup client
+	MIX_ENV=prod mix release --overwrite
+
 bench-players: setup
 	mix grove.bench.players $(BENCH_ARGS)
 

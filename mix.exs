@@ -3,9 +3,26 @@ defmodule Grove.MixProject do
 
   # Grove uses no hex packages: every dependency is an Erlang application that
   # Debian installs under /usr/lib/erlang/lib (already on the code path), except
-  # Yaws, whose code lives in /usr/lib/yaws*/ebin.
-  for ebin <- Path.wildcard("/usr/lib/yaws*/ebin") do
-    Code.prepend_path(ebin)
+  # Yaws, whose code lives in /usr/lib/yaws-*/ebin. Two of them are not where a
+  # release looks for an application (a directory named after it, among
+  # others of its kind): Yaws, alone in /usr/lib, and sqlite3, in a directory
+  # named p1_sqlite3-*. Links under _build/erl_libs give both a proper place.
+  libs = Path.expand("_build/erl_libs", __DIR__)
+
+  for {dir, name} <- [
+        {"/usr/lib/yaws-*", "yaws"},
+        {"/usr/lib/erlang/lib/p1_sqlite3-*", "sqlite3"}
+      ],
+      source <- Path.wildcard(dir) do
+    link =
+      Path.join(
+        libs,
+        name <> "-" <> (source |> Path.basename() |> String.split("-") |> List.last())
+      )
+
+    File.mkdir_p!(libs)
+    unless File.exists?(link), do: File.ln_s!(source, link)
+    Code.prepend_path(Path.join(link, "ebin"))
   end
 
   def project do
@@ -20,7 +37,8 @@ defmodule Grove.MixProject do
       # Yaws is an included application from Debian's ebin directory; xref
       # does not see it as a dependency.
       xref: [exclude: [:yaws_api, :yaws, :cow_ws]],
-      test_coverage: [summary: [threshold: 0]]
+      test_coverage: [summary: [threshold: 0]],
+      releases: [grove: [include_erts: true, strip_beams: false]]
     ]
   end
 

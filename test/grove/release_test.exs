@@ -1,0 +1,142 @@
+defmodule Grove.ReleaseTest do
+  # Builds the release (MIX_ENV=prod) and runs it as its own OS process.
+  use ExUnit.Case, async: false
+
+  import Grove.WorldCase, only: [eventually: 2]
+
+  alias Grove.Load.WsClient
+  alias Grove.Protocol
+
+  @moduletag :release
+  @moduletag timeout: 900_000
+
+  # Everything a release must not need: Elixir, Mix and Erlang's own tools.
+  @hidden ~w(elixir elixirc iex mix erl erlc escript epmd run_erl to_erl ct_run dialyzer typer)
+
+  setup do
+    root = Path.join(System.tmp_dir!(), "grove-release-#{System.unique_integer([:positive])}")
+    File.mkdir_p!(root)
+    epmd_before = epmd_running?()
+
+    on_exit(fn ->
+      # Whatever happened, nothing of the release may outlive the test.
+      for pid_file <- [Path.join(root, "os_pid")], File.exists?(pid_file) do
+        System.cmd("kill", ["-KILL", File.read!(pid_file)], stderr_to_stdout: true)
+      end
+
+      epmd = Path.wildcard(Path.join(root, "grove/erts-*/bin/epmd"))
+
+      if not epmd_before and epmd != [],
+        do: System.cmd(hd(epmd), ["-kill"], stderr_to_stdout: true)
+
+      File.rm_rf!(root)
+    end)
+
+    %{root: root}
+  end
+
+  test "a release starts without Elixir on the PATH, plays a move, reports and stops cleanly", %{
+    root: root
+  } do
+    release = Path.join(root, "grove")
+
+    {output, status} =
+      System.cmd("mix", ["release", "--overwrite", "--quiet", "--path", release],
+        env: [{"MIX_ENV", "prod"}],
+        stderr_to_stdout: true,
+        cd: File.cwd!()
+      )
+
+    assert status == 0, output
+    bin = Path.join(release, "bin/grove")
+    port = free_port()
+
+    env = [
+      {"PATH", scrubbed_path(root)},
+      {"GROVE_DATA", Path.join(root, "data")},
+      {"GROVE_PORT", Integer.to_string(port)},
+      {"GROVE_ACTORS", "50"},
+      {"GROVE_WIDTH", "60"},
+      {"GROVE_HEIGHT", "60"},
+      {"RELEASE_NODE", "grove_release_test_#{System.unique_integer([:positive])}"},
+      {"RELEASE_COOKIE", Base.encode16(:crypto.strong_rand_bytes(16))}
+    ]
+
+    assert {"grove: applied migrations [1]\n", 0} =
+             System.cmd(bin, ["migrate"], env: env, cd: root)
+
+    server =
+      Port.open({:spawn_executable, bin}, [
+        :binary,
+        :exit_status,
+        :stderr_to_stdout,
+        args: ["start"],
+        cd: root,
+        env: for({key, value} <- env, do: {to_charlist(key), to_charlist(value)})
+      ])
+
+    {:os_pid, os_pid} = Port.info(server, :os_pid)
+    File.write!(Path.join(root, "os_pid"), Integer.to_string(os_pid))
+
+    eventually(fn -> assert {200, %{"ready" => true}} = get(port, "/readyz") end, 6000)
+
+    # A player joins and moves.
+    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+    send_json(client, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+    {welcome, client} = receive_type(client, :welcome)
+    direction = if welcome.x < 30, do: :e, else: :w
+    send_json(client, %{type: :move, seq: 1, dir: direction})
+    {outcome, _client} = receive_type(client, :outcome)
+    assert outcome.seq == 1
+
+    {status_text, 0} = System.cmd(bin, ["status"], env: env, cd: root)
+    assert status_text =~ "entities"
+    assert status_text =~ "ready: world ok, store ok, gateway ok; 1 sessions"
+
+    # A graceful stop: the player is told goodbye, the node exits with 0.
+    assert {_, 0} = System.cmd(bin, ["stop"], env: env, cd: root)
+    assert_receive {^server, {:exit_status, 0}}, 60_000
+    File.rm!(Path.join(root, "os_pid"))
+  end
+
+  defp scrubbed_path(root) do
+    dir = Path.join(root, "path")
+    File.mkdir_p!(dir)
+
+    for source <- Path.wildcard("/usr/bin/*") ++ Path.wildcard("/bin/*"),
+        name = Path.basename(source),
+        name not in @hidden,
+        link = Path.join(dir, name),
+        not File.exists?(link),
+        do: File.ln_s!(source, link)
+
+    dir
+  end
+
+  defp epmd_running?, do: match?({_, 0}, System.cmd("pgrep", ["-x", "epmd"]))
+
+  defp free_port do
+    {:ok, socket} = :gen_tcp.listen(0, ip: {127, 0, 0, 1})
+    {:ok, port} = :inet.port(socket)
+    :gen_tcp.close(socket)
+    port
+  end
+
+  defp get(port, path) do
+    case :httpc.request(:get, {~c"http://127.0.0.1:#{port}#{path}", []}, [], body_format: :binary) do
+      {:ok, {{_, status, _}, _, body}} -> {status, :jiffy.decode(body, [:return_maps])}
+      {:error, reason} -> {:error, reason}
+    end
+  end
+
+  defp send_json(client, message) do
+    :ok =
+      WsClient.send_frame(client, {:text, IO.iodata_to_binary(Protocol.encode(message, :json))})
+  end
+
+  defp receive_type(client, type) do
+    {:ok, {:text, data}, client} = WsClient.recv(client, 10_000)
+    {:ok, message} = Protocol.decode(data, :json)
+    if message.type == type, do: {message, client}, else: receive_type(client, type)
+  end
+end
