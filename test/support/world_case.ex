@@ -60,11 +60,13 @@ defmodule Grove.WorldCase do
   end
 
   @doc """
-  Retries `check` (which asserts) until it passes or about a second has gone:
-  for effects another process applies on its own time, such as a zone
-  handling a monitor's DOWN. Waits between tries with `receive ... after`.
+  Retries `check` (which asserts) until it passes or at least ten seconds
+  have gone: for effects another process applies on its own time, such as a
+  zone handling a monitor's DOWN. Waits between tries with `receive ...
+  after`. A check that passes returns at once, so the bound is generous: on
+  a busy machine a second is not long.
   """
-  def eventually(check, tries \\ 100) do
+  def eventually(check, tries \\ 1000) do
     check.()
   rescue
     error in [ExUnit.AssertionError, MatchError] ->
