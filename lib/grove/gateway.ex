@@ -194,6 +194,10 @@ defmodule Grove.Gateway do
       {:ok, _} ->
         :ok
 
+      # A join of ours that failed (the world was busy) and is tried again.
+      {:error, {:already_registered, other}} when other == self() ->
+        :ok
+
       {:error, {:already_registered, other}} ->
         cell =
           try do

@@ -220,6 +220,11 @@ defmodule Grove.Gateway.ApiTest do
       assert World.stats(world).players == players_before + 1
     end
 
+    test "a connection that claims its account again (a join tried again) keeps it" do
+      claims = Task.async(fn -> {Grove.Gateway.claim(987_654), Grove.Gateway.claim(987_654)} end)
+      assert Task.await(claims) == {:ok, :ok}
+    end
+
     test "a reload right after a step comes back where the step ended", %{port: port} do
       {201, %{"token" => token}, _} =
         request(port, :post, "/api/device_login", %{"device_id" => "reload-0001"})
