@@ -64,17 +64,17 @@ defmodule Grove.Release do
   def status do
     {line, _reading} = Grove.Status.line(Grove)
 
-    ready =
+    gateway =
       case Process.whereis(Grove.Gateway) do
         nil ->
           "no gateway"
 
         _ ->
           checks = Grove.Gateway.Health.checks(Grove.Gateway.config())
-          Enum.map_join(checks, ", ", fn {check, result} -> "#{check} #{result}" end)
+          ready = Enum.map_join(checks, ", ", fn {check, result} -> "#{check} #{result}" end)
+          "ready: #{ready}; #{Grove.Gateway.stats().sessions} sessions"
       end
 
-    sessions = Grove.Gateway.stats()[:sessions] || 0
-    "#{line}\ngrove: ready: #{ready}; #{sessions} sessions"
+    "#{line}\ngrove: #{gateway}"
   end
 end
