@@ -40,7 +40,7 @@ defmodule Grove.Load.WsRun do
   import Grove.Load.Report, only: [figure: 1]
   import Grove.Metrics.Histogram, only: [to_ms: 1]
 
-  alias Grove.Load.{Stats, Swarm}
+  alias Grove.Load.{Soak, Stats, Swarm}
   alias Grove.Metrics.Histogram
 
   @defaults [
@@ -61,6 +61,7 @@ defmodule Grove.Load.WsRun do
     max_players: 200_000,
     report_url: nil,
     metrics_url: nil,
+    sample_every: nil,
     token: nil,
     server_pid: nil,
     out: &IO.puts/1
@@ -109,13 +110,19 @@ defmodule Grove.Load.WsRun do
       baseline: nil,
       knee: nil,
       spawned: 0,
-      checking: checking(opts[:check_views])
+      checking: checking(opts[:check_views]),
+      sampler: nil
     }
 
     opts[:out].(
       "load: #{describe(run)} at #{ramp}/s on #{opts[:url]} (#{opts[:encoding]}), " <>
         "moves every #{opts[:move_every]} ms, views checked by #{describe_checks(opts[:check_views])}"
     )
+
+    run =
+      if every = opts[:sample_every],
+        do: %{run | sampler: Soak.start(run.metrics_url, opts[:token], every)},
+        else: run
 
     run =
       if stages,
@@ -435,6 +442,7 @@ defmodule Grove.Load.WsRun do
     steady = steady_windows(run)
     latency = total.latency
     cpu = cpu_used(run.cpu, cpu_now(run.opts[:server_pid]), seconds)
+    samples = if run.sampler, do: Soak.stop(run.sampler), else: []
 
     report = %{
       players: run.target || run.knee || 0,
@@ -464,7 +472,9 @@ defmodule Grove.Load.WsRun do
       cpu: cpu,
       windows: run.windows,
       stages: run.stages,
-      baseline: run.baseline
+      baseline: run.baseline,
+      samples: Enum.map(samples, fn {t, values} -> Map.put(values, :t, t) end),
+      growth: Soak.trends(samples)
     }
 
     print(run.opts[:out], report)
@@ -512,7 +522,39 @@ defmodule Grove.Load.WsRun do
 
     out.("correctness    #{inspect(r.correctness_failures)}")
     out.("cpu            #{inspect(r.cpu)}")
+    if r.growth != %{}, do: print_growth(out, r)
   end
+
+  # The server's gauges over the run, and which of them grow (Grove.Load.Soak).
+  defp print_growth(out, r) do
+    out.("")
+
+    out.(
+      "server gauges, #{length(r.samples)} samples (growth: t > 3 and a rise over 5 % after the first fifth)"
+    )
+
+    out.("| gauge | first | last | min | max | per hour | t | rise | grows |")
+    out.("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+
+    for key <- Soak.gauges(), trend = r.growth[key], trend != nil do
+      out.(
+        "| #{key} | #{amount(trend.first)} | #{amount(trend.last)} | #{amount(trend.min)} | " <>
+          "#{amount(trend.max)} | #{amount(trend.per_hour)} | #{t_figure(trend.t)} | " <>
+          "#{Float.round(trend.rise * 100, 1)} % | #{if trend.grows, do: "GROWS", else: "no"} |"
+      )
+    end
+
+    grown = for {key, %{grows: true}} <- r.growth, do: key
+    out.("growth         #{if grown == [], do: "none", else: Enum.join(grown, ", ")}")
+  end
+
+  defp amount(value) when abs(value) >= 1_000_000, do: "#{Float.round(value / 1_000_000, 1)} M"
+  defp amount(value) when abs(value) >= 10_000, do: "#{Float.round(value / 1000, 1)} k"
+  defp amount(value) when is_float(value), do: "#{Float.round(value, 1)}"
+  defp amount(value), do: "#{value}"
+
+  defp t_figure(t) when is_float(t), do: "#{Float.round(t, 1)}"
+  defp t_figure(t), do: "#{t}"
 
   defp print_stages(out, r) do
     out.("")

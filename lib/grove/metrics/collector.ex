@@ -165,6 +165,11 @@ defmodule Grove.Metrics.Collector do
        )},
       {"grove_beam_processes", :gauge, "Processes in the BEAM.",
        [{[], :erlang.system_info(:process_count)}]},
+      {"grove_beam_ports", :gauge, "Ports (sockets, files, drivers) open in the BEAM.",
+       [{[], :erlang.system_info(:port_count)}]},
+      {"grove_beam_ets_tables", :gauge, "ETS tables in the BEAM.", [{[], length(:ets.all())}]},
+      {"grove_beam_mailbox_max", :gauge,
+       "The longest mailbox of any process, read at scrape time.", [{[], mailbox_max()}]},
       {"grove_beam_run_queue", :gauge, "Processes waiting for a scheduler.",
        [{[], :erlang.statistics(:total_run_queue_lengths)}]},
       {"grove_beam_scheduler_utilization", :gauge,
@@ -390,6 +395,16 @@ defmodule Grove.Metrics.Collector do
   defp normal_utilization(samples) do
     normal = for {:normal, _id, util, _} <- samples, do: util
     if normal == [], do: 0.0, else: Float.round(Enum.sum(normal) / length(normal), 3)
+  end
+
+  # One pass over every process: a few milliseconds with tens of thousands.
+  defp mailbox_max do
+    Enum.reduce(Process.list(), 0, fn pid, longest ->
+      case Process.info(pid, :message_queue_len) do
+        {:message_queue_len, length} -> max(length, longest)
+        nil -> longest
+      end
+    end)
   end
 
   defp gateway_stats do

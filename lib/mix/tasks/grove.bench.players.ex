@@ -34,6 +34,10 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     * `--actors N` - actors in the server's world (default 20000, as `make run`)
     * `--cores SERVER,LOAD` - the cores to pin them to (default `0,1`)
     * `--json PATH`, `--report PATH` - the load's reports, as for `mix grove.load`
+    * `--sample-every S` - a soak: sample the server's gauges every S seconds
+      and report which grow (see `mix help grove.load`); for example half
+      the knee for thirty minutes:
+      `mix grove.bench.players --stages 2000 --stage-seconds 1800 --sample-every 5`
 
   Needs Linux's `taskset` and two cores; it says so and stops otherwise.
   The server's data (its SQLite file) goes to a temporary folder.
@@ -52,7 +56,8 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     actors: :integer,
     cores: :string,
     json: :string,
-    report: :string
+    report: :string,
+    sample_every: :integer
   ]
 
   @erl_options "+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none"
@@ -120,6 +125,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
           opts[:check_views] || "100"
         ] ++
           if(opts[:json], do: ["--json", opts[:json]], else: []) ++
+          if(opts[:sample_every], do: ["--sample-every", to_string(opts[:sample_every])], else: []) ++
           if(opts[:report], do: ["--report", opts[:report]], else: [])
 
       load =

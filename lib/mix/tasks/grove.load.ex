@@ -41,6 +41,9 @@ defmodule Mix.Tasks.Grove.Load do
     * `--server-pid PID` - also report the server's CPU, read from /proc
     * `--metrics-url URL` - where the server's memory is read (default the
       `/metrics` of the server in `--url`)
+    * `--sample-every S` - a soak: read the server's gauges (memory,
+      processes, ports, ETS tables, the longest mailbox) every S seconds and
+      report which of them grow (`Grove.Load.Soak` says how that is judged)
 
   ## http
 
@@ -91,6 +94,7 @@ defmodule Mix.Tasks.Grove.Load do
     check_views: :string,
     per_swarm: :integer,
     metrics_url: :string,
+    sample_every: :integer,
     every: :integer
   ]
 
