@@ -184,10 +184,18 @@ defmodule Grove.Gateway do
   Claims an account for the calling connection. Another connection that
   plays it is replaced: it leaves the world, says `bye` with `replaced`,
   and hands back the cell its player stood on (`nil` if it had not joined
-  or did not answer).
+  or did not answer). `:busy` when the account could not be taken in
+  `tries` attempts (the other connection does not answer and keeps it).
   """
-  @spec claim(pos_integer()) :: :ok | {:replaced, {non_neg_integer(), non_neg_integer()} | nil}
-  def claim(account_id) do
+  @spec claim(pos_integer(), non_neg_integer()) ::
+          :ok | {:replaced, {non_neg_integer(), non_neg_integer()} | nil} | :busy
+  def claim(account_id, tries \\ 3)
+
+  # The other connection does not step aside (it does not answer in time,
+  # or others keep taking the account): the join is refused for now.
+  def claim(_account_id, 0), do: :busy
+
+  def claim(account_id, tries) do
     players = config().players
 
     case Registry.register(players, account_id, nil) do
@@ -210,7 +218,7 @@ defmodule Grove.Gateway do
         # connection of the same account may be quicker still.
         case Registry.register(players, account_id, nil) do
           {:ok, _} -> {:replaced, cell}
-          {:error, {:already_registered, _}} -> claim(account_id)
+          {:error, {:already_registered, _}} -> claim(account_id, tries - 1)
         end
     end
   end
@@ -294,7 +302,8 @@ defmodule Grove.Gateway do
         {~c"/healthz", Grove.Gateway.Health},
         {~c"/readyz", Grove.Gateway.Health}
       ],
-      # A body bigger than this arrives in pieces, which the handlers refuse.
+      # A body bigger than this arrives in pieces, which Grove.Gateway.HTTP
+      # gathers up to this same limit (and refuses past it).
       partial_post_size: opts[:max_body],
       index_files: [~c"index.html"],
       errormod_404: Errors,

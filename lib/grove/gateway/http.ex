@@ -96,23 +96,12 @@ defmodule Grove.Gateway.HTTP do
     ]
   end
 
-  # A request body up to the gateway's limit, read in the pieces Yaws hands over.
+  # The request body, gathered whole (and within the limit) by out/1.
   @doc false
   def body(arg) do
-    limit = Grove.Gateway.config().max_body
-
     case arg(arg, :clidata) do
-      body when is_binary(body) and byte_size(body) <= limit ->
-        {:ok, body}
-
-      body when is_binary(body) ->
-        {:error, 413, "too_large", "request bodies are limited to #{limit} bytes"}
-
-      {:partial, _} ->
-        {:error, 413, "too_large", "request bodies are limited to #{limit} bytes"}
-
-      :undefined ->
-        {:ok, ""}
+      body when is_binary(body) -> {:ok, body}
+      :undefined -> {:ok, ""}
     end
   end
 

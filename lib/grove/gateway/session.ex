@@ -225,13 +225,18 @@ defmodule Grove.Gateway.Session do
     ]
 
     accounts = session.config.accounts
-    last = if account, do: take_over(session, accounts, account.id)
 
     # Back where the player stood, unless someone else stands there now.
     result =
-      case last && World.join(session.world, Keyword.put(opts, :at, last)) do
-        {:ok, _id, _cell} = ok -> ok
-        _ -> World.join(session.world, opts)
+      case account && take_over(session, accounts, account.id) do
+        {:error, :account_busy} = busy ->
+          busy
+
+        last ->
+          case last && World.join(session.world, Keyword.put(opts, :at, last)) do
+            {:ok, _id, _cell} = ok -> ok
+            _ -> World.join(session.world, opts)
+          end
       end
 
     case result do
@@ -263,6 +268,14 @@ defmodule Grove.Gateway.Session do
         }
 
         {session, [send_message(session, welcome)]}
+
+      {:error, :account_busy} ->
+        error(
+          session,
+          :join_failed,
+          "this account plays on another connection that does not step aside; try again",
+          now_ms
+        )
 
       {:error, reason} ->
         error(
@@ -413,6 +426,7 @@ defmodule Grove.Gateway.Session do
   # told `bye` with `replaced`).
   defp take_over(session, accounts, account_id) do
     case Grove.Gateway.claim(account_id) do
+      :busy -> {:error, :account_busy}
       :ok -> last_position(session, accounts, account_id)
       {:replaced, nil} -> last_position(session, accounts, account_id)
       {:replaced, cell} -> cell

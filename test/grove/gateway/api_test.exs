@@ -225,6 +225,23 @@ defmodule Grove.Gateway.ApiTest do
       assert Task.await(claims) == {:ok, :ok}
     end
 
+    test "an account held by a connection that does not step aside is busy, not taken twice" do
+      test = self()
+
+      holder =
+        spawn(fn ->
+          {:ok, _} = Registry.register(Grove.Gateway.config().players, 4242, nil)
+          send(test, :holding)
+          # Never answers the call to step aside.
+          receive do: (:done -> :ok)
+        end)
+
+      assert_receive :holding
+      claims = Task.async(fn -> Grove.Gateway.claim(4242, 1) end)
+      assert Task.await(claims, 30_000) == :busy
+      send(holder, :done)
+    end
+
     test "a reload right after a step comes back where the step ended", %{port: port} do
       {201, %{"token" => token}, _} =
         request(port, :post, "/api/device_login", %{"device_id" => "reload-0001"})
