@@ -306,6 +306,8 @@ defmodule Grove.Gateway do
       # gathers up to this same limit (and refuses past it).
       partial_post_size: opts[:max_body],
       index_files: [~c"index.html"],
+      # Sees every request first: drops malformed Range headers.
+      arg_rewrite_mod: Grove.Gateway.Rewrite,
       errormod_404: Errors,
       errormod_crash: Errors,
       flags: [access_log: false, auth_log: false, dir_listings: false, deflate: true],

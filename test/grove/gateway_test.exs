@@ -125,6 +125,20 @@ defmodule Grove.GatewayTest do
       assert :zlib.gunzip(gzipped) == body
     end
 
+    test "a malformed Range header is ignored; a good one is served", %{port: port} do
+      url = ~c"http://127.0.0.1:#{port}/index.html"
+      {:ok, {{_, 200, _}, _, whole}} = :httpc.request(:get, {url, []}, [], body_format: :binary)
+
+      # A last byte before the first: RFC 9110 says to ignore the header.
+      assert {:ok, {{_, 200, _}, _, ^whole}} =
+               :httpc.request(:get, {url, [{~c"range", ~c"bytes=5-1"}]}, [], body_format: :binary)
+
+      assert {:ok, {{_, 206, _}, _, part}} =
+               :httpc.request(:get, {url, [{~c"range", ~c"bytes=0-9"}]}, [], body_format: :binary)
+
+      assert part == binary_part(whole, 0, 10)
+    end
+
     test "unknown paths and methods get JSON errors", %{port: port} do
       {:ok, {{_, 404, _}, _, body}} =
         :httpc.request(:get, {~c"http://127.0.0.1:#{port}/nowhere", []}, [], body_format: :binary)
