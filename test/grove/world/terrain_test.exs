@@ -52,17 +52,33 @@ defmodule Grove.World.TerrainTest do
     refute Terrain.blocked?(terrain, 10, 10)
   end
 
-  test "a cell whose four neighbours all block is shut in" do
-    # . T .
-    # T . T
-    # . T .   every free cell is shut in: the corners too, since their
-    #         neighbours inside the terrain are trees.
-    cells = <<0, 1, 0, 1, 0, 1, 0, 1, 0>>
-    terrain = %Terrain{width: 3, height: 3, cells: cells}
-    assert Terrain.shut_in?(terrain, 1, 1)
-    assert Terrain.shut_in?(terrain, 0, 0)
-    refute Terrain.shut_in?(%Terrain{terrain | cells: <<0, 0, 0, 1, 0, 1, 0, 1, 0>>}, 1, 1)
-    refute Terrain.shut_in?(%Terrain{width: 1, height: 1, cells: <<0>>}, 0, 0)
+  test "a cell is shut in when fewer than ten free cells can be reached from it" do
+    # A 12 x 12 meadow with a wall of trees at x = 3: the strip to its left
+    # has 36 cells. Then a pocket of two cells walled in at the top right.
+    row = fn y ->
+      for x <- 0..11, into: <<>> do
+        cond do
+          x == 3 -> <<1>>
+          y == 1 and x in 8..11 -> <<1>>
+          y == 0 and x == 8 -> <<1>>
+          true -> <<0>>
+        end
+      end
+    end
+
+    terrain = %Terrain{width: 12, height: 12, cells: for(y <- 0..11, into: <<>>, do: row.(y))}
+    # {9, 0}, {10, 0} and {11, 0}: three cells between the trees and the edge.
+    assert Terrain.shut_in?(terrain, 10, 0)
+    assert Terrain.shut_in?(terrain, 9, 0)
+    refute Terrain.shut_in?(terrain, 0, 0)
+    refute Terrain.shut_in?(terrain, 5, 5)
+
+    # A terrain of a few cells is all pocket: nothing there is shut in.
+    refute Terrain.shut_in?(
+             %Terrain{width: 3, height: 3, cells: <<0, 1, 0, 1, 0, 1, 0, 1, 0>>},
+             1,
+             1
+           )
   end
 
   test "walkable cells are counted per rectangle" do
