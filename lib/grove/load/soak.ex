@@ -146,7 +146,12 @@ defmodule Grove.Load.Soak do
 
   defp sample(owner, url, token, every_ms, started, acc) do
     at = (System.monotonic_time(:millisecond) - started) / 1000
-    acc = if values = read(url, token), do: [{at, values} | acc], else: acc
+
+    acc =
+      case scrape(url, token) do
+        nil -> acc
+        text -> [{at, parse(text)} | acc]
+      end
 
     receive do
       {:stop, ^owner} -> send(owner, {self(), Enum.reverse(acc)})
@@ -155,11 +160,13 @@ defmodule Grove.Load.Soak do
     end
   end
 
-  defp read(url, token) do
+  @doc "The server's `/metrics` text, or `nil` if it does not answer 200 within 5 s."
+  @spec scrape(String.t(), String.t() | nil) :: String.t() | nil
+  def scrape(url, token) do
     headers = if token, do: [{~c"authorization", ~c"Bearer " ++ to_charlist(token)}], else: []
 
     case :httpc.request(:get, {to_charlist(url), headers}, [timeout: 5000], body_format: :binary) do
-      {:ok, {{_, 200, _}, _headers, body}} -> parse(body)
+      {:ok, {{_, 200, _}, _headers, body}} -> body
       _ -> nil
     end
   end

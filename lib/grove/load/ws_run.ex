@@ -629,16 +629,14 @@ defmodule Grove.Load.WsRun do
 
   defp metrics_url(host, port), do: "http://#{host}:#{port}/metrics"
 
+  # The server's total memory and its histogram of players' moves.
   defp server_metrics(url, token) do
-    headers = if token, do: [{~c"authorization", ~c"Bearer " ++ to_charlist(token)}], else: []
+    case Soak.scrape(url, token) do
+      nil ->
+        %{memory: nil, moves: []}
 
-    case :httpc.request(:get, {to_charlist(url), headers}, [timeout: 5000], body_format: :binary) do
-      {:ok, {{_, 200, _}, _headers, body}} ->
-        memory =
-          case Regex.run(~r/^grove_beam_memory_bytes\{kind="total"\} (\d+)/m, body) do
-            [_, bytes] -> String.to_integer(bytes)
-            nil -> nil
-          end
+      body ->
+        memory = if bytes = Soak.parse(body)[:memory], do: round(bytes)
 
         moves =
           for [_, le, count] <-
@@ -647,9 +645,6 @@ defmodule Grove.Load.WsRun do
               do: {String.to_float(le), String.to_integer(count)}
 
         %{memory: memory, moves: moves}
-
-      _ ->
-        %{memory: nil, moves: []}
     end
   end
 
