@@ -49,7 +49,7 @@ defmodule Grove.ReleaseTest do
 
     assert status == 0, output
     bin = Path.join(release, "bin/grove")
-    port = free_port()
+    port = Grove.Load.Ports.free()
 
     env = [
       {"PATH", scrubbed_path(root)},
@@ -114,13 +114,6 @@ defmodule Grove.ReleaseTest do
   end
 
   defp epmd_running?, do: match?({_, 0}, System.cmd("pgrep", ["-x", "epmd"]))
-
-  defp free_port do
-    {:ok, socket} = :gen_tcp.listen(0, ip: {127, 0, 0, 1})
-    {:ok, port} = :inet.port(socket)
-    :gen_tcp.close(socket)
-    port
-  end
 
   defp get(port, path) do
     case :httpc.request(:get, {~c"http://127.0.0.1:#{port}#{path}", []}, [], body_format: :binary) do

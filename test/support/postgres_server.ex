@@ -113,7 +113,7 @@ defmodule Grove.PostgresServer do
       "--no-sync"
     ])
 
-    port = free_port()
+    port = Grove.Load.Ports.free()
     sh = System.find_executable("sh")
 
     {executable, args} =
@@ -233,13 +233,6 @@ defmodule Grove.PostgresServer do
       {_, 0} -> :ok
       {output, status} -> raise "#{Path.basename(program)} failed (#{status}):\n#{output}"
     end
-  end
-
-  defp free_port do
-    {:ok, socket} = :gen_tcp.listen(0, ip: {127, 0, 0, 1})
-    {:ok, port} = :inet.port(socket)
-    :gen_tcp.close(socket)
-    port
   end
 
   # Connects until the server answers, or gives up with its log.

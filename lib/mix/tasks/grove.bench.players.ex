@@ -80,7 +80,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     {server_core, load_core} = cores(opts[:cores] || "0,1")
     Mix.Task.run("compile")
 
-    port = free_port()
+    port = Grove.Load.Ports.free()
 
     data =
       Path.join(System.tmp_dir!(), "grove-bench-players-#{System.unique_integer([:positive])}")
@@ -239,13 +239,6 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     after
       15_000 -> Port.close(port)
     end
-  end
-
-  defp free_port do
-    {:ok, socket} = :gen_tcp.listen(0, [])
-    {:ok, port} = :inet.port(socket)
-    :gen_tcp.close(socket)
-    port
   end
 
   defp info(line), do: Mix.shell().info(line)
