@@ -11,18 +11,7 @@ defmodule Grove.Application do
         [
           # Made into a configuration here, so that the child spec holds
           # its secrets wrapped (see Grove.Secret).
-          {Grove,
-           Grove.Config.new(
-             Keyword.take(env, [
-               :world,
-               :actors,
-               :store,
-               :accounts,
-               :gateway,
-               :metrics,
-               :status_interval
-             ])
-           )}
+          {Grove, Grove.Config.from_env(env)}
         ]
       else
         []

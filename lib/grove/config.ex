@@ -53,20 +53,29 @@ defmodule Grove.Config do
           status_interval: pos_integer() | false
         }
 
+  @defaults [
+    name: Grove,
+    world: [],
+    actors: [],
+    store: false,
+    accounts: [],
+    gateway: [],
+    metrics: [],
+    status_interval: 10_000
+  ]
+
+  @doc """
+  The configuration of the application's instance, from the `:grove`
+  application environment (whose other keys, such as `:start`, are not
+  the instance's).
+  """
+  @spec from_env(keyword()) :: t()
+  def from_env(env), do: new(Keyword.take(env, Keyword.keys(@defaults) -- [:name]))
+
   @doc "Validates options; raises `ArgumentError` naming the bad one."
   @spec new(keyword()) :: t()
   def new(opts) do
-    opts =
-      Keyword.validate!(opts,
-        name: Grove,
-        world: [],
-        actors: [],
-        store: false,
-        accounts: [],
-        gateway: [],
-        metrics: [],
-        status_interval: 10_000
-      )
+    opts = Keyword.validate!(opts, @defaults)
 
     name = opts[:name]
 
