@@ -363,7 +363,7 @@ defmodule Grove.Accounts do
     accounts = fetch!(accounts)
     # Here, in the caller, so that a join that follows (a reload) finds it.
     if cell, do: :ets.insert(accounts.left_cells, {account_id, cell})
-    Saver.left(accounts.saver, account_id, cell)
+    Saver.left(accounts.saver, account_id)
   end
 
   ## Helpers

@@ -3,7 +3,10 @@ defmodule Grove.Accounts.Saver do
   # Writes players' positions behind, in batches. It knows which entity each
   # logged-in player is, and every `interval` reads their cells from the
   # world's ETS (no message to any zone) and saves them all in one store
-  # call. A player who leaves hands over its last cell. On shutdown it traps
+  # call. A player who leaves hands over its last cell, in the accounts'
+  # `left_cells` table (written by the leaving session itself, so a join
+  # right after finds it), which the saver empties as it writes them. On
+  # shutdown it traps
   # the exit and writes one last batch, so a clean stop loses nothing; a
   # crash loses at most one interval.
 
@@ -13,7 +16,7 @@ defmodule Grove.Accounts.Saver do
 
   require Logger
 
-  defstruct [:accounts, :interval, playing: %{}, left: %{}, saved: %{}]
+  defstruct [:accounts, :interval, playing: %{}, saved: %{}]
 
   def start_link(opts) do
     accounts = Keyword.fetch!(opts, :accounts)
@@ -23,7 +26,7 @@ defmodule Grove.Accounts.Saver do
   def playing(saver, account_id, entity_id),
     do: GenServer.cast(saver, {:playing, account_id, entity_id})
 
-  def left(saver, account_id, cell), do: GenServer.cast(saver, {:left, account_id, cell})
+  def left(saver, account_id), do: GenServer.cast(saver, {:left, account_id})
 
   @doc false
   def flush(saver), do: GenServer.call(saver, :flush)
@@ -43,18 +46,11 @@ defmodule Grove.Accounts.Saver do
 
   @impl true
   def handle_cast({:playing, account_id, entity_id}, state) do
-    {:noreply,
-     %{
-       state
-       | playing: Map.put(state.playing, account_id, entity_id),
-         left: Map.delete(state.left, account_id)
-     }}
+    {:noreply, %{state | playing: Map.put(state.playing, account_id, entity_id)}}
   end
 
-  def handle_cast({:left, account_id, cell}, state) do
-    left = if cell, do: Map.put(state.left, account_id, cell), else: state.left
-    {:noreply, %{state | playing: Map.delete(state.playing, account_id), left: left}}
-  end
+  def handle_cast({:left, account_id}, state),
+    do: {:noreply, %{state | playing: Map.delete(state.playing, account_id)}}
 
   @impl true
   def handle_call(:flush, _from, state) do
@@ -79,20 +75,21 @@ defmodule Grove.Accounts.Saver do
   # Only positions that changed since they were last saved are written.
   defp save(state) do
     world = state.accounts.world
+    left = Map.new(:ets.tab2list(state.accounts.left_cells))
 
     current =
       for {account_id, entity_id} <- state.playing,
           cell = World.position(world, entity_id),
           cell != nil,
-          into: state.left,
+          into: left,
           do: {account_id, cell}
 
     changed =
       for {account_id, cell} <- current, state.saved[account_id] != cell, do: {account_id, cell}
 
     if changed == [] do
-      forget_left(state)
-      %{state | left: %{}}
+      forget(state, left)
+      state
     else
       rows = for {account_id, {x, y}} <- changed, do: %{account_id: account_id, x: x, y: y}
 
@@ -102,28 +99,26 @@ defmodule Grove.Accounts.Saver do
             Enum.reduce(changed, state.saved, fn {id, cell}, acc -> Map.put(acc, id, cell) end)
 
           # Forget who left once their last cell is written.
-          saved = Map.drop(saved, Map.keys(state.left) -- Map.keys(state.playing))
-          forget_left(state)
-
-          %{state | left: %{}, saved: saved}
+          saved = Map.drop(saved, Map.keys(left) -- Map.keys(state.playing))
+          forget(state, left)
+          %{state | saved: saved}
 
         {:error, reason} ->
-          # Keep what is unsaved; the next batch tries again.
+          # What is unsaved stays (the left cells in their table); the next
+          # batch tries again.
           Logger.warning(
             "accounts: saving #{length(rows)} positions failed (#{inspect(reason)}); retrying"
           )
 
-          %{
-            state
-            | left: Map.new(changed |> Enum.filter(fn {id, _} -> is_map_key(state.left, id) end))
-          }
+          state
       end
     end
   end
 
-  # The last cells of those who left are in the store now (or were already).
-  defp forget_left(state) do
-    for {account_id, cell} <- state.left,
+  # The last cells of those who left are in the store now (or were
+  # already); a cell a player left since then stays for the next batch.
+  defp forget(state, left) do
+    for {account_id, cell} <- left,
         do: :ets.delete_object(state.accounts.left_cells, {account_id, cell})
   end
 end
