@@ -92,13 +92,13 @@ defmodule Grove.Gateway.Session do
     {session, actions}
   end
 
-  @doc "A message from the client, already taken out of its frame."
+  @doc """
+  A message from the client, already taken out of its frame (the frame
+  parser has held it to `max_frame`; see `too_large/1`).
+  """
   @spec handle_frame(t(), :text | :binary, binary(), integer()) :: {t(), [action()]}
   def handle_frame(%__MODULE__{} = session, kind, data, now_ms) do
     cond do
-      byte_size(data) > session.config.max_frame ->
-        too_large(session)
-
       kind != Frames.kind(session.encoding) ->
         error(
           session,
