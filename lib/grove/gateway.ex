@@ -42,6 +42,10 @@ defmodule Grove.Gateway do
     * `:slow_seconds`, `:slow_backlog` - a connection whose queue stays over
       `:view_backlog` for `:slow_seconds`, or grows over `:slow_backlog`
       bytes at all, is closed as a slow consumer (defaults `5`, `131_072`)
+    * `:close_timeout` - milliseconds a connection that said goodbye waits
+      for the client's close frame before it drops the socket; its last
+      frames (the `bye` among them) reach a client that reads within it
+      (default `2000`)
     * `:stats_interval`, `:density_interval` - milliseconds between `stats`
       and `density` messages to every client (defaults `2000`, `10_000`);
       each rides on a connection's next write
@@ -98,6 +102,7 @@ defmodule Grove.Gateway do
     view_backlog: 32_768,
     slow_backlog: 131_072,
     slow_seconds: 5,
+    close_timeout: 2000,
     stats_interval: 2000,
     density_interval: 10_000,
     density_side: 64,
@@ -383,6 +388,7 @@ defmodule Grove.Gateway do
           :view_backlog,
           :slow_backlog,
           :slow_seconds,
+          :close_timeout,
           :stats_interval,
           :density_interval,
           :drain_timeout,

@@ -33,6 +33,9 @@ defmodule Grove.GatewayTest do
         view_backlog: 2048,
         slow_backlog: 4096,
         slow_seconds: 1,
+        # Long enough that a test reads a goodbye whenever it gets to it;
+        # each test's sockets close with its process.
+        close_timeout: 600_000,
         max_sessions: 40,
         sndbuf: 2048,
         max_body: 1024,

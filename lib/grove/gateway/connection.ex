@@ -39,9 +39,8 @@ defmodule Grove.Gateway.Connection do
   # Socket messages delivered before the socket must be re-armed: enough to
   # make re-arming rare, few enough to bound what a flood can queue here.
   @active 32
-  # How long the socket may be waited for, and a closing handshake.
+  # How long the socket may be waited for.
   @start_timeout 5000
-  @close_timeout 2000
 
   defstruct [
     :socket,
@@ -346,11 +345,11 @@ defmodule Grove.Gateway.Connection do
 
   # The closing handshake: our last frames and a close frame, then no more
   # writes; the client answers with its close (or the socket closes), or
-  # after @close_timeout we stop anyway.
+  # after the configured `close_timeout` we stop anyway.
   defp close(conn, frames, code, reason, now) do
     conn = send_data(conn, [frames, WebSocket.close_frame(code, reason)], now)
     _ = :gen_tcp.shutdown(conn.socket, :write)
-    idle(%{conn | closing_at: now + @close_timeout})
+    idle(%{conn | closing_at: now + Grove.Gateway.config().close_timeout})
   end
 
   defp backlog(conn, config) do
