@@ -45,6 +45,8 @@ defmodule Mix.Tasks.Grove.Bench.Players do
 
   use Mix.Task
 
+  alias Grove.Load.Server
+
   @switches [
     stages: :string,
     encoding: :string,
@@ -72,7 +74,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
           "unexpected arguments #{inspect(rest ++ invalid)}; see `mix help grove.bench.players`"
         )
 
-    taskset = System.find_executable("taskset") || Mix.raise("needs taskset (util-linux)")
+    System.find_executable("taskset") || Mix.raise("needs taskset (util-linux)")
 
     if System.schedulers_online() < 2,
       do: Mix.raise("needs two cores, one for the server and one for the load")
@@ -94,10 +96,10 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     ]
 
     info("bench: server on core #{server_core} (port #{port}), load on core #{load_core}")
-    server = spawn_pinned(taskset, server_core, ["mix", "run", "--no-halt"], server_env, "server")
+    server = Server.start(core: server_core, env: server_env, label: "server")
 
     try do
-      server_pid = wait_for_server(server, port)
+      server_pid = Server.await(server, port, &relay_error/1)
       info("bench: server up (OS pid #{server_pid}); the world fills before the baseline")
 
       load_args =
@@ -129,21 +131,20 @@ defmodule Mix.Tasks.Grove.Bench.Players do
           if(opts[:report], do: ["--report", opts[:report]], else: [])
 
       load =
-        spawn_pinned(
-          taskset,
-          load_core,
-          load_args,
-          [
+        Server.start(
+          core: load_core,
+          command: load_args,
+          env: [
             {"ELIXIR_ERL_OPTIONS", @erl_options},
             {"MIX_ENV", to_string(Mix.env())}
           ],
-          "load"
+          label: "load"
         )
 
-      status = relay(load)
+      status = relay(load, server)
       if status != 0, do: Mix.raise("the load run failed (exit status #{status})")
     after
-      stop(server)
+      Server.stop(server)
       File.rm_rf(data)
     end
   end
@@ -155,91 +156,24 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     end
   end
 
-  # Raises the open-file limit as far as it goes: a socket per player.
-  defp spawn_pinned(taskset, core, command, env, label) do
-    script = ~S[ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec "$@"]
-
-    port =
-      Port.open({:spawn_executable, taskset}, [
-        :binary,
-        :exit_status,
-        :stderr_to_stdout,
-        {:line, 4096},
-        env: Enum.map(env, fn {k, v} -> {to_charlist(k), to_charlist(v)} end),
-        args: ["-c", to_string(core), "sh", "-c", script, label | command]
-      ])
-
-    {port, label}
-  end
-
-  defp wait_for_server({port, _label} = server, http_port, tries \\ 600) do
-    receive do
-      {^port, {:data, {_eol, line}}} ->
-        if String.contains?(line, "[error]") or String.contains?(line, "listening"),
-          do: info("server: " <> line)
-
-        wait_for_server(server, http_port, tries)
-
-      {^port, {:exit_status, status}} ->
-        Mix.raise("the server stopped before it answered (exit status #{status})")
-    after
-      100 ->
-        cond do
-          answers?(http_port) -> server_os_pid(port)
-          tries > 0 -> wait_for_server(server, http_port, tries - 1)
-          true -> Mix.raise("the server did not answer on port #{http_port} within a minute")
-        end
-    end
-  end
-
-  # The shell and taskset exec, so the port's OS process is the BEAM itself.
-  defp server_os_pid(port) do
-    {:os_pid, pid} = Port.info(port, :os_pid)
-    pid
-  end
-
-  defp answers?(http_port) do
-    case :gen_tcp.connect(~c"127.0.0.1", http_port, [], 200) do
-      {:ok, socket} -> :gen_tcp.close(socket) == :ok
-      {:error, _} -> false
-    end
-  end
-
   # Prints the load's lines as they come (and the server's errors) until the load ends.
-  defp relay({port, label}) do
+  defp relay(%Server{port: load} = loading, %Server{port: server} = serving) do
     receive do
-      {^port, {:data, {_eol, line}}} ->
+      {^load, {:data, {_eol, line}}} ->
         IO.puts(line)
-        relay({port, label})
+        relay(loading, serving)
 
-      {_server, {:data, {_eol, line}}} ->
-        if String.contains?(line, "[error]"), do: info("server: " <> line)
-        relay({port, label})
+      {^server, {:data, {_eol, line}}} ->
+        relay_error(line)
+        relay(loading, serving)
 
-      {^port, {:exit_status, status}} ->
+      {^load, {:exit_status, status}} ->
         status
     end
   end
 
-  defp stop({port, _label}) do
-    case Port.info(port, :os_pid) do
-      {:os_pid, pid} ->
-        System.cmd("kill", ["-TERM", to_string(pid)], stderr_to_stdout: true)
-        await_exit(port)
-
-      nil ->
-        :ok
-    end
-  end
-
-  defp await_exit(port) do
-    receive do
-      {^port, {:exit_status, _}} -> :ok
-      {^port, {:data, _}} -> await_exit(port)
-    after
-      15_000 -> Port.close(port)
-    end
-  end
+  defp relay_error(line),
+    do: if(String.contains?(line, "[error]"), do: info("server: " <> line))
 
   defp info(line), do: Mix.shell().info(line)
 end
