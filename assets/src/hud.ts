@@ -1,4 +1,5 @@
 import type { ConnectionState } from "./connection";
+import { Hint } from "./hint";
 import type { Stats } from "./protocol";
 
 const stateLabels: Record<ConnectionState, string> = {
@@ -24,8 +25,11 @@ export class Hud {
   private readonly actors = element("hud-actors");
   private readonly latency = element("hud-latency");
   private readonly moves = element("hud-moves");
-  private readonly hint = element("hint");
-  private hintTimer: ReturnType<typeof setTimeout> | undefined;
+  private readonly hintLine = element("hint");
+  private readonly hint = new Hint((text) => {
+    if (text !== undefined) write(this.hintLine, text);
+    this.hintLine.classList.toggle("shown", text !== undefined);
+  });
 
   setState(state: ConnectionState): void {
     this.state.dataset.state = state;
@@ -46,12 +50,14 @@ export class Hud {
     write(this.latency, `${milliseconds < 10 ? milliseconds.toFixed(1) : Math.round(milliseconds)} ms`);
   }
 
-  /** A short-lived line under the numbers, e.g. why a move was refused. */
+  /** A short-lived line under the numbers, e.g. what the server said. */
   flash(text: string): void {
-    write(this.hint, text);
-    this.hint.classList.add("shown");
-    clearTimeout(this.hintTimer);
-    this.hintTimer = setTimeout(() => this.hint.classList.remove("shown"), 1200);
+    this.hint.show(text);
+  }
+
+  /** A move's outcome: a refusal says why under the numbers, a later success takes that away. */
+  moveSettled(seq: number, refusal: string | undefined): void {
+    this.hint.settle(seq, refusal);
   }
 }
 

@@ -114,6 +114,7 @@ function settle(outcome: Outcome): void {
   world.applyOutcome(outcome);
   renderNow();
   if (outcome.result === "ok") {
+    hud.moveSettled(outcome.seq, undefined);
     // The avatar is in the DOM now; the next animation frame is when it is seen.
     if (move) {
       const answeredAt = performance.now();
@@ -121,7 +122,7 @@ function settle(outcome: Outcome): void {
     }
   } else {
     viewport.bump(move?.direction);
-    hud.flash(refusals[outcome.result] ?? `Cannot go there (${outcome.result}).`);
+    hud.moveSettled(outcome.seq, refusals[outcome.result] ?? `Cannot go there (${outcome.result}).`);
   }
 }
 

@@ -2,7 +2,16 @@
 // scripts/test-server: a small, crowded world (2000 actors on 100 x 100).
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { launchBrowser, moveSomewhere, openGame, screen, WASD, waitJoined } from "./support/browser.mjs";
+import {
+  launchBrowser,
+  moveSomewhere,
+  openGame,
+  pressForOutcome,
+  refuseSomewhere,
+  screen,
+  WASD,
+  waitJoined,
+} from "./support/browser.mjs";
 import { freePort, skipReason, startServer } from "./support/server.mjs";
 
 describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
@@ -99,6 +108,30 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     const pongs = await page.evaluate(() => window.grove.stats().pongs);
     await page.waitForFunction((count) => window.grove.stats().pongs > count, pongs, { timeout: 5000 });
     assert.equal((await page.evaluate(() => window.grove.state())).seq, seq);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("walking on after a refusal takes its hint away", async () => {
+    const { page, problems } = await openGame(browser, server.url);
+    await waitJoined(page);
+    await page.waitForFunction(() => window.grove.state().terrainLoaded);
+    const hint = () =>
+      page.evaluate(() => {
+        const line = document.getElementById("hint");
+        return { text: line.textContent, shown: line.classList.contains("shown") };
+      });
+
+    // Into a tree, a rock or water: the world says why not.
+    const refused = await refuseSomewhere(page);
+    assert.equal(refused.result, "blocked");
+    assert.equal((await hint()).text, "Something is in the way.");
+
+    // Once a step has succeeded and is on screen, the hint is gone, however
+    // soon after the refusal that was.
+    const step = await moveSomewhere(page);
+    assert.equal(await page.evaluate((seq) => window.grove.moveDone(seq), step.seq), "ok");
+    assert.equal((await hint()).shown, false);
     assert.deepEqual(problems, []);
     await page.close();
   });

@@ -98,6 +98,25 @@ export async function moveSomewhere(page, { keys: keyFor = ARROWS, attempts = 30
   throw new Error(`no move succeeded in ${attempts} tries: ${results.join(", ")}`);
 }
 
+const blocking = new Set(["tree", "rock", "water"]);
+
+/**
+ * Walks until a neighbouring cell is a tree, a rock or water, presses the
+ * key toward it, and resolves with that move's outcome (the ground never
+ * changes, so it is refused as `blocked`). Needs the terrain loaded.
+ */
+export async function refuseSomewhere(page, { keys: keyFor = ARROWS, attempts = 60 } = {}) {
+  for (let i = 0; i < attempts; i++) {
+    const { x, y } = await page.evaluate(() => window.grove.state());
+    for (const [direction, [dx, dy]] of Object.entries(step)) {
+      const cell = await page.evaluate(([cx, cy]) => window.grove.cellAt(cx, cy), [x + dx, y + dy]);
+      if (blocking.has(cell.terrain)) return pressForOutcome(page, keyFor[direction]);
+    }
+    await moveSomewhere(page, { keys: keyFor });
+  }
+  throw new Error(`no tree, rock or water next to the avatar in ${attempts} steps`);
+}
+
 /** What the viewport shows: cell count, the own avatar's cell, and the actors' cells. */
 export function screen(page) {
   return page.evaluate(() => {
