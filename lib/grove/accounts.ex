@@ -30,6 +30,8 @@ defmodule Grove.Accounts do
       (default `false`)
     * `:save_interval` - milliseconds between batched position saves: the
       most a crash can lose (default `1000`)
+    * `:flush_timeout` - milliseconds a stop keeps trying to write the last
+      positions while the store cannot take them (default `10_000`)
     * `:ip_rate`, `:ip_burst` - login attempts per second, and at once, per
       address (defaults `10`, `20`); `:account_rate`, `:account_burst` - per
       account name (defaults `2`, `5`)
@@ -54,6 +56,7 @@ defmodule Grove.Accounts do
     hash_timeout: 1000,
     guests: false,
     save_interval: 1000,
+    flush_timeout: 10_000,
     ip_rate: 10,
     ip_burst: 20,
     account_rate: 2,
@@ -78,6 +81,7 @@ defmodule Grove.Accounts do
     :accounts_cache,
     :tokens_cache,
     :left_cells,
+    :playing,
     :limits,
     :ip_limit,
     :account_limit
@@ -122,6 +126,8 @@ defmodule Grove.Accounts do
       tokens_cache: :ets.new(:grove_tokens, [:set, :public, read_concurrency: true]),
       # Last cells of players who left, until the saver has written them.
       left_cells: :ets.new(:grove_left_cells, [:set, :public, read_concurrency: true]),
+      # Which entity each player in the world is, for the saver to read.
+      playing: :ets.new(:grove_playing, [:set, :public, write_concurrency: true]),
       limits: :ets.new(:grove_login_limits, [:set, :public, write_concurrency: true]),
       ip_limit: RateLimit.new(opts[:ip_rate], opts[:ip_burst]),
       account_limit: RateLimit.new(opts[:account_rate], opts[:account_burst])
@@ -135,10 +141,15 @@ defmodule Grove.Accounts do
        concurrency: opts[:hash_concurrency] || System.schedulers_online(),
        queue: opts[:hash_queue]},
       # Trapping exits, it writes the last batch when the tree stops.
-      {Saver, accounts: accounts, interval: opts[:save_interval]}
+      {Saver,
+       accounts: accounts, interval: opts[:save_interval], flush_timeout: opts[:flush_timeout]}
     ]
 
-    Supervisor.init(children, strategy: :one_for_one)
+    # What the children know lives in the tables this process owns, so a
+    # child restarted alone loses nothing and may restart as often as it
+    # crashes; giving up here would restart the gateway and drain every
+    # session.
+    Supervisor.init(children, strategy: :one_for_one, max_restarts: 100, max_seconds: 5)
   end
 
   @doc "The service's settings, read without a message."
@@ -354,7 +365,8 @@ defmodule Grove.Accounts do
     accounts = fetch!(accounts)
     # In the caller, in order with its own `left/3` that ends this play.
     :ets.delete(accounts.left_cells, account_id)
-    Saver.playing(accounts.saver, account_id, entity_id)
+    :ets.insert(accounts.playing, {account_id, entity_id})
+    :ok
   end
 
   @doc "The player left, from this cell; it is saved with the next batch."
@@ -363,7 +375,8 @@ defmodule Grove.Accounts do
     accounts = fetch!(accounts)
     # Here, in the caller, so that a join that follows (a reload) finds it.
     if cell, do: :ets.insert(accounts.left_cells, {account_id, cell})
-    Saver.left(accounts.saver, account_id)
+    :ets.delete(accounts.playing, account_id)
+    :ok
   end
 
   ## Helpers
@@ -566,6 +579,7 @@ defmodule Grove.Accounts do
           :hash_queue,
           :hash_timeout,
           :save_interval,
+          :flush_timeout,
           :ip_rate,
           :ip_burst,
           :account_rate,

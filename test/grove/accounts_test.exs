@@ -32,6 +32,12 @@ for adapter <- [:sqlite, :postgres] do
       %{accounts: name, world: world}
     end
 
+    defp kill_and_await_restart(name) do
+      pid = Process.whereis(name)
+      Process.exit(pid, :kill)
+      eventually(fn -> assert Process.whereis(name) not in [nil, pid] end)
+    end
+
     describe "device login" do
       test "creates the account the first time, then logs into it", %{accounts: accounts} do
         assert {:ok, token, account, :created} = Accounts.device_login(accounts, "device-0001")
@@ -256,6 +262,59 @@ for adapter <- [:sqlite, :postgres] do
 
         :ok = stop_supervised(store)
         assert Accounts.last_position(accounts, a.id) == {:error, :unavailable}
+      end
+
+      test "a saver that crashes carries on with the players it knew", %{
+        accounts: accounts,
+        world: world
+      } do
+        {:ok, _, a, _} = Accounts.device_login(accounts, "device-0012")
+        {:ok, entity, _} = World.join(world, at: {5, 5})
+        :ok = Accounts.playing(accounts, a.id, entity)
+        saver = Accounts.fetch!(accounts).saver
+        kill_and_await_restart(saver)
+
+        :ok = World.move(world, entity, :s, 1)
+        assert_receive {:grove_move, ^entity, 1, {:ok, {5, 6}}}
+        :ok = Saver.flush(saver)
+        assert Accounts.last_position(accounts, a.id) == {:ok, {5, 6}}
+      end
+
+      test "a saver killed again and again restarts alone, never the service", %{
+        accounts: accounts
+      } do
+        service = Process.whereis(accounts)
+        saver = Accounts.fetch!(accounts).saver
+        for _ <- 1..6, do: kill_and_await_restart(saver)
+        assert Process.whereis(accounts) == service
+      end
+
+      # The deadline passes long before the database gives up on the lock.
+      @tag store:
+             [timeout: 500] ++
+               if(adapter == :sqlite,
+                 do: [busy_timeout: 60_000],
+                 else: [statement_timeout: 4_900]
+               )
+      @tag accounts: [flush_timeout: 60_000]
+      test "a stop writes the last batch once a stalled store takes it", context do
+        %{accounts: accounts, world: world, store: store} = context
+        {:ok, _, a, _} = Accounts.device_login(accounts, "device-0013")
+        {:ok, entity, _} = World.join(world, at: {8, 8})
+        :ok = Accounts.playing(accounts, a.id, entity)
+        release = hold_write_lock(context)
+        before = Grove.Store.stats(store).timed_out
+
+        # The lock goes once the stop's first try has failed.
+        releaser =
+          Task.async(fn ->
+            eventually(fn -> assert Grove.Store.stats(store).timed_out > before end, 6000)
+            release.()
+          end)
+
+        :ok = stop_supervised(accounts)
+        Task.await(releaser, :infinity)
+        assert {:ok, {8, 8}} = Grove.Store.fetch_position(store, a.id)
       end
 
       test "the last batch is written when the service stops", %{accounts: accounts, world: world} do
