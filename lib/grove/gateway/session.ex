@@ -226,7 +226,8 @@ defmodule Grove.Gateway.Session do
 
     accounts = session.config.accounts
 
-    # Back where the player stood, unless someone else stands there now.
+    # Back where the player stood; next to it when someone else stands
+    # there now; anywhere only when the neighbourhood is full too.
     result =
       case account && take_over(session, accounts, account.id) do
         {:error, :account_busy} = busy ->
@@ -235,7 +236,8 @@ defmodule Grove.Gateway.Session do
         last ->
           case last && World.join(session.world, Keyword.put(opts, :at, last)) do
             {:ok, _id, _cell} = ok -> ok
-            _ -> World.join(session.world, opts)
+            nil -> World.join(session.world, opts)
+            _taken -> join_near(session.world, opts, last)
           end
       end
 
@@ -418,6 +420,18 @@ defmodule Grove.Gateway.Session do
       {session, [report, bye, {:close, 1008, "too many errors"}]}
     else
       {session, [report]}
+    end
+  end
+
+  # Cells this far from the one a player left, either way, are "next to it".
+  @near 2
+
+  defp join_near(world, opts, {x, y}) do
+    area = {x - @near, y - @near, x + @near + 1, y + @near + 1}
+
+    case World.join(world, Keyword.put(opts, :at, {:within, area})) do
+      {:ok, _id, _cell} = ok -> ok
+      _full -> World.join(world, opts)
     end
   end
 

@@ -198,6 +198,26 @@ defmodule Grove.Gateway.ApiTest do
       assert {again.x, again.y} == {x, y}
     end
 
+    test "a player whose cell someone took meanwhile comes back next to it", %{
+      port: port,
+      instance: instance,
+      world: world
+    } do
+      {201, %{"token" => token, "account" => %{"id" => id}}, _} =
+        request(port, :post, "/api/device_login", %{"device_id" => "cell-taken-0001"})
+
+      {{client, _}, welcome} = join(port, token)
+      cell = {welcome.x, welcome.y}
+      WsClient.close(client)
+      accounts = :"#{instance}.Accounts"
+      eventually(fn -> assert Grove.Accounts.last_position(accounts, id) == {:ok, cell} end)
+      eventually(fn -> assert {:ok, _, ^cell} = World.join(world, at: cell) end)
+
+      {_conn, again} = join(port, token)
+      assert {again.x, again.y} != cell
+      assert abs(again.x - welcome.x) <= 2 and abs(again.y - welcome.y) <= 2
+    end
+
     test "a second connection of an account replaces the first, where its player stood", %{
       port: port,
       world: world
