@@ -458,7 +458,7 @@ defmodule Grove.Gateway.Session do
         nil
 
       {:error, :unavailable} ->
-        if session.stats, do: Stats.incr(session.stats, :positions_unavailable)
+        if session.config.stats, do: Stats.incr(session.config.stats, :positions_unavailable)
 
         Logger.warning(
           "gateway: the store could not say where account #{account_id} stood; placed at random"

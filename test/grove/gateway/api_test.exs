@@ -218,6 +218,28 @@ defmodule Grove.Gateway.ApiTest do
       assert abs(again.x - welcome.x) <= 2 and abs(again.y - welcome.y) <= 2
     end
 
+    test "a store that cannot say where a player stood places it anyway, and it is counted", %{
+      port: port,
+      instance: instance
+    } do
+      {201, %{"token" => token}, _} =
+        request(port, :post, "/api/device_login", %{"device_id" => "store-stalled-0001"})
+
+      before = Grove.Gateway.stats().positions_unavailable
+      # Every store call waits for this process, and gets :unavailable at its deadline.
+      queue = Process.whereis(:"#{instance}.Store.Queue")
+      :sys.suspend(queue)
+
+      try do
+        {_conn, welcome} = join(port, token)
+        assert is_integer(welcome.x) and is_integer(welcome.y)
+      after
+        :sys.resume(queue)
+      end
+
+      assert Grove.Gateway.stats().positions_unavailable == before + 1
+    end
+
     test "a second connection of an account replaces the first, where its player stood", %{
       port: port,
       world: world
