@@ -669,7 +669,9 @@ defmodule Grove.Load.WsRun do
 
   ## The terrain, for the checks that nobody stands on a tree
 
-  defp fetch_terrain(host, port) do
+  @doc false
+  # Also the chaos lab's: the server's terrain as `Grove.Load.Player` checks it.
+  def fetch_terrain(host, port) do
     {:ok, _} = Application.ensure_all_started(:inets)
     url = ~c"http://#{host}:#{port}/terrain"
 
