@@ -12,9 +12,11 @@ defmodule Grove.Load.ChaosBot do
   #     outcomes acknowledged: the last one (`same`), next to it because
   #     someone else stood there (`near`), an earlier one (`earlier`: the
   #     steps since the last save of positions were lost), or none of them
-  #     (`elsewhere`); a stall of the store at the time excuses a random
-  #     cell (the server places the player at random when the store cannot
-  #     say where it stood);
+  #     (`elsewhere`), unless it is the cell a move in flight at an abrupt
+  #     close was going to (`unanswered_step`: the zone took the move, but
+  #     its outcome went with the session); a stall of the store at the
+  #     time excuses a random cell (the server places the player at random
+  #     when the store cannot say where it stood);
   #   * its entity, its last acknowledged cell and its token, for the checks
   #     after the run.
 
@@ -25,6 +27,8 @@ defmodule Grove.Load.ChaosBot do
 
   # Acknowledged cells remembered, newest first, to tell `earlier` apart.
   @history 200
+  # The store's default deadline: how long its callers may still fail after a stall.
+  @store_deadline_ms 2000
 
   defstruct [
     :run,
@@ -38,6 +42,7 @@ defmodule Grove.Load.ChaosBot do
     :closed_by,
     :connected_at,
     :stall_seen,
+    :lost_step,
     checks_views: false,
     moving: true,
     history: [],
@@ -240,19 +245,31 @@ defmodule Grove.Load.ChaosBot do
     bot = %{bot | entity: id}
     bot = if bot.acked, do: came_back(bot, cell), else: bot
     if bot.moving, do: schedule_move(bot)
-    %{bot | acked: cell, closed_by: nil, history: Enum.take([cell | bot.history], @history)}
+
+    %{
+      bot
+      | acked: cell,
+        closed_by: nil,
+        lost_step: nil,
+        history: Enum.take([cell | bot.history], @history)
+    }
   end
 
   # Where a player comes back, against where its outcomes put it.
   defp came_back(bot, cell) do
+    # The store's calls fail for a while after a stall too: its backlog
+    # drains at their deadlines.
     stalled =
-      :atomics.get(bot.run.stalls, 1) != bot.stall_seen or :atomics.get(bot.run.stalling, 1) == 1
+      :atomics.get(bot.run.stalls, 1) != bot.stall_seen or :atomics.get(bot.run.stalling, 1) == 1 or
+        bot.connected_at - :atomics.get(bot.run.stalling, 2) < @store_deadline_ms
 
     where =
       cond do
         cell == bot.acked -> :same
         near?(cell, bot.acked) and taken?(bot, bot.acked) -> :near
         cell in bot.history -> :earlier
+        # The zone took the move, but its outcome went with the session.
+        cell == bot.lost_step -> :unanswered_step
         stalled -> :random_while_store_stalled
         true -> :elsewhere
       end
@@ -298,7 +315,14 @@ defmodule Grove.Load.ChaosBot do
       end)
 
     if bot.waiting, do: GenServer.reply(bot.waiting, :ok)
-    bot = %{bot | waiting: nil, closed_by: kind_of_close(reason)}
+
+    lost_step =
+      case player.pending do
+        {_seq, _sent_at, direction, {_, _} = from} -> Grove.World.Grid.step(from, direction)
+        _ -> nil
+      end
+
+    bot = %{bot | waiting: nil, closed_by: kind_of_close(reason), lost_step: lost_step}
     retry(bot)
   end
 

@@ -77,6 +77,9 @@ defmodule Grove.Load.ChaosRun do
     out: &IO.puts/1
   ]
 
+  # The server running now, for the lab's last word if it fails midway.
+  @server_key {__MODULE__, :server}
+
   @doc "Runs the lab; returns the report, whose `:violations` is the count that fails it."
   @spec run(keyword()) :: map()
   def run(opts) do
@@ -89,11 +92,26 @@ defmodule Grove.Load.ChaosRun do
     File.mkdir_p!(dir)
     out = opts[:out]
 
+    epmd_before = epmd_running?()
+
     try do
       lab(opts, seed, dir, out)
     after
+      # Whatever happened, the server started last does not outlive the lab.
+      if server = Process.delete(@server_key), do: Server.stop(server, 30_000)
       File.rm_rf(dir)
+      # The server's node started the name server: leave none behind.
+      unless epmd_before, do: stop_epmd()
     end
+  end
+
+  defp epmd_running? do
+    match?({_, 0}, System.cmd("epmd", ["-names"], stderr_to_stdout: true))
+  end
+
+  defp stop_epmd do
+    Node.stop()
+    System.cmd("epmd", ["-kill"], stderr_to_stdout: true)
   end
 
   defp lab(opts, seed, dir, out) do
@@ -150,9 +168,10 @@ defmodule Grove.Load.ChaosRun do
       stats: Stats.new(),
       terrain: WsRun.fetch_terrain("127.0.0.1", port),
       store_path: Path.join([dir, "data", "grove.db"]),
-      # Stalls begun, and whether one is on: a player placed at random then is excused.
+      # Stalls begun: a player placed at random during one is excused.
       stalls: :atomics.new(1, []),
-      stalling: :atomics.new(1, [])
+      # Whether one is on (1), and when the last one ended (2, monotonic ms).
+      stalling: stalling()
     }
 
     state = %{
@@ -180,15 +199,24 @@ defmodule Grove.Load.ChaosRun do
       finish(state)
     after
       for bot <- state.bots, do: Process.exit(bot, :kill)
+      Process.delete(@server_key)
       Server.stop(state.server, 30_000, &log_line(log, &1))
       File.close(log)
     end
+  end
+
+  defp stalling do
+    stalling = :atomics.new(2, signed: true)
+    # No stall yet: the last one ended long ago.
+    :atomics.put(stalling, 2, System.monotonic_time(:millisecond) - 86_400_000)
+    stalling
   end
 
   ## The server
 
   defp start_server(server_opts, port, log, out) do
     server = Server.start(server_opts)
+    Process.put(@server_key, server)
     pid = Server.await(server, port, &log_line(log, &1), 1200)
     out.("chaos: server up on port #{port} (OS pid #{pid})")
     server
@@ -352,6 +380,7 @@ defmodule Grove.Load.ChaosRun do
     holder =
       spawn_link(fn ->
         result = hold_lock(run.store_path, run.opts[:store_stall])
+        :atomics.put(run.stalling, 2, System.monotonic_time(:millisecond))
         :atomics.put(run.stalling, 1, 0)
         send(lab, {:stall_done, result})
       end)
