@@ -451,8 +451,11 @@ defmodule Grove.World.Zone do
         zone
 
       %Entity{} ->
-        :ets.delete(zone.table, id)
+        # The directory first: a zone killed between the two restarts with
+        # a row the directory does not place here, which recovery drops;
+        # the other way round it would leave an entry no zone holds.
         Directory.release(zone.world.name, id, zone.index)
+        :ets.delete(zone.table, id)
         add_density(zone, {entity.x, entity.y}, -1)
         Stats.incr(zone.world.stats, :departures)
         Stats.incr(zone.world.stats, population_key(entity), -1)
