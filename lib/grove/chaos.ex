@@ -54,15 +54,7 @@ defmodule Grove.Chaos do
     end
   end
 
-  defp victim(_name, :broadcaster) do
-    pid =
-      Enum.find_value(Supervisor.which_children(Grove.Gateway), fn
-        {Grove.Gateway.Broadcaster, pid, _, _} when is_pid(pid) -> pid
-        _ -> nil
-      end)
-
-    {"the broadcaster", pid}
-  end
+  defp victim(_name, :broadcaster), do: {"the broadcaster", Grove.Gateway.broadcaster()}
 
   defp victim(name, :saver) do
     accounts = Grove.Accounts.fetch!(:"#{name}.Accounts")

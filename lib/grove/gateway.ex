@@ -178,6 +178,18 @@ defmodule Grove.Gateway do
     "http://#{host}:#{port()}/"
   end
 
+  @doc false
+  # The broadcaster's pid (for tests and the chaos lab), or nil between restarts.
+  @spec broadcaster() :: pid() | nil
+  def broadcaster do
+    with {_, sup, _, _} when is_pid(sup) <-
+           List.keyfind(Supervisor.which_children(__MODULE__), :broadcast, 0),
+         {_, pid, _, _} when is_pid(pid) <-
+           List.keyfind(Supervisor.which_children(sup), Broadcaster, 0),
+         do: pid,
+         else: (_ -> nil)
+  end
+
   @doc "The running gateway's settings, read by its appmods and sessions."
   @spec config() :: map()
   def config, do: :persistent_term.get(__MODULE__)
@@ -360,8 +372,19 @@ defmodule Grove.Gateway do
           {Grove.Gateway.Setup, {gconf, sconfs, config}},
           # After Yaws, so it stops before it: it tells every session goodbye first.
           {Drainer, config},
-          {Broadcaster, config},
-          {Pacer, config}
+          # What they know outlives them (the bulletin, the pace), so they
+          # restart alone, as often as they crash: their crashes must not
+          # count against Yaws's restarts here, whose limit drains everyone.
+          %{
+            id: :broadcast,
+            type: :supervisor,
+            start:
+              {Supervisor, :start_link,
+               [
+                 [{Broadcaster, config}, {Pacer, config}],
+                 [strategy: :one_for_one, max_restarts: 100, max_seconds: 5]
+               ]}
+          }
         ]
 
     # An embedded Yaws server that restarts comes back without its
