@@ -43,6 +43,7 @@ defmodule Grove.Load.ChaosBot do
     :connected_at,
     :stall_seen,
     :lost_step,
+    :move_timer,
     checks_views: false,
     moving: true,
     history: [],
@@ -103,7 +104,7 @@ defmodule Grove.Load.ChaosBot do
   def handle_info(:move, %{moving: false} = bot), do: {:noreply, bot}
 
   def handle_info(:move, bot) do
-    schedule_move(bot)
+    bot = schedule_move(bot)
     direction = Enum.random(Grove.World.Grid.directions())
     {player, frame} = Player.move(bot.player, direction, env(bot))
     bot = %{bot | player: player}
@@ -206,9 +207,15 @@ defmodule Grove.Load.ChaosBot do
     %{bot | client: nil, player: nil}
   end
 
+  # One schedule per bot: a reconnect starts it again rather than adding one.
   defp schedule_move(bot) do
+    if bot.move_timer, do: Process.cancel_timer(bot.move_timer)
     every = bot.run.move_every
-    Process.send_after(self(), :move, every - div(every, 5) + :rand.uniform(div(every, 2) + 1))
+
+    timer =
+      Process.send_after(self(), :move, every - div(every, 5) + :rand.uniform(div(every, 2) + 1))
+
+    %{bot | move_timer: timer}
   end
 
   ## What the server sends
@@ -244,7 +251,7 @@ defmodule Grove.Load.ChaosBot do
     %{cell: cell, id: id} = bot.player
     bot = %{bot | entity: id}
     bot = if bot.acked, do: came_back(bot, cell), else: bot
-    if bot.moving, do: schedule_move(bot)
+    bot = if bot.moving, do: schedule_move(bot), else: bot
 
     %{
       bot
