@@ -15,6 +15,18 @@ defmodule Grove.Gateway do
   Yaws registers its processes under fixed names, so one gateway runs per
   node.
 
+  Yaws reads every request's head itself, and trusted it: a malformed one
+  could crash the connection's process without an answer, or hold it until
+  the read timed out. The listening socket's TCP module,
+  `Grove.Gateway.FrontDoor`, sees each request line, header line and chunk
+  size as Yaws reads it, and answers a bad one at once with a JSON error
+  (`{"error": CODE, "message": TEXT}`) and a close: 400 for what cannot be
+  parsed (a request line, a header line, a Content-Length, a transfer
+  coding that does not end with `chunked`, a chunk's framing), 413 for a
+  Content-Length or chunk size over `:max_body`, 501 for a coding before
+  `chunked`, 505 for an HTTP version other than 1.x (a later 1.x is read as
+  1.1).
+
   ## Options
 
     * `:instance` - the Grove instance whose world it serves (required)
@@ -76,7 +88,8 @@ defmodule Grove.Gateway do
   Counters in `Grove.Gateway.Stats`: sessions, upgrades refused, frames
   and bytes in, socket writes and bytes out per encoding, writes that held
   views back, slow consumers, protocol errors, rate-limited moves, oversized
-  frames, sessions drained.
+  frames, sessions drained, HTTP requests refused as they were read (by
+  status).
   """
 
   use Supervisor
@@ -322,6 +335,8 @@ defmodule Grove.Gateway do
         listen_opts:
           [
             backlog: 1024,
+            # Sees the request heads Yaws reads, and answers malformed ones.
+            tcp_module: Grove.Gateway.FrontDoor,
             # Outcomes are small frames that must go out at once, not wait
             # for Nagle's algorithm and a delayed ACK (measured: ~40 ms late
             # in about one move in 300 from a browser).
