@@ -25,7 +25,9 @@ defmodule Grove.Gateway do
   coding that does not end with `chunked`, a chunk's framing), 413 for a
   Content-Length or chunk size over `:max_body`, 501 for a coding before
   `chunked`, 505 for an HTTP version other than 1.x (a later 1.x is read as
-  1.1).
+  1.1), 414 and 431 for a request target or headers over `:max_uri` or
+  `:max_headers` (Yaws's own limit of 16 KB a line dropped the connection
+  with a reset).
 
   ## Options
 
@@ -75,6 +77,10 @@ defmodule Grove.Gateway do
       system's (default `nil`; small values make slow clients show sooner)
     * `:max_body` - largest HTTP request body in bytes; larger ones get 413
       (default `65_536`)
+    * `:max_uri` - longest HTTP request target (path and query) in bytes;
+      longer ones get 414 (default `8192`)
+    * `:max_headers` - most bytes of HTTP request header lines, all told;
+      more get 431 (default `32_768`)
     * `:accounts` - the `Grove.Accounts` service behind `/api` and behind
       join tokens, or `nil` for a server without accounts where everyone
       plays as a guest (default `nil`)
@@ -125,6 +131,8 @@ defmodule Grove.Gateway do
     max_connections: :nolimit,
     sndbuf: nil,
     max_body: 65_536,
+    max_uri: 8192,
+    max_headers: 32_768,
     admin_token: nil,
     accounts: nil
   ]
@@ -408,6 +416,8 @@ defmodule Grove.Gateway do
           :density_interval,
           :drain_timeout,
           :max_body,
+          :max_uri,
+          :max_headers,
           :density_side,
           :view_ms,
           :view_ms_max,

@@ -16,11 +16,13 @@ defmodule Grove.Gateway.FrontDoor do
   # `recv/3`, in the connection's own process, according to the packet
   # mode Yaws set for the read:
   #
-  #   * `http`, the request line: the version must be HTTP/1.x (a later
-  #     1.x is read as 1.1, RFC 9112 section 2.3), else 505; a line the
-  #     parser cannot read is a 400;
-  #   * `httph`, a header line: a Content-Length is digits, at most
-  #     `:max_body` (400, 413); a Transfer-Encoding ends with `chunked`
+  #   * `http`, the request line: the request target is at most `:max_uri`
+  #     bytes (414); the version must be HTTP/1.x (a later 1.x is read as
+  #     1.1, RFC 9112 section 2.3), else 505; a line the parser cannot read
+  #     is a 400;
+  #   * `httph`, a header line: the head's header lines are at most
+  #     `:max_headers` bytes together (431); a Content-Length is digits, at
+  #     most `:max_body` (400, 413); a Transfer-Encoding ends with `chunked`
   #     (400, RFC 9112 section 6.3), and is nothing else (501); a line the
   #     parser cannot read is a 400;
   #   * `line`, the chunked body's framing: a chunk size is hex digits, at
@@ -34,6 +36,14 @@ defmodule Grove.Gateway.FrontDoor do
   # client's error, with `exit(:normal)`. Each refusal is counted by status
   # in the gateway's stats.
   #
+  # Yaws's parser limits every line to 16 KB (the socket's `packet_size`)
+  # and the socket closes itself on a longer one, with no answer possible:
+  # the client saw a reset, the log an error. So the heads are read here a
+  # line at a time in `line` mode, whose socket buffer cuts a line at the
+  # limit instead (a line longer than ours is found as soon as that much of
+  # it has arrived), and parsed as Yaws's read would have
+  # (`:erlang.decode_packet/3`, the same parser).
+  #
   # Nothing else changes: reads in other modes, writes, and the WebSocket
   # connections that take sockets over go straight to `:inet_tcp`.
 
@@ -41,6 +51,15 @@ defmodule Grove.Gateway.FrontDoor do
 
   # How long a refused client's further bytes are read and dropped.
   @linger_ms 2000
+  # A request line holds a method and a version besides its target.
+  @request_line_room 1024
+  # A chunk's size line: the size in hex, and maybe extensions.
+  @chunk_line_limit 1024
+
+  # What is known of the request being read, in its process's dictionary:
+  # bytes of header lines, transfer codings, and which line of the chunked
+  # framing comes next.
+  @fresh %{headers: 0, codings: [], chunk: :size}
 
   ## The TCP module: everything but listen, accept and recv as :inet_tcp does it
 
@@ -78,61 +97,131 @@ defmodule Grove.Gateway.FrontDoor do
   def recv(socket, length), do: recv(socket, length, :infinity)
 
   def recv(socket, length, timeout) do
-    case :inet.getopts(socket, [:packet]) do
-      {:ok, [packet: :http]} -> request_line(socket, timeout)
-      {:ok, [packet: :httph]} -> header_line(socket, timeout)
-      {:ok, [packet: :line]} -> chunk_line(socket, timeout)
+    case :inet.getopts(socket, [:packet, :buffer]) do
+      {:ok, [packet: :http, buffer: buffer]} -> request_line(socket, timeout, buffer)
+      {:ok, [packet: :httph, buffer: buffer]} -> header_line(socket, timeout, buffer)
+      {:ok, [packet: :line, buffer: buffer]} -> chunk_line(socket, timeout, buffer)
       _ -> :inet_tcp.recv(socket, length, timeout)
+    end
+  end
+
+  # One line, of at most `limit` bytes with its line end, or `:too_long`.
+  # The socket's parser would close the socket at once on a line over its
+  # `packet_size`, with no way to answer; in line mode, a line longer than
+  # the socket's buffer comes cut to the buffer's size instead, so no more
+  # than that is held. The socket's mode and buffer are put back as they
+  # were.
+  defp read_line(socket, timeout, limit, {packet, buffer}) do
+    :ok = :inet.setopts(socket, packet: :line, packet_size: 0, buffer: limit)
+    result = :inet_tcp.recv(socket, 0, timeout)
+    _ = :inet.setopts(socket, packet: packet, buffer: buffer)
+
+    # A line the socket had buffered already comes whole, however long.
+    case result do
+      {:ok, line} ->
+        if byte_size(line) > limit or binary_part(line, byte_size(line) - 1, 1) != "\n",
+          do: :too_long,
+          else: {:ok, line}
+
+      error ->
+        error
     end
   end
 
   ## The request line
 
-  defp request_line(socket, timeout) do
-    case :inet_tcp.recv(socket, 0, timeout) do
-      {:ok, {:http_request, method, uri, version}} ->
-        # A new request: nothing of the last one's head counts for it.
-        Process.put(__MODULE__, %{codings: [], chunk: :size})
+  defp request_line(socket, timeout, buffer) do
+    max_uri = Grove.Gateway.config().max_uri
 
-        case version do
-          {1, 0} ->
-            {:ok, {:http_request, method, uri, version}}
-
-          {1, _later} ->
-            {:ok, {:http_request, method, uri, {1, 1}}}
-
-          _other ->
-            refuse(socket, 505, "version_not_supported", "this server speaks HTTP/1.0 and 1.1")
-        end
-
-      {:ok, {:http_error, line}} when line not in [~c"\r\n", ~c"\n"] ->
-        refuse(socket, 400, "bad_request", "the request line is malformed")
-
-      {:ok, {:http_response, _, _, _}} ->
-        refuse(socket, 400, "bad_request", "a response is not a request")
-
-      other ->
-        other
+    case read_line(socket, timeout, max_uri + @request_line_room, {:http, buffer}) do
+      {:ok, line} -> request(socket, :erlang.decode_packet(:http, line, []), max_uri)
+      :too_long -> uri_too_long(socket, max_uri)
+      error -> error
     end
   end
+
+  defp request(socket, {:ok, {:http_request, method, uri, version}, _rest}, max_uri) do
+    # A new request: nothing of the last one's head counts for it.
+    Process.put(__MODULE__, @fresh)
+
+    cond do
+      uri_size(uri) > max_uri ->
+        uri_too_long(socket, max_uri)
+
+      version == {1, 0} ->
+        {:ok, {:http_request, method, uri, version}}
+
+      match?({1, _later}, version) ->
+        {:ok, {:http_request, method, uri, {1, 1}}}
+
+      true ->
+        refuse(socket, 505, "version_not_supported", "this server speaks HTTP/1.0 and 1.1")
+    end
+  end
+
+  # Blank lines before a request are allowed (RFC 9112 section 2.2); Yaws skips them.
+  defp request(_socket, {:ok, {:http_error, line}, _rest}, _max_uri)
+       when line in [~c"\r\n", ~c"\n"],
+       do: {:ok, {:http_error, line}}
+
+  defp request(socket, {:ok, {:http_response, _, _, _}, _rest}, _max_uri),
+    do: refuse(socket, 400, "bad_request", "a response is not a request")
+
+  defp request(socket, _malformed, _max_uri),
+    do: refuse(socket, 400, "bad_request", "the request line is malformed")
+
+  defp uri_too_long(socket, max_uri),
+    do: refuse(socket, 414, "uri_too_long", "request targets are limited to #{max_uri} bytes")
+
+  defp uri_size({:abs_path, path}), do: length(path)
+  defp uri_size({:absoluteURI, _scheme, host, _port, path}), do: length(host) + length(path)
+  defp uri_size({:scheme, scheme, rest}), do: length(scheme) + length(rest)
+  defp uri_size(target) when is_list(target), do: length(target)
+  defp uri_size(_asterisk), do: 1
 
   ## Header lines
 
-  defp header_line(socket, timeout) do
-    case :inet_tcp.recv(socket, 0, timeout) do
-      {:ok, {:http_header, _, :"Content-Length", _, value}} = header ->
-        check_length(socket, header, value)
+  defp header_line(socket, timeout, buffer) do
+    max_headers = Grove.Gateway.config().max_headers
+    state = Process.get(__MODULE__, @fresh)
+    # What is left of the limit, and always room for the empty line that ends the head.
+    room = max(max_headers - state.headers, 0) + 2
 
-      {:ok, {:http_header, _, :"Transfer-Encoding", _, value}} = header ->
-        check_codings(socket, header, value)
+    case read_line(socket, timeout, room, {:httph, buffer}) do
+      {:ok, line} ->
+        Process.put(__MODULE__, %{state | headers: state.headers + byte_size(line)})
+        # The empty line after it says that no continuation line follows.
+        header(socket, :erlang.decode_packet(:httph, line <> "\r\n", []))
 
-      {:ok, {:http_error, line}} when line not in [~c"\r\n", ~c"\n"] ->
-        refuse(socket, 400, "bad_request", "a header line is malformed")
+      :too_long ->
+        headers_too_large(socket, max_headers)
 
-      other ->
-        other
+      error ->
+        error
     end
   end
+
+  defp header(socket, {:ok, {:http_header, _, :"Content-Length", _, value} = header, _rest}),
+    do: check_length(socket, {:ok, header}, value)
+
+  defp header(socket, {:ok, {:http_header, _, :"Transfer-Encoding", _, value} = header, _rest}),
+    do: check_codings(socket, {:ok, header}, value)
+
+  defp header(_socket, {:ok, {:http_header, _, _, _, _} = header, _rest}), do: {:ok, header}
+  defp header(_socket, {:ok, :http_eoh, _rest}), do: {:ok, :http_eoh}
+
+  # A line folded onto the one before it is malformed too (RFC 9112 section 5.2).
+  defp header(socket, _malformed),
+    do: refuse(socket, 400, "bad_request", "a header line is malformed")
+
+  defp headers_too_large(socket, max_headers),
+    do:
+      refuse(
+        socket,
+        431,
+        "headers_too_large",
+        "request headers are limited to #{max_headers} bytes"
+      )
 
   defp check_length(socket, header, value) do
     limit = Grove.Gateway.config().max_body
@@ -157,7 +246,7 @@ defmodule Grove.Gateway.FrontDoor do
   # Yaws joins repeated Transfer-Encoding headers into one list, so the
   # codings of the whole head are checked together.
   defp check_codings(socket, header, value) do
-    state = Process.get(__MODULE__, %{codings: [], chunk: :size})
+    state = Process.get(__MODULE__, @fresh)
 
     codings =
       state.codings ++
@@ -189,10 +278,10 @@ defmodule Grove.Gateway.FrontDoor do
 
   # Yaws reads a chunk's size line, its data (in raw mode), then the CRLF
   # that ends the data, all in line mode but the data.
-  defp chunk_line(socket, timeout) do
-    state = Process.get(__MODULE__, %{codings: [], chunk: :size})
+  defp chunk_line(socket, timeout, buffer) do
+    state = Process.get(__MODULE__, @fresh)
 
-    case {state.chunk, :inet_tcp.recv(socket, 0, timeout)} do
+    case {state.chunk, read_line(socket, timeout, @chunk_line_limit, {:line, buffer})} do
       {:size, {:ok, line}} ->
         limit = Grove.Gateway.config().max_body
 
@@ -211,14 +300,14 @@ defmodule Grove.Gateway.FrontDoor do
             {:ok, line}
         end
 
-      {:crlf, {:ok, line}} when line in ["\r\n", ~c"\r\n"] ->
+      {:crlf, {:ok, "\r\n"}} ->
         Process.put(__MODULE__, %{state | chunk: :size})
-        {:ok, line}
+        {:ok, "\r\n"}
 
       {:crlf, {:ok, _line}} ->
         refuse(socket, 400, "bad_request", "a chunk is longer than its size")
 
-      {_, {:error, :emsgsize}} ->
+      {_, :too_long} ->
         refuse(socket, 400, "bad_request", "a chunk size line is too long")
 
       {_, other} ->
@@ -227,7 +316,7 @@ defmodule Grove.Gateway.FrontDoor do
   end
 
   defp chunk_size(line) do
-    case Regex.run(~r/\A[ \t]*([0-9A-Fa-f]+)[ \t]*(;[^\r\n]*)?\r?\n\z/, to_string(line)) do
+    case Regex.run(~r/\A[ \t]*([0-9A-Fa-f]+)[ \t]*(;[^\r\n]*)?\r?\n\z/, line) do
       [_ | [hex | _]] -> String.to_integer(hex, 16)
       nil -> nil
     end
@@ -275,11 +364,15 @@ defmodule Grove.Gateway.FrontDoor do
 
   defp refused_key(400), do: :refused_400
   defp refused_key(413), do: :refused_413
+  defp refused_key(414), do: :refused_414
+  defp refused_key(431), do: :refused_431
   defp refused_key(501), do: :refused_501
   defp refused_key(505), do: :refused_505
 
   defp reason(400), do: "Bad Request"
   defp reason(413), do: "Content Too Large"
+  defp reason(414), do: "URI Too Long"
+  defp reason(431), do: "Request Header Fields Too Large"
   defp reason(501), do: "Not Implemented"
   defp reason(505), do: "HTTP Version Not Supported"
 end

@@ -23,6 +23,8 @@ defmodule Grove.Gateway.Stats do
     # Requests the front door refused as they were read, by status.
     :refused_400,
     :refused_413,
+    :refused_414,
+    :refused_431,
     :refused_501,
     :refused_505
   ]

@@ -158,9 +158,9 @@ defmodule Grove.Metrics.Collector do
        [{[], gateway[:positions_unavailable] || 0}]},
       {"grove_http_refused_total", :counter,
        "HTTP requests refused as they were read, by status: malformed (400, 501, 505), " <>
-         "a body over the limit (413).",
+         "a body, request target or headers over the limit (413, 414, 431).",
        for(
-         status <- [400, 413, 501, 505],
+         status <- [400, 413, 414, 431, 501, 505],
          do: {[status: status], gateway[:"refused_#{status}"] || 0}
        )},
       {"grove_protocol_errors_total", :counter, "Bad client messages, by error code.",

@@ -187,6 +187,64 @@ defmodule Grove.Gateway.FrontDoorTest do
     end
   end
 
+  describe "a request head over the limits gets 414 or 431 and a close, not a reset" do
+    test "a request target of 100 KB: 414", %{port: port} do
+      before = Gateway.stats()
+      path = "/" <> String.duplicate("a", 100_000)
+
+      quietly(fn ->
+        assert {414, headers, %{"error" => "uri_too_long"}} =
+                 raw(port, "GET #{path} HTTP/1.1\r\nHost: grove\r\n\r\n")
+
+        assert "connection: close" in headers
+      end)
+
+      assert Gateway.stats().refused_414 == before.refused_414 + 1
+    end
+
+    test "a target just over the limit: 414; one within it is served", %{port: port} do
+      limit = Gateway.config().max_uri
+
+      quietly(fn ->
+        assert {414, _, _} =
+                 raw(port, "GET /#{String.duplicate("a", limit)} HTTP/1.1\r\nHost: grove\r\n\r\n")
+
+        assert {404, _, %{"error" => "not_found"}} =
+                 raw(
+                   port,
+                   "GET /#{String.duplicate("a", limit - 1)} HTTP/1.1\r\nHost: grove\r\nConnection: close\r\n\r\n"
+                 )
+      end)
+    end
+
+    test "a header of 65 KB, or a Host of 50 KB: 431", %{port: port} do
+      before = Gateway.stats()
+
+      quietly(fn ->
+        assert {431, headers, %{"error" => "headers_too_large"}} =
+                 raw(
+                   port,
+                   "GET / HTTP/1.1\r\nHost: grove\r\nX-Big: #{String.duplicate("a", 65_000)}\r\n\r\n"
+                 )
+
+        assert "connection: close" in headers
+
+        assert {431, _, _} =
+                 raw(port, "GET / HTTP/1.1\r\nHost: #{String.duplicate("h", 50_000)}\r\n\r\n")
+      end)
+
+      assert Gateway.stats().refused_431 == before.refused_431 + 2
+    end
+
+    test "many header lines, each small, over the limit together: 431", %{port: port} do
+      lines = for n <- 1..40, do: "X-Line-#{n}: #{String.duplicate("v", 1000)}\r\n"
+
+      quietly(fn ->
+        assert {431, _, _} = raw(port, ["GET / HTTP/1.1\r\nHost: grove\r\n", lines, "\r\n"])
+      end)
+    end
+  end
+
   test "the refusals are in /metrics", %{port: port} do
     raw(port, "GET / HTTP/9.9\r\n\r\n")
 
