@@ -77,6 +77,9 @@ defmodule Grove.Gateway do
       system's (default `nil`; small values make slow clients show sooner)
     * `:max_body` - largest HTTP request body in bytes; larger ones get 413
       (default `65_536`)
+    * `:http_timeout` - milliseconds an HTTP connection waits for its
+      client's next bytes: the rest of a request's head or body, or the
+      next request on a kept-alive connection (default `15_000`)
     * `:max_uri` - longest HTTP request target (path and query) in bytes;
       longer ones get 414 (default `8192`)
     * `:max_headers` - most bytes of HTTP request header lines, all told;
@@ -133,6 +136,7 @@ defmodule Grove.Gateway do
     max_body: 65_536,
     max_uri: 8192,
     max_headers: 32_768,
+    http_timeout: 15_000,
     admin_token: nil,
     accounts: nil
   ]
@@ -360,7 +364,8 @@ defmodule Grove.Gateway do
     global = [
       logdir: to_charlist(System.tmp_dir!()),
       flags: [copy_errlog: false, fail_on_bind_err: true],
-      keepalive_timeout: 15_000,
+      # Yaws's one read timeout: for a request's head and body, and between requests.
+      keepalive_timeout: opts[:http_timeout],
       keepalive_maxuses: :nolimit,
       max_connections: opts[:max_connections],
       acceptor_pool_size: 8,
@@ -418,6 +423,7 @@ defmodule Grove.Gateway do
           :max_body,
           :max_uri,
           :max_headers,
+          :http_timeout,
           :density_side,
           :view_ms,
           :view_ms_max,
