@@ -98,7 +98,10 @@ defmodule Grove.Gateway do
   and bytes in, socket writes and bytes out per encoding, writes that held
   views back, slow consumers, protocol errors, rate-limited moves, oversized
   frames, sessions drained, HTTP requests refused as they were read (by
-  status).
+  status), HTTP clients that closed or fell silent in the middle of a
+  request (`client_errors`: Yaws reports each as an error; the gateway
+  counts them and logs them at debug level instead, see
+  `Grove.Gateway.ClientErrors`).
   """
 
   use Supervisor
@@ -380,7 +383,10 @@ defmodule Grove.Gateway do
         # First, so it stops last: the drainer has said goodbye by then.
         {PartitionSupervisor, child_spec: DynamicSupervisor, name: sessions},
         # Which connection plays which account: one each.
-        {Registry, keys: :unique, name: players}
+        {Registry, keys: :unique, name: players},
+        # Before Yaws and stopped after it: Yaws's reports of clients that
+        # close or fall silent mid-request are counted, not logged as errors.
+        {Grove.Gateway.ClientErrors, config.stats}
       ] ++
         yaws_children ++
         [

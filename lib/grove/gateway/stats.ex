@@ -26,7 +26,9 @@ defmodule Grove.Gateway.Stats do
     :refused_414,
     :refused_431,
     :refused_501,
-    :refused_505
+    :refused_505,
+    # HTTP clients that closed or fell silent in the middle of a request.
+    :client_errors
   ]
 
   for {key, index} <- Enum.with_index(@keys, 1) do

@@ -163,6 +163,9 @@ defmodule Grove.Metrics.Collector do
          status <- [400, 413, 414, 431, 501, 505],
          do: {[status: status], gateway[:"refused_#{status}"] || 0}
        )},
+      {"grove_http_client_errors_total", :counter,
+       "HTTP clients that closed their connection or fell silent in the middle of a request.",
+       [{[], gateway[:client_errors] || 0}]},
       {"grove_protocol_errors_total", :counter, "Bad client messages, by error code.",
        for({code, ref} <- errors, do: {[code: code], :counters.get(ref, 1)})},
       {"grove_beam_memory_bytes", :gauge, "Memory the BEAM uses, by kind.",
