@@ -281,8 +281,15 @@ defmodule Grove.Gateway.FrontDoor do
   defp chunk_line(socket, timeout, buffer) do
     state = Process.get(__MODULE__, @fresh)
 
-    case {state.chunk, read_line(socket, timeout, @chunk_line_limit, {:line, buffer})} do
-      {:size, {:ok, line}} ->
+    case state.chunk do
+      :size -> chunk_size_line(socket, timeout, buffer, state)
+      :crlf -> chunk_end(socket, timeout, state)
+    end
+  end
+
+  defp chunk_size_line(socket, timeout, buffer, state) do
+    case read_line(socket, timeout, @chunk_line_limit, {:line, buffer}) do
+      {:ok, line} ->
         limit = Grove.Gateway.config().max_body
 
         case chunk_size(line) do
@@ -300,18 +307,31 @@ defmodule Grove.Gateway.FrontDoor do
             {:ok, line}
         end
 
-      {:crlf, {:ok, "\r\n"}} ->
+      :too_long ->
+        refuse(socket, 400, "bad_request", "a chunk size line is too long")
+
+      error ->
+        error
+    end
+  end
+
+  # Exactly the next two bytes, not a line: data longer than its chunk's
+  # size may be followed by no line end at all.
+  defp chunk_end(socket, timeout, state) do
+    :ok = :inet.setopts(socket, packet: :raw)
+    result = :inet_tcp.recv(socket, 2, timeout)
+    _ = :inet.setopts(socket, packet: :line)
+
+    case result do
+      {:ok, "\r\n"} ->
         Process.put(__MODULE__, %{state | chunk: :size})
         {:ok, "\r\n"}
 
-      {:crlf, {:ok, _line}} ->
+      {:ok, _other} ->
         refuse(socket, 400, "bad_request", "a chunk is longer than its size")
 
-      {_, :too_long} ->
-        refuse(socket, 400, "bad_request", "a chunk size line is too long")
-
-      {_, other} ->
-        other
+      error ->
+        error
     end
   end
 

@@ -137,6 +137,16 @@ defmodule Grove.Gateway.FrontDoorTest do
       end)
     end
 
+    test "chunk data longer than its size, with no line end after it: 400", %{port: port} do
+      quietly(fn ->
+        assert {400, _, %{"error" => "bad_request"}} =
+                 raw(
+                   port,
+                   post("/api/device_login", "Transfer-Encoding: chunked\r\n", "2\r\n{}XX")
+                 )
+      end)
+    end
+
     test "a transfer coding other than chunked: 400, or 501 before chunked", %{port: port} do
       quietly(fn ->
         assert {400, _, _} = raw(port, post("/api/login", "Transfer-Encoding: gzip\r\n", "x"))
