@@ -369,6 +369,16 @@ defmodule Grove.GatewayTest do
       WsClient.close(client)
       eventually(fn -> assert World.position(world, welcome.id) == nil end)
     end
+
+    test "a reset connection's entity disappears at once too", %{port: port, world: world} do
+      {client, _} = conn = connect(port)
+      {welcome, _conn} = join(conn)
+      assert World.position(world, welcome.id) != nil
+      :ok = :inet.setopts(client.socket, linger: {true, 0})
+      :gen_tcp.close(client.socket)
+      eventually(fn -> assert World.position(world, welcome.id) == nil end)
+      assert {200, _, _} = healthz(port)
+    end
   end
 
   describe "an old client" do
@@ -485,6 +495,16 @@ defmodule Grove.GatewayTest do
       assert welcome.protocol == 2
     end
 
+    test "bytes that are not frames at all, after the handshake: closed with 1002", %{
+      port: port
+    } do
+      {client, _} = connect(port)
+      # RSV bits set, no extension agreed: not a frame.
+      :ok = :gen_tcp.send(client.socket, <<0xFF, 0xFF>> <> :crypto.strong_rand_bytes(64))
+      assert {:ok, {:close, 1002, _}, _} = WsClient.recv(client, 2000)
+      assert {200, _, _} = healthz(port)
+    end
+
     test "moves faster than the connection's rate are refused, the others get outcomes, and nobody is cut off",
          %{port: port} do
       conn = connect(port)
@@ -541,6 +561,13 @@ defmodule Grove.GatewayTest do
       assert bye.reason == :slow_consumer
       assert {{:close, 1008, _}, _} = expect(conn, [], 5000)
     end
+  end
+
+  defp healthz(port) do
+    {:ok, {{_, status, _}, headers, body}} =
+      :httpc.request(:get, {~c"http://127.0.0.1:#{port}/healthz", []}, [], body_format: :binary)
+
+    {status, headers, body}
   end
 
   defp get_json(port, path) do
