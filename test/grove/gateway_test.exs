@@ -412,7 +412,9 @@ defmodule Grove.GatewayTest do
     end
 
     test "answers pings, and a close with a close", %{port: port} do
-      {client, _} = connect(port)
+      # Passive, so that the pong stays on the socket for raw_frame/1
+      # instead of arriving as a message before it looks.
+      {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws", active: false)
       :ok = WsClient.send_frame(client, {:ping, "hello"})
       {:ok, socket_data} = raw_frame(client)
       # A pong is a control frame: FIN, opcode 10, the same payload.
@@ -673,9 +675,9 @@ defmodule Grove.GatewayTest do
   defp masked(fin, opcode, payload),
     do: <<fin::1, 0::3, opcode::4, 1::1, byte_size(payload)::7, 0::32, payload::binary>>
 
-  # The next frame's raw bytes off the socket, for control frames.
+  # The next frame's raw bytes off a passive socket, for control frames;
+  # the socket is active-once again after.
   defp raw_frame(client) do
-    :ok = :inet.setopts(client.socket, active: false)
     result = :gen_tcp.recv(client.socket, 0, 2000)
     :ok = :inet.setopts(client.socket, active: :once)
     result
