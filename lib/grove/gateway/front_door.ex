@@ -19,12 +19,14 @@ defmodule Grove.Gateway.FrontDoor do
   #   * `http`, the request line: the request target is at most `:max_uri`
   #     bytes (414); the version must be HTTP/1.x (a later 1.x is read as
   #     1.1, RFC 9112 section 2.3), else 505; a line the parser cannot read
-  #     is a 400;
-  #   * `httph`, a header line: the head's header lines are at most
-  #     `:max_headers` bytes together (431); a Content-Length is digits, at
-  #     most `:max_body` (400, 413); a Transfer-Encoding ends with `chunked`
-  #     (400, RFC 9112 section 6.3), and is nothing else (501); a line the
-  #     parser cannot read is a 400;
+  #     is a 400. The header lines are read then too, and handed to Yaws's
+  #     `httph` reads one by one: the head's header lines are at most
+  #     `:max_headers` bytes together, and fewer than the 1000 lines Yaws
+  #     reads (431); a Content-Length is digits, at most `:max_body`, and
+  #     one value (400, 413); a Transfer-Encoding ends with `chunked` (400,
+  #     RFC 9112 section 6.3), and is nothing else (501); a line the parser
+  #     cannot read is a 400;
+  #   * `httph` otherwise, the trailers after a chunked body: the same;
   #   * `line`, the chunked body's framing: a chunk size is hex digits, at
   #     most `:max_body` (400, 413), and a chunk's data ends with CRLF (400).
   #
@@ -42,7 +44,9 @@ defmodule Grove.Gateway.FrontDoor do
   # line at a time in `line` mode, whose socket buffer cuts a line at the
   # limit instead (a line longer than ours is found as soon as that much of
   # it has arrived), and parsed as Yaws's read would have
-  # (`:erlang.decode_packet/3`, the same parser).
+  # (`:erlang.decode_packet/3`, the same parser). The whole head is read
+  # at once, so that the socket's options change a few times a request
+  # rather than twice a line.
   #
   # Nothing else changes: reads in other modes, writes, and the WebSocket
   # connections that take sockets over go straight to `:inet_tcp`.
@@ -56,10 +60,15 @@ defmodule Grove.Gateway.FrontDoor do
   # A chunk's size line: the size in hex, and maybe extensions.
   @chunk_line_limit 1024
 
+  # Yaws reads at most this many lines of a head, the empty one included.
+  @max_lines 1000
+
   # What is known of the request being read, in its process's dictionary:
-  # bytes of header lines, transfer codings, and which line of the chunked
-  # framing comes next.
-  @fresh %{headers: 0, codings: [], chunk: :size}
+  # bytes and lines of the head, its Content-Length and transfer codings,
+  # and which line of the chunked framing comes next.
+  @fresh %{headers: 0, lines: 0, length: nil, codings: [], chunk: :size}
+  # The rest of a head read ahead, in its process's dictionary.
+  @ahead {__MODULE__, :ahead}
 
   ## The TCP module: everything but listen, accept and recv as :inet_tcp does it
 
@@ -89,6 +98,9 @@ defmodule Grove.Gateway.FrontDoor do
 
   defp ours({:ok, socket}) do
     :inet_db.register_socket(socket, __MODULE__)
+    # Yaws's processes serve one connection after another: nothing read
+    # ahead of the last one's is left for this one.
+    Process.delete(@ahead)
     {:ok, socket}
   end
 
@@ -97,27 +109,30 @@ defmodule Grove.Gateway.FrontDoor do
   def recv(socket, length), do: recv(socket, length, :infinity)
 
   def recv(socket, length, timeout) do
-    case :inet.getopts(socket, [:packet, :buffer]) do
-      {:ok, [packet: :http, buffer: buffer]} -> request_line(socket, timeout, buffer)
-      {:ok, [packet: :httph, buffer: buffer]} -> header_line(socket, timeout, buffer)
-      {:ok, [packet: :line, buffer: buffer]} -> chunk_line(socket, timeout, buffer)
-      _ -> :inet_tcp.recv(socket, length, timeout)
+    case Process.get(@ahead) do
+      [next | rest] ->
+        # A head read ahead, handed to Yaws a line at a time as it asks.
+        Process.put(@ahead, rest)
+        next
+
+      _ ->
+        case :inet.getopts(socket, [:packet, :buffer]) do
+          {:ok, [packet: :http, buffer: buffer]} -> head(socket, timeout, buffer)
+          {:ok, [packet: :httph, buffer: buffer]} -> trailer_line(socket, timeout, buffer)
+          {:ok, [packet: :line, buffer: buffer]} -> chunk_line(socket, timeout, buffer)
+          _ -> :inet_tcp.recv(socket, length, timeout)
+        end
     end
   end
 
-  # One line, of at most `limit` bytes with its line end, or `:too_long`.
-  # The socket's parser would close the socket at once on a line over its
-  # `packet_size`, with no way to answer; in line mode, a line longer than
-  # the socket's buffer comes cut to the buffer's size instead, so no more
-  # than that is held. The socket's mode and buffer are put back as they
-  # were.
-  defp read_line(socket, timeout, limit, {packet, buffer}) do
-    :ok = :inet.setopts(socket, packet: :line, packet_size: 0, buffer: limit)
-    result = :inet_tcp.recv(socket, 0, timeout)
-    _ = :inet.setopts(socket, packet: packet, buffer: buffer)
-
-    # A line the socket had buffered already comes whole, however long.
-    case result do
+  # One line, of at most `limit` bytes with its line end, or `:too_long`,
+  # from a socket in line mode. The socket's parser would close the socket
+  # at once on a line over its `packet_size`, with no way to answer; in
+  # line mode, a line longer than the socket's buffer comes cut to the
+  # buffer's size instead, so no more than that is held.
+  defp read_line(socket, timeout, limit) do
+    case :inet_tcp.recv(socket, 0, timeout) do
+      # A line the socket had buffered already comes whole, however long.
       {:ok, line} ->
         if byte_size(line) > limit or binary_part(line, byte_size(line) - 1, 1) != "\n",
           do: :too_long,
@@ -128,22 +143,45 @@ defmodule Grove.Gateway.FrontDoor do
     end
   end
 
-  ## The request line
+  # The same, for one line: the socket's mode and buffer are put back after.
+  defp one_line(socket, timeout, limit, {packet, buffer}) do
+    :ok = :inet.setopts(socket, packet: :line, packet_size: 0, buffer: limit)
+    result = read_line(socket, timeout, limit)
+    _ = :inet.setopts(socket, packet: packet, buffer: buffer)
+    result
+  end
 
-  defp request_line(socket, timeout, buffer) do
-    max_uri = Grove.Gateway.config().max_uri
+  ## The head
 
-    case read_line(socket, timeout, max_uri + @request_line_room, {:http, buffer}) do
-      {:ok, line} -> request(socket, :erlang.decode_packet(:http, line, []), max_uri)
-      :too_long -> uri_too_long(socket, max_uri)
-      error -> error
+  # Yaws asks for the request line: the whole head is read now, each line
+  # checked as it comes, and what each read gave (an error included) is
+  # kept for Yaws's next reads. Reading ahead costs the socket's options
+  # twice a request instead of twice a line.
+  defp head(socket, timeout, buffer) do
+    config = Grove.Gateway.config()
+    # A new request: nothing of the last one's head counts for it.
+    Process.put(__MODULE__, @fresh)
+    limit = config.max_uri + @request_line_room
+    :ok = :inet.setopts(socket, packet: :line, packet_size: 0, buffer: limit)
+
+    result =
+      case read_line(socket, timeout, limit) do
+        {:ok, line} -> request(socket, :erlang.decode_packet(:http, line, []), config.max_uri)
+        :too_long -> uri_too_long(socket, config.max_uri)
+        error -> error
+      end
+
+    with {:ok, {:http_request, _, _, _}} <- result do
+      # Room for the longest line the limit allows, and the empty line after it.
+      :ok = :inet.setopts(socket, buffer: config.max_headers + 2)
+      Process.put(@ahead, headers(socket, timeout, config.max_headers, []))
     end
+
+    _ = :inet.setopts(socket, packet: :http, buffer: buffer)
+    result
   end
 
   defp request(socket, {:ok, {:http_request, method, uri, version}, _rest}, max_uri) do
-    # A new request: nothing of the last one's head counts for it.
-    Process.put(__MODULE__, @fresh)
-
     cond do
       uri_size(uri) > max_uri ->
         uri_too_long(socket, max_uri)
@@ -179,17 +217,36 @@ defmodule Grove.Gateway.FrontDoor do
   defp uri_size(target) when is_list(target), do: length(target)
   defp uri_size(_asterisk), do: 1
 
-  ## Header lines
+  # The header lines up to the empty line that ends the head, or to the
+  # read that failed.
+  defp headers(socket, timeout, max_headers, read) do
+    case header_line(socket, timeout, max_headers, &read_line/3) do
+      {:ok, :http_eoh} = eoh -> Enum.reverse([eoh | read])
+      {:ok, _header} = header -> headers(socket, timeout, max_headers, [header | read])
+      error -> Enum.reverse([error | read])
+    end
+  end
 
-  defp header_line(socket, timeout, buffer) do
-    max_headers = Grove.Gateway.config().max_headers
+  # Trailers after a chunked body, which Yaws reads as header lines.
+  defp trailer_line(socket, timeout, buffer) do
+    read = &one_line(&1, &2, &3, {:httph, buffer})
+    header_line(socket, timeout, Grove.Gateway.config().max_headers, read)
+  end
+
+  defp header_line(socket, timeout, max_headers, read) do
     state = Process.get(__MODULE__, @fresh)
     # What is left of the limit, and always room for the empty line that ends the head.
     room = max(max_headers - state.headers, 0) + 2
 
-    case read_line(socket, timeout, room, {:httph, buffer}) do
+    case read.(socket, timeout, room) do
       {:ok, line} ->
-        Process.put(__MODULE__, %{state | headers: state.headers + byte_size(line)})
+        lines = state.lines + 1
+        Process.put(__MODULE__, %{state | headers: state.headers + byte_size(line), lines: lines})
+
+        # Yaws reads 1000 lines at most, the empty one among them (431 past that).
+        if lines >= @max_lines and line not in ["\r\n", "\n"],
+          do: headers_too_large(socket, max_headers)
+
         # The empty line after it says that no continuation line follows.
         header(socket, :erlang.decode_packet(:httph, line <> "\r\n", []))
 
@@ -225,6 +282,7 @@ defmodule Grove.Gateway.FrontDoor do
 
   defp check_length(socket, header, value) do
     limit = Grove.Gateway.config().max_body
+    state = Process.get(__MODULE__, @fresh)
 
     case digits(value) do
       nil ->
@@ -233,7 +291,12 @@ defmodule Grove.Gateway.FrontDoor do
       size when size > limit ->
         refuse(socket, 413, "too_large", "request bodies are limited to #{limit} bytes")
 
-      _size ->
+      # Yaws gives up on the head there, with its own 400 (RFC 9112 section 6.3).
+      size when state.length not in [nil, size] ->
+        refuse(socket, 400, "bad_request", "two Content-Lengths disagree")
+
+      size ->
+        Process.put(__MODULE__, %{state | length: size})
         header
     end
   end
@@ -288,7 +351,7 @@ defmodule Grove.Gateway.FrontDoor do
   end
 
   defp chunk_size_line(socket, timeout, buffer, state) do
-    case read_line(socket, timeout, @chunk_line_limit, {:line, buffer}) do
+    case one_line(socket, timeout, @chunk_line_limit, {:line, buffer}) do
       {:ok, line} ->
         limit = Grove.Gateway.config().max_body
 

@@ -97,6 +97,16 @@ defmodule Grove.Gateway.FrontDoorTest do
       assert Gateway.stats().refused_400 == before.refused_400 + 2
     end
 
+    test "two Content-Lengths that disagree: 400", %{port: port} do
+      quietly(fn ->
+        assert {400, _, %{"error" => "bad_request"}} =
+                 raw(
+                   port,
+                   post("/api/login", "Content-Length: 2\r\nContent-Length: 3\r\n", "{}x")
+                 )
+      end)
+    end
+
     test "a Content-Length over the limit: 413 before any of the body", %{port: port} do
       before = Gateway.stats()
 
@@ -244,6 +254,18 @@ defmodule Grove.Gateway.FrontDoorTest do
       end)
 
       assert Gateway.stats().refused_431 == before.refused_431 + 2
+    end
+
+    test "a thousand header lines, small enough together: 431 all the same", %{port: port} do
+      lines = fn count -> for n <- 1..count, do: "x#{n}: y\r\n" end
+
+      quietly(fn ->
+        assert {431, _, %{"error" => "headers_too_large"}} =
+                 raw(port, ["GET /healthz HTTP/1.1\r\n", lines.(1000), "\r\n"])
+
+        assert {200, _, _} =
+                 raw(port, ["GET /healthz HTTP/1.1\r\nConnection: close\r\n", lines.(998), "\r\n"])
+      end)
     end
 
     test "many header lines, each small, over the limit together: 431", %{port: port} do
