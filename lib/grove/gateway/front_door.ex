@@ -159,10 +159,11 @@ defmodule Grove.Gateway.FrontDoor do
   # twice a request instead of twice a line.
   defp head(socket, timeout, buffer) do
     config = Grove.Gateway.config()
-    # A new request: nothing of the last one's head counts for it.
-    Process.put(__MODULE__, @fresh)
     limit = config.max_uri + @request_line_room
-    :ok = :inet.setopts(socket, packet: :line, packet_size: 0, buffer: limit)
+    # Room for the longest line either limit allows, and its line end; no
+    # `packet_size`, under which the socket would close on a longer line.
+    room = max(limit, config.max_headers + 2)
+    :ok = :inet.setopts(socket, packet: :line, packet_size: 0, buffer: room)
 
     result =
       case read_line(socket, timeout, limit) do
@@ -171,13 +172,21 @@ defmodule Grove.Gateway.FrontDoor do
         error -> error
       end
 
-    with {:ok, {:http_request, _, _, _}} <- result do
-      # Room for the longest line the limit allows, and the empty line after it.
-      :ok = :inet.setopts(socket, buffer: config.max_headers + 2)
-      Process.put(@ahead, headers(socket, timeout, config.max_headers, []))
-    end
+    # A new request: nothing of the last one's head counts for it.
+    state =
+      case result do
+        {:ok, {:http_request, _, _, _}} ->
+          {read, state} = headers(socket, timeout, config, @fresh, [])
+          Process.put(@ahead, read)
+          state
 
-    _ = :inet.setopts(socket, packet: :http, buffer: buffer)
+        _blank_or_error ->
+          @fresh
+      end
+
+    Process.put(__MODULE__, state)
+    # Yaws sets the packet mode before each read; the buffer is ours to put back.
+    _ = :inet.setopts(socket, buffer: buffer)
     result
   end
 
@@ -219,56 +228,60 @@ defmodule Grove.Gateway.FrontDoor do
 
   # The header lines up to the empty line that ends the head, or to the
   # read that failed.
-  defp headers(socket, timeout, max_headers, read) do
-    case header_line(socket, timeout, max_headers, &read_line/3) do
-      {:ok, :http_eoh} = eoh -> Enum.reverse([eoh | read])
-      {:ok, _header} = header -> headers(socket, timeout, max_headers, [header | read])
-      error -> Enum.reverse([error | read])
+  defp headers(socket, timeout, config, state, read) do
+    case header_line(socket, timeout, config, state, &read_line/3) do
+      {{:ok, :http_eoh} = eoh, state} -> {Enum.reverse([eoh | read]), state}
+      {{:ok, _header} = header, state} -> headers(socket, timeout, config, state, [header | read])
+      {error, state} -> {Enum.reverse([error | read]), state}
     end
   end
 
   # Trailers after a chunked body, which Yaws reads as header lines.
   defp trailer_line(socket, timeout, buffer) do
     read = &one_line(&1, &2, &3, {:httph, buffer})
-    header_line(socket, timeout, Grove.Gateway.config().max_headers, read)
+    state = Process.get(__MODULE__, @fresh)
+    {result, state} = header_line(socket, timeout, Grove.Gateway.config(), state, read)
+    Process.put(__MODULE__, state)
+    result
   end
 
-  defp header_line(socket, timeout, max_headers, read) do
-    state = Process.get(__MODULE__, @fresh)
+  defp header_line(socket, timeout, config, state, read) do
     # What is left of the limit, and always room for the empty line that ends the head.
-    room = max(max_headers - state.headers, 0) + 2
+    room = max(config.max_headers - state.headers, 0) + 2
 
     case read.(socket, timeout, room) do
       {:ok, line} ->
-        lines = state.lines + 1
-        Process.put(__MODULE__, %{state | headers: state.headers + byte_size(line), lines: lines})
+        state = %{state | headers: state.headers + byte_size(line), lines: state.lines + 1}
 
         # Yaws reads 1000 lines at most, the empty one among them (431 past that).
-        if lines >= @max_lines and line not in ["\r\n", "\n"],
-          do: headers_too_large(socket, max_headers)
+        if state.lines >= @max_lines and line not in ["\r\n", "\n"],
+          do: headers_too_large(socket, config.max_headers)
 
         # The empty line after it says that no continuation line follows.
-        header(socket, :erlang.decode_packet(:httph, line <> "\r\n", []))
+        header(socket, :erlang.decode_packet(:httph, line <> "\r\n", []), state, config)
 
       :too_long ->
-        headers_too_large(socket, max_headers)
+        headers_too_large(socket, config.max_headers)
 
       error ->
-        error
+        {error, state}
     end
   end
 
-  defp header(socket, {:ok, {:http_header, _, :"Content-Length", _, value} = header, _rest}),
-    do: check_length(socket, {:ok, header}, value)
+  defp header(socket, {:ok, {:http_header, _, name, _, value} = header, _rest}, state, config)
+       when name in [:"Content-Length", :"Transfer-Encoding"] do
+    if name == :"Content-Length",
+      do: check_length(socket, header, value, state, config.max_body),
+      else: check_codings(socket, header, value, state)
+  end
 
-  defp header(socket, {:ok, {:http_header, _, :"Transfer-Encoding", _, value} = header, _rest}),
-    do: check_codings(socket, {:ok, header}, value)
+  defp header(_socket, {:ok, {:http_header, _, _, _, _} = header, _rest}, state, _config),
+    do: {{:ok, header}, state}
 
-  defp header(_socket, {:ok, {:http_header, _, _, _, _} = header, _rest}), do: {:ok, header}
-  defp header(_socket, {:ok, :http_eoh, _rest}), do: {:ok, :http_eoh}
+  defp header(_socket, {:ok, :http_eoh, _rest}, state, _config), do: {{:ok, :http_eoh}, state}
 
   # A line folded onto the one before it is malformed too (RFC 9112 section 5.2).
-  defp header(socket, _malformed),
+  defp header(socket, _malformed, _state, _config),
     do: refuse(socket, 400, "bad_request", "a header line is malformed")
 
   defp headers_too_large(socket, max_headers),
@@ -280,10 +293,7 @@ defmodule Grove.Gateway.FrontDoor do
         "request headers are limited to #{max_headers} bytes"
       )
 
-  defp check_length(socket, header, value) do
-    limit = Grove.Gateway.config().max_body
-    state = Process.get(__MODULE__, @fresh)
-
+  defp check_length(socket, header, value, state, limit) do
     case digits(value) do
       nil ->
         refuse(socket, 400, "bad_request", "Content-Length is not a number")
@@ -296,8 +306,7 @@ defmodule Grove.Gateway.FrontDoor do
         refuse(socket, 400, "bad_request", "two Content-Lengths disagree")
 
       size ->
-        Process.put(__MODULE__, %{state | length: size})
-        header
+        {{:ok, header}, %{state | length: size}}
     end
   end
 
@@ -308,9 +317,7 @@ defmodule Grove.Gateway.FrontDoor do
 
   # Yaws joins repeated Transfer-Encoding headers into one list, so the
   # codings of the whole head are checked together.
-  defp check_codings(socket, header, value) do
-    state = Process.get(__MODULE__, @fresh)
-
+  defp check_codings(socket, header, value, state) do
     codings =
       state.codings ++
         (value
@@ -320,11 +327,9 @@ defmodule Grove.Gateway.FrontDoor do
          |> Enum.map(&String.trim/1)
          |> Enum.reject(&(&1 == "")))
 
-    Process.put(__MODULE__, %{state | codings: codings})
-
     case codings do
       ["chunked"] ->
-        header
+        {{:ok, header}, %{state | codings: codings}}
 
       [] ->
         refuse(socket, 400, "bad_request", "Transfer-Encoding is empty")
