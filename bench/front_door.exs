@@ -8,7 +8,10 @@
 # and server: the clients' share is the same in both, so the difference
 # is the front door's), which a busy machine disturbs less than the rate.
 #
-#   mix run bench/front_door.exs [REQUESTS] [HEADERS] [CLIENTS]
+#   mix run --no-start bench/front_door.exs [REQUESTS] [HEADERS] [CLIENTS]
+#
+# (with ELIXIR_ERL_OPTIONS="+sbwt none +sbwtdcpu none +sbwtdio none", so
+# that schedulers spinning while idle do not count as CPU)
 #
 # defaults: 20000 requests per client and turn, 9 headers, 4 clients.
 
