@@ -68,8 +68,8 @@ defmodule Grove.Load.Fuzz do
   A map: `:seed`, `:rounds`, `:cases` (rounds per case), `:outcomes`
   (outcomes per case: a status, `"closed"`, `"close 1009"`, ...), and
   `:violations`, each `%{round:, case:, input:, got:}` with the input cut
-  to a few hundred bytes, so that a caller can print them and exit
-  non-zero.
+  to a few hundred bytes (and runs of base64 that may be a token hidden),
+  so that a caller can print them and exit non-zero.
   """
 
   import Bitwise
@@ -195,12 +195,19 @@ defmodule Grove.Load.Fuzz do
     end
   end
 
+  # The input as a report shows it: cut short, and without anything that
+  # may be a token (runs of base64 long enough to hold 16 bytes), which
+  # some inputs carry, whole or mutated. The seed gives the input back.
   defp shown(input) do
     bytes = IO.iodata_to_binary(input)
 
-    if byte_size(bytes) > @input_shown,
-      do: inspect(binary_part(bytes, 0, @input_shown)) <> " ... (#{byte_size(bytes)} bytes)",
-      else: inspect(bytes)
+    cut =
+      if byte_size(bytes) > @input_shown,
+        do: binary_part(bytes, 0, @input_shown),
+        else: bytes
+
+    shown = cut |> String.replace(~r/[A-Za-z0-9_=-]{22,}/, "<hidden>") |> inspect()
+    if cut == bytes, do: shown, else: shown <> " ... (#{byte_size(bytes)} bytes)"
   end
 
   ## Inputs

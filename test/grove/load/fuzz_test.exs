@@ -51,6 +51,14 @@ defmodule Grove.Load.FuzzTest do
 
     assert [%{case: :http_version, got: "silent"} | _] = report.violations
     assert Enum.any?(report.violations, &(&1.got =~ "/healthz afterwards"))
+
+    # A report shows no token, not even the one the fuzzer signed itself.
+    report =
+      Fuzz.run("127.0.0.1", port, count: 1, seed: 1, cases: [:token_noncanonical], deadline: 200)
+
+    assert [%{case: :token_noncanonical, input: input} | _] = report.violations
+    assert input =~ "Authorization: Bearer v1.<hidden>"
+    refute input =~ ~r/[A-Za-z0-9_-]{22,}/
     Task.shutdown(holder, :brutal_kill)
     :gen_tcp.close(listener)
   end
