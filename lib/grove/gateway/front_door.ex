@@ -145,7 +145,7 @@ defmodule Grove.Gateway.FrontDoor do
 
   # The same, for one line: the socket's mode and buffer are put back after.
   defp one_line(socket, timeout, limit, {packet, buffer}) do
-    :ok = :inet.setopts(socket, packet: :line, packet_size: 0, buffer: limit)
+    _ = :inet.setopts(socket, packet: :line, packet_size: 0, buffer: limit)
     result = read_line(socket, timeout, limit)
     _ = :inet.setopts(socket, packet: packet, buffer: buffer)
     result
@@ -155,15 +155,15 @@ defmodule Grove.Gateway.FrontDoor do
 
   # Yaws asks for the request line: the whole head is read now, each line
   # checked as it comes, and what each read gave (an error included) is
-  # kept for Yaws's next reads. Reading ahead costs the socket's options
-  # twice a request instead of twice a line.
+  # kept for Yaws's next reads. (A socket whose client has gone may refuse
+  # new options; its next read says so.)
   defp head(socket, timeout, buffer) do
     config = Grove.Gateway.config()
     limit = config.max_uri + @request_line_room
     # Room for the longest line either limit allows, and its line end; no
     # `packet_size`, under which the socket would close on a longer line.
     room = max(limit, config.max_headers + 2)
-    :ok = :inet.setopts(socket, packet: :line, packet_size: 0, buffer: room)
+    _ = :inet.setopts(socket, packet: :line, packet_size: 0, buffer: room)
 
     result =
       case read_line(socket, timeout, limit) do
@@ -386,7 +386,7 @@ defmodule Grove.Gateway.FrontDoor do
   # Exactly the next two bytes, not a line: data longer than its chunk's
   # size may be followed by no line end at all.
   defp chunk_end(socket, timeout, state) do
-    :ok = :inet.setopts(socket, packet: :raw)
+    _ = :inet.setopts(socket, packet: :raw)
     result = :inet_tcp.recv(socket, 2, timeout)
     _ = :inet.setopts(socket, packet: :line)
 

@@ -98,6 +98,24 @@ defmodule Grove.Gateway.ClientErrorsTest do
       end)
     end
 
+    test "reset before a word", %{port: port} do
+      log =
+        capture_log([level: :error], fn ->
+          for _ <- 1..20 do
+            {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
+            :ok = :inet.setopts(socket, linger: {true, 0})
+            :gen_tcp.close(socket)
+          end
+
+          # The server still answers.
+          socket = open(port, "GET /healthz HTTP/1.1\r\nHost: grove\r\n\r\n")
+          assert {:ok, "HTTP/1.1 200" <> _} = :gen_tcp.recv(socket, 0, 5000)
+          :gen_tcp.close(socket)
+        end)
+
+      refute log =~ "[error]"
+    end
+
     test "reset in the middle of a head", %{port: port} do
       counted_not_logged(fn ->
         socket = open(port, "GET /healthz HTTP/1.1\r\nHost: grove\r\n")
