@@ -15,6 +15,20 @@ defmodule Grove.Gateway do
   Yaws registers its processes under fixed names, so one gateway runs per
   node.
 
+  Yaws reads every request's head itself, and trusted it: a malformed one
+  could crash the connection's process without an answer, or hold it until
+  the read timed out. The listening socket's TCP module,
+  `Grove.Gateway.FrontDoor`, sees each request line, header line and chunk
+  size as Yaws reads it, and answers a bad one at once with a JSON error
+  (`{"error": CODE, "message": TEXT}`) and a close: 400 for what cannot be
+  parsed (a request line, a header line, a Content-Length, a transfer
+  coding that does not end with `chunked`, a chunk's framing), 413 for a
+  Content-Length or chunk size over `:max_body`, 501 for a coding before
+  `chunked`, 505 for an HTTP version other than 1.x (a later 1.x is read as
+  1.1), 414 and 431 for a request target or headers over `:max_uri` or
+  `:max_headers` (Yaws's own limit of 16 KB a line dropped the connection
+  with a reset).
+
   ## Options
 
     * `:instance` - the Grove instance whose world it serves (required)
@@ -63,6 +77,13 @@ defmodule Grove.Gateway do
       system's (default `nil`; small values make slow clients show sooner)
     * `:max_body` - largest HTTP request body in bytes; larger ones get 413
       (default `65_536`)
+    * `:http_timeout` - milliseconds an HTTP connection waits for its
+      client's next bytes: the rest of a request's head or body, or the
+      next request on a kept-alive connection (default `15_000`)
+    * `:max_uri` - longest HTTP request target (path and query) in bytes;
+      longer ones get 414 (default `8192`)
+    * `:max_headers` - most bytes of HTTP request header lines, all told;
+      more get 431 (default `32_768`)
     * `:accounts` - the `Grove.Accounts` service behind `/api` and behind
       join tokens, or `nil` for a server without accounts where everyone
       plays as a guest (default `nil`)
@@ -76,7 +97,11 @@ defmodule Grove.Gateway do
   Counters in `Grove.Gateway.Stats`: sessions, upgrades refused, frames
   and bytes in, socket writes and bytes out per encoding, writes that held
   views back, slow consumers, protocol errors, rate-limited moves, oversized
-  frames, sessions drained.
+  frames, sessions drained, HTTP requests refused as they were read (by
+  status), HTTP clients that closed or fell silent in the middle of a
+  request (`client_errors`: Yaws reports each as an error; the gateway
+  counts them and logs them at debug level instead, see
+  `Grove.Gateway.ClientErrors`).
   """
 
   use Supervisor
@@ -112,6 +137,9 @@ defmodule Grove.Gateway do
     max_connections: :nolimit,
     sndbuf: nil,
     max_body: 65_536,
+    max_uri: 8192,
+    max_headers: 32_768,
+    http_timeout: 15_000,
     admin_token: nil,
     accounts: nil
   ]
@@ -334,6 +362,8 @@ defmodule Grove.Gateway do
         listen_opts:
           [
             backlog: 1024,
+            # Sees the request heads Yaws reads, and answers malformed ones.
+            tcp_module: Grove.Gateway.FrontDoor,
             # Outcomes are small frames that must go out at once, not wait
             # for Nagle's algorithm and a delayed ACK (measured: ~40 ms late
             # in about one move in 300 from a browser).
@@ -349,7 +379,8 @@ defmodule Grove.Gateway do
     global = [
       logdir: to_charlist(System.tmp_dir!()),
       flags: [copy_errlog: false, fail_on_bind_err: true],
-      keepalive_timeout: 15_000,
+      # Yaws's one read timeout: for a request's head and body, and between requests.
+      keepalive_timeout: opts[:http_timeout],
       keepalive_maxuses: :nolimit,
       max_connections: opts[:max_connections],
       acceptor_pool_size: 8,
@@ -364,7 +395,10 @@ defmodule Grove.Gateway do
         # First, so it stops last: the drainer has said goodbye by then.
         {PartitionSupervisor, child_spec: DynamicSupervisor, name: sessions},
         # Which connection plays which account: one each.
-        {Registry, keys: :unique, name: players}
+        {Registry, keys: :unique, name: players},
+        # Before Yaws and stopped after it: Yaws's reports of clients that
+        # close or fall silent mid-request are counted, not logged as errors.
+        {Grove.Gateway.ClientErrors, config.stats}
       ] ++
         yaws_children ++
         [
@@ -416,6 +450,9 @@ defmodule Grove.Gateway do
           :density_interval,
           :drain_timeout,
           :max_body,
+          :max_uri,
+          :max_headers,
+          :http_timeout,
           :density_side,
           :view_ms,
           :view_ms_max,

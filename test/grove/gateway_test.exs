@@ -369,6 +369,16 @@ defmodule Grove.GatewayTest do
       WsClient.close(client)
       eventually(fn -> assert World.position(world, welcome.id) == nil end)
     end
+
+    test "a reset connection's entity disappears at once too", %{port: port, world: world} do
+      {client, _} = conn = connect(port)
+      {welcome, _conn} = join(conn)
+      assert World.position(world, welcome.id) != nil
+      :ok = :inet.setopts(client.socket, linger: {true, 0})
+      :gen_tcp.close(client.socket)
+      eventually(fn -> assert World.position(world, welcome.id) == nil end)
+      assert {200, _, _} = healthz(port)
+    end
   end
 
   describe "an old client" do
@@ -402,7 +412,9 @@ defmodule Grove.GatewayTest do
     end
 
     test "answers pings, and a close with a close", %{port: port} do
-      {client, _} = connect(port)
+      # Passive, so that the pong stays on the socket for raw_frame/1
+      # instead of arriving as a message before it looks.
+      {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws", active: false)
       :ok = WsClient.send_frame(client, {:ping, "hello"})
       {:ok, socket_data} = raw_frame(client)
       # A pong is a control frame: FIN, opcode 10, the same payload.
@@ -485,6 +497,16 @@ defmodule Grove.GatewayTest do
       assert welcome.protocol == 2
     end
 
+    test "bytes that are not frames at all, after the handshake: closed with 1002", %{
+      port: port
+    } do
+      {client, _} = connect(port)
+      # RSV bits set, no extension agreed: not a frame.
+      :ok = :gen_tcp.send(client.socket, <<0xFF, 0xFF>> <> :crypto.strong_rand_bytes(64))
+      assert {:ok, {:close, 1002, _}, _} = WsClient.recv(client, 2000)
+      assert {200, _, _} = healthz(port)
+    end
+
     test "moves faster than the connection's rate are refused, the others get outcomes, and nobody is cut off",
          %{port: port} do
       conn = connect(port)
@@ -541,6 +563,13 @@ defmodule Grove.GatewayTest do
       assert bye.reason == :slow_consumer
       assert {{:close, 1008, _}, _} = expect(conn, [], 5000)
     end
+  end
+
+  defp healthz(port) do
+    {:ok, {{_, status, _}, headers, body}} =
+      :httpc.request(:get, {~c"http://127.0.0.1:#{port}/healthz", []}, [], body_format: :binary)
+
+    {status, headers, body}
   end
 
   defp get_json(port, path) do
@@ -646,9 +675,9 @@ defmodule Grove.GatewayTest do
   defp masked(fin, opcode, payload),
     do: <<fin::1, 0::3, opcode::4, 1::1, byte_size(payload)::7, 0::32, payload::binary>>
 
-  # The next frame's raw bytes off the socket, for control frames.
+  # The next frame's raw bytes off a passive socket, for control frames;
+  # the socket is active-once again after.
   defp raw_frame(client) do
-    :ok = :inet.setopts(client.socket, active: false)
     result = :gen_tcp.recv(client.socket, 0, 2000)
     :ok = :inet.setopts(client.socket, active: :once)
     result

@@ -19,7 +19,16 @@ defmodule Grove.Gateway.Stats do
     :rate_limited,
     :too_large,
     :drained,
-    :positions_unavailable
+    :positions_unavailable,
+    # Requests the front door refused as they were read, by status.
+    :refused_400,
+    :refused_413,
+    :refused_414,
+    :refused_431,
+    :refused_501,
+    :refused_505,
+    # HTTP clients that closed or fell silent in the middle of a request.
+    :client_errors
   ]
 
   for {key, index} <- Enum.with_index(@keys, 1) do

@@ -156,6 +156,16 @@ defmodule Grove.Metrics.Collector do
       {"grove_positions_unavailable_total", :counter,
        "Players placed at random because the store could not say where they stood.",
        [{[], gateway[:positions_unavailable] || 0}]},
+      {"grove_http_refused_total", :counter,
+       "HTTP requests refused as they were read, by status: malformed (400, 501, 505), " <>
+         "a body, request target or headers over the limit (413, 414, 431).",
+       for(
+         status <- [400, 413, 414, 431, 501, 505],
+         do: {[status: status], gateway[:"refused_#{status}"] || 0}
+       )},
+      {"grove_http_client_errors_total", :counter,
+       "HTTP clients that closed their connection or fell silent in the middle of a request.",
+       [{[], gateway[:client_errors] || 0}]},
       {"grove_protocol_errors_total", :counter, "Bad client messages, by error code.",
        for({code, ref} <- errors, do: {[code: code], :counters.get(ref, 1)})},
       {"grove_beam_memory_bytes", :gauge, "Memory the BEAM uses, by kind.",

@@ -61,6 +61,24 @@ defmodule Mix.Tasks.Grove.Load do
     * `--record PATH` - append every device id whose login the server
       acknowledged, as it happens
 
+  ## fuzz
+
+  Hostile and mutated inputs to the server's HTTP and WebSocket front
+  doors, each checked against what the server must answer, and
+  `/healthz` after each; prints what the server answered per case and
+  every violation, and exits non-zero if there is any. See
+  `Grove.Load.Fuzz`.
+
+      mix grove.load fuzz --url http://127.0.0.1:4000 --count 2000 --seed 42
+
+    * `--url URL` - the server (default `http://127.0.0.1:4000`)
+    * `--count N` - rounds (default 1000)
+    * `--seed N` - the random stream's seed, to repeat a run (default a
+      random one, printed)
+    * `--deadline MS` - how long the server has to answer each input
+      (default 5000)
+    * `--json PATH` - write the report as JSON
+
   ## verify
 
   After a crash and a restart, checks that every recorded device id still
@@ -164,6 +182,46 @@ defmodule Mix.Tasks.Grove.Load do
       do: Report.write(markdown, "HTTP load", report, ["mix", "grove.load", "http" | args])
   end
 
+  def run(["fuzz" | args]) do
+    switches = [url: :string, count: :integer, seed: :integer, deadline: :integer, json: :string]
+    {opts, rest, invalid} = OptionParser.parse(args, strict: switches)
+
+    if rest != [] or invalid != [],
+      do: Mix.raise("unexpected arguments #{inspect(rest ++ invalid)}; see `mix help grove.load`")
+
+    positive!(opts)
+    start_client()
+    %URI{host: host, port: port} = URI.parse(Keyword.get(opts, :url, "http://127.0.0.1:4000"))
+
+    report =
+      Grove.Load.Fuzz.run(
+        host,
+        port,
+        opts |> Keyword.take([:count, :seed, :deadline]) |> Keyword.put_new(:count, 1000)
+      )
+
+    Mix.shell().info("fuzz: #{report.rounds} rounds, seed #{report.seed}")
+
+    for {name, outcomes} <- Enum.sort(report.outcomes) do
+      answers = outcomes |> Enum.sort() |> Enum.map_join(", ", fn {got, n} -> "#{got} x#{n}" end)
+      Mix.shell().info("  #{name}: #{answers}")
+    end
+
+    for violation <- report.violations do
+      Mix.shell().error(
+        "violation in round #{violation.round} (#{violation.case}): #{violation.got}\n" <>
+          "  input: #{violation.input}"
+      )
+    end
+
+    if opts[:json], do: write(opts[:json], :jiffy.encode(report, [:pretty]))
+
+    if report.violations != [] do
+      Mix.shell().error("fuzz: #{length(report.violations)} violations (seed #{report.seed})")
+      exit({:shutdown, 1})
+    end
+  end
+
   def run(["verify" | args]) do
     {opts, rest, invalid} = OptionParser.parse(args, strict: [url: :string, record: :string])
 
@@ -176,7 +234,8 @@ defmodule Mix.Tasks.Grove.Load do
   end
 
   def run(_args),
-    do: Mix.raise("usage: mix grove.load ws|http|verify [options] (see `mix help grove.load`)")
+    do:
+      Mix.raise("usage: mix grove.load ws|http|fuzz|verify [options] (see `mix help grove.load`)")
 
   defp parse_stages(opts) do
     case Keyword.fetch(opts, :stages) do

@@ -92,7 +92,7 @@ defmodule Grove.Gateway.ApiTest do
                request(port, :get, "/api/me", nil, token2)
 
       # A NUL made the database layer raise (500); it is a bad avatar.
-      for avatar <- ["\u0000", "", "<b>"] do
+      for avatar <- ["\u0000", "", "<b>", "<img src=x onerror=alert(1)>"] do
         assert {400, %{"error" => "invalid_avatar"}, _} =
                  request(port, :patch, "/api/me", %{"avatar" => avatar}, token)
 
@@ -302,6 +302,28 @@ defmodule Grove.Gateway.ApiTest do
         {client, _} = next
         WsClient.close(client)
       end
+    end
+
+    test "another spelling of a good token's bytes is refused, over HTTP and in a join", %{
+      port: port
+    } do
+      {201, %{"token" => token}, _} =
+        request(port, :post, "/api/device_login", %{"device_id" => "spelling-0001"})
+
+      ["v1", payload, signature] = String.split(token, ".")
+
+      for other <- ["v1.#{payload}=.#{signature}", "v1.#{payload}.#{signature}="] do
+        assert {401, %{"error" => "invalid_token"}, _} =
+                 request(port, :get, "/api/me", nil, other)
+
+        {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+        conn = {client, :json}
+        push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: other})
+        assert {%{type: :error, code: :unauthorized}, _} = expect(conn, :error)
+        WsClient.close(client)
+      end
+
+      assert {200, _, _} = request(port, :get, "/api/me", nil, token)
     end
 
     test "without a token, or with a bad one, this server admits nobody", %{port: port} do

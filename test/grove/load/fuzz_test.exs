@@ -1,0 +1,103 @@
+defmodule Grove.Load.FuzzTest do
+  # Starts a gateway: Yaws runs one server per node, so not async.
+  use ExUnit.Case, async: false
+
+  import ExUnit.CaptureLog
+
+  alias Grove.Load.Fuzz
+
+  @moduletag :gateway
+
+  setup_all do
+    Grove.TestInstance.start!("fuzz",
+      sqlite: true,
+      world: [width: 40, height: 40, zone_size: 20, tick: :manual],
+      actors: [count: 0],
+      accounts: [password_cost: 1000, guests: true],
+      gateway: [port: 0]
+    )
+  end
+
+  test "hostile and mutated inputs at the front doors are all answered, and nothing is logged as an error",
+       %{port: port} do
+    # ExUnit's seed: another stream each run, the same again with --seed.
+    seed = ExUnit.configuration()[:seed]
+
+    {report, log} =
+      with_log([level: :error], fn -> Fuzz.run("127.0.0.1", port, count: 400, seed: seed) end)
+
+    assert report.rounds == 400
+    assert report.seed == seed
+    assert report.violations == [], "seed #{seed}: #{inspect(report.violations, pretty: true)}"
+    assert log == ""
+  end
+
+  test "a run is repeated exactly by its seed", %{port: port} do
+    # Cases whose answers do not depend on the server's state (rate limits, accounts).
+    cases = [:http_version, :ws_unmasked, :uri_huge, :content_length_garbage, :chunk_framing]
+    first = Fuzz.run("127.0.0.1", port, count: 30, seed: 7, cases: cases)
+    again = Fuzz.run("127.0.0.1", port, count: 30, seed: 7, cases: cases)
+    assert first.cases == again.cases
+    assert first.outcomes == again.outcomes
+  end
+
+  test "a server that does not answer is a violation" do
+    # Listens, accepts, and never says a word.
+    {:ok, listener} = :gen_tcp.listen(0, ip: {127, 0, 0, 1}, active: false)
+    {:ok, port} = :inet.port(listener)
+    holder = Task.async(fn -> hold(listener, []) end)
+
+    report = Fuzz.run("127.0.0.1", port, count: 2, seed: 1, cases: [:http_version], deadline: 200)
+
+    assert [%{case: :http_version, got: "silent"} | _] = report.violations
+    assert Enum.any?(report.violations, &(&1.got =~ "/healthz afterwards"))
+
+    # A report shows no token, not even the one the fuzzer signed itself.
+    report =
+      Fuzz.run("127.0.0.1", port, count: 1, seed: 1, cases: [:token_noncanonical], deadline: 200)
+
+    assert [%{case: :token_noncanonical, input: input} | _] = report.violations
+    assert input =~ "Authorization: Bearer v1.<hidden>"
+    refute input =~ ~r/[A-Za-z0-9_-]{22,}/
+    Task.shutdown(holder, :brutal_kill)
+    :gen_tcp.close(listener)
+  end
+
+  test "mix grove.load fuzz prints what the server answered, and fails on a violation", %{
+    port: port
+  } do
+    output =
+      ExUnit.CaptureIO.capture_io(fn ->
+        Mix.Tasks.Grove.Load.run(~w(fuzz --url http://127.0.0.1:#{port} --count 20 --seed 3))
+      end)
+
+    assert output =~ "fuzz: 20 rounds, seed 3"
+    assert output =~ ~r/http_mutation: .*x\d/
+
+    {:ok, listener} = :gen_tcp.listen(0, ip: {127, 0, 0, 1}, active: false)
+    {:ok, silent} = :inet.port(listener)
+    holder = Task.async(fn -> hold(listener, []) end)
+
+    errors =
+      ExUnit.CaptureIO.capture_io(:stderr, fn ->
+        ExUnit.CaptureIO.capture_io(fn ->
+          assert catch_exit(
+                   Mix.Tasks.Grove.Load.run(
+                     ~w(fuzz --url http://127.0.0.1:#{silent} --count 1 --deadline 100)
+                   )
+                 ) == {:shutdown, 1}
+        end)
+      end)
+
+    assert errors =~ "violation in round 1"
+    Task.shutdown(holder, :brutal_kill)
+    :gen_tcp.close(listener)
+  end
+
+  defp hold(listener, sockets) do
+    case :gen_tcp.accept(listener) do
+      {:ok, socket} -> hold(listener, [socket | sockets])
+      {:error, _} -> :ok
+    end
+  end
+end
