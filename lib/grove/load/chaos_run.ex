@@ -190,6 +190,7 @@ defmodule Grove.Load.ChaosRun do
       started: now(),
       next_fault: if(opts[:faults] -- [:restart] != [], do: now() + 5000),
       next_fuzz: if(opts[:fuzz_every], do: now() + opts[:fuzz_every] * 1000),
+      fuzzing: nil,
       stall: nil
     }
 
@@ -283,7 +284,7 @@ defmodule Grove.Load.ChaosRun do
       end
 
     if elapsed >= opts[:duration] * 1000 do
-      stop_stall(state)
+      state |> stop_stall() |> await_fuzz()
     else
       state = relay(state, 100)
       loop(state, window_start, window_at)
@@ -303,6 +304,9 @@ defmodule Grove.Load.ChaosRun do
 
       {:stall_done, result} ->
         relay(%{state | stall: nil} |> note_fault(:store, result), 0)
+
+      {:fuzz_done, report} ->
+        relay(fuzzed(state, report), 0)
     after
       wait -> state
     end
@@ -371,7 +375,7 @@ defmodule Grove.Load.ChaosRun do
   # The lock is held by a process of this VM (another OS process than the
   # server's: in the server's VM it would wait behind the store on the
   # SQLite driver's one thread).
-  defp stall_store(%{stall: nil} = state) do
+  defp stall_store(%{stall: nil, fuzzing: nil} = state) do
     run = state.run
     lab = self()
     :atomics.add(run.stalls, 1, 1)
@@ -388,7 +392,8 @@ defmodule Grove.Load.ChaosRun do
     %{state | stall: holder}
   end
 
-  # One stall at a time; a second one due meanwhile is another kind's turn.
+  # One stall at a time, and none while the front doors are fuzzed; a stall
+  # due then is another kind's turn.
   defp stall_store(state), do: inject(state, Enum.random([:zone, :session]))
 
   defp hold_lock(path, ms) do
@@ -428,6 +433,8 @@ defmodule Grove.Load.ChaosRun do
   defp maybe_restart(%{restart_at: at, restarted: false} = state, elapsed)
        when at != nil and elapsed >= at * 1000 do
     out = state.run.opts[:out]
+    # A fuzz cut off by the restart would count the refused connections.
+    state = await_fuzz(state)
     out.("chaos: SIGTERM to the server")
     stopped_at = now()
     status = Server.stop(state.server, 60_000, &log_line(state.log, &1))
@@ -461,8 +468,45 @@ defmodule Grove.Load.ChaosRun do
   defp maybe_fuzz(%{next_fuzz: nil} = state, _now), do: state
   defp maybe_fuzz(%{next_fuzz: at} = state, now) when now < at, do: state
 
+  # One fuzz at a time, in a process of its own so that faults go on; never
+  # while the store is stalled or just after (a valid login may then get
+  # 503, the right answer, which the fuzzer would count against it).
+  defp maybe_fuzz(%{fuzzing: pid} = state, _now) when pid != nil, do: state
+
   defp maybe_fuzz(state, now) do
-    %{state | next_fuzz: now + state.run.opts[:fuzz_every] * 1000}
+    run = state.run
+    stall_over = now - :atomics.get(run.stalling, 2) > 3000
+
+    if state.stall == nil and stall_over do
+      lab = self()
+      opts = [count: run.opts[:fuzz_count], seed: :rand.uniform(1_000_000_000)]
+
+      pid =
+        spawn_link(fn ->
+          send(lab, {:fuzz_done, Grove.Load.Fuzz.run(run.host, run.port, opts)})
+        end)
+
+      %{state | fuzzing: pid, next_fuzz: now + run.opts[:fuzz_every] * 1000}
+    else
+      state
+    end
+  end
+
+  defp fuzzed(state, report) do
+    fuzz = %{
+      rounds: state.fuzz.rounds + report.rounds,
+      violations: Enum.take(state.fuzz.violations ++ report.violations, 50)
+    }
+
+    %{state | fuzz: fuzz, fuzzing: nil}
+  end
+
+  defp await_fuzz(%{fuzzing: nil} = state), do: state
+
+  defp await_fuzz(state) do
+    receive do
+      {:fuzz_done, report} -> fuzzed(state, report)
+    end
   end
 
   ## Progress and the end

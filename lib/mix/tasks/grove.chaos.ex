@@ -22,8 +22,9 @@ defmodule Mix.Tasks.Grove.Chaos do
     * `--store-stall MS` - how long a stall of the store lasts (default 4000;
       the store's deadline is 2000)
     * `--restart-at S` - when the SIGTERM restart happens (default half the run)
-    * `--fuzz-every S` - fuzz the HTTP and WebSocket front doors this often
-      (default: not)
+    * `--fuzz-every S`, `--fuzz-count N` - fuzz the HTTP and WebSocket front
+      doors this often with N hostile inputs (`Grove.Load.Fuzz`; default:
+      not, and 20)
     * `--move-every MS`, `--encoding json|binary`, `--check-views N` - as
       for `mix grove.load ws` (defaults 1000, json, 50)
     * `--actors N`, `--width N`, `--height N` - the server's world (default
@@ -46,6 +47,7 @@ defmodule Mix.Tasks.Grove.Chaos do
     store_stall: :integer,
     restart_at: :integer,
     fuzz_every: :integer,
+    fuzz_count: :integer,
     move_every: :integer,
     encoding: :string,
     check_views: :integer,
