@@ -80,6 +80,12 @@ defmodule Grove.Chaos do
   @spec audit(atom()) :: :ok | {:error, [String.t()]}
   def audit(name \\ Grove), do: World.audit(Grove.world(name), 60_000)
 
+  @doc "Where the instance will place an account's player when it joins: its last position kept."
+  @spec last_position(atom(), pos_integer()) ::
+          {:ok, World.Grid.cell()} | {:error, :not_found | :unavailable}
+  def last_position(name \\ Grove, account_id),
+    do: Grove.Accounts.last_position(:"#{name}.Accounts", account_id)
+
   @doc "Who stands on `cell` now: an entity id, or `nil`."
   @spec occupant(atom(), World.Grid.cell()) :: World.Entity.id() | nil
   def occupant(name \\ Grove, {x, y}) do

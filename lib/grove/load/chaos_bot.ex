@@ -8,15 +8,17 @@ defmodule Grove.Load.ChaosBot do
   #   * how each connection ended: a `bye` with its reason, a close frame
   #     with its code, or a bare reset (a killed session says nothing), and
   #     whether a move was in flight then (answered by the close);
-  #   * where it came back after each reconnect, against the cells its
-  #     outcomes acknowledged: the last one (`same`), next to it because
-  #     someone else stood there (`near`), an earlier one (`earlier`: the
-  #     steps since the last save of positions were lost), or none of them
-  #     (`elsewhere`), unless it is the cell a move in flight at an abrupt
-  #     close was going to (`unanswered_step`: the zone took the move, but
-  #     its outcome went with the session); a stall of the store at the
-  #     time excuses a random cell (the server places the player at random
-  #     when the store cannot say where it stood);
+  #   * where it came back after each reconnect, judged twice. What the
+  #     server kept of where it stood (read over distributed Erlang just
+  #     before it connects again) against the cells its outcomes
+  #     acknowledged: the last one (`kept`), the one a move in flight at an
+  #     abrupt close was going to (`unanswered_step`: the zone took the
+  #     move, but its outcome went with the session), an earlier one
+  #     (`earlier`: the steps since the last save were lost), or none of
+  #     them (`elsewhere`). And where the join placed it against what was
+  #     kept: there, next to it (someone else stood there), or astray,
+  #     which a stall of the store at the time excuses (the server places
+  #     the player at random when the store cannot say where it stood);
   #   * its entity, its last acknowledged cell and its token, for the checks
   #     after the run.
 
@@ -44,6 +46,7 @@ defmodule Grove.Load.ChaosBot do
     :stall_seen,
     :lost_step,
     :move_timer,
+    :stored,
     checks_views: false,
     moving: true,
     history: [],
@@ -154,6 +157,7 @@ defmodule Grove.Load.ChaosBot do
     run = bot.run
     Stats.incr(run.stats, :started)
     stall_seen = :atomics.get(run.stalls, 1)
+    bot = %{bot | stored: stored(bot)}
 
     case WsClient.connect(run.host, run.port, run.path, timeout: 5000) do
       {:ok, client} ->
@@ -262,41 +266,51 @@ defmodule Grove.Load.ChaosBot do
     }
   end
 
-  # Where a player comes back, against where its outcomes put it.
+  # Where a player comes back, judged twice: what the server kept of where
+  # it stood (read just before it connected again; nobody else plays the
+  # account meanwhile, so it cannot change), against its outcomes; and
+  # where the join placed it, against what was kept.
   defp came_back(bot, cell) do
+    kept =
+      case bot.stored do
+        {:ok, stored} when stored == bot.acked -> :kept
+        # The zone took the move, but its outcome went with the session.
+        {:ok, stored} when stored == bot.lost_step -> :unanswered_step
+        {:ok, stored} -> if stored in bot.history, do: :earlier, else: :elsewhere
+        {:error, _} -> :unknown
+      end
+
     # The store's calls fail for a while after a stall too: its backlog
     # drains at their deadlines.
     stalled =
       :atomics.get(bot.run.stalls, 1) != bot.stall_seen or :atomics.get(bot.run.stalling, 1) == 1 or
         bot.connected_at - :atomics.get(bot.run.stalling, 2) < @store_deadline_ms
 
-    where =
-      cond do
-        cell == bot.acked -> :same
-        near?(cell, bot.acked) and taken?(bot, bot.acked) -> :near
-        cell in bot.history -> :earlier
-        # The zone took the move, but its outcome went with the session.
-        cell == bot.lost_step -> :unanswered_step
-        stalled -> :random_while_store_stalled
-        true -> :elsewhere
+    placed =
+      case bot.stored do
+        {:ok, ^cell} -> :there
+        {:ok, stored} -> if near?(cell, stored), do: :next_to_it, else: :astray
+        {:error, _} -> :astray
       end
 
-    bot = tally(bot, {:came_back, where, bot.closed_by})
+    placed = if placed == :astray and stalled, do: :random_while_store_stalled, else: placed
 
-    if where == :elsewhere,
-      do: %{bot | notes: Enum.take([{cell, bot.acked, bot.closed_by} | bot.notes], 5)},
+    bot = bot |> tally({:kept, kept, bot.closed_by}) |> tally({:placed, placed})
+
+    if kept == :elsewhere or placed == :astray,
+      do: %{bot | notes: Enum.take([{cell, bot.stored, bot.acked, bot.closed_by} | bot.notes], 5)},
       else: bot
   end
 
   defp near?({x, y}, {ax, ay}), do: abs(x - ax) <= 2 and abs(y - ay) <= 2
 
-  defp taken?(bot, cell) do
-    case :erpc.call(bot.run.node, Grove.Chaos, :occupant, [cell], 5000) do
-      nil -> false
-      _someone -> true
-    end
+  # Where the server will place this account's player: what it has kept.
+  defp stored(%{acked: nil}), do: nil
+
+  defp stored(bot) do
+    :erpc.call(bot.run.node, Grove.Chaos, :last_position, [Grove, bot.account_id], 10_000)
   catch
-    _, _ -> false
+    _, _ -> {:error, :unreachable}
   end
 
   defp acknowledge(%{player: %{joined: true, unsure: false, pending: nil, cell: cell}} = bot)

@@ -561,7 +561,8 @@ defmodule Grove.Load.ChaosRun do
       views_checked: total.counts.views_checked,
       closes: for({{:closed, reason}, n} <- tallies, into: %{}, do: {reason, n}),
       in_flight_at_close: for({{:in_flight_at_close, r}, n} <- tallies, into: %{}, do: {r, n}),
-      came_back: for({{:came_back, where, how}, n} <- tallies, into: %{}, do: {{where, how}, n}),
+      kept: for({{:kept, kept, how}, n} <- tallies, into: %{}, do: {{kept, how}, n}),
+      placed: for({{:placed, placed}, n} <- tallies, into: %{}, do: {placed, n}),
       logins: Map.get(tallies, :logins, 0),
       login_failures: for({{:login_failed, r}, n} <- tallies, into: %{}, do: {r, n}),
       connect_failures: Map.get(tallies, :connect_failed, 0),
@@ -672,16 +673,25 @@ defmodule Grove.Load.ChaosRun do
 
   defp check_returns(state, summaries) do
     tallies = Enum.reduce(summaries, %{}, &merge_tally(&2, &1.tally))
+    notes = summaries |> Enum.flat_map(& &1.notes) |> Enum.take(3)
 
     Enum.reduce(tallies, state, fn
-      {{:came_back, :elsewhere, how}, n}, state ->
+      {{:kept, :elsewhere, how}, n}, state ->
         violation(
           state,
-          "#{n} players came back on a cell they never stood on (after an #{how} close)"
+          "#{n} players' kept positions were cells they never stood on, after an #{how} close " <>
+            "(came back at, kept, last acknowledged, close: #{inspect(notes)})"
         )
 
-      {{:came_back, :earlier, :goodbye}, n}, state ->
-        violation(state, "#{n} players came back where they stood steps earlier after a goodbye")
+      {{:kept, :earlier, :goodbye}, n}, state ->
+        violation(state, "#{n} players' kept positions were steps behind after a goodbye")
+
+      {{:placed, :astray}, n}, state ->
+        violation(
+          state,
+          "#{n} players were placed away from their kept positions with the store answering " <>
+            "(came back at, kept, last acknowledged, close: #{inspect(notes)})"
+        )
 
       _, state ->
         state
@@ -716,7 +726,8 @@ defmodule Grove.Load.ChaosRun do
       "in flight      #{inspect(r.in_flight_at_close)} (moves answered by their connection's close)"
     )
 
-    out.("came back      #{inspect(r.came_back)}")
+    out.("kept           #{inspect(r.kept)} (where the server kept players who came back)")
+    out.("placed         #{inspect(r.placed)} (where their joins put them)")
 
     out.(
       "logins         #{r.logins} ok, failed #{inspect(r.login_failures)}; #{r.connect_failures} connects refused or failed"
