@@ -29,6 +29,8 @@ defmodule Grove.Load.ChaosBot do
 
   # Acknowledged cells remembered, newest first, to tell `earlier` apart.
   @history 200
+  # How long a join may go unanswered before it is tried again.
+  @join_deadline_ms 15_000
   # The store's default deadline: how long its callers may still fail after a stall.
   @store_deadline_ms 2000
 
@@ -103,6 +105,19 @@ defmodule Grove.Load.ChaosBot do
   @impl true
   def handle_info(:connect, bot), do: {:noreply, connect(bot)}
 
+  # No welcome and no refusal: the join is tried again on a new connection.
+  def handle_info({:join_deadline, socket}, %{client: %{socket: socket}} = bot) do
+    if bot.player.joined do
+      {:noreply, bot}
+    else
+      bot = tally(bot, :join_unanswered)
+      _ = :gen_tcp.close(socket)
+      {:noreply, retry(bot)}
+    end
+  end
+
+  def handle_info({:join_deadline, _socket}, bot), do: {:noreply, bot}
+
   def handle_info(:move, %{client: nil} = bot), do: {:noreply, bot}
   def handle_info(:move, %{moving: false} = bot), do: {:noreply, bot}
 
@@ -172,6 +187,7 @@ defmodule Grove.Load.ChaosBot do
 
         kind = if run.encoding == :json, do: :text, else: :binary
         _ = WsClient.send_frame(client, {kind, IO.iodata_to_binary(join)})
+        Process.send_after(self(), {:join_deadline, client.socket}, @join_deadline_ms)
 
         %{
           bot
@@ -227,7 +243,23 @@ defmodule Grove.Load.ChaosBot do
   defp frame({:close, code, _reason}, bot), do: closed(bot, {:close, code})
   defp frame(_frame, %{client: nil} = bot), do: bot
 
-  defp frame({_kind, payload}, bot) do
+  # A join the server refuses (its store busy, say: "try again") is tried
+  # again on a new connection, as a client would.
+  defp frame({_kind, payload}, %{player: %{joined: false}} = bot) do
+    case Protocol.decode(payload, bot.run.encoding) do
+      {:ok, %{type: :error, code: code}} ->
+        bot = tally(bot, {:join_refused, code})
+        _ = :gen_tcp.close(bot.client.socket)
+        retry(bot)
+
+      _other ->
+        joined_frame(payload, bot)
+    end
+  end
+
+  defp frame({_kind, payload}, bot), do: joined_frame(payload, bot)
+
+  defp joined_frame(payload, bot) do
     Stats.incr(bot.run.stats, :frames_in)
     was_joined = bot.player.joined
     player = Player.receive_frame(bot.player, payload, env(bot))

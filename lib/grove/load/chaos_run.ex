@@ -43,7 +43,9 @@ defmodule Grove.Load.ChaosRun do
       an abrupt close, on a cell it stood on before (the positions are
       saved every few seconds, and what a killed session could not hand
       over is the loss the design accepts);
-    * every account the server acknowledged still logs in, as itself.
+    * every account the server acknowledged still logs in, as itself;
+    * every player is back in the game (a join refused while the store is
+      busy is tried again, as a client would).
 
   Any violation is listed in the report, and `run/1` returns it with
   `violations` > 0 so that the task exits non-zero.
@@ -529,6 +531,9 @@ defmodule Grove.Load.ChaosRun do
     out = run.opts[:out]
     out.("chaos: faults stop; the players stop moving and the invariants are checked")
 
+    # Players whose connection closed last come back before the checks.
+    state = await_players(state, now() + 30_000)
+
     frozen =
       state.bots
       |> Task.async_stream(&freeze/1, max_concurrency: 100, timeout: :infinity)
@@ -566,6 +571,8 @@ defmodule Grove.Load.ChaosRun do
       logins: Map.get(tallies, :logins, 0),
       login_failures: for({{:login_failed, r}, n} <- tallies, into: %{}, do: {r, n}),
       connect_failures: Map.get(tallies, :connect_failed, 0),
+      join_refusals: for({{:join_refused, code}, n} <- tallies, into: %{}, do: {code, n}),
+      joins_unanswered: Map.get(tallies, :join_unanswered, 0),
       server_error_lines: state.server_errors,
       fuzz_rounds: state.fuzz.rounds,
       violations: length(state.violations),
@@ -574,6 +581,22 @@ defmodule Grove.Load.ChaosRun do
 
     print(out, report)
     report
+  end
+
+  defp await_players(state, deadline) do
+    out = Enum.count(state.bots, &(not ChaosBot.summary(&1).connected))
+
+    cond do
+      out == 0 ->
+        state
+
+      now() > deadline ->
+        violation(state, "#{out} players could not get back into the game")
+
+      true ->
+        Process.sleep(500)
+        await_players(state, deadline)
+    end
   end
 
   defp freeze(bot) do
