@@ -135,12 +135,9 @@ defmodule Grove.World.Zone do
     zone = %{zone | core: core}
 
     if entity do
-      :ets.delete(zone.table, id)
-      add_density(zone, {entity.x, entity.y}, -1)
-      zone = zone |> forget_monitor(entity.monitor) |> count_entities()
-      {:noreply, forward_deferred(zone, id, deferred)}
+      {:noreply, zone |> let_go(entity) |> forward_deferred(id, deferred)}
     else
-      {:noreply, zone}
+      {:noreply, let_go_restored(zone, id)}
     end
   end
 
@@ -465,6 +462,28 @@ defmodule Grove.World.Zone do
   end
 
   ## Ownership
+
+  # The entity lives in another zone now: this one forgets its copy, and
+  # leaves the directory and the population to the new owner.
+  defp let_go(zone, %Entity{} = entity) do
+    :ets.delete(zone.table, entity.id)
+    add_density(zone, {entity.x, entity.y}, -1)
+    zone |> forget_monitor(entity.monitor) |> count_entities()
+  end
+
+  # This zone restarted during a handoff and, the directory still naming it
+  # then, took the entity back as a resident; the target has since taken it
+  # (the directory says so). Without this, both zones would hold it.
+  defp let_go_restored(zone, id) do
+    with {:ok, entity} <- State.fetch(zone.core, id),
+         index when index != nil and index != zone.index <-
+           Directory.lookup(zone.world.name, id) do
+      {_entity, core} = State.remove(zone.core, id)
+      let_go(%{zone | core: core}, entity)
+    else
+      _ -> zone
+    end
+  end
 
   # Takes ownership of an entity placed or arrived here: table row, directory, monitor.
   defp adopt(zone, %Entity{} = entity) do
