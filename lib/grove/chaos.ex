@@ -76,9 +76,17 @@ defmodule Grove.Chaos do
   def positions(name \\ Grove, ids),
     do: Map.new(ids, fn id -> {id, World.position(Grove.world(name), id)} end)
 
-  @doc "The world's audit (`Grove.World.audit/2`): every entity once, nobody stacked or on a blocked cell."
+  @doc """
+  The world's audit (`Grove.World.audit/2`): every entity once, nobody
+  stacked or on a blocked cell. It asks the zones one after another, so it
+  is only exact in a world that stands still: `quiesce/1` first.
+  """
   @spec audit(atom()) :: :ok | {:error, [String.t()]}
   def audit(name \\ Grove), do: World.audit(Grove.world(name), 60_000)
+
+  @doc "Stops the instance's actors from moving (for an exact audit)."
+  @spec quiesce(atom()) :: :ok
+  def quiesce(name \\ Grove), do: Grove.Actors.pause(Grove.actors(name))
 
   @doc "Where the instance will place an account's player when it joins: its last position kept."
   @spec last_position(atom(), pos_integer()) ::
