@@ -298,6 +298,7 @@ export const results = [
   "busy",
   "not_owner",
   "unknown_entity",
+  "interrupted",
 ] as const;
 export const errorCodes = [
   "bad_json",

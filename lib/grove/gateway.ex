@@ -56,6 +56,9 @@ defmodule Grove.Gateway do
     * `:slow_seconds`, `:slow_backlog` - a connection whose queue stays over
       `:view_backlog` for `:slow_seconds`, or grows over `:slow_backlog`
       bytes at all, is closed as a slow consumer (defaults `5`, `131_072`)
+    * `:lost_move_ms` - milliseconds after which a player's move whose zone
+      process died holding it is settled by the gateway, from where the
+      entity stands (`ok` or `interrupted`; default `2000`)
     * `:close_timeout` - milliseconds a connection that said goodbye waits
       for the client's close frame before it drops the socket; its last
       frames (the `bye` among them) reach a client that reads within it
@@ -128,6 +131,7 @@ defmodule Grove.Gateway do
     slow_backlog: 131_072,
     slow_seconds: 5,
     close_timeout: 2000,
+    lost_move_ms: 2000,
     stats_interval: 2000,
     density_interval: 10_000,
     density_side: 64,
@@ -446,6 +450,7 @@ defmodule Grove.Gateway do
           :slow_backlog,
           :slow_seconds,
           :close_timeout,
+          :lost_move_ms,
           :stats_interval,
           :density_interval,
           :drain_timeout,

@@ -42,7 +42,11 @@ defmodule Grove.World do
   Every move gets exactly one outcome message,
   `{:grove_move, id, tag, {:ok, {x, y}} | {:rejected, reason}}`, where the
   reason is one of `:out_of_bounds`, `:blocked`, `:occupied`,
-  `:rate_limited`, `:busy`, `:not_owner` or `:unknown_entity`.
+  `:rate_limited`, `:busy`, `:not_owner` or `:unknown_entity`, unless the
+  zone process holding the move is killed before it answers (a restarted
+  zone rebuilds its entities, not its mailbox): the gateway settles its
+  players' moves then from where their entities stand, with `:interrupted`
+  when they did not move.
 
   What a client receives besides outcomes depends on `:updates` at join:
 
@@ -129,7 +133,8 @@ defmodule Grove.World do
     :rate_limited,
     :busy,
     :not_owner,
-    :unknown_entity
+    :unknown_entity,
+    :interrupted
   ]
 
   @typedoc "Why a move was refused; `rejections/0` lists them all."
@@ -138,6 +143,7 @@ defmodule Grove.World do
           | :blocked
           | :occupied
           | :rate_limited
+          | :interrupted
           | :busy
           | :not_owner
           | :unknown_entity
@@ -655,6 +661,18 @@ defmodule Grove.World do
         entities: :atomics.get(world.zone_entities, i),
         mailbox: :atomics.get(world.load, i)
       }
+    end
+  end
+
+  @doc false
+  # The process of the zone that holds an entity now, or nil.
+  @spec zone_of(name() | t(), Entity.id()) :: pid() | nil
+  def zone_of(world, id) do
+    world = fetch!(world)
+
+    case Directory.lookup(world.name, id) do
+      nil -> nil
+      index -> Process.whereis(elem(world.zones, index))
     end
   end
 

@@ -362,6 +362,31 @@ defmodule Grove.GatewayTest do
       assert {%{type: :stats}, _conn} = expect(conn, [:stats, :bye])
     end
 
+    test "a move whose zone dies holding it is settled: interrupted, where the player stands",
+         %{port: port, world: world} do
+      conn = connect(port)
+      {welcome, conn} = join(conn)
+      id = welcome.id
+      zone = World.zone_of(world, id)
+      :ok = :sys.suspend(zone)
+      push(conn, %{type: :move, seq: 1, dir: if(welcome.x < 30, do: :e, else: :w)})
+
+      # The move waits in the suspended zone's mailbox; the zone dies with it.
+      eventually(fn ->
+        {:messages, mail} = Process.info(zone, :messages)
+        assert Enum.any?(mail, &match?({:"$gen_cast", {:move, ^id, _, _, 1, _}}, &1))
+      end)
+
+      Process.exit(zone, :kill)
+      {outcome, conn} = expect(conn, :outcome, 15_000)
+      assert %{seq: 1, result: :interrupted} = outcome
+      assert {outcome.x, outcome.y} == {welcome.x, welcome.y}
+
+      # The restarted zone plays on.
+      push(conn, %{type: :move, seq: 2, dir: if(welcome.x < 30, do: :e, else: :w)})
+      assert {%{seq: 2, result: :ok}, _conn} = expect(conn, :outcome)
+    end
+
     test "a closed connection's entity disappears at once", %{port: port, world: world} do
       {client, _} = conn = connect(port)
       {welcome, _conn} = join(conn)

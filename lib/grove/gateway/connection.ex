@@ -187,7 +187,10 @@ defmodule Grove.Gateway.Connection do
         write(%{conn | pinged: true}, WebSocket.frame(:ping, ""), now)
 
       now >= conn.view_at ->
-        write(%{conn | view_at: now + Pacer.interval(config.view_pace)}, [], now)
+        {session, actions} = Session.settle_lost_moves(conn.session, config.lost_move_ms)
+        frames = for {:send, frame} <- actions, do: frame
+        conn = %{conn | session: session, view_at: now + Pacer.interval(config.view_pace)}
+        write(conn, frames, now)
 
       true ->
         idle(conn)

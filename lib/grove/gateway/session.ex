@@ -19,7 +19,7 @@ defmodule Grove.Gateway.Session do
   alias Grove.{Accounts, Protocol, RateLimit}
   alias Grove.Gateway.{Frames, Stats}
   alias Grove.World
-  alias Grove.World.Feed
+  alias Grove.World.{Feed, Grid}
 
   # Errors tolerated per window before a client is cut off.
   @error_window_ms 60_000
@@ -141,10 +141,13 @@ defmodule Grove.Gateway.Session do
   defp handle_message(session, %{type: :move, seq: seq, dir: direction}, now_ms) do
     case RateLimit.allow(session.move_limit, session.moves_booked, now_ms) do
       {:ok, booked} ->
+        # The zone asked, so that a move it dies holding can be settled.
+        zone = World.zone_of(session.world, session.id)
         :ok = World.move(session.world, session.id, direction, seq)
         started = System.monotonic_time(:microsecond)
+        flight = {started, zone, direction}
 
-        {%{session | moves_booked: booked, in_flight: Map.put(session.in_flight, seq, started)},
+        {%{session | moves_booked: booked, in_flight: Map.put(session.in_flight, seq, flight)},
          []}
 
       :limited ->
@@ -298,17 +301,22 @@ defmodule Grove.Gateway.Session do
         {:rejected, reason} -> {reason, session.cell}
       end
 
-    {started, in_flight} = Map.pop(session.in_flight, seq)
+    case Map.pop(session.in_flight, seq) do
+      # Settled already (`settle_lost_moves/2`): one outcome a move.
+      {nil, _in_flight} ->
+        {session, []}
 
-    if started && session.config[:move_time],
-      do:
-        Grove.Metrics.Histogram.record(
-          session.config.move_time,
-          System.monotonic_time(:microsecond) - started
-        )
+      {{started, _zone, _direction}, in_flight} ->
+        if session.config[:move_time],
+          do:
+            Grove.Metrics.Histogram.record(
+              session.config.move_time,
+              System.monotonic_time(:microsecond) - started
+            )
 
-    {%{session | cell: cell, in_flight: in_flight},
-     [{:send, Frames.outcome(session.encoding, seq, result, x, y)}]}
+        {%{session | cell: cell, in_flight: in_flight},
+         [{:send, Frames.outcome(session.encoding, seq, result, x, y)}]}
+    end
   end
 
   # A snapshot is a finished `area` frame in this session's encoding.
@@ -321,6 +329,40 @@ defmodule Grove.Gateway.Session do
   end
 
   def handle_info(_session, _message), do: :unknown
+
+  @doc """
+  Settles the moves in flight for longer than `after_ms` whose zone
+  process has died since they were sent: a zone killed with a move in its
+  mailbox comes back with its entities but not its mail, so no outcome
+  would ever come. The entity's cell, which the zone wrote before it died
+  and rebuilt itself from, says what happened: one step in the move's
+  direction is `ok`, anything else `interrupted`.
+  """
+  @spec settle_lost_moves(t(), pos_integer()) :: {t(), [action()]}
+  def settle_lost_moves(%__MODULE__{in_flight: in_flight} = session, _after_ms)
+      when map_size(in_flight) == 0,
+      do: {session, []}
+
+  def settle_lost_moves(%__MODULE__{} = session, after_ms) do
+    cutoff = System.monotonic_time(:microsecond) - after_ms * 1000
+
+    lost =
+      for {seq, {started, zone, direction}} <- session.in_flight,
+          started < cutoff,
+          zone == nil or not Process.alive?(zone),
+          do: {seq, direction}
+
+    Enum.reduce(Enum.sort(lost), {session, []}, fn {seq, direction}, {session, actions} ->
+      now = World.position(session.world, session.id) || session.cell
+      stepped = session.cell != nil and now == Grid.step(session.cell, direction)
+      result = if stepped, do: :ok, else: :interrupted
+      if session.config.stats, do: Stats.incr(session.config.stats, :moves_settled)
+      {x, y} = now
+
+      {%{session | cell: now, in_flight: Map.delete(session.in_flight, seq)},
+       actions ++ [{:send, Frames.outcome(session.encoding, seq, result, x, y)}]}
+    end)
+  end
 
   @doc """
   What the areas in view published since they were last read, as frames

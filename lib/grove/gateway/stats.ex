@@ -20,6 +20,8 @@ defmodule Grove.Gateway.Stats do
     :too_large,
     :drained,
     :positions_unavailable,
+    # Players' moves settled by the gateway: their zone died holding them.
+    :moves_settled,
     # Requests the front door refused as they were read, by status.
     :refused_400,
     :refused_413,

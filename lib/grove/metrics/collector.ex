@@ -156,6 +156,9 @@ defmodule Grove.Metrics.Collector do
       {"grove_positions_unavailable_total", :counter,
        "Players placed at random because the store could not say where they stood.",
        [{[], gateway[:positions_unavailable] || 0}]},
+      {"grove_moves_settled_total", :counter,
+       "Players' moves answered by the gateway because their zone died holding them.",
+       [{[], gateway[:moves_settled] || 0}]},
       {"grove_http_refused_total", :counter,
        "HTTP requests refused as they were read, by status: malformed (400, 501, 505), " <>
          "a body, request target or headers over the limit (413, 414, 431).",
