@@ -769,9 +769,7 @@ defmodule Grove.Load.ChaosRun do
       "logins         #{r.logins} ok, failed #{inspect(r.login_failures)}; #{r.connect_failures} connects refused or failed"
     )
 
-    out.(
-      "server         #{r.server_error_lines} [error] lines in its log (each kill reports one)"
-    )
+    out.("server         #{r.server_error_lines} [error] lines in its log")
 
     if r.fuzz_rounds > 0, do: out.("fuzz           #{r.fuzz_rounds} hostile inputs")
 
