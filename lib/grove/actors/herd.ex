@@ -16,6 +16,26 @@ defmodule Grove.Actors.Herd do
   # `move_many/2` (one message per zone), unless `batch: false`. The tag of
   # every move is the time it was sent, so the outcome alone gives the round
   # trip.
+  #
+  # Overload: a herd sheds moves rather than queue them. It keeps each
+  # unanswered move (`pending`, actor id to the time it was sent) and skips
+  # an actor's move, counted by reason in `Grove.Actors.Stats`, when
+  #
+  #   * its previous move has no outcome yet (`:unanswered`);
+  #   * the herd already has `max_in_flight` moves unanswered (`:full`);
+  #   * the herd got to it more than `late_ms` after it was due (`:late`):
+  #     a herd that was not scheduled for a while does not catch up, it
+  #     spreads the late actors over their next interval.
+  #
+  # So the moves a herd has in the world's mailboxes are bounded, whatever
+  # the world's speed, and so are the outcomes in its own. A move with no
+  # outcome after `move_timeout` is forgotten (`:expired`), so an outcome
+  # lost with a crashed zone cannot keep its actor still for ever.
+  #
+  # Joining happens in chunks between the herd's other work, each under a
+  # permit of the group's `Grove.Permits` (bounded concurrency across all
+  # herds). A join refused `:busy` or timed out is tried again later, after
+  # a backoff that doubles up to a bound; it is not a failure.
 
   use GenServer
 
@@ -24,8 +44,15 @@ defmodule Grove.Actors.Herd do
 
   require Logger
 
+  # Tries of a join that fails for its cell (occupied, blocked) before it counts as failed.
   @join_attempts 10
   @blob_attempts 20
+  # Joins a herd makes under one permit, between looking at its mailbox.
+  @join_chunk 25
+  # How long a herd waits for a join permit before doing something else.
+  @permit_wait_ms 20
+  # How long, at most, before it asks again when none was free.
+  @permit_retry_ms 100
   @directions List.to_tuple(Grid.directions())
 
   defstruct [
@@ -44,7 +71,16 @@ defmodule Grove.Actors.Herd do
     :rand,
     :timer,
     :native_per_us,
-    walkers: [],
+    :max_in_flight,
+    :late_ms,
+    :move_timeout,
+    :join_timeout,
+    :permits,
+    :join_backoff,
+    :join_timer,
+    to_join: 0,
+    backoff: 0,
+    pending: %{},
     wheel: %{},
     slot: 0,
     paused: false
@@ -59,70 +95,86 @@ defmodule Grove.Actors.Herd do
   @spec pause(pid()) :: :ok
   def pause(herd), do: GenServer.call(herd, :pause, :infinity)
 
+  @doc """
+  The default bound on a herd's unanswered moves: twice the moves it sends
+  in a slot on average, so that it never binds while the world keeps up
+  (a slot's moves are answered long before the next slot).
+  """
+  @spec default_max_in_flight(pos_integer(), pos_integer(), pos_integer()) :: pos_integer()
+  def default_max_in_flight(count, interval, resolution),
+    do: max(2 * div(count * resolution + interval - 1, interval), 2)
+
   # Callbacks
 
   @impl true
   def init(opts) do
+    count = Keyword.fetch!(opts, :count)
+    interval = Keyword.get(opts, :interval, 1000)
+    resolution = Keyword.get(opts, :resolution, 100)
+
     herd = %__MODULE__{
       world: Keyword.fetch!(opts, :world),
       api: Keyword.get(opts, :api, Grove.World),
       stats: Keyword.fetch!(opts, :stats),
-      count: Keyword.fetch!(opts, :count),
-      interval: Keyword.get(opts, :interval, 1000),
+      count: count,
+      interval: interval,
       jitter: Keyword.get(opts, :jitter, 0.2),
       spawn: Keyword.get(opts, :spawn, :uniform),
       kind: Keyword.get(opts, :kind, :actor),
       area: Keyword.get(opts, :area),
-      resolution: Keyword.get(opts, :resolution, 100),
+      resolution: resolution,
       batch: Keyword.get(opts, :batch, true),
+      max_in_flight:
+        Keyword.get(opts, :max_in_flight) ||
+          default_max_in_flight(count, interval, resolution),
+      late_ms: Keyword.get(opts, :late_ms) || div(interval, 2),
+      move_timeout:
+        :erlang.convert_time_unit(Keyword.get(opts, :move_timeout, 5000), :millisecond, :native),
+      join_timeout: Keyword.get(opts, :join_timeout, 2000),
+      permits: Keyword.get(opts, :join_permits),
+      join_backoff: Keyword.get(opts, :join_backoff, {50, 5000}),
+      to_join: count,
       rand: :rand.seed_s(:exsss),
       native_per_us: :erlang.convert_time_unit(1, :microsecond, :native)
     }
 
     {phase, rand} = :rand.uniform_s(herd.resolution, herd.rand)
-    {:ok, %{herd | phase: phase - 1, rand: rand}, {:continue, :join}}
+    herd = %{herd | phase: phase - 1, rand: rand}
+    {:ok, %{herd | slot: current_slot(herd)}, {:continue, :join}}
   end
 
   @impl true
-  def handle_continue(:join, herd) do
-    {walkers, herd} = join_all(herd, herd.count, [])
-    now_slot = current_slot(herd)
-    interval_slots = interval_slots(herd)
-
-    # First moves are spread evenly over one interval, so a herd started all
-    # at once does not move all at once.
-    {wheel, rand} =
-      Enum.reduce(walkers, {%{}, herd.rand}, fn id, {wheel, rand} ->
-        {offset, rand} = :rand.uniform_s(interval_slots, rand)
-        {add(wheel, now_slot + offset, id), rand}
-      end)
-
-    herd = %{herd | walkers: walkers, wheel: wheel, slot: now_slot, rand: rand}
-    {:noreply, schedule(herd)}
-  end
+  def handle_continue(:join, herd), do: {:noreply, join_some(herd)}
 
   @impl true
   def handle_info({:grove_moves, outcomes}, herd) do
     now = :erlang.monotonic_time()
 
-    for {_id, sent_at, outcome} <- outcomes do
-      Stats.outcome(herd.stats, outcome_key(outcome), div(now - sent_at, herd.native_per_us))
-    end
+    pending =
+      Enum.reduce(outcomes, herd.pending, fn {id, sent_at, outcome}, pending ->
+        Stats.outcome(herd.stats, outcome_key(outcome), div(now - sent_at, herd.native_per_us))
+        answered(pending, id, sent_at)
+      end)
 
-    {:noreply, herd}
+    {:noreply, settle(herd, pending)}
   end
 
-  def handle_info({:grove_move, _id, sent_at, outcome}, herd) do
+  def handle_info({:grove_move, id, sent_at, outcome}, herd) do
     micros = div(:erlang.monotonic_time() - sent_at, herd.native_per_us)
     Stats.outcome(herd.stats, outcome_key(outcome), micros)
-    {:noreply, herd}
+    {:noreply, settle(herd, answered(herd.pending, id, sent_at))}
   end
+
+  def handle_info(:join, herd), do: {:noreply, join_some(%{herd | join_timer: nil})}
 
   def handle_info(:beat, %__MODULE__{paused: true} = herd), do: {:noreply, %{herd | timer: nil}}
 
   def handle_info(:beat, herd) do
-    now_slot = current_slot(herd)
-    herd = Enum.reduce((herd.slot + 1)..now_slot//1, herd, &walk_slot(&2, &1, now_slot))
+    now_ms = System.monotonic_time(:millisecond)
+    now_slot = slot_at(herd, now_ms)
+
+    herd = Enum.reduce((herd.slot + 1)..now_slot//1, herd, &walk_slot(&2, &1, now_slot, now_ms))
+
     {:noreply, schedule(%{herd | slot: max(now_slot, herd.slot), timer: nil})}
   end
 
@@ -136,36 +188,110 @@ defmodule Grove.Actors.Herd do
     {:reply, :ok, %{herd | paused: true, timer: nil}}
   end
 
+  # A herd that crashes gives back what it counted in flight (one that is
+  # killed cannot; the gauge then stays high by its last count).
+  @impl true
+  def terminate(_reason, herd) do
+    Stats.incr(herd.stats, :in_flight, -map_size(herd.pending))
+  end
+
   ## Walking
 
-  defp walk_slot(herd, slot, now_slot) do
+  defp walk_slot(herd, slot, now_slot, now_ms) do
     case Map.pop(herd.wheel, slot) do
       {nil, _wheel} ->
         herd
 
       {due, wheel} ->
-        interval_slots = interval_slots(herd)
-        jitter_slots = round(interval_slots * herd.jitter)
-        sent_at = :erlang.monotonic_time()
-
-        {moves, wheel, rand} =
-          Enum.reduce(due, {[], wheel, herd.rand}, fn id, {moves, wheel, rand} ->
-            # One draw gives both the direction and the next wait.
-            {draw, rand} = :rand.uniform_s(8 * (2 * jitter_slots + 1), rand)
-            direction = rem(draw - 1, 8) + 1
-            offset = div(draw - 1, 8) + 1
-            # Counted from when the move was due, not from when the herd got
-            # to it, so a herd running late keeps its actors' pace.
-            next = max(slot + interval_slots - jitter_slots + offset - 1, now_slot + 1)
-
-            {[{id, elem(@directions, direction - 1), sent_at} | moves], add(wheel, next, id),
-             rand}
-          end)
-
-        send_moves(herd, moves)
-        Stats.incr(herd.stats, :sent, length(due))
-        %{herd | wheel: wheel, rand: rand}
+        if now_ms - due_ms(herd, slot) > herd.late_ms do
+          skip_late(%{herd | wheel: wheel}, due, now_slot)
+        else
+          move_due(%{herd | wheel: wheel}, due, slot, now_slot)
+        end
     end
+  end
+
+  defp move_due(herd, due, slot, now_slot) do
+    interval_slots = interval_slots(herd)
+    jitter_slots = round(interval_slots * herd.jitter)
+    sent_at = :erlang.monotonic_time()
+    expired_before = sent_at - herd.move_timeout
+    start = {[], herd.wheel, herd.rand, herd.pending, 0, 0, 0}
+
+    {moves, wheel, rand, pending, unanswered, full, expired} =
+      Enum.reduce(due, start, fn id, {moves, wheel, rand, pending, unanswered, full, expired} ->
+        # One draw gives both the direction and the next wait.
+        {draw, rand} = :rand.uniform_s(8 * (2 * jitter_slots + 1), rand)
+        offset = div(draw - 1, 8) + 1
+        # Counted from when the move was due, not from when the herd got
+        # to it, so a herd running a little late keeps its actors' pace.
+        next = max(slot + interval_slots - jitter_slots + offset - 1, now_slot + 1)
+        wheel = add(wheel, next, id)
+
+        case pending do
+          %{^id => sent} when sent > expired_before ->
+            {moves, wheel, rand, pending, unanswered + 1, full, expired}
+
+          %{^id => _long_ago} when map_size(pending) > herd.max_in_flight ->
+            {moves, wheel, rand, Map.delete(pending, id), unanswered, full + 1, expired + 1}
+
+          %{^id => _long_ago} ->
+            move = {id, elem(@directions, rem(draw - 1, 8)), sent_at}
+
+            {[move | moves], wheel, rand, %{pending | id => sent_at}, unanswered, full,
+             expired + 1}
+
+          _ when map_size(pending) >= herd.max_in_flight ->
+            {moves, wheel, rand, pending, unanswered, full + 1, expired}
+
+          _ ->
+            move = {id, elem(@directions, rem(draw - 1, 8)), sent_at}
+
+            {[move | moves], wheel, rand, Map.put(pending, id, sent_at), unanswered, full,
+             expired}
+        end
+      end)
+
+    sent = length(moves)
+    if sent > 0, do: send_moves(herd, moves)
+    Stats.incr(herd.stats, :sent, sent)
+    # Gone from pending: the expired; added: the sent, less the expired sent again.
+    Stats.incr(herd.stats, :in_flight, map_size(pending) - map_size(herd.pending))
+    if unanswered > 0, do: Stats.incr(herd.stats, :skipped_unanswered, unanswered)
+    if full > 0, do: Stats.incr(herd.stats, :skipped_full, full)
+    if expired > 0, do: Stats.incr(herd.stats, :expired, expired)
+    %{herd | wheel: wheel, rand: rand, pending: pending}
+  end
+
+  # Nobody moves: each late actor comes back at a random slot of its next
+  # interval, so that a herd that was held up does not send its backlog
+  # at once later on.
+  defp skip_late(herd, due, now_slot) do
+    interval_slots = interval_slots(herd)
+
+    {wheel, rand} =
+      Enum.reduce(due, {herd.wheel, herd.rand}, fn id, {wheel, rand} ->
+        {offset, rand} = :rand.uniform_s(interval_slots, rand)
+        {add(wheel, now_slot + offset, id), rand}
+      end)
+
+    Stats.incr(herd.stats, :skipped_late, length(due))
+    %{herd | wheel: wheel, rand: rand}
+  end
+
+  # A move is answered once; an answer to one given up on (expired, or
+  # replaced by a later move) changes nothing.
+  defp answered(pending, id, sent_at) do
+    case pending do
+      %{^id => ^sent_at} -> Map.delete(pending, id)
+      _ -> pending
+    end
+  end
+
+  defp settle(herd, pending) do
+    answered = map_size(herd.pending) - map_size(pending)
+    if answered > 0, do: Stats.incr(herd.stats, :in_flight, -answered)
+    %{herd | pending: pending}
   end
 
   defp send_moves(%__MODULE__{batch: true} = herd, moves),
@@ -186,8 +312,16 @@ defmodule Grove.Actors.Herd do
 
   defp schedule(herd) do
     next = next_due(herd.wheel, herd.slot + 1, herd.slot + 2 * interval_slots(herd) + 2)
-    at = next * herd.resolution + herd.phase
-    %{herd | timer: Process.send_after(self(), :beat, at, abs: true)}
+    %{herd | timer: Process.send_after(self(), :beat, due_ms(herd, next), abs: true)}
+  end
+
+  # Moves a timer set for later than the earliest slot now on the wheel.
+  defp reschedule(%__MODULE__{paused: true} = herd), do: herd
+  defp reschedule(%__MODULE__{timer: nil} = herd), do: schedule(herd)
+
+  defp reschedule(herd) do
+    Process.cancel_timer(herd.timer)
+    schedule(%{herd | timer: nil})
   end
 
   defp next_due(wheel, slot, last) when slot < last do
@@ -196,8 +330,11 @@ defmodule Grove.Actors.Herd do
 
   defp next_due(wheel, _slot, _last), do: wheel |> Map.keys() |> Enum.min()
 
-  defp current_slot(herd),
-    do: div(System.monotonic_time(:millisecond) - herd.phase, herd.resolution)
+  defp current_slot(herd), do: slot_at(herd, System.monotonic_time(:millisecond))
+
+  defp slot_at(herd, ms), do: div(ms - herd.phase, herd.resolution)
+
+  defp due_ms(herd, slot), do: slot * herd.resolution + herd.phase
 
   defp interval_slots(herd), do: max(div(herd.interval, herd.resolution), 1)
 
@@ -206,15 +343,66 @@ defmodule Grove.Actors.Herd do
 
   ## Joining
 
-  defp join_all(herd, 0, walkers), do: {walkers, herd}
+  # Joins a chunk under a permit, puts the new actors on the wheel, and
+  # says when to go on: at once (after the mailbox), after a pause when no
+  # permit was free, or after a backoff when the world refused.
+  defp join_some(%__MODULE__{to_join: 0} = herd), do: herd
 
-  defp join_all(herd, left, walkers) do
+  defp join_some(herd) do
+    {status, joined, herd} =
+      case herd.permits do
+        nil ->
+          join_chunk(herd, @join_chunk, [])
+
+        permits ->
+          case Grove.Permits.run(permits, @permit_wait_ms, fn ->
+                 join_chunk(herd, @join_chunk, [])
+               end) do
+            {:ok, result} -> result
+            {:error, :busy} -> {:no_permit, [], herd}
+          end
+      end
+
+    herd = start_walking(herd, joined)
+
+    case status do
+      _ when herd.to_join == 0 ->
+        herd
+
+      :more ->
+        send(self(), :join)
+        %{herd | backoff: 0}
+
+      :no_permit ->
+        {pause, rand} = :rand.uniform_s(@permit_retry_ms, herd.rand)
+        later(%{herd | rand: rand}, pause)
+
+      :refused ->
+        Stats.incr(herd.stats, :join_retried)
+        {first, most} = herd.join_backoff
+        backoff = herd.backoff |> Kernel.*(2) |> max(first) |> min(most)
+        # Half the backoff, plus up to as much again at random: herds
+        # refused together do not come back together.
+        {extra, rand} = :rand.uniform_s(div(backoff, 2) + 1, herd.rand)
+        later(%{herd | backoff: backoff, rand: rand}, div(backoff, 2) + extra)
+    end
+  end
+
+  defp later(herd, ms), do: %{herd | join_timer: Process.send_after(self(), :join, ms)}
+
+  defp join_chunk(herd, 0, joined), do: {:more, joined, herd}
+  defp join_chunk(%__MODULE__{to_join: 0} = herd, _left, joined), do: {:more, joined, herd}
+
+  defp join_chunk(herd, left, joined) do
     {result, herd} = join_one(herd, @join_attempts)
 
     case result do
       {:ok, id, _cell} ->
         Stats.incr(herd.stats, :joined)
-        join_all(herd, left - 1, [id | walkers])
+        join_chunk(%{herd | to_join: herd.to_join - 1, backoff: 0}, left - 1, [id | joined])
+
+      {:error, reason} when reason in [:busy, :timeout] ->
+        {:refused, joined, herd}
 
       {:error, reason} ->
         # Counted for whoever watches; one log line per herd is enough to say why.
@@ -222,15 +410,37 @@ defmodule Grove.Actors.Herd do
           do: Logger.warning("an actor could not join: #{inspect(reason)}")
 
         Stats.incr(herd.stats, :join_failed)
-        join_all(herd, left - 1, walkers)
+        join_chunk(%{herd | to_join: herd.to_join - 1}, left - 1, joined)
     end
+  end
+
+  # First moves are spread evenly over one interval, so actors that join
+  # together do not move together.
+  defp start_walking(herd, []), do: herd
+
+  defp start_walking(herd, joined) do
+    now_slot = current_slot(herd)
+    interval_slots = interval_slots(herd)
+
+    {wheel, rand} =
+      Enum.reduce(joined, {herd.wheel, herd.rand}, fn id, {wheel, rand} ->
+        {offset, rand} = :rand.uniform_s(interval_slots, rand)
+        {add(wheel, now_slot + offset, id), rand}
+      end)
+
+    reschedule(%{herd | wheel: wheel, rand: rand})
   end
 
   defp join_one(herd, attempts) do
     {at, herd} = start_cell(herd)
 
-    case herd.api.join(herd.world, at: at, updates: :none, kind: herd.kind) do
-      {:error, reason} when reason in [:busy, :timeout, :occupied, :blocked] and attempts > 1 ->
+    case herd.api.join(herd.world,
+           at: at,
+           updates: :none,
+           kind: herd.kind,
+           timeout: herd.join_timeout
+         ) do
+      {:error, reason} when reason in [:occupied, :blocked] and attempts > 1 ->
         join_one(herd, attempts - 1)
 
       # The home area is full: anywhere will do.
