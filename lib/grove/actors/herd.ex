@@ -332,7 +332,10 @@ defmodule Grove.Actors.Herd do
 
   defp current_slot(herd), do: slot_at(herd, System.monotonic_time(:millisecond))
 
-  defp slot_at(herd, ms), do: div(ms - herd.phase, herd.resolution)
+  # Monotonic time is negative as often as not: `div/2` would round slots
+  # towards zero, so that a beat just after a slot began would walk the
+  # next slot too, a whole slot early.
+  defp slot_at(herd, ms), do: Integer.floor_div(ms - herd.phase, herd.resolution)
 
   defp due_ms(herd, slot), do: slot * herd.resolution + herd.phase
 
