@@ -3,15 +3,17 @@ defmodule Grove.Bench.Actors do
   The in-VM actor bench behind `mix grove.bench.actors`: N actors walking a
   world through the public client API, measured from the client side.
 
-  A run starts a fresh world, a probe client that moves every 50 ms (to show
-  whether the world keeps answering while the actors join), then the actors.
+  A run starts a fresh world, a probe client that moves every 50 ms with
+  `move/4` as a player would (to show whether the world keeps answering
+  players while the actors join and all through the run), then the actors.
   Once all have joined it waits a few seconds, measures for `:duration`
   seconds, stops the actors, waits for the outcomes in flight and checks the
   world for lost or duplicated entities.
 
   From the moment the actors start joining (t = 0), a line every `:every`
   seconds gives the curve: actors joined, moves answered and skipped a
-  second, the round trip's p50 and p99, errors, moves in flight, memory,
+  second, the round trip's p50 and p99, errors, the probe's longest round
+  trip, moves in flight, memory,
   the run queue, the longest zone and herd mailboxes, how busy the
   schedulers were, and whether the hog ran. The report ends with the same
   lines as a Markdown table.
@@ -86,20 +88,22 @@ defmodule Grove.Bench.Actors do
     opts = Keyword.validate!(opts, @defaults)
 
     with_design(design, opts, fn bench ->
-      ticker = start_ticker(bench, opts)
+      probe = start_probe(bench)
+      ticker = start_ticker(bench, probe, opts)
 
       hog =
         if opts[:hog] > 0,
           do: Hog.plan(opts[:hog], from: opts[:hog_from], for: opts[:hog_for])
 
       try do
-        startup = populate(bench, opts[:actors], opts, ticker)
+        startup = populate(bench, opts[:actors], opts, ticker, probe)
         phase(ticker, :warmup)
         settle(opts[:warmup])
         phase(ticker, :measure)
         window = measure(bench, opts[:duration], opts)
         windows = stop_ticker(ticker)
         if hog, do: Hog.cancel(hog)
+        stop_probe(probe)
 
         finish(bench, window, startup, opts[:actors], opts)
         |> Map.merge(%{windows: windows, hog: hog_report(opts)})
@@ -154,13 +158,15 @@ defmodule Grove.Bench.Actors do
 
   defp ramp_stage(design, opts, actors) do
     with_design(design, opts, fn bench ->
-      ticker = start_ticker(bench, opts)
-      startup = populate(bench, actors, opts, ticker)
+      probe = start_probe(bench)
+      ticker = start_ticker(bench, probe, opts)
+      startup = populate(bench, actors, opts, ticker, probe)
       phase(ticker, :warmup)
       settle(min(opts[:warmup], 3))
       phase(ticker, :measure)
       window = measure(bench, opts[:stage], opts)
       stop_ticker(ticker)
+      stop_probe(probe)
       stage = bench |> summarize(window, actors, opts) |> Map.put(:startup_ms, startup.ms)
 
       passed =
@@ -269,13 +275,13 @@ defmodule Grove.Bench.Actors do
 
   ## Start-up
 
-  # Adds actors and waits for them to join, printing progress; a probe
-  # client moves meanwhile to show whether the world keeps answering.
-  defp populate(bench, count, opts, ticker) do
+  # Adds actors and waits for them to join; the probe client moves
+  # meanwhile to show whether the world keeps answering.
+  defp populate(bench, count, opts, ticker, probe) do
     check_process_limit!(bench.design, count)
     stats = Actors.stats(bench.actors)
     before = Stats.read(stats).counts
-    probe = start_probe(bench)
+    probe_before = probe_reading(probe)
     started = System.monotonic_time(:millisecond)
     send(ticker, {:herds, Actors.add(bench.actors, count)})
     deadline = started + opts[:join_timeout] * 1000
@@ -283,7 +289,7 @@ defmodule Grove.Bench.Actors do
     wait_joined(bench, stats, before, count, deadline, opts)
     ms = System.monotonic_time(:millisecond) - started
     counts = Stats.read(stats).counts
-    probe_report = stop_probe(probe)
+    probe_report = probe_report(probe_reading(probe), probe_before)
     failed = counts.join_failed - before.join_failed
     retried = Map.get(counts, :join_retried, 0) - Map.get(before, :join_retried, 0)
 
@@ -316,62 +322,73 @@ defmodule Grove.Bench.Actors do
     end
   end
 
-  # A client of its own that moves back and forth every 50 ms and records
-  # its round trips, so start-up can be judged from outside the actors.
+  # A client of its own, like a player: it moves back and forth every 50 ms
+  # with `move/4` and records its round trips in a histogram the ticker
+  # reads too, so the world's answer to a player can be judged from outside
+  # the actors, while they join and all through the run.
   defp start_probe(bench) do
-    parent = self()
+    histogram = Histogram.new()
+    timeouts = :counters.new(1, [])
 
-    spawn_link(fn ->
-      histogram = Histogram.new()
+    pid =
+      spawn_link(fn ->
+        case bench.api.join(bench.world, updates: :none) do
+          {:ok, id, _cell} -> probe_loop(bench, id, histogram, timeouts, 0)
+          {:error, _} -> receive(do: ({:stop, from} -> send(from, :probe_stopped)))
+        end
+      end)
 
-      case bench.api.join(bench.world, updates: :none) do
-        {:ok, id, _cell} -> probe_loop(bench, id, histogram, 0, 0, parent)
-        {:error, _} -> receive(do: ({:stop, from} -> send(from, {:probe, nil, 0})))
-      end
-    end)
+    %{pid: pid, histogram: histogram, timeouts: timeouts}
   end
 
-  defp probe_loop(bench, id, histogram, n, timeouts, parent) do
+  defp probe_loop(bench, id, histogram, timeouts, n) do
     direction = if rem(n, 2) == 0, do: :e, else: :w
     sent = :erlang.monotonic_time(:microsecond)
     bench.api.move(bench.world, id, direction, n)
 
-    {histogram, timeouts} =
-      receive do
-        {:grove_move, ^id, ^n, outcome} ->
-          elapsed = :erlang.monotonic_time(:microsecond) - sent
+    receive do
+      {:grove_move, ^id, ^n, {:rejected, :timeout}} ->
+        :counters.add(timeouts, 1, 1)
 
-          if match?({:rejected, :timeout}, outcome),
-            do: {histogram, timeouts + 1},
-            else: {tap(histogram, &Histogram.record(&1, elapsed)), timeouts}
-      after
-        div(@timeout_us, 1000) -> {histogram, timeouts + 1}
-      end
+      {:grove_move, ^id, ^n, _outcome} ->
+        Histogram.record(histogram, :erlang.monotonic_time(:microsecond) - sent)
+    after
+      div(@timeout_us, 1000) -> :counters.add(timeouts, 1, 1)
+    end
 
     receive do
       {:stop, from} ->
         bench.api.leave(bench.world, id)
-        send(from, {:probe, Histogram.snapshot(histogram), timeouts})
+        send(from, :probe_stopped)
     after
-      50 -> probe_loop(bench, id, histogram, n + 1, timeouts, parent)
+      50 -> probe_loop(bench, id, histogram, timeouts, n + 1)
     end
   end
 
+  defp probe_reading(probe),
+    do: %{
+      latency: Histogram.snapshot(probe.histogram),
+      timeouts: :counters.get(probe.timeouts, 1)
+    }
+
+  # What the probe saw between two readings.
+  defp probe_report(later, earlier) do
+    latency = Histogram.diff(later.latency, earlier.latency)
+
+    %{
+      p99_ms: to_ms(Histogram.percentile(latency, 99)),
+      max_ms: to_ms(Histogram.max(latency)),
+      timeouts: later.timeouts - earlier.timeouts
+    }
+  end
+
   defp stop_probe(probe) do
-    send(probe, {:stop, self()})
+    send(probe.pid, {:stop, self()})
 
     receive do
-      {:probe, nil, _} ->
-        %{p99_ms: nil, max_ms: nil, timeouts: 0}
-
-      {:probe, snapshot, timeouts} ->
-        %{
-          p99_ms: to_ms(Histogram.percentile(snapshot, 99)),
-          max_ms: to_ms(Histogram.max(snapshot)),
-          timeouts: timeouts
-        }
+      :probe_stopped -> :ok
     after
-      15_000 -> %{p99_ms: nil, max_ms: nil, timeouts: 1}
+      15_000 -> :ok
     end
   end
 
@@ -410,7 +427,7 @@ defmodule Grove.Bench.Actors do
 
   # A process of high priority, so that its lines come on time when the
   # machine is overloaded, which is when they matter.
-  defp start_ticker(bench, opts) do
+  defp start_ticker(bench, probe, opts) do
     parent = self()
     :erlang.system_flag(:scheduler_wall_time, true)
 
@@ -426,6 +443,8 @@ defmodule Grove.Bench.Actors do
         started: started,
         last: Stats.read(stats),
         last_at: started,
+        probe: probe,
+        probe_last: probe_reading(probe),
         scheduler: :scheduler.sample(),
         phase: :joining,
         herds: [],
@@ -464,6 +483,8 @@ defmodule Grove.Bench.Actors do
     diff = Stats.diff(reading, state.last)
     seconds = max((now_ms - state.last_at) / 1000, 0.001)
     counts = diff.counts
+    probe_now = probe_reading(state.probe)
+    probe = probe_report(probe_now, state.probe_last)
 
     window = %{
       t: round((now_ms - state.started) / 1000),
@@ -483,6 +504,8 @@ defmodule Grove.Bench.Actors do
       p50_ms: to_ms(Histogram.percentile(diff.latency, 50)),
       p99_ms: to_ms(Histogram.percentile(diff.latency, 99)),
       errors: errors(diff),
+      probe_max_ms: probe.max_ms,
+      probe_timeouts: probe.timeouts,
       in_flight: Map.get(counts, :in_flight, reading.counts.sent - outcome_total(reading.counts)),
       memory_mb: div(:erlang.memory(:total), 1_000_000),
       run_queue: :erlang.statistics(:total_run_queue_lengths),
@@ -527,6 +550,7 @@ defmodule Grove.Bench.Actors do
     "[#{design}] #{pad(w.t, 4)} s #{pad(w.phase, 8)} #{pad(w.joined, 8)} joined " <>
       "#{pad(w.moves_per_s, 7)} moves/s #{pad(w.skipped_per_s, 7)} skipped/s  " <>
       "p50 #{pad(figure(w.p50_ms), 8)} p99 #{pad(figure(w.p99_ms), 8)} ms  errors #{pad(w.errors, 7)}  " <>
+      "probe max #{pad(figure(w.probe_max_ms), 7)} ms  " <>
       "in flight #{pad(w.in_flight, 7)}  #{pad(w.memory_mb, 5)} MB  run queue #{pad(w.run_queue, 5)}  " <>
       "mailboxes zone #{pad(w.zone_queue_max, 6)} herd #{pad(w.herd_queue_max, 6)}  " <>
       "busy #{pad(round(w.scheduler_utilization * 100), 3)} %#{if w.hog, do: "  HOG", else: ""}"
@@ -547,17 +571,18 @@ defmodule Grove.Bench.Actors do
     out.("")
 
     out.(
-      "| t s | phase | hog | joined | moves/s | skipped/s | p50 ms | p99 ms | errors | in flight | MB | run queue | zone mailbox | herd mailbox | schedulers busy |"
+      "| t s | phase | hog | joined | moves/s | skipped/s | p50 ms | p99 ms | errors | probe max ms | in flight | MB | run queue | zone mailbox | herd mailbox | schedulers busy |"
     )
 
     out.(
-      "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+      "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     )
 
     for w <- report.windows do
       out.(
         "| #{w.t} | #{w.phase} | #{if w.hog, do: "on", else: ""} | #{w.joined} | #{w.moves_per_s} | " <>
-          "#{w.skipped_per_s} | #{figure(w.p50_ms)} | #{figure(w.p99_ms)} | #{w.errors} | #{w.in_flight} | " <>
+          "#{w.skipped_per_s} | #{figure(w.p50_ms)} | #{figure(w.p99_ms)} | #{w.errors} | " <>
+          "#{figure(w.probe_max_ms)}#{if w.probe_timeouts > 0, do: " (#{w.probe_timeouts} timeouts)", else: ""} | #{w.in_flight} | " <>
           "#{w.memory_mb} | #{w.run_queue} | #{w.zone_queue_max} | #{w.herd_queue_max} | " <>
           "#{round(w.scheduler_utilization * 100)} % |"
       )
