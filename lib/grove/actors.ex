@@ -15,9 +15,10 @@ defmodule Grove.Actors do
   Actors shed their own work rather than queue it when the world falls
   behind (a machine short of CPU, more actors than it can move): an actor
   whose previous move has no outcome yet skips its next one, a herd never
-  has more than `:max_in_flight` moves unanswered, and a herd that gets to
-  a move more than `:late_ms` after it was due skips it instead of
-  catching up. Skipped moves are counted by reason (`skipped/1`, and the
+  has more than `:max_in_flight` moves unanswered (and halves what it lets
+  be in flight while answers take longer than `:target_ms`), and a herd
+  that gets to a move more than `:late_ms` after it was due skips it
+  instead of catching up. Skipped moves are counted by reason (`skipped/1`, and the
   `grove_actor_moves_skipped_total` metric). So what the actors have in
   the world's mailboxes, and the round trip of everyone's moves, stay
   bounded; see `docs/decisions.md` ("Actors shed moves, not queue them").
@@ -47,18 +48,24 @@ defmodule Grove.Actors do
     * `:per_herd` - actors per process at most (default `500`)
     * `:resolution` - milliseconds of a herd's schedule slots; moves due in
       the same slot go out together (default `200`: twice the moves per
-      message of 100 ms, for moves that still come once per `:interval`)
+      message of 100 ms, for moves that still come once per `:interval`;
+      slots need not divide the interval)
     * `:batch` - send a slot's moves with `move_many/2`, one message per zone,
       rather than one `move/4` each (default `true`)
     * `:max_in_flight` - moves a herd may have unanswered at once; more are
       skipped (default twice the moves a herd sends in one slot, which the
       world answers long before the next slot while it keeps up)
+    * `:target_ms` - the round trip the herds aim to keep: a herd halves
+      the moves it lets be in flight when an answer takes longer, and
+      grows them back, up to `:max_in_flight`, while answers come sooner
+      (default `100`)
     * `:late_ms` - a move its herd gets to more than this many milliseconds
       after it was due is skipped (default half the `:interval`)
     * `:move_timeout` - milliseconds after which a move with no outcome is
       forgotten, so its actor moves again (default `5000`)
-    * `:join_concurrency` - herds joining at once (default four per
-      scheduler)
+    * `:join_concurrency` - herds joining at once, each a chunk of joins
+      one after the other (default sixteen per scheduler: a join waits for
+      its zone, so more than the schedulers are needed to keep them busy)
     * `:join_timeout` - milliseconds a join waits for its zone before it is
       tried again later (default `2000`)
     * `:join_backoff` - `{first_ms, max_ms}`: how long a herd whose join was
@@ -90,6 +97,7 @@ defmodule Grove.Actors do
     resolution: 200,
     batch: true,
     max_in_flight: nil,
+    target_ms: 100,
     late_ms: nil,
     move_timeout: 5000,
     join_concurrency: nil,
@@ -122,7 +130,7 @@ defmodule Grove.Actors do
       # Join permits, shared by the herds: joins never come all at once.
       {Grove.Permits,
        name: join_permits(name),
-       concurrency: opts[:join_concurrency] || 4 * System.schedulers_online(),
+       concurrency: opts[:join_concurrency] || 16 * System.schedulers_online(),
        queue: 64},
       # Herds are independent: one that crashes is restarted and joins its
       # actors afresh. They are spread over partitions because a single
@@ -161,6 +169,7 @@ defmodule Grove.Actors do
         resolution: opts[:resolution],
         batch: opts[:batch],
         max_in_flight: opts[:max_in_flight],
+        target_ms: opts[:target_ms],
         late_ms: opts[:late_ms],
         move_timeout: opts[:move_timeout],
         join_timeout: opts[:join_timeout],
@@ -281,7 +290,7 @@ defmodule Grove.Actors do
 
     if opts[:world] == nil, do: raise(ArgumentError, "actors need a :world")
 
-    for key <- [:interval, :per_herd, :resolution, :move_timeout, :join_timeout],
+    for key <- [:interval, :per_herd, :resolution, :move_timeout, :join_timeout, :target_ms],
         not (is_integer(opts[key]) and opts[key] > 0) do
       raise ArgumentError,
             "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"

@@ -17,20 +17,28 @@ defmodule Grove.Actors.Herd do
   # every move is the time it was sent, so the outcome alone gives the round
   # trip.
   #
-  # Overload: a herd sheds moves rather than queue them. It keeps each
-  # unanswered move (`pending`, actor id to the time it was sent) and skips
-  # an actor's move, counted by reason in `Grove.Actors.Stats`, when
+  # Overload: a herd sheds moves rather than queue them. It counts the
+  # unanswered moves of each batch it sent (`pending`, keyed by the time
+  # the batch went out, which is every move's tag, and each actor on the
+  # wheel remembers the batch of its last move) and skips an actor's move,
+  # counted by reason in `Grove.Actors.Stats`, when
   #
-  #   * its previous move has no outcome yet (`:unanswered`);
-  #   * the herd already has `max_in_flight` moves unanswered (`:full`);
+  #   * its previous move may have no outcome yet: its batch is not fully
+  #     answered (`:unanswered`; cheaper than a map entry per move, and
+  #     only ever cautious);
+  #   * the herd already has as many moves unanswered as its window allows
+  #     (`:full`): at most `max_in_flight`, halved while answers take longer
+  #     than `target_ms`, grown back while they do not;
   #   * the herd got to it more than `late_ms` after it was due (`:late`):
   #     a herd that was not scheduled for a while does not catch up, it
   #     spreads the late actors over their next interval.
   #
   # So the moves a herd has in the world's mailboxes are bounded, whatever
-  # the world's speed, and so are the outcomes in its own. A move with no
-  # outcome after `move_timeout` is forgotten (`:expired`), so an outcome
-  # lost with a crashed zone cannot keep its actor still for ever.
+  # the world's speed, and so are the outcomes in its own; and the herds
+  # together keep in flight about what the world answers within the
+  # target. A batch with moves unanswered after `move_timeout` is forgotten
+  # (its moves counted `:expired`), so an outcome lost with a crashed zone
+  # cannot keep its actors still for ever.
   #
   # Joining happens in chunks between the herd's other work, each under a
   # permit of the group's `Grove.Permits` (bounded concurrency across all
@@ -72,6 +80,9 @@ defmodule Grove.Actors.Herd do
     :timer,
     :native_per_us,
     :max_in_flight,
+    :window,
+    :target_us,
+    :decreased_at,
     :late_ms,
     :move_timeout,
     :join_timeout,
@@ -80,6 +91,9 @@ defmodule Grove.Actors.Herd do
     :join_timer,
     to_join: 0,
     backoff: 0,
+    in_flight: 0,
+    slow: false,
+    timely: false,
     pending: %{},
     wheel: %{},
     slot: 0,
@@ -139,7 +153,16 @@ defmodule Grove.Actors.Herd do
     }
 
     {phase, rand} = :rand.uniform_s(herd.resolution, herd.rand)
-    herd = %{herd | phase: phase - 1, rand: rand}
+
+    herd = %{
+      herd
+      | phase: phase - 1,
+        rand: rand,
+        window: herd.max_in_flight,
+        target_us: Keyword.get(opts, :target_ms, 100) * 1000,
+        decreased_at: :erlang.monotonic_time()
+    }
+
     {:ok, %{herd | slot: current_slot(herd)}, {:continue, :join}}
   end
 
@@ -149,21 +172,27 @@ defmodule Grove.Actors.Herd do
   @impl true
   def handle_info({:grove_moves, outcomes}, herd) do
     now = :erlang.monotonic_time()
+    decreased_at = herd.decreased_at
 
-    pending =
-      Enum.reduce(outcomes, herd.pending, fn {id, sent_at, outcome}, pending ->
-        Stats.outcome(herd.stats, outcome_key(outcome), div(now - sent_at, herd.native_per_us))
-        answered(pending, id, sent_at)
+    {pending, answered, slowest} =
+      Enum.reduce(outcomes, {herd.pending, 0, nil}, fn {_id, sent_at, outcome},
+                                                       {pending, answered, slowest} ->
+        micros = div(now - sent_at, herd.native_per_us)
+        Stats.outcome(herd.stats, outcome_key(outcome), micros)
+        slowest = if sent_at > decreased_at, do: max(micros, slowest || 0), else: slowest
+
+        case pending do
+          %{^sent_at => 1} -> {Map.delete(pending, sent_at), answered + 1, slowest}
+          %{^sent_at => left} -> {%{pending | sent_at => left - 1}, answered + 1, slowest}
+          _ -> {pending, answered, slowest}
+        end
       end)
 
-    {:noreply, settle(herd, pending)}
+    {:noreply, herd |> timed(slowest) |> settle(pending, answered)}
   end
 
-  def handle_info({:grove_move, id, sent_at, outcome}, herd) do
-    micros = div(:erlang.monotonic_time() - sent_at, herd.native_per_us)
-    Stats.outcome(herd.stats, outcome_key(outcome), micros)
-    {:noreply, settle(herd, answered(herd.pending, id, sent_at))}
-  end
+  def handle_info({:grove_move, id, sent_at, outcome}, herd),
+    do: handle_info({:grove_moves, [{id, sent_at, outcome}]}, herd)
 
   def handle_info(:join, herd), do: {:noreply, join_some(%{herd | join_timer: nil})}
 
@@ -172,6 +201,7 @@ defmodule Grove.Actors.Herd do
   def handle_info(:beat, herd) do
     now_ms = System.monotonic_time(:millisecond)
     now_slot = slot_at(herd, now_ms)
+    herd = herd |> expire() |> adapt_window()
 
     herd = Enum.reduce((herd.slot + 1)..now_slot//1, herd, &walk_slot(&2, &1, now_slot, now_ms))
 
@@ -192,7 +222,7 @@ defmodule Grove.Actors.Herd do
   # killed cannot; the gauge then stays high by its last count).
   @impl true
   def terminate(_reason, herd) do
-    Stats.incr(herd.stats, :in_flight, -map_size(herd.pending))
+    Stats.incr(herd.stats, :in_flight, -herd.in_flight)
   end
 
   ## Walking
@@ -212,55 +242,55 @@ defmodule Grove.Actors.Herd do
   end
 
   defp move_due(herd, due, slot, now_slot) do
-    interval_slots = interval_slots(herd)
-    jitter_slots = round(interval_slots * herd.jitter)
+    jitter_ms = round(herd.interval * herd.jitter)
+    # The next wait, in ms, is drawn from an interval of this width that
+    # starts `jitter_ms` before `interval`: the jitter, and a slot's width
+    # more, so that rounding down to a slot keeps the average at `interval`
+    # even when slots do not divide it.
+    span = 2 * jitter_ms + herd.resolution
     sent_at = :erlang.monotonic_time()
-    expired_before = sent_at - herd.move_timeout
-    start = {[], herd.wheel, herd.rand, herd.pending, 0, 0, 0}
+    %__MODULE__{pending: pending, window: window} = herd
+    start = {[], herd.wheel, herd.rand, herd.in_flight, 0, 0}
 
-    {moves, wheel, rand, pending, unanswered, full, expired} =
-      Enum.reduce(due, start, fn id, {moves, wheel, rand, pending, unanswered, full, expired} ->
+    {moves, wheel, rand, in_flight, unanswered, full} =
+      Enum.reduce(due, start, fn {id, last} = entry,
+                                 {moves, wheel, rand, in_flight, unanswered, full} ->
         # One draw gives both the direction and the next wait.
-        {draw, rand} = :rand.uniform_s(8 * (2 * jitter_slots + 1), rand)
-        offset = div(draw - 1, 8) + 1
+        {draw, rand} = :rand.uniform_s(8 * span, rand)
+        wait_ms = herd.interval - jitter_ms + div(draw - 1, 8)
         # Counted from when the move was due, not from when the herd got
         # to it, so a herd running a little late keeps its actors' pace.
-        next = max(slot + interval_slots - jitter_slots + offset - 1, now_slot + 1)
-        wheel = add(wheel, next, id)
+        next = max(slot + Integer.floor_div(wait_ms, herd.resolution), now_slot + 1)
 
-        case pending do
-          %{^id => sent} when sent > expired_before ->
-            {moves, wheel, rand, pending, unanswered + 1, full, expired}
+        cond do
+          is_map_key(pending, last) ->
+            {moves, add(wheel, next, entry), rand, in_flight, unanswered + 1, full}
 
-          %{^id => _long_ago} when map_size(pending) > herd.max_in_flight ->
-            {moves, wheel, rand, Map.delete(pending, id), unanswered, full + 1, expired + 1}
+          in_flight >= window ->
+            {moves, add(wheel, next, entry), rand, in_flight, unanswered, full + 1}
 
-          %{^id => _long_ago} ->
+          true ->
             move = {id, elem(@directions, rem(draw - 1, 8)), sent_at}
-
-            {[move | moves], wheel, rand, %{pending | id => sent_at}, unanswered, full,
-             expired + 1}
-
-          _ when map_size(pending) >= herd.max_in_flight ->
-            {moves, wheel, rand, pending, unanswered, full + 1, expired}
-
-          _ ->
-            move = {id, elem(@directions, rem(draw - 1, 8)), sent_at}
-
-            {[move | moves], wheel, rand, Map.put(pending, id, sent_at), unanswered, full,
-             expired}
+            wheel = add(wheel, next, {id, sent_at})
+            {[move | moves], wheel, rand, in_flight + 1, unanswered, full}
         end
       end)
 
-    sent = length(moves)
-    if sent > 0, do: send_moves(herd, moves)
+    sent = in_flight - herd.in_flight
+
+    pending =
+      if sent > 0 do
+        send_moves(herd, moves)
+        Map.update(pending, sent_at, sent, &(&1 + sent))
+      else
+        pending
+      end
+
     Stats.incr(herd.stats, :sent, sent)
-    # Gone from pending: the expired; added: the sent, less the expired sent again.
-    Stats.incr(herd.stats, :in_flight, map_size(pending) - map_size(herd.pending))
+    Stats.incr(herd.stats, :in_flight, sent)
     if unanswered > 0, do: Stats.incr(herd.stats, :skipped_unanswered, unanswered)
     if full > 0, do: Stats.incr(herd.stats, :skipped_full, full)
-    if expired > 0, do: Stats.incr(herd.stats, :expired, expired)
-    %{herd | wheel: wheel, rand: rand, pending: pending}
+    %{herd | wheel: wheel, rand: rand, pending: pending, in_flight: in_flight}
   end
 
   # Nobody moves: each late actor comes back at a random slot of its next
@@ -270,28 +300,75 @@ defmodule Grove.Actors.Herd do
     interval_slots = interval_slots(herd)
 
     {wheel, rand} =
-      Enum.reduce(due, {herd.wheel, herd.rand}, fn id, {wheel, rand} ->
+      Enum.reduce(due, {herd.wheel, herd.rand}, fn entry, {wheel, rand} ->
         {offset, rand} = :rand.uniform_s(interval_slots, rand)
-        {add(wheel, now_slot + offset, id), rand}
+        {add(wheel, now_slot + offset, entry), rand}
       end)
 
     Stats.incr(herd.stats, :skipped_late, length(due))
     %{herd | wheel: wheel, rand: rand}
   end
 
-  # A move is answered once; an answer to one given up on (expired, or
-  # replaced by a later move) changes nothing.
-  defp answered(pending, id, sent_at) do
-    case pending do
-      %{^id => ^sent_at} -> Map.delete(pending, id)
-      _ -> pending
-    end
+  # The window: how many moves the herd lets be unanswered, at most
+  # `max_in_flight`. At each beat it halves if a move sent since it last
+  # halved took longer than the target to be answered (the world is
+  # queueing), and otherwise grows by an eighth of the bound if answers
+  # came in time (with no answer, nothing says there is room). So under
+  # overload the herds together keep about what the world answers within
+  # the target in flight, whatever their number, and the round trip stays
+  # near the target instead of growing with the actors.
+  defp adapt_window(%__MODULE__{slow: true} = herd) do
+    %{
+      herd
+      | window: max(div(herd.window, 2), 1),
+        slow: false,
+        timely: false,
+        decreased_at: :erlang.monotonic_time()
+    }
   end
 
-  defp settle(herd, pending) do
-    answered = map_size(herd.pending) - map_size(pending)
-    if answered > 0, do: Stats.incr(herd.stats, :in_flight, -answered)
-    %{herd | pending: pending}
+  defp adapt_window(%__MODULE__{timely: true, window: window, max_in_flight: most} = herd),
+    do: %{herd | window: min(window + max(div(most, 8), 1), most), timely: false}
+
+  defp adapt_window(herd), do: herd
+
+  # Notes the slowest answer of a message, among moves sent after the
+  # window last halved (answers to earlier ones were late for a window
+  # already cut for them).
+  defp timed(herd, nil), do: herd
+  defp timed(herd, micros) when micros > herd.target_us, do: %{herd | slow: true}
+  defp timed(herd, _micros), do: %{herd | timely: true}
+
+  # Answers to a batch given up on (expired) change nothing.
+  defp settle(herd, pending, 0), do: %{herd | pending: pending}
+
+  defp settle(herd, pending, answered) do
+    Stats.incr(herd.stats, :in_flight, -answered)
+    %{herd | pending: pending, in_flight: herd.in_flight - answered}
+  end
+
+  # Batches still not fully answered after `move_timeout` are given up on:
+  # their actors may move again.
+  defp expire(%__MODULE__{pending: pending} = herd) when map_size(pending) == 0, do: herd
+
+  defp expire(herd) do
+    cutoff = :erlang.monotonic_time() - herd.move_timeout
+
+    case for({sent_at, left} <- herd.pending, sent_at <= cutoff, do: {sent_at, left}) do
+      [] ->
+        herd
+
+      old ->
+        expired = old |> Enum.map(&elem(&1, 1)) |> Enum.sum()
+        Stats.incr(herd.stats, :expired, expired)
+        Stats.incr(herd.stats, :in_flight, -expired)
+
+        %{
+          herd
+          | pending: Map.drop(herd.pending, Enum.map(old, &elem(&1, 0))),
+            in_flight: herd.in_flight - expired
+        }
+    end
   end
 
   defp send_moves(%__MODULE__{batch: true} = herd, moves),
@@ -301,10 +378,11 @@ defmodule Grove.Actors.Herd do
     for {id, direction, sent_at} <- moves, do: herd.api.move(herd.world, id, direction, sent_at)
   end
 
-  defp add(wheel, slot, id) do
+  # Each actor is on the wheel once, as `{id, sent_at of its last move}`.
+  defp add(wheel, slot, entry) do
     case wheel do
-      %{^slot => ids} -> %{wheel | slot => [id | ids]}
-      _ -> Map.put(wheel, slot, [id])
+      %{^slot => entries} -> %{wheel | slot => [entry | entries]}
+      _ -> Map.put(wheel, slot, [entry])
     end
   end
 
@@ -339,7 +417,8 @@ defmodule Grove.Actors.Herd do
 
   defp due_ms(herd, slot), do: slot * herd.resolution + herd.phase
 
-  defp interval_slots(herd), do: max(div(herd.interval, herd.resolution), 1)
+  # Slots in an interval, rounded up: how far ahead spread moves may go.
+  defp interval_slots(herd), do: max(div(herd.interval + herd.resolution - 1, herd.resolution), 1)
 
   defp outcome_key({:ok, _cell}), do: :ok
   defp outcome_key({:rejected, reason}), do: reason
@@ -428,7 +507,8 @@ defmodule Grove.Actors.Herd do
     {wheel, rand} =
       Enum.reduce(joined, {herd.wheel, herd.rand}, fn id, {wheel, rand} ->
         {offset, rand} = :rand.uniform_s(interval_slots, rand)
-        {add(wheel, now_slot + offset, id), rand}
+        # No move yet: the batch of its last move is none.
+        {add(wheel, now_slot + offset, {id, 0}), rand}
       end)
 
     reschedule(%{herd | wheel: wheel, rand: rand})

@@ -33,7 +33,7 @@ defmodule Grove.Actors.HerdTest do
 
   defp wheel_ids(herd) do
     %Herd{wheel: wheel} = :sys.get_state(herd)
-    wheel |> Map.values() |> List.flatten() |> Enum.sort()
+    wheel |> Map.values() |> List.flatten() |> Enum.map(&elem(&1, 0)) |> Enum.sort()
   end
 
   describe "against a world that never answers" do
@@ -60,10 +60,10 @@ defmodule Grove.Actors.HerdTest do
       assert counts.skipped_unanswered > 0 and counts.skipped_full > 0
       assert counts.ok == 0 and counts.expired == 0
 
-      # The herd's state is as bounded as what it sent: 20 moves remembered,
-      # each actor on the wheel once, no mail piling up.
-      %Herd{pending: pending} = :sys.get_state(herd)
-      assert map_size(pending) == 20
+      # The herd's state is as bounded as what it sent: 20 moves counted in
+      # a few batches, each actor on the wheel once, no mail piling up.
+      %Herd{pending: pending, in_flight: 20} = :sys.get_state(herd)
+      assert pending |> Map.values() |> Enum.sum() == 20
       assert length(wheel_ids(herd)) == 50 and length(Enum.uniq(wheel_ids(herd))) == 50
       assert {:message_queue_len, 0} = Process.info(herd, :message_queue_len)
     end
@@ -80,22 +80,55 @@ defmodule Grove.Actors.HerdTest do
       # Its actor moves again, or another takes its place: a fifth move goes out.
       eventually(fn -> assert counts(stats).sent == 5 end)
       assert counts(stats).in_flight == 4 and counts(stats).ok == 1
-      # An answer to a move already answered changes nothing.
-      send(herd, {:grove_moves, [{id, tag, {:ok, {1, 1}}}]})
-      eventually(fn -> assert counts(stats).ok == 2 end)
-      assert counts(stats).in_flight == 4
     end
 
     test "a move with no outcome for move_timeout is given up, and its actor moves again", %{
       world: world
     } do
-      {_herd, stats} = start_herd(StubWorld.new(world, moves: :silent), count: 3, move_timeout: 1)
+      {herd, stats} = start_herd(StubWorld.new(world, moves: :silent), count: 3, move_timeout: 1)
 
       eventually(fn -> assert counts(stats).expired >= 3 end)
-      ids = sent_moves() |> Enum.map(&elem(&1, 0))
+      moves = sent_moves()
+      ids = Enum.map(moves, &elem(&1, 0))
       assert length(ids) > length(Enum.uniq(ids))
       assert counts(stats).in_flight <= 3
+
+      # An answer to a move given up on changes nothing.
+      in_flight = counts(stats).in_flight
+      [{id, _direction, tag} | _] = moves
+      send(herd, {:grove_moves, [{id, tag, {:ok, {1, 1}}}]})
+      eventually(fn -> assert counts(stats).ok == 1 end)
+      assert counts(stats).in_flight <= in_flight
     end
+  end
+
+  test "a herd halves its window when answers come later than target_ms, and grows it back", %{
+    world: world
+  } do
+    {herd, stats} =
+      start_herd(StubWorld.new(world, moves: :silent),
+        count: 40,
+        max_in_flight: 20,
+        target_ms: 50
+      )
+
+    eventually(fn -> assert counts(stats).sent == 20 end)
+    moves = sent_moves()
+    # Answered late: after the target has gone by for every one of them.
+    oldest = moves |> Enum.map(&elem(&1, 2)) |> Enum.min()
+    wait_until(oldest + :erlang.convert_time_unit(60, :millisecond, :native))
+    answer(herd, moves)
+
+    # Half as many go out in their place, and no more.
+    eventually(fn -> assert counts(stats).sent == 30 end)
+    assert %Herd{window: 10} = :sys.get_state(herd)
+    assert counts(stats).in_flight == 10
+
+    # Answered at once from now on, the herd takes back its whole bound.
+    eventually(fn ->
+      answer(herd, sent_moves())
+      assert %Herd{window: 20} = :sys.get_state(herd)
+    end)
   end
 
   test "a herd held up past late_ms skips the moves it missed instead of sending them all",
@@ -171,6 +204,19 @@ defmodule Grove.Actors.HerdTest do
       release_all(40)
       assert StubWorld.max_joining(stub) == 2
       eventually(fn -> assert Actors.joined(name) == 40 end)
+    end
+  end
+
+  defp answer(herd, moves),
+    do: send(herd, {:grove_moves, for({id, _dir, tag} <- moves, do: {id, tag, {:ok, {0, 0}}})})
+
+  # Waits for the monotonic clock (native units) to pass `time`.
+  defp wait_until(time) do
+    if :erlang.monotonic_time() <= time do
+      receive do
+      after
+        5 -> wait_until(time)
+      end
     end
   end
 
