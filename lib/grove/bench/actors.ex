@@ -71,7 +71,9 @@ defmodule Grove.Bench.Actors do
     max: 2_000_000,
     join_timeout: 120,
     max_in_flight: nil,
+    target_ms: nil,
     late_ms: nil,
+    resolution: nil,
     hog: 0,
     hog_from: 0,
     hog_for: nil,
@@ -220,10 +222,15 @@ defmodule Grove.Bench.Actors do
       world: world,
       interval: opts[:interval],
       per_herd: opts[:per_herd],
-      batch: opts[:batch],
-      max_in_flight: opts[:max_in_flight],
-      late_ms: opts[:late_ms]
+      batch: opts[:batch]
     ]
+
+    # The herds' own defaults unless the run names them.
+    actors =
+      actors ++
+        for key <- [:max_in_flight, :target_ms, :late_ms, :resolution],
+            opts[key] != nil,
+            do: {key, opts[key]}
 
     {:ok, _} = Supervisor.start_child(sup, {Actors, actors})
 
@@ -521,6 +528,7 @@ defmodule Grove.Bench.Actors do
       state
       | last: reading,
         last_at: now_ms,
+        probe_last: probe_now,
         scheduler: scheduler,
         windows: [window | state.windows]
     }

@@ -32,8 +32,9 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
       its own (`Grove.Load.Hog`), to take CPU from the world: from
       `--hog-from S` seconds after the actors start joining (default 0) for
       `--hog-for S` seconds (default to the end); always stopped at the end
-    * `--max-in-flight N`, `--late-ms MS` - the herds' overload bounds (see
-      `Grove.Actors`; defaults twice a slot's moves and half the interval)
+    * `--max-in-flight N`, `--target-ms MS`, `--late-ms MS` - the herds'
+      overload bounds, and `--resolution MS` their slots (see
+      `Grove.Actors` for the defaults)
     * `--every S` - seconds between the lines of the curve (default 5)
     * `--warmup S`, `--max N`, `--join-timeout S`
 
@@ -71,7 +72,9 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     hog_from: :integer,
     hog_for: :integer,
     max_in_flight: :integer,
-    late_ms: :integer
+    target_ms: :integer,
+    late_ms: :integer,
+    resolution: :integer
   ]
 
   @impl true
