@@ -64,8 +64,9 @@ defmodule Grove.Actors do
     * `:move_timeout` - milliseconds after which a move with no outcome is
       forgotten, so its actor moves again (default `5000`)
     * `:join_concurrency` - herds joining at once, each a chunk of joins
-      one after the other (default sixteen per scheduler: a join waits for
-      its zone, so more than the schedulers are needed to keep them busy)
+      one after the other (default 128 per scheduler: a join spends its
+      time waiting for its zone, so on a busy machine the joins go as fast
+      as there are of them at once; a few per zone at most is no storm)
     * `:join_timeout` - milliseconds a join waits for its zone before it is
       tried again later (default `2000`)
     * `:join_backoff` - `{first_ms, max_ms}`: how long a herd whose join was
@@ -130,7 +131,7 @@ defmodule Grove.Actors do
       # Join permits, shared by the herds: joins never come all at once.
       {Grove.Permits,
        name: join_permits(name),
-       concurrency: opts[:join_concurrency] || 16 * System.schedulers_online(),
+       concurrency: opts[:join_concurrency] || 128 * System.schedulers_online(),
        queue: 64},
       # Herds are independent: one that crashes is restarted and joins its
       # actors afresh. They are spread over partitions because a single
