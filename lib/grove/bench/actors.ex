@@ -711,10 +711,18 @@ defmodule Grove.Bench.Actors do
 
   # A world still working through a backlog may not answer in time; that
   # is a finding, not a reason to lose the report.
+  # The audit's verdict as the report keeps it (and JSON can carry): `:ok`,
+  # or its findings.
   defp check_entities(bench) do
-    {bench.audit.(), bench.count.()}
+    audit =
+      case bench.audit.() do
+        :ok -> :ok
+        {:error, problems} -> problems
+      end
+
+    {audit, bench.count.()}
   catch
-    :exit, _reason -> {{:error, :no_answer}, nil}
+    :exit, _reason -> {["the world did not answer the audit in time"], nil}
   end
 
   defp print_report(r, opts) do
@@ -750,11 +758,16 @@ defmodule Grove.Bench.Actors do
     )
 
     out.(
-      "entities       #{r.entities} in the world, #{r.entities_lost} lost, #{r.entities_extra} extra; audit #{inspect(r.audit)}"
+      "entities       #{r.entities} in the world, #{r.entities_lost} lost, #{r.entities_extra} extra; audit #{audit_line(r.audit)}"
     )
   end
 
   ## Helpers
+
+  defp audit_line(:ok), do: "ok"
+
+  defp audit_line(problems),
+    do: "#{length(problems)} problems: #{problems |> Enum.take(3) |> Enum.join("; ")}"
 
   defp skipped_share(r) do
     skipped = r.skipped |> Map.values() |> Enum.sum()
