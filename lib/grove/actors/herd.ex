@@ -78,6 +78,7 @@ defmodule Grove.Actors.Herd do
     :batch,
     :rand,
     :timer,
+    :beat,
     :native_per_us,
     :max_in_flight,
     :window,
@@ -196,16 +197,20 @@ defmodule Grove.Actors.Herd do
 
   def handle_info(:join, herd), do: {:noreply, join_some(%{herd | join_timer: nil})}
 
-  def handle_info(:beat, %__MODULE__{paused: true} = herd), do: {:noreply, %{herd | timer: nil}}
+  # A beat whose timer was replaced (a cancelled timer's message may be
+  # on its way already) is not this herd's beat any more: walking on it
+  # would start a second chain of timers.
+  def handle_info({:beat, ref}, %__MODULE__{beat: beat} = herd) when ref != beat,
+    do: {:noreply, herd}
 
-  def handle_info(:beat, herd) do
+  def handle_info({:beat, _ref}, herd) do
     now_ms = System.monotonic_time(:millisecond)
     now_slot = slot_at(herd, now_ms)
     herd = herd |> expire() |> adapt_window()
 
     herd = Enum.reduce((herd.slot + 1)..now_slot//1, herd, &walk_slot(&2, &1, now_slot, now_ms))
 
-    {:noreply, schedule(%{herd | slot: max(now_slot, herd.slot), timer: nil})}
+    {:noreply, schedule(%{herd | slot: max(now_slot, herd.slot), timer: nil, beat: nil})}
   end
 
   # Herds walk actors that do not watch; a view message could only come
@@ -215,7 +220,7 @@ defmodule Grove.Actors.Herd do
   @impl true
   def handle_call(:pause, _from, herd) do
     if herd.timer, do: Process.cancel_timer(herd.timer)
-    {:reply, :ok, %{herd | paused: true, timer: nil}}
+    {:reply, :ok, %{herd | paused: true, timer: nil, beat: nil}}
   end
 
   # A herd that crashes gives back what it counted in flight (one that is
@@ -390,7 +395,9 @@ defmodule Grove.Actors.Herd do
 
   defp schedule(herd) do
     next = next_due(herd.wheel, herd.slot + 1, herd.slot + 2 * interval_slots(herd) + 2)
-    %{herd | timer: Process.send_after(self(), :beat, due_ms(herd, next), abs: true)}
+    beat = make_ref()
+    timer = Process.send_after(self(), {:beat, beat}, due_ms(herd, next), abs: true)
+    %{herd | timer: timer, beat: beat}
   end
 
   # Moves a timer set for later than the earliest slot now on the wheel.
@@ -399,7 +406,7 @@ defmodule Grove.Actors.Herd do
 
   defp reschedule(herd) do
     Process.cancel_timer(herd.timer)
-    schedule(%{herd | timer: nil})
+    schedule(%{herd | timer: nil, beat: nil})
   end
 
   defp next_due(wheel, slot, last) when slot < last do
