@@ -8,7 +8,24 @@ defmodule Grove.Actors do
   random by up to `:jitter`. Actors are hosted `:per_herd` to a process (a
   herd, see `docs/decisions.md`), started without blocking anything: the
   supervisor returns at once and the herds join their actors in the
-  background, one join at a time each, so the world answers throughout.
+  background, so the world answers throughout.
+
+  ## Overload
+
+  Actors shed their own work rather than queue it when the world falls
+  behind (a machine short of CPU, more actors than it can move): an actor
+  whose previous move has no outcome yet skips its next one, a herd never
+  has more than `:max_in_flight` moves unanswered (and halves what it lets
+  be in flight while answers take longer than `:target_ms`), and a herd
+  that gets to a move more than `:late_ms` after it was due skips it
+  instead of catching up. Skipped moves are counted by reason (`skipped/1`, and the
+  `grove_actor_moves_skipped_total` metric). So what the actors have in
+  the world's mailboxes, and the round trip of everyone's moves, stay
+  bounded; see `docs/decisions.md` ("Actors shed moves, not queue them").
+
+  Joins are paced: at most `:join_concurrency` herds join at once (a chunk
+  of joins each), and a join refused `:busy` or timed out is tried again
+  after a backoff (counted as retried, not failed).
 
   With uniform spawn every zone gets its share of the actors, and each herd
   starts its actors in one block of neighbouring zones (as many zones as it
@@ -31,9 +48,30 @@ defmodule Grove.Actors do
     * `:per_herd` - actors per process at most (default `500`)
     * `:resolution` - milliseconds of a herd's schedule slots; moves due in
       the same slot go out together (default `200`: twice the moves per
-      message of 100 ms, for moves that still come once per `:interval`)
+      message of 100 ms, for moves that still come once per `:interval`;
+      slots need not divide the interval)
     * `:batch` - send a slot's moves with `move_many/2`, one message per zone,
       rather than one `move/4` each (default `true`)
+    * `:max_in_flight` - moves a herd may have unanswered at once; more are
+      skipped (default twice the moves a herd sends in one slot, which the
+      world answers long before the next slot while it keeps up)
+    * `:target_ms` - the round trip the herds aim to keep: a herd halves
+      the moves it lets be in flight when an answer takes longer, and
+      grows them back, up to `:max_in_flight`, while answers come sooner
+      (default `100`)
+    * `:late_ms` - a move its herd gets to more than this many milliseconds
+      after it was due is skipped (default half the `:interval`)
+    * `:move_timeout` - milliseconds after which a move with no outcome is
+      forgotten, so its actor moves again (default `5000`)
+    * `:join_concurrency` - herds joining at once, each a chunk of joins
+      one after the other (default 128 per scheduler: a join spends its
+      time waiting for its zone, so on a busy machine the joins go as fast
+      as there are of them at once; a few per zone at most is no storm)
+    * `:join_timeout` - milliseconds a join waits for its zone before it is
+      tried again later (default `2000`)
+    * `:join_backoff` - `{first_ms, max_ms}`: how long a herd whose join was
+      refused waits before it joins again, doubling from the first to the
+      most while refusals go on, with jitter (default `{50, 5000}`)
     * `:api` - the module implementing `Grove.World.Client` (default `Grove.World`)
 
   ## Examples
@@ -59,6 +97,13 @@ defmodule Grove.Actors do
     per_herd: 500,
     resolution: 200,
     batch: true,
+    max_in_flight: nil,
+    target_ms: 100,
+    late_ms: nil,
+    move_timeout: 5000,
+    join_concurrency: nil,
+    join_timeout: 2000,
+    join_backoff: {50, 5000},
     api: Grove.World
   ]
 
@@ -83,6 +128,11 @@ defmodule Grove.Actors do
     :persistent_term.put({__MODULE__, name}, %{stats: Stats.new(), opts: opts})
 
     children = [
+      # Join permits, shared by the herds: joins never come all at once.
+      {Grove.Permits,
+       name: join_permits(name),
+       concurrency: opts[:join_concurrency] || 128 * System.schedulers_online(),
+       queue: 64},
       # Herds are independent: one that crashes is restarted and joins its
       # actors afresh. They are spread over partitions because a single
       # DynamicSupervisor takes time quadratic in its children to shut down,
@@ -118,7 +168,14 @@ defmodule Grove.Actors do
         jitter: opts[:jitter],
         spawn: opts[:spawn],
         resolution: opts[:resolution],
-        batch: opts[:batch]
+        batch: opts[:batch],
+        max_in_flight: opts[:max_in_flight],
+        target_ms: opts[:target_ms],
+        late_ms: opts[:late_ms],
+        move_timeout: opts[:move_timeout],
+        join_timeout: opts[:join_timeout],
+        join_backoff: opts[:join_backoff],
+        join_permits: join_permits(name)
       ]
 
       {:ok, pid} =
@@ -206,6 +263,13 @@ defmodule Grove.Actors do
   @spec stats(atom()) :: Stats.t()
   def stats(name), do: :persistent_term.get({__MODULE__, name}).stats
 
+  @doc "Moves the actors skipped since start, by reason (see the module doc)."
+  @spec skipped(atom()) :: %{atom() => non_neg_integer()}
+  def skipped(name) do
+    counts = Stats.read(stats(name)).counts
+    Map.new(Stats.skip_reasons(), &{&1, counts[:"skipped_#{&1}"]})
+  end
+
   @doc "How many actors have joined so far (minus those that failed to)."
   @spec joined(atom()) :: non_neg_integer()
   def joined(name), do: Stats.read(stats(name)).counts.joined
@@ -217,6 +281,7 @@ defmodule Grove.Actors do
   end
 
   defp herds(name), do: :"#{name}.herds"
+  defp join_permits(name), do: :"#{name}.join_permits"
 
   defp validate!(opts) do
     opts = Keyword.validate!(opts, @defaults)
@@ -226,10 +291,25 @@ defmodule Grove.Actors do
 
     if opts[:world] == nil, do: raise(ArgumentError, "actors need a :world")
 
-    for key <- [:interval, :per_herd, :resolution],
+    for key <- [:interval, :per_herd, :resolution, :move_timeout, :join_timeout, :target_ms],
         not (is_integer(opts[key]) and opts[key] > 0) do
       raise ArgumentError,
             "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
+    end
+
+    for key <- [:max_in_flight, :late_ms, :join_concurrency],
+        not (opts[key] == nil or (is_integer(opts[key]) and opts[key] > 0)) do
+      raise ArgumentError,
+            "#{inspect(key)} must be a positive integer or nil, got: #{inspect(opts[key])}"
+    end
+
+    case opts[:join_backoff] do
+      {first, most} when is_integer(first) and first > 0 and is_integer(most) and most >= first ->
+        :ok
+
+      other ->
+        raise ArgumentError,
+              ":join_backoff must be {first_ms, max_ms} with 0 < first <= max, got: #{inspect(other)}"
     end
 
     unless is_integer(opts[:count]) and opts[:count] >= 0,

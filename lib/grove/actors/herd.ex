@@ -16,6 +16,34 @@ defmodule Grove.Actors.Herd do
   # `move_many/2` (one message per zone), unless `batch: false`. The tag of
   # every move is the time it was sent, so the outcome alone gives the round
   # trip.
+  #
+  # Overload: a herd sheds moves rather than queue them. It counts the
+  # unanswered moves of each batch it sent (`pending`, keyed by the time
+  # the batch went out, which is every move's tag, and each actor on the
+  # wheel remembers the batch of its last move) and skips an actor's move,
+  # counted by reason in `Grove.Actors.Stats`, when
+  #
+  #   * its previous move may have no outcome yet: its batch is not fully
+  #     answered (`:unanswered`; cheaper than a map entry per move, and
+  #     only ever cautious);
+  #   * the herd already has as many moves unanswered as its window allows
+  #     (`:full`): at most `max_in_flight`, halved while answers take longer
+  #     than `target_ms`, grown back while they do not;
+  #   * the herd got to it more than `late_ms` after it was due (`:late`):
+  #     a herd that was not scheduled for a while does not catch up, it
+  #     spreads the late actors over their next interval.
+  #
+  # So the moves a herd has in the world's mailboxes are bounded, whatever
+  # the world's speed, and so are the outcomes in its own; and the herds
+  # together keep in flight about what the world answers within the
+  # target. A batch with moves unanswered after `move_timeout` is forgotten
+  # (its moves counted `:expired`), so an outcome lost with a crashed zone
+  # cannot keep its actors still for ever.
+  #
+  # Joining happens in chunks between the herd's other work, each under a
+  # permit of the group's `Grove.Permits` (bounded concurrency across all
+  # herds). A join refused `:busy` or timed out is tried again later, after
+  # a backoff that doubles up to a bound; it is not a failure.
 
   use GenServer
 
@@ -24,8 +52,15 @@ defmodule Grove.Actors.Herd do
 
   require Logger
 
+  # Tries of a join that fails for its cell (occupied, blocked) before it counts as failed.
   @join_attempts 10
   @blob_attempts 20
+  # Joins a herd makes under one permit, between looking at its mailbox.
+  @join_chunk 25
+  # How long a herd waits for a join permit before doing something else.
+  @permit_wait_ms 20
+  # How long, at most, before it asks again when none was free.
+  @permit_retry_ms 100
   @directions List.to_tuple(Grid.directions())
 
   defstruct [
@@ -43,8 +78,24 @@ defmodule Grove.Actors.Herd do
     :batch,
     :rand,
     :timer,
+    :beat,
     :native_per_us,
-    walkers: [],
+    :max_in_flight,
+    :window,
+    :target_us,
+    :decreased_at,
+    :late_ms,
+    :move_timeout,
+    :join_timeout,
+    :permits,
+    :join_backoff,
+    :join_timer,
+    to_join: 0,
+    backoff: 0,
+    in_flight: 0,
+    slow: false,
+    timely: false,
+    pending: %{},
     wheel: %{},
     slot: 0,
     paused: false
@@ -59,71 +110,107 @@ defmodule Grove.Actors.Herd do
   @spec pause(pid()) :: :ok
   def pause(herd), do: GenServer.call(herd, :pause, :infinity)
 
+  @doc """
+  The default bound on a herd's unanswered moves: twice the moves it sends
+  in a slot on average, so that it never binds while the world keeps up
+  (a slot's moves are answered long before the next slot).
+  """
+  @spec default_max_in_flight(pos_integer(), pos_integer(), pos_integer()) :: pos_integer()
+  def default_max_in_flight(count, interval, resolution),
+    do: max(2 * div(count * resolution + interval - 1, interval), 2)
+
   # Callbacks
 
   @impl true
   def init(opts) do
+    count = Keyword.fetch!(opts, :count)
+    interval = Keyword.get(opts, :interval, 1000)
+    resolution = Keyword.get(opts, :resolution, 100)
+
     herd = %__MODULE__{
       world: Keyword.fetch!(opts, :world),
       api: Keyword.get(opts, :api, Grove.World),
       stats: Keyword.fetch!(opts, :stats),
-      count: Keyword.fetch!(opts, :count),
-      interval: Keyword.get(opts, :interval, 1000),
+      count: count,
+      interval: interval,
       jitter: Keyword.get(opts, :jitter, 0.2),
       spawn: Keyword.get(opts, :spawn, :uniform),
       kind: Keyword.get(opts, :kind, :actor),
       area: Keyword.get(opts, :area),
-      resolution: Keyword.get(opts, :resolution, 100),
+      resolution: resolution,
       batch: Keyword.get(opts, :batch, true),
+      max_in_flight:
+        Keyword.get(opts, :max_in_flight) ||
+          default_max_in_flight(count, interval, resolution),
+      late_ms: Keyword.get(opts, :late_ms) || div(interval, 2),
+      move_timeout:
+        :erlang.convert_time_unit(Keyword.get(opts, :move_timeout, 5000), :millisecond, :native),
+      join_timeout: Keyword.get(opts, :join_timeout, 2000),
+      permits: Keyword.get(opts, :join_permits),
+      join_backoff: Keyword.get(opts, :join_backoff, {50, 5000}),
+      to_join: count,
       rand: :rand.seed_s(:exsss),
       native_per_us: :erlang.convert_time_unit(1, :microsecond, :native)
     }
 
     {phase, rand} = :rand.uniform_s(herd.resolution, herd.rand)
-    {:ok, %{herd | phase: phase - 1, rand: rand}, {:continue, :join}}
+
+    herd = %{
+      herd
+      | phase: phase - 1,
+        rand: rand,
+        window: herd.max_in_flight,
+        target_us: Keyword.get(opts, :target_ms, 100) * 1000,
+        decreased_at: :erlang.monotonic_time()
+    }
+
+    {:ok, %{herd | slot: current_slot(herd)}, {:continue, :join}}
   end
 
   @impl true
-  def handle_continue(:join, herd) do
-    {walkers, herd} = join_all(herd, herd.count, [])
-    now_slot = current_slot(herd)
-    interval_slots = interval_slots(herd)
-
-    # First moves are spread evenly over one interval, so a herd started all
-    # at once does not move all at once.
-    {wheel, rand} =
-      Enum.reduce(walkers, {%{}, herd.rand}, fn id, {wheel, rand} ->
-        {offset, rand} = :rand.uniform_s(interval_slots, rand)
-        {add(wheel, now_slot + offset, id), rand}
-      end)
-
-    herd = %{herd | walkers: walkers, wheel: wheel, slot: now_slot, rand: rand}
-    {:noreply, schedule(herd)}
-  end
+  def handle_continue(:join, herd), do: {:noreply, join_some(herd)}
 
   @impl true
   def handle_info({:grove_moves, outcomes}, herd) do
     now = :erlang.monotonic_time()
+    decreased_at = herd.decreased_at
 
-    for {_id, sent_at, outcome} <- outcomes do
-      Stats.outcome(herd.stats, outcome_key(outcome), div(now - sent_at, herd.native_per_us))
-    end
+    {pending, answered, slowest} =
+      Enum.reduce(outcomes, {herd.pending, 0, nil}, fn {_id, sent_at, outcome},
+                                                       {pending, answered, slowest} ->
+        micros = div(now - sent_at, herd.native_per_us)
+        Stats.outcome(herd.stats, outcome_key(outcome), micros)
+        slowest = if sent_at > decreased_at, do: max(micros, slowest || 0), else: slowest
 
-    {:noreply, herd}
+        case pending do
+          %{^sent_at => 1} -> {Map.delete(pending, sent_at), answered + 1, slowest}
+          %{^sent_at => left} -> {%{pending | sent_at => left - 1}, answered + 1, slowest}
+          _ -> {pending, answered, slowest}
+        end
+      end)
+
+    {:noreply, herd |> timed(slowest) |> settle(pending, answered)}
   end
 
-  def handle_info({:grove_move, _id, sent_at, outcome}, herd) do
-    micros = div(:erlang.monotonic_time() - sent_at, herd.native_per_us)
-    Stats.outcome(herd.stats, outcome_key(outcome), micros)
-    {:noreply, herd}
-  end
+  def handle_info({:grove_move, id, sent_at, outcome}, herd),
+    do: handle_info({:grove_moves, [{id, sent_at, outcome}]}, herd)
 
-  def handle_info(:beat, %__MODULE__{paused: true} = herd), do: {:noreply, %{herd | timer: nil}}
+  def handle_info(:join, herd), do: {:noreply, join_some(%{herd | join_timer: nil})}
 
-  def handle_info(:beat, herd) do
-    now_slot = current_slot(herd)
-    herd = Enum.reduce((herd.slot + 1)..now_slot//1, herd, &walk_slot(&2, &1, now_slot))
-    {:noreply, schedule(%{herd | slot: max(now_slot, herd.slot), timer: nil})}
+  # A beat whose timer was replaced (a cancelled timer's message may be
+  # on its way already) is not this herd's beat any more: walking on it
+  # would start a second chain of timers.
+  def handle_info({:beat, ref}, %__MODULE__{beat: beat} = herd) when ref != beat,
+    do: {:noreply, herd}
+
+  def handle_info({:beat, _ref}, herd) do
+    now_ms = System.monotonic_time(:millisecond)
+    now_slot = slot_at(herd, now_ms)
+    herd = herd |> expire() |> adapt_window()
+
+    herd = Enum.reduce((herd.slot + 1)..now_slot//1, herd, &walk_slot(&2, &1, now_slot, now_ms))
+
+    {:noreply, schedule(%{herd | slot: max(now_slot, herd.slot), timer: nil, beat: nil})}
   end
 
   # Herds walk actors that do not watch; a view message could only come
@@ -133,38 +220,159 @@ defmodule Grove.Actors.Herd do
   @impl true
   def handle_call(:pause, _from, herd) do
     if herd.timer, do: Process.cancel_timer(herd.timer)
-    {:reply, :ok, %{herd | paused: true, timer: nil}}
+    {:reply, :ok, %{herd | paused: true, timer: nil, beat: nil}}
+  end
+
+  # A herd that crashes gives back what it counted in flight (one that is
+  # killed cannot; the gauge then stays high by its last count).
+  @impl true
+  def terminate(_reason, herd) do
+    Stats.incr(herd.stats, :in_flight, -herd.in_flight)
   end
 
   ## Walking
 
-  defp walk_slot(herd, slot, now_slot) do
+  defp walk_slot(herd, slot, now_slot, now_ms) do
     case Map.pop(herd.wheel, slot) do
       {nil, _wheel} ->
         herd
 
       {due, wheel} ->
-        interval_slots = interval_slots(herd)
-        jitter_slots = round(interval_slots * herd.jitter)
-        sent_at = :erlang.monotonic_time()
+        if now_ms - due_ms(herd, slot) > herd.late_ms do
+          skip_late(%{herd | wheel: wheel}, due, now_slot)
+        else
+          move_due(%{herd | wheel: wheel}, due, slot, now_slot)
+        end
+    end
+  end
 
-        {moves, wheel, rand} =
-          Enum.reduce(due, {[], wheel, herd.rand}, fn id, {moves, wheel, rand} ->
-            # One draw gives both the direction and the next wait.
-            {draw, rand} = :rand.uniform_s(8 * (2 * jitter_slots + 1), rand)
-            direction = rem(draw - 1, 8) + 1
-            offset = div(draw - 1, 8) + 1
-            # Counted from when the move was due, not from when the herd got
-            # to it, so a herd running late keeps its actors' pace.
-            next = max(slot + interval_slots - jitter_slots + offset - 1, now_slot + 1)
+  defp move_due(herd, due, slot, now_slot) do
+    jitter_ms = round(herd.interval * herd.jitter)
+    # The next wait, in ms, is drawn from an interval of this width that
+    # starts `jitter_ms` before `interval`: the jitter, and a slot's width
+    # more, so that rounding down to a slot keeps the average at `interval`
+    # even when slots do not divide it.
+    span = 2 * jitter_ms + herd.resolution
+    sent_at = :erlang.monotonic_time()
+    %__MODULE__{pending: pending, window: window} = herd
+    start = {[], herd.wheel, herd.rand, herd.in_flight, 0, 0}
 
-            {[{id, elem(@directions, direction - 1), sent_at} | moves], add(wheel, next, id),
-             rand}
-          end)
+    {moves, wheel, rand, in_flight, unanswered, full} =
+      Enum.reduce(due, start, fn {id, last} = entry,
+                                 {moves, wheel, rand, in_flight, unanswered, full} ->
+        # One draw gives both the direction and the next wait.
+        {draw, rand} = :rand.uniform_s(8 * span, rand)
+        wait_ms = herd.interval - jitter_ms + div(draw - 1, 8)
+        # Counted from when the move was due, not from when the herd got
+        # to it, so a herd running a little late keeps its actors' pace.
+        next = max(slot + Integer.floor_div(wait_ms, herd.resolution), now_slot + 1)
 
+        cond do
+          is_map_key(pending, last) ->
+            {moves, add(wheel, next, entry), rand, in_flight, unanswered + 1, full}
+
+          in_flight >= window ->
+            {moves, add(wheel, next, entry), rand, in_flight, unanswered, full + 1}
+
+          true ->
+            move = {id, elem(@directions, rem(draw - 1, 8)), sent_at}
+            wheel = add(wheel, next, {id, sent_at})
+            {[move | moves], wheel, rand, in_flight + 1, unanswered, full}
+        end
+      end)
+
+    sent = in_flight - herd.in_flight
+
+    pending =
+      if sent > 0 do
         send_moves(herd, moves)
-        Stats.incr(herd.stats, :sent, length(due))
-        %{herd | wheel: wheel, rand: rand}
+        Map.update(pending, sent_at, sent, &(&1 + sent))
+      else
+        pending
+      end
+
+    Stats.incr(herd.stats, :sent, sent)
+    Stats.incr(herd.stats, :in_flight, sent)
+    if unanswered > 0, do: Stats.incr(herd.stats, :skipped_unanswered, unanswered)
+    if full > 0, do: Stats.incr(herd.stats, :skipped_full, full)
+    %{herd | wheel: wheel, rand: rand, pending: pending, in_flight: in_flight}
+  end
+
+  # Nobody moves: each late actor comes back at a random slot of its next
+  # interval, so that a herd that was held up does not send its backlog
+  # at once later on.
+  defp skip_late(herd, due, now_slot) do
+    interval_slots = interval_slots(herd)
+
+    {wheel, rand} =
+      Enum.reduce(due, {herd.wheel, herd.rand}, fn entry, {wheel, rand} ->
+        {offset, rand} = :rand.uniform_s(interval_slots, rand)
+        {add(wheel, now_slot + offset, entry), rand}
+      end)
+
+    Stats.incr(herd.stats, :skipped_late, length(due))
+    %{herd | wheel: wheel, rand: rand}
+  end
+
+  # The window: how many moves the herd lets be unanswered, at most
+  # `max_in_flight`. At each beat it halves if a move sent since it last
+  # halved took longer than the target to be answered (the world is
+  # queueing), and otherwise grows by an eighth of the bound if answers
+  # came in time (with no answer, nothing says there is room). So under
+  # overload the herds together keep about what the world answers within
+  # the target in flight, whatever their number, and the round trip stays
+  # near the target instead of growing with the actors.
+  defp adapt_window(%__MODULE__{slow: true} = herd) do
+    %{
+      herd
+      | window: max(div(herd.window, 2), 1),
+        slow: false,
+        timely: false,
+        decreased_at: :erlang.monotonic_time()
+    }
+  end
+
+  defp adapt_window(%__MODULE__{timely: true, window: window, max_in_flight: most} = herd),
+    do: %{herd | window: min(window + max(div(most, 8), 1), most), timely: false}
+
+  defp adapt_window(herd), do: herd
+
+  # Notes the slowest answer of a message, among moves sent after the
+  # window last halved (answers to earlier ones were late for a window
+  # already cut for them).
+  defp timed(herd, nil), do: herd
+  defp timed(herd, micros) when micros > herd.target_us, do: %{herd | slow: true}
+  defp timed(herd, _micros), do: %{herd | timely: true}
+
+  # Answers to a batch given up on (expired) change nothing.
+  defp settle(herd, pending, 0), do: %{herd | pending: pending}
+
+  defp settle(herd, pending, answered) do
+    Stats.incr(herd.stats, :in_flight, -answered)
+    %{herd | pending: pending, in_flight: herd.in_flight - answered}
+  end
+
+  # Batches still not fully answered after `move_timeout` are given up on:
+  # their actors may move again.
+  defp expire(%__MODULE__{pending: pending} = herd) when map_size(pending) == 0, do: herd
+
+  defp expire(herd) do
+    cutoff = :erlang.monotonic_time() - herd.move_timeout
+
+    case for({sent_at, left} <- herd.pending, sent_at <= cutoff, do: {sent_at, left}) do
+      [] ->
+        herd
+
+      old ->
+        expired = old |> Enum.map(&elem(&1, 1)) |> Enum.sum()
+        Stats.incr(herd.stats, :expired, expired)
+        Stats.incr(herd.stats, :in_flight, -expired)
+
+        %{
+          herd
+          | pending: Map.drop(herd.pending, Enum.map(old, &elem(&1, 0))),
+            in_flight: herd.in_flight - expired
+        }
     end
   end
 
@@ -175,10 +383,11 @@ defmodule Grove.Actors.Herd do
     for {id, direction, sent_at} <- moves, do: herd.api.move(herd.world, id, direction, sent_at)
   end
 
-  defp add(wheel, slot, id) do
+  # Each actor is on the wheel once, as `{id, sent_at of its last move}`.
+  defp add(wheel, slot, entry) do
     case wheel do
-      %{^slot => ids} -> %{wheel | slot => [id | ids]}
-      _ -> Map.put(wheel, slot, [id])
+      %{^slot => entries} -> %{wheel | slot => [entry | entries]}
+      _ -> Map.put(wheel, slot, [entry])
     end
   end
 
@@ -186,8 +395,18 @@ defmodule Grove.Actors.Herd do
 
   defp schedule(herd) do
     next = next_due(herd.wheel, herd.slot + 1, herd.slot + 2 * interval_slots(herd) + 2)
-    at = next * herd.resolution + herd.phase
-    %{herd | timer: Process.send_after(self(), :beat, at, abs: true)}
+    beat = make_ref()
+    timer = Process.send_after(self(), {:beat, beat}, due_ms(herd, next), abs: true)
+    %{herd | timer: timer, beat: beat}
+  end
+
+  # Moves a timer set for later than the earliest slot now on the wheel.
+  defp reschedule(%__MODULE__{paused: true} = herd), do: herd
+  defp reschedule(%__MODULE__{timer: nil} = herd), do: schedule(herd)
+
+  defp reschedule(herd) do
+    Process.cancel_timer(herd.timer)
+    schedule(%{herd | timer: nil, beat: nil})
   end
 
   defp next_due(wheel, slot, last) when slot < last do
@@ -196,25 +415,83 @@ defmodule Grove.Actors.Herd do
 
   defp next_due(wheel, _slot, _last), do: wheel |> Map.keys() |> Enum.min()
 
-  defp current_slot(herd),
-    do: div(System.monotonic_time(:millisecond) - herd.phase, herd.resolution)
+  defp current_slot(herd), do: slot_at(herd, System.monotonic_time(:millisecond))
 
-  defp interval_slots(herd), do: max(div(herd.interval, herd.resolution), 1)
+  # Monotonic time is negative as often as not: `div/2` would round slots
+  # towards zero, so that a beat just after a slot began would walk the
+  # next slot too, a whole slot early.
+  defp slot_at(herd, ms), do: Integer.floor_div(ms - herd.phase, herd.resolution)
+
+  defp due_ms(herd, slot), do: slot * herd.resolution + herd.phase
+
+  # Slots in an interval, rounded up: how far ahead spread moves may go.
+  defp interval_slots(herd), do: max(div(herd.interval + herd.resolution - 1, herd.resolution), 1)
 
   defp outcome_key({:ok, _cell}), do: :ok
   defp outcome_key({:rejected, reason}), do: reason
 
   ## Joining
 
-  defp join_all(herd, 0, walkers), do: {walkers, herd}
+  # Joins a chunk under a permit, puts the new actors on the wheel, and
+  # says when to go on: at once (after the mailbox), after a pause when no
+  # permit was free, or after a backoff when the world refused.
+  defp join_some(%__MODULE__{to_join: 0} = herd), do: herd
 
-  defp join_all(herd, left, walkers) do
+  defp join_some(herd) do
+    {status, joined, herd} =
+      case herd.permits do
+        nil ->
+          join_chunk(herd, @join_chunk, [])
+
+        permits ->
+          case Grove.Permits.run(permits, @permit_wait_ms, fn ->
+                 join_chunk(herd, @join_chunk, [])
+               end) do
+            {:ok, result} -> result
+            {:error, :busy} -> {:no_permit, [], herd}
+          end
+      end
+
+    herd = start_walking(herd, joined)
+
+    case status do
+      _ when herd.to_join == 0 ->
+        herd
+
+      :more ->
+        send(self(), :join)
+        %{herd | backoff: 0}
+
+      :no_permit ->
+        {pause, rand} = :rand.uniform_s(@permit_retry_ms, herd.rand)
+        later(%{herd | rand: rand}, pause)
+
+      :refused ->
+        Stats.incr(herd.stats, :join_retried)
+        {first, most} = herd.join_backoff
+        backoff = herd.backoff |> Kernel.*(2) |> max(first) |> min(most)
+        # Half the backoff, plus up to as much again at random: herds
+        # refused together do not come back together.
+        {extra, rand} = :rand.uniform_s(div(backoff, 2) + 1, herd.rand)
+        later(%{herd | backoff: backoff, rand: rand}, div(backoff, 2) + extra)
+    end
+  end
+
+  defp later(herd, ms), do: %{herd | join_timer: Process.send_after(self(), :join, ms)}
+
+  defp join_chunk(herd, 0, joined), do: {:more, joined, herd}
+  defp join_chunk(%__MODULE__{to_join: 0} = herd, _left, joined), do: {:more, joined, herd}
+
+  defp join_chunk(herd, left, joined) do
     {result, herd} = join_one(herd, @join_attempts)
 
     case result do
       {:ok, id, _cell} ->
         Stats.incr(herd.stats, :joined)
-        join_all(herd, left - 1, [id | walkers])
+        join_chunk(%{herd | to_join: herd.to_join - 1, backoff: 0}, left - 1, [id | joined])
+
+      {:error, reason} when reason in [:busy, :timeout] ->
+        {:refused, joined, herd}
 
       {:error, reason} ->
         # Counted for whoever watches; one log line per herd is enough to say why.
@@ -222,15 +499,38 @@ defmodule Grove.Actors.Herd do
           do: Logger.warning("an actor could not join: #{inspect(reason)}")
 
         Stats.incr(herd.stats, :join_failed)
-        join_all(herd, left - 1, walkers)
+        join_chunk(%{herd | to_join: herd.to_join - 1}, left - 1, joined)
     end
+  end
+
+  # First moves are spread evenly over one interval, so actors that join
+  # together do not move together.
+  defp start_walking(herd, []), do: herd
+
+  defp start_walking(herd, joined) do
+    now_slot = current_slot(herd)
+    interval_slots = interval_slots(herd)
+
+    {wheel, rand} =
+      Enum.reduce(joined, {herd.wheel, herd.rand}, fn id, {wheel, rand} ->
+        {offset, rand} = :rand.uniform_s(interval_slots, rand)
+        # No move yet: the batch of its last move is none.
+        {add(wheel, now_slot + offset, {id, 0}), rand}
+      end)
+
+    reschedule(%{herd | wheel: wheel, rand: rand})
   end
 
   defp join_one(herd, attempts) do
     {at, herd} = start_cell(herd)
 
-    case herd.api.join(herd.world, at: at, updates: :none, kind: herd.kind) do
-      {:error, reason} when reason in [:busy, :timeout, :occupied, :blocked] and attempts > 1 ->
+    case herd.api.join(herd.world,
+           at: at,
+           updates: :none,
+           kind: herd.kind,
+           timeout: herd.join_timeout
+         ) do
+      {:error, reason} when reason in [:occupied, :blocked] and attempts > 1 ->
         join_one(herd, attempts - 1)
 
       # The home area is full: anywhere will do.

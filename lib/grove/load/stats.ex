@@ -2,7 +2,8 @@ defmodule Grove.Load.Stats do
   @moduledoc false
   # What a load run's bots see, shared without a process hop: counters, the
   # move round trip and connect time histograms, and counts of disconnects
-  # and correctness failures by kind.
+  # and correctness failures by kind. `:moves_skipped` counts the moves a
+  # player did not send when they came due, its previous one unanswered.
 
   alias Grove.Metrics.Histogram
 
@@ -12,6 +13,7 @@ defmodule Grove.Load.Stats do
     :connect_failures,
     :joined,
     :moves_sent,
+    :moves_skipped,
     :outcomes,
     :outcomes_ok,
     :timeouts,

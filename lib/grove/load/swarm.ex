@@ -188,9 +188,16 @@ defmodule Grove.Load.Swarm do
           {n, rand} = :rand.uniform_s(8, swarm.rand)
           {player, payload} = Player.move(player, elem(@directions, n - 1), env)
 
-          if payload do
-            Stats.incr(swarm.stats, :moves_sent)
-            send_payload(swarm, socket, payload)
+          cond do
+            payload ->
+              Stats.incr(swarm.stats, :moves_sent)
+              send_payload(swarm, socket, payload)
+
+            player.joined ->
+              Stats.incr(swarm.stats, :moves_skipped)
+
+            true ->
+              :ok
           end
 
           swarm = %{swarm | rand: rand, bots: Map.put(swarm.bots, socket, {player, buffer})}

@@ -32,6 +32,15 @@ defmodule Grove.Load.WsRun do
   written): set beside the p99 the players saw, it tells the server's part
   of the round trip from the network's and the load generator's.
 
+  Each progress line also gives the moves players skipped (a player sends
+  no move while its previous one is unanswered) and, from the server's
+  `/metrics`, its memory, run queue and scheduler utilization. With `:hog`
+  (a number of OS processes that spin, pinned to cores, `Grove.Load.Hog`)
+  the hogs run from `:hog_from` seconds after the start for `:hog_for`
+  seconds (to the end without it), so a run shows the server before, under
+  and after the pressure; they are stopped at the end whatever happens.
+  The report ends with the progress lines as a Markdown table.
+
   When `:report_url` is given (the server's base URL) the run posts each
   progress line to `/api/load/report` there, so the server's dashboard shows
   the run and its knee.
@@ -40,7 +49,7 @@ defmodule Grove.Load.WsRun do
   import Grove.Load.Report, only: [figure: 1]
   import Grove.Metrics.Histogram, only: [to_ms: 1]
 
-  alias Grove.Load.{Soak, Stats, Swarm}
+  alias Grove.Load.{Hog, Soak, Stats, Swarm}
   alias Grove.Metrics.Histogram
 
   @defaults [
@@ -64,6 +73,9 @@ defmodule Grove.Load.WsRun do
     sample_every: nil,
     token: nil,
     server_pid: nil,
+    hog: 0,
+    hog_from: 0,
+    hog_for: nil,
     out: &IO.puts/1
   ]
 
@@ -111,7 +123,8 @@ defmodule Grove.Load.WsRun do
       knee: nil,
       spawned: 0,
       checking: checking(opts[:check_views]),
-      sampler: nil
+      sampler: nil,
+      hog: nil
     }
 
     opts[:out].(
@@ -124,13 +137,22 @@ defmodule Grove.Load.WsRun do
         do: %{run | sampler: Soak.start(run.metrics_url, opts[:token], every)},
         else: run
 
-    run =
-      if stages,
-        do: run |> baseline() |> stages(stages),
-        else: loop(run, Stats.read(stats), run.started)
+    hog =
+      if opts[:hog] > 0,
+        do: Hog.plan(opts[:hog], from: opts[:hog_from], for: opts[:hog_for])
 
-    for swarm <- run.swarms, do: Swarm.stop(swarm)
-    finish(run)
+    try do
+      run =
+        if stages,
+          do: %{run | hog: hog} |> baseline() |> stages(stages),
+          else: loop(%{run | hog: hog}, Stats.read(stats), run.started)
+
+      if hog, do: Hog.cancel(hog)
+      for swarm <- run.swarms, do: Swarm.stop(swarm)
+      finish(run)
+    after
+      if hog, do: Hog.cancel(hog)
+    end
   end
 
   defp describe(%{target: nil, opts: opts}) do
@@ -383,9 +405,15 @@ defmodule Grove.Load.WsRun do
   defp window(run, diff, seconds, elapsed) do
     counts = diff.counts
     reading = Stats.read(run.stats)
+    server = server_gauges(run.metrics_url, run.opts[:token])
 
     %{
       t: round(elapsed / 1000),
+      hog: hog_on?(run.opts, elapsed / 1000 - seconds, elapsed / 1000),
+      skipped_per_s: round(counts.moves_skipped / seconds),
+      server_memory: server.memory,
+      server_run_queue: server.run_queue,
+      server_utilization: server.utilization,
       players: reading.counts.joined - Enum.sum(Map.values(reading.disconnects)),
       moves_per_s: round(counts.outcomes / seconds),
       views_per_s: round(counts.view_frames / seconds),
@@ -404,9 +432,45 @@ defmodule Grove.Load.WsRun do
   defp progress(run, w) do
     run.opts[:out].(
       "load #{pad(w.t, 5)} s  #{pad(w.players, 6)} players  #{pad(w.moves_per_s, 6)} moves/s  " <>
+        "#{pad(w.skipped_per_s, 5)} skipped/s  " <>
         "#{pad(w.views_per_s, 7)} views/s  in #{kb(w.bytes_in_per_s)} KB/s  out #{kb(w.bytes_out_per_s)} KB/s  " <>
-        "p50 #{figure(w.p50_ms)} ms  p99 #{figure(w.p99_ms)} ms  errors #{w.errors}  failures #{w.correctness_failures}"
+        "p50 #{figure(w.p50_ms)} ms  p99 #{figure(w.p99_ms)} ms  errors #{w.errors}  failures #{w.correctness_failures}  " <>
+        "server #{mb(w.server_memory)} MB, run queue #{figure(w.server_run_queue)}, " <>
+        "busy #{percent(w.server_utilization)} %#{if w.hog, do: "  HOG", else: ""}"
     )
+  end
+
+  # Whether the hog ran at any time between `from` and `to` seconds of the
+  # run, from the plan.
+  defp hog_on?(opts, from, to) do
+    opts[:hog] > 0 and to > opts[:hog_from] and
+      (opts[:hog_for] == nil or from < opts[:hog_from] + opts[:hog_for])
+  end
+
+  defp percent(nil), do: "-"
+  defp percent(share), do: round(share * 100)
+
+  # The server's memory, run queue and scheduler utilization now, from its
+  # /metrics; nils when it cannot be read.
+  defp server_gauges(url, token) do
+    case Soak.scrape(url, token) do
+      nil ->
+        %{memory: nil, run_queue: nil, utilization: nil}
+
+      body ->
+        value = fn name ->
+          case Regex.run(~r/^#{Regex.escape(name)} ([-0-9.e+]+)$/m, body) do
+            [_, number] -> number |> Float.parse() |> elem(0)
+            nil -> nil
+          end
+        end
+
+        %{
+          memory: if(m = value.(~s(grove_beam_memory_bytes{kind="total"})), do: round(m)),
+          run_queue: if(q = value.("grove_beam_run_queue"), do: round(q)),
+          utilization: value.("grove_beam_scheduler_utilization")
+        }
+    end
   end
 
   defp report_progress(%{opts: opts} = run, w) do
@@ -469,6 +533,11 @@ defmodule Grove.Load.WsRun do
       disconnects: Map.put(total.disconnects, :total, counts.disconnects),
       correctness_failures: Map.put(total.failures, :total, counts.correctness_failures),
       errors: errors(counts),
+      moves_skipped: counts.moves_skipped,
+      hog:
+        if(run.opts[:hog] > 0,
+          do: %{processes: run.opts[:hog], from_s: run.opts[:hog_from], for_s: run.opts[:hog_for]}
+        ),
       cpu: cpu,
       windows: run.windows,
       stages: run.stages,
@@ -523,6 +592,27 @@ defmodule Grove.Load.WsRun do
     out.("correctness    #{inspect(r.correctness_failures)}")
     out.("cpu            #{inspect(r.cpu)}")
     if r.growth != %{}, do: print_growth(out, r)
+    print_windows(out, r.windows)
+  end
+
+  defp print_windows(_out, []), do: :ok
+
+  defp print_windows(out, windows) do
+    out.("")
+
+    out.(
+      "| t s | hog | players | moves/s | skipped/s | p50 ms | p99 ms | errors | server MB | run queue | schedulers busy |"
+    )
+
+    out.("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+
+    for w <- windows do
+      out.(
+        "| #{w.t} | #{if w.hog, do: "on", else: ""} | #{w.players} | #{w.moves_per_s} | #{w.skipped_per_s} | " <>
+          "#{figure(w.p50_ms)} | #{figure(w.p99_ms)} | #{w.errors} | #{mb(w.server_memory)} | " <>
+          "#{figure(w.server_run_queue)} | #{percent(w.server_utilization)} % |"
+      )
+    end
   end
 
   # The server's gauges over the run, and which of them grow (Grove.Load.Soak).

@@ -90,6 +90,7 @@ defmodule Grove.Metrics.Collector do
     world = World.stats(Grove.world(instance))
     gateway = gateway_stats()
     actor_latency = actor_histogram(instance)
+    actors = actor_stats(instance)
     loads = World.zone_loads(Grove.world(instance))
     memory = :erlang.memory()
     latest = latest(instance) || %{}
@@ -124,6 +125,23 @@ defmodule Grove.Metrics.Collector do
       {"grove_actor_move_round_trip_seconds", :histogram,
        "Round trip of actors' moves, send to outcome.",
        if(actor_latency, do: [{[], histogram(actor_latency, 1_000_000)}], else: [])},
+      {"grove_actor_moves_sent_total", :counter, "Moves the actors sent.",
+       actor_values(actors, &[{[], &1.counts.sent}])},
+      {"grove_actor_moves_skipped_total", :counter,
+       "Moves the actors skipped rather than queue: the previous one unanswered, " <>
+         "the herd's moves in flight at their limit, or the herd late.",
+       actor_values(actors, fn read ->
+         for reason <- Actors.Stats.skip_reasons(),
+             do: {[reason: reason], read.counts[:"skipped_#{reason}"]}
+       end)},
+      {"grove_actor_moves_in_flight", :gauge, "Actors' moves sent and not yet answered.",
+       actor_values(actors, &[{[], &1.counts.in_flight}])},
+      {"grove_actor_moves_expired_total", :counter,
+       "Actors' moves given up on for want of an outcome.",
+       actor_values(actors, &[{[], &1.counts.expired}])},
+      {"grove_actor_joins_retried_total", :counter,
+       "Actors' joins refused busy or timed out, tried again later.",
+       actor_values(actors, &[{[], &1.counts.join_retried}])},
       {"grove_player_move_seconds", :histogram,
        "Players' moves on the server: from the frame read off the socket to the outcome written.",
        case player_histogram() do
@@ -202,6 +220,9 @@ defmodule Grove.Metrics.Collector do
       count: Histogram.count(source)
     }
   end
+
+  defp actor_values(nil, _values), do: []
+  defp actor_values(read, values), do: values.(read)
 
   defp outcome_label(:moves_ok), do: :ok
   defp outcome_label(key), do: key
@@ -356,6 +377,11 @@ defmodule Grove.Metrics.Collector do
 
     tick = Histogram.diff(now.tick, before.tick)
 
+    actor_skipped =
+      if now.actors && before.actors,
+        do: Actors.Stats.skipped(now.actors.counts) - Actors.Stats.skipped(before.actors.counts),
+        else: 0
+
     player =
       if now.player != [] and before.player != [],
         do: Histogram.diff(now.player, before.player),
@@ -373,6 +399,7 @@ defmodule Grove.Metrics.Collector do
       zone_mailbox_max: now.world.zone_mailbox_max,
       actor_p50_ms: to_ms(Histogram.percentile(actor_latency, 50)),
       actor_p99_ms: to_ms(Histogram.percentile(actor_latency, 99)),
+      actor_skipped_per_s: round(actor_skipped / seconds),
       tick_p99_ms: to_ms(Histogram.percentile(tick, 99)),
       player_p99_ms: to_ms(Histogram.percentile(player, 99)),
       sessions: now.gateway[:sessions] || 0,

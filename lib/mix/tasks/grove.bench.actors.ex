@@ -9,6 +9,7 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
       mix grove.bench.actors --actors 250000 --duration 60
       mix grove.bench.actors --actors 50000 --duration 30 --baseline --json bench.json
       mix grove.bench.actors --ramp --baseline
+      mix grove.bench.actors --actors 250000 --duration 90 --hog 1 --hog-from 20 --hog-for 40
 
   Options:
 
@@ -27,7 +28,15 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     * `--interval MS` - milliseconds between an actor's moves (default 1000)
     * `--per-herd N` - actors per process (default 500); `--no-batch` sends
       one message per move instead of one per zone and herd slot
-    * `--warmup S`, `--every S`, `--max N`, `--join-timeout S`
+    * `--hog N` - N other OS processes that spin, each pinned to a core of
+      its own (`Grove.Load.Hog`), to take CPU from the world: from
+      `--hog-from S` seconds after the actors start joining (default 0) for
+      `--hog-for S` seconds (default to the end); always stopped at the end
+    * `--max-in-flight N`, `--target-ms MS`, `--late-ms MS` - the herds'
+      overload bounds, and `--resolution MS` their slots (see
+      `Grove.Actors` for the defaults)
+    * `--every S` - seconds between the lines of the curve (default 5)
+    * `--warmup S`, `--max N`, `--join-timeout S`
 
   The VM needs room for the baseline's processes: run with
   `ERL_AFLAGS="+P 5000000"` (the Makefile's targets set it).
@@ -58,7 +67,14 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     stage: :integer,
     max: :integer,
     limit_ms: :integer,
-    join_timeout: :integer
+    join_timeout: :integer,
+    hog: :integer,
+    hog_from: :integer,
+    hog_for: :integer,
+    max_in_flight: :integer,
+    target_ms: :integer,
+    late_ms: :integer,
+    resolution: :integer
   ]
 
   @impl true
@@ -71,7 +87,7 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
       )
     end
 
-    for {key, value} <- opts, is_integer(value) and value <= 0 do
+    for {key, value} <- opts, is_integer(value) and value <= 0, key != :hog_from or value < 0 do
       Mix.raise("--#{String.replace(to_string(key), "_", "-")} must be positive, got #{value}")
     end
 
@@ -85,6 +101,8 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     {json, opts} = Keyword.pop(opts, :json)
 
     describe_machine()
+
+    if ramp? and opts[:hog], do: Mix.raise("--hog goes with a number of actors, not --ramp")
 
     report =
       if ramp? do

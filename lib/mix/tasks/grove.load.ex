@@ -7,6 +7,7 @@ defmodule Mix.Tasks.Grove.Load do
 
       mix grove.load ws --url ws://127.0.0.1:4000/ws --players 10000 --ramp 500 --duration 300
       mix grove.load ws --ramp 200 --encoding binary --json knee.json
+      mix grove.load ws --players 3000 --duration 120 --hog 1 --hog-from 40 --hog-for 40
 
   ## ws
 
@@ -41,6 +42,11 @@ defmodule Mix.Tasks.Grove.Load do
     * `--server-pid PID` - also report the server's CPU, read from /proc
     * `--metrics-url URL` - where the server's memory is read (default the
       `/metrics` of the server in `--url`)
+    * `--hog N` - N other OS processes that spin, each pinned to a core of
+      its own (`Grove.Load.Hog`), to take CPU from the server (and from this
+      runner, on a shared machine): from `--hog-from S` seconds after the
+      start (default 0) for `--hog-for S` seconds (default to the end);
+      always stopped at the end
     * `--sample-every S` - a soak: read the server's gauges (memory,
       processes, ports, ETS tables, the longest mailbox) every S seconds and
       report which of them grow (`Grove.Load.Soak` says how that is judged)
@@ -113,7 +119,10 @@ defmodule Mix.Tasks.Grove.Load do
     per_swarm: :integer,
     metrics_url: :string,
     sample_every: :integer,
-    every: :integer
+    every: :integer,
+    hog: :integer,
+    hog_from: :integer,
+    hog_for: :integer
   ]
 
   @http_switches [
@@ -275,7 +284,7 @@ defmodule Mix.Tasks.Grove.Load do
   end
 
   defp positive!(opts) do
-    for {key, value} <- opts, is_integer(value) and value <= 0 do
+    for {key, value} <- opts, is_integer(value) and value <= 0, key != :hog_from or value < 0 do
       Mix.raise("--#{String.replace(to_string(key), "_", "-")} must be positive, got #{value}")
     end
   end

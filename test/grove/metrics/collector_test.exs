@@ -60,6 +60,11 @@ defmodule Grove.Metrics.CollectorTest do
     assert text =~ ~s(grove_zone_tick_duration_seconds_bucket{le="+Inf"})
     assert text =~ "grove_zone_tick_duration_seconds_count"
     assert text =~ "grove_beam_processes"
+    # What the actors shed is exported, by reason, beside what they sent.
+    assert text =~ ~s(grove_actor_moves_skipped_total{reason="unanswered"})
+    assert text =~ ~s(grove_actor_moves_skipped_total{reason="late"})
+    assert text =~ "grove_actor_moves_in_flight"
+    assert text =~ "grove_actor_moves_sent_total"
   end
 
   test "the tick histogram counts the ticks of watched zones", %{instance: instance} do

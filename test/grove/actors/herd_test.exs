@@ -1,0 +1,254 @@
+defmodule Grove.Actors.HerdTest do
+  # Herds in front of worlds that do not keep up: what they shed, what they
+  # keep bounded, how they join.
+  use Grove.WorldCase, async: true
+
+  alias Grove.Actors
+  alias Grove.Actors.{Herd, Stats}
+  alias Grove.Test.StubWorld
+
+  defp start_herd(stub, opts) do
+    stats = Stats.new()
+
+    opts =
+      Keyword.merge(
+        [world: stub, api: StubWorld, stats: stats, interval: 100, resolution: 10],
+        opts
+      )
+
+    herd = start_supervised!({Herd, opts}, id: make_ref())
+    {herd, stats}
+  end
+
+  defp counts(stats), do: Stats.read(stats).counts
+
+  # Every batch the herd sent so far, flattened.
+  defp sent_moves(acc \\ []) do
+    receive do
+      {:stub_moves, _herd, moves} -> sent_moves(acc ++ moves)
+    after
+      0 -> acc
+    end
+  end
+
+  defp wheel_ids(herd) do
+    %Herd{wheel: wheel} = :sys.get_state(herd)
+    wheel |> Map.values() |> List.flatten() |> Enum.map(&elem(&1, 0)) |> Enum.sort()
+  end
+
+  describe "against a world that never answers" do
+    test "a herd keeps at most max_in_flight moves out and counts every move it skips", %{
+      world: world
+    } do
+      # Nothing is ever given up on or slowed down for here: only the bound is at work.
+      {herd, stats} =
+        start_herd(StubWorld.new(world, moves: :silent),
+          count: 50,
+          max_in_flight: 20,
+          move_timeout: 600_000,
+          target_ms: 600_000,
+          late_ms: 600_000
+        )
+
+      # Each actor comes due every interval or so; let them come due several times.
+      eventually(fn ->
+        counts = counts(stats)
+        assert counts.joined == 50
+        assert Stats.skipped(counts) >= 150
+      end)
+
+      counts = counts(stats)
+      moves = sent_moves()
+      # Nothing was answered, so nothing beyond the bound ever went out...
+      assert {counts.sent, length(moves)} == {20, 20}
+      assert counts.in_flight == 20
+      # ...and no actor sent a second move while its first was unanswered.
+      assert moves |> Enum.map(&elem(&1, 0)) |> Enum.uniq() |> length() == 20
+      assert counts.skipped_unanswered > 0 and counts.skipped_full > 0
+      assert counts.ok == 0 and counts.expired == 0
+
+      # The herd's state is as bounded as what it sent: 20 moves counted in
+      # a few batches, each actor on the wheel once, no mail piling up.
+      %Herd{pending: pending, in_flight: 20} = :sys.get_state(herd)
+      assert pending |> Map.values() |> Enum.sum() == 20
+      assert length(wheel_ids(herd)) == 50 and length(Enum.uniq(wheel_ids(herd))) == 50
+      assert {:message_queue_len, 0} = Process.info(herd, :message_queue_len)
+    end
+
+    test "an outcome frees its actor and a place in flight", %{world: world} do
+      {herd, stats} =
+        start_herd(StubWorld.new(world, moves: :silent),
+          count: 10,
+          max_in_flight: 4,
+          move_timeout: 600_000,
+          target_ms: 600_000,
+          late_ms: 600_000
+        )
+
+      eventually(fn -> assert counts(stats).sent == 4 and Stats.skipped(counts(stats)) > 0 end)
+      [{id, _direction, tag} | _] = sent_moves()
+
+      send(herd, {:grove_moves, [{id, tag, {:ok, {1, 1}}}]})
+
+      # Its actor moves again, or another takes its place: a fifth move goes out.
+      eventually(fn -> assert counts(stats).sent == 5 end)
+      assert counts(stats).in_flight == 4 and counts(stats).ok == 1
+    end
+
+    test "a move with no outcome for move_timeout is given up, and its actor moves again", %{
+      world: world
+    } do
+      {herd, stats} = start_herd(StubWorld.new(world, moves: :silent), count: 3, move_timeout: 1)
+
+      # Three actors, each with a move unanswered: a fourth move is one
+      # sent again after its first was given up on.
+      eventually(fn -> assert counts(stats).expired >= 3 and counts(stats).sent > 3 end)
+      moves = sent_moves()
+      ids = Enum.map(moves, &elem(&1, 0))
+      assert length(ids) > length(Enum.uniq(ids))
+      assert counts(stats).in_flight <= 3
+
+      # An answer to a move given up on changes nothing.
+      in_flight = counts(stats).in_flight
+      [{id, _direction, tag} | _] = moves
+      send(herd, {:grove_moves, [{id, tag, {:ok, {1, 1}}}]})
+      eventually(fn -> assert counts(stats).ok == 1 end)
+      assert counts(stats).in_flight <= in_flight
+    end
+  end
+
+  test "a herd halves its window when answers come later than target_ms, and grows it back", %{
+    world: world
+  } do
+    {herd, stats} =
+      start_herd(StubWorld.new(world, moves: :silent),
+        count: 40,
+        max_in_flight: 20,
+        target_ms: 300,
+        move_timeout: 600_000,
+        late_ms: 600_000
+      )
+
+    eventually(fn -> assert counts(stats).sent == 20 end)
+    moves = sent_moves()
+    # Answered late: after the target has gone by for every one of them.
+    oldest = moves |> Enum.map(&elem(&1, 2)) |> Enum.min()
+    wait_until(oldest + :erlang.convert_time_unit(400, :millisecond, :native))
+    answer(herd, moves)
+
+    # Half as many go out in their place, and no more.
+    eventually(fn -> assert counts(stats).sent == 30 end)
+    assert %Herd{window: 10} = :sys.get_state(herd)
+    assert counts(stats).in_flight == 10
+
+    # Answered at once from now on, the herd takes back its whole bound.
+    eventually(fn ->
+      answer(herd, sent_moves())
+      assert %Herd{window: 20} = :sys.get_state(herd)
+    end)
+  end
+
+  test "a herd held up past late_ms skips the moves it missed instead of sending them all",
+       %{world: world} do
+    {herd, stats} = start_herd(StubWorld.new(world, moves: :answer), count: 30, late_ms: 20)
+
+    eventually(fn -> assert counts(stats).ok >= 30 end)
+    :ok = :sys.suspend(herd)
+    # Every actor comes due while the herd is held up (an interval is 100 ms).
+    held_since = System.monotonic_time(:millisecond)
+
+    receive do
+    after
+      300 -> :ok
+    end
+
+    assert System.monotonic_time(:millisecond) - held_since >= 300
+    sent_before = counts(stats).sent
+    :ok = :sys.resume(herd)
+
+    eventually(fn -> assert counts(stats).skipped_late > 0 end)
+    # Nobody was lost: each actor is still on the wheel once, and all move on.
+    assert wheel_ids(herd) |> Enum.uniq() |> length() == 30
+    eventually(fn -> assert counts(stats).sent - sent_before >= 30 end)
+  end
+
+  describe "joining" do
+    test "a join refused busy is tried again later, and nobody is counted as failed", %{
+      world: world
+    } do
+      stub = StubWorld.new(world, joins: {:busy, 15})
+      {_herd, stats} = start_herd(stub, count: 3, join_backoff: {1, 4})
+
+      eventually(fn -> assert counts(stats).joined == 3 end)
+      assert counts(stats).join_failed == 0
+      assert counts(stats).join_retried == 15
+    end
+
+    test "a herd walks the actors it has while it waits to join the others", %{world: world} do
+      # One join in, then nothing but refusals.
+      stub = StubWorld.new(world, joins: {:busy_after, 1}, moves: :answer)
+      {_herd, stats} = start_herd(stub, count: 2, join_backoff: {10, 20})
+
+      eventually(fn -> assert counts(stats).ok >= 3 and counts(stats).join_retried >= 1 end)
+      assert counts(stats).joined == 1
+    end
+
+    test "herds of a group join no more than join_concurrency at once", %{world: world} do
+      stub = StubWorld.new(world, joins: :block)
+      name = :"actors_#{System.unique_integer([:positive])}"
+
+      start_supervised!(
+        {Actors,
+         name: name,
+         world: stub,
+         api: StubWorld,
+         count: 40,
+         per_herd: 5,
+         interval: 100,
+         resolution: 10,
+         join_concurrency: 2},
+        id: name
+      )
+
+      # Sixteen herds want to join; two may.
+      assert_receive {:stub_joining, first}, 2000
+      assert_receive {:stub_joining, second}, 2000
+      assert first != second
+      refute_receive {:stub_joining, _}, 200
+
+      send(first, :stub_go)
+      send(second, :stub_go)
+      release_all(40)
+      assert StubWorld.max_joining(stub) == 2
+      eventually(fn -> assert Actors.joined(name) == 40 end)
+    end
+  end
+
+  defp answer(herd, moves),
+    do: send(herd, {:grove_moves, for({id, _dir, tag} <- moves, do: {id, tag, {:ok, {0, 0}}})})
+
+  # Waits for the monotonic clock (native units) to pass `time`.
+  defp wait_until(time) do
+    if :erlang.monotonic_time() <= time do
+      receive do
+      after
+        5 -> wait_until(time)
+      end
+    end
+  end
+
+  defp release_all(0), do: :ok
+
+  defp release_all(left) do
+    receive do
+      {:stub_joining, herd} ->
+        send(herd, :stub_go)
+        release_all(left)
+
+      {:stub_join, _herd, {:ok, _, _}} ->
+        release_all(left - 1)
+    after
+      5000 -> flunk("joins stopped with #{left} to go")
+    end
+  end
+end

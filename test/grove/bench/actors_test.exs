@@ -1,0 +1,36 @@
+defmodule Grove.Bench.ActorsTest do
+  use ExUnit.Case, async: true
+
+  alias Grove.Bench.Actors, as: Bench
+
+  test "a small run reports its curve from the first join, the probe's round trips and the audit" do
+    {:ok, lines} = Agent.start_link(fn -> [] end)
+
+    report =
+      Bench.run(:grove,
+        actors: 300,
+        duration: 2,
+        warmup: 1,
+        every: 1,
+        width: 100,
+        height: 100,
+        zone_size: 25,
+        out: fn line -> Agent.update(lines, &[line | &1]) end
+      )
+
+    assert report.audit == :ok and report.entities == 300
+    assert report.errors == 0 and report.startup_probe.timeouts == 0
+    assert [_, _ | _] = report.windows
+    assert Enum.map(report.windows, & &1.t) == Enum.sort(Enum.map(report.windows, & &1.t))
+    assert List.last(report.windows).joined == 300
+    assert Enum.all?(report.windows, &(&1.hog == false))
+    assert %{unanswered: _, full: _, late: _} = report.skipped
+
+    # The same curve closes the report, as a Markdown table.
+    printed = lines |> Agent.get(& &1) |> Enum.reverse()
+    assert Enum.any?(printed, &String.starts_with?(&1, "| t s | phase | hog |"))
+
+    assert Enum.count(printed, &String.match?(&1, ~r/^\| \d+ \| (joining|warmup|measure) \|/)) ==
+             length(report.windows)
+  end
+end
