@@ -8,6 +8,9 @@ import Config
 #   GROVE_DATA=/var/lib/grove (the SQLite file and the token key; default ./data)
 #   GROVE_LOGIN_RATE=1000 (logins per second per address; default 10)
 #   GROVE_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE (instead of SQLite)
+#   GROVE_NODE=grove1@10.0.0.5 GROVE_COOKIE_FILE=/etc/grove/cookie
+#     GROVE_PEERS=grove2@10.0.0.6,grove3@10.0.0.7 (or GROVE_PEERS_DNS=grove.internal):
+#     a cluster; see docs/operations.md, "A cluster"
 # Keyword lists given to `config` are merged into config/config.exs's.
 integer = fn name ->
   case System.get_env(name) do
@@ -63,6 +66,12 @@ if Application.get_env(:grove, :store) do
         ]
   end
 
+  # The key tokens are signed with, from a file of its own: every node of a
+  # cluster must read the same one.
+  if path = System.get_env("GROVE_TOKEN_KEY_FILE") do
+    config :grove, accounts: [secret_path: path]
+  end
+
   # Logins per second from one address (bursts of twice as many). A load
   # test from one machine is one address: raise it there.
   if rate = integer.("GROVE_LOGIN_RATE") do
@@ -98,4 +107,36 @@ config :grove,
       admin_token: System.get_env("GROVE_ADMIN_TOKEN"),
       view_ms: integer.("GROVE_VIEW_MS"),
       view_ms_max: integer.("GROVE_VIEW_MS_MAX")
+    )
+
+# A cluster: this node's name, its cookie (never defaulted) and its peers.
+cookie =
+  case {System.get_env("GROVE_COOKIE"), System.get_env("GROVE_COOKIE_FILE")} do
+    {nil, nil} ->
+      nil
+
+    {nil, path} ->
+      case File.read(path) do
+        {:ok, cookie} ->
+          String.trim(cookie)
+
+        {:error, reason} ->
+          raise ArgumentError, "GROVE_COOKIE_FILE #{path}: #{:file.format_error(reason)}"
+      end
+
+    {cookie, _} ->
+      cookie
+  end
+
+config :grove,
+  cluster:
+    set.(
+      node: System.get_env("GROVE_NODE"),
+      cookie: cookie,
+      peers:
+        case System.get_env("GROVE_PEERS") do
+          nil -> nil
+          peers -> peers |> String.split(",", trim: true) |> Enum.map(&String.trim/1)
+        end,
+      dns: System.get_env("GROVE_PEERS_DNS")
     )

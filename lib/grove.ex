@@ -55,8 +55,16 @@ defmodule Grove do
     # The store first: accounts need it, and the world restores positions from it.
     # After the world (it saves players' positions from it), before the
     # gateway (whose sessions hand it their last cell as they close).
+    # Membership first: where zones run depends on who the members are.
+    cluster =
+      Keyword.merge(config.cluster,
+        fingerprint: Grove.Cluster.Fingerprint.new(config),
+        zone_count: Grove.World.new!(config.world).grid |> Grove.World.Grid.zone_count()
+      )
+
     children =
-      if(config.store, do: [{Grove.Store, config.store}], else: []) ++
+      [{Grove.Cluster, cluster}] ++
+        if(config.store, do: [{Grove.Store, config.store}], else: []) ++
         [
           {Grove.World, config.world},
           # Actors start after the world they walk in; they join in the background.

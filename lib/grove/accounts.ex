@@ -531,6 +531,17 @@ defmodule Grove.Accounts do
 
   defp now, do: System.system_time(:second)
 
+  @doc """
+  A digest of the token key these options give, so that the nodes of a
+  cluster can check they sign alike without sending the key; `nil` when
+  no key is configured (one is then made afresh at each start).
+  """
+  @spec key_digest(keyword()) :: binary() | nil
+  def key_digest(opts) do
+    if opts[:secret] || opts[:secret_path],
+      do: :crypto.mac(:hmac, :sha256, key(opts), "grove token key check")
+  end
+
   defp secret(opts), do: Grove.Secret.new(key(opts))
 
   defp key(opts) do

@@ -21,6 +21,9 @@ defmodule Grove.Config do
       `false`, the default)
     * `:status_interval` - milliseconds between status lines in the log, or
       `false` for none (default `10_000`)
+    * `:cluster` - options for `Grove.Cluster` (the node's name, cookie and
+      peers; default `[]`: a cluster of one). A cluster of several nodes
+      needs a shared PostgreSQL store: SQLite is refused.
 
   The application reads these from `config :grove, ...` (see `config/`), and
   `config/runtime.exs` lets environment variables override the usual ones
@@ -37,7 +40,8 @@ defmodule Grove.Config do
     :gateway,
     :metrics,
     :statsd,
-    :status_interval
+    :status_interval,
+    :cluster
   ]
   defstruct @enforce_keys
 
@@ -50,7 +54,8 @@ defmodule Grove.Config do
           gateway: keyword() | false,
           metrics: keyword(),
           statsd: keyword() | false,
-          status_interval: pos_integer() | false
+          status_interval: pos_integer() | false,
+          cluster: keyword()
         }
 
   @defaults [
@@ -61,7 +66,8 @@ defmodule Grove.Config do
     accounts: [],
     gateway: [],
     metrics: [],
-    status_interval: 10_000
+    status_interval: 10_000,
+    cluster: []
   ]
 
   @doc """
@@ -138,6 +144,31 @@ defmodule Grove.Config do
           raise ArgumentError, ":gateway must be a keyword list or false, got: #{inspect(other)}"
       end
 
+    cluster =
+      opts[:cluster]
+      |> Keyword.put(:instance, name)
+      |> secret(:cookie)
+      |> Grove.Cluster.validate!()
+
+    if Grove.Cluster.multi_node?(cluster) and store != false and
+         Keyword.get(store, :adapter, :sqlite) != :postgres,
+       do:
+         raise(
+           ArgumentError,
+           "a cluster of several nodes needs PostgreSQL (GROVE_DATABASE_URL): " <>
+             "SQLite keeps accounts in one node's file, which the others cannot reach"
+         )
+
+    # Nodes that each made a key of their own would refuse each other's tokens.
+    if Grove.Cluster.multi_node?(cluster) and accounts != false and accounts[:secret] == nil and
+         not (is_binary(accounts[:secret_path]) and File.exists?(accounts[:secret_path])),
+       do:
+         raise(
+           ArgumentError,
+           "a cluster of several nodes needs one token key made once for all of them: " <>
+             "create it (head -c 32 /dev/urandom > FILE) and give every node GROVE_TOKEN_KEY_FILE=FILE"
+         )
+
     metrics = Keyword.validate!(opts[:metrics], interval: 1000, history: 3600, statsd: false)
 
     statsd =
@@ -161,7 +192,8 @@ defmodule Grove.Config do
       gateway: gateway,
       metrics: [instance: name, interval: metrics[:interval], history: metrics[:history]],
       statsd: statsd,
-      status_interval: opts[:status_interval]
+      status_interval: opts[:status_interval],
+      cluster: cluster
     }
   end
 

@@ -1,0 +1,193 @@
+defmodule Grove.Cluster do
+  @moduledoc """
+  The nodes that share one world, joined with distributed Erlang.
+
+  A node is a member of its instance's cluster when it runs the same world:
+  the same size, zones, terrain seed and rules, the same store and token
+  key, and the same version of Grove (`Grove.Cluster.Fingerprint`). A node
+  that differs is refused: it is never a member, and an error line names
+  every difference (`refused/1` lists them). Membership is OTP's: one
+  process per member in a `:pg` group, nodes seen with
+  `net_kernel:monitor_nodes/1`. Zones are placed on the members by
+  `Grove.World.Placement`, which every node computes alike from the member
+  list (`owners/1`).
+
+  With no option, as `make run` starts it, a node is a cluster of one and
+  does nothing distributed.
+
+  ## Options
+
+    * `:node` - the name to start distributed Erlang under, such as
+      `"grove1@10.0.0.5"` (long names when the host has a dot, short names
+      otherwise), or `nil` to leave the node as it is (default `nil`)
+    * `:cookie` - the cookie, a `Grove.Secret` or string; required with
+      `:node`, never defaulted (default `nil`)
+    * `:peers` - nodes to join, as atoms or strings (default `[]`)
+    * `:dns` - a host name whose A records are the peers' addresses, each
+      peer named `basename@address` (default `nil`)
+    * `:basename` - the name part of peers found by `:dns` (default this
+      node's own)
+    * `:connect_interval` - milliseconds between tries to reach peers not
+      connected yet (default `2000`)
+
+  `:instance`, `:fingerprint` and `:zone_count` are derived by `Grove.Config`.
+  """
+
+  use Supervisor
+
+  alias Grove.Cluster.Membership
+
+  require Logger
+
+  @defaults [
+    instance: nil,
+    fingerprint: nil,
+    zone_count: nil,
+    node: nil,
+    cookie: nil,
+    peers: [],
+    dns: nil,
+    basename: nil,
+    connect_interval: 2000
+  ]
+
+  @doc "Starts an instance's cluster membership; see the module doc for options."
+  @spec start_link(keyword()) :: Supervisor.on_start()
+  def start_link(opts) do
+    opts = validate!(opts)
+    Supervisor.start_link(__MODULE__, opts, name: :"#{opts[:instance]}.Cluster")
+  end
+
+  @doc """
+  Validates options (all but the derived ones); raises `ArgumentError`
+  naming the bad one. Returns them with peers as atoms.
+  """
+  @spec validate!(keyword()) :: keyword()
+  def validate!(opts) do
+    opts = Keyword.validate!(opts, @defaults)
+
+    peers =
+      case opts[:peers] do
+        peers when is_list(peers) -> Enum.map(peers, &node_name!(&1, ":peers"))
+        other -> raise ArgumentError, ":peers must be a list of nodes, got: #{inspect(other)}"
+      end
+
+    node = if opts[:node], do: node_name!(opts[:node], ":node")
+
+    if node && opts[:cookie] in [nil, ""],
+      do:
+        raise(
+          ArgumentError,
+          "a named node needs a cookie (GROVE_COOKIE or GROVE_COOKIE_FILE); there is no default"
+        )
+
+    unless opts[:dns] == nil or (is_binary(opts[:dns]) and opts[:dns] != ""),
+      do: raise(ArgumentError, ":dns must be a host name or nil, got: #{inspect(opts[:dns])}")
+
+    unless is_integer(opts[:connect_interval]) and opts[:connect_interval] > 0,
+      do:
+        raise(
+          ArgumentError,
+          ":connect_interval must be a positive integer, got: #{inspect(opts[:connect_interval])}"
+        )
+
+    Keyword.merge(opts, peers: peers, node: node)
+  end
+
+  @doc "True when these options name other nodes to join (peers or a DNS name)."
+  @spec multi_node?(keyword()) :: boolean()
+  def multi_node?(opts), do: Keyword.get(opts, :peers, []) != [] or Keyword.get(opts, :dns) != nil
+
+  @doc "The member nodes of an instance's cluster, sorted; this node alone before it starts."
+  @spec members(atom()) :: [node()]
+  def members(instance) do
+    case :persistent_term.get(key(instance), nil) do
+      nil -> [node()]
+      %{members: members} -> members
+    end
+  end
+
+  @doc "The owner of each zone, indexed by zone (see `Grove.World.Placement`)."
+  @spec owners(atom()) :: Grove.World.Placement.owners() | nil
+  def owners(instance) do
+    case :persistent_term.get(key(instance), nil) do
+      nil -> nil
+      %{owners: owners} -> owners
+    end
+  end
+
+  @doc "Nodes refused for a configuration of their own, each with the differences."
+  @spec refused(atom()) :: %{node() => [String.t()]}
+  def refused(instance), do: :persistent_term.get(Membership.refused_key(instance), %{})
+
+  @doc false
+  def key(instance), do: {__MODULE__, instance}
+
+  # Callbacks
+
+  @impl true
+  def init(opts) do
+    if opts[:node], do: start_distribution!(opts[:node], opts[:cookie])
+
+    scope = :"#{opts[:instance]}.Cluster.Scope"
+
+    basename = opts[:basename] || node() |> Atom.to_string() |> String.split("@") |> hd()
+
+    children = [
+      %{id: :pg, start: {:pg, :start_link, [scope]}},
+      {Membership, Keyword.merge(opts, scope: scope, basename: basename)}
+    ]
+
+    # Membership reads the scope: it goes with it.
+    Supervisor.init(children, strategy: :rest_for_one)
+  end
+
+  defp start_distribution!(node, cookie) do
+    if Node.alive?() do
+      if node() != node,
+        do: Logger.warning("cluster: this node is already #{node()}; #{node} not used")
+    else
+      ensure_epmd()
+      host = node |> Atom.to_string() |> String.split("@") |> List.last()
+      names = if String.contains?(host, "."), do: :longnames, else: :shortnames
+
+      case :net_kernel.start([node, names]) do
+        {:ok, _} ->
+          :ok
+
+        {:error, reason} ->
+          raise ArgumentError,
+                "could not start distributed Erlang as #{node}: #{inspect(reason)}"
+      end
+    end
+
+    cookie = if is_struct(cookie, Grove.Secret), do: Grove.Secret.reveal(cookie), else: cookie
+    Node.set_cookie(String.to_atom(cookie))
+  end
+
+  # Distributed Erlang finds nodes through epmd, which `erl -name` starts
+  # but a node made distributed at run time does not.
+  defp ensure_epmd do
+    epmd =
+      System.find_executable("epmd") ||
+        Path.wildcard(Path.join(:code.root_dir(), "erts-*/bin/epmd")) |> List.first()
+
+    if epmd, do: System.cmd(epmd, ["-daemon"], stderr_to_stdout: true)
+    :ok
+  end
+
+  defp node_name!(name, option) when is_atom(name), do: node_name!(Atom.to_string(name), option)
+
+  defp node_name!(name, option) when is_binary(name) do
+    case String.split(name, "@") do
+      [base, host] when base != "" and host != "" ->
+        String.to_atom(name)
+
+      _ ->
+        raise ArgumentError, "#{option}: a node is name@host, got: #{inspect(name)}"
+    end
+  end
+
+  defp node_name!(other, option),
+    do: raise(ArgumentError, "#{option}: a node is name@host, got: #{inspect(other)}")
+end

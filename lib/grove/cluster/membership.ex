@@ -1,0 +1,215 @@
+defmodule Grove.Cluster.Membership do
+  @moduledoc false
+  # Who is in this node's cluster, kept by OTP: `:pg` holds one process per
+  # member node in a group named after the world's fingerprint, so a node
+  # whose world differs lands in another group and is never a member; this
+  # process joins it, watches it (`:pg.monitor/2`) and publishes the
+  # members and the zones' placement in `:persistent_term` when they change
+  # (rarely: a node joining or leaving), where anyone reads them without a
+  # message.
+  #
+  # Alongside, it reaches the configured peers (a list, or the addresses a
+  # DNS name resolves to) every `connect_interval` until they answer, and
+  # greets every node that comes up (`net_kernel:monitor_nodes/1`) with its
+  # fingerprint: a node that differs is refused by name, with the
+  # differences logged once and kept for `Grove.Cluster.refused/1`.
+
+  use GenServer
+
+  alias __MODULE__, as: State
+  alias Grove.Cluster.Fingerprint
+  alias Grove.World.Placement
+
+  require Logger
+
+  defstruct [
+    :instance,
+    :scope,
+    :group,
+    :fingerprint,
+    :zone_count,
+    :peers,
+    :dns,
+    :basename,
+    :connect_interval,
+    :monitor,
+    :timer,
+    members: [],
+    refused: %{}
+  ]
+
+  @type t :: %State{}
+
+  @spec start_link(keyword()) :: GenServer.on_start()
+  def start_link(opts),
+    do: GenServer.start_link(__MODULE__, opts, name: name(Keyword.fetch!(opts, :instance)))
+
+  @doc "The registered name of an instance's membership process (the same on every node)."
+  @spec name(atom()) :: atom()
+  def name(instance), do: :"#{instance}.Cluster.Membership"
+
+  # Callbacks
+
+  @impl true
+  def init(opts) do
+    instance = Keyword.fetch!(opts, :instance)
+    fingerprint = Keyword.fetch!(opts, :fingerprint)
+
+    state = %State{
+      instance: instance,
+      scope: Keyword.fetch!(opts, :scope),
+      group: Fingerprint.group(fingerprint),
+      fingerprint: fingerprint,
+      zone_count: Keyword.fetch!(opts, :zone_count),
+      peers: Keyword.get(opts, :peers, []),
+      dns: Keyword.get(opts, :dns),
+      basename: Keyword.get(opts, :basename),
+      connect_interval: Keyword.fetch!(opts, :connect_interval)
+    }
+
+    # So that `terminate/2` runs on shutdown and unpublishes the members.
+    Process.flag(:trap_exit, true)
+    :ok = :net_kernel.monitor_nodes(true)
+    {monitor, _members} = :pg.monitor(state.scope, state.group)
+    stand_in(state.scope, state.group)
+    state = publish(%{state | monitor: monitor})
+    # Nodes connected before this process started got no greeting at their
+    # `nodeup`: greet them now, and ask for theirs.
+    for node <- Node.list(), do: greet(state, node, true)
+
+    {:ok, state, {:continue, :connect}}
+  end
+
+  @impl true
+  def handle_continue(:connect, state), do: {:noreply, connect(state)}
+
+  @impl true
+  def handle_info(:connect, state), do: {:noreply, connect(%{state | timer: nil})}
+
+  def handle_info({ref, action, _group, _pids}, %State{monitor: ref} = state)
+      when action in [:join, :leave],
+      do: {:noreply, publish(state)}
+
+  def handle_info({:nodeup, node}, state) do
+    greet(state, node, true)
+    {:noreply, state}
+  end
+
+  def handle_info({:nodedown, _node}, state), do: {:noreply, state}
+
+  # The stand-in member is linked and never ends on its own.
+  def handle_info({:EXIT, _pid, reason}, state), do: {:stop, reason, state}
+
+  def handle_info({:hello, node, fingerprint, answer?}, state) do
+    if answer?, do: greet(state, node, false)
+
+    case Fingerprint.differences(state.fingerprint, fingerprint) do
+      [] ->
+        {:noreply, %{state | refused: Map.delete(state.refused, node)}}
+
+      differences ->
+        if state.refused[node] != differences,
+          do:
+            Logger.error(
+              "cluster: node #{node} refused, its configuration differs: " <>
+                Enum.join(differences, "; ")
+            )
+
+        refused = Map.put(state.refused, node, differences)
+        :persistent_term.put(refused_key(state.instance), refused)
+        {:noreply, %{state | refused: refused}}
+    end
+  end
+
+  @impl true
+  def terminate(_reason, state) do
+    :persistent_term.erase(Grove.Cluster.key(state.instance))
+    :persistent_term.erase(refused_key(state.instance))
+    :ok
+  end
+
+  @doc false
+  def refused_key(instance), do: {Grove.Cluster, instance, :refused}
+
+  # The group's member for this node is a linked process that does nothing
+  # else: OTP 25's `:pg` scope crashes when one process that both joined a
+  # group and monitors it goes down (`pg.erl` matches the join's monitor
+  # against the other one's).
+  defp stand_in(scope, group) do
+    parent = self()
+
+    member =
+      :proc_lib.spawn_link(fn ->
+        :ok = :pg.join(scope, group, self())
+        send(parent, {:joined, self()})
+
+        receive do
+        end
+      end)
+
+    receive do
+      {:joined, ^member} -> :ok
+    end
+  end
+
+  # A greeting carries the fingerprint; the first one of a pair asks for an
+  # answer, so each side learns the other's even when one of them started
+  # after the nodes connected.
+  defp greet(state, node, answer?),
+    do: send({name(state.instance), node}, {:hello, node(), state.fingerprint, answer?})
+
+  ## Members and placement
+
+  # Members are the nodes of the group's processes, this one included.
+  defp publish(state) do
+    members =
+      state.scope
+      |> :pg.get_members(state.group)
+      |> Enum.map(&node/1)
+      |> Enum.concat([node()])
+      |> Enum.uniq()
+      |> Enum.sort()
+
+    if members != state.members do
+      if state.members != [] do
+        {joined, left} = {members -- state.members, state.members -- members}
+
+        Logger.info(
+          "cluster: #{length(members)} members" <>
+            if(joined != [], do: ", joined: #{Enum.join(joined, ", ")}", else: "") <>
+            if(left != [], do: ", left: #{Enum.join(left, ", ")}", else: "")
+        )
+      end
+
+      :persistent_term.put(Grove.Cluster.key(state.instance), %{
+        members: members,
+        owners: Placement.owners(state.zone_count, members)
+      })
+    end
+
+    %{state | members: members}
+  end
+
+  ## Reaching the peers
+
+  # Each try runs in a process of its own: connecting to a node that is
+  # down can take seconds, and this process must go on greeting others.
+  defp connect(state) do
+    connected = MapSet.new([node() | Node.list()])
+
+    if Node.alive?() do
+      for peer <- peers(state), not MapSet.member?(connected, peer) do
+        spawn(fn -> Node.connect(peer) end)
+      end
+    end
+
+    %{state | timer: Process.send_after(self(), :connect, state.connect_interval)}
+  end
+
+  defp peers(%State{dns: nil, peers: peers}), do: peers
+
+  defp peers(%State{dns: dns, basename: basename, peers: peers}) do
+    addresses = :inet_res.lookup(String.to_charlist(dns), :in, :a)
+    peers ++ for address <- addresses, do: :"#{basename}@#{:inet.ntoa(address)}"
+  end
+end

@@ -1,0 +1,82 @@
+defmodule Grove.ClusterCase do
+  @moduledoc """
+  Real extra nodes for cluster tests, started with OTP's `:peer` on this
+  machine.
+
+  `distribute!/0` (in `setup`) makes the test node distributed, starting
+  epmd if it is not running, and undoes both when the test ends; each peer
+  gets the test node's code path and its cookie through a `.erlang.cookie`
+  in a HOME of its own (never on a command line), and is stopped when the
+  test ends, so no node outlives it. `start_instance!/2` starts a Grove
+  instance on a node, supervised there, as the application would.
+  """
+
+  import ExUnit.Callbacks, only: [on_exit: 1]
+
+  @doc "Makes this node distributed for the test; returns the cookie's folder."
+  def distribute! do
+    epmd_before = match?({_, 0}, System.cmd("epmd", ["-names"], stderr_to_stdout: true))
+    System.cmd("epmd", ["-daemon"], stderr_to_stdout: true)
+
+    home = Path.join(System.tmp_dir!(), "grove-cluster-#{System.unique_integer([:positive])}")
+    File.mkdir_p!(home)
+    cookie = Base.url_encode64(:crypto.strong_rand_bytes(18))
+    File.write!(Path.join(home, ".erlang.cookie"), cookie)
+    File.chmod!(Path.join(home, ".erlang.cookie"), 0o400)
+
+    {:ok, _} = Node.start(:"grove_test_#{System.unique_integer([:positive])}", :shortnames)
+    Node.set_cookie(String.to_atom(cookie))
+
+    on_exit(fn ->
+      Node.stop()
+      unless epmd_before, do: System.cmd("epmd", ["-kill"], stderr_to_stdout: true)
+      File.rm_rf!(home)
+    end)
+
+    home
+  end
+
+  @doc "Starts a peer node with this node's code; it is stopped when the test ends."
+  def start_peer!(home, name) do
+    paths = Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
+
+    {:ok, peer, node} =
+      :peer.start(%{
+        name: :"#{name}_#{System.unique_integer([:positive])}",
+        env: [{~c"HOME", String.to_charlist(home)}],
+        args: paths
+      })
+
+    on_exit(fn -> if Process.alive?(peer), do: :peer.stop(peer) end)
+
+    # The application without its default instance: tests start their own.
+    :ok = :erpc.call(node, Application, :load, [:grove])
+    :ok = :erpc.call(node, Application, :put_env, [:grove, :start, false])
+    {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:grove])
+    :ok = :erpc.call(node, Logger, :configure, [[level: :warning]])
+    {peer, node}
+  end
+
+  @doc "Starts an instance on a node under its application's supervisor."
+  def start_instance!(node, opts) do
+    {:ok, pid} =
+      :erpc.call(node, Supervisor, :start_child, [
+        Grove.Application.Supervisor,
+        Supervisor.child_spec({Grove, opts}, id: Keyword.fetch!(opts, :name))
+      ])
+
+    pid
+  end
+
+  @doc "The options of a small instance with no gateway, store or actors."
+  def small_instance(name, cluster, world \\ []) do
+    [
+      name: name,
+      world: Keyword.merge([width: 100, height: 100, zone_size: 25, tick: :manual], world),
+      actors: [count: 0],
+      gateway: false,
+      status_interval: false,
+      cluster: cluster
+    ]
+  end
+end
