@@ -55,7 +55,7 @@ defmodule Grove.Status do
       end
 
     text =
-      "grove: #{world.entities} entities (#{now.actors.counts.joined} actors joined) | " <>
+      "grove#{cluster(name)}: #{world.entities} entities (#{now.actors.counts.joined} actors joined) | " <>
         "#{round(total / seconds)} moves/s#{if shares != "", do: ": " <> shares, else: ""} | " <>
         "#{latency} | zone mailbox max #{world.zone_mailbox_max} | " <>
         "#{div(:erlang.memory(:total), 1_000_000)} MB"
@@ -69,6 +69,13 @@ defmodule Grove.Status do
       world: Grove.World.stats(Grove.world(name)),
       actors: Actors.Stats.read(Actors.stats(Grove.actors(name)))
     }
+  end
+
+  # A distributed node names itself and its cluster's size.
+  defp cluster(name) do
+    if Node.alive?(),
+      do: " #{node()} (cluster of #{length(Grove.Cluster.members(name))})",
+      else: ""
   end
 
   defp ms(nil), do: "-"
