@@ -110,6 +110,13 @@ defmodule Grove.ClusterTest do
       {line, _} = :erpc.call(hd(tl(nodes)), Grove.Status, :line, [Grove.ClusterT])
       assert line =~ "grove #{hd(tl(nodes))} (cluster of 3):"
 
+      # Its metrics carry its name, so one Prometheus can scrape them all.
+      metrics =
+        :erpc.call(hd(tl(nodes)), Grove.Metrics.Prometheus, :render, [Grove.ClusterT])
+        |> IO.iodata_to_binary()
+
+      assert metrics =~ ~s(grove_entities{node="#{hd(tl(nodes))}"} )
+
       owners = Placement.owners(16, expected)
 
       for node <- nodes,

@@ -6,15 +6,21 @@ defmodule Grove.Metrics.Prometheus do
       # HELP grove_entities Entities in the world.
       # TYPE grove_entities gauge
       grove_entities 20001
+
+  A distributed node adds its name to every sample (`node="grove1@10.0.0.5"`),
+  so that one Prometheus can scrape a whole cluster.
   """
 
   alias Grove.Metrics.Collector
 
   @doc "All of an instance's metrics as Prometheus text."
   @spec render(atom()) :: iodata()
-  def render(instance), do: instance |> Collector.metrics() |> Enum.map(&family/1)
+  def render(instance) do
+    node_label = if Node.alive?(), do: [node: node()], else: []
+    instance |> Collector.metrics() |> Enum.map(&family(&1, node_label))
+  end
 
-  defp family({name, type, help, values}) do
+  defp family({name, type, help, values}, node_label) do
     [
       "# HELP ",
       name,
@@ -25,7 +31,7 @@ defmodule Grove.Metrics.Prometheus do
       " ",
       Atom.to_string(type),
       "\n",
-      Enum.map(values, &sample(name, type, &1))
+      Enum.map(values, fn {labels, value} -> sample(name, type, {labels ++ node_label, value}) end)
     ]
   end
 
