@@ -70,7 +70,19 @@ defmodule Grove.World do
 
   @behaviour Grove.World.Client
 
-  alias Grove.World.{Directory, Entity, Feed, Grid, Keeper, Rules, Stats, Terrain, Zone}
+  alias Grove.World.{
+    Audit,
+    Directory,
+    Entity,
+    Feed,
+    Grid,
+    Keeper,
+    Minimap,
+    Rules,
+    Stats,
+    Terrain,
+    Zone
+  }
 
   @enforce_keys [:name, :grid, :rules, :tick]
   defstruct [
@@ -612,31 +624,7 @@ defmodule Grove.World do
   """
   @spec density(name() | t(), pos_integer() | nil) ::
           %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
-  def density(world, max_side \\ nil) do
-    world = fetch!(world)
-    %__MODULE__{density_cols: cols, density_rows: rows, density_block: block} = world
-
-    # Neighbouring blocks are summed in groups of `group` x `group` when the
-    # grid is wider or taller than `max_side`.
-    group = if max_side, do: max(div(max(cols, rows) + max_side - 1, max_side), 1), else: 1
-    out_cols = div(cols + group - 1, group)
-    out_rows = div(rows + group - 1, group)
-    capacity = block * block * group * group
-
-    cells =
-      for out_row <- 0..(out_rows - 1), out_col <- 0..(out_cols - 1), into: <<>> do
-        count =
-          for row <- (out_row * group)..min(out_row * group + group - 1, rows - 1),
-              col <- (out_col * group)..min(out_col * group + group - 1, cols - 1),
-              reduce: 0 do
-            acc -> acc + :atomics.get(world.density, row * cols + col + 1)
-          end
-
-        <<min(max(div(count * 255 + capacity - 1, capacity), 0), 255)>>
-      end
-
-    %{cols: out_cols, rows: out_rows, cells: cells}
-  end
+  def density(world, max_side \\ nil), do: Minimap.density(fetch!(world), max_side)
 
   @doc """
   Every zone's load, for heat maps and metrics: moves handled since start,
@@ -697,42 +685,7 @@ defmodule Grove.World do
   agreeing with zones. Asks every zone, so use it in tests and after benches.
   """
   @spec audit(name() | t(), timeout()) :: :ok | {:error, [String.t()]}
-  def audit(world, timeout \\ 15_000) do
-    world = fetch!(world)
-
-    reports =
-      for zone <- Tuple.to_list(world.zones) do
-        GenServer.call(zone, :audit, timeout)
-      end
-
-    problems = Enum.flat_map(reports, fn {_resident, problems} -> problems end)
-    resident = Enum.flat_map(reports, fn {resident, _} -> resident end)
-    counts = Enum.frequencies(resident)
-
-    duplicates = for {id, n} <- counts, n > 1, do: "entity #{id} is resident in #{n} zones"
-
-    directory = Directory.entries(world.name, :atomics.get(world.ids, 1))
-
-    missing =
-      for {id, _index} <- directory,
-          not is_map_key(counts, id),
-          do: "entity #{id} is in the directory but in no zone"
-
-    unlisted =
-      for {id, _} <- counts,
-          Directory.lookup(world.name, id) == nil,
-          do: "entity #{id} is in a zone but not in the directory"
-
-    counted =
-      if length(directory) == entity_count(world),
-        do: [],
-        else: ["#{length(directory)} entities in the directory, #{entity_count(world)} counted"]
-
-    case problems ++ duplicates ++ missing ++ unlisted ++ counted do
-      [] -> :ok
-      all -> {:error, all}
-    end
-  end
+  def audit(world, timeout \\ 15_000), do: Audit.run(fetch!(world), timeout)
 
   @doc """
   Every reason a move can be rejected with. The binary protocol encodes

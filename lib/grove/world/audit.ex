@@ -1,0 +1,53 @@
+defmodule Grove.World.Audit do
+  @moduledoc false
+  # The world's consistency check (`Grove.World.audit/2`): every entity in
+  # exactly one zone and in the directory, no cell shared, no entity on
+  # blocking ground, tables agreeing with zones. Gathering asks every zone
+  # (a call each); judging what they said is a plain function.
+
+  alias Grove.World
+  alias Grove.World.Directory
+
+  @doc "Asks every zone of a world for its report, then judges them together."
+  @spec run(World.t(), timeout()) :: :ok | {:error, [String.t()]}
+  def run(%World{} = world, timeout) do
+    reports = for zone <- Tuple.to_list(world.zones), do: GenServer.call(zone, :audit, timeout)
+    directory = Directory.entries(world.name, :atomics.get(world.ids, 1))
+
+    case findings(reports, directory, World.entity_count(world)) do
+      [] -> :ok
+      all -> {:error, all}
+    end
+  end
+
+  @doc """
+  What is wrong, given each zone's `{resident ids, problems}`, the
+  directory's `{id, zone}` entries and the entity count: `[]` when nothing.
+  """
+  @spec findings([{[integer()], [String.t()]}], [{integer(), integer()}], non_neg_integer()) ::
+          [String.t()]
+  def findings(reports, directory, entity_count) do
+    problems = Enum.flat_map(reports, fn {_resident, problems} -> problems end)
+    counts = reports |> Enum.flat_map(fn {resident, _} -> resident end) |> Enum.frequencies()
+    listed = Map.new(directory)
+
+    duplicates = for {id, n} <- counts, n > 1, do: "entity #{id} is resident in #{n} zones"
+
+    missing =
+      for {id, _index} <- directory,
+          not is_map_key(counts, id),
+          do: "entity #{id} is in the directory but in no zone"
+
+    unlisted =
+      for {id, _} <- counts,
+          not is_map_key(listed, id),
+          do: "entity #{id} is in a zone but not in the directory"
+
+    counted =
+      if length(directory) == entity_count,
+        do: [],
+        else: ["#{length(directory)} entities in the directory, #{entity_count} counted"]
+
+    problems ++ duplicates ++ missing ++ unlisted ++ counted
+  end
+end

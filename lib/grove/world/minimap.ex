@@ -1,0 +1,40 @@
+defmodule Grove.World.Minimap do
+  @moduledoc false
+  # The picture of the whole world a minimap draws: how crowded each block
+  # is, read from the `:atomics` the zones keep up to date as entities come,
+  # go and move (`Grove.World.density/2`). No message is sent.
+
+  alias Grove.World
+
+  @doc """
+  `cols` x `rows` bytes, row by row, each the share of its block's cells
+  that hold an entity, from 0 to 255; with `max_side`, neighbouring blocks
+  are merged so that neither side exceeds it.
+  """
+  @spec density(World.t(), pos_integer() | nil) ::
+          %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
+  def density(%World{} = world, max_side) do
+    %World{density_cols: cols, density_rows: rows, density_block: block} = world
+
+    # Neighbouring blocks are summed in groups of `group` x `group` when the
+    # grid is wider or taller than `max_side`.
+    group = if max_side, do: max(div(max(cols, rows) + max_side - 1, max_side), 1), else: 1
+    out_cols = div(cols + group - 1, group)
+    out_rows = div(rows + group - 1, group)
+    capacity = block * block * group * group
+
+    cells =
+      for out_row <- 0..(out_rows - 1), out_col <- 0..(out_cols - 1), into: <<>> do
+        count =
+          for row <- (out_row * group)..min(out_row * group + group - 1, rows - 1),
+              col <- (out_col * group)..min(out_col * group + group - 1, cols - 1),
+              reduce: 0 do
+            acc -> acc + :atomics.get(world.density, row * cols + col + 1)
+          end
+
+        <<min(max(div(count * 255 + capacity - 1, capacity), 0), 255)>>
+      end
+
+    %{cols: out_cols, rows: out_rows, cells: cells}
+  end
+end
