@@ -37,6 +37,9 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     * `--seed N` - the world's seed (default 1)
     * `--cores SERVER,LOAD` - the cores to pin them to (default `0,1`)
     * `--only grove|colyseus` - run one of the two
+    * `--nice N` - run both servers and the runner at this niceness (for
+      example `-10`, as root), so that other work on a shared machine
+      disturbs them less; the same for both (default: unchanged)
     * `--json PATH` - both reports and the ratios as JSON
     * `--report PATH` - the tables as Markdown
 
@@ -59,6 +62,7 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     seed: :integer,
     cores: :string,
     only: :string,
+    nice: :integer,
     json: :string,
     report: :string
   ]
@@ -156,12 +160,15 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     actors = to_string(opts[:actors] || 20_000)
     info("peers: #{server} on core #{server_core} (port #{port}), runner on core #{load_core}")
 
+    nice = if n = opts[:nice], do: ["nice", "-n", to_string(n)], else: []
+
     started =
       case server do
         :grove ->
           Server.start(
             core: server_core,
             label: "grove",
+            command: nice ++ ["mix", "run", "--no-halt"],
             env: [
               {"GROVE_PORT", to_string(port)},
               {"GROVE_DATA", Path.join(dir, "data")},
@@ -176,7 +183,7 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
           Server.start(
             core: server_core,
             label: "colyseus",
-            command: ["node", Path.join(@peers, "colyseus/server.mjs")],
+            command: nice ++ ["node", Path.join(@peers, "colyseus/server.mjs")],
             env: [{"PORT", to_string(port)}, {"TERRAIN", terrain}, {"ACTORS", actors}]
           )
       end
