@@ -11,7 +11,7 @@ CLIENT_SOURCES := $(shell find assets/src -type f 2>/dev/null) assets/package.js
 CLIENT_BUNDLE := priv/static/assets/app.js priv/static/assets/dashboard.js
 NODE_MODULES := assets/node_modules/.package-lock.json
 
-.PHONY: run test test-server test-browser setup setup-test compile client bench bench-players release clean
+.PHONY: run test test-server test-browser setup setup-test compile client bench bench-players bench-peers bench-peers-setup release clean
 
 run: setup client
 	mix compile
@@ -61,6 +61,16 @@ release: setup client
 
 bench-players: setup
 	mix grove.bench.players $(BENCH_ARGS)
+
+# Grove and the same game on Colyseus, side by side; see docs/benchmarks.md
+# ("Side by side with Colyseus"). The Colyseus packages are installed by
+# bench-peers-setup, never by `make test`: exact versions from the lock, no
+# optional native add-ons, no install scripts.
+bench-peers-setup:
+	npm install --prefix bench/peers/colyseus --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error
+
+bench-peers: setup
+	mix grove.bench.peers $(BENCH_ARGS)
 
 clean:
 	rm -rf _build priv/static/assets assets/node_modules

@@ -121,6 +121,29 @@ defmodule Grove.World.Terrain do
     %__MODULE__{width: width, height: height, cells: cells, options: opts}
   end
 
+  @doc """
+  The terrain as a file other programs can read (`mix grove.export.terrain`):
+  a header line `grove-terrain 1 WIDTH HEIGHT SEED`, then the cells as
+  `GET /terrain` serves them, one byte per cell, row by row.
+  """
+  @spec to_file(t()) :: iodata()
+  def to_file(%__MODULE__{width: w, height: h, cells: cells, options: opts}),
+    do: ["grove-terrain 1 #{w} #{h} #{inspect(opts[:seed] || 1)}\n", cells]
+
+  @doc "Reads what `to_file/1` wrote; the options keep only the seed, as written."
+  @spec from_file(binary()) :: {:ok, t()} | {:error, String.t()}
+  def from_file(data) when is_binary(data) do
+    with [header, cells] <- :binary.split(data, "\n"),
+         ["grove-terrain", "1", w, h, seed] <- String.split(header, " ", parts: 5),
+         {w, ""} when w > 0 <- Integer.parse(w),
+         {h, ""} when h > 0 <- Integer.parse(h),
+         true <- byte_size(cells) == w * h do
+      {:ok, %__MODULE__{width: w, height: h, cells: cells, options: [seed: seed]}}
+    else
+      _ -> {:error, "not a Grove terrain file (version 1)"}
+    end
+  end
+
   @doc "The kind of ground at a cell; the cell must lie inside the terrain."
   @spec at(t(), non_neg_integer(), non_neg_integer()) :: kind()
   def at(%__MODULE__{width: w, cells: cells}, x, y), do: decode(:binary.at(cells, y * w + x))
