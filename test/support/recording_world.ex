@@ -36,4 +36,10 @@ defmodule Grove.Test.RecordingWorld do
 
   @impl true
   def terrain({world, _test}), do: World.terrain(world)
+
+  @impl true
+  def position({world, _test}, id), do: World.position(world, id)
+
+  @impl true
+  def nearby({world, _test}, cell, radius), do: World.nearby(world, cell, radius)
 end

@@ -22,4 +22,12 @@ defmodule Grove.World.Client do
   @callback leave(world(), Entity.id()) :: :ok | {:error, atom()}
   @callback grid(world()) :: Grid.t()
   @callback terrain(world()) :: Grove.World.Terrain.t()
+
+  # What actors that sense (see Grove.Actor) read; a world for actors that
+  # sense nothing may leave them out.
+  @callback position(world(), Entity.id()) :: Grid.cell() | nil
+  @callback nearby(world(), Grid.cell(), non_neg_integer()) ::
+              [{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}]
+
+  @optional_callbacks position: 2, nearby: 3
 end
