@@ -310,17 +310,22 @@ defmodule Grove.Actors do
   @doc """
   Each kind with what its actors did so far (`Grove.Actors.Stats` counts:
   `:sent`, `:ok` and every rejection, `:stayed`, `:skipped_*`, ...) and
-  how many of its actors are in the world now.
+  how many of its actors are in the world now (`nil` when the world
+  cannot say: its `:api` has no `kind_counts/1`).
   """
   @spec by_kind(atom()) :: [map()]
   def by_kind(name) do
     %{stats: stats, opts: opts} = :persistent_term.get({__MODULE__, name})
-    present = Grove.World.kind_counts(opts[:world])
+    api = opts[:api]
+
+    present =
+      if Code.ensure_loaded?(api) and function_exported?(api, :kind_counts, 1),
+        do: api.kind_counts(opts[:world])
 
     for kind <- opts[:kinds] do
       Map.merge(Map.take(kind, [:module, :name, :emoji, :code]), %{
         counts: Stats.read_kind(stats, kind.index),
-        actors: Map.get(present, kind.code, 0)
+        actors: if(present, do: Map.get(present, kind.code, 0))
       })
     end
   end

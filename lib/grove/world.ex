@@ -612,6 +612,7 @@ defmodule Grove.World do
   How many entities of each kind code (see `join/2`'s `:kind`) are in the
   world now, codes with none left out. Read from counters the zones keep.
   """
+  @impl Grove.World.Client
   @spec kind_counts(name() | t()) :: %{byte() => pos_integer()}
   def kind_counts(world) do
     world = fetch!(world)

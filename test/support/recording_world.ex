@@ -38,8 +38,17 @@ defmodule Grove.Test.RecordingWorld do
   def terrain({world, _test}), do: World.terrain(world)
 
   @impl true
-  def position({world, _test}, id), do: World.position(world, id)
+  def kind_counts({world, _test}), do: World.kind_counts(world)
 
   @impl true
-  def nearby({world, _test}, cell, radius), do: World.nearby(world, cell, radius)
+  def position({world, test}, id) do
+    send(test, {:world_position, self(), id})
+    World.position(world, id)
+  end
+
+  @impl true
+  def nearby({world, test}, cell, radius) do
+    send(test, {:world_nearby, self(), cell, radius})
+    World.nearby(world, cell, radius)
+  end
 end

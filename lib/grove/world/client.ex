@@ -29,5 +29,8 @@ defmodule Grove.World.Client do
   @callback nearby(world(), Grid.cell(), non_neg_integer()) ::
               [{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}]
 
-  @optional_callbacks position: 2, nearby: 3
+  # How many entities of each kind code are in the world, for per-kind counts.
+  @callback kind_counts(world()) :: %{byte() => pos_integer()}
+
+  @optional_callbacks position: 2, nearby: 3, kind_counts: 1
 end
