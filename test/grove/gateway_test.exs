@@ -243,6 +243,10 @@ defmodule Grove.GatewayTest do
 
         assert length(samples) > 1
         assert %{"moves_per_s" => _, "sessions" => _, "memory_mb" => _, "t" => _} = hd(samples)
+        # Each kind of actor, for the line of kinds.
+        assert [%{"name" => "walker", "emoji" => "", "actors" => 0, "moves_per_s" => 0}] =
+                 List.last(samples)["kinds"]
+
         assert zones["cols"] * zones["rows"] == 9
         assert length(zones["moves_per_s"]) == 9
       end)
