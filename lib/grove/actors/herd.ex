@@ -151,6 +151,15 @@ defmodule Grove.Actors.Herd do
     api = Keyword.get(opts, :api, Grove.World)
     senses = Grove.Actor.describe!(module).senses
 
+    if senses != nil and
+         not (Code.ensure_loaded?(api) and function_exported?(api, :position, 2) and
+                function_exported?(api, :nearby, 3)),
+       do:
+         raise(
+           ArgumentError,
+           "#{inspect(module)} senses, and #{inspect(api)} cannot say what: it has no position/2 and nearby/3"
+         )
+
     herd = %__MODULE__{
       world: world,
       api: api,
