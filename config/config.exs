@@ -1,12 +1,19 @@
 import Config
 
-# What `make run` starts: a 1000 x 1000 world with 20,000 actors wandering.
+# What `make run` starts: a 1000 x 1000 world with 20,000 actors of three
+# kinds: random walkers, wanderers that turn at obstacles, and sheep that flock.
 # Every key is documented in Grove.Config; config/runtime.exs reads the
 # environment variables that override them.
 config :grove,
   start: true,
   world: [width: 1000, height: 1000, zone_size: 50, seed: 1],
-  actors: [count: 20_000],
+  actors: [
+    kinds: [
+      {Grove.Actors.Walker, 15_000},
+      {Grove.Actors.Wanderer, 3_000},
+      {Grove.Actors.Sheep, 2_000}
+    ]
+  ],
   gateway: [port: 4000, listen: :loopback],
   # Accounts in an embedded SQLite file; see config/runtime.exs for GROVE_DATA.
   # Guests may play: the browser logs in with a device id anyway, and load

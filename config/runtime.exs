@@ -2,6 +2,9 @@ import Config
 
 # Environment variables for the usual knobs, so `make run` needs no file edits:
 #   GROVE_ACTORS=50000 GROVE_SEED=7 GROVE_PORT=8080 GROVE_LISTEN=all make run
+#   GROVE_ACTOR_KINDS=walker:15000,wanderer:3000,sheep:2000,MyGame.Hare:500
+#     (which kinds of actors run, and how many of each: walker, wanderer,
+#     sheep or a module's name; GROVE_ACTORS then scales them to its total)
 #   GROVE_VIEW_MS=250 GROVE_VIEW_MS_MAX=1000 (how often a player who does not
 #     move is sent views: the first while the server has room, up to the
 #     second under load; see Grove.Gateway)
@@ -79,6 +82,84 @@ if Application.get_env(:grove, :store) do
   end
 end
 
+# Actor kinds: GROVE_ACTOR_KINDS names them with their counts, and
+# GROVE_ACTORS gives the total, shared among the kinds in proportion to
+# their counts (all walkers when no kinds are configured).
+kind_module = fn
+  "walker" ->
+    Grove.Actors.Walker
+
+  "wanderer" ->
+    Grove.Actors.Wanderer
+
+  "sheep" ->
+    Grove.Actors.Sheep
+
+  name ->
+    if name =~ ~r/^[A-Z][A-Za-z0-9_]*(\.[A-Z][A-Za-z0-9_]*)*$/,
+      do: Module.concat([name]),
+      else:
+        raise(
+          ArgumentError,
+          "GROVE_ACTOR_KINDS: #{inspect(name)} is not walker, wanderer, sheep or a module's name"
+        )
+end
+
+kinds =
+  case System.get_env("GROVE_ACTOR_KINDS") do
+    nil ->
+      Keyword.get(Application.get_env(:grove, :actors, []), :kinds)
+
+    spec ->
+      for part <- String.split(spec, ",", trim: true) do
+        with [name, count] <- String.split(String.trim(part), ":"),
+             {count, ""} when count >= 0 <- Integer.parse(count) do
+          {kind_module.(name), count}
+        else
+          _ ->
+            raise ArgumentError,
+                  "GROVE_ACTOR_KINDS must be name:count pairs separated by commas " <>
+                    "(e.g. walker:15000,sheep:2000), got: #{inspect(spec)}"
+        end
+      end
+  end
+
+kinds =
+  case {integer.("GROVE_ACTORS"), kinds} do
+    {nil, kinds} ->
+      kinds
+
+    {total, nil} ->
+      [{Grove.Actors.Walker, total}]
+
+    {total, kinds} ->
+      # Largest remainder, so that the counts add up to the total exactly.
+      weight = max(Enum.sum(Enum.map(kinds, &elem(&1, 1))), 1)
+      shares = Enum.map(kinds, fn kind -> total * elem(kind, 1) / weight end)
+      left = total - Enum.sum(Enum.map(shares, &trunc/1))
+
+      bonus =
+        shares
+        |> Enum.with_index()
+        |> Enum.sort_by(fn {share, _} -> trunc(share) - share end)
+        |> Enum.take(left)
+        |> MapSet.new(&elem(&1, 1))
+
+      for {{kind, share}, index} <- Enum.with_index(Enum.zip(kinds, shares)) do
+        extra = if MapSet.member?(bonus, index), do: 1, else: 0
+        put_elem(kind, 1, trunc(share) + extra)
+      end
+  end
+
+# As `{module, count, options}`: a list of pairs would look like a keyword
+# list, which Config merges into config.exs's key by key instead of replacing.
+kinds =
+  kinds &&
+    Enum.map(kinds, fn
+      {module, count} -> {module, count, []}
+      {_module, _count, _options} = kind -> kind
+    end)
+
 config :grove,
   world:
     set.(
@@ -86,7 +167,7 @@ config :grove,
       height: integer.("GROVE_HEIGHT"),
       seed: integer.("GROVE_SEED")
     ),
-  actors: set.(count: integer.("GROVE_ACTORS")),
+  actors: set.(kinds: kinds),
   gateway:
     set.(
       port: integer.("GROVE_PORT"),

@@ -12,7 +12,7 @@ defmodule GroveTest do
       # program (or another test) may hold.
       name: name,
       world: [width: 60, height: 60, zone_size: 20, tick: :manual],
-      actors: [count: 25],
+      actors: [kinds: [{Grove.Actors.Walker, 15}, {Grove.Actors.Wanderer, 10}]],
       gateway: false,
       status_interval: false
     })
@@ -22,6 +22,9 @@ defmodule GroveTest do
 
     {line, _reading} = Grove.Status.line(name)
     assert line =~ "25 entities (25 actors joined)"
+    # Every kind, with how many of it are in the world.
+    assert line =~ ~r/walker 15: \d+ moves\/s/
+    assert line =~ ~r/wanderer 10: \d+ moves\/s/
     assert line =~ "zone mailbox max"
   end
 

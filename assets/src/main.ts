@@ -6,6 +6,7 @@ import { Minimap } from "./minimap";
 import { MoveLog, MovePacer } from "./moves";
 import { PROTOCOL_VERSION, type Direction, type Encoding, type Message, type MoveResult, type Outcome, type Stats } from "./protocol";
 import { Identity } from "./identity";
+import { fetchKinds, Kinds } from "./kinds";
 import { fetchTerrain, type Terrain } from "./terrain";
 import { Viewport } from "./viewport";
 import { WorldModel } from "./world";
@@ -24,6 +25,7 @@ const viewport = new Viewport(document.getElementById("viewport") as HTMLElement
 const minimap = new Minimap(document.getElementById("minimap") as HTMLCanvasElement);
 
 let terrain: Terrain | undefined;
+let kinds = new Kinds();
 let lastStats: Stats | undefined;
 let roundTripMs: number | undefined;
 let welcomes = 0;
@@ -74,6 +76,8 @@ function receive(message: Message): void {
       if (welcomes > 1 || (terrain && (terrain.width !== world.width || terrain.height !== world.height))) {
         loadTerrain();
       }
+      // Each server names its own kinds: ask again after every reconnect.
+      if (welcomes > 1) loadKinds();
       renderNow();
       break;
     case "area":
@@ -171,8 +175,19 @@ function loadTerrain(): void {
   );
 }
 
+function loadKinds(): void {
+  fetchKinds().then(
+    (loaded) => {
+      kinds = loaded;
+      renderNow();
+    },
+    // Without the legend every actor is drawn with a face of its own.
+    (error: unknown) => console.warn("grove: no kinds of actors yet:", error),
+  );
+}
+
 function renderNow(): void {
-  viewport.render(world, terrain);
+  viewport.render(world, terrain, kinds);
   hud.setPosition(world.x, world.y);
   minimap.setPlayer(world.x, world.y, world.viewRadius, world.width, world.height);
 }
@@ -232,4 +247,5 @@ window.grove = hook;
 new Keyboard(requestMove).attach(window);
 hud.setState(connection.current);
 loadTerrain();
+loadKinds();
 connection.start();

@@ -1,4 +1,5 @@
-import { ACTOR, type Direction, type TerrainKind } from "./protocol";
+import { Kinds } from "./kinds";
+import type { Direction, TerrainKind } from "./protocol";
 import type { Terrain } from "./terrain";
 import type { Entity, WorldModel } from "./world";
 
@@ -10,9 +11,7 @@ const terrainEmoji: Record<TerrainKind, string> = {
   water: "🌊",
 };
 
-// Actors get a face from their id, so one can be followed with the eye.
-const actorEmoji = ["🐞", "🐑", "🐇", "🦔", "🐢", "🐝", "🦆", "🐌", "🐿️", "🐸"];
-const playerEmoji = "🙂";
+const noKinds = new Kinds();
 const selfEmoji = "😀";
 
 const nudge: Record<Direction, [number, number]> = {
@@ -44,7 +43,7 @@ export class Viewport {
     return this.drawnEntities;
   }
 
-  render(world: WorldModel, terrain: Terrain | undefined): void {
+  render(world: WorldModel, terrain: Terrain | undefined, kinds: Kinds = noKinds): void {
     if (world.viewRadius !== this.radius) this.build(world.viewRadius);
     const side = 2 * this.radius + 1;
     const left = world.x - this.radius;
@@ -76,9 +75,8 @@ export class Viewport {
           className += " self";
           text = world.avatar || selfEmoji;
         } else if (occupant) {
-          const isActor = occupant.kind === ACTOR;
-          className += isActor ? " actor" : " player";
-          text = isActor ? (actorEmoji[occupant.id % actorEmoji.length] as string) : playerEmoji;
+          className += kinds.isPlayer(occupant.kind) ? " player" : " actor";
+          text = kinds.draw(occupant.kind, occupant.id);
         }
         if (isSelf || occupant) count++;
 

@@ -4,7 +4,7 @@ export interface Entity {
   id: number;
   x: number;
   y: number;
-  /** ACTOR or PLAYER. */
+  /** 0 an actor, 1 a player, 2 and up an actor of a kind `GET /kinds` names. */
   kind: number;
 }
 

@@ -124,7 +124,13 @@ describe("dashboard data handling", () => {
     const parsed = data.parseData({
       now: 5000,
       samples: [
-        { t: 4000, moves_per_s: 10, actor_p99_ms: null, load_run: { players: 5, knee: 3, phase: "ramp" } },
+        {
+          t: 4000,
+          moves_per_s: 10,
+          actor_p99_ms: null,
+          load_run: { players: 5, knee: 3, phase: "ramp" },
+          kinds: [{ name: "sheep", emoji: "🐑", actors: 20, moves_per_s: 4, ok_per_s: 3 }, "junk"],
+        },
         { moves_per_s: 3 },
         { t: 3000, moves_per_s: "lots" },
       ],
@@ -137,6 +143,12 @@ describe("dashboard data handling", () => {
     assert.equal(parsed.samples[0].actor_p99_ms, null);
     assert.equal(parsed.samples[0].busy_per_s, null, "missing fields are null");
     assert.equal(parsed.samples[1].moves_per_s, null);
+    // Each kind of actor, what is missing null; no kinds at all is an empty list.
+    assert.deepEqual(parsed.samples[0].kinds, [
+      { name: "sheep", emoji: "🐑", actors: 20, moves_per_s: 4, ok_per_s: 3, stayed_per_s: null },
+      { name: "?", emoji: "", actors: null, moves_per_s: null, ok_per_s: null, stayed_per_s: null },
+    ]);
+    assert.deepEqual(parsed.samples[1].kinds, []);
     assert.deepEqual(parsed.samples[0].load_run, {
       players: 5,
       moves_per_s: null,

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // A small stand-in for Grove's gateway, for working on the client without
-// the Elixir server: it serves priv/static, GET /terrain and /ws, and plays
+// the Elixir server: it serves priv/static, GET /terrain, GET /kinds and /ws, and plays
 // docs/protocol.md well enough (join, move with the rate limit, ping,
 // resync; welcome, areas at the tick (as snapshots only, which the protocol
 // allows at any time), stats, density, bye on shutdown). Its actors are
@@ -270,6 +270,15 @@ const server = createServer(async (request, response) => {
       ...(gzip ? { "content-encoding": "gzip" } : {}),
     });
     return response.end(gzip ? terrainGzip : terrain);
+  }
+  // The legend of entity kinds: the mock's actors are plain ones (code 0).
+  if (path === "/kinds") {
+    response.writeHead(200, { "content-type": "application/json" });
+    const kinds = [
+      { code: 0, name: "actor", emoji: "" },
+      { code: 1, name: "player", emoji: "" },
+    ];
+    return response.end(JSON.stringify({ kinds }));
   }
   // Every device logs in; the mock has no accounts, so any token plays as a guest.
   if (path === "/api/device_login" && request.method === "POST") {

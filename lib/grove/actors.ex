@@ -1,11 +1,17 @@
 defmodule Grove.Actors do
   @moduledoc """
-  AI actors: random walkers that live in the world through exactly the
+  AI actors of any kinds that live in the world through exactly the
   public client API (`Grove.World.Client`), like any player would.
 
-  Each actor is an entity with its own schedule: one move per `:interval`
-  milliseconds in a random direction, each interval shortened or stretched at
-  random by up to `:jitter`. Actors are hosted `:per_herd` to a process (a
+  A kind (a `Grove.Actor`: the random `Grove.Actors.Walker`, the
+  `Grove.Actors.Wanderer`, flocking `Grove.Actors.Sheep`, or one of your
+  own) decides where each of its actors steps; this module runs them. Each
+  actor is an entity with its own schedule: one step per `:interval`
+  milliseconds, each interval shortened or stretched at random by up to
+  `:jitter`. Every kind's actors are counted apart (`by_kind/1`), and each
+  kind's entities carry a kind code of their own (2 for the first kind
+  of `:kinds`, 3 for the next, ...), by which players' clients draw them
+  with the kind's emoji. Actors are hosted `:per_herd` to a process (a
   herd, see `docs/decisions.md`), started without blocking anything: the
   supervisor returns at once and the herds join their actors in the
   background, so the world answers throughout.
@@ -39,7 +45,11 @@ defmodule Grove.Actors do
 
     * `:name` - name of this group of actors (required)
     * `:world` - the world to walk in (required)
-    * `:count` - actors to start with (default `0`)
+    * `:kinds` - the kinds to run and how many of each, in a list of
+      `{module, count}` or `{module, count, options}`, where the options
+      go to the kind's `init/2` (default `[{Grove.Actors.Walker, count}]`)
+    * `:count` - random walkers to start with, when `:kinds` is not given
+      (default `0`)
     * `:interval` - milliseconds between an actor's moves (default `1000`)
     * `:jitter` - fraction of the interval by which each wait varies (default `0.2`)
     * `:spawn` - `:uniform` for random free cells all over the world, or
@@ -78,10 +88,17 @@ defmodule Grove.Actors do
 
       {:ok, _} = Grove.Actors.start_link(name: MyActors, world: MyWorld, count: 1000)
       Grove.Actors.add(MyActors, 500, spawn: {:blob, {500, 500}, 5})
+
+      Grove.Actors.start_link(
+        name: MoreActors,
+        world: MyWorld,
+        kinds: [{Grove.Actors.Walker, 15_000}, {Grove.Actors.Wanderer, 3_000}, {Grove.Actors.Sheep, 2_000}]
+      )
   """
 
   use Supervisor
 
+  alias Grove.Actor
   alias Grove.Actors.{Herd, Stats}
 
   @partitions 64
@@ -91,6 +108,7 @@ defmodule Grove.Actors do
     name: nil,
     world: nil,
     count: 0,
+    kinds: nil,
     interval: 1000,
     jitter: 0.2,
     spawn: :uniform,
@@ -125,7 +143,8 @@ defmodule Grove.Actors do
   @impl true
   def init(opts) do
     name = opts[:name]
-    :persistent_term.put({__MODULE__, name}, %{stats: Stats.new(), opts: opts})
+    kinds = opts[:kinds]
+    :persistent_term.put({__MODULE__, name}, %{stats: Stats.new(length(kinds)), opts: opts})
 
     children = [
       # Join permits, shared by the herds: joins never come all at once.
@@ -142,26 +161,47 @@ defmodule Grove.Actors do
        name: herds(name),
        partitions: @partitions},
       # Populates the world after the tree is up, so start-up never waits on it.
-      Supervisor.child_spec({Task, fn -> add(name, opts[:count]) end}, restart: :temporary)
+      Supervisor.child_spec(
+        {Task, fn -> for kind <- kinds, do: add(name, kind.count, kind: kind.module) end},
+        restart: :temporary
+      )
     ]
 
     Supervisor.init(children, strategy: :one_for_all)
   end
 
   @doc """
-  Starts `count` more actors. Options override those the group started with
-  (`:interval`, `:jitter`, `:spawn`, `:per_herd`). Returns the herds started.
+  Starts `count` more actors of one of the group's kinds: `:kind`, a
+  module of its `:kinds` (default the first). Other options override
+  those the group started with (`:interval`, `:jitter`, `:spawn`,
+  `:per_herd`). Returns the herds started.
   """
   @spec add(atom(), non_neg_integer(), keyword()) :: [pid()]
   def add(name, count, overrides \\ []) do
     %{stats: stats, opts: opts} = :persistent_term.get({__MODULE__, name})
+    {module, overrides} = Keyword.pop(overrides, :kind)
     opts = validate!(Keyword.merge(opts, Keyword.put(overrides, :name, name)))
+
+    kind =
+      case module do
+        nil ->
+          hd(opts[:kinds])
+
+        module ->
+          Enum.find(opts[:kinds], &(&1.module == module)) ||
+            raise ArgumentError,
+                  "#{inspect(module)} is not one of the kinds of #{inspect(name)}: " <>
+                    inspect(Enum.map(opts[:kinds], & &1.module))
+      end
 
     for {{size, area}, n} <- Enum.with_index(herd_plan(opts, count)) do
       herd_opts = [
         world: opts[:world],
         api: opts[:api],
-        stats: stats,
+        stats: Stats.for_kind(stats, kind.index),
+        module: kind.module,
+        kind_options: kind.options,
+        kind: kind.code,
         count: size,
         area: area,
         interval: opts[:interval],
@@ -259,6 +299,37 @@ defmodule Grove.Actors do
         do: pid
   end
 
+  @doc """
+  The group's kinds, in the order of `:kinds`: each with its module, name,
+  emoji, kind code, how many the group started with, its options and what
+  it senses.
+  """
+  @spec kinds(atom()) :: [map()]
+  def kinds(name), do: :persistent_term.get({__MODULE__, name}).opts[:kinds]
+
+  @doc """
+  Each kind with what its actors did so far (`Grove.Actors.Stats` counts:
+  `:sent`, `:ok` and every rejection, `:stayed`, `:skipped_*`, ...) and
+  how many of its actors are in the world now (`nil` when the world
+  cannot say: its `:api` has no `kind_counts/1`).
+  """
+  @spec by_kind(atom()) :: [map()]
+  def by_kind(name) do
+    %{stats: stats, opts: opts} = :persistent_term.get({__MODULE__, name})
+    api = opts[:api]
+
+    present =
+      if Code.ensure_loaded?(api) and function_exported?(api, :kind_counts, 1),
+        do: api.kind_counts(opts[:world])
+
+    for kind <- opts[:kinds] do
+      Map.merge(Map.take(kind, [:module, :name, :emoji, :code]), %{
+        counts: Stats.read_kind(stats, kind.index),
+        actors: if(present, do: Map.get(present, kind.code, 0))
+      })
+    end
+  end
+
   @doc "Client-side counters and the move round-trip histogram; see `Grove.Actors.Stats`."
   @spec stats(atom()) :: Stats.t()
   def stats(name), do: :persistent_term.get({__MODULE__, name}).stats
@@ -322,6 +393,9 @@ defmodule Grove.Actors do
     unless is_number(opts[:jitter]) and opts[:jitter] >= 0 and opts[:jitter] < 1,
       do: raise(ArgumentError, ":jitter must be a number in 0..1, got: #{inspect(opts[:jitter])}")
 
+    # The walkers of `:count` become a kind like any other.
+    opts = Keyword.merge(opts, kinds: validate_kinds!(opts[:kinds], opts[:count]), count: 0)
+
     case opts[:spawn] do
       :uniform ->
         :ok
@@ -335,5 +409,76 @@ defmodule Grove.Actors do
     end
 
     opts
+  end
+
+  # Kinds, validated once into descriptions with their kind codes.
+  # Descriptions pass through unchanged (`add/3` validates again).
+  defp validate_kinds!(nil, count), do: validate_kinds!([{Grove.Actors.Walker, count}], 0)
+
+  defp validate_kinds!(kinds, count) when is_list(kinds) and kinds != [] do
+    if count != 0,
+      do: raise(ArgumentError, "give actors a :count or :kinds (with a count each), not both")
+
+    if length(kinds) > 254,
+      do: raise(ArgumentError, "at most 254 actor kinds, got: #{length(kinds)}")
+
+    kinds =
+      for {entry, index} <- Enum.with_index(kinds) do
+        case entry do
+          %{module: _, code: _} = described ->
+            described
+
+          {module, n} ->
+            describe_kind!(module, n, [], index)
+
+          {module, n, options} ->
+            describe_kind!(module, n, options, index)
+
+          other ->
+            raise ArgumentError,
+                  "each of :kinds must be {module, count} or {module, count, options}, got: #{inspect(other)}"
+        end
+      end
+
+    case kinds |> Enum.frequencies_by(& &1.module) |> Enum.find(fn {_, n} -> n > 1 end) do
+      nil -> kinds
+      {module, _} -> raise ArgumentError, ":kinds lists #{inspect(module)} more than once"
+    end
+  end
+
+  defp validate_kinds!(other, _count),
+    do:
+      raise(
+        ArgumentError,
+        ":kinds must be a non-empty list of {module, count} or {module, count, options}, got: #{inspect(other)}"
+      )
+
+  defp describe_kind!(module, count, options, index) do
+    unless is_integer(count) and count >= 0,
+      do:
+        raise(
+          ArgumentError,
+          "the count of #{inspect(module)} in :kinds must be a non-negative integer, got: #{inspect(count)}"
+        )
+
+    unless Keyword.keyword?(options),
+      do:
+        raise(
+          ArgumentError,
+          "the options of #{inspect(module)} in :kinds must be a keyword list, got: #{inspect(options)}"
+        )
+
+    description = Actor.describe!(module)
+
+    # The kind checks its options now rather than in every herd later.
+    try do
+      module.init(options, 0)
+    rescue
+      error ->
+        raise ArgumentError,
+              "#{inspect(module)} refused its options #{inspect(options)}: #{Exception.message(error)}"
+    end
+
+    Map.merge(description, %{index: index, code: index + 2, count: count, options: options})
   end
 end

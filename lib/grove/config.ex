@@ -7,7 +7,8 @@ defmodule Grove.Config do
     * `:name` - the instance's name; its world and actors are named after it
       (default `Grove`)
     * `:world` - options for `Grove.World` (default `[]`; its `:name` is derived)
-    * `:actors` - options for `Grove.Actors` (default `[count: 0]`; `:name` and
+    * `:actors` - options for `Grove.Actors`, among them `:kinds`, which kinds
+      of actors run and how many of each (default `[count: 0]`; `:name` and
       `:world` are derived)
     * `:store` - options for `Grove.Store` (accounts, tokens, positions), or
       `false` for a server without accounts (default `false`; `:name` is
@@ -27,7 +28,7 @@ defmodule Grove.Config do
 
   The application reads these from `config :grove, ...` (see `config/`), and
   `config/runtime.exs` lets environment variables override the usual ones
-  (`GROVE_ACTORS`, `GROVE_SEED`, `GROVE_WIDTH`, `GROVE_HEIGHT`, `GROVE_PORT`,
+  (`GROVE_ACTORS`, `GROVE_ACTOR_KINDS`, `GROVE_SEED`, `GROVE_WIDTH`, `GROVE_HEIGHT`, `GROVE_PORT`,
   `GROVE_LISTEN=all`).
   """
 

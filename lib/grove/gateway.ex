@@ -3,8 +3,9 @@ defmodule Grove.Gateway do
   The HTTP and WebSocket gateway: Yaws, embedded in Grove's supervision tree.
 
   It serves the browser client and its assets from `priv/static`, the
-  terrain at `/terrain`, and the game at `/ws` (see `docs/protocol.md`). Yaws
-  reads a WebSocket's upgrade request; the socket then belongs to a
+  terrain at `/terrain`, the legend of entity kinds at `/kinds`, and the
+  game at `/ws` (see `docs/protocol.md`). Yaws reads a WebSocket's
+  upgrade request; the socket then belongs to a
   connection process of Grove's own (`Grove.Gateway.Connection`, under the
   gateway's sessions supervisor), the player's session. It writes at most
   once per event: an outcome at once, with the views published since; the
@@ -345,6 +346,7 @@ defmodule Grove.Gateway do
       appmods: [
         {~c"/ws", Socket},
         {~c"/terrain", HTTP},
+        {~c"/kinds", HTTP},
         {~c"/metrics", HTTP},
         {~c"/dashboard", HTTP},
         {~c"/api", HTTP},

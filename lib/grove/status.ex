@@ -2,9 +2,10 @@ defmodule Grove.Status do
   @moduledoc """
   A status line in the log every few seconds, so whoever started Grove sees
   the world living: entities, actors, moves per second with their outcomes,
-  the move round trip seen by actors, the longest zone mailbox and memory.
+  each kind of actor with its moves, the move round trip seen by actors,
+  the longest zone mailbox and memory.
 
-      [info] grove: 20000 entities (20000 actors joined) | 19968 moves/s: 81% ok, 12% blocked, ... | round trip p50 0.4 ms p99 3.1 ms | zone mailbox max 2 | 180 MB
+      [info] grove: 20000 entities (20000 actors joined) | 19968 moves/s: 81% ok, 12% blocked, ... | walker 15000: 14990 moves/s 79% ok; wanderer 3000: 2995 moves/s 97% ok; sheep 2000: 520 moves/s 88% ok, 1470 stay/s | round trip p50 0.4 ms p99 3.1 ms | zone mailbox max 2 | 180 MB
 
   ## Options
 
@@ -57,17 +58,38 @@ defmodule Grove.Status do
     text =
       "grove#{cluster(name)}: #{world.entities} entities (#{now.actors.counts.joined} actors joined) | " <>
         "#{round(total / seconds)} moves/s#{if shares != "", do: ": " <> shares, else: ""} | " <>
+        kinds(now.kinds, since.kinds, seconds) <>
         "#{latency} | zone mailbox max #{world.zone_mailbox_max} | " <>
         "#{div(:erlang.memory(:total), 1_000_000)} MB"
 
     {text, now}
   end
 
+  # Each kind: how many are in the world, their moves answered per second
+  # and the share that went through, and the steps they chose not to take.
+  defp kinds(now, since, seconds) do
+    earlier = Map.new(since, &{&1.name, &1.counts})
+
+    parts =
+      for kind <- now do
+        was = Map.get(earlier, kind.name, kind.counts)
+        diff = fn key -> kind.counts[key] - was[key] end
+        answered = Enum.reduce(Actors.Stats.outcomes(), 0, &(&2 + diff.(&1)))
+        ok = if answered > 0, do: " #{round(100 * diff.(:ok) / answered)}% ok", else: ""
+        stays = if diff.(:stayed) > 0, do: ", #{round(diff.(:stayed) / seconds)} stay/s", else: ""
+
+        "#{kind.name} #{kind.actors || "?"}: #{round(answered / seconds)} moves/s#{ok}#{stays}"
+      end
+
+    if parts == [], do: "", else: Enum.join(parts, "; ") <> " | "
+  end
+
   defp reading(name) do
     %{
       at: System.monotonic_time(:millisecond),
       world: Grove.World.stats(Grove.world(name)),
-      actors: Actors.Stats.read(Actors.stats(Grove.actors(name)))
+      actors: Actors.Stats.read(Actors.stats(Grove.actors(name))),
+      kinds: Actors.by_kind(Grove.actors(name))
     }
   end
 

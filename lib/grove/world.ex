@@ -101,6 +101,7 @@ defmodule Grove.World do
     :stats,
     :zone_moves,
     :zone_entities,
+    :kind_counts,
     :density,
     :density_cols,
     :density_rows,
@@ -128,6 +129,7 @@ defmodule Grove.World do
           stats: Stats.t() | nil,
           zone_moves: :counters.counters_ref() | nil,
           zone_entities: :atomics.atomics_ref() | nil,
+          kind_counts: :counters.counters_ref() | nil,
           density: :atomics.atomics_ref() | nil,
           density_cols: pos_integer() | nil,
           density_rows: pos_integer() | nil,
@@ -576,6 +578,7 @@ defmodule Grove.World do
   end
 
   @doc "An entity's cell, read from ETS without a message; `nil` when it is not in the world."
+  @impl Grove.World.Client
   @spec position(name() | t(), Entity.id()) :: Grid.cell() | nil
   def position(world, id) do
     world = fetch!(world)
@@ -587,6 +590,50 @@ defmodule Grove.World do
     else
       _ -> nil
     end
+  end
+
+  @doc """
+  The entities within `radius` cells of `cell` (a square, clipped to the
+  grid), as `{id, x, y, kind}`, read from the zones' ETS tables without a
+  message: what an actor senses around it (see `Grove.Actor`).
+
+  Each zone the square overlaps is scanned whole (its table is keyed by
+  entity id), so the cost grows with the entities in those zones, not with
+  the radius; keep radii small. A reader may see an entity in two zones
+  for the instant of a handoff.
+  """
+  @impl Grove.World.Client
+  @spec nearby(name() | t(), Grid.cell(), non_neg_integer()) ::
+          [{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}]
+  def nearby(world, {x, y} = cell, radius) when is_integer(radius) and radius >= 0 do
+    world = fetch!(world)
+    {x0, y0, x1, y1} = {x - radius, y - radius, x + radius, y + radius}
+
+    spec = [
+      {{:"$1", :"$2", :"$3", :_, :"$4", :_, :_, :_},
+       [{:>=, :"$2", x0}, {:"=<", :"$2", x1}, {:>=, :"$3", y0}, {:"=<", :"$3", y1}],
+       [{{:"$1", :"$2", :"$3", :"$4"}}]}
+    ]
+
+    Enum.flat_map(Grid.view_zones(world.grid, cell, radius), fn index ->
+      :ets.select(elem(world.tables, index), spec)
+    end)
+  end
+
+  @doc """
+  How many entities of each kind code (see `join/2`'s `:kind`) are in the
+  world now, codes with none left out. Read from counters the zones keep.
+  """
+  @impl Grove.World.Client
+  @spec kind_counts(name() | t()) :: %{byte() => pos_integer()}
+  def kind_counts(world) do
+    world = fetch!(world)
+
+    for code <- 0..255,
+        count = :counters.get(world.kind_counts, code + 1),
+        count > 0,
+        into: %{},
+        do: {code, count}
   end
 
   @doc "How many entities are in the world."

@@ -5,6 +5,17 @@ defmodule Grove.ActorsTest do
   alias Grove.Test.RecordingWorld
   alias Grove.World
 
+  # A kind of one's own: it never moves, in the mood its options give it.
+  defmodule Still do
+    @behaviour Grove.Actor
+    @impl true
+    def init(opts, _roll), do: Keyword.fetch!(opts, :mood)
+    @impl true
+    def step(mood, _senses, _roll), do: {:stay, mood}
+    @impl true
+    def emoji, do: "🗿"
+  end
+
   defp start_actors(world, opts) do
     name = :"actors_#{System.unique_integer([:positive])}"
 
@@ -122,6 +133,112 @@ defmodule Grove.ActorsTest do
     end
 
     assert_raise ArgumentError, ~r/:world/, fn -> Actors.start_link(name: :a) end
+  end
+
+  describe "kinds" do
+    test "each kind joins with its own kind code and is counted apart", %{world: world} do
+      name =
+        start_actors(world,
+          kinds: [{Grove.Actors.Walker, 6}, {Grove.Actors.Wanderer, 5}, {Grove.Actors.Sheep, 4}],
+          per_herd: 10
+        )
+
+      actors = joined(15)
+      codes = Enum.frequencies_by(actors, fn {herd, id, _} -> {herd, id} end)
+      assert map_size(codes) == 15
+
+      assert Enum.map(Actors.kinds(name), &{&1.name, &1.code, &1.count}) ==
+               [{"walker", 2, 6}, {"wanderer", 3, 5}, {"sheep", 4, 4}]
+
+      assert World.kind_counts(world) == %{2 => 6, 3 => 5, 4 => 4}
+
+      eventually(fn ->
+        by_kind = Actors.by_kind(name)
+
+        assert Enum.map(by_kind, &{&1.name, &1.actors}) == [
+                 {"walker", 6},
+                 {"wanderer", 5},
+                 {"sheep", 4}
+               ]
+
+        # Each kind's own moves get outcomes, counted in its own row.
+        for kind <- by_kind, kind.name != "sheep" do
+          assert kind.counts.sent > 0
+          assert kind.counts.ok + kind.counts.occupied + kind.counts.out_of_bounds > 0
+        end
+      end)
+
+      total = Actors.Stats.read(Actors.stats(name)).counts
+      rows = Enum.map(Actors.by_kind(name), & &1.counts.joined)
+      assert Enum.sum(rows) == total.joined
+      assert World.audit(world) == :ok
+    end
+
+    test "only kinds that sense read the world, and never by message", %{world: world} do
+      start_actors(world, kinds: [{Grove.Actors.Walker, 5}])
+      joined(5)
+      assert_receive {:world_move, _, _, _}, 2000
+      assert_receive {:world_move, _, _, _}, 2000
+      refute_received {:world_position, _, _}
+      refute_received {:world_nearby, _, _, _}
+
+      start_actors(world, kinds: [{Grove.Actors.Wanderer, 5}])
+      joined(5)
+      assert_receive {:world_position, herd, _id}, 2000
+      assert_receive {:world_nearby, ^herd, {_, _}, 1}, 2000
+      {:messages, messages} = Process.info(herd, :messages)
+      assert Enum.all?(messages, &(elem(&1, 0) in [:grove_moves, :grove_move, :beat, :join]))
+    end
+
+    @tag world: [terrain: [tree_density: 0.15, water_density: 0.05, rock_density: 0.01]]
+    test "wanderers never walk into trees, water, rocks or the edge", %{world: world} do
+      # Walkers would: among 8 on this ground some bump within 40 moves.
+      name = start_actors(world, kinds: [{Grove.Actors.Wanderer, 8}], spawn: {:blob, {20, 20}, 3})
+      joined(8)
+
+      eventually(fn ->
+        [wanderer] = Actors.by_kind(name)
+        assert wanderer.counts.ok >= 40
+        assert wanderer.counts.out_of_bounds == 0
+        assert wanderer.counts.blocked == 0
+      end)
+    end
+
+    test "a kind of one's own, with options, runs beside the others", %{world: world} do
+      name = start_actors(world, kinds: [{Grove.Actors.Walker, 2}, {Still, 3, mood: :calm}])
+
+      joined(5)
+
+      eventually(fn ->
+        [_walker, still] = Actors.by_kind(name)
+        assert %{name: "still", emoji: "🗿", code: 3, actors: 3} = still
+        assert still.counts.stayed >= 3
+        assert still.counts.sent == 0
+      end)
+    end
+
+    test "bad kinds get a clear error", %{world: world} do
+      for {kinds, message} <- [
+            {[], ~r/non-empty list/},
+            {[{Enum, 3}], ~r/does not define init\/2/},
+            {[{Grove.Actors.Walker, -1}], ~r/count of Grove.Actors.Walker/},
+            {[{Grove.Actors.Walker, 1}, {Grove.Actors.Walker, 2}], ~r/more than once/},
+            {[{Grove.Actors.Walker, 1, :fast}], ~r/keyword list/},
+            {[Grove.Actors.Walker], ~r/\{module, count\}/}
+          ] do
+        assert_raise ArgumentError, message, fn ->
+          Actors.start_link(name: :a, world: world, kinds: kinds)
+        end
+      end
+
+      assert_raise ArgumentError, ~r/not both/, fn ->
+        Actors.start_link(name: :a, world: world, count: 3, kinds: [{Grove.Actors.Walker, 1}])
+      end
+
+      assert_raise ArgumentError, ~r/refused its options/, fn ->
+        Actors.start_link(name: :a, world: world, kinds: [{Still, 1}])
+      end
+    end
   end
 
   defp receive_moves(seen, ids) do

@@ -104,6 +104,29 @@ defmodule Grove.GatewayTest do
   end
 
   describe "HTTP" do
+    test "serves the legend of entity kinds: each actor kind's code, name and emoji", %{
+      port: port
+    } do
+      {:ok, {{_, 200, _}, _headers, body}} =
+        :httpc.request(:get, {~c"http://127.0.0.1:#{port}/kinds", []}, [], body_format: :binary)
+
+      assert %{"kinds" => kinds} = :jiffy.decode(body, [:return_maps])
+
+      assert Enum.take(kinds, 3) == [
+               %{"code" => 0, "name" => "actor", "emoji" => ""},
+               %{"code" => 1, "name" => "player", "emoji" => ""},
+               %{"code" => 2, "name" => "walker", "emoji" => ""}
+             ]
+
+      {:ok, {{_, 405, _}, _, _}} =
+        :httpc.request(
+          :post,
+          {~c"http://127.0.0.1:#{port}/kinds", [], ~c"text/plain", ""},
+          [],
+          []
+        )
+    end
+
     test "serves the terrain, compressed when asked", %{port: port, world: world} do
       {:ok, {{_, 200, _}, headers, body}} =
         :httpc.request(:get, {~c"http://127.0.0.1:#{port}/terrain", []}, [], body_format: :binary)
@@ -220,6 +243,10 @@ defmodule Grove.GatewayTest do
 
         assert length(samples) > 1
         assert %{"moves_per_s" => _, "sessions" => _, "memory_mb" => _, "t" => _} = hd(samples)
+        # Each kind of actor, for the line of kinds.
+        assert [%{"name" => "walker", "emoji" => "", "actors" => 0, "moves_per_s" => 0}] =
+                 List.last(samples)["kinds"]
+
         assert zones["cols"] * zones["rows"] == 9
         assert length(zones["moves_per_s"]) == 9
       end)

@@ -457,6 +457,33 @@ defmodule Grove.WorldTest do
     end
   end
 
+  describe "nearby/3 and kind_counts/1" do
+    test "reads the entities around a cell across zones, and counts entities by kind", %{
+      world: world
+    } do
+      # Zones are 10 cells wide: {9, 9}, {10, 10} and {11, 9} lie in three zones.
+      {:ok, a, _} = World.join(world, at: {9, 9}, kind: 5)
+      {:ok, b, _} = World.join(world, at: {10, 10}, kind: 5)
+      {:ok, c, _} = World.join(world, at: {11, 9}, kind: :player)
+      {:ok, _far, _} = World.join(world, at: {20, 20})
+
+      assert Enum.sort(World.nearby(world, {10, 9}, 1)) ==
+               Enum.sort([{a, 9, 9, 5}, {b, 10, 10, 5}, {c, 11, 9, 1}])
+
+      assert World.nearby(world, {0, 0}, 2) == []
+      assert World.kind_counts(world) == %{0 => 1, 1 => 1, 5 => 2}
+
+      :ok = World.move(world, b, :se, 1)
+      assert assert_outcome(b, 1) == {:ok, {11, 11}}
+
+      assert Enum.sort(World.nearby(world, {10, 9}, 1)) ==
+               Enum.sort([{a, 9, 9, 5}, {c, 11, 9, 1}])
+
+      :ok = World.leave(world, a)
+      assert World.kind_counts(world) == %{0 => 1, 1 => 1, 5 => 1}
+    end
+  end
+
   test "bad world options get a clear error" do
     assert_raise ArgumentError, ~r/:zone_size/, fn -> World.new!(name: :w, zone_size: 0) end
     assert_raise ArgumentError, ~r/:tick/, fn -> World.new!(name: :w, tick: :sometimes) end

@@ -36,4 +36,19 @@ defmodule Grove.Test.RecordingWorld do
 
   @impl true
   def terrain({world, _test}), do: World.terrain(world)
+
+  @impl true
+  def kind_counts({world, _test}), do: World.kind_counts(world)
+
+  @impl true
+  def position({world, test}, id) do
+    send(test, {:world_position, self(), id})
+    World.position(world, id)
+  end
+
+  @impl true
+  def nearby({world, test}, cell, radius) do
+    send(test, {:world_nearby, self(), cell, radius})
+    World.nearby(world, cell, radius)
+  end
 end

@@ -15,6 +15,16 @@ export interface LoadRun {
   phase: string | null;
 }
 
+/** One kind of actor over a sample: how many, and their moves per second. */
+export interface KindSample {
+  name: string;
+  emoji: string;
+  actors: number | null;
+  moves_per_s: number | null;
+  ok_per_s: number | null;
+  stayed_per_s: number | null;
+}
+
 /** One second of metrics, as recorded by Grove.Metrics.Collector. */
 export interface Sample {
   t: number;
@@ -43,10 +53,11 @@ export interface Sample {
   run_queue: number | null;
   scheduler_utilization: number | null;
   load_run: LoadRun | null;
+  kinds: KindSample[];
 }
 
 /** The numeric fields of a sample, the ones a chart can plot. */
-export type NumericField = Exclude<keyof Sample, "t" | "load_run">;
+export type NumericField = Exclude<keyof Sample, "t" | "load_run" | "kinds">;
 
 export const NUMERIC_FIELDS: readonly NumericField[] = [
   "moves_per_s",
@@ -124,12 +135,27 @@ function parseLoadRun(value: unknown): LoadRun | null {
   };
 }
 
+function parseKinds(value: unknown): KindSample[] {
+  if (!Array.isArray(value)) return [];
+  return value.map((item) => {
+    const kind = record(item);
+    return {
+      name: typeof kind.name === "string" ? kind.name : "?",
+      emoji: typeof kind.emoji === "string" ? kind.emoji : "",
+      actors: num(kind.actors),
+      moves_per_s: num(kind.moves_per_s),
+      ok_per_s: num(kind.ok_per_s),
+      stayed_per_s: num(kind.stayed_per_s),
+    };
+  });
+}
+
 /** One sample from JSON, or null without a numeric `t`. Missing or non-numeric fields become null. */
 export function parseSample(value: unknown): Sample | null {
   const raw = record(value);
   const t = num(raw.t);
   if (t === null) return null;
-  const sample = { t, load_run: parseLoadRun(raw.load_run) } as Sample;
+  const sample = { t, load_run: parseLoadRun(raw.load_run), kinds: parseKinds(raw.kinds) } as Sample;
   for (const field of NUMERIC_FIELDS) sample[field] = num(raw[field]);
   return sample;
 }

@@ -126,8 +126,19 @@ const tiles: [string, (s: Sample) => string][] = [
   ["now-schedulers", (s) => (s.scheduler_utilization === null ? "–" : `${Math.round(s.scheduler_utilization * 100)} %`)],
 ];
 
+// Each kind of actor: its emoji and name, how many, and its moves per second.
+function kindsText(s: Sample): string {
+  if (s.kinds.length === 0) return "–";
+  return s.kinds
+    .map((kind) => {
+      const stays = kind.stayed_per_s ? `, ${formatNumber(kind.stayed_per_s)} stay/s` : "";
+      return `${kind.emoji || "🐞"} ${kind.name} ${formatNumber(kind.actors)} · ${formatNumber(kind.moves_per_s)} moves/s${stays}`;
+    })
+    .join("  ");
+}
+
 function drawTiles(latest: Sample | undefined): void {
-  for (const [id, text] of tiles) {
+  for (const [id, text] of [...tiles, ["now-kinds", kindsText] as [string, (s: Sample) => string]]) {
     const value = latest ? text(latest) : "–";
     const node = document.getElementById(id);
     if (node && node.textContent !== value) node.textContent = value;

@@ -1,8 +1,18 @@
 defmodule Grove.Actors.Herd do
   @moduledoc false
-  # One process that walks many actors. Each actor is an entity of its own,
-  # joined and moved through the public client API with its own schedule;
-  # the herd only shares the process, the timer and the mailbox between them.
+  # One process that walks many actors of one kind (a `Grove.Actor`). Each
+  # actor is an entity of its own, joined and moved through the public
+  # client API with its own schedule; the herd only shares the process, the
+  # timer and the mailbox between them, and asks the kind where each actor
+  # steps when its turn comes.
+  #
+  # The kind decides, the herd does the I/O: for a kind that senses, the
+  # herd reads the actor's cell and, if asked, its neighbours from the
+  # zones' ETS tables (never a message) and hands them over as
+  # `Grove.Actor.Senses`; for one that senses nothing it reads nothing. The
+  # random integer a step gets comes from the draw the herd makes for the
+  # schedule anyway. A step that answers `:stay` sends nothing and is
+  # counted as `:stayed`.
   #
   # Why not one process per actor: a move then costs two wake-ups of a cold
   # process (its timer, then its outcome), and at hundreds of thousands of
@@ -47,6 +57,9 @@ defmodule Grove.Actors.Herd do
 
   use GenServer
 
+  import Bitwise
+
+  alias Grove.Actor.Senses
   alias Grove.Actors.Stats
   alias Grove.World.Grid
 
@@ -61,7 +74,9 @@ defmodule Grove.Actors.Herd do
   @permit_wait_ms 20
   # How long, at most, before it asks again when none was free.
   @permit_retry_ms 100
-  @directions List.to_tuple(Grid.directions())
+  # The random integer a step gets, from the low bits of the herd's draw.
+  @roll_bits Grove.Actor.roll_bits()
+  @roll_mask Bitwise.bsl(1, @roll_bits) - 1
 
   defstruct [
     :world,
@@ -72,6 +87,10 @@ defmodule Grove.Actors.Herd do
     :jitter,
     :spawn,
     :kind,
+    :module,
+    :kind_options,
+    :senses,
+    :terrain,
     :area,
     :resolution,
     :phase,
@@ -127,15 +146,33 @@ defmodule Grove.Actors.Herd do
     interval = Keyword.get(opts, :interval, 1000)
     resolution = Keyword.get(opts, :resolution, 100)
 
+    module = Keyword.get(opts, :module, Grove.Actors.Walker)
+    world = Keyword.fetch!(opts, :world)
+    api = Keyword.get(opts, :api, Grove.World)
+    senses = Grove.Actor.describe!(module).senses
+
+    if senses != nil and
+         not (Code.ensure_loaded?(api) and function_exported?(api, :position, 2) and
+                function_exported?(api, :nearby, 3)),
+       do:
+         raise(
+           ArgumentError,
+           "#{inspect(module)} senses, and #{inspect(api)} cannot say what: it has no position/2 and nearby/3"
+         )
+
     herd = %__MODULE__{
-      world: Keyword.fetch!(opts, :world),
-      api: Keyword.get(opts, :api, Grove.World),
+      world: world,
+      api: api,
+      module: module,
+      kind_options: Keyword.get(opts, :kind_options, []),
+      senses: senses,
+      terrain: if(senses, do: api.terrain(world)),
       stats: Keyword.fetch!(opts, :stats),
       count: count,
       interval: interval,
       jitter: Keyword.get(opts, :jitter, 0.2),
       spawn: Keyword.get(opts, :spawn, :uniform),
-      kind: Keyword.get(opts, :kind, :actor),
+      kind: Grove.World.kind_code(Keyword.get(opts, :kind, :actor)),
       area: Keyword.get(opts, :area),
       resolution: resolution,
       batch: Keyword.get(opts, :batch, true),
@@ -255,29 +292,36 @@ defmodule Grove.Actors.Herd do
     span = 2 * jitter_ms + herd.resolution
     sent_at = :erlang.monotonic_time()
     %__MODULE__{pending: pending, window: window} = herd
-    start = {[], herd.wheel, herd.rand, herd.in_flight, 0, 0}
+    start = {[], herd.wheel, herd.rand, herd.in_flight, 0, 0, 0}
 
-    {moves, wheel, rand, in_flight, unanswered, full} =
-      Enum.reduce(due, start, fn {id, last} = entry,
-                                 {moves, wheel, rand, in_flight, unanswered, full} ->
-        # One draw gives both the direction and the next wait.
-        {draw, rand} = :rand.uniform_s(8 * span, rand)
-        wait_ms = herd.interval - jitter_ms + div(draw - 1, 8)
+    {moves, wheel, rand, in_flight, unanswered, full, stayed} =
+      Enum.reduce(due, start, fn {id, last, state} = entry,
+                                 {moves, wheel, rand, in_flight, unanswered, full, stayed} ->
+        # One draw gives both the step's random integer and the next wait.
+        {draw, rand} = :rand.uniform_s(span <<< @roll_bits, rand)
+        wait_ms = herd.interval - jitter_ms + ((draw - 1) >>> @roll_bits)
         # Counted from when the move was due, not from when the herd got
         # to it, so a herd running a little late keeps its actors' pace.
         next = max(slot + Integer.floor_div(wait_ms, herd.resolution), now_slot + 1)
 
         cond do
           is_map_key(pending, last) ->
-            {moves, add(wheel, next, entry), rand, in_flight, unanswered + 1, full}
+            {moves, add(wheel, next, entry), rand, in_flight, unanswered + 1, full, stayed}
 
           in_flight >= window ->
-            {moves, add(wheel, next, entry), rand, in_flight, unanswered, full + 1}
+            {moves, add(wheel, next, entry), rand, in_flight, unanswered, full + 1, stayed}
 
           true ->
-            move = {id, elem(@directions, rem(draw - 1, 8)), sent_at}
-            wheel = add(wheel, next, {id, sent_at})
-            {[move | moves], wheel, rand, in_flight + 1, unanswered, full}
+            case decide(herd, id, state, draw - 1 &&& @roll_mask) do
+              {:stay, state} ->
+                wheel = add(wheel, next, {id, last, state})
+                {moves, wheel, rand, in_flight, unanswered, full, stayed + 1}
+
+              {direction, state} ->
+                wheel = add(wheel, next, {id, sent_at, state})
+                move = {id, direction, sent_at}
+                {[move | moves], wheel, rand, in_flight + 1, unanswered, full, stayed}
+            end
         end
       end)
 
@@ -295,7 +339,39 @@ defmodule Grove.Actors.Herd do
     Stats.incr(herd.stats, :in_flight, sent)
     if unanswered > 0, do: Stats.incr(herd.stats, :skipped_unanswered, unanswered)
     if full > 0, do: Stats.incr(herd.stats, :skipped_full, full)
+    if stayed > 0, do: Stats.incr(herd.stats, :stayed, stayed)
     %{herd | wheel: wheel, rand: rand, pending: pending, in_flight: in_flight}
+  end
+
+  # The kind's step. A kind that senses nothing is given nothing; one that
+  # senses gets what the zones' tables say now, and an actor whose cell
+  # cannot be read (in the instant of a handoff) stays this turn.
+  defp decide(%__MODULE__{senses: nil, module: module}, _id, state, roll),
+    do: module.step(state, nil, roll)
+
+  defp decide(%__MODULE__{senses: %{radius: radius, entities: entities?}} = herd, id, state, roll) do
+    case herd.api.position(herd.world, id) do
+      nil ->
+        {:stay, state}
+
+      at ->
+        senses = %Senses{
+          id: id,
+          kind: herd.kind,
+          at: at,
+          radius: radius,
+          terrain: herd.terrain,
+          entities: if(entities?, do: neighbours(herd, id, at, radius))
+        }
+
+        herd.module.step(state, senses, roll)
+    end
+  end
+
+  defp neighbours(herd, id, at, radius) do
+    for {other, _, _, _} = entity <- herd.api.nearby(herd.world, at, radius),
+        other != id,
+        do: entity
   end
 
   # Nobody moves: each late actor comes back at a random slot of its next
@@ -383,7 +459,7 @@ defmodule Grove.Actors.Herd do
     for {id, direction, sent_at} <- moves, do: herd.api.move(herd.world, id, direction, sent_at)
   end
 
-  # Each actor is on the wheel once, as `{id, sent_at of its last move}`.
+  # Each actor is on the wheel once, as `{id, sent_at of its last move, its kind's state}`.
   defp add(wheel, slot, entry) do
     case wheel do
       %{^slot => entries} -> %{wheel | slot => [entry | entries]}
@@ -514,8 +590,10 @@ defmodule Grove.Actors.Herd do
     {wheel, rand} =
       Enum.reduce(joined, {herd.wheel, herd.rand}, fn id, {wheel, rand} ->
         {offset, rand} = :rand.uniform_s(interval_slots, rand)
+        {roll, rand} = :rand.uniform_s(@roll_mask + 1, rand)
+        state = herd.module.init(herd.kind_options, roll - 1)
         # No move yet: the batch of its last move is none.
-        {add(wheel, now_slot + offset, {id, 0}), rand}
+        {add(wheel, now_slot + offset, {id, 0, state}), rand}
       end)
 
     reschedule(%{herd | wheel: wheel, rand: rand})

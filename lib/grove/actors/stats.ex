@@ -15,7 +15,13 @@ defmodule Grove.Actors.Stats do
   # `:in_flight` is a gauge kept in a counter: herds add what they send and
   # take off what is answered or given up (`:expired`: no outcome within
   # `move_timeout`). `:join_retried` counts joins refused `:busy` or timed
-  # out and tried again later; they are not lost.
+  # out and tried again later; they are not lost. `:stayed` counts steps
+  # whose kind chose not to move (nothing was sent).
+  #
+  # Per kind: one `:counters` array holds a row of every key for each kind
+  # of the group; a herd writes its kind's row through the handle
+  # `for_kind/2` gives it (as cheap as a single row), `read/1` sums the
+  # rows and `read_kind/2` reads one. The round trip histogram is shared.
 
   alias Grove.Metrics.Histogram
 
@@ -25,46 +31,77 @@ defmodule Grove.Actors.Stats do
   # its calls can time out; the world's moves always get an outcome.
   @keys [:sent, :joined, :join_failed, :ok | Grove.World.rejections()] ++
           [:timeout, :skipped_unanswered, :skipped_full, :skipped_late] ++
-          [:in_flight, :expired, :join_retried]
+          [:in_flight, :expired, :join_retried, :stayed]
+  @size length(@keys)
 
   for {key, index} <- Enum.with_index(@keys, 1) do
     defp index(unquote(key)), do: unquote(index)
   end
 
-  defstruct [:counters, :latency]
+  defstruct [:counters, :latency, kinds: 1, offset: 0]
 
-  @type t :: %__MODULE__{counters: :counters.counters_ref(), latency: Histogram.t()}
+  @type t :: %__MODULE__{
+          counters: :counters.counters_ref(),
+          latency: Histogram.t(),
+          kinds: pos_integer(),
+          offset: non_neg_integer()
+        }
 
   @doc "Why a herd skips a move; each is counted as `:skipped_<reason>`."
   @spec skip_reasons() :: [atom()]
   def skip_reasons, do: @skip_reasons
 
-  @spec new() :: t()
-  def new,
+  @doc "Counters for `kinds` kinds of actors (a row each) and one round trip histogram."
+  @spec new(pos_integer()) :: t()
+  def new(kinds \\ 1) when is_integer(kinds) and kinds > 0,
     do: %__MODULE__{
-      counters: :counters.new(length(@keys), [:write_concurrency]),
-      latency: Histogram.new()
+      counters: :counters.new(@size * kinds, [:write_concurrency]),
+      latency: Histogram.new(),
+      kinds: kinds
     }
 
+  @doc "The handle a herd of the `kind`th kind (from 0) counts with."
+  @spec for_kind(t(), non_neg_integer()) :: t()
+  def for_kind(%__MODULE__{kinds: kinds} = stats, kind) when kind in 0..(kinds - 1)//1,
+    do: %{stats | offset: kind * @size}
+
   @spec incr(t(), atom(), integer()) :: :ok
-  def incr(%__MODULE__{counters: counters}, key, by \\ 1),
-    do: :counters.add(counters, index(key), by)
+  def incr(%__MODULE__{counters: counters, offset: offset}, key, by \\ 1),
+    do: :counters.add(counters, offset + index(key), by)
 
   @doc "Records an outcome and its round trip in microseconds."
   @spec outcome(t(), atom(), non_neg_integer()) :: :ok
-  def outcome(%__MODULE__{counters: counters, latency: latency}, key, micros) do
-    :counters.add(counters, index(key), 1)
+  def outcome(%__MODULE__{counters: counters, latency: latency, offset: offset}, key, micros) do
+    :counters.add(counters, offset + index(key), 1)
     Histogram.record(latency, micros)
   end
 
-  @doc "All counters and a latency snapshot, to diff against a later reading."
+  @doc "All counters, every kind's summed, and a latency snapshot, to diff against a later reading."
   @spec read(t()) :: %{counts: %{atom() => integer()}, latency: Histogram.snapshot()}
-  def read(%__MODULE__{counters: counters, latency: latency}) do
+  def read(%__MODULE__{counters: counters, latency: latency, kinds: kinds}) do
     %{
-      counts: Map.new(@keys, &{&1, :counters.get(counters, index(&1))}),
+      counts:
+        Map.new(@keys, fn key ->
+          {key,
+           Enum.reduce(
+             0..(kinds - 1),
+             0,
+             &(&2 + :counters.get(counters, &1 * @size + index(key)))
+           )}
+        end),
       latency: Histogram.snapshot(latency)
     }
   end
+
+  @doc "The counters of the `kind`th kind (from 0) alone."
+  @spec read_kind(t(), non_neg_integer()) :: %{atom() => integer()}
+  def read_kind(%__MODULE__{counters: counters, kinds: kinds}, kind)
+      when kind in 0..(kinds - 1)//1,
+      do: Map.new(@keys, &{&1, :counters.get(counters, kind * @size + index(&1))})
+
+  @doc "Every reason a move is counted under: `:ok` and the world's rejections."
+  @spec outcomes() :: [atom()]
+  def outcomes, do: [:ok | Grove.World.rejections()]
 
   @doc "Moves skipped in all, from a reading's counts."
   @spec skipped(%{atom() => integer()}) :: integer()

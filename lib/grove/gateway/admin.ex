@@ -147,6 +147,10 @@ defmodule Grove.Gateway.Admin do
       {:load_run, run} ->
         {"load_run", Map.new(run, fn {k, v} -> {Atom.to_string(k), v || :null} end)}
 
+      {:kinds, kinds} ->
+        {"kinds",
+         for(kind <- kinds, do: Map.new(kind, fn {k, v} -> {Atom.to_string(k), v || :null} end))}
+
       {key, nil} ->
         {Atom.to_string(key), :null}
 

@@ -2,7 +2,9 @@ defmodule Grove.Gateway.HTTP do
   @moduledoc false
   # Plain HTTP endpoints of the gateway (a Yaws appmod). `/terrain` is the
   # world's ground, one byte per cell, compressed once when the gateway
-  # starts: clients fetch it once and draw any viewport from it.
+  # starts: clients fetch it once and draw any viewport from it. `/kinds`
+  # is the legend of the entity kind codes views carry: each kind's name
+  # and emoji.
 
   import Grove.Gateway.Records
 
@@ -51,6 +53,8 @@ defmodule Grove.Gateway.HTTP do
       {:GET, ~c"/terrain"} -> terrain(arg)
       {:HEAD, ~c"/terrain"} -> terrain(arg)
       {_method, ~c"/terrain"} -> error(405, "method_not_allowed", "use GET")
+      {:GET, ~c"/kinds"} -> kinds()
+      {_method, ~c"/kinds"} -> error(405, "method_not_allowed", "use GET")
       {_method, ~c"/metrics"} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
       {_method, ~c"/dashboard" ++ _} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
       {_method, ~c"/api/load/" ++ _} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
@@ -76,6 +80,27 @@ defmodule Grove.Gateway.HTTP do
       {:header, {~c"Vary", ~c"Accept-Encoding"}}
       | encoding
     ] ++ [{:content, ~c"application/octet-stream", body}]
+  end
+
+  # Codes 0 and 1 are a plain actor and a player; each kind of the
+  # instance's actors has its own from 2 on (see Grove.Actors).
+  defp kinds do
+    actors =
+      try do
+        Grove.Actors.kinds(Grove.actors(Grove.Gateway.config().instance))
+      rescue
+        ArgumentError -> []
+      end
+
+    kinds =
+      [
+        %{"code" => 0, "name" => "actor", "emoji" => ""},
+        %{"code" => 1, "name" => "player", "emoji" => ""}
+      ] ++
+        for kind <- actors,
+            do: %{"code" => kind.code, "name" => kind.name, "emoji" => kind.emoji}
+
+    [{:header, {~c"Cache-Control", ~c"no-cache"}} | json(200, %{"kinds" => kinds})]
   end
 
   @doc false

@@ -91,6 +91,7 @@ defmodule Grove.Metrics.Collector do
     gateway = gateway_stats()
     actor_latency = actor_histogram(instance)
     actors = actor_stats(instance)
+    kinds = actor_kinds(instance)
     loads = World.zone_loads(Grove.world(instance))
     memory = :erlang.memory()
     latest = latest(instance) || %{}
@@ -125,6 +126,18 @@ defmodule Grove.Metrics.Collector do
       {"grove_actor_move_round_trip_seconds", :histogram,
        "Round trip of actors' moves, send to outcome.",
        if(actor_latency, do: [{[], histogram(actor_latency, 1_000_000)}], else: [])},
+      {"grove_actors_of_kind", :gauge, "Actors of each kind in the world.",
+       for(kind <- kinds, kind.actors != nil, do: {[kind: kind.name], kind.actors})},
+      {"grove_actor_moves_total", :counter,
+       "Actors' moves by kind and outcome, as the actors received them.",
+       for(
+         kind <- kinds,
+         outcome <- Actors.Stats.outcomes(),
+         do: {[kind: kind.name, outcome: outcome], kind.counts[outcome]}
+       )},
+      {"grove_actor_stays_total", :counter,
+       "Steps actors of each kind chose to stand still (nothing sent).",
+       for(kind <- kinds, do: {[kind: kind.name], kind.counts.stayed})},
       {"grove_actor_moves_sent_total", :counter, "Moves the actors sent.",
        actor_values(actors, &[{[], &1.counts.sent}])},
       {"grove_actor_moves_skipped_total", :counter,
@@ -355,6 +368,7 @@ defmodule Grove.Metrics.Collector do
       zones: World.zone_loads(Grove.world(state.instance)),
       gateway: gateway_stats(),
       actors: actor_stats(state.instance),
+      kinds: actor_kinds(state.instance),
       tick: Histogram.snapshot(state.tick),
       player: if(source = player_histogram(), do: Histogram.snapshot(source), else: [])
     }
@@ -400,6 +414,7 @@ defmodule Grove.Metrics.Collector do
       actor_p50_ms: to_ms(Histogram.percentile(actor_latency, 50)),
       actor_p99_ms: to_ms(Histogram.percentile(actor_latency, 99)),
       actor_skipped_per_s: round(actor_skipped / seconds),
+      kinds: kind_rates(before.kinds, now.kinds, seconds),
       tick_p99_ms: to_ms(Histogram.percentile(tick, 99)),
       player_p99_ms: to_ms(Histogram.percentile(player, 99)),
       sessions: now.gateway[:sessions] || 0,
@@ -416,6 +431,27 @@ defmodule Grove.Metrics.Collector do
       scheduler_utilization: normal_utilization(utilization),
       load_run: load_run(state.instance)
     }
+  end
+
+  # Each kind's actors and, over the sample, its moves, those that went
+  # through, and its stays, per second.
+  defp kind_rates(before, now, seconds) do
+    earlier = Map.new(before, &{&1.name, &1.counts})
+
+    for kind <- now do
+      was = Map.get(earlier, kind.name, kind.counts)
+      rate = fn key -> round((kind.counts[key] - was[key]) / seconds) end
+      answered = fn counts -> Enum.reduce(Actors.Stats.outcomes(), 0, &(&2 + counts[&1])) end
+
+      %{
+        name: kind.name,
+        emoji: kind.emoji,
+        actors: kind.actors,
+        moves_per_s: round((answered.(kind.counts) - answered.(was)) / seconds),
+        ok_per_s: rate.(:ok),
+        stayed_per_s: rate.(:stayed)
+      }
+    end
   end
 
   defp zone_rates(before, now, seconds) do
@@ -465,6 +501,12 @@ defmodule Grove.Metrics.Collector do
     Actors.Stats.read(Actors.stats(Grove.actors(instance)))
   rescue
     ArgumentError -> nil
+  end
+
+  defp actor_kinds(instance) do
+    Actors.by_kind(Grove.actors(instance))
+  rescue
+    ArgumentError -> []
   end
 
   defp name(instance), do: :"#{instance}.Metrics.Collector"

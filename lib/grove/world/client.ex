@@ -22,4 +22,15 @@ defmodule Grove.World.Client do
   @callback leave(world(), Entity.id()) :: :ok | {:error, atom()}
   @callback grid(world()) :: Grid.t()
   @callback terrain(world()) :: Grove.World.Terrain.t()
+
+  # What actors that sense (see Grove.Actor) read; a world for actors that
+  # sense nothing may leave them out.
+  @callback position(world(), Entity.id()) :: Grid.cell() | nil
+  @callback nearby(world(), Grid.cell(), non_neg_integer()) ::
+              [{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}]
+
+  # How many entities of each kind code are in the world, for per-kind counts.
+  @callback kind_counts(world()) :: %{byte() => pos_integer()}
+
+  @optional_callbacks position: 2, nearby: 3, kind_counts: 1
 end

@@ -40,6 +40,7 @@ defmodule Grove.World.Keeper do
         load: :atomics.new(count, signed: false),
         zone_moves: :counters.new(count, [:write_concurrency]),
         zone_entities: :atomics.new(count, signed: false),
+        kind_counts: :counters.new(256, [:write_concurrency]),
         density: :atomics.new(world.density_cols * world.density_rows, signed: true),
         stats: Stats.new()
     }

@@ -202,6 +202,7 @@ defmodule Grove.World.Zone do
           add_density(zone, {placed.x, placed.y}, 1)
           Stats.incr(zone.world.stats, :joins)
           Stats.incr(zone.world.stats, population_key(placed))
+          :counters.add(zone.world.kind_counts, placed.kind + 1, 1)
           zone = if placed.updates == :view, do: update_view(zone, placed, nil), else: zone
           {:reply, {:ok, placed.id, {placed.x, placed.y}}, zone}
 
@@ -456,6 +457,7 @@ defmodule Grove.World.Zone do
         add_density(zone, {entity.x, entity.y}, -1)
         Stats.incr(zone.world.stats, :departures)
         Stats.incr(zone.world.stats, population_key(entity), -1)
+        :counters.add(zone.world.kind_counts, entity.kind + 1, -1)
         zone = zone |> forget_monitor(entity.monitor) |> count_entities()
         if entity.updates == :view, do: drop_view(zone, entity), else: zone
     end

@@ -251,4 +251,19 @@ defmodule Grove.Actors.HerdTest do
       5000 -> flunk("joins stopped with #{left} to go")
     end
   end
+
+  test "a herd of a kind that senses needs a world that can say what it senses", %{world: world} do
+    # The stub world has no position/2 nor nearby/3.
+    assert {:error, {{%ArgumentError{message: message}, _stack}, _child}} =
+             start_supervised(
+               {Herd,
+                world: StubWorld.new(world, []),
+                api: StubWorld,
+                stats: Stats.new(),
+                module: Grove.Actors.Wanderer,
+                count: 1}
+             )
+
+    assert message =~ "Grove.Actors.Wanderer senses"
+  end
 end

@@ -12,7 +12,7 @@ defmodule Grove.Metrics.CollectorTest do
       {Grove,
        name: name,
        world: [width: 40, height: 40, zone_size: 20, tick: 20],
-       actors: [count: 30, interval: 100],
+       actors: [kinds: [{Grove.Actors.Walker, 20}, {Grove.Actors.Sheep, 10}], interval: 100],
        gateway: false,
        metrics: [interval: 20, history: 5],
        status_interval: false}
@@ -31,6 +31,13 @@ defmodule Grove.Metrics.CollectorTest do
       sample = Collector.latest(instance)
       assert sample.entities == 30 and sample.actors == 30
       assert sample.moves_per_s > 0
+      # Each kind apart, with its emoji, for the dashboard.
+      assert [
+               %{name: "walker", emoji: "", actors: 20, moves_per_s: walking},
+               %{name: "sheep", emoji: "🐑", actors: 10}
+             ] = sample.kinds
+
+      assert walking > 0
       assert is_float(sample.scheduler_utilization)
     end)
 
@@ -65,6 +72,18 @@ defmodule Grove.Metrics.CollectorTest do
     assert text =~ ~s(grove_actor_moves_skipped_total{reason="late"})
     assert text =~ "grove_actor_moves_in_flight"
     assert text =~ "grove_actor_moves_sent_total"
+    # Per kind: how many, and their moves by outcome.
+    assert text =~ ~s(grove_actors_of_kind{kind="walker"} 20)
+    assert text =~ ~s(grove_actors_of_kind{kind="sheep"} 10)
+    assert text =~ ~s(grove_actor_moves_total{kind="walker",outcome="ok"})
+    # The zones' moves above may not have reached their herds yet.
+    eventually(fn ->
+      assert IO.iodata_to_binary(Prometheus.render(instance)) =~
+               ~r/grove_actor_moves_total\{kind="walker",outcome="ok"\} [1-9]/
+    end)
+
+    assert text =~ ~s(grove_actor_moves_total{kind="sheep",outcome="blocked"})
+    assert text =~ ~s(grove_actor_stays_total{kind="sheep"})
   end
 
   test "the tick histogram counts the ticks of watched zones", %{instance: instance} do
