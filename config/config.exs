@@ -1,11 +1,20 @@
 import Config
 
-# What `make run` starts: a 1000 x 1000 world with 20,000 actors wandering.
+# What `make run` starts: a 1000 x 1000 world with 20,000 actors wandering
+# and bacteria living by the Game of Life.
 # Every key is documented in Grove.Config; config/runtime.exs reads the
 # environment variables that override them.
 config :grove,
   start: true,
-  world: [width: 1000, height: 1000, zone_size: 50, seed: 1],
+  # Bacteria: a Game of Life the zones compute, a generation a second, from
+  # soups on a tenth of the world (see Grove.World.Life).
+  world: [
+    width: 1000,
+    height: 1000,
+    zone_size: 50,
+    seed: 1,
+    life: [rule: "B3/S23", interval: 1000, soup: 0.1]
+  ],
   actors: [count: 20_000],
   gateway: [port: 4000, listen: :loopback],
   # Accounts in an embedded SQLite file; see config/runtime.exs for GROVE_DATA.

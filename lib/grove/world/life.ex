@@ -162,4 +162,52 @@ defmodule Grove.World.Life do
         open?.(x, y),
         do: {x, y}
   end
+
+  # Patterns a player may seed, as live cells in their own box, from its
+  # north-west corner; the glider travels south-east as drawn.
+  @patterns %{
+    glider: [{1, 0}, {2, 1}, {0, 2}, {1, 2}, {2, 2}],
+    blinker: [{0, 1}, {1, 1}, {2, 1}],
+    block: [{0, 0}, {1, 0}, {0, 1}, {1, 1}],
+    r_pentomino: [{1, 0}, {2, 0}, {0, 1}, {1, 1}, {1, 2}],
+    lwss: [{1, 0}, {4, 0}, {0, 1}, {0, 2}, {4, 2}, {0, 3}, {1, 3}, {2, 3}, {3, 3}],
+    beacon: [{0, 0}, {1, 0}, {0, 1}, {3, 2}, {2, 3}, {3, 3}],
+    toad: [{1, 0}, {2, 0}, {3, 0}, {0, 1}, {1, 1}, {2, 1}]
+  }
+
+  @doc "The names of the patterns a player may seed, in the protocol's order."
+  @spec patterns() :: [atom()]
+  def patterns, do: [:glider, :blinker, :block, :r_pentomino, :lwss, :beacon, :toad]
+
+  @doc """
+  The cells of a pattern seeded by someone standing on `cell` and facing
+  `direction`: the pattern's box lies just in front of the cell, never on
+  it, mirrored so that what travels (a glider, a spaceship) heads away
+  from the one who seeded it. Cells may lie outside the world.
+
+      iex> Grove.World.Life.pattern_cells(:blinker, {10, 10}, :e)
+      [{11, 10}, {12, 10}, {13, 10}]
+      iex> Grove.World.Life.pattern_cells(:block, {10, 10}, :n)
+      [{9, 7}, {10, 7}, {9, 8}, {10, 8}]
+  """
+  @spec pattern_cells(atom(), Grid.cell(), Grid.direction()) :: [{integer(), integer()}]
+  def pattern_cells(pattern, {x, y}, direction) do
+    cells = Map.fetch!(@patterns, pattern)
+    width = Enum.max(for {cx, _} <- cells, do: cx) + 1
+    height = Enum.max(for {_, cy} <- cells, do: cy) + 1
+    {dx, dy} = Grid.step({0, 0}, direction)
+    reach = div(max(width, height), 2) + 1
+    # The box's centre is `reach` steps ahead, which keeps the box off the cell.
+    left = x + dx * reach - div(width, 2)
+    top = y + dy * reach - div(height, 2)
+    flip_x = direction in [:sw, :w, :nw]
+    flip_y = direction in [:ne, :n, :nw]
+
+    for {cx, cy} <- cells do
+      cx = if flip_x, do: width - 1 - cx, else: cx
+      cy = if flip_y, do: height - 1 - cy, else: cy
+      {left + cx, top + cy}
+    end
+    |> Enum.sort_by(fn {cx, cy} -> {cy, cx} end)
+  end
 end
