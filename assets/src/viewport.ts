@@ -1,4 +1,4 @@
-import { ACTOR, type Direction, type TerrainKind } from "./protocol";
+import { ACTOR, BACTERIUM, type Direction, type TerrainKind } from "./protocol";
 import type { Terrain } from "./terrain";
 import type { Entity, WorldModel } from "./world";
 
@@ -13,6 +13,7 @@ const terrainEmoji: Record<TerrainKind, string> = {
 // Actors get a face from their id, so one can be followed with the eye.
 const actorEmoji = ["🐞", "🐑", "🐇", "🦔", "🐢", "🐝", "🦆", "🐌", "🐿️", "🐸"];
 const playerEmoji = "🙂";
+const bacteriumEmoji = "🦠";
 const selfEmoji = "😀";
 
 const nudge: Record<Direction, [number, number]> = {
@@ -75,6 +76,9 @@ export class Viewport {
         if (isSelf) {
           className += " self";
           text = world.avatar || selfEmoji;
+        } else if (occupant && occupant.kind === BACTERIUM) {
+          className += " bacterium";
+          text = bacteriumEmoji;
         } else if (occupant) {
           const isActor = occupant.kind === ACTOR;
           className += isActor ? " actor" : " player";

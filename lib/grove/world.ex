@@ -99,6 +99,7 @@ defmodule Grove.World do
     :life_epoch,
     :life_target,
     :life_time,
+    :life_density,
     density_block: 10,
     mailbox_limit: 5000,
     view_history: 32,
@@ -132,6 +133,7 @@ defmodule Grove.World do
           life_epoch: integer() | nil,
           life_target: :atomics.atomics_ref() | nil,
           life_time: Grove.Metrics.Histogram.t() | nil,
+          life_density: :atomics.atomics_ref() | nil,
           mailbox_limit: pos_integer(),
           view_history: pos_integer(),
           handoff_timeout: pos_integer(),
@@ -748,12 +750,21 @@ defmodule Grove.World do
   so that neither side exceeds it. Read from `:atomics` the zones keep
   up to date; no message is sent. (A zone that crashes in the middle of a
   handoff can leave a block off by one; it is a picture, not a count.)
+
+  `layer` is `:entities` (players and actors) or `:bacteria` (live cells of
+  `Grove.World.Life`, all zero in a world without them).
   """
-  @spec density(name() | t(), pos_integer() | nil) ::
+  @spec density(name() | t(), pos_integer() | nil, :entities | :bacteria) ::
           %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
-  def density(world, max_side \\ nil) do
+  def density(world, max_side \\ nil, layer \\ :entities) do
     world = fetch!(world)
     %__MODULE__{density_cols: cols, density_rows: rows, density_block: block} = world
+
+    counts =
+      case layer do
+        :entities -> world.density
+        :bacteria -> world.life_density || :atomics.new(cols * rows, signed: true)
+      end
 
     # Neighbouring blocks are summed in groups of `group` x `group` when the
     # grid is wider or taller than `max_side`.
@@ -768,7 +779,7 @@ defmodule Grove.World do
           for row <- (out_row * group)..min(out_row * group + group - 1, rows - 1),
               col <- (out_col * group)..min(out_col * group + group - 1, cols - 1),
               reduce: 0 do
-            acc -> acc + :atomics.get(world.density, row * cols + col + 1)
+            acc -> acc + :atomics.get(counts, row * cols + col + 1)
           end
 
         <<min(max(div(count * 255 + capacity - 1, capacity), 0), 255)>>

@@ -577,6 +577,11 @@ defmodule Grove.World.Zone do
     :atomics.add(world.density, div(y, block) * world.density_cols + div(x, block) + 1, by)
   end
 
+  defp add_life_density(%__MODULE__{world: world}, {x, y}, by) do
+    block = world.density_block
+    :atomics.add(world.life_density, div(y, block) * world.density_cols + div(x, block) + 1, by)
+  end
+
   defp population_key(%Entity{kind: 1}), do: :players
   defp population_key(%Entity{}), do: :actors
 
@@ -919,7 +924,7 @@ defmodule Grove.World.Zone do
           board = Board.put(board, cells)
           edges = Board.edges(board)
           :ets.insert(world.life_table, {index, 0, board.bits, edges, nil})
-          for cell <- cells, do: add_density(zone, cell, 1)
+          for cell <- cells, do: add_life_density(zone, cell, 1)
           Stats.incr(world.stats, :bacteria, length(cells))
 
           %{
@@ -1032,8 +1037,8 @@ defmodule Grove.World.Zone do
     generation = zone.generation + 1
     :ets.insert(world.life_table, {zone.index, generation, next.bits, edges, zone.life_edges})
 
-    for cell <- born, do: add_density(zone, cell, 1)
-    for cell <- died, do: add_density(zone, cell, -1)
+    for cell <- born, do: add_life_density(zone, cell, 1)
+    for cell <- died, do: add_life_density(zone, cell, -1)
     births = length(born)
     deaths = length(died)
     Stats.incr(world.stats, :generations)

@@ -188,4 +188,68 @@ defmodule Grove.World.LifeTest do
       assert_receive {:grove_seed, ^id, :tree, {:rejected, :blocked}}
     end
   end
+
+  describe "views" do
+    @tag world: [width: 30, height: 30, zone_size: 10, life: @manual]
+    test "show bacteria as entities of their kind, born and gone with the generations",
+         %{world: world} do
+      alias Grove.World.View
+      {:ok, id, {10, 10}} = World.join(world, at: {10, 10}, updates: :view)
+      :ok = World.seed(world, id, :blinker, :e, :s)
+      assert_receive {:grove_seed, ^id, :s, :ok}
+
+      view = View.new({10, 10}, 8, id)
+      view = receive_snapshots(view)
+      step_to(world, 1)
+      World.tick(world)
+
+      flat = [{11, 10}, {12, 10}, {13, 10}]
+      upright = [{12, 9}, {12, 10}, {12, 11}]
+
+      view =
+        eventually_view(world, view, fn visible ->
+          bacteria(visible) == MapSet.new(flat)
+        end)
+
+      for {x, y} <- flat,
+          do:
+            assert(View.visible(view)[Life.bacterium_id(World.grid(world), {x, y})] == {x, y, 2})
+
+      step_to(world, 2)
+      World.tick(world)
+      view = eventually_view(world, view, &(bacteria(&1) == MapSet.new(upright)))
+
+      # A viewer that arrives now gets them in its snapshot.
+      {:ok, _late, _} = World.join(world, at: {20, 5}, updates: :view)
+      assert_receive {:grove_view, 1, :snapshot, _, entries}
+      assert {Life.bacterium_id(World.grid(world), {12, 9}), 12, 9, 2} in decode(entries)
+      assert map_size(View.visible(view)) == 4
+    end
+  end
+
+  defp bacteria(visible), do: for({_id, {x, y, 2}} <- visible, into: MapSet.new(), do: {x, y})
+
+  defp decode(binary), do: for(<<id::32, x::16, y::16, kind::8 <- binary>>, do: {id, x, y, kind})
+
+  defp receive_snapshots(view) do
+    receive do
+      {:grove_view, _, :snapshot, _, _} = message ->
+        receive_snapshots(Grove.World.View.apply_message(view, message))
+    after
+      0 -> view
+    end
+  end
+
+  defp eventually_view(world, view, check) do
+    ref = make_ref()
+    Process.put(ref, view)
+
+    eventually(fn ->
+      view = Process.get(ref) |> receive_snapshots() |> Grove.World.View.catch_up(world)
+      Process.put(ref, view)
+      assert check.(Grove.World.View.visible(view))
+    end)
+
+    Process.get(ref)
+  end
 end
