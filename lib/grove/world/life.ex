@@ -19,7 +19,10 @@ defmodule Grove.World.Life do
       do not come to be. Cells outside the world are always dead (even in a
       world whose moves wrap around).
     * A live cell is occupied: a move or a join onto it is refused with
-      `:occupied`, so no entity ever shares a cell with a bacterium.
+      `:occupied`, so no entity ever shares a cell with a bacterium. (In a
+      world whose rules let entities share cells, `exclusive: false`, the
+      zone keeps no index of occupied cells and births do not look for
+      entities.)
     * Bacteria are shown in views as entities of kind `2`, with an id made
       from their cell (`bacterium_id/2`: ids count down from 2^32 - 1, while
       entity ids count up from 1), and count on the minimap like entities.
