@@ -523,7 +523,8 @@ defmodule Grove.Bench.Actors do
       zone_queue_max: queue_max(state.bench.queues.()),
       herd_queue_max: queue_max(state.herds),
       scheduler_utilization:
-        normal_utilization(:scheduler.utilization(state.scheduler, scheduler))
+        normal_utilization(:scheduler.utilization(state.scheduler, scheduler)),
+      bacteria: bacteria(state.bench)
     }
 
     state.opts[:out].(window_line(state.bench.design, window))
@@ -540,6 +541,14 @@ defmodule Grove.Bench.Actors do
 
   # Whether the hog ran at any time between `from` and `to` seconds: from the
   # plan, so that a line says what the plan was, not what a process got round to.
+  # Live bacteria and the world's generation, in a world that has them.
+  defp bacteria(%{design: :grove, world: world}) do
+    if World.fetch!(world).life,
+      do: %{live: World.stats(world).bacteria, generation: World.generation(world)}
+  end
+
+  defp bacteria(_bench), do: nil
+
   defp hog_on?(opts, from, to) do
     opts[:hog] > 0 and to > opts[:hog_from] and
       (opts[:hog_for] == nil or from < opts[:hog_from] + opts[:hog_for])
@@ -565,8 +574,14 @@ defmodule Grove.Bench.Actors do
       "probe max #{pad(figure(w.probe_max_ms), 7)} ms  " <>
       "in flight #{pad(w.in_flight, 7)}  #{pad(w.memory_mb, 5)} MB  run queue #{pad(w.run_queue, 5)}  " <>
       "mailboxes zone #{pad(w.zone_queue_max, 6)} herd #{pad(w.herd_queue_max, 6)}  " <>
-      "busy #{pad(round(w.scheduler_utilization * 100), 3)} %#{if w.hog, do: "  HOG", else: ""}"
+      "busy #{pad(round(w.scheduler_utilization * 100), 3)} %#{if w.hog, do: "  HOG", else: ""}" <>
+      bacteria_text(w.bacteria)
   end
+
+  defp bacteria_text(nil), do: ""
+
+  defp bacteria_text(%{live: live, generation: generation}),
+    do: "  bacteria #{live} (generation #{generation})"
 
   defp phase(ticker, phase), do: send(ticker, {:phase, phase})
 
@@ -583,11 +598,13 @@ defmodule Grove.Bench.Actors do
     out.("")
 
     out.(
-      "| t s | phase | hog | joined | moves/s | skipped/s | p50 ms | p99 ms | errors | probe max ms | in flight | MB | run queue | zone mailbox | herd mailbox | schedulers busy |"
+      "| t s | phase | hog | joined | moves/s | skipped/s | p50 ms | p99 ms | errors | probe max ms | in flight | MB | run queue | zone mailbox | herd mailbox | schedulers busy |" <>
+        if(report[:life], do: " bacteria (generation) |", else: "")
     )
 
     out.(
-      "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+      "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" <>
+        if(report[:life], do: " ---: |", else: "")
     )
 
     for w <- report.windows do
@@ -596,7 +613,14 @@ defmodule Grove.Bench.Actors do
           "#{w.skipped_per_s} | #{figure(w.p50_ms)} | #{figure(w.p99_ms)} | #{w.errors} | " <>
           "#{figure(w.probe_max_ms)}#{if w.probe_timeouts > 0, do: " (#{w.probe_timeouts} timeouts)", else: ""} | #{w.in_flight} | " <>
           "#{w.memory_mb} | #{w.run_queue} | #{w.zone_queue_max} | #{w.herd_queue_max} | " <>
-          "#{round(w.scheduler_utilization * 100)} % |"
+          "#{round(w.scheduler_utilization * 100)} % |" <>
+          case(w.bacteria,
+            do:
+              (
+                nil -> ""
+                %{live: live, generation: generation} -> " #{live} (#{generation}) |"
+              )
+          )
       )
     end
   end

@@ -1071,23 +1071,14 @@ defmodule Grove.World.Zone do
   defp handle_seed(zone, id, pattern, direction, owner, tag, hops) do
     case State.fetch(zone.core, id) do
       {:ok, %Entity{owner: ^owner} = entity} ->
-        outcome =
-          case seed_check(zone, Life.pattern_cells(pattern, {entity.x, entity.y}, direction)) do
-            {:ok, cells} ->
-              Stats.incr(zone.world.stats, :seeds)
-              {:ok, %{zone | seeds: cells ++ zone.seeds}}
-
-            {:rejected, _reason} = rejected ->
-              Stats.incr(zone.world.stats, :seeds_refused)
-              rejected
-          end
-
-        case outcome do
-          {:ok, zone} ->
+        case seed_check(zone, Life.pattern_cells(pattern, {entity.x, entity.y}, direction)) do
+          {:ok, cells} ->
+            Stats.incr(zone.world.stats, :seeds)
             send(owner, {:grove_seed, id, tag, :ok})
-            zone
+            %{zone | seeds: cells ++ zone.seeds}
 
-          rejected ->
+          {:rejected, _reason} = rejected ->
+            Stats.incr(zone.world.stats, :seeds_refused)
             send(owner, {:grove_seed, id, tag, rejected})
             zone
         end
