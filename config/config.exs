@@ -1,12 +1,21 @@
 import Config
 
 # What `make run` starts: a 1000 x 1000 world with 20,000 actors of three
-# kinds: random walkers, wanderers that turn at obstacles, and sheep that flock.
+# kinds (random walkers, wanderers that turn at obstacles, sheep that flock)
+# and bacteria living by the Game of Life.
 # Every key is documented in Grove.Config; config/runtime.exs reads the
 # environment variables that override them.
 config :grove,
   start: true,
-  world: [width: 1000, height: 1000, zone_size: 50, seed: 1],
+  # Bacteria: a Game of Life the zones compute, a generation a second, from
+  # soups on a tenth of the world (see Grove.World.Life).
+  world: [
+    width: 1000,
+    height: 1000,
+    zone_size: 50,
+    seed: 1,
+    life: [rule: "B3/S23", interval: 1000, soup: 0.1]
+  ],
   actors: [
     kinds: [
       {Grove.Actors.Walker, 15_000},

@@ -10,6 +10,8 @@ import Config
 #     second under load; see Grove.Gateway)
 #   GROVE_DATA=/var/lib/grove (the SQLite file and the token key; default ./data)
 #   GROVE_LOGIN_RATE=1000 (logins per second per address; default 10)
+#   GROVE_LIFE_RULE=B36/S23 GROVE_LIFE_MS=500 (the bacteria's rule and the
+#     milliseconds between their generations; see Grove.World.Life)
 #   GROVE_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE (instead of SQLite)
 #   GROVE_NODE=grove1@10.0.0.5 GROVE_COOKIE_FILE=/etc/grove/cookie
 #     GROVE_PEERS=grove2@10.0.0.6,grove3@10.0.0.7 (or GROVE_PEERS_DNS=grove.internal):
@@ -165,7 +167,12 @@ config :grove,
     set.(
       width: integer.("GROVE_WIDTH"),
       height: integer.("GROVE_HEIGHT"),
-      seed: integer.("GROVE_SEED")
+      seed: integer.("GROVE_SEED"),
+      life:
+        set.(
+          rule: System.get_env("GROVE_LIFE_RULE"),
+          interval: integer.("GROVE_LIFE_MS")
+        )
     ),
   actors: set.(kinds: kinds),
   gateway:

@@ -4,7 +4,18 @@ import { Hud } from "./hud";
 import { Keyboard } from "./input";
 import { Minimap } from "./minimap";
 import { MoveLog, MovePacer } from "./moves";
-import { PROTOCOL_VERSION, type Direction, type Encoding, type Message, type MoveResult, type Outcome, type Stats } from "./protocol";
+import {
+  PROTOCOL_VERSION,
+  patterns,
+  type Direction,
+  type Encoding,
+  type Message,
+  type MoveResult,
+  type Outcome,
+  type Pattern,
+  type SeedResult,
+  type Stats,
+} from "./protocol";
 import { Identity } from "./identity";
 import { fetchKinds, Kinds } from "./kinds";
 import { fetchTerrain, type Terrain } from "./terrain";
@@ -31,6 +42,12 @@ let roundTripMs: number | undefined;
 let welcomes = 0;
 let pongs = 0;
 let densities = 0;
+let colonies = 0;
+// The way the player last moved, which it faces, and the pattern E seeds.
+let facing: Direction = "e";
+let pattern: Pattern = "glider";
+let seedSeq = 0;
+const seedResults: { seq: number; result: SeedResult }[] = [];
 let renderQueued = false;
 
 const refusals: Partial<Record<MoveResult, string>> = {
@@ -39,6 +56,16 @@ const refusals: Partial<Record<MoveResult, string>> = {
   occupied: "Someone is standing there.",
   rate_limited: "Easy, not so fast!",
   busy: "The world is busy, try again.",
+};
+
+const seedRefusals: Partial<Record<SeedResult, string>> = {
+  out_of_bounds: "No room for it before the edge of the world.",
+  zone_edge: "Too close to the edge of this area: step away a little.",
+  blocked: "Something is in the way.",
+  occupied: "Something already lives there.",
+  rate_limited: "One pattern at a time!",
+  busy: "The world is busy, try again.",
+  disabled: "No bacteria in this world.",
 };
 
 const identity = new Identity();
@@ -99,6 +126,18 @@ function receive(message: Message): void {
       densities++;
       minimap.setDensity(message);
       break;
+    case "colonies":
+      colonies++;
+      minimap.setColonies(message);
+      break;
+    case "seeded":
+      seedResults.push({ seq: message.seq, result: message.result });
+      hud.flash(
+        message.result === "ok"
+          ? `🦠 A ${pattern.replace("_", "-")} will come alive at the next generation.`
+          : (seedRefusals[message.result] ?? `Cannot seed there (${message.result}).`),
+      );
+      break;
     case "error":
       if (message.code === "rate_limited") hud.flash(refusals.rate_limited as string);
       else console.warn(`grove: server error ${message.code}: ${message.message}`);
@@ -156,8 +195,22 @@ function sendWaiting(): void {
 }
 
 function sendMove(direction: Direction, startedAt: number): void {
+  facing = direction;
   const move = moves.start(direction, startedAt);
   connection.send({ type: "move", seq: move.seq, dir: direction });
+}
+
+// E seeds the chosen pattern in front of the player; Q picks the next pattern.
+function seedKeys(event: KeyboardEvent): void {
+  if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
+  if (event.code === "KeyE") {
+    if (connection.current !== "connected") return;
+    seedSeq++;
+    connection.send({ type: "seed", seq: seedSeq, pattern, dir: facing });
+  } else if (event.code === "KeyQ") {
+    pattern = patterns[(patterns.indexOf(pattern) + 1) % patterns.length] as Pattern;
+    hud.flash(`🦠 E now seeds a ${pattern.replace("_", "-")}.`);
+  }
 }
 
 function loadTerrain(): void {
@@ -220,7 +273,9 @@ const hook = {
     terrainLoaded: terrain !== undefined,
   }),
   /** The last `stats`, the last ping round trip, and how many pongs and minimaps came. */
-  stats: () => ({ ...lastStats, roundTripMs, pongs, densities }),
+  stats: () => ({ ...lastStats, roundTripMs, pongs, densities, colonies }),
+  /** The outcomes of the patterns seeded so far, and what E seeds now, facing where. */
+  seeds: () => ({ results: seedResults.slice(), pattern, facing }),
   /** Milliseconds from key press to the frame showing the avatar moved, per successful move. */
   moveLatencies: () => moves.timings.map((timing) => timing.shown),
   /** The same moves, with when each was sent and answered. */
@@ -245,6 +300,7 @@ declare global {
 window.grove = hook;
 
 new Keyboard(requestMove).attach(window);
+window.addEventListener("keydown", seedKeys);
 hud.setState(connection.current);
 loadTerrain();
 loadKinds();

@@ -1,4 +1,4 @@
-import type { Density } from "./protocol";
+import type { Colonies, Density } from "./protocol";
 import type { Terrain } from "./terrain";
 
 // Ground colours by terrain code (meadow, tree, rock, water, flowers), drawn
@@ -44,6 +44,7 @@ export class Minimap {
   private readonly context: CanvasRenderingContext2D;
   private ground: HTMLCanvasElement | undefined;
   private heat: HTMLCanvasElement | undefined;
+  private colonies: HTMLCanvasElement | undefined;
   private player: { x: number; y: number; radius: number; width: number; height: number } | undefined;
 
   constructor(private readonly canvas: HTMLCanvasElement) {
@@ -102,6 +103,30 @@ export class Minimap {
     this.draw();
   }
 
+  /**
+   * Bacteria (🦠) as a layer of their own, in bright green over the heat:
+   * where colonies live, whatever the crowds.
+   */
+  setColonies(colonies: Colonies): void {
+    const { cols, rows, cells } = colonies;
+    if (cols === 0 || rows === 0 || cells.byteLength < cols * rows) return;
+    const layer = this.colonies ?? document.createElement("canvas");
+    layer.width = cols;
+    layer.height = rows;
+    const image = new ImageData(cols, rows);
+    for (let i = 0; i < cols * rows; i++) {
+      const value = cells[i]!;
+      if (value === 0) continue;
+      image.data[i * 4] = 120;
+      image.data[i * 4 + 1] = 255;
+      image.data[i * 4 + 2] = 60;
+      image.data[i * 4 + 3] = Math.min(255, 60 + Math.round(Math.sqrt(value / 255) * 195));
+    }
+    layer.getContext("2d")?.putImageData(image, 0, 0);
+    this.colonies = layer;
+    this.draw();
+  }
+
   setPlayer(x: number, y: number, radius: number, width: number, height: number): void {
     const player = this.player;
     if (player && player.x === x && player.y === y && player.radius === radius) return;
@@ -135,6 +160,10 @@ export class Minimap {
       // Smoothed: blocks blend into a heat map rather than a checkerboard.
       context.imageSmoothingEnabled = true;
       context.drawImage(this.heat, 0, 0, canvas.width, canvas.height);
+    }
+    if (this.colonies) {
+      context.imageSmoothingEnabled = false;
+      context.drawImage(this.colonies, 0, 0, canvas.width, canvas.height);
     }
 
     const player = this.player;

@@ -315,6 +315,20 @@ export const errorCodes = [
   "server_busy",
   "unsupported_protocol",
 ] as const;
+/** Patterns of bacteria a player may seed. */
+export const patterns = ["glider", "blinker", "block", "r_pentomino", "lwss", "beacon", "toad"] as const;
+export const seedResults = [
+  "ok",
+  "out_of_bounds",
+  "zone_edge",
+  "blocked",
+  "occupied",
+  "rate_limited",
+  "busy",
+  "disabled",
+  "not_owner",
+  "unknown_entity",
+] as const;
 export const byeReasons = [
   "shutdown",
   "slow_consumer",
@@ -326,6 +340,8 @@ export const byeReasons = [
 
 export type Direction = (typeof directions)[number];
 export type MoveResult = (typeof results)[number];
+export type Pattern = (typeof patterns)[number];
+export type SeedResult = (typeof seedResults)[number];
 
 /** Cell codes of `GET /terrain`; trees, rocks and water block movement. */
 export const terrainKinds = ["meadow", "tree", "rock", "water", "flowers"] as const;
@@ -334,6 +350,8 @@ export type TerrainKind = (typeof terrainKinds)[number];
 /** Entity kinds in a view's entity tuples. */
 export const ACTOR = 0;
 export const PLAYER = 1;
+/** A live cell of the world's Game of Life: born and dying, never moving. */
+export const BACTERIUM = 2;
 
 // ---------------------------------------------------------------------------
 // Messages
@@ -376,6 +394,11 @@ export const definitions = {
   move: { tag: 2, from: "client", fields: { seq: required(u32), dir: required(direction) } },
   ping: { tag: 3, from: "client", fields: { t: required(u32) } },
   resync: { tag: 4, from: "client", fields: {} },
+  seed: {
+    tag: 6,
+    from: "client",
+    fields: { seq: required(u32), pattern: required(enumeration(patterns)), dir: required(direction) },
+  },
   // Server to client
   welcome: {
     tag: 64,
@@ -431,6 +454,16 @@ export const definitions = {
     },
   },
   area_closed: { tag: 73, from: "server", fields: { area: required(u32) } },
+  colonies: {
+    tag: 74,
+    from: "server",
+    fields: { cols: required(u16), rows: required(u16), cells: required(bytes) },
+  },
+  seeded: {
+    tag: 75,
+    from: "server",
+    fields: { seq: required(u32), result: required(enumeration(seedResults)) },
+  },
 } as const satisfies Record<string, Definition>;
 
 type Definitions = typeof definitions;
@@ -457,6 +490,8 @@ export type Area = Message<"area">;
 export type AreaClosed = Message<"area_closed">;
 export type Stats = Message<"stats">;
 export type Density = Message<"density">;
+export type Colonies = Message<"colonies">;
+export type Seeded = Message<"seeded">;
 
 const byTag = new Map<number, MessageType>();
 for (const name of Object.keys(definitions) as MessageType[]) byTag.set(definitions[name].tag, name);

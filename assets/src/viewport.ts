@@ -1,5 +1,5 @@
 import { Kinds } from "./kinds";
-import type { Direction, TerrainKind } from "./protocol";
+import { BACTERIUM, type Direction, type TerrainKind } from "./protocol";
 import type { Terrain } from "./terrain";
 import type { Entity, WorldModel } from "./world";
 
@@ -12,6 +12,7 @@ const terrainEmoji: Record<TerrainKind, string> = {
 };
 
 const noKinds = new Kinds();
+const bacteriumEmoji = "🦠";
 const selfEmoji = "😀";
 
 const nudge: Record<Direction, [number, number]> = {
@@ -74,6 +75,9 @@ export class Viewport {
         if (isSelf) {
           className += " self";
           text = world.avatar || selfEmoji;
+        } else if (occupant && occupant.kind === BACTERIUM) {
+          className += " bacterium";
+          text = bacteriumEmoji;
         } else if (occupant) {
           className += kinds.isPlayer(occupant.kind) ? " player" : " actor";
           text = kinds.draw(occupant.kind, occupant.id);

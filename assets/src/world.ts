@@ -4,7 +4,7 @@ export interface Entity {
   id: number;
   x: number;
   y: number;
-  /** 0 an actor, 1 a player, 2 and up an actor of a kind `GET /kinds` names. */
+  /** 0 an actor, 1 a player, 2 a bacterium, 3 and up an actor of a kind `GET /kinds` names. */
   kind: number;
 }
 

@@ -188,6 +188,29 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     await page.close();
   });
 
+  test("E seeds a pattern of bacteria in front of the player, Q picks another", async () => {
+    const { page, problems } = await openGame(browser, server.url);
+    await waitJoined(page);
+    assert.equal((await page.evaluate(() => window.grove.seeds())).pattern, "glider");
+
+    await page.keyboard.press("e");
+    await page.waitForFunction(() => window.grove.seeds().results.length === 1, null, { timeout: 5000 });
+    const [answer] = (await page.evaluate(() => window.grove.seeds())).results;
+    assert.equal(answer.seq, 1);
+    // Where it lands depends on where the player stands: every answer is one the protocol has.
+    assert.ok(
+      ["ok", "out_of_bounds", "zone_edge", "blocked", "occupied"].includes(answer.result),
+      `seed answered ${answer.result}`,
+    );
+    // The answer is told in words under the numbers.
+    await page.waitForFunction(() => document.getElementById("hint").textContent.length > 0);
+
+    await page.keyboard.press("q");
+    assert.equal((await page.evaluate(() => window.grove.seeds())).pattern, "blinker");
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
   test("the binary encoding plays too", async () => {
     const { page, problems } = await openGame(browser, `${server.url}?encoding=binary`);
     const state = await waitJoined(page);

@@ -18,6 +18,7 @@ const examples = {
   move: { type: "move", seq: 4_000_000_000, dir: "nw" },
   ping: { type: "ping", t: 0xffffffff },
   resync: { type: "resync" },
+  seed: { type: "seed", seq: 77, pattern: "r_pentomino", dir: "sw" },
   welcome: {
     type: "welcome",
     protocol: 2,
@@ -49,6 +50,8 @@ const examples = {
   stats: { type: "stats", players: 3, actors: 20000, entities: 20003, moves_per_s: 19999 },
   density: { type: "density", cols: 3, rows: 2, cells: bytes(0, 1, 127, 128, 254, 255) },
   bye: { type: "bye", reason: "too_large", message: "" },
+  colonies: { type: "colonies", cols: 2, rows: 1, cells: bytes(0, 255) },
+  seeded: { type: "seeded", seq: 77, result: "zone_edge" },
 };
 
 describe("every message", () => {
@@ -234,7 +237,7 @@ describe("docs/protocol.md", () => {
         {
           tag: Number(tag),
           fields: [
-            ...fields.matchAll(/`(\w+)` (?:u8|u16|u32|bool|string|bytes|list|direction|result|error code|bye reason)/g),
+            ...fields.matchAll(/`(\w+)` (?:u8|u16|u32|bool|string|bytes|list|direction|result|seed result|pattern|error code|bye reason)/g),
           ].map((match) => match[1]),
         },
       ]),
@@ -258,6 +261,8 @@ describe("docs/protocol.md", () => {
     assert.deepEqual(list("result"), [...protocol.results]);
     assert.deepEqual(list("error code"), [...protocol.errorCodes]);
     assert.deepEqual(list("bye reason"), [...protocol.byeReasons]);
+    assert.deepEqual(list("pattern"), [...protocol.patterns]);
+    assert.deepEqual(list("seed result"), [...protocol.seedResults]);
   });
 
   test("gives the defaults of the optional fields", () => {

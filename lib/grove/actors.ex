@@ -9,7 +9,7 @@ defmodule Grove.Actors do
   actor is an entity with its own schedule: one step per `:interval`
   milliseconds, each interval shortened or stretched at random by up to
   `:jitter`. Every kind's actors are counted apart (`by_kind/1`), and each
-  kind's entities carry a kind code of their own (2 for the first kind
+  kind's entities carry a kind code of their own (3 for the first kind
   of `:kinds`, 3 for the next, ...), by which players' clients draw them
   with the kind's emoji. Actors are hosted `:per_herd` to a process (a
   herd, see `docs/decisions.md`), started without blocking anything: the
@@ -479,6 +479,6 @@ defmodule Grove.Actors do
               "#{inspect(module)} refused its options #{inspect(options)}: #{Exception.message(error)}"
     end
 
-    Map.merge(description, %{index: index, code: index + 2, count: count, options: options})
+    Map.merge(description, %{index: index, code: index + 3, count: count, options: options})
   end
 end

@@ -40,6 +40,9 @@ defmodule Grove.Gateway do
     * `:max_frame` - largest client frame in bytes (default `4096`)
     * `:move_rate`, `:move_burst` - moves a connection may send per second,
       and at once (defaults `20`, `10`)
+    * `:seed_rate`, `:seed_burst` - patterns of bacteria a connection may
+      seed per second, and at once; more are refused `rate_limited`
+      (defaults `1`, `3`)
     * `:max_errors` - bad messages per minute before a client is cut off
       (default `50`)
     * `:max_view_radius` - the largest viewport a client may ask for
@@ -122,6 +125,8 @@ defmodule Grove.Gateway do
     max_frame: 4096,
     move_rate: 20,
     move_burst: 10,
+    seed_rate: 1,
+    seed_burst: 3,
     max_errors: 50,
     max_view_radius: 16,
     view_ms: 250,
@@ -446,6 +451,8 @@ defmodule Grove.Gateway do
           :max_frame,
           :move_rate,
           :move_burst,
+          :seed_rate,
+          :seed_burst,
           :max_errors,
           :max_view_radius,
           :view_backlog,

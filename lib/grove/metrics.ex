@@ -19,6 +19,7 @@ defmodule Grove.Metrics do
   | --- | --- | --- |
   | `[:grove, :zone, :tick]` | `duration` (native units), `changes` | `zone`, `world` |
   | `[:grove, :zone, :restart]` | `entities` | `zone`, `world` |
+  | `[:grove, :life, :generation]` | `duration` (microseconds), `births`, `deaths`, `live` (the zone's) | `zone`, `world`, `generation` |
   | `[:grove, :session, :start]` | | `encoding` |
   | `[:grove, :session, :stop]` | | `encoding`, `reason` |
   | `[:grove, :session, :slow_consumer]` | | `encoding` |

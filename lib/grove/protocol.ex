@@ -34,6 +34,21 @@ defmodule Grove.Protocol do
   @version 2
 
   @directions [:n, :ne, :e, :se, :s, :sw, :w, :nw]
+  @patterns Grove.World.Life.patterns()
+  # Why a seeded pattern was refused; new reasons go at the end.
+  @seed_results [
+    :ok,
+    :out_of_bounds,
+    :zone_edge,
+    :blocked,
+    :occupied,
+    :rate_limited,
+    :busy,
+    :disabled,
+    :not_owner,
+    :unknown_entity,
+    :interrupted
+  ]
   # Binary outcome codes are places in this list (see `Grove.World.rejections/0`).
   @results [:ok | Grove.World.rejections()]
   @error_codes [
@@ -78,6 +93,8 @@ defmodule Grove.Protocol do
     {:move, 2, :client, [{:seq, :u32}, {:dir, {:enum, @directions}}]},
     {:ping, 3, :client, [{:t, :u32}]},
     {:resync, 4, :client, []},
+    {:seed, 6, :client,
+     [{:seq, :u32}, {:pattern, {:enum, @patterns}}, {:dir, {:enum, @directions}}]},
     # Server to client
     {:welcome, 64, :server,
      [
@@ -107,7 +124,9 @@ defmodule Grove.Protocol do
        {:entities, {:list, {:tuple, [:u32, :u16, :u16, :u8]}}},
        {:gone, {:list, :u32}}
      ]},
-    {:area_closed, 73, :server, [{:area, :u32}]}
+    {:area_closed, 73, :server, [{:area, :u32}]},
+    {:colonies, 74, :server, [{:cols, :u16}, {:rows, :u16}, {:cells, :bytes}]},
+    {:seeded, 75, :server, [{:seq, :u32}, {:result, {:enum, @seed_results}}]}
   ]
 
   @type encoding :: :json | :binary

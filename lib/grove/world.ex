@@ -26,6 +26,8 @@ defmodule Grove.World do
       before the zone settles it from the directory (default `5000`)
     * `:density_block` - side in cells of the blocks `density/1` counts
       entities in, for minimaps (default `10`)
+    * `:life` - bacteria, born and dying by a Game of Life the zones compute:
+      `false` for none, or options, see `Grove.World.Life` (default `false`)
 
   ## The client API
 
@@ -77,6 +79,7 @@ defmodule Grove.World do
     Feed,
     Grid,
     Keeper,
+    Life,
     Minimap,
     Rules,
     Stats,
@@ -105,6 +108,12 @@ defmodule Grove.World do
     :density,
     :density_cols,
     :density_rows,
+    :life,
+    :life_table,
+    :life_epoch,
+    :life_target,
+    :life_time,
+    :life_density,
     density_block: 10,
     mailbox_limit: 5000,
     view_history: 32,
@@ -134,6 +143,12 @@ defmodule Grove.World do
           density_cols: pos_integer() | nil,
           density_rows: pos_integer() | nil,
           density_block: pos_integer(),
+          life: Life.t() | nil,
+          life_table: :ets.tid() | nil,
+          life_epoch: integer() | nil,
+          life_target: :atomics.atomics_ref() | nil,
+          life_time: Grove.Metrics.Histogram.t() | nil,
+          life_density: :atomics.atomics_ref() | nil,
           mailbox_limit: pos_integer(),
           view_history: pos_integer(),
           handoff_timeout: pos_integer(),
@@ -176,7 +191,8 @@ defmodule Grove.World do
     mailbox_limit: 5000,
     view_history: 32,
     handoff_timeout: 5000,
-    density_block: 10
+    density_block: 10,
+    life: false
   ]
 
   # How many random cells one zone tries when a join asks for a random place.
@@ -246,6 +262,7 @@ defmodule Grove.World do
       view_history: opts[:view_history],
       handoff_timeout: opts[:handoff_timeout],
       density_block: opts[:density_block],
+      life: Life.new!(opts[:life]),
       density_cols: div(opts[:width] + opts[:density_block] - 1, opts[:density_block]),
       density_rows: div(opts[:height] + opts[:density_block] - 1, opts[:density_block]),
       terrain_options: Keyword.put(opts[:terrain], :seed, opts[:seed])
@@ -661,6 +678,131 @@ defmodule Grove.World do
     :ok
   end
 
+  ## Bacteria
+
+  @doc """
+  Seeds a pattern of bacteria (one of `Grove.World.Life.patterns/0`) just in
+  front of an entity the calling process owns, facing `direction` (see
+  `Grove.World.Life.pattern_cells/3`). Returns at once; the outcome arrives
+  as `{:grove_seed, id, tag, :ok | {:rejected, reason}}`, where the reason
+  is `:out_of_bounds` (off the world), `:zone_edge` (the pattern would
+  straddle two zones), `:blocked` (ground that blocks under a cell),
+  `:occupied` (an entity or a bacterium on a cell, or cells seeded already),
+  `:busy`, `:disabled` (the world has no bacteria), `:not_owner` or
+  `:unknown_entity`. An accepted pattern comes alive at the zone's next
+  generation, on those of its cells that are still free then.
+  """
+  @spec seed(name() | t(), Entity.id(), atom(), Grid.direction(), term()) :: :ok
+  def seed(world, id, pattern, direction, tag \\ nil) when is_integer(id) do
+    world = fetch!(world)
+    require Grid
+
+    unless Grid.is_direction(direction),
+      do: raise(ArgumentError, "not a direction: #{inspect(direction)}")
+
+    unless pattern in Life.patterns(),
+      do: raise(ArgumentError, "not a pattern: #{inspect(pattern)}")
+
+    case {world.life, Directory.lookup(world.name, id)} do
+      {nil, _} ->
+        send(self(), {:grove_seed, id, tag, {:rejected, :disabled}})
+
+      {_life, nil} ->
+        send(self(), {:grove_seed, id, tag, {:rejected, :unknown_entity}})
+
+      {_life, index} ->
+        if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+          send(self(), {:grove_seed, id, tag, {:rejected, :busy}})
+        else
+          GenServer.cast(
+            elem(world.zones, index),
+            {:seed, id, pattern, direction, self(), tag, 0}
+          )
+        end
+    end
+
+    :ok
+  end
+
+  @doc """
+  Asks every zone for one more generation; for worlds whose `:life` has
+  `interval: :manual`. Zones compute it as soon as their neighbours have
+  computed the one before; `generation/1` tells when all have.
+  """
+  @spec step_life(name() | t()) :: :ok
+  def step_life(world) do
+    world = fetch!(world)
+
+    unless match?(%Life{interval: :manual}, world.life),
+      do: raise(ArgumentError, "step_life/1 needs a world with life: [interval: :manual]")
+
+    :atomics.add(world.life_target, 1, 1)
+    for zone <- Tuple.to_list(world.zones), do: GenServer.cast(zone, :generation)
+    :ok
+  end
+
+  @doc """
+  The generation every zone has reached (the slowest zone's), read from
+  ETS; `nil` in a world without bacteria or before every zone has started.
+  """
+  @spec generation(name() | t()) :: non_neg_integer() | nil
+  def generation(world) do
+    world = fetch!(world)
+
+    with %Life{} <- world.life,
+         rows when length(rows) == tuple_size(world.zones) <- :ets.tab2list(world.life_table) do
+      rows |> Enum.map(&elem(&1, 1)) |> Enum.min()
+    else
+      _ -> nil
+    end
+  end
+
+  @doc """
+  Every live bacterium, as `{generation, cells}` per zone, read from ETS
+  (for tests and tools: it copies every zone's cells).
+  """
+  @spec bacteria(name() | t()) :: %{Grid.zone_index() => {non_neg_integer(), [Grid.cell()]}}
+  def bacteria(world) do
+    world = fetch!(world)
+
+    case world.life do
+      nil ->
+        %{}
+
+      _life ->
+        for {index, generation, bits, _edges, _previous} <- :ets.tab2list(world.life_table),
+            into: %{} do
+          board = %{Grove.World.Life.Board.new(Grid.zone_bounds(world.grid, index)) | bits: bits}
+          {index, {generation, Grove.World.Life.Board.cells(board)}}
+        end
+    end
+  end
+
+  @doc """
+  Times zones took to compute a generation, in microseconds, since the
+  world started: `%{count, p50, p99, max}` (`nil`s before the first).
+  """
+  @spec life_times(name() | t()) :: map()
+  def life_times(world) do
+    world = fetch!(world)
+    alias Grove.Metrics.Histogram
+
+    case world.life_time do
+      nil ->
+        %{count: 0, p50: nil, p99: nil, max: nil}
+
+      histogram ->
+        snapshot = Histogram.snapshot(histogram)
+
+        %{
+          count: Histogram.count(snapshot),
+          p50: Histogram.percentile(snapshot, 50),
+          p99: Histogram.percentile(snapshot, 99),
+          max: Histogram.max(snapshot)
+        }
+    end
+  end
+
   @doc """
   How crowded each block of the world is, for a minimap: `cols` x `rows`
   bytes, row by row, each the share of the block's cells that hold an
@@ -668,10 +810,14 @@ defmodule Grove.World do
   so that neither side exceeds it. Read from `:atomics` the zones keep
   up to date; no message is sent. (A zone that crashes in the middle of a
   handoff can leave a block off by one; it is a picture, not a count.)
+
+  `layer` is `:entities` (players and actors) or `:bacteria` (live cells of
+  `Grove.World.Life`, all zero in a world without them).
   """
-  @spec density(name() | t(), pos_integer() | nil) ::
+  @spec density(name() | t(), pos_integer() | nil, :entities | :bacteria) ::
           %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
-  def density(world, max_side \\ nil), do: Minimap.density(fetch!(world), max_side)
+  def density(world, max_side \\ nil, layer \\ :entities),
+    do: Minimap.density(fetch!(world), max_side, layer)
 
   @doc """
   Every zone's load, for heat maps and metrics: moves handled since start,

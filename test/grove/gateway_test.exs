@@ -112,10 +112,11 @@ defmodule Grove.GatewayTest do
 
       assert %{"kinds" => kinds} = :jiffy.decode(body, [:return_maps])
 
-      assert Enum.take(kinds, 3) == [
+      assert Enum.take(kinds, 4) == [
                %{"code" => 0, "name" => "actor", "emoji" => ""},
                %{"code" => 1, "name" => "player", "emoji" => ""},
-               %{"code" => 2, "name" => "walker", "emoji" => ""}
+               %{"code" => 2, "name" => "bacterium", "emoji" => "🦠"},
+               %{"code" => 3, "name" => "walker", "emoji" => ""}
              ]
 
       {:ok, {{_, 405, _}, _, _}} =

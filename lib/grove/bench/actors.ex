@@ -77,6 +77,7 @@ defmodule Grove.Bench.Actors do
     hog: 0,
     hog_from: 0,
     hog_for: nil,
+    life: false,
     out: &IO.puts/1
   ]
 
@@ -102,13 +103,15 @@ defmodule Grove.Bench.Actors do
         phase(ticker, :warmup)
         settle(opts[:warmup])
         phase(ticker, :measure)
+        life_first = life_reading(bench, probe)
         window = measure(bench, opts[:duration], opts)
+        life = life_report(bench, life_first, life_reading(bench, probe))
         windows = stop_ticker(ticker)
         if hog, do: Hog.cancel(hog)
         stop_probe(probe)
 
-        finish(bench, window, startup, opts[:actors], opts)
-        |> Map.merge(%{windows: windows, hog: hog_report(opts)})
+        finish(bench, window, startup, opts[:actors], Keyword.put(opts, :life_report, life))
+        |> Map.merge(%{windows: windows, hog: hog_report(opts), life: life})
         |> tap(&print_windows(&1, opts))
       after
         if hog, do: Hog.cancel(hog)
@@ -212,7 +215,8 @@ defmodule Grove.Bench.Actors do
       width: opts[:width],
       height: opts[:height],
       zone_size: opts[:zone_size],
-      seed: opts[:seed]
+      seed: opts[:seed],
+      life: opts[:life]
     ]
 
     {:ok, _} = Supervisor.start_child(sup, {World, world_opts})
@@ -519,7 +523,8 @@ defmodule Grove.Bench.Actors do
       zone_queue_max: queue_max(state.bench.queues.()),
       herd_queue_max: queue_max(state.herds),
       scheduler_utilization:
-        normal_utilization(:scheduler.utilization(state.scheduler, scheduler))
+        normal_utilization(:scheduler.utilization(state.scheduler, scheduler)),
+      bacteria: bacteria(state.bench)
     }
 
     state.opts[:out].(window_line(state.bench.design, window))
@@ -536,6 +541,14 @@ defmodule Grove.Bench.Actors do
 
   # Whether the hog ran at any time between `from` and `to` seconds: from the
   # plan, so that a line says what the plan was, not what a process got round to.
+  # Live bacteria and the world's generation, in a world that has them.
+  defp bacteria(%{design: :grove, world: world}) do
+    if World.fetch!(world).life,
+      do: %{live: World.stats(world).bacteria, generation: World.generation(world)}
+  end
+
+  defp bacteria(_bench), do: nil
+
   defp hog_on?(opts, from, to) do
     opts[:hog] > 0 and to > opts[:hog_from] and
       (opts[:hog_for] == nil or from < opts[:hog_from] + opts[:hog_for])
@@ -561,8 +574,14 @@ defmodule Grove.Bench.Actors do
       "probe max #{pad(figure(w.probe_max_ms), 7)} ms  " <>
       "in flight #{pad(w.in_flight, 7)}  #{pad(w.memory_mb, 5)} MB  run queue #{pad(w.run_queue, 5)}  " <>
       "mailboxes zone #{pad(w.zone_queue_max, 6)} herd #{pad(w.herd_queue_max, 6)}  " <>
-      "busy #{pad(round(w.scheduler_utilization * 100), 3)} %#{if w.hog, do: "  HOG", else: ""}"
+      "busy #{pad(round(w.scheduler_utilization * 100), 3)} %#{if w.hog, do: "  HOG", else: ""}" <>
+      bacteria_text(w.bacteria)
   end
+
+  defp bacteria_text(nil), do: ""
+
+  defp bacteria_text(%{live: live, generation: generation}),
+    do: "  bacteria #{live} (generation #{generation})"
 
   defp phase(ticker, phase), do: send(ticker, {:phase, phase})
 
@@ -579,11 +598,13 @@ defmodule Grove.Bench.Actors do
     out.("")
 
     out.(
-      "| t s | phase | hog | joined | moves/s | skipped/s | p50 ms | p99 ms | errors | probe max ms | in flight | MB | run queue | zone mailbox | herd mailbox | schedulers busy |"
+      "| t s | phase | hog | joined | moves/s | skipped/s | p50 ms | p99 ms | errors | probe max ms | in flight | MB | run queue | zone mailbox | herd mailbox | schedulers busy |" <>
+        if(report[:life], do: " bacteria (generation) |", else: "")
     )
 
     out.(
-      "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+      "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" <>
+        if(report[:life], do: " ---: |", else: "")
     )
 
     for w <- report.windows do
@@ -592,7 +613,14 @@ defmodule Grove.Bench.Actors do
           "#{w.skipped_per_s} | #{figure(w.p50_ms)} | #{figure(w.p99_ms)} | #{w.errors} | " <>
           "#{figure(w.probe_max_ms)}#{if w.probe_timeouts > 0, do: " (#{w.probe_timeouts} timeouts)", else: ""} | #{w.in_flight} | " <>
           "#{w.memory_mb} | #{w.run_queue} | #{w.zone_queue_max} | #{w.herd_queue_max} | " <>
-          "#{round(w.scheduler_utilization * 100)} % |"
+          "#{round(w.scheduler_utilization * 100)} % |" <>
+          case(w.bacteria,
+            do:
+              (
+                nil -> ""
+                %{live: live, generation: generation} -> " #{live} (#{generation}) |"
+              )
+          )
       )
     end
   end
@@ -725,6 +753,84 @@ defmodule Grove.Bench.Actors do
     :exit, _reason -> {["the world did not answer the audit in time"], nil}
   end
 
+  ## Bacteria (`:life`)
+
+  defp life_reading(%{design: :grove, world: world}, probe) do
+    described = World.fetch!(world)
+
+    if described.life do
+      stats = World.stats(world)
+
+      %{
+        at: System.monotonic_time(:millisecond),
+        generation: World.generation(world) || 0,
+        zone_generations: stats.generations,
+        births: stats.births,
+        deaths: stats.deaths,
+        bacteria: stats.bacteria,
+        times: Histogram.snapshot(described.life_time),
+        probe: probe_reading(probe),
+        cells_per_zone:
+          described.grid.width * described.grid.height /
+            World.Grid.zone_count(described.grid)
+      }
+    end
+  end
+
+  defp life_reading(_bench, _probe), do: nil
+
+  # Generations, cells and times between two readings, and the probe's
+  # moves meanwhile.
+  defp life_report(_bench, nil, _last), do: nil
+  defp life_report(_bench, _first, nil), do: nil
+
+  defp life_report(_bench, first, last) do
+    seconds = max((last.at - first.at) / 1000, 0.001)
+    times = Histogram.diff(last.times, first.times)
+    zone_generations = last.zone_generations - first.zone_generations
+    probe = probe_report(last.probe, first.probe)
+
+    %{
+      generations_per_s: Float.round((last.generation - first.generation) / seconds, 2),
+      zone_generations_per_s: round(zone_generations / seconds),
+      cells_per_s: round(zone_generations * first.cells_per_zone / seconds),
+      births_per_s: round((last.births - first.births) / seconds),
+      deaths_per_s: round((last.deaths - first.deaths) / seconds),
+      bacteria_first: first.bacteria,
+      bacteria_last: last.bacteria,
+      generation_first: first.generation,
+      generation_last: last.generation,
+      zone_generation_p50_us: Histogram.percentile(times, 50),
+      zone_generation_p99_us: Histogram.percentile(times, 99),
+      zone_generation_max_us: Histogram.max(times),
+      probe_p99_ms: probe.p99_ms,
+      probe_max_ms: probe.max_ms
+    }
+  end
+
+  defp print_life(nil, _out), do: :ok
+
+  defp print_life(life, out) do
+    out.(
+      "bacteria       #{life.bacteria_first} live at generation #{life.generation_first}, " <>
+        "#{life.bacteria_last} at #{life.generation_last}; #{life.births_per_s} births/s, #{life.deaths_per_s} deaths/s"
+    )
+
+    out.(
+      "generations    #{life.generations_per_s}/s (#{life.zone_generations_per_s} zone generations/s), " <>
+        "#{life.cells_per_s} cells updated/s"
+    )
+
+    out.(
+      "a zone's generation us  p50 #{life.zone_generation_p50_us}  p99 #{life.zone_generation_p99_us}  " <>
+        "max #{life.zone_generation_max_us}"
+    )
+
+    out.(
+      "probe (a player) meanwhile  p99 #{figure(life.probe_p99_ms)} ms, max #{figure(life.probe_max_ms)} ms"
+    )
+  end
+
   defp print_report(r, opts) do
     out = opts[:out]
     out.("")
@@ -752,6 +858,7 @@ defmodule Grove.Bench.Actors do
     )
 
     out.("memory         #{r.memory_mb} MB total, #{r.memory_per_actor_bytes} bytes per actor")
+    print_life(opts[:life_report], out)
 
     out.(
       "schedulers     #{figure(r.scheduler_utilization * 100)} % busy; largest mailbox seen #{r.mailbox_max}"

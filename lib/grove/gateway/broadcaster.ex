@@ -1,7 +1,8 @@
 defmodule Grove.Gateway.Broadcaster do
   @moduledoc false
   # What every client gets alike, `stats` every `stats_interval` and
-  # `density` (the minimap) every `density_interval`, encoded once per
+  # `density` (the minimap; with `colonies`, its layer of bacteria, where
+  # the world has them) every `density_interval`, encoded once per
   # encoding as finished frames and posted on the gateway's bulletin: an ETS
   # table and a version number per item. Nobody is sent a message. Each
   # connection checks the versions whenever it writes (at least once per
@@ -91,14 +92,30 @@ defmodule Grove.Gateway.Broadcaster do
     %{cols: cols, rows: rows, cells: cells} =
       World.density(state.config.world, state.config.density_side)
 
-    post(state.config.bulletin, :density, %{type: :density, cols: cols, rows: rows, cells: cells})
+    density = %{type: :density, cols: cols, rows: rows, cells: cells}
+
+    # Bacteria ride with the density, as a layer of their own, in the same write.
+    messages =
+      if World.fetch!(state.config.world).life do
+        %{cols: cols, rows: rows, cells: cells} =
+          World.density(state.config.world, state.config.density_side, :bacteria)
+
+        [density, %{type: :colonies, cols: cols, rows: rows, cells: cells}]
+      else
+        [density]
+      end
+
+    post(state.config.bulletin, :density, messages)
     {:noreply, state}
   end
 
-  defp post(bulletin, item, message) do
+  defp post(bulletin, item, messages) do
+    messages = List.wrap(messages)
+
     :ets.insert(
       bulletin.table,
-      {item, Frames.message(message, :json), Frames.message(message, :binary)}
+      {item, Enum.map(messages, &Frames.message(&1, :json)),
+       Enum.map(messages, &Frames.message(&1, :binary))}
     )
 
     :atomics.add(bulletin.versions, Keyword.fetch!(@items, item), 1)

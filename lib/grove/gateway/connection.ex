@@ -404,6 +404,8 @@ defmodule Grove.Gateway.Connection do
       max_frame: config.max_frame,
       move_rate: config.move_rate,
       move_burst: config.move_burst,
+      seed_rate: config.seed_rate,
+      seed_burst: config.seed_burst,
       max_errors: config.max_errors,
       max_view_radius: config.max_view_radius,
       tick_ms: config.tick_ms,

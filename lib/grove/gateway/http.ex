@@ -82,8 +82,9 @@ defmodule Grove.Gateway.HTTP do
     ] ++ [{:content, ~c"application/octet-stream", body}]
   end
 
-  # Codes 0 and 1 are a plain actor and a player; each kind of the
-  # instance's actors has its own from 2 on (see Grove.Actors).
+  # Codes 0, 1 and 2 are a plain actor, a player and a bacterium (the
+  # world's Game of Life); each kind of the instance's actors has its own
+  # from 3 on (see Grove.Actors).
   defp kinds do
     actors =
       try do
@@ -95,7 +96,8 @@ defmodule Grove.Gateway.HTTP do
     kinds =
       [
         %{"code" => 0, "name" => "actor", "emoji" => ""},
-        %{"code" => 1, "name" => "player", "emoji" => ""}
+        %{"code" => 1, "name" => "player", "emoji" => ""},
+        %{"code" => 2, "name" => "bacterium", "emoji" => "🦠"}
       ] ++
         for kind <- actors,
             do: %{"code" => kind.code, "name" => kind.name, "emoji" => kind.emoji}

@@ -31,10 +31,12 @@ defmodule Grove.Gateway.Session do
     :encoding,
     :config,
     :move_limit,
+    :seed_limit,
     :id,
     :cell,
     :account_id,
     moves_booked: nil,
+    seeds_booked: nil,
     errors: 0,
     errors_since: 0,
     joined: false,
@@ -48,6 +50,8 @@ defmodule Grove.Gateway.Session do
           max_frame: pos_integer(),
           move_rate: pos_integer(),
           move_burst: pos_integer(),
+          seed_rate: pos_integer(),
+          seed_burst: pos_integer(),
           max_errors: pos_integer(),
           max_view_radius: pos_integer(),
           tick_ms: pos_integer(),
@@ -71,6 +75,7 @@ defmodule Grove.Gateway.Session do
       encoding: encoding,
       config: config,
       move_limit: RateLimit.new(config.move_rate, config.move_burst),
+      seed_limit: RateLimit.new(Map.get(config, :seed_rate, 1), Map.get(config, :seed_burst, 3)),
       errors_since: now_ms
     }
   end
@@ -135,7 +140,7 @@ defmodule Grove.Gateway.Session do
     do: error(session, :already_joined, "this connection has joined already", now_ms)
 
   defp handle_message(%__MODULE__{joined: false} = session, %{type: type}, now_ms)
-       when type in [:move, :resync],
+       when type in [:move, :resync, :seed],
        do: error(session, :not_joined, "send join first", now_ms)
 
   defp handle_message(session, %{type: :move, seq: seq, dir: direction}, now_ms) do
@@ -157,6 +162,19 @@ defmodule Grove.Gateway.Session do
           "at most #{session.config.move_rate} moves a second",
           now_ms
         )
+    end
+  end
+
+  # A pattern of bacteria in front of the player: refused here when it
+  # comes too often, else the zone answers (`seeded`, one per seed).
+  defp handle_message(session, %{type: :seed, seq: seq, pattern: pattern, dir: direction}, now_ms) do
+    case RateLimit.allow(session.seed_limit, session.seeds_booked, now_ms) do
+      {:ok, booked} ->
+        :ok = World.seed(session.world, session.id, pattern, direction, {:seed, seq})
+        {%{session | seeds_booked: booked}, []}
+
+      :limited ->
+        {session, [send_message(session, %{type: :seeded, seq: seq, result: :rate_limited})]}
     end
   end
 
@@ -317,6 +335,16 @@ defmodule Grove.Gateway.Session do
         {%{session | cell: cell, in_flight: in_flight},
          [{:send, Frames.outcome(session.encoding, seq, result, x, y)}]}
     end
+  end
+
+  def handle_info(%__MODULE__{id: id} = session, {:grove_seed, id, {:seed, seq}, outcome}) do
+    result =
+      case outcome do
+        :ok -> :ok
+        {:rejected, reason} -> reason
+      end
+
+    {session, [send_message(session, %{type: :seeded, seq: seq, result: result})]}
   end
 
   # A snapshot is a finished `area` frame in this session's encoding.

@@ -123,6 +123,19 @@ defmodule Grove.Metrics.Collector do
        |> Enum.map(&{[zone: &1.zone], &1.mailbox})},
       {"grove_zone_tick_duration_seconds", :histogram,
        "Time a zone takes for its tick (deltas and upkeep).", [{[], histogram(tick, 1_000_000)}]},
+      {"grove_bacteria", :gauge, "Live bacteria (cells of the Game of Life) in the world.",
+       [{[], world.bacteria}]},
+      {"grove_life_births_total", :counter, "Bacteria born, seeded ones included.",
+       [{[], world.births}]},
+      {"grove_life_deaths_total", :counter, "Bacteria that died.", [{[], world.deaths}]},
+      {"grove_life_generations_total", :counter, "Generations computed, summed over zones.",
+       [{[], world.generations}]},
+      {"grove_life_generation_duration_seconds", :histogram,
+       "Time a zone takes to compute one generation of bacteria.",
+       case World.fetch!(Grove.world(instance)).life_time do
+         nil -> []
+         life_time -> [{[], histogram(life_time, 1_000_000)}]
+       end},
       {"grove_actor_move_round_trip_seconds", :histogram,
        "Round trip of actors' moves, send to outcome.",
        if(actor_latency, do: [{[], histogram(actor_latency, 1_000_000)}], else: [])},

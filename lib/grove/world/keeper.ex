@@ -45,6 +45,8 @@ defmodule Grove.World.Keeper do
         stats: Stats.new()
     }
 
+    world = if world.life, do: with_life(world), else: world
+
     :persistent_term.put({World, world.name}, world)
 
     Logger.info(
@@ -68,6 +70,21 @@ defmodule Grove.World.Keeper do
     Directory.erase(name, :atomics.get(world.ids, 1))
     :persistent_term.erase({World, name})
     :ok
+  end
+
+  # The automaton's shared parts: the table where each zone publishes its
+  # cells and borders per generation, the moment generation 0 began (the
+  # zones count generations from it), the target of manual stepping, the
+  # bacteria per block for minimaps, and the histogram of generation times.
+  defp with_life(world) do
+    %{
+      world
+      | life_table: :ets.new(:grove_life, [:set, :public, read_concurrency: true]),
+        life_epoch: System.monotonic_time(:millisecond),
+        life_target: :atomics.new(1, signed: false),
+        life_density: :atomics.new(world.density_cols * world.density_rows, signed: true),
+        life_time: Grove.Metrics.Histogram.new()
+    }
   end
 
   defp zone_name(world, index), do: :"#{world}.zone.#{index}"

@@ -11,10 +11,16 @@ defmodule Grove.World.Minimap do
   that hold an entity, from 0 to 255; with `max_side`, neighbouring blocks
   are merged so that neither side exceeds it.
   """
-  @spec density(World.t(), pos_integer() | nil) ::
+  @spec density(World.t(), pos_integer() | nil, :entities | :bacteria) ::
           %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
-  def density(%World{} = world, max_side) do
+  def density(%World{} = world, max_side, layer \\ :entities) do
     %World{density_cols: cols, density_rows: rows, density_block: block} = world
+
+    counts =
+      case layer do
+        :entities -> world.density
+        :bacteria -> world.life_density || :atomics.new(cols * rows, signed: true)
+      end
 
     # Neighbouring blocks are summed in groups of `group` x `group` when the
     # grid is wider or taller than `max_side`.
@@ -29,7 +35,7 @@ defmodule Grove.World.Minimap do
           for row <- (out_row * group)..min(out_row * group + group - 1, rows - 1),
               col <- (out_col * group)..min(out_col * group + group - 1, cols - 1),
               reduce: 0 do
-            acc -> acc + :atomics.get(world.density, row * cols + col + 1)
+            acc -> acc + :atomics.get(counts, row * cols + col + 1)
           end
 
         <<min(max(div(count * 255 + capacity - 1, capacity), 0), 255)>>

@@ -18,9 +18,17 @@ defmodule Grove.World.Stats do
             :deltas_published,
             :snapshots_sent,
             :zone_restarts,
+            # Bacteria: generations computed (by all zones), cells born and
+            # dead, patterns seeded and refused.
+            :generations,
+            :births,
+            :deaths,
+            :seeds,
+            :seeds_refused,
             # Gauges: how many entities of each kind are in the world now.
             :players,
-            :actors
+            :actors,
+            :bacteria
           ]
 
   for {key, index} <- Enum.with_index(@keys, 1) do

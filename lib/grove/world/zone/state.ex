@@ -15,9 +15,16 @@ defmodule Grove.World.Zone.State do
   #
   # While anyone watches the zone, `changed` and `departed` collect what
   # happened since the last tick; `flush/1` hands them over for the delta.
+  #
+  # With bacteria (Grove.World.Life), `bacteria` holds the zone's live
+  # cells of the current generation: they occupy their cells like entities
+  # (a move or a join onto one is refused `:occupied`), and views show them
+  # as entities of their own kind, whose births and deaths go into the
+  # delta like arrivals and departures.
 
   alias Grove.RateLimit
-  alias Grove.World.{Entity, Grid, Rules, Terrain}
+  alias Grove.World.{Entity, Grid, Life, Rules, Terrain}
+  alias Grove.World.Life.Board
 
   @max_deferred 8
 
@@ -28,6 +35,7 @@ defmodule Grove.World.Zone.State do
     :grid,
     :terrain,
     :rules,
+    bacteria: nil,
     entities: %{},
     cells: %{},
     leaving: %{},
@@ -53,6 +61,7 @@ defmodule Grove.World.Zone.State do
           grid: Grid.t(),
           terrain: Terrain.t(),
           rules: Rules.t(),
+          bacteria: Board.t() | nil,
           entities: %{Entity.id() => Entity.t()},
           cells: %{non_neg_integer() => Entity.id()},
           leaving: %{Entity.id() => leaving()},
@@ -141,6 +150,9 @@ defmodule Grove.World.Zone.State do
           rules.exclusive and is_map_key(state.cells, Grid.cell_key(grid, x, y)) ->
             {:rejected, :occupied, put_entity(state, entity)}
 
+          live?(state, x, y) ->
+            {:rejected, :occupied, put_entity(state, entity)}
+
           true ->
             relocate(state, entity, x, y)
         end
@@ -212,6 +224,9 @@ defmodule Grove.World.Zone.State do
         {:rejected, :occupied}
 
       rules.exclusive and is_map_key(state.cells, Grid.cell_key(grid, x, y)) ->
+        {:rejected, :occupied}
+
+      live?(state, x, y) ->
         {:rejected, :occupied}
 
       true ->
@@ -328,11 +343,57 @@ defmodule Grove.World.Zone.State do
     {changes, Map.keys(departed), %{state | changed: %{}, departed: %{}}}
   end
 
-  @doc "Every entity in the zone as `{id, x, y, kind}`."
+  @doc "Every entity in the zone as `{id, x, y, kind}`, its bacteria included."
   @spec snapshot(t()) :: [{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}]
-  def snapshot(%__MODULE__{entities: entities}) do
-    for {id, %Entity{x: x, y: y, kind: kind}} <- entities, do: {id, x, y, kind}
+  def snapshot(%__MODULE__{entities: entities} = state) do
+    bacteria =
+      case state.bacteria do
+        nil -> []
+        board -> for {x, y} <- Board.cells(board), do: bacterium(state, x, y)
+      end
+
+    bacteria ++ for {id, %Entity{x: x, y: y, kind: kind}} <- entities, do: {id, x, y, kind}
   end
+
+  @doc "Puts the zone's bacteria (a restored or initial generation) without recording changes."
+  @spec put_bacteria(t(), Board.t()) :: t()
+  def put_bacteria(%__MODULE__{} = state, %Board{} = board), do: %{state | bacteria: board}
+
+  @doc """
+  The zone's next generation of bacteria: `born` and `died` are the cells
+  that changed, recorded for the next delta like arrivals and departures.
+  """
+  @spec next_generation(t(), Board.t(), [Grid.cell()], [Grid.cell()]) :: t()
+  def next_generation(%__MODULE__{watched: false} = state, board, _born, _died),
+    do: %{state | bacteria: board}
+
+  def next_generation(%__MODULE__{} = state, board, born, died) do
+    {changed, departed} =
+      Enum.reduce(died, {state.changed, state.departed}, fn {x, y}, {changed, departed} ->
+        id = Life.bacterium_id(state.grid, {x, y})
+        {Map.delete(changed, id), Map.put(departed, id, true)}
+      end)
+
+    {changed, departed} =
+      Enum.reduce(born, {changed, departed}, fn {x, y}, {changed, departed} ->
+        {id, x, y, kind} = bacterium(state, x, y)
+        {Map.put(changed, id, {x, y, kind}), Map.delete(departed, id)}
+      end)
+
+    %{state | bacteria: board, changed: changed, departed: departed}
+  end
+
+  @doc "True when a bacterium lives on the cell, which must lie in the zone."
+  @spec live?(t(), non_neg_integer(), non_neg_integer()) :: boolean()
+  def live?(%__MODULE__{bacteria: nil}, _x, _y), do: false
+  def live?(%__MODULE__{bacteria: board}, x, y), do: Board.alive?(board, x, y)
+
+  @doc "True when an entity stands on the cell (in a world where they do not share cells)."
+  @spec occupied?(t(), non_neg_integer(), non_neg_integer()) :: boolean()
+  def occupied?(%__MODULE__{grid: grid} = state, x, y),
+    do: is_map_key(state.cells, Grid.cell_key(grid, x, y))
+
+  defp bacterium(state, x, y), do: {Life.bacterium_id(state.grid, {x, y}), x, y, Life.kind()}
 
   @doc "The number of entities in the zone, those leaving included."
   @spec size(t()) :: non_neg_integer()
@@ -382,13 +443,16 @@ defmodule Grove.World.Zone.State do
       not Grid.in_bounds?(grid, x, y) -> "outside the world"
       not inside?(state, x, y) -> "outside its zone"
       rules.blocking and Terrain.blocked?(state.terrain, x, y) -> "on blocking ground"
+      live?(state, x, y) -> "on a live bacterium"
       true -> nil
     end
   end
 
   ## Helpers
 
-  defp inside?(%__MODULE__{bounds: {x0, y0, x1, y1}}, x, y),
+  @doc "True when the cell lies in this zone."
+  @spec inside?(t(), integer(), integer()) :: boolean()
+  def inside?(%__MODULE__{bounds: {x0, y0, x1, y1}}, x, y),
     do: x >= x0 and x < x1 and y >= y0 and y < y1
 
   defp insert(state, entity) do

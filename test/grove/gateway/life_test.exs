@@ -1,0 +1,107 @@
+defmodule Grove.Gateway.LifeTest do
+  # Yaws runs one server per node, so these tests run alone.
+  use ExUnit.Case, async: false
+
+  alias Grove.{Protocol, World}
+  alias Grove.Load.WsClient
+
+  @moduletag :gateway
+
+  # A world of its own per test, so one test's bacteria are not in the next one's way.
+  setup do
+    Grove.TestInstance.start!("life",
+      world: [
+        # One zone, so that a pattern seeded anywhere lies inside it.
+        width: 40,
+        height: 40,
+        zone_size: 40,
+        tick: 50,
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
+        life: [interval: :manual, soup: 0.0]
+      ],
+      actors: [count: 0],
+      gateway: [port: 0, seed_rate: 1, seed_burst: 2, density_interval: 100]
+    )
+  end
+
+  defp connect(port, encoding) do
+    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=#{encoding}")
+    {client, encoding}
+  end
+
+  defp push({client, encoding}, message) do
+    kind = if encoding == :json, do: :text, else: :binary
+
+    :ok =
+      WsClient.send_frame(client, {kind, IO.iodata_to_binary(Protocol.encode(message, encoding))})
+  end
+
+  # The next message that `match?` accepts, skipping others.
+  defp expect({client, encoding}, match?, timeout \\ 5000) do
+    case WsClient.recv(client, timeout) do
+      {:ok, {kind, data}, client} when kind in [:text, :binary] ->
+        {:ok, message} = Protocol.decode(data, encoding)
+
+        if match?.(message),
+          do: {message, {client, encoding}},
+          else: expect({client, encoding}, match?, timeout)
+
+      other ->
+        flunk("nothing expected arrived: #{inspect(other)}")
+    end
+  end
+
+  defp type(type), do: &(&1.type == type)
+
+  for encoding <- [:json, :binary] do
+    test "a player seeds a pattern, sees it live, and is refused with reasons (#{encoding})",
+         %{port: port, world: world} do
+      conn = connect(port, unquote(encoding))
+      push(conn, %{type: :join, protocol: 2})
+      {welcome, conn} = expect(conn, type(:welcome))
+      dir = if welcome.x < 20, do: :e, else: :w
+      step = if dir == :e, do: 1, else: -1
+      cells = for k <- 1..3, do: {welcome.x + k * step, welcome.y}
+
+      push(conn, %{type: :seed, seq: 1, pattern: :blinker, dir: dir})
+      {seeded, conn} = expect(conn, type(:seeded))
+      assert seeded == %{type: :seeded, seq: 1, result: :ok}
+
+      push(conn, %{type: :seed, seq: 2, pattern: :blinker, dir: dir})
+      {seeded, conn} = expect(conn, type(:seeded))
+      assert seeded == %{type: :seeded, seq: 2, result: :occupied}
+
+      # Two a second at most (the burst here): the third at once is refused.
+      push(conn, %{type: :seed, seq: 3, pattern: :block, dir: dir})
+      {seeded, conn} = expect(conn, type(:seeded))
+      assert seeded == %{type: :seeded, seq: 3, result: :rate_limited}
+
+      World.step_life(world)
+
+      # The blinker's cells come into the player's area as bacteria (kind 2).
+      {_area, conn} =
+        expect(conn, fn message ->
+          message.type == :area and
+            MapSet.subset?(
+              MapSet.new(cells),
+              MapSet.new(
+                for [_id, x, y, 2] <- Enum.map(message.entities, &Tuple.to_list/1), do: {x, y}
+              )
+            )
+        end)
+
+      # A step into the blinker is refused: the cell is occupied.
+      push(conn, %{type: :move, seq: 9, dir: dir})
+      {outcome, conn} = expect(conn, type(:outcome))
+      assert outcome.result == :occupied
+
+      # The minimap's layer of bacteria shows them.
+      {colonies, _conn} =
+        expect(conn, fn message ->
+          message.type == :colonies and :binary.bin_to_list(message.cells) |> Enum.any?(&(&1 > 0))
+        end)
+
+      assert colonies.cols > 0
+    end
+  end
+end
