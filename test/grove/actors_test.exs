@@ -148,9 +148,9 @@ defmodule Grove.ActorsTest do
       assert map_size(codes) == 15
 
       assert Enum.map(Actors.kinds(name), &{&1.name, &1.code, &1.count}) ==
-               [{"walker", 2, 6}, {"wanderer", 3, 5}, {"sheep", 4, 4}]
+               [{"walker", 3, 6}, {"wanderer", 4, 5}, {"sheep", 5, 4}]
 
-      assert World.kind_counts(world) == %{2 => 6, 3 => 5, 4 => 4}
+      assert World.kind_counts(world) == %{3 => 6, 4 => 5, 5 => 4}
 
       eventually(fn ->
         by_kind = Actors.by_kind(name)
@@ -211,7 +211,7 @@ defmodule Grove.ActorsTest do
 
       eventually(fn ->
         [_walker, still] = Actors.by_kind(name)
-        assert %{name: "still", emoji: "🗿", code: 3, actors: 3} = still
+        assert %{name: "still", emoji: "🗿", code: 4, actors: 3} = still
         assert still.counts.stayed >= 3
         assert still.counts.sent == 0
       end)
