@@ -94,6 +94,11 @@ defmodule Grove.Cluster do
     Keyword.merge(opts, peers: peers, node: node)
   end
 
+  @doc "True when an instance's cluster was given other nodes to join."
+  @spec expects_peers?(atom()) :: boolean()
+  def expects_peers?(instance),
+    do: :persistent_term.get({__MODULE__, instance, :expects_peers}, false)
+
   @doc "True when these options name other nodes to join (peers or a DNS name)."
   @spec multi_node?(keyword()) :: boolean()
   def multi_node?(opts), do: Keyword.get(opts, :peers, []) != [] or Keyword.get(opts, :dns) != nil
@@ -120,6 +125,23 @@ defmodule Grove.Cluster do
   @spec refused(atom()) :: %{node() => [String.t()]}
   def refused(instance), do: :persistent_term.get(Membership.refused_key(instance), %{})
 
+  @doc """
+  Sends the calling process `{:grove_cluster, instance, members}` each
+  time the members change, until it exits; returns the members now.
+  """
+  @spec subscribe(atom()) :: [node()]
+  def subscribe(instance), do: GenServer.call(Membership.name(instance), {:subscribe, self()})
+
+  @doc """
+  This node's range of entity ids in a cluster, from its name: `1..1023`
+  when distributed, `0` otherwise (`Grove.World` draws ids from it). Two
+  members whose names give the same range refuse each other.
+  """
+  @spec id_slot() :: non_neg_integer()
+  def id_slot do
+    if Node.alive?(), do: 1 + :erlang.phash2(Atom.to_string(node()), 1023), else: 0
+  end
+
   @doc false
   def key(instance), do: {__MODULE__, instance}
 
@@ -128,6 +150,7 @@ defmodule Grove.Cluster do
   @impl true
   def init(opts) do
     if opts[:node], do: start_distribution!(opts[:node], opts[:cookie])
+    :persistent_term.put({__MODULE__, opts[:instance], :expects_peers}, multi_node?(opts))
 
     scope = :"#{opts[:instance]}.Cluster.Scope"
 

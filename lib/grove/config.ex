@@ -98,7 +98,12 @@ defmodule Grove.Config do
              )
 
     world_name = :"#{name}.World"
-    world = Keyword.put(opts[:world], :name, world_name)
+
+    world =
+      opts[:world]
+      |> Keyword.put(:name, world_name)
+      |> Keyword.put(:cluster, if(Grove.Cluster.multi_node?(opts[:cluster]), do: name))
+
     # Fail now, with the option's name, rather than deep in a supervisor.
     Grove.World.new!(world)
 

@@ -24,6 +24,9 @@ defmodule Grove.World do
       (default `32`)
     * `:handoff_timeout` - milliseconds a handoff may wait for an answer
       before the zone settles it from the directory (default `5000`)
+    * `:cluster` - the Grove instance whose `Grove.Cluster` places this
+      world's zones on nodes, or `nil` for a world that runs every zone on
+      this node (default `nil`)
     * `:density_block` - side in cells of the blocks `density/1` counts
       entities in, for minimaps (default `10`)
     * `:life` - bacteria, born and dying by a Game of Life the zones compute:
@@ -83,8 +86,7 @@ defmodule Grove.World do
     Minimap,
     Rules,
     Stats,
-    Terrain,
-    Zone
+    Terrain
   }
 
   @enforce_keys [:name, :grid, :rules, :tick]
@@ -118,7 +120,10 @@ defmodule Grove.World do
     mailbox_limit: 5000,
     view_history: 32,
     handoff_timeout: 5000,
-    terrain_options: []
+    terrain_options: [],
+    cluster: nil,
+    id_base: 0,
+    id_span: nil
   ]
 
   @type name :: atom()
@@ -152,7 +157,10 @@ defmodule Grove.World do
           mailbox_limit: pos_integer(),
           view_history: pos_integer(),
           handoff_timeout: pos_integer(),
-          terrain_options: keyword()
+          terrain_options: keyword(),
+          cluster: atom() | nil,
+          id_base: non_neg_integer(),
+          id_span: pos_integer() | nil
         }
 
   @rejections [
@@ -192,7 +200,8 @@ defmodule Grove.World do
     view_history: 32,
     handoff_timeout: 5000,
     density_block: 10,
-    life: false
+    life: false,
+    cluster: nil
   ]
 
   # How many random cells one zone tries when a join asks for a random place.
@@ -265,8 +274,26 @@ defmodule Grove.World do
       life: Life.new!(opts[:life]),
       density_cols: div(opts[:width] + opts[:density_block] - 1, opts[:density_block]),
       density_rows: div(opts[:height] + opts[:density_block] - 1, opts[:density_block]),
-      terrain_options: Keyword.put(opts[:terrain], :seed, opts[:seed])
+      terrain_options: Keyword.put(opts[:terrain], :seed, opts[:seed]),
+      cluster: opts[:cluster]
     }
+    |> id_range()
+  end
+
+  # Entity ids are the wire's 32 bits. A world alone counts them from 1; a
+  # world of a cluster draws them from its node's own range of 2^22
+  # (`Grove.Cluster.id_slot/0`), so that no two nodes hand out the same.
+  @id_bits 22
+  defp id_range(%__MODULE__{cluster: nil} = world), do: world
+
+  defp id_range(world) do
+    case Grove.Cluster.id_slot() do
+      0 ->
+        world
+
+      slot ->
+        %{world | id_base: Bitwise.bsl(slot, @id_bits), id_span: Bitwise.bsl(1, @id_bits) - 1}
+    end
   end
 
   @impl true
@@ -274,32 +301,28 @@ defmodule Grove.World do
     children = [
       # Owns the tables and the terrain, so they outlive any zone.
       {Keeper, world},
-      # Zones find everything they need in the description the keeper published.
-      %{
-        id: :zones,
-        type: :supervisor,
-        start: {__MODULE__, :start_zones, [world.name]}
-      }
+      # Writes this node's directory for zones on other nodes.
+      %{id: :relay, start: {Grove.World.Relay, :start_link, [world]}},
+      # Runs this node's zones (all of them, unless in a cluster) under a
+      # supervisor of its own, and moves them when the cluster changes.
+      %{id: :placer, start: {Grove.World.Placer, :start_link, [world.name]}}
     ]
 
     # If the keeper goes, the tables go: the zones must start again after it.
     Supervisor.init(children, strategy: :rest_for_one)
   end
 
-  @doc false
-  def start_zones(name) do
-    world = fetch!(name)
-    zones = for index <- 0..(Grid.zone_count(world.grid) - 1), do: {Zone, {world, index}}
-    # A zone rebuilds itself from its table, so restarting one alone is always safe.
-    Supervisor.start_link(zones, strategy: :one_for_one, max_restarts: 100, max_seconds: 5)
-  end
-
-  @doc "True when the world and every one of its zones are running (a readiness check)."
+  @doc """
+  True when the world and every one of its zones this node runs are
+  running (a readiness check).
+  """
   @spec ready?(name() | t()) :: boolean()
   def ready?(world) do
     case :persistent_term.get({__MODULE__, world_name(world)}, nil) do
-      %__MODULE__{zones: zones} when is_tuple(zones) ->
-        Enum.all?(Tuple.to_list(zones), &(Process.whereis(&1) != nil))
+      %__MODULE__{zones: zones} = world when is_tuple(zones) ->
+        Enum.all?(0..(tuple_size(zones) - 1), fn index ->
+          zone_node(world, index) != node() or Process.whereis(elem(zones, index)) != nil
+        end)
 
       _ ->
         false
@@ -357,7 +380,7 @@ defmodule Grove.World do
         timeout: 5000
       )
 
-    id = :atomics.add_get(world.ids, 1, 1)
+    id = next_id(world)
     # The first id of every 65,536 makes room for them in the directory.
     unless Directory.ready?(world.name, id),
       do: :ok = GenServer.call(world.keeper, {:directory_chunk, id})
@@ -371,7 +394,9 @@ defmodule Grove.World do
       view_format: validate_format(opts[:view_format])
     }
 
-    deadline = System.monotonic_time(:millisecond) + opts[:timeout]
+    # The zone may run on another node, whose monotonic clock starts
+    # elsewhere: the deadline is in the system's time, which nodes share.
+    deadline = System.system_time(:millisecond) + opts[:timeout]
 
     case opts[:at] do
       {x, y} when is_integer(x) and is_integer(y) ->
@@ -393,6 +418,21 @@ defmodule Grove.World do
       other ->
         raise ArgumentError, ":at must be {x, y} or :random, got: #{inspect(other)}"
     end
+  end
+
+  defp next_id(%__MODULE__{id_span: nil} = world), do: :atomics.add_get(world.ids, 1, 1)
+  defp next_id(world), do: next_id(world, 1000)
+
+  # A node's range wraps around after 4 million joins, past ids still in use.
+  defp next_id(_world, 0), do: raise("no free entity id in this node's range")
+
+  defp next_id(world, tries) do
+    n = :atomics.add_get(world.ids, 1, 1)
+    id = world.id_base + rem(n - 1, world.id_span) + 1
+
+    if Directory.ready?(world.name, id) and Directory.lookup(world.name, id) != nil,
+      do: next_id(world, tries - 1),
+      else: id
   end
 
   defp join_random(world, entity, area, deadline, opts, zones_left \\ @placement_zones)
@@ -446,7 +486,7 @@ defmodule Grove.World do
       Stats.incr(world.stats, :join_failures)
       {:error, :busy}
     else
-      zone = elem(world.zones, index)
+      zone = zone_address(world, index)
 
       try do
         GenServer.call(zone, {:join, entity, candidates, deadline}, opts[:timeout])
@@ -490,7 +530,7 @@ defmodule Grove.World do
           Stats.incr(world.stats, :busy)
           send(self(), {:grove_move, id, tag, {:rejected, :busy}})
         else
-          GenServer.cast(elem(world.zones, index), {:move, id, direction, self(), tag, 0})
+          GenServer.cast(zone_address(world, index), {:move, id, direction, self(), tag, 0})
         end
     end
 
@@ -538,7 +578,11 @@ defmodule Grove.World do
           Stats.incr(world.stats, :busy, length(zone_moves))
           for {id, _direction, tag} <- zone_moves, do: {id, tag, {:rejected, :busy}}
         else
-          GenServer.cast(elem(world.zones, index), {:moves, self(), Enum.reverse(zone_moves)})
+          GenServer.cast(
+            zone_address(world, index),
+            {:moves, self(), Enum.reverse(zone_moves)}
+          )
+
           []
         end
       end)
@@ -564,7 +608,7 @@ defmodule Grove.World do
 
       index ->
         try do
-          GenServer.call(elem(world.zones, index), {:leave, id, self(), 0}, timeout)
+          GenServer.call(zone_address(world, index), {:leave, id, self(), 0}, timeout)
         catch
           :exit, {:timeout, _} -> {:error, :timeout}
           :exit, {reason, _} when reason in [:noproc, :normal, :shutdown] -> {:error, :busy}
@@ -591,7 +635,7 @@ defmodule Grove.World do
   """
   @spec request_snapshot(name() | t(), Grid.zone_index(), Feed.format()) :: :ok
   def request_snapshot(world, zone, format) do
-    GenServer.cast(elem(fetch!(world).zones, zone), {:snapshot, self(), format})
+    GenServer.cast(zone_address(fetch!(world), zone), {:snapshot, self(), format})
   end
 
   @doc "An entity's cell, read from ETS without a message; `nil` when it is not in the world."
@@ -674,7 +718,10 @@ defmodule Grove.World do
   @spec tick(name() | t()) :: :ok
   def tick(world) do
     world = fetch!(world)
-    for zone <- Tuple.to_list(world.zones), do: GenServer.cast(zone, :tick)
+
+    for index <- 0..(tuple_size(world.zones) - 1),
+        do: GenServer.cast(zone_address(world, index), :tick)
+
     :ok
   end
 
@@ -715,7 +762,7 @@ defmodule Grove.World do
           send(self(), {:grove_seed, id, tag, {:rejected, :busy}})
         else
           GenServer.cast(
-            elem(world.zones, index),
+            zone_address(world, index),
             {:seed, id, pattern, direction, self(), tag, 0}
           )
         end
@@ -737,7 +784,10 @@ defmodule Grove.World do
       do: raise(ArgumentError, "step_life/1 needs a world with life: [interval: :manual]")
 
     :atomics.add(world.life_target, 1, 1)
-    for zone <- Tuple.to_list(world.zones), do: GenServer.cast(zone, :generation)
+
+    for index <- 0..(tuple_size(world.zones) - 1),
+        do: GenServer.cast(zone_address(world, index), :generation)
+
     :ok
   end
 
@@ -854,6 +904,35 @@ defmodule Grove.World do
     case Directory.lookup(world.name, id) do
       nil -> nil
       index -> Process.whereis(elem(world.zones, index))
+    end
+  end
+
+  @doc """
+  Where to send a zone's messages: its registered name on this node, or
+  `{name, node}` on the node that runs it (`Grove.World.Placement`).
+  """
+  @spec zone_address(t(), Grid.zone_index()) :: atom() | {atom(), node()}
+  def zone_address(%__MODULE__{} = world, index) do
+    name = elem(world.zones, index)
+
+    case :persistent_term.get({__MODULE__, world.name, :locations}, nil) do
+      nil ->
+        name
+
+      {locations, nodes} ->
+        case :atomics.get(locations, index + 1) do
+          0 -> name
+          number -> {name, elem(nodes, number)}
+        end
+    end
+  end
+
+  @doc "The node that runs a zone."
+  @spec zone_node(t(), Grid.zone_index()) :: node()
+  def zone_node(%__MODULE__{} = world, index) do
+    case :persistent_term.get({__MODULE__, world.name, :locations}, nil) do
+      nil -> node()
+      {locations, nodes} -> elem(nodes, :atomics.get(locations, index + 1))
     end
   end
 

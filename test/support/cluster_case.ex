@@ -24,7 +24,7 @@ defmodule Grove.ClusterCase do
     File.write!(Path.join(home, ".erlang.cookie"), cookie)
     File.chmod!(Path.join(home, ".erlang.cookie"), 0o400)
 
-    {:ok, _} = Node.start(:"grove_test_#{System.unique_integer([:positive])}", :shortnames)
+    {:ok, _} = start_distribution(:"grove_test_#{System.unique_integer([:positive])}", 100)
     Node.set_cookie(String.to_atom(cookie))
 
     on_exit(fn ->
@@ -34,6 +34,21 @@ defmodule Grove.ClusterCase do
     end)
 
     home
+  end
+
+  # epmd, just started, may take a moment to listen.
+  defp start_distribution(name, tries) do
+    case Node.start(name, :shortnames) do
+      {:ok, pid} ->
+        {:ok, pid}
+
+      {:error, _reason} when tries > 1 ->
+        Process.sleep(50)
+        start_distribution(name, tries - 1)
+
+      error ->
+        error
+    end
   end
 
   @doc "Starts a peer node with this node's code; it is stopped when the test ends."
@@ -59,11 +74,21 @@ defmodule Grove.ClusterCase do
 
   @doc "Starts an instance on a node under its application's supervisor."
   def start_instance!(node, opts) do
+    id = Keyword.fetch!(opts, :name)
+
     {:ok, pid} =
       :erpc.call(node, Supervisor, :start_child, [
         Grove.Application.Supervisor,
-        Supervisor.child_spec({Grove, opts}, id: Keyword.fetch!(opts, :name))
+        Supervisor.child_spec({Grove, opts}, id: id)
       ])
+
+    # Peers end with their node; this node's instance must not outlive the test.
+    if node == node() do
+      on_exit(fn ->
+        Supervisor.terminate_child(Grove.Application.Supervisor, id)
+        Supervisor.delete_child(Grove.Application.Supervisor, id)
+      end)
+    end
 
     pid
   end

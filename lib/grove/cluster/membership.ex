@@ -35,7 +35,8 @@ defmodule Grove.Cluster.Membership do
     :monitor,
     :timer,
     members: [],
-    refused: %{}
+    refused: %{},
+    subscribers: %{}
   ]
 
   @type t :: %State{}
@@ -69,7 +70,7 @@ defmodule Grove.Cluster.Membership do
 
     # So that `terminate/2` runs on shutdown and unpublishes the members.
     Process.flag(:trap_exit, true)
-    :ok = :net_kernel.monitor_nodes(true)
+    :ok = :net_kernel.monitor_nodes(true, [:nodedown_reason])
     {monitor, _members} = :pg.monitor(state.scope, state.group)
     stand_in(state.scope, state.group)
     state = publish(%{state | monitor: monitor})
@@ -84,28 +85,53 @@ defmodule Grove.Cluster.Membership do
   def handle_continue(:connect, state), do: {:noreply, connect(state)}
 
   @impl true
+  def handle_call({:subscribe, pid}, _from, state) do
+    ref = Process.monitor(pid)
+    {:reply, state.members, %{state | subscribers: Map.put(state.subscribers, ref, pid)}}
+  end
+
+  @impl true
   def handle_info(:connect, state), do: {:noreply, connect(%{state | timer: nil})}
 
   def handle_info({ref, action, _group, _pids}, %State{monitor: ref} = state)
       when action in [:join, :leave],
       do: {:noreply, publish(state)}
 
-  def handle_info({:nodeup, node}, state) do
+  def handle_info({:nodeup, node, _info}, state) do
     greet(state, node, true)
     {:noreply, state}
   end
 
-  def handle_info({:nodedown, _node}, state), do: {:noreply, state}
+  def handle_info({:nodedown, node, info}, state) do
+    if node in state.members,
+      do: Logger.warning("cluster: lost #{node}: #{inspect(info[:nodedown_reason])}")
+
+    {:noreply, state}
+  end
+
+  def handle_info({:DOWN, ref, :process, _pid, _reason}, state),
+    do: {:noreply, %{state | subscribers: Map.delete(state.subscribers, ref)}}
 
   # The stand-in member is linked and never ends on its own.
   def handle_info({:EXIT, _pid, reason}, state), do: {:stop, reason, state}
 
-  def handle_info({:hello, node, fingerprint, answer?}, state) do
+  def handle_info({:hello, node, fingerprint, slot, answer?}, state) do
     if answer?, do: greet(state, node, false)
 
-    case Fingerprint.differences(state.fingerprint, fingerprint) do
+    differences =
+      Fingerprint.differences(state.fingerprint, fingerprint) ++
+        if slot == Grove.Cluster.id_slot(),
+          do: [
+            "its name gives it the same range of entity ids as this node's (#{slot}): " <>
+              "rename one of them"
+          ],
+          else: []
+
+    case differences do
       [] ->
-        {:noreply, %{state | refused: Map.delete(state.refused, node)}}
+        refused = Map.delete(state.refused, node)
+        :persistent_term.put(refused_key(state.instance), refused)
+        {:noreply, publish(%{state | refused: refused})}
 
       differences ->
         if state.refused[node] != differences,
@@ -117,7 +143,7 @@ defmodule Grove.Cluster.Membership do
 
         refused = Map.put(state.refused, node, differences)
         :persistent_term.put(refused_key(state.instance), refused)
-        {:noreply, %{state | refused: refused}}
+        {:noreply, publish(%{state | refused: refused})}
     end
   end
 
@@ -156,16 +182,22 @@ defmodule Grove.Cluster.Membership do
   # answer, so each side learns the other's even when one of them started
   # after the nodes connected.
   defp greet(state, node, answer?),
-    do: send({name(state.instance), node}, {:hello, node(), state.fingerprint, answer?})
+    do:
+      send(
+        {name(state.instance), node},
+        {:hello, node(), state.fingerprint, Grove.Cluster.id_slot(), answer?}
+      )
 
   ## Members and placement
 
-  # Members are the nodes of the group's processes, this one included.
+  # Members are the nodes of the group's processes, this one included,
+  # but for any it refused.
   defp publish(state) do
     members =
       state.scope
       |> :pg.get_members(state.group)
       |> Enum.map(&node/1)
+      |> Enum.reject(&is_map_key(state.refused, &1))
       |> Enum.concat([node()])
       |> Enum.uniq()
       |> Enum.sort()
@@ -185,6 +217,9 @@ defmodule Grove.Cluster.Membership do
         members: members,
         owners: Placement.owners(state.zone_count, members)
       })
+
+      for {_ref, pid} <- state.subscribers,
+          do: send(pid, {:grove_cluster, state.instance, members})
     end
 
     %{state | members: members}

@@ -10,14 +10,40 @@ defmodule Grove.World.Audit do
 
   @doc "Asks every zone of a world for its report, then judges them together."
   @spec run(World.t(), timeout()) :: :ok | {:error, [String.t()]}
-  def run(%World{} = world, timeout) do
+  def run(%World{cluster: nil} = world, timeout) do
     reports = for zone <- Tuple.to_list(world.zones), do: GenServer.call(zone, :audit, timeout)
-    directory = Directory.entries(world.name, :atomics.get(world.ids, 1))
+    directory = Directory.entries(world.name)
 
     case findings(reports, directory, World.entity_count(world)) do
       [] -> :ok
       all -> {:error, all}
     end
+  end
+
+  # In a cluster no node's directory holds every entity: the zones, wherever
+  # they run, are asked, and their reports judged together.
+  def run(%World{} = world, timeout) do
+    reports =
+      for index <- 0..(tuple_size(world.zones) - 1),
+          do: GenServer.call(World.zone_address(world, index), :audit, timeout)
+
+    problems = Enum.flat_map(reports, fn {_resident, problems} -> problems end)
+    counts = reports |> Enum.flat_map(fn {resident, _} -> resident end) |> Enum.frequencies()
+    duplicates = for {id, n} <- counts, n > 1, do: "entity #{id} is resident in #{n} zones"
+
+    case problems ++ duplicates do
+      [] -> :ok
+      all -> {:error, all}
+    end
+  end
+
+  @doc "The ids resident in every zone of a world, wherever each runs."
+  @spec residents(World.t(), timeout()) :: [non_neg_integer()]
+  def residents(%World{} = world, timeout \\ 15_000) do
+    Enum.flat_map(0..(tuple_size(world.zones) - 1), fn index ->
+      {resident, _problems} = GenServer.call(World.zone_address(world, index), :audit, timeout)
+      resident
+    end)
   end
 
   @doc """

@@ -35,6 +35,16 @@ defmodule Grove.World.Directory do
   def assign(world, id, zone),
     do: :atomics.put(chunk!(world, id), rem(id, @chunk) + 1, zone + 1)
 
+  @doc """
+  Records that an entity has moved on from `from` to `to`, unless the
+  directory already names another zone (a later one) for it.
+  """
+  @spec moved_on(atom(), non_neg_integer(), non_neg_integer(), non_neg_integer()) :: :ok
+  def moved_on(world, id, from, to) do
+    _ = :atomics.compare_exchange(chunk!(world, id), rem(id, @chunk) + 1, from + 1, to + 1)
+    :ok
+  end
+
   @doc "Forgets an entity, unless another zone has taken it since."
   @spec release(atom(), non_neg_integer(), non_neg_integer()) :: :ok
   def release(world, id, zone) do
@@ -58,17 +68,28 @@ defmodule Grove.World.Directory do
   def ready?(world, id),
     do: :persistent_term.get({__MODULE__, world, div(id, @chunk)}, nil) != nil
 
-  @doc "Every entity with an owner, as `{id, zone}`, up to `max_id` (for audits)."
-  @spec entries(atom(), non_neg_integer()) :: [{non_neg_integer(), non_neg_integer()}]
-  def entries(world, max_id) do
-    for id <- 1..max(max_id, 1), zone = lookup(world, id), zone != nil, do: {id, zone}
+  @doc "Every entity with a zone, as `{id, zone}` (for audits: it reads every chunk)."
+  @spec entries(atom()) :: [{non_neg_integer(), non_neg_integer()}]
+  def entries(world) do
+    for n <- chunks(world),
+        chunk = :persistent_term.get({__MODULE__, world, n}),
+        slot <- 1..@chunk,
+        zone = :atomics.get(chunk, slot),
+        zone != 0,
+        do: {n * @chunk + slot - 1, zone - 1}
   end
 
   @doc "Removes every chunk of a world that is stopping."
-  @spec erase(atom(), non_neg_integer()) :: :ok
-  def erase(world, max_id) do
-    for n <- 0..div(max_id, @chunk), do: :persistent_term.erase({__MODULE__, world, n})
+  @spec erase(atom()) :: :ok
+  def erase(world) do
+    for n <- chunks(world), do: :persistent_term.erase({__MODULE__, world, n})
     :ok
+  end
+
+  # The chunks a world has: ids from one counter on one node fill a few,
+  # but a node of a cluster also records entities of other nodes' ranges.
+  defp chunks(world) do
+    for {{__MODULE__, ^world, n}, _chunk} <- :persistent_term.get(), do: n
   end
 
   defp chunk!(world, id), do: :persistent_term.get({__MODULE__, world, div(id, @chunk)})

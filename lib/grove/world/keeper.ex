@@ -66,8 +66,8 @@ defmodule Grove.World.Keeper do
 
   @impl true
   def terminate(_reason, name) do
-    world = World.fetch!(name)
-    Directory.erase(name, :atomics.get(world.ids, 1))
+    Directory.erase(name)
+    :persistent_term.erase({World, name, :locations})
     :persistent_term.erase({World, name})
     :ok
   end

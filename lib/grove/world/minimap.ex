@@ -6,6 +6,13 @@ defmodule Grove.World.Minimap do
 
   alias Grove.World
 
+  @doc "Counts `by` more entities (or fewer) on the block of a cell."
+  @spec add(World.t(), {non_neg_integer(), non_neg_integer()}, integer()) :: :ok
+  def add(%World{} = world, {x, y}, by) do
+    block = world.density_block
+    :atomics.add(world.density, div(y, block) * world.density_cols + div(x, block) + 1, by)
+  end
+
   @doc """
   `cols` x `rows` bytes, row by row, each the share of its block's cells
   that hold an entity, from 0 to 255; with `max_side`, neighbouring blocks

@@ -62,6 +62,7 @@ defmodule Grove.World.Zone do
     :tick_timer,
     :life_timer,
     :life_edges,
+    :handed_over,
     seq: 0,
     generation: 0,
     live: 0,
@@ -133,7 +134,12 @@ defmodule Grove.World.Zone do
     {:noreply, ensure_tick(zone)}
   end
 
+  # A zone handed over to another node (`Grove.World.Placer`) holds what it
+  # gets until the new owner runs, then passes everything on to it.
   @impl true
+  def handle_cast(message, %__MODULE__{handed_over: handed} = zone) when handed != nil,
+    do: {:noreply, pass_on(zone, {:"$gen_cast", message})}
+
   def handle_cast({:move, id, direction, owner, tag, hops}, zone) do
     zone = zone |> sample_mailbox() |> handle_move(id, direction, owner, tag, hops)
     {:noreply, zone}
@@ -166,9 +172,12 @@ defmodule Grove.World.Zone do
     {:noreply, zone |> sample_mailbox() |> handle_arrival(entity, target, from, tag)}
   end
 
-  def handle_cast({:arrived, id}, zone) do
+  def handle_cast({:arrived, id, to}, zone) do
     {entity, deferred, core} = State.finish_handoff(zone.core, id)
     zone = %{zone | core: core}
+    # On this node, the entity is now where it went (the target, on another
+    # node, wrote only its own node's directory).
+    Directory.moved_on(zone.world.name, id, zone.index, to)
 
     if entity do
       {:noreply, zone |> let_go(entity) |> forward_deferred(id, deferred)}
@@ -238,8 +247,23 @@ defmodule Grove.World.Zone do
   end
 
   @impl true
+  def handle_call(message, from, %__MODULE__{handed_over: handed} = zone) when handed != nil,
+    do: {:noreply, pass_on(zone, {:"$gen_call", from, message})}
+
+  # The first step of a handover: what the new owner needs (the table's
+  # rows and the subscriptions), and from now on, nothing is handled here.
+  def handle_call(:hand_over, _from, zone) do
+    for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
+    if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
+    rows = :ets.tab2list(zone.table)
+    subscriptions = :ets.lookup(zone.world.subscriptions, zone.index)
+
+    {:reply, {rows, subscriptions},
+     %{zone | handed_over: {:holding, []}, monitors: %{}, tick_timer: nil}}
+  end
+
   def handle_call({:join, entity, candidates, deadline}, _from, zone) do
-    if System.monotonic_time(:millisecond) > deadline do
+    if System.system_time(:millisecond) > deadline do
       # The caller gave up waiting; placing the entity now would leave a ghost.
       {:reply, {:error, :timeout}, zone}
     else
@@ -275,7 +299,58 @@ defmodule Grove.World.Zone do
     {:reply, {resident, problems ++ table_problems}, zone}
   end
 
+  # The new owner runs: this node's copy of the zone goes, and what waited
+  # (and whatever comes until the zone is stopped) follows it there.
   @impl true
+  def handle_info({:handed_to, address}, %__MODULE__{handed_over: {:holding, held}} = zone) do
+    for row <- :ets.tab2list(zone.table) do
+      entity = Entity.from_row(row)
+      add_density(zone, {entity.x, entity.y}, -1)
+      Stats.incr(zone.world.stats, population_key(entity), -1)
+    end
+
+    :ets.delete_all_objects(zone.table)
+    :ets.match_delete(zone.world.subscriptions, {zone.index, :_, :_, :_})
+    :atomics.put(zone.world.zone_entities, zone.index + 1, 0)
+    for raw <- Enum.reverse(held), do: send(address, raw)
+    {:noreply, %{zone | handed_over: {:forwarding, address}}}
+  end
+
+  # The new owner could not take it: the zone carries on here, with what waited.
+  def handle_info(:keep, %__MODULE__{handed_over: {:holding, held}} = zone) do
+    for raw <- Enum.reverse(held), do: send(self(), raw)
+
+    zone =
+      Enum.reduce(zone.core.entities, %{zone | monitors: %{}}, fn {id, entity}, zone ->
+        ref = Process.monitor(entity.owner)
+
+        %{
+          zone
+          | core: State.put_entity(zone.core, %{entity | monitor: ref}),
+            monitors: Map.put(zone.monitors, ref, {:entity, id})
+        }
+      end)
+
+    zone =
+      Enum.reduce(zone.subscribers, zone, fn {{pid, _format} = key, {_ref, ids}}, zone ->
+        ref = Process.monitor(pid)
+
+        %{
+          zone
+          | subscribers: Map.put(zone.subscribers, key, {ref, ids}),
+            monitors: Map.put(zone.monitors, ref, {:subscriber, key})
+        }
+      end)
+
+    {:noreply, ensure_tick(%{zone | handed_over: nil})}
+  end
+
+  def handle_info(_message, %__MODULE__{handed_over: handed} = zone) when handed != nil,
+    do: {:noreply, zone}
+
+  # A handover given up on before the zone was asked for anything.
+  def handle_info(:keep, zone), do: {:noreply, zone}
+
   def handle_info(:tick, zone) do
     {:noreply, %{zone | tick_timer: nil} |> tick() |> ensure_tick()}
   end
@@ -315,6 +390,14 @@ defmodule Grove.World.Zone do
     {:noreply, zone}
   end
 
+  defp pass_on(%__MODULE__{handed_over: {:holding, held}} = zone, raw),
+    do: %{zone | handed_over: {:holding, [raw | held]}}
+
+  defp pass_on(%__MODULE__{handed_over: {:forwarding, address}} = zone, raw) do
+    send(address, raw)
+    zone
+  end
+
   ## Moves
 
   defp handle_move(zone, id, direction, owner, tag, hops) do
@@ -347,7 +430,12 @@ defmodule Grove.World.Zone do
 
       {:handoff, entity, to, target, core} ->
         Stats.incr(zone.world.stats, :handoffs)
-        GenServer.cast(elem(zone.world.zones, to), {:arrive, entity, target, zone.index, tag})
+
+        GenServer.cast(
+          World.zone_address(zone.world, to),
+          {:arrive, entity, target, zone.index, tag}
+        )
+
         # A handoff that never gets its answer is settled by a later tick.
         {:pending, ensure_tick(%{zone | core: core})}
 
@@ -383,7 +471,7 @@ defmodule Grove.World.Zone do
       {:ok, arrived, core} ->
         zone = %{zone | core: core} |> adopt(arrived)
         add_density(zone, target, 1)
-        GenServer.cast(elem(zone.world.zones, from), {:arrived, arrived.id})
+        GenServer.cast(World.zone_address(zone.world, from), {:arrived, arrived.id, zone.index})
         reply(zone, arrived.owner, arrived.id, tag, {:ok, target})
 
         if arrived.updates == :view,
@@ -392,7 +480,7 @@ defmodule Grove.World.Zone do
 
       {:rejected, reason, core} ->
         GenServer.cast(
-          elem(zone.world.zones, from),
+          World.zone_address(zone.world, from),
           {:refused, entity.id, entity.owner, tag, reason}
         )
 
@@ -403,8 +491,11 @@ defmodule Grove.World.Zone do
   # Where the directory says an entity lives now, when that is not here.
   defp follow(zone, id, hops) when hops < @max_hops do
     case Directory.lookup(zone.world.name, id) do
-      index when index != nil and index != zone.index -> {:ok, elem(zone.world.zones, index)}
-      _ -> :error
+      index when index != nil and index != zone.index ->
+        {:ok, World.zone_address(zone.world, index)}
+
+      _ ->
+        :error
     end
   end
 
@@ -501,7 +592,7 @@ defmodule Grove.World.Zone do
         # The directory first: a zone killed between the two restarts with
         # a row the directory does not place here, which recovery drops;
         # the other way round it would leave an entry no zone holds.
-        Directory.release(zone.world.name, id, zone.index)
+        World.Relay.release(zone.world, id, zone.index, node(entity.owner))
         :ets.delete(zone.table, id)
         add_density(zone, {entity.x, entity.y}, -1)
         Stats.incr(zone.world.stats, :departures)
@@ -541,7 +632,7 @@ defmodule Grove.World.Zone do
     ref = Process.monitor(entity.owner)
     entity = %{entity | monitor: ref}
     :ets.insert(zone.table, Entity.to_row(entity))
-    Directory.assign(zone.world.name, entity.id, zone.index)
+    World.Relay.assign(zone.world, entity.id, zone.index, node(entity.owner))
 
     count_entities(%{
       zone
@@ -574,10 +665,7 @@ defmodule Grove.World.Zone do
     end
   end
 
-  defp add_density(%__MODULE__{world: world}, {x, y}, by) do
-    block = world.density_block
-    :atomics.add(world.density, div(y, block) * world.density_cols + div(x, block) + 1, by)
-  end
+  defp add_density(%__MODULE__{world: world}, cell, by), do: World.Minimap.add(world, cell, by)
 
   defp add_life_density(%__MODULE__{world: world}, {x, y}, by) do
     block = world.density_block
@@ -633,7 +721,7 @@ defmodule Grove.World.Zone do
 
   defp send_subscription(zone, to, action, entity) do
     GenServer.cast(
-      elem(zone.world.zones, to),
+      World.zone_address(zone.world, to),
       {action, entity.owner, entity.id, entity.view_format}
     )
 
@@ -775,7 +863,7 @@ defmodule Grove.World.Zone do
 
       case Directory.lookup(zone.world.name, id) do
         index when index != nil and index != zone.index ->
-          {:noreply, zone} = handle_cast({:arrived, id}, zone)
+          {:noreply, zone} = handle_cast({:arrived, id, index}, zone)
           zone
 
         _ ->
