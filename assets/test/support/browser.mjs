@@ -112,9 +112,42 @@ export async function refuseSomewhere(page, { keys: keyFor = ARROWS, attempts = 
       const cell = await page.evaluate(([cx, cy]) => window.grove.cellAt(cx, cy), [x + dx, y + dy]);
       if (blocking.has(cell.terrain)) return pressForOutcome(page, keyFor[direction]);
     }
-    await moveSomewhere(page, { keys: keyFor });
+    await stepToward(page, await nearestBlocking(page, x, y), keyFor);
   }
   throw new Error(`no tree, rock or water next to the avatar in ${attempts} steps`);
+}
+
+// The nearest tree, rock or water the loaded terrain shows, by rings around a cell.
+async function nearestBlocking(page, x, y) {
+  return page.evaluate(
+    ([cx, cy, kinds]) => {
+      for (let r = 1; r <= 50; r++) {
+        for (let dy = -r; dy <= r; dy++) {
+          for (let dx = -r; dx <= r; dx++) {
+            if (Math.max(Math.abs(dx), Math.abs(dy)) !== r) continue;
+            if (kinds.includes(window.grove.cellAt(cx + dx, cy + dy).terrain)) return [cx + dx, cy + dy];
+          }
+        }
+      }
+      return null;
+    },
+    [x, y, [...blocking]],
+  );
+}
+
+// One step that brings the avatar closer to a cell (any step if none will do).
+async function stepToward(page, target, keyFor) {
+  if (target === null) return moveSomewhere(page, { keys: keyFor });
+  const { x, y } = await page.evaluate(() => window.grove.state());
+  const distance = ([dx, dy]) => Math.abs(target[0] - (x + dx)) + Math.abs(target[1] - (y + dy));
+  const closer = Object.entries(step)
+    .filter(([, delta]) => distance(delta) < distance([0, 0]))
+    .map(([direction]) => keyFor[direction]);
+  for (const key of closer) {
+    const outcome = await pressForOutcome(page, key);
+    if (outcome.result === "ok") return { key, ...outcome };
+  }
+  return moveSomewhere(page, { keys: keyFor });
 }
 
 /** What the viewport shows: cell count, the own avatar's cell, and the actors' cells. */
