@@ -10,6 +10,7 @@ import Config
 #     second under load; see Grove.Gateway)
 #   GROVE_DATA=/var/lib/grove (the SQLite file and the token key; default ./data)
 #   GROVE_LOGIN_RATE=1000 (logins per second per address; default 10)
+#   GROVE_LIFE=off (no bacteria)
 #   GROVE_LIFE_RULE=B36/S23 GROVE_LIFE_MS=500 (the bacteria's rule and the
 #     milliseconds between their generations; see Grove.World.Life)
 #   GROVE_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE (instead of SQLite)
@@ -169,10 +170,16 @@ config :grove,
       height: integer.("GROVE_HEIGHT"),
       seed: integer.("GROVE_SEED"),
       life:
-        set.(
-          rule: System.get_env("GROVE_LIFE_RULE"),
-          interval: integer.("GROVE_LIFE_MS")
-        )
+        case System.get_env("GROVE_LIFE") do
+          off when off in ["off", "false", "0"] ->
+            false
+
+          on when on in [nil, "on", "true", "1"] ->
+            set.(rule: System.get_env("GROVE_LIFE_RULE"), interval: integer.("GROVE_LIFE_MS"))
+
+          other ->
+            raise ArgumentError, "GROVE_LIFE must be on or off, got: #{inspect(other)}"
+        end
     ),
   actors: set.(kinds: kinds),
   gateway:

@@ -172,7 +172,9 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
             env: [
               {"GROVE_PORT", to_string(port)},
               {"GROVE_DATA", Path.join(dir, "data")},
-              {"GROVE_ACTORS", actors},
+              # The same game as the Colyseus room: random walkers, no bacteria.
+              {"GROVE_ACTOR_KINDS", "walker:#{actors}"},
+              {"GROVE_LIFE", "off"},
               {"GROVE_SEED", to_string(opts[:seed] || 1)},
               {"ELIXIR_ERL_OPTIONS", @erl_options},
               {"MIX_ENV", to_string(Mix.env())}
@@ -189,8 +191,11 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
       end
 
     try do
-      pid = Server.await(started, port, &relay_error(server, &1))
+      # Colyseus answers on its port before its room is made: its own line
+      # says when it is ready. Read first, or waiting for the port would
+      # take that line with the others.
       if server == :colyseus, do: await_line(started, "listening on")
+      pid = Server.await(started, port, &relay_error(server, &1))
       warmup = opts[:warmup] || 10
       info("peers: #{server} up (OS pid #{pid}); its world fills for #{warmup} s")
       Process.sleep(warmup * 1000)
