@@ -66,6 +66,7 @@ const seedRefusals: Partial<Record<SeedResult, string>> = {
   rate_limited: "One pattern at a time!",
   busy: "The world is busy, try again.",
   disabled: "No bacteria in this world.",
+  interrupted: "It did not take, try again.",
 };
 
 const identity = new Identity();

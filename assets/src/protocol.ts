@@ -328,6 +328,7 @@ export const seedResults = [
   "disabled",
   "not_owner",
   "unknown_entity",
+  "interrupted",
 ] as const;
 export const byeReasons = [
   "shutdown",

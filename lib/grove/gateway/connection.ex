@@ -187,7 +187,7 @@ defmodule Grove.Gateway.Connection do
         write(%{conn | pinged: true}, WebSocket.frame(:ping, ""), now)
 
       now >= conn.view_at ->
-        {session, actions} = Session.settle_lost_moves(conn.session, config.lost_move_ms)
+        {session, actions} = Session.settle_lost(conn.session, config.lost_move_ms)
         frames = for {:send, frame} <- actions, do: frame
         conn = %{conn | session: session, view_at: now + Pacer.interval(config.view_pace)}
         write(conn, frames, now)

@@ -41,7 +41,8 @@ defmodule Grove.Gateway.Session do
     errors_since: 0,
     joined: false,
     areas: %{},
-    in_flight: %{}
+    in_flight: %{},
+    seeds_in_flight: %{}
   ]
 
   @type action :: {:send, iodata()} | {:close, non_neg_integer(), String.t()}
@@ -171,7 +172,13 @@ defmodule Grove.Gateway.Session do
     case RateLimit.allow(session.seed_limit, session.seeds_booked, now_ms) do
       {:ok, booked} ->
         :ok = World.seed(session.world, session.id, pattern, direction, {:seed, seq})
-        {%{session | seeds_booked: booked}, []}
+        pending = {System.monotonic_time(:microsecond), World.zone_of(session.world, session.id)}
+
+        {%{
+           session
+           | seeds_booked: booked,
+             seeds_in_flight: Map.put(session.seeds_in_flight, seq, pending)
+         }, []}
 
       :limited ->
         {session, [send_message(session, %{type: :seeded, seq: seq, result: :rate_limited})]}
@@ -320,7 +327,7 @@ defmodule Grove.Gateway.Session do
       end
 
     case Map.pop(session.in_flight, seq) do
-      # Settled already (`settle_lost_moves/2`): one outcome a move.
+      # Settled already (`settle_lost/2`): one outcome a move.
       {nil, _in_flight} ->
         {session, []}
 
@@ -344,7 +351,15 @@ defmodule Grove.Gateway.Session do
         {:rejected, reason} -> reason
       end
 
-    {session, [send_message(session, %{type: :seeded, seq: seq, result: result})]}
+    case Map.pop(session.seeds_in_flight, seq) do
+      # Settled already (`settle_lost/2`): one answer a seed.
+      {nil, _seeds} ->
+        {session, []}
+
+      {_pending, seeds} ->
+        {%{session | seeds_in_flight: seeds},
+         [send_message(session, %{type: :seeded, seq: seq, result: result})]}
+    end
   end
 
   # A snapshot is a finished `area` frame in this session's encoding.
@@ -359,19 +374,46 @@ defmodule Grove.Gateway.Session do
   def handle_info(_session, _message), do: :unknown
 
   @doc """
-  Settles the moves in flight for longer than `after_ms` whose zone
-  process has died since they were sent: a zone killed with a move in its
-  mailbox comes back with its entities but not its mail, so no outcome
-  would ever come. The entity's cell, which the zone wrote before it died
-  and rebuilt itself from, says what happened: one step in the move's
-  direction is `ok`, anything else `interrupted`.
+  Settles the moves and seeds in flight for longer than `after_ms` whose
+  zone process has died since they were sent: a zone killed with a move
+  in its mailbox comes back with its entities but not its mail, so no
+  answer would ever come. For a move, the entity's cell, which the zone
+  wrote before it died and rebuilt itself from, says what happened: one
+  step in the move's direction is `ok`, anything else `interrupted`. A
+  seed is `interrupted`.
   """
-  @spec settle_lost_moves(t(), pos_integer()) :: {t(), [action()]}
-  def settle_lost_moves(%__MODULE__{in_flight: in_flight} = session, _after_ms)
-      when map_size(in_flight) == 0,
-      do: {session, []}
+  @spec settle_lost(t(), pos_integer()) :: {t(), [action()]}
+  def settle_lost(%__MODULE__{} = session, after_ms) do
+    {session, moves} = settle_lost_moves(session, after_ms)
+    {session, seeds} = settle_lost_seeds(session, after_ms)
+    {session, moves ++ seeds}
+  end
 
-  def settle_lost_moves(%__MODULE__{} = session, after_ms) do
+  defp settle_lost_seeds(%__MODULE__{seeds_in_flight: seeds} = session, _after_ms)
+       when map_size(seeds) == 0,
+       do: {session, []}
+
+  defp settle_lost_seeds(%__MODULE__{} = session, after_ms) do
+    cutoff = System.monotonic_time(:microsecond) - after_ms * 1000
+
+    lost =
+      for {seq, {started, zone}} <- session.seeds_in_flight,
+          started < cutoff,
+          zone == nil or not Process.alive?(zone),
+          do: seq
+
+    {%{session | seeds_in_flight: Map.drop(session.seeds_in_flight, lost)},
+     for(
+       seq <- Enum.sort(lost),
+       do: send_message(session, %{type: :seeded, seq: seq, result: :interrupted})
+     )}
+  end
+
+  defp settle_lost_moves(%__MODULE__{in_flight: in_flight} = session, _after_ms)
+       when map_size(in_flight) == 0,
+       do: {session, []}
+
+  defp settle_lost_moves(%__MODULE__{} = session, after_ms) do
     cutoff = System.monotonic_time(:microsecond) - after_ms * 1000
 
     lost =

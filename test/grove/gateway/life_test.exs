@@ -5,6 +5,8 @@ defmodule Grove.Gateway.LifeTest do
   alias Grove.{Protocol, World}
   alias Grove.Load.WsClient
 
+  import Grove.WorldCase, only: [eventually: 1]
+
   @moduletag :gateway
 
   # A world of its own per test, so one test's bacteria are not in the next one's way.
@@ -103,5 +105,26 @@ defmodule Grove.Gateway.LifeTest do
 
       assert colonies.cols > 0
     end
+  end
+
+  test "a seed whose zone dies holding it is answered: interrupted", %{port: port, world: world} do
+    conn = connect(port, :json)
+    push(conn, %{type: :join, protocol: 2})
+    {welcome, conn} = expect(conn, type(:welcome))
+    id = welcome.id
+    zone = World.zone_of(world, id)
+    :ok = :sys.suspend(zone)
+    push(conn, %{type: :seed, seq: 1, pattern: :block, dir: if(welcome.x < 20, do: :e, else: :w)})
+
+    # The seed waits in the suspended zone's mailbox; the zone dies with it.
+    eventually(fn ->
+      {:messages, mail} = Process.info(zone, :messages)
+      assert Enum.any?(mail, &match?({:"$gen_cast", {:seed, ^id, _, _, _, {:seed, 1}, _}}, &1))
+    end)
+
+    Process.exit(zone, :kill)
+
+    assert {%{type: :seeded, seq: 1, result: :interrupted}, _conn} =
+             expect(conn, type(:seeded), 15_000)
   end
 end
