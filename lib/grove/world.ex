@@ -303,14 +303,34 @@ defmodule Grove.World do
       {Keeper, world},
       # Writes this node's directory for zones on other nodes.
       %{id: :relay, start: {Grove.World.Relay, :start_link, [world]}},
-      # Runs this node's zones (all of them, unless in a cluster) under a
-      # supervisor of its own, and moves them when the cluster changes.
+      # The zones this node runs; a zone rebuilds itself from its table,
+      # so restarting one alone is always safe.
+      %{
+        id: :zones,
+        type: :supervisor,
+        start:
+          {Supervisor, :start_link,
+           [
+             [],
+             [
+               strategy: :one_for_one,
+               max_restarts: 100,
+               max_seconds: 5,
+               name: zones_supervisor(world.name)
+             ]
+           ]}
+      },
+      # Starts this node's zones there (all of them, unless in a cluster),
+      # and moves them when the cluster changes.
       %{id: :placer, start: {Grove.World.Placer, :start_link, [world.name]}}
     ]
 
     # If the keeper goes, the tables go: the zones must start again after it.
     Supervisor.init(children, strategy: :rest_for_one)
   end
+
+  @doc false
+  def zones_supervisor(name), do: :"#{name}.zones"
 
   @doc """
   True when the world and every one of its zones this node runs are

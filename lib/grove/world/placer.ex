@@ -69,11 +69,7 @@ defmodule Grove.World.Placer do
     Process.flag(:trap_exit, true)
     world = World.fetch!(world_name)
 
-    # A zone rebuilds itself from its table, so restarting one alone is always safe.
-    {:ok, supervisor} =
-      Supervisor.start_link([], strategy: :one_for_one, max_restarts: 100, max_seconds: 5)
-
-    state = %State{world: world, supervisor: supervisor}
+    state = %State{world: world, supervisor: World.zones_supervisor(world_name)}
 
     if world.cluster == nil do
       for index <- 0..(zone_count(world) - 1), do: start_zone(state, index)
@@ -120,9 +116,6 @@ defmodule Grove.World.Placer do
         {:noreply, cancel_retiring(state, index)}
     end
   end
-
-  def handle_info({:EXIT, pid, reason}, %State{supervisor: pid} = state),
-    do: {:stop, reason, state}
 
   def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
 
