@@ -150,7 +150,6 @@ defmodule Grove.Cluster do
   @impl true
   def init(opts) do
     if opts[:node], do: start_distribution!(opts[:node], opts[:cookie])
-    :persistent_term.put({__MODULE__, opts[:instance], :expects_peers}, multi_node?(opts))
 
     scope = :"#{opts[:instance]}.Cluster.Scope"
 

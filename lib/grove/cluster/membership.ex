@@ -70,6 +70,12 @@ defmodule Grove.Cluster.Membership do
 
     # So that `terminate/2` runs on shutdown and unpublishes the members.
     Process.flag(:trap_exit, true)
+
+    :persistent_term.put(
+      {Grove.Cluster, instance, :expects_peers},
+      Grove.Cluster.multi_node?(opts)
+    )
+
     :ok = :net_kernel.monitor_nodes(true, [:nodedown_reason])
     {monitor, _members} = :pg.monitor(state.scope, state.group)
     stand_in(state.scope, state.group)
@@ -151,6 +157,7 @@ defmodule Grove.Cluster.Membership do
   def terminate(_reason, state) do
     :persistent_term.erase(Grove.Cluster.key(state.instance))
     :persistent_term.erase(refused_key(state.instance))
+    :persistent_term.erase({Grove.Cluster, state.instance, :expects_peers})
     :ok
   end
 
