@@ -15,8 +15,10 @@ defmodule Grove.ClusterCase do
 
   @doc "Makes this node distributed for the test; returns the cookie's folder."
   def distribute! do
-    epmd_before = match?({_, 0}, System.cmd("epmd", ["-names"], stderr_to_stdout: true))
+    epmd_before = epmd_up?()
     System.cmd("epmd", ["-daemon"], stderr_to_stdout: true)
+    # `epmd -daemon` returns before epmd listens: ask it until it answers.
+    await_epmd(1000)
 
     home = Path.join(System.tmp_dir!(), "grove-cluster-#{System.unique_integer([:positive])}")
     File.mkdir_p!(home)
@@ -24,7 +26,7 @@ defmodule Grove.ClusterCase do
     File.write!(Path.join(home, ".erlang.cookie"), cookie)
     File.chmod!(Path.join(home, ".erlang.cookie"), 0o400)
 
-    {:ok, _} = start_distribution(:"grove_test_#{System.unique_integer([:positive])}", 100)
+    {:ok, _} = Node.start(:"grove_test_#{System.unique_integer([:positive])}", :shortnames)
     Node.set_cookie(String.to_atom(cookie))
 
     on_exit(fn ->
@@ -36,20 +38,10 @@ defmodule Grove.ClusterCase do
     home
   end
 
-  # epmd, just started, may take a moment to listen.
-  defp start_distribution(name, tries) do
-    case Node.start(name, :shortnames) do
-      {:ok, pid} ->
-        {:ok, pid}
+  defp epmd_up?, do: match?({_, 0}, System.cmd("epmd", ["-names"], stderr_to_stdout: true))
 
-      {:error, _reason} when tries > 1 ->
-        Process.sleep(50)
-        start_distribution(name, tries - 1)
-
-      error ->
-        error
-    end
-  end
+  defp await_epmd(0), do: raise("epmd did not start")
+  defp await_epmd(tries), do: epmd_up?() or await_epmd(tries - 1)
 
   @doc "Starts a peer node with this node's code; it is stopped when the test ends."
   def start_peer!(home, name) do
