@@ -389,40 +389,20 @@ defmodule Grove.Gateway.Session do
     {session, moves ++ seeds}
   end
 
-  defp settle_lost_seeds(%__MODULE__{seeds_in_flight: seeds} = session, _after_ms)
-       when map_size(seeds) == 0,
-       do: {session, []}
+  defp settle_lost_seeds(%__MODULE__{seeds_in_flight: seeds} = session, after_ms) do
+    lost = lost(seeds, after_ms)
 
-  defp settle_lost_seeds(%__MODULE__{} = session, after_ms) do
-    cutoff = System.monotonic_time(:microsecond) - after_ms * 1000
-
-    lost =
-      for {seq, {started, zone}} <- session.seeds_in_flight,
-          started < cutoff,
-          zone == nil or not Process.alive?(zone),
-          do: seq
-
-    {%{session | seeds_in_flight: Map.drop(session.seeds_in_flight, lost)},
+    {%{session | seeds_in_flight: Map.drop(seeds, Enum.map(lost, &elem(&1, 0)))},
      for(
-       seq <- Enum.sort(lost),
+       {seq, _pending} <- lost,
        do: send_message(session, %{type: :seeded, seq: seq, result: :interrupted})
      )}
   end
 
-  defp settle_lost_moves(%__MODULE__{in_flight: in_flight} = session, _after_ms)
-       when map_size(in_flight) == 0,
-       do: {session, []}
-
-  defp settle_lost_moves(%__MODULE__{} = session, after_ms) do
-    cutoff = System.monotonic_time(:microsecond) - after_ms * 1000
-
-    lost =
-      for {seq, {started, zone, direction}} <- session.in_flight,
-          started < cutoff,
-          zone == nil or not Process.alive?(zone),
-          do: {seq, direction}
-
-    Enum.reduce(Enum.sort(lost), {session, []}, fn {seq, direction}, {session, actions} ->
+  defp settle_lost_moves(%__MODULE__{in_flight: in_flight} = session, after_ms) do
+    in_flight
+    |> lost(after_ms)
+    |> Enum.reduce({session, []}, fn {seq, {_started, _zone, direction}}, {session, actions} ->
       now = World.position(session.world, session.id) || session.cell
       stepped = session.cell != nil and now == Grid.step(session.cell, direction)
       result = if stepped, do: :ok, else: :interrupted
@@ -432,6 +412,22 @@ defmodule Grove.Gateway.Session do
       {%{session | cell: now, in_flight: Map.delete(session.in_flight, seq)},
        actions ++ [{:send, Frames.outcome(session.encoding, seq, result, x, y)}]}
     end)
+  end
+
+  # What is waiting for longer than `after_ms` on a zone that has died
+  # since, in order: each pending entry starts with when it was sent and
+  # the zone's pid (nil when the zone could not be named).
+  defp lost(pending, _after_ms) when map_size(pending) == 0, do: []
+
+  defp lost(pending, after_ms) do
+    cutoff = System.monotonic_time(:microsecond) - after_ms * 1000
+
+    pending
+    |> Enum.filter(fn {_seq, entry} ->
+      zone = elem(entry, 1)
+      elem(entry, 0) < cutoff and (zone == nil or not Process.alive?(zone))
+    end)
+    |> Enum.sort()
   end
 
   @doc """
