@@ -79,13 +79,7 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
 
   @impl true
   def run(args) do
-    {opts, rest, invalid} = OptionParser.parse(args, strict: @switches)
-
-    if rest != [] or invalid != [] do
-      Mix.raise(
-        "unexpected arguments: #{inspect(rest ++ Enum.map(invalid, &elem(&1, 0)))}; see `mix help grove.bench.actors`"
-      )
-    end
+    opts = Mix.Grove.parse!(args, @switches, "grove.bench.actors")
 
     for {key, value} <- opts, is_integer(value) and value <= 0, key != :hog_from or value < 0 do
       Mix.raise("--#{String.replace(to_string(key), "_", "-")} must be positive, got #{value}")

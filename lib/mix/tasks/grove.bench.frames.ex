@@ -31,10 +31,7 @@ defmodule Mix.Tasks.Grove.Bench.Frames do
 
   @impl true
   def run(args) do
-    {opts, _rest, invalid} = OptionParser.parse(args, strict: @switches)
-
-    if invalid != [],
-      do: Mix.raise("unknown options: #{inspect(invalid)}; see `mix help grove.bench.frames`")
+    opts = Mix.Grove.parse!(args, @switches, "grove.bench.frames")
 
     Application.put_env(:grove, :start, false)
     Mix.Task.run("app.start")

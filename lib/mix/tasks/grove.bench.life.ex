@@ -47,13 +47,7 @@ defmodule Mix.Tasks.Grove.Bench.Life do
 
   @impl true
   def run(args) do
-    {opts, rest, invalid} = OptionParser.parse(args, strict: @switches)
-
-    if rest != [] or invalid != [] do
-      Mix.raise(
-        "unexpected arguments: #{inspect(rest ++ Enum.map(invalid, &elem(&1, 0)))}; see `mix help grove.bench.life`"
-      )
-    end
+    opts = Mix.Grove.parse!(args, @switches, "grove.bench.life")
 
     Application.put_env(:grove, :start, false)
     Mix.Task.run("app.start")

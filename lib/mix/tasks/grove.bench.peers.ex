@@ -73,13 +73,7 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
 
   @impl true
   def run(args) do
-    {opts, rest, invalid} = OptionParser.parse(args, strict: @switches)
-
-    if rest != [] or invalid != [],
-      do:
-        Mix.raise(
-          "unexpected arguments #{inspect(rest ++ invalid)}; see `mix help grove.bench.peers`"
-        )
+    opts = Mix.Grove.parse!(args, @switches, "grove.bench.peers")
 
     servers =
       case opts[:only] do

@@ -66,13 +66,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
 
   @impl true
   def run(args) do
-    {opts, rest, invalid} = OptionParser.parse(args, strict: @switches)
-
-    if rest != [] or invalid != [],
-      do:
-        Mix.raise(
-          "unexpected arguments #{inspect(rest ++ invalid)}; see `mix help grove.bench.players`"
-        )
+    opts = Mix.Grove.parse!(args, @switches, "grove.bench.players")
 
     System.find_executable("taskset") || Mix.raise("needs taskset (util-linux)")
 

@@ -63,11 +63,7 @@ defmodule Mix.Tasks.Grove.Chaos do
 
   @impl true
   def run(args) do
-    {opts, rest, invalid} = OptionParser.parse(args, strict: @switches)
-
-    if rest != [] or invalid != [],
-      do:
-        Mix.raise("unexpected arguments #{inspect(rest ++ invalid)}; see `mix help grove.chaos`")
+    opts = Mix.Grove.parse!(args, @switches, "grove.chaos")
 
     Mix.Task.run("compile")
     {json, opts} = Keyword.pop(opts, :json)

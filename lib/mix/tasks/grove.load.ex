@@ -139,10 +139,7 @@ defmodule Mix.Tasks.Grove.Load do
 
   @impl true
   def run(["ws" | args]) do
-    {opts, rest, invalid} = OptionParser.parse(args, strict: @ws_switches)
-
-    if rest != [] or invalid != [],
-      do: Mix.raise("unexpected arguments #{inspect(rest ++ invalid)}; see `mix help grove.load`")
+    opts = Mix.Grove.parse!(args, @ws_switches, "grove.load")
 
     encoding =
       case Keyword.get(opts, :encoding, "json") do
@@ -175,10 +172,7 @@ defmodule Mix.Tasks.Grove.Load do
   end
 
   def run(["http" | args]) do
-    {opts, rest, invalid} = OptionParser.parse(args, strict: @http_switches)
-
-    if rest != [] or invalid != [],
-      do: Mix.raise("unexpected arguments #{inspect(rest ++ invalid)}; see `mix help grove.load`")
+    opts = Mix.Grove.parse!(args, @http_switches, "grove.load")
 
     positive!(opts)
     start_client()
@@ -193,10 +187,7 @@ defmodule Mix.Tasks.Grove.Load do
 
   def run(["fuzz" | args]) do
     switches = [url: :string, count: :integer, seed: :integer, deadline: :integer, json: :string]
-    {opts, rest, invalid} = OptionParser.parse(args, strict: switches)
-
-    if rest != [] or invalid != [],
-      do: Mix.raise("unexpected arguments #{inspect(rest ++ invalid)}; see `mix help grove.load`")
+    opts = Mix.Grove.parse!(args, switches, "grove.load")
 
     positive!(opts)
     start_client()
