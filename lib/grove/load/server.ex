@@ -93,6 +93,13 @@ defmodule Grove.Load.Server do
     end
   end
 
+  @doc """
+  Erlang flags for a server measured on one core: one scheduler, and no
+  scheduler spinning while idle, so its CPU is the work it does.
+  """
+  @spec one_core_erl_options() :: String.t()
+  def one_core_erl_options, do: "+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none"
+
   @doc "The server's OS pid, or `nil` once it has exited."
   @spec os_pid(t()) :: pos_integer() | nil
   def os_pid(%__MODULE__{port: port}) do

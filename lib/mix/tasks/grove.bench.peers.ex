@@ -67,7 +67,6 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     report: :string
   ]
 
-  @erl_options "+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none"
   @peers "bench/peers"
   @install "make bench-peers-setup (npm install --prefix bench/peers/colyseus --omit=optional --ignore-scripts)"
 
@@ -170,7 +169,7 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
               {"GROVE_ACTOR_KINDS", "walker:#{actors}"},
               {"GROVE_LIFE", "off"},
               {"GROVE_SEED", to_string(opts[:seed] || 1)},
-              {"ELIXIR_ERL_OPTIONS", @erl_options},
+              {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
               {"MIX_ENV", to_string(Mix.env())}
             ]
           )

@@ -62,8 +62,6 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     sample_every: :integer
   ]
 
-  @erl_options "+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none"
-
   @impl true
   def run(args) do
     opts = Mix.Grove.parse!(args, @switches, "grove.bench.players")
@@ -85,7 +83,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
       {"GROVE_PORT", to_string(port)},
       {"GROVE_DATA", data},
       {"GROVE_ACTORS", to_string(opts[:actors] || 20_000)},
-      {"ELIXIR_ERL_OPTIONS", @erl_options},
+      {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
       {"MIX_ENV", to_string(Mix.env())}
     ]
 
@@ -129,7 +127,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
           core: load_core,
           command: load_args,
           env: [
-            {"ELIXIR_ERL_OPTIONS", @erl_options},
+            {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
             {"MIX_ENV", to_string(Mix.env())}
           ],
           label: "load"
