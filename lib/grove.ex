@@ -52,16 +52,19 @@ defmodule Grove do
 
   @impl true
   def init(%Config{} = config) do
-    # The store first: accounts need it, and the world restores positions from it.
-    # After the world (it saves players' positions from it), before the
-    # gateway (whose sessions hand it their last cell as they close).
-    # Membership first: where zones run depends on who the members are.
+    # What a node must share with the others of its cluster, from the world it describes.
+    world = Grove.World.new!(config.world)
+
     cluster =
       Keyword.merge(config.cluster,
-        fingerprint: Grove.Cluster.Fingerprint.new(config),
-        zone_count: Grove.World.new!(config.world).grid |> Grove.World.Grid.zone_count()
+        fingerprint: Grove.Cluster.Fingerprint.new(config, world),
+        zone_count: Grove.World.Grid.zone_count(world.grid)
       )
 
+    # Membership first: where zones run depends on who the members are.
+    # Then the store: accounts need it, and the world restores positions
+    # from it. Accounts after the world (they save players' positions from
+    # it), before the gateway (whose sessions hand them their last cell).
     children =
       [{Grove.Cluster, cluster}] ++
         if(config.store, do: [{Grove.Store, config.store}], else: []) ++

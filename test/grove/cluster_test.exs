@@ -60,10 +60,12 @@ defmodule Grove.ClusterTest do
     end
   end
 
+  defp fingerprint(config), do: Fingerprint.new(config, Grove.World.new!(config.world))
+
   describe "fingerprints" do
     test "name every setting that differs, and never the token key" do
-      here = Fingerprint.new(Grove.Config.new(world: [seed: 1, width: 200]))
-      there = Fingerprint.new(Grove.Config.new(world: [seed: 2, width: 200]))
+      here = fingerprint(Grove.Config.new(world: [seed: 1, width: 200]))
+      there = fingerprint(Grove.Config.new(world: [seed: 2, width: 200]))
 
       assert Fingerprint.differences(here, here) == []
       assert [difference] = Fingerprint.differences(here, there)
@@ -72,7 +74,7 @@ defmodule Grove.ClusterTest do
       assert Fingerprint.group(here) != Fingerprint.group(there)
 
       keyed = fn key ->
-        Fingerprint.new(
+        fingerprint(
           Grove.Config.new(store: [path: "x.db"], accounts: [secret: String.duplicate(key, 32)])
         )
       end

@@ -10,11 +10,9 @@ defmodule Grove.Cluster.Fingerprint do
 
   @type t :: [{atom(), term()}]
 
-  @doc "The fingerprint of an instance's configuration (`Grove.Config`)."
-  @spec new(Grove.Config.t()) :: t()
-  def new(%Grove.Config{} = config) do
-    %World{} = world = World.new!(config.world)
-
+  @doc "The fingerprint of an instance's configuration and the world it describes."
+  @spec new(Grove.Config.t(), World.t()) :: t()
+  def new(%Grove.Config{} = config, %World{} = world) do
     [
       width: world.grid.width,
       height: world.grid.height,
