@@ -932,6 +932,8 @@ defmodule Grove.World do
   `{name, node}` on the node that runs it (`Grove.World.Placement`).
   """
   @spec zone_address(t(), Grid.zone_index()) :: atom() | {atom(), node()}
+  def zone_address(%__MODULE__{cluster: nil} = world, index), do: elem(world.zones, index)
+
   def zone_address(%__MODULE__{} = world, index) do
     name = elem(world.zones, index)
 
@@ -949,6 +951,8 @@ defmodule Grove.World do
 
   @doc "The node that runs a zone."
   @spec zone_node(t(), Grid.zone_index()) :: node()
+  def zone_node(%__MODULE__{cluster: nil}, _index), do: node()
+
   def zone_node(%__MODULE__{} = world, index) do
     case :persistent_term.get({__MODULE__, world.name, :locations}, nil) do
       nil -> node()
