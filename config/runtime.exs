@@ -17,6 +17,8 @@ import Config
 #   GROVE_NODE=grove1@10.0.0.5 GROVE_COOKIE_FILE=/etc/grove/cookie
 #     GROVE_PEERS=grove2@10.0.0.6,grove3@10.0.0.7 (or GROVE_PEERS_DNS=grove.internal):
 #     a cluster; see docs/operations.md, "A cluster"
+#   GROVE_CLUSTER_SIZE=3 (the nodes the cluster is meant to have, for its
+#     quorum; default: this node and its peers, and any other seen since)
 # Keyword lists given to `config` are merged into config/config.exs's.
 integer = fn name ->
   case System.get_env(name) do
@@ -233,5 +235,6 @@ config :grove,
           nil -> nil
           peers -> peers |> String.split(",", trim: true) |> Enum.map(&String.trim/1)
         end,
-      dns: System.get_env("GROVE_PEERS_DNS")
+      dns: System.get_env("GROVE_PEERS_DNS"),
+      size: integer.("GROVE_CLUSTER_SIZE")
     )

@@ -29,6 +29,18 @@ defmodule Grove.Cluster do
       node's own)
     * `:connect_interval` - milliseconds between tries to reach peers not
       connected yet (default `2000`)
+    * `:size` - how many nodes the cluster is meant to have, for the
+      quorum (see below; default: this node, its peers, and every other
+      node it has seen as a member)
+
+  ## Quorum
+
+  A node whose side of the cluster holds more than half of its size (or
+  exactly half, with the first node of the cluster by name) has a quorum
+  (`quorum?/1`); one without it stops its zones and tells its players to
+  reconnect (`Grove.World.Placer`), so that after a netsplit only one side
+  runs the world. A node that leaves on purpose first leaves the group and
+  is no longer counted, unless it was one of the configured peers.
 
   `:instance`, `:fingerprint` and `:zone_count` are derived by `Grove.Config`.
   """
@@ -48,7 +60,8 @@ defmodule Grove.Cluster do
     peers: [],
     dns: nil,
     basename: nil,
-    connect_interval: 2000
+    connect_interval: 2000,
+    size: nil
   ]
 
   @doc "Starts an instance's cluster membership; see the module doc for options."
@@ -91,6 +104,9 @@ defmodule Grove.Cluster do
           ":connect_interval must be a positive integer, got: #{inspect(opts[:connect_interval])}"
         )
 
+    unless opts[:size] == nil or (is_integer(opts[:size]) and opts[:size] > 0),
+      do: raise(ArgumentError, ":size must be a positive integer, got: #{inspect(opts[:size])}")
+
     Keyword.merge(opts, peers: peers, node: node)
   end
 
@@ -121,6 +137,22 @@ defmodule Grove.Cluster do
     end
   end
 
+  @doc """
+  True when this node's side of the cluster has a quorum (see the module
+  doc); a cluster of one always has.
+  """
+  @spec quorum?(atom()) :: boolean()
+  def quorum?(instance) do
+    case :persistent_term.get(key(instance), nil) do
+      nil -> true
+      %{quorum: quorum} -> quorum
+    end
+  end
+
+  @doc "Leaves the cluster on purpose (see `Grove.Cluster.Membership.leave/1`)."
+  @spec leave(atom()) :: :ok
+  def leave(instance), do: Membership.leave(instance)
+
   @doc "Nodes refused for a configuration of their own, each with the differences."
   @spec refused(atom()) :: %{node() => [String.t()]}
   def refused(instance), do: :persistent_term.get(Membership.refused_key(instance), %{})
@@ -139,8 +171,12 @@ defmodule Grove.Cluster do
   """
   @spec id_slot() :: non_neg_integer()
   def id_slot do
-    if Node.alive?(), do: 1 + :erlang.phash2(Atom.to_string(node()), 1023), else: 0
+    if Node.alive?(), do: id_slot(node()), else: 0
   end
+
+  @doc "The range of entity ids a node of that name draws from (see `id_slot/0`)."
+  @spec id_slot(node()) :: pos_integer()
+  def id_slot(node), do: 1 + :erlang.phash2(Atom.to_string(node), 1023)
 
   @doc false
   def key(instance), do: {__MODULE__, instance}

@@ -13,6 +13,13 @@ defmodule Grove.Cluster.Membership do
   # greets every node that comes up (`net_kernel:monitor_nodes/1`) with its
   # fingerprint: a node that differs is refused by name, with the
   # differences logged once and kept for `Grove.Cluster.refused/1`.
+  #
+  # It also says whether this node's side of the cluster has a quorum
+  # (`Grove.Cluster.quorum?/1`): more than half of the cluster's size (the
+  # `:size` option, else every node it was told of or has seen as a
+  # member), or exactly half with the first of those nodes by name among
+  # them. A node that leaves on purpose (`leave/1`) says so first, and is
+  # no longer counted in the size it was not configured into.
 
   use GenServer
 
@@ -34,6 +41,10 @@ defmodule Grove.Cluster.Membership do
     :connect_interval,
     :monitor,
     :timer,
+    :member,
+    :size,
+    known: MapSet.new(),
+    quorum: nil,
     members: [],
     refused: %{},
     subscribers: %{}
@@ -65,7 +76,9 @@ defmodule Grove.Cluster.Membership do
       peers: Keyword.get(opts, :peers, []),
       dns: Keyword.get(opts, :dns),
       basename: Keyword.get(opts, :basename),
-      connect_interval: Keyword.fetch!(opts, :connect_interval)
+      connect_interval: Keyword.fetch!(opts, :connect_interval),
+      size: Keyword.get(opts, :size),
+      known: MapSet.new([node() | Keyword.get(opts, :peers, [])])
     }
 
     # So that `terminate/2` runs on shutdown and unpublishes the members.
@@ -78,8 +91,8 @@ defmodule Grove.Cluster.Membership do
 
     :ok = :net_kernel.monitor_nodes(true, [:nodedown_reason])
     {monitor, _members} = :pg.monitor(state.scope, state.group)
-    stand_in(state.scope, state.group)
-    state = publish(%{state | monitor: monitor})
+    member = stand_in(state.scope, state.group)
+    state = publish(%{state | monitor: monitor, member: member})
     # Nodes connected before this process started got no greeting at their
     # `nodeup`: greet them now, and ask for theirs.
     for node <- Node.list(), do: greet(state, node, true)
@@ -90,7 +103,28 @@ defmodule Grove.Cluster.Membership do
   @impl true
   def handle_continue(:connect, state), do: {:noreply, connect(state)}
 
+  @doc """
+  Leaves the cluster on purpose: out of the group, so the others stop
+  counting on this node, and out of the size of the cluster they count
+  for a quorum. The node stays connected, to hand its zones over.
+  """
+  @spec leave(atom()) :: :ok
+  def leave(instance), do: GenServer.call(name(instance), :leave)
+
   @impl true
+  def handle_call(:leave, _from, %State{member: nil} = state), do: {:reply, :ok, state}
+
+  def handle_call(:leave, _from, state) do
+    Process.unlink(state.member)
+    Process.exit(state.member, :kill)
+
+    for node <- state.members,
+        node != node(),
+        do: send({name(state.instance), node}, {:leaving, node()})
+
+    {:reply, :ok, %{state | member: nil}}
+  end
+
   def handle_call({:subscribe, pid}, _from, state) do
     ref = Process.monitor(pid)
     {:reply, state.members, %{state | subscribers: Map.put(state.subscribers, ref, pid)}}
@@ -113,6 +147,12 @@ defmodule Grove.Cluster.Membership do
       do: Logger.warning("cluster: lost #{node}: #{inspect(info[:nodedown_reason])}")
 
     {:noreply, state}
+  end
+
+  def handle_info({:leaving, node}, state) do
+    configured = node in state.peers
+    state = if configured, do: state, else: %{state | known: MapSet.delete(state.known, node)}
+    {:noreply, publish(state, true)}
   end
 
   def handle_info({:DOWN, ref, :process, _pid, _reason}, state),
@@ -181,7 +221,7 @@ defmodule Grove.Cluster.Membership do
       end)
 
     receive do
-      {:joined, ^member} -> :ok
+      {:joined, ^member} -> member
     end
   end
 
@@ -199,7 +239,7 @@ defmodule Grove.Cluster.Membership do
 
   # Members are the nodes of the group's processes, this one included,
   # but for any it refused.
-  defp publish(state) do
+  defp publish(state, force \\ false) do
     members =
       state.scope
       |> :pg.get_members(state.group)
@@ -209,7 +249,32 @@ defmodule Grove.Cluster.Membership do
       |> Enum.uniq()
       |> Enum.sort()
 
-    if members != state.members do
+    known = Enum.into(members, state.known)
+    quorum = quorum?(members, state.size || MapSet.size(known), known)
+
+    cond do
+      quorum == state.quorum or (state.quorum == nil and quorum) ->
+        :ok
+
+      state.quorum == nil and not quorum ->
+        Logger.info(
+          "cluster: waiting for a quorum, #{length(members)} of #{state.size || MapSet.size(known)} members"
+        )
+
+      quorum ->
+        Logger.warning("cluster: #{length(members)} members, a quorum again")
+
+      true ->
+        Logger.error(
+          "cluster: this node sees #{length(members)} of #{state.size || MapSet.size(known)} " <>
+            "members, fewer than half: its zones stop and its players are told to " <>
+            "reconnect until it sees a quorum again"
+        )
+    end
+
+    state = %{state | known: known, quorum: quorum}
+
+    if members != state.members or force do
       if state.members != [] do
         {joined, left} = {members -- state.members, state.members -- members}
 
@@ -222,7 +287,8 @@ defmodule Grove.Cluster.Membership do
 
       :persistent_term.put(Grove.Cluster.key(state.instance), %{
         members: members,
-        owners: Placement.owners(state.zone_count, members)
+        owners: Placement.owners(state.zone_count, members),
+        quorum: quorum
       })
 
       for {_ref, pid} <- state.subscribers,
@@ -230,6 +296,15 @@ defmodule Grove.Cluster.Membership do
     end
 
     %{state | members: members}
+  end
+
+  # More than half of the cluster's size, or half with the first node of
+  # the cluster by name: of two equal sides, exactly one goes on.
+  @doc false
+  @spec quorum?([node()], pos_integer(), MapSet.t(node())) :: boolean()
+  def quorum?(members, size, known) do
+    count = length(members)
+    2 * count > size or (2 * count == size and Enum.min(known) in members)
   end
 
   ## Reaching the peers
