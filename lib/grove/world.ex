@@ -67,6 +67,13 @@ defmodule Grove.World do
       ready with `view_deltas/4`, from `seq` on. `Grove.World.View` does
       all this for in-VM clients and assembles their viewport.
 
+  In a world that spans several nodes, an entity in a zone whose node is
+  lost is lost with it; its owner, if it lives on a surviving node, is
+  sent `{:grove_lost, id}` once the zone runs again elsewhere, and may
+  place it again with `join/2`'s `:id` (the gateway puts its players back
+  on their last acknowledged cell, the actors their herds run go back to
+  theirs).
+
   No process of the world ever calls a client: everything it sends is a
   plain message, and what it publishes for many is read without one.
   """
@@ -100,6 +107,7 @@ defmodule Grove.World do
     :tables,
     :keeper,
     :subscriptions,
+    :away,
     :feed,
     :ids,
     :load,
@@ -137,6 +145,7 @@ defmodule Grove.World do
           tables: tuple() | nil,
           keeper: atom() | nil,
           subscriptions: :ets.tid() | nil,
+          away: :ets.tid() | nil,
           feed: Grove.World.Feed.t() | nil,
           ids: :atomics.atomics_ref() | nil,
           load: :atomics.atomics_ref() | nil,
@@ -322,7 +331,12 @@ defmodule Grove.World do
       },
       # Starts this node's zones there (all of them, unless in a cluster),
       # and moves them when the cluster changes.
-      %{id: :placer, start: {Grove.World.Placer, :start_link, [world.name]}}
+      # A node that stops on purpose hands its zones over first: room for it.
+      %{
+        id: :placer,
+        start: {Grove.World.Placer, :start_link, [world.name]},
+        shutdown: 60_000
+      }
     ]
 
     # If the keeper goes, the tables go: the zones must start again after it.
@@ -334,20 +348,31 @@ defmodule Grove.World do
 
   @doc """
   True when the world and every one of its zones this node runs are
-  running (a readiness check).
+  running (a readiness check); false while the node is paused, short of
+  a quorum of its cluster.
   """
   @spec ready?(name() | t()) :: boolean()
   def ready?(world) do
     case :persistent_term.get({__MODULE__, world_name(world)}, nil) do
       %__MODULE__{zones: zones} = world when is_tuple(zones) ->
-        Enum.all?(0..(tuple_size(zones) - 1), fn index ->
-          zone_node(world, index) != node() or Process.whereis(elem(zones, index)) != nil
-        end)
+        not paused?(world) and
+          Enum.all?(0..(tuple_size(zones) - 1), fn index ->
+            zone_node(world, index) != node() or Process.whereis(elem(zones, index)) != nil
+          end)
 
       _ ->
         false
     end
   end
+
+  @doc """
+  True while this node is paused: its side of the cluster has no quorum,
+  so it runs no zone and takes no player (`Grove.Cluster`).
+  """
+  @spec paused?(name() | t()) :: boolean()
+  def paused?(%__MODULE__{cluster: nil}), do: false
+  def paused?(%__MODULE__{name: name}), do: Grove.World.Placer.paused?(name)
+  def paused?(name) when is_atom(name), do: paused?(fetch!(name))
 
   defp world_name(%__MODULE__{name: name}), do: name
   defp world_name(name) when is_atom(name), do: name
@@ -381,14 +406,23 @@ defmodule Grove.World do
     * `:owner` - the process that moves it and receives its messages
       (default `self()`)
     * `:timeout` - milliseconds to wait for the zone (default `5000`)
+    * `:id` - the id of an entity of this owner's that a lost node took
+      with it (the owner was sent `{:grove_lost, id}`), to place it again
+      under the same id, which the others' views still know it by
+      (default: a new id)
   """
   @impl Grove.World.Client
   @spec join(name() | t(), keyword()) ::
           {:ok, Entity.id(), Grid.cell()}
-          | {:error, :out_of_bounds | :blocked | :occupied | :no_free_cell | :busy | :timeout}
+          | {:error,
+             :out_of_bounds | :blocked | :occupied | :no_free_cell | :busy | :timeout | :paused}
   def join(world, opts \\ []) do
     world = fetch!(world)
 
+    if paused?(world), do: {:error, :paused}, else: join_unpaused(world, opts)
+  end
+
+  defp join_unpaused(world, opts) do
     opts =
       Keyword.validate!(opts,
         at: :random,
@@ -397,10 +431,11 @@ defmodule Grove.World do
         view_format: {Grove.World.View, :raw},
         kind: :actor,
         owner: self(),
-        timeout: 5000
+        timeout: 5000,
+        id: nil
       )
 
-    id = next_id(world)
+    id = opts[:id] || next_id(world)
     # The first id of every 65,536 makes room for them in the directory.
     unless Directory.ready?(world.name, id),
       do: :ok = GenServer.call(world.keeper, {:directory_chunk, id})
@@ -520,6 +555,10 @@ defmodule Grove.World do
 
         :exit, {reason, _} when reason in [:noproc, :normal, :shutdown] ->
           {:error, :busy}
+
+        # Its node was lost, and the zone does not run elsewhere yet.
+        :exit, {{:nodedown, _node}, _} ->
+          {:error, :busy}
       end
     end
   end
@@ -632,6 +671,7 @@ defmodule Grove.World do
         catch
           :exit, {:timeout, _} -> {:error, :timeout}
           :exit, {reason, _} when reason in [:noproc, :normal, :shutdown] -> {:error, :busy}
+          :exit, {{:nodedown, _node}, _} -> {:error, :busy}
         end
     end
   end

@@ -250,6 +250,22 @@ defmodule Grove.Actors.Herd do
     {:noreply, schedule(%{herd | slot: max(now_slot, herd.slot), timer: nil, beat: nil})}
   end
 
+  # An actor whose entity went with a lost node (or whose node paused, short
+  # of its cluster's quorum): off the wheel, and another joins in its
+  # place, now or, while the node is paused, once it runs again.
+  def handle_info({reason, id}, herd) when reason in [:grove_lost, :grove_paused] do
+    case drop_actor(herd.wheel, id) do
+      nil ->
+        {:noreply, herd}
+
+      wheel ->
+        Stats.incr(herd.stats, :lost)
+        Stats.incr(herd.stats, :joined, -1)
+        herd = %{herd | wheel: wheel, to_join: herd.to_join + 1}
+        {:noreply, if(herd.join_timer, do: herd, else: join_some(herd))}
+    end
+  end
+
   # Herds walk actors that do not watch; a view message could only come
   # from an actor kind that joined with views on, and is not for the herd.
   def handle_info(message, herd) when elem(message, 0) == :grove_view, do: {:noreply, herd}
@@ -460,6 +476,17 @@ defmodule Grove.Actors.Herd do
   end
 
   # Each actor is on the wheel once, as `{id, sent_at of its last move, its kind's state}`.
+  # The wheel without an actor, or nil when it is not on it.
+  defp drop_actor(wheel, id) do
+    Enum.find_value(wheel, fn {slot, entries} ->
+      case List.keytake(entries, id, 0) do
+        nil -> nil
+        {_entry, []} -> Map.delete(wheel, slot)
+        {_entry, rest} -> %{wheel | slot => rest}
+      end
+    end)
+  end
+
   defp add(wheel, slot, entry) do
     case wheel do
       %{^slot => entries} -> %{wheel | slot => [entry | entries]}
@@ -566,7 +593,8 @@ defmodule Grove.Actors.Herd do
         Stats.incr(herd.stats, :joined)
         join_chunk(%{herd | to_join: herd.to_join - 1, backoff: 0}, left - 1, [id | joined])
 
-      {:error, reason} when reason in [:busy, :timeout] ->
+      # Busy, or paused until its cluster is whole again: later.
+      {:error, reason} when reason in [:busy, :timeout, :paused] ->
         {:refused, joined, herd}
 
       {:error, reason} ->

@@ -9,7 +9,8 @@ defmodule Grove.World.Client do
   Outcomes arrive as messages, never as return values:
   `{:grove_move, id, tag, {:ok, {x, y}} | {:rejected, reason}}` for a move,
   and for the moves of a batch either that or
-  `{:grove_moves, [{id, tag, outcome}]}`.
+  `{:grove_moves, [{id, tag, outcome}]}`. In a world of several nodes, a
+  client whose entity was lost with a node is sent `{:grove_lost, id}`.
   """
 
   alias Grove.World.{Entity, Grid}

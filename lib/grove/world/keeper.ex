@@ -35,6 +35,7 @@ defmodule Grove.World.Keeper do
           ),
         keeper: keeper_name(world.name),
         subscriptions: :ets.new(:grove_subscriptions, [:bag, :public]),
+        away: :ets.new(:grove_away, [:set, :public]),
         feed: Feed.new(count, world.view_history),
         ids: :atomics.new(1, signed: false),
         load: :atomics.new(count, signed: false),
@@ -68,6 +69,8 @@ defmodule Grove.World.Keeper do
   def terminate(_reason, name) do
     Directory.erase(name)
     :persistent_term.erase({World, name, :locations})
+    :persistent_term.erase({Grove.World.Placer, name, :epochs})
+    :persistent_term.erase({Grove.World.Placer, name, :paused})
     :persistent_term.erase({World, name})
     :ok
   end

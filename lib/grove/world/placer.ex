@@ -25,14 +25,31 @@ defmodule Grove.World.Placer do
   # until they hand it its share. A node of a cluster that sees none of its
   # peers within `@boot_wait` starts the world alone.
   #
-  # A zone whose node is gone starts again, empty, on its new owner: what
-  # a lost node held is lost with it.
+  # Every placement of a zone has an epoch, one more than the one before
+  # (a handover's, or a start after its node was lost), announced with it:
+  # an announcement older than what a node knows is stale and ignored.
+  #
+  # A zone whose node is gone starts again, empty, on its new owner, and is
+  # announced as restarted: what a lost node held is lost with it, but
+  # each node then tells its own clients whose entities were in it
+  # (`Grove.World.Relay.lost/2`), which place them again, and has its zones
+  # subscribe their viewers to it again.
+  #
+  # A node whose side of the cluster has no quorum (`Grove.Cluster.quorum?/1`)
+  # pauses: it stops its zones, empties their tables and tells its clients
+  # (`{:grove_paused, id}`), and answers no placement, while the side with
+  # the quorum starts those zones again, as it would a lost node's. When it
+  # sees a quorum again it starts over as a node that joins: it takes the
+  # placement from a running member, and the others hand it its share.
+  #
+  # A node that stops on purpose leaves the cluster first and hands every
+  # zone it runs to its new owner before its world stops.
 
   use GenServer
 
   alias __MODULE__, as: State
   alias Grove.World
-  alias Grove.World.{Entity, Grid, Minimap, Placement, Relay, Stats, Zone}
+  alias Grove.World.{Directory, Entity, Grid, Minimap, Placement, Relay, Stats, Zone}
 
   require Logger
 
@@ -42,10 +59,14 @@ defmodule Grove.World.Placer do
     :world,
     :supervisor,
     :locations,
+    :epochs,
     nodes: {},
     members: [],
     handing: %{},
-    retiring: %{}
+    retiring: %{},
+    leaving: MapSet.new(),
+    restarted: [],
+    paused: false
   ]
 
   @type t :: %State{}
@@ -58,9 +79,31 @@ defmodule Grove.World.Placer do
   @spec name(atom()) :: atom()
   def name(world), do: :"#{world}.placer"
 
-  @doc "Where a node's placer believes each zone runs, or `:starting`."
-  @spec locations(atom(), node()) :: [node()] | :starting
-  def locations(world, node), do: GenServer.call({name(world), node}, :locations, 10_000)
+  @doc """
+  Where a node's placer believes each zone runs, with the epoch of that
+  placement, or `:starting` (also while the node is paused).
+  """
+  @spec locations(atom(), node()) :: [{node(), non_neg_integer()}] | :starting
+  def locations(world, node), do: :erpc.call(node, __MODULE__, :locations, [world], 10_000)
+
+  # Read from what the placer published, not asked of it: two placers
+  # that start together each ask the other, and neither could answer.
+  @doc false
+  @spec locations(atom()) :: [{node(), non_neg_integer()}] | :starting
+  def locations(world) do
+    with false <- paused?(world),
+         {locations, nodes} <- :persistent_term.get({World, world, :locations}, nil),
+         epochs when epochs != nil <- :persistent_term.get({__MODULE__, world, :epochs}, nil) do
+      for index <- 1..:atomics.info(locations).size,
+          do: {elem(nodes, :atomics.get(locations, index)), :atomics.get(epochs, index)}
+    else
+      _ -> :starting
+    end
+  end
+
+  @doc "True while this node's world is paused, its side of the cluster short of a quorum."
+  @spec paused?(atom()) :: boolean()
+  def paused?(world), do: :persistent_term.get({__MODULE__, world, :paused}, false)
 
   # Callbacks
 
@@ -80,33 +123,67 @@ defmodule Grove.World.Placer do
   end
 
   @impl true
-  def handle_call(:locations, _from, %State{locations: nil} = state),
-    do: {:reply, :starting, state}
+  def handle_call(
+        {:take_over, _index, _rows, _subscriptions, _epoch},
+        _from,
+        %State{paused: true} = state
+      ),
+      do: {:reply, {:error, :paused}, state}
 
-  def handle_call(:locations, _from, state), do: {:reply, location_list(state), state}
-
-  def handle_call({:take_over, index, rows, subscriptions}, _from, state) do
-    state = take_over(state, index, rows, subscriptions)
+  def handle_call({:take_over, index, rows, subscriptions, epoch}, _from, state) do
+    state = take_over(state, index, rows, subscriptions, epoch)
     {:reply, :ok, state}
   end
 
   @impl true
-  def handle_info({:grove_cluster, _instance, members}, state),
-    do: {:noreply, rebalance(%{state | members: members})}
+  def handle_info({:grove_cluster, instance, members}, state) do
+    # A node that said it leaves is no member, even while the group still
+    # lists it; once the group no longer does, it may come back.
+    leaving = MapSet.filter(state.leaving, &(&1 in members))
+    state = %{state | members: members -- MapSet.to_list(leaving), leaving: leaving}
 
-  def handle_info({:zone_at, index, node}, state) do
-    {:noreply, locate(state, index, node)}
+    state =
+      case {Grove.Cluster.quorum?(instance), state.paused} do
+        {false, false} -> pause(state)
+        {false, true} -> state
+        {true, true} -> resume(state)
+        {true, false} -> rebalance(state)
+      end
+
+    {:noreply, state}
+  end
+
+  # Sent by a node before it hands its zones over and stops: nothing is
+  # to be handed to it any more.
+  def handle_info({:leaving, node}, state) do
+    {:noreply,
+     %{state | leaving: MapSet.put(state.leaving, node), members: state.members -- [node]}}
+  end
+
+  # A paused node knows nothing current; it learns it all again when it resumes.
+  def handle_info({:zone_at, _index, _node, _epoch, _how}, %State{paused: true} = state),
+    do: {:noreply, state}
+
+  def handle_info({:zone_at, index, node, epoch, how}, state) do
+    if epoch < epoch(state, index) do
+      Logger.info("zone #{index}: a stale announcement from #{node} (epoch #{epoch}) ignored")
+      {:noreply, state}
+    else
+      state = locate(state, index, node, epoch)
+      if how == :restarted, do: recovered(state, [index])
+      {:noreply, state}
+    end
   end
 
   # A handover finished: the zone runs elsewhere now.
   def handle_info({:EXIT, pid, reason}, %State{handing: handing} = state)
       when is_map_key(handing, pid) do
-    {index, to} = handing[pid]
+    {index, to, epoch} = handing[pid]
     state = %{state | handing: Map.delete(handing, pid)}
 
     case reason do
       :normal ->
-        {:noreply, locate(state, index, to)}
+        {:noreply, locate(state, index, to, max(epoch, epoch(state, index)))}
 
       reason ->
         Logger.error("zone #{index}: handing it to #{to} failed: #{inspect(reason)}; kept here")
@@ -119,11 +196,46 @@ defmodule Grove.World.Placer do
 
   def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
 
+  def handle_info({:settle, _index}, %State{paused: true} = state), do: {:noreply, state}
   def handle_info({:settle, index}, state), do: {:noreply, settle(state, index)}
 
   def handle_info({:stop_zone, index}, state) do
     {:noreply, state |> Map.update!(:retiring, &Map.delete(&1, index)) |> stop_zone(index)}
   end
+
+  # A node that stops on purpose hands its zones over first.
+  @impl true
+  def terminate(_reason, %State{locations: nil}), do: :ok
+  def terminate(_reason, %State{paused: true}), do: :ok
+
+  def terminate(reason, state) when reason == :shutdown or elem(reason, 0) == :shutdown do
+    :ok = Grove.Cluster.leave(state.world.cluster)
+    others = state.members -- [node()]
+
+    if others != [] do
+      # Before any handover, from this process: each new owner hears it first.
+      for node <- others, do: send({name(state.world.name), node}, {:leaving, node()})
+
+      running = for index <- 0..(zone_count(state.world) - 1), zone_pid(state, index), do: index
+      Logger.info("world: leaving the cluster; handing #{length(running)} zones over")
+
+      for index <- running, not is_map_key(state.retiring, index) do
+        to = Placement.owner(index, others)
+
+        try do
+          :ok = hand_over_now(state.world, index, to, epoch(state, index) + 1)
+        catch
+          kind, reason ->
+            Logger.error("zone #{index}: handing it to #{to} failed: #{inspect({kind, reason})}")
+        end
+      end
+    end
+
+    :ok
+  end
+
+  # A crash is no reason to leave: the placer starts again and carries on.
+  def terminate(_reason, _state), do: :ok
 
   ## Placing
 
@@ -132,7 +244,14 @@ defmodule Grove.World.Placer do
     instance = state.world.cluster
     members = Grove.Cluster.subscribe(instance)
     members = if members == [node()], do: await_peers(instance, members), else: members
-    state = %{state | members: members}
+
+    if Grove.Cluster.quorum?(instance),
+      do: join_or_start(%{state | members: members}),
+      else: pause(%{state | members: members, locations: nil})
+  end
+
+  defp join_or_start(state) do
+    members = state.members
 
     running =
       Enum.find_value(members -- [node()], fn member ->
@@ -145,7 +264,7 @@ defmodule Grove.World.Placer do
     case running do
       nil ->
         owners = Placement.owners(zone_count(state.world), members)
-        state = publish(state, Tuple.to_list(owners))
+        state = publish(state, for(node <- Tuple.to_list(owners), do: {node, 1}))
 
         for index <- 0..(zone_count(state.world) - 1),
             elem(owners, index) == node(),
@@ -154,8 +273,16 @@ defmodule Grove.World.Placer do
         state
 
       locations ->
-        # The others hand this node its share when they see it.
-        publish(state, locations)
+        # The others hand this node its share when they see it; what they
+        # already place here (they saw this node before it saw them), it
+        # starts now.
+        state = publish(state, locations)
+
+        for {{at, _epoch}, index} <- Enum.with_index(locations),
+            at == node(),
+            do: start_zone(state, index)
+
+        state
     end
   end
 
@@ -183,7 +310,37 @@ defmodule Grove.World.Placer do
   defp rebalance(%State{locations: nil} = state), do: state
 
   defp rebalance(state) do
-    Enum.reduce(0..(zone_count(state.world) - 1), state, &settle(&2, &1))
+    state =
+      Enum.reduce(0..(zone_count(state.world) - 1), %{state | restarted: []}, &settle(&2, &1))
+
+    if state.restarted != [] do
+      Logger.warning(
+        "zones #{inspect(Enum.reverse(state.restarted))}: their node is gone; started again here, empty"
+      )
+
+      recovered(state, state.restarted)
+    end
+
+    %{state | restarted: []}
+  end
+
+  # Zones that run again, empty, after their node was lost: this node's
+  # clients whose entities were in them are told, and its viewers around
+  # them subscribe again.
+  defp recovered(state, indexes) do
+    told = Relay.lost(state.world, indexes)
+
+    if told > 0,
+      do:
+        Logger.warning(
+          "#{told} entities of this node's clients were lost with their zones; their clients are told"
+        )
+
+    for {{Zone, _}, pid, _, _} <- Supervisor.which_children(state.supervisor),
+        is_pid(pid),
+        do: GenServer.cast(pid, {:resubscribe, indexes})
+
+    :ok
   end
 
   # One zone: handed over if it runs here and belongs elsewhere, started
@@ -201,36 +358,28 @@ defmodule Grove.World.Placer do
       # Gone means out of the members and disconnected: a member list may
       # lag behind a zone's announcement, and a connection may not be up yet.
       at != node() and at not in state.members and at not in Node.list() and owner == node() ->
-        Logger.warning("zone #{index}: its node #{at} is gone; started again here, empty")
-        start_zone(state, index)
-        announce(locate(state, index, node()), index)
+        state = state |> drop_forwarding(index) |> tap(&start_zone(&1, index))
+        state = locate(state, index, node(), epoch(state, index) + 1)
+        announce(state, index, :restarted)
+        %{state | restarted: [index | state.restarted]}
 
       true ->
         state
     end
   end
 
-  defp handing?(state, index), do: Enum.any?(state.handing, fn {_, {i, _}} -> i == index end)
+  defp handing?(state, index), do: Enum.any?(state.handing, fn {_, {i, _, _}} -> i == index end)
 
   defp hand_over(state, index, to) do
     world = state.world
-    zone = Process.whereis(elem(world.zones, index))
+    epoch = epoch(state, index) + 1
 
     pid =
       spawn_link(fn ->
         # The new owner's world may still be starting: the zone goes on
         # here until it answers.
         await_placer(world.name, to, 300)
-        {rows, subscriptions} = GenServer.call(zone, :hand_over, 30_000)
-
-        :ok =
-          GenServer.call(
-            {name(world.name), to},
-            {:take_over, index, rows, subscriptions},
-            30_000
-          )
-
-        send(zone, {:handed_to, {elem(world.zones, index), to}})
+        :ok = hand_over_now(world, index, to, epoch)
       end)
 
     # The zone passes on what comes late for a while, then stops.
@@ -238,9 +387,25 @@ defmodule Grove.World.Placer do
 
     %{
       state
-      | handing: Map.put(state.handing, pid, {index, to}),
+      | handing: Map.put(state.handing, pid, {index, to, epoch}),
         retiring: Map.put(state.retiring, index, timer)
     }
+  end
+
+  # The zone gives its rows and subscriptions, the new owner takes them.
+  defp hand_over_now(world, index, to, epoch) do
+    zone = Process.whereis(elem(world.zones, index))
+    {rows, subscriptions} = GenServer.call(zone, :hand_over, 30_000)
+
+    :ok =
+      GenServer.call(
+        {name(world.name), to},
+        {:take_over, index, rows, subscriptions, epoch},
+        30_000
+      )
+
+    send(zone, {:handed_to, {elem(world.zones, index), to}})
+    :ok
   end
 
   defp await_placer(_world, to, 0), do: exit({:no_placer, to})
@@ -276,39 +441,87 @@ defmodule Grove.World.Placer do
   defp zone_pid(state, index), do: Process.whereis(elem(state.world.zones, index))
 
   # The new owner's side: the zone's rows into this node's tables, then the zone.
-  defp take_over(state, index, rows, subscriptions) do
+  defp take_over(state, index, rows, subscriptions, epoch) do
     world = state.world
 
-    # The zone comes back to a node that had handed it away: its old,
-    # forwarding copy goes first.
-    state =
-      if is_map_key(state.retiring, index),
-        do: state |> cancel_retiring(index) |> stop_zone(index),
-        else: state
+    state = drop_forwarding(state, index)
 
     table = elem(world.tables, index)
 
     for row <- rows do
       entity = Entity.from_row(row)
       :ets.insert(table, row)
-      Relay.assign(world, entity.id, index, node(entity.owner))
+      Relay.assign(world, entity.id, index, entity.owner)
       Minimap.add(world, {entity.x, entity.y}, 1)
       Stats.incr(world.stats, if(entity.kind == 1, do: :players, else: :actors))
     end
 
     :ets.insert(world.subscriptions, subscriptions)
     start_zone(state, index)
-    state = locate(state, index, node())
-    announce(state, index)
+    state = locate(state, index, node(), epoch)
+    announce(state, index, :handed)
     # Members may have changed again while it came: it may belong elsewhere already.
     settle(state, index)
   end
 
-  defp announce(state, index) do
+  # A zone that starts again on a node that had handed it away: its old,
+  # forwarding copy goes first.
+  defp drop_forwarding(state, index) do
+    if is_map_key(state.retiring, index),
+      do: state |> cancel_retiring(index) |> stop_zone(index),
+      else: state
+  end
+
+  defp announce(state, index, how) do
+    message = {:zone_at, index, node(), epoch(state, index), how}
+
     for member <- state.members,
         member != node(),
-        do: send({name(state.world.name), member}, {:zone_at, index, node()})
+        do: send({name(state.world.name), member}, message)
 
+    state
+  end
+
+  defp epoch(%State{epochs: nil}, _index), do: 0
+  defp epoch(state, index), do: :atomics.get(state.epochs, index + 1)
+
+  ## Pausing, without a quorum, and resuming
+
+  defp pause(state) do
+    world = state.world
+    :persistent_term.put({__MODULE__, world.name, :paused}, true)
+    for {_index, timer} <- state.retiring, do: Process.cancel_timer(timer)
+
+    running =
+      for {{Zone, index}, _pid, _, _} <- Supervisor.which_children(state.supervisor), do: index
+
+    told =
+      Enum.reduce(running, 0, fn index, told ->
+        stop_zone(state, index)
+
+        Enum.reduce(Zone.forget(world, index), told, fn entity, told ->
+          Directory.release(world.name, entity.id, index)
+          :counters.add(world.kind_counts, entity.kind + 1, -1)
+
+          if node(entity.owner) == node(),
+            do: send(entity.owner, {:grove_paused, entity.id}) && told + 1,
+            else: told
+        end)
+      end)
+
+    told = told + Relay.paused(world)
+
+    Logger.error(
+      "world: paused; #{length(running)} zones stopped, #{told} entities' clients told"
+    )
+
+    %{state | paused: true, handing: %{}, retiring: %{}}
+  end
+
+  defp resume(state) do
+    Logger.warning("world: resumed; this node takes its share from the others")
+    state = join_or_start(%{state | paused: false, locations: nil, nodes: {}})
+    :persistent_term.erase({__MODULE__, state.world.name, :paused})
     state
   end
 
@@ -331,20 +544,25 @@ defmodule Grove.World.Placer do
   defp publish(state, locations) do
     world = state.world
     atomics = :atomics.new(zone_count(world), signed: false)
-    state = %{state | locations: atomics}
+    epochs = :atomics.new(zone_count(world), signed: false)
+    :persistent_term.put({__MODULE__, world.name, :epochs}, epochs)
+    state = %{state | locations: atomics, epochs: epochs}
 
     state =
       locations
       |> Enum.with_index()
-      |> Enum.reduce(state, fn {node, index}, state -> locate(state, index, node) end)
+      |> Enum.reduce(state, fn {{node, epoch}, index}, state ->
+        locate(state, index, node, epoch)
+      end)
 
     :persistent_term.put({World, world.name, :locations}, {atomics, state.nodes})
     state
   end
 
-  defp locate(state, index, node) do
+  defp locate(state, index, node, epoch) do
     {state, number} = node_number(state, node)
     :atomics.put(state.locations, index + 1, number)
+    :atomics.put(state.epochs, index + 1, epoch)
     state
   end
 
@@ -370,9 +588,6 @@ defmodule Grove.World.Placer do
   end
 
   defp location(state, index), do: elem(state.nodes, :atomics.get(state.locations, index + 1))
-
-  defp location_list(state),
-    do: for(index <- 0..(zone_count(state.world) - 1), do: location(state, index))
 
   defp zone_count(world), do: Grid.zone_count(world.grid)
 end

@@ -9,6 +9,12 @@ defmodule Grove.World.Relay do
   # an entity whose owner lives on another node tells that node's relay,
   # which writes the entry there. The relay holds nothing of its own: the
   # tables are the keeper's, so it can crash and restart at no cost.
+  #
+  # For those entities, whose owners live here and whose zones run
+  # elsewhere, it also keeps the owner (the world's `away` table), so that
+  # when a node is lost with its zones, the owners here of what they held
+  # are told (`{:grove_lost, id}`, see `lost/2`) and can place their
+  # entities again: nobody else could, since what the zones knew is gone.
 
   use GenServer
 
@@ -27,11 +33,18 @@ defmodule Grove.World.Relay do
   Records that an entity is in `zone`: in this node's directory and, when
   its owner lives on another node, in that node's.
   """
-  @spec assign(World.t(), non_neg_integer(), non_neg_integer(), node()) :: :ok
-  def assign(%World{} = world, id, zone, owner_node) do
+  @spec assign(World.t(), non_neg_integer(), non_neg_integer(), pid()) :: :ok
+  def assign(%World{} = world, id, zone, owner) do
     ensure_chunk(world, id)
     Directory.assign(world.name, id, zone)
-    if owner_node != node(), do: send({name(world.name), owner_node}, {:assign, id, zone})
+
+    cond do
+      node(owner) != node() -> send({name(world.name), node(owner)}, {:assign, id, zone, owner})
+      # Back from another node's zone: no longer away.
+      world.cluster != nil -> :ets.delete(world.away, id)
+      true -> :ok
+    end
+
     :ok
   end
 
@@ -42,6 +55,24 @@ defmodule Grove.World.Relay do
     if owner_node != node(), do: send({name(world.name), owner_node}, {:release, id, zone})
     :ok
   end
+
+  @doc """
+  The zones at `indexes` were lost with their node: tells the owners here
+  of the entities they held (`{:grove_lost, id}`) and forgets those
+  entities. Returns how many owners were told.
+  """
+  @spec lost(World.t(), [non_neg_integer()]) :: non_neg_integer()
+  def lost(%World{} = world, indexes) do
+    GenServer.call(name(world.name), {:lost, indexes}, 30_000)
+  end
+
+  @doc """
+  This node lost its quorum: tells the owners here of entities in other
+  nodes' zones (`{:grove_paused, id}`) and forgets them. Returns how many
+  owners were told.
+  """
+  @spec paused(World.t()) :: non_neg_integer()
+  def paused(%World{} = world), do: GenServer.call(name(world.name), :paused, 30_000)
 
   # The first id of a chunk from another node's range makes room for it here.
   defp ensure_chunk(world, id) do
@@ -55,14 +86,51 @@ defmodule Grove.World.Relay do
   def init(name), do: {:ok, name}
 
   @impl true
-  def handle_info({:assign, id, zone}, name) do
-    ensure_chunk(World.fetch!(name), id)
+  def handle_call({:lost, indexes}, _from, name) do
+    world = World.fetch!(name)
+
+    told =
+      Enum.reduce(indexes, 0, fn index, told ->
+        away = :ets.match_object(world.away, {:_, index, :_})
+
+        for {id, ^index, owner} = row <- away do
+          :ets.delete_object(world.away, row)
+          Directory.release(name, id, index)
+          send(owner, {:grove_lost, id})
+        end
+
+        told + length(away)
+      end)
+
+    {:reply, told, name}
+  end
+
+  def handle_call(:paused, _from, name) do
+    world = World.fetch!(name)
+    away = :ets.tab2list(world.away)
+    :ets.delete_all_objects(world.away)
+
+    for {id, index, owner} <- away do
+      Directory.release(name, id, index)
+      send(owner, {:grove_paused, id})
+    end
+
+    {:reply, length(away), name}
+  end
+
+  @impl true
+  def handle_info({:assign, id, zone, owner}, name) do
+    world = World.fetch!(name)
+    ensure_chunk(world, id)
     Directory.assign(name, id, zone)
+    :ets.insert(world.away, {id, zone, owner})
     {:noreply, name}
   end
 
   def handle_info({:release, id, zone}, name) do
     if Directory.ready?(name, id), do: Directory.release(name, id, zone)
+    # Only the row of the zone that let go: a later zone's stays.
+    :ets.select_delete(World.fetch!(name).away, [{{id, zone, :_}, [], [true]}])
     {:noreply, name}
   end
 end

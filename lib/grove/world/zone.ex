@@ -234,6 +234,21 @@ defmodule Grove.World.Zone do
 
   # A join whose caller stopped waiting: undone if the entity was placed
   # (nobody has moved it, so it is still here).
+  # A zone that runs again, empty, on another node after its own was
+  # lost: the viewers here whose viewport overlaps it subscribe to it again.
+  def handle_cast({:resubscribe, indexes}, zone) do
+    grid = zone.world.grid
+
+    zone =
+      for {_id, %Entity{updates: :view} = entity} <- zone.core.entities,
+          to <- Grid.view_zones(grid, {entity.x, entity.y}, entity.view_radius),
+          to in indexes,
+          reduce: zone,
+          do: (zone -> send_subscription(zone, to, :subscribe, entity))
+
+    {:noreply, zone}
+  end
+
   def handle_cast({:abandon, id, owner}, zone) do
     case State.fetch(zone.core, id) do
       {:ok, %Entity{owner: ^owner}} ->
@@ -303,15 +318,7 @@ defmodule Grove.World.Zone do
   # (and whatever comes until the zone is stopped) follows it there.
   @impl true
   def handle_info({:handed_to, address}, %__MODULE__{handed_over: {:holding, held}} = zone) do
-    for row <- :ets.tab2list(zone.table) do
-      entity = Entity.from_row(row)
-      add_density(zone, {entity.x, entity.y}, -1)
-      Stats.incr(zone.world.stats, population_key(entity), -1)
-    end
-
-    :ets.delete_all_objects(zone.table)
-    :ets.match_delete(zone.world.subscriptions, {zone.index, :_, :_, :_})
-    :atomics.put(zone.world.zone_entities, zone.index + 1, 0)
+    _entities = forget(zone.world, zone.index)
     for raw <- Enum.reverse(held), do: send(address, raw)
     {:noreply, %{zone | handed_over: {:forwarding, address}}}
   end
@@ -632,7 +639,7 @@ defmodule Grove.World.Zone do
     ref = Process.monitor(entity.owner)
     entity = %{entity | monitor: ref}
     :ets.insert(zone.table, Entity.to_row(entity))
-    World.Relay.assign(zone.world, entity.id, zone.index, node(entity.owner))
+    World.Relay.assign(zone.world, entity.id, zone.index, entity.owner)
 
     count_entities(%{
       zone
@@ -808,6 +815,28 @@ defmodule Grove.World.Zone do
 
   defp encode({module, name}, what, index, entries, departed),
     do: module.encode_view(name, what, index, entries, departed)
+
+  @doc """
+  Empties a zone's tables on this node, with the counts that follow its
+  entities (density, population), once the zone no longer runs here (it
+  was handed over, or its node lost its quorum); returns the entities
+  that were in it.
+  """
+  @spec forget(World.t(), Grid.zone_index()) :: [Entity.t()]
+  def forget(%World{} = world, index) do
+    table = elem(world.tables, index)
+    entities = for row <- :ets.tab2list(table), do: Entity.from_row(row)
+
+    for entity <- entities do
+      World.Minimap.add(world, {entity.x, entity.y}, -1)
+      Stats.incr(world.stats, population_key(entity), -1)
+    end
+
+    :ets.delete_all_objects(table)
+    :ets.match_delete(world.subscriptions, {index, :_, :_, :_})
+    :atomics.put(world.zone_entities, index + 1, 0)
+    entities
+  end
 
   ## Ticks
 
