@@ -337,6 +337,7 @@ export const byeReasons = [
   "replaced",
   "too_large",
   "unsupported_protocol",
+  "rejoin",
 ] as const;
 
 export type Direction = (typeof directions)[number];

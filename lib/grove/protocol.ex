@@ -72,7 +72,8 @@ defmodule Grove.Protocol do
     :too_many_errors,
     :replaced,
     :too_large,
-    :unsupported_protocol
+    :unsupported_protocol,
+    :rejoin
   ]
 
   # Version 1's `join` (tag 1; in JSON a join without `protocol`), recognised

@@ -35,6 +35,8 @@ defmodule Grove.Gateway.Session do
     :id,
     :cell,
     :account_id,
+    :welcome,
+    :join_opts,
     moves_booked: nil,
     seeds_booked: nil,
     errors: 0,
@@ -294,7 +296,9 @@ defmodule Grove.Gateway.Session do
           | joined: true,
             id: id,
             cell: cell,
-            account_id: account && account.id
+            account_id: account && account.id,
+            welcome: welcome,
+            join_opts: opts
         }
 
         {session, [send_message(session, welcome)]}
@@ -362,6 +366,37 @@ defmodule Grove.Gateway.Session do
     end
   end
 
+  # The player's entity was in a zone lost with its node: it goes back on
+  # the last cell the player was told of (next to it, or anywhere, when
+  # that is taken), under the same id, and the player is welcomed again
+  # with where it stands now (clients replace what they had on a welcome).
+  def handle_info(%__MODULE__{id: id} = session, {:grove_lost, id}) do
+    opts = Keyword.put(session.join_opts, :id, id)
+
+    result =
+      case World.join(session.world, Keyword.put(opts, :at, session.cell)) do
+        {:ok, _id, _cell} = ok -> ok
+        _taken -> join_near(session.world, opts, session.cell)
+      end
+
+    case result do
+      {:ok, ^id, {x, y} = cell} ->
+        if session.config.stats, do: Stats.incr(session.config.stats, :restored)
+        welcome = %{session.welcome | x: x, y: y}
+        session = %{session | cell: cell, welcome: welcome}
+        {session, [send_message(session, welcome)]}
+
+      {:error, reason} ->
+        Logger.warning("gateway: a player lost with a node could not be placed again: #{reason}")
+        rejoin(session, "the world could not place you again (#{reason})")
+    end
+  end
+
+  # This node's side of the cluster lost its quorum: its world stops
+  # until it is whole again. The client reconnects, here or elsewhere.
+  def handle_info(%__MODULE__{id: id} = session, {:grove_paused, id}),
+    do: rejoin(session, "this server lost its cluster; reconnect")
+
   # A snapshot is a finished `area` frame in this session's encoding.
   def handle_info(%__MODULE__{} = session, {:grove_view, zone, :snapshot, seq, frame}),
     do: {%{session | areas: Map.put(session.areas, zone, seq)}, [{:send, frame}]}
@@ -372,6 +407,16 @@ defmodule Grove.Gateway.Session do
   end
 
   def handle_info(_session, _message), do: :unknown
+
+  defp rejoin(session, text) do
+    if session.config.stats, do: Stats.incr(session.config.stats, :rejoin_asked)
+
+    {session,
+     [
+       send_message(session, %{type: :bye, reason: :rejoin, message: text}),
+       {:close, 1012, "rejoin"}
+     ]}
+  end
 
   @doc """
   Settles the moves and seeds in flight for longer than `after_ms` whose

@@ -22,6 +22,10 @@ defmodule Grove.Gateway.Stats do
     :positions_unavailable,
     # Players' moves settled by the gateway: their zone died holding them.
     :moves_settled,
+    # Players placed again after their zone was lost with its node, and
+    # players told to rejoin (their node lost its cluster, or no cell was free).
+    :restored,
+    :rejoin_asked,
     # Requests the front door refused as they were read, by status.
     :refused_400,
     :refused_413,

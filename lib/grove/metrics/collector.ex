@@ -203,6 +203,12 @@ defmodule Grove.Metrics.Collector do
       {"grove_moves_settled_total", :counter,
        "Players' moves answered by the gateway because their zone died holding them.",
        [{[], gateway[:moves_settled] || 0}]},
+      {"grove_players_restored_total", :counter,
+       "Players placed again after their area was lost with its node.",
+       [{[], gateway[:restored] || 0}]},
+      {"grove_players_rejoin_asked_total", :counter,
+       "Players told to reconnect: their node lost its cluster's quorum, or had no cell for them.",
+       [{[], gateway[:rejoin_asked] || 0}]},
       {"grove_http_refused_total", :counter,
        "HTTP requests refused as they were read, by status: malformed (400, 501, 505), " <>
          "a body, request target or headers over the limit (413, 414, 431).",
