@@ -43,16 +43,25 @@ defmodule Grove.ClusterCase do
   defp await_epmd(0), do: raise("epmd did not start")
   defp await_epmd(tries), do: epmd_up?() or await_epmd(tries - 1)
 
-  @doc "Starts a peer node with this node's code; it is stopped when the test ends."
-  def start_peer!(home, name) do
+  @doc """
+  Starts a peer node with this node's code; it is stopped when the test
+  ends. With `control: :stdio` the test controls it over its standard
+  input and output (`:peer.call/4`), not over distribution, so that it
+  outlives a netsplit that cuts it off from the test node. `:args` are
+  more arguments for `erl`, as charlists.
+  """
+  def start_peer!(home, name, opts \\ []) do
     paths = Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
+    control = if opts[:control] == :stdio, do: %{connection: :standard_io}, else: %{}
 
     {:ok, peer, node} =
-      :peer.start(%{
-        name: :"#{name}_#{System.unique_integer([:positive])}",
-        env: [{~c"HOME", String.to_charlist(home)}],
-        args: paths
-      })
+      :peer.start(
+        Map.merge(control, %{
+          name: unique_name(name),
+          env: [{~c"HOME", String.to_charlist(home)}],
+          args: paths ++ Keyword.get(opts, :args, [])
+        })
+      )
 
     on_exit(fn -> if Process.alive?(peer), do: :peer.stop(peer) end)
 
@@ -62,6 +71,24 @@ defmodule Grove.ClusterCase do
     {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:grove])
     :ok = :erpc.call(node, Logger, :configure, [[level: :warning]])
     {peer, node}
+  end
+
+  # A name of its own, whose range of entity ids (`Grove.Cluster.id_slot/0`,
+  # from the name) is none of this test's other nodes': two that share one
+  # refuse each other, which a test would only see as a rare failure.
+  defp unique_name(name) do
+    [_, host] = node() |> Atom.to_string() |> String.split("@")
+    taken = Process.get(:grove_cluster_slots, [Grove.Cluster.id_slot(node())])
+    candidate = :"#{name}_#{System.unique_integer([:positive])}"
+
+    slot = Grove.Cluster.id_slot(:"#{candidate}@#{host}")
+
+    if slot in taken do
+      unique_name(name)
+    else
+      Process.put(:grove_cluster_slots, [slot | taken])
+      candidate
+    end
   end
 
   @doc "Starts an instance on a node under its application's supervisor."

@@ -1,0 +1,340 @@
+defmodule Grove.ClusterRecoveryTest do
+  # Real nodes, killed, split and healed: what a cluster keeps when one of
+  # its nodes is lost, and what the side without a quorum does.
+  use ExUnit.Case, async: false
+
+  import Grove.ClusterCase
+  import Grove.WorldCase, only: [eventually: 2]
+
+  alias Grove.Load.WsClient
+  alias Grove.Protocol
+  alias Grove.World
+
+  # Nodes meet over real sockets: allow a busy machine half a minute.
+  @wait 3000
+  @zones 16
+  @instance Grove.RecoveryT
+
+  @moduletag :cluster
+  # Lost nodes and pauses are logged as errors, as an operator must see them.
+  @moduletag :capture_log
+
+  setup do
+    %{home: distribute!()}
+  end
+
+  @tag timeout: 240_000
+  test "a node killed under moving actors and players: its zones start again on the survivors, whose players and actors are all placed again, once",
+       %{home: home} do
+    {nodes, [a, b, c], _peers} = three_nodes(home, gateway: [a: true, b: true], actors: 30)
+    world = Grove.world(@instance)
+    eventually(fn -> assert_one_owner(nodes, world) end, @wait)
+    eventually(fn -> for node <- nodes, do: assert(actor_counts(node).joined == 30) end, @wait)
+
+    # Players on the survivors-to-be, until some stand in the zones of the node to be killed.
+    players = connect_players(a, b, c, world)
+
+    # Each moves a little, so that its last acknowledged cell is its own.
+    players = Enum.map(players, &(&1 |> walk(3) |> locate(world)))
+    assert Enum.any?(players, &(&1.zone_node == c))
+
+    kill!(c)
+    survivors = [a, b]
+
+    eventually(fn -> assert_one_owner(survivors, world) end, @wait)
+
+    # The players whose entities were lost are welcomed again, on their
+    # cell or next to it, under the same id; the others are not disturbed.
+    for player <- players do
+      if player.zone_node == c do
+        assert %{type: :welcome, id: id, x: x, y: y} = await_welcome(player)
+        assert id == player.id
+        {px, py} = player.cell
+        assert abs(x - px) <= 2 and abs(y - py) <= 2
+      end
+    end
+
+    # Every player of a survivor has its entity, once; the actors of the
+    # survivors are all back; nothing is in two zones or on blocked ground.
+    eventually(
+      fn ->
+        for node <- survivors, do: assert(actor_counts(node).joined == 30)
+        residents = residents(a, world)
+        assert length(residents) == 60 + length(players)
+        assert length(Enum.uniq(residents)) == length(residents)
+        for player <- players, do: assert(player.id in residents)
+      end,
+      @wait
+    )
+
+    assert :ok = :erpc.call(a, World, :audit, [world])
+
+    # The survivors' players play on: a move gets its outcome.
+    for player <- players, do: walk(player, 1)
+  end
+
+  @tag timeout: 240_000
+  test "a node cut off from the others pauses and tells its players to rejoin; the others run its zones; healed, it takes its share back and every entity is in one zone",
+       %{home: home} do
+    {nodes, [a, b, c], [_, _, peer_c]} =
+      three_nodes(home, gateway: [a: true, c: true], actors: 20)
+
+    world = Grove.world(@instance)
+    eventually(fn -> assert_one_owner(nodes, world) end, @wait)
+    eventually(fn -> for node <- nodes, do: assert(actor_counts(node).joined == 20) end, @wait)
+
+    {:ok, player_c} = join_player(c)
+    {:ok, player_a} = join_player(a)
+
+    # The test node stays on the side of the two, and reaches the third
+    # over its standard input and output.
+    split!(peer_c, c, [a, b, node()])
+
+    # The cut-off node has no quorum: its world stops, its player is told to rejoin.
+    eventually(fn -> assert :peer.call(peer_c, World, :paused?, [world]) end, @wait)
+    assert {:bye, "rejoin", 1012} = await_close(player_c)
+    assert {:error, :paused} = :peer.call(peer_c, World, :join, [world, [kind: :player]])
+
+    # The others have the quorum and run every zone.
+    eventually(fn -> assert_one_owner([a, b], world) end, @wait)
+    refute :erpc.call(a, World, :paused?, [world])
+    walk(player_a, 1)
+
+    heal!(peer_c, c, [a, b, node()])
+
+    # Whole again: the node takes its share back, its actors join again,
+    # and every entity is in exactly one zone.
+    eventually(
+      fn ->
+        refute :erpc.call(c, World, :paused?, [world])
+        assert_one_owner(nodes, world)
+        assert c in for(index <- 0..(@zones - 1), do: zone_node(a, world, index))
+      end,
+      @wait
+    )
+
+    eventually(
+      fn ->
+        for node <- nodes, do: assert(actor_counts(node).joined == 20)
+        residents = residents(a, world)
+        assert length(residents) == 60 + 1
+        assert length(Enum.uniq(residents)) == length(residents)
+      end,
+      @wait
+    )
+
+    assert :ok = :erpc.call(a, World, :audit, [world])
+    assert {:ok, _player} = join_player(c)
+  end
+
+  @tag timeout: 240_000
+  test "a node that stops on purpose hands its zones over with their entities: nothing is lost",
+       %{home: home} do
+    {nodes, [a, b, c], _peers} = three_nodes(home, gateway: [], actors: 25)
+    world = Grove.world(@instance)
+    eventually(fn -> assert_one_owner(nodes, world) end, @wait)
+    eventually(fn -> for node <- nodes, do: assert(actor_counts(node).joined == 25) end, @wait)
+
+    # Actors of the node that goes leave with it; the others' stay, every one.
+    :ok = :erpc.call(c, Supervisor, :terminate_child, [Grove.Application.Supervisor, @instance])
+
+    eventually(
+      fn ->
+        assert_one_owner([a, b], world)
+        residents = residents(a, world)
+        assert length(residents) == 50
+      end,
+      @wait
+    )
+
+    for node <- [a, b], do: assert(actor_counts(node).lost == 0)
+    assert :ok = :erpc.call(a, World, :audit, [world])
+  end
+
+  ## Nodes
+
+  # Three peers with an instance each, in a cluster of three; a gateway on
+  # the ones named in `:gateway`.
+  defp three_nodes(home, opts) do
+    # A split made by hand drops one connection after another, and OTP's
+    # guard against overlapping partitions would answer each drop by
+    # dropping more, on every side, until no side has a quorum: in these
+    # tests the cut is clean without it.
+    args = [~c"-kernel", ~c"prevent_overlapping_partitions", ~c"false"]
+
+    peers = for n <- 1..3, do: start_peer!(home, "recovery#{n}", control: :stdio, args: args)
+
+    nodes = Enum.map(peers, &elem(&1, 1))
+    cluster = [peers: nodes, connect_interval: 100]
+    gateways = Keyword.fetch!(opts, :gateway)
+
+    for {node, name} <- Enum.zip(nodes, [:a, :b, :c]) do
+      instance =
+        small_instance(@instance, cluster, tick: 50)
+        |> Keyword.put(:actors, count: Keyword.fetch!(opts, :actors), interval: 200)
+        |> Keyword.put(:gateway, if(gateways[name], do: [port: 0], else: false))
+
+      start_instance!(node, instance)
+    end
+
+    {Enum.sort(nodes), nodes, Enum.map(peers, &elem(&1, 0))}
+  end
+
+  # As `kill -9` would: no goodbye, the connections simply drop.
+  defp kill!(node) do
+    pid = :erpc.call(node, :os, :getpid, [])
+    {_, 0} = System.cmd("kill", ["-9", to_string(pid)])
+    eventually(fn -> refute node in Node.list() end, @wait)
+  end
+
+  # A netsplit: the node and the others no longer accept each other (each
+  # side expects a cookie the other does not send), and their connections drop.
+  defp split!(peer, node, others) do
+    for other <- others do
+      # Two cookies: with one, both sides would agree on it.
+      :peer.call(peer, :erlang, :set_cookie, [other, :one_side])
+      :erpc.call(other, :erlang, :set_cookie, [node, :other_side])
+    end
+
+    for other <- others, do: :erpc.call(other, :erlang, :disconnect_node, [node])
+
+    eventually(
+      fn -> for other <- others, do: refute(node in :erpc.call(other, Node, :list, [])) end,
+      @wait
+    )
+  end
+
+  # Each side accepts the other again; the nodes' own tries to reach their
+  # peers join them up.
+  defp heal!(peer, node, others) do
+    cookie = Node.get_cookie()
+
+    for other <- others do
+      :peer.call(peer, :erlang, :set_cookie, [other, cookie])
+      :erpc.call(other, :erlang, :set_cookie, [node, cookie])
+    end
+  end
+
+  # Every zone runs on exactly one node, the one every node names for it
+  # (a zone handed away lingers for a while, passing on what comes late).
+  defp assert_one_owner(nodes, world) do
+    running =
+      for node <- nodes,
+          index <- 0..(@zones - 1),
+          serving?(node, world, index),
+          do: {index, node}
+
+    assert Enum.sort(Enum.map(running, &elem(&1, 0))) == Enum.to_list(0..(@zones - 1))
+
+    for node <- nodes, {index, at} <- running do
+      assert zone_node(node, world, index) == at,
+             "#{node} places zone #{index} on #{zone_node(node, world, index)}, it runs on #{at}; " <>
+               inspect(
+                 for n <- nodes, do: {n, Enum.at(Grove.World.Placer.locations(world, n), index)}
+               )
+    end
+  end
+
+  # A zone that runs on the node and has not been handed away; it may stop
+  # as it is asked.
+  defp serving?(node, world, index) do
+    case :erpc.call(node, World, :zone_pid, [world, index]) do
+      nil -> false
+      pid -> :erpc.call(node, :sys, :get_state, [pid]).handed_over == nil
+    end
+  catch
+    :error, {:exception, {:noproc, _}, _} -> false
+    :exit, {:exception, {:noproc, _}} -> false
+  end
+
+  defp zone_node(node, world, index),
+    do: :erpc.call(node, World, :zone_node, [:erpc.call(node, World, :fetch!, [world]), index])
+
+  defp residents(node, world),
+    do: :erpc.call(node, World.Audit, :residents, [:erpc.call(node, World, :fetch!, [world])])
+
+  defp actor_counts(node) do
+    stats = :erpc.call(node, Grove.Actors, :stats, [Grove.actors(@instance)])
+    :erpc.call(node, Grove.Actors.Stats, :read, [stats]).counts
+  end
+
+  ## Players, over the gateways' WebSockets
+
+  # Players joined alternately on `a` and `b` until three stand in zones of `c`.
+  defp connect_players(a, b, c, world, players \\ [], tries \\ 60)
+
+  defp connect_players(_a, _b, _c, _world, _players, 0),
+    do: flunk("no player landed on a zone of the third node")
+
+  defp connect_players(a, b, c, world, players, tries) do
+    node = if rem(tries, 2) == 0, do: a, else: b
+    {:ok, player} = join_player(node)
+    players = [locate(player, world) | players]
+
+    if Enum.count(players, &(&1.zone_node == c)) >= 3,
+      do: players,
+      else: connect_players(a, b, c, world, players, tries - 1)
+  end
+
+  # The node of the zone the player stands in.
+  defp locate(%{node: node, cell: {x, y}} = player, world) do
+    index = World.Grid.zone_of(:erpc.call(node, World, :grid, [world]), x, y)
+    %{player | zone_node: zone_node(node, world, index)}
+  end
+
+  defp join_player(node) do
+    port = :erpc.call(node, Grove.Gateway, :port, [])
+    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+    push(client, %{type: :join, protocol: 2, view_radius: 2, name: "", token: ""})
+    {%{type: :welcome, id: id, x: x, y: y}, client} = read(client, :welcome)
+    {:ok, %{client: client, node: node, id: id, cell: {x, y}, zone_node: nil, seq: 0}}
+  end
+
+  # `steps` moves, each to its outcome; the player's cell is the last acknowledged one.
+  defp walk(player, 0), do: player
+
+  defp walk(player, steps) do
+    seq = player.seq + 1
+    push(player.client, %{type: :move, seq: seq, dir: Enum.random([:n, :e, :s, :w])})
+    {%{type: :outcome, seq: ^seq, x: x, y: y}, client} = read(player.client, :outcome)
+    walk(%{player | client: client, seq: seq, cell: {x, y}}, steps - 1)
+  end
+
+  # The welcome, or the bye that says why not.
+  defp await_welcome(player) do
+    {message, _client} = read(player.client, [:welcome, :bye], 30_000)
+    message
+  end
+
+  defp await_close(player) do
+    {bye, client} = read(player.client, :bye)
+
+    case WsClient.recv(client, 10_000) do
+      {:ok, {:close, code, _reason}, _client} -> {:bye, to_string(bye.reason), code}
+      other -> flunk("no close after bye: #{inspect(other)}")
+    end
+  end
+
+  defp push(client, message),
+    do:
+      :ok =
+        WsClient.send_frame(client, {:text, IO.iodata_to_binary(Protocol.encode(message, :json))})
+
+  # Frames until one of `types` (others: areas, stats, ... are skipped),
+  # within `timeout` ms in all.
+  defp read(client, types, timeout \\ 10_000) do
+    deadline = System.monotonic_time(:millisecond) + timeout
+    read_until(client, List.wrap(types), deadline)
+  end
+
+  defp read_until(client, types, deadline) do
+    case WsClient.recv(client, max(deadline - System.monotonic_time(:millisecond), 0)) do
+      {:ok, {:text, data}, client} ->
+        {:ok, message} = Protocol.decode(data, :json)
+        if message.type in types, do: {message, client}, else: read_until(client, types, deadline)
+
+      other ->
+        flunk("expected #{inspect(types)}, got #{inspect(other)}")
+    end
+  end
+end
