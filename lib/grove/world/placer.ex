@@ -12,10 +12,11 @@ defmodule Grove.World.Placer do
   # runs it do the others send it there.
   #
   # A handover, when members change and a zone this node runs belongs to
-  # another now: the zone gives its rows and subscriptions and holds what
-  # it gets (`Grove.World.Zone`); the new owner's placer writes them into
-  # its own tables and directory, starts the zone (which recovers from them
-  # as from a restart) and announces it to every member; the old zone then
+  # another now: the zone gives its rows, subscriptions and the number of
+  # its last view delta, and holds what it gets (`Grove.World.Zone`); the
+  # new owner's placer writes them into its own tables, directory and feed,
+  # starts the zone (which recovers from them as from a restart) and
+  # announces it to every member; the old zone then
   # passes what it held, and what still comes, on to it, until it stops
   # after `handoff_timeout` twice over. A handover runs in a process of its
   # own, so that two placers handing zones to each other never wait on
@@ -32,7 +33,7 @@ defmodule Grove.World.Placer do
 
   alias __MODULE__, as: State
   alias Grove.World
-  alias Grove.World.{Entity, Grid, Minimap, Placement, Relay, Stats, Zone}
+  alias Grove.World.{Entity, Feed, Grid, Minimap, Placement, Relay, Stats, Zone}
 
   require Logger
 
@@ -85,8 +86,8 @@ defmodule Grove.World.Placer do
 
   def handle_call(:locations, _from, state), do: {:reply, location_list(state), state}
 
-  def handle_call({:take_over, index, rows, subscriptions}, _from, state) do
-    state = take_over(state, index, rows, subscriptions)
+  def handle_call({:take_over, index, rows, subscriptions, seq}, _from, state) do
+    state = take_over(state, index, rows, subscriptions, seq)
     {:reply, :ok, state}
   end
 
@@ -221,12 +222,12 @@ defmodule Grove.World.Placer do
         # The new owner's world may still be starting: the zone goes on
         # here until it answers.
         await_placer(world.name, to, 300)
-        {rows, subscriptions} = GenServer.call(zone, :hand_over, 30_000)
+        {rows, subscriptions, seq} = GenServer.call(zone, :hand_over, 30_000)
 
         :ok =
           GenServer.call(
             {name(world.name), to},
-            {:take_over, index, rows, subscriptions},
+            {:take_over, index, rows, subscriptions, seq},
             30_000
           )
 
@@ -276,7 +277,7 @@ defmodule Grove.World.Placer do
   defp zone_pid(state, index), do: Process.whereis(elem(state.world.zones, index))
 
   # The new owner's side: the zone's rows into this node's tables, then the zone.
-  defp take_over(state, index, rows, subscriptions) do
+  defp take_over(state, index, rows, subscriptions, seq) do
     world = state.world
 
     # The zone comes back to a node that had handed it away: its old,
@@ -297,6 +298,8 @@ defmodule Grove.World.Placer do
     end
 
     :ets.insert(world.subscriptions, subscriptions)
+    # Its viewers hold the numbers of its deltas: it carries on from its own.
+    Feed.carry_on(world.feed, index, seq)
     start_zone(state, index)
     state = locate(state, index, node())
     announce(state, index)
