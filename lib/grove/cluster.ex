@@ -142,6 +142,22 @@ defmodule Grove.Cluster do
     if Node.alive?(), do: 1 + :erlang.phash2(Atom.to_string(node()), 1023), else: 0
   end
 
+  @doc """
+  Bytes sent to and received from each connected node over distributed
+  Erlang, since that connection came up (a connection that drops and
+  comes back counts from zero again). Read from the sockets' own counters;
+  a connection whose controller is a process (TLS distribution) is left
+  out. Empty when the node is not distributed.
+  """
+  @spec traffic() :: %{node() => %{sent: non_neg_integer(), received: non_neg_integer()}}
+  def traffic do
+    for {node, controller} <- :erlang.system_info(:dist_ctrl),
+        is_port(controller),
+        {:ok, counts} <- [:inet.getstat(controller, [:send_oct, :recv_oct])],
+        into: %{},
+        do: {node, %{sent: counts[:send_oct], received: counts[:recv_oct]}}
+  end
+
   @doc false
   def key(instance), do: {__MODULE__, instance}
 

@@ -74,6 +74,16 @@ defmodule Grove.ClusterViewsTest do
     assert {[_, _], latest} = :erpc.call(c, World, :view_deltas, [world, zone, seq, {View, :raw}])
 
     assert latest == seq + 2
+
+    # What crossed the network is counted per node, and exported.
+    assert %{sent: sent, received: received} = Grove.Cluster.traffic()[b]
+    assert sent > 0 and received > 0
+
+    metrics =
+      :erpc.call(b, Grove.Metrics.Prometheus, :render, [Grove.ViewsT]) |> IO.iodata_to_binary()
+
+    assert metrics =~ ~r/grove_view_deltas_relayed_total\{node="[^"]+"\} [1-9]/
+    assert metrics =~ ~s(grove_cluster_bytes_total{peer="#{node()}",direction="sent",node="#{b}"})
   end
 
   @tag timeout: 180_000
