@@ -26,7 +26,11 @@ defmodule Grove.ClusterCase do
     File.write!(Path.join(home, ".erlang.cookie"), cookie)
     File.chmod!(Path.join(home, ".erlang.cookie"), 0o400)
 
-    {:ok, _} = Node.start(:"grove_test_#{System.unique_integer([:positive])}", :shortnames)
+    # Other test runs on this machine name their nodes too: the OS process
+    # makes the name unique across them, the integer within this one.
+    {:ok, _} =
+      Node.start(:"grove_test_#{System.pid()}_#{System.unique_integer([:positive])}", :shortnames)
+
     Node.set_cookie(String.to_atom(cookie))
 
     on_exit(fn ->
@@ -49,7 +53,7 @@ defmodule Grove.ClusterCase do
 
     {:ok, peer, node} =
       :peer.start(%{
-        name: :"#{name}_#{System.unique_integer([:positive])}",
+        name: :"#{name}_#{System.pid()}_#{System.unique_integer([:positive])}",
         env: [{~c"HOME", String.to_charlist(home)}],
         args: paths
       })
