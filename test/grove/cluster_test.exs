@@ -201,6 +201,82 @@ defmodule Grove.ClusterTest do
         do: node(elem(row, 3))
   end
 
+  describe "the cluster at a glance" do
+    setup do
+      %{home: distribute!()}
+    end
+
+    test "each member's zones add up to the zone count, with the players and actors in them",
+         %{home: home} do
+      {_peer, other} = start_peer!(home, "glance")
+      nodes = Enum.sort([node(), other])
+      cluster = [peers: nodes, connect_interval: 100]
+      instance = Grove.GlanceT
+
+      for node <- nodes do
+        start_instance!(
+          node,
+          Keyword.put(small_instance(instance, cluster), :actors, count: 5, interval: 200)
+        )
+      end
+
+      world = Grove.world(instance)
+
+      eventually(
+        fn ->
+          w = Grove.World.fetch!(world)
+          ran = Enum.map(0..15, &Grove.World.zone_node(w, &1))
+          assert Enum.sort(Enum.uniq(ran)) == nodes
+          for node <- nodes, do: assert(:erpc.call(node, Cluster, :members, [instance]) == nodes)
+        end,
+        @wait
+      )
+
+      # Players from this node, on cells whose zones run on either node.
+      players =
+        for _ <- 1..8 do
+          {:ok, _id, {x, y}} = Grove.World.join(world, kind: :player)
+          {x, y}
+        end
+
+      w = Grove.World.fetch!(world)
+
+      expected =
+        Enum.frequencies_by(players, fn {x, y} ->
+          Grove.World.zone_node(w, Grove.World.Grid.zone_of(w.grid, x, y))
+        end)
+
+      eventually(
+        fn ->
+          summary = Cluster.summary(instance, 5000)
+          assert summary.node == node()
+          assert summary.zone_count == 16
+          assert Enum.map(summary.members, & &1.node) == nodes
+          assert Enum.sum(Enum.map(summary.members, & &1.zones)) == 16
+          # Ten actors, five from each node, in whichever zones they joined.
+          assert Enum.sum(Enum.map(summary.members, & &1.actors)) == 10
+
+          for member <- summary.members do
+            assert member.member and member.reachable
+            assert member.self == (member.node == node())
+            assert member.zones > 0
+            assert member.players == Map.get(expected, member.node, 0)
+
+            assert member.zones ==
+                     Enum.count(0..15, &(Grove.World.zone_node(w, &1) == member.node))
+          end
+
+          # The other node sees the same cluster.
+          theirs = :erpc.call(other, Cluster, :summary, [instance, 5000])
+
+          assert Enum.map(theirs.members, &Map.take(&1, [:node, :zones, :players, :actors])) ==
+                   Enum.map(summary.members, &Map.take(&1, [:node, :zones, :players, :actors]))
+        end,
+        @wait
+      )
+    end
+  end
+
   describe "three nodes" do
     setup do
       %{home: distribute!()}
