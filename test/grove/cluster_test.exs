@@ -201,6 +201,20 @@ defmodule Grove.ClusterTest do
         do: node(elem(row, 3))
   end
 
+  describe "a node made distributed after its instance started" do
+    test "neither greets nor refuses itself, and is a member under its new name" do
+      start_instance!(node(), small_instance(Grove.LateT, []))
+      assert Cluster.members(Grove.LateT) == [node()]
+
+      distribute!()
+
+      eventually(fn -> assert Cluster.members(Grove.LateT) == [node()] end, @wait)
+      # Whatever it sent itself on the way has been handled after this call.
+      Cluster.subscribe(Grove.LateT)
+      assert Cluster.refused(Grove.LateT) == %{}
+    end
+  end
+
   describe "the cluster at a glance" do
     setup do
       %{home: distribute!()}

@@ -103,10 +103,19 @@ defmodule Grove.Cluster.Membership do
       when action in [:join, :leave],
       do: {:noreply, publish(state)}
 
+  # A node made distributed after this process started (as a test does)
+  # hears of itself coming up: it is not a peer to greet, but its name
+  # changed, and with it the members.
+  def handle_info({:nodeup, node, _info}, state) when node == node(),
+    do: {:noreply, publish(state)}
+
   def handle_info({:nodeup, node, _info}, state) do
     greet(state, node, true)
     {:noreply, state}
   end
+
+  def handle_info({:nodedown, node, _info}, state) when node == node(),
+    do: {:noreply, publish(state)}
 
   def handle_info({:nodedown, node, info}, state) do
     if node in state.members,
