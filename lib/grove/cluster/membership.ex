@@ -114,8 +114,10 @@ defmodule Grove.Cluster.Membership do
     {:noreply, state}
   end
 
-  def handle_info({:nodedown, node, _info}, state) when node == node(),
-    do: {:noreply, publish(state)}
+  # This node stopped its distribution: every node is down, itself too.
+  def handle_info({:nodedown, _node, info}, state)
+      when info == [nodedown_reason: :net_kernel_terminated] and node() == :nonode@nohost,
+      do: {:noreply, publish(state)}
 
   def handle_info({:nodedown, node, info}, state) do
     if node in state.members,
