@@ -156,5 +156,26 @@ defmodule Grove.LoadTest do
     assert markdown =~ "| p99_ms | 1.50 |"
     svg = File.read!(Path.join(dir, "reports/run.svg"))
     assert svg =~ "<svg" and svg =~ "<polyline"
+    refute markdown =~ "By URL"
+
+    # A run on several URLs has a table of them.
+    url = %{
+      url: "http://a:4000",
+      players: 2,
+      connected: 2,
+      connect_failures: 0,
+      moves_per_s: 4,
+      p50_ms: 1.25,
+      p99_ms: nil,
+      errors: 0,
+      correctness_failures: 0
+    }
+
+    markdown =
+      Report.markdown("A run", Map.put(report, :by_url, [url, %{url | url: "http://b:4001"}]), [])
+
+    assert markdown =~ "## By URL"
+    assert markdown =~ "| http://a:4000 | 2 | 2 | 0 | 4 | 1.25 | - | 0 | 0 |"
+    assert markdown =~ "| http://b:4001 |"
   end
 end
