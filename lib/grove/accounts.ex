@@ -450,6 +450,10 @@ defmodule Grove.Accounts do
 
         :ok
     end
+  rescue
+    # The world is gone (the instance is stopping): the change is stored
+    # all the same, and there is nobody left to tell.
+    ArgumentError -> :ok
   end
 
   @doc false
