@@ -440,6 +440,47 @@ describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_00
     await page.close();
   });
 
+  test("the cluster panel lists several nodes with a total, and says which one does not answer", async () => {
+    const { page, problems } = await openGame(browser, dashboardUrl());
+    // The server's answers, with the cluster of three nodes one would have.
+    const cluster = {
+      node: "grove1@a",
+      zone_count: 12,
+      members: [
+        { node: "grove1@a", self: true, member: true, reachable: true, zones: 5, players: 2, actors: 1200, sessions: 2 },
+        { node: "grove2@b", self: false, member: true, reachable: true, zones: 4, players: 1, actors: 900, sessions: 1 },
+        { node: "grove3@c", self: false, member: true, reachable: false, zones: 3, players: null, actors: null, sessions: null },
+      ],
+    };
+    await page.route("**/dashboard/data*", async (route) => {
+      const response = await route.fetch();
+      await route.fulfill({ response, json: { ...(await response.json()), cluster } });
+    });
+    await page.waitForFunction(() => document.getElementById("cluster")?.dataset.members === "3", null, {
+      timeout: 15_000,
+    });
+    const panel = await page.evaluate(() => ({
+      summary: document.getElementById("cluster-summary").textContent,
+      rows: [...document.querySelectorAll("#cluster-table tbody tr")].map((row) => ({
+        node: row.dataset.node,
+        self: row.classList.contains("self"),
+        unreachable: row.classList.contains("unreachable"),
+        cells: [...row.querySelectorAll("td")].map((td) => td.textContent),
+      })),
+      total: [...document.querySelectorAll("#cluster-table tfoot td")].map((td) => td.textContent),
+    }));
+    assert.equal(panel.summary, "A cluster of 3 nodes · 12 zones · 1 not answering");
+    assert.deepEqual(panel.rows, [
+      { node: "grove1@a", self: true, unreachable: false, cells: ["grove1@a (this one)", "5 · 42 %", "2", "1,200", "2"] },
+      { node: "grove2@b", self: false, unreachable: false, cells: ["grove2@b", "4 · 33 %", "1", "900", "1"] },
+      { node: "grove3@c", self: false, unreachable: true, cells: ["grove3@c", "3 · 25 %", "–", "–", "–"] },
+    ]);
+    // The zones add up; counts a node did not give cannot be totalled.
+    assert.deepEqual(panel.total, ["all", "12", "–", "–", "–"]);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
   test("a reload shows the whole history again", async () => {
     const { page, problems } = await openGame(browser, dashboardUrl());
     await page.waitForFunction(() => window.groveDashboard?.samples().length >= 5, null, { timeout: 15_000 });
