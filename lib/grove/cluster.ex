@@ -121,6 +121,17 @@ defmodule Grove.Cluster do
     end
   end
 
+  @doc """
+  The cluster at a glance, as the dashboard shows it: this node, the zone
+  count, and each member (sorted, this node among them; a cluster of one
+  when alone) with the zones it runs, the players and actors in them and
+  the sessions connected to it. Every other member is asked for its counts
+  at once and given `timeout` ms; one that does not answer in time is
+  `reachable: false`, its counts `nil`.
+  """
+  @spec summary(atom(), timeout()) :: Grove.Cluster.Summary.t()
+  def summary(instance, timeout \\ 500), do: Grove.Cluster.Summary.gather(instance, timeout)
+
   @doc "Nodes refused for a configuration of their own, each with the differences."
   @spec refused(atom()) :: %{node() => [String.t()]}
   def refused(instance), do: :persistent_term.get(Membership.refused_key(instance), %{})
