@@ -48,10 +48,10 @@ defmodule Grove.Actors do
   runs its share of every kind, computed alike on every node from the
   sorted member list (`Grove.Actors.Share`), so that the shares of the
   live members always add up to the configured total. When the members
-  change, `Grove.Actors.Balancer` starts the actors this node now owes
-  (those of a lost node start again on the survivors) or retires the ones
-  it no longer owes: they leave the world one by one, each leave
-  answered, paced as joins are. `by_kind/1` says each kind's share here
+  change (and then stay unchanged for `:settle` ms), the node starts the
+  actors it now owes (those of a lost node start again on the survivors)
+  or retires the ones it no longer owes: they leave the world one by one,
+  each leave answered, paced as joins are. `by_kind/1` says each kind's share here
   (`:share`) and total (`:total`). Alone, a node runs every actor it is
   configured with, as ever.
 
