@@ -91,12 +91,13 @@ defmodule Grove.ClusterTest do
     end
 
     @tag timeout: 180_000
-    test "runs each zone on one node; actors of every node move through all of them; a fourth node takes its share and nothing is lost",
+    test "runs each zone on one node; actors of every node move through all of them; a fourth node takes its zones and nothing is lost",
          %{home: home} do
       peers = for n <- 1..2, do: start_peer!(home, "zones#{n}")
       nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
       cluster = [peers: nodes, connect_interval: 100]
-      actors = [count: 40, interval: 200]
+      # The cluster's total: 40 on each node.
+      actors = [count: 120, interval: 200, settle: 300]
 
       for node <- nodes do
         start_instance!(node, Keyword.put(small_instance(Grove.ZonesT, cluster), :actors, actors))
@@ -109,9 +110,8 @@ defmodule Grove.ClusterTest do
       eventually(
         fn ->
           for node <- nodes do
-            counts = actor_counts(node)
-            assert counts.joined == 40
-            assert counts.ok > 200
+            assert running(node, Grove.ZonesT) == 40
+            assert actor_counts(node).ok > 200
           end
         end,
         @wait
@@ -150,9 +150,11 @@ defmodule Grove.ClusterTest do
         @wait
       )
 
+      # It takes its share of the actors too; the total stays what it was.
       eventually(
         fn ->
-          assert length(Grove.World.Audit.residents(Grove.World.fetch!(world))) == 160
+          assert Enum.map(all, &running(&1, Grove.ZonesT)) == [30, 30, 30, 30]
+          assert length(Grove.World.Audit.residents(Grove.World.fetch!(world))) == 120
         end,
         @wait
       )
@@ -183,6 +185,10 @@ defmodule Grove.ClusterTest do
       assert :erpc.call(node, Grove.World, :zone_node, [Grove.World.fetch!(world), index]) == at
     end
   end
+
+  # How many of a node's actors are in the world, by its own count.
+  defp running(node, instance),
+    do: :erpc.call(node, Grove.Actors, :running, [Grove.actors(instance)])
 
   # What a node's actors counted (read there: counters are the node's own).
   defp actor_counts(node) do
@@ -477,4 +483,93 @@ defmodule Grove.ClusterTest do
       assert Cluster.owners(Grove.ClusterT) == Placement.owners(16, left)
     end
   end
+
+  describe "actors shared by a cluster" do
+    setup do
+      %{home: distribute!()}
+    end
+
+    @tag timeout: 180_000
+    test "each member runs its share of the total, when a node joins and when one is lost", %{
+      home: home
+    } do
+      peers = for n <- 1..2, do: start_peer!(home, "share#{n}")
+      nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
+      actors = [count: 90, interval: 200, settle: 300]
+
+      start = fn node, cluster ->
+        start_instance!(node, Keyword.put(small_instance(Grove.ShareT, cluster), :actors, actors))
+      end
+
+      for node <- nodes, do: start.(node, peers: nodes, connect_interval: 100)
+
+      assert_shares(nodes, 90)
+
+      # A fourth node: 23, 23, 22 and 22, still 90 in all.
+      {_peer, fourth} = start_peer!(home, "share4")
+      all = Enum.sort([fourth | nodes])
+      start.(fourth, peers: all, connect_interval: 100)
+      assert_shares(all, 90)
+
+      # Those who gave actors up retired them: they left the world, none lingers.
+      counts = for node <- all, kind <- by_kind(node), do: kind.counts
+      assert Enum.sum(Enum.map(counts, & &1.left)) > 0
+      assert Enum.sum(Enum.map(counts, & &1.joined)) - Enum.sum(Enum.map(counts, & &1.left)) == 90
+      world = Grove.World.fetch!(Grove.world(Grove.ShareT))
+      eventually(fn -> assert length(Grove.World.Audit.residents(world)) == 90 end, @wait)
+
+      # A node is lost: the survivors start its share again.
+      {lost_peer, lost} = Enum.find(peers, fn {_, node} -> node != fourth end)
+      :peer.stop(lost_peer)
+      assert_shares(all -- [lost], 90)
+    end
+  end
+
+  describe "actors of a node whose peers never answer" do
+    setup do
+      Logger.configure(level: :info)
+      on_exit(fn -> Logger.configure(level: :warning) end)
+    end
+
+    test "all run on it, and the log says so once" do
+      log =
+        ExUnit.CaptureLog.capture_log(fn ->
+          start_instance!(
+            node(),
+            Keyword.put(
+              small_instance(Grove.AloneT, peers: [:nobody@nowhere], connect_interval: 60_000),
+              :actors,
+              count: 20,
+              settle: 50
+            )
+          )
+
+          eventually(fn -> assert running(node(), Grove.AloneT) == 20 end, @wait)
+          assert [%{share: 20, total: 20}] = Grove.Actors.by_kind(Grove.actors(Grove.AloneT))
+        end)
+
+      assert [_line] = Regex.scan(~r/actors: this node now runs 20 of 20 \(1 members\)/, log)
+    end
+  end
+
+  # Every node owes the share the members' ranks give it, says so, and runs it.
+  defp assert_shares(nodes, total) do
+    expected = Grove.Actors.Share.all(total, nodes)
+
+    eventually(
+      fn ->
+        for node <- nodes do
+          assert :erpc.call(node, Cluster, :members, [Grove.ShareT]) == nodes
+          assert [%{share: share, total: ^total}] = by_kind(node)
+          assert share == expected[node]
+          assert running(node, Grove.ShareT) == share
+        end
+      end,
+      @wait
+    )
+
+    assert Enum.sum(for node <- nodes, do: running(node, Grove.ShareT)) == total
+  end
+
+  defp by_kind(node), do: :erpc.call(node, Grove.Actors, :by_kind, [Grove.actors(Grove.ShareT)])
 end

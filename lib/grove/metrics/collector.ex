@@ -154,6 +154,12 @@ defmodule Grove.Metrics.Collector do
        if(actor_latency, do: [{[], histogram(actor_latency, 1_000_000)}], else: [])},
       {"grove_actors_of_kind", :gauge, "Actors of each kind in the world.",
        for(kind <- kinds, kind.actors != nil, do: {[kind: kind.name], kind.actors})},
+      {"grove_actors_share", :gauge,
+       "Actors of each kind this node owes: its share of a cluster's total, or all of them alone.",
+       for(kind <- kinds, do: {[kind: kind.name], kind.share})},
+      {"grove_actors_retired_total", :counter,
+       "Actors this node retired (they left the world) since the cluster's members changed.",
+       for(kind <- kinds, do: {[kind: kind.name], kind.counts.left})},
       {"grove_actor_moves_total", :counter,
        "Actors' moves by kind and outcome, as the actors received them.",
        for(
