@@ -89,7 +89,8 @@ end
 
 # Actor kinds: GROVE_ACTOR_KINDS names them with their counts, and
 # GROVE_ACTORS gives the total, shared among the kinds in proportion to
-# their counts (all walkers when no kinds are configured).
+# their counts (all walkers when no kinds are configured). In a cluster
+# these are the cluster's totals, each node running its share.
 kind_module = fn
   "walker" ->
     Grove.Actors.Walker

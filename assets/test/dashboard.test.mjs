@@ -163,6 +163,31 @@ describe("dashboard data handling", () => {
     assert.equal(data.lastLoadRun(parsed.samples).t, 4000);
   });
 
+  test("the cluster is parsed defensively; a single node is a cluster of one", () => {
+    const parsed = data.parseData({
+      cluster: {
+        node: "grove1@a",
+        zone_count: 16,
+        members: [
+          { node: "grove1@a", self: true, member: true, reachable: true, zones: 9, players: 3, actors: 40, sessions: 3 },
+          { node: "grove2@b", self: false, member: true, reachable: false, zones: 7, players: null, actors: null, sessions: null },
+          { zones: 1 },
+        ],
+      },
+    });
+    assert.equal(parsed.cluster.node, "grove1@a");
+    assert.equal(parsed.cluster.zone_count, 16);
+    assert.deepEqual(
+      parsed.cluster.members.map((m) => [m.node, m.self, m.reachable, m.zones, m.players]),
+      [
+        ["grove1@a", true, true, 9, 3],
+        ["grove2@b", false, false, 7, null],
+      ],
+      "a member without a node's name is dropped",
+    );
+    assert.deepEqual(data.parseData({}).cluster, { node: "", zone_count: 0, members: [] });
+  });
+
   test("data requests carry the token and the last t; retries back off to 5 s", () => {
     assert.equal(poller.dataUrl(0, null), "/dashboard/data?since=0");
     assert.equal(poller.dataUrl(1795382472526, "a b&c"), "/dashboard/data?since=1795382472526&token=a+b%26c");
@@ -367,6 +392,91 @@ describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_00
     assert.equal(await page.getAttribute('[data-layer="mailbox"]', "aria-pressed"), "true");
     assert.match(await page.getAttribute("#heatmap-legend", "data-high"), /messages/);
     assert.equal(await page.locator("#heatmap rect.zone").count(), zones.cols * zones.rows);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("the cluster panel shows a single node as a cluster of one that runs every zone", async () => {
+    const body = await (await fetch(url(`dashboard/data?since=0&token=${TOKEN}`))).json();
+    assert.equal(body.cluster.zone_count, COLS * ROWS);
+    assert.equal(body.cluster.members.length, 1);
+    const node = body.cluster.node;
+
+    const { page, problems } = await openGame(browser, dashboardUrl());
+    await page.waitForFunction(() => document.getElementById("cluster")?.dataset.members === "1", null, {
+      timeout: 15_000,
+    });
+    // The walking player, in a zone of this node, with its session; the actors too.
+    await page.waitForFunction(
+      () => {
+        const row = document.querySelector("#cluster-table tbody tr");
+        const value = (field) => Number(row?.querySelector(`[data-field="${field}"]`)?.textContent.replace(/\D/g, ""));
+        return value("players") >= 1 && value("sessions") >= 1 && value("actors") > 0;
+      },
+      null,
+      { timeout: 20_000 },
+    );
+    const panel = await page.evaluate(() => ({
+      summary: document.getElementById("cluster-summary").textContent,
+      rows: [...document.querySelectorAll("#cluster-table tbody tr")].map((row) => ({
+        node: row.dataset.node,
+        self: row.classList.contains("self"),
+        unreachable: row.classList.contains("unreachable"),
+        zones: row.querySelector('[data-field="zones"]').textContent,
+        name: row.querySelector('[data-field="node"]').textContent,
+      })),
+      headers: [...document.querySelectorAll("#cluster-table thead th")].map((th) => th.textContent),
+      footer: document.querySelectorAll("#cluster-table tfoot tr").length,
+      held: window.groveDashboard.cluster(),
+    }));
+    assert.equal(panel.summary, `A cluster of one · ${COLS * ROWS} zones`);
+    assert.deepEqual(panel.headers, ["Node", "Zones", "Players", "Actors", "Sessions"]);
+    assert.deepEqual(panel.rows, [
+      { node, self: true, unreachable: false, zones: `${COLS * ROWS} · 100 %`, name: `${node} (this one)` },
+    ]);
+    assert.equal(panel.footer, 0, "no total row for one node");
+    assert.equal(panel.held.node, node);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("the cluster panel lists several nodes with a total, and says which one does not answer", async () => {
+    const { page, problems } = await openGame(browser, dashboardUrl());
+    // The server's answers, with the cluster of three nodes one would have.
+    const cluster = {
+      node: "grove1@a",
+      zone_count: 12,
+      members: [
+        { node: "grove1@a", self: true, member: true, reachable: true, zones: 5, players: 2, actors: 1200, sessions: 2 },
+        { node: "grove2@b", self: false, member: true, reachable: true, zones: 4, players: 1, actors: 900, sessions: 1 },
+        { node: "grove3@c", self: false, member: true, reachable: false, zones: 3, players: null, actors: null, sessions: null },
+      ],
+    };
+    await page.route("**/dashboard/data*", async (route) => {
+      const response = await route.fetch();
+      await route.fulfill({ response, json: { ...(await response.json()), cluster } });
+    });
+    await page.waitForFunction(() => document.getElementById("cluster")?.dataset.members === "3", null, {
+      timeout: 15_000,
+    });
+    const panel = await page.evaluate(() => ({
+      summary: document.getElementById("cluster-summary").textContent,
+      rows: [...document.querySelectorAll("#cluster-table tbody tr")].map((row) => ({
+        node: row.dataset.node,
+        self: row.classList.contains("self"),
+        unreachable: row.classList.contains("unreachable"),
+        cells: [...row.querySelectorAll("td")].map((td) => td.textContent),
+      })),
+      total: [...document.querySelectorAll("#cluster-table tfoot td")].map((td) => td.textContent),
+    }));
+    assert.equal(panel.summary, "A cluster of 3 nodes · 12 zones · 1 not answering");
+    assert.deepEqual(panel.rows, [
+      { node: "grove1@a", self: true, unreachable: false, cells: ["grove1@a (this one)", "5 · 42 %", "2", "1,200", "2"] },
+      { node: "grove2@b", self: false, unreachable: false, cells: ["grove2@b", "4 · 33 %", "1", "900", "1"] },
+      { node: "grove3@c", self: false, unreachable: true, cells: ["grove3@c", "3 · 25 %", "–", "–", "–"] },
+    ]);
+    // The zones add up; counts a node did not give cannot be totalled.
+    assert.deepEqual(panel.total, ["all", "12", "–", "–", "–"]);
     assert.deepEqual(problems, []);
     await page.close();
   });

@@ -279,7 +279,10 @@ defmodule Grove.Accounts do
     end
   end
 
-  @doc "Revokes a token; it fails from now on, here and wherever the store is shared."
+  @doc """
+  Revokes a token; it fails from now on, here and on every node of the
+  cluster that can be reached (each forgets its cached copy).
+  """
   @spec logout(atom(), String.t()) :: :ok | {:error, :invalid_token | :expired | :unavailable}
   def logout(accounts, token) do
     accounts = fetch!(accounts)
@@ -288,6 +291,7 @@ defmodule Grove.Accounts do
            Token.verify(accounts.secret, token, now()),
          :ok <- Store.revoke_token(accounts.store, id) do
       :ets.insert(accounts.tokens_cache, {id, account_id, expires_at, true})
+      tell_members(accounts, :tokens_cache, id)
       :ok
     else
       {:error, :not_found} -> {:error, :invalid_token}
@@ -312,7 +316,10 @@ defmodule Grove.Accounts do
     end
   end
 
-  @doc "Changes an account's name or avatar; the cache follows at once."
+  @doc """
+  Changes an account's name or avatar; the cache follows at once, and the
+  other nodes of a cluster forget their cached copy.
+  """
   @spec update(atom(), pos_integer(), map()) ::
           {:ok, Account.t()}
           | {:error, :invalid_name | :invalid_avatar | :name_taken | :not_found | :unavailable}
@@ -332,6 +339,7 @@ defmodule Grove.Accounts do
       :ets.delete(accounts.accounts_cache, id)
 
       with {:ok, account} <- Store.update_account(accounts.store, id, changes) do
+        tell_members(accounts, :accounts_cache, id)
         {:ok, cache(accounts, account)}
       end
     end
@@ -421,6 +429,41 @@ defmodule Grove.Accounts do
           {:error, reason} ->
             {:error, reason}
         end
+    end
+  end
+
+  # The other nodes of a cluster cache tokens and accounts too, read from
+  # the same store: each is told to forget what changed here, and reads it
+  # again from the store when next asked. By cast, so that a slow member
+  # holds nobody up: one that cannot be reached then keeps its copy (a
+  # revoked token still good there, an old name or avatar) until it
+  # restarts.
+  defp tell_members(accounts, table, key) do
+    case Grove.World.fetch!(accounts.world).cluster do
+      nil ->
+        :ok
+
+      instance ->
+        for node <- Grove.Cluster.members(instance), node != node() do
+          :erpc.cast(node, __MODULE__, :forget, [accounts.name, table, key])
+        end
+
+        :ok
+    end
+  rescue
+    # The world is gone (the instance is stopping): the change is stored
+    # all the same, and there is nobody left to tell.
+    ArgumentError -> :ok
+  end
+
+  @doc false
+  # Asked by another member: drops a cached token or account, if this node
+  # runs these accounts.
+  @spec forget(atom(), :tokens_cache | :accounts_cache, term()) :: :ok
+  def forget(name, table, key) when table in [:tokens_cache, :accounts_cache] do
+    case :persistent_term.get({__MODULE__, name}, nil) do
+      nil -> :ok
+      accounts -> :ets.delete(Map.fetch!(accounts, table), key) && :ok
     end
   end
 

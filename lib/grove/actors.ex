@@ -41,10 +41,31 @@ defmodule Grove.Actors do
   400 zones that is a wake-up of the herd, of the zone and of the herd
   again for every five moves.
 
+  ## A cluster
+
+  In a cluster (`:cluster` names the instance whose members share the
+  actors), the counts of `:kinds` are the cluster's totals: each member
+  runs its share of every kind, computed alike on every node from the
+  sorted member list (`Grove.Actors.Share`), so that the shares of the
+  live members always add up to the configured total. When the members
+  change (and then stay unchanged for `:settle` ms), the node starts the
+  actors it now owes (those of a lost node start again on the survivors)
+  or retires the ones it no longer owes: they leave the world one by one,
+  each leave answered, paced as joins are. `by_kind/1` says each kind's share here
+  (`:share`) and total (`:total`). Alone, a node runs every actor it is
+  configured with, as ever.
+
   ## Options
 
     * `:name` - name of this group of actors (required)
     * `:world` - the world to walk in (required)
+    * `:cluster` - the instance whose cluster shares these actors among
+      its members, or `nil` to run them all here (default `nil`;
+      `Grove.Config` sets it for a cluster of several nodes)
+    * `:settle` - milliseconds a cluster's members must stay unchanged
+      before this node starts or retires actors for them, so that nodes
+      starting together do not each start every actor first (default
+      `2000`)
     * `:kinds` - the kinds to run and how many of each, in a list of
       `{module, count}` or `{module, count, options}`, where the options
       go to the kind's `init/2` (default `[{Grove.Actors.Walker, count}]`)
@@ -99,7 +120,7 @@ defmodule Grove.Actors do
   use Supervisor
 
   alias Grove.Actor
-  alias Grove.Actors.{Herd, Stats}
+  alias Grove.Actors.{Balancer, Herd, Stats}
 
   @partitions 64
   alias Grove.World.{Grid, Terrain}
@@ -107,6 +128,8 @@ defmodule Grove.Actors do
   @defaults [
     name: nil,
     world: nil,
+    cluster: nil,
+    settle: 2000,
     count: 0,
     kinds: nil,
     interval: 1000,
@@ -144,7 +167,26 @@ defmodule Grove.Actors do
   def init(opts) do
     name = opts[:name]
     kinds = opts[:kinds]
-    :persistent_term.put({__MODULE__, name}, %{stats: Stats.new(length(kinds)), opts: opts})
+    # Each kind's share on this node: all of it alone, set by the balancer in a cluster.
+    shares = :atomics.new(length(kinds), signed: false)
+    for kind <- kinds, opts[:cluster] == nil, do: :atomics.put(shares, kind.index + 1, kind.count)
+
+    :persistent_term.put(
+      {__MODULE__, name},
+      %{stats: Stats.new(length(kinds)), opts: opts, shares: shares}
+    )
+
+    populate =
+      if opts[:cluster] do
+        # Starts and retires this node's share as the members change.
+        {Balancer, name: name, instance: opts[:cluster], kinds: kinds, settle: opts[:settle]}
+      else
+        # Populates the world after the tree is up, so start-up never waits on it.
+        Supervisor.child_spec(
+          {Task, fn -> for kind <- kinds, do: add(name, kind.count, kind: kind.module) end},
+          restart: :temporary
+        )
+      end
 
     children = [
       # Join permits, shared by the herds: joins never come all at once.
@@ -160,11 +202,7 @@ defmodule Grove.Actors do
        child_spec: {DynamicSupervisor, strategy: :one_for_one, max_restarts: 100},
        name: herds(name),
        partitions: @partitions},
-      # Populates the world after the tree is up, so start-up never waits on it.
-      Supervisor.child_spec(
-        {Task, fn -> for kind <- kinds, do: add(name, kind.count, kind: kind.module) end},
-        restart: :temporary
-      )
+      populate
     ]
 
     Supervisor.init(children, strategy: :one_for_all)
@@ -177,7 +215,13 @@ defmodule Grove.Actors do
   `:per_herd`). Returns the herds started.
   """
   @spec add(atom(), non_neg_integer(), keyword()) :: [pid()]
-  def add(name, count, overrides \\ []) do
+  def add(name, count, overrides \\ []),
+    do: name |> add_herds(count, overrides) |> Enum.map(&elem(&1, 0))
+
+  @doc false
+  # `add/3`, with each herd's size.
+  @spec add_herds(atom(), non_neg_integer(), keyword()) :: [{pid(), pos_integer()}]
+  def add_herds(name, count, overrides \\ []) do
     %{stats: stats, opts: opts} = :persistent_term.get({__MODULE__, name})
     {module, overrides} = Keyword.pop(overrides, :kind)
     opts = validate!(Keyword.merge(opts, Keyword.put(overrides, :name, name)))
@@ -218,14 +262,15 @@ defmodule Grove.Actors do
         join_permits: join_permits(name)
       ]
 
+      # A herd that retired all its actors stops normally, and stays stopped.
       {:ok, pid} =
         DynamicSupervisor.start_child({:via, PartitionSupervisor, {herds(name), n}}, %{
           id: Herd,
           start: {Herd, :start_link, [herd_opts]},
-          restart: :permanent
+          restart: :transient
         })
 
-      pid
+      {pid, size}
     end
   end
 
@@ -311,11 +356,13 @@ defmodule Grove.Actors do
   Each kind with what its actors did so far (`Grove.Actors.Stats` counts:
   `:sent`, `:ok` and every rejection, `:stayed`, `:skipped_*`, ...) and
   how many of its actors are in the world now (`nil` when the world
-  cannot say: its `:api` has no `kind_counts/1`).
+  cannot say: its `:api` has no `kind_counts/1`), how many of them this
+  node owes (`:share`: its share in a cluster, all of them alone) and
+  how many the group is configured with (`:total`).
   """
   @spec by_kind(atom()) :: [map()]
   def by_kind(name) do
-    %{stats: stats, opts: opts} = :persistent_term.get({__MODULE__, name})
+    %{stats: stats, opts: opts, shares: shares} = :persistent_term.get({__MODULE__, name})
     api = opts[:api]
 
     present =
@@ -325,7 +372,9 @@ defmodule Grove.Actors do
     for kind <- opts[:kinds] do
       Map.merge(Map.take(kind, [:module, :name, :emoji, :code]), %{
         counts: Stats.read_kind(stats, kind.index),
-        actors: if(present, do: Map.get(present, kind.code, 0))
+        actors: if(present, do: Map.get(present, kind.code, 0)),
+        share: :atomics.get(shares, kind.index + 1),
+        total: kind.count
       })
     end
   end
@@ -345,6 +394,19 @@ defmodule Grove.Actors do
   @spec joined(atom()) :: non_neg_integer()
   def joined(name), do: Stats.read(stats(name)).counts.joined
 
+  @doc "How many of this node's actors are in the world: joined, less those retired since."
+  @spec running(atom()) :: integer()
+  def running(name) do
+    counts = Stats.read(stats(name)).counts
+    counts.joined - counts.left
+  end
+
+  @doc false
+  # The balancer records each kind's share here.
+  @spec put_share(atom(), non_neg_integer(), non_neg_integer()) :: :ok
+  def put_share(name, kind_index, share),
+    do: :atomics.put(:persistent_term.get({__MODULE__, name}).shares, kind_index + 1, share)
+
   @doc "Stops every herd from sending moves; outcomes in flight are still counted."
   @spec pause(atom()) :: :ok
   def pause(name) do
@@ -362,7 +424,16 @@ defmodule Grove.Actors do
 
     if opts[:world] == nil, do: raise(ArgumentError, "actors need a :world")
 
-    for key <- [:interval, :per_herd, :resolution, :move_timeout, :join_timeout, :target_ms],
+    unless is_atom(opts[:cluster]),
+      do:
+        raise(
+          ArgumentError,
+          ":cluster must be an instance's name or nil, got: #{inspect(opts[:cluster])}"
+        )
+
+    for key <-
+          [:interval, :per_herd, :resolution, :move_timeout, :join_timeout, :target_ms] ++
+            [:settle],
         not (is_integer(opts[key]) and opts[key] > 0) do
       raise ArgumentError,
             "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"

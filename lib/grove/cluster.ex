@@ -153,6 +153,17 @@ defmodule Grove.Cluster do
   @spec leave(atom()) :: :ok
   def leave(instance), do: Membership.leave(instance)
 
+  @doc """
+  The cluster at a glance, as the dashboard shows it: this node, the zone
+  count, and each member (sorted, this node among them; a cluster of one
+  when alone) with the zones it runs, the players and actors in them and
+  the sessions connected to it. Every other member is asked for its counts
+  at once and given `timeout` ms; one that does not answer in time is
+  `reachable: false`, its counts `nil`.
+  """
+  @spec summary(atom(), timeout()) :: Grove.Cluster.Summary.t()
+  def summary(instance, timeout \\ 500), do: Grove.Cluster.Summary.gather(instance, timeout)
+
   @doc "Nodes refused for a configuration of their own, each with the differences."
   @spec refused(atom()) :: %{node() => [String.t()]}
   def refused(instance), do: :persistent_term.get(Membership.refused_key(instance), %{})
@@ -177,6 +188,22 @@ defmodule Grove.Cluster do
   @doc "The range of entity ids a node of that name draws from (see `id_slot/0`)."
   @spec id_slot(node()) :: pos_integer()
   def id_slot(node), do: 1 + :erlang.phash2(Atom.to_string(node), 1023)
+
+  @doc """
+  Bytes sent to and received from each connected node over distributed
+  Erlang, since that connection came up (a connection that drops and
+  comes back counts from zero again). Read from the sockets' own counters;
+  a connection whose controller is a process (TLS distribution) is left
+  out. Empty when the node is not distributed.
+  """
+  @spec traffic() :: %{node() => %{sent: non_neg_integer(), received: non_neg_integer()}}
+  def traffic do
+    for {node, controller} <- :erlang.system_info(:dist_ctrl),
+        is_port(controller),
+        {:ok, counts} <- [:inet.getstat(controller, [:send_oct, :recv_oct])],
+        into: %{},
+        do: {node, %{sent: counts[:send_oct], received: counts[:recv_oct]}}
+  end
 
   @doc false
   def key(instance), do: {__MODULE__, instance}

@@ -8,8 +8,9 @@ defmodule Grove.Config do
       (default `Grove`)
     * `:world` - options for `Grove.World` (default `[]`; its `:name` is derived)
     * `:actors` - options for `Grove.Actors`, among them `:kinds`, which kinds
-      of actors run and how many of each (default `[count: 0]`; `:name` and
-      `:world` are derived)
+      of actors run and how many of each, in a cluster of several nodes how
+      many in the whole cluster (default `[count: 0]`; `:name`, `:world` and
+      `:cluster` are derived)
     * `:store` - options for `Grove.Store` (accounts, tokens, positions), or
       `false` for a server without accounts (default `false`; `:name` is
       derived)
@@ -107,10 +108,15 @@ defmodule Grove.Config do
     # Fail now, with the option's name, rather than deep in a supervisor.
     Grove.World.new!(world)
 
+    # In a cluster of several nodes the counts are the cluster's totals, shared by its members.
     actors =
       opts[:actors]
       |> Keyword.put_new(:count, 0)
-      |> Keyword.merge(name: :"#{name}.Actors", world: world_name)
+      |> Keyword.merge(
+        name: :"#{name}.Actors",
+        world: world_name,
+        cluster: if(Grove.Cluster.multi_node?(opts[:cluster]), do: name)
+      )
 
     store =
       case opts[:store] do

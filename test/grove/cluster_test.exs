@@ -91,12 +91,13 @@ defmodule Grove.ClusterTest do
     end
 
     @tag timeout: 180_000
-    test "runs each zone on one node; actors of every node move through all of them; a fourth node takes its share and nothing is lost",
+    test "runs each zone on one node; actors of every node move through all of them; a fourth node takes its zones and nothing is lost",
          %{home: home} do
       peers = for n <- 1..2, do: start_peer!(home, "zones#{n}")
       nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
       cluster = [peers: nodes, connect_interval: 100]
-      actors = [count: 40, interval: 200]
+      # The cluster's total: 40 on each node.
+      actors = [count: 120, interval: 200, settle: 300]
 
       for node <- nodes do
         start_instance!(node, Keyword.put(small_instance(Grove.ZonesT, cluster), :actors, actors))
@@ -109,9 +110,8 @@ defmodule Grove.ClusterTest do
       eventually(
         fn ->
           for node <- nodes do
-            counts = actor_counts(node)
-            assert counts.joined == 40
-            assert counts.ok > 200
+            assert running(node, Grove.ZonesT) == 40
+            assert actor_counts(node).ok > 200
           end
         end,
         @wait
@@ -150,9 +150,11 @@ defmodule Grove.ClusterTest do
         @wait
       )
 
+      # It takes its share of the actors too; the total stays what it was.
       eventually(
         fn ->
-          assert length(Grove.World.Audit.residents(Grove.World.fetch!(world))) == 160
+          assert Enum.map(all, &running(&1, Grove.ZonesT)) == [30, 30, 30, 30]
+          assert length(Grove.World.Audit.residents(Grove.World.fetch!(world))) == 120
         end,
         @wait
       )
@@ -184,6 +186,10 @@ defmodule Grove.ClusterTest do
     end
   end
 
+  # How many of a node's actors are in the world, by its own count.
+  defp running(node, instance),
+    do: :erpc.call(node, Grove.Actors, :running, [Grove.actors(instance)])
+
   # What a node's actors counted (read there: counters are the node's own).
   defp actor_counts(node) do
     stats = :erpc.call(node, Grove.Actors, :stats, [Grove.actors(Grove.ZonesT)])
@@ -199,6 +205,212 @@ defmodule Grove.ClusterTest do
         row <- :erpc.call(node, :ets, :tab2list, [elem(w.tables, index)]),
         uniq: true,
         do: node(elem(row, 3))
+  end
+
+  describe "a node made distributed after its instance started" do
+    test "neither greets nor refuses itself, and is a member under its new name" do
+      start_instance!(node(), small_instance(Grove.LateT, []))
+      assert Cluster.members(Grove.LateT) == [node()]
+
+      distribute!()
+
+      eventually(fn -> assert Cluster.members(Grove.LateT) == [node()] end, @wait)
+      # Whatever it sent itself on the way has been handled after this call.
+      Cluster.subscribe(Grove.LateT)
+      assert Cluster.refused(Grove.LateT) == %{}
+    end
+  end
+
+  describe "the cluster at a glance" do
+    setup do
+      %{home: distribute!()}
+    end
+
+    test "each member's zones add up to the zone count, with the players and actors in them",
+         %{home: home} do
+      {_peer, other} = start_peer!(home, "glance")
+      nodes = Enum.sort([node(), other])
+      cluster = [peers: nodes, connect_interval: 100]
+      instance = Grove.GlanceT
+
+      for node <- nodes do
+        start_instance!(
+          node,
+          Keyword.put(small_instance(instance, cluster), :actors, count: 5, interval: 200)
+        )
+      end
+
+      world = Grove.world(instance)
+
+      eventually(
+        fn ->
+          w = Grove.World.fetch!(world)
+          ran = Enum.map(0..15, &Grove.World.zone_node(w, &1))
+          assert Enum.sort(Enum.uniq(ran)) == nodes
+          for node <- nodes, do: assert(:erpc.call(node, Cluster, :members, [instance]) == nodes)
+        end,
+        @wait
+      )
+
+      # Players from this node, on cells whose zones run on either node.
+      players =
+        for _ <- 1..8 do
+          {:ok, _id, {x, y}} = Grove.World.join(world, kind: :player)
+          {x, y}
+        end
+
+      w = Grove.World.fetch!(world)
+
+      expected =
+        Enum.frequencies_by(players, fn {x, y} ->
+          Grove.World.zone_node(w, Grove.World.Grid.zone_of(w.grid, x, y))
+        end)
+
+      eventually(
+        fn ->
+          summary = Cluster.summary(instance, 5000)
+          assert summary.node == node()
+          assert summary.zone_count == 16
+          assert Enum.map(summary.members, & &1.node) == nodes
+          assert Enum.sum(Enum.map(summary.members, & &1.zones)) == 16
+          # Ten actors, five from each node, in whichever zones they joined.
+          assert Enum.sum(Enum.map(summary.members, & &1.actors)) == 10
+
+          for member <- summary.members do
+            assert member.member and member.reachable
+            assert member.self == (member.node == node())
+            assert member.zones > 0
+            assert member.players == Map.get(expected, member.node, 0)
+
+            assert member.zones ==
+                     Enum.count(0..15, &(Grove.World.zone_node(w, &1) == member.node))
+          end
+
+          # The other node sees the same cluster.
+          theirs = :erpc.call(other, Cluster, :summary, [instance, 5000])
+
+          assert Enum.map(theirs.members, &Map.take(&1, [:node, :zones, :players, :actors])) ==
+                   Enum.map(summary.members, &Map.take(&1, [:node, :zones, :players, :actors]))
+        end,
+        @wait
+      )
+    end
+  end
+
+  describe "accounts on two nodes sharing one PostgreSQL and one token key" do
+    setup do
+      %{home: distribute!()}
+    end
+
+    @tag :postgres
+    @tag timeout: 120_000
+    test "a token made on one node is good on the other, until it is revoked on either; another key's is refused",
+         %{home: home} do
+      server = Grove.PostgresServer.info()
+      database = Grove.PostgresServer.create_database()
+      key = Path.join(home, "token-key")
+      File.write!(key, :crypto.strong_rand_bytes(32))
+
+      [{_, a}, {_, b}] = peers = for n <- 1..2, do: start_peer!(home, "accounts#{n}")
+      nodes = Enum.sort(Enum.map(peers, &elem(&1, 1)))
+
+      opts =
+        small_instance(Grove.AccountsT, peers: nodes, connect_interval: 100)
+        |> Keyword.merge(
+          store: [
+            adapter: :postgres,
+            host: server.host,
+            port: server.port,
+            username: server.username,
+            database: database,
+            pool_size: 2
+          ],
+          accounts: [secret_path: key, password_cost: 1000],
+          gateway: [port: 0]
+        )
+
+      # One after the other: the first creates the schema.
+      for node <- [a, b], do: start_instance!(node, opts)
+
+      eventually(
+        fn ->
+          for node <- nodes,
+              do: assert(:erpc.call(node, Cluster, :members, [Grove.AccountsT]) == nodes)
+        end,
+        @wait
+      )
+
+      [port_a, port_b] = for node <- [a, b], do: :erpc.call(node, Grove.Gateway, :port, [])
+
+      assert {201, %{"token" => registered}} =
+               http(port_a, :post, "/api/register", %{
+                 "name" => "rowan",
+                 "password" => "a long secret"
+               })
+
+      assert {200, %{"token" => token}} =
+               http(port_a, :post, "/api/login", %{
+                 "name" => "rowan",
+                 "password" => "a long secret"
+               })
+
+      # Both tokens, signed on A, are good on B, which reads the account from the shared database.
+      for t <- [registered, token] do
+        assert {200, %{"account" => %{"name" => "rowan"}}} = http(port_b, :get, "/api/me", nil, t)
+      end
+
+      # A token for the same account, signed with another key, is refused on both.
+      {:ok, %{"account" => %{"id" => id}}} =
+        {:ok, elem(http(port_b, :get, "/api/me", nil, token), 1)}
+
+      {forged, _} =
+        Grove.Accounts.Token.sign(
+          :crypto.strong_rand_bytes(32),
+          id,
+          System.system_time(:second) + 3600
+        )
+
+      for port <- [port_a, port_b] do
+        assert {401, %{"error" => "invalid_token"}} = http(port, :get, "/api/me", nil, forged)
+      end
+
+      # A change on A shows on B, which had the account cached.
+      assert {200, _} = http(port_a, :patch, "/api/me", %{"avatar" => "🦊"}, token)
+
+      eventually(
+        fn ->
+          assert {200, %{"account" => %{"avatar" => "🦊"}}} =
+                   http(port_b, :get, "/api/me", nil, token)
+        end,
+        @wait
+      )
+
+      # Logging out on A ends the token on B too, though B had it cached as good.
+      assert {status, _} = http(port_a, :post, "/api/logout", %{}, token)
+      assert status in 200..204
+
+      eventually(
+        fn ->
+          assert {401, %{"error" => "revoked"}} = http(port_b, :get, "/api/me", nil, token)
+        end,
+        @wait
+      )
+
+      assert {200, _} = http(port_b, :get, "/api/me", nil, registered)
+    end
+  end
+
+  defp http(port, method, path, body, token \\ nil) do
+    url = ~c"http://127.0.0.1:#{port}#{path}"
+    headers = if token, do: [{~c"authorization", ~c"Bearer #{token}"}], else: []
+
+    request =
+      if body,
+        do: {url, headers, ~c"application/json", :jiffy.encode(body)},
+        else: {url, headers}
+
+    {:ok, {{_, status, _}, _, reply}} = :httpc.request(method, request, [], body_format: :binary)
+    {status, if(reply == "", do: nil, else: :jiffy.decode(reply, [:return_maps]))}
   end
 
   describe "three nodes" do
@@ -271,4 +483,93 @@ defmodule Grove.ClusterTest do
       assert Cluster.owners(Grove.ClusterT) == Placement.owners(16, left)
     end
   end
+
+  describe "actors shared by a cluster" do
+    setup do
+      %{home: distribute!()}
+    end
+
+    @tag timeout: 180_000
+    test "each member runs its share of the total, when a node joins and when one is lost", %{
+      home: home
+    } do
+      peers = for n <- 1..2, do: start_peer!(home, "share#{n}")
+      nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
+      actors = [count: 90, interval: 200, settle: 300]
+
+      start = fn node, cluster ->
+        start_instance!(node, Keyword.put(small_instance(Grove.ShareT, cluster), :actors, actors))
+      end
+
+      for node <- nodes, do: start.(node, peers: nodes, connect_interval: 100)
+
+      assert_shares(nodes, 90)
+
+      # A fourth node: 23, 23, 22 and 22, still 90 in all.
+      {_peer, fourth} = start_peer!(home, "share4")
+      all = Enum.sort([fourth | nodes])
+      start.(fourth, peers: all, connect_interval: 100)
+      assert_shares(all, 90)
+
+      # Those who gave actors up retired them: they left the world, none lingers.
+      counts = for node <- all, kind <- by_kind(node), do: kind.counts
+      assert Enum.sum(Enum.map(counts, & &1.left)) > 0
+      assert Enum.sum(Enum.map(counts, & &1.joined)) - Enum.sum(Enum.map(counts, & &1.left)) == 90
+      world = Grove.World.fetch!(Grove.world(Grove.ShareT))
+      eventually(fn -> assert length(Grove.World.Audit.residents(world)) == 90 end, @wait)
+
+      # A node is lost: the survivors start its share again.
+      {lost_peer, lost} = Enum.find(peers, fn {_, node} -> node != fourth end)
+      :peer.stop(lost_peer)
+      assert_shares(all -- [lost], 90)
+    end
+  end
+
+  describe "actors of a node whose peers never answer" do
+    setup do
+      Logger.configure(level: :info)
+      on_exit(fn -> Logger.configure(level: :warning) end)
+    end
+
+    test "all run on it, and the log says so once" do
+      log =
+        ExUnit.CaptureLog.capture_log(fn ->
+          start_instance!(
+            node(),
+            Keyword.put(
+              small_instance(Grove.AloneT, peers: [:nobody@nowhere], connect_interval: 60_000),
+              :actors,
+              count: 20,
+              settle: 50
+            )
+          )
+
+          eventually(fn -> assert running(node(), Grove.AloneT) == 20 end, @wait)
+          assert [%{share: 20, total: 20}] = Grove.Actors.by_kind(Grove.actors(Grove.AloneT))
+        end)
+
+      assert [_line] = Regex.scan(~r/actors: this node now runs 20 of 20 \(1 members\)/, log)
+    end
+  end
+
+  # Every node owes the share the members' ranks give it, says so, and runs it.
+  defp assert_shares(nodes, total) do
+    expected = Grove.Actors.Share.all(total, nodes)
+
+    eventually(
+      fn ->
+        for node <- nodes do
+          assert :erpc.call(node, Cluster, :members, [Grove.ShareT]) == nodes
+          assert [%{share: share, total: ^total}] = by_kind(node)
+          assert share == expected[node]
+          assert running(node, Grove.ShareT) == share
+        end
+      end,
+      @wait
+    )
+
+    assert Enum.sum(for node <- nodes, do: running(node, Grove.ShareT)) == total
+  end
+
+  defp by_kind(node), do: :erpc.call(node, Grove.Actors, :by_kind, [Grove.actors(Grove.ShareT)])
 end

@@ -253,6 +253,28 @@ defmodule Grove.GatewayTest do
       end)
     end
 
+    test "the dashboard's data: a single node is a cluster of one that runs every zone", %{
+      port: port
+    } do
+      %{"cluster" => cluster} = get_json(port, "/dashboard/data?since=0&token=#{@token}")
+      this = Atom.to_string(node())
+
+      assert %{"node" => ^this, "zone_count" => 9, "members" => [member]} = cluster
+
+      assert %{
+               "node" => ^this,
+               "self" => true,
+               "member" => true,
+               "reachable" => true,
+               "zones" => 9,
+               "players" => players,
+               "actors" => actors,
+               "sessions" => sessions
+             } = member
+
+      assert Enum.all?([players, actors, sessions], &(is_integer(&1) and &1 >= 0))
+    end
+
     test "load runs report their progress, which the dashboard shows", %{port: port} do
       report =
         ~s({"players":120,"moves_per_s":118,"p50_ms":1.5,"p99_ms":7.25,"errors":0,"knee":null,"phase":"ramp"})

@@ -42,6 +42,51 @@ defmodule Grove.LoadTest do
     end
   end
 
+  # Yaws runs one server per node: the second server is on a peer node, with
+  # the same world (not a cluster: each node's players play on their own).
+  @tag :cluster
+  @tag timeout: 120_000
+  test "bots spread over two servers' URLs, and the report says how each did", %{port: port} do
+    home = Grove.ClusterCase.distribute!()
+    {_peer, other} = Grove.ClusterCase.start_peer!(home, "load")
+
+    Grove.ClusterCase.start_instance!(other,
+      name: Grove.LoadPeerT,
+      world: [width: 80, height: 80, zone_size: 20, tick: 50],
+      actors: [count: 0],
+      gateway: [port: 0],
+      status_interval: false
+    )
+
+    other_port = :erpc.call(other, Grove.Gateway, :port, [])
+    urls = ["http://127.0.0.1:#{port}", "ws://127.0.0.1:#{other_port}/ws"]
+
+    report =
+      WsRun.run(
+        url: urls,
+        players: 9,
+        ramp: 20,
+        duration: 2,
+        every: 1,
+        move_every: 200,
+        out: fn _line -> :ok end
+      )
+
+    assert report.connected == 9
+    assert report.errors == 0
+    assert report.correctness_failures.total == 0, inspect(report.correctness_failures)
+    assert [first, second] = report.by_url
+    assert {first.url, second.url} == List.to_tuple(urls)
+    # Players 0, 2, 4, 6, 8 to the first URL; 1, 3, 5, 7 to the second.
+    assert {first.connected, second.connected} == {5, 4}
+    assert {first.players, second.players} == {5, 4}
+    assert first.moves_per_s > 0 and second.moves_per_s > 0
+    assert first.errors == 0 and second.errors == 0
+
+    # The second server's world, with no actors, had its four players join.
+    assert :erpc.call(other, Grove.World, :stats, [Grove.world(Grove.LoadPeerT)]).joins == 4
+  end
+
   test "the HTTP flow runs, and every acknowledged account survives for verify", %{
     port: port,
     dir: dir
@@ -111,5 +156,26 @@ defmodule Grove.LoadTest do
     assert markdown =~ "| p99_ms | 1.50 |"
     svg = File.read!(Path.join(dir, "reports/run.svg"))
     assert svg =~ "<svg" and svg =~ "<polyline"
+    refute markdown =~ "By URL"
+
+    # A run on several URLs has a table of them.
+    url = %{
+      url: "http://a:4000",
+      players: 2,
+      connected: 2,
+      connect_failures: 0,
+      moves_per_s: 4,
+      p50_ms: 1.25,
+      p99_ms: nil,
+      errors: 0,
+      correctness_failures: 0
+    }
+
+    markdown =
+      Report.markdown("A run", Map.put(report, :by_url, [url, %{url | url: "http://b:4001"}]), [])
+
+    assert markdown =~ "## By URL"
+    assert markdown =~ "| http://a:4000 | 2 | 2 | 0 | 4 | 1.25 | - | 0 | 0 |"
+    assert markdown =~ "| http://b:4001 |"
   end
 end

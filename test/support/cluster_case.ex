@@ -26,7 +26,11 @@ defmodule Grove.ClusterCase do
     File.write!(Path.join(home, ".erlang.cookie"), cookie)
     File.chmod!(Path.join(home, ".erlang.cookie"), 0o400)
 
-    {:ok, _} = Node.start(:"grove_test_#{System.unique_integer([:positive])}", :shortnames)
+    # Other test runs on this machine name their nodes too: the OS process
+    # makes the name unique across them, the integer within this one.
+    {:ok, _} =
+      Node.start(:"grove_test_#{System.pid()}_#{System.unique_integer([:positive])}", :shortnames)
+
     Node.set_cookie(String.to_atom(cookie))
 
     on_exit(fn ->
@@ -79,7 +83,7 @@ defmodule Grove.ClusterCase do
   defp unique_name(name) do
     [_, host] = node() |> Atom.to_string() |> String.split("@")
     taken = Process.get(:grove_cluster_slots, [Grove.Cluster.id_slot(node())])
-    candidate = :"#{name}_#{System.unique_integer([:positive])}"
+    candidate = :"#{name}_#{System.pid()}_#{System.unique_integer([:positive])}"
 
     slot = Grove.Cluster.id_slot(:"#{candidate}@#{host}")
 
@@ -122,5 +126,59 @@ defmodule Grove.ClusterCase do
       status_interval: false,
       cluster: cluster
     ]
+  end
+
+  @doc """
+  Starts, on `node` (this one or a peer), a client that joins `world` with
+  `opts` (`Grove.World.join/2`) and then moves its entity when asked:
+  `move!/3` from the test. Returns `{pid, id, cell}`. It stops when the
+  test process does, or with its node.
+  """
+  def start_mover!(node, world, opts) do
+    pid = Node.spawn_link(node, __MODULE__, :mover, [self(), world, opts])
+
+    receive do
+      {:mover, ^pid, {:ok, id, cell}} -> {pid, id, cell}
+      {:mover, ^pid, error} -> raise "the mover on #{node} could not join: #{inspect(error)}"
+    after
+      10_000 -> raise "the mover on #{node} did not answer"
+    end
+  end
+
+  @doc "Moves a mover's entity one step and returns the outcome."
+  def move!(mover, direction) do
+    tag = make_ref()
+    send(mover, {:move, direction, tag, self()})
+
+    receive do
+      {:moved, ^tag, outcome} -> outcome
+    after
+      10_000 -> raise "no outcome for a move of #{inspect(mover)}"
+    end
+  end
+
+  @doc false
+  def mover(test, world, opts) do
+    result = Grove.World.join(world, opts)
+    send(test, {:mover, self(), result})
+    {:ok, id, _cell} = result
+    mover_loop(world, id)
+  end
+
+  defp mover_loop(world, id) do
+    receive do
+      {:move, direction, tag, from} ->
+        :ok = Grove.World.move(world, id, direction, tag)
+
+        receive do
+          {:grove_move, ^id, ^tag, outcome} -> send(from, {:moved, tag, outcome})
+        end
+
+        mover_loop(world, id)
+
+      # Views it is sent as a viewer are not read.
+      _other ->
+        mover_loop(world, id)
+    end
   end
 end

@@ -95,12 +95,35 @@ export interface Zones {
   mailbox: number[];
 }
 
+/** One node of the cluster: the zones it runs, the players and actors in them, its sessions. */
+export interface ClusterMember {
+  node: string;
+  /** The node that answered this page. */
+  self: boolean;
+  /** False for a node that still runs zones after it left. */
+  member: boolean;
+  /** False when the node did not answer in time: its counts are null. */
+  reachable: boolean;
+  zones: number;
+  players: number | null;
+  actors: number | null;
+  sessions: number | null;
+}
+
+/** The cluster at a glance; a single node is a cluster of one. */
+export interface Cluster {
+  node: string;
+  zone_count: number;
+  members: ClusterMember[];
+}
+
 /** One answer of GET /dashboard/data. */
 export interface DashboardData {
   now: number;
   samples: Sample[];
   zones: Zones;
   world: { width: number; height: number };
+  cluster: Cluster;
 }
 
 export const SECOND_MS = 1000;
@@ -160,6 +183,33 @@ export function parseSample(value: unknown): Sample | null {
   return sample;
 }
 
+/** The cluster from JSON, defensively: members without a node's name are dropped. */
+export function parseCluster(value: unknown): Cluster {
+  const raw = record(value);
+  const members: ClusterMember[] = [];
+  if (Array.isArray(raw.members)) {
+    for (const item of raw.members) {
+      const member = record(item);
+      if (typeof member.node !== "string") continue;
+      members.push({
+        node: member.node,
+        self: member.self === true,
+        member: member.member !== false,
+        reachable: member.reachable !== false,
+        zones: Math.max(0, Math.floor(num(member.zones) ?? 0)),
+        players: num(member.players),
+        actors: num(member.actors),
+        sessions: num(member.sessions),
+      });
+    }
+  }
+  return {
+    node: typeof raw.node === "string" ? raw.node : "",
+    zone_count: Math.max(0, Math.floor(num(raw.zone_count) ?? 0)),
+    members,
+  };
+}
+
 /** A /dashboard/data answer from JSON, defensively: whatever is missing is empty. */
 export function parseData(value: unknown): DashboardData {
   const raw = record(value);
@@ -183,6 +233,7 @@ export function parseData(value: unknown): DashboardData {
       mailbox: numbers(zones.mailbox),
     },
     world: { width: num(world.width) ?? 0, height: num(world.height) ?? 0 },
+    cluster: parseCluster(raw.cluster),
   };
 }
 

@@ -1,9 +1,11 @@
 // The operators' dashboard at /dashboard: an hour of the server's metrics,
 // fetched once on load and then second by second, drawn as charts over a
-// chosen window, with a heat map of the zones and the load lab's progress.
+// chosen window, with a heat map of the zones, the nodes of the cluster and
+// the load lab's progress.
 // The page passes the `token` of its own URL on to its data requests.
 import "./style.css";
 import { Chart } from "./chart";
+import { ClusterPanel } from "./cluster";
 import {
   formatClock,
   formatDuration,
@@ -13,6 +15,7 @@ import {
   lastLoadRun,
   mergeSamples,
   windowSamples,
+  type Cluster,
   type DashboardData,
   type Sample,
   type Zones,
@@ -37,6 +40,7 @@ const token = params.get("token");
 let samples: Sample[] = [];
 let zones: Zones | undefined;
 let world = { width: 0, height: 0 };
+let cluster: Cluster | undefined;
 let serverNow = 0;
 let windowMs = initialWindow();
 let hoverT: number | null = null;
@@ -76,6 +80,7 @@ for (const button of document.querySelectorAll<HTMLButtonElement>("[data-layer]"
   });
 }
 const loadRun = new LoadRunPanel(element("loadrun"));
+const clusterPanel = new ClusterPanel(element("cluster"));
 
 // The window selector.
 const windowButtons = [...document.querySelectorAll<HTMLButtonElement>("[data-window]")];
@@ -155,12 +160,14 @@ function receive(data: DashboardData): void {
   samples = mergeSamples(samples, data.samples, HOUR_MS);
   zones = data.zones;
   world = data.world;
+  cluster = data.cluster;
   serverNow = data.now;
   updates++;
   const latest = samples[samples.length - 1];
   drawCharts();
   heatMap.update(data.zones, data.world);
   loadRun.update(latest, lastLoadRun(samples));
+  clusterPanel.update(data.cluster);
   drawTiles(latest);
   showStatus(poller.current());
   document.body.dataset.updates = String(updates);
@@ -221,6 +228,7 @@ declare global {
       samples(): Sample[];
       zones(): Zones | undefined;
       world(): { width: number; height: number };
+      cluster(): Cluster | undefined;
       state(): {
         connection: PollStatus["state"];
         failures: number;
@@ -238,6 +246,7 @@ window.groveDashboard = {
   samples: () => samples,
   zones: () => zones,
   world: () => world,
+  cluster: () => cluster,
   state: () => ({
     connection: poller.current().state,
     failures: poller.failuresTotal,

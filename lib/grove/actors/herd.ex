@@ -54,6 +54,13 @@ defmodule Grove.Actors.Herd do
   # permit of the group's `Grove.Permits` (bounded concurrency across all
   # herds). A join refused `:busy` or timed out is tried again later, after
   # a backoff that doubles up to a bound; it is not a failure.
+  #
+  # Retiring (`retire/2`, when a cluster's members change and this node
+  # owes fewer actors): actors not joined yet are simply not joined; the
+  # others come off the wheel and leave the world one by one through the
+  # client API, paced as joins are (chunks under the same permits, a leave
+  # refused `:busy` or timed out tried again after the same backoff). A
+  # herd left with no actors stops, normally.
 
   use GenServer
 
@@ -110,6 +117,8 @@ defmodule Grove.Actors.Herd do
     :join_backoff,
     :join_timer,
     to_join: 0,
+    leaving: [],
+    retiring: false,
     backoff: 0,
     in_flight: 0,
     slow: false,
@@ -128,6 +137,14 @@ defmodule Grove.Actors.Herd do
   @doc "Stops sending moves (outcomes still count), so a bench can drain."
   @spec pause(pid()) :: :ok
   def pause(herd), do: GenServer.call(herd, :pause, :infinity)
+
+  @doc """
+  Takes `count` of the herd's actors out of the world (leaving in the
+  background, paced as joins are); the herd stops once it has none.
+  Returns how many it takes out: `count` at most, as many as it has.
+  """
+  @spec retire(pid(), non_neg_integer()) :: non_neg_integer()
+  def retire(herd, count), do: GenServer.call(herd, {:retire, count}, :infinity)
 
   @doc """
   The default bound on a herd's unanswered moves: twice the moves it sends
@@ -234,6 +251,8 @@ defmodule Grove.Actors.Herd do
 
   def handle_info(:join, herd), do: {:noreply, join_some(%{herd | join_timer: nil})}
 
+  def handle_info(:leave, herd), do: herd |> leave_some() |> done_or_not()
+
   # A beat whose timer was replaced (a cancelled timer's message may be
   # on its way already) is not this herd's beat any more: walking on it
   # would start a second chain of timers.
@@ -271,6 +290,25 @@ defmodule Grove.Actors.Herd do
   def handle_info(message, herd) when elem(message, 0) == :grove_view, do: {:noreply, herd}
 
   @impl true
+  def handle_call({:retire, count}, _from, herd) do
+    unjoined = min(count, herd.to_join)
+    {ids, wheel} = take_from_wheel(herd.wheel, count - unjoined, [])
+    if herd.leaving == [] and ids != [], do: send(self(), :leave)
+
+    herd = %{
+      herd
+      | to_join: herd.to_join - unjoined,
+        wheel: wheel,
+        leaving: ids ++ herd.leaving,
+        retiring: true
+    }
+
+    case done_or_not(herd) do
+      {:noreply, herd} -> {:reply, unjoined + length(ids), herd}
+      {:stop, :normal, herd} -> {:stop, :normal, unjoined, herd}
+    end
+  end
+
   def handle_call(:pause, _from, herd) do
     if herd.timer, do: Process.cancel_timer(herd.timer)
     {:reply, :ok, %{herd | paused: true, timer: nil, beat: nil}}
@@ -532,6 +570,78 @@ defmodule Grove.Actors.Herd do
 
   defp outcome_key({:ok, _cell}), do: :ok
   defp outcome_key({:rejected, reason}), do: reason
+
+  ## Retiring
+
+  defp take_from_wheel(wheel, count, ids) when count <= 0 or map_size(wheel) == 0,
+    do: {ids, wheel}
+
+  defp take_from_wheel(wheel, count, ids) do
+    {slot, entries} = Enum.at(wheel, 0)
+    {taken, kept} = Enum.split(entries, count)
+    wheel = if kept == [], do: Map.delete(wheel, slot), else: %{wheel | slot => kept}
+    take_from_wheel(wheel, count - length(taken), Enum.map(taken, &elem(&1, 0)) ++ ids)
+  end
+
+  # Leaves a chunk under a permit, like a join; a leave the world could not
+  # answer now (`:busy`, `:timeout`) is tried again after a backoff. An
+  # actor the world does not know any more (its zone was lost) is gone
+  # all the same.
+  defp leave_some(%__MODULE__{leaving: []} = herd), do: herd
+
+  defp leave_some(herd) do
+    {chunk, rest} = Enum.split(herd.leaving, @join_chunk)
+
+    outcome =
+      case herd.permits do
+        nil ->
+          {:ok, leave_chunk(herd, chunk, [])}
+
+        permits ->
+          Grove.Permits.run(permits, @permit_wait_ms, fn -> leave_chunk(herd, chunk, []) end)
+      end
+
+    case outcome do
+      {:ok, []} when rest == [] ->
+        %{herd | leaving: [], backoff: 0}
+
+      {:ok, []} ->
+        send(self(), :leave)
+        %{herd | leaving: rest, backoff: 0}
+
+      {:ok, refused} ->
+        Stats.incr(herd.stats, :leave_retried, length(refused))
+        {first, most} = herd.join_backoff
+        backoff = herd.backoff |> Kernel.*(2) |> max(first) |> min(most)
+        {extra, rand} = :rand.uniform_s(div(backoff, 2) + 1, herd.rand)
+        Process.send_after(self(), :leave, div(backoff, 2) + extra)
+        %{herd | leaving: refused ++ rest, backoff: backoff, rand: rand}
+
+      {:error, :busy} ->
+        {pause, rand} = :rand.uniform_s(@permit_retry_ms, herd.rand)
+        Process.send_after(self(), :leave, pause)
+        %{herd | rand: rand}
+    end
+  end
+
+  defp leave_chunk(_herd, [], refused), do: refused
+
+  defp leave_chunk(herd, [id | ids], refused) do
+    case herd.api.leave(herd.world, id) do
+      {:error, reason} when reason in [:busy, :timeout] ->
+        leave_chunk(herd, ids, [id | refused])
+
+      _left_or_gone ->
+        Stats.incr(herd.stats, :left)
+        leave_chunk(herd, ids, refused)
+    end
+  end
+
+  defp done_or_not(%__MODULE__{retiring: true, to_join: 0, leaving: [], wheel: wheel} = herd)
+       when map_size(wheel) == 0,
+       do: {:stop, :normal, herd}
+
+  defp done_or_not(herd), do: {:noreply, herd}
 
   ## Joining
 

@@ -16,9 +16,13 @@ defmodule Grove.Actors.Stats do
   # take off what is answered or given up (`:expired`: no outcome within
   # `move_timeout`). `:join_retried` counts joins refused `:busy` or timed
   # out and tried again later; they are not lost. `:stayed` counts steps
-  # whose kind chose not to move (nothing was sent). `:lost` counts actors
-  # whose entities went with a lost node (or whose node paused, short of
-  # its cluster's quorum); each is taken off `:joined` and joins again.
+  # whose kind chose not to move (nothing was sent). `:left` counts actors
+  # a herd retired (they left the world: the cluster's members changed),
+  # and `:leave_retried` their leaves refused `:busy` or timed out and
+  # tried again; `:joined` minus `:left` is how many of this node's actors
+  # are in the world. `:lost` counts actors whose entities went with a
+  # lost node (or whose node paused, short of its cluster's quorum); each
+  # is taken off `:joined` and joins again.
   #
   # Per kind: one `:counters` array holds a row of every key for each kind
   # of the group; a herd writes its kind's row through the handle
@@ -33,7 +37,8 @@ defmodule Grove.Actors.Stats do
   # its calls can time out; the world's moves always get an outcome.
   @keys [:sent, :joined, :join_failed, :ok | Grove.World.rejections()] ++
           [:timeout, :skipped_unanswered, :skipped_full, :skipped_late] ++
-          [:in_flight, :expired, :join_retried, :stayed, :lost]
+          [:in_flight, :expired, :join_retried, :stayed] ++
+          [:left, :leave_retried, :lost]
   @size length(@keys)
 
   for {key, index} <- Enum.with_index(@keys, 1) do

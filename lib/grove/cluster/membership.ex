@@ -137,10 +137,21 @@ defmodule Grove.Cluster.Membership do
       when action in [:join, :leave],
       do: {:noreply, publish(state)}
 
+  # A node made distributed after this process started (as a test does)
+  # hears of itself coming up: it is not a peer to greet, but its name
+  # changed, and with it the members.
+  def handle_info({:nodeup, node, _info}, state) when node == node(),
+    do: {:noreply, publish(state)}
+
   def handle_info({:nodeup, node, _info}, state) do
     greet(state, node, true)
     {:noreply, state}
   end
+
+  # This node stopped its distribution: every node is down, itself too.
+  def handle_info({:nodedown, _node, info}, state)
+      when info == [nodedown_reason: :net_kernel_terminated] and node() == :nonode@nohost,
+      do: {:noreply, publish(state)}
 
   def handle_info({:nodedown, node, info}, state) do
     if node in state.members,

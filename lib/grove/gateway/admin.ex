@@ -106,7 +106,8 @@ defmodule Grove.Gateway.Admin do
         "moves_per_s" => Collector.zone_heat(config.instance),
         "mailbox" => Enum.map(Grove.World.zone_loads(world), & &1.mailbox)
       },
-      "world" => %{"width" => world.grid.width, "height" => world.grid.height}
+      "world" => %{"width" => world.grid.width, "height" => world.grid.height},
+      "cluster" => json_cluster(Grove.Cluster.summary(config.instance))
     }
 
     HTTP.json(200, body)
@@ -138,6 +139,21 @@ defmodule Grove.Gateway.Admin do
   end
 
   defp route(_method, _path, _arg, _config), do: HTTP.error(404, "not_found", "no such page")
+
+  defp json_cluster(summary) do
+    %{
+      "node" => Atom.to_string(summary.node),
+      "zone_count" => summary.zone_count,
+      "members" =>
+        for member <- summary.members do
+          Map.new(member, fn
+            {:node, node} -> {"node", Atom.to_string(node)}
+            {key, nil} -> {Atom.to_string(key), :null}
+            {key, value} -> {Atom.to_string(key), value}
+          end)
+        end
+    }
+  end
 
   defp json_sample(sample) do
     Map.new(sample, fn

@@ -54,7 +54,7 @@ defmodule Grove.Load.Report do
   def markdown(title, report, command, svg_name \\ "chart.svg") do
     rows =
       report
-      |> Map.drop([:windows, :stages, :baseline])
+      |> Map.drop([:windows, :stages, :baseline, :by_url])
       |> Enum.sort_by(fn {k, _} -> to_string(k) end)
       |> Enum.map_join("\n", fn {key, value} -> "| #{key} | #{format(value)} |" end)
 
@@ -69,6 +69,27 @@ defmodule Grove.Load.Report do
 
     | figure | value |
     | --- | --- |
+    #{rows}
+    #{by_url(Map.get(report, :by_url, []))}\
+    """
+  end
+
+  # A run on several servers' URLs: each one's part.
+  defp by_url([]), do: ""
+
+  defp by_url(by_url) do
+    rows =
+      Enum.map_join(by_url, "\n", fn u ->
+        "| #{u.url} | #{u.players} | #{u.connected} | #{u.connect_failures} | #{u.moves_per_s} | " <>
+          "#{format(u.p50_ms)} | #{format(u.p99_ms)} | #{u.errors} | #{u.correctness_failures} |"
+      end)
+
+    """
+
+    ## By URL
+
+    | URL | players | connects ok | failed | moves/s | p50 ms | p99 ms | errors | failures |
+    | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
     #{rows}
     """
   end

@@ -88,8 +88,13 @@ defmodule Grove.Load.Stats do
     incr(stats, {:failure, kind})
   end
 
-  @doc "A reading of everything, to diff against a later one."
-  @spec read(t()) :: map()
+  @doc """
+  A reading of everything, to diff against a later one; of a list of
+  stats, one reading of them all, as if they were one.
+  """
+  @spec read(t() | [t(), ...]) :: map()
+  def read([_ | _] = list), do: list |> Enum.map(&read/1) |> Enum.reduce(&merge/2)
+
   def read(%__MODULE__{counters: c} = stats) do
     %{
       counts: Map.new(@keys, &{&1, :counters.get(c, index(&1))}),
@@ -98,6 +103,18 @@ defmodule Grove.Load.Stats do
       failures: Map.new(@failures, &{&1, :counters.get(c, index({:failure, &1}))}),
       latency: Histogram.snapshot(stats.latency),
       connect: Histogram.snapshot(stats.connect)
+    }
+  end
+
+  @doc "Two readings added together."
+  @spec merge(map(), map()) :: map()
+  def merge(a, b) do
+    %{
+      counts: Map.merge(a.counts, b.counts, fn _k, x, y -> x + y end),
+      disconnects: Map.merge(a.disconnects, b.disconnects, fn _k, x, y -> x + y end),
+      failures: Map.merge(a.failures, b.failures, fn _k, x, y -> x + y end),
+      latency: Histogram.merge(a.latency, b.latency),
+      connect: Histogram.merge(a.connect, b.connect)
     }
   end
 

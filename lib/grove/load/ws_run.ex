@@ -41,6 +41,13 @@ defmodule Grove.Load.WsRun do
   and after the pressure; they are stopped at the end whatever happens.
   The report ends with the progress lines as a Markdown table.
 
+  `:url` may name several servers (a list, or URLs separated by commas),
+  such as the nodes of one cluster: player n connects to URL n modulo
+  their number, so each gets its share throughout a ramp, and the report
+  adds each URL's players, connects, moves, round trip and errors
+  (`:by_url`). They must serve the same world (the run checks their
+  terrain); the servers' gauges are read from the first.
+
   When `:report_url` is given (the server's base URL) the run posts each
   progress line to `/api/load/report` there, so the server's dashboard shows
   the run and its knee.
@@ -83,17 +90,10 @@ defmodule Grove.Load.WsRun do
   @spec run(keyword()) :: map()
   def run(opts) do
     opts = Keyword.validate!(opts, @defaults)
-    %URI{host: host, port: port, path: path, query: query} = URI.parse(opts[:url])
-
-    path =
-      (path || "/ws") <>
-        "?" <>
-        URI.encode_query(
-          Map.merge(URI.decode_query(query || ""), %{"encoding" => to_string(opts[:encoding])})
-        )
-
-    terrain = fetch_terrain(host, port)
-    stats = Stats.new()
+    urls = urls!(opts[:url])
+    targets = Enum.map(urls, &target(&1, opts[:encoding]))
+    [first | _] = targets
+    terrain = same_terrain!(targets)
     target = opts[:players]
     stages = opts[:stages]
     last = if stages, do: List.last(stages), else: target
@@ -101,21 +101,18 @@ defmodule Grove.Load.WsRun do
 
     run = %{
       opts: opts,
-      stats: stats,
+      # Read as one (`Stats.read/1` of the list); each URL's alone for the breakdown.
+      stats: Enum.map(targets, & &1.stats),
+      targets: targets,
       swarm_opts: [
-        host: host,
-        port: port,
-        path: path,
         encoding: opts[:encoding],
-        stats: stats,
         terrain: terrain,
         move_every: opts[:move_every]
       ],
-      swarms: [],
       target: target,
       ramp: ramp,
       started: System.monotonic_time(:millisecond),
-      metrics_url: opts[:metrics_url] || metrics_url(host, port),
+      metrics_url: opts[:metrics_url] || metrics_url(first.host, first.port),
       cpu: cpu_now(opts[:server_pid]),
       windows: [],
       stages: [],
@@ -128,7 +125,7 @@ defmodule Grove.Load.WsRun do
     }
 
     opts[:out].(
-      "load: #{describe(run)} at #{ramp}/s on #{opts[:url]} (#{opts[:encoding]}), " <>
+      "load: #{describe(run)} at #{ramp}/s on #{Enum.join(urls, ", ")} (#{opts[:encoding]}), " <>
         "moves every #{opts[:move_every]} ms, views checked by #{describe_checks(opts[:check_views])}"
     )
 
@@ -145,10 +142,10 @@ defmodule Grove.Load.WsRun do
       run =
         if stages,
           do: %{run | hog: hog} |> baseline() |> stages(stages),
-          else: loop(%{run | hog: hog}, Stats.read(stats), run.started)
+          else: loop(%{run | hog: hog}, Stats.read(run.stats), run.started)
 
       if hog, do: Hog.cancel(hog)
-      for swarm <- run.swarms, do: Swarm.stop(swarm)
+      for target <- run.targets, swarm <- target.swarms, do: Swarm.stop(swarm)
       finish(run)
     after
       if hog, do: Hog.cancel(hog)
@@ -376,28 +373,127 @@ defmodule Grove.Load.WsRun do
       else: run
   end
 
-  defp add_players(run, 0), do: run
-
+  # Player number n goes to URL rem(n, urls): round-robin, so every URL
+  # gets its share at every point of a ramp.
   defp add_players(run, count) do
+    counts = spread(run.spawned, count, length(run.targets))
+
+    {targets, checking} =
+      run.targets
+      |> Enum.zip(counts)
+      |> Enum.map_reduce(run.checking, fn {target, n}, checking ->
+        add_players(target, n, checking, run)
+      end)
+
+    %{run | targets: targets, checking: checking, spawned: run.spawned + count}
+  end
+
+  defp add_players(target, 0, checking, _run), do: {target, checking}
+
+  defp add_players(target, count, checking, run) do
     per_swarm = run.opts[:per_swarm]
-    {swarm, room, run} = swarm_with_room(run, per_swarm)
+    {swarm, room, target} = swarm_with_room(target, per_swarm, run.swarm_opts)
     n = min(count, room)
-    checking = run.checking
     checks = if checking == :infinity, do: n, else: min(n, checking)
     Swarm.add(swarm, n, checks)
     checking = if checking == :infinity, do: :infinity, else: checking - checks
-    add_players(%{run | spawned: run.spawned + n, checking: checking}, count - n)
+    add_players(%{target | spawned: target.spawned + n}, count - n, checking, run)
   end
 
-  defp swarm_with_room(run, per_swarm) do
-    used = rem(run.spawned, per_swarm)
+  defp swarm_with_room(target, per_swarm, swarm_opts) do
+    used = rem(target.spawned, per_swarm)
 
-    if run.swarms != [] and used != 0 do
-      {hd(run.swarms), per_swarm - used, run}
+    if target.swarms != [] and used != 0 do
+      {hd(target.swarms), per_swarm - used, target}
     else
-      {:ok, swarm} = Swarm.start_link(run.swarm_opts)
-      {swarm, per_swarm, %{run | swarms: [swarm | run.swarms]}}
+      opts =
+        swarm_opts ++
+          [host: target.host, port: target.port, path: target.path, stats: target.stats]
+
+      {:ok, swarm} = Swarm.start_link(opts)
+      {swarm, per_swarm, %{target | swarms: [swarm | target.swarms]}}
     end
+  end
+
+  @doc """
+  How many of the players numbered `from` to `from + count - 1` go to each
+  of `urls` URLs, when player n goes to URL `rem(n, urls)`.
+
+      iex> Grove.Load.WsRun.spread(0, 5, 2)
+      [3, 2]
+      iex> Grove.Load.WsRun.spread(5, 5, 2)
+      [2, 3]
+      iex> Grove.Load.WsRun.spread(7, 1, 3)
+      [0, 1, 0]
+  """
+  @spec spread(non_neg_integer(), non_neg_integer(), pos_integer()) :: [non_neg_integer()]
+  def spread(from, count, urls) do
+    # Numbers below n that are i modulo urls.
+    below = fn n, i -> div(n - i + urls - 1, urls) end
+    for i <- 0..(urls - 1), do: below.(from + count, i) - below.(from, i)
+  end
+
+  ## The servers' URLs
+
+  @doc """
+  The URLs a run plays on, from `:url`: one, a list, or URLs separated by
+  commas (each `ws://host:port/ws` or a server's base `http://host:port`).
+  Raises `ArgumentError` for none, or one without a host and port.
+
+      iex> Grove.Load.WsRun.urls!(["http://a:4000, http://b:4001", "ws://c:4002/ws"])
+      ["http://a:4000", "http://b:4001", "ws://c:4002/ws"]
+  """
+  @spec urls!(String.t() | [String.t()]) :: [String.t(), ...]
+  def urls!(url) do
+    urls =
+      url
+      |> List.wrap()
+      |> Enum.flat_map(&String.split(&1, ",", trim: true))
+      |> Enum.map(&String.trim/1)
+      |> Enum.reject(&(&1 == ""))
+
+    for url <- urls do
+      case URI.parse(url) do
+        %URI{host: host, port: port} when is_binary(host) and host != "" and is_integer(port) ->
+          :ok
+
+        _ ->
+          raise ArgumentError,
+                "--url: #{inspect(url)} is not a server's URL, like ws://HOST:PORT/ws"
+      end
+    end
+
+    if urls == [], do: raise(ArgumentError, "--url: no server's URL given")
+    urls
+  end
+
+  defp target(url, encoding) do
+    %URI{host: host, port: port, path: path, query: query} = URI.parse(url)
+    # A server's base URL (http://host:port) means its WebSocket endpoint.
+    path = if path in [nil, "", "/"], do: "/ws", else: path
+
+    path =
+      path <>
+        "?" <>
+        URI.encode_query(
+          Map.merge(URI.decode_query(query || ""), %{"encoding" => to_string(encoding)})
+        )
+
+    %{url: url, host: host, port: port, path: path, stats: Stats.new(), swarms: [], spawned: 0}
+  end
+
+  # The players check what they see against the terrain: every URL must
+  # serve the same world (nodes of one cluster do).
+  defp same_terrain!([first | rest]) do
+    terrain = fetch_terrain(first.host, first.port)
+
+    for target <- rest, fetch_terrain(target.host, target.port) != terrain do
+      raise ArgumentError,
+            "#{target.url} serves another world than #{first.url}: " <>
+              "the URLs of one run must be nodes of one cluster"
+    end
+
+    terrain
   end
 
   ## Windows and reports
@@ -543,11 +639,35 @@ defmodule Grove.Load.WsRun do
       stages: run.stages,
       baseline: run.baseline,
       samples: Enum.map(samples, fn {t, values} -> Map.put(values, :t, t) end),
-      growth: Soak.trends(samples)
+      growth: Soak.trends(samples),
+      by_url: by_url(run.targets, seconds)
     }
 
     print(run.opts[:out], report)
     report
+  end
+
+  # Each URL's part of the run, when there are several: over the whole
+  # run, ramp included.
+  defp by_url([_], _seconds), do: []
+
+  defp by_url(targets, seconds) do
+    for target <- targets do
+      reading = Stats.read(target.stats)
+      counts = reading.counts
+
+      %{
+        url: target.url,
+        players: counts.joined - Enum.sum(Map.values(reading.disconnects)),
+        connected: counts.connected,
+        connect_failures: counts.connect_failures,
+        moves_per_s: round(counts.outcomes / max(seconds, 1.0e-3)),
+        p50_ms: to_ms(Histogram.percentile(reading.latency, 50)),
+        p99_ms: to_ms(Histogram.percentile(reading.latency, 99)),
+        errors: errors(counts),
+        correctness_failures: counts.correctness_failures
+      }
+    end
   end
 
   # The windows after the ramp, when every player was connected; all of them when ramping to the knee.
@@ -591,8 +711,26 @@ defmodule Grove.Load.WsRun do
 
     out.("correctness    #{inspect(r.correctness_failures)}")
     out.("cpu            #{inspect(r.cpu)}")
+    if r.by_url != [], do: print_by_url(out, r.by_url)
     if r.growth != %{}, do: print_growth(out, r)
     print_windows(out, r.windows)
+  end
+
+  defp print_by_url(out, by_url) do
+    out.("")
+
+    out.(
+      "| URL | players | connects ok | failed | moves/s | p50 ms | p99 ms | errors | failures |"
+    )
+
+    out.("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+
+    for u <- by_url do
+      out.(
+        "| #{u.url} | #{u.players} | #{u.connected} | #{u.connect_failures} | #{u.moves_per_s} | " <>
+          "#{figure(u.p50_ms)} | #{figure(u.p99_ms)} | #{u.errors} | #{u.correctness_failures} |"
+      )
+    end
   end
 
   defp print_windows(_out, []), do: :ok

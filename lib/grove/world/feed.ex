@@ -10,13 +10,23 @@ defmodule Grove.World.Feed do
   # they are ready to: a viewer that is behind reads several deltas at once,
   # or finds that the oldest it needs is gone and asks for a snapshot.
   #
-  # The zone is the only writer of its own entries (one ETS row per zone and
+  # A zone is the only writer of its entries on its own node (one ETS row per zone and
   # sequence number, with every format in it) and of its sequence number in
   # an `:atomics` array; it writes the row before it publishes the number,
   # so a reader that sees a number finds its row. Rows older than `history`
   # ticks are deleted as new ones arrive. Table and array belong to the
   # world's keeper, so they outlive any zone: a restarted zone carries on
   # from the number it had.
+  #
+  # In a cluster, a zone that runs on another node is written here by this
+  # node's relay (`Grove.World.Relay`), with the numbers the zone gave its
+  # deltas: the zone sends each delta, encoded, once to every node where it
+  # has viewers. Numbers only go up, but for `reset/3`: a relayed delta
+  # that arrives after the zone has moved here and published a later one
+  # is kept but does not take the number back, and a zone that starts
+  # watched from another node, or comes here from one, sets the number its
+  # viewers' snapshots carry with `reset/3`, which forgets the rows kept so
+  # far, so that no reader ever takes a delta of another run of the zone.
 
   defstruct [:table, :seqs, :history]
 
@@ -38,13 +48,78 @@ defmodule Grove.World.Feed do
   @spec latest(t(), non_neg_integer()) :: non_neg_integer()
   def latest(%__MODULE__{seqs: seqs}, zone), do: :atomics.get(seqs, zone + 1)
 
-  @doc "Publishes the zone's delta `seq`, one encoding per format; called by the zone only."
+  @doc """
+  Publishes the zone's delta `seq`, one encoding per format; called by the
+  zone, or for a zone on another node by this node's relay.
+  """
   @spec publish(t(), non_neg_integer(), pos_integer(), [{format(), term()}]) :: :ok
   def publish(%__MODULE__{} = feed, zone, seq, encoded) do
-    :ets.insert(feed.table, {{zone, seq}, encoded})
-    if seq > feed.history, do: :ets.delete(feed.table, {zone, seq - feed.history})
-    :atomics.put(feed.seqs, zone + 1, seq)
+    # A relayed delta older than the history kept would never be deleted.
+    if seq > latest(feed, zone) - feed.history do
+      :ets.insert(feed.table, {{zone, seq}, encoded})
+      advance(feed, zone, seq)
+    else
+      :ok
+    end
+  end
+
+  # The number goes up only; after a gap (deltas a relay did not get), the
+  # rows the gap pushed out of the history go too.
+  defp advance(feed, zone, seq) do
+    case latest(feed, zone) do
+      latest when latest >= seq ->
+        :ok
+
+      latest ->
+        case :atomics.compare_exchange(feed.seqs, zone + 1, latest, seq) do
+          :ok ->
+            forget(feed, zone, latest - feed.history + 1, min(latest, seq - feed.history))
+
+          _changed ->
+            advance(feed, zone, seq)
+        end
+    end
+  end
+
+  defp forget(feed, zone, first, last) do
+    for seq <- max(first, 1)..last//1, do: :ets.delete(feed.table, {zone, seq})
     :ok
+  end
+
+  @doc """
+  Prepares the feed for a zone that moves to this node from another, where
+  it was at `seq`: it carries on from `seq`, or from this feed's latest
+  number if that is later (so that it never goes back), and the deltas
+  kept so far are forgotten, being of another run of the zone or already
+  covered by the snapshots its viewers get when it starts here.
+  """
+  @spec carry_on(t(), non_neg_integer(), non_neg_integer()) :: :ok
+  def carry_on(%__MODULE__{} = feed, zone, seq) do
+    case latest(feed, zone) do
+      ^seq ->
+        :ok
+
+      latest ->
+        :atomics.put(feed.seqs, zone + 1, max(latest, seq))
+        forget(feed, zone, latest - feed.history + 1, latest)
+    end
+  end
+
+  @doc """
+  Makes `seq` the zone's latest number, forgetting the deltas kept, unless
+  it is the latest already: a reader holding an older or a later number
+  finds its deltas `:gone` and asks for a snapshot.
+  """
+  @spec reset(t(), non_neg_integer(), non_neg_integer()) :: :ok
+  def reset(%__MODULE__{} = feed, zone, seq) do
+    case latest(feed, zone) do
+      ^seq ->
+        :ok
+
+      latest ->
+        :atomics.put(feed.seqs, zone + 1, seq)
+        forget(feed, zone, latest - feed.history + 1, latest)
+    end
   end
 
   @doc """

@@ -12,10 +12,11 @@ defmodule Grove.World.Placer do
   # runs it do the others send it there.
   #
   # A handover, when members change and a zone this node runs belongs to
-  # another now: the zone gives its rows and subscriptions and holds what
-  # it gets (`Grove.World.Zone`); the new owner's placer writes them into
-  # its own tables and directory, starts the zone (which recovers from them
-  # as from a restart) and announces it to every member; the old zone then
+  # another now: the zone gives its rows, subscriptions and the number of
+  # its last view delta, and holds what it gets (`Grove.World.Zone`); the
+  # new owner's placer writes them into its own tables, directory and feed,
+  # starts the zone (which recovers from them as from a restart) and
+  # announces it to every member; the old zone then
   # passes what it held, and what still comes, on to it, until it stops
   # after `handoff_timeout` twice over. A handover runs in a process of its
   # own, so that two placers handing zones to each other never wait on
@@ -49,7 +50,7 @@ defmodule Grove.World.Placer do
 
   alias __MODULE__, as: State
   alias Grove.World
-  alias Grove.World.{Directory, Entity, Grid, Minimap, Placement, Relay, Stats, Zone}
+  alias Grove.World.{Directory, Entity, Feed, Grid, Minimap, Placement, Relay, Stats, Zone}
 
   require Logger
 
@@ -124,14 +125,14 @@ defmodule Grove.World.Placer do
 
   @impl true
   def handle_call(
-        {:take_over, _index, _rows, _subscriptions, _epoch},
+        {:take_over, _index, _rows, _subscriptions, _seq, _epoch},
         _from,
         %State{paused: true} = state
       ),
       do: {:reply, {:error, :paused}, state}
 
-  def handle_call({:take_over, index, rows, subscriptions, epoch}, _from, state) do
-    state = take_over(state, index, rows, subscriptions, epoch)
+  def handle_call({:take_over, index, rows, subscriptions, seq, epoch}, _from, state) do
+    state = take_over(state, index, rows, subscriptions, seq, epoch)
     {:reply, :ok, state}
   end
 
@@ -395,12 +396,12 @@ defmodule Grove.World.Placer do
   # The zone gives its rows and subscriptions, the new owner takes them.
   defp hand_over_now(world, index, to, epoch) do
     zone = Process.whereis(elem(world.zones, index))
-    {rows, subscriptions} = GenServer.call(zone, :hand_over, 30_000)
+    {rows, subscriptions, seq} = GenServer.call(zone, :hand_over, 30_000)
 
     :ok =
       GenServer.call(
         {name(world.name), to},
-        {:take_over, index, rows, subscriptions, epoch},
+        {:take_over, index, rows, subscriptions, seq, epoch},
         30_000
       )
 
@@ -441,7 +442,7 @@ defmodule Grove.World.Placer do
   defp zone_pid(state, index), do: Process.whereis(elem(state.world.zones, index))
 
   # The new owner's side: the zone's rows into this node's tables, then the zone.
-  defp take_over(state, index, rows, subscriptions, epoch) do
+  defp take_over(state, index, rows, subscriptions, seq, epoch) do
     world = state.world
 
     state = drop_forwarding(state, index)
@@ -457,6 +458,8 @@ defmodule Grove.World.Placer do
     end
 
     :ets.insert(world.subscriptions, subscriptions)
+    # Its viewers hold the numbers of its deltas: it carries on from its own.
+    Feed.carry_on(world.feed, index, seq)
     start_zone(state, index)
     state = locate(state, index, node(), epoch)
     announce(state, index, :handed)

@@ -10,6 +10,19 @@ defmodule Grove.World.Relay do
   # which writes the entry there. The relay holds nothing of its own: the
   # tables are the keeper's, so it can crash and restart at no cost.
   #
+  # It keeps this node's feed (`Grove.World.Feed`) the same way for zones
+  # that run elsewhere and have viewers here: such a zone sends each delta,
+  # encoded once in every format, once to this relay, whatever the number
+  # of viewers here, and the relay publishes it under the zone's own number,
+  # where the viewers read it as they read a local zone's. What crosses the
+  # network per tick is one message per watching node, not per viewer (the
+  # idea of Discord's Manifold). A zone that starts being watched from here
+  # first sends the number it is at (`{:feed_from, zone, seq}`), and the
+  # snapshots it sends viewers here come through the relay too: a snapshot
+  # carrying number `seq` reaches its viewer only once this node's feed
+  # holds `seq` (or later), so the viewer reads on from there and never
+  # finds a number of another run of the zone.
+  #
   # For those entities, whose owners live here and whose zones run
   # elsewhere, it also keeps the owner (the world's `away` table), so that
   # when a node is lost with its zones, the owners here of what they held
@@ -19,7 +32,7 @@ defmodule Grove.World.Relay do
   use GenServer
 
   alias Grove.World
-  alias Grove.World.Directory
+  alias Grove.World.{Directory, Feed}
 
   @spec start_link(World.t()) :: GenServer.on_start()
   def start_link(%World{} = world),
@@ -28,6 +41,10 @@ defmodule Grove.World.Relay do
   @doc "The relay's registered name for a world (the same on every node)."
   @spec name(atom()) :: atom()
   def name(world), do: :"#{world}.relay"
+
+  @doc "A node's relay for a world, as an address to send to."
+  @spec address(atom(), node()) :: {atom(), node()}
+  def address(world, node), do: {name(world), node}
 
   @doc """
   Records that an entity is in `zone`: in this node's directory and, when
@@ -124,6 +141,21 @@ defmodule Grove.World.Relay do
     ensure_chunk(world, id)
     Directory.assign(name, id, zone)
     :ets.insert(world.away, {id, zone, owner})
+    {:noreply, name}
+  end
+
+  def handle_info({:feed, zone, seq, encoded}, name) do
+    :ok = Feed.publish(World.fetch!(name).feed, zone, seq, encoded)
+    {:noreply, name}
+  end
+
+  def handle_info({:feed_from, zone, seq}, name) do
+    :ok = Feed.reset(World.fetch!(name).feed, zone, seq)
+    {:noreply, name}
+  end
+
+  def handle_info({:snapshot, viewer, message}, name) do
+    send(viewer, message)
     {:noreply, name}
   end
 

@@ -17,6 +17,10 @@ defmodule Grove.World.Stats do
             :forwards,
             :deltas_published,
             :snapshots_sent,
+            # Deltas sent once per node with viewers of a zone elsewhere,
+            # and those not sent because that node's connection was busy.
+            :deltas_relayed,
+            :deltas_dropped,
             :zone_restarts,
             # Bacteria: generations computed (by all zones), cells born and
             # dead, patterns seeded and refused.

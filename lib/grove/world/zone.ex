@@ -21,6 +21,13 @@ defmodule Grove.World.Zone do
   # and per tick. A zone nobody watches does no view work and, with no
   # handoff pending and no overload to re-measure, has no tick at all.
   #
+  # Viewers on other nodes read their own node's feed: the zone counts them
+  # per node (`watchers`) and sends each delta, as encoded for the feed,
+  # once to each such node's relay (Grove.World.Relay), which publishes it
+  # there under the same number. A node that starts watching is first told
+  # the number the zone is at, and snapshots for viewers there go through
+  # its relay, behind the deltas before them.
+  #
   # Bacteria (Grove.World.Life): the zone computes its own cells of the
   # automaton, one generation at a time, on a timer of its own. It publishes
   # each generation's cells and borders in the world's life table (one row
@@ -39,7 +46,7 @@ defmodule Grove.World.Zone do
   use GenServer
 
   alias Grove.{Metrics, World}
-  alias Grove.World.{Directory, Entity, Feed, Grid, Life, Stats, Terrain}
+  alias Grove.World.{Directory, Entity, Feed, Grid, Life, Relay, Stats, Terrain}
   alias Grove.World.Life.Board
   alias Grove.World.Zone.State
 
@@ -72,7 +79,8 @@ defmodule Grove.World.Zone do
     overloaded: false,
     monitors: %{},
     subscribers: %{},
-    formats: %{}
+    formats: %{},
+    watchers: %{}
   ]
 
   @typedoc "A subscription: a viewer process and the format it reads."
@@ -95,7 +103,8 @@ defmodule Grove.World.Zone do
           overloaded: boolean(),
           monitors: %{reference() => {:entity, Entity.id()} | {:subscriber, subscriber()}},
           subscribers: %{subscriber() => {reference(), MapSet.t(Entity.id())}},
-          formats: %{Feed.format() => pos_integer()}
+          formats: %{Feed.format() => pos_integer()},
+          watchers: %{node() => pos_integer()}
         }
 
   @spec start_link({World.t(), Grid.zone_index()}) :: GenServer.on_start()
@@ -266,14 +275,15 @@ defmodule Grove.World.Zone do
     do: {:noreply, pass_on(zone, {:"$gen_call", from, message})}
 
   # The first step of a handover: what the new owner needs (the table's
-  # rows and the subscriptions), and from now on, nothing is handled here.
+  # rows, the subscriptions and the number its viewers hold), and from now
+  # on, nothing is handled here.
   def handle_call(:hand_over, _from, zone) do
     for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
     if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
     rows = :ets.tab2list(zone.table)
     subscriptions = :ets.lookup(zone.world.subscriptions, zone.index)
 
-    {:reply, {rows, subscriptions},
+    {:reply, {rows, subscriptions, zone.seq},
      %{zone | handed_over: {:holding, []}, monitors: %{}, tick_timer: nil}}
   end
 
@@ -385,6 +395,7 @@ defmodule Grove.World.Zone do
         {:noreply,
          %{zone | subscribers: Map.delete(zone.subscribers, key)}
          |> drop_format(format)
+         |> unwatch_node(node(pid))
          |> watch()}
 
       {nil, _} ->
@@ -754,6 +765,7 @@ defmodule Grove.World.Zone do
               monitors: Map.put(zone.monitors, ref, {:subscriber, key}),
               formats: Map.update(zone.formats, format, 1, &(&1 + 1))
           }
+          |> watch_node(node(pid))
       end
 
     send_snapshot(zone, pid, format)
@@ -778,6 +790,7 @@ defmodule Grove.World.Zone do
               monitors: Map.delete(zone.monitors, ref)
           }
           |> drop_format(format)
+          |> unwatch_node(node(pid))
           |> watch()
         else
           put_in(zone.subscribers[key], {ref, ids})
@@ -796,6 +809,35 @@ defmodule Grove.World.Zone do
     end
   end
 
+  # Viewers on other nodes, counted per node. A node that starts watching
+  # is told the number the zone is at before any delta, so that its feed
+  # matches the snapshots its viewers get.
+  defp watch_node(zone, node) when node == node(), do: zone
+
+  defp watch_node(zone, node) do
+    case zone.watchers do
+      %{^node => n} ->
+        %{zone | watchers: Map.put(zone.watchers, node, n + 1)}
+
+      _ ->
+        :erlang.send(
+          Relay.address(zone.world.name, node),
+          {:feed_from, zone.index, zone.seq},
+          [:noconnect]
+        )
+
+        %{zone | watchers: Map.put(zone.watchers, node, 1)}
+    end
+  end
+
+  defp unwatch_node(zone, node) do
+    case zone.watchers do
+      %{^node => 1} -> %{zone | watchers: Map.delete(zone.watchers, node)}
+      %{^node => n} -> %{zone | watchers: Map.put(zone.watchers, node, n - 1)}
+      _ -> zone
+    end
+  end
+
   defp watch(zone) do
     watched = map_size(zone.subscribers) > 0
 
@@ -806,11 +848,24 @@ defmodule Grove.World.Zone do
 
   # The zone as it is now, for a viewer that starts (or starts again) from
   # `seq`: the deltas after it complete the picture, so the snapshot carries
-  # the number of the last delta published.
+  # the number of the last delta published. A viewer on another node gets
+  # it through that node's relay, once the feed there holds that number.
   defp send_snapshot(zone, pid, format) do
     Stats.incr(zone.world.stats, :snapshots_sent)
     data = encode(format, :snapshot, zone.index, State.snapshot(zone.core), [])
-    send(pid, {:grove_view, zone.index, :snapshot, zone.seq, data})
+    message = {:grove_view, zone.index, :snapshot, zone.seq, data}
+
+    case node(pid) do
+      here when here == node() ->
+        send(pid, message)
+
+      there ->
+        :erlang.send(
+          Relay.address(zone.world.name, there),
+          {:snapshot, pid, message},
+          [:noconnect]
+        )
+    end
   end
 
   defp encode({module, name}, what, index, entries, departed),
@@ -875,7 +930,27 @@ defmodule Grove.World.Zone do
 
     Feed.publish(zone.world.feed, zone.index, seq, encoded)
     Stats.incr(zone.world.stats, :deltas_published)
+    relay(zone, seq, encoded)
     %{zone | seq: seq}
+  end
+
+  # Once per node with viewers, whatever their number. A node whose
+  # connection is busy is not waited for: the delta is dropped (counted),
+  # and its viewers, finding a gap in their feed, ask for snapshots.
+  defp relay(%__MODULE__{watchers: watchers}, _seq, _encoded) when map_size(watchers) == 0,
+    do: :ok
+
+  defp relay(zone, seq, encoded) do
+    message = {:feed, zone.index, seq, encoded}
+
+    for {node, _viewers} <- zone.watchers do
+      case :erlang.send(Relay.address(zone.world.name, node), message, [:noconnect, :nosuspend]) do
+        :ok -> Stats.incr(zone.world.stats, :deltas_relayed)
+        _not_sent -> Stats.incr(zone.world.stats, :deltas_dropped)
+      end
+    end
+
+    :ok
   end
 
   # A handoff with no answer for too long: the target zone died with it. The

@@ -7,6 +7,7 @@ defmodule Mix.Tasks.Grove.Load do
 
       mix grove.load ws --url ws://127.0.0.1:4000/ws --players 10000 --ramp 500 --duration 300
       mix grove.load ws --ramp 200 --encoding binary --json knee.json
+      mix grove.load ws --url http://10.0.0.5:4000 --url http://10.0.0.6:4000 --players 6000
       mix grove.load ws --players 3000 --duration 120 --hog 1 --hog-from 40 --hog-for 40
 
   ## ws
@@ -16,7 +17,12 @@ defmodule Mix.Tasks.Grove.Load do
   outcome; a sample of them also checks the views. A progress line every
   5 s, then a report; see `Grove.Load.WsRun`.
 
-    * `--url URL` - the server's WebSocket endpoint (default `ws://127.0.0.1:4000/ws`)
+    * `--url URL` - the server's WebSocket endpoint (default `ws://127.0.0.1:4000/ws`),
+      or its base URL (`http://127.0.0.1:4000`). Give it again, or give
+      URLs separated by commas, to spread the players over several nodes
+      of a cluster: player n goes to URL n modulo their number, and the
+      report adds a table per URL. The servers' gauges are read from the
+      first URL's node (or `--metrics-url`)
     * `--players N` - players to run; without it (and without `--stages`),
       ramp until the knee
     * `--stages N,N,...` - measure each of these player counts in turn
@@ -98,7 +104,7 @@ defmodule Mix.Tasks.Grove.Load do
   alias Grove.Load.{HttpRun, Report, WsRun}
 
   @ws_switches [
-    url: :string,
+    url: :keep,
     players: :integer,
     ramp: :integer,
     duration: :integer,
@@ -149,7 +155,7 @@ defmodule Mix.Tasks.Grove.Load do
       end
 
     positive!(opts)
-    opts = opts |> parse_stages() |> parse_check_views()
+    opts = opts |> parse_urls() |> parse_stages() |> parse_check_views()
     start_client()
 
     {json, opts} = Keyword.pop(opts, :json)
@@ -236,6 +242,24 @@ defmodule Mix.Tasks.Grove.Load do
   def run(_args),
     do:
       Mix.raise("usage: mix grove.load ws|http|fuzz|verify [options] (see `mix help grove.load`)")
+
+  # --url again, or URLs separated by commas: players go to them in turn.
+  defp parse_urls(opts) do
+    case Keyword.get_values(opts, :url) do
+      [] ->
+        opts
+
+      given ->
+        urls =
+          try do
+            WsRun.urls!(given)
+          rescue
+            error in ArgumentError -> Mix.raise(error.message)
+          end
+
+        opts |> Keyword.delete(:url) |> Keyword.put(:url, urls)
+    end
+  end
 
   defp parse_stages(opts) do
     case Keyword.fetch(opts, :stages) do

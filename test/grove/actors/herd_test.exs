@@ -6,6 +6,7 @@ defmodule Grove.Actors.HerdTest do
   alias Grove.Actors
   alias Grove.Actors.{Herd, Stats}
   alias Grove.Test.StubWorld
+  alias Grove.World
 
   defp start_herd(stub, opts) do
     stats = Stats.new()
@@ -170,6 +171,52 @@ defmodule Grove.Actors.HerdTest do
     # Nobody was lost: each actor is still on the wheel once, and all move on.
     assert wheel_ids(herd) |> Enum.uniq() |> length() == 30
     eventually(fn -> assert counts(stats).sent - sent_before >= 30 end)
+  end
+
+  describe "retiring" do
+    test "retired actors leave the world, each answered, and a herd left with none stops", %{
+      world: world
+    } do
+      stats = Stats.new()
+
+      herd =
+        start_supervised!(
+          Supervisor.child_spec(
+            {Herd, world: world, stats: stats, count: 30, interval: 100, resolution: 10},
+            id: make_ref(),
+            restart: :transient
+          )
+        )
+
+      eventually(fn -> assert World.entity_count(world) == 30 end)
+
+      assert Herd.retire(herd, 10) == 10
+      eventually(fn -> assert World.entity_count(world) == 20 end)
+      assert counts(stats).left == 10
+      assert length(wheel_ids(herd)) == 20
+
+      # The others still walk.
+      sent = counts(stats).sent
+      eventually(fn -> assert counts(stats).sent >= sent + 20 end)
+
+      ref = Process.monitor(herd)
+      assert Herd.retire(herd, 25) == 20
+      assert_receive {:DOWN, ^ref, :process, ^herd, :normal}, 10_000
+      assert World.entity_count(world) == 0
+      assert counts(stats).left == 30
+      assert counts(stats).in_flight == 0
+    end
+
+    test "actors not joined yet are retired first, by not joining", %{world: world} do
+      stub = StubWorld.new(world, joins: {:busy_after, 5}, moves: :answer)
+      {herd, stats} = start_herd(stub, count: 10, join_backoff: {10, 20})
+
+      eventually(fn -> assert counts(stats).joined == 5 and counts(stats).join_retried >= 1 end)
+      assert Herd.retire(herd, 7) == 7
+      eventually(fn -> assert counts(stats).left == 2 end)
+      assert length(wheel_ids(herd)) == 3
+      assert %Herd{to_join: 0} = :sys.get_state(herd)
+    end
   end
 
   describe "joining" do

@@ -75,6 +75,9 @@ defmodule Grove.Metrics.CollectorTest do
     # Per kind: how many, and their moves by outcome.
     assert text =~ ~s(grove_actors_of_kind{kind="walker"} 20)
     assert text =~ ~s(grove_actors_of_kind{kind="sheep"} 10)
+    # Alone, a node owes every actor it is configured with.
+    assert text =~ ~s(grove_actors_share{kind="walker"} 20)
+    assert text =~ ~s(grove_actors_retired_total{kind="walker"} 0)
     assert text =~ ~s(grove_actor_moves_total{kind="walker",outcome="ok"})
     # The zones' moves above may not have reached their herds yet.
     eventually(fn ->

@@ -31,4 +31,58 @@ defmodule Grove.World.FeedTest do
     # A number from before the zone restarted with a fresh world.
     assert Feed.since(feed, 0, 9, @json) == :gone
   end
+
+  defp rows(feed, zone),
+    do: feed.table |> :ets.match({{zone, :"$1"}, :_}) |> List.flatten() |> Enum.sort()
+
+  test "relayed deltas: numbers only go up, a gap is a snapshot, and no row outlives the history" do
+    feed = Feed.new(1, 3)
+    for seq <- 1..4, do: Feed.publish(feed, 0, seq, [{@json, seq}])
+
+    # Deltas the relay missed: readers before the gap need a snapshot.
+    Feed.publish(feed, 0, 9, [{@json, 9}])
+    assert Feed.latest(feed, 0) == 9
+    assert Feed.since(feed, 0, 4, @json) == :gone
+    assert Feed.since(feed, 0, 7, @json) == :gone
+    assert Feed.since(feed, 0, 8, @json) == {[9], 9}
+    assert rows(feed, 0) == [9]
+
+    Feed.publish(feed, 0, 10, [{@json, 10}])
+    assert Feed.since(feed, 0, 9, @json) == {[10], 10}
+
+    # A delta that comes late does not take the number back.
+    Feed.publish(feed, 0, 8, [{@json, 8}])
+    assert Feed.latest(feed, 0) == 10
+    assert Feed.since(feed, 0, 7, @json) == {[8, 9, 10], 10}
+    # One older than the history kept is not kept at all.
+    Feed.publish(feed, 0, 5, [{@json, 5}])
+    assert rows(feed, 0) == [8, 9, 10]
+  end
+
+  test "a reset or a zone carried on from elsewhere leaves no delta of another run to read" do
+    feed = Feed.new(1, 4)
+    for seq <- 1..6, do: Feed.publish(feed, 0, seq, [{@json, {:old, seq}}])
+
+    # The zone, run again from an earlier number, is watched from here.
+    :ok = Feed.reset(feed, 0, 3)
+    assert Feed.latest(feed, 0) == 3
+    assert rows(feed, 0) == []
+    assert Feed.since(feed, 0, 3, @json) == {[], 3}
+    assert Feed.since(feed, 0, 5, @json) == :gone
+    Feed.publish(feed, 0, 4, [{@json, {:new, 4}}])
+    assert Feed.since(feed, 0, 3, @json) == {[{:new, 4}], 4}
+    assert Feed.since(feed, 0, 2, @json) == :gone
+
+    # At the number it holds already, nothing is forgotten.
+    :ok = Feed.reset(feed, 0, 4)
+    assert Feed.since(feed, 0, 3, @json) == {[{:new, 4}], 4}
+
+    # A zone that moves here from a node where it was at 2 carries on from
+    # 4, the later number, and what was kept of it goes.
+    :ok = Feed.carry_on(feed, 0, 2)
+    assert Feed.latest(feed, 0) == 4
+    assert Feed.since(feed, 0, 3, @json) == :gone
+    :ok = Feed.carry_on(feed, 0, 7)
+    assert Feed.latest(feed, 0) == 7
+  end
 end
