@@ -236,7 +236,8 @@ defmodule Grove.ClusterTest do
       for node <- nodes do
         start_instance!(
           node,
-          Keyword.put(small_instance(instance, cluster), :actors, count: 5, interval: 200)
+          # Ten in all, the cluster's total: five on each node.
+          Keyword.put(small_instance(instance, cluster), :actors, count: 10, interval: 200)
         )
       end
 
@@ -537,7 +538,12 @@ defmodule Grove.ClusterTest do
           start_instance!(
             node(),
             Keyword.put(
-              small_instance(Grove.AloneT, peers: [:nobody@nowhere], connect_interval: 60_000),
+              # One node is a quorum of a cluster of one: it need not wait for the others.
+              small_instance(Grove.AloneT,
+                peers: [:nobody@nowhere],
+                connect_interval: 60_000,
+                size: 1
+              ),
               :actors,
               count: 20,
               settle: 50

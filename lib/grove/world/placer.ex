@@ -170,7 +170,7 @@ defmodule Grove.World.Placer do
       Logger.info("zone #{index}: a stale announcement from #{node} (epoch #{epoch}) ignored")
       {:noreply, state}
     else
-      state = locate(state, index, node, epoch)
+      state = state |> drop_stale_copy(index, node) |> locate(index, node, epoch)
       if how == :restarted, do: recovered(state, [index])
       {:noreply, state}
     end
@@ -181,10 +181,21 @@ defmodule Grove.World.Placer do
       when is_map_key(handing, pid) do
     {index, to, epoch} = handing[pid]
     state = %{state | handing: Map.delete(handing, pid)}
+    taken = epoch(state, index) >= epoch and location(state, index) == to
 
     case reason do
       :normal ->
         {:noreply, locate(state, index, to, max(epoch, epoch(state, index)))}
+
+      # The new owner took it and said so, though its answer did not come
+      # back in time: it was handed over all the same.
+      _reason when taken ->
+        Logger.warning("zone #{index}: #{to} took it, though its answer came late")
+
+        if zone = zone_pid(state, index),
+          do: send(zone, {:handed_to, {elem(state.world.zones, index), to}})
+
+        {:noreply, state}
 
       reason ->
         Logger.error("zone #{index}: handing it to #{to} failed: #{inspect(reason)}; kept here")
@@ -465,6 +476,20 @@ defmodule Grove.World.Placer do
     announce(state, index, :handed)
     # Members may have changed again while it came: it may belong elsewhere already.
     settle(state, index)
+  end
+
+  # Another node announces a zone that still runs here, not handed away:
+  # a handover whose answer timed out after the new owner took the zone
+  # kept it here too. The newer placement wins; this copy, which its
+  # clients' entities have left with the rows it handed over, goes.
+  defp drop_stale_copy(state, index, node) do
+    if node != node() and not is_map_key(state.retiring, index) and zone_pid(state, index) do
+      Logger.warning("zone #{index}: runs on #{node} now; the copy here stops")
+      stop_zone(state, index)
+      _entities = Zone.forget(state.world, index)
+    end
+
+    state
   end
 
   # A zone that starts again on a node that had handed it away: its old,
