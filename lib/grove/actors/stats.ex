@@ -16,7 +16,9 @@ defmodule Grove.Actors.Stats do
   # take off what is answered or given up (`:expired`: no outcome within
   # `move_timeout`). `:join_retried` counts joins refused `:busy` or timed
   # out and tried again later; they are not lost. `:stayed` counts steps
-  # whose kind chose not to move (nothing was sent).
+  # whose kind chose not to move (nothing was sent). `:sent_remote` counts
+  # the moves sent to a zone another node of the cluster runs (a world
+  # alone sends none, and its herds do not look).
   #
   # Per kind: one `:counters` array holds a row of every key for each kind
   # of the group; a herd writes its kind's row through the handle
@@ -31,7 +33,7 @@ defmodule Grove.Actors.Stats do
   # its calls can time out; the world's moves always get an outcome.
   @keys [:sent, :joined, :join_failed, :ok | Grove.World.rejections()] ++
           [:timeout, :skipped_unanswered, :skipped_full, :skipped_late] ++
-          [:in_flight, :expired, :join_retried, :stayed]
+          [:in_flight, :expired, :join_retried, :stayed, :sent_remote]
   @size length(@keys)
 
   for {key, index} <- Enum.with_index(@keys, 1) do
