@@ -101,6 +101,7 @@ defmodule Grove.Bench.Cluster do
     File.write!(Path.join(home, ".erlang.cookie"), cookie)
     File.chmod!(Path.join(home, ".erlang.cookie"), 0o400)
     started = not Node.alive?()
+    cookie_before = Node.get_cookie()
 
     try do
       if started do
@@ -110,7 +111,7 @@ defmodule Grove.Bench.Cluster do
       Node.set_cookie(String.to_atom(cookie))
       fun.(home)
     after
-      if started, do: Node.stop()
+      if started, do: Node.stop(), else: Node.set_cookie(cookie_before)
       File.rm_rf!(home)
       unless epmd_before, do: System.cmd("epmd", ["-kill"], stderr_to_stdout: true)
     end
