@@ -165,24 +165,45 @@ defmodule Grove.Bench.Cluster do
     # goes, and its applications set options there that whatever captures
     # the bench's lines may not support: it is started from a process
     # whose output is this node's terminal. (`:peer.start/1` does not
-    # link the node to that process.)
-    Task.async(fn ->
+    # link the node to that process.) A failure comes back as an answer,
+    # so that the caller's cleanup runs, and stops the node it started.
+    parent = self()
+    ref = make_ref()
+
+    spawn(fn ->
       Process.group_leader(self(), Process.whereis(:user))
 
-      {:ok, peer, node} =
-        :peer.start(%{
-          name: :"grove_bench_#{name}_#{System.unique_integer([:positive])}",
-          exec:
-            {String.to_charlist(taskset),
-             [~c"-c", String.to_charlist(cores), String.to_charlist(erl)]},
-          env: [{~c"HOME", String.to_charlist(home)}],
-          args: flags ++ paths
-        })
+      result =
+        try do
+          {:ok, peer, node} =
+            :peer.start(%{
+              name: :"grove_bench_#{name}_#{System.unique_integer([:positive])}",
+              exec:
+                {String.to_charlist(taskset),
+                 [~c"-c", String.to_charlist(cores), String.to_charlist(erl)]},
+              env: [{~c"HOME", String.to_charlist(home)}],
+              args: flags ++ paths
+            })
 
-      {:ok, _} = :erpc.call(node, __MODULE__, :start_application, [])
-      {peer, node}
+          try do
+            {:ok, _} = :erpc.call(node, __MODULE__, :start_application, [])
+            {:ok, {peer, node}}
+          catch
+            kind, reason ->
+              :peer.stop(peer)
+              {:error, {kind, reason}}
+          end
+        catch
+          kind, reason -> {:error, {kind, reason}}
+        end
+
+      send(parent, {ref, result})
     end)
-    |> Task.await(:infinity)
+
+    receive do
+      {^ref, {:ok, started}} -> started
+      {^ref, {:error, reason}} -> raise "node #{name} did not start: #{inspect(reason)}"
+    end
   end
 
   @doc false
