@@ -1000,6 +1000,33 @@ defmodule Grove.World do
     end
   end
 
+  @doc """
+  How many of `moves` (`{id, direction, tag}`, as `move_many/2` takes
+  them) go to zones another node runs now: what sending them costs in
+  distribution. A world alone sends none, and answers without looking.
+  """
+  @spec remote_moves(name() | t(), [{Entity.id(), Grid.direction(), term()}]) ::
+          non_neg_integer()
+  def remote_moves(world, moves) when is_atom(world), do: remote_moves(fetch!(world), moves)
+  def remote_moves(%__MODULE__{cluster: nil}, _moves), do: 0
+
+  def remote_moves(%__MODULE__{name: name}, moves) do
+    case :persistent_term.get({__MODULE__, name, :locations}, nil) do
+      nil ->
+        0
+
+      {locations, nodes} ->
+        here = node()
+
+        Enum.count(moves, fn {id, _direction, _tag} ->
+          case Directory.lookup(name, id) do
+            nil -> false
+            index -> elem(nodes, :atomics.get(locations, index + 1)) != here
+          end
+        end)
+    end
+  end
+
   @doc "The pid of a zone process (for tests and tools)."
   @spec zone_pid(name() | t(), Grid.zone_index()) :: pid() | nil
   def zone_pid(world, index), do: Process.whereis(elem(fetch!(world).zones, index))

@@ -116,6 +116,7 @@ defmodule Grove.Actors.Herd do
     :permits,
     :join_backoff,
     :join_timer,
+    remote: false,
     to_join: 0,
     leaving: [],
     retiring: false,
@@ -203,6 +204,9 @@ defmodule Grove.Actors.Herd do
       permits: Keyword.get(opts, :join_permits),
       join_backoff: Keyword.get(opts, :join_backoff, {50, 5000}),
       to_join: count,
+      # Only a world of a cluster has moves to count as sent to another
+      # node: a world alone pays nothing for the count.
+      remote: api == Grove.World and Grove.World.fetch!(world).cluster != nil,
       rand: :rand.seed_s(:exsss),
       native_per_us: :erlang.convert_time_unit(1, :microsecond, :native)
     }
@@ -394,6 +398,7 @@ defmodule Grove.Actors.Herd do
     if unanswered > 0, do: Stats.incr(herd.stats, :skipped_unanswered, unanswered)
     if full > 0, do: Stats.incr(herd.stats, :skipped_full, full)
     if stayed > 0, do: Stats.incr(herd.stats, :stayed, stayed)
+    if herd.remote and sent > 0, do: count_remote(herd, moves)
     %{herd | wheel: wheel, rand: rand, pending: pending, in_flight: in_flight}
   end
 
@@ -511,6 +516,15 @@ defmodule Grove.Actors.Herd do
 
   defp send_moves(herd, moves) do
     for {id, direction, sent_at} <- moves, do: herd.api.move(herd.world, id, direction, sent_at)
+  end
+
+  # Where the moves just sent went is read as `move_many/2` read it, from
+  # the directory and the zones' locations (no message).
+  defp count_remote(herd, moves) do
+    case Grove.World.remote_moves(herd.world, moves) do
+      0 -> :ok
+      remote -> Stats.incr(herd.stats, :sent_remote, remote)
+    end
   end
 
   # Each actor is on the wheel once, as `{id, sent_at of its last move, its kind's state}`.

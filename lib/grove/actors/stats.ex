@@ -22,7 +22,9 @@ defmodule Grove.Actors.Stats do
   # tried again; `:joined` minus `:left` is how many of this node's actors
   # are in the world. `:lost` counts actors whose entities went with a
   # lost node (or whose node paused, short of its cluster's quorum); each
-  # is taken off `:joined` and joins again.
+  # is taken off `:joined` and joins again. `:sent_remote` counts
+  # the moves sent to a zone another node of the cluster runs (a world
+  # alone sends none, and its herds do not look).
   #
   # Per kind: one `:counters` array holds a row of every key for each kind
   # of the group; a herd writes its kind's row through the handle
@@ -37,7 +39,7 @@ defmodule Grove.Actors.Stats do
   # its calls can time out; the world's moves always get an outcome.
   @keys [:sent, :joined, :join_failed, :ok | Grove.World.rejections()] ++
           [:timeout, :skipped_unanswered, :skipped_full, :skipped_late] ++
-          [:in_flight, :expired, :join_retried, :stayed] ++
+          [:in_flight, :expired, :join_retried, :stayed, :sent_remote] ++
           [:left, :leave_retried, :lost]
   @size length(@keys)
 

@@ -33,6 +33,17 @@ defmodule Grove.Bench.Actors do
   synchronous call per move, walked by one process per actor as in the blog
   it models.
 
+  With `:peers` (nodes already connected that run the `:grove`
+  application, as `Grove.Bench.Cluster` starts them), the world runs on
+  this node and the peers, clustered: a Grove instance on each (no
+  gateway, store or status line), the zones placed by the cluster, and
+  every node walking its share of the actors from its own herds. The
+  counts are every node's added up; the report adds the share of the
+  moves sent to a zone on another node, the bytes a second on the
+  distribution connections to the peers, and how busy each node's
+  schedulers were. The probe, the mailboxes sampled and the curve's
+  memory and run queue are this node's.
+
   Errors are every outcome other than a move or a rule's rejection (blocked,
   occupied, out of bounds): busy, rate limited, not owner, unknown entity,
   timeouts (no outcome within 5 s), outcomes that never came, and joins that
@@ -78,6 +89,7 @@ defmodule Grove.Bench.Actors do
     hog_from: 0,
     hog_for: nil,
     life: false,
+    peers: [],
     out: &IO.puts/1
   ]
 
@@ -204,10 +216,25 @@ defmodule Grove.Bench.Actors do
     after
       Supervisor.stop(sup, :normal, :infinity)
       if design == :baseline, do: :persistent_term.erase({Baseline, name})
+      stop_peer_instances(opts[:peers], name)
     end
   end
 
   defp start_design(:grove, name, sup, opts) do
+    if opts[:peers] == [],
+      do: start_world(name, sup, opts),
+      else: start_cluster(name, sup, opts)
+  end
+
+  defp start_design(:baseline, name, sup, opts) do
+    if opts[:peers] != [],
+      do:
+        raise(ArgumentError, "the baseline is one GenServer: it runs on one node, give no :peers")
+
+    start_baseline(name, sup, opts)
+  end
+
+  defp start_world(name, sup, opts) do
     world = :"#{name}.World"
 
     world_opts = [
@@ -221,21 +248,7 @@ defmodule Grove.Bench.Actors do
 
     {:ok, _} = Supervisor.start_child(sup, {World, world_opts})
 
-    actors = [
-      name: :"#{name}.Actors",
-      world: world,
-      interval: opts[:interval],
-      per_herd: opts[:per_herd],
-      batch: opts[:batch]
-    ]
-
-    # The herds' own defaults unless the run names them.
-    actors =
-      actors ++
-        for key <- [:max_in_flight, :target_ms, :late_ms, :resolution],
-            opts[key] != nil,
-            do: {key, opts[key]}
-
+    actors = [name: :"#{name}.Actors", world: world] ++ actor_options(opts)
     {:ok, _} = Supervisor.start_child(sup, {Actors, actors})
 
     new_bench(:grove, World, world, actors[:name], sup,
@@ -247,7 +260,7 @@ defmodule Grove.Bench.Actors do
     )
   end
 
-  defp start_design(:baseline, name, sup, opts) do
+  defp start_baseline(name, sup, opts) do
     server_opts = [name: name, width: opts[:width], height: opts[:height], seed: opts[:seed]]
     {:ok, _} = Supervisor.start_child(sup, {Baseline, server_opts})
 
@@ -270,7 +283,152 @@ defmodule Grove.Bench.Actors do
     )
   end
 
+  defp actor_options(opts) do
+    # The herds' own defaults unless the run names them.
+    [interval: opts[:interval], per_herd: opts[:per_herd], batch: opts[:batch]] ++
+      for key <- [:max_in_flight, :target_ms, :late_ms, :resolution],
+          opts[key] != nil,
+          do: {key, opts[key]}
+  end
+
+  # The world on this node and `:peers`, one Grove instance on each
+  # (no gateway, store or status line), clustered: zones placed by the
+  # cluster, each node's share of the actors walking from its own herds.
+  # Everything is measured from here; the actors' counts are read on every
+  # node and added up.
+  defp start_cluster(name, sup, opts) do
+    instance = cluster_instance(name)
+    nodes = Enum.sort([node() | opts[:peers]])
+    world = Grove.world(instance)
+    actors = Grove.actors(instance)
+
+    instance_opts = [
+      name: instance,
+      world: [
+        width: opts[:width],
+        height: opts[:height],
+        zone_size: opts[:zone_size],
+        seed: opts[:seed],
+        life: opts[:life]
+      ],
+      actors: [count: 0] ++ actor_options(opts),
+      gateway: false,
+      status_interval: false,
+      cluster: [peers: nodes, connect_interval: 100]
+    ]
+
+    {:ok, _} = Supervisor.start_child(sup, {Grove, instance_opts})
+
+    for peer <- opts[:peers] do
+      {:ok, _} =
+        :erpc.call(peer, Supervisor, :start_child, [
+          Grove.Application.Supervisor,
+          Supervisor.child_spec({Grove, instance_opts}, id: instance)
+        ])
+    end
+
+    await_placement(world, nodes, System.monotonic_time(:millisecond) + 60_000)
+
+    new_bench(:grove, World, world, actors, sup,
+      queues: fn ->
+        for i <- 0..(tuple_size(World.fetch!(world).zones) - 1), do: World.zone_pid(world, i)
+      end,
+      count: fn -> length(World.Audit.residents(World.fetch!(world), 60_000)) end,
+      audit: fn -> World.audit(world, 60_000) end,
+      peers: opts[:peers],
+      read: fn ->
+        nodes
+        |> Enum.map(&:erpc.call(&1, __MODULE__, :read_actors, [actors]))
+        |> Enum.reduce(&add_readings/2)
+      end,
+      add: fn count -> add_everywhere(actors, nodes, count) end,
+      pause: fn -> Enum.each(nodes, &:erpc.call(&1, Actors, :pause, [actors])) end
+    )
+  end
+
+  defp cluster_instance(name), do: :"#{name}.Grove"
+
+  # Two nodes' readings as one: counts (the in-flight gauge too) added up,
+  # round trips merged.
+  defp add_readings(a, b) do
+    %{
+      counts: Map.merge(a.counts, b.counts, fn _key, x, y -> x + y end),
+      latency: Histogram.merge(a.latency, b.latency)
+    }
+  end
+
+  @doc false
+  # What one node's actors counted, for a bench that adds up every node's.
+  @spec read_actors(atom()) :: map()
+  def read_actors(actors), do: Stats.read(Actors.stats(actors))
+
+  # Every node's share of the actors, started on it: herds walk from
+  # their own node, wherever the zones of their actors run.
+  defp add_everywhere(actors, nodes, count) do
+    shares = for i <- 0..(length(nodes) - 1), do: div(count + i, length(nodes))
+
+    Enum.zip(nodes, Enum.reverse(shares))
+    |> Enum.flat_map(fn
+      {node, share} when node == node() ->
+        Actors.add(actors, share)
+
+      # Only this node's herds have mailboxes the ticker can read.
+      {node, share} ->
+        _ = :erpc.call(node, Actors, :add, [actors, share])
+        []
+    end)
+  end
+
+  # Waits until every node runs the world and all agree where each zone runs.
+  defp await_placement(world, nodes, deadline) do
+    views = Enum.map(nodes, &placement_view(world, &1))
+
+    cond do
+      Enum.all?(views, &is_list/1) and length(Enum.uniq(views)) == 1 and
+          Enum.sort(Enum.uniq(hd(views))) == nodes ->
+        :ok
+
+      System.monotonic_time(:millisecond) > deadline ->
+        raise "the nodes #{inspect(nodes)} did not agree where the zones run within 60 s"
+
+      true ->
+        receive do
+        after
+          100 -> await_placement(world, nodes, deadline)
+        end
+    end
+  end
+
+  defp placement_view(world, node) do
+    if :erpc.call(node, World, :ready?, [world]),
+      do: World.Placer.locations(world, node),
+      else: :starting
+  catch
+    :exit, _ -> :starting
+  end
+
+  defp stop_peer_instances(peers, name) do
+    for peer <- peers do
+      try do
+        :erpc.call(peer, Supervisor, :terminate_child, [
+          Grove.Application.Supervisor,
+          cluster_instance(name)
+        ])
+
+        :erpc.call(peer, Supervisor, :delete_child, [
+          Grove.Application.Supervisor,
+          cluster_instance(name)
+        ])
+      catch
+        # A node gone already took its instance with it.
+        _, _ -> :ok
+      end
+    end
+  end
+
   defp new_bench(design, api, world, actors, sup, funs) do
+    stats = fn -> Actors.stats(actors) end
+
     %{
       design: design,
       api: api,
@@ -280,6 +438,10 @@ defmodule Grove.Bench.Actors do
       queues: funs[:queues],
       count: funs[:count],
       audit: funs[:audit],
+      peers: funs[:peers] || [],
+      read: funs[:read] || fn -> Stats.read(stats.()) end,
+      add: funs[:add] || (&Actors.add(actors, &1)),
+      pause: funs[:pause] || fn -> Actors.pause(actors) end,
       memory_before: 0
     }
   end
@@ -290,16 +452,15 @@ defmodule Grove.Bench.Actors do
   # meanwhile to show whether the world keeps answering.
   defp populate(bench, count, opts, ticker, probe) do
     check_process_limit!(bench.design, count)
-    stats = Actors.stats(bench.actors)
-    before = Stats.read(stats).counts
+    before = bench.read.().counts
     probe_before = probe_reading(probe)
     started = System.monotonic_time(:millisecond)
-    send(ticker, {:herds, Actors.add(bench.actors, count)})
+    send(ticker, {:herds, bench.add.(count)})
     deadline = started + opts[:join_timeout] * 1000
 
-    wait_joined(bench, stats, before, count, deadline, opts)
+    wait_joined(bench, before, count, deadline, opts)
     ms = System.monotonic_time(:millisecond) - started
-    counts = Stats.read(stats).counts
+    counts = bench.read.().counts
     probe_report = probe_report(probe_reading(probe), probe_before)
     failed = counts.join_failed - before.join_failed
     retried = Map.get(counts, :join_retried, 0) - Map.get(before, :join_retried, 0)
@@ -314,8 +475,8 @@ defmodule Grove.Bench.Actors do
   end
 
   # The ticker's lines show the joins going on.
-  defp wait_joined(bench, stats, before, count, deadline, opts) do
-    counts = Stats.read(stats).counts
+  defp wait_joined(bench, before, count, deadline, opts) do
+    counts = bench.read.().counts
     done = counts.joined - before.joined + (counts.join_failed - before.join_failed)
 
     cond do
@@ -328,7 +489,7 @@ defmodule Grove.Bench.Actors do
       true ->
         receive do
         after
-          100 -> wait_joined(bench, stats, before, count, deadline, opts)
+          100 -> wait_joined(bench, before, count, deadline, opts)
         end
     end
   end
@@ -406,11 +567,12 @@ defmodule Grove.Bench.Actors do
   ## Measuring
 
   defp measure(bench, seconds, _opts) do
-    stats = Actors.stats(bench.actors)
     sampler = start_sampler(bench)
     :erlang.system_flag(:scheduler_wall_time, true)
-    first = Stats.read(stats)
+    first = bench.read.()
     scheduler_first = :scheduler.sample()
+    peers_busy = start_peer_utilization(bench, max(seconds, 1))
+    network_first = network_bytes(bench)
     memory = :erlang.memory(:total)
     started = System.monotonic_time(:millisecond)
 
@@ -420,18 +582,51 @@ defmodule Grove.Bench.Actors do
       max(seconds, 1) * 1000 -> :ok
     end
 
-    last = Stats.read(stats)
+    last = bench.read.()
+    network_last = network_bytes(bench)
+    seconds_measured = (System.monotonic_time(:millisecond) - started) / 1000
 
     scheduler = :scheduler.utilization(scheduler_first)
     mailbox_max = stop_sampler(sampler)
 
     %{
       diff: Stats.diff(last, first),
-      seconds: (System.monotonic_time(:millisecond) - started) / 1000,
+      seconds: seconds_measured,
       utilization: normal_utilization(scheduler),
+      node_utilization:
+        Map.put(await_peer_utilization(peers_busy), node(), normal_utilization(scheduler)),
+      network_bytes_per_s:
+        if(network_first, do: round((network_last - network_first) / seconds_measured)),
       mailbox_max: mailbox_max,
       memory: memory
     }
+  end
+
+  # Bytes both ways on the distribution connections to the bench's peers
+  # (counted by the ports that carry them), or nil with none.
+  defp network_bytes(%{peers: []}), do: nil
+
+  defp network_bytes(%{peers: peers}) do
+    for {peer, port} <- :erlang.system_info(:dist_ctrl), peer in peers, reduce: 0 do
+      bytes ->
+        case :inet.getstat(port, [:send_oct, :recv_oct]) do
+          {:ok, stats} -> bytes + stats[:send_oct] + stats[:recv_oct]
+          {:error, _} -> bytes
+        end
+    end
+  end
+
+  # How busy the peers' schedulers are over the window, measured on each
+  # (`:scheduler.utilization/1` keeps the flag on for as long as it runs).
+  defp start_peer_utilization(bench, seconds) do
+    for peer <- bench.peers,
+        do: {peer, Task.async(fn -> :erpc.call(peer, :scheduler, :utilization, [seconds]) end)}
+  end
+
+  defp await_peer_utilization(tasks) do
+    Map.new(tasks, fn {peer, task} ->
+      {peer, normal_utilization(Task.await(task, :infinity))}
+    end)
   end
 
   ## The curve: a line every few seconds from the first join on
@@ -444,15 +639,13 @@ defmodule Grove.Bench.Actors do
 
     spawn_link(fn ->
       Process.flag(:priority, :high)
-      stats = Actors.stats(bench.actors)
       started = System.monotonic_time(:millisecond)
 
       state = %{
         bench: bench,
         opts: opts,
-        stats: stats,
         started: started,
-        last: Stats.read(stats),
+        last: bench.read.(),
         last_at: started,
         probe: probe,
         probe_last: probe_reading(probe),
@@ -489,7 +682,7 @@ defmodule Grove.Bench.Actors do
 
   defp tick(state) do
     now_ms = System.monotonic_time(:millisecond)
-    reading = Stats.read(state.stats)
+    reading = state.bench.read.()
     scheduler = :scheduler.sample()
     diff = Stats.diff(reading, state.last)
     seconds = max((now_ms - state.last_at) / 1000, 0.001)
@@ -667,9 +860,8 @@ defmodule Grove.Bench.Actors do
 
   defp finish(bench, window, startup, actors, opts) do
     summary = summarize(bench, window, actors, opts)
-    stats = Actors.stats(bench.actors)
-    Actors.pause(bench.actors)
-    drained = drain(stats)
+    bench.pause.()
+    drained = drain(bench)
     lost = drained.sent - outcome_total(drained) - drained.timeout
     {audit, entities} = check_entities(bench)
     joined = drained.joined
@@ -719,20 +911,23 @@ defmodule Grove.Bench.Actors do
       timeouts: timeouts,
       errors: errors(diff),
       scheduler_utilization: window.utilization,
+      node_utilization: window.node_utilization,
+      sent_remote_percent: percent(Map.get(diff.counts, :sent_remote, 0), diff.counts.sent),
+      network_bytes_per_s: window.network_bytes_per_s,
       mailbox_max: window.mailbox_max
     }
   end
 
   # Waits until every move sent has an outcome, or 10 s.
-  defp drain(stats, tries \\ 100) do
-    counts = Stats.read(stats).counts
+  defp drain(bench, tries \\ 100) do
+    counts = bench.read.().counts
 
     if counts.sent <= outcome_total(counts) or tries == 0 do
       counts
     else
       receive do
       after
-        100 -> drain(stats, tries - 1)
+        100 -> drain(bench, tries - 1)
       end
     end
   end
@@ -864,12 +1059,24 @@ defmodule Grove.Bench.Actors do
       "schedulers     #{figure(r.scheduler_utilization * 100)} % busy; largest mailbox seen #{r.mailbox_max}"
     )
 
+    if r.network_bytes_per_s do
+      busy = Enum.map_join(r.node_utilization, ", ", fn {n, u} -> "#{n} #{figure(u * 100)} %" end)
+
+      out.(
+        "cluster        #{r.sent_remote_percent} % of the moves sent to a zone on another node; " <>
+          "#{r.network_bytes_per_s} bytes/s between the nodes; schedulers busy: #{busy}"
+      )
+    end
+
     out.(
       "entities       #{r.entities} in the world, #{r.entities_lost} lost, #{r.entities_extra} extra; audit #{audit_line(r.audit)}"
     )
   end
 
   ## Helpers
+
+  defp percent(_part, 0), do: 0.0
+  defp percent(part, whole), do: Float.round(part * 100 / whole, 1)
 
   defp audit_line(:ok), do: "ok"
 

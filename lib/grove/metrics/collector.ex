@@ -172,6 +172,9 @@ defmodule Grove.Metrics.Collector do
        for(kind <- kinds, do: {[kind: kind.name], kind.counts.stayed})},
       {"grove_actor_moves_sent_total", :counter, "Moves the actors sent.",
        actor_values(actors, &[{[], &1.counts.sent}])},
+      {"grove_actor_moves_sent_remote_total", :counter,
+       "Moves the actors sent to zones another node of the cluster runs (none on a node alone).",
+       actor_values(actors, &[{[], &1.counts.sent_remote}])},
       {"grove_actor_moves_skipped_total", :counter,
        "Moves the actors skipped rather than queue: the previous one unanswered, " <>
          "the herd's moves in flight at their limit, or the herd late.",

@@ -1,282 +1,93 @@
 defmodule Mix.Tasks.Grove.Bench.Cluster do
-  @shortdoc "Measures the bytes between two nodes per tick for a zone watched from the other"
+  @shortdoc "Measures the actor bench on one node and on two nodes sharing the world, side by side"
 
   @moduledoc """
-  Starts a second node on this machine (OTP's `:peer`), one world across
-  both, and walkers on the second node in one of its zones, each stepping
-  at every tick. Viewers join that zone from this node, and the bytes the
-  other node sends this one over distributed Erlang are counted
-  (`Grove.Cluster.traffic/0`) for a while with no viewer, one, then many:
-  with the zone's deltas sent once per watching node, the many cost what
-  the one does.
+  The cost of distribution in one run: the actor bench with the same
+  actors on one node (a scheduler per core), then on two nodes (one
+  scheduler each, each pinned to one of the cores) that share the world,
+  and the two side by side: moves a second, the round trip's p50 and p99,
+  the share of the moves sent to a zone on the other node, the bytes a
+  second between the nodes, and the ratios. See `Grove.Bench.Cluster`.
 
-      mix grove.bench.cluster --walkers 20 --viewers 50 --seconds 10
+      mix grove.bench.cluster --actors 20000 --duration 30
+      mix grove.bench.cluster --actors 100000 --duration 30 --json cluster.json
 
-  Options: `--walkers N` (default 20, at most 55), `--viewers N` (default 50),
-  `--seconds S` per phase (default 10), `--tick MS` (default 100).
+  Options:
 
-  This node becomes distributed under a name of its own; epmd must be
-  running (`epmd -daemon`). The cookie is written to a folder of the
-  bench's own, never on a command line, and removed with it.
+    * `--actors N` - actors in all, on either side (default 20000)
+    * `--duration S` - seconds measured in each phase (default 30)
+    * `--cores A,B` - the two cores (default `0,1`)
+    * `--json PATH` - write both reports as JSON
+    * `--width`, `--height`, `--zone-size`, `--seed` - the world (defaults
+      1000, 1000, 50, 1)
+    * `--interval MS`, `--per-herd N`, `--warmup S`, `--every S`,
+      `--join-timeout S` - as for `mix grove.bench.actors`
+
+  Needs Linux's `taskset`, two cores and epmd (started if it is not
+  running, and stopped again then).
   """
 
   use Mix.Task
 
-  alias Grove.World
+  alias Grove.Bench.Cluster
+  alias Grove.Load.Report
 
-  @switches [walkers: :integer, viewers: :integer, seconds: :integer, tick: :integer]
-  @instance BenchCluster
+  @switches [
+    actors: :integer,
+    duration: :integer,
+    cores: :string,
+    json: :string,
+    width: :integer,
+    height: :integer,
+    zone_size: :integer,
+    seed: :integer,
+    interval: :integer,
+    per_herd: :integer,
+    warmup: :integer,
+    every: :integer,
+    join_timeout: :integer
+  ]
 
   @impl true
   def run(args) do
     opts = Mix.Grove.parse!(args, @switches, "grove.bench.cluster")
 
+    for {key, value} <- opts, is_integer(value) and value <= 0 do
+      Mix.raise("--#{String.replace(to_string(key), "_", "-")} must be positive, got #{value}")
+    end
+
+    System.find_executable("taskset") || Mix.raise("needs taskset (util-linux)")
+
+    if System.schedulers_online() < 2,
+      do: Mix.raise("needs two cores, one for each node of the second phase")
+
+    {cores, opts} = Keyword.pop(opts, :cores, "0,1")
+    {json, opts} = Keyword.pop(opts, :json)
+
+    # The bench starts its own nodes and worlds; this VM only drives them.
     Application.put_env(:grove, :start, false)
     Mix.Task.run("app.start")
     Logger.configure(level: :warning)
 
-    walkers = Keyword.get(opts, :walkers, 20)
-    viewers = Keyword.get(opts, :viewers, 50)
-    seconds = Keyword.get(opts, :seconds, 10)
-    tick = Keyword.get(opts, :tick, 100)
-
-    home = Path.join(System.tmp_dir!(), "grove-bench-#{System.unique_integer([:positive])}")
-
-    try do
-      {peer, other} = start_nodes!(home)
-      nodes = Enum.sort([node(), other])
-
-      world_opts = [
-        width: 100,
-        height: 100,
-        zone_size: 25,
-        tick: tick,
-        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
-        rules: [move_rate: nil]
-      ]
-
-      instance = [
-        name: @instance,
-        world: world_opts,
-        actors: [count: 0],
-        gateway: false,
-        status_interval: false,
-        cluster: [peers: nodes, connect_interval: 100]
-      ]
-
-      {:ok, _} = :erpc.call(other, __MODULE__, :start_instance, [instance])
-      {:ok, _} = Grove.start_link(instance)
-      world = Grove.world(@instance)
-      zone = await_zone(world, nodes, 300)
-      {x0, y0, _, _} = World.Grid.zone_bounds(World.grid(world), zone)
-
-      for n <- 0..(walkers - 1) do
-        # Two cells apart, so that no walker blocks another.
-        cell = {x0 + 2 + 2 * rem(n, 11), y0 + 2 + 2 * div(n, 11)}
-        :ok = :erpc.call(other, __MODULE__, :start_walker, [world, cell, tick])
-      end
-
-      Mix.shell().info(
-        "#{walkers} walkers on #{other} in its zone #{zone}, a step each per #{tick} ms tick; " <>
-          "#{seconds} s per phase"
-      )
-
-      rows =
-        for count <- [0, 1, viewers] do
-          held =
-            for n <- 1..count//1, do: start_viewer(world, {x0 + rem(n, 25), y0 + 8 + div(n, 25)})
-
-          row = measure(world, other, count, seconds, tick)
-          for pid <- held, do: Process.exit(pid, :kill)
-          row
-        end
-
-      report(rows, walkers, tick)
-      :peer.stop(peer)
-    after
-      File.rm_rf!(home)
-    end
-  end
-
-  defp start_nodes!(home) do
-    File.mkdir_p!(home)
-    cookie = Base.url_encode64(:crypto.strong_rand_bytes(18))
-    File.write!(Path.join(home, ".erlang.cookie"), cookie)
-    File.chmod!(Path.join(home, ".erlang.cookie"), 0o400)
-
-    case Node.start(:"grove_bench_#{System.unique_integer([:positive])}", :shortnames) do
-      {:ok, _} ->
-        :ok
-
-      {:error, reason} ->
-        Mix.raise("cannot become distributed (is epmd running?): #{inspect(reason)}")
-    end
-
-    Node.set_cookie(String.to_atom(cookie))
-    paths = Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
-
-    {:ok, peer, other} =
-      :peer.start(%{
-        name: :"grove_bench_peer_#{System.unique_integer([:positive])}",
-        env: [{~c"HOME", String.to_charlist(home)}],
-        args: paths
-      })
-
-    :ok = :erpc.call(other, Application, :load, [:grove])
-    :ok = :erpc.call(other, Application, :put_env, [:grove, :start, false])
-    {:ok, _} = :erpc.call(other, Application, :ensure_all_started, [:grove])
-    :ok = :erpc.call(other, Logger, :configure, [[level: :warning]])
-    {peer, other}
-  end
-
-  @doc false
-  # On the other node: the instance under its application's supervisor.
-  def start_instance(opts) do
-    Supervisor.start_child(
-      Grove.Application.Supervisor,
-      Supervisor.child_spec({Grove, opts}, id: @instance)
-    )
-  end
-
-  @doc false
-  # On the other node: an entity stepping east and west, one step a tick.
-  def start_walker(world, cell, tick) do
-    parent = self()
-
-    spawn(fn ->
-      {:ok, id, _} = World.join(world, at: cell)
-      send(parent, :joined)
-      walk(world, id, :e, tick)
-    end)
-
-    receive do
-      :joined -> :ok
-    after
-      10_000 -> raise "a walker could not join"
-    end
-  end
-
-  defp walk(world, id, direction, tick) do
-    :ok = World.move(world, id, direction, nil)
-
-    receive do
-      {:grove_move, ^id, _tag, _outcome} -> :ok
-    end
-
-    Process.sleep(tick)
-    walk(world, id, if(direction == :e, do: :w, else: :e), tick)
-  end
-
-  defp start_viewer(world, cell) do
-    parent = self()
-
-    pid =
-      spawn(fn ->
-        {:ok, _id, _} = World.join(world, at: cell, updates: :view)
-        send(parent, {:viewing, self()})
-        view(world, World.View.new(cell, 8))
-      end)
-
-    receive do
-      {:viewing, ^pid} -> pid
-    after
-      10_000 -> Mix.raise("a viewer could not join")
-    end
-  end
-
-  # A viewer reads its node's feed every tick, as a session would.
-  defp view(world, view) do
-    receive do
-      {:grove_view, _, _, _, _} = message -> view(world, World.View.apply_message(view, message))
-      {:grove_view, _, :closed} = message -> view(world, World.View.apply_message(view, message))
-    after
-      100 -> view(world, World.View.catch_up(view, world))
-    end
-  end
-
-  # A zone of the other node's, once both nodes agree that every zone runs
-  # where the placement puts it (a node may start the world alone, then
-  # hand zones over).
-  defp await_zone(_world, _nodes, 0), do: Mix.raise("the world did not settle on both nodes")
-
-  defp await_zone(world, nodes, tries) do
-    owners = World.Placement.owners(tuple_size(World.fetch!(world).zones), nodes)
-
-    settled =
-      Enum.all?(nodes, fn node ->
-        :erpc.call(node, Grove.Cluster, :members, [@instance]) == nodes and
-          :erpc.call(node, World, :ready?, [world]) and
-          Enum.all?(0..(tuple_size(owners) - 1), fn zone ->
-            w = :erpc.call(node, World, :fetch!, [world])
-
-            :erpc.call(node, World, :zone_node, [w, zone]) == elem(owners, zone) and
-              :erpc.call(elem(owners, zone), World, :zone_pid, [world, zone]) != nil
-          end)
-      end)
-
-    other = hd(nodes -- [node()])
-
-    case settled && Enum.find(0..(tuple_size(owners) - 1), &(elem(owners, &1) == other)) do
-      zone when is_integer(zone) ->
-        zone
-
-      _ ->
-        Process.sleep(100)
-        await_zone(world, nodes, tries - 1)
-    end
-  end
-
-  defp measure(world, other, viewers, seconds, tick) do
-    # Let the viewers' snapshots pass before counting.
-    Process.sleep(1000)
-    stats = fn -> :erpc.call(other, World, :stats, [world]) end
-    {traffic, before} = {Grove.Cluster.traffic()[other], stats.()}
-    Process.sleep(seconds * 1000)
-    {traffic_after, later} = {Grove.Cluster.traffic()[other], stats.()}
-
-    row = %{
-      viewers: viewers,
-      received: traffic_after.received - traffic.received,
-      sent: traffic_after.sent - traffic.sent,
-      relayed: later.deltas_relayed - before.deltas_relayed,
-      dropped: later.deltas_dropped - before.deltas_dropped,
-      ticks: div(seconds * 1000, tick)
-    }
-
     Mix.shell().info(
-      "#{viewers} viewers: #{row.received} bytes in, #{row.sent} out, " <>
-        "#{row.relayed} deltas relayed in #{seconds} s"
+      "machine: #{System.schedulers_online()} schedulers, OTP #{System.otp_release()}, " <>
+        "Elixir #{System.version()}"
     )
 
-    row
-  end
+    opts = Keyword.merge([actors: 20_000, duration: 30], opts)
+    report = Cluster.run(Keyword.put(opts, :cores, parse_cores!(cores)))
 
-  defp report(rows, walkers, tick) do
-    Mix.shell().info("""
-
-    | viewers here | bytes in / tick | bytes out / tick | deltas relayed / tick | dropped |
-    |---:|---:|---:|---:|---:|
-    #{Enum.map_join(rows, "\n", &line/1)}
-
-    (#{walkers} walkers stepping every #{tick} ms in one zone of the other node; \
-    bytes counted on the distribution socket between the two nodes)
-    """)
-
-    [none, one, many] = rows
-    extra = fn row -> (row.received - none.received) / max(row.ticks, 1) end
-
-    if extra.(one) > 0 do
-      Mix.shell().info(
-        "#{many.viewers} viewers cost #{Float.round(extra.(many) / extra.(one), 2)}x the bytes " <>
-          "of one, over the idle link (a delta per viewer would be #{many.viewers}x)"
-      )
+    if json do
+      File.mkdir_p!(Path.dirname(json))
+      File.write!(json, :jiffy.encode(Report.to_json(report), [:pretty]))
+      Mix.shell().info("report written to #{json}")
     end
   end
 
-  defp line(row) do
-    per = fn bytes -> Float.round(bytes / max(row.ticks, 1), 1) end
-
-    "| #{row.viewers} | #{per.(row.received)} | #{per.(row.sent)} | " <>
-      "#{per.(row.relayed)} | #{row.dropped} |"
+  defp parse_cores!(text) do
+    case text |> String.split(",") |> Enum.map(&Integer.parse/1) do
+      [{a, ""}, {b, ""}] when a >= 0 and b >= 0 and a != b -> {a, b}
+      _ -> Mix.raise("--cores takes two different cores, as 0,1; got #{text}")
+    end
   end
 end
