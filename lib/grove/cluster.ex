@@ -40,7 +40,8 @@ defmodule Grove.Cluster do
   (`quorum?/1`); one without it stops its zones and tells its players to
   reconnect (`Grove.World.Placer`), so that after a netsplit only one side
   runs the world. A node that leaves on purpose first leaves the group and
-  is no longer counted, unless it was one of the configured peers.
+  is not counted in the size while it is away, so a rolling restart
+  pauses no one.
 
   `:instance`, `:fingerprint` and `:zone_count` are derived by `Grove.Config`.
   """

@@ -400,9 +400,12 @@ defmodule Grove.Bench.Actors do
   end
 
   defp placement_view(world, node) do
-    if :erpc.call(node, World, :ready?, [world]),
-      do: World.Placer.locations(world, node),
-      else: :starting
+    with true <- :erpc.call(node, World, :ready?, [world]),
+         locations when is_list(locations) <- World.Placer.locations(world, node) do
+      for {at, _epoch} <- locations, do: at
+    else
+      _ -> :starting
+    end
   catch
     :exit, _ -> :starting
   end

@@ -19,7 +19,7 @@ defmodule Grove.Cluster.Membership do
   # `:size` option, else every node it was told of or has seen as a
   # member), or exactly half with the first of those nodes by name among
   # them. A node that leaves on purpose (`leave/1`) says so first, and is
-  # no longer counted in the size it was not configured into.
+  # not counted while it is away.
 
   use GenServer
 
@@ -44,6 +44,7 @@ defmodule Grove.Cluster.Membership do
     :member,
     :size,
     known: MapSet.new(),
+    left: MapSet.new(),
     quorum: nil,
     members: [],
     refused: %{},
@@ -160,11 +161,10 @@ defmodule Grove.Cluster.Membership do
     {:noreply, state}
   end
 
-  def handle_info({:leaving, node}, state) do
-    configured = node in state.peers
-    state = if configured, do: state, else: %{state | known: MapSet.delete(state.known, node)}
-    {:noreply, publish(state, true)}
-  end
+  # Gone on purpose: not counted while it is away, so that the others keep
+  # their quorum (a rolling restart of two nodes pauses neither).
+  def handle_info({:leaving, node}, state),
+    do: {:noreply, publish(%{state | left: MapSet.put(state.left, node)}, true)}
 
   def handle_info({:DOWN, ref, :process, _pid, _reason}, state),
     do: {:noreply, %{state | subscribers: Map.delete(state.subscribers, ref)}}
@@ -261,29 +261,31 @@ defmodule Grove.Cluster.Membership do
       |> Enum.sort()
 
     known = Enum.into(members, state.known)
-    quorum = quorum?(members, state.size || MapSet.size(known), known)
+    # A node that left on purpose counts again once it is back.
+    left = MapSet.difference(state.left, MapSet.new(members))
+    counted = MapSet.difference(known, left)
+    size = max((state.size || MapSet.size(known)) - MapSet.size(left), 1)
+    quorum = quorum?(members, size, counted)
 
     cond do
       quorum == state.quorum or (state.quorum == nil and quorum) ->
         :ok
 
       state.quorum == nil and not quorum ->
-        Logger.info(
-          "cluster: waiting for a quorum, #{length(members)} of #{state.size || MapSet.size(known)} members"
-        )
+        Logger.info("cluster: waiting for a quorum, #{length(members)} of #{size} members")
 
       quorum ->
         Logger.warning("cluster: #{length(members)} members, a quorum again")
 
       true ->
         Logger.error(
-          "cluster: this node sees #{length(members)} of #{state.size || MapSet.size(known)} " <>
+          "cluster: this node sees #{length(members)} of #{size} " <>
             "members, fewer than half: its zones stop and its players are told to " <>
             "reconnect until it sees a quorum again"
         )
     end
 
-    state = %{state | known: known, quorum: quorum}
+    state = %{state | known: known, left: left, quorum: quorum}
 
     if members != state.members or force do
       if state.members != [] do
