@@ -382,9 +382,12 @@ defmodule Grove.Gateway.Session do
     case result do
       {:ok, ^id, {x, y} = cell} ->
         if session.config.stats, do: Stats.incr(session.config.stats, :restored)
+        # What was in flight went with the zone, or will be answered by
+        # one that no longer knows the player's place: it is settled now.
+        {session, settled} = settle_all(session, cell)
         welcome = %{session.welcome | x: x, y: y}
         session = %{session | cell: cell, welcome: welcome}
-        {session, [send_message(session, welcome)]}
+        {session, settled ++ [send_message(session, welcome)]}
 
       {:error, reason} ->
         Logger.warning("gateway: a player lost with a node could not be placed again: #{reason}")
@@ -407,6 +410,18 @@ defmodule Grove.Gateway.Session do
   end
 
   def handle_info(_session, _message), do: :unknown
+
+  defp settle_all(session, {x, y}) do
+    moves =
+      for {seq, _pending} <- Enum.sort(session.in_flight),
+          do: {:send, Frames.outcome(session.encoding, seq, :interrupted, x, y)}
+
+    seeds =
+      for {seq, _pending} <- Enum.sort(session.seeds_in_flight),
+          do: send_message(session, %{type: :seeded, seq: seq, result: :interrupted})
+
+    {%{session | in_flight: %{}, seeds_in_flight: %{}}, moves ++ seeds}
+  end
 
   defp rejoin(session, text) do
     if session.config.stats, do: Stats.incr(session.config.stats, :rejoin_asked)

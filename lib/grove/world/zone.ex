@@ -288,6 +288,37 @@ defmodule Grove.World.Zone do
   end
 
   def handle_call({:join, entity, candidates, deadline}, _from, zone) do
+    case State.fetch(zone.core, entity.id) do
+      # Placed again after its node was lost, but held here all along (it
+      # was on its way to a zone of that node): it is here, once.
+      {:ok, %Entity{owner: owner} = held} when owner == entity.owner ->
+        {:reply, {:ok, held.id, {held.x, held.y}}, zone}
+
+      {:ok, %Entity{}} ->
+        {:reply, {:error, :occupied}, zone}
+
+      :error ->
+        join(zone, entity, candidates, deadline)
+    end
+  end
+
+  def handle_call({:leave, id, owner, hops}, from, zone) do
+    {:noreply, handle_leave(zone, id, owner, from, hops)}
+  end
+
+  def handle_call(:audit, _from, zone) do
+    problems = State.audit(zone.core)
+
+    table_problems =
+      for %Entity{id: id} = entity <- Map.values(zone.core.entities),
+          :ets.lookup(zone.table, id) != [Entity.to_row(entity)],
+          do: "entity #{id} differs from its table row"
+
+    resident = for {id, _} <- zone.core.entities, not State.leaving?(zone.core, id), do: id
+    {:reply, {resident, problems ++ table_problems}, zone}
+  end
+
+  defp join(zone, entity, candidates, deadline) do
     if System.system_time(:millisecond) > deadline do
       # The caller gave up waiting; placing the entity now would leave a ghost.
       {:reply, {:error, :timeout}, zone}
@@ -306,22 +337,6 @@ defmodule Grove.World.Zone do
           {:reply, {:error, reason}, %{zone | core: core}}
       end
     end
-  end
-
-  def handle_call({:leave, id, owner, hops}, from, zone) do
-    {:noreply, handle_leave(zone, id, owner, from, hops)}
-  end
-
-  def handle_call(:audit, _from, zone) do
-    problems = State.audit(zone.core)
-
-    table_problems =
-      for %Entity{id: id} = entity <- Map.values(zone.core.entities),
-          :ets.lookup(zone.table, id) != [Entity.to_row(entity)],
-          do: "entity #{id} differs from its table row"
-
-    resident = for {id, _} <- zone.core.entities, not State.leaving?(zone.core, id), do: id
-    {:reply, {resident, problems ++ table_problems}, zone}
   end
 
   # The new owner runs: this node's copy of the zone goes, and what waited
