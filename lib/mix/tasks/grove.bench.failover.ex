@@ -138,8 +138,17 @@ defmodule Mix.Tasks.Grove.Bench.Failover do
       Enum.map_reduce(1..3, [Grove.Cluster.id_slot(node())], fn n, taken ->
         {name, slot} = unique_name("grove_failover#{n}", host, taken)
 
+        # A node's output goes to the group leader of whoever starts it:
+        # the terminal's, even when this task's output is captured.
+        leader = Process.group_leader()
+        Process.group_leader(self(), Process.whereis(:user))
+
         {:ok, peer, node} =
-          :peer.start(%{name: name, env: [{~c"HOME", String.to_charlist(home)}], args: paths})
+          try do
+            :peer.start(%{name: name, env: [{~c"HOME", String.to_charlist(home)}], args: paths})
+          after
+            Process.group_leader(self(), leader)
+          end
 
         Process.put(:grove_bench_peers, [peer | Process.get(:grove_bench_peers, [])])
         :ok = :erpc.call(node, Application, :load, [:grove])
