@@ -12,6 +12,14 @@ defmodule Grove.Load.Player do
   #     step from where it was in the direction it asked, a rejection leaves
   #     it where it was (`position`).
   #
+  # A second `welcome` for the same id is a restore, not a new player: its
+  # entity was lost with a node of a cluster and placed again, maybe on a
+  # cell next to where it stood (`restored`). The player stands where that
+  # welcome says; a move in flight then cannot be checked (it may have been
+  # answered before or after the loss), and the next ones are checked from
+  # the new cell. A welcome under another id is a failure (`identity`): the
+  # player would be two entities.
+  #
   # A player that checks views (all of them, or a sample) also assembles the
   # areas it receives (Grove.World.View) and checks, after each read:
   #
@@ -162,6 +170,21 @@ defmodule Grove.Load.Player do
         Stats.incr(env.stats, :protocol_errors)
         player
     end
+  end
+
+  defp message(%__MODULE__{joined: true, id: id} = player, %{type: :welcome, id: id} = w, env) do
+    Stats.incr(env.stats, :restored)
+    view = if player.checks_views, do: View.new({w.x, w.y}, 8, id)
+
+    pending =
+      with {seq, sent_at, direction, _from} <- player.pending, do: {seq, sent_at, direction, nil}
+
+    %{player | cell: {w.x, w.y}, view: view, pending: pending, settled_at: env.now}
+  end
+
+  defp message(%__MODULE__{joined: true} = player, %{type: :welcome}, env) do
+    Stats.failure(env.stats, :identity)
+    player
   end
 
   defp message(player, %{type: :welcome, id: id, x: x, y: y} = welcome, env) do

@@ -3,7 +3,9 @@ defmodule Grove.Load.Stats do
   # What a load run's bots see, shared without a process hop: counters, the
   # move round trip and connect time histograms, and counts of disconnects
   # and correctness failures by kind. `:moves_skipped` counts the moves a
-  # player did not send when they came due, its previous one unanswered.
+  # player did not send when they came due, its previous one unanswered;
+  # `:restored` the players welcomed again under their id, their entity
+  # lost with a node of a cluster and placed again.
 
   alias Grove.Metrics.Histogram
 
@@ -12,6 +14,7 @@ defmodule Grove.Load.Stats do
     :connected,
     :connect_failures,
     :joined,
+    :restored,
     :moves_sent,
     :moves_skipped,
     :outcomes,
@@ -41,7 +44,8 @@ defmodule Grove.Load.Stats do
     :unexpected_outcome,
     :stacked_view,
     :entity_on_blocked_cell,
-    :stale_own_entity
+    :stale_own_entity,
+    :identity
   ]
 
   for {key, index} <-

@@ -46,7 +46,10 @@ defmodule Grove.Load.WsRun do
   their number, so each gets its share throughout a ramp, and the report
   adds each URL's players, connects, moves, round trip and errors
   (`:by_url`). They must serve the same world (the run checks their
-  terrain); the servers' gauges are read from the first.
+  terrain); the servers' gauges are read from the first. A player whose
+  entity a lost node took with it and whose server placed it again is
+  welcomed again under its id: the report counts these as `restored`, not
+  as errors, and the player's checks go on from where it stands now.
 
   When `:report_url` is given (the server's base URL) the run posts each
   progress line to `/api/load/report` there, so the server's dashboard shows
@@ -624,6 +627,7 @@ defmodule Grove.Load.WsRun do
       connected: counts.connected,
       connect_failures: counts.connect_failures,
       timeouts: counts.timeouts,
+      restored: counts.restored,
       protocol_errors: counts.protocol_errors,
       views_checked: counts.views_checked,
       disconnects: Map.put(total.disconnects, :total, counts.disconnects),
@@ -704,6 +708,9 @@ defmodule Grove.Load.WsRun do
     )
 
     out.("disconnects    #{inspect(r.disconnects)}")
+
+    if r.restored > 0,
+      do: out.("restored       #{r.restored} players welcomed again, their node lost")
 
     out.(
       "errors         #{r.errors} (protocol #{r.protocol_errors}, timeouts #{r.timeouts}, failed connects #{r.connect_failures})"

@@ -112,4 +112,57 @@ defmodule Grove.Load.PlayerTest do
     {_player, _} = Player.move(player, :e, %{env | now: env.now + 1_100_000})
     assert failures(env).stale_own_entity == 1
   end
+
+  test "a second welcome for its id is a restore: counted, no error, outcomes checked from the new cell",
+       %{env: env} do
+    player = welcome(:binary, true, env)
+    {player, _} = Player.move(player, :e, env)
+
+    # Its node lost, the entity is placed next to where it stood; the move
+    # in flight is answered after that, from wherever it stands now.
+    player = welcome_again(player, 7, {10, 11}, env)
+    assert player.cell == {10, 11}
+    player = outcome(player, 1, :interrupted, {10, 11}, env)
+
+    {player, _} = Player.move(player, :e, env)
+    player = outcome(player, 2, :ok, {11, 11}, env)
+
+    counts = Stats.read(env.stats).counts
+    assert counts.restored == 1 and counts.joined == 1
+    assert counts.protocol_errors == 0
+    assert failures(env) |> Map.values() |> Enum.sum() == 0
+
+    # Checked from the new cell: an outcome that ignores it is caught.
+    {player, _} = Player.move(player, :e, env)
+    _player = outcome(player, 3, :ok, {12, 10}, env)
+    assert failures(env).position == 1
+  end
+
+  test "a welcome under another id, once joined, is a failure: the player would be two entities",
+       %{env: env} do
+    player = welcome(:json, false, env)
+    player = welcome_again(player, 8, {3, 3}, env)
+    assert failures(env).identity == 1
+    assert player.id == 7 and player.cell == {10, 10}
+    assert Stats.read(env.stats).counts.restored == 0
+  end
+
+  defp welcome_again(player, id, {x, y}, env) do
+    message = %{
+      type: :welcome,
+      protocol: 2,
+      id: id,
+      x: x,
+      y: y,
+      width: 20,
+      height: 20,
+      view_radius: 8,
+      tick_ms: 100,
+      view_ms: 400,
+      name: "",
+      avatar: "x"
+    }
+
+    Player.receive_frame(player, frame(message, player.encoding), env)
+  end
 end
