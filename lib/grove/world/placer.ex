@@ -337,8 +337,8 @@ defmodule Grove.World.Placer do
   end
 
   # Zones that run again, empty, after their node was lost: this node's
-  # clients whose entities were in them are told, and its viewers around
-  # them subscribe again.
+  # clients whose entities were in them are told, its viewers around them
+  # subscribe again, and what was on its way to them is lost too.
   defp recovered(state, indexes) do
     told = Relay.lost(state.world, indexes)
 
@@ -350,7 +350,7 @@ defmodule Grove.World.Placer do
 
     for {{Zone, _}, pid, _, _} <- Supervisor.which_children(state.supervisor),
         is_pid(pid),
-        do: GenServer.cast(pid, {:resubscribe, indexes})
+        do: GenServer.cast(pid, {:zones_lost, indexes})
 
     :ok
   end

@@ -243,9 +243,12 @@ defmodule Grove.World.Zone do
 
   # A join whose caller stopped waiting: undone if the entity was placed
   # (nobody has moved it, so it is still here).
-  # A zone that runs again, empty, on another node after its own was
-  # lost: the viewers here whose viewport overlaps it subscribe to it again.
-  def handle_cast({:resubscribe, indexes}, zone) do
+  # Zones that run again, empty, after their node was lost: the viewers
+  # here whose viewport overlaps them subscribe to them again, and an
+  # entity that was on its way to one of them is lost with it (whether it
+  # got there is unknown): it goes from here too, and its owner is told,
+  # to place it again.
+  def handle_cast({:zones_lost, indexes}, zone) do
     grid = zone.world.grid
 
     zone =
@@ -255,7 +258,8 @@ defmodule Grove.World.Zone do
           reduce: zone,
           do: (zone -> send_subscription(zone, to, :subscribe, entity))
 
-    {:noreply, zone}
+    lost = for {id, %{to: to}} <- zone.core.leaving, to in indexes, do: id
+    {:noreply, Enum.reduce(lost, zone, &lose_in_transit(&2, &1))}
   end
 
   def handle_cast({:abandon, id, owner}, zone) do
@@ -634,6 +638,25 @@ defmodule Grove.World.Zone do
         zone = zone |> forget_monitor(entity.monitor) |> count_entities()
         if entity.updates == :view, do: drop_view(zone, entity), else: zone
     end
+  end
+
+  defp lose_in_transit(zone, id) do
+    {:ok, tag, deferred, core} = State.cancel_handoff(zone.core, id)
+    {:ok, entity} = State.fetch(core, id)
+    zone = %{zone | core: core}
+    reply(zone, entity.owner, id, tag, {:rejected, :interrupted})
+
+    for operation <- deferred do
+      case operation do
+        {:move, _direction, owner, tag} -> reply(zone, owner, id, tag, {:rejected, :interrupted})
+        {:leave, _owner, from} -> GenServer.reply(from, :ok)
+        :owner_down -> :ok
+      end
+    end
+
+    zone = drop_entity(zone, id)
+    send(entity.owner, {:grove_lost, id})
+    zone
   end
 
   ## Ownership
