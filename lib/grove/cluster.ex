@@ -156,7 +156,7 @@ defmodule Grove.Cluster do
 
   @doc """
   The cluster at a glance, as the dashboard shows it: this node, the zone
-  count, and each member (sorted, this node among them; a cluster of one
+  count, the node each zone runs on (`placement`, by zone index), and each member (sorted, this node among them; a cluster of one
   when alone) with the zones it runs, the players and actors in them and
   the sessions connected to it. Every other member is asked for its counts
   at once and given `timeout` ms; one that does not answer in time is

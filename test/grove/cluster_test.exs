@@ -226,7 +226,7 @@ defmodule Grove.ClusterTest do
       %{home: distribute!()}
     end
 
-    test "each member's zones add up to the zone count, with the players and actors in them",
+    test "each member's zones add up to the zone count, with the players and actors in them, and where each zone runs",
          %{home: home} do
       {_peer, other} = start_peer!(home, "glance")
       nodes = Enum.sort([node(), other])
@@ -274,7 +274,9 @@ defmodule Grove.ClusterTest do
           assert summary.zone_count == 16
           assert Enum.map(summary.members, & &1.node) == nodes
           assert Enum.sum(Enum.map(summary.members, & &1.zones)) == 16
-          # Ten actors, five from each node, in whichever zones they joined.
+          assert summary.placement == Enum.map(0..15, &Grove.World.zone_node(w, &1))
+          # Ten actors in the cluster (its total), five from each node, in
+          # whichever zones they joined.
           assert Enum.sum(Enum.map(summary.members, & &1.actors)) == 10
 
           for member <- summary.members do

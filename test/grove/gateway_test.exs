@@ -260,6 +260,8 @@ defmodule Grove.GatewayTest do
       this = Atom.to_string(node())
 
       assert %{"node" => ^this, "zone_count" => 9, "members" => [member]} = cluster
+      # Where each zone runs, by zone index.
+      assert cluster["placement"] == List.duplicate(this, 9)
 
       assert %{
                "node" => ^this,

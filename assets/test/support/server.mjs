@@ -1,7 +1,8 @@
 // Starts a real Grove server for the browser tests, as an OS process:
 // scripts/test-server (or the script named by GROVE_TEST_SERVER, such as
 // test/mock-server.mjs) with GROVE_PORT, GROVE_ACTORS, GROVE_WIDTH and
-// GROVE_HEIGHT, ready once it prints "grove: listening on http://...".
+// GROVE_HEIGHT (and the variables given as `env`, null for one to leave
+// out), ready once it prints "grove: listening on http://...".
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
@@ -37,16 +38,20 @@ export function freePort() {
  * Starts the server and resolves once it is listening, with its base URL
  * and stop(). Start-up may include compiling, hence the generous limit.
  */
-export function startServer({ port, actors, width = 100, height = 100, readyTimeoutMs = 180_000 }) {
+export function startServer({ port, actors, width = 100, height = 100, env = {}, readyTimeoutMs = 180_000 }) {
+  const environment = {
+    ...process.env,
+    ...env,
+    GROVE_PORT: String(port),
+    GROVE_ACTORS: String(actors),
+    GROVE_WIDTH: String(width),
+    GROVE_HEIGHT: String(height),
+  };
+  // A variable given as null is taken out of what the server inherits.
+  for (const [name, value] of Object.entries(environment)) if (value === null) delete environment[name];
   const child = spawn(TEST_SERVER, [], {
     cwd: resolve(assetsDir, ".."),
-    env: {
-      ...process.env,
-      GROVE_PORT: String(port),
-      GROVE_ACTORS: String(actors),
-      GROVE_WIDTH: String(width),
-      GROVE_HEIGHT: String(height),
-    },
+    env: environment,
     stdio: ["ignore", "pipe", "pipe"],
     // Its own process group, so stop() reaches whatever the script started.
     detached: true,

@@ -2,7 +2,9 @@ defmodule Grove.Cluster.Summary do
   @moduledoc false
   # The cluster at a glance, for the dashboard: every member with the zones
   # it runs, the players and actors in those zones and the sessions
-  # connected to its gateway.
+  # connected to its gateway, and where each zone runs (`placement`, by
+  # zone index, row by row), so that an operator or a test can tell which
+  # node serves which part of the world.
   #
   # Zones per node come from where this node sends each zone's messages
   # (`Grove.World.zone_node/2`), read in place: one view, so they add up to
@@ -30,13 +32,19 @@ defmodule Grove.Cluster.Summary do
           sessions: non_neg_integer() | nil
         }
 
-  @type t :: %{node: node(), zone_count: pos_integer(), members: [member()]}
+  @type t :: %{
+          node: node(),
+          zone_count: pos_integer(),
+          placement: [node()],
+          members: [member()]
+        }
 
   @spec gather(atom(), timeout()) :: t()
   def gather(instance, timeout) do
     world = World.fetch!(Grove.world(instance))
     zone_count = Grid.zone_count(world.grid)
-    zones = Enum.frequencies(for index <- 0..(zone_count - 1), do: World.zone_node(world, index))
+    placement = for index <- 0..(zone_count - 1), do: World.zone_node(world, index)
+    zones = Enum.frequencies(placement)
     members = Grove.Cluster.members(instance)
 
     # A node that left may still run zones until their handover: shown too.
@@ -52,6 +60,7 @@ defmodule Grove.Cluster.Summary do
     %{
       node: node(),
       zone_count: zone_count,
+      placement: placement,
       members:
         for node <- nodes do
           counts =

@@ -144,6 +144,7 @@ defmodule Grove.Gateway.Admin do
     %{
       "node" => Atom.to_string(summary.node),
       "zone_count" => summary.zone_count,
+      "placement" => Enum.map(summary.placement, &Atom.to_string/1),
       "members" =>
         for member <- summary.members do
           Map.new(member, fn
