@@ -387,7 +387,9 @@ defmodule Grove.Gateway.Session do
         {session, settled} = settle_all(session, cell)
         welcome = %{session.welcome | x: x, y: y}
         session = %{session | cell: cell, welcome: welcome}
-        {session, settled ++ [send_message(session, welcome)]}
+        # The welcome first: it says where the player stands, from which
+        # these answers are read.
+        {session, [send_message(session, welcome) | settled]}
 
       {:error, reason} ->
         Logger.warning("gateway: a player lost with a node could not be placed again: #{reason}")

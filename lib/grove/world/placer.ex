@@ -55,6 +55,8 @@ defmodule Grove.World.Placer do
   require Logger
 
   @boot_wait 5_000
+  # How often a node that waits for the first member to start the world looks again.
+  @place_again_ms 200
 
   defstruct [
     :world,
@@ -165,14 +167,29 @@ defmodule Grove.World.Placer do
   def handle_info({:zone_at, _index, _node, _epoch, _how}, %State{paused: true} = state),
     do: {:noreply, state}
 
+  # Not placed yet: what the others run is read from them when this node places.
+  def handle_info({:zone_at, _index, _node, _epoch, _how}, %State{locations: nil} = state),
+    do: {:noreply, state}
+
   def handle_info({:zone_at, index, node, epoch, how}, state) do
-    if epoch < epoch(state, index) do
-      Logger.info("zone #{index}: a stale announcement from #{node} (epoch #{epoch}) ignored")
-      {:noreply, state}
-    else
-      state = state |> drop_stale_copy(index, node) |> locate(index, node, epoch)
-      if how == :restarted, do: recovered(state, [index])
-      {:noreply, state}
+    mine = epoch(state, index)
+
+    cond do
+      epoch < mine ->
+        Logger.info("zone #{index}: a stale announcement from #{node} (epoch #{epoch}) ignored")
+        {:noreply, state}
+
+      # Two nodes started it at once (each saw other members): the first
+      # by name, this one, keeps it; the other gives its copy up when it
+      # hears of this one's.
+      epoch == mine and node > node() and location(state, index) == node() and
+          zone_pid(state, index) != nil ->
+        {:noreply, state}
+
+      true ->
+        state = state |> drop_stale_copy(index, node) |> locate(index, node, epoch)
+        if how == :restarted, do: recovered(state, [index])
+        {:noreply, state}
     end
   end
 
@@ -207,6 +224,11 @@ defmodule Grove.World.Placer do
   end
 
   def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
+
+  def handle_info(:place_again, %State{locations: nil, paused: false} = state),
+    do: {:noreply, join_or_start(state)}
+
+  def handle_info(:place_again, state), do: {:noreply, state}
 
   def handle_info({:settle, _index}, %State{paused: true} = state), do: {:noreply, state}
   def handle_info({:settle, index}, state), do: {:noreply, settle(state, index)}
@@ -274,13 +296,21 @@ defmodule Grove.World.Placer do
       end)
 
     case running do
+      # Nobody runs the world yet: the first member by name starts it, and
+      # says so; the others wait for it (nodes that start together may not
+      # see the same members yet, and would each start another world).
+      nil when node() != hd(members) ->
+        Process.send_after(self(), :place_again, @place_again_ms)
+        %{state | locations: nil}
+
       nil ->
         owners = Placement.owners(zone_count(state.world), members)
         state = publish(state, for(node <- Tuple.to_list(owners), do: {node, 1}))
 
-        for index <- 0..(zone_count(state.world) - 1),
-            elem(owners, index) == node(),
-            do: start_zone(state, index)
+        for index <- 0..(zone_count(state.world) - 1), elem(owners, index) == node() do
+          start_zone(state, index)
+          announce(state, index, :started)
+        end
 
         state
 

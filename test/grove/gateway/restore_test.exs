@@ -38,12 +38,13 @@ defmodule Grove.Gateway.RestoreTest do
     send(owner(world, id), {:grove_lost, id})
     :ok = :sys.resume(zone)
 
-    # The move is settled, `interrupted`, and the player welcomed again:
+    # The player is welcomed again and the move settled, `interrupted`:
     # the zone still held the entity (and took the move first), so it
     # stays where the zone has it, once.
+    {welcome, client} = expect(client, [:welcome, :outcome])
+    assert welcome.type == :welcome
     {outcome, client} = expect(client, :outcome)
     assert %{seq: 1, result: :interrupted} = outcome
-    {welcome, client} = expect(client, :welcome)
     assert welcome.id == id
     assert {welcome.x, welcome.y} == World.position(world, id)
     assert {outcome.x, outcome.y} == {welcome.x, welcome.y}
