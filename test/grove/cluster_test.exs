@@ -297,6 +297,63 @@ defmodule Grove.ClusterTest do
         end,
         @wait
       )
+
+      # A player who walks into a zone of the other node is counted there:
+      # on the last column of a zone whose east neighbour runs elsewhere,
+      # where the cell east of it is open ground.
+      {from, to, id, x1} =
+        Enum.find_value(0..15, fn from ->
+          to = from + 1
+          {_x0, y0, x1, _y1} = Grove.World.Grid.zone_bounds(w.grid, from)
+
+          if rem(to, 4) != 0 and Grove.World.zone_node(w, from) != Grove.World.zone_node(w, to) do
+            Enum.find_value(y0..(y0 + 24), fn y ->
+              open = fn x -> not Grove.World.Terrain.blocked?(w.terrain, x, y) end
+
+              with true <- open.(x1 - 1) and open.(x1),
+                   {:ok, id, _cell} <- Grove.World.join(world, kind: :player, at: {x1 - 1, y}) do
+                {from, to, id, x1}
+              else
+                _ -> nil
+              end
+            end)
+          end
+        end)
+
+      node_of = fn index -> Grove.World.zone_node(w, index) end
+      counts = fn -> Map.new(Cluster.summary(instance, 5000).members, &{&1.node, &1.players}) end
+
+      eventually(
+        fn -> assert counts.()[node_of.(from)] == Map.get(expected, node_of.(from), 0) + 1 end,
+        @wait
+      )
+
+      before = counts.()
+      assert {:ok, {^x1, _}} = cross_east(world, id, 20)
+
+      eventually(
+        fn ->
+          now = counts.()
+          assert now[node_of.(from)] == before[node_of.(from)] - 1
+          assert now[node_of.(to)] == before[node_of.(to)] + 1
+        end,
+        @wait
+      )
+    end
+  end
+
+  # A step east, tried again while an actor stands in the way.
+  defp cross_east(world, id, tries) do
+    :ok = Grove.World.move(world, id, :e, tries)
+
+    receive do
+      {:grove_move, ^id, ^tries, {:rejected, :occupied}} when tries > 1 ->
+        cross_east(world, id, tries - 1)
+
+      {:grove_move, ^id, ^tries, outcome} ->
+        outcome
+    after
+      5000 -> flunk("no outcome for a move east")
     end
   end
 

@@ -189,6 +189,7 @@ defmodule Grove.World.Zone do
     Directory.moved_on(zone.world.name, id, zone.index, to)
 
     if entity do
+      across_nodes(zone, entity, to, -1)
       {:noreply, zone |> let_go(entity) |> forward_deferred(id, deferred)}
     else
       {:noreply, let_go_restored(zone, id)}
@@ -508,6 +509,7 @@ defmodule Grove.World.Zone do
       {:ok, arrived, core} ->
         zone = %{zone | core: core} |> adopt(arrived)
         add_density(zone, target, 1)
+        across_nodes(zone, arrived, from, 1)
         GenServer.cast(World.zone_address(zone.world, from), {:arrived, arrived.id, zone.index})
         reply(zone, arrived.owner, arrived.id, tag, {:ok, target})
 
@@ -681,6 +683,17 @@ defmodule Grove.World.Zone do
     else
       _ -> zone
     end
+  end
+
+  # Each node counts the players and actors in its own zones: one that
+  # crosses into another node's zone moves from one count to the other.
+  defp across_nodes(%__MODULE__{world: %World{cluster: nil}}, _entity, _other, _by), do: :ok
+
+  defp across_nodes(zone, entity, other, by) do
+    if World.zone_node(zone.world, other) != node(),
+      do: Stats.incr(zone.world.stats, population_key(entity), by)
+
+    :ok
   end
 
   # Takes ownership of an entity placed or arrived here: table row, directory, monitor.
