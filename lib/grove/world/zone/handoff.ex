@@ -335,7 +335,9 @@ defmodule Grove.World.Zone.Handoff do
   defp replay_one(state, id, {:leave, owner, from}, env),
     do: leave(state, id, owner, from, 0, env.locate)
 
-  defp replay_one(state, id, :owner_down, _env), do: drop(state, id)
+  # A move replayed before it may have started a handoff again: the
+  # entity then goes once that one is settled, with what waits behind it.
+  defp replay_one(state, id, :owner_down, _env), do: owner_down(state, id)
 
   defp drop(state, id) do
     case State.remove(state, id) do
