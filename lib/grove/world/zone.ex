@@ -8,6 +8,12 @@ defmodule Grove.World.Zone do
   # message back; zones cast handoffs to each other and answer with casts;
   # nothing here ever calls another process, so no call cycle can exist.
   #
+  # The rules of handoffs and ownership (moves that cross the border,
+  # arrivals and their answers, deferred operations, leaves, owners that
+  # die, handoffs that expire) are `Zone.Handoff`'s: plain functions that
+  # return the new state and the effects to carry out, which `run_effects/2`
+  # does here, in order. A move inside the zone returns its plain result.
+  #
   # The zone writes its entities to its own ETS table (owned by the world's
   # keeper, so it outlives this process) and their zone to the directory. A
   # restarted zone rebuilds itself from that table, keeping only the rows the
