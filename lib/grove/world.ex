@@ -78,8 +78,6 @@ defmodule Grove.World do
   plain message, and what it publishes for many is read without one.
   """
 
-  use Supervisor
-
   @behaviour Grove.World.Client
 
   alias Grove.World.{
@@ -88,7 +86,6 @@ defmodule Grove.World do
     Entity,
     Feed,
     Grid,
-    Keeper,
     Life,
     Minimap,
     Rules,
@@ -196,23 +193,6 @@ defmodule Grove.World do
 
   @type outcome :: {:ok, Grid.cell()} | {:rejected, rejection()}
 
-  @defaults [
-    name: nil,
-    width: 1000,
-    height: 1000,
-    zone_size: 50,
-    seed: 1,
-    terrain: [],
-    rules: [],
-    tick: 100,
-    mailbox_limit: 5000,
-    view_history: 32,
-    handoff_timeout: 5000,
-    density_block: 10,
-    life: false,
-    cluster: nil
-  ]
-
   # How many random cells one zone tries when a join asks for a random place.
   @placement_tries 16
   # How many zones a random join tries before it gives up.
@@ -222,10 +202,17 @@ defmodule Grove.World do
 
   @doc "Starts a world; see the module doc for options."
   @spec start_link(keyword()) :: Supervisor.on_start()
-  def start_link(opts) do
-    world = new!(opts)
-    Supervisor.start_link(__MODULE__, world, name: world.name)
-  end
+  defdelegate start_link(opts), to: Grove.World.Supervisor
+
+  @doc """
+  Validates options into a world description without starting anything.
+  Raises `ArgumentError` with the offending option.
+  """
+  @spec new!(keyword()) :: t()
+  defdelegate new!(opts), to: Grove.World.Supervisor
+
+  @doc false
+  defdelegate zones_supervisor(name), to: Grove.World.Supervisor
 
   @doc false
   def child_spec(opts) do
@@ -235,116 +222,6 @@ defmodule Grove.World do
       type: :supervisor
     }
   end
-
-  @doc """
-  Validates options into a world description without starting anything.
-  Raises `ArgumentError` with the offending option.
-  """
-  @spec new!(keyword()) :: t()
-  def new!(opts) do
-    opts = Keyword.validate!(opts, @defaults)
-    name = opts[:name]
-
-    unless is_atom(name) and name != nil do
-      raise ArgumentError, "a world needs a :name atom, got: #{inspect(name)}"
-    end
-
-    for key <- [
-          :width,
-          :height,
-          :zone_size,
-          :mailbox_limit,
-          :view_history,
-          :handoff_timeout
-        ],
-        not (is_integer(opts[key]) and opts[key] > 0) do
-      raise ArgumentError,
-            "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
-    end
-
-    if opts[:width] > 65_535 or opts[:height] > 65_535 do
-      raise ArgumentError, "a world is at most 65535 cells wide and high"
-    end
-
-    unless opts[:tick] == :manual or (is_integer(opts[:tick]) and opts[:tick] > 0) do
-      raise ArgumentError,
-            ":tick must be a positive integer or :manual, got: #{inspect(opts[:tick])}"
-    end
-
-    %__MODULE__{
-      name: name,
-      grid: Grid.new(opts[:width], opts[:height], opts[:zone_size]),
-      rules: Rules.new(opts[:rules]),
-      tick: opts[:tick],
-      mailbox_limit: opts[:mailbox_limit],
-      view_history: opts[:view_history],
-      handoff_timeout: opts[:handoff_timeout],
-      density_block: opts[:density_block],
-      life: Life.new!(opts[:life]),
-      density_cols: div(opts[:width] + opts[:density_block] - 1, opts[:density_block]),
-      density_rows: div(opts[:height] + opts[:density_block] - 1, opts[:density_block]),
-      terrain_options: Keyword.put(opts[:terrain], :seed, opts[:seed]),
-      cluster: opts[:cluster]
-    }
-    |> id_range()
-  end
-
-  # Entity ids are the wire's 32 bits. A world alone counts them from 1; a
-  # world of a cluster draws them from its node's own range of 2^22
-  # (`Grove.Cluster.id_slot/0`), so that no two nodes hand out the same.
-  @id_bits 22
-  defp id_range(%__MODULE__{cluster: nil} = world), do: world
-
-  defp id_range(world) do
-    case Grove.Cluster.id_slot() do
-      0 ->
-        world
-
-      slot ->
-        %{world | id_base: Bitwise.bsl(slot, @id_bits), id_span: Bitwise.bsl(1, @id_bits) - 1}
-    end
-  end
-
-  @impl true
-  def init(%__MODULE__{} = world) do
-    children = [
-      # Owns the tables and the terrain, so they outlive any zone.
-      {Keeper, world},
-      # Writes this node's directory for zones on other nodes.
-      %{id: :relay, start: {Grove.World.Relay, :start_link, [world]}},
-      # The zones this node runs; a zone rebuilds itself from its table,
-      # so restarting one alone is always safe.
-      %{
-        id: :zones,
-        type: :supervisor,
-        start:
-          {Supervisor, :start_link,
-           [
-             [],
-             [
-               strategy: :one_for_one,
-               max_restarts: 100,
-               max_seconds: 5,
-               name: zones_supervisor(world.name)
-             ]
-           ]}
-      },
-      # Starts this node's zones there (all of them, unless in a cluster),
-      # and moves them when the cluster changes.
-      # A node that stops on purpose hands its zones over first: room for it.
-      %{
-        id: :placer,
-        start: {Grove.World.Placer, :start_link, [world.name]},
-        shutdown: 60_000
-      }
-    ]
-
-    # If the keeper goes, the tables go: the zones must start again after it.
-    Supervisor.init(children, strategy: :rest_for_one)
-  end
-
-  @doc false
-  def zones_supervisor(name), do: :"#{name}.zones"
 
   @doc """
   True when the world and every one of its zones this node runs are

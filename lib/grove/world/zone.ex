@@ -8,6 +8,12 @@ defmodule Grove.World.Zone do
   # message back; zones cast handoffs to each other and answer with casts;
   # nothing here ever calls another process, so no call cycle can exist.
   #
+  # The rules of handoffs and ownership (moves that cross the border,
+  # arrivals and their answers, deferred operations, leaves, owners that
+  # die, handoffs that expire) are `Zone.Handoff`'s: plain functions that
+  # return the new state and the effects to carry out, which `run_effects/2`
+  # does here, in order. A move inside the zone returns its plain result.
+  #
   # The zone writes its entities to its own ETS table (owned by the world's
   # keeper, so it outlives this process) and their zone to the directory. A
   # restarted zone rebuilds itself from that table, keeping only the rows the
@@ -48,14 +54,12 @@ defmodule Grove.World.Zone do
   alias Grove.{Metrics, World}
   alias Grove.World.{Directory, Entity, Feed, Grid, Life, Relay, Stats, Terrain}
   alias Grove.World.Life.Board
-  alias Grove.World.Zone.State
+  alias Grove.World.Zone.{Handoff, State}
 
   require Logger
 
   # How often (in handled messages) the zone measures its own mailbox.
   @measure_every 16
-  # How many times a move may be forwarded to follow its entity between zones.
-  @max_hops 4
   # Milliseconds between two looks at the neighbours' rows while they lag.
   @life_retry 10
   # Cells a zone may hold seeded for its next generation.
@@ -70,6 +74,7 @@ defmodule Grove.World.Zone do
     :life_timer,
     :life_edges,
     :handed_over,
+    :locate,
     seq: 0,
     generation: 0,
     live: 0,
@@ -91,6 +96,7 @@ defmodule Grove.World.Zone do
           index: Grid.zone_index(),
           core: State.t(),
           table: :ets.tid(),
+          locate: Handoff.locate(),
           tick_timer: reference() | nil,
           life_timer: reference() | nil,
           life_edges: Board.edges() | nil,
@@ -128,6 +134,7 @@ defmodule Grove.World.Zone do
       index: index,
       core: core,
       table: elem(world.tables, index),
+      locate: &Directory.lookup(world.name, &1),
       # Viewers hold sequence numbers: a restarted zone carries on from its last.
       seq: Feed.latest(world.feed, index)
     }
@@ -177,42 +184,27 @@ defmodule Grove.World.Zone do
     {:noreply, zone}
   end
 
+  # The handoff's messages: the rules are `Zone.Handoff`'s, the effects ours.
   def handle_cast({:arrive, %Entity{} = entity, target, from, tag}, zone) do
-    {:noreply, zone |> sample_mailbox() |> handle_arrival(entity, target, from, tag)}
+    zone = sample_mailbox(zone)
+    {effects, core} = Handoff.arrive(zone.core, entity, target, from, tag)
+    for {:adopt, arrived} <- effects, do: across_nodes(zone, arrived, from, 1)
+    {:noreply, carry_out(zone, {effects, core})}
   end
 
   def handle_cast({:arrived, id, to}, zone) do
-    {entity, deferred, core} = State.finish_handoff(zone.core, id)
-    zone = %{zone | core: core}
-    # On this node, the entity is now where it went (the target, on another
-    # node, wrote only its own node's directory).
-    Directory.moved_on(zone.world.name, id, zone.index, to)
-
-    if entity do
-      across_nodes(zone, entity, to, -1)
-      {:noreply, zone |> let_go(entity) |> forward_deferred(id, deferred)}
-    else
-      {:noreply, let_go_restored(zone, id)}
-    end
+    {effects, core} = Handoff.arrived(zone.core, id, to, env(zone))
+    for {:let_go, entity} <- effects, do: across_nodes(zone, entity, to, -1)
+    {:noreply, carry_out(zone, {effects, core})}
   end
 
   def handle_cast({:refused, id, owner, tag, reason}, zone) do
-    case State.cancel_handoff(zone.core, id) do
-      {:ok, tag, deferred, core} ->
-        Stats.incr(zone.world.stats, :handoffs_refused)
-        zone = %{zone | core: core}
-        reply(zone, owner, id, tag, {:rejected, reason})
-        {:noreply, replay_deferred(zone, id, deferred)}
-
-      {:error, :not_leaving} ->
-        # This zone restarted during the handoff; the move still gets its outcome.
-        reply(zone, owner, id, tag, {:rejected, reason})
-        {:noreply, zone}
-    end
+    refused = Handoff.refused(zone.core, id, owner, tag, reason, env(zone))
+    {:noreply, carry_out(zone, refused)}
   end
 
   def handle_cast({:leave, id, owner, from, hops}, zone) do
-    {:noreply, handle_leave(zone, id, owner, from, hops)}
+    {:noreply, carry_out(zone, Handoff.leave(zone.core, id, owner, from, hops, zone.locate))}
   end
 
   def handle_cast({:subscribe, pid, entity_id, format}, zone) do
@@ -242,8 +234,6 @@ defmodule Grove.World.Zone do
     {:noreply, zone |> sample_mailbox() |> handle_seed(id, pattern, direction, owner, tag, hops)}
   end
 
-  # A join whose caller stopped waiting: undone if the entity was placed
-  # (nobody has moved it, so it is still here).
   # Zones that run again, empty, after their node was lost: the viewers
   # here whose viewport overlaps them subscribe to them again, and an
   # entity that was on its way to one of them is lost with it (whether it
@@ -263,17 +253,9 @@ defmodule Grove.World.Zone do
     {:noreply, Enum.reduce(lost, zone, &lose_in_transit(&2, &1))}
   end
 
-  def handle_cast({:abandon, id, owner}, zone) do
-    case State.fetch(zone.core, id) do
-      {:ok, %Entity{owner: ^owner}} ->
-        zone = drop_entity(zone, id)
-        Stats.incr(zone.world.stats, :leaves)
-        {:noreply, zone}
-
-      _ ->
-        {:noreply, zone}
-    end
-  end
+  # A join whose caller stopped waiting: undone if the entity was placed.
+  def handle_cast({:abandon, id, owner}, zone),
+    do: {:noreply, carry_out(zone, Handoff.abandon(zone.core, id, owner))}
 
   @impl true
   def handle_call(message, from, %__MODULE__{handed_over: handed} = zone) when handed != nil,
@@ -308,7 +290,7 @@ defmodule Grove.World.Zone do
   end
 
   def handle_call({:leave, id, owner, hops}, from, zone) do
-    {:noreply, handle_leave(zone, id, owner, from, hops)}
+    {:noreply, carry_out(zone, Handoff.leave(zone.core, id, owner, from, hops, zone.locate))}
   end
 
   def handle_call(:audit, _from, zone) do
@@ -398,15 +380,7 @@ defmodule Grove.World.Zone do
     case Map.pop(zone.monitors, ref) do
       {{:entity, id}, monitors} ->
         zone = %{zone | monitors: monitors}
-
-        if State.leaving?(zone.core, id) do
-          # Mid-handoff: the target zone watches the owner too once it adopts
-          # the entity, so only a refused handoff leaves the dropping to us.
-          {:ok, core} = State.defer(zone.core, id, :owner_down)
-          {:noreply, %{zone | core: core}}
-        else
-          {:noreply, drop_entity(zone, id)}
-        end
+        {:noreply, carry_out(zone, Handoff.owner_down(zone.core, id))}
 
       {{:subscriber, {^pid, format} = key}, monitors} ->
         zone = %{zone | monitors: monitors}
@@ -451,11 +425,12 @@ defmodule Grove.World.Zone do
 
   # Applies one move and returns its outcome, or `:pending` when another
   # zone will give it (a handoff, a forward, a move deferred meanwhile).
+  # A move inside the zone, the hot path, goes through no effects list.
   defp apply_one(%__MODULE__{overloaded: true} = zone, _id, _dir, _owner, _tag, _hops, _now),
     do: {{:rejected, :busy}, zone}
 
   defp apply_one(zone, id, direction, owner, tag, hops, now) do
-    case State.apply_move(zone.core, id, direction, owner, tag, now) do
+    case Handoff.move(zone.core, id, direction, owner, tag, hops, now, zone.locate) do
       {:moved, %Entity{updates: :view} = entity, from, core} ->
         zone = moved(%{zone | core: core}, entity, from)
         {{:ok, {entity.x, entity.y}}, update_view(zone, entity, from)}
@@ -466,35 +441,8 @@ defmodule Grove.World.Zone do
       {:rejected, reason, core} ->
         {{:rejected, reason}, %{zone | core: core}}
 
-      {:handoff, entity, to, target, core} ->
-        Stats.incr(zone.world.stats, :handoffs)
-
-        GenServer.cast(
-          World.zone_address(zone.world, to),
-          {:arrive, entity, target, zone.index, tag}
-        )
-
-        # A handoff that never gets its answer is settled by a later tick.
-        {:pending, ensure_tick(%{zone | core: core})}
-
-      {:leaving, core} ->
-        case State.defer(core, id, {:move, direction, owner, tag}) do
-          {:ok, core} -> {:pending, %{zone | core: core}}
-          {:error, :busy} -> {{:rejected, :busy}, %{zone | core: core}}
-        end
-
-      {:unknown, core} ->
-        zone = %{zone | core: core}
-
-        case follow(zone, id, hops) do
-          {:ok, to} ->
-            Stats.incr(zone.world.stats, :forwards)
-            GenServer.cast(to, {:move, id, direction, owner, tag, hops + 1})
-            {:pending, zone}
-
-          :error ->
-            {{:rejected, :unknown_entity}, zone}
-        end
+      {:pending, effects, core} ->
+        {:pending, carry_out(zone, {effects, core})}
     end
   end
 
@@ -504,142 +452,76 @@ defmodule Grove.World.Zone do
     zone
   end
 
-  defp handle_arrival(zone, entity, target, from, tag) do
-    case State.accept_arrival(zone.core, entity, target) do
-      {:ok, arrived, core} ->
-        zone = %{zone | core: core} |> adopt(arrived)
-        add_density(zone, target, 1)
-        across_nodes(zone, arrived, from, 1)
-        GenServer.cast(World.zone_address(zone.world, from), {:arrived, arrived.id, zone.index})
-        reply(zone, arrived.owner, arrived.id, tag, {:ok, target})
+  ## Effects
 
-        if arrived.updates == :view,
-          do: update_view(zone, arrived, {entity.x, entity.y}),
-          else: zone
+  # What `Zone.Handoff` decided, carried out in order. A handoff that never
+  # gets its answer is settled by a later tick, so one started here (or
+  # replayed) makes sure there is one.
+  defp carry_out(zone, {effects, core}),
+    do: %{zone | core: core} |> run_effects(effects) |> ensure_tick()
 
-      {:rejected, reason, core} ->
-        GenServer.cast(
-          World.zone_address(zone.world, from),
-          {:refused, entity.id, entity.owner, tag, reason}
-        )
+  defp run_effects(zone, []), do: zone
+  defp run_effects(zone, [effect | rest]), do: zone |> run_effect(effect) |> run_effects(rest)
 
-        %{zone | core: core}
-    end
-  end
-
-  # Where the directory says an entity lives now, when that is not here.
-  defp follow(zone, id, hops) when hops < @max_hops do
-    case Directory.lookup(zone.world.name, id) do
-      index when index != nil and index != zone.index ->
-        {:ok, World.zone_address(zone.world, index)}
-
-      _ ->
-        :error
-    end
-  end
-
-  defp follow(_zone, _id, _hops), do: :error
-
-  defp defer(zone, id, operation, on_full) do
-    case State.defer(zone.core, id, operation) do
-      {:ok, core} ->
-        %{zone | core: core}
-
-      {:error, :busy} ->
-        on_full.(zone)
-        zone
-    end
-  end
-
-  # The entity now lives in another zone: send it what waited for the handoff.
-  defp forward_deferred(zone, id, deferred) do
-    for operation <- deferred do
-      case operation do
-        {:move, direction, owner, tag} ->
-          handle_move_elsewhere(zone, id, direction, owner, tag)
-
-        {:leave, owner, from} ->
-          case follow(zone, id, 0) do
-            {:ok, to} -> GenServer.cast(to, {:leave, id, owner, from, 1})
-            :error -> GenServer.reply(from, {:error, :unknown_entity})
-          end
-
-        :owner_down ->
-          :ok
-      end
-    end
-
+  defp run_effect(zone, {:send, to, message}) do
+    GenServer.cast(World.zone_address(zone.world, to), message)
     zone
   end
 
-  defp handle_move_elsewhere(zone, id, direction, owner, tag) do
-    case follow(zone, id, 0) do
-      {:ok, to} -> GenServer.cast(to, {:move, id, direction, owner, tag, 1})
-      :error -> reply(zone, owner, id, tag, {:rejected, :unknown_entity})
-    end
+  defp run_effect(zone, {:reply, owner, id, tag, outcome}) do
+    reply(zone, owner, id, tag, outcome)
+    zone
   end
 
-  # The handoff was refused, so the entity is still here: apply what waited, in order.
-  defp replay_deferred(zone, id, deferred) do
-    Enum.reduce(deferred, zone, fn
-      {:move, direction, owner, tag}, zone -> handle_move(zone, id, direction, owner, tag, 0)
-      {:leave, owner, from}, zone -> handle_leave(zone, id, owner, from, 0)
-      :owner_down, zone -> drop_entity(zone, id)
-    end)
+  defp run_effect(zone, {:answer, from, result}) do
+    GenServer.reply(from, result)
+    zone
   end
 
-  ## Leaving and removal
-
-  defp handle_leave(zone, id, owner, from, hops) do
-    case State.fetch(zone.core, id) do
-      {:ok, %Entity{owner: ^owner}} ->
-        if State.leaving?(zone.core, id) do
-          defer(zone, id, {:leave, owner, from}, fn _zone ->
-            GenServer.reply(from, {:error, :busy})
-          end)
-        else
-          zone = drop_entity(zone, id)
-          Stats.incr(zone.world.stats, :leaves)
-          GenServer.reply(from, :ok)
-          zone
-        end
-
-      {:ok, %Entity{}} ->
-        GenServer.reply(from, {:error, :not_owner})
-        zone
-
-      :error ->
-        case follow(zone, id, hops) do
-          {:ok, to} -> GenServer.cast(to, {:leave, id, owner, from, hops + 1})
-          :error -> GenServer.reply(from, {:error, :unknown_entity})
-        end
-
-        zone
-    end
+  defp run_effect(zone, {:count, stat}) do
+    Stats.incr(zone.world.stats, stat)
+    zone
   end
 
-  # Removes an entity owned here, with everything that refers to it.
-  defp drop_entity(zone, id) do
-    {entity, core} = State.remove(zone.core, id)
-    zone = %{zone | core: core}
+  defp run_effect(zone, {:adopt, %Entity{x: x, y: y} = entity}) do
+    zone = adopt(zone, entity)
+    add_density(zone, {x, y}, 1)
+    zone
+  end
 
-    case entity do
-      nil ->
-        zone
+  defp run_effect(zone, {:view, entity, before}), do: update_view(zone, entity, before)
 
-      %Entity{} ->
-        # The directory first: a zone killed between the two restarts with
-        # a row the directory does not place here, which recovery drops;
-        # the other way round it would leave an entry no zone holds.
-        World.Relay.release(zone.world, id, zone.index, node(entity.owner))
-        :ets.delete(zone.table, id)
-        add_density(zone, {entity.x, entity.y}, -1)
-        Stats.incr(zone.world.stats, :departures)
-        Stats.incr(zone.world.stats, population_key(entity), -1)
-        :counters.add(zone.world.kind_counts, entity.kind + 1, -1)
-        zone = zone |> forget_monitor(entity.monitor) |> count_entities()
-        if entity.updates == :view, do: drop_view(zone, entity), else: zone
-    end
+  defp run_effect(zone, {:moved, %Entity{updates: :view} = entity, from}),
+    do: zone |> moved(entity, from) |> update_view(entity, from)
+
+  defp run_effect(zone, {:moved, entity, from}), do: moved(zone, entity, from)
+  defp run_effect(zone, {:let_go, entity}), do: let_go(zone, entity)
+  defp run_effect(zone, {:dropped, entity}), do: dropped(zone, entity)
+
+  defp run_effect(zone, {:directory, id, to}) do
+    Directory.moved_on(zone.world.name, id, zone.index, to)
+    zone
+  end
+
+  defp env(zone),
+    do: %{locate: zone.locate, now: :erlang.monotonic_time(:millisecond), busy: zone.overloaded}
+
+  ## Removal
+
+  # An entity owned here is gone (`Zone.State` forgot it already): so goes
+  # everything that refers to it.
+  defp dropped(zone, %Entity{id: id} = entity) do
+    # The directory first: a zone killed between the two restarts with
+    # a row the directory does not place here, which recovery drops;
+    # the other way round it would leave an entry no zone holds.
+    World.Relay.release(zone.world, id, zone.index, node(entity.owner))
+    :ets.delete(zone.table, id)
+    add_density(zone, {entity.x, entity.y}, -1)
+    Stats.incr(zone.world.stats, :departures)
+    Stats.incr(zone.world.stats, population_key(entity), -1)
+    :counters.add(zone.world.kind_counts, entity.kind + 1, -1)
+    zone = zone |> forget_monitor(entity.monitor) |> count_entities()
+    if entity.updates == :view, do: drop_view(zone, entity), else: zone
   end
 
   defp lose_in_transit(zone, id) do
@@ -656,7 +538,8 @@ defmodule Grove.World.Zone do
       end
     end
 
-    zone = drop_entity(zone, id)
+    {entity, core} = State.remove(zone.core, id)
+    zone = dropped(%{zone | core: core}, entity)
     send(entity.owner, {:grove_lost, id})
     zone
   end
@@ -669,20 +552,6 @@ defmodule Grove.World.Zone do
     :ets.delete(zone.table, entity.id)
     add_density(zone, {entity.x, entity.y}, -1)
     zone |> forget_monitor(entity.monitor) |> count_entities()
-  end
-
-  # This zone restarted during a handoff and, the directory still naming it
-  # then, took the entity back as a resident; the target has since taken it
-  # (the directory says so). Without this, both zones would hold it.
-  defp let_go_restored(zone, id) do
-    with {:ok, entity} <- State.fetch(zone.core, id),
-         index when index != nil and index != zone.index <-
-           Directory.lookup(zone.world.name, id) do
-      {_entity, core} = State.remove(zone.core, id)
-      let_go(%{zone | core: core}, entity)
-    else
-      _ -> zone
-    end
   end
 
   # Each node counts the players and actors in its own zones: one that
@@ -1012,23 +881,8 @@ defmodule Grove.World.Zone do
 
   defp expire_handoffs(zone) do
     cutoff = System.monotonic_time(:millisecond) - zone.world.handoff_timeout
-
-    Enum.reduce(State.stale_handoffs(zone.core, cutoff), zone, fn id, zone ->
-      Stats.incr(zone.world.stats, :handoffs_stale)
-
-      case Directory.lookup(zone.world.name, id) do
-        index when index != nil and index != zone.index ->
-          {:noreply, zone} = handle_cast({:arrived, id, index}, zone)
-          zone
-
-        _ ->
-          {:ok, tag, deferred, core} = State.cancel_handoff(zone.core, id)
-          zone = %{zone | core: core}
-          {:ok, entity} = State.fetch(zone.core, id)
-          reply(zone, entity.owner, id, tag, {:rejected, :busy})
-          replay_deferred(zone, id, deferred)
-      end
-    end)
+    {effects, core} = Handoff.expire(zone.core, cutoff, env(zone))
+    run_effects(%{zone | core: core}, effects)
   end
 
   # A zone ticks only while it has something to do at a tick: deltas for
@@ -1333,9 +1187,12 @@ defmodule Grove.World.Zone do
         zone
 
       :error ->
-        case follow(zone, id, hops) do
+        case Handoff.follow(zone.core, id, hops, zone.locate) do
           {:ok, to} ->
-            GenServer.cast(to, {:seed, id, pattern, direction, owner, tag, hops + 1})
+            GenServer.cast(
+              World.zone_address(zone.world, to),
+              {:seed, id, pattern, direction, owner, tag, hops + 1}
+            )
 
           :error ->
             send(owner, {:grove_seed, id, tag, {:rejected, :unknown_entity}})

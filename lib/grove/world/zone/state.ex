@@ -12,6 +12,8 @@ defmodule Grove.World.Zone.State do
   # moves are deferred here and replayed or forwarded once the answer is in,
   # so each move still gets exactly one outcome and the entity is never owned
   # by two zones nor by none.
+  # What a zone sends and answers at each step of a handoff is decided on
+  # top of these functions, just as purely, in `Zone.Handoff`.
   #
   # While anyone watches the zone, `changed` and `departed` collect what
   # happened since the last tick; `flush/1` hands them over for the delta.

@@ -1,16 +1,17 @@
 defmodule Grove.World.Zone.HandoffPropertyTest do
   @moduledoc """
   Properties of zones moving entities between each other, on the pure
-  `Zone.State`: a simulated network carries the same messages the zone
-  processes exchange, delivered in any order that keeps each sender-receiver
-  channel first in, first out (what the BEAM guarantees).
+  `Zone.Handoff` and `Zone.State`: each zone's effects are carried out by a
+  simulated network, which delivers the messages zones exchange on the wire
+  in any order that keeps each sender-receiver channel first in, first out
+  (what the BEAM guarantees). Clients move, leave and die meanwhile.
   """
   use ExUnit.Case, async: true
 
   import Grove.PropCase
 
   alias Grove.World.{Entity, Grid, Rules, Terrain}
-  alias Grove.World.Zone.State
+  alias Grove.World.Zone.{Handoff, State}
 
   # Small and crowded on purpose: zones of 2 x 2 cells put a border next to
   # every cell, so most moves are handoffs and entities keep bumping into
@@ -25,8 +26,10 @@ defmodule Grove.World.Zone.HandoffPropertyTest do
 
   defp command do
     :proper_types.frequency([
-      {3, {:move, :proper_types.integer(0, 15), :proper_types.elements(@directions)}},
-      {3, {:deliver, :proper_types.integer(0, 1000)}}
+      {6, {:move, :proper_types.integer(0, 15), :proper_types.elements(@directions)}},
+      {6, {:deliver, :proper_types.integer(0, 1000)}},
+      {1, {:leave, :proper_types.integer(0, 15)}},
+      {1, {:owner_down, :proper_types.integer(0, 15)}}
     ])
   end
 
@@ -36,7 +39,7 @@ defmodule Grove.World.Zone.HandoffPropertyTest do
      :proper_types.resize(60, :proper_types.list(command()))}
   end
 
-  test "entities are never lost, duplicated, stacked or put on trees, and every move gets exactly one outcome" do
+  test "entities are never lost, duplicated, stacked or put on trees, and every move and leave gets exactly one outcome" do
     property =
       forall(scenario(), fn {trees, starts, commands} ->
         sim = new_sim(trees, starts)
@@ -70,8 +73,12 @@ defmodule Grove.World.Zone.HandoffPropertyTest do
       directory: %{},
       channels: %{},
       outcomes: %{},
+      answers: %{},
       issued: 0,
-      ids: []
+      # Entities whose owner lives, and those whose owner died.
+      ids: [],
+      dead: [],
+      placed: []
     }
 
     starts
@@ -85,7 +92,8 @@ defmodule Grove.World.Zone.HandoffPropertyTest do
             sim
             | zones: Map.put(sim.zones, index, zone),
               directory: Map.put(sim.directory, id, index),
-              ids: [id | sim.ids]
+              ids: [id | sim.ids],
+              placed: [id | sim.placed]
           }
 
         {:rejected, _reason, _zone} ->
@@ -106,18 +114,41 @@ defmodule Grove.World.Zone.HandoffPropertyTest do
     %Terrain{width: @size, height: @size, cells: cells}
   end
 
-  # A client move goes to the zone the directory names, like Grove.World.move/4.
+  # A client's move and leave go to the zone the directory names, like
+  # Grove.World.move/4 and leave/3.
   defp run(sim, {:move, n, direction}) do
-    case sim.ids do
-      [] ->
-        sim
+    with_entity(sim, n, fn sim, id, tag ->
+      sim = %{sim | outcomes: Map.put(sim.outcomes, tag, [])}
 
-      ids ->
-        id = Enum.at(ids, rem(n, length(ids)))
-        tag = sim.issued
-        sim = %{sim | issued: tag + 1, outcomes: Map.put(sim.outcomes, tag, [])}
-        post(sim, :client, sim.directory[id], {:move, id, direction, tag, 0})
-    end
+      case sim.directory[id] do
+        nil -> outcome(sim, tag, {:rejected, :unknown_entity})
+        index -> post(sim, :client, index, {:move, id, direction, self(), tag, 0})
+      end
+    end)
+  end
+
+  defp run(sim, {:leave, n}) do
+    with_entity(sim, n, fn sim, id, tag ->
+      from = {:leave, tag, id}
+      sim = %{sim | answers: Map.put(sim.answers, from, [])}
+
+      case sim.directory[id] do
+        nil -> answer(sim, from, {:error, :unknown_entity})
+        index -> post(sim, :client, index, {:leave, id, self(), from, 0})
+      end
+    end)
+  end
+
+  # The owner dies: every zone holding the entity then (resident or with a
+  # handoff pending) gets a DOWN, and so will any zone that adopts it later.
+  defp run(sim, {:owner_down, n}) do
+    with_entity(sim, n, fn sim, id, _tag ->
+      sim = %{sim | ids: List.delete(sim.ids, id), dead: [id | sim.dead]}
+
+      Enum.reduce(sim.zones, sim, fn {index, zone}, sim ->
+        if is_map_key(zone.entities, id), do: post(sim, :monitor, index, {:down, id}), else: sim
+      end)
+    end)
   end
 
   defp run(sim, {:deliver, k}) do
@@ -129,6 +160,13 @@ defmodule Grove.World.Zone.HandoffPropertyTest do
         channel = Enum.at(Enum.sort(keys), rem(k, length(keys)))
         deliver(sim, channel)
     end
+  end
+
+  defp with_entity(%{ids: []} = sim, _n, _fun), do: sim
+
+  defp with_entity(sim, n, fun) do
+    id = Enum.at(sim.ids, rem(n, length(sim.ids)))
+    fun.(%{sim | issued: sim.issued + 1}, id, sim.issued)
   end
 
   defp drain(sim) do
@@ -159,69 +197,91 @@ defmodule Grove.World.Zone.HandoffPropertyTest do
   defp outcome(sim, tag, outcome),
     do: %{sim | outcomes: Map.update!(sim.outcomes, tag, &[outcome | &1])}
 
-  defp put_zone(sim, index, zone), do: %{sim | zones: Map.put(sim.zones, index, zone)}
+  # A leave done takes the entity out of those its owner moves.
+  defp answer(sim, {:leave, _tag, id} = from, result) do
+    sim = %{sim | answers: Map.update!(sim.answers, from, &[result | &1])}
+    if result == :ok, do: %{sim | ids: List.delete(sim.ids, id)}, else: sim
+  end
 
-  ## What a zone process does with each message (mirrors Grove.World.Zone)
+  ## A zone: the pure functions, with their effects carried out
 
-  defp handle(sim, index, {:move, id, direction, tag, hops}) do
-    case State.apply_move(sim.zones[index], id, direction, self(), tag, 0) do
+  defp handle(sim, index, {:move, id, direction, owner, tag, hops}) do
+    case Handoff.move(sim.zones[index], id, direction, owner, tag, hops, 0, locate(sim)) do
       {:moved, entity, _from, zone} ->
         sim |> put_zone(index, zone) |> outcome(tag, {:ok, {entity.x, entity.y}})
 
       {:rejected, reason, zone} ->
         sim |> put_zone(index, zone) |> outcome(tag, {:rejected, reason})
 
-      {:handoff, entity, to, target, zone} ->
-        sim |> put_zone(index, zone) |> post(index, to, {:arrive, entity, target, index, tag})
-
-      {:leaving, zone} ->
-        case State.defer(zone, id, {:move, direction, tag}) do
-          {:ok, zone} -> put_zone(sim, index, zone)
-          {:error, :busy} -> sim |> put_zone(index, zone) |> outcome(tag, {:rejected, :busy})
-        end
-
-      {:unknown, zone} ->
-        sim = put_zone(sim, index, zone)
-
-        case sim.directory[id] do
-          other when other != nil and other != index and hops < 4 ->
-            post(sim, index, other, {:move, id, direction, tag, hops + 1})
-
-          _ ->
-            outcome(sim, tag, {:rejected, :unknown_entity})
-        end
+      {:pending, effects, zone} ->
+        sim |> put_zone(index, zone) |> run_effects(index, effects)
     end
   end
 
-  defp handle(sim, index, {:arrive, entity, target, from, tag}) do
-    case State.accept_arrival(sim.zones[index], entity, target) do
-      {:ok, arrived, zone} ->
-        %{put_zone(sim, index, zone) | directory: Map.put(sim.directory, arrived.id, index)}
-        |> outcome(tag, {:ok, target})
-        |> post(index, from, {:arrived, arrived.id})
+  defp handle(sim, index, {:arrive, entity, cell, from, tag}),
+    do: carry_out(sim, index, Handoff.arrive(sim.zones[index], entity, cell, from, tag))
 
-      {:rejected, reason, zone} ->
-        sim |> put_zone(index, zone) |> post(index, from, {:refused, entity.id, tag, reason})
-    end
+  defp handle(sim, index, {:arrived, id, to}),
+    do: carry_out(sim, index, Handoff.arrived(sim.zones[index], id, to, env(sim)))
+
+  defp handle(sim, index, {:refused, id, owner, tag, reason}),
+    do: carry_out(sim, index, Handoff.refused(sim.zones[index], id, owner, tag, reason, env(sim)))
+
+  defp handle(sim, index, {:leave, id, owner, from, hops}),
+    do: carry_out(sim, index, Handoff.leave(sim.zones[index], id, owner, from, hops, locate(sim)))
+
+  defp handle(sim, index, {:down, id}) do
+    # A zone that let the entity go since demonitored its owner.
+    if is_map_key(sim.zones[index].entities, id),
+      do: carry_out(sim, index, Handoff.owner_down(sim.zones[index], id)),
+      else: sim
   end
 
-  defp handle(sim, index, {:arrived, id}) do
-    {_entity, deferred, zone} = State.finish_handoff(sim.zones[index], id)
-    sim = put_zone(sim, index, zone)
+  defp carry_out(sim, index, {effects, zone}),
+    do: sim |> put_zone(index, zone) |> run_effects(index, effects)
 
-    Enum.reduce(deferred, sim, fn {:move, direction, tag}, sim ->
-      post(sim, index, sim.directory[id], {:move, id, direction, tag, 1})
-    end)
+  defp run_effects(sim, index, effects), do: Enum.reduce(effects, sim, &run_effect(&2, index, &1))
+
+  defp run_effect(sim, index, {:send, to, message}), do: post(sim, index, to, message)
+
+  defp run_effect(sim, _index, {:reply, _owner, _id, tag, outcome}),
+    do: outcome(sim, tag, outcome)
+
+  defp run_effect(sim, _index, {:answer, from, result}), do: answer(sim, from, result)
+
+  defp run_effect(sim, index, {:adopt, %Entity{id: id}}) do
+    sim = %{sim | directory: Map.put(sim.directory, id, index)}
+    if id in sim.dead, do: post(sim, :monitor, index, {:down, id}), else: sim
   end
 
-  defp handle(sim, index, {:refused, id, tag, reason}) do
-    {:ok, ^tag, deferred, zone} = State.cancel_handoff(sim.zones[index], id)
-    sim = sim |> put_zone(index, zone) |> outcome(tag, {:rejected, reason})
-
-    Enum.reduce(deferred, sim, fn {:move, direction, tag}, sim ->
-      handle(sim, index, {:move, id, direction, tag, 0})
-    end)
+  defp run_effect(sim, index, {:directory, id, to}) do
+    if sim.directory[id] == index,
+      do: %{sim | directory: Map.put(sim.directory, id, to)},
+      else: sim
   end
+
+  defp run_effect(sim, index, {:dropped, %Entity{id: id}}) do
+    if sim.directory[id] == index,
+      do: %{sim | directory: Map.delete(sim.directory, id)},
+      else: sim
+  end
+
+  defp run_effect(sim, _index, {kind, _entity})
+       when kind in [:let_go, :count],
+       do: sim
+
+  defp run_effect(sim, _index, {kind, _entity, _cell})
+       when kind in [:moved, :view],
+       do: sim
+
+  defp locate(sim) do
+    directory = sim.directory
+    &Map.get(directory, &1)
+  end
+
+  defp env(sim), do: %{locate: locate(sim), now: 0, busy: false}
+
+  defp put_zone(sim, index, zone), do: %{sim | zones: Map.put(sim.zones, index, zone)}
 
   ## Invariants
 
@@ -240,7 +300,7 @@ defmodule Grove.World.Zone.HandoffPropertyTest do
     # While handoffs are in flight an entity may be held by several zones
     # (each earlier one keeps a reservation until it hears back), but it is
     # resident in one zone at most and always held by the zone the directory
-    # names.
+    # names. (An entity whose owner died may be gone already.)
     for id <- sim.ids do
       held = Map.get(by_id, id, [])
       resident = for {_, index, false, _} <- held, do: index
@@ -273,9 +333,17 @@ defmodule Grove.World.Zone.HandoffPropertyTest do
              "move #{tag} got #{length(outcomes)} outcomes: #{inspect(outcomes)}"
     end
 
-    for id <- sim.ids do
+    for {from, answers} <- sim.answers do
+      assert length(answers) == 1,
+             "#{inspect(from)} got #{length(answers)} answers: #{inspect(answers)}"
+    end
+
+    for id <- sim.placed do
       holders = for {index, zone} <- sim.zones, is_map_key(zone.entities, id), do: index
-      assert holders == [sim.directory[id]], "entity #{id} held by #{inspect(holders)}"
+
+      if id in sim.ids,
+        do: assert(holders == [sim.directory[id]], "entity #{id} held by #{inspect(holders)}"),
+        else: assert({holders, sim.directory[id]} == {[], nil}, "entity #{id} is left behind")
     end
 
     for {index, zone} <- sim.zones do
