@@ -91,6 +91,35 @@ defmodule Grove.World.Relay do
   @spec paused(World.t()) :: non_neg_integer()
   def paused(%World{} = world), do: GenServer.call(name(world.name), :paused, 30_000)
 
+  @doc false
+  # On each member: the ids of these that a zone running here holds, with the zone.
+  @spec held_here(atom(), [non_neg_integer()]) :: %{non_neg_integer() => non_neg_integer()}
+  def held_here(name, ids) do
+    world = World.fetch!(name)
+
+    for id <- ids,
+        Directory.ready?(name, id),
+        index = Directory.lookup(name, id),
+        index != nil,
+        World.zone_node(world, index) == node(),
+        :ets.member(elem(world.tables, index), id),
+        into: %{},
+        do: {id, index}
+  end
+
+  defp held_elsewhere(_world, []), do: %{}
+
+  defp held_elsewhere(world, ids) do
+    others = Grove.Cluster.members(world.cluster) -- [node()]
+
+    others
+    |> :erpc.multicall(__MODULE__, :held_here, [world.name, ids], 5_000)
+    |> Enum.reduce(%{}, fn
+      {:ok, held}, acc -> Map.merge(acc, held)
+      _failed, acc -> acc
+    end)
+  end
+
   # The first id of a chunk from another node's range makes room for it here.
   defp ensure_chunk(world, id) do
     unless Directory.ready?(world.name, id),
@@ -105,18 +134,28 @@ defmodule Grove.World.Relay do
   @impl true
   def handle_call({:lost, indexes}, _from, name) do
     world = World.fetch!(name)
+    rows = Enum.flat_map(indexes, &:ets.match_object(world.away, {:_, &1, :_}))
+
+    # What this node last heard of an entity may be older than where it
+    # is: the records of where it went and where it had been come from two
+    # nodes, in either order. The others say which of these they hold.
+    held = held_elsewhere(world, for({id, _index, _owner} <- rows, do: id))
 
     told =
-      Enum.reduce(indexes, 0, fn index, told ->
-        away = :ets.match_object(world.away, {:_, index, :_})
+      Enum.count(rows, fn {id, index, owner} = row ->
+        :ets.delete_object(world.away, row)
 
-        for {id, ^index, owner} = row <- away do
-          :ets.delete_object(world.away, row)
-          Directory.release(name, id, index)
-          send(owner, {:grove_lost, id})
+        case held do
+          %{^id => zone} ->
+            Directory.moved_on(name, id, index, zone)
+            :ets.insert(world.away, {id, zone, owner})
+            false
+
+          _ ->
+            Directory.release(name, id, index)
+            send(owner, {:grove_lost, id})
+            true
         end
-
-        told + length(away)
       end)
 
     {:reply, told, name}
