@@ -400,6 +400,10 @@ defmodule Grove.World.Placer do
       # Gone means out of the members and disconnected: a member list may
       # lag behind a zone's announcement, and a connection may not be up yet.
       at != node() and at not in state.members and at not in Node.list() and owner == node() ->
+        # Its viewers here hold numbers of the lost run: past them, so
+        # that they ask the new one for a snapshot instead of reading its
+        # deltas onto what they had.
+        Feed.reset(state.world.feed, index, Feed.latest(state.world.feed, index) + 1)
         state = state |> drop_forwarding(index) |> tap(&start_zone(&1, index))
         state = locate(state, index, node(), epoch(state, index) + 1)
         announce(state, index, :restarted)
