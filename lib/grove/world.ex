@@ -7,6 +7,13 @@ defmodule Grove.World do
   writer for the entities inside it. Terrain is immutable and entity
   positions are in ETS, so reads never queue behind writes.
 
+  This module is the client API and the world's description (`fetch!/1`,
+  where its zones run). The rest has rooms of its own, which the functions
+  here of the same name delegate to: starting a world in
+  `Grove.World.Supervisor`, bacteria (seeding, stepping, reading them) in
+  `Grove.World.Bacteria`, and what the world counts (entities, counters,
+  zone loads, the minimap's density) in `Grove.World.Counts`.
+
   ## Options
 
     * `:name` - the world's name, an atom (required)
@@ -86,8 +93,9 @@ defmodule Grove.World do
     Entity,
     Feed,
     Grid,
+    Bacteria,
+    Counts,
     Life,
-    Minimap,
     Rules,
     Stats,
     Terrain
@@ -618,29 +626,6 @@ defmodule Grove.World do
     end)
   end
 
-  @doc """
-  How many entities of each kind code (see `join/2`'s `:kind`) are in the
-  world now, codes with none left out. Read from counters the zones keep.
-  """
-  @impl Grove.World.Client
-  @spec kind_counts(name() | t()) :: %{byte() => pos_integer()}
-  def kind_counts(world) do
-    world = fetch!(world)
-
-    for code <- 0..255,
-        count = :counters.get(world.kind_counts, code + 1),
-        count > 0,
-        into: %{},
-        do: {code, count}
-  end
-
-  @doc "How many entities are in the world."
-  @spec entity_count(name() | t()) :: non_neg_integer()
-  def entity_count(world) do
-    world = fetch!(world)
-    Stats.get(world.stats, :players) + Stats.get(world.stats, :actors)
-  end
-
   @doc "The world's terrain (no copy: it lives in `:persistent_term`)."
   @impl Grove.World.Client
   @spec terrain(name() | t()) :: Terrain.t()
@@ -662,175 +647,51 @@ defmodule Grove.World do
     :ok
   end
 
-  ## Bacteria
+  ## Bacteria: `Grove.World.Bacteria`
 
-  @doc """
-  Seeds a pattern of bacteria (one of `Grove.World.Life.patterns/0`) just in
-  front of an entity the calling process owns, facing `direction` (see
-  `Grove.World.Life.pattern_cells/3`). Returns at once; the outcome arrives
-  as `{:grove_seed, id, tag, :ok | {:rejected, reason}}`, where the reason
-  is `:out_of_bounds` (off the world), `:zone_edge` (the pattern would
-  straddle two zones), `:blocked` (ground that blocks under a cell),
-  `:occupied` (an entity or a bacterium on a cell, or cells seeded already),
-  `:busy`, `:disabled` (the world has no bacteria), `:not_owner` or
-  `:unknown_entity`. An accepted pattern comes alive at the zone's next
-  generation, on those of its cells that are still free then.
-  """
+  @doc "Seeds a pattern of bacteria in front of an entity; see `Grove.World.Bacteria.seed/5`."
   @spec seed(name() | t(), Entity.id(), atom(), Grid.direction(), term()) :: :ok
-  def seed(world, id, pattern, direction, tag \\ nil) when is_integer(id) do
-    world = fetch!(world)
-    require Grid
+  defdelegate seed(world, id, pattern, direction, tag \\ nil), to: Bacteria
 
-    unless Grid.is_direction(direction),
-      do: raise(ArgumentError, "not a direction: #{inspect(direction)}")
-
-    unless pattern in Life.patterns(),
-      do: raise(ArgumentError, "not a pattern: #{inspect(pattern)}")
-
-    case {world.life, Directory.lookup(world.name, id)} do
-      {nil, _} ->
-        send(self(), {:grove_seed, id, tag, {:rejected, :disabled}})
-
-      {_life, nil} ->
-        send(self(), {:grove_seed, id, tag, {:rejected, :unknown_entity}})
-
-      {_life, index} ->
-        if :atomics.get(world.load, index + 1) > world.mailbox_limit do
-          send(self(), {:grove_seed, id, tag, {:rejected, :busy}})
-        else
-          GenServer.cast(
-            zone_address(world, index),
-            {:seed, id, pattern, direction, self(), tag, 0}
-          )
-        end
-    end
-
-    :ok
-  end
-
-  @doc """
-  Asks every zone for one more generation; for worlds whose `:life` has
-  `interval: :manual`. Zones compute it as soon as their neighbours have
-  computed the one before; `generation/1` tells when all have.
-  """
+  @doc "Asks every zone for one more generation; see `Grove.World.Bacteria.step_life/1`."
   @spec step_life(name() | t()) :: :ok
-  def step_life(world) do
-    world = fetch!(world)
+  defdelegate step_life(world), to: Bacteria
 
-    unless match?(%Life{interval: :manual}, world.life),
-      do: raise(ArgumentError, "step_life/1 needs a world with life: [interval: :manual]")
-
-    :atomics.add(world.life_target, 1, 1)
-
-    for index <- 0..(tuple_size(world.zones) - 1),
-        do: GenServer.cast(zone_address(world, index), :generation)
-
-    :ok
-  end
-
-  @doc """
-  The generation every zone has reached (the slowest zone's), read from
-  ETS; `nil` in a world without bacteria or before every zone has started.
-  """
+  @doc "The generation every zone has reached; see `Grove.World.Bacteria.generation/1`."
   @spec generation(name() | t()) :: non_neg_integer() | nil
-  def generation(world) do
-    world = fetch!(world)
+  defdelegate generation(world), to: Bacteria
 
-    with %Life{} <- world.life,
-         rows when length(rows) == tuple_size(world.zones) <- :ets.tab2list(world.life_table) do
-      rows |> Enum.map(&elem(&1, 1)) |> Enum.min()
-    else
-      _ -> nil
-    end
-  end
-
-  @doc """
-  Every live bacterium, as `{generation, cells}` per zone, read from ETS
-  (for tests and tools: it copies every zone's cells).
-  """
+  @doc "Every live bacterium, per zone; see `Grove.World.Bacteria.bacteria/1`."
   @spec bacteria(name() | t()) :: %{Grid.zone_index() => {non_neg_integer(), [Grid.cell()]}}
-  def bacteria(world) do
-    world = fetch!(world)
+  defdelegate bacteria(world), to: Bacteria
 
-    case world.life do
-      nil ->
-        %{}
-
-      _life ->
-        for {index, generation, bits, _edges, _previous} <- :ets.tab2list(world.life_table),
-            into: %{} do
-          board = %{Grove.World.Life.Board.new(Grid.zone_bounds(world.grid, index)) | bits: bits}
-          {index, {generation, Grove.World.Life.Board.cells(board)}}
-        end
-    end
-  end
-
-  @doc """
-  Times zones took to compute a generation, in microseconds, since the
-  world started: `%{count, p50, p99, max}` (`nil`s before the first).
-  """
+  @doc "Times zones took to compute a generation; see `Grove.World.Bacteria.life_times/1`."
   @spec life_times(name() | t()) :: map()
-  def life_times(world) do
-    world = fetch!(world)
-    alias Grove.Metrics.Histogram
+  defdelegate life_times(world), to: Bacteria
 
-    case world.life_time do
-      nil ->
-        %{count: 0, p50: nil, p99: nil, max: nil}
+  ## What the world counts: `Grove.World.Counts`
 
-      histogram ->
-        snapshot = Histogram.snapshot(histogram)
+  @doc "Entities in the world by kind code; see `Grove.World.Counts.kind_counts/1`."
+  @impl Grove.World.Client
+  @spec kind_counts(name() | t()) :: %{byte() => pos_integer()}
+  defdelegate kind_counts(world), to: Counts
 
-        %{
-          count: Histogram.count(snapshot),
-          p50: Histogram.percentile(snapshot, 50),
-          p99: Histogram.percentile(snapshot, 99),
-          max: Histogram.max(snapshot)
-        }
-    end
-  end
+  @doc "How many entities are in the world; see `Grove.World.Counts.entity_count/1`."
+  @spec entity_count(name() | t()) :: non_neg_integer()
+  defdelegate entity_count(world), to: Counts
 
-  @doc """
-  How crowded each block of the world is, for a minimap: `cols` x `rows`
-  bytes, row by row, each the share of the block's cells that hold an
-  entity, from 0 (empty) to 255 (full). With `max_side`, blocks are merged
-  so that neither side exceeds it. Read from `:atomics` the zones keep
-  up to date; no message is sent. (A zone that crashes in the middle of a
-  handoff can leave a block off by one; it is a picture, not a count.)
+  @doc "The world's counters; see `Grove.World.Counts.stats/1`."
+  @spec stats(name() | t()) :: map()
+  defdelegate stats(world), to: Counts
 
-  `layer` is `:entities` (players and actors) or `:bacteria` (live cells of
-  `Grove.World.Life`, all zero in a world without them).
-  """
+  @doc "Every zone's load; see `Grove.World.Counts.zone_loads/1`."
+  @spec zone_loads(name() | t()) :: [Counts.zone_load()]
+  defdelegate zone_loads(world), to: Counts
+
+  @doc "How crowded each block is, for a minimap; see `Grove.World.Counts.density/3`."
   @spec density(name() | t(), pos_integer() | nil, :entities | :bacteria) ::
           %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
-  def density(world, max_side \\ nil, layer \\ :entities),
-    do: Minimap.density(fetch!(world), max_side, layer)
-
-  @doc """
-  Every zone's load, for heat maps and metrics: moves handled since start,
-  entities (as of its last tick) and mailbox length (as last measured),
-  read without a message.
-  """
-  @spec zone_loads(name() | t()) :: [
-          %{
-            zone: Grid.zone_index(),
-            moves: non_neg_integer(),
-            entities: non_neg_integer(),
-            mailbox: non_neg_integer()
-          }
-        ]
-  def zone_loads(world) do
-    world = fetch!(world)
-
-    for i <- 1..Grid.zone_count(world.grid) do
-      %{
-        zone: i - 1,
-        moves: :counters.get(world.zone_moves, i),
-        entities: :atomics.get(world.zone_entities, i),
-        mailbox: :atomics.get(world.load, i)
-      }
-    end
-  end
+  defdelegate density(world, max_side \\ nil, layer \\ :entities), to: Counts
 
   @doc false
   # The process of the zone that holds an entity now, or nil.
@@ -907,17 +768,6 @@ defmodule Grove.World do
   @doc "The pid of a zone process (for tests and tools)."
   @spec zone_pid(name() | t(), Grid.zone_index()) :: pid() | nil
   def zone_pid(world, index), do: Process.whereis(elem(fetch!(world).zones, index))
-
-  @doc "The world's counters, entity count and the longest zone mailbox last measured."
-  @spec stats(name() | t()) :: map()
-  def stats(world) do
-    world = fetch!(world)
-    loads = for i <- 1..Grid.zone_count(world.grid), do: :atomics.get(world.load, i)
-
-    world.stats
-    |> Stats.read()
-    |> Map.merge(%{entities: entity_count(world), zone_mailbox_max: Enum.max(loads)})
-  end
 
   @doc """
   Checks the whole world for consistency: every entity in exactly one zone and

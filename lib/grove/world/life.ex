@@ -26,7 +26,7 @@ defmodule Grove.World.Life do
     * Bacteria are shown in views as entities of kind `2`, with an id made
       from their cell (`bacterium_id/2`: ids count down from 2^32 - 1, while
       entity ids count up from 1), and count on the minimap like entities.
-    * A player may seed a pattern in front of itself (`Grove.World.seed/5`);
+    * A player may seed a pattern in front of itself (`Grove.World.Bacteria.seed/5`);
       it lands at the zone's next generation, on the cells still free then.
 
   The automaton is deterministic for a seed: the same world options give
@@ -40,7 +40,7 @@ defmodule Grove.World.Life do
     * `:rule` - the rule in B/S notation (default `"B3/S23"`), see
       `Grove.World.Life.Rule`
     * `:interval` - milliseconds between generations, or `:manual` to step
-      with `Grove.World.step_life/1` (default `1000`)
+      with `Grove.World.Bacteria.step_life/1` (default `1000`)
     * `:soup` - share of the world, in 8 x 8 blocks chosen by the world's
       seed, that starts as a random soup of bacteria (default `0.1`)
     * `:soup_density` - chance that a cell of a soup block starts alive

@@ -2,7 +2,7 @@ defmodule Grove.World.Minimap do
   @moduledoc false
   # The picture of the whole world a minimap draws: how crowded each block
   # is, read from the `:atomics` the zones keep up to date as entities come,
-  # go and move (`Grove.World.density/2`). No message is sent.
+  # go and move (`Grove.World.Counts.density/3`). No message is sent.
 
   alias Grove.World
 

@@ -223,7 +223,7 @@ defmodule Grove.World.Zone do
 
   def handle_cast(:tick, zone), do: {:noreply, tick(zone)}
 
-  # Manual stepping (`Grove.World.step_life/1`): the target moved on.
+  # Manual stepping (`Grove.World.Bacteria.step_life/1`): the target moved on.
   def handle_cast(:generation, %__MODULE__{life_timer: nil} = zone),
     do: {:noreply, advance_life(zone)}
 

@@ -1,0 +1,144 @@
+defmodule Grove.World.Bacteria do
+  @moduledoc """
+  The bacteria of a running world, for clients and tools: seeding a
+  pattern, stepping generations by hand, and reading what lives.
+
+  The automaton itself, its options and how bacteria meet entities are
+  `Grove.World.Life`'s; the zones compute it. Everything here either casts
+  to zones (a seed's outcome comes back as a message, like a move's) or
+  reads ETS and `:atomics` without a message. `Grove.World` delegates to
+  these functions, so `Grove.World.seed/5` and the others still work.
+  """
+
+  alias Grove.Metrics.Histogram
+  alias Grove.World
+  alias Grove.World.{Directory, Entity, Grid, Life}
+  alias Grove.World.Life.Board
+
+  @doc """
+  Seeds a pattern of bacteria (one of `Grove.World.Life.patterns/0`) just in
+  front of an entity the calling process owns, facing `direction` (see
+  `Grove.World.Life.pattern_cells/3`). Returns at once; the outcome arrives
+  as `{:grove_seed, id, tag, :ok | {:rejected, reason}}`, where the reason
+  is `:out_of_bounds` (off the world), `:zone_edge` (the pattern would
+  straddle two zones), `:blocked` (ground that blocks under a cell),
+  `:occupied` (an entity or a bacterium on a cell, or cells seeded already),
+  `:busy`, `:disabled` (the world has no bacteria), `:not_owner` or
+  `:unknown_entity`. An accepted pattern comes alive at the zone's next
+  generation, on those of its cells that are still free then.
+  """
+  @spec seed(World.name() | World.t(), Entity.id(), atom(), Grid.direction(), term()) :: :ok
+  def seed(world, id, pattern, direction, tag \\ nil) when is_integer(id) do
+    world = World.fetch!(world)
+    require Grid
+
+    unless Grid.is_direction(direction),
+      do: raise(ArgumentError, "not a direction: #{inspect(direction)}")
+
+    unless pattern in Life.patterns(),
+      do: raise(ArgumentError, "not a pattern: #{inspect(pattern)}")
+
+    case {world.life, Directory.lookup(world.name, id)} do
+      {nil, _} ->
+        send(self(), {:grove_seed, id, tag, {:rejected, :disabled}})
+
+      {_life, nil} ->
+        send(self(), {:grove_seed, id, tag, {:rejected, :unknown_entity}})
+
+      {_life, index} ->
+        if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+          send(self(), {:grove_seed, id, tag, {:rejected, :busy}})
+        else
+          GenServer.cast(
+            World.zone_address(world, index),
+            {:seed, id, pattern, direction, self(), tag, 0}
+          )
+        end
+    end
+
+    :ok
+  end
+
+  @doc """
+  Asks every zone for one more generation; for worlds whose `:life` has
+  `interval: :manual`. Zones compute it as soon as their neighbours have
+  computed the one before; `generation/1` tells when all have.
+  """
+  @spec step_life(World.name() | World.t()) :: :ok
+  def step_life(world) do
+    world = World.fetch!(world)
+
+    unless match?(%Life{interval: :manual}, world.life),
+      do: raise(ArgumentError, "step_life/1 needs a world with life: [interval: :manual]")
+
+    :atomics.add(world.life_target, 1, 1)
+
+    for index <- 0..(tuple_size(world.zones) - 1),
+        do: GenServer.cast(World.zone_address(world, index), :generation)
+
+    :ok
+  end
+
+  @doc """
+  The generation every zone has reached (the slowest zone's), read from
+  ETS; `nil` in a world without bacteria or before every zone has started.
+  """
+  @spec generation(World.name() | World.t()) :: non_neg_integer() | nil
+  def generation(world) do
+    world = World.fetch!(world)
+
+    with %Life{} <- world.life,
+         rows when length(rows) == tuple_size(world.zones) <- :ets.tab2list(world.life_table) do
+      rows |> Enum.map(&elem(&1, 1)) |> Enum.min()
+    else
+      _ -> nil
+    end
+  end
+
+  @doc """
+  Every live bacterium, as `{generation, cells}` per zone, read from ETS
+  (for tests and tools: it copies every zone's cells).
+  """
+  @spec bacteria(World.name() | World.t()) :: %{
+          Grid.zone_index() => {non_neg_integer(), [Grid.cell()]}
+        }
+  def bacteria(world) do
+    world = World.fetch!(world)
+
+    case world.life do
+      nil ->
+        %{}
+
+      _life ->
+        for {index, generation, bits, _edges, _previous} <- :ets.tab2list(world.life_table),
+            into: %{} do
+          board = %{Board.new(Grid.zone_bounds(world.grid, index)) | bits: bits}
+          {index, {generation, Board.cells(board)}}
+        end
+    end
+  end
+
+  @doc """
+  Times zones took to compute a generation, in microseconds, since the
+  world started: `%{count, p50, p99, max}` (`nil`s before the first).
+  """
+  @spec life_times(World.name() | World.t()) :: map()
+  def life_times(world) do
+    world = World.fetch!(world)
+
+    case world.life_time do
+      nil ->
+        %{count: 0, p50: nil, p99: nil, max: nil}
+
+      histogram ->
+        snapshot = Histogram.snapshot(histogram)
+
+        %{
+          count: Histogram.count(snapshot),
+          p50: Histogram.percentile(snapshot, 50),
+          p99: Histogram.percentile(snapshot, 99),
+          max: Histogram.max(snapshot)
+        }
+    end
+  end
+end

@@ -1,0 +1,91 @@
+defmodule Grove.World.Counts do
+  @moduledoc """
+  What the world counts, for status lines, metrics, minimaps and tests:
+  entities in all and by kind, the world's counters, each zone's load and
+  how crowded each block is.
+
+  Zones and the client API keep these in `:counters` and `:atomics` as
+  they go; every function here reads them without sending a message, so a
+  reader never queues behind a move. `Grove.World` delegates to these functions, so
+  `Grove.World.stats/1` and the others still work.
+  """
+
+  alias Grove.World
+  alias Grove.World.{Grid, Minimap, Stats}
+
+  @typedoc "A zone's load, see `zone_loads/1`."
+  @type zone_load :: %{
+          zone: Grid.zone_index(),
+          moves: non_neg_integer(),
+          entities: non_neg_integer(),
+          mailbox: non_neg_integer()
+        }
+
+  @doc """
+  How many entities of each kind code (see `Grove.World.join/2`'s `:kind`) are in the
+  world now, codes with none left out. Read from counters the zones keep.
+  """
+  @spec kind_counts(World.name() | World.t()) :: %{byte() => pos_integer()}
+  def kind_counts(world) do
+    world = World.fetch!(world)
+
+    for code <- 0..255,
+        count = :counters.get(world.kind_counts, code + 1),
+        count > 0,
+        into: %{},
+        do: {code, count}
+  end
+
+  @doc "How many entities are in the world."
+  @spec entity_count(World.name() | World.t()) :: non_neg_integer()
+  def entity_count(world) do
+    world = World.fetch!(world)
+    Stats.get(world.stats, :players) + Stats.get(world.stats, :actors)
+  end
+
+  @doc "The world's counters, entity count and the longest zone mailbox last measured."
+  @spec stats(World.name() | World.t()) :: map()
+  def stats(world) do
+    world = World.fetch!(world)
+    loads = for i <- 1..Grid.zone_count(world.grid), do: :atomics.get(world.load, i)
+
+    world.stats
+    |> Stats.read()
+    |> Map.merge(%{entities: entity_count(world), zone_mailbox_max: Enum.max(loads)})
+  end
+
+  @doc """
+  Every zone's load, for heat maps and metrics: moves handled since start,
+  entities (as of its last tick) and mailbox length (as last measured),
+  read without a message.
+  """
+  @spec zone_loads(World.name() | World.t()) :: [zone_load()]
+  def zone_loads(world) do
+    world = World.fetch!(world)
+
+    for i <- 1..Grid.zone_count(world.grid) do
+      %{
+        zone: i - 1,
+        moves: :counters.get(world.zone_moves, i),
+        entities: :atomics.get(world.zone_entities, i),
+        mailbox: :atomics.get(world.load, i)
+      }
+    end
+  end
+
+  @doc """
+  How crowded each block of the world is, for a minimap: `cols` x `rows`
+  bytes, row by row, each the share of the block's cells that hold an
+  entity, from 0 (empty) to 255 (full). With `max_side`, blocks are merged
+  so that neither side exceeds it. Read from `:atomics` the zones keep
+  up to date; no message is sent. (A zone that crashes in the middle of a
+  handoff can leave a block off by one; it is a picture, not a count.)
+
+  `layer` is `:entities` (players and actors) or `:bacteria` (live cells of
+  `Grove.World.Life`, all zero in a world without them).
+  """
+  @spec density(World.name() | World.t(), pos_integer() | nil, :entities | :bacteria) ::
+          %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
+  def density(world, max_side \\ nil, layer \\ :entities),
+    do: Minimap.density(World.fetch!(world), max_side, layer)
+end
