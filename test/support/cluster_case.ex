@@ -52,7 +52,9 @@ defmodule Grove.ClusterCase do
   ends. With `control: :stdio` the test controls it over its standard
   input and output (`:peer.call/4`), not over distribution, so that it
   outlives a netsplit that cuts it off from the test node. `:args` are
-  more arguments for `erl`, as charlists.
+  more arguments for `erl`, as charlists. With `exact_name: true`, `name`
+  is used as it is (one from `peer_name/1`, to start a node again under
+  the name it had), else a unique name is made from it.
   """
   def start_peer!(home, name, opts \\ []) do
     paths = Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
@@ -61,7 +63,7 @@ defmodule Grove.ClusterCase do
     {:ok, peer, node} =
       :peer.start(
         Map.merge(control, %{
-          name: unique_name(name),
+          name: if(opts[:exact_name], do: name, else: peer_name(name)),
           env: [{~c"HOME", String.to_charlist(home)}],
           args: paths ++ Keyword.get(opts, :args, [])
         })
@@ -80,7 +82,11 @@ defmodule Grove.ClusterCase do
   # A name of its own, whose range of entity ids (`Grove.Cluster.id_slot/0`,
   # from the name) is none of this test's other nodes': two that share one
   # refuse each other, which a test would only see as a rare failure.
-  defp unique_name(name) do
+  @doc """
+  A node name (the part before `@`) made unique from `name`, with a range
+  of entity ids none of this test's other nodes has.
+  """
+  def peer_name(name) do
     [_, host] = node() |> Atom.to_string() |> String.split("@")
     taken = Process.get(:grove_cluster_slots, [Grove.Cluster.id_slot(node())])
     candidate = :"#{name}_#{System.pid()}_#{System.unique_integer([:positive])}"
@@ -88,7 +94,7 @@ defmodule Grove.ClusterCase do
     slot = Grove.Cluster.id_slot(:"#{candidate}@#{host}")
 
     if slot in taken do
-      unique_name(name)
+      peer_name(name)
     else
       Process.put(:grove_cluster_slots, [slot | taken])
       candidate

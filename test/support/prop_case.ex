@@ -27,12 +27,19 @@ defmodule Grove.PropCase do
     end)
   end
 
-  @doc "Runs a property; fails with the smallest counterexample found."
+  @doc """
+  Runs a property; fails with the smallest counterexample found.
+
+  Options: `:numtests` (default 100), and `:max_shrinks` (default PropEr's
+  500), to bound the tries at a smaller counterexample for properties
+  whose every try is slow.
+  """
   def check(property, opts \\ []) do
     numtests = Keyword.get(opts, :numtests, 100)
     Process.delete(:grove_prop_failure)
+    shrinks = if max = opts[:max_shrinks], do: [{:max_shrinks, max}], else: []
 
-    case :proper.quickcheck(:proper.numtests(numtests, property), [:quiet]) do
+    case :proper.quickcheck(:proper.numtests(numtests, property), [:quiet | shrinks]) do
       true ->
         true
 

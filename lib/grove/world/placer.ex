@@ -23,8 +23,12 @@ defmodule Grove.World.Placer do
   # each other.
   #
   # A node that starts while others already run the world runs nothing
-  # until they hand it its share. A node of a cluster that sees none of its
-  # peers within `@boot_wait` starts the world alone.
+  # until they hand it its share. When none runs it yet, the first of the
+  # members by name starts it and the others wait for its placement: nodes
+  # that start together see the others join at different moments, and
+  # each starting a world over the members it saw would leave them with
+  # placements that disagree, at the same epoch. A node of a cluster that
+  # sees none of its peers within `@boot_wait` starts the world alone.
   #
   # Every placement of a zone has an epoch, one more than the one before
   # (a handover's, or a start after its node was lost), announced with it:
@@ -55,8 +59,8 @@ defmodule Grove.World.Placer do
   require Logger
 
   @boot_wait 5_000
-  # How often a node that waits for the first member to start the world looks again.
-  @place_again_ms 200
+  # How often a node waiting for the first member to start the world asks again.
+  @place_retry 100
 
   defstruct [
     :world,
@@ -133,6 +137,14 @@ defmodule Grove.World.Placer do
       ),
       do: {:reply, {:error, :paused}, state}
 
+  # Not placed yet: the zone stays where it is, and is offered again.
+  def handle_call(
+        {:take_over, _index, _rows, _subscriptions, _seq, _epoch},
+        _from,
+        %State{locations: nil} = state
+      ),
+      do: {:reply, {:error, :starting}, state}
+
   def handle_call({:take_over, index, rows, subscriptions, seq, epoch}, _from, state) do
     state = take_over(state, index, rows, subscriptions, seq, epoch)
     {:reply, :ok, state}
@@ -167,7 +179,7 @@ defmodule Grove.World.Placer do
   def handle_info({:zone_at, _index, _node, _epoch, _how}, %State{paused: true} = state),
     do: {:noreply, state}
 
-  # Not placed yet: what the others run is read from them when this node places.
+  # Nor does a node waiting for a placement: it reads the whole of it soon.
   def handle_info({:zone_at, _index, _node, _epoch, _how}, %State{locations: nil} = state),
     do: {:noreply, state}
 
@@ -225,10 +237,11 @@ defmodule Grove.World.Placer do
 
   def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
 
-  def handle_info(:place_again, %State{locations: nil, paused: false} = state),
+  # Waiting for the first member to place the zones: is it done?
+  def handle_info(:place, %State{paused: false, locations: nil} = state),
     do: {:noreply, join_or_start(state)}
 
-  def handle_info(:place_again, state), do: {:noreply, state}
+  def handle_info(:place, state), do: {:noreply, state}
 
   def handle_info({:settle, _index}, %State{paused: true} = state), do: {:noreply, state}
   def handle_info({:settle, index}, state), do: {:noreply, settle(state, index)}
@@ -295,16 +308,20 @@ defmodule Grove.World.Placer do
         end
       end)
 
-    case running do
-      # Nobody runs the world yet: the first member by name starts it, and
-      # says so; the others wait for it (nodes that start together may not
-      # see the same members yet, and would each start another world).
-      nil when node() != hd(members) ->
-        Process.send_after(self(), :place_again, @place_again_ms)
-        %{state | locations: nil}
+    cond do
+      running != nil ->
+        join_running(state, running)
 
-      nil ->
+      # Nodes that start together would each start a world of their own,
+      # placed over the members each saw, and never agree: the first of
+      # the members by name starts it, the others take its placement.
+      Enum.min(members) != node() ->
+        Process.send_after(self(), :place, @place_retry)
+        state
+
+      true ->
         owners = Placement.owners(zone_count(state.world), members)
+
         state = publish(state, for(node <- Tuple.to_list(owners), do: {node, 1}))
 
         for index <- 0..(zone_count(state.world) - 1), elem(owners, index) == node() do
@@ -313,19 +330,31 @@ defmodule Grove.World.Placer do
         end
 
         state
-
-      locations ->
-        # The others hand this node its share when they see it; what they
-        # already place here (they saw this node before it saw them), it
-        # starts now.
-        state = publish(state, locations)
-
-        for {{at, _epoch}, index} <- Enum.with_index(locations),
-            at == node(),
-            do: start_zone(state, index)
-
-        state
     end
+  end
+
+  # The others hand this node its share when they see it; what they
+  # already place here (they saw this node before it saw them), it starts
+  # now. Their locations follow the members they saw when they placed the
+  # zones; this node may see more already (nodes that started with it),
+  # and no change of members will come to tell it: what it now runs for
+  # another, it hands over at once. Only that: a node it does not count
+  # among its members yet may well be up (the others see it), so its zones
+  # are not started again here.
+  defp join_running(state, locations) do
+    state = publish(state, locations)
+
+    for {{at, _epoch}, index} <- Enum.with_index(locations),
+        at == node(),
+        do: start_zone(state, index)
+
+    Enum.reduce(0..(zone_count(state.world) - 1), state, fn index, state ->
+      owner = Placement.owner(index, state.members)
+
+      if location(state, index) == node() and owner != node(),
+        do: hand_over(state, index, owner),
+        else: state
+    end)
   end
 
   # A node with peers to find waits a little for one before starting alone.
@@ -582,9 +611,9 @@ defmodule Grove.World.Placer do
 
   defp resume(state) do
     Logger.warning("world: resumed; this node takes its share from the others")
-    state = join_or_start(%{state | paused: false, locations: nil, nodes: {}})
-    :persistent_term.erase({__MODULE__, state.world.name, :paused})
-    state
+    # Paused to the others until it has a placement again (`publish/2`):
+    # what it published before it paused is stale.
+    join_or_start(%{state | paused: false, locations: nil, nodes: {}})
   end
 
   defp start_zone(state, index) do
@@ -618,6 +647,7 @@ defmodule Grove.World.Placer do
       end)
 
     :persistent_term.put({World, world.name, :locations}, {atomics, state.nodes})
+    if paused?(world.name), do: :persistent_term.erase({__MODULE__, world.name, :paused})
     state
   end
 
