@@ -170,9 +170,14 @@ defmodule Grove.World.Placer do
 
   # Sent by a node before it hands its zones over and stops: nothing is
   # to be handed to it any more.
+  # One the group has dropped already is no member; remembering it would
+  # keep it out when it comes back.
   def handle_info({:leaving, node}, state) do
-    {:noreply,
-     %{state | leaving: MapSet.put(state.leaving, node), members: state.members -- [node]}}
+    if node in state.members,
+      do:
+        {:noreply,
+         %{state | leaving: MapSet.put(state.leaving, node), members: state.members -- [node]}},
+      else: {:noreply, state}
   end
 
   # A paused node knows nothing current; it learns it all again when it resumes.
