@@ -297,18 +297,6 @@ defmodule Grove.ClusterPropertyTest do
     end
   end
 
-  # A zone that runs on the node and has not been handed away (it lingers
-  # a while after, passing on what comes late).
-  defp serving?(node, world, index) do
-    case :erpc.call(node, World, :zone_pid, [world, index]) do
-      nil -> false
-      pid -> :erpc.call(node, :sys, :get_state, [pid]).handed_over == nil
-    end
-  catch
-    :error, {:exception, {:noproc, _}, _} -> false
-    :exit, {:exception, {:noproc, _}} -> false
-  end
-
   # The residents, read from each zone's table where it runs, are the
   # live clients' entities, once each, where their clients were told; a
   # client whose zone was lost stands on its cell or next to it, and was

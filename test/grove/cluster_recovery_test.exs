@@ -237,18 +237,6 @@ defmodule Grove.ClusterRecoveryTest do
     end
   end
 
-  # A zone that runs on the node and has not been handed away; it may stop
-  # as it is asked.
-  defp serving?(node, world, index) do
-    case :erpc.call(node, World, :zone_pid, [world, index]) do
-      nil -> false
-      pid -> :erpc.call(node, :sys, :get_state, [pid]).handed_over == nil
-    end
-  catch
-    :error, {:exception, {:noproc, _}, _} -> false
-    :exit, {:exception, {:noproc, _}} -> false
-  end
-
   defp zone_node(node, world, index),
     do: :erpc.call(node, World, :zone_node, [:erpc.call(node, World, :fetch!, [world]), index])
 

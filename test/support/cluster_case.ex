@@ -101,6 +101,21 @@ defmodule Grove.ClusterCase do
     end
   end
 
+  @doc """
+  True when a zone runs on the node and has not been handed away (a zone
+  handed away lingers a while, passing on what comes late); false too when
+  it stops as it is asked.
+  """
+  def serving?(node, world, index) do
+    case :erpc.call(node, Grove.World, :zone_pid, [world, index]) do
+      nil -> false
+      pid -> :erpc.call(node, :sys, :get_state, [pid]).handed_over == nil
+    end
+  catch
+    :error, {:exception, {:noproc, _}, _} -> false
+    :exit, {:exception, {:noproc, _}} -> false
+  end
+
   @doc "Starts an instance on a node under its application's supervisor."
   def start_instance!(node, opts) do
     id = Keyword.fetch!(opts, :name)
