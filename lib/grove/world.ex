@@ -278,8 +278,9 @@ defmodule Grove.World do
     * `:at` - `{x, y}` to start on that exact cell, `:random` for a random
       free cell anywhere, or `{:within, {x0, y0, x1, y1}}` for a random free
       cell in that rectangle, upper bounds exclusive (default `:random`); a
-      player's random cell is never in a pocket of the terrain
-      (`Grove.World.Terrain.shut_in?/3`), so the player can walk away
+      player's random cell is always on the terrain's mainland
+      (`Grove.World.Terrain.mainland?/3`), so every player can walk to
+      every other
     * `:updates` - `:none`, `:self` or `:view`, see the module doc (default `:self`)
     * `:view_radius` - cells seen in each direction with `updates: :view`
       (default `8`, a 17 x 17 viewport)
@@ -381,9 +382,8 @@ defmodule Grove.World do
 
   # Picks a random cell of the area, then tries random cells of the area in
   # that cell's zone, which alone can say which of them are free; cells the
-  # terrain blocks are never tried, nor, for players, cells in a pocket of
-  # the terrain (see `Terrain.shut_in?/3`; a few microseconds a cell, which
-  # hundreds of thousands of actors' joins would feel).
+  # terrain blocks are never tried, nor, for players, cells off the
+  # terrain's mainland (`Terrain.mainland?/3`).
   defp join_random(world, entity, {ax0, ay0, ax1, ay1} = area, deadline, opts, zones_left) do
     grid = world.grid
 
@@ -393,14 +393,14 @@ defmodule Grove.World do
     {zx0, zy0, zx1, zy1} = Grid.zone_bounds(grid, index)
     {x0, y0, x1, y1} = {max(ax0, zx0), max(ay0, zy0), min(ax1, zx1), min(ay1, zy1)}
 
-    pockets? = world.rules.blocking and entity.kind == kind_code(:player)
+    mainland_only? = world.rules.blocking and entity.kind == kind_code(:player)
 
     candidates =
       for _ <- 1..@placement_tries,
           x = x0 + :rand.uniform(x1 - x0) - 1,
           y = y0 + :rand.uniform(y1 - y0) - 1,
           not (world.rules.blocking and Terrain.blocked?(world.terrain, x, y)),
-          not (pockets? and Terrain.shut_in?(world.terrain, x, y)),
+          not mainland_only? or Terrain.mainland?(world.terrain, x, y),
           uniq: true,
           do: {x, y}
 

@@ -39,12 +39,13 @@ defmodule Grove.World.Terrain do
   import Bitwise
 
   @enforce_keys [:width, :height, :cells]
-  defstruct [:width, :height, :cells, options: []]
+  defstruct [:width, :height, :cells, :mainland, options: []]
 
   @type t :: %__MODULE__{
           width: pos_integer(),
           height: pos_integer(),
           cells: binary(),
+          mainland: bitstring() | nil,
           options: keyword()
         }
 
@@ -118,7 +119,24 @@ defmodule Grove.World.Terrain do
       classify(forest, lakes, forest_cut, water_cut, chances, width, seed)
       |> IO.iodata_to_binary()
 
-    %__MODULE__{width: width, height: height, cells: cells, options: opts}
+    new(width, height, cells, opts)
+  end
+
+  @doc """
+  A terrain from its cells, one byte per cell, row by row (the codes of
+  `kinds/0`), as `generate/3` and `from_file/1` build it.
+  """
+  @spec new(pos_integer(), pos_integer(), binary(), keyword()) :: t()
+  def new(width, height, cells, options \\ [])
+      when is_integer(width) and width > 0 and is_integer(height) and height > 0 and
+             byte_size(cells) == width * height do
+    %__MODULE__{
+      width: width,
+      height: height,
+      cells: cells,
+      mainland: mainland(width, height, cells),
+      options: options
+    }
   end
 
   @doc """
@@ -138,7 +156,7 @@ defmodule Grove.World.Terrain do
          {w, ""} when w > 0 <- Integer.parse(w),
          {h, ""} when h > 0 <- Integer.parse(h),
          true <- byte_size(cells) == w * h do
-      {:ok, %__MODULE__{width: w, height: h, cells: cells, options: [seed: seed]}}
+      {:ok, new(w, h, cells, seed: seed)}
     else
       _ -> {:error, "not a Grove terrain file (version 1)"}
     end
@@ -153,42 +171,103 @@ defmodule Grove.World.Terrain do
   def blocked?(%__MODULE__{width: w, cells: cells}, x, y),
     do: blocking_code?(:binary.at(cells, y * w + x))
 
-  # A free cell from which fewer cells than this can be reached (north,
-  # east, south and west, over free ground) is a pocket.
-  @pocket 10
-
   @doc """
-  True when the cell lies in a pocket: fewer than #{@pocket} free cells can be
-  reached from it by steps north, east, south and west (the arrow keys),
-  counting itself, in a terrain larger than a few pockets. A player or actor
-  placed there can barely move, and not at all if another entity holds the
-  way out, so players are never placed there at random: on the default
-  world such cells are about 3.4 % of the free ones.
+  True when the cell is on the mainland: the largest region of free ground
+  in which every cell can be reached from every other by steps north, east,
+  south and west (the arrow keys). A player placed off it stands on an
+  island between trees, rocks and water and can never meet most of the
+  world, so players are placed at random only on the mainland: on the
+  default world the other regions hold about 4.3 % of the free cells, the
+  largest of them 281 cells.
   """
-  @spec shut_in?(t(), non_neg_integer(), non_neg_integer()) :: boolean()
-  def shut_in?(%__MODULE__{width: w, height: h} = terrain, x, y) do
-    # A terrain of a few cells is all pocket; placement there takes any cell.
-    w * h > 4 * @pocket and reach(terrain, [{x, y}], MapSet.new([{x, y}])) < @pocket
+  @spec mainland?(t(), non_neg_integer(), non_neg_integer()) :: boolean()
+  def mainland?(%__MODULE__{width: w, mainland: mainland}, x, y) when is_bitstring(mainland) do
+    skip = y * w + x
+    <<_::size(skip), bit::1, _::bitstring>> = mainland
+    bit == 1
   end
 
-  # Free cells reachable from the frontier, counted up to @pocket.
-  defp reach(terrain, frontier, seen) do
-    case {frontier, MapSet.size(seen)} do
-      {_, size} when size >= @pocket -> @pocket
-      {[], size} -> size
-      {[cell | rest], _} -> expand(terrain, cell, rest, seen)
+  # The mainland as one bit per cell, row by row. Free cells are taken in
+  # runs along each row, each run joined (union-find over the runs) to the
+  # runs it touches in the row above; the largest set of joined runs is the
+  # mainland. About 0.15 s for the default 1000 x 1000 terrain.
+  defp mainland(width, height, cells) do
+    rows =
+      for y <- 0..(height - 1) do
+        row_runs(binary_part(cells, y * width, width), 0, y * width, nil, [])
+      end
+
+    parents = :atomics.new(max(width * height, 1), signed: false)
+    for row <- rows, {_, _, id} <- row, do: :atomics.put(parents, id, id)
+
+    Enum.reduce(rows, [], fn row, above ->
+      join_rows(above, row, parents)
+      row
+    end)
+
+    sizes =
+      for row <- rows, {x0, x1, id} <- row, reduce: %{} do
+        acc -> Map.update(acc, root(parents, id), x1 - x0, &(&1 + x1 - x0))
+      end
+
+    best = if sizes == %{}, do: nil, else: elem(Enum.max_by(sizes, &elem(&1, 1)), 0)
+
+    rows
+    |> Enum.map(fn row ->
+      {bits, last} =
+        Enum.reduce(row, {[], 0}, fn {x0, x1, id}, {bits, at} ->
+          if root(parents, id) == best,
+            do: {[<<-1::size(x1 - x0)>>, <<0::size(x0 - at)>> | bits], x1},
+            else: {bits, at}
+        end)
+
+      Enum.reverse([<<0::size(width - last)>> | bits])
+    end)
+    |> :erlang.list_to_bitstring()
+  end
+
+  # The runs of free cells of one row as `{x0, x1, id}` (x1 exclusive), in
+  # order; a run's id is its first cell's index in the terrain, plus one.
+  defp row_runs(<<>>, x, base, start, acc), do: Enum.reverse(close_run(acc, start, x, base))
+
+  defp row_runs(<<code, rest::binary>>, x, base, start, acc) do
+    case {blocking_code?(code), start} do
+      {false, nil} -> row_runs(rest, x + 1, base, x, acc)
+      {false, _} -> row_runs(rest, x + 1, base, start, acc)
+      {true, nil} -> row_runs(rest, x + 1, base, nil, acc)
+      {true, _} -> row_runs(rest, x + 1, base, nil, close_run(acc, start, x, base))
     end
   end
 
-  defp expand(%__MODULE__{width: w, height: h} = terrain, {x, y}, frontier, seen) do
-    next =
-      for {nx, ny} <- [{x, y - 1}, {x + 1, y}, {x, y + 1}, {x - 1, y}],
-          nx >= 0 and ny >= 0 and nx < w and ny < h,
-          not MapSet.member?(seen, {nx, ny}),
-          not blocked?(terrain, nx, ny),
-          do: {nx, ny}
+  defp close_run(acc, nil, _x, _base), do: acc
+  defp close_run(acc, start, x, base), do: [{start, x, base + start + 1} | acc]
 
-    reach(terrain, frontier ++ next, Enum.reduce(next, seen, &MapSet.put(&2, &1)))
+  # Joins the runs of two neighbouring rows that share a column.
+  defp join_rows([{a0, a1, a} | above] = above_all, [{b0, b1, b} | below] = below_all, parents) do
+    if a0 < b1 and b0 < a1, do: union(parents, a, b)
+
+    if a1 < b1,
+      do: join_rows(above, below_all, parents),
+      else: join_rows(above_all, below, parents)
+  end
+
+  defp join_rows(_above, _below, _parents), do: :ok
+
+  defp union(parents, a, b) do
+    {ra, rb} = {root(parents, a), root(parents, b)}
+    if ra != rb, do: :atomics.put(parents, max(ra, rb), min(ra, rb))
+  end
+
+  defp root(parents, id) do
+    case :atomics.get(parents, id) do
+      ^id ->
+        id
+
+      parent ->
+        grandparent = :atomics.get(parents, parent)
+        :atomics.put(parents, id, grandparent)
+        root(parents, grandparent)
+    end
   end
 
   @doc "True for the kinds of ground that stop movement."

@@ -2,6 +2,8 @@ defmodule Grove.World.TerrainTest do
   use ExUnit.Case, async: true
   doctest Grove.World.Terrain
 
+  import Grove.PropCase
+
   alias Grove.World.Terrain
 
   test "the same seed gives the same world; another seed another" do
@@ -52,9 +54,11 @@ defmodule Grove.World.TerrainTest do
     refute Terrain.blocked?(terrain, 10, 10)
   end
 
-  test "a cell is shut in when fewer than ten free cells can be reached from it" do
+  test "the mainland is the largest region of free ground joined by steps north, east, south and west" do
     # A 12 x 12 meadow with a wall of trees at x = 3: the strip to its left
-    # has 36 cells. Then a pocket of two cells walled in at the top right.
+    # has 36 cells, the right side 93. Then a pocket of three cells walled
+    # in at the top right, and a diagonal gap in the wall, which the arrow
+    # keys cannot pass.
     row = fn y ->
       for x <- 0..11, into: <<>> do
         cond do
@@ -66,19 +70,31 @@ defmodule Grove.World.TerrainTest do
       end
     end
 
-    terrain = %Terrain{width: 12, height: 12, cells: for(y <- 0..11, into: <<>>, do: row.(y))}
-    # {9, 0}, {10, 0} and {11, 0}: three cells between the trees and the edge.
-    assert Terrain.shut_in?(terrain, 10, 0)
-    assert Terrain.shut_in?(terrain, 9, 0)
-    refute Terrain.shut_in?(terrain, 0, 0)
-    refute Terrain.shut_in?(terrain, 5, 5)
+    terrain = Terrain.new(12, 12, for(y <- 0..11, into: <<>>, do: row.(y)))
+    assert Terrain.mainland?(terrain, 5, 5)
+    assert Terrain.mainland?(terrain, 11, 11)
+    assert Terrain.mainland?(terrain, 7, 0)
+    refute Terrain.mainland?(terrain, 0, 0), "the strip left of the wall"
+    refute Terrain.mainland?(terrain, 2, 11)
+    refute Terrain.mainland?(terrain, 10, 0), "the pocket"
+    refute Terrain.mainland?(terrain, 3, 3), "a tree"
 
-    # A terrain of a few cells is all pocket: nothing there is shut in.
-    refute Terrain.shut_in?(
-             %Terrain{width: 3, height: 3, cells: <<0, 1, 0, 1, 0, 1, 0, 1, 0>>},
-             1,
-             1
-           )
+    # A terrain of one region is all mainland; one without free ground has none.
+    assert Terrain.mainland?(Terrain.new(2, 1, <<0, 4>>), 1, 0)
+    refute Terrain.mainland?(Terrain.new(2, 2, <<1, 2, 3, 1>>), 0, 0)
+  end
+
+  test "the mainland is exactly one region of free ground, and no region is larger (property)" do
+    property =
+      forall(
+        {:proper_types.integer(1, 10_000), :proper_types.integer(1, 40),
+         :proper_types.integer(1, 40), :proper_types.oneof([0.0, 0.2, 0.5, 0.8])},
+        fn {seed, width, height, trees} ->
+          mainland_is_largest_region?(seed, width, height, trees)
+        end
+      )
+
+    check(property, numtests: 200)
   end
 
   test "walkable cells are counted per rectangle" do
@@ -101,5 +117,44 @@ defmodule Grove.World.TerrainTest do
     end
 
     assert_raise ArgumentError, fn -> Terrain.generate(10, 10, actors: 5) end
+  end
+
+  # A plain flood fill, as the reference: the mainland must be one of the
+  # regions it finds, and as large as the largest.
+  defp mainland_is_largest_region?(seed, width, height, trees) do
+    terrain = Terrain.generate(width, height, seed: seed, tree_density: trees)
+    cells = for y <- 0..(height - 1), x <- 0..(width - 1), do: {x, y}
+
+    free =
+      for {x, y} <- cells, not Terrain.blocked?(terrain, x, y), into: MapSet.new(), do: {x, y}
+
+    mainland =
+      for {x, y} <- cells, Terrain.mainland?(terrain, x, y), into: MapSet.new(), do: {x, y}
+
+    regions = regions(free, [])
+    largest = regions |> Enum.map(&MapSet.size/1) |> Enum.max(fn -> 0 end)
+    MapSet.size(mainland) == largest and (largest == 0 or mainland in regions)
+  end
+
+  defp regions(free, found) do
+    case Enum.take(free, 1) do
+      [] ->
+        found
+
+      [cell] ->
+        region = flood([cell], MapSet.new([cell]), free)
+        regions(MapSet.difference(free, region), [region | found])
+    end
+  end
+
+  defp flood([], region, _free), do: region
+
+  defp flood([{x, y} | rest], region, free) do
+    next =
+      for cell <- [{x, y - 1}, {x + 1, y}, {x, y + 1}, {x - 1, y}],
+          MapSet.member?(free, cell) and not MapSet.member?(region, cell),
+          do: cell
+
+    flood(next ++ rest, Enum.reduce(next, region, &MapSet.put(&2, &1)), free)
   end
 end
