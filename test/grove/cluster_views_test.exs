@@ -158,6 +158,49 @@ defmodule Grove.ClusterViewsTest do
     assert known |> Map.keys() |> Enum.sort() == Enum.sort([id, me])
   end
 
+  @tag timeout: 120_000
+  test "a viewer whose view takes in a zone on another node and leaves it at once is left without it",
+       %{home: home} do
+    {_peer, b} = start_peer!(home, "passing")
+    nodes = Enum.sort([node(), b])
+    world = start_world!(Grove.PassingT, nodes)
+    owners = Placement.owners(16, nodes)
+
+    # A zone of node b's with a zone to its west; the viewer stands in the
+    # western one, one step short of seeing it.
+    zone = Enum.find(0..15, &(elem(owners, &1) == b and rem(&1, 4) > 0))
+    {x0, y0} = corner(world, zone)
+    {:ok, me, _} = World.join(world, at: {x0 - 9, y0 + 12}, updates: :view)
+    zone_pid = :erpc.call(b, World, :zone_pid, [world, zone])
+    me_watching = {self(), {View, :raw}}
+
+    subscribed? = fn ->
+      Map.has_key?(:erpc.call(b, :sys, :get_state, [zone_pid]).subscribers, me_watching)
+    end
+
+    # The zone's snapshot and then its word that the viewer is gone: the
+    # first comes through this node's relay, held back here, as a busy
+    # relay would hold it, while the second is on its way.
+    relay = Process.whereis(World.Relay.name(world))
+    :ok = :sys.suspend(relay)
+
+    try do
+      :ok = World.move(world, me, :e)
+      assert_receive {:grove_move, ^me, _, {:ok, _}}, 10_000
+      eventually(fn -> assert subscribed?.() end, @wait)
+      :ok = World.move(world, me, :w)
+      assert_receive {:grove_move, ^me, _, {:ok, _}}, 10_000
+      eventually(fn -> refute subscribed?.() end, @wait)
+    after
+      :ok = :sys.resume(relay)
+    end
+
+    # Everything the relay held has reached this process.
+    _ = :sys.get_state(relay)
+    view = drain(View.new({x0 - 9, y0 + 12}, 8))
+    refute Map.has_key?(view.seqs, zone), "the view still holds the zone it left"
+  end
+
   ## Helpers
 
   defp start_world!(name, nodes) do

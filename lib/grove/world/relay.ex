@@ -17,11 +17,14 @@ defmodule Grove.World.Relay do
   # where the viewers read it as they read a local zone's. What crosses the
   # network per tick is one message per watching node, not per viewer (the
   # idea of Discord's Manifold). A zone that starts being watched from here
-  # first sends the number it is at (`{:feed_from, zone, seq}`), and the
-  # snapshots it sends viewers here come through the relay too: a snapshot
-  # carrying number `seq` reaches its viewer only once this node's feed
-  # holds `seq` (or later), so the viewer reads on from there and never
-  # finds a number of another run of the zone.
+  # first sends the number it is at (`{:feed_from, zone, seq}`), and what
+  # it sends viewers here itself (snapshots, and `:closed` when one stops
+  # watching) comes through the relay too, in the order the zone sent it:
+  # a snapshot carrying number `seq` reaches its viewer only once this
+  # node's feed holds `seq` (or later), so the viewer reads on from there
+  # and never finds a number of another run of the zone; and a `:closed`
+  # never overtakes the snapshot before it, which would leave the viewer
+  # holding a zone that no longer sends it anything.
   #
   # For those entities, whose owners live here and whose zones run
   # elsewhere, it also keeps the owner (the world's `away` table), so that
@@ -193,7 +196,7 @@ defmodule Grove.World.Relay do
     {:noreply, name}
   end
 
-  def handle_info({:snapshot, viewer, message}, name) do
+  def handle_info({:view, viewer, message}, name) do
     send(viewer, message)
     {:noreply, name}
   end

@@ -702,7 +702,7 @@ defmodule Grove.World.Zone do
 
         if MapSet.size(ids) == 0 do
           Process.demonitor(ref, [:flush])
-          send(pid, {:grove_view, zone.index, :closed})
+          send_view(zone, pid, {:grove_view, zone.index, :closed})
 
           %{
             zone
@@ -773,19 +773,22 @@ defmodule Grove.World.Zone do
   defp send_snapshot(zone, pid, format) do
     Stats.incr(zone.world.stats, :snapshots_sent)
     data = encode(format, :snapshot, zone.index, State.snapshot(zone.core), [])
-    message = {:grove_view, zone.index, :snapshot, zone.seq, data}
+    send_view(zone, pid, {:grove_view, zone.index, :snapshot, zone.seq, data})
+  end
 
-    case node(pid) do
-      here when here == node() ->
-        send(pid, message)
+  # What a zone tells one viewer (a snapshot, the end of its subscription)
+  # goes to a viewer on another node through that node's relay, like the
+  # deltas: so the viewer gets it in the order the zone sent it, and never
+  # a zone's word that it is no longer watched before the snapshot that
+  # preceded it.
+  defp send_view(_zone, pid, message) when node(pid) == node(), do: send(pid, message)
 
-      there ->
-        :erlang.send(
-          Relay.address(zone.world.name, there),
-          {:snapshot, pid, message},
-          [:noconnect]
-        )
-    end
+  defp send_view(zone, pid, message) do
+    :erlang.send(
+      Relay.address(zone.world.name, node(pid)),
+      {:view, pid, message},
+      [:noconnect]
+    )
   end
 
   defp encode({module, name}, what, index, entries, departed),
