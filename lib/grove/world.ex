@@ -719,7 +719,7 @@ defmodule Grove.World do
       nil ->
         name
 
-      {locations, nodes} ->
+      {locations, nodes, _epochs} ->
         case :atomics.get(locations, index + 1) do
           0 -> name
           number -> {name, elem(nodes, number)}
@@ -734,7 +734,7 @@ defmodule Grove.World do
   def zone_node(%__MODULE__{} = world, index) do
     case :persistent_term.get({__MODULE__, world.name, :locations}, nil) do
       nil -> node()
-      {locations, nodes} -> elem(nodes, :atomics.get(locations, index + 1))
+      {locations, nodes, _epochs} -> elem(nodes, :atomics.get(locations, index + 1))
     end
   end
 
@@ -753,7 +753,7 @@ defmodule Grove.World do
       nil ->
         0
 
-      {locations, nodes} ->
+      {locations, nodes, _epochs} ->
         here = node()
 
         Enum.count(moves, fn {id, _direction, _tag} ->

@@ -21,7 +21,13 @@ defmodule Grove.PropCase do
         body.(value) != false
       rescue
         error ->
-          Process.put(:grove_prop_failure, Exception.format(:error, error, __STACKTRACE__))
+          failure = Exception.format(:error, error, __STACKTRACE__)
+          # The first failure, before any shrinking, and the last (the
+          # counterexample's): a slow property's shrinking may fail otherwise.
+          unless Process.get(:grove_prop_first_failure),
+            do: Process.put(:grove_prop_first_failure, {value, failure})
+
+          Process.put(:grove_prop_failure, failure)
           false
       end
     end)
@@ -37,6 +43,7 @@ defmodule Grove.PropCase do
   def check(property, opts \\ []) do
     numtests = Keyword.get(opts, :numtests, 100)
     Process.delete(:grove_prop_failure)
+    Process.delete(:grove_prop_first_failure)
     shrinks = if max = opts[:max_shrinks], do: [{:max_shrinks, max}], else: []
 
     case :proper.quickcheck(:proper.numtests(numtests, property), [:quiet | shrinks]) do
@@ -44,10 +51,14 @@ defmodule Grove.PropCase do
         true
 
       other ->
+        {first, first_failure} = Process.get(:grove_prop_first_failure, {nil, ""})
+
         flunk("""
         property failed: #{inspect(other)}
         counterexample: #{inspect(:proper.counterexample(), pretty: true, limit: :infinity)}
         #{Process.get(:grove_prop_failure, "")}
+        first failing input, before shrinking: #{inspect(first, pretty: true, limit: :infinity)}
+        #{first_failure}
         """)
     end
   end

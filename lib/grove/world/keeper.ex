@@ -69,7 +69,6 @@ defmodule Grove.World.Keeper do
   def terminate(_reason, name) do
     Directory.erase(name)
     :persistent_term.erase({World, name, :locations})
-    :persistent_term.erase({Grove.World.Placer, name, :epochs})
     :persistent_term.erase({Grove.World.Placer, name, :paused})
     :persistent_term.erase({World, name})
     :ok

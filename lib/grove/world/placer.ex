@@ -5,7 +5,8 @@ defmodule Grove.World.Placer do
   # A world alone runs every zone here, as it always did. A world of a
   # cluster (`:cluster`) runs the zones `Grove.World.Placement` gives this
   # node, and keeps where every zone runs now in `:atomics` (a node number
-  # per zone, into a tuple of nodes in `:persistent_term`), which
+  # per zone, into a tuple of nodes, and the epoch of each placement; all
+  # three in one `:persistent_term`), which
   # `Grove.World.zone_address/2` reads on every message to a zone.
   # Where a zone runs is where it was last announced, not where placement
   # would put it: a zone moves by a handover, and only once the new owner
@@ -73,6 +74,7 @@ defmodule Grove.World.Placer do
     retiring: %{},
     leaving: MapSet.new(),
     restarted: [],
+    early: %{},
     paused: false
   ]
 
@@ -99,8 +101,7 @@ defmodule Grove.World.Placer do
   @spec locations(atom()) :: [{node(), non_neg_integer()}] | :starting
   def locations(world) do
     with false <- paused?(world),
-         {locations, nodes} <- :persistent_term.get({World, world, :locations}, nil),
-         epochs when epochs != nil <- :persistent_term.get({__MODULE__, world, :epochs}, nil) do
+         {locations, nodes, epochs} <- :persistent_term.get({World, world, :locations}, nil) do
       for index <- 1..:atomics.info(locations).size,
           do: {elem(nodes, :atomics.get(locations, index)), :atomics.get(epochs, index)}
     else
@@ -155,6 +156,7 @@ defmodule Grove.World.Placer do
     # A node that said it leaves is no member, even while the group still
     # lists it; once the group no longer does, it may come back.
     leaving = MapSet.filter(state.leaving, &(&1 in members))
+    before = state.members
     state = %{state | members: members -- MapSet.to_list(leaving), leaving: leaving}
 
     state =
@@ -162,7 +164,7 @@ defmodule Grove.World.Placer do
         {false, false} -> pause(state)
         {false, true} -> state
         {true, true} -> resume(state)
-        {true, false} -> rebalance(state)
+        {true, false} -> state |> rebalance() |> introduce(state.members -- before)
       end
 
     {:noreply, state}
@@ -180,13 +182,19 @@ defmodule Grove.World.Placer do
       else: {:noreply, state}
   end
 
-  # A paused node knows nothing current; it learns it all again when it resumes.
-  def handle_info({:zone_at, _index, _node, _epoch, _how}, %State{paused: true} = state),
-    do: {:noreply, state}
+  # A paused node, or one waiting for a placement, reads the whole of it
+  # from a member when it can; what it hears meanwhile it keeps (the
+  # newest per zone) and reads after, as the member's copy may be older.
+  def handle_info({:zone_at, index, node, epoch, how}, %State{paused: paused} = state)
+      when paused or state.locations == nil do
+    early =
+      case state.early do
+        %{^index => {_node, known, _how}} when known > epoch -> state.early
+        early -> Map.put(early, index, {node, epoch, how})
+      end
 
-  # Nor does a node waiting for a placement: it reads the whole of it soon.
-  def handle_info({:zone_at, _index, _node, _epoch, _how}, %State{locations: nil} = state),
-    do: {:noreply, state}
+    {:noreply, %{state | early: early}}
+  end
 
   def handle_info({:zone_at, index, node, epoch, how}, state) do
     mine = epoch(state, index)
@@ -375,10 +383,13 @@ defmodule Grove.World.Placer do
     end
   end
 
+  # A member that cannot be reached (`:erpc` raises) or does not answer
+  # in time (it exits) has nothing to say.
   defp safe_locations(world, member) do
     locations(world, member)
   catch
     :exit, _ -> nil
+    :error, {:erpc, _} -> nil
   end
 
   # Members changed: hand over what is no longer this node's, and start
@@ -578,6 +589,25 @@ defmodule Grove.World.Placer do
     state
   end
 
+  # A node new to this one may have read the placement from a member that
+  # had not heard yet of a zone this node took since, and this node's
+  # announcement did not go to it: it hears now of every zone this node
+  # runs.
+  defp introduce(%State{locations: nil} = state, _newcomers), do: state
+  defp introduce(state, []), do: state
+
+  defp introduce(state, newcomers) do
+    for index <- 0..(zone_count(state.world) - 1),
+        location(state, index) == node(),
+        not is_map_key(state.retiring, index),
+        zone_pid(state, index) != nil,
+        message = {:zone_at, index, node(), epoch(state, index), :handed},
+        newcomer <- newcomers,
+        do: send({name(state.world.name), newcomer}, message)
+
+    state
+  end
+
   defp epoch(%State{epochs: nil}, _index), do: 0
   defp epoch(state, index), do: :atomics.get(state.epochs, index + 1)
 
@@ -637,47 +667,60 @@ defmodule Grove.World.Placer do
 
   ## Locations: a node number per zone in :atomics, the nodes in :persistent_term
 
+  # A new placement is built whole before it is published, in one term:
+  # another node that read it half built would take the zones not yet
+  # written for this node's, at epoch 0, and keep them.
   defp publish(state, locations) do
     world = state.world
-    atomics = :atomics.new(zone_count(world), signed: false)
-    epochs = :atomics.new(zone_count(world), signed: false)
-    :persistent_term.put({__MODULE__, world.name, :epochs}, epochs)
-    state = %{state | locations: atomics, epochs: epochs}
 
     state =
       locations
       |> Enum.with_index()
-      |> Enum.reduce(state, fn {{node, epoch}, index}, state ->
-        locate(state, index, node, epoch)
-      end)
+      |> Enum.reduce(
+        %{
+          state
+          | locations: :atomics.new(zone_count(world), signed: false),
+            epochs: :atomics.new(zone_count(world), signed: false),
+            nodes: {}
+        },
+        fn {{node, epoch}, index}, state -> locate(state, index, node, epoch, false) end
+      )
 
-    :persistent_term.put({World, world.name, :locations}, {atomics, state.nodes})
+    put_locations(state)
     if paused?(world.name), do: :persistent_term.erase({__MODULE__, world.name, :paused})
-    state
+
+    for {index, {node, epoch, how}} <- state.early,
+        do: send(self(), {:zone_at, index, node, epoch, how})
+
+    %{state | early: %{}}
   end
 
-  defp locate(state, index, node, epoch) do
-    {state, number} = node_number(state, node)
+  defp put_locations(state),
+    do:
+      :persistent_term.put(
+        {World, state.world.name, :locations},
+        {state.locations, state.nodes, state.epochs}
+      )
+
+  defp locate(state, index, node, epoch, published? \\ true) do
+    {state, number} = node_number(state, node, published?)
     :atomics.put(state.locations, index + 1, number)
     :atomics.put(state.epochs, index + 1, epoch)
     state
   end
 
-  # Nodes are numbered as they are first seen; this node is always 0.
-  defp node_number(%State{nodes: {}} = state, node) do
-    node_number(%{state | nodes: {node()}}, node)
+  # Nodes are numbered as they are first seen; this node is always 0. A
+  # node seen for the first time is published before any zone names it.
+  defp node_number(%State{nodes: {}} = state, node, published?) do
+    node_number(%{state | nodes: {node()}}, node, published?)
   end
 
-  defp node_number(state, node) do
+  defp node_number(state, node, published?) do
     case Enum.find_index(Tuple.to_list(state.nodes), &(&1 == node)) do
       nil ->
-        nodes = Tuple.append(state.nodes, node)
-
-        if state.locations,
-          do:
-            :persistent_term.put({World, state.world.name, :locations}, {state.locations, nodes})
-
-        {%{state | nodes: nodes}, tuple_size(nodes) - 1}
+        state = %{state | nodes: Tuple.append(state.nodes, node)}
+        if published?, do: put_locations(state)
+        {state, tuple_size(state.nodes) - 1}
 
       number ->
         {state, number}
