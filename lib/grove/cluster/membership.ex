@@ -44,6 +44,7 @@ defmodule Grove.Cluster.Membership do
     :member,
     :size,
     known: MapSet.new(),
+    going: MapSet.new(),
     left: MapSet.new(),
     quorum: nil,
     members: [],
@@ -115,13 +116,15 @@ defmodule Grove.Cluster.Membership do
   @impl true
   def handle_call(:leave, _from, %State{member: nil} = state), do: {:reply, :ok, state}
 
+  # The others hear it before the group drops this node (the same
+  # connection carries both, in this order): none counts it missing.
   def handle_call(:leave, _from, state) do
-    Process.unlink(state.member)
-    Process.exit(state.member, :kill)
-
     for node <- state.members,
         node != node(),
         do: send({name(state.instance), node}, {:leaving, node()})
+
+    Process.unlink(state.member)
+    Process.exit(state.member, :kill)
 
     {:reply, :ok, %{state | member: nil}}
   end
@@ -161,10 +164,10 @@ defmodule Grove.Cluster.Membership do
     {:noreply, state}
   end
 
-  # Gone on purpose: not counted while it is away, so that the others keep
-  # their quorum (a rolling restart of two nodes pauses neither).
+  # Going on purpose: not counted from now until it is back, so that the
+  # others keep their quorum (a rolling restart of two nodes pauses neither).
   def handle_info({:leaving, node}, state),
-    do: {:noreply, publish(%{state | left: MapSet.put(state.left, node)}, true)}
+    do: {:noreply, publish(%{state | going: MapSet.put(state.going, node)}, true)}
 
   def handle_info({:DOWN, ref, :process, _pid, _reason}, state),
     do: {:noreply, %{state | subscribers: Map.delete(state.subscribers, ref)}}
@@ -260,32 +263,28 @@ defmodule Grove.Cluster.Membership do
       |> Enum.uniq()
       |> Enum.sort()
 
-    known = Enum.into(members, state.known)
-    # A node that left on purpose counts again once it is back.
-    left = MapSet.difference(state.left, MapSet.new(members))
-    counted = MapSet.difference(known, left)
-    size = max((state.size || MapSet.size(known)) - MapSet.size(left), 1)
-    quorum = quorum?(members, size, counted)
+    %{known: known, going: going, left: left, present: present, size: size, quorum: quorum} =
+      tally(state, members)
 
     cond do
       quorum == state.quorum or (state.quorum == nil and quorum) ->
         :ok
 
       state.quorum == nil and not quorum ->
-        Logger.info("cluster: waiting for a quorum, #{length(members)} of #{size} members")
+        Logger.info("cluster: waiting for a quorum, #{length(present)} of #{size} members")
 
       quorum ->
-        Logger.warning("cluster: #{length(members)} members, a quorum again")
+        Logger.warning("cluster: #{length(present)} members, a quorum again")
 
       true ->
         Logger.error(
-          "cluster: this node sees #{length(members)} of #{size} " <>
+          "cluster: this node sees #{length(present)} of #{size} " <>
             "members, fewer than half: its zones stop and its players are told to " <>
             "reconnect until it sees a quorum again"
         )
     end
 
-    state = %{state | known: known, left: left, quorum: quorum}
+    state = %{state | known: known, going: going, left: left, quorum: quorum}
 
     if members != state.members or force do
       if state.members != [] do
@@ -309,6 +308,38 @@ defmodule Grove.Cluster.Membership do
     end
 
     %{state | members: members}
+  end
+
+  # Who counts towards a quorum, given the group's members. A node that
+  # said it leaves is away while the group still lists it (going) and once
+  # it no longer does (left); it counts again once it is back.
+  @doc false
+  @spec tally(t(), [node()]) :: %{
+          known: MapSet.t(node()),
+          going: MapSet.t(node()),
+          left: MapSet.t(node()),
+          present: [node()],
+          size: pos_integer(),
+          quorum: boolean()
+        }
+  def tally(state, members) do
+    known = Enum.into(members, state.known)
+    {still, gone} = Enum.split_with(state.going, &(&1 in members))
+    going = MapSet.new(still)
+    left = state.left |> MapSet.difference(MapSet.new(members)) |> MapSet.union(MapSet.new(gone))
+    away = MapSet.union(going, left)
+    counted = MapSet.difference(known, away)
+    size = max((state.size || MapSet.size(known)) - MapSet.size(away), 1)
+    present = members -- still
+
+    %{
+      known: known,
+      going: going,
+      left: left,
+      present: present,
+      size: size,
+      quorum: quorum?(present, size, counted)
+    }
   end
 
   # More than half of the cluster's size, or half with the first node of
