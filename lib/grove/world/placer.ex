@@ -49,7 +49,10 @@ defmodule Grove.World.Placer do
   # placement from a running member, and the others hand it its share.
   #
   # A node that stops on purpose leaves the cluster first and hands every
-  # zone it runs to its new owner before its world stops.
+  # zone it runs to its new owner before its world stops, once the
+  # handovers under way have finished. A zone it fails to hand over starts
+  # again, empty, on the node it was meant for (told so, or once the
+  # stopped node is disconnected), as a lost node's zone does.
 
   use GenServer
 
@@ -126,6 +129,9 @@ defmodule Grove.World.Placer do
       for index <- 0..(zone_count(world) - 1), do: start_zone(state, index)
       {:ok, state}
     else
+      # A node leaves the group before its connection closes: zones it
+      # could not hand over are started again once it is gone (`settle/2`).
+      :ok = :net_kernel.monitor_nodes(true)
       {:ok, place(state)}
     end
   end
@@ -250,6 +256,34 @@ defmodule Grove.World.Placer do
 
   def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
 
+  def handle_info({:nodeup, _node}, state), do: {:noreply, state}
+
+  # Its zones were waiting for it to be gone, out of the group and disconnected.
+  def handle_info({:nodedown, _node}, %State{paused: false} = state),
+    do: {:noreply, rebalance(state)}
+
+  def handle_info({:nodedown, _node}, state), do: {:noreply, state}
+
+  # A node that stopped on purpose could not hand this zone over, and
+  # stays up (its world stopped, not its node): the zone's new owner
+  # starts it again, empty, as it would a lost node's.
+  def handle_info({:abandoned, index, from}, %State{paused: false} = state)
+      when state.locations != nil do
+    if location(state, index) == from do
+      Logger.warning(
+        "zone #{index}: #{from} stopped without handing it over; started again here, empty"
+      )
+
+      state = restart_lost(state, index)
+      recovered(state, [index])
+      {:noreply, state}
+    else
+      {:noreply, state}
+    end
+  end
+
+  def handle_info({:abandoned, _index, _from}, state), do: {:noreply, state}
+
   # Waiting for the first member to place the zones: is it done?
   def handle_info(:place, %State{paused: false, locations: nil} = state),
     do: {:noreply, join_or_start(state)}
@@ -276,17 +310,31 @@ defmodule Grove.World.Placer do
       # Before any handover, from this process: each new owner hears it first.
       for node <- others, do: send({name(state.world.name), node}, {:leaving, node()})
 
-      running = for index <- 0..(zone_count(state.world) - 1), zone_pid(state, index), do: index
+      # Handovers under way finish first: their zones are no longer here,
+      # or, if one failed, are handed over again below.
+      state = await_handovers(state)
+
+      running =
+        for index <- 0..(zone_count(state.world) - 1),
+            zone_pid(state, index),
+            not is_map_key(state.retiring, index),
+            do: index
+
       Logger.info("world: leaving the cluster; handing #{length(running)} zones over")
 
-      for index <- running, not is_map_key(state.retiring, index) do
+      for index <- running do
         to = Placement.owner(index, others)
 
         try do
           :ok = hand_over_now(state.world, index, to, epoch(state, index) + 1)
         catch
           kind, reason ->
-            Logger.error("zone #{index}: handing it to #{to} failed: #{inspect({kind, reason})}")
+            Logger.error(
+              "zone #{index}: handing it to #{to} failed: #{inspect({kind, reason})}; " <>
+                "it starts again there, empty"
+            )
+
+            send({name(state.world.name), to}, {:abandoned, index, node()})
         end
       end
     end
@@ -296,6 +344,17 @@ defmodule Grove.World.Placer do
 
   # A crash is no reason to leave: the placer starts again and carries on.
   def terminate(_reason, _state), do: :ok
+
+  # Each handover process is linked to this one, which traps exits, and
+  # bounded by its own calls' timeouts.
+  defp await_handovers(state) do
+    Enum.reduce(state.handing, %{state | handing: %{}}, fn {pid, {index, _to, _epoch}}, state ->
+      receive do
+        {:EXIT, ^pid, :normal} -> state
+        {:EXIT, ^pid, _reason} -> cancel_retiring(state, index)
+      end
+    end)
+  end
 
   ## Placing
 
@@ -445,18 +504,23 @@ defmodule Grove.World.Placer do
       # Gone means out of the members and disconnected: a member list may
       # lag behind a zone's announcement, and a connection may not be up yet.
       at != node() and at not in state.members and at not in Node.list() and owner == node() ->
-        # Its viewers here hold numbers of the lost run: past them, so
-        # that they ask the new one for a snapshot instead of reading its
-        # deltas onto what they had.
-        Feed.reset(state.world.feed, index, Feed.latest(state.world.feed, index) + 1)
-        state = state |> drop_forwarding(index) |> tap(&start_zone(&1, index))
-        state = locate(state, index, node(), epoch(state, index) + 1)
-        announce(state, index, :restarted)
+        state = restart_lost(state, index)
         %{state | restarted: [index | state.restarted]}
 
       true ->
         state
     end
+  end
+
+  # A zone whose node is gone runs again here, empty, at the next epoch.
+  defp restart_lost(state, index) do
+    # Its viewers here hold numbers of the lost run: past them, so
+    # that they ask the new one for a snapshot instead of reading its
+    # deltas onto what they had.
+    Feed.reset(state.world.feed, index, Feed.latest(state.world.feed, index) + 1)
+    state = state |> drop_forwarding(index) |> tap(&start_zone(&1, index))
+    state = locate(state, index, node(), epoch(state, index) + 1)
+    announce(state, index, :restarted)
   end
 
   defp handing?(state, index), do: Enum.any?(state.handing, fn {_, {i, _, _}} -> i == index end)
