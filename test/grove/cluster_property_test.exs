@@ -29,16 +29,8 @@ defmodule Grove.ClusterPropertyTest do
 
   # Each run starts a world of its own on the nodes the runs before left
   # up (starting a node is the slow part), starting again those they left
-  # down, and stops its world at the end.
-  #
-  # Open defect: it fails within a few dozen runs. After a node stops on
-  # purpose and others die or stop and start again, the nodes can end up
-  # disagreeing where a few zones run (one names a node that does not run
-  # them), for good: a shrunk sequence was [{:stop, 1}, {:move, 5, :e},
-  # {:kill, 1}, {:kill, 0}, {:stop, 0}, {:stop, 2}, {:move, 8, :nw},
-  # {:move, 3, :sw}, {:move, 3, :e}]. Run it with
-  # `mix test --include open_defect test/grove/cluster_property_test.exs`.
-  @tag :open_defect
+  # down, and stops its world at the end. Forty runs take about four
+  # minutes here.
   @tag timeout: 900_000
   test "whatever joins, moves, leaves, stops, dies and starts again, every zone runs on one node and the world holds exactly the live clients' entities, each where its client was last told",
        %{home: home} do
@@ -123,12 +115,15 @@ defmodule Grove.ClusterPropertyTest do
 
   # The clients go first (their entities with them), then each node's
   # world in turn, handing its zones to the others as a node that stops does.
+  # After a failed command the state is the one before it: a node that
+  # command stopped or killed is gone, and is passed over (raising here
+  # would hide the failure).
   defp stop_world(nil), do: :ok
 
   defp stop_world(state) do
     for {_id, client} <- state.clients, do: Process.exit(client.pid, :kill)
 
-    for node <- state.live do
+    for node <- state.live, node in Node.list() do
       :erpc.call(node, Supervisor, :terminate_child, [
         Grove.Application.Supervisor,
         state.instance
@@ -187,7 +182,7 @@ defmodule Grove.ClusterPropertyTest do
   defp apply_command(state, {:stop, pick}) do
     node = Enum.at(state.live, rem(pick, length(state.live)))
     # As SIGTERM would: the applications stop, the world hands its zones over.
-    :ok = :erpc.call(node, :init, :stop, [])
+    :ok = call!(node, :init, :stop, [])
     await_gone(node)
     node_gone(state, node)
   end
@@ -195,10 +190,11 @@ defmodule Grove.ClusterPropertyTest do
   defp apply_command(state, {:kill, pick}) do
     node = Enum.at(state.live, rem(pick, length(state.live)))
     survivors = state.live -- [node]
-    grid = :erpc.call(hd(survivors), World, :grid, [state.world])
+    grid = call!(hd(survivors), World, :grid, [state.world])
 
     lost_zones =
-      for {{at, _epoch}, index} <- Enum.with_index(locations(hd(survivors), state.world)),
+      for {{at, _epoch}, index} <-
+            Enum.with_index(call!(hd(survivors), World.Placer, :locations, [state.world])),
           at == node,
           do: index
 
@@ -210,7 +206,7 @@ defmodule Grove.ClusterPropertyTest do
           Grid.zone_of(grid, elem(client.cell, 0), elem(client.cell, 1)) in lost_zones,
           do: id
 
-    pid = :erpc.call(node, :os, :getpid, [])
+    pid = call!(node, :os, :getpid, [])
     {_, 0} = System.cmd("kill", ["-9", to_string(pid)])
     await_gone(node)
 
@@ -249,11 +245,11 @@ defmodule Grove.ClusterPropertyTest do
     eventually(
       fn ->
         for node <- state.live do
-          assert :erpc.call(node, Grove.Cluster, :members, [state.instance]) == state.live
+          assert call!(node, Grove.Cluster, :members, [state.instance]) == state.live
         end
 
         assert_placed(state)
-        assert :ok = :erpc.call(hd(state.live), World, :audit, [state.world])
+        assert :ok = call!(hd(state.live), World, :audit, [state.world])
         assert_residents(state)
       end,
       @wait
@@ -269,25 +265,19 @@ defmodule Grove.ClusterPropertyTest do
   end
 
   # Every zone runs on exactly one live node, the one every live node names
-  # for it.
-  #
-  # Known limitation, not checked here: that this node is the one
-  # placement (rendezvous over the live members) gives the zone. After a
-  # node stops and another is killed, a node started again can be left
-  # without its share, its zones staying where they were until members
-  # change again (shrunk: a move, {:stop, 2}, {:kill, 2}, moves and a leave,
-  # then :start; the zones ran on one node each, all members agreeing).
+  # for it and placement gives it (rendezvous over the live members).
   defp assert_placed(state) do
     running =
       for node <- state.live,
           index <- 0..(@zones - 1),
-          serving?(node, state.world, index),
+          reachable(fn -> serving?(node, state.world, index) end, node),
           do: {index, node}
 
     assert Enum.map(Enum.sort(running), &elem(&1, 0)) == Enum.to_list(0..(@zones - 1)),
            "placed: " <>
              inspect(
-               for node <- state.live, do: {node, World.Placer.locations(state.world, node)}
+               for node <- state.live,
+                   do: {node, call!(node, World.Placer, :locations, [state.world])}
              )
 
     placed = running |> Enum.sort() |> Enum.map(&elem(&1, 1))
@@ -295,6 +285,8 @@ defmodule Grove.ClusterPropertyTest do
     for node <- state.live do
       assert Enum.map(locations(node, state.world), &elem(&1, 0)) == placed
     end
+
+    assert placed == Tuple.to_list(World.Placement.owners(@zones, state.live))
   end
 
   # The residents, read from each zone's table where it runs, are the
@@ -303,11 +295,11 @@ defmodule Grove.ClusterPropertyTest do
   # told of the loss once.
   defp assert_residents(state) do
     # Tables are each node's own: each is read where its zone runs.
-    worlds = Map.new(state.live, &{&1, :erpc.call(&1, World, :fetch!, [state.world])})
+    worlds = Map.new(state.live, &{&1, call!(&1, World, :fetch!, [state.world])})
 
     rows =
       for {{at, _epoch}, index} <- Enum.with_index(locations(hd(state.live), state.world)),
-          row <- :erpc.call(at, :ets, :tab2list, [elem(worlds[at].tables, index)]),
+          row <- call!(at, :ets, :tab2list, [elem(worlds[at].tables, index)]),
           do: row
 
     ids = Enum.map(rows, &elem(&1, 0))
@@ -331,12 +323,40 @@ defmodule Grove.ClusterPropertyTest do
 
   # Where a node places every zone, with the epoch of that placement.
   defp locations(node, world) do
-    locations = World.Placer.locations(world, node)
+    locations = call!(node, World.Placer, :locations, [world])
     assert is_list(locations), "#{node} is #{inspect(locations)}"
     locations
   end
 
   ## Nodes
+
+  # A call to a live node. This node is connected to every peer, and its
+  # own `global` drops a connection now and then when the peers'
+  # connections change under it ("in order to prevent overlapping
+  # partitions"), as the kills and restarts make them: connecting again
+  # is what any node would do.
+  defp call!(node, module, function, args),
+    do: reachable(fn -> :erpc.call(node, module, function, args) end, node)
+
+  defp reachable(fun, node, tries \\ 300) do
+    fun.()
+  catch
+    :error, {:erpc, :noconnection} when tries > 1 ->
+      Node.connect(node)
+
+      receive do
+      after
+        100 -> reachable(fun, node, tries - 1)
+      end
+
+    :error, {:erpc, :noconnection} ->
+      {:ok, names} = :net_adm.names()
+
+      flunk(
+        "#{node} cannot be reached; connected: #{inspect(Node.list())}, " <>
+          "known to epmd: #{inspect(names)}, peers: #{inspect(Process.get(:pool).peers)}"
+      )
+  end
 
   defp up?(pool, name) do
     case pool.peers[name] do
@@ -345,9 +365,15 @@ defmodule Grove.ClusterPropertyTest do
     end
   end
 
+  # OTP's guard against overlapping partitions is off on these nodes: a
+  # node killed and started again under its name in quick succession made
+  # it drop connections between live nodes (and to this one) for tens of
+  # seconds, failing runs for a reason that is OTP's, not the world's.
+  # The recovery test's netsplits turn it off for the same reason.
   defp start_node(name) do
     pool = Process.get(:pool)
-    {peer, node} = start_peer!(pool.home, name, exact_name: true, control: :stdio)
+    args = [~c"-kernel", ~c"prevent_overlapping_partitions", ~c"false"]
+    {peer, node} = start_peer!(pool.home, name, exact_name: true, control: :stdio, args: args)
     Process.put(:pool, put_in(pool.peers[name], {peer, node}))
     node
   end
