@@ -252,15 +252,33 @@ defmodule Grove.Cluster do
   end
 
   # Distributed Erlang finds nodes through epmd, which `erl -name` starts
-  # but a node made distributed at run time does not.
+  # but a node made distributed at run time does not. `epmd -daemon`
+  # returns before it listens: nodes started together on a machine without
+  # one (the browser tests' cluster) failed to register with it.
   defp ensure_epmd do
-    epmd =
-      System.find_executable("epmd") ||
-        Path.wildcard(Path.join(:code.root_dir(), "erts-*/bin/epmd")) |> List.first()
+    if not epmd_up?() do
+      epmd =
+        System.find_executable("epmd") ||
+          Path.wildcard(Path.join(:code.root_dir(), "erts-*/bin/epmd")) |> List.first()
 
-    if epmd, do: System.cmd(epmd, ["-daemon"], stderr_to_stdout: true)
+      if epmd, do: System.cmd(epmd, ["-daemon"], stderr_to_stdout: true)
+      await_epmd(100)
+    end
+
     :ok
   end
+
+  # At most 5 s; if it never answers, starting the distribution says why.
+  defp await_epmd(0), do: :ok
+
+  defp await_epmd(tries) do
+    if not epmd_up?() do
+      Process.sleep(50)
+      await_epmd(tries - 1)
+    end
+  end
+
+  defp epmd_up?, do: match?({:ok, _}, :erl_epmd.names(~c"localhost"))
 
   defp node_name!(name, option) when is_atom(name), do: node_name!(Atom.to_string(name), option)
 
