@@ -20,6 +20,10 @@ defmodule Mix.Tasks.Grove.Bench.Failover do
     * actors: the cluster is back to `--actors` actors, the lost node's
       share started again on the survivors.
 
+  The bytes the three nodes send each other are measured over the steady
+  window before the kill (`Grove.Cluster.traffic/0`), in all and per
+  player (with `--actors 0`, what the players alone cost between nodes).
+
   Then, with the survivors' actors paused and their moves answered, and
   the players still connected, `Grove.World.audit/1` on a
   survivor (every entity in one zone, none twice) and the entity counts:
@@ -298,7 +302,11 @@ defmodule Mix.Tasks.Grove.Bench.Failover do
 
     await_players!(world, [a, b, c], players, System.monotonic_time(:millisecond) + 60_000)
     phase("#{players} players in the world, on #{Enum.join(urls, " and ")}", started)
+    sent_before = sent_between([a, b, c])
+    steady_from = System.monotonic_time(:millisecond)
     Process.sleep(steady * 1000)
+    seconds = (System.monotonic_time(:millisecond) - steady_from) / 1000
+    between = round((sent_between([a, b, c]) - sent_before) / seconds)
 
     before = counts(world, [c])
     os_pid = :erpc.call(c, :os, :getpid, [])
@@ -355,8 +363,20 @@ defmodule Mix.Tasks.Grove.Bench.Failover do
       audit: audit,
       audits: audits,
       load: report,
-      around: around(report.windows, killed_at_s)
+      around: around(report.windows, killed_at_s),
+      between: between
     }
+  end
+
+  # Bytes the nodes sent each other (each byte counted once, by its sender),
+  # leaving out what they sent this node, which drives them.
+  defp sent_between(nodes) do
+    Enum.sum(
+      for node <- nodes,
+          {peer, %{sent: sent}} <- :erpc.call(node, Grove.Cluster, :traffic, []),
+          peer in nodes,
+          do: sent
+    )
   end
 
   defp quiesce(survivors, started) do
@@ -544,6 +564,8 @@ defmodule Mix.Tasks.Grove.Bench.Failover do
       {"players welcomed again (gateways)", "#{f.restored}, all by #{t.(:restored)}"},
       {"players restored (load lab's oracle)", "#{load.restored}"},
       {"actors back to #{actors}", t.(:actors_back)},
+      {"bytes/s between the nodes, steady, before the kill", "#{f.between}"},
+      {"the same, divided by the players", "#{if players > 0, do: round(f.between / players), else: "-"}"},
       {"moves answered/s, 5 s before the kill", "#{f.around.moves_before}"},
       {"fewest moves answered/s, 10 s after", "#{f.around.min_moves_after}"},
       {"p99 round trip before / after, ms", "#{f.around.p99_before} / #{f.around.p99_after}"},
