@@ -693,6 +693,19 @@ defmodule Grove.World do
           %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
   defdelegate density(world, max_side \\ nil, layer \\ :entities), to: Counts
 
+  @doc "The counters of every node the world runs on; see `Grove.World.Counts.node_stats/2`."
+  @spec node_stats(name() | t(), timeout()) :: %{node() => map()}
+  defdelegate node_stats(world, timeout), to: Counts
+
+  @doc "The counters of the world on every node, added up; see `Grove.World.Counts.total_stats/2`."
+  @spec total_stats(name() | t(), timeout()) :: map()
+  defdelegate total_stats(world, timeout), to: Counts
+
+  @doc "The minimap of the world on every node; see `Grove.World.Counts.total_density/4`."
+  @spec total_density(name() | t(), pos_integer() | nil, :entities | :bacteria, timeout()) ::
+          %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
+  defdelegate total_density(world, max_side, layer, timeout), to: Counts
+
   @doc false
   # The process of the zone that holds an entity now, or nil.
   @spec zone_of(name() | t(), Entity.id()) :: pid() | nil

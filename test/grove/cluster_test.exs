@@ -342,6 +342,104 @@ defmodule Grove.ClusterTest do
     end
   end
 
+  describe "what every player is sent" do
+    setup do
+      %{home: distribute!()}
+    end
+
+    test "a player on one node is sent the counts and the minimap of the whole world, not of its node's zones",
+         %{home: home} do
+      {_peer, other} = start_peer!(home, "whole")
+      nodes = Enum.sort([node(), other])
+      instance = Grove.WholeT
+
+      for node <- nodes do
+        opts = small_instance(instance, peers: nodes, connect_interval: 100)
+
+        gateway =
+          if node == other,
+            do: [port: 0, stats_interval: 100, density_interval: 100],
+            else: false
+
+        start_instance!(node, Keyword.put(opts, :gateway, gateway))
+      end
+
+      world = Grove.world(instance)
+
+      eventually(
+        fn ->
+          w = Grove.World.fetch!(world)
+          assert Enum.sort(Enum.uniq(Enum.map(0..15, &Grove.World.zone_node(w, &1)))) == nodes
+        end,
+        @wait
+      )
+
+      w = Grove.World.fetch!(world)
+
+      # Four players from this node in zones of each node (a zone mostly
+      # water may have no room: the next one does).
+      cells =
+        Enum.flat_map(nodes, fn node ->
+          0..15
+          |> Enum.filter(&(Grove.World.zone_node(w, &1) == node))
+          |> Stream.flat_map(fn index ->
+            area = Grove.World.Grid.zone_bounds(w.grid, index)
+
+            case Grove.World.join(world, kind: :player, at: {:within, area}) do
+              {:ok, _id, cell} -> [cell]
+              {:error, :no_free_cell} -> []
+            end
+          end)
+          |> Enum.take(4)
+        end)
+
+      assert length(cells) == 8
+
+      block = fn {x, y} -> div(y, w.density_block) * w.density_cols + div(x, w.density_block) end
+
+      # Each node counts the players in its own zones: four each.
+      for node <- nodes, do: assert(:erpc.call(node, Grove.World, :stats, [world]).players == 4)
+
+      port = :erpc.call(other, Grove.Gateway, :port, [])
+      {:ok, client} = Grove.Load.WsClient.connect("127.0.0.1", port, "/ws")
+      push(client, %{type: :join, protocol: 2, view_radius: 2, name: "", token: ""})
+      {welcome, client} = expect(client, &(&1.type == :welcome))
+
+      # The eight, and the player itself.
+      {_stats, client} = expect(client, &(&1.type == :stats and &1.players == 9))
+
+      blocks = MapSet.new([block.({welcome.x, welcome.y}) | Enum.map(cells, block)])
+
+      {density, _client} =
+        expect(client, fn message ->
+          message.type == :density and
+            MapSet.new(
+              for({c, i} <- Enum.with_index(:binary.bin_to_list(message.cells)), c > 0, do: i)
+            ) ==
+              blocks
+        end)
+
+      assert {density.cols, density.rows} == {w.density_cols, w.density_rows}
+    end
+  end
+
+  defp push(client, message) do
+    data = IO.iodata_to_binary(Grove.Protocol.encode(message, :json))
+    :ok = Grove.Load.WsClient.send_frame(client, {:text, data})
+  end
+
+  # The next message `match?` accepts, skipping others, within 10 s each.
+  defp expect(client, match?) do
+    case Grove.Load.WsClient.recv(client, 10_000) do
+      {:ok, {:text, data}, client} ->
+        {:ok, message} = Grove.Protocol.decode(data, :json)
+        if match?.(message), do: {message, client}, else: expect(client, match?)
+
+      other ->
+        flunk("no message arrived: #{inspect(other)}")
+    end
+  end
+
   # A step east, tried again while an actor stands in the way.
   defp cross_east(world, id, tries) do
     :ok = Grove.World.move(world, id, :e, tries)

@@ -10,15 +10,23 @@ defmodule Grove.Gateway.Broadcaster do
   # no wake-up and no system call of its own, and reaches ten thousand
   # players spread over one view interval by itself. A newly connected
   # player gets the latest of each with its first write.
+  #
+  # In a cluster both are the whole world's: each node's counts and
+  # minimap cover the zones it runs, so the broadcaster of every node asks
+  # the others for theirs (`Grove.World.node_stats/2`, `total_density/4`),
+  # once per interval, whatever the number of players; a member that does
+  # not answer within @ask_timeout is left out of that round.
 
   use GenServer
 
   alias Grove.Gateway.Frames
   alias Grove.World
+  alias Grove.World.Counts
 
   defstruct [:config, :last_moves, :last_at]
 
   @items [stats: 1, density: 2]
+  @ask_timeout 1000
 
   @typedoc "Where broadcasts are posted: the table (owned by the gateway) and the versions."
   @type bulletin :: %{table: :ets.tid(), versions: :atomics.atomics_ref()}
@@ -64,23 +72,32 @@ defmodule Grove.Gateway.Broadcaster do
   def init(config) do
     send(self(), :stats)
     send(self(), :density)
-    {:ok, %__MODULE__{config: config, last_moves: moves(config.world), last_at: now()}}
+    {:ok, %__MODULE__{config: config, last_moves: %{}, last_at: now()}}
   end
 
   @impl true
   def handle_info(:stats, state) do
     Process.send_after(self(), :stats, state.config.stats_interval)
-    stats = World.stats(state.config.world)
-    moves = moves(state.config.world, stats)
+    by_node = World.node_stats(state.config.world, @ask_timeout)
+    stats = Counts.sum(Map.values(by_node))
+    moves = Map.new(by_node, fn {node, stats} -> {node, moves(stats)} end)
     at = now()
-    per_second = div((moves - state.last_moves) * 1000, max(at - state.last_at, 1))
+
+    # Per node, over the nodes read both times: a member that joins or
+    # leaves does not count its whole history as this interval's.
+    moved =
+      for {node, count} <- moves, is_map_key(state.last_moves, node), reduce: 0 do
+        acc -> acc + max(count - state.last_moves[node], 0)
+      end
+
+    per_second = div(moved * 1000, max(at - state.last_at, 1))
 
     post(state.config.bulletin, :stats, %{
       type: :stats,
       players: max(stats.players, 0),
       actors: max(stats.actors, 0),
       entities: max(stats.entities, 0),
-      moves_per_s: max(per_second, 0)
+      moves_per_s: per_second
     })
 
     {:noreply, %{state | last_moves: moves, last_at: at}}
@@ -90,7 +107,7 @@ defmodule Grove.Gateway.Broadcaster do
     Process.send_after(self(), :density, state.config.density_interval)
 
     %{cols: cols, rows: rows, cells: cells} =
-      World.density(state.config.world, state.config.density_side)
+      World.total_density(state.config.world, state.config.density_side, :entities, @ask_timeout)
 
     density = %{type: :density, cols: cols, rows: rows, cells: cells}
 
@@ -98,7 +115,12 @@ defmodule Grove.Gateway.Broadcaster do
     messages =
       if World.fetch!(state.config.world).life do
         %{cols: cols, rows: rows, cells: cells} =
-          World.density(state.config.world, state.config.density_side, :bacteria)
+          World.total_density(
+            state.config.world,
+            state.config.density_side,
+            :bacteria,
+            @ask_timeout
+          )
 
         [density, %{type: :colonies, cols: cols, rows: rows, cells: cells}]
       else
@@ -121,10 +143,8 @@ defmodule Grove.Gateway.Broadcaster do
     :atomics.add(bulletin.versions, Keyword.fetch!(@items, item), 1)
   end
 
-  defp moves(world, stats \\ nil) do
-    stats = stats || World.stats(world)
-    Enum.reduce([:moves_ok | World.rejections()], 0, fn key, acc -> acc + stats[key] end)
-  end
+  defp moves(stats),
+    do: Enum.reduce([:moves_ok | World.rejections()], 0, fn key, acc -> acc + stats[key] end)
 
   defp now, do: System.monotonic_time(:millisecond)
 end

@@ -88,4 +88,72 @@ defmodule Grove.World.Counts do
           %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
   def density(world, max_side \\ nil, layer \\ :entities),
     do: Minimap.density(World.fetch!(world), max_side, layer)
+
+  @doc """
+  `stats/1` of every node the world runs on, by node, each read where it
+  runs: the other members of its cluster are asked at once, in one
+  `:erpc.multicall/5`, and given `timeout` ms; one that does not answer
+  is left out. A world alone is `stats/1` of this node, no message sent.
+  """
+  @spec node_stats(World.name() | World.t(), timeout()) :: %{node() => map()}
+  def node_stats(world, timeout) do
+    world = World.fetch!(world)
+    others = others(world)
+
+    others
+    |> Enum.zip(:erpc.multicall(others, __MODULE__, :stats, [world.name], timeout))
+    |> Enum.flat_map(fn
+      {node, {:ok, stats}} -> [{node, stats}]
+      _ -> []
+    end)
+    |> Map.new()
+    |> Map.put(node(), stats(world))
+  end
+
+  @doc """
+  `stats/1` for the whole world when its zones run on several nodes: the
+  counters of `node_stats/2` added up (the longest mailbox, the longest).
+  """
+  @spec total_stats(World.name() | World.t(), timeout()) :: map()
+  def total_stats(world, timeout), do: world |> node_stats(timeout) |> Map.values() |> sum()
+
+  @doc "Several nodes' `stats/1` as one."
+  @spec sum([map()]) :: map()
+  def sum(stats) do
+    Enum.reduce(stats, fn theirs, ours ->
+      Map.merge(ours, theirs, fn
+        :zone_mailbox_max, a, b -> max(a, b)
+        _key, a, b when is_integer(a) and is_integer(b) -> a + b
+        _key, a, _b -> a
+      end)
+    end)
+  end
+
+  @doc """
+  `density/3` for the whole world when its zones run on several nodes:
+  each member's blocks counted where its zones run, added up before they
+  are scaled; asked as `total_stats/2` asks.
+  """
+  @spec total_density(
+          World.name() | World.t(),
+          pos_integer() | nil,
+          :entities | :bacteria,
+          timeout()
+        ) ::
+          %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
+  def total_density(world, max_side, layer, timeout) do
+    world = World.fetch!(world)
+    args = [world.name, max_side, layer]
+
+    sums =
+      for {:ok, theirs} <- :erpc.multicall(others(world), Minimap, :sums, args, timeout),
+          reduce: Minimap.sums(world, max_side, layer),
+          do: (ours -> Minimap.add(ours, theirs))
+
+    Minimap.cells(sums)
+  end
+
+  # The other members of the world's cluster; none for a world alone.
+  defp others(%World{cluster: nil}), do: []
+  defp others(%World{cluster: instance}), do: Grove.Cluster.members(instance) -- [node()]
 end

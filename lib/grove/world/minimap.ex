@@ -20,7 +20,17 @@ defmodule Grove.World.Minimap do
   """
   @spec density(World.t(), pos_integer() | nil, :entities | :bacteria) ::
           %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
-  def density(%World{} = world, max_side, layer \\ :entities) do
+  def density(%World{} = world, max_side, layer \\ :entities),
+    do: world |> sums(max_side, layer) |> cells()
+
+  @doc """
+  What `density/3` draws before it scales: the count of each merged block,
+  row by row, with the cells a block holds. The sums of several nodes'
+  zones add up (`add/2`) to the world's.
+  """
+  @spec sums(World.t() | World.name(), pos_integer() | nil, :entities | :bacteria) :: sums()
+  def sums(world, max_side, layer) do
+    world = World.fetch!(world)
     %World{density_cols: cols, density_rows: rows, density_block: block} = world
 
     counts =
@@ -34,20 +44,40 @@ defmodule Grove.World.Minimap do
     group = if max_side, do: max(div(max(cols, rows) + max_side - 1, max_side), 1), else: 1
     out_cols = div(cols + group - 1, group)
     out_rows = div(rows + group - 1, group)
-    capacity = block * block * group * group
 
+    counts =
+      for out_row <- 0..(out_rows - 1), out_col <- 0..(out_cols - 1) do
+        for row <- (out_row * group)..min(out_row * group + group - 1, rows - 1),
+            col <- (out_col * group)..min(out_col * group + group - 1, cols - 1),
+            reduce: 0 do
+          acc -> acc + :atomics.get(counts, row * cols + col + 1)
+        end
+      end
+
+    %{cols: out_cols, rows: out_rows, capacity: block * block * group * group, counts: counts}
+  end
+
+  @typedoc "Counts of merged blocks, row by row; see `sums/3`."
+  @type sums :: %{
+          cols: pos_integer(),
+          rows: pos_integer(),
+          capacity: pos_integer(),
+          counts: [integer()]
+        }
+
+  @doc "The sums of two parts of one world, read alike."
+  @spec add(sums(), sums()) :: sums()
+  def add(%{counts: a} = sums, %{counts: b}),
+    do: %{sums | counts: Enum.zip_with(a, b, &(&1 + &2))}
+
+  @doc "The bytes a minimap draws, from the sums."
+  @spec cells(sums()) :: %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
+  def cells(%{cols: cols, rows: rows, capacity: capacity, counts: counts}) do
     cells =
-      for out_row <- 0..(out_rows - 1), out_col <- 0..(out_cols - 1), into: <<>> do
-        count =
-          for row <- (out_row * group)..min(out_row * group + group - 1, rows - 1),
-              col <- (out_col * group)..min(out_col * group + group - 1, cols - 1),
-              reduce: 0 do
-            acc -> acc + :atomics.get(counts, row * cols + col + 1)
-          end
-
+      for count <- counts, into: <<>> do
         <<min(max(div(count * 255 + capacity - 1, capacity), 0), 255)>>
       end
 
-    %{cols: out_cols, rows: out_rows, cells: cells}
+    %{cols: cols, rows: rows, cells: cells}
   end
 end
