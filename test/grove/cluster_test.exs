@@ -289,6 +289,15 @@ defmodule Grove.ClusterTest do
                      Enum.count(0..15, &(Grove.World.zone_node(w, &1) == member.node))
           end
 
+          # Every zone's load, each from the node that runs it: the actors
+          # move in zones of the other node too.
+          assert length(summary.zone_mailbox) == 16
+
+          assert Enum.any?(
+                   Enum.zip(summary.placement, summary.zone_moves_per_s),
+                   fn {at, rate} -> at == other and rate > 0 end
+                 )
+
           # The other node sees the same cluster.
           theirs = :erpc.call(other, Cluster, :summary, [instance, 5000])
 

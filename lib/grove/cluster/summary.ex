@@ -17,6 +17,11 @@ defmodule Grove.Cluster.Summary do
   # unreachable, its counts nil, instead of holding the page. Publishing
   # counts from every node all the time would cost the same work whether or
   # not anyone looks.
+  #
+  # Each zone's load for the heat maps (moves per second, mailbox) comes
+  # with the counts, and is read from the node the zone runs on: a node
+  # keeps the last figures of a zone it handed away, and knows nothing of
+  # the others'. A zone of a node that does not answer shows 0.
 
   alias Grove.World
   alias Grove.World.Grid
@@ -36,7 +41,9 @@ defmodule Grove.Cluster.Summary do
           node: node(),
           zone_count: pos_integer(),
           placement: [node()],
-          members: [member()]
+          members: [member()],
+          zone_moves_per_s: [non_neg_integer()],
+          zone_mailbox: [non_neg_integer()]
         }
 
   @spec gather(atom(), timeout()) :: t()
@@ -61,6 +68,8 @@ defmodule Grove.Cluster.Summary do
       node: node(),
       zone_count: zone_count,
       placement: placement,
+      zone_moves_per_s: by_zone(placement, answers, :heat),
+      zone_mailbox: by_zone(placement, answers, :mailbox),
       members:
         for node <- nodes do
           counts =
@@ -83,12 +92,36 @@ defmodule Grove.Cluster.Summary do
     }
   end
 
+  # Each zone's figure, from the node that runs it.
+  defp by_zone(placement, answers, key) do
+    for {node, index} <- Enum.with_index(placement) do
+      case answers[node] do
+        {:ok, %{^key => values}} -> Enum.at(values, index) || 0
+        _ -> 0
+      end
+    end
+  end
+
   @doc false
-  # This node's own counts, asked for by the others.
-  @spec local(atom()) :: %{players: integer(), actors: integer(), sessions: integer() | nil}
+  # This node's own counts and zone loads, asked for by the others.
+  @spec local(atom()) :: %{
+          players: integer(),
+          actors: integer(),
+          sessions: integer() | nil,
+          heat: [non_neg_integer()],
+          mailbox: [non_neg_integer()]
+        }
   def local(instance) do
-    stats = World.stats(Grove.world(instance))
-    %{players: stats.players, actors: stats.actors, sessions: sessions(instance)}
+    world = Grove.world(instance)
+    stats = World.stats(world)
+
+    %{
+      players: stats.players,
+      actors: stats.actors,
+      sessions: sessions(instance),
+      heat: Grove.Metrics.Collector.zone_heat(instance),
+      mailbox: Enum.map(World.zone_loads(world), & &1.mailbox)
+    }
   end
 
   # The gateway is one per node; its sessions count when it is this instance's.

@@ -95,6 +95,8 @@ defmodule Grove.Gateway.Admin do
       end
 
     world = Grove.World.fetch!(Grove.world(config.instance))
+    # Every zone's load, read where it runs.
+    cluster = Grove.Cluster.summary(config.instance)
 
     body = %{
       "now" => System.system_time(:millisecond),
@@ -103,11 +105,11 @@ defmodule Grove.Gateway.Admin do
         "cols" => world.grid.zones_x,
         "rows" => world.grid.zones_y,
         "zone_size" => world.grid.zone_size,
-        "moves_per_s" => Collector.zone_heat(config.instance),
-        "mailbox" => Enum.map(Grove.World.zone_loads(world), & &1.mailbox)
+        "moves_per_s" => cluster.zone_moves_per_s,
+        "mailbox" => cluster.zone_mailbox
       },
       "world" => %{"width" => world.grid.width, "height" => world.grid.height},
-      "cluster" => json_cluster(Grove.Cluster.summary(config.instance))
+      "cluster" => json_cluster(cluster)
     }
 
     HTTP.json(200, body)
