@@ -35,35 +35,21 @@ defmodule Grove.World.Zone do
   # its relay, behind the deltas before them.
   #
   # Bacteria (Grove.World.Life): the zone computes its own cells of the
-  # automaton, one generation at a time, on a timer of its own. It publishes
-  # each generation's cells and borders in the world's life table (one row
-  # per zone: `{zone, g, cells, borders of g, borders of g - 1}`, owned by
-  # the keeper) and computes `g + 1` only once each of its eight neighbours'
-  # rows holds generation `g` or `g + 1` (whose row still has the borders of
-  # `g`). So neighbours are never more than one generation apart, a zone
-  # needs no message from another, and one that lags (busy, or restarting)
-  # holds up its neighbours, which poll its row, rather than letting them
-  # compute from borders that do not exist yet. A restarted zone carries on
-  # from its row. Generation `g` is due `g` intervals after the world
-  # started, plus a phase that spreads the zones' work over the interval;
-  # a zone that falls behind computes the generations it owes one message
-  # at a time, so moves are served in between.
+  # automaton, one generation at a time, on a timer of its own (`life_timer`).
+  # That work is `Zone.Bacteria`'s, which says when a generation is due and
+  # how neighbouring zones wait for each other.
 
   use GenServer
 
   alias Grove.{Metrics, World}
-  alias Grove.World.{Directory, Entity, Feed, Grid, Life, Relay, Stats, Terrain}
+  alias Grove.World.{Directory, Entity, Feed, Grid, Relay, Stats}
   alias Grove.World.Life.Board
-  alias Grove.World.Zone.{Handoff, State}
+  alias Grove.World.Zone.{Bacteria, Handoff, State}
 
   require Logger
 
   # How often (in handled messages) the zone measures its own mailbox.
   @measure_every 16
-  # Milliseconds between two looks at the neighbours' rows while they lag.
-  @life_retry 10
-  # Cells a zone may hold seeded for its next generation.
-  @max_seeds 256
 
   defstruct [
     :world,
@@ -145,7 +131,11 @@ defmodule Grove.World.Zone do
   @impl true
   def handle_continue(:recover, zone) do
     zone =
-      zone |> recover_entities() |> recover_life() |> recover_subscribers() |> count_entities()
+      zone
+      |> recover_entities()
+      |> Bacteria.recover_life()
+      |> recover_subscribers()
+      |> count_entities()
 
     {:noreply, ensure_tick(zone)}
   end
@@ -225,13 +215,14 @@ defmodule Grove.World.Zone do
 
   # Manual stepping (`Grove.World.Bacteria.step_life/1`): the target moved on.
   def handle_cast(:generation, %__MODULE__{life_timer: nil} = zone),
-    do: {:noreply, advance_life(zone)}
+    do: {:noreply, Bacteria.advance_life(zone)}
 
   # A look at the neighbours is due anyway; it will see the new target.
   def handle_cast(:generation, zone), do: {:noreply, zone}
 
   def handle_cast({:seed, id, pattern, direction, owner, tag, hops}, zone) do
-    {:noreply, zone |> sample_mailbox() |> handle_seed(id, pattern, direction, owner, tag, hops)}
+    {:noreply,
+     zone |> sample_mailbox() |> Bacteria.handle_seed(id, pattern, direction, owner, tag, hops)}
   end
 
   # Zones that run again, empty, after their node was lost: the viewers
@@ -374,7 +365,8 @@ defmodule Grove.World.Zone do
     {:noreply, %{zone | tick_timer: nil} |> tick() |> ensure_tick()}
   end
 
-  def handle_info(:generation, zone), do: {:noreply, advance_life(%{zone | life_timer: nil})}
+  def handle_info(:generation, zone),
+    do: {:noreply, Bacteria.advance_life(%{zone | life_timer: nil})}
 
   def handle_info({:DOWN, ref, :process, pid, _reason}, zone) do
     case Map.pop(zone.monitors, ref) do
@@ -604,11 +596,6 @@ defmodule Grove.World.Zone do
   end
 
   defp add_density(%__MODULE__{world: world}, cell, by), do: World.Minimap.add(world, cell, by)
-
-  defp add_life_density(%__MODULE__{world: world}, {x, y}, by) do
-    block = world.density_block
-    :atomics.add(world.life_density, div(y, block) * world.density_cols + div(x, block) + 1, by)
-  end
 
   defp population_key(%Entity{kind: 1}), do: :players
   defp population_key(%Entity{}), do: :actors
@@ -891,14 +878,16 @@ defmodule Grove.World.Zone do
   # A zone ticks only while it has something to do at a tick: deltas for
   # its viewers, handoffs to settle, or an overload to measure again (moves
   # are refused unsent while it lasts, so no message would re-measure it).
-  defp ensure_tick(%__MODULE__{tick_timer: nil, world: %World{tick: tick}} = zone)
-       when is_integer(tick) do
+  @doc false
+  @spec ensure_tick(t()) :: t()
+  def ensure_tick(%__MODULE__{tick_timer: nil, world: %World{tick: tick}} = zone)
+      when is_integer(tick) do
     if zone.core.watched or map_size(zone.core.leaving) > 0 or zone.overloaded,
       do: schedule_tick(zone),
       else: zone
   end
 
-  defp ensure_tick(zone), do: zone
+  def ensure_tick(zone), do: zone
 
   defp schedule_tick(%__MODULE__{world: %World{tick: tick}} = zone) do
     # Zones tick at the same rate but spread over the period, so the work of
@@ -986,252 +975,5 @@ defmodule Grove.World.Zone do
     |> Enum.reduce(zone, fn {_index, pid, entity_id, format}, zone ->
       subscribe(zone, pid, entity_id, format)
     end)
-  end
-
-  ## Bacteria
-
-  # The zone's cells of the automaton: from its row in the life table when
-  # it restarts, else generation 0, a soup laid by the world's seed.
-  defp recover_life(%__MODULE__{world: %World{life: nil}} = zone), do: zone
-
-  defp recover_life(%__MODULE__{world: world, index: index} = zone) do
-    board = Board.new(zone.core.bounds)
-
-    open =
-      if world.rules.blocking,
-        do: Board.open_where(board, fn x, y -> not Terrain.blocked?(world.terrain, x, y) end),
-        else: Board.open_all(board)
-
-    zone = %{zone | life_open: open, neighbours: Life.neighbours(world.grid, index)}
-
-    zone =
-      case :ets.lookup(world.life_table, index) do
-        [{^index, generation, bits, edges, _previous}] ->
-          board = %{board | bits: bits}
-
-          %{
-            zone
-            | core: State.put_bacteria(zone.core, board),
-              generation: generation,
-              live: Board.count(board),
-              life_edges: edges
-          }
-
-        [] ->
-          cells =
-            Life.soup(world.life, world.terrain_options[:seed], zone.core.bounds, fn x, y ->
-              Board.alive?(%{board | bits: open}, x, y) and not State.occupied?(zone.core, x, y)
-            end)
-
-          board = Board.put(board, cells)
-          edges = Board.edges(board)
-          :ets.insert(world.life_table, {index, 0, board.bits, edges, nil})
-          for cell <- cells, do: add_life_density(zone, cell, 1)
-          Stats.incr(world.stats, :bacteria, length(cells))
-
-          %{
-            zone
-            | core: State.put_bacteria(zone.core, board),
-              live: length(cells),
-              life_edges: edges
-          }
-      end
-
-    # A zone that restarts late owes generations: it catches up at once.
-    advance_life(zone)
-  end
-
-  # Computes the generations that are due, one per message, as far as the
-  # neighbours' rows allow.
-  defp advance_life(%__MODULE__{world: %World{life: nil}} = zone), do: zone
-
-  defp advance_life(zone) do
-    if zone.generation >= life_target(zone) do
-      schedule_generation(zone)
-    else
-      case halo(zone) do
-        {:ok, halo} ->
-          zone = next_generation(zone, halo)
-
-          if zone.generation < life_target(zone) do
-            # More are owed: after whatever waits in the mailbox.
-            send(self(), :generation)
-            %{zone | life_timer: make_ref()}
-          else
-            schedule_generation(zone)
-          end
-
-        :wait ->
-          %{zone | life_timer: Process.send_after(self(), :generation, @life_retry)}
-      end
-    end
-  end
-
-  # The generation the world is due at: by the clock, or as far as manual
-  # stepping has asked.
-  defp life_target(%__MODULE__{world: %World{life: %Life{interval: :manual}} = world}),
-    do: :atomics.get(world.life_target, 1)
-
-  defp life_target(%__MODULE__{world: %World{life: %Life{interval: interval}} = world} = zone) do
-    elapsed = System.monotonic_time(:millisecond) - world.life_epoch - life_phase(zone)
-    if elapsed < 0, do: 0, else: div(elapsed, interval)
-  end
-
-  defp life_phase(%__MODULE__{world: %World{life: %Life{interval: interval}} = world} = zone),
-    do: div(zone.index * interval, Grid.zone_count(world.grid))
-
-  defp schedule_generation(%__MODULE__{life_timer: nil, world: world} = zone) do
-    case world.life do
-      %Life{interval: :manual} ->
-        zone
-
-      %Life{interval: interval} ->
-        due = world.life_epoch + life_phase(zone) + (zone.generation + 1) * interval
-        %{zone | life_timer: Process.send_after(self(), :generation, due, abs: true)}
-    end
-  end
-
-  defp schedule_generation(zone), do: zone
-
-  # The neighbours' borders of this zone's generation, or `:wait` while one
-  # of them has not published it yet.
-  defp halo(%__MODULE__{generation: generation, world: world} = zone) do
-    Enum.reduce_while(zone.neighbours, {:ok, %{}}, fn
-      {_direction, nil}, acc ->
-        {:cont, acc}
-
-      {direction, neighbour}, {:ok, halo} ->
-        case :ets.lookup(world.life_table, neighbour) do
-          [{_, ^generation, _bits, edges, _previous}] ->
-            {:cont, {:ok, Map.put(halo, direction, edges)}}
-
-          [{_, ahead, _bits, _edges, previous}] when ahead == generation + 1 ->
-            {:cont, {:ok, Map.put(halo, direction, previous)}}
-
-          _ ->
-            {:halt, :wait}
-        end
-    end)
-  end
-
-  # One generation: the rule, then the interaction with the world (no
-  # birth under an entity; seeded cells where still free), then the row
-  # that lets the neighbours go on.
-  defp next_generation(%__MODULE__{world: world, core: core} = zone, halo) do
-    started = System.monotonic_time(:microsecond)
-    board = core.bacteria
-    next = Board.step(board, world.life.rule, halo, zone.life_open)
-
-    born = Board.to_cells(next, Bitwise.band(next.bits, Bitwise.bnot(board.bits)))
-    {under, born} = Enum.split_with(born, fn {x, y} -> State.occupied?(core, x, y) end)
-
-    seeded =
-      for {x, y} = cell <- Enum.uniq(zone.seeds),
-          Board.alive?(%{next | bits: zone.life_open}, x, y),
-          not Board.alive?(next, x, y),
-          not State.occupied?(core, x, y),
-          do: cell
-
-    next = next |> Board.clear(under) |> Board.put(seeded)
-    born = born ++ seeded
-    died = Board.to_cells(board, Bitwise.band(board.bits, Bitwise.bnot(next.bits)))
-    edges = Board.edges(next)
-    generation = zone.generation + 1
-    :ets.insert(world.life_table, {zone.index, generation, next.bits, edges, zone.life_edges})
-
-    for cell <- born, do: add_life_density(zone, cell, 1)
-    for cell <- died, do: add_life_density(zone, cell, -1)
-    births = length(born)
-    deaths = length(died)
-    Stats.incr(world.stats, :generations)
-    Stats.incr(world.stats, :births, births)
-    Stats.incr(world.stats, :deaths, deaths)
-    Stats.incr(world.stats, :bacteria, births - deaths)
-    live = zone.live + births - deaths
-    duration = System.monotonic_time(:microsecond) - started
-    Grove.Metrics.Histogram.record(world.life_time, duration)
-
-    Metrics.execute(
-      [:grove, :life, :generation],
-      %{duration: duration, births: births, deaths: deaths, live: live},
-      %{zone: zone.index, world: world.name, generation: generation}
-    )
-
-    ensure_tick(%{
-      zone
-      | core: State.next_generation(core, next, born, died),
-        generation: generation,
-        live: live,
-        life_edges: edges,
-        seeds: []
-    })
-  end
-
-  # A pattern seeded by a player in front of it: checked against the zone
-  # as it is now, and put in at the next generation on the cells still free
-  # then (the neighbours have the borders of this one already).
-  defp handle_seed(zone, id, pattern, direction, owner, tag, hops) do
-    case State.fetch(zone.core, id) do
-      {:ok, %Entity{owner: ^owner} = entity} ->
-        case seed_check(zone, Life.pattern_cells(pattern, {entity.x, entity.y}, direction)) do
-          {:ok, cells} ->
-            Stats.incr(zone.world.stats, :seeds)
-            send(owner, {:grove_seed, id, tag, :ok})
-            %{zone | seeds: cells ++ zone.seeds}
-
-          {:rejected, _reason} = rejected ->
-            Stats.incr(zone.world.stats, :seeds_refused)
-            send(owner, {:grove_seed, id, tag, rejected})
-            zone
-        end
-
-      {:ok, %Entity{}} ->
-        send(owner, {:grove_seed, id, tag, {:rejected, :not_owner}})
-        zone
-
-      :error ->
-        case Handoff.follow(zone.core, id, hops, zone.locate) do
-          {:ok, to} ->
-            GenServer.cast(
-              World.zone_address(zone.world, to),
-              {:seed, id, pattern, direction, owner, tag, hops + 1}
-            )
-
-          :error ->
-            send(owner, {:grove_seed, id, tag, {:rejected, :unknown_entity}})
-        end
-
-        zone
-    end
-  end
-
-  defp seed_check(%__MODULE__{world: world, core: core} = zone, cells) do
-    pending = MapSet.new(zone.seeds)
-
-    cond do
-      zone.overloaded ->
-        {:rejected, :busy}
-
-      not Enum.all?(cells, fn {x, y} -> Grid.in_bounds?(world.grid, x, y) end) ->
-        {:rejected, :out_of_bounds}
-
-      not Enum.all?(cells, fn {x, y} -> State.inside?(core, x, y) end) ->
-        {:rejected, :zone_edge}
-
-      world.rules.blocking and
-          Enum.any?(cells, fn {x, y} -> Terrain.blocked?(world.terrain, x, y) end) ->
-        {:rejected, :blocked}
-
-      Enum.any?(cells, fn {x, y} ->
-        State.occupied?(core, x, y) or State.live?(core, x, y) or MapSet.member?(pending, {x, y})
-      end) ->
-        {:rejected, :occupied}
-
-      length(zone.seeds) + length(cells) > @max_seeds ->
-        {:rejected, :busy}
-
-      true ->
-        {:ok, cells}
-    end
   end
 end
