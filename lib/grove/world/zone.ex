@@ -19,20 +19,12 @@ defmodule Grove.World.Zone do
   # restarted zone rebuilds itself from that table, keeping only the rows the
   # directory still assigns to it.
   #
-  # Views: viewers subscribe (the zone of a viewer's entity does it for them
-  # as it moves) and get a snapshot in their format at once. While anyone
-  # watches, each tick that changed something encodes the delta once per
-  # format and publishes it in the world's feed (Grove.World.Feed), where
-  # viewers read it when they are ready: the zone sends nothing per viewer
-  # and per tick. A zone nobody watches does no view work and, with no
-  # handoff pending and no overload to re-measure, has no tick at all.
-  #
-  # Viewers on other nodes read their own node's feed: the zone counts them
-  # per node (`watchers`) and sends each delta, as encoded for the feed,
-  # once to each such node's relay (Grove.World.Relay), which publishes it
-  # there under the same number. A node that starts watching is first told
-  # the number the zone is at, and snapshots for viewers there go through
-  # its relay, behind the deltas before them.
+  # Views: viewers subscribe to the zones their viewport overlaps and get a
+  # snapshot at once; while anyone watches, each tick that changed something
+  # publishes one delta per format in the world's feed, and relays it once
+  # to each other node with viewers. `Zone.Views` keeps the subscriptions
+  # and says how it all fits. A zone nobody watches does no view work and,
+  # with no handoff pending and no overload to re-measure, has no tick at all.
   #
   # Bacteria (Grove.World.Life): the zone computes its own cells of the
   # automaton, one generation at a time, on a timer of its own (`life_timer`).
@@ -44,7 +36,7 @@ defmodule Grove.World.Zone do
   alias Grove.{Metrics, World}
   alias Grove.World.{Directory, Entity, Feed, Grid, Relay, Stats}
   alias Grove.World.Life.Board
-  alias Grove.World.Zone.{Bacteria, Handoff, State}
+  alias Grove.World.Zone.{Bacteria, Handoff, State, Views}
 
   require Logger
 
@@ -107,6 +99,28 @@ defmodule Grove.World.Zone do
   @spec child_spec({World.t(), Grid.zone_index()}) :: Supervisor.child_spec()
   def child_spec({_world, index} = arg) do
     %{id: {__MODULE__, index}, start: {__MODULE__, :start_link, [arg]}}
+  end
+
+  @doc """
+  Empties a zone's tables on this node, with the counts that follow its
+  entities (density, population), once the zone no longer runs here (it
+  was handed over, or its node lost its quorum); returns the entities
+  that were in it.
+  """
+  @spec forget(World.t(), Grid.zone_index()) :: [Entity.t()]
+  def forget(%World{} = world, index) do
+    table = elem(world.tables, index)
+    entities = for row <- :ets.tab2list(table), do: Entity.from_row(row)
+
+    for entity <- entities do
+      World.Minimap.add(world, {entity.x, entity.y}, -1)
+      Stats.incr(world.stats, population_key(entity), -1)
+    end
+
+    :ets.delete_all_objects(table)
+    :ets.match_delete(world.subscriptions, {index, :_, :_, :_})
+    :atomics.put(world.zone_entities, index + 1, 0)
+    entities
   end
 
   # Callbacks
@@ -198,16 +212,16 @@ defmodule Grove.World.Zone do
   end
 
   def handle_cast({:subscribe, pid, entity_id, format}, zone) do
-    {:noreply, subscribe(zone, pid, entity_id, format)}
+    {:noreply, Views.subscribe(zone, pid, entity_id, format)}
   end
 
   def handle_cast({:unsubscribe, pid, entity_id, format}, zone) do
-    {:noreply, unsubscribe(zone, pid, entity_id, format)}
+    {:noreply, Views.unsubscribe(zone, pid, entity_id, format)}
   end
 
   # A viewer that fell behind the feed, or lost track, asks for a snapshot.
   def handle_cast({:snapshot, pid, format}, zone) do
-    if is_map_key(zone.subscribers, {pid, format}), do: send_snapshot(zone, pid, format)
+    if is_map_key(zone.subscribers, {pid, format}), do: Views.send_snapshot(zone, pid, format)
     {:noreply, zone}
   end
 
@@ -238,7 +252,7 @@ defmodule Grove.World.Zone do
           to <- Grid.view_zones(grid, {entity.x, entity.y}, entity.view_radius),
           to in indexes,
           reduce: zone,
-          do: (zone -> send_subscription(zone, to, :subscribe, entity))
+          do: (zone -> Views.send_subscription(zone, to, :subscribe, entity))
 
     lost = for {id, %{to: to}} <- zone.core.leaving, to in indexes, do: id
     {:noreply, Enum.reduce(lost, zone, &lose_in_transit(&2, &1))}
@@ -308,7 +322,7 @@ defmodule Grove.World.Zone do
           Stats.incr(zone.world.stats, :joins)
           Stats.incr(zone.world.stats, population_key(placed))
           :counters.add(zone.world.kind_counts, placed.kind + 1, 1)
-          zone = if placed.updates == :view, do: update_view(zone, placed, nil), else: zone
+          zone = if placed.updates == :view, do: Views.update_view(zone, placed, nil), else: zone
           {:reply, {:ok, placed.id, {placed.x, placed.y}}, zone}
 
         {:rejected, reason, core} ->
@@ -374,15 +388,8 @@ defmodule Grove.World.Zone do
         zone = %{zone | monitors: monitors}
         {:noreply, carry_out(zone, Handoff.owner_down(zone.core, id))}
 
-      {{:subscriber, {^pid, format} = key}, monitors} ->
-        zone = %{zone | monitors: monitors}
-        :ets.match_delete(zone.world.subscriptions, {zone.index, pid, :_, format})
-
-        {:noreply,
-         %{zone | subscribers: Map.delete(zone.subscribers, key)}
-         |> drop_format(format)
-         |> unwatch_node(node(pid))
-         |> watch()}
+      {{:subscriber, {^pid, format}}, monitors} ->
+        {:noreply, Views.subscriber_down(%{zone | monitors: monitors}, pid, format)}
 
       {nil, _} ->
         {:noreply, zone}
@@ -425,7 +432,7 @@ defmodule Grove.World.Zone do
     case Handoff.move(zone.core, id, direction, owner, tag, hops, now, zone.locate) do
       {:moved, %Entity{updates: :view} = entity, from, core} ->
         zone = moved(%{zone | core: core}, entity, from)
-        {{:ok, {entity.x, entity.y}}, update_view(zone, entity, from)}
+        {{:ok, {entity.x, entity.y}}, Views.update_view(zone, entity, from)}
 
       {:moved, entity, from, core} ->
         {{:ok, {entity.x, entity.y}}, moved(%{zone | core: core}, entity, from)}
@@ -481,10 +488,10 @@ defmodule Grove.World.Zone do
     zone
   end
 
-  defp run_effect(zone, {:view, entity, before}), do: update_view(zone, entity, before)
+  defp run_effect(zone, {:view, entity, before}), do: Views.update_view(zone, entity, before)
 
   defp run_effect(zone, {:moved, %Entity{updates: :view} = entity, from}),
-    do: zone |> moved(entity, from) |> update_view(entity, from)
+    do: zone |> moved(entity, from) |> Views.update_view(entity, from)
 
   defp run_effect(zone, {:moved, entity, from}), do: moved(zone, entity, from)
   defp run_effect(zone, {:let_go, entity}), do: let_go(zone, entity)
@@ -513,7 +520,7 @@ defmodule Grove.World.Zone do
     Stats.incr(zone.world.stats, population_key(entity), -1)
     :counters.add(zone.world.kind_counts, entity.kind + 1, -1)
     zone = zone |> forget_monitor(entity.monitor) |> count_entities()
-    if entity.updates == :view, do: drop_view(zone, entity), else: zone
+    if entity.updates == :view, do: Views.drop_view(zone, entity), else: zone
   end
 
   defp lose_in_transit(zone, id) do
@@ -613,196 +620,6 @@ defmodule Grove.World.Zone do
   defp outcome_key({:ok, _cell}), do: :moves_ok
   defp outcome_key({:rejected, reason}), do: Stats.outcome_key(reason)
 
-  ## Views
-
-  # Keeps a viewer subscribed to exactly the zones its viewport overlaps.
-  # `before` is the cell it came from (nil on join); only the differences are sent.
-  defp update_view(zone, %Entity{} = now, before) do
-    grid = zone.world.grid
-
-    # Most steps leave the viewport over the same zones: tell that cheaply.
-    if before != nil and
-         Grid.view_span(grid, {now.x, now.y}, now.view_radius) ==
-           Grid.view_span(grid, before, now.view_radius) do
-      zone
-    else
-      wanted = Grid.view_zones(grid, {now.x, now.y}, now.view_radius)
-      had = if before, do: Grid.view_zones(grid, before, now.view_radius), else: []
-      zone = Enum.reduce(had -- wanted, zone, &send_subscription(&2, &1, :unsubscribe, now))
-      Enum.reduce(wanted -- had, zone, &send_subscription(&2, &1, :subscribe, now))
-    end
-  end
-
-  defp drop_view(zone, %Entity{} = entity) do
-    zones = Grid.view_zones(zone.world.grid, {entity.x, entity.y}, entity.view_radius)
-    Enum.reduce(zones, zone, &send_subscription(&2, &1, :unsubscribe, entity))
-  end
-
-  defp send_subscription(%__MODULE__{index: index} = zone, index, :subscribe, entity),
-    do: subscribe(zone, entity.owner, entity.id, entity.view_format)
-
-  defp send_subscription(%__MODULE__{index: index} = zone, index, :unsubscribe, entity),
-    do: unsubscribe(zone, entity.owner, entity.id, entity.view_format)
-
-  defp send_subscription(zone, to, action, entity) do
-    GenServer.cast(
-      World.zone_address(zone.world, to),
-      {action, entity.owner, entity.id, entity.view_format}
-    )
-
-    zone
-  end
-
-  # Subscriptions are idempotent: subscribing again only sends a fresh snapshot.
-  defp subscribe(zone, pid, entity_id, format) do
-    :ets.insert(zone.world.subscriptions, {zone.index, pid, entity_id, format})
-    key = {pid, format}
-
-    zone =
-      case zone.subscribers do
-        %{^key => {ref, ids}} ->
-          put_in(zone.subscribers[key], {ref, MapSet.put(ids, entity_id)})
-
-        _ ->
-          ref = Process.monitor(pid)
-
-          %{
-            zone
-            | subscribers: Map.put(zone.subscribers, key, {ref, MapSet.new([entity_id])}),
-              monitors: Map.put(zone.monitors, ref, {:subscriber, key}),
-              formats: Map.update(zone.formats, format, 1, &(&1 + 1))
-          }
-          |> watch_node(node(pid))
-      end
-
-    send_snapshot(zone, pid, format)
-    watch(zone)
-  end
-
-  defp unsubscribe(zone, pid, entity_id, format) do
-    :ets.delete_object(zone.world.subscriptions, {zone.index, pid, entity_id, format})
-    key = {pid, format}
-
-    case zone.subscribers do
-      %{^key => {ref, ids}} ->
-        ids = MapSet.delete(ids, entity_id)
-
-        if MapSet.size(ids) == 0 do
-          Process.demonitor(ref, [:flush])
-          send_view(zone, pid, {:grove_view, zone.index, :closed})
-
-          %{
-            zone
-            | subscribers: Map.delete(zone.subscribers, key),
-              monitors: Map.delete(zone.monitors, ref)
-          }
-          |> drop_format(format)
-          |> unwatch_node(node(pid))
-          |> watch()
-        else
-          put_in(zone.subscribers[key], {ref, ids})
-        end
-
-      _ ->
-        zone
-    end
-  end
-
-  defp drop_format(zone, format) do
-    case zone.formats do
-      %{^format => 1} -> %{zone | formats: Map.delete(zone.formats, format)}
-      %{^format => n} -> %{zone | formats: Map.put(zone.formats, format, n - 1)}
-      _ -> zone
-    end
-  end
-
-  # Viewers on other nodes, counted per node. A node that starts watching
-  # is told the number the zone is at before any delta, so that its feed
-  # matches the snapshots its viewers get.
-  defp watch_node(zone, node) when node == node(), do: zone
-
-  defp watch_node(zone, node) do
-    case zone.watchers do
-      %{^node => n} ->
-        %{zone | watchers: Map.put(zone.watchers, node, n + 1)}
-
-      _ ->
-        :erlang.send(
-          Relay.address(zone.world.name, node),
-          {:feed_from, zone.index, zone.seq},
-          [:noconnect]
-        )
-
-        %{zone | watchers: Map.put(zone.watchers, node, 1)}
-    end
-  end
-
-  defp unwatch_node(zone, node) do
-    case zone.watchers do
-      %{^node => 1} -> %{zone | watchers: Map.delete(zone.watchers, node)}
-      %{^node => n} -> %{zone | watchers: Map.put(zone.watchers, node, n - 1)}
-      _ -> zone
-    end
-  end
-
-  defp watch(zone) do
-    watched = map_size(zone.subscribers) > 0
-
-    if watched == zone.core.watched,
-      do: zone,
-      else: ensure_tick(%{zone | core: State.watch(zone.core, watched)})
-  end
-
-  # The zone as it is now, for a viewer that starts (or starts again) from
-  # `seq`: the deltas after it complete the picture, so the snapshot carries
-  # the number of the last delta published. A viewer on another node gets
-  # it through that node's relay, once the feed there holds that number.
-  defp send_snapshot(zone, pid, format) do
-    Stats.incr(zone.world.stats, :snapshots_sent)
-    data = encode(format, :snapshot, zone.index, State.snapshot(zone.core), [])
-    send_view(zone, pid, {:grove_view, zone.index, :snapshot, zone.seq, data})
-  end
-
-  # What a zone tells one viewer (a snapshot, the end of its subscription)
-  # goes to a viewer on another node through that node's relay, like the
-  # deltas: so the viewer gets it in the order the zone sent it, and never
-  # a zone's word that it is no longer watched before the snapshot that
-  # preceded it.
-  defp send_view(_zone, pid, message) when node(pid) == node(), do: send(pid, message)
-
-  defp send_view(zone, pid, message) do
-    :erlang.send(
-      Relay.address(zone.world.name, node(pid)),
-      {:view, pid, message},
-      [:noconnect]
-    )
-  end
-
-  defp encode({module, name}, what, index, entries, departed),
-    do: module.encode_view(name, what, index, entries, departed)
-
-  @doc """
-  Empties a zone's tables on this node, with the counts that follow its
-  entities (density, population), once the zone no longer runs here (it
-  was handed over, or its node lost its quorum); returns the entities
-  that were in it.
-  """
-  @spec forget(World.t(), Grid.zone_index()) :: [Entity.t()]
-  def forget(%World{} = world, index) do
-    table = elem(world.tables, index)
-    entities = for row <- :ets.tab2list(table), do: Entity.from_row(row)
-
-    for entity <- entities do
-      World.Minimap.add(world, {entity.x, entity.y}, -1)
-      Stats.incr(world.stats, population_key(entity), -1)
-    end
-
-    :ets.delete_all_objects(table)
-    :ets.match_delete(world.subscriptions, {index, :_, :_, :_})
-    :atomics.put(world.zone_entities, index + 1, 0)
-    entities
-  end
-
   ## Ticks
 
   defp tick(zone) do
@@ -836,7 +653,7 @@ defmodule Grove.World.Zone do
 
     encoded =
       for {format, _viewers} <- zone.formats,
-          do: {format, encode(format, :delta, zone.index, changes, departed)}
+          do: {format, Views.encode(format, :delta, zone.index, changes, departed)}
 
     Feed.publish(zone.world.feed, zone.index, seq, encoded)
     Stats.incr(zone.world.stats, :deltas_published)
@@ -966,14 +783,14 @@ defmodule Grove.World.Zone do
       }
 
       # Subscriptions are idempotent, so a viewer's are simply asserted again.
-      if entity.updates == :view, do: update_view(zone, entity, nil), else: zone
+      if entity.updates == :view, do: Views.update_view(zone, entity, nil), else: zone
     end)
   end
 
   defp recover_subscribers(zone) do
     :ets.lookup(zone.world.subscriptions, zone.index)
     |> Enum.reduce(zone, fn {_index, pid, entity_id, format}, zone ->
-      subscribe(zone, pid, entity_id, format)
+      Views.subscribe(zone, pid, entity_id, format)
     end)
   end
 end
