@@ -10,7 +10,7 @@ import Config
 #     second under load; see Grove.Gateway)
 #   GROVE_DATA=/var/lib/grove (the SQLite file and the token key; default ./data)
 #   GROVE_LOGIN_RATE=1000 (logins per second per address; default 10)
-#   GROVE_LIFE=off (no bacteria)
+#   GROVE_LIFE=off (no bacteria; off by default in a cluster, which they do not span yet)
 #   GROVE_LIFE_RULE=B36/S23 GROVE_LIFE_MS=500 (the bacteria's rule and the
 #     milliseconds between their generations; see Grove.World.Life)
 #   GROVE_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE (instead of SQLite)
@@ -166,6 +166,8 @@ kinds =
       {_module, _count, _options} = kind -> kind
     end)
 
+clustered = System.get_env("GROVE_PEERS", "") != "" or System.get_env("GROVE_PEERS_DNS", "") != ""
+
 config :grove,
   world:
     set.(
@@ -175,6 +177,11 @@ config :grove,
       life:
         case System.get_env("GROVE_LIFE") do
           off when off in ["off", "false", "0"] ->
+            false
+
+          # Bacteria do not span the nodes of a cluster yet: a cluster runs
+          # without them unless asked (and then refuses to start, saying why).
+          nil when clustered ->
             false
 
           on when on in [nil, "on", "true", "1"] ->

@@ -171,6 +171,18 @@ defmodule Grove.Config do
              "SQLite keeps accounts in one node's file, which the others cannot reach"
          )
 
+    # Each node computes its own zones' generations from its neighbours'
+    # borders, read from its own node's table: a neighbour on another node
+    # never publishes there, and the zones along a node border, then all
+    # of them, would wait for it for good.
+    if Grove.Cluster.multi_node?(cluster) and world[:life] not in [nil, false],
+      do:
+        raise(
+          ArgumentError,
+          "bacteria do not span the nodes of a cluster yet: " <>
+            "start every node of a cluster without them (GROVE_LIFE=off)"
+        )
+
     # Nodes that each made a key of their own would refuse each other's tokens.
     if Grove.Cluster.multi_node?(cluster) and accounts != false and accounts[:secret] == nil and
          not (is_binary(accounts[:secret_path]) and File.exists?(accounts[:secret_path])),

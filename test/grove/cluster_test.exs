@@ -28,7 +28,7 @@ defmodule Grove.ClusterTest do
       assert Cluster.validate!(peers: ["a@h", :b@h])[:peers] == [:a@h, :b@h]
     end
 
-    test "a cluster of several nodes refuses SQLite and a key each node would make, and says why" do
+    test "a cluster of several nodes refuses SQLite, a key each node would make and bacteria, and says why" do
       assert_raise ArgumentError, ~r/needs PostgreSQL.*SQLite/, fn ->
         Grove.Config.new(store: [path: "x.db"], cluster: [peers: ["grove2@127.0.0.1"]])
       end
@@ -52,6 +52,13 @@ defmodule Grove.ClusterTest do
 
       # One node with SQLite is as before.
       assert %Grove.Config{} = Grove.Config.new(store: [path: "x.db"])
+
+      # Bacteria stay on one node.
+      assert_raise ArgumentError, ~r/bacteria do not span the nodes.*GROVE_LIFE=off/, fn ->
+        Grove.Config.new(world: [life: [interval: 1000]], cluster: [peers: ["grove2@127.0.0.1"]])
+      end
+
+      assert %Grove.Config{} = Grove.Config.new(world: [life: [interval: 1000]])
     end
 
     test "the cookie is wrapped, so the configuration cannot print it" do
