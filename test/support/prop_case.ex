@@ -8,8 +8,9 @@ defmodule Grove.PropCase do
 
       check(forall(:proper_types.integer(), fn n -> assert n + 0 == n end), numtests: 200)
 
-  The body's failures are turned into `false` here because Debian's PropEr
-  predates OTP 23 and would crash inspecting an exception itself.
+  The body's failures (errors, exits and throws) are turned into `false`
+  here because Debian's PropEr predates OTP 23 and would crash inspecting
+  one itself (it calls `erlang:get_stacktrace/0`, which OTP 23 removed).
   """
 
   import ExUnit.Assertions
@@ -19,9 +20,10 @@ defmodule Grove.PropCase do
     :proper.forall(generator, fn value ->
       try do
         body.(value) != false
-      rescue
-        error ->
-          failure = Exception.format(:error, error, __STACKTRACE__)
+      catch
+        # Exits and throws too: PropEr would catch them itself, and crash.
+        kind, reason ->
+          failure = Exception.format(kind, reason, __STACKTRACE__)
           # The first failure, before any shrinking, and the last (the
           # counterexample's): a slow property's shrinking may fail otherwise.
           unless Process.get(:grove_prop_first_failure),
