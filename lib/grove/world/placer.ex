@@ -461,7 +461,7 @@ defmodule Grove.World.Placer do
 
     if state.restarted != [] do
       Logger.warning(
-        "zones #{inspect(Enum.reverse(state.restarted))}: their node is gone; started again here, empty"
+        "zones #{inspect(Enum.reverse(state.restarted), charlists: :as_lists)}: their node is gone; started again here, empty"
       )
 
       recovered(state, state.restarted)
