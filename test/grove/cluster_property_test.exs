@@ -222,6 +222,7 @@ defmodule Grove.ClusterPropertyTest do
   defp apply_command(state, :start) do
     pool = Process.get(:pool)
     name = Enum.find(pool.names, &(not up?(pool, &1)))
+    assert name, "#{length(state.live)} nodes live, yet every peer is up"
     node = start_node(name)
     start_instance!(node, state.opts)
     %{state | live: Enum.sort([node | state.live])}
@@ -378,7 +379,10 @@ defmodule Grove.ClusterPropertyTest do
     node
   end
 
-  # Gone for the others and for epmd, so that it may start again under its name.
+  # Gone for the others and for epmd, so that it may start again under its
+  # name, and its peer process with it: until that process has seen its
+  # node go, the node counts as up, and a command that starts a node that
+  # is down found none.
   defp await_gone(node) do
     [name, _host] = node |> Atom.to_string() |> String.split("@")
 
@@ -387,6 +391,7 @@ defmodule Grove.ClusterPropertyTest do
         refute node in Node.list()
         {:ok, names} = :net_adm.names()
         refute Enum.any?(names, fn {n, _port} -> to_string(n) == name end)
+        refute up?(Process.get(:pool), String.to_atom(name))
       end,
       @wait
     )
