@@ -191,6 +191,11 @@ defmodule Grove.ClusterTest do
     for node <- nodes, {index, at} <- running do
       assert :erpc.call(node, Grove.World, :zone_node, [Grove.World.fetch!(world), index]) == at
     end
+
+    # And where placement puts it: a node that joined late (or waited for a
+    # quorum) has been handed its share.
+    assert Enum.sort(running) ==
+             Enum.with_index(Tuple.to_list(Placement.owners(16, nodes)), &{&2, &1})
   end
 
   # How many of a node's actors are in the world, by its own count.
