@@ -233,7 +233,8 @@ defmodule Grove.Cluster do
       if node() != node,
         do: Logger.warning("cluster: this node is already #{node()}; #{node} not used")
     else
-      ensure_epmd()
+      # Without one, starting the distribution fails and says why.
+      _ = ensure_epmd()
       host = node |> Atom.to_string() |> String.split("@") |> List.last()
       names = if String.contains?(host, "."), do: :longnames, else: :shortnames
 
@@ -251,31 +252,38 @@ defmodule Grove.Cluster do
     Node.set_cookie(String.to_atom(cookie))
   end
 
-  # Distributed Erlang finds nodes through epmd, which `erl -name` starts
-  # but a node made distributed at run time does not. `epmd -daemon`
-  # returns before it listens: nodes started together on a machine without
-  # one (the browser tests' cluster) failed to register with it.
-  defp ensure_epmd do
-    if not epmd_up?() do
+  @doc """
+  Starts epmd (the Erlang port mapper, through which nodes find each
+  other) when none answers on this machine, and waits until it does, for
+  at most 5 s: `erl -name` starts it, a node made distributed at run time
+  does not, and `epmd -daemon` returns before it listens (nodes started
+  together on a machine without one failed to register with it).
+  `{:ok, :running}` when one answered already, `{:ok, :started}` when
+  this call started it (the caller may stop it after), else
+  `{:error, :no_epmd}`.
+  """
+  @spec ensure_epmd() :: {:ok, :running | :started} | {:error, :no_epmd}
+  def ensure_epmd do
+    if epmd_up?() do
+      {:ok, :running}
+    else
       epmd =
         System.find_executable("epmd") ||
           Path.wildcard(Path.join(:code.root_dir(), "erts-*/bin/epmd")) |> List.first()
 
       if epmd, do: System.cmd(epmd, ["-daemon"], stderr_to_stdout: true)
-      await_epmd(100)
+      if await_epmd(100), do: {:ok, :started}, else: {:error, :no_epmd}
     end
-
-    :ok
   end
 
-  # At most 5 s; if it never answers, starting the distribution says why.
-  defp await_epmd(0), do: :ok
+  defp await_epmd(0), do: false
 
   defp await_epmd(tries) do
-    if not epmd_up?() do
-      Process.sleep(50)
-      await_epmd(tries - 1)
-    end
+    epmd_up?() or
+      receive do
+      after
+        50 -> await_epmd(tries - 1)
+      end
   end
 
   defp epmd_up?, do: match?({:ok, _}, :erl_epmd.names(~c"localhost"))

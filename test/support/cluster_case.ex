@@ -15,10 +15,7 @@ defmodule Grove.ClusterCase do
 
   @doc "Makes this node distributed for the test; returns the cookie's folder."
   def distribute! do
-    epmd_before = epmd_up?()
-    System.cmd("epmd", ["-daemon"], stderr_to_stdout: true)
-    # `epmd -daemon` returns before epmd listens: ask it until it answers.
-    await_epmd(1000)
+    {:ok, epmd} = Grove.Cluster.ensure_epmd()
 
     home = Path.join(System.tmp_dir!(), "grove-cluster-#{System.unique_integer([:positive])}")
     File.mkdir_p!(home)
@@ -35,17 +32,12 @@ defmodule Grove.ClusterCase do
 
     on_exit(fn ->
       Node.stop()
-      unless epmd_before, do: System.cmd("epmd", ["-kill"], stderr_to_stdout: true)
+      if epmd == :started, do: System.cmd("epmd", ["-kill"], stderr_to_stdout: true)
       File.rm_rf!(home)
     end)
 
     home
   end
-
-  defp epmd_up?, do: match?({_, 0}, System.cmd("epmd", ["-names"], stderr_to_stdout: true))
-
-  defp await_epmd(0), do: raise("epmd did not start")
-  defp await_epmd(tries), do: epmd_up?() or await_epmd(tries - 1)
 
   @doc """
   Starts a peer node with this node's code; it is stopped when the test

@@ -91,9 +91,11 @@ defmodule Grove.Bench.Cluster do
   ## Nodes
 
   defp with_distribution(fun) do
-    epmd_before = epmd_up?()
-    unless epmd_before, do: System.cmd("epmd", ["-daemon"], stderr_to_stdout: true)
-    await_epmd(100)
+    epmd_before =
+      case Grove.Cluster.ensure_epmd() do
+        {:ok, how} -> how == :running
+        {:error, :no_epmd} -> raise "epmd did not start"
+      end
 
     home = Path.join(System.tmp_dir!(), "grove-bench-#{System.unique_integer([:positive])}")
     File.mkdir_p!(home)
@@ -115,18 +117,6 @@ defmodule Grove.Bench.Cluster do
       File.rm_rf!(home)
       unless epmd_before, do: System.cmd("epmd", ["-kill"], stderr_to_stdout: true)
     end
-  end
-
-  defp epmd_up?, do: match?({_, 0}, System.cmd("epmd", ["-names"], stderr_to_stdout: true))
-
-  defp await_epmd(0), do: raise("epmd did not start")
-
-  defp await_epmd(tries) do
-    epmd_up?() or
-      receive do
-      after
-        50 -> await_epmd(tries - 1)
-      end
   end
 
   # Starts a node per `{name, cores, schedulers}`, runs `fun` with their

@@ -121,7 +121,7 @@ defmodule Mix.Tasks.Grove.Bench.Failover do
     File.chmod!(Path.join(home, ".erlang.cookie"), 0o400)
 
     unless distributed do
-      System.cmd("epmd", ["-daemon"], stderr_to_stdout: true)
+      Grove.Cluster.ensure_epmd()
 
       case Node.start(
              :"grove_bench_#{System.pid()}_#{System.unique_integer([:positive])}",
