@@ -154,6 +154,10 @@ defmodule Grove.Cluster do
   @spec leave(atom()) :: :ok
   def leave(instance), do: Membership.leave(instance)
 
+  @doc "Back in the cluster after `leave/1` (see `Grove.Cluster.Membership.join/1`)."
+  @spec join(atom()) :: :ok
+  def join(instance), do: Membership.join(instance)
+
   @doc """
   The cluster at a glance, as the dashboard shows it: this node, the zone
   count, the node each zone runs on (`placement`, by zone index), and each member (sorted, this node among them; a cluster of one

@@ -363,6 +363,46 @@ defmodule Grove.ClusterTest do
     end
   end
 
+  describe "a world restarted in part by its supervisor" do
+    setup do
+      %{home: distribute!()}
+    end
+
+    test "stays in the cluster: its placer, stopped as a node that leaves is, joins again and takes its share",
+         %{home: home} do
+      {_peer, other} = start_peer!(home, "restarted")
+      nodes = Enum.sort([node(), other])
+      instance = Grove.RestartedT
+
+      for node <- nodes,
+          do: start_instance!(node, small_instance(instance, peers: nodes, connect_interval: 100))
+
+      world = Grove.world(instance)
+      eventually(fn -> assert_one_owner(nodes, world) end, @wait)
+
+      # The zones' supervisor dies: the world's supervisor starts it again
+      # and, after it, the placer, which it stops first (`:shutdown`).
+      zones = :erpc.call(other, Grove.World.Supervisor, :zones_supervisor, [world])
+      placer = :erpc.call(other, Process, :whereis, [Grove.World.Placer.name(world)])
+      :erpc.call(other, Process, :exit, [:erpc.call(other, Process, :whereis, [zones]), :kill])
+
+      eventually(
+        fn ->
+          assert :erpc.call(other, Process, :whereis, [Grove.World.Placer.name(world)]) not in [
+                   nil,
+                   placer
+                 ]
+
+          for node <- nodes, do: assert(:erpc.call(node, Cluster, :members, [instance]) == nodes)
+          assert_one_owner(nodes, world)
+        end,
+        @wait
+      )
+
+      assert :ok = Grove.World.audit(world)
+    end
+  end
+
   describe "what every player is sent" do
     setup do
       %{home: distribute!()}

@@ -44,7 +44,7 @@ defmodule Grove.Cluster.Membership do
     :member,
     :size,
     known: MapSet.new(),
-    going: MapSet.new(),
+    going: %{},
     left: MapSet.new(),
     quorum: nil,
     members: [],
@@ -113,21 +113,38 @@ defmodule Grove.Cluster.Membership do
   @spec leave(atom()) :: :ok
   def leave(instance), do: GenServer.call(name(instance), :leave)
 
+  @doc """
+  Back in the group after `leave/1` (a no-op while in it): a world whose
+  placer stopped, handing its zones over, and started again without the
+  rest of the instance (its supervisor restarted it) is a member again.
+  """
+  @spec join(atom()) :: :ok
+  def join(instance), do: GenServer.call(name(instance), :join)
+
   @impl true
   def handle_call(:leave, _from, %State{member: nil} = state), do: {:reply, :ok, state}
 
   # The others hear it before the group drops this node (the same
-  # connection carries both, in this order): none counts it missing.
+  # connection carries both, in this order): none counts it missing. The
+  # group member that goes is named, so that one that joins after it is
+  # not taken for it.
   def handle_call(:leave, _from, state) do
     for node <- state.members,
         node != node(),
-        do: send({name(state.instance), node}, {:leaving, node()})
+        do: send({name(state.instance), node}, {:leaving, node(), state.member})
 
     Process.unlink(state.member)
     Process.exit(state.member, :kill)
 
     {:reply, :ok, %{state | member: nil}}
   end
+
+  def handle_call(:join, _from, %State{member: nil} = state) do
+    member = stand_in(state.scope, state.group)
+    {:reply, :ok, publish(%{state | member: member}, true)}
+  end
+
+  def handle_call(:join, _from, state), do: {:reply, :ok, state}
 
   def handle_call({:subscribe, pid}, _from, state) do
     ref = Process.monitor(pid)
@@ -166,8 +183,8 @@ defmodule Grove.Cluster.Membership do
 
   # Going on purpose: not counted from now until it is back, so that the
   # others keep their quorum (a rolling restart of two nodes pauses neither).
-  def handle_info({:leaving, node}, state),
-    do: {:noreply, publish(%{state | going: MapSet.put(state.going, node)}, true)}
+  def handle_info({:leaving, node, member}, state),
+    do: {:noreply, publish(%{state | going: Map.put(state.going, member, node)}, true)}
 
   def handle_info({:DOWN, ref, :process, _pid, _reason}, state),
     do: {:noreply, %{state | subscribers: Map.delete(state.subscribers, ref)}}
@@ -254,9 +271,10 @@ defmodule Grove.Cluster.Membership do
   # Members are the nodes of the group's processes, this one included,
   # but for any it refused.
   defp publish(state, force \\ false) do
+    group = :pg.get_members(state.scope, state.group)
+
     members =
-      state.scope
-      |> :pg.get_members(state.group)
+      group
       |> Enum.map(&node/1)
       |> Enum.reject(&is_map_key(state.refused, &1))
       |> Enum.concat([node()])
@@ -264,7 +282,7 @@ defmodule Grove.Cluster.Membership do
       |> Enum.sort()
 
     %{known: known, going: going, left: left, present: present, size: size, quorum: quorum} =
-      tally(state, members)
+      tally(state, members, group)
 
     cond do
       quorum == state.quorum or (state.quorum == nil and quorum) ->
@@ -310,24 +328,31 @@ defmodule Grove.Cluster.Membership do
     %{state | members: members}
   end
 
-  # Who counts towards a quorum, given the group's members. A node that
-  # said it leaves is away while the group still lists it (going) and once
-  # it no longer does (left); it counts again once it is back.
+  # Who counts towards a quorum, given the group's members (nodes) and its
+  # processes. A node that said it leaves is away while the group still
+  # holds the process it named (going) and once it no longer does (left);
+  # it counts again once it is back, under a process of its own.
   @doc false
-  @spec tally(t(), [node()]) :: %{
+  @spec tally(t(), [node()], [term()]) :: %{
           known: MapSet.t(node()),
-          going: MapSet.t(node()),
+          going: %{term() => node()},
           left: MapSet.t(node()),
           present: [node()],
           size: pos_integer(),
           quorum: boolean()
         }
-  def tally(state, members) do
+  def tally(state, members, group) do
     known = Enum.into(members, state.known)
-    {still, gone} = Enum.split_with(state.going, &(&1 in members))
-    going = MapSet.new(still)
-    left = state.left |> MapSet.difference(MapSet.new(members)) |> MapSet.union(MapSet.new(gone))
-    away = MapSet.union(going, left)
+    {going, gone} = Map.split(state.going, group)
+    still = going |> Map.values() |> Enum.uniq()
+
+    left =
+      state.left
+      |> MapSet.union(MapSet.new(Map.values(gone)))
+      |> MapSet.difference(MapSet.new(members))
+
+    left = MapSet.difference(left, MapSet.new(still))
+    away = MapSet.union(MapSet.new(still), left)
     counted = MapSet.difference(known, away)
     size = max((state.size || MapSet.size(known)) - MapSet.size(away), 1)
     present = members -- still

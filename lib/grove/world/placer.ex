@@ -132,6 +132,11 @@ defmodule Grove.World.Placer do
       # A node leaves the group before its connection closes: zones it
       # could not hand over are started again once it is gone (`settle/2`).
       :ok = :net_kernel.monitor_nodes(true)
+      # Stopped by its supervisor, this process left the cluster as a node
+      # that stops does (`terminate/2` cannot tell the two apart); started
+      # again alone, it is a member again, and takes its share as a node
+      # that joins.
+      :ok = Grove.Cluster.join(world.cluster)
       {:ok, place(state)}
     end
   end
