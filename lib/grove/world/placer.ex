@@ -200,8 +200,12 @@ defmodule Grove.World.Placer do
       when paused or state.locations == nil do
     early =
       case state.early do
-        %{^index => {_node, known, _how}} when known > epoch -> state.early
-        early -> Map.put(early, index, {node, epoch, how})
+        %{^index => {first, known, _how}}
+        when known > epoch or (known == epoch and first < node) ->
+          state.early
+
+        early ->
+          Map.put(early, index, {node, epoch, how})
       end
 
     {:noreply, %{state | early: early}}
@@ -215,11 +219,16 @@ defmodule Grove.World.Placer do
         Logger.info("zone #{index}: a stale announcement from #{node} (epoch #{epoch}) ignored")
         {:noreply, state}
 
-      # Two nodes started it at once (each saw other members): the first
-      # by name, this one, keeps it; the other gives its copy up when it
-      # hears of this one's.
+      # Two nodes started it at once (each saw other members), or each
+      # took it at the same epoch: the first by name keeps it, on every
+      # node, whatever order the two announcements come in. This one, if
+      # it is the first, keeps its copy; the other gives its copy up when
+      # it hears of the first's.
       epoch == mine and node > node() and location(state, index) == node() and
           zone_pid(state, index) != nil ->
+        {:noreply, state}
+
+      epoch == mine and location(state, index) != node() and node > location(state, index) ->
         {:noreply, state}
 
       true ->
