@@ -697,10 +697,6 @@ defmodule Grove.World do
   @spec node_stats(name() | t(), timeout()) :: %{node() => map()}
   defdelegate node_stats(world, timeout), to: Counts
 
-  @doc "The counters of the world on every node, added up; see `Grove.World.Counts.total_stats/2`."
-  @spec total_stats(name() | t(), timeout()) :: map()
-  defdelegate total_stats(world, timeout), to: Counts
-
   @doc "The minimap of the world on every node; see `Grove.World.Counts.total_density/4`."
   @spec total_density(name() | t(), pos_integer() | nil, :entities | :bacteria, timeout()) ::
           %{cols: pos_integer(), rows: pos_integer(), cells: binary()}

@@ -111,13 +111,9 @@ defmodule Grove.World.Counts do
   end
 
   @doc """
-  `stats/1` for the whole world when its zones run on several nodes: the
-  counters of `node_stats/2` added up (the longest mailbox, the longest).
+  Several nodes' `stats/1` (those of `node_stats/2`) as one, for the whole
+  world: counters added up, the longest mailbox the longest.
   """
-  @spec total_stats(World.name() | World.t(), timeout()) :: map()
-  def total_stats(world, timeout), do: world |> node_stats(timeout) |> Map.values() |> sum()
-
-  @doc "Several nodes' `stats/1` as one."
   @spec sum([map()]) :: map()
   def sum(stats) do
     Enum.reduce(stats, fn theirs, ours ->
@@ -132,7 +128,7 @@ defmodule Grove.World.Counts do
   @doc """
   `density/3` for the whole world when its zones run on several nodes:
   each member's blocks counted where its zones run, added up before they
-  are scaled; asked as `total_stats/2` asks.
+  are scaled; asked as `node_stats/2` asks.
   """
   @spec total_density(
           World.name() | World.t(),
@@ -148,7 +144,7 @@ defmodule Grove.World.Counts do
     sums =
       for {:ok, theirs} <- :erpc.multicall(others(world), Minimap, :sums, args, timeout),
           reduce: Minimap.sums(world, max_side, layer),
-          do: (ours -> Minimap.add(ours, theirs))
+          do: (ours -> Minimap.merge(ours, theirs))
 
     Minimap.cells(sums)
   end

@@ -26,7 +26,7 @@ defmodule Grove.World.Minimap do
   @doc """
   What `density/3` draws before it scales: the count of each merged block,
   row by row, with the cells a block holds. The sums of several nodes'
-  zones add up (`add/2`) to the world's.
+  zones add up (`merge/2`) to the world's.
   """
   @spec sums(World.t() | World.name(), pos_integer() | nil, :entities | :bacteria) :: sums()
   def sums(world, max_side, layer) do
@@ -66,8 +66,8 @@ defmodule Grove.World.Minimap do
         }
 
   @doc "The sums of two parts of one world, read alike."
-  @spec add(sums(), sums()) :: sums()
-  def add(%{counts: a} = sums, %{counts: b}),
+  @spec merge(sums(), sums()) :: sums()
+  def merge(%{counts: a} = sums, %{counts: b}),
     do: %{sums | counts: Enum.zip_with(a, b, &(&1 + &2))}
 
   @doc "The bytes a minimap draws, from the sums."
