@@ -221,14 +221,11 @@ defmodule Grove.World.Placer do
 
       # Two nodes started it at once (each saw other members), or each
       # took it at the same epoch: the first by name keeps it, on every
-      # node, whatever order the two announcements come in. This one, if
-      # it is the first, keeps its copy; the other gives its copy up when
-      # it hears of the first's.
-      epoch == mine and node > node() and location(state, index) == node() and
-          zone_pid(state, index) != nil ->
-        {:noreply, state}
-
-      epoch == mine and location(state, index) != node() and node > location(state, index) ->
+      # node, whatever order the two announcements come in (this one keeps
+      # its copy if it runs it; the other gives its copy up when it hears
+      # of the first's).
+      epoch == mine and node > location(state, index) and
+          (location(state, index) != node() or zone_pid(state, index) != nil) ->
         {:noreply, state}
 
       true ->
