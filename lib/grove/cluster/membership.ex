@@ -346,12 +346,12 @@ defmodule Grove.Cluster.Membership do
     {going, gone} = Map.split(state.going, group)
     still = going |> Map.values() |> Enum.uniq()
 
+    # Out of the group with the process it named, and not back since.
     left =
       state.left
       |> MapSet.union(MapSet.new(Map.values(gone)))
       |> MapSet.difference(MapSet.new(members))
 
-    left = MapSet.difference(left, MapSet.new(still))
     away = MapSet.union(MapSet.new(still), left)
     counted = MapSet.difference(known, away)
     size = max((state.size || MapSet.size(known)) - MapSet.size(away), 1)
