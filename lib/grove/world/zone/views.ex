@@ -141,11 +141,14 @@ defmodule Grove.World.Zone.Views do
     |> watch()
   end
 
-  defp drop_format(zone, format) do
-    case zone.formats do
-      %{^format => 1} -> %{zone | formats: Map.delete(zone.formats, format)}
-      %{^format => n} -> %{zone | formats: Map.put(zone.formats, format, n - 1)}
-      _ -> zone
+  defp drop_format(zone, format), do: %{zone | formats: count_down(zone.formats, format)}
+
+  # One fewer under `key`; none left, no key.
+  defp count_down(counts, key) do
+    case counts do
+      %{^key => 1} -> Map.delete(counts, key)
+      %{^key => n} -> Map.put(counts, key, n - 1)
+      _ -> counts
     end
   end
 
@@ -170,13 +173,7 @@ defmodule Grove.World.Zone.Views do
     end
   end
 
-  defp unwatch_node(zone, node) do
-    case zone.watchers do
-      %{^node => 1} -> %{zone | watchers: Map.delete(zone.watchers, node)}
-      %{^node => n} -> %{zone | watchers: Map.put(zone.watchers, node, n - 1)}
-      _ -> zone
-    end
-  end
+  defp unwatch_node(zone, node), do: %{zone | watchers: count_down(zone.watchers, node)}
 
   defp watch(zone) do
     watched = map_size(zone.subscribers) > 0
