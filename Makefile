@@ -17,10 +17,15 @@ run: setup client
 	mix compile
 	mix run --no-halt
 
+# The product's tests, then the lab's (lab/, its own Mix project: the load
+# lab, the benches, chaos and fuzz), then the browser's.
 test: setup-test client
 	mix format --check-formatted
+	cd lab && mix format --check-formatted
 	MIX_ENV=test mix compile --warnings-as-errors --force
+	cd lab && MIX_ENV=test mix compile --warnings-as-errors --force
 	mix test
+	cd lab && mix test
 	$(MAKE) test-browser
 
 # The headless-browser tests start their own servers (scripts/test-server).
@@ -47,30 +52,31 @@ $(CLIENT_BUNDLE) &: $(NODE_MODULES) $(CLIENT_SOURCES)
 compile: setup
 	mix compile --warnings-as-errors
 
-# A one-minute look at the world under 250,000 actors; see docs/benchmarks.md
-# for the others (and `scripts/setup bench` for what they use).
-bench: setup
-	mix grove.bench.actors --actors 250000 --duration 60
-
-# What a player costs the server, with the server and the load pinned to
-# cores of their own; see docs/benchmarks.md ("Players per core").
 # A self-contained release (ERTS included, the browser client bundled) in
 # _build/prod/rel/grove; see docs/operations.md, "Releases".
 release: setup client
 	MIX_ENV=prod mix release --overwrite
 
+# The benches are the lab's (lab/, a Mix project of its own); see
+# docs/benchmarks.md, and `scripts/setup bench` for what they use.
+# A one-minute look at the world under 250,000 actors.
+bench: setup
+	cd lab && mix grove.bench.actors --actors 250000 --duration 60
+
+# What a player costs the server, with the server and the load pinned to
+# cores of their own; see docs/benchmarks.md ("Players per core").
 bench-players: setup
-	mix grove.bench.players $(BENCH_ARGS)
+	cd lab && mix grove.bench.players $(BENCH_ARGS)
 
 # Grove and the same game on Colyseus, side by side; see docs/benchmarks.md
 # ("Side by side with Colyseus"). The Colyseus packages are installed by
 # bench-peers-setup, never by `make test`: exact versions from the lock, no
 # optional native add-ons, no install scripts.
 bench-peers-setup:
-	npm install --prefix bench/peers/colyseus --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error
+	npm install --prefix lab/bench/peers/colyseus --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error
 
 bench-peers: setup
-	mix grove.bench.peers $(BENCH_ARGS)
+	cd lab && mix grove.bench.peers $(BENCH_ARGS)
 
 clean:
-	rm -rf _build priv/static/assets assets/node_modules
+	rm -rf _build lab/_build priv/static/assets assets/node_modules

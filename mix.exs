@@ -72,7 +72,28 @@ defmodule Grove.MixProject do
   defp elixirc_paths(:test), do: ["lib", "test/support"]
   defp elixirc_paths(_), do: ["lib"]
 
+  # The load lab, the benches and the chaos runner are a Mix project of their
+  # own in lab/ (they are not part of the product, nor of its release). From
+  # here their tasks run there, with the same arguments.
+  @lab_tasks ~w(grove.load grove.chaos grove.bench.actors grove.bench.cluster
+    grove.bench.failover grove.bench.frames grove.bench.life grove.bench.peers
+    grove.bench.players grove.bench.views)
+
   defp aliases do
-    []
+    for task <- @lab_tasks, do: {String.to_atom(task), fn args -> lab(task, args) end}
+  end
+
+  defp lab(task, args) do
+    lab = Path.expand("lab", __DIR__)
+
+    {_, status} =
+      System.cmd("mix", [task | args],
+        cd: lab,
+        into: IO.binstream(:stdio, :line),
+        stderr_to_stdout: true
+      )
+
+    # The lab's task said what went wrong; its status is this one's.
+    if status != 0, do: exit({:shutdown, status})
   end
 end

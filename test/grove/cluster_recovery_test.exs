@@ -6,7 +6,7 @@ defmodule Grove.ClusterRecoveryTest do
   import Grove.ClusterCase
   import Grove.WorldCase, only: [eventually: 2]
 
-  alias Grove.Load.WsClient
+  alias Grove.WsClient
   alias Grove.Protocol
   alias Grove.World
 

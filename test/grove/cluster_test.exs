@@ -462,7 +462,7 @@ defmodule Grove.ClusterTest do
       for node <- nodes, do: assert(:erpc.call(node, Grove.World, :stats, [world]).players == 4)
 
       port = :erpc.call(other, Grove.Gateway, :port, [])
-      {:ok, client} = Grove.Load.WsClient.connect("127.0.0.1", port, "/ws")
+      {:ok, client} = Grove.WsClient.connect("127.0.0.1", port, "/ws")
       push(client, %{type: :join, protocol: 2, view_radius: 2, name: "", token: ""})
       {welcome, client} = expect(client, &(&1.type == :welcome))
 
@@ -486,12 +486,12 @@ defmodule Grove.ClusterTest do
 
   defp push(client, message) do
     data = IO.iodata_to_binary(Grove.Protocol.encode(message, :json))
-    :ok = Grove.Load.WsClient.send_frame(client, {:text, data})
+    :ok = Grove.WsClient.send_frame(client, {:text, data})
   end
 
   # The next message `match?` accepts, skipping others, within 10 s each.
   defp expect(client, match?) do
-    case Grove.Load.WsClient.recv(client, 10_000) do
+    case Grove.WsClient.recv(client, 10_000) do
       {:ok, {:text, data}, client} ->
         {:ok, message} = Grove.Protocol.decode(data, :json)
         if match?.(message), do: {message, client}, else: expect(client, match?)

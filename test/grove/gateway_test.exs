@@ -6,7 +6,7 @@ defmodule Grove.GatewayTest do
 
   alias Grove.{Gateway, Protocol, World}
   alias Grove.World.Grid
-  alias Grove.Load.WsClient
+  alias Grove.WsClient
 
   @moduletag :gateway
 

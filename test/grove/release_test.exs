@@ -4,7 +4,7 @@ defmodule Grove.ReleaseTest do
 
   import Grove.WorldCase, only: [eventually: 2]
 
-  alias Grove.Load.WsClient
+  alias Grove.WsClient
   alias Grove.Protocol
 
   @moduletag :release
@@ -48,8 +48,15 @@ defmodule Grove.ReleaseTest do
       )
 
     assert status == 0, output
+
+    # The product alone: the lab's load, bench, chaos and fuzz code is a
+    # project of its own (lab/), in no release.
+    modules = release_modules(release)
+    assert Grove.World in modules and Grove.Gateway in modules
+    assert Enum.filter(modules, &lab_module?/1) == []
+
     bin = Path.join(release, "bin/grove")
-    port = Grove.Load.Ports.free()
+    port = Grove.Ports.free()
 
     env = [
       {"PATH", scrubbed_path(root)},
@@ -97,6 +104,22 @@ defmodule Grove.ReleaseTest do
     assert {_, 0} = System.cmd(bin, ["stop"], env: env, cd: root)
     assert_receive {^server, {:exit_status, 0}}, 60_000
     File.rm!(Path.join(root, "os_pid"))
+  end
+
+  # Every module of every application in the release.
+  defp release_modules(release) do
+    for beam <- Path.wildcard(Path.join(release, "lib/*/ebin/*.beam")),
+        do: beam |> Path.basename(".beam") |> String.to_atom()
+  end
+
+  # Grove.Load.*, Grove.Bench.*, Grove.Chaos, their Mix tasks and Mix.Grove.
+  defp lab_module?(module) do
+    case module |> Atom.to_string() |> String.split(".") do
+      ["Elixir", "Grove" | parts] -> Enum.any?(parts, &(&1 in ~w(Load Bench Chaos)))
+      ["Elixir", "Mix", "Tasks", "Grove", area | _] -> area in ~w(Load Bench Chaos)
+      ["Elixir", "Mix", "Grove"] -> true
+      _ -> false
+    end
   end
 
   defp scrubbed_path(root) do

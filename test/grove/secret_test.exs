@@ -48,7 +48,7 @@ defmodule Grove.SecretTest do
       )
 
     player_token = "v1.player-token-7c3a9b"
-    {:ok, client} = Grove.Load.WsClient.connect("127.0.0.1", port, "/ws")
+    {:ok, client} = Grove.WsClient.connect("127.0.0.1", port, "/ws")
     join = ~s({"type":"join","protocol":2,"view_radius":8,"name":"","token":"#{player_token}"})
     frame = IO.iodata_to_binary(:cow_ws.masked_frame({:text, join}, %{}))
     # All but the frame's last bytes: the parser holds the rest, token

@@ -113,7 +113,7 @@ defmodule Grove.PostgresServer do
       "--no-sync"
     ])
 
-    port = Grove.Load.Ports.free()
+    port = Grove.Ports.free()
     sh = System.find_executable("sh")
 
     {executable, args} =

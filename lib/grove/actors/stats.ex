@@ -35,7 +35,7 @@ defmodule Grove.Actors.Stats do
 
   @skip_reasons [:unanswered, :full, :late]
 
-  # `:timeout` is the one-GenServer baseline's (`Grove.Bench.Baseline`):
+  # `:timeout` is the one-GenServer baseline's (the lab's `Grove.Bench.Baseline`):
   # its calls can time out; the world's moves always get an outcome.
   @keys [:sent, :joined, :join_failed, :ok | Grove.World.rejections()] ++
           [:timeout, :skipped_unanswered, :skipped_full, :skipped_late] ++

@@ -5,7 +5,7 @@ defmodule Grove.Gateway.ApiTest do
   import Grove.WorldCase, only: [eventually: 1]
 
   alias Grove.{Protocol, World}
-  alias Grove.Load.WsClient
+  alias Grove.WsClient
 
   @moduletag :gateway
 

@@ -7,7 +7,7 @@ defmodule Grove.Gateway.ClientErrorsTest do
   import Grove.WorldCase, only: [eventually: 1]
 
   alias Grove.Gateway
-  alias Grove.Load.WsClient
+  alias Grove.WsClient
   alias Grove.Protocol
 
   @moduletag :gateway

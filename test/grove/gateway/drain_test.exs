@@ -3,7 +3,7 @@ defmodule Grove.Gateway.DrainTest do
   use ExUnit.Case, async: false
 
   alias Grove.Protocol
-  alias Grove.Load.WsClient
+  alias Grove.WsClient
 
   @moduletag :gateway
 

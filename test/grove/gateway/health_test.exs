@@ -4,7 +4,7 @@ defmodule Grove.Gateway.HealthTest do
 
   import Grove.WorldCase, only: [eventually: 1]
 
-  alias Grove.Load.WsClient
+  alias Grove.WsClient
   alias Grove.Protocol
 
   @moduletag :gateway

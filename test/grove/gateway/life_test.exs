@@ -3,7 +3,7 @@ defmodule Grove.Gateway.LifeTest do
   use ExUnit.Case, async: false
 
   alias Grove.{Protocol, World}
-  alias Grove.Load.WsClient
+  alias Grove.WsClient
 
   import Grove.WorldCase, only: [eventually: 1]
 

@@ -3,7 +3,7 @@ defmodule Grove.Gateway.RestoreTest do
   use ExUnit.Case, async: false
 
   alias Grove.{Protocol, World}
-  alias Grove.Load.WsClient
+  alias Grove.WsClient
   alias Grove.World.{Directory, Entity}
 
   import Grove.WorldCase, only: [eventually: 1]

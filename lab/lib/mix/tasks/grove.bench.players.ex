@@ -74,7 +74,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     {server_core, load_core} = cores(opts[:cores] || "0,1")
     Mix.Task.run("compile")
 
-    port = Grove.Load.Ports.free()
+    port = Grove.Ports.free()
 
     data =
       Path.join(System.tmp_dir!(), "grove-bench-players-#{System.unique_integer([:positive])}")
@@ -126,6 +126,8 @@ defmodule Mix.Tasks.Grove.Bench.Players do
         Server.start(
           core: load_core,
           command: load_args,
+          # The load is the lab's own task: it runs here, not in Grove's directory.
+          cd: File.cwd!(),
           env: [
             {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
             {"MIX_ENV", to_string(Mix.env())}

@@ -74,7 +74,7 @@ defmodule Mix.Tasks.Grove.Bench.Life do
     if json do
       File.mkdir_p!(Path.dirname(json))
       File.write!(json, :jiffy.encode(Report.to_json(report), [:pretty]))
-      Mix.shell().info("report written to #{json}")
+      Mix.shell().info("report written to #{Path.expand(json)}")
     end
   end
 end

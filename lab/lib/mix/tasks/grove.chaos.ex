@@ -77,7 +77,7 @@ defmodule Mix.Tasks.Grove.Chaos do
 
     if json do
       File.write!(json, :jiffy.encode(Report.to_json(json_safe(report)), [:pretty]))
-      Mix.shell().info("chaos: report written to #{json}")
+      Mix.shell().info("chaos: report written to #{Path.expand(json)}")
     end
 
     if report.violations > 0,

@@ -24,7 +24,7 @@ defmodule Grove.Load.WsRunTest do
 
   test "URLs are given again or separated by commas; a URL without a host is refused" do
     # Nothing is reached at them: any port will do.
-    port = Grove.Load.Ports.free()
+    port = Grove.Ports.free()
     assert WsRun.urls!("ws://127.0.0.1:#{port}/ws") == ["ws://127.0.0.1:#{port}/ws"]
     assert WsRun.urls!(["http://a:1,http://b:2"]) == ["http://a:1", "http://b:2"]
 

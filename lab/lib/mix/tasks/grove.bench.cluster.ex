@@ -80,7 +80,7 @@ defmodule Mix.Tasks.Grove.Bench.Cluster do
     if json do
       File.mkdir_p!(Path.dirname(json))
       File.write!(json, :jiffy.encode(Report.to_json(report), [:pretty]))
-      Mix.shell().info("report written to #{json}")
+      Mix.shell().info("report written to #{Path.expand(json)}")
     end
   end
 

@@ -108,7 +108,7 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     if json do
       File.mkdir_p!(Path.dirname(json))
       File.write!(json, :jiffy.encode(Report.to_json(report), [:pretty]))
-      Mix.shell().info("report written to #{json}")
+      Mix.shell().info("report written to #{Path.expand(json)}")
     end
   end
 

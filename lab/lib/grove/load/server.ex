@@ -1,10 +1,11 @@
 defmodule Grove.Load.Server do
   @moduledoc false
   # A Grove server in an OS process of its own, started as `make run` starts
-  # it (`mix run --no-halt`, configured by GROVE_* variables), for the
-  # benches and the chaos lab: pinned to a core with `taskset` or not,
-  # optionally a distributed node the caller can reach, stopped with SIGTERM
-  # (a graceful stop: sessions drained, positions flushed).
+  # it (`mix run --no-halt` in Grove's own directory, configured by GROVE_*
+  # variables), for the benches and the chaos lab: pinned to a core with
+  # `taskset` or not, optionally a distributed node the caller can reach,
+  # stopped with SIGTERM (a graceful stop: sessions drained, positions
+  # flushed).
   #
   # A distributed server is named `name@localhost`-style (short names) and
   # given its cookie through a `.erlang.cookie` in a HOME of its own, so
@@ -12,12 +13,16 @@ defmodule Grove.Load.Server do
 
   defstruct [:port, :label, :node, :http_port]
 
+  # Grove's own directory, where the lab is (lab/lib/grove/load/server.ex).
+  @grove_dir Path.expand("../../../..", __DIR__)
+
   @type t :: %__MODULE__{}
 
   @doc """
   Starts a server. Options: `:env` (`[{name, value}]`, added to this
   process's environment), `:core` (pin to it with `taskset`), `:command`
-  (default `["mix", "run", "--no-halt"]`), `:label`, and `:node` with
+  (default `["mix", "run", "--no-halt"]`), `:cd` (where it runs; default
+  Grove's own directory, as `make run`), `:label`, and `:node` with
   `:cookie` and `:home` to make it a distributed node.
   """
   @spec start(keyword()) :: t()
@@ -61,6 +66,7 @@ defmodule Grove.Load.Server do
         :exit_status,
         :stderr_to_stdout,
         {:line, 4096},
+        cd: Keyword.get(opts, :cd, @grove_dir),
         env: Enum.map(env, fn {k, v} -> {to_charlist(k), to_charlist(v)} end),
         args: args
       ])

@@ -1,8 +1,9 @@
-defmodule Grove.Load.WsClient do
+defmodule Grove.WsClient do
   @moduledoc """
   A small WebSocket client on `:gen_tcp` and cowlib's `cow_ws` framing, for
-  the load lab's bots and for tests: no process of its own, so a bot owns its
-  socket and reads it in active-once mode.
+  tests and for the load lab's bots: no process of its own, so a bot owns its
+  socket and reads it in active-once mode. It lives in `test/support/net`, and
+  the lab (`lab/mix.exs`) compiles it from there too: it is in no release.
 
       {:ok, client} = WsClient.connect("127.0.0.1", 4000, "/ws?encoding=binary")
       :ok = WsClient.send_frame(client, {:binary, frame})

@@ -173,7 +173,7 @@ defmodule Mix.Tasks.Grove.Load do
 
     if markdown do
       Report.write(markdown, "WebSocket load", report, ["mix", "grove.load", "ws" | args])
-      Mix.shell().info("written #{markdown}")
+      Mix.shell().info("written #{Path.expand(markdown)}")
     end
   end
 
@@ -314,6 +314,6 @@ defmodule Mix.Tasks.Grove.Load do
   defp write(path, content) do
     File.mkdir_p!(Path.dirname(path))
     File.write!(path, content)
-    Mix.shell().info("written #{path}")
+    Mix.shell().info("written #{Path.expand(path)}")
   end
 end

@@ -5,7 +5,7 @@ defmodule Grove.ChaosTest do
   import Grove.WorldCase, only: [eventually: 1]
 
   alias Grove.{Chaos, Protocol, World}
-  alias Grove.Load.WsClient
+  alias Grove.WsClient
 
   setup_all do
     Grove.TestInstance.start!("chaos",

@@ -24,8 +24,8 @@ defmodule Grove.Load.ChaosBot do
 
   use GenServer
 
-  alias Grove.Load.{Player, Stats, WsClient}
-  alias Grove.Protocol
+  alias Grove.Load.{ChaosRun, Player, Stats}
+  alias Grove.{Protocol, WsClient}
 
   # Acknowledged cells remembered, newest first, to tell `earlier` apart.
   @history 200
@@ -340,7 +340,7 @@ defmodule Grove.Load.ChaosBot do
   defp stored(%{acked: nil}), do: nil
 
   defp stored(bot) do
-    :erpc.call(bot.run.node, Grove.Chaos, :last_position, [Grove, bot.account_id], 10_000)
+    ChaosRun.chaos(bot.run.node, :last_position, [Grove, bot.account_id], 10_000)
   catch
     _, _ -> {:error, :unreachable}
   end

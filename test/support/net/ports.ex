@@ -1,6 +1,7 @@
-defmodule Grove.Load.Ports do
+defmodule Grove.Ports do
   @moduledoc false
-  # Ports for servers the load lab, the benches and the tests start.
+  # Ports for servers the tests, the load lab and the benches start. It lives
+  # in test/support/net, and the lab (lab/mix.exs) compiles it from there too.
 
   @doc "A loopback TCP port nobody listens on now, as the OS picks it."
   @spec free() :: :inet.port_number()

@@ -16,7 +16,8 @@ defmodule Grove.Load.Swarm do
 
   use GenServer
 
-  alias Grove.Load.{Player, Stats, WsClient}
+  alias Grove.Load.{Player, Stats}
+  alias Grove.WsClient
   alias Grove.World.Grid
 
   @slot_ms 10

@@ -17,7 +17,7 @@ defmodule Mix.Tasks.Grove.Bench.Frames do
 
   use Mix.Task
 
-  alias Grove.Load.WsClient
+  alias Grove.WsClient
   alias Grove.Protocol
 
   @switches [

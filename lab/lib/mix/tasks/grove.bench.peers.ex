@@ -67,8 +67,10 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     report: :string
   ]
 
-  @peers "bench/peers"
-  @install "make bench-peers-setup (npm install --prefix bench/peers/colyseus --omit=optional --ignore-scripts)"
+  # The lab's bench/peers, wherever the task runs from (its servers run
+  # in Grove's own directory).
+  @peers Path.expand("../../../bench/peers", __DIR__)
+  @install "make bench-peers-setup (npm install --prefix lab/bench/peers/colyseus --omit=optional --ignore-scripts)"
 
   @impl true
   def run(args) do
@@ -149,7 +151,7 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
   ## One server, then its load
 
   defp measure(server, opts, {server_core, load_core}, terrain, dir) do
-    port = Grove.Load.Ports.free()
+    port = Grove.Ports.free()
     actors = to_string(opts[:actors] || 20_000)
     info("peers: #{server} on core #{server_core} (port #{port}), runner on core #{load_core}")
 

@@ -159,7 +159,7 @@ defmodule Grove.LoadTest do
     refute markdown =~ "By URL"
 
     # A run on several URLs has a table of them (nothing is reached at them).
-    port = Grove.Load.Ports.free()
+    port = Grove.Ports.free()
 
     url = %{
       url: "http://a:#{port}",

@@ -8,7 +8,7 @@
 # and server: the clients' share is the same in both, so the difference
 # is the front door's), which a busy machine disturbs less than the rate.
 #
-#   mix run --no-start bench/front_door.exs [REQUESTS] [HEADERS] [CLIENTS]
+#   mix run --no-start bench/front_door.exs [REQUESTS] [HEADERS] [CLIENTS]     (in lab/)
 #
 # (with ELIXIR_ERL_OPTIONS="+sbwt none +sbwtdcpu none +sbwtdio none", so
 # that schedulers spinning while idle do not count as CPU)

@@ -1,8 +1,9 @@
 defmodule Grove.Chaos do
   @moduledoc """
   Faults injected into a running instance, and what the chaos lab reads
-  back to judge how it took them (`mix grove.chaos`, which calls these over
-  distributed Erlang in the server's node).
+  back to judge how it took them (`mix grove.chaos`, which loads this
+  module into the server's node and calls it there over distributed
+  Erlang: the product ships without it).
 
   Each fault kills a process the way a bug or a bad day would (`:kill`,
   which no process can trap), so that what is tested is the supervision

@@ -54,7 +54,8 @@ defmodule Grove.Load.ChaosRun do
   import Grove.Load.Report, only: [figure: 1]
   import Grove.Metrics.Histogram, only: [to_ms: 1]
 
-  alias Grove.Load.{ChaosBot, Ports, Server, Stats, WsRun}
+  alias Grove.Load.{ChaosBot, Server, Stats, WsRun}
+  alias Grove.Ports
   alias Grove.Metrics.Histogram
 
   @defaults [
@@ -250,6 +251,22 @@ defmodule Grove.Load.ChaosRun do
     end
   end
 
+  @doc false
+  # Calls `Grove.Chaos` in the server's node. The faults and the audit run
+  # inside the server, which is Grove alone (a release has no Grove.Chaos):
+  # the lab loads its own there when the node, just started, lacks it. Two
+  # callers loading it at once are harmless: the later load is refused or
+  # makes the earlier code old, which runs on.
+  @spec chaos(node(), atom(), [term()], timeout()) :: term()
+  def chaos(node, function, args, timeout) do
+    :erpc.call(node, Grove.Chaos, function, args, timeout)
+  catch
+    :error, {:exception, :undef, [{Grove.Chaos, _, _, _} | _]} ->
+      {module, binary, file} = :code.get_object_code(Grove.Chaos)
+      _ = :erpc.call(node, :code, :load_binary, [module, file, binary], timeout)
+      :erpc.call(node, Grove.Chaos, function, args, timeout)
+  end
+
   defp world_ready?(node) do
     :erpc.call(node, Grove.World, :ready?, [Grove.world()], 5000)
   catch
@@ -349,11 +366,7 @@ defmodule Grove.Load.ChaosRun do
   defp inject(state, kind) do
     result =
       try do
-        :erpc.call(state.run.node, Grove.Chaos, :inject, [
-          Grove,
-          kind,
-          :rand.uniform(1_073_741_824)
-        ])
+        chaos(state.run.node, :inject, [Grove, kind, :rand.uniform(1_073_741_824)], :infinity)
       catch
         class, reason -> {:skipped, "#{class}: #{inspect(reason, limit: 5)}"}
       end
@@ -628,7 +641,7 @@ defmodule Grove.Load.ChaosRun do
   defp check_positions(state, summaries) do
     connected = for s <- summaries, s.connected and s.entity != nil and not s.unsure, do: s
     ids = Enum.map(connected, & &1.entity)
-    positions = :erpc.call(state.run.node, Grove.Chaos, :positions, [Grove, ids], 30_000)
+    positions = chaos(state.run.node, :positions, [Grove, ids], 30_000)
 
     wrong =
       for s <- connected, positions[s.entity] != s.acked do
@@ -653,12 +666,12 @@ defmodule Grove.Load.ChaosRun do
   # in none. So the actors stop first (the players have), and handoffs in
   # flight get a few tries to settle; what is still wrong then is wrong.
   defp check_audit(state) do
-    :ok = :erpc.call(state.run.node, Grove.Chaos, :quiesce, [Grove], 60_000)
+    :ok = chaos(state.run.node, :quiesce, [Grove], 60_000)
     audit(state, 5)
   end
 
   defp audit(state, tries) do
-    case :erpc.call(state.run.node, Grove.Chaos, :audit, [Grove], 120_000) do
+    case chaos(state.run.node, :audit, [Grove], 120_000) do
       :ok ->
         state
 

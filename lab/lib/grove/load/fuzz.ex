@@ -74,7 +74,7 @@ defmodule Grove.Load.Fuzz do
 
   import Bitwise
 
-  alias Grove.Load.WsClient
+  alias Grove.WsClient
   alias Grove.Protocol
 
   @type violation :: %{
