@@ -362,6 +362,9 @@ defmodule Grove.Gateway do
       # gathers up to this same limit (and refuses past it).
       partial_post_size: opts[:max_body],
       index_files: [~c"index.html"],
+      # Yaws's own table knows no web fonts: the board's emoji font would
+      # go out as text/plain (and deflated, which a woff2 gains nothing from).
+      mime_types_info: [types: [{~c"woff2", ~c"font/woff2"}]],
       # Sees every request first: drops malformed Range headers.
       arg_rewrite_mod: Grove.Gateway.Rewrite,
       errormod_404: Errors,
