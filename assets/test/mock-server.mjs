@@ -256,6 +256,7 @@ const contentTypes = {
   ".js": "text/javascript; charset=utf-8",
   ".css": "text/css; charset=utf-8",
   ".map": "application/json",
+  ".woff2": "font/woff2",
 };
 const terrainGzip = gzipSync(terrain);
 

@@ -7,15 +7,22 @@ export const CHROMIUM = process.env.GROVE_CHROMIUM ?? "/usr/bin/chromium";
 
 /**
  * Launches a headless chromium. Playwright gives it a fresh profile
- * (--user-data-dir) of its own and removes it on close.
+ * (--user-data-dir) of its own and removes it on close. `env` is added to
+ * the environment chromium starts with (null takes a variable out).
  */
-export function launchBrowser() {
+export function launchBrowser({ env } = {}) {
   if (!existsSync(CHROMIUM)) {
     throw new Error(`no chromium at ${CHROMIUM}: apt-get install -y chromium, or set GROVE_CHROMIUM`);
+  }
+  let environment;
+  if (env) {
+    environment = { ...process.env, ...env };
+    for (const [name, value] of Object.entries(environment)) if (value === null) delete environment[name];
   }
   return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
+    ...(environment ? { env: environment } : {}),
     args: [
       "--headless",
       "--no-sandbox",
@@ -33,8 +40,8 @@ export function launchBrowser() {
  * Opens a page and collects what went wrong in it: uncaught exceptions and
  * console errors. `problems` is checked by the tests at their end.
  */
-export async function openGame(browser, url) {
-  const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+export async function openGame(browser, url, pageOptions = { viewport: { width: 1200, height: 900 } }) {
+  const page = await browser.newPage(pageOptions);
   const problems = [];
   page.on("pageerror", (error) => problems.push(`pageerror: ${error.message}`));
   page.on("console", (message) => {
