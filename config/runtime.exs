@@ -5,6 +5,9 @@ import Config
 #   GROVE_ACTOR_KINDS=walker:15000,wanderer:3000,sheep:2000,MyGame.Hare:500
 #     (which kinds of actors run, and how many of each: walker, wanderer,
 #     sheep or a module's name; GROVE_ACTORS then scales them to its total)
+#   GROVE_SPAWN=blob:500,500,20 (the actors start around a point, about
+#     20 cells from it, growing outward as it fills; GROVE_SPAWN=uniform,
+#     the default, spreads them over the whole world)
 #   GROVE_VIEW_MS=250 GROVE_VIEW_MS_MAX=1000 (how often a player who does not
 #     move is sent views: the first while the server has room, up to the
 #     second under load; see Grove.Gateway)
@@ -157,6 +160,31 @@ kinds =
       end
   end
 
+spawn =
+  case System.get_env("GROVE_SPAWN") do
+    nil ->
+      nil
+
+    "uniform" ->
+      :uniform
+
+    "blob:" <> where = spec ->
+      with [x, y, spread] <- String.split(where, ","),
+           {x, ""} <- Integer.parse(String.trim(x)),
+           {y, ""} <- Integer.parse(String.trim(y)),
+           {spread, ""} when spread > 0 <- Integer.parse(String.trim(spread)) do
+        {:blob, {x, y}, spread}
+      else
+        _ ->
+          raise ArgumentError,
+                "GROVE_SPAWN must be uniform or blob:X,Y,SPREAD (e.g. blob:500,500,20), got: #{inspect(spec)}"
+      end
+
+    other ->
+      raise ArgumentError,
+            "GROVE_SPAWN must be uniform or blob:X,Y,SPREAD (e.g. blob:500,500,20), got: #{inspect(other)}"
+  end
+
 # As `{module, count, options}`: a list of pairs would look like a keyword
 # list, which Config merges into config.exs's key by key instead of replacing.
 kinds =
@@ -191,7 +219,7 @@ config :grove,
             raise ArgumentError, "GROVE_LIFE must be on or off, got: #{inspect(other)}"
         end
     ),
-  actors: set.(kinds: kinds),
+  actors: set.(kinds: kinds, spawn: spawn),
   gateway:
     set.(
       port: integer.("GROVE_PORT"),

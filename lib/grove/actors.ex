@@ -75,7 +75,12 @@ defmodule Grove.Actors do
     * `:jitter` - fraction of the interval by which each wait varies (default `0.2`)
     * `:spawn` - `:uniform` for random free cells all over the world, or
       `{:blob, {x, y}, spread}` to start them around a point, about `spread`
-      cells from it (default `:uniform`)
+      cells from it: an actor whose drawn cell is taken gets a free cell in
+      a square around the point that doubles its side until it has one, so
+      the blob grows outward as it fills and every actor is placed while
+      the world has room (one that is not is logged with the reason and
+      counted in the status line). Environment: `GROVE_SPAWN=blob:X,Y,SPREAD`
+      or `GROVE_SPAWN=uniform` (default `:uniform`)
     * `:per_herd` - actors per process at most (default `500`)
     * `:resolution` - milliseconds of a herd's schedule slots; moves due in
       the same slot go out together (default `200`: twice the moves per

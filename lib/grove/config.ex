@@ -29,7 +29,7 @@ defmodule Grove.Config do
 
   The application reads these from `config :grove, ...` (see `config/`), and
   `config/runtime.exs` lets environment variables override the usual ones
-  (`GROVE_ACTORS`, `GROVE_ACTOR_KINDS`, `GROVE_SEED`, `GROVE_WIDTH`, `GROVE_HEIGHT`, `GROVE_PORT`,
+  (`GROVE_ACTORS`, `GROVE_ACTOR_KINDS`, `GROVE_SPAWN`, `GROVE_SEED`, `GROVE_WIDTH`, `GROVE_HEIGHT`, `GROVE_PORT`,
   `GROVE_LISTEN=all`).
   """
 

@@ -56,7 +56,7 @@ defmodule Grove.Status do
       end
 
     text =
-      "grove#{cluster(name)}: #{world.entities} entities (#{now.actors.counts.joined} actors joined) | " <>
+      "grove#{cluster(name)}: #{world.entities} entities (#{now.actors.counts.joined} actors joined#{failed(now.actors.counts)}) | " <>
         "#{round(total / seconds)} moves/s#{if shares != "", do: ": " <> shares, else: ""} | " <>
         kinds(now.kinds, since.kinds, seconds) <>
         "#{latency} | zone mailbox max #{world.zone_mailbox_max} | " <>
@@ -64,6 +64,10 @@ defmodule Grove.Status do
 
     {text, now}
   end
+
+  # Actors the world had no cell for (the herds logged why, once each).
+  defp failed(%{join_failed: 0}), do: ""
+  defp failed(%{join_failed: n}), do: ", #{n} could not join"
 
   # Each kind: how many are in the world, their moves answered per second
   # and the share that went through, and the steps they chose not to take.

@@ -95,6 +95,44 @@ defmodule Grove.ActorsTest do
     end
   end
 
+  test "blob spawn places every actor asked for, the blob growing outward as it fills", %{
+    world: world
+  } do
+    # 600 actors around (20, 20), about 3 cells from it: far more than fit
+    # near the point, in three herds that fill the same blob.
+    name = start_actors(world, count: 600, per_herd: 200, spawn: {:blob, {20, 20}, 3})
+    cells = for {_herd, _id, cell} <- joined(600), do: cell
+
+    assert World.entity_count(world) == 600
+    assert Actors.Stats.read(Actors.stats(name)).counts.join_failed == 0
+
+    # Densest at the centre, thinning outward: the square of the spread
+    # nearly full, none past the square that first held them all (radius
+    # 3, doubled to 6, 12 and 24).
+    ring = fn {x, y} -> max(abs(x - 20), abs(y - 20)) end
+    assert Enum.count(cells, &(ring.(&1) <= 3)) >= 40
+    assert Enum.all?(cells, &(ring.(&1) <= 24))
+    # Once they stop walking (handoffs between zones settled), nothing is lost.
+    :ok = Actors.pause(name)
+    eventually(fn -> assert World.audit(world) == :ok end)
+  end
+
+  @tag world: [width: 20, height: 20]
+  test "blob spawn in a world too small says how many could not join and why", %{world: world} do
+    log =
+      ExUnit.CaptureLog.capture_log(fn ->
+        name = start_actors(world, count: 410, spawn: {:blob, {10, 10}, 2})
+        joined(400)
+
+        eventually(fn ->
+          assert Actors.Stats.read(Actors.stats(name)).counts.join_failed == 10
+        end)
+      end)
+
+    assert World.entity_count(world) == 400
+    assert log =~ "an actor could not join (no_free_cell): the world has no free cell left for it"
+  end
+
   test "a herd that crashes is restarted and its actors rejoin; the dead ones leave no ghost", %{
     world: world
   } do

@@ -116,6 +116,8 @@ defmodule Grove.Actors.Herd do
     :permits,
     :join_backoff,
     :join_timer,
+    # How far a blob spawn's square has grown (see `join_blob/3`).
+    :blob_radius,
     remote: false,
     to_join: 0,
     leaving: [],
@@ -724,12 +726,22 @@ defmodule Grove.Actors.Herd do
       {:error, reason} ->
         # Counted for whoever watches; one log line per herd is enough to say why.
         if Stats.read(herd.stats).counts.join_failed == 0,
-          do: Logger.warning("an actor could not join: #{inspect(reason)}")
+          do:
+            Logger.warning(
+              "actors: an actor could not join (#{reason}): #{why_not_joined(reason)}; " <>
+                "the status line counts those that could not"
+            )
 
         Stats.incr(herd.stats, :join_failed)
         join_chunk(%{herd | to_join: herd.to_join - 1}, left - 1, joined)
     end
   end
+
+  defp why_not_joined(:no_free_cell), do: "the world has no free cell left for it"
+  defp why_not_joined(:out_of_bounds), do: "its cell is off the world"
+  defp why_not_joined(:blocked), do: "its cell is ground nothing stands on"
+  defp why_not_joined(:occupied), do: "its cell stayed taken"
+  defp why_not_joined(_other), do: "the world refused it"
 
   # First moves are spread evenly over one interval, so actors that join
   # together do not move together.
@@ -751,15 +763,13 @@ defmodule Grove.Actors.Herd do
     reschedule(%{herd | wheel: wheel, rand: rand})
   end
 
+  defp join_one(%__MODULE__{spawn: {:blob, center, spread}} = herd, _attempts),
+    do: join_blob(herd, center, spread)
+
   defp join_one(herd, attempts) do
     {at, herd} = start_cell(herd)
 
-    case herd.api.join(herd.world,
-           at: at,
-           updates: :none,
-           kind: herd.kind,
-           timeout: herd.join_timeout
-         ) do
+    case join_at(herd, at) do
       {:error, reason} when reason in [:occupied, :blocked] and attempts > 1 ->
         join_one(herd, attempts - 1)
 
@@ -772,18 +782,63 @@ defmodule Grove.Actors.Herd do
     end
   end
 
-  defp start_cell(%__MODULE__{spawn: :uniform, area: nil} = herd), do: {:random, herd}
-  defp start_cell(%__MODULE__{spawn: :uniform, area: area} = herd), do: {{:within, area}, herd}
+  defp start_cell(%__MODULE__{area: nil} = herd), do: {:random, herd}
+  defp start_cell(%__MODULE__{area: area} = herd), do: {{:within, area}, herd}
 
-  defp start_cell(%__MODULE__{spawn: {:blob, {cx, cy}, spread}} = herd) do
-    %Grid{} = grid = herd.api.grid(herd.world)
-    terrain = herd.api.terrain(herd.world)
-    blob_cell(herd, grid, terrain, cx, cy, spread, @blob_attempts)
+  defp join_at(herd, at) do
+    herd.api.join(herd.world,
+      at: at,
+      updates: :none,
+      kind: herd.kind,
+      timeout: herd.join_timeout
+    )
   end
 
-  defp blob_cell(herd, _grid, _terrain, _cx, _cy, _spread, 0), do: {:random, herd}
+  # A blob: first a cell drawn around the centre (normally, `spread` cells
+  # from it on average); where that one is taken, any free cell of a square
+  # around the centre that doubles its side until it has one. So every
+  # actor gets a cell while the world has one, as near the centre as the
+  # crowd already there allows: the blob grows outward as it fills. A herd
+  # remembers how far its square has grown, where its next actor looks.
+  defp join_blob(herd, center, spread) do
+    {drawn, herd} = blob_draw(herd, center, spread, @blob_attempts)
 
-  defp blob_cell(herd, grid, terrain, cx, cy, spread, attempts) do
+    case drawn && join_at(herd, drawn) do
+      {:ok, _id, _cell} = joined -> {joined, herd}
+      {:error, reason} = later when reason in [:busy, :timeout, :paused] -> {later, herd}
+      _taken_or_none -> grow_blob(herd, center, herd.blob_radius || max(ceil(spread), 1), 0)
+    end
+  end
+
+  defp grow_blob(herd, {cx, cy} = center, radius, tries) do
+    %Grid{width: width, height: height} = herd.api.grid(herd.world)
+    square = {cx - radius, cy - radius, cx + radius + 1, cy + radius + 1}
+
+    whole_world? =
+      cx - radius <= 0 and cy - radius <= 0 and cx + radius >= width and cy + radius >= height
+
+    herd = %{herd | blob_radius: radius}
+
+    case join_at(herd, {:within, square}) do
+      # Square by square, the world's placement samples cells: only a
+      # square that is the whole world, sampled as often as a uniform
+      # spawn would be, may say the world is full.
+      {:error, reason} when reason in [:no_free_cell, :out_of_bounds] and not whole_world? ->
+        grow_blob(herd, center, 2 * radius, tries)
+
+      {:error, :no_free_cell} when tries + 1 < @join_attempts ->
+        grow_blob(herd, center, radius, tries + 1)
+
+      result ->
+        {result, herd}
+    end
+  end
+
+  defp blob_draw(herd, _center, _spread, 0), do: {nil, herd}
+
+  defp blob_draw(herd, {cx, cy} = center, spread, attempts) do
+    %Grid{} = grid = herd.api.grid(herd.world)
+    terrain = herd.api.terrain(herd.world)
     {dx, rand} = :rand.normal_s(herd.rand)
     {dy, rand} = :rand.normal_s(rand)
     herd = %{herd | rand: rand}
@@ -792,6 +847,6 @@ defmodule Grove.Actors.Herd do
 
     if Grid.in_bounds?(grid, x, y) and not Grove.World.Terrain.blocked?(terrain, x, y),
       do: {{x, y}, herd},
-      else: blob_cell(herd, grid, terrain, cx, cy, spread, attempts - 1)
+      else: blob_draw(herd, center, spread, attempts - 1)
   end
 end

@@ -1,0 +1,40 @@
+defmodule Grove.RuntimeConfigTest do
+  # Reads config/runtime.exs under environment variables of its own, which
+  # are the VM's: not async.
+  use ExUnit.Case, async: false
+
+  defp read(env) do
+    saved = for {name, _} <- env, do: {name, System.get_env(name)}
+    Enum.each(env, fn {name, value} -> System.put_env(name, value) end)
+
+    try do
+      Config.Reader.read!("config/runtime.exs", env: :dev)
+    after
+      for {name, value} <- saved,
+          do: if(value, do: System.put_env(name, value), else: System.delete_env(name))
+    end
+  end
+
+  defp actors(config), do: config |> Keyword.fetch!(:grove) |> Keyword.fetch!(:actors)
+
+  test "GROVE_SPAWN starts the actors in a blob, or over the whole world" do
+    assert actors(read([{"GROVE_SPAWN", "blob:500,480,20"}]))[:spawn] == {:blob, {500, 480}, 20}
+    assert actors(read([{"GROVE_SPAWN", "uniform"}]))[:spawn] == :uniform
+    assert actors(read([]))[:spawn] == nil
+
+    for bad <- ["blob", "blob:1,2", "blob:a,2,3", "blob:1,2,0", "everywhere"] do
+      assert_raise ArgumentError, ~r/GROVE_SPAWN must be uniform or blob:X,Y,SPREAD/, fn ->
+        read([{"GROVE_SPAWN", bad}])
+      end
+    end
+  end
+
+  test "GROVE_ACTOR_KINDS and GROVE_ACTORS choose the kinds and their total" do
+    config = read([{"GROVE_ACTOR_KINDS", "walker:3,sheep:1"}, {"GROVE_ACTORS", "8"}])
+
+    assert actors(config)[:kinds] == [
+             {Grove.Actors.Walker, 6, []},
+             {Grove.Actors.Sheep, 2, []}
+           ]
+  end
+end
