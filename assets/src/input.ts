@@ -13,8 +13,15 @@ const keyDirections: Readonly<Record<string, Direction>> = {
   KeyA: "w",
 };
 
-/** While a key is held, one move every this many milliseconds (the server allows 20 a second). */
-const REPEAT_MS = 120;
+/**
+ * Asks for a step: `startedAt` is when the press that wants it happened,
+ * `repeated` whether it repeats a held one (a repeat the pacer cannot
+ * send now is dropped rather than queued).
+ */
+export type MoveRequest = (direction: Direction, startedAt: number, repeated: boolean) => void;
+
+/** While a key (or a finger) is held, one move every this many milliseconds (the server allows 20 a second). */
+export const REPEAT_MS = 120;
 
 /**
  * Arrow keys and WASD to directions. A press moves at once; holding a key
@@ -26,7 +33,7 @@ export class Keyboard {
   private held: string[] = [];
   private repeatTimer: ReturnType<typeof setInterval> | undefined;
 
-  constructor(private readonly onMove: (direction: Direction, startedAt: number, repeated: boolean) => void) {}
+  constructor(private readonly onMove: MoveRequest) {}
 
   attach(target: Window): void {
     target.addEventListener("keydown", (event) => this.keyDown(event));

@@ -19,6 +19,7 @@ import {
 import { Identity } from "./identity";
 import { fetchKinds, Kinds } from "./kinds";
 import { fetchTerrain, type Terrain } from "./terrain";
+import { BoardGestures, Pad, type PadAction } from "./touch";
 import { Viewport } from "./viewport";
 import { WorldModel } from "./world";
 
@@ -201,17 +202,28 @@ function sendMove(direction: Direction, startedAt: number): void {
   connection.send({ type: "move", seq: move.seq, dir: direction });
 }
 
-// E seeds the chosen pattern in front of the player; Q picks the next pattern.
+// E (or the pad's action button, or a tap on the avatar) seeds the chosen
+// pattern in front of the player; Q (or the pad's pattern button) picks the next.
+function seed(): void {
+  if (connection.current !== "connected") return;
+  seedSeq++;
+  connection.send({ type: "seed", seq: seedSeq, pattern, dir: facing });
+}
+
+function nextPattern(): void {
+  pattern = patterns[(patterns.indexOf(pattern) + 1) % patterns.length] as Pattern;
+  hud.flash(`🦠 E now seeds a ${patternName(pattern)}.`);
+  relabelPattern(patternName(pattern));
+}
+
+function patternName(name: Pattern): string {
+  return name.replace("_", "-");
+}
+
 function seedKeys(event: KeyboardEvent): void {
   if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
-  if (event.code === "KeyE") {
-    if (connection.current !== "connected") return;
-    seedSeq++;
-    connection.send({ type: "seed", seq: seedSeq, pattern, dir: facing });
-  } else if (event.code === "KeyQ") {
-    pattern = patterns[(patterns.indexOf(pattern) + 1) % patterns.length] as Pattern;
-    hud.flash(`🦠 E now seeds a ${pattern.replace("_", "-")}.`);
-  }
+  if (event.code === "KeyE") seed();
+  else if (event.code === "KeyQ") nextPattern();
 }
 
 function loadTerrain(): void {
@@ -302,6 +314,18 @@ window.grove = hook;
 
 new Keyboard(requestMove).attach(window);
 window.addEventListener("keydown", seedKeys);
+
+// Touch and pointer: gestures on the board, and the pad on touch screens
+// (or with ?pad=on). The pad's action button seeds until a game's client
+// module gives it its own action with `pad.setAction`.
+const seedAction: PadAction = { label: "🦠", title: "Seed bacteria in front of you", run: seed };
+const pad = new Pad(document.getElementById("pad") as HTMLElement, requestMove, seedAction);
+const relabelPattern = pad.addButton("🦠", patternName(pattern), "Pick the pattern to seed", nextPattern);
+new BoardGestures(document.getElementById("viewport") as HTMLElement, requestMove, () => pad.activate()).attach();
+if (params.get("pad") === "on") document.body.classList.add("touch");
+window.addEventListener("pointerdown", (event) => {
+  if (event.pointerType === "touch") document.body.classList.add("touch");
+});
 hud.setState(connection.current);
 loadTerrain();
 loadKinds();

@@ -33,7 +33,8 @@ const PENDING_LIMIT_MS = 10_000;
 export class MoveLog {
   private nextSeq = 1;
   private readonly pending = new Map<number, PendingMove>();
-  readonly results: { seq: number; result: MoveResult }[] = [];
+  /** Each move's result, with its direction when this page sent it (not after a reload). */
+  readonly results: { seq: number; result: MoveResult; direction: Direction | undefined }[] = [];
   readonly timings: MoveTiming[] = [];
   private readonly waiters = new Map<number, ((result: MoveResult) => void)[]>();
 
@@ -54,8 +55,8 @@ export class MoveLog {
   }
 
   settle(outcome: Outcome): PendingMove | undefined {
-    remember(this.results, { seq: outcome.seq, result: outcome.result });
     const move = this.pending.get(outcome.seq);
+    remember(this.results, { seq: outcome.seq, result: outcome.result, direction: move?.direction });
     this.pending.delete(outcome.seq);
     // A successful move is done once shown (recordShown); any other now.
     if (outcome.result !== "ok" || !move) this.finish(outcome.seq, outcome.result);
