@@ -38,7 +38,9 @@ defmodule Grove.MixProject do
       # does not see it as a dependency.
       xref: [exclude: [:yaws_api, :yaws, :cow_ws]],
       test_coverage: [summary: [threshold: 0]],
-      releases: [grove: [include_erts: true, strip_beams: false]]
+      releases: [
+        grove: [include_erts: true, strip_beams: false, steps: [:assemble, &yaws_headers/1]]
+      ]
     ]
   end
 
@@ -95,5 +97,18 @@ defmodule Grove.MixProject do
 
     # The lab's task said what went wrong; its status is this one's.
     if status != 0, do: exit({:shutdown, status})
+  end
+
+  # Yaws compiles two modules as it starts (its options, and the MIME types
+  # Grove adds), against its own headers, which a release leaves out: they
+  # are copied into the release's Yaws.
+  defp yaws_headers(release) do
+    yaws = Path.join(release.path, "lib/yaws-#{release.applications.yaws[:vsn]}")
+    File.mkdir_p!(Path.join(yaws, "include"))
+
+    for header <- Path.wildcard("/usr/lib/yaws/include/*.hrl"),
+        do: File.cp!(header, Path.join([yaws, "include", Path.basename(header)]))
+
+    release
   end
 end
