@@ -7,11 +7,16 @@ export LANG := C.UTF-8
 # Room for a process per baseline actor in the benches.
 export ERL_AFLAGS := +P 5000000
 
-CLIENT_SOURCES := $(shell find assets/src -type f 2>/dev/null) assets/package.json
+# The client library (clients/js): the browser client bundles its sources,
+# Node programs (its tests, its example bot) import its build in dist/.
+LIBRARY_SOURCES := $(shell find clients/js/src -type f 2>/dev/null) clients/js/package.json clients/js/tsconfig.json
+LIBRARY_BUILD := clients/js/dist/index.js
+LIBRARY_MODULES := clients/js/node_modules/.package-lock.json
+CLIENT_SOURCES := $(shell find assets/src -type f 2>/dev/null) assets/package.json assets/tsconfig.json $(LIBRARY_SOURCES)
 CLIENT_BUNDLE := priv/static/assets/app.js priv/static/assets/dashboard.js
 NODE_MODULES := assets/node_modules/.package-lock.json
 
-.PHONY: run test test-server test-browser setup setup-test compile client bench bench-players bench-peers bench-peers-setup release clean
+.PHONY: run test test-server test-browser test-library setup setup-test compile client bench bench-players bench-peers bench-peers-setup release clean
 
 run: setup client
 	mix compile
@@ -27,11 +32,17 @@ test: setup-test client
 	mix test
 	cd lab && mix test
 	$(MAKE) test-browser
+	$(MAKE) test-library
 
 # The headless-browser tests start their own servers (scripts/test-server).
 test-browser: client
 	mix compile
 	cd assets && node --test test/*.test.mjs
+
+# The client library's tests, its bot among them, against real servers too.
+test-library: client
+	mix compile
+	cd clients/js && node --test test/*.test.mjs
 
 setup:
 	@scripts/setup
@@ -39,11 +50,19 @@ setup:
 setup-test:
 	@scripts/setup test
 
-client: $(CLIENT_BUNDLE)
+client: $(CLIENT_BUNDLE) $(LIBRARY_BUILD)
 
 $(NODE_MODULES): assets/package-lock.json
 	cd assets && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+# TypeScript and ws, exactly as locked; neither runs anything at install.
+$(LIBRARY_MODULES): clients/js/package-lock.json
+	cd clients/js && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(LIBRARY_BUILD): $(LIBRARY_MODULES) $(LIBRARY_SOURCES)
+	cd clients/js && npm run --silent build
 
 # One build writes every bundle.
 $(CLIENT_BUNDLE) &: $(NODE_MODULES) $(CLIENT_SOURCES)
@@ -79,4 +98,4 @@ bench-peers: setup
 	cd lab && mix grove.bench.peers $(BENCH_ARGS)
 
 clean:
-	rm -rf _build lab/_build priv/static/assets assets/node_modules
+	rm -rf _build lab/_build priv/static/assets assets/node_modules clients/js/node_modules clients/js/dist

@@ -1,6 +1,6 @@
-import type { ConnectionState } from "./connection";
+import type { ConnectionState } from "@grove/client";
 import { Hint } from "./hint";
-import type { Stats } from "./protocol";
+import type { Stats } from "@grove/client";
 
 const stateLabels: Record<ConnectionState, string> = {
   connecting: "connecting…",

@@ -1,4 +1,4 @@
-import type { Direction } from "./protocol";
+import type { Direction } from "@grove/client";
 
 // By physical key (KeyboardEvent.code), so WASD sits under the left hand on
 // any layout.

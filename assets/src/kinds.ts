@@ -1,4 +1,4 @@
-import { PLAYER } from "./protocol";
+import { PLAYER } from "@grove/client";
 
 /** One entry of `GET /kinds`: an entity kind code, its name and emoji ("" for none). */
 export interface Kind {

@@ -1,10 +1,11 @@
 import "./style.css";
-import { Connection, type ConnectionState } from "./connection";
+import { GroveClient, type ConnectionState } from "@grove/client";
 import { Hud } from "./hud";
 import { Keyboard } from "./input";
 import { Minimap } from "./minimap";
-import { MoveLog, MovePacer } from "./moves";
+import { MoveLog } from "./moves";
 import {
+  MovePacer,
   PROTOCOL_VERSION,
   patterns,
   type Direction,
@@ -15,13 +16,12 @@ import {
   type Pattern,
   type SeedResult,
   type Stats,
-} from "./protocol";
+} from "@grove/client";
 import { Identity } from "./identity";
 import { fetchKinds, Kinds } from "./kinds";
 import { fetchTerrain, type Terrain } from "./terrain";
 import { BoardGestures, Pad, type PadAction } from "./touch";
 import { Viewport } from "./viewport";
-import { WorldModel } from "./world";
 
 // Page options: ?encoding=binary picks the binary wire format, ?view=N a
 // viewport radius other than the server's default.
@@ -29,7 +29,6 @@ const params = new URLSearchParams(location.search);
 const encoding: Encoding = params.get("encoding") === "binary" ? "binary" : "json";
 const requestedRadius = Number.parseInt(params.get("view") ?? "", 10);
 
-const world = new WorldModel();
 const moves = new MoveLog();
 const pacer = new MovePacer();
 const hud = new Hud();
@@ -72,23 +71,29 @@ const seedRefusals: Partial<Record<SeedResult, string>> = {
 
 const identity = new Identity();
 
-const connection = new Connection({
-  url: `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws?encoding=${encoding}`,
+// The page plays through the client library (clients/js): the protocol,
+// the connection that comes back by itself, and the areas as a viewport.
+// It numbers its own moves (MoveLog times each from key press to screen).
+const connection = new GroveClient({
+  url: location.href,
   encoding,
   viewRadius: Number.isInteger(requestedRadius) && requestedRadius > 0 ? requestedRadius : undefined,
   token: () => identity.token(),
-  onUnauthorized: () => identity.forget(),
-  onResync: () => world.forgetAreas(),
-  onMessage: receive,
-  onState: (state: ConnectionState) => {
-    hud.setState(state);
-    if (state !== "connected") moves.forgetPending();
-  },
-  onRoundTrip: (milliseconds: number) => {
-    pongs++;
-    roundTripMs = milliseconds;
-    hud.setRoundTrip(milliseconds);
-  },
+});
+const world = connection.world;
+connection.on("message", receive);
+connection.on("state", (state: ConnectionState) => {
+  hud.setState(state);
+  if (state !== "connected") moves.forgetPending();
+});
+connection.on("roundTrip", (milliseconds: number) => {
+  pongs++;
+  roundTripMs = milliseconds;
+  hud.setRoundTrip(milliseconds);
+});
+connection.on("error", (error) => {
+  // The token is no good any more: log in afresh before joining again.
+  if (error.code === "unauthorized") identity.forget();
 });
 
 function receive(message: Message): void {
@@ -98,7 +103,6 @@ function receive(message: Message): void {
       if (message.protocol !== PROTOCOL_VERSION) {
         console.warn(`grove: the server speaks protocol ${message.protocol}, this page ${PROTOCOL_VERSION}`);
       }
-      world.applyWelcome(message);
       for (const element of document.querySelectorAll<HTMLElement>(".you")) element.textContent = world.avatar;
       // The first terrain request is already under way; after a reconnect
       // the server may be a new one, with new ground.
@@ -110,11 +114,7 @@ function receive(message: Message): void {
       renderNow();
       break;
     case "area":
-      world.applyArea(message);
-      renderSoon();
-      break;
     case "area_closed":
-      world.closeArea(message.area);
       renderSoon();
       break;
     case "outcome":
@@ -156,7 +156,6 @@ function receive(message: Message): void {
 
 function settle(outcome: Outcome): void {
   const move = moves.settle(outcome);
-  world.applyOutcome(outcome);
   renderNow();
   if (outcome.result === "ok") {
     hud.moveSettled(outcome.seq, undefined);
@@ -177,7 +176,7 @@ let waiting: { direction: Direction; startedAt: number } | undefined;
 let waitTimer: ReturnType<typeof setTimeout> | undefined;
 
 function requestMove(direction: Direction, startedAt: number, repeated: boolean): void {
-  if (connection.current !== "connected") return;
+  if (connection.state !== "connected") return;
   if (!waiting && pacer.take()) {
     sendMove(direction, startedAt);
   } else if (!repeated) {
@@ -190,7 +189,7 @@ function requestMove(direction: Direction, startedAt: number, repeated: boolean)
 function sendWaiting(): void {
   const next = waiting;
   waiting = undefined;
-  if (next && connection.current === "connected") {
+  if (next && connection.state === "connected") {
     if (pacer.take()) sendMove(next.direction, next.startedAt);
     else requestMove(next.direction, next.startedAt, false);
   }
@@ -205,7 +204,7 @@ function sendMove(direction: Direction, startedAt: number): void {
 // E (or the pad's action button, or a tap on the avatar) seeds the chosen
 // pattern in front of the player; Q (or the pad's pattern button) picks the next.
 function seed(): void {
-  if (connection.current !== "connected") return;
+  if (connection.state !== "connected") return;
   seedSeq++;
   connection.send({ type: "seed", seq: seedSeq, pattern, dir: facing });
 }
@@ -236,7 +235,7 @@ function loadTerrain(): void {
     (error: unknown) => {
       console.warn("grove: no terrain yet:", error);
       // Retry with the next welcome, or shortly if the session is up.
-      if (connection.current === "connected") setTimeout(loadTerrain, 2000);
+      if (connection.state === "connected") setTimeout(loadTerrain, 2000);
     },
   );
 }
@@ -271,8 +270,8 @@ function renderSoon(): void {
 /** The hook tests and the keypress bench read the game through. */
 const hook = {
   state: () => ({
-    connected: connection.current === "connected",
-    connection: connection.current,
+    connected: connection.state === "connected",
+    connection: connection.state,
     encoding,
     id: world.selfId,
     x: world.x,
@@ -326,7 +325,7 @@ if (params.get("pad") === "on") document.body.classList.add("touch");
 window.addEventListener("pointerdown", (event) => {
   if (event.pointerType === "touch") document.body.classList.add("touch");
 });
-hud.setState(connection.current);
+hud.setState(connection.state);
 loadTerrain();
 loadKinds();
-connection.start();
+void connection.connect().catch(() => {});

@@ -1,4 +1,4 @@
-import type { Colonies, Density } from "./protocol";
+import type { Colonies, Density } from "@grove/client";
 import type { Terrain } from "./terrain";
 
 // Ground colours by terrain code (meadow, tree, rock, water, flowers), drawn

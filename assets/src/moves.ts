@@ -1,4 +1,4 @@
-import type { Direction, MoveResult, Outcome } from "./protocol";
+import type { Direction, MoveResult, Outcome } from "@grove/client";
 
 export interface PendingMove {
   seq: number;
@@ -111,40 +111,4 @@ function lastWith<T extends { seq: number }>(history: T[], seq: number): T | und
 function remember<T>(history: T[], item: T): void {
   if (history.length >= HISTORY_LIMIT) history.splice(0, history.length - HISTORY_LIMIT + 1);
   history.push(item);
-}
-
-/**
- * A token bucket under the server's limit (20 moves a second, bursts of
- * 10), so that fast tapping is slowed here instead of being dropped there.
- */
-export class MovePacer {
-  private tokens: number;
-  private updatedAt = performance.now();
-
-  constructor(
-    private readonly burst = 6,
-    private readonly intervalMs = 60,
-  ) {
-    this.tokens = burst;
-  }
-
-  /** Takes a token if there is one. */
-  take(): boolean {
-    this.refill();
-    if (this.tokens < 1) return false;
-    this.tokens -= 1;
-    return true;
-  }
-
-  /** Milliseconds until the next token. */
-  wait(): number {
-    this.refill();
-    return this.tokens >= 1 ? 0 : (1 - this.tokens) * this.intervalMs;
-  }
-
-  private refill(): void {
-    const now = performance.now();
-    this.tokens = Math.min(this.burst, this.tokens + (now - this.updatedAt) / this.intervalMs);
-    this.updatedAt = now;
-  }
 }

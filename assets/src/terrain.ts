@@ -1,4 +1,4 @@
-import { terrainKinds, type TerrainKind } from "./protocol";
+import { terrainKinds, type TerrainKind } from "@grove/client";
 
 /** The world's static ground, one byte per cell, as `GET /terrain` serves it. */
 export class Terrain {

@@ -1,5 +1,5 @@
 import { REPEAT_MS, type MoveRequest } from "./input";
-import type { Direction } from "./protocol";
+import type { Direction } from "@grove/client";
 
 /** A swipe is a pointer that travels this far (CSS pixels) while down. */
 export const SWIPE_PX = 24;

@@ -1,7 +1,7 @@
 import { Kinds } from "./kinds";
-import { BACTERIUM, type Direction, type TerrainKind } from "./protocol";
+import { BACTERIUM, type Direction, type TerrainKind } from "@grove/client";
 import type { Terrain } from "./terrain";
-import type { Entity, WorldModel } from "./world";
+import type { Entity, WorldModel } from "@grove/client";
 
 const terrainEmoji: Record<TerrainKind, string> = {
   meadow: "",

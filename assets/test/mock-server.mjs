@@ -17,9 +17,9 @@ import { extname, join, normalize, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { WebSocketServer } from "ws";
-import { importSource } from "./support/compile.mjs";
+import { importLibrary } from "./support/compile.mjs";
 
-const { encode, decode, ProtocolError, directions } = await importSource("protocol");
+const { encode, decode, ProtocolError, directions } = await importLibrary();
 
 const env = (name, fallback) => Number.parseInt(process.env[name] ?? "", 10) || fallback;
 const port = env("GROVE_PORT", 4000);
@@ -211,6 +211,10 @@ function handle(session, message) {
       const result = tryMove(session.entity, message.dir);
       return send(session, { type: "outcome", seq: message.seq, result, x: session.entity.x, y: session.entity.y });
     }
+    // The mock has no bacteria: every seed is answered as a world without them answers it.
+    case "seed":
+      if (!session.entity) return send(session, { type: "error", code: "not_joined", message: "join first" });
+      return send(session, { type: "seeded", seq: message.seq, result: "disabled" });
     case "ping":
       return send(session, { type: "pong", t: message.t });
     case "resync":

@@ -1,10 +1,11 @@
-// Move bookkeeping: sequence numbers, results, latencies and the pacer that
-// keeps a player under the server's rate limit.
+// Move bookkeeping: sequence numbers, results and latencies. (The pacer
+// that keeps a player under the server's rate limit is the client
+// library's: clients/js/test/pacer.test.mjs.)
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { importSource } from "./support/compile.mjs";
 
-const { MoveLog, MovePacer } = await importSource("moves");
+const { MoveLog } = await importSource("moves");
 
 const outcome = (seq, result = "ok") => ({ type: "outcome", seq, result, x: 1, y: 2 });
 
@@ -29,8 +30,8 @@ describe("MoveLog", () => {
     assert.equal(log.settle(outcome(second.seq)), second);
     log.recordShown(second, started + 3, started + 10);
     assert.deepEqual(log.results, [
-      { seq: 1, result: "blocked" },
-      { seq: 2, result: "ok" },
+      { seq: 1, result: "blocked", direction: "n" },
+      { seq: 2, result: "ok", direction: "e" },
     ]);
     assert.equal(log.timings.length, 1);
     assert.equal(log.timings[0].seq, 2);
@@ -55,25 +56,5 @@ describe("MoveLog", () => {
     log.recordShown(moved, performance.now(), performance.now());
     assert.equal(await movedDone, "ok");
     assert.equal(await log.whenDone(moved.seq), "ok", "and later asks resolve at once");
-  });
-});
-
-describe("MovePacer", () => {
-  test("allows a burst, then makes the next move wait", () => {
-    const pacer = new MovePacer(3, 1000);
-    assert.equal(pacer.take(), true);
-    assert.equal(pacer.take(), true);
-    assert.equal(pacer.take(), true);
-    assert.equal(pacer.take(), false);
-    const wait = pacer.wait();
-    assert.ok(wait > 900 && wait <= 1000, `waits ${wait} ms`);
-  });
-
-  test("by default stays under the server's 20 moves a second, bursts of 10", () => {
-    const pacer = new MovePacer();
-    let burst = 0;
-    while (pacer.take()) burst++;
-    assert.ok(burst <= 10, `a burst of ${burst}`);
-    assert.ok(pacer.wait() >= 50, "at most 20 a second after it");
   });
 });

@@ -7,14 +7,24 @@ import { basename, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const sourceDir = resolve(fileURLToPath(import.meta.url), "../../../src");
+const libraryEntry = resolve(fileURLToPath(import.meta.url), "../../../../clients/js/src/index.ts");
 
 /** Imports src/<name>.ts (with what it imports) and returns its exports. */
-export async function importSource(name) {
+export function importSource(name) {
+  return importBundle(join(sourceDir, `${name}.ts`), basename(name));
+}
+
+/** Imports the client library (clients/js) from its sources, as the page's build does. */
+export function importLibrary() {
+  return importBundle(libraryEntry, "grove-client-library");
+}
+
+async function importBundle(entry, name) {
   const dir = mkdtempSync(join(tmpdir(), "grove-client-"));
-  const outfile = join(dir, `${basename(name)}.mjs`);
+  const outfile = join(dir, `${name}.mjs`);
   try {
     await build({
-      entryPoints: [join(sourceDir, `${name}.ts`)],
+      entryPoints: [entry],
       bundle: true,
       format: "esm",
       platform: "neutral",

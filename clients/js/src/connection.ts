@@ -1,22 +1,45 @@
-import { decode, encode, PROTOCOL_VERSION, ProtocolError, type Encoding, type Message, type Outgoing } from "./protocol";
+import { decode, encode, PROTOCOL_VERSION, ProtocolError, type Encoding, type Message, type Outgoing } from "./protocol.js";
 
 export type ConnectionState = "connecting" | "connected" | "reconnecting" | "stopped";
 
+/** The part of the WebSocket API a connection uses: the browser's, Node's (22 and up) or the `ws` package's. */
+export interface WebSocketLike {
+  binaryType: string;
+  readonly readyState: number;
+  onopen: ((event: unknown) => void) | null;
+  onmessage: ((event: { data: unknown }) => void) | null;
+  onclose: ((event: unknown) => void) | null;
+  onerror: ((event: unknown) => void) | null;
+  send(data: string | Uint8Array): void;
+  close(code?: number, reason?: string): void;
+}
+
+export type WebSocketConstructor = new (url: string) => WebSocketLike;
+
 export interface ConnectionOptions {
+  /** The server's WebSocket URL, e.g. `ws://127.0.0.1:4000/ws?encoding=binary`. */
   url: string;
   encoding: Encoding;
   /** Sent in `join`; the server caps it at 16. Undefined leaves the server's default. */
-  viewRadius: number | undefined;
-  /** The token to join with, fetched afresh before every join ("" for a guest). */
-  token(): Promise<string>;
+  viewRadius?: number | undefined;
+  /** Sent in `join`: the name a guest plays under ("" for none; an account plays under its own). */
+  name?: string | undefined;
+  /** The token to join with, asked for afresh before every join ("" plays as a guest). */
+  token?: (() => Promise<string> | string) | undefined;
+  /** The WebSocket to use; default the global one (browsers, Node 22 and up). */
+  WebSocket?: WebSocketConstructor | undefined;
+  /** Whether to come back by itself when the connection is lost (default true). */
+  reconnect?: boolean | undefined;
   /** The server refused the token: the next `token()` should log in again. */
-  onUnauthorized(): void;
-  /** About to ask for every area again: forget the ones held. */
-  onResync(): void;
+  onUnauthorized?: (() => void) | undefined;
+  /** A welcome follows: forget the areas held, they all come again. */
+  onResync?: (() => void) | undefined;
   onMessage(message: Message): void;
-  onState(state: ConnectionState): void;
+  onState?: ((state: ConnectionState) => void) | undefined;
   /** Called with the ping round trip in milliseconds. */
-  onRoundTrip(milliseconds: number): void;
+  onRoundTrip?: ((milliseconds: number) => void) | undefined;
+  /** A frame that could not be read (skipped; a resync follows). */
+  onUnreadable?: ((error: ProtocolError) => void) | undefined;
 }
 
 // Reconnect delays grow from the first to the last, with some jitter so a
@@ -27,6 +50,7 @@ const PING_EVERY_MS = 1000;
 // A connection silent this long (no pong to several pings) is taken as dead:
 // a server that vanished without closing the socket would otherwise hang us.
 const SILENCE_LIMIT_MS = 5000;
+const OPEN = 1;
 
 /** The ping clock: microseconds, wrapping at 2^32 like the u32 it travels in. */
 function pingClock(): number {
@@ -36,18 +60,32 @@ function pingClock(): number {
 /**
  * One game session over a WebSocket that comes back by itself: it joins on
  * every (re)connection, pings once a second, and reconnects with backoff
- * when the socket closes or falls silent.
+ * when the socket closes or falls silent. Each new session starts with a
+ * `welcome` and every area again, so the client that holds areas forgets
+ * them then (`onResync`, and `WorldModel.applyWelcome`).
+ *
+ * A server's `bye` with `replaced` (the account plays elsewhere now) or
+ * `unsupported_protocol` stops it for good: coming back would push the
+ * other session out, or be refused again.
  */
 export class Connection {
-  private socket: WebSocket | undefined;
+  private socket: WebSocketLike | undefined;
   private state: ConnectionState = "connecting";
   private retries = 0;
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private pingTimer: ReturnType<typeof setInterval> | undefined;
   private lastHeard = 0;
   private everJoined = false;
+  private readonly WebSocket: WebSocketConstructor;
 
-  constructor(private readonly options: ConnectionOptions) {}
+  constructor(private readonly options: ConnectionOptions) {
+    const constructor =
+      options.WebSocket ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
+    if (!constructor) {
+      throw new Error("no WebSocket here: pass one, e.g. { WebSocket } from the ws package on Node before 22");
+    }
+    this.WebSocket = constructor;
+  }
 
   get current(): ConnectionState {
     return this.state;
@@ -60,20 +98,38 @@ export class Connection {
   /** Sends a message if the session is joined; returns whether it went out. */
   send(message: Outgoing): boolean {
     const socket = this.socket;
-    if (this.state !== "connected" || !socket || socket.readyState !== WebSocket.OPEN) return false;
+    if (this.state !== "connected" || !socket || socket.readyState !== OPEN) return false;
     socket.send(encode(message, this.options.encoding));
     return true;
   }
 
+  /** Closes the connection for good. */
+  stop(): void {
+    clearInterval(this.pingTimer);
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    this.setState("stopped");
+    const socket = this.socket;
+    this.socket = undefined;
+    if (socket) {
+      socket.onclose = null;
+      socket.close(1000, "bye");
+    }
+  }
+
   private async open(): Promise<void> {
     this.retryTimer = undefined;
-    const token = await this.options.token();
-    if (this.state === "stopped") return;
-    let socket: WebSocket;
+    let token = "";
     try {
-      socket = new WebSocket(this.options.url);
-    } catch (error) {
-      console.warn("grove: cannot open", this.options.url, error);
+      token = (await this.options.token?.()) ?? "";
+    } catch {
+      // The join says whether guests may play; the reconnect loop retries.
+    }
+    if (this.state === "stopped") return;
+    let socket: WebSocketLike;
+    try {
+      socket = new this.WebSocket(this.options.url);
+    } catch {
       this.retry();
       return;
     }
@@ -85,27 +141,29 @@ export class Connection {
       this.startPinging();
       const join: Outgoing<"join"> = { type: "join", protocol: PROTOCOL_VERSION };
       if (this.options.viewRadius !== undefined) join.view_radius = this.options.viewRadius;
+      if (this.options.name) join.name = this.options.name;
       if (token !== "") join.token = token;
       socket.send(encode(join, this.options.encoding));
     };
-    socket.onmessage = (event: MessageEvent<string | ArrayBuffer>) => {
+    socket.onmessage = (event) => {
       this.lastHeard = performance.now();
       let message: Message;
       try {
-        message = decode(event.data);
+        message = decode(event.data as string | ArrayBuffer | Uint8Array);
       } catch (error) {
         // A frame we cannot read is the server's bug or a newer protocol:
         // skip it rather than lose the session, and ask for a full view in
         // case it was a view.
         if (!(error instanceof ProtocolError)) throw error;
-        console.warn("grove: unreadable frame:", error.message);
-        this.options.onResync();
+        this.options.onUnreadable?.(error);
+        this.options.onResync?.();
         this.send({ type: "resync" });
         return;
       }
       this.receive(message);
     };
-    // Every error is followed by close, so recovery happens here alone.
+    // The close that follows an error is where recovery happens.
+    socket.onerror = () => {};
     socket.onclose = () => {
       if (this.socket === socket) this.lost();
     };
@@ -119,14 +177,14 @@ export class Connection {
         this.setState("connected");
         break;
       case "pong":
-        this.options.onRoundTrip(((pingClock() - message.t) >>> 0) / 1000);
+        this.options.onRoundTrip?.(((pingClock() - message.t) >>> 0) / 1000);
         break;
       case "error":
         // The world could not place us (full or busy): try again later.
         if (message.code === "join_failed" || message.code === "server_busy") this.drop();
         // Our token is no good any more: log in afresh and come back.
         if (message.code === "unauthorized") {
-          this.options.onUnauthorized();
+          this.options.onUnauthorized?.();
           this.drop();
         }
         break;
@@ -164,6 +222,10 @@ export class Connection {
     clearInterval(this.pingTimer);
     this.socket = undefined;
     if (this.state === "stopped") return;
+    if (this.options.reconnect === false) {
+      this.setState("stopped");
+      return;
+    }
     this.setState(this.everJoined ? "reconnecting" : "connecting");
     this.retry();
   }
@@ -176,18 +238,9 @@ export class Connection {
     this.retryTimer = setTimeout(() => void this.open(), delay);
   }
 
-  private stop(): void {
-    clearInterval(this.pingTimer);
-    clearTimeout(this.retryTimer);
-    this.setState("stopped");
-    const socket = this.socket;
-    this.socket = undefined;
-    socket?.close();
-  }
-
   private setState(state: ConnectionState): void {
     if (this.state === state) return;
     this.state = state;
-    this.options.onState(state);
+    this.options.onState?.(state);
   }
 }

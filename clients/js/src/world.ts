@@ -1,4 +1,4 @@
-import { PLAYER, type Area, type Outcome, type Welcome } from "./protocol";
+import { PLAYER, type Area, type Outcome, type Welcome } from "./protocol.js";
 
 export interface Entity {
   id: number;
@@ -98,6 +98,17 @@ export class WorldModel {
   applyOutcome(outcome: Outcome): void {
     this.x = outcome.x;
     this.y = outcome.y;
+  }
+
+  /** The entities in the square viewport around the player (its own included), as a list. */
+  inView(): Entity[] {
+    const seen: Entity[] = [];
+    for (const entity of this.entities.values()) {
+      if (Math.abs(entity.x - this.x) <= this.viewRadius && Math.abs(entity.y - this.y) <= this.viewRadius) {
+        seen.push(entity);
+      }
+    }
+    return seen;
   }
 
   /** The entity on a cell, if the client knows one there (its own avatar first). */

@@ -5,9 +5,8 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, test } from "node:test";
-import { importSource } from "./support/compile.mjs";
+import * as protocol from "../dist/index.js";
 
-const protocol = await importSource("protocol");
 const { encode, decode, definitions, ProtocolError } = protocol;
 
 const bytes = (...values) => Uint8Array.from(values);
@@ -227,7 +226,7 @@ describe("frames that cannot be read", () => {
 });
 
 describe("docs/protocol.md", () => {
-  const doc = readFileSync(fileURLToPath(new URL("../../docs/protocol.md", import.meta.url)), "utf8");
+  const doc = readFileSync(fileURLToPath(new URL("../../../docs/protocol.md", import.meta.url)), "utf8");
 
   test("lists every message with our tag and fields, in order", () => {
     const rows = [...doc.matchAll(/^\| `(\w+)` \| (\d+) \| (.*) \|$/gm)];

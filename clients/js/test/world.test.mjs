@@ -3,9 +3,7 @@
 // speaks first, and outcomes (not stale deltas) move the own avatar.
 import assert from "node:assert/strict";
 import { beforeEach, describe, test } from "node:test";
-import { importSource } from "./support/compile.mjs";
-
-const { WorldModel } = await importSource("world");
+import { WorldModel } from "../dist/index.js";
 
 const welcome = {
   type: "welcome",

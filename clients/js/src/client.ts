@@ -1,0 +1,320 @@
+import { Connection, type ConnectionState, type WebSocketConstructor } from "./connection.js";
+import { Emitter } from "./emitter.js";
+import { MovePacer } from "./pacer.js";
+import type {
+  Direction,
+  Encoding,
+  Message,
+  Outcome,
+  Pattern,
+  ProtocolError,
+  Seeded,
+  Stats,
+  Welcome,
+} from "./protocol.js";
+import { WorldModel, type Entity } from "./world.js";
+
+export interface ClientOptions {
+  /**
+   * Where the server is: its page (`http://host:4000/`) or its WebSocket
+   * (`ws://host:4000/ws`); the encoding is added to it.
+   */
+  url: string;
+  /** `binary` (compact) or `json` (readable); default `binary`. */
+  encoding?: Encoding | undefined;
+  /** The name a guest plays under; an account plays under its own. */
+  name?: string | undefined;
+  /** A bearer token from the HTTP API (docs/api.md), or a function giving one before each join. */
+  token?: string | (() => Promise<string> | string) | undefined;
+  /** Cells seen each way (default the server's, 8; at most 16). */
+  viewRadius?: number | undefined;
+  /** The WebSocket to use (default the global one; on Node before 22, the `ws` package's). */
+  WebSocket?: WebSocketConstructor | undefined;
+  /** Come back by itself after a lost connection, with every area again (default true). */
+  reconnect?: boolean | undefined;
+}
+
+/** What a client tells its listeners (`client.on(name, listener)`). */
+export interface ClientEvents {
+  /** Joined (and joined again after a reconnect): who and where the player is. */
+  welcome: Welcome;
+  /** A move's outcome, whoever sent the move. */
+  outcome: Outcome;
+  /** A seed's answer. */
+  seeded: Seeded;
+  /** The areas in view changed: the viewport as the client now sees it. */
+  view: View;
+  /** The server's numbers, every two seconds or so. */
+  stats: Stats;
+  /**
+   * Something went wrong: an `error` from the server, or a frame that could
+   * not be read. `unauthorized` means the token is no good any more: the
+   * next join asks `token()` again.
+   */
+  error: ClientError;
+  /** The server said goodbye, with why. */
+  bye: Message<"bye">;
+  /** Connecting, connected, reconnecting, or stopped for good. */
+  state: ConnectionState;
+  /** Every message from the server, as decoded, once the world has taken it in, before the events above. */
+  message: Message;
+  /** A ping's round trip, in milliseconds (a ping goes out every second). */
+  roundTrip: number;
+}
+
+/** An error the server sent, or a frame the client could not read. */
+export interface ClientError {
+  code: Message<"error">["code"] | ProtocolError["code"];
+  message: string;
+}
+
+/** The player's viewport: its cell and the entities around it. */
+export interface View {
+  id: number;
+  x: number;
+  y: number;
+  radius: number;
+  entities: Entity[];
+}
+
+/** A move, seed or join left without an answer: the connection was lost or closed first. */
+export class ConnectionLost extends Error {
+  constructor() {
+    super("the connection was lost before the server answered");
+    this.name = "ConnectionLost";
+  }
+}
+
+interface Waiter<T> {
+  resolve(value: T): void;
+  reject(error: Error): void;
+}
+
+/**
+ * A player of a Grove world, from a browser or from Node: it connects,
+ * joins, walks and seeds, keeps the areas around it as a viewport, comes
+ * back by itself after a lost connection (joining again, with every area
+ * again), and says what happens as events.
+ *
+ * ```ts
+ * const client = new GroveClient({ url: "http://127.0.0.1:4000/", name: "bot" });
+ * const welcome = await client.connect();
+ * const outcome = await client.move("e"); // { result: "ok", x, y, ... }
+ * client.on("view", (view) => console.log(view.entities.length, "around"));
+ * ```
+ *
+ * Moves are answered in order of the server's deciding, each exactly once
+ * (`outcome`); `move()` numbers them itself. A client that sends its own
+ * moves with `send()` numbers them itself too, and should not mix the two.
+ */
+export class GroveClient {
+  /** What the client knows of the world: its own cell and the areas around it. */
+  readonly world = new WorldModel();
+  private readonly connection: Connection;
+  private readonly events = new Emitter<ClientEvents>();
+  private nextSeq = 1;
+  private readonly moves = new Map<number, Waiter<Outcome>>();
+  private readonly seeds = new Map<number, Waiter<Seeded>>();
+  private welcomed: Waiter<Welcome>[] = [];
+  private viewQueued = false;
+  private started = false;
+  private readonly pacer = new MovePacer();
+
+  constructor(options: ClientOptions) {
+    const encoding = options.encoding ?? "binary";
+    const token = options.token;
+    this.connection = new Connection({
+      url: socketUrl(options.url, encoding),
+      encoding,
+      viewRadius: options.viewRadius,
+      name: options.name,
+      token: typeof token === "function" ? token : () => token ?? "",
+      WebSocket: options.WebSocket,
+      reconnect: options.reconnect,
+      onResync: () => this.world.forgetAreas(),
+      onMessage: (message) => this.receive(message),
+      onState: (state) => this.changed(state),
+      onRoundTrip: (milliseconds) => this.events.emit("roundTrip", milliseconds),
+      onUnreadable: (error) => this.events.emit("error", { code: error.code, message: error.message }),
+    });
+  }
+
+  /** Connecting, connected, reconnecting, or stopped. */
+  get state(): ConnectionState {
+    return this.connection.current;
+  }
+
+  /** Listens to an event; returns a function that stops listening. */
+  on<K extends keyof ClientEvents>(name: K, listener: (value: ClientEvents[K]) => void): () => void {
+    return this.events.on(name, listener);
+  }
+
+  /** Resolves with the next event of that name. */
+  once<K extends keyof ClientEvents>(name: K): Promise<ClientEvents[K]> {
+    return new Promise((resolve) => {
+      const off = this.events.on(name, (value) => {
+        off();
+        resolve(value);
+      });
+    });
+  }
+
+  /** Connects and joins; resolves with the `welcome` (rejects if the client is stopped first). */
+  connect(): Promise<Welcome> {
+    if (this.connection.current === "stopped") return Promise.reject(new ConnectionLost());
+    const welcome = new Promise<Welcome>((resolve, reject) => this.welcomed.push({ resolve, reject }));
+    if (!this.started) {
+      this.started = true;
+      this.connection.start();
+    }
+    return welcome;
+  }
+
+  /**
+   * One step; resolves with its outcome (`result` is `ok` or why not, `x,
+   * y` where the player stands then). Steps asked for faster than the
+   * server's limit wait their turn here rather than being dropped there.
+   */
+  async move(direction: Direction): Promise<Outcome> {
+    while (!this.pacer.take()) await new Promise((resolve) => setTimeout(resolve, this.pacer.wait()));
+    const seq = this.nextSeq++;
+    return this.ask(this.moves, seq, { type: "move", seq, dir: direction });
+  }
+
+  /** Seeds a pattern of bacteria in front of the player, facing `direction`; resolves with the answer. */
+  seed(pattern: Pattern, direction: Direction): Promise<Seeded> {
+    const seq = this.nextSeq++;
+    return this.ask(this.seeds, seq, { type: "seed", seq, pattern, dir: direction });
+  }
+
+  /** The viewport now: the player's cell and the entities within its radius. */
+  view(): View {
+    return {
+      id: this.world.selfId ?? 0,
+      x: this.world.x,
+      y: this.world.y,
+      radius: this.world.viewRadius,
+      entities: this.world.inView(),
+    };
+  }
+
+  /** Sends any client message as it is (see docs/protocol.md); false when not connected. */
+  send(message: Parameters<Connection["send"]>[0]): boolean {
+    return this.connection.send(message);
+  }
+
+  /** Leaves for good: closes the connection, and what waits for an answer is rejected. */
+  close(): void {
+    this.connection.stop();
+    this.failWaiting();
+  }
+
+  private ask<T>(waiting: Map<number, Waiter<T>>, seq: number, message: Parameters<Connection["send"]>[0]): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (!this.connection.send(message)) {
+        reject(new ConnectionLost());
+        return;
+      }
+      waiting.set(seq, { resolve, reject });
+    });
+  }
+
+  private receive(message: Message): void {
+    // The world first, so that every listener sees it as the message left it.
+    switch (message.type) {
+      case "welcome":
+        this.world.applyWelcome(message);
+        break;
+      case "area":
+        this.world.applyArea(message);
+        break;
+      case "area_closed":
+        this.world.closeArea(message.area);
+        break;
+      case "outcome":
+        this.world.applyOutcome(message);
+        break;
+    }
+    this.events.emit("message", message);
+    switch (message.type) {
+      case "welcome":
+        for (const waiter of this.welcomed.splice(0)) waiter.resolve(message);
+        this.events.emit("welcome", message);
+        break;
+      case "area":
+      case "area_closed":
+        this.viewChanged();
+        break;
+      case "outcome": {
+        const waiter = this.moves.get(message.seq);
+        this.moves.delete(message.seq);
+        waiter?.resolve(message);
+        this.events.emit("outcome", message);
+        this.viewChanged();
+        break;
+      }
+      case "seeded": {
+        const waiter = this.seeds.get(message.seq);
+        this.seeds.delete(message.seq);
+        waiter?.resolve(message);
+        this.events.emit("seeded", message);
+        break;
+      }
+      case "stats":
+        this.events.emit("stats", message);
+        break;
+      case "error":
+        // A move over the rate limit is dropped with this error, and never answered.
+        if (message.code === "rate_limited") this.failNewestMove();
+        this.events.emit("error", { code: message.code, message: message.message });
+        break;
+      case "bye":
+        this.events.emit("bye", message);
+        break;
+    }
+  }
+
+  // Areas come several at a time: one `view` event for what arrived together.
+  private viewChanged(): void {
+    if (this.viewQueued) return;
+    this.viewQueued = true;
+    queueMicrotask(() => {
+      this.viewQueued = false;
+      this.events.emit("view", this.view());
+    });
+  }
+
+  private changed(state: ConnectionState): void {
+    // What was sent on a lost connection will never be answered.
+    if (state !== "connected") this.failWaiting(state === "stopped");
+    this.events.emit("state", state);
+  }
+
+  private failWaiting(andJoins = true): void {
+    for (const waiter of this.moves.values()) waiter.reject(new ConnectionLost());
+    for (const waiter of this.seeds.values()) waiter.reject(new ConnectionLost());
+    this.moves.clear();
+    this.seeds.clear();
+    if (andJoins) for (const waiter of this.welcomed.splice(0)) waiter.reject(new ConnectionLost());
+  }
+
+  // The error does not say which move it dropped: the one the server read
+  // last, which of those still unanswered is the newest (the others were
+  // let through, and will be answered).
+  private failNewestMove(): void {
+    const newest = [...this.moves.keys()].pop();
+    if (newest === undefined) return;
+    this.moves.get(newest)?.reject(new Error("rate_limited: the server dropped this move"));
+    this.moves.delete(newest);
+  }
+}
+
+/** `http://h:p/...` or `ws://h:p/ws` to the WebSocket URL with its encoding. */
+export function socketUrl(url: string, encoding: Encoding): string {
+  const parsed = new URL(url);
+  if (parsed.protocol === "http:") parsed.protocol = "ws:";
+  else if (parsed.protocol === "https:") parsed.protocol = "wss:";
+  if (!parsed.pathname.endsWith("/ws")) parsed.pathname = "/ws";
+  parsed.searchParams.set("encoding", encoding);
+  return parsed.toString();
+}

@@ -1,0 +1,169 @@
+// GroveClient against a real server (scripts/test-server), from Node: it
+// joins, walks, keeps the viewport, comes back after a restart with every
+// area again; and against a stand-in server that misbehaves on purpose.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import WebSocket, { WebSocketServer } from "ws";
+import { ConnectionLost, GroveClient, encode, socketUrl } from "../dist/index.js";
+import { freePort, skipReason, startServer } from "../../../assets/test/support/server.mjs";
+
+/** Walks until a step succeeds, trying the directions in turn. */
+async function stepSomewhere(client) {
+  const results = [];
+  for (const direction of ["e", "s", "w", "n", "ne", "sw", "se", "nw"]) {
+    const outcome = await client.move(direction);
+    if (outcome.result === "ok") return { direction, outcome };
+    results.push(`${direction}: ${outcome.result}`);
+  }
+  throw new Error(`no step succeeded: ${results.join(", ")}`);
+}
+
+test("socketUrl turns a page's address into its WebSocket's, with the encoding", () => {
+  assert.equal(socketUrl("http://127.0.0.1:4000/", "binary"), "ws://127.0.0.1:4000/ws?encoding=binary");
+  assert.equal(socketUrl("https://grove.example/play?x=1", "json"), "wss://grove.example/ws?x=1&encoding=json");
+  assert.equal(socketUrl("ws://h:1/ws", "json"), "ws://h:1/ws?encoding=json");
+});
+
+describe("a client against a real server", { skip: skipReason, timeout: 300_000 }, () => {
+  let server;
+  let port;
+
+  before(async () => {
+    port = await freePort();
+    server = await startServer({ port, actors: 100, width: 100, height: 100 });
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  for (const encoding of ["binary", "json"]) {
+    test(`joins, walks and sees its viewport (${encoding})`, async () => {
+      const client = new GroveClient({ url: server.url, encoding, WebSocket, name: "tester" });
+      const views = [];
+      client.on("view", (view) => views.push(view));
+      const welcome = await client.connect();
+      assert.equal(client.state, "connected");
+      assert.equal(welcome.width, 100);
+      assert.equal(client.world.selfId, welcome.id);
+
+      const { direction, outcome } = await stepSomewhere(client);
+      assert.equal(outcome.result, "ok");
+      assert.deepEqual([client.world.x, client.world.y], [outcome.x, outcome.y]);
+      assert.ok(["e", "s", "w", "n", "ne", "sw", "se", "nw"].includes(direction));
+
+      // The areas around it come as a viewport: its own entity among them, all within the radius.
+      const view = views.length > 0 ? client.view() : await client.once("view");
+      assert.equal(view.id, welcome.id);
+      assert.ok(view.entities.some((entity) => entity.id === welcome.id));
+      for (const entity of view.entities) {
+        assert.ok(Math.abs(entity.x - view.x) <= view.radius && Math.abs(entity.y - view.y) <= view.radius);
+      }
+      client.close();
+      assert.equal(client.state, "stopped");
+    });
+  }
+
+  test("after a server restart it joins again by itself and gets every area again", async () => {
+    const client = new GroveClient({ url: server.url, WebSocket });
+    const states = [];
+    client.on("state", (state) => states.push(state));
+    await client.connect();
+    await client.once("view");
+    states.length = 0;
+
+    await server.stop();
+    const welcomedAgain = client.once("welcome");
+    server = await startServer({ port, actors: 100, width: 100, height: 100 });
+    const welcome = await welcomedAgain;
+    assert.deepEqual(states.slice(0, 2), ["reconnecting", "connected"]);
+    assert.equal(client.world.selfId, welcome.id);
+
+    const view = await client.once("view");
+    assert.ok(view.entities.some((entity) => entity.id === welcome.id), "the new session's areas came");
+    await stepSomewhere(client);
+    client.close();
+  });
+
+  test("a move asked for while not connected, or left unanswered by close, is rejected", async () => {
+    const client = new GroveClient({ url: server.url, WebSocket });
+    await assert.rejects(client.move("e"), ConnectionLost);
+    await client.connect();
+    const pending = client.move("e");
+    client.close();
+    await assert.rejects(pending, ConnectionLost);
+    await assert.rejects(client.connect(), ConnectionLost);
+  });
+});
+
+describe("a client against a stand-in server", () => {
+  let stand;
+  let url;
+
+  before(async () => {
+    stand = new WebSocketServer({ port: 0, host: "127.0.0.1" });
+    await new Promise((resolve) => stand.once("listening", resolve));
+    url = `http://127.0.0.1:${stand.address().port}/`;
+  });
+
+  after(() => new Promise((resolve) => stand.close(resolve)));
+
+  const welcome = {
+    type: "welcome",
+    protocol: 2,
+    id: 7,
+    x: 5,
+    y: 5,
+    width: 20,
+    height: 20,
+    view_radius: 8,
+    tick_ms: 100,
+    view_ms: 1000,
+    name: "",
+    avatar: "🙂",
+  };
+
+  test("a frame it cannot read is reported, its areas forgotten, and a resync asked for", async () => {
+    const received = [];
+    let resynced;
+    const resync = new Promise((resolve) => (resynced = resolve));
+    stand.once("connection", (socket) => {
+      socket.on("message", (data) => {
+        received.push(JSON.parse(data.toString()));
+        if (received.at(-1).type === "resync") resynced();
+        if (received.length === 1) {
+          socket.send(encode(welcome, "json"));
+          socket.send(encode({ type: "area", area: 0, full: true, entities: [[7, 5, 5, 1], [8, 6, 5, 0]], gone: [] }, "json"));
+          socket.send('{"type":"area","area":"zero"}');
+        }
+      });
+    });
+    const client = new GroveClient({ url, encoding: "json", WebSocket, name: "Ada" });
+    const errors = [];
+    client.on("error", (error) => errors.push(error));
+    await client.connect();
+    await resync;
+
+    assert.equal(received[0].type, "join");
+    assert.equal(received[0].name, "Ada", "the guest's name goes in the join");
+    assert.deepEqual(errors.map((error) => error.code), ["bad_field"]);
+    assert.equal(client.world.entities.size, 0, "the areas held were forgotten, to come again");
+    client.close();
+  });
+
+  test("a move the server drops for its rate limit is rejected, not left waiting", async () => {
+    stand.once("connection", (socket) => {
+      socket.on("message", (data) => {
+        const message = JSON.parse(data.toString());
+        if (message.type === "join") socket.send(encode(welcome, "json"));
+        if (message.type === "move") {
+          socket.send(encode({ type: "error", code: "rate_limited", message: "at most 20 moves a second" }, "json"));
+        }
+      });
+    });
+    const client = new GroveClient({ url, encoding: "json", WebSocket });
+    await client.connect();
+    await assert.rejects(client.move("e"), /rate_limited/);
+    client.close();
+  });
+});
