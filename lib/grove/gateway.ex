@@ -352,6 +352,9 @@ defmodule Grove.Gateway do
         {~c"/ws", Socket},
         {~c"/terrain", HTTP},
         {~c"/kinds", HTTP},
+        # Yaws's own MIME table knows no web fonts (and adding one costs
+        # seconds of compiling at every start): fonts are served here.
+        {~c"/assets/fonts", HTTP},
         {~c"/metrics", HTTP},
         {~c"/dashboard", HTTP},
         {~c"/api", HTTP},
@@ -362,9 +365,6 @@ defmodule Grove.Gateway do
       # gathers up to this same limit (and refuses past it).
       partial_post_size: opts[:max_body],
       index_files: [~c"index.html"],
-      # Yaws's own table knows no web fonts: the board's emoji font would
-      # go out as text/plain (and deflated, which a woff2 gains nothing from).
-      mime_types_info: [types: [{~c"woff2", ~c"font/woff2"}]],
       # Sees every request first: drops malformed Range headers.
       arg_rewrite_mod: Grove.Gateway.Rewrite,
       errormod_404: Errors,

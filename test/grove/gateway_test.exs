@@ -128,6 +128,27 @@ defmodule Grove.GatewayTest do
         )
     end
 
+    test "serves web fonts as font/woff2, for a year, and nothing else from their folder", %{
+      port: port
+    } do
+      # A font as the client's build leaves it, under a name of its own.
+      dir = Path.join(Application.app_dir(:grove, "priv/static"), "assets/fonts")
+      name = "test-#{System.unique_integer([:positive])}.woff2"
+      File.mkdir_p!(dir)
+      File.write!(Path.join(dir, name), "wOF2 not really a font")
+      on_exit(fn -> File.rm(Path.join(dir, name)) end)
+      get = &:httpc.request(:get, {~c"http://127.0.0.1:#{port}/assets/fonts/#{&1}", []}, [], [])
+
+      {:ok, {{_, 200, _}, headers, body}} = get.(name)
+      assert {~c"content-type", ~c"font/woff2"} in headers
+      assert {~c"cache-control", ~c"public, max-age=31536000, immutable"} in headers
+      assert to_string(body) == "wOF2 not really a font"
+
+      for bad <- ["missing.woff2", "..%2F..%2Findex.html", "x.ttf", "%2Fetc%2Fpasswd"] do
+        assert {:ok, {{_, 404, _}, _, _}} = get.(bad)
+      end
+    end
+
     test "serves the terrain, compressed when asked", %{port: port, world: world} do
       {:ok, {{_, 200, _}, headers, body}} =
         :httpc.request(:get, {~c"http://127.0.0.1:#{port}/terrain", []}, [], body_format: :binary)

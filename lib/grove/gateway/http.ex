@@ -53,6 +53,8 @@ defmodule Grove.Gateway.HTTP do
       {:GET, ~c"/terrain"} -> terrain(arg)
       {:HEAD, ~c"/terrain"} -> terrain(arg)
       {_method, ~c"/terrain"} -> error(405, "method_not_allowed", "use GET")
+      {method, ~c"/assets/fonts/" ++ name} when method in [:GET, :HEAD] -> font(arg, name)
+      {_method, ~c"/assets/fonts/" ++ _} -> error(405, "method_not_allowed", "use GET")
       {:GET, ~c"/kinds"} -> kinds()
       {_method, ~c"/kinds"} -> error(405, "method_not_allowed", "use GET")
       {_method, ~c"/metrics"} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
@@ -81,6 +83,24 @@ defmodule Grove.Gateway.HTTP do
       | encoding
     ] ++ [{:content, ~c"application/octet-stream", body}]
   end
+
+  # The board's emoji font (see assets/README.md), built under a name with
+  # its content's hash: it never changes under that name, so browsers
+  # keep it for a year without asking again.
+  defp font(arg, name) do
+    with true <- font_name?(name),
+         {:ok, body} <- File.read(Path.join([arg(arg, :docroot), "assets", "fonts", name])) do
+      [
+        {:status, 200},
+        {:header, {~c"Cache-Control", ~c"public, max-age=31536000, immutable"}},
+        {:content, ~c"font/woff2", body}
+      ]
+    else
+      _ -> error(404, "not_found", "no such font")
+    end
+  end
+
+  defp font_name?(name), do: to_string(name) =~ ~r/\A[A-Za-z0-9_-]+\.woff2\z/
 
   # Codes 0, 1 and 2 are a plain actor, a player and a bacterium (the
   # world's Game of Life); each kind of the instance's actors has its own
