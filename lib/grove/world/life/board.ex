@@ -36,6 +36,11 @@ defmodule Grove.World.Life.Board do
                for b <- 0..255, do: for(<<(bit::1 <- <<b>>)>>, reduce: 0, do: (n -> n + bit))
              )
 
+  # For each byte, its set bits from the highest down.
+  @bits_down List.to_tuple(
+               for b <- 0..255, do: for(bit <- 7..0//-1, (b >>> bit &&& 1) == 1, do: bit)
+             )
+
   @type t :: %__MODULE__{
           x0: non_neg_integer(),
           y0: non_neg_integer(),
@@ -105,11 +110,48 @@ defmodule Grove.World.Life.Board do
 
   @doc "The cells set in a mask of this board's layout, row by row."
   @spec to_cells(t(), non_neg_integer()) :: [{non_neg_integer(), non_neg_integer()}]
-  def to_cells(%__MODULE__{} = board, mask) do
-    stride = board.w + 2
+  def to_cells(%__MODULE__{}, 0), do: []
 
-    for index <- positions(mask),
-        do: {board.x0 + rem(index, stride) - 1, board.y0 + div(index, stride) - 1}
+  def to_cells(%__MODULE__{w: w, h: h} = board, mask) do
+    stride = w + 2
+    # Row by row, from the last: each row is a small integer, and rows with
+    # nothing set cost one comparison.
+    rows_to_cells(stride, <<mask::size(stride * (h + 2))>>, h + 1, board, [])
+  end
+
+  defp rows_to_cells(stride, rows, r, board, cells) do
+    case rows do
+      <<>> ->
+        cells
+
+      <<0::size(stride), rest::bitstring>> ->
+        rows_to_cells(stride, rest, r - 1, board, cells)
+
+      <<row::size(stride), rest::bitstring>> ->
+        cells = row_cells(row, div(stride - 1, 8), board.x0 - 1, board.y0 + r - 1, cells)
+        rows_to_cells(stride, rest, r - 1, board, cells)
+    end
+  end
+
+  # The row's cells, east to west, a byte of the row at a time, each put in
+  # front: the list reads west to east.
+  defp row_cells(_row, byte, _x, _y, cells) when byte < 0, do: cells
+
+  defp row_cells(row, byte, x, y, cells) do
+    cells =
+      case row >>> (byte * 8) &&& 255 do
+        0 ->
+          cells
+
+        bits ->
+          base = x + byte * 8
+
+          Enum.reduce(elem(@bits_down, bits), cells, fn bit, cells ->
+            [{base + bit, y} | cells]
+          end)
+      end
+
+    row_cells(row, byte - 1, x, y, cells)
   end
 
   @doc "How many cells are alive."
@@ -128,25 +170,31 @@ defmodule Grove.World.Life.Board do
 
   @doc "The borders this zone publishes for its neighbours."
   @spec edges(t()) :: edges()
+  def edges(%__MODULE__{w: w, h: h, bits: 0}), do: {w, h, 0, 0, 0, 0}
+
   def edges(%__MODULE__{w: w, h: h, bits: bits}) do
     stride = w + 2
     row_mask = (1 <<< w) - 1
+    top = bits >>> (stride + 1) &&& row_mask
+    bottom = bits >>> (h * stride + 1) &&& row_mask
+    # The frame rows hold nothing: the columns are read from the zone's rows.
+    <<_frame::size(stride), rows::bitstring-size(stride * h), _::bitstring>> =
+      <<bits::size(stride * (h + 2))>>
 
-    if bits == 0 do
-      {w, h, 0, 0, 0, 0}
-    else
-      top = bits >>> (stride + 1) &&& row_mask
-      bottom = bits >>> (h * stride + 1) &&& row_mask
-      {left, right} = columns(bits, stride, w, h)
-      {w, h, top, bottom, left, right}
-    end
+    {left, right} = columns(stride, rows, w, 0, 0)
+    {w, h, top, bottom, left, right}
   end
 
-  defp columns(bits, stride, w, h) do
-    Enum.reduce((h - 1)..0//-1, {0, 0}, fn r, {left, right} ->
-      row = bits >>> ((r + 1) * stride)
-      {left <<< 1 ||| (row >>> 1 &&& 1), right <<< 1 ||| (row >>> w &&& 1)}
-    end)
+  # Rows come last first: each one shifts the columns read so far up a place.
+  defp columns(stride, rows, w, left, right) do
+    case rows do
+      <<>> ->
+        {left, right}
+
+      <<row::size(stride), rest::bitstring>> ->
+        left = left <<< 1 ||| (row >>> 1 &&& 1)
+        columns(stride, rest, w, left, right <<< 1 ||| (row >>> w &&& 1))
+    end
   end
 
   @doc """
@@ -162,39 +210,39 @@ defmodule Grove.World.Life.Board do
       board
     else
       stride = w + 2
-
-      counter =
-        Enum.reduce(
-          [
-            padded <<< 1,
-            padded >>> 1,
-            padded <<< stride,
-            padded >>> stride,
-            padded <<< (stride + 1),
-            padded >>> (stride + 1),
-            padded <<< (stride - 1),
-            padded >>> (stride - 1)
-          ],
-          {0, 0, 0, 0},
-          &add/2
-        )
-
-      born = Enum.reduce(rule.birth, 0, fn n, acc -> acc ||| equals(counter, n) end)
-      kept = Enum.reduce(rule.survival, 0, fn n, acc -> acc ||| equals(counter, n) end)
+      # Each cell's row of three (west, itself, east) as a two-bit count...
+      west = padded <<< 1
+      east = padded >>> 1
+      pair = bxor(west, padded)
+      h0 = bxor(pair, east)
+      h1 = (west &&& padded) ||| (east &&& pair)
+      # ...then the rows above and below added in: the count of the nine
+      # cells around and on each cell, in four bits (0 to 9).
+      totals = add_rows({h0, h1}, {h0 <<< stride, h1 <<< stride}, {h0 >>> stride, h1 >>> stride})
+      # An empty cell's neighbours are its nine-count; a live one's, one less.
+      born = Enum.reduce(rule.birth, 0, fn n, acc -> acc ||| equals(totals, n) end)
+      kept = Enum.reduce(rule.survival, 0, fn n, acc -> acc ||| equals(totals, n + 1) end)
       next = (born &&& bnot(bits)) ||| (kept &&& bits)
       %{board | bits: next &&& open}
     end
   end
 
-  # One more neighbour board into a four-bit counter per cell (counts 0..8).
-  defp add(board, {c0, c1, c2, c3}) do
-    carry0 = c0 &&& board
-    carry1 = c1 &&& carry0
-    carry2 = c2 &&& carry1
-    {bxor(c0, board), bxor(c1, carry0), bxor(c2, carry1), c3 ||| carry2}
+  # Three two-bit counts per cell summed into a four-bit count per cell,
+  # with whole-integer full adders: about twenty operations for every
+  # cell of the zone at once.
+  defp add_rows({a0, a1}, {b0, b1}, {c0, c1}) do
+    ab0 = bxor(a0, b0)
+    t0 = bxor(ab0, c0)
+    carry = (a0 &&& b0) ||| (c0 &&& ab0)
+    ab1 = bxor(a1, b1)
+    sum1 = bxor(ab1, c1)
+    fours = (a1 &&& b1) ||| (c1 &&& ab1)
+    t1 = bxor(sum1, carry)
+    more_fours = sum1 &&& carry
+    {t0, t1, bxor(fours, more_fours), fours &&& more_fours}
   end
 
-  # The cells whose counter equals n (negative where every bit is a bnot:
+  # The cells whose count equals n (negative where every bit is a bnot:
   # the caller's `band` with a positive mask makes it finite).
   defp equals({c0, c1, c2, c3}, n) do
     bit(c0, n &&& 1) &&& bit(c1, n &&& 2) &&& bit(c2, n &&& 4) &&& bit(c3, n &&& 8)
@@ -234,35 +282,16 @@ defmodule Grove.World.Life.Board do
 
   defp put_column(acc, nil, _field, _stride, _col), do: acc
 
-  defp put_column(acc, edges, field, stride, col) do
-    Enum.reduce(positions(elem(edges, field - 1)), acc, fn r, acc ->
-      acc ||| 1 <<< ((r + 1) * stride + col)
-    end)
+  defp put_column(acc, edges, field, stride, col),
+    do: spread_column(elem(edges, field - 1), stride + col, stride, acc)
+
+  # A column's cells, the lowest first, each on its row of the frame.
+  defp spread_column(0, _at, _stride, acc), do: acc
+
+  defp spread_column(column, at, stride, acc) do
+    acc = if (column &&& 1) == 1, do: acc ||| 1 <<< at, else: acc
+    spread_column(column >>> 1, at + stride, stride, acc)
   end
 
   defp index(%__MODULE__{x0: x0, y0: y0, w: w}, x, y), do: (y - y0 + 1) * (w + 2) + (x - x0 + 1)
-
-  @doc false
-  # The places of the set bits of a non-negative integer, lowest first.
-  @spec positions(non_neg_integer()) :: [non_neg_integer()]
-  def positions(0), do: []
-
-  def positions(mask) do
-    mask |> :binary.encode_unsigned(:little) |> scan(0, []) |> Enum.reverse()
-  end
-
-  defp scan(<<0::64, rest::binary>>, base, acc), do: scan(rest, base + 64, acc)
-  defp scan(<<0, rest::binary>>, base, acc), do: scan(rest, base + 8, acc)
-
-  defp scan(<<byte, rest::binary>>, base, acc),
-    do: scan(rest, base + 8, byte_bits(byte, base, 0, acc))
-
-  defp scan(<<>>, _base, acc), do: acc
-
-  defp byte_bits(_byte, _base, 8, acc), do: acc
-
-  defp byte_bits(byte, base, bit, acc) do
-    acc = if (byte >>> bit &&& 1) == 1, do: [base + bit | acc], else: acc
-    byte_bits(byte, base, bit + 1, acc)
-  end
 end
