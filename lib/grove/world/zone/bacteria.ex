@@ -164,22 +164,16 @@ defmodule Grove.World.Zone.Bacteria do
   defp next_generation(%Zone{world: world, core: core} = zone, halo) do
     started = System.monotonic_time(:microsecond)
     board = core.bacteria
-    next = Board.step(board, world.life.rule, halo, zone.life_open)
+    {stepped, memo} = step(zone, board, halo)
 
-    born = Board.to_cells(next, Bitwise.band(next.bits, Bitwise.bnot(board.bits)))
-    {under, born} = Enum.split_with(born, fn {x, y} -> State.occupied?(core, x, y) end)
+    {next, born, died, edges} =
+      if stepped.bits == board.bits and zone.seeds == [] do
+        # Still life (or nothing at all): no cell changes, the borders stay.
+        {board, [], [], zone.life_edges}
+      else
+        changes(zone, board, stepped)
+      end
 
-    seeded =
-      for {x, y} = cell <- Enum.uniq(zone.seeds),
-          Board.alive?(%{next | bits: zone.life_open}, x, y),
-          not Board.alive?(next, x, y),
-          not State.occupied?(core, x, y),
-          do: cell
-
-    next = next |> Board.clear(under) |> Board.put(seeded)
-    born = born ++ seeded
-    died = Board.to_cells(board, Bitwise.band(board.bits, Bitwise.bnot(next.bits)))
-    edges = Board.edges(next)
     generation = zone.generation + 1
     :ets.insert(world.life_table, {zone.index, generation, next.bits, edges, zone.life_edges})
 
@@ -207,8 +201,43 @@ defmodule Grove.World.Zone.Bacteria do
         generation: generation,
         live: live,
         life_edges: edges,
+        life_memo: memo,
         seeds: []
     })
+  end
+
+  # The rule's step, remembered for the last two boards and borders it was
+  # given: a still life, a blinker or an empty zone between quiet
+  # neighbours gets the same two inputs over and over.
+  defp step(%Zone{world: world, life_memo: memo} = zone, board, halo) do
+    bits = board.bits
+
+    case Enum.find(memo, fn {input, around, _output} -> input == bits and around == halo end) do
+      {_input, _around, output} ->
+        {%{board | bits: output}, memo}
+
+      nil ->
+        next = Board.step(board, world.life.rule, halo, zone.life_open)
+        {next, [{bits, halo, next.bits} | Enum.take(memo, 1)]}
+    end
+  end
+
+  # The interaction with the world: no birth under an entity, seeded cells
+  # where still free; the cells born and dead, and the new borders.
+  defp changes(%Zone{core: core} = zone, board, next) do
+    born = Board.to_cells(next, Bitwise.band(next.bits, Bitwise.bnot(board.bits)))
+    {under, born} = Enum.split_with(born, fn {x, y} -> State.occupied?(core, x, y) end)
+
+    seeded =
+      for {x, y} = cell <- Enum.uniq(zone.seeds),
+          Board.alive?(%{next | bits: zone.life_open}, x, y),
+          not Board.alive?(next, x, y),
+          not State.occupied?(core, x, y),
+          do: cell
+
+    next = next |> Board.clear(under) |> Board.put(seeded)
+    died = Board.to_cells(board, Bitwise.band(board.bits, Bitwise.bnot(next.bits)))
+    {next, born ++ seeded, died, Board.edges(next)}
   end
 
   # A pattern seeded by a player in front of it: checked against the zone
