@@ -15,10 +15,10 @@ defmodule Grove.World.Zone.Bacteria do
   # lags (busy, or restarting) holds up its neighbours, which poll its row,
   # rather than letting them compute from borders that do not exist yet. A
   # restarted zone carries on from its row. Generation `g` is due `g`
-  # intervals after the world started, plus a phase that spreads the zones'
-  # work over the interval; a zone that falls behind computes the
-  # generations it owes one message at a time, so moves are served in
-  # between.
+  # intervals after the world started, in every zone at once: a scheduler
+  # woken once for all of them costs a fraction of one woken for each (see
+  # docs/decisions.md); a zone that falls behind computes the generations
+  # it owes one message at a time, so moves are served in between.
 
   alias Grove.{Metrics, World}
   alias Grove.World.{Entity, Grid, Life, Stats, Terrain, Zone}
@@ -116,13 +116,10 @@ defmodule Grove.World.Zone.Bacteria do
   defp life_target(%Zone{world: %World{life: %Life{interval: :manual}} = world}),
     do: :atomics.get(world.life_target, 1)
 
-  defp life_target(%Zone{world: %World{life: %Life{interval: interval}} = world} = zone) do
-    elapsed = System.monotonic_time(:millisecond) - world.life_epoch - life_phase(zone)
+  defp life_target(%Zone{world: %World{life: %Life{interval: interval}} = world}) do
+    elapsed = System.monotonic_time(:millisecond) - world.life_epoch
     if elapsed < 0, do: 0, else: div(elapsed, interval)
   end
-
-  defp life_phase(%Zone{world: %World{life: %Life{interval: interval}} = world} = zone),
-    do: div(zone.index * interval, Grid.zone_count(world.grid))
 
   defp schedule_generation(%Zone{life_timer: nil, world: world} = zone) do
     case world.life do
@@ -130,7 +127,7 @@ defmodule Grove.World.Zone.Bacteria do
         zone
 
       %Life{interval: interval} ->
-        due = world.life_epoch + life_phase(zone) + (zone.generation + 1) * interval
+        due = world.life_epoch + (zone.generation + 1) * interval
         %{zone | life_timer: Process.send_after(self(), :generation, due, abs: true)}
     end
   end
