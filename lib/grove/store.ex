@@ -1,6 +1,7 @@
 defmodule Grove.Store do
   @moduledoc """
-  Persistence for accounts, login tokens and players' last positions.
+  Persistence for accounts, login tokens, players' last positions and the
+  game's own state.
 
   One behaviour (this module's callbacks), two adapters: `Grove.Store.SQLite`
   (embedded, the default) and `Grove.Store.Postgres`. In front of them sits a
@@ -25,6 +26,9 @@ defmodule Grove.Store do
       is answered `{:error, :unavailable}` at once (default `1000`)
     * `:timeout` - the default deadline of a call in milliseconds; a call
       never waits longer (default `2000`)
+    * `:max_batch` - requests a worker takes from the queue at once; the
+      writes among them commit in one transaction (default `500`; `1`
+      commits every write on its own)
 
   and the adapter's own options: `:path`, `:busy_timeout` and `:synchronous`
   for SQLite (see `Grove.Store.SQLite`); `:host`, `:port`, `:database`,
@@ -52,15 +56,45 @@ defmodule Grove.Store do
   no connection was up, the store is not running, or the database reported
   an error (logged). For a write it means *unknown*, not *failed*: a write
   already running when its caller's deadline passed still completes. Every
-  write is one statement, so it is applied entirely or not at all.
+  write is applied entirely or not at all.
 
   Every call takes an optional keyword list last: `timeout: ms` overrides
-  the store's default deadline for that call.
+  the store's default deadline for that call, or `deadline: t` sets it to
+  an instant of `System.monotonic_time(:millisecond)`, for a caller that
+  has a deadline of its own to keep across several calls (never later
+  than the store's default). A deadline already passed is answered
+  `{:error, :unavailable}` without a message.
 
   Text (names, avatars) must be valid UTF-8 without NUL bytes, which
   PostgreSQL cannot store; device ids, token ids, password hashes and salts
   are opaque binaries. Ids, timestamps and coordinates fit in 64 bits.
   Names are unique byte for byte: case-sensitive, and not normalised.
+
+  ## Group commit
+
+  Writes are committed in groups. A worker that is free takes everything
+  that waits in the queue (up to `:max_batch` requests): it answers the
+  reads among them one by one, then runs all the writes, in the order they
+  were asked, in one transaction, and answers each of them only once that
+  transaction has committed. While one commit waits for the disk, the
+  next batch gathers, so the store writes as many accounts a second as the
+  disk syncs a second times the batch, instead of one account per sync. A
+  write that is acknowledged (`{:ok, _}`, `:ok`, or a refusal such as
+  `{:error, :name_taken}`) is durable: it committed before its answer was
+  sent. When a transaction fails, each of its writes is tried again on its
+  own, so that one refused write fails nobody else.
+
+  Callers need do nothing to be grouped; a caller with many writes of its
+  own (the game's saves) sends them in one call, `save_state/4`.
+
+  ## The game's state
+
+  `save_state/4`, `fetch_state/4` and `list_state/3` keep what a game
+  wants kept across restarts: values (any binary, typically
+  `:erlang.term_to_binary/1` of a zone's state) under a key within a scope
+  (`"zones"`, `"quests"`...), both UTF-8 strings. One `save_state/4` call
+  writes many keys in one transaction, and is grouped with every other
+  write that waits.
 
   ## The queue
 
@@ -86,7 +120,15 @@ defmodule Grove.Store do
 
   alias Grove.Store.{Account, Migrations, Queue, Worker}
 
-  @enforce_keys [:name, :adapter, :adapter_config, :pool_size, :queue_limit, :timeout]
+  @enforce_keys [
+    :name,
+    :adapter,
+    :adapter_config,
+    :pool_size,
+    :queue_limit,
+    :timeout,
+    :max_batch
+  ]
   defstruct @enforce_keys
 
   @type name :: atom()
@@ -97,11 +139,15 @@ defmodule Grove.Store do
           adapter_config: term(),
           pool_size: pos_integer(),
           queue_limit: pos_integer(),
-          timeout: pos_integer()
+          timeout: pos_integer(),
+          max_batch: pos_integer()
         }
 
-  @typedoc "Options of one call: `timeout:` milliseconds overrides the store's default deadline."
-  @type call_opts :: [timeout: pos_integer()]
+  @typedoc """
+  Options of one call: `timeout:` milliseconds, or `deadline:` an instant of
+  `System.monotonic_time(:millisecond)`, overrides the store's default deadline.
+  """
+  @type call_opts :: [timeout: pos_integer()] | [deadline: integer()]
 
   @typedoc "Fields of a new account; all optional."
   @type account_attrs :: %{
@@ -109,7 +155,8 @@ defmodule Grove.Store do
           optional(:device_id) => binary() | nil,
           optional(:password_hash) => binary() | nil,
           optional(:password_salt) => binary() | nil,
-          optional(:avatar) => String.t() | nil
+          optional(:avatar) => String.t() | nil,
+          optional(:token) => %{id: binary(), expires_at: integer()} | nil
         }
 
   @typedoc "Fields an update may change."
@@ -128,6 +175,15 @@ defmodule Grove.Store do
 
   @type position :: %{account_id: pos_integer(), x: integer(), y: integer()}
 
+  @typedoc "A scope or a key of the game's state: a non-empty UTF-8 string without NUL bytes."
+  @type state_key :: String.t()
+
+  @typedoc "What `save_state/4` writes under a key: a binary, or `nil` to delete the key."
+  @type state_value :: binary() | nil
+
+  @typedoc "A write, as the queue hands it to an adapter's `c:write/2`: a callback's name and its arguments after the connection."
+  @type operation :: {atom(), list()}
+
   @typedoc """
   The store's counters:
 
@@ -144,6 +200,9 @@ defmodule Grove.Store do
       request then expires in the queue, or completes unseen)
     * `:errors` - requests that failed in the database or found no
       connection to it
+    * `:transactions` - transactions that committed writes
+    * `:batched_writes` - writes those transactions committed (divided by
+      `:transactions`: the mean size of a group commit)
 
   The counters start from zero when the store (or its queue) starts.
   """
@@ -155,7 +214,9 @@ defmodule Grove.Store do
           rejected_full: non_neg_integer(),
           expired: non_neg_integer(),
           timed_out: non_neg_integer(),
-          errors: non_neg_integer()
+          errors: non_neg_integer(),
+          transactions: non_neg_integer(),
+          batched_writes: non_neg_integer()
         }
 
   ## The behaviour an adapter implements.
@@ -183,12 +244,24 @@ defmodule Grove.Store do
   @doc "Closes a connection."
   @callback disconnect(conn()) :: :ok
 
+  @doc """
+  Runs writes (calls of the write callbacks below) in one transaction, in
+  order, and returns each one's result once it has committed; or
+  `{:error, :unavailable}` when the transaction failed as a whole (nothing
+  of it stays). A write's own refusal (`:name_taken`...) must not fail the
+  others: the statements are written so that the database does not abort
+  the transaction for it.
+  """
+  @callback write(conn(), [operation(), ...]) :: {:ok, [term(), ...]} | {:error, :unavailable}
+
+  @doc "Creates an account, and with it the login token in `:token` when that is not `nil`."
   @callback create_account(conn(), %{
               name: String.t() | nil,
               device_id: binary() | nil,
               password_hash: binary() | nil,
               password_salt: binary() | nil,
-              avatar: String.t()
+              avatar: String.t(),
+              token: %{id: binary(), expires_at: integer()} | nil
             }) :: {:ok, Account.t()} | {:error, :name_taken | :device_taken | :unavailable}
 
   @callback fetch_account(conn(), lookup()) ::
@@ -211,8 +284,19 @@ defmodule Grove.Store do
   @callback fetch_position(conn(), pos_integer()) ::
               {:ok, {integer(), integer()}} | {:error, :not_found | :unavailable}
 
+  @doc "Upserts (or, for `nil`, deletes) keys of a scope; keys are distinct."
+  @callback save_state(conn(), state_key(), [{state_key(), state_value()}, ...]) ::
+              :ok | {:error, :unavailable}
+
+  @callback fetch_state(conn(), state_key(), state_key()) ::
+              {:ok, binary()} | {:error, :not_found | :unavailable}
+
+  @doc "Every key of a scope with its value, ordered by key."
+  @callback list_state(conn(), state_key()) ::
+              {:ok, [{state_key(), binary()}]} | {:error, :unavailable}
+
   @adapters %{sqlite: Grove.Store.SQLite, postgres: Grove.Store.Postgres}
-  @store_options [:name, :adapter, :pool_size, :queue_limit, :timeout]
+  @store_options [:name, :adapter, :pool_size, :queue_limit, :timeout, :max_batch]
   @default_avatar "🙂"
   @int64_max 9_223_372_036_854_775_807
   @int64_min -9_223_372_036_854_775_808
@@ -249,7 +333,8 @@ defmodule Grove.Store do
         adapter: :sqlite,
         pool_size: nil,
         queue_limit: 1000,
-        timeout: 2000
+        timeout: 2000,
+        max_batch: 500
       )
 
     name = own[:name]
@@ -264,10 +349,17 @@ defmodule Grove.Store do
     for {key, value} <- [
           pool_size: pool_size,
           queue_limit: own[:queue_limit],
-          timeout: own[:timeout]
+          timeout: own[:timeout],
+          max_batch: own[:max_batch]
         ],
         not (is_integer(value) and value > 0) do
       raise ArgumentError, "#{inspect(key)} must be a positive integer, got: #{inspect(value)}"
+    end
+
+    # One thread runs every SQLite statement of the VM: a second connection
+    # waiting for the first one's transaction would wait on that thread.
+    if adapter == Grove.Store.SQLite and pool_size != 1 do
+      raise ArgumentError, "a SQLite store has one connection, got :pool_size #{pool_size}"
     end
 
     %__MODULE__{
@@ -276,7 +368,8 @@ defmodule Grove.Store do
       adapter_config: adapter.config!(adapter_opts),
       pool_size: pool_size,
       queue_limit: own[:queue_limit],
-      timeout: own[:timeout]
+      timeout: own[:timeout],
+      max_batch: own[:max_batch]
     }
   end
 
@@ -321,20 +414,27 @@ defmodule Grove.Store do
 
   ## Accounts
 
-  @doc "Creates an account; every field is optional, the avatar defaults to `\"🙂\"`."
+  @doc """
+  Creates an account; every field is optional, the avatar defaults to
+  `\"🙂\"`. With `token: %{id: id, expires_at: unix_seconds}`, a login
+  token for the new account is recorded in the same transaction (as
+  `create_token/3` would), so that a first login costs one write.
+  """
   @spec create_account(name(), account_attrs(), call_opts()) ::
           {:ok, Account.t()} | {:error, :name_taken | :device_taken | :unavailable}
   def create_account(store, attrs, opts \\ [])
 
   def create_account(store, attrs, opts) when is_map(attrs) do
-    for {key, value} <- attrs, do: check_account_field!(key, value, :create)
+    {token, fields} = Map.pop(attrs, :token)
+    for {key, value} <- fields, do: check_account_field!(key, value, :create)
 
     attrs = %{
       name: attrs[:name],
       device_id: attrs[:device_id],
       password_hash: attrs[:password_hash],
       password_salt: attrs[:password_salt],
-      avatar: attrs[:avatar] || @default_avatar
+      avatar: attrs[:avatar] || @default_avatar,
+      token: new_token!(token)
     }
 
     Queue.call(store, :create_account, [attrs], opts)
@@ -413,6 +513,17 @@ defmodule Grove.Store do
         raise ArgumentError,
               "account #{key} must be #{describe(kind)}, got: #{inspect(value)}"
     end
+  end
+
+  defp new_token!(nil), do: nil
+
+  defp new_token!(%{id: id, expires_at: expires_at})
+       when is_binary(id) and byte_size(id) > 0 and is_int64(expires_at),
+       do: %{id: id, expires_at: expires_at}
+
+  defp new_token!(other) do
+    raise ArgumentError,
+          "an account's token is %{id: binary, expires_at: unix seconds}, got: #{inspect(other)}"
   end
 
   defp describe(:text), do: "a non-empty UTF-8 string without NUL bytes"
@@ -503,9 +614,87 @@ defmodule Grove.Store do
   def fetch_position(_store, account_id, _opts),
     do: raise(ArgumentError, "an account id is a positive integer, got: #{inspect(account_id)}")
 
+  ## The game's state
+
+  @doc """
+  Writes keys of a scope in one transaction: each `{key, value}` stores the
+  binary `value` under `key`, replacing what was there; `{key, nil}`
+  deletes the key. Should a key appear twice, its last entry wins. Grouped
+  with the other writes that wait, like every write: `:ok` means the whole
+  call is on disk.
+
+      :ok = Grove.Store.save_state(store, "zones", [{"3,7", :erlang.term_to_binary(state)}])
+  """
+  @spec save_state(name(), state_key(), [{state_key(), state_value()}], call_opts()) ::
+          :ok | {:error, :unavailable}
+  def save_state(store, scope, entries, opts \\ [])
+
+  def save_state(store, scope, entries, opts) when is_list(entries) do
+    check_state_key!(:scope, scope)
+
+    entries =
+      entries
+      |> Enum.reverse()
+      |> Enum.map(&state_entry!/1)
+      |> Enum.uniq_by(&elem(&1, 0))
+      |> Enum.reverse()
+
+    case entries do
+      [] -> :ok
+      entries -> Queue.call(store, :save_state, [scope, entries], opts)
+    end
+  end
+
+  def save_state(_store, _scope, entries, _opts),
+    do: raise(ArgumentError, "expected a list of {key, value} entries, got: #{inspect(entries)}")
+
+  @doc "The value saved under a key of a scope."
+  @spec fetch_state(name(), state_key(), state_key(), call_opts()) ::
+          {:ok, binary()} | {:error, :not_found | :unavailable}
+  def fetch_state(store, scope, key, opts \\ []) do
+    check_state_key!(:scope, scope)
+    check_state_key!(:key, key)
+    Queue.call(store, :fetch_state, [scope, key], opts)
+  end
+
+  @doc "Every key of a scope with its value, ordered by key (bytewise)."
+  @spec list_state(name(), state_key(), call_opts()) ::
+          {:ok, [{state_key(), binary()}]} | {:error, :unavailable}
+  def list_state(store, scope, opts \\ []) do
+    check_state_key!(:scope, scope)
+    Queue.call(store, :list_state, [scope], opts)
+  end
+
+  defp state_entry!({key, value} = entry) when is_binary(value) or is_nil(value) do
+    check_state_key!(:key, key)
+    entry
+  end
+
+  defp state_entry!(other),
+    do: raise(ArgumentError, "expected {key, binary or nil}, got: #{inspect(other)}")
+
+  defp check_state_key!(what, key) do
+    unless is_binary(key) and byte_size(key) > 0 and String.valid?(key) and
+             not String.contains?(key, <<0>>) do
+      raise ArgumentError,
+            "a state #{what} must be a non-empty UTF-8 string without NUL bytes, got: #{inspect(key)}"
+    end
+  end
+
   ## Stats
 
   @doc "The store's counters (all zero when it is not running); see `t:stats/0`."
   @spec stats(name()) :: stats()
   def stats(store) when is_atom(store), do: Queue.stats(store)
+
+  @doc """
+  Where the store's requests waited, as histograms in microseconds
+  (`Grove.Metrics.Histogram`, read them with its functions): `:queue`,
+  from the call to a worker taking it, and `:database`, a read's
+  statement or a batch's whole transaction; `nil` when the store is not
+  running.
+  """
+  @spec waits(name()) ::
+          %{queue: Grove.Metrics.Histogram.t(), database: Grove.Metrics.Histogram.t()} | nil
+  def waits(store) when is_atom(store), do: Queue.waits(store)
 end

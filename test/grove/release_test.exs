@@ -69,7 +69,7 @@ defmodule Grove.ReleaseTest do
       {"RELEASE_COOKIE", Base.encode16(:crypto.strong_rand_bytes(16))}
     ]
 
-    assert {"grove: applied migrations [1]\n", 0} =
+    assert {"grove: applied migrations [1, 2]\n", 0} =
              System.cmd(bin, ["migrate"], env: env, cd: root)
 
     server =

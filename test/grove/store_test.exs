@@ -230,6 +230,194 @@ for adapter <- [:sqlite, :postgres] do
       end
     end
 
+    describe "the game's state" do
+      test "is saved in batches, fetched and listed by scope; nil deletes", %{store: store} do
+        bytes = <<0, 255, 1, 0>>
+
+        assert :ok =
+                 Store.save_state(store, "zones", [
+                   {"3,7", bytes},
+                   {"0,0", "first"},
+                   {"名前 🙂", ""},
+                   {"0,0", "last wins"}
+                 ])
+
+        assert :ok = Store.save_state(store, "quests", [{"3,7", "another scope"}])
+        assert {:ok, ^bytes} = Store.fetch_state(store, "zones", "3,7")
+        assert {:ok, "last wins"} = Store.fetch_state(store, "zones", "0,0")
+        assert {:ok, ""} = Store.fetch_state(store, "zones", "名前 🙂")
+        assert {:ok, "another scope"} = Store.fetch_state(store, "quests", "3,7")
+        assert {:error, :not_found} = Store.fetch_state(store, "zones", "9,9")
+
+        assert {:ok, [{"0,0", "last wins"}, {"3,7", ^bytes}, {"名前 🙂", ""}]} =
+                 Store.list_state(store, "zones")
+
+        assert :ok = Store.save_state(store, "zones", [{"3,7", "new"}, {"0,0", nil}, {"x", nil}])
+        assert {:ok, [{"3,7", "new"}, {"名前 🙂", ""}]} = Store.list_state(store, "zones")
+        assert {:ok, []} = Store.list_state(store, "nobody")
+        assert :ok = Store.save_state(store, "zones", [])
+      end
+
+      test "refuses scopes, keys and values of the wrong shape", %{store: store} do
+        for {scope, entries} <- [
+              {"", [{"k", "v"}]},
+              {:zones, [{"k", "v"}]},
+              {"zones", [{"", "v"}]},
+              {"zones", [{"k\0", "v"}]},
+              {"zones", [{"k", :v}]},
+              {"zones", [{<<255>>, "v"}]},
+              {"zones", %{"k" => "v"}}
+            ] do
+          assert_raise ArgumentError, fn -> Store.save_state(store, scope, entries) end
+        end
+
+        assert_raise ArgumentError, fn -> Store.fetch_state(store, "zones", 1) end
+        assert_raise ArgumentError, fn -> Store.list_state(store, nil) end
+      end
+    end
+
+    describe "group commit" do
+      # One worker, held up by a locked database, lets writes gather in the
+      # queue: once the lock goes they must commit together.
+      @tag store:
+             [pool_size: 1] ++
+               if(adapter == :sqlite,
+                 do: [busy_timeout: 60_000],
+                 else: [statement_timeout: 4_900]
+               )
+      test "commits what waits in one transaction, each write answered for itself", context do
+        %{store: store} = context
+        {:ok, taken} = Store.create_account(store, %{name: "taken"})
+        release = hold_write_lock(context)
+
+        blocker =
+          Task.async(fn -> Store.create_account(store, %{name: "blocker"}, timeout: 60_000) end)
+
+        eventually(fn -> assert %{running: 1} = Store.stats(store) end)
+
+        writes = [
+          fn -> Store.create_account(store, %{name: "a", device_id: "phone-a"}) end,
+          fn -> Store.create_account(store, %{name: "taken"}) end,
+          fn -> Store.save_positions(store, [%{account_id: taken.id, x: 1, y: 2}]) end,
+          fn -> Store.save_state(store, "zones", [{"1,1", "state"}]) end,
+          fn ->
+            Store.create_account(store, %{
+              device_id: "phone-b",
+              token: %{id: "token-b", expires_at: 99}
+            })
+          end,
+          fn -> Store.create_account(store, %{device_id: "phone-a"}) end
+        ]
+
+        tasks =
+          for write <- writes do
+            task = Task.async(fn -> write.() end)
+            # Queued in this order: each waits behind the blocker.
+            queued = Store.stats(store).queued
+            eventually(fn -> assert Store.stats(store).queued == queued + 1 end)
+            task
+          end
+
+        before = Store.stats(store)
+        release.()
+        assert {:ok, %Account{name: "blocker"}} = Task.await(blocker, 60_000)
+
+        assert [
+                 {:ok, %Account{name: "a"}},
+                 {:error, :name_taken},
+                 :ok,
+                 :ok,
+                 {:ok, %Account{id: b_id, device_id: "phone-b"}},
+                 {:error, :device_taken}
+               ] = Task.await_many(tasks, 60_000)
+
+        # The blocker's transaction, then one for the six that waited.
+        after_ = Store.stats(store)
+        assert after_.transactions - before.transactions == 2
+        assert after_.batched_writes - before.batched_writes == 7
+        assert %{errors: 0, expired: 0} = after_
+
+        assert {:ok, {1, 2}} = Store.fetch_position(store, taken.id)
+        assert {:ok, "state"} = Store.fetch_state(store, "zones", "1,1")
+        assert {:ok, %{account_id: ^b_id, revoked: false}} = Store.fetch_token(store, "token-b")
+      end
+
+      @tag store: [max_batch: 1]
+      test "with a batch of one, commits every write on its own", %{store: store} do
+        results =
+          1..20
+          |> Enum.map(fn i ->
+            Task.async(fn -> Store.create_account(store, %{name: "n#{i}"}) end)
+          end)
+          |> Task.await_many()
+
+        assert Enum.all?(results, &match?({:ok, _}, &1))
+        assert %{transactions: 20, batched_writes: 20} = Store.stats(store)
+      end
+
+      @tag :capture_log
+      test "a token recorded with its account needs a fresh id", %{store: store} do
+        {:ok, first} = Store.create_account(store, %{token: %{id: "t1", expires_at: 9}})
+        assert {:ok, %{account_id: id}} = Store.fetch_token(store, "t1")
+        assert id == first.id
+
+        # The account is not made without its token.
+        assert {:error, :unavailable} =
+                 Store.create_account(store, %{name: "twin", token: %{id: "t1", expires_at: 9}})
+
+        assert {:error, :not_found} = Store.fetch_account(store, {:name, "twin"})
+
+        assert_raise ArgumentError, fn ->
+          Store.create_account(store, %{token: %{id: "", expires_at: 9}})
+        end
+      end
+
+      test "a deadline already passed is answered at once, unsent", %{store: store} do
+        deadline = System.monotonic_time(:millisecond) - 1
+        assert {:error, :unavailable} = Store.create_account(store, %{}, deadline: deadline)
+        assert %{timed_out: 1, completed: 0, queued: 0} = Store.stats(store)
+
+        deadline = System.monotonic_time(:millisecond) + 60_000
+        assert {:ok, _} = Store.create_account(store, %{}, deadline: deadline)
+        assert_raise ArgumentError, fn -> Store.create_account(store, %{}, deadline: :soon) end
+      end
+    end
+
+    describe "kill -9 under a storm" do
+      @describetag store: false
+
+      # Writers in another VM create accounts as fast as the store takes
+      # them and note each acknowledgement in a file as it comes; the VM is
+      # killed with SIGKILL in the middle, and every account it
+      # acknowledged must be there after a restart.
+      test "loses nothing it acknowledged", context do
+        %{store: store, store_opts: opts} = context
+        dir = Path.join(System.tmp_dir!(), "grove-storm-#{System.unique_integer([:positive])}")
+        on_exit(fn -> File.rm_rf(dir) end)
+
+        peer = start_peer([])
+        {:ok, _} = :peer.call(peer, Grove.StoreCase, :start_detached, [opts], 30_000)
+        :ok = :peer.call(peer, Grove.StoreCase, :start_storm, [store, 50, dir], 30_000)
+
+        # Killed once the storm is well under way and writes are grouped.
+        :ok = :peer.call(peer, Grove.StoreCase, :await_acks, [500], 60_000)
+        stats = :peer.call(peer, Store, :stats, [store])
+        assert stats.batched_writes > stats.transactions
+
+        os_pid = :peer.call(peer, :os, :getpid, [])
+        {_, 0} = System.cmd("kill", ["-KILL", to_string(os_pid)])
+        assert_receive {:DOWN, _, :process, ^peer, _}, 10_000
+
+        start_supervised!({Store, opts})
+        acked = storm_acks(dir)
+        assert map_size(acked) >= 500
+
+        for {device_id, id} <- acked do
+          assert {:ok, %Account{id: ^id}} = Store.fetch_account(store, {:device, device_id})
+        end
+      end
+    end
+
     describe "start-up" do
       @describetag store: false
 
@@ -251,7 +439,7 @@ for adapter <- [:sqlite, :postgres] do
         assert {:ok, ^ada} = Store.fetch_account(store, {:id, ada.id})
         assert {:ok, {1, 2}} = Store.fetch_position(store, ada.id)
 
-        assert schema_versions(context) == [1]
+        assert schema_versions(context) == [1, 2]
       end
 
       test "two stores starting together on a new database both start", context do
@@ -273,7 +461,7 @@ for adapter <- [:sqlite, :postgres] do
         on_exit(fn -> for name <- results, do: Supervisor.stop(name) end)
 
         for name <- results, do: assert({:ok, _} = Store.create_account(name, %{}))
-        assert schema_versions(context) == [1]
+        assert schema_versions(context) == [1, 2]
       end
 
       test "rejects bad options with ArgumentError naming them", %{store_opts: opts} do

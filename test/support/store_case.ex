@@ -141,6 +141,68 @@ defmodule Grove.StoreCase do
     end
   end
 
+  @doc """
+  Starts `writers` processes in the calling VM (a peer, through
+  `:peer.call/4`) that create accounts with new device ids in `store`
+  until the VM dies, each appending `DEVICE_ID ACCOUNT_ID` to a file of
+  its own in `dir` as soon as the store has acknowledged the account.
+  """
+  def start_storm(store, writers, dir) do
+    File.mkdir_p!(dir)
+    acks = :atomics.new(1, [])
+    :persistent_term.put({__MODULE__, :storm}, acks)
+
+    for writer <- 1..writers do
+      spawn(fn ->
+        # Raw files: each line is a write(2) of its own, in the OS once written.
+        {:ok, file} = :file.open(Path.join(dir, "#{writer}.acks"), [:append, :raw, :binary])
+        storm_writer(store, writer, file, acks, 1)
+      end)
+    end
+
+    :ok
+  end
+
+  defp storm_writer(store, writer, file, acks, n) do
+    device_id = "storm-#{writer}-#{n}"
+
+    case Store.create_account(store, %{device_id: device_id}, timeout: 30_000) do
+      {:ok, account} ->
+        :ok = :file.write(file, "#{device_id} #{account.id}\n")
+        :atomics.add(acks, 1, 1)
+
+      {:error, _} ->
+        :ok
+    end
+
+    storm_writer(store, writer, file, acks, n + 1)
+  end
+
+  @doc "Waits in the storm's VM until at least `count` writes were acknowledged."
+  def await_acks(count) do
+    acks = :persistent_term.get({__MODULE__, :storm})
+
+    if :atomics.get(acks, 1) >= count do
+      :ok
+    else
+      # The writers make progress on their own; this only looks again.
+      receive do
+      after
+        10 -> await_acks(count)
+      end
+    end
+  end
+
+  @doc "What a storm's writers noted as acknowledged: device id to account id."
+  def storm_acks(dir) do
+    for path <- Path.wildcard(Path.join(dir, "*.acks")),
+        line <- String.split(File.read!(path), "\n", trim: true),
+        into: %{} do
+      [device_id, id] = String.split(line, " ")
+      {device_id, String.to_integer(id)}
+    end
+  end
+
   @doc "The schema versions the store's database has recorded, read over a connection of the test's own."
   def schema_versions(%{adapter: :sqlite, store_opts: opts}) do
     {:ok, db} = :sqlite3.open(:anonymous, file: String.to_charlist(Path.expand(opts[:path])))

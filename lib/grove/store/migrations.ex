@@ -28,6 +28,12 @@ defmodule Grove.Store.Migrations do
       a batch of saves must not fail because one account is gone), `x`, `y`,
       `updated_at`
 
+  ## Version 2
+
+    * `game_state` - `scope` and `key` (text, together the primary key),
+      `value` (bytes), `updated_at`: what a game keeps across restarts
+      (`Grove.Store.save_state/4`)
+
   Timestamps are unix seconds in 64-bit integers on both engines.
   """
 
@@ -105,6 +111,29 @@ defmodule Grove.Store.Migrations do
          x BIGINT NOT NULL,
          y BIGINT NOT NULL,
          updated_at BIGINT NOT NULL
+       )
+       """
+     ]},
+    {2, "the game's state",
+     sqlite: [
+       """
+       CREATE TABLE game_state (
+         scope TEXT NOT NULL,
+         key TEXT NOT NULL,
+         value BLOB NOT NULL,
+         updated_at INTEGER NOT NULL,
+         PRIMARY KEY (scope, key)
+       ) WITHOUT ROWID
+       """
+     ],
+     postgres: [
+       """
+       CREATE TABLE game_state (
+         scope TEXT NOT NULL,
+         key TEXT NOT NULL,
+         value BYTEA NOT NULL,
+         updated_at BIGINT NOT NULL,
+         PRIMARY KEY (scope, key)
        )
        """
      ]}

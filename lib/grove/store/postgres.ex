@@ -22,9 +22,18 @@ defmodule Grove.Store.Postgres do
   A connection prepares every statement by name when it opens, all in one
   round trip; a call then sends only the statement's name and the
   parameters (`execute/3`), never SQL built from them. Text and bytes go
-  as binary parameters, integers as text. Every write is one statement, so
-  none needs an explicit transaction; migrations, which do, run on a
-  connection of their own at start-up.
+  as binary parameters, integers as text.
+
+  Writes run in batches, one transaction each (the group commit of
+  `Grove.Store`); a batch of one write is one statement, without a
+  transaction around it. PostgreSQL aborts a whole transaction on an
+  error, so the writes that may be refused are written not to raise one:
+  an insert skips a conflicting row (`ON CONFLICT DO NOTHING`) and a
+  second statement then tells the caller why, and a rename checks the name
+  is free in the same statement. What races past those checks (two
+  batches taking one name at once) fails its transaction, whose writes the
+  store then retries one by one. Migrations run on a connection of their
+  own at start-up.
 
   The driver's `pquery/3` is avoided on purpose: it waits forever for the
   answer of a statement that returns no rows.
@@ -42,12 +51,28 @@ defmodule Grove.Store.Postgres do
     insert_account: """
     INSERT INTO accounts (name, device_id, password_hash, password_salt, avatar, created_at, updated_at)
     VALUES ($1, $2, $3, $4, $5, $6, $6)
+    ON CONFLICT DO NOTHING
     RETURNING #{@account_columns}
     """,
+    # The account and its first token in one statement.
+    insert_account_token: """
+    WITH account AS (
+      INSERT INTO accounts (name, device_id, password_hash, password_salt, avatar, created_at, updated_at)
+      VALUES ($1, $2, $3, $4, $5, $6, $6)
+      ON CONFLICT DO NOTHING
+      RETURNING #{@account_columns}
+    ), token AS (
+      INSERT INTO tokens (id, account_id, expires_at, revoked, created_at)
+      SELECT $7::bytea, id, $8::bigint, FALSE, $6::bigint FROM account
+    )
+    SELECT #{@account_columns} FROM account
+    """,
+    name_taken: "SELECT 1 FROM accounts WHERE name = $1",
     account_by_id: "SELECT #{@account_columns} FROM accounts WHERE id = $1",
     account_by_name: "SELECT #{@account_columns} FROM accounts WHERE name = $1",
     account_by_device: "SELECT #{@account_columns} FROM accounts WHERE device_id = $1",
-    # A change left out is NULL here, and keeps the old value.
+    # A change left out is NULL here, and keeps the old value. A name that
+    # another account has changes nothing.
     update_account: """
     UPDATE accounts
     SET name = COALESCE($2, name),
@@ -56,11 +81,15 @@ defmodule Grove.Store.Postgres do
         password_salt = COALESCE($5, password_salt),
         updated_at = $6
     WHERE id = $1
+      AND NOT EXISTS (SELECT 1 FROM accounts other WHERE other.name = $2 AND other.id <> $1)
     RETURNING #{@account_columns}
     """,
+    account_exists: "SELECT 1 FROM accounts WHERE id = $1",
     insert_token: """
     INSERT INTO tokens (id, account_id, expires_at, revoked, created_at)
-    VALUES ($1, $2, $3, FALSE, $4)
+    SELECT $1::bytea, $2::bigint, $3::bigint, FALSE, $4::bigint
+    WHERE EXISTS (SELECT 1 FROM accounts WHERE id = $2::bigint)
+    ON CONFLICT DO NOTHING
     """,
     select_token: "SELECT account_id, expires_at, revoked FROM tokens WHERE id = $1",
     revoke_token: "UPDATE tokens SET revoked = TRUE WHERE id = $1",
@@ -73,7 +102,14 @@ defmodule Grove.Store.Postgres do
     ON CONFLICT (account_id) DO UPDATE
     SET x = excluded.x, y = excluded.y, updated_at = excluded.updated_at
     """,
-    select_position: "SELECT x, y FROM positions WHERE account_id = $1"
+    select_position: "SELECT x, y FROM positions WHERE account_id = $1",
+    upsert_state: """
+    INSERT INTO game_state (scope, key, value, updated_at) VALUES ($1, $2, $3, $4)
+    ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+    """,
+    delete_state: "DELETE FROM game_state WHERE scope = $1 AND key = $2",
+    select_state: "SELECT value FROM game_state WHERE scope = $1 AND key = $2",
+    list_state: ~S|SELECT key, value FROM game_state WHERE scope = $1 ORDER BY key COLLATE "C"|
   ]
 
   @names Map.new(@statements, fn {key, _sql} -> {key, "grove_#{key}"} end)
@@ -247,6 +283,46 @@ defmodule Grove.Store.Postgres do
     end
   end
 
+  ## Writes, in one transaction
+
+  @impl true
+  def write(conn, [{fun, args}]) do
+    case apply(__MODULE__, fun, [conn | args]) do
+      {:error, :unavailable} -> {:error, :unavailable}
+      result -> {:ok, [result]}
+    end
+  end
+
+  def write(conn, operations) do
+    with :ok <- simple_write(conn, "BEGIN") do
+      results = Enum.map(operations, fn {fun, args} -> apply(__MODULE__, fun, [conn | args]) end)
+
+      if {:error, :unavailable} in results do
+        _ = simple_write(conn, "ROLLBACK")
+        {:error, :unavailable}
+      else
+        case simple_write(conn, "COMMIT") do
+          :ok -> {:ok, results}
+          {:error, :unavailable} -> {:error, :unavailable}
+        end
+      end
+    end
+  end
+
+  defp simple_write(conn, sql) do
+    case :pgsql.squery(conn, sql) do
+      {:ok, results} ->
+        case first_error(results) do
+          nil ->
+            :ok
+
+          error ->
+            Logger.error("postgres store: #{sql} failed: #{error}")
+            {:error, :unavailable}
+        end
+    end
+  end
+
   ## Accounts
 
   @impl true
@@ -260,10 +336,26 @@ defmodule Grove.Store.Postgres do
       now()
     ]
 
-    case execute(conn, :insert_account, params) do
+    {statement, params} =
+      case attrs[:token] do
+        nil -> {:insert_account, params}
+        %{id: id, expires_at: expires_at} -> {:insert_account_token, params ++ [id, expires_at]}
+      end
+
+    case execute(conn, statement, params) do
       {:ok, [row]} -> {:ok, account(row)}
-      {:error, {"23505", "accounts_name_unique", _}} -> {:error, :name_taken}
-      {:error, {"23505", "accounts_device_id_unique", _}} -> {:error, :device_taken}
+      # Skipped for a conflict: which one?
+      {:ok, []} -> conflict(conn, attrs.name)
+      {:error, error} -> unavailable(:create_account, error)
+    end
+  end
+
+  defp conflict(_conn, nil), do: {:error, :device_taken}
+
+  defp conflict(conn, name) do
+    case execute(conn, :name_taken, [name]) do
+      {:ok, [_]} -> {:error, :name_taken}
+      {:ok, []} -> {:error, :device_taken}
       {:error, error} -> unavailable(:create_account, error)
     end
   end
@@ -297,9 +389,17 @@ defmodule Grove.Store.Postgres do
 
     case execute(conn, :update_account, params) do
       {:ok, [row]} -> {:ok, account(row)}
-      {:ok, []} -> {:error, :not_found}
-      {:error, {"23505", "accounts_name_unique", _}} -> {:error, :name_taken}
+      {:ok, []} -> missing_or_taken(conn, id, :update_account)
       {:error, error} -> unavailable(:update_account, error)
+    end
+  end
+
+  # A statement that changed nothing: no such account, or the name was taken.
+  defp missing_or_taken(conn, id, operation) do
+    case execute(conn, :account_exists, [id]) do
+      {:ok, [_]} -> {:error, :name_taken}
+      {:ok, []} -> {:error, :not_found}
+      {:error, error} -> unavailable(operation, error)
     end
   end
 
@@ -321,10 +421,19 @@ defmodule Grove.Store.Postgres do
   @impl true
   def create_token(conn, %{id: id, account_id: account_id, expires_at: expires_at}) do
     case execute(conn, :insert_token, [id, account_id, expires_at, now()]) do
-      {:ok, _} -> :ok
-      {:error, {"23503", "tokens_account_exists", _}} -> {:error, :not_found}
-      {:error, {"23505", "tokens_id_unique", _}} -> {:error, :token_taken}
-      {:error, error} -> unavailable(:create_token, error)
+      {:ok, 1} ->
+        :ok
+
+      # Skipped: no such account, or a token with this id exists.
+      {:ok, 0} ->
+        case execute(conn, :account_exists, [account_id]) do
+          {:ok, [_]} -> {:error, :token_taken}
+          {:ok, []} -> {:error, :not_found}
+          {:error, error} -> unavailable(:create_token, error)
+        end
+
+      {:error, error} ->
+        unavailable(:create_token, error)
     end
   end
 
@@ -391,6 +500,42 @@ defmodule Grove.Store.Postgres do
       {:ok, [[x, y]]} -> {:ok, {integer(x), integer(y)}}
       {:ok, []} -> {:error, :not_found}
       {:error, error} -> unavailable(:fetch_position, error)
+    end
+  end
+
+  ## The game's state
+
+  @impl true
+  def save_state(conn, scope, entries) do
+    now = now()
+
+    Enum.reduce_while(entries, :ok, fn {key, value}, :ok ->
+      result =
+        if value == nil,
+          do: execute(conn, :delete_state, [scope, key]),
+          else: execute(conn, :upsert_state, [scope, key, value, now])
+
+      case result do
+        {:ok, _} -> {:cont, :ok}
+        {:error, error} -> {:halt, unavailable(:save_state, error)}
+      end
+    end)
+  end
+
+  @impl true
+  def fetch_state(conn, scope, key) do
+    case execute(conn, :select_state, [scope, key]) do
+      {:ok, [[value]]} -> {:ok, value(value)}
+      {:ok, []} -> {:error, :not_found}
+      {:error, error} -> unavailable(:fetch_state, error)
+    end
+  end
+
+  @impl true
+  def list_state(conn, scope) do
+    case execute(conn, :list_state, [scope]) do
+      {:ok, rows} -> {:ok, for([key, value] <- rows, do: {value(key), value(value)})}
+      {:error, error} -> unavailable(:list_state, error)
     end
   end
 

@@ -13,34 +13,49 @@ defmodule Grove.Store.Queue do
   # the caller at once when this process is gone.
   #
   # This process only matches requests with idle workers, oldest request
-  # first. It never touches the database, so it never blocks. A request
-  # holds its place until a worker takes it, even once its caller has given
-  # up: while the workers are stuck, the queue stays full and every further
-  # call is answered at once, which is the point.
+  # first. It never touches the database, so it never blocks. A worker that
+  # comes back ready takes everything that waits, up to `max_batch`
+  # requests, at once: the writes among them go into one transaction, one
+  # commit (and one sync of the disk) for all of them. That is the group
+  # commit: the batch grows by itself with the backlog that built up while
+  # the last commit was syncing, and needs no timer. A request holds its
+  # place until a worker takes it, even once its caller has given up: while
+  # the workers are stuck, the queue stays full and every further call is
+  # answered at once, which is the point.
 
   use GenServer
 
   alias __MODULE__, as: State
+  alias Grove.Metrics.Histogram
   alias Grove.Store
 
   defmodule Handle do
     @moduledoc false
     # What a call needs, published in :persistent_term so that calls read it
     # without a message.
-    @enforce_keys [:queue, :gauges, :counters, :queue_limit, :timeout]
+    @enforce_keys [:queue, :gauges, :counters, :waits, :queue_limit, :timeout]
     defstruct @enforce_keys
 
     @type t :: %__MODULE__{
             queue: pid(),
             gauges: :atomics.atomics_ref(),
             counters: :counters.counters_ref(),
+            waits: %{queue: Histogram.t(), database: Histogram.t()},
             queue_limit: pos_integer(),
             timeout: pos_integer()
           }
   end
 
   @gauges [:queued, :running, :connected]
-  @counters [:completed, :rejected_full, :expired, :timed_out, :errors]
+  @counters [
+    :completed,
+    :rejected_full,
+    :expired,
+    :timed_out,
+    :errors,
+    :transactions,
+    :batched_writes
+  ]
 
   for {key, index} <- Enum.with_index(@gauges ++ @counters, 1) do
     index = if index > length(@gauges), do: index - length(@gauges), else: index
@@ -51,6 +66,7 @@ defmodule Grove.Store.Queue do
     :store,
     :handle,
     :pool_size,
+    :max_batch,
     pending: :queue.new(),
     idle: [],
     watched: MapSet.new(),
@@ -61,14 +77,18 @@ defmodule Grove.Store.Queue do
           store: Store.name(),
           handle: Handle.t(),
           pool_size: pos_integer(),
+          max_batch: pos_integer(),
           pending: :queue.queue(),
           idle: [pid()],
           watched: MapSet.t(pid()),
           down: MapSet.t(pid())
         }
 
-  @typedoc "A request as it travels: where to reply, until when, and what to run."
-  @type request :: {reference(), integer(), {atom(), list()}}
+  @typedoc """
+  A request as it travels: where to reply, until when, since when it waits
+  (monotonic milliseconds and microseconds), and what to run.
+  """
+  @type request :: {reference(), integer(), integer(), {atom(), list()}}
 
   ## Calls
 
@@ -81,18 +101,42 @@ defmodule Grove.Store.Queue do
         {:error, :unavailable}
 
       %Handle{} = handle ->
-        enqueue(handle, {fun, args}, timeout!(opts, handle.timeout))
+        case timeout!(opts, handle.timeout) do
+          timeout when timeout > 0 ->
+            enqueue(handle, {fun, args}, timeout)
+
+          _passed ->
+            # The caller's deadline passed before it asked: nothing is sent.
+            :counters.add(handle.counters, index(:timed_out), 1)
+            {:error, :unavailable}
+        end
     end
   end
 
-  defp timeout!([], default), do: default
+  # Milliseconds left: the call's own timeout, or what is left of an
+  # absolute deadline (monotonic milliseconds), or the store's default.
+  defp timeout!(opts, default) when is_list(opts) do
+    case opts do
+      [] ->
+        default
 
-  defp timeout!([timeout: timeout], _default) when is_integer(timeout) and timeout > 0,
-    do: timeout
+      [timeout: timeout] when is_integer(timeout) and timeout > 0 ->
+        timeout
 
-  defp timeout!(opts, _default) do
+      [deadline: deadline] when is_integer(deadline) ->
+        min(deadline - System.monotonic_time(:millisecond), default)
+
+      _ ->
+        bad_opts!(opts)
+    end
+  end
+
+  defp timeout!(opts, _default), do: bad_opts!(opts)
+
+  defp bad_opts!(opts) do
     raise ArgumentError,
-          "the options of a store call are [timeout: positive integer], got: #{inspect(opts)}"
+          "the options of a store call are [timeout: positive integer] or " <>
+            "[deadline: monotonic milliseconds], got: #{inspect(opts)}"
   end
 
   defp enqueue(%Handle{gauges: gauges, counters: counters} = handle, operation, timeout) do
@@ -101,9 +145,10 @@ defmodule Grove.Store.Queue do
       :counters.add(counters, index(:rejected_full), 1)
       {:error, :unavailable}
     else
-      deadline = System.monotonic_time(:millisecond) + timeout
+      now = System.monotonic_time(:microsecond)
+      deadline = div(now, 1000) + timeout
       ref = :erlang.monitor(:process, handle.queue, alias: :reply_demonitor)
-      send(handle.queue, {:request, {ref, deadline, operation}})
+      send(handle.queue, {:request, {ref, deadline, now, operation}})
 
       receive do
         {^ref, reply} ->
@@ -149,11 +194,32 @@ defmodule Grove.Store.Queue do
 
   @doc "Whether a request's deadline has passed."
   @spec expired?(request()) :: boolean()
-  def expired?({_ref, deadline, _operation}), do: System.monotonic_time(:millisecond) >= deadline
+  def expired?({_ref, deadline, _queued_at, _operation}),
+    do: System.monotonic_time(:millisecond) >= deadline
+
+  @doc "What a request runs: `{fun, args}`."
+  @spec operation(request()) :: {atom(), list()}
+  def operation({_ref, _deadline, _queued_at, operation}), do: operation
+
+  @doc "Records how long a request waited for a worker, now that one took it."
+  @spec taken(Handle.t(), request(), integer()) :: :ok
+  def taken(%Handle{waits: waits}, {_ref, _deadline, queued_at, _operation}, now_us),
+    do: Histogram.record(waits.queue, max(now_us - queued_at, 0))
+
+  @doc "Records how long the database took over a request (its transaction, for a write)."
+  @spec ran(Handle.t(), non_neg_integer()) :: :ok
+  def ran(%Handle{waits: waits}, micros), do: Histogram.record(waits.database, micros)
+
+  @doc "Counts a transaction that committed `writes` writes together."
+  @spec committed(Handle.t(), pos_integer()) :: :ok
+  def committed(%Handle{counters: counters}, writes) do
+    :counters.add(counters, index(:transactions), 1)
+    :counters.add(counters, index(:batched_writes), writes)
+  end
 
   @doc "Answers a request without running it, counting why."
   @spec reject(Handle.t(), request(), :expired | :errors) :: :ok
-  def reject(%Handle{counters: counters}, {ref, _deadline, _operation}, why) do
+  def reject(%Handle{counters: counters}, {ref, _deadline, _queued_at, _operation}, why) do
     :counters.add(counters, index(why), 1)
     send(ref, {ref, {:error, :unavailable}})
     :ok
@@ -161,7 +227,7 @@ defmodule Grove.Store.Queue do
 
   @doc "Answers a request that ran, counting it as completed or as an error."
   @spec reply(Handle.t(), request(), term()) :: :ok
-  def reply(%Handle{counters: counters}, {ref, _deadline, _operation}, result) do
+  def reply(%Handle{counters: counters}, {ref, _deadline, _queued_at, _operation}, result) do
     outcome = if result == {:error, :unavailable}, do: :errors, else: :completed
     :counters.add(counters, index(outcome), 1)
     send(ref, {ref, result})
@@ -171,6 +237,15 @@ defmodule Grove.Store.Queue do
   @doc "Moves the `running` gauge."
   @spec running(Handle.t(), integer()) :: :ok
   def running(%Handle{gauges: gauges}, delta), do: :atomics.add(gauges, index(:running), delta)
+
+  @doc "The store's wait histograms (microseconds); `nil` when it is not running."
+  @spec waits(Store.name()) :: %{queue: Histogram.t(), database: Histogram.t()} | nil
+  def waits(store) do
+    case :persistent_term.get({__MODULE__, store}, nil) do
+      nil -> nil
+      %Handle{waits: waits} -> waits
+    end
+  end
 
   @doc "The store's counters; zeros when it is not running."
   @spec stats(Store.name()) :: Store.stats()
@@ -202,12 +277,20 @@ defmodule Grove.Store.Queue do
       queue: self(),
       gauges: :atomics.new(length(@gauges), signed: true),
       counters: :counters.new(length(@counters), [:write_concurrency]),
+      waits: %{queue: Histogram.new(), database: Histogram.new()},
       queue_limit: store.queue_limit,
       timeout: store.timeout
     }
 
     :persistent_term.put({__MODULE__, store.name}, handle)
-    {:ok, %State{store: store.name, handle: handle, pool_size: store.pool_size}}
+
+    {:ok,
+     %State{
+       store: store.name,
+       handle: handle,
+       pool_size: store.pool_size,
+       max_batch: store.max_batch
+     }}
   end
 
   @impl true
@@ -223,7 +306,7 @@ defmodule Grove.Store.Queue do
 
       true ->
         [worker | idle] = state.idle
-        dispatch(state, worker, request)
+        dispatch(state, worker, [request])
         {:noreply, %{state | idle: idle}}
     end
   end
@@ -232,13 +315,14 @@ defmodule Grove.Store.Queue do
     state = watch(state, worker)
     state = connected(%{state | down: MapSet.delete(state.down, worker)})
 
-    case :queue.out(state.pending) do
-      {{:value, request}, pending} ->
-        dispatch(state, worker, request)
-        {:noreply, %{state | pending: pending}}
-
-      {:empty, _} ->
+    # Everything that waits, oldest first, up to a batch: the group commit.
+    case take(state.pending, state.max_batch, []) do
+      {[], _pending} ->
         {:noreply, %{state | idle: [worker | state.idle]}}
+
+      {batch, pending} ->
+        dispatch(state, worker, batch)
+        {:noreply, %{state | pending: pending}}
     end
   end
 
@@ -295,10 +379,20 @@ defmodule Grove.Store.Queue do
     state
   end
 
-  defp dispatch(%State{} = state, worker, request) do
-    take_place(state)
-    send(worker, {:run, request})
+  defp take(pending, 0, batch), do: {Enum.reverse(batch), pending}
+
+  defp take(pending, room, batch) do
+    case :queue.out(pending) do
+      {{:value, request}, pending} -> take(pending, room - 1, [request | batch])
+      {:empty, pending} -> {Enum.reverse(batch), pending}
+    end
   end
 
-  defp take_place(%State{handle: handle}), do: :atomics.sub(handle.gauges, index(:queued), 1)
+  defp dispatch(%State{} = state, worker, batch) do
+    take_place(state, length(batch))
+    send(worker, {:run, batch})
+  end
+
+  defp take_place(%State{handle: handle}, count \\ 1),
+    do: :atomics.sub(handle.gauges, index(:queued), count)
 end

@@ -24,14 +24,17 @@ defmodule Grove.Store.SQLite do
   statement in the VM for up to `:busy_timeout`; the queue's deadlines keep
   callers from waiting that long.
 
-  Every operation is one statement (SQLite 3.35 or newer, for `RETURNING`),
-  so no connection holds a lock between two of its statements; with one
-  shared thread, a second connection waiting for such a lock would wait on
-  the very thread that has to release it. Only migrations use a transaction
-  of several statements: they run before the store's workers connect, one
-  store at a time per file in the VM, and take the write lock only when
-  there is something to apply, so a store can start next to another that
-  is busy on the same file.
+  Writes run in batches, one transaction each (`BEGIN IMMEDIATE` ...
+  `COMMIT`: the group commit of `Grove.Store`), which holds the file's
+  write lock across its statements. With one shared thread, a second
+  connection of the same VM waiting for that lock would wait on the very
+  thread that has to release it, so a SQLite store has exactly one
+  connection (`:pool_size` 1; more is refused). A statement refused for a
+  constraint (a taken name) undoes only itself, so it fails nobody else in
+  its batch. Migrations run before the store's worker connects, one store
+  at a time per file in the VM, and take the write lock only when there
+  is something to apply, so a store can start next to another that is
+  busy on the same file (SQLite 3.35 or newer, for `RETURNING`).
   """
 
   @behaviour Grove.Store
@@ -92,6 +95,17 @@ defmodule Grove.Store.SQLite do
   """
 
   @select_position "SELECT x, y FROM positions WHERE account_id = ?1"
+
+  @upsert_state """
+  INSERT INTO game_state (scope, key, value, updated_at) VALUES (?1, ?2, ?3, ?4)
+  ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+  """
+
+  @delete_state "DELETE FROM game_state WHERE scope = ?1 AND key = ?2"
+
+  @select_state "SELECT value FROM game_state WHERE scope = ?1 AND key = ?2"
+
+  @list_state "SELECT key, value FROM game_state WHERE scope = ?1 ORDER BY key"
 
   @record_migration "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)"
 
@@ -231,9 +245,42 @@ defmodule Grove.Store.SQLite do
     )
   end
 
+  ## Writes, in one transaction
+
+  @impl true
+  def write(db, operations) do
+    case query(db, "BEGIN IMMEDIATE", []) do
+      {:ok, _} ->
+        results = Enum.map(operations, fn {fun, args} -> apply(__MODULE__, fun, [db | args]) end)
+
+        with false <- {:error, :unavailable} in results,
+             {:ok, _} <- query(db, "COMMIT", []) do
+          {:ok, results}
+        else
+          failed ->
+            if failed != true, do: unavailable(:commit, failed)
+            _ = query(db, "ROLLBACK", [])
+            {:error, :unavailable}
+        end
+
+      error ->
+        unavailable(:begin, error)
+    end
+  end
+
   ## Accounts
 
   @impl true
+  def create_account(db, %{token: %{id: id, expires_at: expires_at}} = attrs) do
+    with {:ok, account} <- create_account(db, %{attrs | token: nil}) do
+      case create_token(db, %{id: id, account_id: account.id, expires_at: expires_at}) do
+        :ok -> {:ok, account}
+        # Sixteen random bytes that collide: the caller tries again.
+        {:error, _} -> {:error, :unavailable}
+      end
+    end
+  end
+
   def create_account(db, attrs) do
     params = [
       text(attrs.name),
@@ -364,6 +411,42 @@ defmodule Grove.Store.SQLite do
       {:ok, [{x, y}]} -> {:ok, {x, y}}
       {:ok, []} -> {:error, :not_found}
       error -> unavailable(:fetch_position, error)
+    end
+  end
+
+  ## The game's state
+
+  @impl true
+  def save_state(db, scope, entries) do
+    now = now()
+
+    Enum.reduce_while(entries, :ok, fn {key, value}, :ok ->
+      result =
+        if value == nil,
+          do: query(db, @delete_state, [scope, key]),
+          else: query(db, @upsert_state, [scope, key, blob(value), now])
+
+      case result do
+        {:ok, _} -> {:cont, :ok}
+        error -> {:halt, unavailable(:save_state, error)}
+      end
+    end)
+  end
+
+  @impl true
+  def fetch_state(db, scope, key) do
+    case query(db, @select_state, [scope, key]) do
+      {:ok, [{value}]} -> {:ok, value(value)}
+      {:ok, []} -> {:error, :not_found}
+      error -> unavailable(:fetch_state, error)
+    end
+  end
+
+  @impl true
+  def list_state(db, scope) do
+    case query(db, @list_state, [scope]) do
+      {:ok, rows} -> {:ok, for({key, value} <- rows, do: {key, value(value)})}
+      error -> unavailable(:list_state, error)
     end
   end
 

@@ -1,8 +1,14 @@
 defmodule Grove.Store.Worker do
   @moduledoc false
-  # One connection and the loop that uses it: take a request from the queue,
-  # drop it unrun if its deadline has passed, run it otherwise, reply, and
-  # tell the queue it is ready again.
+  # One connection and the loop that uses it: take a batch of requests from
+  # the queue, drop those whose deadline has passed unrun, run the reads one
+  # by one (each answered at once), then all the writes in one transaction,
+  # answered only once it has committed; tell the queue it is ready again.
+  #
+  # A transaction that fails fails every write in it. When it held more than
+  # one, each is tried again alone (those still within their deadline), so
+  # that one write the database refuses (a race the statements could not
+  # absorb) costs its batch nothing but time.
   #
   # A lost connection does not kill the worker: it tells the queue it is
   # down (so that calls fail fast when every worker is down), reconnects with
@@ -58,20 +64,15 @@ defmodule Grove.Store.Worker do
   end
 
   @impl true
-  def handle_info({:run, request}, %State{conn: nil} = state) do
-    # Handed over just as the connection went: nothing to run it on.
-    Queue.reject(state.handle, request, :errors)
-    {:noreply, state}
-  end
+  def handle_info({:run, batch}, %State{} = state) do
+    now = System.monotonic_time(:microsecond)
+    for request <- batch, do: Queue.taken(state.handle, request, now)
 
-  def handle_info({:run, request}, %State{} = state) do
-    state =
-      if Queue.expired?(request) do
-        Queue.reject(state.handle, request, :expired)
-        state
-      else
-        run(request, state)
-      end
+    {live, expired} = Enum.split_with(batch, &(not Queue.expired?(&1)))
+    for request <- expired, do: Queue.reject(state.handle, request, :expired)
+
+    {reads, writes} = Enum.split_with(live, &read?/1)
+    state = state |> run_reads(reads) |> run_writes(writes)
 
     if state.conn, do: Queue.ready(state.handle, self())
     {:noreply, state}
@@ -93,25 +94,91 @@ defmodule Grove.Store.Worker do
     :ok
   end
 
-  defp run({_ref, _deadline, {fun, args}} = request, %State{handle: handle} = state) do
-    Queue.running(handle, 1)
+  @reads [:fetch_account, :fetch_token, :fetch_position, :fetch_state, :list_state]
+
+  defp read?(request), do: elem(Queue.operation(request), 0) in @reads
+
+  # Handed over just as the connection went, or lost on the way: nothing to
+  # run them on.
+  defp run_reads(%State{conn: nil} = state, reads) do
+    for request <- reads, do: Queue.reject(state.handle, request, :errors)
+    state
+  end
+
+  defp run_reads(state, []), do: state
+
+  defp run_reads(state, [request | rest]) do
+    {fun, args} = Queue.operation(request)
+
+    {[result], state} =
+      attempt(state, 1, fun, fn -> apply(state.adapter, fun, [state.conn | args]) end)
+
+    Queue.reply(state.handle, request, result)
+    run_reads(state, rest)
+  end
+
+  defp run_writes(state, []), do: state
+
+  defp run_writes(%State{conn: nil} = state, writes) do
+    for request <- writes, do: Queue.reject(state.handle, request, :errors)
+    state
+  end
+
+  defp run_writes(state, writes) do
+    operations = Enum.map(writes, &Queue.operation/1)
+    count = length(writes)
+
+    {results, state} =
+      attempt(state, count, :write, fn -> state.adapter.write(state.conn, operations) end)
+
+    case results do
+      {:ok, results} ->
+        Queue.committed(state.handle, count)
+        Enum.zip_with(writes, results, &Queue.reply(state.handle, &1, &2))
+        state
+
+      {:error, :unavailable} when count > 1 and state.conn != nil ->
+        Enum.reduce(writes, state, fn request, state ->
+          if Queue.expired?(request) do
+            Queue.reject(state.handle, request, :expired)
+            state
+          else
+            run_writes(state, [request])
+          end
+        end)
+
+      {:error, :unavailable} ->
+        for request <- writes, do: Queue.reply(state.handle, request, {:error, :unavailable})
+        state
+    end
+  end
+
+  # Runs `fun` on the connection, timed and counted as running; a crash
+  # drops the connection and reads as `:unavailable`.
+  defp attempt(%State{handle: handle} = state, count, what, fun) do
+    Queue.running(handle, count)
+    started = System.monotonic_time(:microsecond)
 
     {result, state} =
       try do
-        {apply(state.adapter, fun, [state.conn | args]), state}
+        {fun.(), state}
       catch
         kind, reason ->
           Logger.error(
-            "store #{inspect(state.store)}: #{fun} failed, reconnecting: " <>
+            "store #{inspect(state.store)}: #{what} failed, reconnecting: " <>
               Exception.format(kind, reason, __STACKTRACE__)
           )
 
           {{:error, :unavailable}, lost(state)}
       end
 
-    Queue.running(handle, -1)
-    Queue.reply(handle, request, result)
-    state
+    Queue.ran(handle, System.monotonic_time(:microsecond) - started)
+    Queue.running(handle, -count)
+
+    case what do
+      :write -> {result, state}
+      _read -> {[result], state}
+    end
   end
 
   defp connect(%State{} = state) do
