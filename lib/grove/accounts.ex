@@ -11,6 +11,18 @@ defmodule Grove.Accounts do
   `Grove.Permits`, so a login storm gets fast refusals instead of starving
   the game of CPU.
 
+  ## Deadlines
+
+  Every call that may wait takes `deadline:` in its options, an instant of
+  `System.monotonic_time(:millisecond)` (the HTTP API passes its
+  request's): each store call waits at most until then, and a password is
+  hashed only when a permit comes soon enough for the hash, which takes
+  about as long as the last ones did, to end by then. A call that cannot
+  finish in time answers `{:error, :busy}` (no permit in time) or
+  `{:error, :unavailable}` (the store could not answer in time) by its
+  deadline. A first device login is one write: the account and its token
+  are stored together.
+
   ## Options
 
     * `:name` - this accounts service's name (required)
@@ -84,7 +96,9 @@ defmodule Grove.Accounts do
     :playing,
     :limits,
     :ip_limit,
-    :account_limit
+    :account_limit,
+    :hash_wait,
+    :hash_cost
   ]
 
   @type t :: %__MODULE__{}
@@ -130,7 +144,11 @@ defmodule Grove.Accounts do
       playing: :ets.new(:grove_playing, [:set, :public, write_concurrency: true]),
       limits: :ets.new(:grove_login_limits, [:set, :public, write_concurrency: true]),
       ip_limit: RateLimit.new(opts[:ip_rate], opts[:ip_burst]),
-      account_limit: RateLimit.new(opts[:account_rate], opts[:account_burst])
+      account_limit: RateLimit.new(opts[:account_rate], opts[:account_burst]),
+      # How long logins wait for a permit to hash, in microseconds.
+      hash_wait: Grove.Metrics.Histogram.new(),
+      # How long the last hash took, in microseconds: what a permit must leave room for.
+      hash_cost: :atomics.new(1, [])
     }
 
     :persistent_term.put({__MODULE__, name}, accounts)
@@ -171,19 +189,22 @@ defmodule Grove.Accounts do
 
     with :ok <- valid_device(device_id),
          :ok <- limit(accounts, :ip, opts[:ip]) do
-      case Store.fetch_account(accounts.store, {:device, device_id}) do
+      case Store.fetch_account(accounts.store, {:device, device_id}, store_opts(opts)) do
         {:ok, account} ->
-          issue(accounts, cache(accounts, account), :existing)
+          issue(accounts, cache(accounts, account), :existing, opts)
 
         {:error, :not_found} ->
-          case Store.create_account(accounts.store, %{
-                 device_id: device_id,
-                 avatar: @default_avatar
-               }) do
-            {:ok, account} -> issue(accounts, cache(accounts, account), :created)
+          # The account and its first token in one write.
+          case create_with_token(accounts, %{device_id: device_id, avatar: @default_avatar}, opts) do
+            {:ok, token, account} ->
+              {:ok, token, account, :created}
+
             # Two first logins of one device raced; the other one created it.
-            {:error, :device_taken} -> device_login(accounts, device_id, opts)
-            {:error, reason} -> {:error, reason}
+            {:error, :device_taken} ->
+              device_login(accounts, device_id, Keyword.delete(opts, :ip))
+
+            {:error, reason} ->
+              {:error, reason}
           end
 
         {:error, reason} ->
@@ -208,16 +229,12 @@ defmodule Grove.Accounts do
          :ok <- limit(accounts, :ip, opts[:ip]),
          salt = Password.salt(),
          {:ok, hash} <-
-           hash(accounts, fn -> Password.hash(password, salt, accounts.password_cost) end),
-         {:ok, account} <-
-           Store.create_account(accounts.store, %{
-             name: name,
-             password_hash: hash,
-             password_salt: salt,
-             avatar: avatar
-           }) do
-      {:ok, token, account, _} = issue(accounts, cache(accounts, account), :created)
-      {:ok, token, account}
+           hash(accounts, opts, fn -> Password.hash(password, salt, accounts.password_cost) end) do
+      create_with_token(
+        accounts,
+        %{name: name, password_hash: hash, password_salt: salt, avatar: avatar},
+        opts
+      )
     end
   end
 
@@ -231,15 +248,16 @@ defmodule Grove.Accounts do
     with true <- (is_binary(name) and is_binary(password)) || {:error, :invalid_credentials},
          :ok <- limit(accounts, :ip, opts[:ip]),
          :ok <- limit(accounts, :account, name) do
-      case Store.fetch_account(accounts.store, {:name, name}) do
+      case Store.fetch_account(accounts.store, {:name, name}, store_opts(opts)) do
         {:ok, %Account{password_hash: hash, password_salt: salt} = account}
         when is_binary(hash) ->
-          case hash(accounts, fn ->
+          case hash(accounts, opts, fn ->
                  Password.verify?(password, salt, hash, accounts.password_cost)
                end) do
             {:ok, true} ->
-              {:ok, token, account, _} = issue(accounts, cache(accounts, account), :existing)
-              {:ok, token, account}
+              with {:ok, token, account, _} <-
+                     issue(accounts, cache(accounts, account), :existing, opts),
+                   do: {:ok, token, account}
 
             {:ok, false} ->
               {:error, :invalid_credentials}
@@ -253,7 +271,7 @@ defmodule Grove.Accounts do
 
         # No such name, or a device-only account: the same answer, after the same work.
         _ ->
-          case hash(accounts, fn -> Password.waste(password, accounts.password_cost) end) do
+          case hash(accounts, opts, fn -> Password.waste(password, accounts.password_cost) end) do
             {:ok, false} -> {:error, :invalid_credentials}
             {:error, reason} -> {:error, reason}
           end
@@ -262,16 +280,16 @@ defmodule Grove.Accounts do
   end
 
   @doc "The account a token belongs to, if the token is genuine, unexpired and not revoked."
-  @spec authenticate(atom(), String.t()) ::
+  @spec authenticate(atom(), String.t(), keyword()) ::
           {:ok, Account.t(), binary()}
           | {:error, :invalid_token | :expired | :revoked | :unavailable}
-  def authenticate(accounts, token) do
+  def authenticate(accounts, token, opts \\ []) do
     accounts = fetch!(accounts)
 
     with {:ok, %{id: id, account_id: account_id}} <-
            Token.verify(accounts.secret, token, now()),
-         :ok <- not_revoked(accounts, id),
-         {:ok, account} <- account(accounts, account_id) do
+         :ok <- not_revoked(accounts, id, opts),
+         {:ok, account} <- account(accounts, account_id, opts) do
       {:ok, account, id}
     else
       {:error, :not_found} -> {:error, :invalid_token}
@@ -283,13 +301,14 @@ defmodule Grove.Accounts do
   Revokes a token; it fails from now on, here and on every node of the
   cluster that can be reached (each forgets its cached copy).
   """
-  @spec logout(atom(), String.t()) :: :ok | {:error, :invalid_token | :expired | :unavailable}
-  def logout(accounts, token) do
+  @spec logout(atom(), String.t(), keyword()) ::
+          :ok | {:error, :invalid_token | :expired | :unavailable}
+  def logout(accounts, token, opts \\ []) do
     accounts = fetch!(accounts)
 
     with {:ok, %{id: id, expires_at: expires_at, account_id: account_id}} <-
            Token.verify(accounts.secret, token, now()),
-         :ok <- Store.revoke_token(accounts.store, id) do
+         :ok <- Store.revoke_token(accounts.store, id, store_opts(opts)) do
       :ets.insert(accounts.tokens_cache, {id, account_id, expires_at, true})
       tell_members(accounts, :tokens_cache, id)
       :ok
@@ -300,9 +319,9 @@ defmodule Grove.Accounts do
   end
 
   @doc "An account by id, from the cache or the store."
-  @spec account(atom() | t(), pos_integer()) ::
+  @spec account(atom() | t(), pos_integer(), keyword()) ::
           {:ok, Account.t()} | {:error, :not_found | :unavailable}
-  def account(accounts, id) do
+  def account(accounts, id, opts \\ []) do
     accounts = fetch!(accounts)
 
     case :ets.lookup(accounts.accounts_cache, id) do
@@ -310,7 +329,7 @@ defmodule Grove.Accounts do
         {:ok, account}
 
       [] ->
-        with {:ok, account} <- Store.fetch_account(accounts.store, {:id, id}) do
+        with {:ok, account} <- Store.fetch_account(accounts.store, {:id, id}, store_opts(opts)) do
           {:ok, cache(accounts, account)}
         end
     end
@@ -320,10 +339,10 @@ defmodule Grove.Accounts do
   Changes an account's name or avatar; the cache follows at once, and the
   other nodes of a cluster forget their cached copy.
   """
-  @spec update(atom(), pos_integer(), map()) ::
+  @spec update(atom(), pos_integer(), map(), keyword()) ::
           {:ok, Account.t()}
           | {:error, :invalid_name | :invalid_avatar | :name_taken | :not_found | :unavailable}
-  def update(accounts, id, changes) do
+  def update(accounts, id, changes, opts \\ []) do
     accounts = fetch!(accounts)
     changes = Map.take(changes, [:name, :avatar])
 
@@ -338,7 +357,7 @@ defmodule Grove.Accounts do
       # refill reads the store, never the old value.
       :ets.delete(accounts.accounts_cache, id)
 
-      with {:ok, account} <- Store.update_account(accounts.store, id, changes) do
+      with {:ok, account} <- Store.update_account(accounts.store, id, changes, store_opts(opts)) do
         tell_members(accounts, :accounts_cache, id)
         {:ok, cache(accounts, account)}
       end
@@ -389,15 +408,15 @@ defmodule Grove.Accounts do
 
   ## Helpers
 
-  defp issue(accounts, %Account{id: id} = account, how) do
+  defp issue(accounts, %Account{id: id} = account, how, opts) do
     expires_at = now() + accounts.token_ttl
     {token, token_id} = Token.sign(accounts.secret, id, expires_at)
 
-    case Store.create_token(accounts.store, %{
-           id: token_id,
-           account_id: id,
-           expires_at: expires_at
-         }) do
+    case Store.create_token(
+           accounts.store,
+           %{id: token_id, account_id: id, expires_at: expires_at},
+           store_opts(opts)
+         ) do
       :ok ->
         :ets.insert(accounts.tokens_cache, {token_id, id, expires_at, false})
         {:ok, token, account, how}
@@ -412,7 +431,27 @@ defmodule Grove.Accounts do
     end
   end
 
-  defp not_revoked(accounts, token_id) do
+  # A new account and its first token, stored in one write.
+  defp create_with_token(accounts, attrs, opts) do
+    expires_at = now() + accounts.token_ttl
+    token_id = Token.new_id()
+    attrs = Map.put(attrs, :token, %{id: token_id, expires_at: expires_at})
+
+    with {:ok, %Account{id: id} = account} <-
+           Store.create_account(accounts.store, attrs, store_opts(opts)) do
+      :ets.insert(accounts.tokens_cache, {token_id, id, expires_at, false})
+      {:ok, Token.sign(accounts.secret, id, expires_at, token_id), cache(accounts, account)}
+    end
+  end
+
+  defp store_opts(opts) do
+    case opts[:deadline] do
+      nil -> []
+      deadline -> [deadline: deadline]
+    end
+  end
+
+  defp not_revoked(accounts, token_id, opts) do
     case :ets.lookup(accounts.tokens_cache, token_id) do
       [{_, _, _, false}] ->
         :ok
@@ -421,7 +460,7 @@ defmodule Grove.Accounts do
         {:error, :revoked}
 
       [] ->
-        case Store.fetch_token(accounts.store, token_id) do
+        case Store.fetch_token(accounts.store, token_id, store_opts(opts)) do
           {:ok, %{revoked: revoked, account_id: account_id, expires_at: expires_at}} ->
             :ets.insert(accounts.tokens_cache, {token_id, account_id, expires_at, revoked})
             if revoked, do: {:error, :revoked}, else: :ok
@@ -472,12 +511,42 @@ defmodule Grove.Accounts do
     account
   end
 
-  defp hash(accounts, fun) do
-    case Grove.Permits.run(accounts.permits, accounts.hash_timeout, fun) do
-      {:ok, result} -> {:ok, result}
-      {:error, :busy} -> {:error, :busy}
+  # A permit to hash, waited for no longer than leaves room for the hash
+  # (as long as the last one took) before the deadline.
+  defp hash(accounts, opts, fun) do
+    asked = System.monotonic_time(:microsecond)
+    cost_ms = div(:atomics.get(accounts.hash_cost, 1), 1000)
+
+    timeout =
+      case opts[:deadline] do
+        nil -> accounts.hash_timeout
+        deadline -> min(accounts.hash_timeout, deadline - div(asked, 1000) - cost_ms)
+      end
+
+    timed = fn ->
+      started = System.monotonic_time(:microsecond)
+      Grove.Metrics.Histogram.record(accounts.hash_wait, started - asked)
+      result = fun.()
+      :atomics.put(accounts.hash_cost, 1, System.monotonic_time(:microsecond) - started)
+      result
+    end
+
+    if timeout > 0 do
+      case Grove.Permits.run(accounts.permits, timeout, timed) do
+        {:ok, result} -> {:ok, result}
+        {:error, :busy} -> {:error, :busy}
+      end
+    else
+      {:error, :busy}
     end
   end
+
+  @doc """
+  How long logins waited for a permit to hash a password: a histogram in
+  microseconds (`Grove.Metrics.Histogram`).
+  """
+  @spec hash_waits(atom()) :: Grove.Metrics.Histogram.t()
+  def hash_waits(accounts), do: fetch!(accounts).hash_wait
 
   # Rate limits per address and per account name, in a public ETS table.
   # Two requests of the same key at the same instant may both pass: a

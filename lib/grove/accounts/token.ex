@@ -22,10 +22,23 @@ defmodule Grove.Accounts.Token do
   @doc "A new token for an account, and its id."
   @spec sign(binary() | Grove.Secret.t(), pos_integer(), integer()) :: {String.t(), binary()}
   def sign(secret, account_id, expires_at) do
-    id = :crypto.strong_rand_bytes(16)
-    payload = <<id::binary-size(16), account_id::64, expires_at::64>>
-    {"v1." <> encode(payload) <> "." <> encode(signature(secret, payload)), id}
+    id = new_id()
+    {sign(secret, account_id, expires_at, id), id}
   end
+
+  @doc """
+  The token with a given id (from `new_id/0`): for an account whose id is
+  known only once the token's id has been stored with it.
+  """
+  @spec sign(binary() | Grove.Secret.t(), pos_integer(), integer(), binary()) :: String.t()
+  def sign(secret, account_id, expires_at, <<_::binary-size(16)>> = id) do
+    payload = <<id::binary-size(16), account_id::64, expires_at::64>>
+    "v1." <> encode(payload) <> "." <> encode(signature(secret, payload))
+  end
+
+  @doc "A fresh random token id."
+  @spec new_id() :: binary()
+  def new_id, do: :crypto.strong_rand_bytes(16)
 
   @doc "Checks a token's signature and expiry against `now` (unix seconds)."
   @spec verify(binary() | Grove.Secret.t(), String.t(), integer()) ::
