@@ -87,6 +87,12 @@ defmodule Grove.Gateway do
     * `:http_timeout` - milliseconds an HTTP connection waits for its
       client's next bytes: the rest of a request's head or body, or the
       next request on a kept-alive connection (default `15_000`)
+    * `:request_deadline` - milliseconds within which an API request is
+      answered, counted from the moment its connection was accepted (or
+      its request line arrived, on a kept-alive connection): one that
+      cannot be served in time (its wait for a password permit, for the
+      store's queue or for the database would pass it) gets `503` with
+      `Retry-After` by then (default `1000`)
     * `:max_uri` - longest HTTP request target (path and query) in bytes;
       longer ones get 414 (default `8192`)
     * `:max_headers` - most bytes of HTTP request header lines, all told;
@@ -113,7 +119,7 @@ defmodule Grove.Gateway do
 
   use Supervisor
 
-  alias Grove.Gateway.{Broadcaster, Drainer, Errors, HTTP, Pacer, Socket, Stats}
+  alias Grove.Gateway.{Broadcaster, Clock, Drainer, Errors, HTTP, Pacer, Socket, Stats}
 
   require Logger
 
@@ -150,6 +156,7 @@ defmodule Grove.Gateway do
     max_uri: 8192,
     max_headers: 32_768,
     http_timeout: 15_000,
+    request_deadline: 1000,
     admin_token: nil,
     accounts: nil
   ]
@@ -330,6 +337,8 @@ defmodule Grove.Gateway do
         listen: listen_ip(opts[:listen]),
         docroot: docroot,
         stats: Stats.new(),
+        # HTTP requests' beginnings, deadlines and waits.
+        clock: Clock.new(),
         # Players' moves on the server: from the frame read to the outcome written.
         move_time: Grove.Metrics.Histogram.new(),
         sessions: sessions,
@@ -470,6 +479,7 @@ defmodule Grove.Gateway do
           :max_uri,
           :max_headers,
           :http_timeout,
+          :request_deadline,
           :density_side,
           :view_ms,
           :view_ms_max,

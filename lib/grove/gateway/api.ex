@@ -4,27 +4,43 @@ defmodule Grove.Gateway.Api do
   # login, me, logout. Every error is a JSON body with a code; a store that
   # cannot answer in time, or a login storm past the hashing pool, gets a
   # fast 503 with Retry-After instead of a pile-up.
+  #
+  # Every request keeps a deadline (`Grove.Gateway.Clock`): one that
+  # arrives past it is answered 503 at once, and every wait after that is
+  # bounded by what is left of it, less the time to write the answer.
 
   import Grove.Gateway.Records
 
   alias Grove.Accounts
-  alias Grove.Gateway.HTTP
+  alias Grove.Gateway.{Clock, HTTP}
   alias Grove.Store.Account
+
+  # Kept for encoding and writing the answer after the last wait.
+  @answer_ms 10
 
   def out(arg, config) do
     method = http_request(arg(arg, :req), :method)
     path = arg(arg, :server_path)
+    deadline = Clock.deadline(config)
 
-    case config[:accounts] do
-      nil -> HTTP.error(404, "not_found", "this server has no accounts")
-      accounts -> route(method, path, arg, accounts)
+    cond do
+      config[:accounts] == nil ->
+        HTTP.error(404, "not_found", "this server has no accounts")
+
+      Clock.left(deadline) <= @answer_ms ->
+        Clock.late(:arrival)
+        busy(:unavailable)
+
+      true ->
+        route(method, path, arg, {config.accounts, deadline - @answer_ms})
     end
   end
 
-  defp route(:POST, ~c"/api/device_login", arg, accounts) do
+  defp route(:POST, ~c"/api/device_login", arg, {accounts, deadline}) do
     with {:ok, body} <- json_body(arg),
          {:ok, device_id} <- field(body, "device_id", &is_binary/1),
-         {:ok, token, account, how} <- Accounts.device_login(accounts, device_id, ip: ip(arg)) do
+         {:ok, token, account, how} <-
+           Accounts.device_login(accounts, device_id, ip: ip(arg), deadline: deadline) do
       HTTP.json(if(how == :created, do: 201, else: 200), %{
         "token" => token,
         "account" => json(account),
@@ -35,54 +51,59 @@ defmodule Grove.Gateway.Api do
     end
   end
 
-  defp route(:POST, ~c"/api/register", arg, accounts) do
+  defp route(:POST, ~c"/api/register", arg, {accounts, deadline}) do
     with {:ok, body} <- json_body(arg),
          {:ok, name} <- field(body, "name", &is_binary/1),
          {:ok, password} <- field(body, "password", &is_binary/1),
          {:ok, avatar} <- optional(body, "avatar", &is_binary/1, nil),
          {:ok, token, account} <-
-           Accounts.register(accounts, name, password, ip: ip(arg), avatar: avatar) do
+           Accounts.register(accounts, name, password,
+             ip: ip(arg),
+             avatar: avatar,
+             deadline: deadline
+           ) do
       HTTP.json(201, %{"token" => token, "account" => json(account)})
     else
       error -> failure(error)
     end
   end
 
-  defp route(:POST, ~c"/api/login", arg, accounts) do
+  defp route(:POST, ~c"/api/login", arg, {accounts, deadline}) do
     with {:ok, body} <- json_body(arg),
          {:ok, name} <- field(body, "name", &is_binary/1),
          {:ok, password} <- field(body, "password", &is_binary/1),
-         {:ok, token, account} <- Accounts.login(accounts, name, password, ip: ip(arg)) do
+         {:ok, token, account} <-
+           Accounts.login(accounts, name, password, ip: ip(arg), deadline: deadline) do
       HTTP.json(200, %{"token" => token, "account" => json(account)})
     else
       error -> failure(error)
     end
   end
 
-  defp route(:GET, ~c"/api/me", arg, accounts) do
-    with {:ok, account, _token_id} <- authenticate(arg, accounts) do
+  defp route(:GET, ~c"/api/me", arg, service) do
+    with {:ok, account, _token_id} <- authenticate(arg, service) do
       HTTP.json(200, %{"account" => json(account)})
     else
       error -> failure(error)
     end
   end
 
-  defp route(:PATCH, ~c"/api/me", arg, accounts) do
-    with {:ok, %Account{id: id}, _} <- authenticate(arg, accounts),
+  defp route(:PATCH, ~c"/api/me", arg, {accounts, deadline} = service) do
+    with {:ok, %Account{id: id}, _} <- authenticate(arg, service),
          {:ok, body} <- json_body(arg),
          {:ok, name} <- optional(body, "name", &is_binary/1, nil),
          {:ok, avatar} <- optional(body, "avatar", &is_binary/1, nil),
          changes = for({k, v} <- [name: name, avatar: avatar], v != nil, into: %{}, do: {k, v}),
-         {:ok, account} <- Accounts.update(accounts, id, changes) do
+         {:ok, account} <- Accounts.update(accounts, id, changes, deadline: deadline) do
       HTTP.json(200, %{"account" => json(account)})
     else
       error -> failure(error)
     end
   end
 
-  defp route(:POST, ~c"/api/logout", arg, accounts) do
+  defp route(:POST, ~c"/api/logout", arg, {accounts, deadline}) do
     with token when token != nil <- bearer(arg),
-         :ok <- Accounts.logout(accounts, token) do
+         :ok <- Accounts.logout(accounts, token, deadline: deadline) do
       HTTP.json(200, %{"ok" => true})
     else
       nil -> failure(:unauthorized)
@@ -90,7 +111,7 @@ defmodule Grove.Gateway.Api do
     end
   end
 
-  defp route(method, path, _arg, _accounts)
+  defp route(method, path, _arg, _service)
        when path in [
               ~c"/api/device_login",
               ~c"/api/register",
@@ -100,15 +121,15 @@ defmodule Grove.Gateway.Api do
             ],
        do: HTTP.error(405, "method_not_allowed", "#{method} is not allowed here")
 
-  defp route(_method, _path, _arg, _accounts),
+  defp route(_method, _path, _arg, _service),
     do: HTTP.error(404, "not_found", "no such endpoint")
 
   ## Helpers
 
-  defp authenticate(arg, accounts) do
+  defp authenticate(arg, {accounts, deadline}) do
     case bearer(arg) do
       nil -> {:error, :unauthorized}
-      token -> Accounts.authenticate(accounts, token)
+      token -> Accounts.authenticate(accounts, token, deadline: deadline)
     end
   end
 
@@ -199,7 +220,19 @@ defmodule Grove.Gateway.Api do
       | HTTP.error(429, "rate_limited", "too many attempts; slow down")
     ]
 
-  defp failure(reason) when reason in [:busy, :unavailable],
+  # No permit to hash in time, or no answer from the store in time.
+  defp failure(:busy) do
+    Clock.late(:password)
+    busy(:busy)
+  end
+
+  defp failure(:unavailable) do
+    Clock.late(:store)
+    busy(:unavailable)
+  end
+
+  # Clients wait at least Retry-After, with jitter of their own (docs/api.md).
+  defp busy(reason),
     do: [
       {:header, {~c"Retry-After", ~c"1"}}
       | HTTP.error(503, to_string(reason), "the server is busy; try again shortly")

@@ -48,10 +48,13 @@ defmodule Grove.Gateway.FrontDoor do
   # at once, so that the socket's options change a few times a request
   # rather than twice a line.
   #
+  # It also notes when each request began and when its head was read, for
+  # the request's deadline and the waits in /metrics (`Grove.Gateway.Clock`).
+  #
   # Nothing else changes: reads in other modes, writes, and the WebSocket
   # connections that take sockets over go straight to `:inet_tcp`.
 
-  alias Grove.Gateway.Stats
+  alias Grove.Gateway.{Clock, Stats}
 
   # How long a refused client's further bytes are read and dropped.
   @linger_ms 2000
@@ -92,8 +95,8 @@ defmodule Grove.Gateway.FrontDoor do
 
   # The sockets say which module serves them; ours, so that gen_tcp comes here.
   def listen(port, opts), do: :inet_tcp.listen(port, opts) |> ours()
-  def accept(listener), do: :inet_tcp.accept(listener) |> ours()
-  def accept(listener, timeout), do: :inet_tcp.accept(listener, timeout) |> ours()
+  def accept(listener), do: :inet_tcp.accept(listener) |> ours() |> accepted()
+  def accept(listener, timeout), do: :inet_tcp.accept(listener, timeout) |> ours() |> accepted()
   def fdopen(fd, opts), do: :inet_tcp.fdopen(fd, opts) |> ours()
 
   defp ours({:ok, socket}) do
@@ -105,6 +108,14 @@ defmodule Grove.Gateway.FrontDoor do
   end
 
   defp ours(error), do: error
+
+  # The first request's clock starts here: its client has been waiting since.
+  defp accepted({:ok, _socket} = accepted) do
+    Clock.accepted()
+    accepted
+  end
+
+  defp accepted(error), do: error
 
   def recv(socket, length), do: recv(socket, length, :infinity)
 
@@ -167,9 +178,15 @@ defmodule Grove.Gateway.FrontDoor do
 
     result =
       case read_line(socket, timeout, limit) do
-        {:ok, line} -> request(socket, :erlang.decode_packet(:http, line, []), config.max_uri)
-        :too_long -> uri_too_long(socket, config.max_uri)
-        error -> error
+        {:ok, line} ->
+          Clock.request_line()
+          request(socket, :erlang.decode_packet(:http, line, []), config.max_uri)
+
+        :too_long ->
+          uri_too_long(socket, config.max_uri)
+
+        error ->
+          error
       end
 
     # A new request: nothing of the last one's head counts for it.
@@ -177,6 +194,7 @@ defmodule Grove.Gateway.FrontDoor do
       case result do
         {:ok, {:http_request, _, _, _}} ->
           {read, state} = headers(socket, timeout, config, @fresh, [])
+          Clock.head_read()
           Process.put(@ahead, read)
           state
 

@@ -240,26 +240,83 @@ defmodule Grove.Metrics.Collector do
        )},
       {"grove_http_client_errors_total", :counter,
        "HTTP clients that closed their connection or fell silent in the middle of a request.",
-       [{[], gateway[:client_errors] || 0}]},
-      {"grove_protocol_errors_total", :counter, "Bad client messages, by error code.",
-       for({code, ref} <- errors, do: {[code: code], :counters.get(ref, 1)})},
-      {"grove_beam_memory_bytes", :gauge, "Memory the BEAM uses, by kind.",
-       for(
-         kind <- [:total, :processes, :ets, :binary, :atom, :code],
-         do: {[kind: kind], memory[kind]}
+       [{[], gateway[:client_errors] || 0}]}
+    ] ++
+      request_metrics(instance) ++
+      [
+        {"grove_protocol_errors_total", :counter, "Bad client messages, by error code.",
+         for({code, ref} <- errors, do: {[code: code], :counters.get(ref, 1)})},
+        {"grove_beam_memory_bytes", :gauge, "Memory the BEAM uses, by kind.",
+         for(
+           kind <- [:total, :processes, :ets, :binary, :atom, :code],
+           do: {[kind: kind], memory[kind]}
+         )},
+        {"grove_beam_processes", :gauge, "Processes in the BEAM.",
+         [{[], :erlang.system_info(:process_count)}]},
+        {"grove_beam_ports", :gauge, "Ports (sockets, files, drivers) open in the BEAM.",
+         [{[], :erlang.system_info(:port_count)}]},
+        {"grove_beam_ets_tables", :gauge, "ETS tables in the BEAM.", [{[], length(:ets.all())}]},
+        {"grove_beam_mailbox_max", :gauge,
+         "The longest mailbox of any process, read at scrape time.", [{[], mailbox_max()}]},
+        {"grove_beam_run_queue", :gauge, "Processes waiting for a scheduler.",
+         [{[], :erlang.statistics(:total_run_queue_lengths)}]},
+        {"grove_beam_scheduler_utilization", :gauge,
+         "Share of time schedulers were busy over the last sample.",
+         [{[], Map.get(latest, :scheduler_utilization, 0.0)}]}
+      ]
+  end
+
+  # Where HTTP requests wait, and the store behind them.
+  defp request_metrics(instance) do
+    clock =
+      case :persistent_term.get(Gateway, nil) do
+        %{clock: clock} -> Grove.Gateway.Clock.read(clock)
+        _ -> nil
+      end
+
+    accounts = :persistent_term.get({Grove.Accounts, :"#{instance}.Accounts"}, nil)
+    store = :"#{instance}.Store"
+    store_waits = Grove.Store.waits(store)
+    store_stats = Grove.Store.stats(store)
+
+    waits =
+      if(clock, do: Enum.to_list(clock.waits), else: []) ++
+        if(accounts, do: [password: Grove.Accounts.hash_waits(accounts.name)], else: []) ++
+        if(store_waits,
+          do: [store_queue: store_waits.queue, database: store_waits.database],
+          else: []
+        )
+
+    [
+      {"grove_request_wait_seconds", :histogram,
+       "Where HTTP requests wait, by stage: accept (a new connection to its first request line), " <>
+         "head (reading the head), handler (Yaws and the body, to the handler), password " <>
+         "(for a permit to hash), store_queue (for a store worker), database (a read, or a " <>
+         "batch's whole transaction).",
+       for({stage, source} <- waits, do: {[stage: stage], histogram(source, 1_000_000)})},
+      {"grove_http_late_total", :counter,
+       "API requests answered 503 because their deadline could not be kept, by where: " <>
+         "arrival (passed before the handler), password (no permit in time), store (no answer in time).",
+       if(clock, do: for({stage, n} <- clock.late, do: {[stage: stage], n}), else: [])},
+      {"grove_store_requests_total", :counter,
+       "Store requests by outcome: completed, errors, rejected_full (the queue was full), " <>
+         "expired (dropped unrun past their deadline), timed_out (their caller stopped waiting).",
+       if(store_waits,
+         do:
+           for(
+             outcome <- [:completed, :errors, :rejected_full, :expired, :timed_out],
+             do: {[outcome: outcome], store_stats[outcome]}
+           ),
+         else: []
        )},
-      {"grove_beam_processes", :gauge, "Processes in the BEAM.",
-       [{[], :erlang.system_info(:process_count)}]},
-      {"grove_beam_ports", :gauge, "Ports (sockets, files, drivers) open in the BEAM.",
-       [{[], :erlang.system_info(:port_count)}]},
-      {"grove_beam_ets_tables", :gauge, "ETS tables in the BEAM.", [{[], length(:ets.all())}]},
-      {"grove_beam_mailbox_max", :gauge,
-       "The longest mailbox of any process, read at scrape time.", [{[], mailbox_max()}]},
-      {"grove_beam_run_queue", :gauge, "Processes waiting for a scheduler.",
-       [{[], :erlang.statistics(:total_run_queue_lengths)}]},
-      {"grove_beam_scheduler_utilization", :gauge,
-       "Share of time schedulers were busy over the last sample.",
-       [{[], Map.get(latest, :scheduler_utilization, 0.0)}]}
+      {"grove_store_queued", :gauge, "Store requests waiting for a worker.",
+       if(store_waits, do: [{[], store_stats.queued}], else: [])},
+      {"grove_store_transactions_total", :counter,
+       "Transactions that committed writes (a group commit each).",
+       if(store_waits, do: [{[], store_stats.transactions}], else: [])},
+      {"grove_store_batched_writes_total", :counter,
+       "Writes committed by those transactions; divided by them, the mean group.",
+       if(store_waits, do: [{[], store_stats.batched_writes}], else: [])}
     ]
   end
 
