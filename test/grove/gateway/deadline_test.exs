@@ -6,7 +6,6 @@ defmodule Grove.Gateway.DeadlineTest do
   # answer that comes at all came while the store was stalled.
   use ExUnit.Case, async: false
 
-  alias Grove.Load.HttpClient
   alias Grove.Test.StallingStore
 
   @moduletag :gateway
@@ -26,21 +25,35 @@ defmodule Grove.Gateway.DeadlineTest do
     Map.put(context, :gate, gate)
   end
 
+  # Over a socket of its own, not :httpc, which answers a 503 with
+  # Retry-After by asking again.
   defp post(port, path, body) do
-    {:ok, conn} = HttpClient.connect("127.0.0.1", port)
+    body = :jiffy.encode(body)
+    {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
 
-    {:ok, status, headers, body, conn} =
-      HttpClient.request(
-        conn,
-        "POST",
-        path,
-        [{"content-type", "application/json"}],
-        :jiffy.encode(body),
-        60_000
-      )
+    :ok =
+      :gen_tcp.send(socket, [
+        "POST #{path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n",
+        "content-type: application/json\r\ncontent-length: #{byte_size(body)}\r\n\r\n",
+        body
+      ])
 
-    HttpClient.close(conn)
-    {status, Map.new(headers), :jiffy.decode(body, [:return_maps])}
+    [head, body] = socket |> read_all("") |> String.split("\r\n\r\n", parts: 2)
+    ["HTTP/1.1 " <> <<status::binary-size(3)>> <> _ | lines] = String.split(head, "\r\n")
+
+    headers =
+      for line <- lines, [name, value] = String.split(line, ":", parts: 2), into: %{} do
+        {String.downcase(name), String.trim(value)}
+      end
+
+    {String.to_integer(status), headers, :jiffy.decode(body, [:return_maps])}
+  end
+
+  defp read_all(socket, acc) do
+    case :gen_tcp.recv(socket, 0, 60_000) do
+      {:ok, data} -> read_all(socket, acc <> data)
+      {:error, :closed} -> acc
+    end
   end
 
   test "a login that the store cannot serve in time gets 503 and Retry-After while it stalls",
