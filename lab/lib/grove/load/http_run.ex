@@ -12,6 +12,14 @@ defmodule Grove.Load.HttpRun do
   `:every` seconds; at the end, requests per second, p50/p95/p99/max per
   endpoint, the success rate and the errors by status.
 
+  A login answered `503` or `429` is tried again, up to `:retries` times,
+  as a well-behaved client does: after the `Retry-After` the server sent
+  (one second when it sent none) plus a random jitter of up to as much
+  again, so that a storm of refused clients spreads out instead of coming
+  back at once. Every attempt counts as a request (a refused one as an
+  error); the report says how many logins were tried again and how many
+  users never logged in.
+
   With `:record`, every device id whose login the server acknowledged is
   appended to that file as it happens, so that after killing the server
   (`kill -9`) and restarting it, `verify/1` can check that every one of them
@@ -33,6 +41,7 @@ defmodule Grove.Load.HttpRun do
     duration: nil,
     every: 5,
     record: nil,
+    retries: 3,
     out: &IO.puts/1
   ]
 
@@ -122,12 +131,7 @@ defmodule Grove.Load.HttpRun do
   defp user(host, port, device_id, opts, stats, recorder) do
     case HttpClient.connect(host, port) do
       {:ok, conn} ->
-        body = :jiffy.encode(%{"device_id" => device_id})
-        headers = [{"content-type", "application/json"}]
-
-        case timed(stats, :device_login, fn ->
-               HttpClient.request(conn, "POST", "/api/device_login", headers, body)
-             end) do
+        case login(conn, device_id, stats, opts[:retries]) do
           {:ok, status, _headers, response, conn} when status in [200, 201] ->
             if recorder, do: send(recorder, {:acknowledged, device_id})
             %{"token" => token} = :jiffy.decode(response, [:return_maps])
@@ -135,15 +139,56 @@ defmodule Grove.Load.HttpRun do
             HttpClient.close(conn)
 
           {:ok, _status, _headers, _body, conn} ->
+            count(stats, :flow, :no_login)
             HttpClient.close(conn)
 
           {:error, _reason, conn} ->
+            count(stats, :flow, :no_login)
             HttpClient.close(conn)
         end
 
       {:error, _reason} ->
         count(stats, :device_login, :connect_error)
+        count(stats, :flow, :no_login)
     end
+  end
+
+  defp login(conn, device_id, stats, retries) do
+    body = :jiffy.encode(%{"device_id" => device_id})
+    headers = [{"content-type", "application/json"}]
+
+    case timed(stats, :device_login, fn ->
+           HttpClient.request(conn, "POST", "/api/device_login", headers, body)
+         end) do
+      {:ok, status, response_headers, _body, conn} when status in [429, 503] and retries > 0 ->
+        count(stats, :flow, :retried)
+
+        receive do
+        after
+          backoff_ms(response_headers) -> login(conn, device_id, stats, retries - 1)
+        end
+
+      other ->
+        other
+    end
+  end
+
+  @doc """
+  How long to wait before trying again after a refusal with these response
+  headers: the `Retry-After` in seconds (1 when missing or not a number of
+  seconds), plus a uniformly random jitter of up to as much again.
+  """
+  @spec backoff_ms([{String.t(), String.t()}]) :: pos_integer()
+  def backoff_ms(headers) do
+    seconds =
+      with {_, value} <- List.keyfind(headers, "retry-after", 0),
+           {seconds, ""} when seconds > 0 <- Integer.parse(value) do
+        seconds
+      else
+        _ -> 1
+      end
+
+    seconds * 1000 + :rand.uniform(seconds * 1000)
   end
 
   defp reads(conn, _token, 0, _pause, _stats), do: conn
@@ -205,6 +250,8 @@ defmodule Grove.Load.HttpRun do
   end
 
   defp progress(opts, diff, seconds, t, users) do
+    counts = Map.reject(diff.counts, &match?({{:flow, _}, _}, &1))
+    diff = %{diff | counts: counts}
     requests = Enum.sum(Map.values(diff.counts))
 
     ok =
@@ -223,6 +270,9 @@ defmodule Grove.Load.HttpRun do
   defp finish(stats, opts, started) do
     seconds = (System.monotonic_time(:millisecond) - started) / 1000
     total = read(stats)
+    {flows, counts} = Enum.split_with(total.counts, &match?({{:flow, _}, _}, &1))
+    {flows, counts} = {Map.new(flows), Map.new(counts)}
+    total = %{total | counts: counts}
     requests = Enum.sum(Map.values(total.counts))
 
     ok =
@@ -262,7 +312,9 @@ defmodule Grove.Load.HttpRun do
       max_ms: to_ms(Histogram.max(all)),
       success_rate: if(requests > 0, do: Float.round(ok / requests * 100, 3), else: 0.0),
       endpoints: per_endpoint,
-      errors: errors
+      errors: errors,
+      logins_retried: Map.get(flows, {:flow, :retried}, 0),
+      users_without_login: Map.get(flows, {:flow, :no_login}, 0)
     }
 
     out = opts[:out]
@@ -281,6 +333,12 @@ defmodule Grove.Load.HttpRun do
     end
 
     out.("errors         #{inspect(errors)}")
+
+    out.(
+      "backoff        #{report.logins_retried} logins tried again after Retry-After; " <>
+        "#{report.users_without_login} users never logged in"
+    )
+
     report
   end
 

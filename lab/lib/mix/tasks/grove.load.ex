@@ -72,6 +72,9 @@ defmodule Mix.Tasks.Grove.Load do
     * `--json PATH`, `--report PATH` - as for ws
     * `--record PATH` - append every device id whose login the server
       acknowledged, as it happens
+    * `--retries N` - a login refused 503 or 429 is tried again up to N
+      times, after its Retry-After plus a random jitter (default 3; 0
+      counts every refusal as final)
 
   ## fuzz
 
@@ -140,7 +143,8 @@ defmodule Mix.Tasks.Grove.Load do
     duration: :integer,
     json: :string,
     report: :string,
-    record: :string
+    record: :string,
+    retries: :integer
   ]
 
   @impl true
