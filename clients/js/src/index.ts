@@ -7,6 +7,8 @@
  *   * `encode`, `decode`, `definitions` - every message of the protocol
  *     (docs/protocol.md), typed, in JSON and binary.
  *   * `MovePacer` - a token bucket under the server's move limit.
+ *   * `deviceLogin` - a token from the HTTP API, waiting out a busy
+ *     server's Retry-After with jitter.
  */
 export * from "./protocol.js";
 export { Connection, type ConnectionOptions, type ConnectionState, type WebSocketConstructor, type WebSocketLike } from "./connection.js";
@@ -14,3 +16,4 @@ export { WorldModel, type Entity } from "./world.js";
 export { MovePacer } from "./pacer.js";
 export { Emitter } from "./emitter.js";
 export { GroveClient, ConnectionLost, socketUrl, type ClientEvents, type ClientError, type ClientOptions, type View } from "./client.js";
+export { deviceLogin, backoffMs, LoginRefused, type Login, type LoginOptions } from "./accounts.js";
