@@ -5,8 +5,12 @@
  * same account, which starts where it last stood. A server without accounts
  * (404) is played as a guest, with no token.
  */
+import { backoffMs } from "@grove/client";
+
 const DEVICE_KEY = "grove.device";
 const TOKEN_KEY = "grove.token";
+/** Logins refused 503 or 429 (a login storm) are tried again this many times. */
+const RETRIES = 3;
 
 export class Identity {
   /** The token to join with: the kept one, or a fresh device login; "" plays as a guest. */
@@ -15,11 +19,7 @@ export class Identity {
     if (kept) return kept;
 
     try {
-      const response = await fetch("/api/device_login", {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ device_id: this.deviceId() }),
-      });
+      const response = await this.login();
       if (response.status === 404) return "";
       if (!response.ok) throw new Error(`device login answered ${response.status}`);
       const body = (await response.json()) as { token?: unknown };
@@ -30,6 +30,19 @@ export class Identity {
       // The join will say whether guests may play; the reconnect loop retries.
       console.warn("grove: cannot log in:", error);
       return "";
+    }
+  }
+
+  /** A device login; a busy server's refusal is waited out as it asks, with jitter, a few times. */
+  private async login(): Promise<Response> {
+    for (let attempt = 0; ; attempt++) {
+      const response = await fetch("/api/device_login", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ device_id: this.deviceId() }),
+      });
+      if ((response.status !== 503 && response.status !== 429) || attempt >= RETRIES) return response;
+      await new Promise((resolve) => setTimeout(resolve, backoffMs(response.headers.get("retry-after"))));
     }
   }
 
