@@ -13,6 +13,7 @@ import Config
 #     second under load; see Grove.Gateway)
 #   GROVE_DATA=/var/lib/grove (the SQLite file and the token key; default ./data)
 #   GROVE_LOGIN_RATE=1000 (logins per second per address; default 10)
+#   GROVE_STORE_BATCH=1 (requests the store commits together; default 500)
 #   GROVE_LIFE=off (no bacteria; off by default in a cluster, which they do not span yet)
 #   GROVE_LIFE_RULE=B36/S23 GROVE_LIFE_MS=500 (the bacteria's rule and the
 #     milliseconds between their generations; see Grove.World.Life)
@@ -81,6 +82,12 @@ if Application.get_env(:grove, :store) do
   # cluster must read the same one.
   if path = System.get_env("GROVE_TOKEN_KEY_FILE") do
     config :grove, accounts: [secret_path: path]
+  end
+
+  # Requests the store takes from its queue at once, their writes in one
+  # transaction (default 500; 1 commits every write alone, as Grove once did).
+  if batch = integer.("GROVE_STORE_BATCH") do
+    config :grove, store: [max_batch: batch]
   end
 
   # Logins per second from one address (bursts of twice as many). A load

@@ -1,0 +1,187 @@
+defmodule Mix.Tasks.Grove.Bench.Logins do
+  @shortdoc "A login storm against the store, one commit per write and group commit side by side"
+
+  @moduledoc """
+  Account creations per second and a launch-day arrival, with the store
+  committing every write on its own (`GROVE_STORE_BATCH=1`, as Grove did)
+  and in groups (the default), side by side in one run, on SQLite and,
+  given `--postgres URL`, on PostgreSQL.
+
+  The server (`mix run`, no actors, the per-address login limit raised) is
+  pinned to one core with one scheduler; this task, which runs the load
+  (`Grove.Load.HttpRun`), pins itself to the other. For each engine and
+  each way of committing it starts a fresh server and runs:
+
+    * `storm`: `--storm-users` users logging in back to back as new
+      devices for `--storm-seconds` (each login creates an account):
+      creations per second, the p99 of a login;
+    * `arrival`: `--users` users arriving at `--ramp` a second, each
+      logging in then reading `GET /api/me` ten times a second apart (the
+      Gamend flow): success, the p99 of a login and of a read.
+
+  Refused logins are not tried again (`retries: 0`): every 503 counts.
+
+      mix grove.bench.logins
+      scripts/scratch-postgres start /tmp/grove-pg-bench 5544
+      mix grove.bench.logins --postgres postgres://grove@127.0.0.1:5544/postgres
+
+  Options: `--storm-users N` (default 200), `--storm-seconds S` (10),
+  `--users N` (4000), `--ramp N` (400), `--modes 1,500` (the batch sizes
+  to compare), `--cores SERVER,LOAD` (`0,1`), `--postgres URL`,
+  `--skip-arrival`.
+  """
+
+  use Mix.Task
+
+  alias Grove.Load.{HttpRun, Server}
+
+  @switches [
+    storm_users: :integer,
+    storm_seconds: :integer,
+    users: :integer,
+    ramp: :integer,
+    modes: :string,
+    cores: :string,
+    postgres: :string,
+    skip_arrival: :boolean
+  ]
+
+  @impl true
+  def run(args) do
+    opts = Mix.Grove.parse!(args, @switches, "grove.bench.logins")
+    System.find_executable("taskset") || Mix.raise("needs taskset (util-linux)")
+    [server_core, load_core] = opts |> Keyword.get(:cores, "0,1") |> String.split(",")
+    Mix.Task.run("compile")
+    Application.ensure_all_started(:crypto)
+
+    # The load: this VM, every thread of it, on its own core.
+    {_, 0} =
+      System.cmd("taskset", ["-a", "-pc", load_core, List.to_string(:os.getpid())],
+        stderr_to_stdout: true
+      )
+
+    engines =
+      [{"sqlite", []}] ++
+        if(opts[:postgres],
+          do: [{"postgres", [{"GROVE_DATABASE_URL", opts[:postgres]}]}],
+          else: []
+        )
+
+    modes = opts |> Keyword.get(:modes, "1,500") |> String.split(",")
+
+    info(
+      "bench logins: server on core #{server_core} (one scheduler), load on core #{load_core}; " <>
+        "commit #{Enum.join(modes, " and ")} requests at once"
+    )
+
+    rows =
+      for {engine, env} <- engines, batch <- modes do
+        measure(engine, batch, env, server_core, opts)
+      end
+
+    info("")
+    info("| engine | batch | creations/s | storm p99 | arrival success | login p99 | me p99 |")
+    info("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+
+    for row <- rows do
+      info(
+        "| #{row.engine} | #{row.batch} | #{row.creations} | #{row.storm_p99} ms | " <>
+          "#{row.success} | #{row.login_p99} | #{row.me_p99} |"
+      )
+    end
+  end
+
+  defp measure(engine, batch, env, core, opts) do
+    port = Grove.Ports.free()
+
+    data =
+      Path.join(System.tmp_dir!(), "grove-bench-logins-#{System.unique_integer([:positive])}")
+
+    server =
+      Server.start(
+        core: core,
+        label: "server",
+        env:
+          [
+            {"GROVE_PORT", to_string(port)},
+            {"GROVE_DATA", data},
+            {"GROVE_ACTORS", "0"},
+            {"GROVE_LOGIN_RATE", "1000000"},
+            {"GROVE_STORE_BATCH", batch},
+            {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
+            {"MIX_ENV", to_string(Mix.env())}
+          ] ++ env
+      )
+
+    try do
+      Server.await(server, port, fn _ -> :ok end)
+      url = "http://127.0.0.1:#{port}"
+      quiet = fn _ -> :ok end
+      seconds = opts[:storm_seconds] || 10
+
+      storm =
+        HttpRun.run(
+          url: url,
+          users: opts[:storm_users] || 200,
+          ramp: 100_000,
+          reads: 0,
+          duration: seconds,
+          retries: 0,
+          every: 3600,
+          out: quiet
+        )
+
+      created = storm.endpoints.device_login.requests - Enum.sum(Map.values(storm.errors))
+      creations = round(created / storm.seconds)
+
+      info(
+        "#{engine}, batch #{batch}: storm #{creations} creations/s, login p99 " <>
+          "#{storm.endpoints.device_login.p99_ms} ms, errors #{inspect(storm.errors)}"
+      )
+
+      row = %{
+        engine: engine,
+        batch: batch,
+        creations: creations,
+        storm_p99: storm.endpoints.device_login.p99_ms,
+        success: "-",
+        login_p99: "-",
+        me_p99: "-"
+      }
+
+      if opts[:skip_arrival] do
+        row
+      else
+        arrival =
+          HttpRun.run(
+            url: url,
+            users: opts[:users] || 4000,
+            ramp: opts[:ramp] || 400,
+            reads: 10,
+            pause_ms: 1000,
+            retries: 0,
+            every: 3600,
+            out: quiet
+          )
+
+        info(
+          "#{engine}, batch #{batch}: arrival #{arrival.success_rate} % success, login p99 " <>
+            "#{arrival.endpoints.device_login.p99_ms} ms, me p99 #{arrival.endpoints.me.p99_ms} ms, " <>
+            "errors #{inspect(arrival.errors)}"
+        )
+
+        %{
+          row
+          | success: "#{arrival.success_rate} %",
+            login_p99: "#{arrival.endpoints.device_login.p99_ms} ms",
+            me_p99: "#{arrival.endpoints.me.p99_ms} ms"
+        }
+      end
+    after
+      Server.stop(server)
+      File.rm_rf(data)
+    end
+  end
+
+  defp info(line), do: IO.puts(line)
+end
