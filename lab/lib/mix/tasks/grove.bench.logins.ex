@@ -21,6 +21,14 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
 
   Refused logins are not tried again (`retries: 0`): every 503 counts.
 
+  With `--stages N,N,...` it then looks for the knee of the Gamend flow
+  on the group-commit server: each stage keeps N users going for
+  `--stage-seconds` (each logs in as a new device, reads `me` ten times a
+  second apart, and starts again), ramping at a tenth of N a second, and
+  prints the reads' p99, the success rate, requests per second and the CPU
+  the server and the load each used (a share of one core). The knee is the
+  last stage with reads p99 <= 50 ms and 100 % success.
+
       mix grove.bench.logins
       scripts/scratch-postgres start /tmp/grove-pg-bench 5544
       mix grove.bench.logins --postgres postgres://grove@127.0.0.1:5544/postgres
@@ -28,7 +36,7 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
   Options: `--storm-users N` (default 200), `--storm-seconds S` (10),
   `--users N` (4000), `--ramp N` (400), `--modes 1,500` (the batch sizes
   to compare), `--cores SERVER,LOAD` (`0,1`), `--postgres URL`,
-  `--skip-arrival`.
+  `--skip-arrival`, `--stages N,N,...`, `--stage-seconds S` (30).
   """
 
   use Mix.Task
@@ -43,7 +51,9 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
     modes: :string,
     cores: :string,
     postgres: :string,
-    skip_arrival: :boolean
+    skip_arrival: :boolean,
+    stages: :string,
+    stage_seconds: :integer
   ]
 
   @impl true
@@ -89,6 +99,76 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
           "#{row.success} | #{row.login_p99} | #{row.me_p99} |"
       )
     end
+
+    if opts[:stages], do: knee(opts, server_core)
+  end
+
+  defp knee(opts, core) do
+    stages = opts[:stages] |> String.split(",") |> Enum.map(&String.to_integer/1)
+    seconds = opts[:stage_seconds] || 30
+    port = Grove.Ports.free()
+    data = Path.join(System.tmp_dir!(), "grove-bench-knee-#{System.unique_integer([:positive])}")
+
+    server =
+      Server.start(
+        core: core,
+        label: "server",
+        env: [
+          {"GROVE_PORT", to_string(port)},
+          {"GROVE_DATA", data},
+          {"GROVE_ACTORS", "0"},
+          {"GROVE_LOGIN_RATE", "1000000"},
+          {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
+          {"MIX_ENV", to_string(Mix.env())}
+        ]
+      )
+
+    try do
+      server_pid = Server.await(server, port, fn _ -> :ok end)
+      info("")
+      info("| users | req/s | success | login p99 | me p99 | server CPU | load CPU |")
+      info("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+
+      for users <- stages do
+        server_before = cpu_ticks(server_pid)
+        load_before = cpu_ticks(List.to_string(:os.getpid()))
+        started = System.monotonic_time(:millisecond)
+
+        report =
+          HttpRun.run(
+            url: "http://127.0.0.1:#{port}",
+            users: users,
+            ramp: max(div(users, 10), 400),
+            reads: 10,
+            pause_ms: 1000,
+            duration: seconds,
+            retries: 0,
+            every: 3600,
+            out: fn _ -> :ok end
+          )
+
+        wall = (System.monotonic_time(:millisecond) - started) / 1000
+        server_cpu = (cpu_ticks(server_pid) - server_before) / 100 / wall
+        load_cpu = (cpu_ticks(List.to_string(:os.getpid())) - load_before) / 100 / wall
+
+        info(
+          "| #{users} | #{report.req_per_s} | #{report.success_rate} % | " <>
+            "#{report.endpoints.device_login.p99_ms} ms | #{report.endpoints.me.p99_ms} ms | " <>
+            "#{round(server_cpu * 100)} % | #{round(load_cpu * 100)} % |"
+        )
+      end
+    after
+      Server.stop(server)
+      File.rm_rf(data)
+    end
+  end
+
+  # User and system CPU of an OS process so far, in clock ticks (1/100 s).
+  defp cpu_ticks(pid) do
+    stat = File.read!("/proc/#{pid}/stat")
+    [_, after_name] = String.split(stat, ") ", parts: 2)
+    fields = String.split(after_name, " ")
+    String.to_integer(Enum.at(fields, 11)) + String.to_integer(Enum.at(fields, 12))
   end
 
   defp measure(engine, batch, env, core, opts) do
