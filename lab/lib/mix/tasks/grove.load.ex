@@ -302,8 +302,13 @@ defmodule Mix.Tasks.Grove.Load do
     end
   end
 
+  # Counts that may be zero: when a hog starts, how often to retry.
+  @zero_allowed [:hog_from, :retries]
+
   defp positive!(opts) do
-    for {key, value} <- opts, is_integer(value) and value <= 0, key != :hog_from or value < 0 do
+    for {key, value} <- opts,
+        is_integer(value) and value <= 0,
+        key not in @zero_allowed or value < 0 do
       Mix.raise("--#{String.replace(to_string(key), "_", "-")} must be positive, got #{value}")
     end
   end
