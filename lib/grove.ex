@@ -50,6 +50,14 @@ defmodule Grove do
   @spec actors(atom()) :: atom()
   def actors(name \\ __MODULE__), do: :"#{name}.Actors"
 
+  @doc """
+  The name of an instance's store, for `Grove.Store` (accounts, positions
+  and the game's state, `Grove.Store.save_state/4`); it runs when the
+  instance has a store (`:store` is not `false`).
+  """
+  @spec store(atom()) :: atom()
+  def store(name \\ __MODULE__), do: :"#{name}.Store"
+
   @impl true
   def init(%Config{} = config) do
     # What a node must share with the others of its cluster, from the world it describes.

@@ -124,7 +124,7 @@ defmodule Grove.Config do
           false
 
         store when is_list(store) ->
-          store |> Keyword.put(:name, :"#{name}.Store") |> secret(:password)
+          store |> Keyword.put(:name, Grove.store(name)) |> secret(:password)
 
         other ->
           raise ArgumentError, ":store must be a keyword list or false, got: #{inspect(other)}"

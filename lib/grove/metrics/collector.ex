@@ -275,7 +275,7 @@ defmodule Grove.Metrics.Collector do
       end
 
     accounts = :persistent_term.get({Grove.Accounts, :"#{instance}.Accounts"}, nil)
-    store = :"#{instance}.Store"
+    store = Grove.store(instance)
     store_waits = Grove.Store.waits(store)
     store_stats = Grove.Store.stats(store)
 

@@ -69,7 +69,7 @@ defmodule Grove.Gateway.DeadlineTest do
 
     # Still stalled: every answer above came while the store held the call.
     assert StallingStore.waiting(gate) == 1
-    assert %{running: 1, timed_out: timed_out} = Grove.Store.stats(:"#{instance}.Store")
+    assert %{running: 1, timed_out: timed_out} = Grove.Store.stats(Grove.store(instance))
     assert timed_out >= 6
 
     metrics = IO.iodata_to_binary(Grove.Metrics.Prometheus.render(instance))
