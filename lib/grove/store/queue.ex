@@ -272,6 +272,11 @@ defmodule Grove.Store.Queue do
   def init(%Store{} = store) do
     # Trapping exits makes terminate/2 run on shutdown, to unpublish the handle.
     Process.flag(:trap_exit, true)
+    # Every caller waits on this process and the workers, which do next to
+    # no work of their own: on a node whose cores the world keeps busy,
+    # they run ahead of it rather than wait seconds for a scheduler while
+    # the queue fills (measured: see docs/benchmarks.md, "Launch day").
+    Process.flag(:priority, :high)
 
     handle = %Handle{
       queue: self(),

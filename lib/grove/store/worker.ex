@@ -48,6 +48,8 @@ defmodule Grove.Store.Worker do
     # A connection's death arrives as a message (the worker reconnects instead
     # of dying with it), and terminate/2 runs on shutdown to close it.
     Process.flag(:trap_exit, true)
+    # As the queue's (see Grove.Store.Queue): it waits on the database, not the CPU.
+    Process.flag(:priority, :high)
 
     state = %State{
       store: store.name,
