@@ -64,7 +64,8 @@ defmodule Grove.Protocol do
     :join_failed,
     :unauthorized,
     :server_busy,
-    :unsupported_protocol
+    :unsupported_protocol,
+    :invalid_name
   ]
   @bye_reasons [
     :shutdown,
@@ -127,7 +128,8 @@ defmodule Grove.Protocol do
      ]},
     {:area_closed, 73, :server, [{:area, :u32}]},
     {:colonies, 74, :server, [{:cols, :u16}, {:rows, :u16}, {:cells, :bytes}]},
-    {:seeded, 75, :server, [{:seq, :u32}, {:result, {:enum, @seed_results}}]}
+    {:seeded, 75, :server, [{:seq, :u32}, {:result, {:enum, @seed_results}}]},
+    {:names, 77, :server, [{:area, :u32}, {:names, {:list, {:tuple, [:u32, :string, :string]}}}]}
   ]
 
   @type encoding :: :json | :binary

@@ -292,6 +292,10 @@ defmodule Grove.World do
     * `:owner` - the process that moves it and receives its messages
       (default `self()`)
     * `:timeout` - milliseconds to wait for the zone (default `5000`)
+    * `:label` - `{name, avatar}`, two strings: what viewers are told this
+      entity is called and looks like (`Grove.World.ViewFormat`), once as
+      it comes into their view of a zone (default `nil`, none; players
+      have one, see `Grove.Text.name/1`)
     * `:id` - the id of an entity of this owner's that a lost node took
       with it (the owner was sent `{:grove_lost, id}`), to place it again
       under the same id, which the others' views still know it by
@@ -318,7 +322,8 @@ defmodule Grove.World do
         kind: :actor,
         owner: self(),
         timeout: 5000,
-        id: nil
+        id: nil,
+        label: nil
       )
 
     id = opts[:id] || next_id(world)
@@ -332,7 +337,8 @@ defmodule Grove.World do
       kind: kind_code(opts[:kind]),
       updates: validate_updates(opts[:updates]),
       view_radius: validate_radius(opts[:view_radius]),
-      view_format: validate_format(opts[:view_format])
+      view_format: validate_format(opts[:view_format]),
+      label: validate_label(opts[:label])
     }
 
     # The zone may run on another node, whose monotonic clock starts
@@ -590,9 +596,26 @@ defmodule Grove.World do
     world = fetch!(world)
 
     with index when index != nil <- Directory.lookup(world.name, id),
-         [{^id, x, y, _owner, _kind, _updates, _radius, _format}] <-
+         [{^id, x, y, _owner, _kind, _updates, _radius, _format, _label}] <-
            :ets.lookup(elem(world.tables, index), id) do
       {x, y}
+    else
+      _ -> nil
+    end
+  end
+
+  @doc """
+  An entity's name and avatar (`:label` at `join/2`), read from ETS
+  without a message; `nil` when it has none or is not in the world.
+  """
+  @spec label(name() | t(), Entity.id()) :: Entity.label() | nil
+  def label(world, id) do
+    world = fetch!(world)
+
+    with index when index != nil <- Directory.lookup(world.name, id),
+         [{^id, _x, _y, _owner, _kind, _updates, _radius, _format, label}] <-
+           :ets.lookup(elem(world.tables, index), id) do
+      label
     else
       _ -> nil
     end
@@ -616,7 +639,7 @@ defmodule Grove.World do
     {x0, y0, x1, y1} = {x - radius, y - radius, x + radius, y + radius}
 
     spec = [
-      {{:"$1", :"$2", :"$3", :_, :"$4", :_, :_, :_},
+      {{:"$1", :"$2", :"$3", :_, :"$4", :_, :_, :_, :_},
        [{:>=, :"$2", x0}, {:"=<", :"$2", x1}, {:>=, :"$3", y0}, {:"=<", :"$3", y1}],
        [{{:"$1", :"$2", :"$3", :"$4"}}]}
     ]
@@ -812,6 +835,14 @@ defmodule Grove.World do
 
   defp validate_radius(other),
     do: raise(ArgumentError, ":view_radius must be an integer in 0..64, got: #{inspect(other)}")
+
+  defp validate_label(nil), do: nil
+
+  defp validate_label({name, avatar} = label) when is_binary(name) and is_binary(avatar),
+    do: label
+
+  defp validate_label(other),
+    do: raise(ArgumentError, ":label must be {name, avatar}, two strings, got: #{inspect(other)}")
 
   defp validate_format({module, _name} = format) when is_atom(module) do
     if Code.ensure_loaded?(module) and function_exported?(module, :encode_view, 5),

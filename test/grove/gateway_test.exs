@@ -479,6 +479,74 @@ defmodule Grove.GatewayTest do
     end
   end
 
+  describe "names" do
+    test "a guest plays under the name it gives, or one made up", %{port: port} do
+      {welcome, _conn} = join(connect(port, :binary), %{name: "  Ada   Lovelace 🦊 "})
+      assert %{name: "Ada Lovelace 🦊", avatar: "😀"} = welcome
+
+      {welcome, _conn} = join(connect(port))
+      assert welcome.name =~ ~r/^\S+ \S+$/
+    end
+
+    test "a bad name is refused with the reason, and the connection may join again", %{port: port} do
+      conn = connect(port)
+
+      for {name, why} <- [
+            {"evil\u202Eeman", "U+202E, a character that reorders the text around it"},
+            {"two\nlines", "U+000A, a control character"},
+            {String.duplicate("x", 25), "at most 24 characters"},
+            {"   ", "at least one character"}
+          ] do
+        push(conn, %{type: :join, protocol: 2, view_radius: 8, name: name, token: ""})
+        assert {%{type: :error, code: :invalid_name, message: message}, _} = expect(conn, :error)
+        assert message =~ why
+      end
+
+      {welcome, _conn} = join(conn, %{name: "Good"})
+      assert welcome.name == "Good"
+    end
+
+    test "others are named once, as they come into view, never with their moves", %{
+      port: port,
+      world: world
+    } do
+      conn = connect(port)
+      {welcome, conn} = join(conn, %{name: "Ada"})
+
+      # One's own name comes with the snapshot of one's own area, first.
+      {names, conn} = expect(conn, :names)
+      assert {welcome.id, "Ada", "😀"} in names.names
+      {area, conn} = expect(conn, :area)
+      assert area.area == names.area and area.full
+
+      # Someone comes in next to the player, inside its area: named, then shown.
+      {x, y} = {welcome.x, welcome.y}
+      {zx0, zy0, zx1, _} = Grid.zone_bounds(World.grid(world), area.area)
+      step = if x + 3 < zx1, do: 1, else: -1
+      near = {x + 2 * step, y}
+      {:ok, bo, _} = World.join(world, at: near, kind: :player, label: {"Bo", "🐻"})
+      {names, conn} = expect_where(conn, :names, &(&1.area == area.area))
+      assert names.names == [{bo, "Bo", "🐻"}]
+      {_area, conn} = wait_for_entity(conn, bo, near)
+
+      # It walks about the area: every frame until its last cell shows,
+      # and no name among them.
+      towards = if y > zy0 + 2, do: :n, else: :s
+
+      last =
+        Enum.reduce(1..3, near, fn seq, _cell ->
+          :ok = World.move(world, bo, towards, seq)
+          assert_receive {:grove_move, ^bo, ^seq, {:ok, cell}}
+          cell
+        end)
+
+      frames = frames_until_shown(conn, bo, last)
+      assert Enum.count(frames, &(&1.type == :area)) >= 1
+      refute Enum.any?(frames, &(&1.type == :names))
+      assert zx0 < zx1
+    end
+  end
+
   describe "an old client" do
     for encoding <- [:json, :binary] do
       test "of protocol version 1 is told in words to update, then let go (#{encoding})", %{
@@ -713,6 +781,19 @@ defmodule Grove.GatewayTest do
       {%{full: true} = area, conn} -> collect_areas(conn, count, Map.put(acc, area.area, area))
       {_delta, conn} -> collect_areas(conn, count, acc)
     end
+  end
+
+  # Every message until an area shows entity `id` at `cell`, that one included.
+  defp frames_until_shown({client, encoding}, id, cell, acc \\ []) do
+    {:ok, {_kind, data}, client} = WsClient.recv(client, 2000)
+    {:ok, message} = Protocol.decode(data, encoding)
+    acc = [message | acc]
+
+    shown? =
+      message.type == :area and
+        Enum.any?(message.entities, fn {eid, x, y, _} -> eid == id and {x, y} == cell end)
+
+    if shown?, do: Enum.reverse(acc), else: frames_until_shown({client, encoding}, id, cell, acc)
   end
 
   defp expect_where(conn, type, check, tries \\ 50) do

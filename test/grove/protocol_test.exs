@@ -109,8 +109,9 @@ defmodule Grove.ProtocolTest do
   test "the gateway's own encoders of areas and outcomes say what the definitions say" do
     property =
       forall(
-        {ProtocolGenerators.message(:area), ProtocolGenerators.message(:outcome)},
-        fn {area, outcome} ->
+        {ProtocolGenerators.message(:area), ProtocolGenerators.message(:outcome),
+         ProtocolGenerators.message(:names)},
+        fn {area, outcome, names} ->
           what = if area.full, do: :snapshot, else: :delta
 
           for encoding <- [:json, :binary] do
@@ -119,6 +120,17 @@ defmodule Grove.ProtocolTest do
 
             assert Frames.encode_view(encoding, what, area.area, area.entities, area.gone) ==
                      by_definition
+
+            # Names come first, in a frame of their own, for the area's number.
+            names_frame =
+              WebSocket.frame(kind, Protocol.encode(%{names | area: area.area}, encoding))
+
+            named =
+              Frames.encode_view(encoding, what, area.area, area.entities, area.gone, %{
+                names: names.names
+              })
+
+            assert IO.iodata_to_binary(named) == IO.iodata_to_binary([names_frame, by_definition])
 
             assert Frames.outcome(encoding, outcome.seq, outcome.result, outcome.x, outcome.y) ==
                      WebSocket.frame(kind, Protocol.encode(outcome, encoding))

@@ -314,6 +314,7 @@ export const errorCodes = [
   "unauthorized",
   "server_busy",
   "unsupported_protocol",
+  "invalid_name",
 ] as const;
 /** Patterns of bacteria a player may seed. */
 export const patterns = ["glider", "blinker", "block", "r_pentomino", "lwss", "beacon", "toad"] as const;
@@ -466,6 +467,11 @@ export const definitions = {
     from: "server",
     fields: { seq: required(u32), result: required(enumeration(seedResults)) },
   },
+  names: {
+    tag: 77,
+    from: "server",
+    fields: { area: required(u32), names: required(list(tuple([u32, string, string]))) },
+  },
 } as const satisfies Record<string, Definition>;
 
 type Definitions = typeof definitions;
@@ -494,6 +500,7 @@ export type Stats = Message<"stats">;
 export type Density = Message<"density">;
 export type Colonies = Message<"colonies">;
 export type Seeded = Message<"seeded">;
+export type Names = Message<"names">;
 
 const byTag = new Map<number, MessageType>();
 for (const name of Object.keys(definitions) as MessageType[]) byTag.set(definitions[name].tag, name);

@@ -51,6 +51,14 @@ const examples = {
   bye: { type: "bye", reason: "too_large", message: "" },
   colonies: { type: "colonies", cols: 2, rows: 1, cells: bytes(0, 255) },
   seeded: { type: "seeded", seq: 77, result: "zone_edge" },
+  names: {
+    type: "names",
+    area: 168,
+    names: [
+      [20001, "Ada Lovelace", "🦊"],
+      [20002, "Zoë", "👨‍👩‍👧"],
+    ],
+  },
 };
 
 describe("every message", () => {

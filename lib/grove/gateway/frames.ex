@@ -65,7 +65,20 @@ defmodule Grove.Gateway.Frames do
   def view_format(encoding), do: {__MODULE__, encoding}
 
   @impl Grove.World.ViewFormat
-  def encode_view(:binary, what, zone, entries, departed) do
+  def encode_view(encoding, what, zone, entries, departed),
+    do: area(encoding, what, zone, entries, departed)
+
+  # The names of the players coming into view go first, in a `names`
+  # frame of their own, so that the client knows them when the `area`
+  # frame draws them; an `area` is the frame it always was.
+  @impl Grove.World.ViewFormat
+  def encode_view(encoding, what, zone, entries, departed, %{names: names}),
+    do: [
+      message(%{type: :names, area: zone, names: names}, encoding)
+      | area(encoding, what, zone, entries, departed)
+    ]
+
+  defp area(:binary, what, zone, entries, departed) do
     WebSocket.frame(:binary, [
       <<@area_tag, zone::32, full(what), length(entries)::16>>,
       for({id, x, y, kind} <- entries, into: <<>>, do: <<id::32, x::16, y::16, kind::8>>),
@@ -74,7 +87,7 @@ defmodule Grove.Gateway.Frames do
     ])
   end
 
-  def encode_view(:json, what, zone, entries, departed) do
+  defp area(:json, what, zone, entries, departed) do
     WebSocket.frame(:text, [
       ~s({"type":"area","area":),
       Integer.to_string(zone),

@@ -23,6 +23,8 @@ defmodule Grove.Gateway.Session do
 
   # Errors tolerated per window before a client is cut off.
   @error_window_ms 60_000
+  # A guest's face (accounts have an avatar of their own, see docs/api.md).
+  @guest_avatar "😀"
 
   defstruct [
     :world,
@@ -129,8 +131,10 @@ defmodule Grove.Gateway.Session do
 
     case join.protocol do
       ^version ->
-        case identify(session, join.token) do
-          {:ok, account} -> place(session, join, account, now_ms)
+        with {:ok, account} <- identify(session, join.token),
+             {:ok, label} <- label(join, account) do
+          place(session, join, account, label, now_ms)
+        else
           {:error, code, text} -> error(session, code, text, now_ms)
         end
 
@@ -138,6 +142,9 @@ defmodule Grove.Gateway.Session do
         unsupported(session, Protocol.unsupported_text(other))
     end
   end
+
+  # Who the player is to others: an account's name, or the name a guest
+  # (or an account without one) chose at join, or one made up for it.
 
   defp handle_message(%__MODULE__{joined: true} = session, %{type: :join}, now_ms),
     do: error(session, :already_joined, "this connection has joined already", now_ms)
@@ -244,14 +251,34 @@ defmodule Grove.Gateway.Session do
   defp describe_token(:revoked), do: "logged out"
   defp describe_token(_), do: "not valid"
 
-  defp place(session, join, account, now_ms) do
+  defp label(join, account) do
+    avatar = (account && account.avatar) || @guest_avatar
+
+    cond do
+      account && account.name ->
+        {:ok, {account.name, avatar}}
+
+      join.name != "" ->
+        case Grove.Text.name(join.name) do
+          {:ok, name} -> {:ok, {name, avatar}}
+          {:error, why} -> {:error, :invalid_name, "name: #{why}"}
+        end
+
+      true ->
+        seed = if account, do: account.id, else: :rand.uniform(1_000_000)
+        {:ok, {Grove.Text.default_name(seed), avatar}}
+    end
+  end
+
+  defp place(session, join, account, {name, avatar} = label, now_ms) do
     radius = min(join.view_radius, session.config.max_view_radius)
 
     opts = [
       updates: :view,
       kind: :player,
       view_radius: radius,
-      view_format: format(session)
+      view_format: format(session),
+      label: label
     ]
 
     accounts = session.config.accounts
@@ -287,8 +314,8 @@ defmodule Grove.Gateway.Session do
           view_radius: radius,
           tick_ms: session.config.tick_ms,
           view_ms: session.config.view_ms,
-          name: (account && account.name) || "",
-          avatar: (account && account.avatar) || "😀"
+          name: name,
+          avatar: avatar
         }
 
         session = %{

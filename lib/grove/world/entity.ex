@@ -5,7 +5,9 @@ defmodule Grove.World.Entity do
   # `paced_until` is the move-rate limiter's state (see Grove.RateLimit), which
   # travels with the entity across zones. `monitor` is the owning zone's
   # monitor on the owner. A viewer (`updates: :view`) reads what zones
-  # publish in its `view_format` (see Grove.World.ViewFormat).
+  # publish in its `view_format` (see Grove.World.ViewFormat). `label` is a
+  # player's name and avatar, which viewers are told once, when the entity
+  # comes into their view of an area (nil for actors and bacteria).
 
   @enforce_keys [:id, :owner]
   defstruct [
@@ -18,7 +20,8 @@ defmodule Grove.World.Entity do
     updates: :self,
     view_radius: 8,
     view_format: {Grove.World.View, :raw},
-    paced_until: nil
+    paced_until: nil,
+    label: nil
   ]
 
   @type id :: non_neg_integer()
@@ -34,20 +37,24 @@ defmodule Grove.World.Entity do
           updates: updates(),
           view_radius: non_neg_integer(),
           view_format: Grove.World.Feed.format(),
-          paced_until: integer() | nil
+          paced_until: integer() | nil,
+          label: label() | nil
         }
+
+  @typedoc "A player's name and avatar (an emoji), as others see them."
+  @type label :: {String.t(), String.t()}
 
   @typedoc "How an entity is kept in its zone's ETS table, so a restarted zone can rebuild it."
   @type row ::
           {id(), non_neg_integer(), non_neg_integer(), pid(), 0..255, updates(),
-           non_neg_integer(), Grove.World.Feed.format()}
+           non_neg_integer(), Grove.World.Feed.format(), label() | nil}
 
   @spec to_row(t()) :: row()
   def to_row(%__MODULE__{} = e),
-    do: {e.id, e.x, e.y, e.owner, e.kind, e.updates, e.view_radius, e.view_format}
+    do: {e.id, e.x, e.y, e.owner, e.kind, e.updates, e.view_radius, e.view_format, e.label}
 
   @spec from_row(row()) :: t()
-  def from_row({id, x, y, owner, kind, updates, view_radius, view_format}),
+  def from_row({id, x, y, owner, kind, updates, view_radius, view_format, label}),
     do: %__MODULE__{
       id: id,
       x: x,
@@ -56,6 +63,7 @@ defmodule Grove.World.Entity do
       kind: kind,
       updates: updates,
       view_radius: view_radius,
-      view_format: view_format
+      view_format: view_format,
+      label: label
     }
 end

@@ -23,6 +23,19 @@ defmodule Grove.World.ViewFormat do
   @typedoc "An entity as views show it: id, cell and kind."
   @type entry :: {Entity.id(), non_neg_integer(), non_neg_integer(), byte()}
 
+  @typedoc "A labelled entity (a player) as views name it: id, name and avatar."
+  @type name :: {Entity.id(), String.t(), String.t()}
+
+  @typedoc """
+  What a view carries beyond entities: `names`, the labelled entities
+  (players) the viewers have not been told of in this zone. In a snapshot
+  every labelled entity in it; in a delta those that came into the zone
+  since the last (joined, or walked in from another zone), never those
+  that only moved within it: a name crosses once per entity and zone, not
+  with every move.
+  """
+  @type extra :: %{names: [name()]}
+
   @doc """
   Encodes a zone's snapshot (every entity in it; `departed` is `[]`) or a
   delta (entities that moved into or within the zone, with their new cell,
@@ -35,4 +48,20 @@ defmodule Grove.World.ViewFormat do
               entries :: [entry()],
               departed :: [Entity.id()]
             ) :: term()
+
+  @doc """
+  The same, with what the view carries beyond entities (`extra`), called
+  only for a snapshot or a delta that carries some; a format without it
+  gets those through `encode_view/5`, without the extra.
+  """
+  @callback encode_view(
+              format :: term(),
+              :snapshot | :delta,
+              Grid.zone_index(),
+              entries :: [entry()],
+              departed :: [Entity.id()],
+              extra()
+            ) :: term()
+
+  @optional_callbacks encode_view: 6
 end

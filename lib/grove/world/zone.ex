@@ -629,8 +629,8 @@ defmodule Grove.World.Zone do
 
     if zone.core.watched do
       started = System.monotonic_time()
-      {changes, departed, core} = State.flush(zone.core)
-      zone = publish(%{zone | core: core}, changes, departed)
+      {changes, departed, labels, core} = State.flush(zone.core)
+      zone = publish(%{zone | core: core}, changes, departed, labels)
 
       Metrics.execute(
         [:grove, :zone, :tick],
@@ -648,14 +648,14 @@ defmodule Grove.World.Zone do
   end
 
   # Encode once per format, whatever the number of viewers, and publish.
-  defp publish(zone, [], []), do: zone
+  defp publish(zone, [], [], _labels), do: zone
 
-  defp publish(zone, changes, departed) do
+  defp publish(zone, changes, departed, labels) do
     seq = zone.seq + 1
 
     encoded =
       for {format, _viewers} <- zone.formats,
-          do: {format, Views.encode(format, :delta, zone.index, changes, departed)}
+          do: {format, Views.encode(format, :delta, zone.index, changes, departed, labels)}
 
     Feed.publish(zone.world.feed, zone.index, seq, encoded)
     Stats.incr(zone.world.stats, :deltas_published)

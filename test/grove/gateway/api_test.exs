@@ -65,6 +65,19 @@ defmodule Grove.Gateway.ApiTest do
       assert is_integer(id)
     end
 
+    test "a device account without a name plays under the one it joins with, as its avatar", %{
+      port: port
+    } do
+      {201, %{"token" => token}, _} =
+        request(port, :post, "/api/device_login", %{"device_id" => "browser-names-1"})
+
+      {200, _, _} = request(port, :patch, "/api/me", %{"avatar" => "🦉"}, token)
+      {conn, welcome} = join(port, token, "Owl Face")
+      assert %{name: "Owl Face", avatar: "🦉"} = welcome
+      {client, _} = conn
+      WsClient.close(client)
+    end
+
     test "register, log in, change, log out: me is never stale, then refused", %{port: port} do
       assert {201, %{"token" => token}, _} =
                request(port, :post, "/api/register", %{
@@ -181,7 +194,8 @@ defmodule Grove.Gateway.ApiTest do
           "avatar" => "🐺"
         })
 
-      {conn, welcome} = join(port, token)
+      # An account with a name plays under it, whatever the join says.
+      {conn, welcome} = join(port, token, "someone else")
       assert %{name: "wanda", avatar: "🐺"} = welcome
       direction = if welcome.x < 20, do: :e, else: :w
       push(conn, %{type: :move, seq: 1, dir: direction})
@@ -363,10 +377,10 @@ defmodule Grove.Gateway.ApiTest do
     end
   end
 
-  defp join(port, token) do
+  defp join(port, token, name \\ "") do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
     conn = {client, :json}
-    push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: token})
+    push(conn, %{type: :join, protocol: 2, view_radius: 8, name: name, token: token})
     {welcome, conn} = expect(conn, :welcome)
     {conn, welcome}
   end

@@ -16,7 +16,10 @@ defmodule Grove.World.Zone.State do
   # top of these functions, just as purely, in `Zone.Handoff`.
   #
   # While anyone watches the zone, `changed` and `departed` collect what
-  # happened since the last tick; `flush/1` hands them over for the delta.
+  # happened since the last tick; `flush/1` hands them over for the delta,
+  # with the labels (a player's name and avatar) of the entities that came
+  # into the zone meanwhile (`arrived`): viewers are told a label when the
+  # entity comes into their view of the zone, never with its moves.
   #
   # With bacteria (Grove.World.Life), `bacteria` holds the zone's live
   # cells of the current generation: they occupy their cells like entities
@@ -43,6 +46,7 @@ defmodule Grove.World.Zone.State do
     leaving: %{},
     changed: %{},
     departed: %{},
+    arrived: %{},
     watched: false
   ]
 
@@ -69,8 +73,12 @@ defmodule Grove.World.Zone.State do
           leaving: %{Entity.id() => leaving()},
           changed: %{Entity.id() => {non_neg_integer(), non_neg_integer(), byte()}},
           departed: %{Entity.id() => true},
+          arrived: %{Entity.id() => Entity.label()},
           watched: boolean()
         }
+
+  @typedoc "An entity's label as views carry it: id, name and avatar."
+  @type label_entry :: {Entity.id(), String.t(), String.t()}
 
   @spec new(Grid.zone_index(), Grid.t(), Terrain.t(), Rules.t()) :: t()
   def new(index, %Grid{} = grid, %Terrain{} = terrain, %Rules{} = rules) do
@@ -300,7 +308,8 @@ defmodule Grove.World.Zone.State do
             do: %{
               state
               | changed: Map.delete(state.changed, id),
-                departed: Map.put(state.departed, id, true)
+                departed: Map.put(state.departed, id, true),
+                arrived: Map.delete(state.arrived, id)
             },
             else: state
 
@@ -332,17 +341,26 @@ defmodule Grove.World.Zone.State do
   def watch(%__MODULE__{} = state, true), do: %{state | watched: true}
 
   def watch(%__MODULE__{} = state, false),
-    do: %{state | watched: false, changed: %{}, departed: %{}}
+    do: %{state | watched: false, changed: %{}, departed: %{}, arrived: %{}}
 
   @doc """
   Hands over what changed since the last flush: entities that moved or
-  arrived, with their final cell and kind, and ids that left or disappeared.
+  arrived, with their final cell and kind, ids that left or disappeared,
+  and the labels of the labelled entities that arrived.
   """
   @spec flush(t()) ::
-          {[{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}], [Entity.id()], t()}
-  def flush(%__MODULE__{changed: changed, departed: departed} = state) do
+          {[{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}], [Entity.id()],
+           [label_entry()], t()}
+  def flush(%__MODULE__{changed: changed, departed: departed, arrived: arrived} = state) do
     changes = for {id, {x, y, kind}} <- changed, do: {id, x, y, kind}
-    {changes, Map.keys(departed), %{state | changed: %{}, departed: %{}}}
+    labels = for {id, {name, avatar}} <- arrived, do: {id, name, avatar}
+    {changes, Map.keys(departed), labels, %{state | changed: %{}, departed: %{}, arrived: %{}}}
+  end
+
+  @doc "The label of every labelled entity in the zone, for a snapshot."
+  @spec labels(t()) :: [label_entry()]
+  def labels(%__MODULE__{entities: entities}) do
+    for {id, %Entity{label: {name, avatar}}} <- entities, do: {id, name, avatar}
   end
 
   @doc "Every entity in the zone as `{id, x, y, kind}`, its bacteria included."
@@ -458,7 +476,7 @@ defmodule Grove.World.Zone.State do
     do: x >= x0 and x < x1 and y >= y0 and y < y1
 
   defp insert(state, entity) do
-    state |> occupy(entity) |> put_entity(entity) |> record(entity)
+    state |> occupy(entity) |> put_entity(entity) |> record(entity) |> record_arrival(entity)
   end
 
   defp occupy(%__MODULE__{rules: %Rules{exclusive: false}} = state, _entity), do: state
@@ -479,6 +497,12 @@ defmodule Grove.World.Zone.State do
       | changed: Map.put(state.changed, id, {x, y, kind}),
         departed: Map.delete(state.departed, id)
     }
+
+  defp record_arrival(%__MODULE__{watched: true} = state, %Entity{id: id, label: label})
+       when label != nil,
+       do: %{state | arrived: Map.put(state.arrived, id, label)}
+
+  defp record_arrival(state, _entity), do: state
 
   defp pop_leaving(state, id) do
     {leaving, rest} = Map.pop(state.leaving, id)

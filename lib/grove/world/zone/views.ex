@@ -191,7 +191,17 @@ defmodule Grove.World.Zone.Views do
   @spec send_snapshot(Zone.t(), pid(), Feed.format()) :: term()
   def send_snapshot(zone, pid, format) do
     Stats.incr(zone.world.stats, :snapshots_sent)
-    data = encode(format, :snapshot, zone.index, State.snapshot(zone.core), [])
+
+    data =
+      encode(
+        format,
+        :snapshot,
+        zone.index,
+        State.snapshot(zone.core),
+        [],
+        State.labels(zone.core)
+      )
+
     send_view(zone, pid, {:grove_view, zone.index, :snapshot, zone.seq, data})
   end
 
@@ -216,8 +226,15 @@ defmodule Grove.World.Zone.Views do
           :snapshot | :delta,
           Grid.zone_index(),
           [ViewFormat.entry()],
-          [Entity.id()]
+          [Entity.id()],
+          [ViewFormat.name()]
         ) :: term()
-  def encode({module, name}, what, index, entries, departed),
+  def encode({module, name}, what, index, entries, departed, []),
     do: module.encode_view(name, what, index, entries, departed)
+
+  def encode({module, name}, what, index, entries, departed, names) do
+    if function_exported?(module, :encode_view, 6),
+      do: module.encode_view(name, what, index, entries, departed, %{names: names}),
+      else: module.encode_view(name, what, index, entries, departed)
+  end
 end

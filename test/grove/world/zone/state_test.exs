@@ -199,24 +199,55 @@ defmodule Grove.World.Zone.StateTest do
     test "only a watched zone collects changes, and a flush empties them" do
       state = zone() |> place!(1, {5, 5})
       {:moved, _, _from, state} = State.apply_move(state, 1, :e, self(), nil, 0)
-      assert {[], [], _} = State.flush(state)
+      assert {[], [], [], _} = State.flush(state)
 
       state = State.watch(state, true)
       {:moved, _, _from, state} = State.apply_move(state, 1, :e, self(), nil, 0)
       state = place!(state, 2, {1, 1})
       {_removed, state} = State.remove(state, 2)
       state = place!(state, 3, {2, 2})
-      assert {changes, departed, state} = State.flush(state)
+      assert {changes, departed, [], state} = State.flush(state)
       assert Enum.sort(changes) == [{1, 7, 5, 0}, {3, 2, 2, 0}]
       assert departed == [2]
-      assert {[], [], _} = State.flush(state)
+      assert {[], [], [], _} = State.flush(state)
     end
 
     test "an entity that leaves and comes back in one tick is listed once, where it is" do
       state = zone() |> State.watch(true) |> place!(1, {5, 5})
       {_entity, state} = State.remove(state, 1)
       state = place!(state, 1, {6, 6})
-      assert {[{1, 6, 6, 0}], [], _} = State.flush(state)
+      assert {[{1, 6, 6, 0}], [], [], _} = State.flush(state)
+    end
+
+    test "a labelled entity's name goes with its arrival in the zone, never with its moves" do
+      ada = %{entity(1) | label: {"Ada", "🦊"}}
+      state = zone() |> State.watch(true)
+      {:ok, _, state} = State.place(state, ada, [{5, 5}])
+      state = place!(state, 2, {1, 1})
+      assert {_changes, [], [{1, "Ada", "🦊"}], state} = State.flush(state)
+
+      # Moving within the zone: its cell, not its name.
+      {:moved, _, _from, state} = State.apply_move(state, 1, :e, self(), nil, 0)
+      assert {[{1, 6, 5, 0}], [], [], state} = State.flush(state)
+
+      # Gone and back in the same tick (a handoff there and back): named again.
+      {_, state} = State.remove(state, 1)
+      {:ok, _, state} = State.place(state, ada, [{7, 7}])
+      assert {_, [], [{1, "Ada", "🦊"}], state} = State.flush(state)
+
+      # Gone for good before the tick: not named.
+      {:ok, _, state} = State.place(state, %{entity(3) | label: {"Bo", "🐻"}}, [{8, 8}])
+      {_, state} = State.remove(state, 3)
+      assert {_, [3], [], _} = State.flush(state)
+
+      # A snapshot names every labelled entity in the zone, and only those.
+      assert State.labels(state) == [{1, "Ada", "🦊"}]
+    end
+
+    test "a zone nobody watches collects no names" do
+      state = zone()
+      {:ok, _, state} = State.place(state, %{entity(1) | label: {"Ada", "🦊"}}, [{5, 5}])
+      assert {[], [], [], _} = State.flush(state)
     end
 
     test "a snapshot lists every entity" do
