@@ -46,6 +46,26 @@ export class Identity {
     }
   }
 
+  /** Whether this browser plays an account (whose avatar it may change), as far as it knows. */
+  get hasAccount(): boolean {
+    return Boolean(read(TOKEN_KEY));
+  }
+
+  /** Changes the account's avatar (PATCH /api/me); rejects with the server's reason. */
+  async setAvatar(avatar: string): Promise<void> {
+    const token = read(TOKEN_KEY);
+    if (!token) throw new Error("no account to change");
+    const response = await fetch("/api/me", {
+      method: "PATCH",
+      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+      body: JSON.stringify({ avatar }),
+    });
+    if (!response.ok) {
+      const body = (await response.json().catch(() => ({}))) as { message?: unknown };
+      throw new Error(typeof body.message === "string" ? body.message : `the server answered ${response.status}`);
+    }
+  }
+
   /** The server refused the token (expired, logged out, another server's): log in afresh next time. */
   forget(): void {
     remove(TOKEN_KEY);

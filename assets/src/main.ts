@@ -18,6 +18,8 @@ import {
   type Stats,
 } from "@grove/client";
 import { Identity } from "./identity";
+import { NearbyList } from "./nearby";
+import { saveName, savedName, YouPanel, type Choice } from "./you";
 import { fetchKinds, Kinds } from "./kinds";
 import { fetchTerrain, type Terrain } from "./terrain";
 import { BoardGestures, Pad, type PadAction } from "./touch";
@@ -79,6 +81,7 @@ const connection = new GroveClient({
   encoding,
   viewRadius: Number.isInteger(requestedRadius) && requestedRadius > 0 ? requestedRadius : undefined,
   token: () => identity.token(),
+  name: savedName,
 });
 const world = connection.world;
 connection.on("message", receive);
@@ -94,7 +97,32 @@ connection.on("roundTrip", (milliseconds: number) => {
 connection.on("error", (error) => {
   // The token is no good any more: log in afresh before joining again.
   if (error.code === "unauthorized") identity.forget();
+  // The name was refused: say why, and play on under the one before.
+  if (error.code === "invalid_name") {
+    hud.flash(`That name will not do: ${error.message.replace(/^name: /, "")}.`);
+    saveName(nameBefore);
+    void connection.rejoin().catch(() => {});
+  }
 });
+
+// Who the player is to the others, and who is around.
+let nameBefore = savedName();
+const you = new YouPanel(choose, () => identity.hasAccount);
+const nearby = new NearbyList(document.getElementById("nearby") as HTMLElement, document.getElementById("nearby-count") as HTMLElement);
+
+async function choose(choice: Choice): Promise<void> {
+  if (choice.avatar) {
+    try {
+      await identity.setAvatar(choice.avatar);
+    } catch (error) {
+      hud.flash(`That avatar will not do: ${(error as Error).message}.`);
+      return;
+    }
+  }
+  nameBefore = savedName();
+  saveName(choice.name);
+  void connection.rejoin().catch(() => {});
+}
 
 function receive(message: Message): void {
   switch (message.type) {
@@ -104,6 +132,7 @@ function receive(message: Message): void {
         console.warn(`grove: the server speaks protocol ${message.protocol}, this page ${PROTOCOL_VERSION}`);
       }
       for (const element of document.querySelectorAll<HTMLElement>(".you")) element.textContent = world.avatar;
+      you.show(message.name, world.avatar);
       // The first terrain request is already under way; after a reconnect
       // the server may be a new one, with new ground.
       if (welcomes > 1 || (terrain && (terrain.width !== world.width || terrain.height !== world.height))) {
@@ -142,7 +171,7 @@ function receive(message: Message): void {
       break;
     case "error":
       if (message.code === "rate_limited") hud.flash(refusals.rate_limited as string);
-      else console.warn(`grove: server error ${message.code}: ${message.message}`);
+      else if (message.code !== "invalid_name") console.warn(`grove: server error ${message.code}: ${message.message}`);
       break;
     case "bye":
       hud.flash(
@@ -253,6 +282,7 @@ function loadKinds(): void {
 
 function renderNow(): void {
   viewport.render(world, terrain, kinds);
+  nearby.render(world.nearby());
   hud.setPosition(world.x, world.y);
   minimap.setPlayer(world.x, world.y, world.viewRadius, world.width, world.height);
 }
@@ -300,6 +330,9 @@ const hook = {
     terrain: terrain?.at(x, y),
     entity: world.entityAt(x, y),
   }),
+  /** The named players in view, nearest first; a player's name and avatar by id. */
+  nearby: () => world.nearby(),
+  labelOf: (id: number) => world.labelOf(id),
   /** Every entity the client holds, own avatar included, in world coordinates. */
   entities: () => [...world.entities.values()].map((entity) => ({ ...entity })),
 };

@@ -72,19 +72,26 @@ export class Viewport {
 
         let className = `cell ${ground}`;
         let text = ground in terrainEmoji ? terrainEmoji[ground as TerrainKind] : "";
+        let name = "";
         if (isSelf) {
           className += " self";
           text = world.avatar || selfEmoji;
         } else if (occupant && occupant.kind === BACTERIUM) {
           className += " bacterium";
           text = bacteriumEmoji;
+        } else if (occupant && kinds.isPlayer(occupant.kind)) {
+          // Another player: its own avatar, and its name over it.
+          const label = world.labelOf(occupant.id);
+          className += " player";
+          text = label?.avatar || kinds.draw(occupant.kind, occupant.id);
+          name = label?.name ?? "";
         } else if (occupant) {
-          className += kinds.isPlayer(occupant.kind) ? " player" : " actor";
+          className += " actor";
           text = kinds.draw(occupant.kind, occupant.id);
         }
         if (isSelf || occupant) count++;
 
-        const signature = `${className}|${text}|${x},${y}`;
+        const signature = `${className}|${text}|${x},${y}|${name}`;
         if (this.drawn[index] === signature) continue;
         this.drawn[index] = signature;
         const cell = this.cells[index] as HTMLElement;
@@ -93,6 +100,13 @@ export class Viewport {
         cell.dataset.x = String(x);
         cell.dataset.y = String(y);
         cell.dataset.id = occupant ? String(occupant.id) : isSelf ? String(world.selfId) : "";
+        if (name) {
+          cell.dataset.name = name;
+          cell.title = name;
+        } else if (cell.dataset.name !== undefined) {
+          delete cell.dataset.name;
+          cell.removeAttribute("title");
+        }
       }
     }
     this.drawnEntities = count;

@@ -21,7 +21,8 @@ import { skipReason } from "./support/server.mjs";
 const WIDTH = Number(process.env.GROVE_CLUSTER_TEST_WIDTH ?? 150);
 const HEIGHT = Number(process.env.GROVE_CLUSTER_TEST_HEIGHT ?? 150);
 const ACTORS = Number(process.env.GROVE_CLUSTER_TEST_ACTORS ?? 0);
-const PLAYER = "🙂";
+// Players are drawn with their avatar: a guest's is 😀.
+const PLAYER = "😀";
 const guestLogin = /^console error: Failed to load resource: the server responded with a status of 404/;
 const blocking = new Set(["tree", "rock", "water"]);
 const steps = { n: [0, -1], e: [1, 0], s: [0, 1], w: [-1, 0] };

@@ -40,8 +40,10 @@ export function launchBrowser({ env } = {}) {
  * Opens a page and collects what went wrong in it: uncaught exceptions and
  * console errors. `problems` is checked by the tests at their end.
  */
-export async function openGame(browser, url, pageOptions = { viewport: { width: 1200, height: 900 } }) {
+export async function openGame(browser, url, pageOptions = { viewport: { width: 1200, height: 900 } }, beforeGoto) {
   const page = await browser.newPage(pageOptions);
+  // Listeners that must see the page's first requests and frames.
+  if (beforeGoto) beforeGoto(page);
   const problems = [];
   page.on("pageerror", (error) => problems.push(`pageerror: ${error.message}`));
   page.on("console", (message) => {

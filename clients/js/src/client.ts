@@ -12,7 +12,7 @@ import type {
   Stats,
   Welcome,
 } from "./protocol.js";
-import { WorldModel, type Entity } from "./world.js";
+import { WorldModel, type Entity, type Label } from "./world.js";
 
 export interface ClientOptions {
   /**
@@ -22,8 +22,13 @@ export interface ClientOptions {
   url: string;
   /** `binary` (compact) or `json` (readable); default `binary`. */
   encoding?: Encoding | undefined;
-  /** The name a guest plays under; an account plays under its own. */
-  name?: string | undefined;
+  /**
+   * The name to play under, or a function giving it before each join (an
+   * account with a name plays under its own; with none, the server makes
+   * one up). A name the server refuses stops the client with an `error`
+   * (`invalid_name`, saying why): `rejoin()` with another.
+   */
+  name?: string | (() => string) | undefined;
   /** A bearer token from the HTTP API (docs/api.md), or a function giving one before each join. */
   token?: string | (() => Promise<string> | string) | undefined;
   /** Cells seen each way (default the server's, 8; at most 16). */
@@ -68,13 +73,13 @@ export interface ClientError {
   message: string;
 }
 
-/** The player's viewport: its cell and the entities around it. */
+/** The player's viewport: its cell and the entities around it, players with their names. */
 export interface View {
   id: number;
   x: number;
   y: number;
   radius: number;
-  entities: Entity[];
+  entities: (Entity & Partial<Label>)[];
 }
 
 /** A move, seed or join left without an answer: the connection was lost or closed first. */
@@ -194,8 +199,24 @@ export class GroveClient {
       x: this.world.x,
       y: this.world.y,
       radius: this.world.viewRadius,
-      entities: this.world.inView(),
+      entities: this.world.inView().map((entity) => ({ ...entity, ...this.world.labelOf(entity.id) })),
     };
+  }
+
+  /** The named players in view, nearest first, with their distance in cells. */
+  nearby(): ReturnType<WorldModel["nearby"]> {
+    return this.world.nearby();
+  }
+
+  /**
+   * Leaves the current session and joins again, as a new one (to play
+   * under another name, say); resolves with the new welcome.
+   */
+  rejoin(): Promise<Welcome> {
+    const welcome = new Promise<Welcome>((resolve, reject) => this.welcomed.push({ resolve, reject }));
+    this.started = true;
+    this.connection.restart();
+    return welcome;
   }
 
   /** Sends any client message as it is (see docs/protocol.md); false when not connected. */
@@ -230,6 +251,9 @@ export class GroveClient {
         break;
       case "area_closed":
         this.world.closeArea(message.area);
+        break;
+      case "names":
+        this.world.applyNames(message);
         break;
       case "outcome":
         this.world.applyOutcome(message);
@@ -266,6 +290,10 @@ export class GroveClient {
       case "error":
         // A move over the rate limit is dropped with this error, and never answered.
         if (message.code === "rate_limited") this.failNewestMove();
+        // The join was refused for its name: say why to whoever waits for it.
+        if (message.code === "invalid_name") {
+          for (const waiter of this.welcomed.splice(0)) waiter.reject(new Error(`invalid_name: ${message.message}`));
+        }
         this.events.emit("error", { code: message.code, message: message.message });
         break;
       case "bye":

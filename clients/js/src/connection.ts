@@ -22,8 +22,13 @@ export interface ConnectionOptions {
   encoding: Encoding;
   /** Sent in `join`; the server caps it at 16. Undefined leaves the server's default. */
   viewRadius?: number | undefined;
-  /** Sent in `join`: the name a guest plays under ("" for none; an account plays under its own). */
-  name?: string | undefined;
+  /**
+   * Sent in `join`, asked for afresh before every join: the name to play
+   * under ("" for one the server makes up; an account with a name plays
+   * under its own). A name the server refuses stops the connection (the
+   * `error` says why): fix it, then `restart()`.
+   */
+  name?: string | (() => string) | undefined;
   /** The token to join with, asked for afresh before every join ("" plays as a guest). */
   token?: (() => Promise<string> | string) | undefined;
   /** The WebSocket to use; default the global one (browsers, Node 22 and up). */
@@ -76,6 +81,8 @@ export class Connection {
   private pingTimer: ReturnType<typeof setInterval> | undefined;
   private lastHeard = 0;
   private everJoined = false;
+  // Counts restarts, so that a listener that restarts the connection is not undone.
+  private generation = 0;
   private readonly WebSocket: WebSocketConstructor;
 
   constructor(private readonly options: ConnectionOptions) {
@@ -101,6 +108,23 @@ export class Connection {
     if (this.state !== "connected" || !socket || socket.readyState !== OPEN) return false;
     socket.send(encode(message, this.options.encoding));
     return true;
+  }
+
+  /** Drops the current session, if any, and joins afresh (after `stop()` too). */
+  restart(): void {
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    const socket = this.socket;
+    this.socket = undefined;
+    if (socket) {
+      socket.onclose = null;
+      socket.close(1000, "rejoin");
+    }
+    clearInterval(this.pingTimer);
+    this.retries = 0;
+    this.generation++;
+    this.setState(this.everJoined ? "reconnecting" : "connecting");
+    void this.open();
   }
 
   /** Closes the connection for good. */
@@ -141,7 +165,8 @@ export class Connection {
       this.startPinging();
       const join: Outgoing<"join"> = { type: "join", protocol: PROTOCOL_VERSION };
       if (this.options.viewRadius !== undefined) join.view_radius = this.options.viewRadius;
-      if (this.options.name) join.name = this.options.name;
+      const name = typeof this.options.name === "function" ? this.options.name() : this.options.name;
+      if (name) join.name = name;
       if (token !== "") join.token = token;
       socket.send(encode(join, this.options.encoding));
     };
@@ -170,6 +195,8 @@ export class Connection {
   }
 
   private receive(message: Message): void {
+    let stopAfter = false;
+    const generation = this.generation;
     switch (message.type) {
       case "welcome":
         this.retries = 0;
@@ -187,6 +214,8 @@ export class Connection {
           this.options.onUnauthorized?.();
           this.drop();
         }
+        // The same name would be refused again: wait for another, and restart().
+        if (message.code === "invalid_name") stopAfter = true;
         break;
       case "bye":
         // Another session took this one's place: coming back would push it out in turn.
@@ -195,6 +224,8 @@ export class Connection {
         break;
     }
     this.options.onMessage(message);
+    // Unless a listener has restarted it already (with another name, say).
+    if (stopAfter && generation === this.generation) this.stop();
   }
 
   // From the socket's opening: a server that never welcomes us counts as

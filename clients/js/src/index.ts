@@ -12,7 +12,7 @@
  */
 export * from "./protocol.js";
 export { Connection, type ConnectionOptions, type ConnectionState, type WebSocketConstructor, type WebSocketLike } from "./connection.js";
-export { WorldModel, type Entity } from "./world.js";
+export { WorldModel, type Entity, type Label } from "./world.js";
 export { MovePacer } from "./pacer.js";
 export { Emitter } from "./emitter.js";
 export { GroveClient, ConnectionLost, socketUrl, type ClientEvents, type ClientError, type ClientOptions, type View } from "./client.js";

@@ -1,4 +1,4 @@
-import { PLAYER, type Area, type Outcome, type Welcome } from "./protocol.js";
+import { PLAYER, type Area, type Names, type Outcome, type Welcome } from "./protocol.js";
 
 export interface Entity {
   id: number;
@@ -6,6 +6,12 @@ export interface Entity {
   y: number;
   /** 0 an actor, 1 a player, 2 a bacterium, 3 and up an actor of a kind `GET /kinds` names. */
   kind: number;
+}
+
+/** What a player is called and looks like, as the server names it. */
+export interface Label {
+  name: string;
+  avatar: string;
 }
 
 /**
@@ -19,6 +25,10 @@ export interface Entity {
  * either order: by the new one where it now stands, and by the old one as
  * gone. Only the area that last reported an entity may take it away, so it
  * is shown once, and never lost, whichever arrives first.
+ *
+ * Players' names come in a `names` message just before the area message
+ * that brings them into view (a snapshot, or a delta they came in by),
+ * never with their moves: a name is kept while its entity is known.
  */
 export class WorldModel {
   selfId: number | undefined;
@@ -37,6 +47,10 @@ export class WorldModel {
   readonly entities = new Map<number, Entity>();
   private readonly areas = new Map<number, Map<number, Entity>>();
   private readonly where = new Map<number, number>();
+  /** The names of the entities known, by id (players only). */
+  private readonly labels = new Map<number, Label>();
+  // Names that came for an area message not yet taken in.
+  private readonly pendingNames = new Map<number, Names["names"]>();
 
   applyWelcome(welcome: Welcome): void {
     this.selfId = welcome.id;
@@ -52,8 +66,16 @@ export class WorldModel {
     this.forgetAreas();
   }
 
+  /** Names for the area message that follows (the server sends them just before it). */
+  applyNames(names: Names): void {
+    const pending = this.pendingNames.get(names.area);
+    this.pendingNames.set(names.area, pending ? pending.concat(names.names) : names.names);
+  }
+
   /** A full area replaces what we had of it; a delta moves entities and erases `gone`. */
   applyArea(area: Area): void {
+    const names = this.pendingNames.get(area.area);
+    this.pendingNames.delete(area.area);
     let mirror = this.areas.get(area.area);
     if (area.full) {
       const old = mirror;
@@ -74,20 +96,42 @@ export class WorldModel {
       mirror.delete(id);
       this.release(area.area, id);
     }
+    if (names) for (const [id, name, avatar] of names) if (this.entities.has(id)) this.labels.set(id, { name, avatar });
+  }
+
+  /** A player's name and avatar, while it is known; undefined for actors and the unnamed. */
+  labelOf(id: number): Label | undefined {
+    if (id === this.selfId) return { name: this.name, avatar: this.avatar };
+    return this.labels.get(id);
+  }
+
+  /** The named entities in the viewport (the player itself left out), nearest first. */
+  nearby(): (Entity & Label & { distance: number })[] {
+    const found: (Entity & Label & { distance: number })[] = [];
+    for (const entity of this.inView()) {
+      const label = this.labels.get(entity.id);
+      if (!label || entity.id === this.selfId) continue;
+      const distance = Math.max(Math.abs(entity.x - this.x), Math.abs(entity.y - this.y));
+      found.push({ ...entity, ...label, distance });
+    }
+    return found.sort((a, b) => a.distance - b.distance || a.name.localeCompare(b.name));
   }
 
   /** The viewport left an area: what only it reported is gone. */
   closeArea(area: number): void {
     const mirror = this.areas.get(area);
     this.areas.delete(area);
+    this.pendingNames.delete(area);
     if (mirror) for (const id of mirror.keys()) this.release(area, id);
   }
 
-  /** Drops every area, as after a `resync` (the server sends them all again). */
+  /** Drops every area, and the names, as after a `resync` (the server sends them all again). */
   forgetAreas(): void {
     this.areas.clear();
     this.where.clear();
     this.entities.clear();
+    this.labels.clear();
+    this.pendingNames.clear();
   }
 
   /**
@@ -127,6 +171,7 @@ export class WorldModel {
     if (this.where.get(id) === area) {
       this.where.delete(id);
       this.entities.delete(id);
+      this.labels.delete(id);
     }
   }
 }

@@ -91,4 +91,64 @@ describe("WorldModel", () => {
     world.forgetAreas();
     assert.deepEqual(ids(world), []);
   });
+
+  describe("names", () => {
+    const names = (number, list) => ({ type: "names", area: number, names: list });
+
+    test("come before the snapshot that shows their players, and stay while they move", () => {
+      world.applyNames(names(0, [[2, "Ada", "🦊"]]));
+      world.applyArea(area(0, true, [[2, 12, 10, 1], [3, 13, 10, 0]]));
+      assert.deepEqual(world.labelOf(2), { name: "Ada", avatar: "🦊" });
+      assert.equal(world.labelOf(3), undefined, "actors have none");
+      world.applyArea(area(0, false, [[2, 12, 11, 1]]));
+      assert.deepEqual(world.labelOf(2), { name: "Ada", avatar: "🦊" });
+      assert.deepEqual(
+        world.nearby().map((player) => [player.id, player.name, player.distance]),
+        [[2, "Ada", 2]],
+      );
+    });
+
+    test("a snapshot that names a player again keeps its name", () => {
+      world.applyNames(names(0, [[2, "Ada", "🦊"]]));
+      world.applyArea(area(0, true, [[2, 12, 10, 1]]));
+      world.applyNames(names(0, [[2, "Ada", "🦊"]]));
+      world.applyArea(area(0, true, [[2, 12, 10, 1]]));
+      assert.equal(world.labelOf(2).name, "Ada");
+    });
+
+    test("go with their player, and come again when it walks into another area, in either order", () => {
+      world.applyArea(area(1, true, []));
+      world.applyNames(names(0, [[2, "Ada", "🦊"]]));
+      world.applyArea(area(0, true, [[2, 19, 10, 1]]));
+
+      // The new area first: named there, then let go by the old one.
+      world.applyNames(names(1, [[2, "Ada", "🦊"]]));
+      world.applyArea(area(1, false, [[2, 20, 10, 1]]));
+      world.applyArea(area(0, false, [], [2]));
+      assert.equal(world.labelOf(2).name, "Ada");
+
+      // The old area first: gone, then named again by the new one.
+      world.applyArea(area(1, false, [], [2]));
+      assert.equal(world.labelOf(2), undefined);
+      world.applyNames(names(0, [[2, "Ada", "🦊"]]));
+      world.applyArea(area(0, false, [[2, 19, 10, 1]]));
+      assert.equal(world.labelOf(2).name, "Ada");
+    });
+
+    test("the player's own name is its welcome's", () => {
+      assert.deepEqual(world.labelOf(7), { name: "", avatar: "🙂" });
+      assert.deepEqual(world.nearby(), []);
+    });
+
+    test("names for an area that then closes, or for a delta of an unknown area, are dropped", () => {
+      world.applyNames(names(4, [[9, "Bo", "🐻"]]));
+      world.closeArea(4);
+      world.applyArea(area(4, true, [[9, 12, 12, 1]]));
+      assert.equal(world.labelOf(9), undefined);
+      world.applyNames(names(5, [[9, "Bo", "🐻"]]));
+      world.applyArea(area(5, false, [[9, 12, 12, 1]]));
+      world.applyArea(area(5, true, [[9, 12, 12, 1]]));
+      assert.equal(world.labelOf(9), undefined);
+    });
+  });
 });
