@@ -79,7 +79,7 @@ defmodule Grove.MixProject do
   # here their tasks run there, with the same arguments.
   @lab_tasks ~w(grove.load grove.chaos grove.bench.actors grove.bench.cluster
     grove.bench.failover grove.bench.frames grove.bench.life grove.bench.peers
-    grove.bench.players grove.bench.views)
+    grove.bench.players grove.bench.views grove.bench.names)
 
   defp aliases do
     for task <- @lab_tasks, do: {String.to_atom(task), fn args -> lab(task, args) end}
