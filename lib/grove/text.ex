@@ -1,6 +1,7 @@
 defmodule Grove.Text do
   @moduledoc """
-  What players may write where others read it: the names they play under.
+  What players may write where others read it: the names they play under,
+  and the lines they say.
   Pure functions; each refusal comes with a sentence saying why, for the
   player.
 
@@ -78,6 +79,40 @@ defmodule Grove.Text do
   end
 
   def name(_other), do: {:error, "a name is text"}
+
+  @doc """
+  Checks a line a player says to those around it and tidies it like a
+  name: `{:ok, line}`, or `{:error, why}`. A line is valid UTF-8, 1 to
+  `max` characters once trimmed (default 200), and holds nothing a name
+  may not hold (no line breaks: a line is one line).
+
+  ## Examples
+
+      iex> Grove.Text.speech("  hello there  ")
+      {:ok, "hello there"}
+      iex> Grove.Text.speech(String.duplicate("a", 201))
+      {:error, "a line is at most 200 characters"}
+      iex> Grove.Text.speech("hi\u0000")
+      {:error, "a line may not hold U+0000, a control character"}
+  """
+  @spec speech(term(), pos_integer()) :: {:ok, String.t()} | {:error, String.t()}
+  def speech(text, max \\ 200)
+
+  def speech(text, max) when is_binary(text) and is_integer(max) and max > 0 do
+    with :ok <- utf8(text, "a line"),
+         trimmed = String.trim(text),
+         :ok <- characters(trimmed, "a line"),
+         tidy = squeeze(trimmed) do
+      cond do
+        tidy == "" -> {:error, "a line needs at least one character"}
+        String.length(tidy) > max -> {:error, "a line is at most #{max} characters"}
+        byte_size(tidy) > 4 * max -> {:error, "a line is at most #{4 * max} bytes"}
+        true -> {:ok, tidy}
+      end
+    end
+  end
+
+  def speech(_other, _max), do: {:error, "a line is text"}
 
   @doc """
   A name for a player who chose none, the same for the same number every

@@ -65,4 +65,20 @@ defmodule Grove.TextTest do
     assert [_, _] = String.split(Text.default_name(12_345))
     assert length(Enum.uniq(for n <- 0..255, do: Text.default_name(n))) == 256
   end
+
+  test "a line said is refused, saying why, when it is empty, too long, not UTF-8 or holds controls" do
+    assert Text.speech(" hi  there ") == {:ok, "hi there"}
+    assert Text.speech("👋 привет, 世界") == {:ok, "👋 привет, 世界"}
+    assert Text.speech("   ") == {:error, "a line needs at least one character"}
+    assert Text.speech(String.duplicate("é", 200)) == {:ok, String.duplicate("é", 200)}
+    assert Text.speech(String.duplicate("é", 201)) == {:error, "a line is at most 200 characters"}
+    assert Text.speech("short", 3) == {:error, "a line is at most 3 characters"}
+    assert Text.speech(<<"ok", 0xC3>>) == {:error, "a line must be valid UTF-8"}
+
+    assert Text.speech("two\nlines") ==
+             {:error, "a line may not hold U+000A, a control character"}
+
+    assert {:error, _} = Text.speech("rtl\u202Eover")
+    assert Text.speech(nil) == {:error, "a line is text"}
+  end
 end
