@@ -27,7 +27,10 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
   second apart, and starts again), ramping at a tenth of N a second, and
   prints the reads' p99, the success rate, requests per second and the CPU
   the server and the load each used (a share of one core). The knee is the
-  last stage with reads p99 <= 50 ms and 100 % success.
+  last stage with reads p99 <= 50 ms and 100 % success. With `--perf`,
+  the server runs with the JIT's perf map (`+JPperf true`) and each stage
+  samples it with `perf record` for five seconds half-way through, then
+  prints where the server core went (the top of `perf report`).
 
       mix grove.bench.logins
       scripts/scratch-postgres start /tmp/grove-pg-bench 5544
@@ -36,7 +39,7 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
   Options: `--storm-users N` (default 200), `--storm-seconds S` (10),
   `--users N` (4000), `--ramp N` (400), `--modes 1,500` (the batch sizes
   to compare), `--cores SERVER,LOAD` (`0,1`), `--postgres URL`,
-  `--skip-arrival`, `--stages N,N,...`, `--stage-seconds S` (30).
+  `--skip-arrival`, `--stages N,N,...`, `--stage-seconds S` (30), `--perf`.
   """
 
   use Mix.Task
@@ -53,7 +56,8 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
     postgres: :string,
     skip_arrival: :boolean,
     stages: :string,
-    stage_seconds: :integer
+    stage_seconds: :integer,
+    perf: :boolean
   ]
 
   @impl true
@@ -118,7 +122,8 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
           {"GROVE_DATA", data},
           {"GROVE_ACTORS", "0"},
           {"GROVE_LOGIN_RATE", "1000000"},
-          {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
+          {"ELIXIR_ERL_OPTIONS",
+           Server.one_core_erl_options() <> if(opts[:perf], do: " +JPperf true", else: "")},
           {"MIX_ENV", to_string(Mix.env())}
         ]
       )
@@ -133,6 +138,7 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
         server_before = cpu_ticks(server_pid)
         load_before = cpu_ticks(List.to_string(:os.getpid()))
         started = System.monotonic_time(:millisecond)
+        profile = if opts[:perf], do: Task.async(fn -> perf(server_pid, div(seconds, 2)) end)
 
         report =
           HttpRun.run(
@@ -156,11 +162,46 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
             "#{report.endpoints.device_login.p99_ms} ms | #{report.endpoints.me.p99_ms} ms | " <>
             "#{round(server_cpu * 100)} % | #{round(load_cpu * 100)} % |"
         )
+
+        if profile, do: info(Task.await(profile, :infinity))
       end
     after
       Server.stop(server)
       File.rm_rf(data)
     end
+  end
+
+  # Samples the server for five seconds once `after_s` have passed; the
+  # top of the report, as text.
+  defp perf(pid, after_s) do
+    receive do
+    after
+      after_s * 1000 -> :ok
+    end
+
+    data = Path.join(System.tmp_dir!(), "grove-bench-perf-#{pid}.data")
+
+    {_, _} =
+      System.cmd(
+        "perf",
+        ["record", "-F", "499", "-p", to_string(pid), "-o", data, "--", "sleep", "5"],
+        stderr_to_stdout: true
+      )
+
+    {report, _} =
+      System.cmd(
+        "perf",
+        ["report", "-i", data, "--stdio", "--sort", "symbol", "--percent-limit", "1.5"],
+        stderr_to_stdout: true
+      )
+
+    File.rm(data)
+
+    report
+    |> String.split("\n")
+    |> Enum.reject(&(String.starts_with?(&1, "#") or String.trim(&1) == ""))
+    |> Enum.take(25)
+    |> Enum.map_join("\n", &("    perf " <> &1))
   end
 
   # User and system CPU of an OS process so far, in clock ticks (1/100 s).
