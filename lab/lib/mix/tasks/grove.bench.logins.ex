@@ -39,7 +39,8 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
   Options: `--storm-users N` (default 200), `--storm-seconds S` (10),
   `--users N` (4000), `--ramp N` (400), `--modes 1,500` (the batch sizes
   to compare), `--cores SERVER,LOAD` (`0,1`), `--postgres URL`,
-  `--skip-arrival`, `--stages N,N,...`, `--stage-seconds S` (30), `--perf`.
+  `--skip-arrival`, `--stages N,N,...`, `--stage-seconds S` (30), `--perf`,
+  `--life off` (the world without its bacteria, `GROVE_LIFE=off`).
   """
 
   use Mix.Task
@@ -57,7 +58,8 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
     skip_arrival: :boolean,
     stages: :string,
     stage_seconds: :integer,
-    perf: :boolean
+    perf: :boolean,
+    life: :string
   ]
 
   @impl true
@@ -122,6 +124,7 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
           {"GROVE_DATA", data},
           {"GROVE_ACTORS", "0"},
           {"GROVE_LOGIN_RATE", "1000000"},
+          {"GROVE_LIFE", opts[:life] || "on"},
           {"ELIXIR_ERL_OPTIONS",
            Server.one_core_erl_options() <> if(opts[:perf], do: " +JPperf true", else: "")},
           {"MIX_ENV", to_string(Mix.env())}
@@ -229,6 +232,7 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
             {"GROVE_ACTORS", "0"},
             {"GROVE_LOGIN_RATE", "1000000"},
             {"GROVE_STORE_BATCH", batch},
+            {"GROVE_LIFE", opts[:life] || "on"},
             {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
             {"MIX_ENV", to_string(Mix.env())}
           ] ++ env
