@@ -273,7 +273,7 @@ defmodule Mix.Tasks.Grove.Bench.Names do
     | --- | ---: | ---: | ---: | ---: | ---: | ---: |
     #{row.("unnamed", plain)}
     #{row.("named", named)}
-    | named / unnamed | | | #{ratio.(&per(&1.bytes - &1.names, &1.moves))} | | #{ratio.(&per(&1.bytes, &1.moves))} | #{ratio.(&per(&1.cpu_ms, &1.moves))} |
+    | named / unnamed | | | #{ratio.(&per(&1.bytes - &1.names, &1.moves))} | | #{ratio.(&per(&1.bytes, &1.moves))} | #{ratio.(&per(&1.cpu_ms * 1000, &1.moves))} |
     """)
   end
 end
