@@ -29,6 +29,8 @@ defmodule Grove.Cluster do
       node's own)
     * `:connect_interval` - milliseconds between tries to reach peers not
       connected yet (default `2000`)
+    * `:boot_wait` - milliseconds a node with peers to join waits for one
+      of them before it starts the world alone (default `5000`)
     * `:size` - how many nodes the cluster is meant to have, for the
       quorum (see below; default: this node, its peers, and every other
       node it has seen as a member)
@@ -62,6 +64,7 @@ defmodule Grove.Cluster do
     dns: nil,
     basename: nil,
     connect_interval: 2000,
+    boot_wait: 5000,
     size: nil
   ]
 
@@ -105,16 +108,26 @@ defmodule Grove.Cluster do
           ":connect_interval must be a positive integer, got: #{inspect(opts[:connect_interval])}"
         )
 
+    unless is_integer(opts[:boot_wait]) and opts[:boot_wait] >= 0,
+      do:
+        raise(
+          ArgumentError,
+          ":boot_wait must be a non-negative integer, got: #{inspect(opts[:boot_wait])}"
+        )
+
     unless opts[:size] == nil or (is_integer(opts[:size]) and opts[:size] > 0),
       do: raise(ArgumentError, ":size must be a positive integer, got: #{inspect(opts[:size])}")
 
     Keyword.merge(opts, peers: peers, node: node)
   end
 
-  @doc "True when an instance's cluster was given other nodes to join."
-  @spec expects_peers?(atom()) :: boolean()
-  def expects_peers?(instance),
-    do: :persistent_term.get({__MODULE__, instance, :expects_peers}, false)
+  @doc """
+  How long (ms) a node of an instance's cluster waits for a peer before it
+  starts the world alone: `:boot_wait` when it was given other nodes to
+  join, else 0.
+  """
+  @spec boot_wait(atom()) :: non_neg_integer()
+  def boot_wait(instance), do: :persistent_term.get({__MODULE__, instance, :boot_wait}, 0)
 
   @doc "True when these options name other nodes to join (peers or a DNS name)."
   @spec multi_node?(keyword()) :: boolean()

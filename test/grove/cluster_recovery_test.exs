@@ -170,14 +170,19 @@ defmodule Grove.ClusterRecoveryTest do
     cluster = [peers: nodes, connect_interval: 100]
     gateways = Keyword.fetch!(opts, :gateway)
 
-    for {node, name} <- Enum.zip(nodes, [:a, :b, :c]) do
-      instance =
-        small_instance(@instance, cluster, tick: 50)
-        |> Keyword.put(:actors, count: Keyword.fetch!(opts, :actors), interval: 200)
-        |> Keyword.put(:gateway, if(gateways[name], do: [port: 0], else: false))
-
-      start_instance!(node, instance)
-    end
+    start_instances!(
+      for {node, name} <- Enum.zip(nodes, [:a, :b, :c]) do
+        {node,
+         small_instance(@instance, cluster, tick: 50)
+         |> Keyword.put(:actors,
+           count: Keyword.fetch!(opts, :actors),
+           interval: 200,
+           # Shares move once the members have been still this long.
+           settle: 300
+         )
+         |> Keyword.put(:gateway, if(gateways[name], do: [port: 0], else: false))}
+      end
+    )
 
     {Enum.sort(nodes), nodes, Enum.map(peers, &elem(&1, 0))}
   end

@@ -26,6 +26,10 @@ defmodule Grove.ClusterTest do
       end
 
       assert Cluster.validate!(peers: ["a@h", :b@h])[:peers] == [:a@h, :b@h]
+
+      assert_raise ArgumentError, ~r/:boot_wait must be a non-negative integer/, fn ->
+        Cluster.validate!(boot_wait: -1)
+      end
     end
 
     test "a cluster of several nodes refuses SQLite, a key each node would make and bacteria, and says why" do
@@ -106,9 +110,10 @@ defmodule Grove.ClusterTest do
       # The cluster's total: 40 on each node.
       actors = [count: 120, interval: 200, settle: 300]
 
-      for node <- nodes do
-        start_instance!(node, Keyword.put(small_instance(Grove.ZonesT, cluster), :actors, actors))
-      end
+      start_instances!(
+        for node <- nodes,
+            do: {node, Keyword.put(small_instance(Grove.ZonesT, cluster), :actors, actors)}
+      )
 
       world = Grove.world(Grove.ZonesT)
       eventually(fn -> assert_one_owner(nodes, world) end, @wait)
@@ -245,13 +250,13 @@ defmodule Grove.ClusterTest do
       cluster = [peers: nodes, connect_interval: 100]
       instance = Grove.GlanceT
 
-      for node <- nodes do
-        start_instance!(
-          node,
-          # Ten in all, the cluster's total: five on each node.
-          Keyword.put(small_instance(instance, cluster), :actors, count: 10, interval: 200)
-        )
-      end
+      # Ten actors in all, the cluster's total: five on each node.
+      start_instances!(
+        for node <- nodes,
+            do:
+              {node,
+               Keyword.put(small_instance(instance, cluster), :actors, count: 10, interval: 200)}
+      )
 
       world = Grove.world(instance)
 
@@ -374,8 +379,10 @@ defmodule Grove.ClusterTest do
       nodes = Enum.sort([node(), other])
       instance = Grove.RestartedT
 
-      for node <- nodes,
-          do: start_instance!(node, small_instance(instance, peers: nodes, connect_interval: 100))
+      start_instances!(
+        for node <- nodes,
+            do: {node, small_instance(instance, peers: nodes, connect_interval: 100)}
+      )
 
       world = Grove.world(instance)
       eventually(fn -> assert_one_owner(nodes, world) end, @wait)
@@ -414,16 +421,18 @@ defmodule Grove.ClusterTest do
       nodes = Enum.sort([node(), other])
       instance = Grove.WholeT
 
-      for node <- nodes do
-        opts = small_instance(instance, peers: nodes, connect_interval: 100)
+      start_instances!(
+        for node <- nodes do
+          opts = small_instance(instance, peers: nodes, connect_interval: 100)
 
-        gateway =
-          if node == other,
-            do: [port: 0, stats_interval: 100, density_interval: 100],
-            else: false
+          gateway =
+            if node == other,
+              do: [port: 0, stats_interval: 100, density_interval: 100],
+              else: false
 
-        start_instance!(node, Keyword.put(opts, :gateway, gateway))
-      end
+          {node, Keyword.put(opts, :gateway, gateway)}
+        end
+      )
 
       world = Grove.world(instance)
 
@@ -549,7 +558,7 @@ defmodule Grove.ClusterTest do
         )
 
       # One after the other: the first creates the schema.
-      for node <- [a, b], do: start_instance!(node, opts)
+      start_instances!([{a, opts}, {b, opts}])
 
       eventually(
         fn ->
@@ -643,7 +652,7 @@ defmodule Grove.ClusterTest do
       nodes = [node() | Enum.map(peers, &elem(&1, 1))]
       cluster = [peers: nodes, connect_interval: 100]
 
-      for node <- nodes, do: start_instance!(node, small_instance(Grove.ClusterT, cluster))
+      start_instances!(for node <- nodes, do: {node, small_instance(Grove.ClusterT, cluster)})
 
       expected = Enum.sort(nodes)
 
@@ -677,9 +686,14 @@ defmodule Grove.ClusterTest do
       # A fourth node with another seed connects but is never a member.
       {_peer, odd} = start_peer!(home, "odd")
 
+      # Refused by all, it waits for none of them.
       start_instance!(
         odd,
-        small_instance(Grove.ClusterT, [peers: nodes, connect_interval: 100], seed: 99)
+        small_instance(
+          Grove.ClusterT,
+          [peers: nodes, connect_interval: 100, boot_wait: 0],
+          seed: 99
+        )
       )
 
       eventually(
@@ -717,17 +731,17 @@ defmodule Grove.ClusterTest do
       actors = [count: 90, interval: 200, settle: 300]
 
       start = fn node, cluster ->
-        start_instance!(node, Keyword.put(small_instance(Grove.ShareT, cluster), :actors, actors))
+        {node, Keyword.put(small_instance(Grove.ShareT, cluster), :actors, actors)}
       end
 
-      for node <- nodes, do: start.(node, peers: nodes, connect_interval: 100)
+      start_instances!(for node <- nodes, do: start.(node, peers: nodes, connect_interval: 100))
 
       assert_shares(nodes, 90)
 
       # A fourth node: 23, 23, 22 and 22, still 90 in all.
       {_peer, fourth} = start_peer!(home, "share4")
       all = Enum.sort([fourth | nodes])
-      start.(fourth, peers: all, connect_interval: 100)
+      start_instances!([start.(fourth, peers: all, connect_interval: 100)])
       assert_shares(all, 90)
 
       # Those who gave actors up retired them: they left the world, none lingers.
@@ -760,6 +774,7 @@ defmodule Grove.ClusterTest do
               small_instance(Grove.AloneT,
                 peers: [:nobody@nowhere],
                 connect_interval: 60_000,
+                boot_wait: 0,
                 size: 1
               ),
               :actors,

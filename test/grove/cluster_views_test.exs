@@ -205,7 +205,7 @@ defmodule Grove.ClusterViewsTest do
 
   defp start_world!(name, nodes) do
     cluster = [peers: nodes, connect_interval: 100]
-    for node <- nodes, do: start_instance!(node, small_instance(name, cluster, @open))
+    start_instances!(for node <- nodes, do: {node, small_instance(name, cluster, @open)})
     world = Grove.world(name)
     owners = Placement.owners(16, nodes)
 

@@ -110,21 +110,37 @@ defmodule Grove.ClusterCase do
 
   @doc "Starts an instance on a node under its application's supervisor."
   def start_instance!(node, opts) do
-    id = Keyword.fetch!(opts, :name)
-
-    {:ok, pid} =
-      :erpc.call(node, Supervisor, :start_child, [
-        Grove.Application.Supervisor,
-        Supervisor.child_spec({Grove, opts}, id: id)
-      ])
-
     # Peers end with their node; this node's instance must not outlive the test.
     if node == node() do
+      id = Keyword.fetch!(opts, :name)
+
       on_exit(fn ->
         Supervisor.terminate_child(Grove.Application.Supervisor, id)
         Supervisor.delete_child(Grove.Application.Supervisor, id)
       end)
     end
+
+    supervise_instance!(node, opts)
+  end
+
+  @doc """
+  Starts instances on several nodes, `[{node, opts}]`, one after another,
+  as a cluster whose first node is up when the others start: the first
+  starts the world at once, without waiting for peers that are not
+  started yet (`boot_wait: 0`, unless its options say otherwise), and
+  each of the others joins the world that runs. Returns their pids.
+  """
+  def start_instances!([{node, opts} | others]) do
+    first = Keyword.update(opts, :cluster, [], &Keyword.put_new(&1, :boot_wait, 0))
+    for {node, opts} <- [{node, first} | others], do: start_instance!(node, opts)
+  end
+
+  defp supervise_instance!(node, opts) do
+    {:ok, pid} =
+      :erpc.call(node, Supervisor, :start_child, [
+        Grove.Application.Supervisor,
+        Supervisor.child_spec({Grove, opts}, id: Keyword.fetch!(opts, :name))
+      ])
 
     pid
   end

@@ -87,8 +87,8 @@ defmodule Grove.Cluster.Membership do
     Process.flag(:trap_exit, true)
 
     :persistent_term.put(
-      {Grove.Cluster, instance, :expects_peers},
-      Grove.Cluster.multi_node?(opts)
+      {Grove.Cluster, instance, :boot_wait},
+      if(Grove.Cluster.multi_node?(opts), do: Keyword.fetch!(opts, :boot_wait), else: 0)
     )
 
     :ok = :net_kernel.monitor_nodes(true, [:nodedown_reason])
@@ -228,7 +228,7 @@ defmodule Grove.Cluster.Membership do
   def terminate(_reason, state) do
     :persistent_term.erase(Grove.Cluster.key(state.instance))
     :persistent_term.erase(refused_key(state.instance))
-    :persistent_term.erase({Grove.Cluster, state.instance, :expects_peers})
+    :persistent_term.erase({Grove.Cluster, state.instance, :boot_wait})
     :ok
   end
 

@@ -29,7 +29,7 @@ defmodule Grove.World.Placer do
   # that start together see the others join at different moments, and
   # each starting a world over the members it saw would leave them with
   # placements that disagree, at the same epoch. A node of a cluster that
-  # sees none of its peers within `@boot_wait` starts the world alone.
+  # sees none of its peers within its `:boot_wait` starts the world alone.
   #
   # Every placement of a zone has an epoch, one more than the one before
   # (a handover's, or a start after its node was lost), announced with it:
@@ -62,7 +62,6 @@ defmodule Grove.World.Placer do
 
   require Logger
 
-  @boot_wait 5_000
   # How often a node waiting for the first member to start the world asks again.
   @place_retry 100
 
@@ -442,14 +441,10 @@ defmodule Grove.World.Placer do
 
   # A node with peers to find waits a little for one before starting alone.
   defp await_peers(instance, members) do
-    if Grove.Cluster.expects_peers?(instance) do
-      receive do
-        {:grove_cluster, ^instance, members} -> members
-      after
-        @boot_wait -> members
-      end
-    else
-      members
+    receive do
+      {:grove_cluster, ^instance, members} -> members
+    after
+      Grove.Cluster.boot_wait(instance) -> members
     end
   end
 

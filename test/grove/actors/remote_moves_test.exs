@@ -26,7 +26,7 @@ defmodule Grove.Actors.RemoteMovesTest do
       cluster = [peers: nodes, connect_interval: 100]
       instance = Grove.RemoteMovesT
 
-      for node <- nodes, do: start_instance!(node, small_instance(instance, cluster))
+      start_instances!(for node <- nodes, do: {node, small_instance(instance, cluster)})
 
       world = Grove.world(instance)
 
