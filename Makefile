@@ -16,7 +16,7 @@ CLIENT_SOURCES := $(shell find assets/src -type f 2>/dev/null) assets/package.js
 CLIENT_BUNDLE := priv/static/assets/app.js priv/static/assets/dashboard.js
 NODE_MODULES := assets/node_modules/.package-lock.json
 
-.PHONY: run test test-server test-browser test-library setup setup-test compile client bench bench-players bench-peers bench-peers-setup release clean
+.PHONY: run test test-deep test-server test-browser test-library setup setup-test compile client bench bench-players bench-peers bench-peers-setup release clean
 
 run: setup client
 	mix compile
@@ -33,6 +33,11 @@ test: setup-test client
 	cd lab && mix test
 	$(MAKE) test-browser
 	$(MAKE) test-library
+
+# The same, deeper: every property with many more cases, and the long runs
+# (many nodes, the benches at a small size) tagged :deep.
+test-deep: export GROVE_TEST_DEEP := 1
+test-deep: test
 
 # The headless-browser tests start their own servers (scripts/test-server).
 test-browser: client

@@ -38,12 +38,15 @@ defmodule Grove.PropCase do
   @doc """
   Runs a property; fails with the smallest counterexample found.
 
-  Options: `:numtests` (default 100), and `:max_shrinks` (default PropEr's
-  500), to bound the tries at a smaller counterexample for properties
-  whose every try is slow.
+  Options: `:numtests` (default 100), the cases `make test` runs;
+  `:deep_numtests` (default ten times as many), those `make test-deep`
+  runs (`deep?/0`); and `:max_shrinks` (default PropEr's 500), to bound
+  the tries at a smaller counterexample for properties whose every try is
+  slow.
   """
   def check(property, opts \\ []) do
     numtests = Keyword.get(opts, :numtests, 100)
+    numtests = if deep?(), do: Keyword.get(opts, :deep_numtests, 10 * numtests), else: numtests
     Process.delete(:grove_prop_failure)
     Process.delete(:grove_prop_first_failure)
     shrinks = if max = opts[:max_shrinks], do: [{:max_shrinks, max}], else: []
@@ -64,4 +67,7 @@ defmodule Grove.PropCase do
         """)
     end
   end
+
+  @doc "True in `make test-deep` (GROVE_TEST_DEEP=1): properties run many more cases."
+  def deep?, do: System.get_env("GROVE_TEST_DEEP") in ["1", "true"]
 end

@@ -1,9 +1,13 @@
 defmodule Mix.Tasks.Grove.Bench.FailoverTest do
   # The bench at a tiny size: three real nodes, one killed. It starts
-  # gateways on its nodes and makes this node distributed: not async.
+  # gateways on its nodes and makes this node distributed: not async. Its
+  # load runs for a fixed time after the kill, most of a minute: in
+  # `make test-deep` (the recovery it measures is tested in `make test` by
+  # Grove.ClusterRecoveryTest).
   use ExUnit.Case, async: false
 
   @moduletag :cluster
+  @moduletag :deep
   @moduletag :capture_log
 
   setup do
