@@ -53,34 +53,36 @@ defmodule Grove.World.Placer do
   # handovers under way have finished. A zone it fails to hand over starts
   # again, empty, on the node it was meant for (told so, or once the
   # stopped node is disconnected), as a lost node's zone does.
+  #
+  # The rules are `Grove.World.Placer.State`'s, plain functions that return
+  # the effects this process carries out (`run/3`): it owns the mailbox,
+  # the handover processes and their timers, the zones' processes and
+  # tables, and what it publishes for the other processes to read.
 
   use GenServer
 
-  alias __MODULE__, as: State
   alias Grove.World
-  alias Grove.World.{Directory, Entity, Feed, Grid, Minimap, Placement, Relay, Stats, Zone}
+  alias Grove.World.{Directory, Entity, Feed, Grid, Minimap, Relay, Stats, Zone}
+  alias Grove.World.Placer.State
 
   require Logger
-
-  # How often a node waiting for the first member to start the world asks again.
-  @place_retry 100
 
   defstruct [
     :world,
     :supervisor,
+    :core,
+    # The published placement: a node number per zone and the epochs, in
+    # `:atomics`, and the nodes by number (this node is 0).
     :locations,
     :epochs,
     nodes: {},
-    members: [],
-    handing: %{},
-    retiring: %{},
-    leaving: MapSet.new(),
-    restarted: [],
-    early: %{},
-    paused: false
+    # Handover processes: pid => zone index.
+    handovers: %{},
+    # Timers after which a zone handed away stops: zone index => ref.
+    timers: %{}
   ]
 
-  @type t :: %State{}
+  @type t :: %__MODULE__{core: State.t()}
 
   @spec start_link(atom()) :: GenServer.on_start()
   def start_link(world_name),
@@ -121,222 +123,114 @@ defmodule Grove.World.Placer do
   def init(world_name) do
     Process.flag(:trap_exit, true)
     world = World.fetch!(world_name)
+    supervisor = World.zones_supervisor(world_name)
 
-    state = %State{world: world, supervisor: World.zones_supervisor(world_name)}
+    # Zones that outlived a placer that crashed run on.
+    running =
+      for {{Zone, index}, pid, _, _} <- Supervisor.which_children(supervisor),
+          is_pid(pid),
+          do: index
+
+    placer = %__MODULE__{
+      world: world,
+      supervisor: supervisor,
+      core: State.new(node(), zone_count(world), running)
+    }
 
     if world.cluster == nil do
-      for index <- 0..(zone_count(world) - 1), do: start_zone(state, index)
-      {:ok, state}
+      for index <- 0..(zone_count(world) - 1), do: start_zone(placer, index)
+      {:ok, placer}
     else
       # A node leaves the group before its connection closes: zones it
-      # could not hand over are started again once it is gone (`settle/2`).
+      # could not hand over are started again once it is gone.
       :ok = :net_kernel.monitor_nodes(true)
       # Stopped by its supervisor, this process left the cluster as a node
       # that stops does (`terminate/2` cannot tell the two apart); started
       # again alone, it is a member again, and takes its share as a node
       # that joins.
       :ok = Grove.Cluster.join(world.cluster)
-      {:ok, place(state)}
+      {:ok, place(placer)}
     end
   end
 
   @impl true
-  def handle_call(
-        {:take_over, _index, _rows, _subscriptions, _seq, _epoch},
-        _from,
-        %State{paused: true} = state
-      ),
-      do: {:reply, {:error, :paused}, state}
-
-  # Not placed yet: the zone stays where it is, and is offered again.
-  def handle_call(
-        {:take_over, _index, _rows, _subscriptions, _seq, _epoch},
-        _from,
-        %State{locations: nil} = state
-      ),
-      do: {:reply, {:error, :starting}, state}
-
-  def handle_call({:take_over, index, rows, subscriptions, seq, epoch}, _from, state) do
-    state = take_over(state, index, rows, subscriptions, seq, epoch)
-    {:reply, :ok, state}
+  def handle_call({:take_over, index, rows, subscriptions, seq, epoch}, _from, placer) do
+    case State.take_over(placer.core, index, rows, subscriptions, seq, epoch, Node.list()) do
+      {:ok, core, effects} -> {:reply, :ok, run(placer, core, effects)}
+      {:error, reason} -> {:reply, {:error, reason}, placer}
+    end
   end
 
   @impl true
-  def handle_info({:grove_cluster, instance, members}, state) do
-    # A node that said it leaves is no member, even while the group still
-    # lists it; once the group no longer does, it may come back.
-    leaving = MapSet.filter(state.leaving, &(&1 in members))
-    before = state.members
-    state = %{state | members: members -- MapSet.to_list(leaving), leaving: leaving}
-
-    state =
-      case {Grove.Cluster.quorum?(instance), state.paused} do
-        {false, false} -> pause(state)
-        {false, true} -> state
-        {true, true} -> resume(state)
-        {true, false} -> state |> rebalance() |> introduce(state.members -- before)
-      end
-
-    {:noreply, state}
+  def handle_info({:grove_cluster, instance, members}, placer) do
+    quorum? = Grove.Cluster.quorum?(instance)
+    resuming? = quorum? and placer.core.paused
+    {core, effects} = State.members(placer.core, members, quorum?, Node.list())
+    placer = run(placer, core, effects)
+    {:noreply, if(resuming?, do: join_or_start(%{placer | nodes: {}}), else: placer)}
   end
 
-  # Sent by a node before it hands its zones over and stops: nothing is
-  # to be handed to it any more.
-  # One the group has dropped already is no member; remembering it would
-  # keep it out when it comes back.
-  def handle_info({:leaving, node}, state) do
-    if node in state.members,
-      do:
-        {:noreply,
-         %{state | leaving: MapSet.put(state.leaving, node), members: state.members -- [node]}},
-      else: {:noreply, state}
+  def handle_info({:leaving, node}, placer),
+    do: {:noreply, %{placer | core: State.leaving(placer.core, node)}}
+
+  def handle_info({:zone_at, index, node, epoch, how}, placer),
+    do: {:noreply, run(placer, &State.announced(&1, index, node, epoch, how))}
+
+  # A handover finished, or failed.
+  def handle_info({:EXIT, pid, reason}, %__MODULE__{handovers: handovers} = placer)
+      when is_map_key(handovers, pid) do
+    {index, handovers} = Map.pop!(handovers, pid)
+    placer = %{placer | handovers: handovers}
+    {:noreply, run(placer, &State.handover_ended(&1, index, reason))}
   end
 
-  # A paused node, or one waiting for a placement, reads the whole of it
-  # from a member when it can; what it hears meanwhile it keeps (the
-  # newest per zone) and reads after, as the member's copy may be older.
-  def handle_info({:zone_at, index, node, epoch, how}, %State{paused: paused} = state)
-      when paused or state.locations == nil do
-    early =
-      case state.early do
-        %{^index => {first, known, _how}}
-        when known > epoch or (known == epoch and first < node) ->
-          state.early
+  def handle_info({:EXIT, _pid, _reason}, placer), do: {:noreply, placer}
 
-        early ->
-          Map.put(early, index, {node, epoch, how})
-      end
-
-    {:noreply, %{state | early: early}}
-  end
-
-  def handle_info({:zone_at, index, node, epoch, how}, state) do
-    mine = epoch(state, index)
-
-    cond do
-      epoch < mine ->
-        Logger.info("zone #{index}: a stale announcement from #{node} (epoch #{epoch}) ignored")
-        {:noreply, state}
-
-      # Two nodes started it at once (each saw other members), or each
-      # took it at the same epoch: the first by name keeps it, on every
-      # node, whatever order the two announcements come in (this one keeps
-      # its copy if it runs it; the other gives its copy up when it hears
-      # of the first's).
-      epoch == mine and node > location(state, index) and
-          (location(state, index) != node() or zone_pid(state, index) != nil) ->
-        {:noreply, state}
-
-      true ->
-        state = state |> drop_stale_copy(index, node) |> locate(index, node, epoch)
-        if how == :restarted, do: recovered(state, [index])
-        {:noreply, state}
-    end
-  end
-
-  # A handover finished: the zone runs elsewhere now.
-  def handle_info({:EXIT, pid, reason}, %State{handing: handing} = state)
-      when is_map_key(handing, pid) do
-    {index, to, epoch} = handing[pid]
-    state = %{state | handing: Map.delete(handing, pid)}
-    taken = epoch(state, index) >= epoch and location(state, index) == to
-
-    case reason do
-      :normal ->
-        {:noreply, locate(state, index, to, max(epoch, epoch(state, index)))}
-
-      # The new owner took it and said so, though its answer did not come
-      # back in time: it was handed over all the same.
-      _reason when taken ->
-        Logger.warning("zone #{index}: #{to} took it, though its answer came late")
-
-        if zone = zone_pid(state, index),
-          do: send(zone, {:handed_to, {elem(state.world.zones, index), to}})
-
-        {:noreply, state}
-
-      reason ->
-        Logger.error("zone #{index}: handing it to #{to} failed: #{inspect(reason)}; kept here")
-        if zone = zone_pid(state, index), do: send(zone, :keep)
-        # Tried again a little later, if it still belongs elsewhere.
-        Process.send_after(self(), {:settle, index}, 1000)
-        {:noreply, cancel_retiring(state, index)}
-    end
-  end
-
-  def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
-
-  def handle_info({:nodeup, _node}, state), do: {:noreply, state}
+  def handle_info({:nodeup, _node}, placer), do: {:noreply, placer}
 
   # Its zones were waiting for it to be gone, out of the group and disconnected.
-  def handle_info({:nodedown, _node}, %State{paused: false} = state),
-    do: {:noreply, rebalance(state)}
+  def handle_info({:nodedown, _node}, placer),
+    do: {:noreply, run(placer, &State.nodedown(&1, Node.list()))}
 
-  def handle_info({:nodedown, _node}, state), do: {:noreply, state}
-
-  # A node that stopped on purpose could not hand this zone over, and
-  # stays up (its world stopped, not its node): the zone's new owner
-  # starts it again, empty, as it would a lost node's.
-  def handle_info({:abandoned, index, from}, %State{paused: false} = state)
-      when state.locations != nil do
-    if location(state, index) == from do
-      Logger.warning(
-        "zone #{index}: #{from} stopped without handing it over; started again here, empty"
-      )
-
-      state = restart_lost(state, index)
-      recovered(state, [index])
-      {:noreply, state}
-    else
-      {:noreply, state}
-    end
-  end
-
-  def handle_info({:abandoned, _index, _from}, state), do: {:noreply, state}
+  def handle_info({:abandoned, index, from}, placer),
+    do: {:noreply, run(placer, &State.abandoned(&1, index, from))}
 
   # Waiting for the first member to place the zones: is it done?
-  def handle_info(:place, %State{paused: false, locations: nil} = state),
-    do: {:noreply, join_or_start(state)}
+  def handle_info(:place, %__MODULE__{core: %State{paused: false, locations: nil}} = placer),
+    do: {:noreply, join_or_start(placer)}
 
-  def handle_info(:place, state), do: {:noreply, state}
+  def handle_info(:place, placer), do: {:noreply, placer}
 
-  def handle_info({:settle, _index}, %State{paused: true} = state), do: {:noreply, state}
-  def handle_info({:settle, index}, state), do: {:noreply, settle(state, index)}
+  def handle_info({:settle, index}, placer),
+    do: {:noreply, run(placer, &State.settle(&1, index, Node.list()))}
 
-  def handle_info({:stop_zone, index}, state) do
-    {:noreply, state |> Map.update!(:retiring, &Map.delete(&1, index)) |> stop_zone(index)}
+  def handle_info({:stop_zone, index}, placer) do
+    placer = %{placer | timers: Map.delete(placer.timers, index)}
+    {:noreply, run(placer, &State.retired(&1, index))}
   end
 
   # A node that stops on purpose hands its zones over first.
   @impl true
-  def terminate(_reason, %State{locations: nil}), do: :ok
-  def terminate(_reason, %State{paused: true}), do: :ok
+  def terminate(_reason, %__MODULE__{core: %State{locations: nil}}), do: :ok
+  def terminate(_reason, %__MODULE__{core: %State{paused: true}}), do: :ok
 
-  def terminate(reason, state) when reason == :shutdown or elem(reason, 0) == :shutdown do
-    :ok = Grove.Cluster.leave(state.world.cluster)
-    others = state.members -- [node()]
+  def terminate(reason, placer) when reason == :shutdown or elem(reason, 0) == :shutdown do
+    :ok = Grove.Cluster.leave(placer.world.cluster)
+    others = placer.core.members -- [node()]
 
     if others != [] do
       # Before any handover, from this process: each new owner hears it first.
-      for node <- others, do: send({name(state.world.name), node}, {:leaving, node()})
+      for node <- others, do: send({name(placer.world.name), node}, {:leaving, node()})
 
       # Handovers under way finish first: their zones are no longer here,
       # or, if one failed, are handed over again below.
-      state = await_handovers(state)
+      placer = await_handovers(placer)
+      zones = State.leave(placer.core)
+      Logger.info("world: leaving the cluster; handing #{length(zones)} zones over")
 
-      running =
-        for index <- 0..(zone_count(state.world) - 1),
-            zone_pid(state, index),
-            not is_map_key(state.retiring, index),
-            do: index
-
-      Logger.info("world: leaving the cluster; handing #{length(running)} zones over")
-
-      for index <- running do
-        to = Placement.owner(index, others)
-
+      for {index, to, epoch} <- zones do
         try do
-          :ok = hand_over_now(state.world, index, to, epoch(state, index) + 1)
+          :ok = hand_over_now(placer.world, index, to, epoch)
         catch
           kind, reason ->
             Logger.error(
@@ -344,7 +238,7 @@ defmodule Grove.World.Placer do
                 "it starts again there, empty"
             )
 
-            send({name(state.world.name), to}, {:abandoned, index, node()})
+            send({name(placer.world.name), to}, {:abandoned, index, node()})
         end
       end
     end
@@ -353,15 +247,15 @@ defmodule Grove.World.Placer do
   end
 
   # A crash is no reason to leave: the placer starts again and carries on.
-  def terminate(_reason, _state), do: :ok
+  def terminate(_reason, _placer), do: :ok
 
   # Each handover process is linked to this one, which traps exits, and
   # bounded by its own calls' timeouts.
-  defp await_handovers(state) do
-    Enum.reduce(state.handing, %{state | handing: %{}}, fn {pid, {index, _to, _epoch}}, state ->
+  defp await_handovers(placer) do
+    Enum.reduce(placer.handovers, %{placer | handovers: %{}}, fn {pid, index}, placer ->
       receive do
-        {:EXIT, ^pid, :normal} -> state
-        {:EXIT, ^pid, _reason} -> cancel_retiring(state, index)
+        {:EXIT, ^pid, :normal} -> placer
+        {:EXIT, ^pid, _reason} -> run(placer, &State.cancel_retiring(&1, index))
       end
     end)
   end
@@ -369,74 +263,27 @@ defmodule Grove.World.Placer do
   ## Placing
 
   # The first placement: join a world that runs, or start one.
-  defp place(state) do
-    instance = state.world.cluster
+  defp place(placer) do
+    instance = placer.world.cluster
     members = Grove.Cluster.subscribe(instance)
     members = if members == [node()], do: await_peers(instance, members), else: members
+    placer = %{placer | core: %{placer.core | members: members}}
 
     if Grove.Cluster.quorum?(instance),
-      do: join_or_start(%{state | members: members}),
-      else: pause(%{state | members: members, locations: nil})
+      do: join_or_start(placer),
+      else: run(placer, &State.pause/1)
   end
 
-  defp join_or_start(state) do
-    members = state.members
-
+  defp join_or_start(placer) do
     running =
-      Enum.find_value(members -- [node()], fn member ->
-        case safe_locations(state.world.name, member) do
+      Enum.find_value(placer.core.members -- [node()], fn member ->
+        case safe_locations(placer.world.name, member) do
           list when is_list(list) -> list
           _ -> nil
         end
       end)
 
-    cond do
-      running != nil ->
-        join_running(state, running)
-
-      # Nodes that start together would each start a world of their own,
-      # placed over the members each saw, and never agree: the first of
-      # the members by name starts it, the others take its placement.
-      Enum.min(members) != node() ->
-        Process.send_after(self(), :place, @place_retry)
-        state
-
-      true ->
-        owners = Placement.owners(zone_count(state.world), members)
-
-        state = publish(state, for(node <- Tuple.to_list(owners), do: {node, 1}))
-
-        for index <- 0..(zone_count(state.world) - 1), elem(owners, index) == node() do
-          start_zone(state, index)
-          announce(state, index, :started)
-        end
-
-        state
-    end
-  end
-
-  # The others hand this node its share when they see it; what they
-  # already place here (they saw this node before it saw them), it starts
-  # now. Their locations follow the members they saw when they placed the
-  # zones; this node may see more already (nodes that started with it),
-  # and no change of members will come to tell it: what it now runs for
-  # another, it hands over at once. Only that: a node it does not count
-  # among its members yet may well be up (the others see it), so its zones
-  # are not started again here.
-  defp join_running(state, locations) do
-    state = publish(state, locations)
-
-    for {{at, _epoch}, index} <- Enum.with_index(locations),
-        at == node(),
-        do: start_zone(state, index)
-
-    Enum.reduce(0..(zone_count(state.world) - 1), state, fn index, state ->
-      owner = Placement.owner(index, state.members)
-
-      if location(state, index) == node() and owner != node(),
-        do: hand_over(state, index, owner),
-        else: state
-    end)
+    run(placer, &State.join_or_start(&1, running))
   end
 
   # A node with peers to find waits a little for one before starting alone.
@@ -457,83 +304,27 @@ defmodule Grove.World.Placer do
     :error, {:erpc, _} -> nil
   end
 
-  # Members changed: hand over what is no longer this node's, and start
-  # again what was on a node that is gone and is now this node's.
-  defp rebalance(%State{locations: nil} = state), do: state
+  ## Effects
 
-  defp rebalance(state) do
-    state =
-      Enum.reduce(0..(zone_count(state.world) - 1), %{state | restarted: []}, &settle(&2, &1))
-
-    if state.restarted != [] do
-      Logger.warning(
-        "zones #{inspect(Enum.reverse(state.restarted), charlists: :as_lists)}: their node is gone; started again here, empty"
-      )
-
-      recovered(state, state.restarted)
-    end
-
-    %{state | restarted: []}
+  defp run(placer, rule) do
+    {core, effects} = rule.(placer.core)
+    run(placer, core, effects)
   end
 
-  # Zones that run again, empty, after their node was lost: this node's
-  # clients whose entities were in them are told, its viewers around them
-  # subscribe again, and what was on its way to them is lost too.
-  defp recovered(state, indexes) do
-    told = Relay.lost(state.world, indexes)
+  # The core's effects, in order; see `Grove.World.Placer.State`.
+  defp run(placer, core, effects),
+    do: Enum.reduce(effects, %{placer | core: core}, &effect(&2, &1))
 
-    if told > 0,
-      do:
-        Logger.warning(
-          "#{told} entities of this node's clients were lost with their zones; their clients are told"
-        )
+  defp effect(placer, {:start_zone, index}), do: tap(placer, &start_zone(&1, index))
+  defp effect(placer, {:stop_zone, index}), do: tap(placer, &stop_zone(&1, index))
 
-    for {{Zone, _}, pid, _, _} <- Supervisor.which_children(state.supervisor),
-        is_pid(pid),
-        do: GenServer.cast(pid, {:zones_lost, indexes})
-
-    :ok
+  defp effect(placer, {:forget, index}) do
+    _entities = Zone.forget(placer.world, index)
+    placer
   end
 
-  # One zone: handed over if it runs here and belongs elsewhere, started
-  # again if it ran on a node that is down and belongs here now.
-  defp settle(%State{locations: nil} = state, _index), do: state
-
-  defp settle(state, index) do
-    at = location(state, index)
-    owner = Placement.owner(index, state.members)
-
-    cond do
-      at == node() and owner != node() and not handing?(state, index) ->
-        hand_over(state, index, owner)
-
-      # Gone means out of the members and disconnected: a member list may
-      # lag behind a zone's announcement, and a connection may not be up yet.
-      at != node() and at not in state.members and at not in Node.list() and owner == node() ->
-        state = restart_lost(state, index)
-        %{state | restarted: [index | state.restarted]}
-
-      true ->
-        state
-    end
-  end
-
-  # A zone whose node is gone runs again here, empty, at the next epoch.
-  defp restart_lost(state, index) do
-    # Its viewers here hold numbers of the lost run: past them, so
-    # that they ask the new one for a snapshot instead of reading its
-    # deltas onto what they had.
-    Feed.reset(state.world.feed, index, Feed.latest(state.world.feed, index) + 1)
-    state = state |> drop_forwarding(index) |> tap(&start_zone(&1, index))
-    state = locate(state, index, node(), epoch(state, index) + 1)
-    announce(state, index, :restarted)
-  end
-
-  defp handing?(state, index), do: Enum.any?(state.handing, fn {_, {i, _, _}} -> i == index end)
-
-  defp hand_over(state, index, to) do
-    world = state.world
-    epoch = epoch(state, index) + 1
+  defp effect(placer, {:hand_over, index, to, epoch}) do
+    world = placer.world
 
     pid =
       spawn_link(fn ->
@@ -543,14 +334,106 @@ defmodule Grove.World.Placer do
         :ok = hand_over_now(world, index, to, epoch)
       end)
 
-    # The zone passes on what comes late for a while, then stops.
-    timer = Process.send_after(self(), {:stop_zone, index}, 10 * world.handoff_timeout)
+    %{placer | handovers: Map.put(placer.handovers, pid, index)}
+  end
 
-    %{
-      state
-      | handing: Map.put(state.handing, pid, {index, to, epoch}),
-        retiring: Map.put(state.retiring, index, timer)
-    }
+  # The zone handed away passes on what comes late for a while, then stops.
+  defp effect(placer, {:retire, index}) do
+    timer = Process.send_after(self(), {:stop_zone, index}, 10 * placer.world.handoff_timeout)
+    %{placer | timers: Map.put(placer.timers, index, timer)}
+  end
+
+  defp effect(placer, {:cancel_retire, index}) do
+    case Map.pop(placer.timers, index) do
+      {nil, _} ->
+        placer
+
+      {timer, timers} ->
+        Process.cancel_timer(timer)
+        %{placer | timers: timers}
+    end
+  end
+
+  defp effect(placer, {:take_rows, index, rows, subscriptions, seq}) do
+    world = placer.world
+    table = elem(world.tables, index)
+
+    for row <- rows do
+      entity = Entity.from_row(row)
+      :ets.insert(table, row)
+      Relay.assign(world, entity.id, index, entity.owner)
+      Minimap.add(world, {entity.x, entity.y}, 1)
+      Stats.incr(world.stats, if(entity.kind == 1, do: :players, else: :actors))
+    end
+
+    :ets.insert(world.subscriptions, subscriptions)
+    # Its viewers hold the numbers of its deltas: it carries on from its own.
+    Feed.carry_on(world.feed, index, seq)
+    placer
+  end
+
+  defp effect(placer, {:handed_to, index, to}) do
+    if zone = zone_pid(placer, index),
+      do: send(zone, {:handed_to, {elem(placer.world.zones, index), to}})
+
+    placer
+  end
+
+  defp effect(placer, {:keep, index}) do
+    if zone = zone_pid(placer, index), do: send(zone, :keep)
+    placer
+  end
+
+  defp effect(placer, {:publish, locations}), do: publish(placer, locations)
+  defp effect(placer, {:locate, index, node, epoch}), do: locate(placer, index, node, epoch)
+
+  defp effect(placer, {:reset_feed, index}) do
+    feed = placer.world.feed
+    Feed.reset(feed, index, Feed.latest(feed, index) + 1)
+    placer
+  end
+
+  defp effect(placer, {:recovered, indexes}), do: tap(placer, &recovered(&1, indexes))
+
+  defp effect(placer, {:send, node, message}) do
+    send({name(placer.world.name), node}, message)
+    placer
+  end
+
+  defp effect(placer, {:send_self, message}) do
+    send(self(), message)
+    placer
+  end
+
+  defp effect(placer, {:send_after, message, ms}) do
+    Process.send_after(self(), message, ms)
+    placer
+  end
+
+  defp effect(placer, {:pause}), do: pause(placer)
+
+  defp effect(placer, {:log, level, text}) do
+    Logger.log(level, text)
+    placer
+  end
+
+  # Zones that run again, empty, after their node was lost: this node's
+  # clients whose entities were in them are told, its viewers around them
+  # subscribe again, and what was on its way to them is lost too.
+  defp recovered(placer, indexes) do
+    told = Relay.lost(placer.world, indexes)
+
+    if told > 0,
+      do:
+        Logger.warning(
+          "#{told} entities of this node's clients were lost with their zones; their clients are told"
+        )
+
+    for {{Zone, _}, pid, _, _} <- Supervisor.which_children(placer.supervisor),
+        is_pid(pid),
+        do: GenServer.cast(pid, {:zones_lost, indexes})
+
+    :ok
   end
 
   # The zone gives its rows and subscriptions, the new owner takes them.
@@ -582,118 +465,26 @@ defmodule Grove.World.Placer do
     end
   end
 
-  defp cancel_retiring(state, index) do
-    case Map.pop(state.retiring, index) do
-      {nil, _} ->
-        state
-
-      {timer, retiring} ->
-        Process.cancel_timer(timer)
-        %{state | retiring: retiring}
-    end
+  defp stop_zone(placer, index) do
+    Supervisor.terminate_child(placer.supervisor, {Zone, index})
+    Supervisor.delete_child(placer.supervisor, {Zone, index})
   end
 
-  defp stop_zone(state, index) do
-    Supervisor.terminate_child(state.supervisor, {Zone, index})
-    Supervisor.delete_child(state.supervisor, {Zone, index})
-    state
-  end
+  defp zone_pid(placer, index), do: Process.whereis(elem(placer.world.zones, index))
 
-  defp zone_pid(state, index), do: Process.whereis(elem(state.world.zones, index))
+  ## Pausing, without a quorum
 
-  # The new owner's side: the zone's rows into this node's tables, then the zone.
-  defp take_over(state, index, rows, subscriptions, seq, epoch) do
-    world = state.world
-
-    state = drop_forwarding(state, index)
-
-    table = elem(world.tables, index)
-
-    for row <- rows do
-      entity = Entity.from_row(row)
-      :ets.insert(table, row)
-      Relay.assign(world, entity.id, index, entity.owner)
-      Minimap.add(world, {entity.x, entity.y}, 1)
-      Stats.incr(world.stats, if(entity.kind == 1, do: :players, else: :actors))
-    end
-
-    :ets.insert(world.subscriptions, subscriptions)
-    # Its viewers hold the numbers of its deltas: it carries on from its own.
-    Feed.carry_on(world.feed, index, seq)
-    start_zone(state, index)
-    state = locate(state, index, node(), epoch)
-    announce(state, index, :handed)
-    # Members may have changed again while it came: it may belong elsewhere already.
-    settle(state, index)
-  end
-
-  # Another node announces a zone that still runs here, not handed away:
-  # a handover whose answer timed out after the new owner took the zone
-  # kept it here too. The newer placement wins; this copy, which its
-  # clients' entities have left with the rows it handed over, goes.
-  defp drop_stale_copy(state, index, node) do
-    if node != node() and not is_map_key(state.retiring, index) and zone_pid(state, index) do
-      Logger.warning("zone #{index}: runs on #{node} now; the copy here stops")
-      stop_zone(state, index)
-      _entities = Zone.forget(state.world, index)
-    end
-
-    state
-  end
-
-  # A zone that starts again on a node that had handed it away: its old,
-  # forwarding copy goes first.
-  defp drop_forwarding(state, index) do
-    if is_map_key(state.retiring, index),
-      do: state |> cancel_retiring(index) |> stop_zone(index),
-      else: state
-  end
-
-  defp announce(state, index, how) do
-    message = {:zone_at, index, node(), epoch(state, index), how}
-
-    for member <- state.members,
-        member != node(),
-        do: send({name(state.world.name), member}, message)
-
-    state
-  end
-
-  # A node new to this one may have read the placement from a member that
-  # had not heard yet of a zone this node took since, and this node's
-  # announcement did not go to it: it hears now of every zone this node
-  # runs.
-  defp introduce(%State{locations: nil} = state, _newcomers), do: state
-  defp introduce(state, []), do: state
-
-  defp introduce(state, newcomers) do
-    for index <- 0..(zone_count(state.world) - 1),
-        location(state, index) == node(),
-        not is_map_key(state.retiring, index),
-        zone_pid(state, index) != nil,
-        message = {:zone_at, index, node(), epoch(state, index), :handed},
-        newcomer <- newcomers,
-        do: send({name(state.world.name), newcomer}, message)
-
-    state
-  end
-
-  defp epoch(%State{epochs: nil}, _index), do: 0
-  defp epoch(state, index), do: :atomics.get(state.epochs, index + 1)
-
-  ## Pausing, without a quorum, and resuming
-
-  defp pause(state) do
-    world = state.world
+  defp pause(placer) do
+    world = placer.world
     :persistent_term.put({__MODULE__, world.name, :paused}, true)
-    for {_index, timer} <- state.retiring, do: Process.cancel_timer(timer)
+    for {_index, timer} <- placer.timers, do: Process.cancel_timer(timer)
 
     running =
-      for {{Zone, index}, _pid, _, _} <- Supervisor.which_children(state.supervisor), do: index
+      for {{Zone, index}, _pid, _, _} <- Supervisor.which_children(placer.supervisor), do: index
 
     told =
       Enum.reduce(running, 0, fn index, told ->
-        stop_zone(state, index)
+        stop_zone(placer, index)
 
         Enum.reduce(Zone.forget(world, index), told, fn entity, told ->
           Directory.release(world.name, entity.id, index)
@@ -711,23 +502,16 @@ defmodule Grove.World.Placer do
       "world: paused; #{length(running)} zones stopped, #{told} entities' clients told"
     )
 
-    %{state | paused: true, handing: %{}, retiring: %{}}
+    %{placer | handovers: %{}, timers: %{}}
   end
 
-  defp resume(state) do
-    Logger.warning("world: resumed; this node takes its share from the others")
-    # Paused to the others until it has a placement again (`publish/2`):
-    # what it published before it paused is stale.
-    join_or_start(%{state | paused: false, locations: nil, nodes: {}})
-  end
-
-  defp start_zone(state, index) do
-    case Supervisor.start_child(state.supervisor, {Zone, {state.world, index}}) do
+  defp start_zone(placer, index) do
+    case Supervisor.start_child(placer.supervisor, {Zone, {placer.world, index}}) do
       {:ok, _pid} ->
         :ok
 
       {:error, :already_present} ->
-        {:ok, _} = Supervisor.restart_child(state.supervisor, {Zone, index})
+        {:ok, _} = Supervisor.restart_child(placer.supervisor, {Zone, index})
         :ok
 
       {:error, {:already_started, _pid}} ->
@@ -737,67 +521,59 @@ defmodule Grove.World.Placer do
 
   ## Locations: a node number per zone in :atomics, the nodes in :persistent_term
 
-  # A new placement is built whole before it is published, in one term:
-  # another node that read it half built would take the zones not yet
-  # written for this node's, at epoch 0, and keep them.
-  defp publish(state, locations) do
-    world = state.world
+  # A new placement is built whole before it is published, in one term.
+  defp publish(placer, locations) do
+    world = placer.world
 
-    state =
+    placer =
       locations
       |> Enum.with_index()
       |> Enum.reduce(
         %{
-          state
+          placer
           | locations: :atomics.new(zone_count(world), signed: false),
             epochs: :atomics.new(zone_count(world), signed: false),
             nodes: {}
         },
-        fn {{node, epoch}, index}, state -> locate(state, index, node, epoch, false) end
+        fn {{node, epoch}, index}, placer -> locate(placer, index, node, epoch, false) end
       )
 
-    put_locations(state)
+    put_locations(placer)
     if paused?(world.name), do: :persistent_term.erase({__MODULE__, world.name, :paused})
-
-    for {index, {node, epoch, how}} <- state.early,
-        do: send(self(), {:zone_at, index, node, epoch, how})
-
-    %{state | early: %{}}
+    placer
   end
 
-  defp put_locations(state),
+  defp put_locations(placer),
     do:
       :persistent_term.put(
-        {World, state.world.name, :locations},
-        {state.locations, state.nodes, state.epochs}
+        {World, placer.world.name, :locations},
+        {placer.locations, placer.nodes, placer.epochs}
       )
 
-  defp locate(state, index, node, epoch, published? \\ true) do
-    {state, number} = node_number(state, node, published?)
-    :atomics.put(state.locations, index + 1, number)
-    :atomics.put(state.epochs, index + 1, epoch)
-    state
+  defp locate(placer, index, node, epoch, published? \\ true) do
+    {placer, number} = node_number(placer, node, published?)
+    :atomics.put(placer.locations, index + 1, number)
+    :atomics.put(placer.epochs, index + 1, epoch)
+    placer
   end
 
   # Nodes are numbered as they are first seen; this node is always 0. A
   # node seen for the first time is published before any zone names it.
-  defp node_number(%State{nodes: {}} = state, node, published?) do
-    node_number(%{state | nodes: {node()}}, node, published?)
+  defp node_number(%__MODULE__{nodes: {}} = placer, node, published?) do
+    node_number(%{placer | nodes: {node()}}, node, published?)
   end
 
-  defp node_number(state, node, published?) do
-    case Enum.find_index(Tuple.to_list(state.nodes), &(&1 == node)) do
+  defp node_number(placer, node, published?) do
+    case Enum.find_index(Tuple.to_list(placer.nodes), &(&1 == node)) do
       nil ->
-        state = %{state | nodes: Tuple.append(state.nodes, node)}
-        if published?, do: put_locations(state)
-        {state, tuple_size(state.nodes) - 1}
+        placer = %{placer | nodes: Tuple.append(placer.nodes, node)}
+        if published?, do: put_locations(placer)
+        {placer, tuple_size(placer.nodes) - 1}
 
       number ->
-        {state, number}
+        {placer, number}
     end
   end
-
-  defp location(state, index), do: elem(state.nodes, :atomics.get(state.locations, index + 1))
 
   defp zone_count(world), do: Grid.zone_count(world.grid)
 end

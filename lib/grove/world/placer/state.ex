@@ -1,0 +1,600 @@
+defmodule Grove.World.Placer.State do
+  @moduledoc false
+  # Where every zone of a world runs, as one node's placer sees it, and the
+  # rules by which that changes, as plain functions: a placement read or
+  # started, the members that change, a zone announced by another node, a
+  # handover that ends, a zone taken over, a node lost or paused. Each
+  # returns the new state and the effects `Grove.World.Placer` carries
+  # out, in order, as `Grove.World.Zone.Handoff` does for a zone:
+  #
+  #   * `{:start_zone, index}`, `{:stop_zone, index}` - the zone's process
+  #     here; `{:forget, index}` empties its table (a stale copy that stops);
+  #   * `{:hand_over, index, to, epoch}` - a handover to `to`, in a process
+  #     of its own;
+  #   * `{:retire, index}` - a zone handed away passes on what comes late
+  #     for a while: the timer after which it stops (`retired/2`);
+  #     `{:cancel_retire, index}` - that timer, cancelled;
+  #   * `{:take_rows, index, rows, subscriptions, seq}` - a zone handed to
+  #     this node: its rows, subscriptions and view number, written here;
+  #   * `{:handed_to, index, node}`, `{:keep, index}` - to the zone that was
+  #     being handed over: it was taken, or it stays;
+  #   * `{:publish, locations}` and `{:locate, index, node, epoch}` - the
+  #     whole placement, or one zone's, for `Grove.World.zone_address/2`;
+  #   * `{:reset_feed, index}` - the zone's view numbers, past the lost run's;
+  #   * `{:recovered, indexes}` - zones that run again, empty: this node's
+  #     clients and viewers in them are told;
+  #   * `{:send, node, message}` - to that node's placer;
+  #     `{:send_self, message}` and `{:send_after, message, ms}` - to this one;
+  #   * `{:pause}` - the world stops here until a quorum is back;
+  #   * `{:log, level, text}`.
+  #
+  # Every placement of a zone has an epoch, one more than the one before; of
+  # two placements, the newer is the one of the higher epoch, and at one
+  # epoch the one whose node comes first by name (`newer?/2`), on every
+  # node, whatever order they are heard in.
+  #
+  # Which nodes are connected is read by the process and passed in
+  # (`connected`), as `Zone.Handoff` is given the directory.
+
+  alias Grove.World.Placement
+
+  # How often a node waiting for the first member to start the world asks again.
+  @place_retry 100
+  # A handover that failed is tried again this much later, if still due.
+  @settle_retry 1000
+
+  defstruct [
+    :node,
+    :zone_count,
+    # nil until placed; then a tuple, by zone, of `{node, epoch}`.
+    locations: nil,
+    members: [],
+    # Nodes that said they leave: no member, until the group drops them.
+    leaving: MapSet.new(),
+    # Zones being handed over: index => {to, epoch}.
+    handing: %{},
+    # Zones handed away (or being), which still pass on what comes late.
+    retiring: MapSet.new(),
+    # Zones whose process runs here, retiring ones included.
+    running: MapSet.new(),
+    # Announcements heard while paused or not placed yet: index => {node, epoch, how}.
+    early: %{},
+    paused: false
+  ]
+
+  @type index :: non_neg_integer()
+  @type epoch :: non_neg_integer()
+  @type placement :: {node(), epoch()}
+  @type how :: :started | :handed | :restarted
+
+  @type effect ::
+          {:start_zone, index()}
+          | {:stop_zone, index()}
+          | {:forget, index()}
+          | {:hand_over, index(), node(), epoch()}
+          | {:retire, index()}
+          | {:cancel_retire, index()}
+          | {:take_rows, index(), list(), list(), non_neg_integer()}
+          | {:handed_to, index(), node()}
+          | {:keep, index()}
+          | {:publish, [placement()]}
+          | {:locate, index(), node(), epoch()}
+          | {:reset_feed, index()}
+          | {:recovered, [index()]}
+          | {:send, node(), tuple()}
+          | {:send_self, tuple()}
+          | {:send_after, term(), pos_integer()}
+          | {:pause}
+          | {:log, Logger.level(), String.t()}
+
+  @type t :: %__MODULE__{
+          node: node(),
+          zone_count: pos_integer(),
+          locations: tuple() | nil,
+          members: [node()],
+          leaving: MapSet.t(node()),
+          handing: %{index() => {node(), epoch()}},
+          retiring: MapSet.t(index()),
+          running: MapSet.t(index()),
+          early: %{index() => {node(), epoch(), how()}},
+          paused: boolean()
+        }
+
+  @type result :: {t(), [effect()]}
+
+  @doc "A placer of `zone_count` zones on `node`, not placed yet, its zones in `running`."
+  @spec new(node(), pos_integer(), Enumerable.t()) :: t()
+  def new(node, zone_count, running \\ []),
+    do: %__MODULE__{node: node, zone_count: zone_count, running: MapSet.new(running)}
+
+  @doc """
+  True when placement `a` is newer than `b`: a higher epoch, or at one
+  epoch a node that comes first by name.
+
+      iex> Grove.World.Placer.State.newer?({:b@h, 3}, {:a@h, 2})
+      true
+      iex> Grove.World.Placer.State.newer?({:a@h, 2}, {:b@h, 2})
+      true
+      iex> Grove.World.Placer.State.newer?({:b@h, 2}, {:a@h, 2})
+      false
+      iex> Grove.World.Placer.State.newer?({:a@h, 2}, {:a@h, 2})
+      false
+  """
+  @spec newer?(placement(), placement()) :: boolean()
+  def newer?({node_a, epoch_a}, {node_b, epoch_b}),
+    do: epoch_a > epoch_b or (epoch_a == epoch_b and node_a < node_b)
+
+  @doc "Where the zone runs, with the epoch of that placement (`{nil, 0}` before any)."
+  @spec placement(t(), index()) :: placement()
+  def placement(%__MODULE__{locations: nil}, _index), do: {nil, 0}
+  def placement(state, index), do: elem(state.locations, index)
+
+  @doc "The epoch of the zone's placement (0 before any)."
+  @spec epoch(t(), index()) :: epoch()
+  def epoch(state, index), do: state |> placement(index) |> elem(1)
+
+  @doc "The node the zone runs on (nil before any placement)."
+  @spec location(t(), index()) :: node() | nil
+  def location(state, index), do: state |> placement(index) |> elem(0)
+
+  ## Placing
+
+  @doc """
+  The first placement, or a placement again after a pause: with `running`,
+  the placement a member that runs the world gave (`nil` when none does),
+  this node joins it; else the first of the members by name starts the
+  world over the members, and the others ask again a little later.
+  Nodes that start together would each start a world of their own,
+  placed over the members each saw, and never agree.
+  """
+  @spec join_or_start(t(), [placement()] | nil) :: result()
+  def join_or_start(state, running) when is_list(running), do: join_running(state, running)
+
+  def join_or_start(state, nil) do
+    if Enum.min(state.members) != state.node do
+      {state, [{:send_after, :place, @place_retry}]}
+    else
+      owners = Placement.owners(state.zone_count, state.members)
+      {state, effects} = publish(state, for(node <- Tuple.to_list(owners), do: {node, 1}))
+
+      for index <- 0..(state.zone_count - 1),
+          elem(owners, index) == state.node,
+          reduce: {state, effects} do
+        {state, effects} ->
+          {state, start} = start_zone(state, index)
+          {state, effects ++ start ++ announce(state, index, :started)}
+      end
+    end
+  end
+
+  # The others hand this node its share when they see it; what they
+  # already place here (they saw this node before it saw them), it starts
+  # now. Their locations follow the members they saw when they placed the
+  # zones; this node may see more already (nodes that started with it),
+  # and no change of members will come to tell it: what it now runs for
+  # another, it hands over at once. Only that: a node it does not count
+  # among its members yet may well be up (the others see it), so its zones
+  # are not started again here.
+  defp join_running(state, locations) do
+    {state, effects} = publish(state, locations)
+
+    {state, effects} =
+      Enum.reduce(Enum.with_index(locations), {state, effects}, fn
+        {{at, _epoch}, index}, {state, effects} when at == state.node ->
+          {state, start} = start_zone(state, index)
+          {state, effects ++ start}
+
+        _other, acc ->
+          acc
+      end)
+
+    Enum.reduce(0..(state.zone_count - 1), {state, effects}, fn index, {state, effects} ->
+      owner = Placement.owner(index, state.members)
+
+      if location(state, index) == state.node and owner != state.node do
+        {state, more} = hand_over(state, index, owner)
+        {state, effects ++ more}
+      else
+        {state, effects}
+      end
+    end)
+  end
+
+  # A new placement is built whole before it is published: another node
+  # that read it half built would take the zones not yet written for this
+  # node's, at epoch 0, and keep them. What was heard early is heard again
+  # once it is.
+  defp publish(state, locations) do
+    replays =
+      for {index, {node, epoch, how}} <- state.early,
+          do: {:send_self, {:zone_at, index, node, epoch, how}}
+
+    {%{state | locations: List.to_tuple(locations), early: %{}},
+     [{:publish, locations} | replays]}
+  end
+
+  ## Members
+
+  @doc """
+  The members changed (`members`, as the group lists them), and this
+  node's side has a quorum or not: it pauses without one, resumes (to be
+  placed again, `join_or_start/2`) with one, and otherwise hands over what
+  is no longer its own and starts again what a lost node ran. Returns
+  `:resume` as the first effect when it must be placed again.
+  """
+  @spec members(t(), [node()], boolean(), [node()]) :: result()
+  def members(state, members, quorum?, connected) do
+    # A node that said it leaves is no member, even while the group still
+    # lists it; once the group no longer does, it may come back.
+    leaving = MapSet.filter(state.leaving, &(&1 in members))
+    before = state.members
+    state = %{state | members: members -- MapSet.to_list(leaving), leaving: leaving}
+
+    case {quorum?, state.paused} do
+      {false, false} ->
+        pause(state)
+
+      {false, true} ->
+        {state, []}
+
+      {true, true} ->
+        {%{state | paused: false, locations: nil},
+         [{:log, :warning, "world: resumed; this node takes its share from the others"}]}
+
+      {true, false} ->
+        {state, effects} = rebalance(state, connected)
+        {state, effects ++ introduce(state, state.members -- before)}
+    end
+  end
+
+  @doc """
+  A node said it leaves, before it hands its zones over and stops: nothing
+  is to be handed to it any more. One the group has dropped already is no
+  member; remembering it would keep it out when it comes back.
+  """
+  @spec leaving(t(), node()) :: t()
+  def leaving(state, node) do
+    if node in state.members,
+      do: %{state | leaving: MapSet.put(state.leaving, node), members: state.members -- [node]},
+      else: state
+  end
+
+  @doc "A node went down: what was waiting for it to be gone settles."
+  @spec nodedown(t(), [node()]) :: result()
+  def nodedown(%__MODULE__{paused: true} = state, _connected), do: {state, []}
+  def nodedown(state, connected), do: rebalance(state, connected)
+
+  # Members changed: hand over what is no longer this node's, and start
+  # again what was on a node that is gone and is now this node's.
+  defp rebalance(%__MODULE__{locations: nil} = state, _connected), do: {state, []}
+
+  defp rebalance(state, connected) do
+    {state, effects, restarted} =
+      Enum.reduce(0..(state.zone_count - 1), {state, [], []}, fn index,
+                                                                 {state, effects, restarted} ->
+        case settle_zone(state, index, connected) do
+          {state, more, :restarted} -> {state, effects ++ more, [index | restarted]}
+          {state, more, _} -> {state, effects ++ more, restarted}
+        end
+      end)
+
+    if restarted == [] do
+      {state, effects}
+    else
+      restarted = Enum.reverse(restarted)
+
+      {state,
+       effects ++
+         [
+           {:log, :warning,
+            "zones #{inspect(restarted, charlists: :as_lists)}: their node is gone; started again here, empty"},
+           {:recovered, restarted}
+         ]}
+    end
+  end
+
+  @doc "A zone whose handover failed a while ago: handed over now if still due."
+  @spec settle(t(), index(), [node()]) :: result()
+  def settle(%__MODULE__{paused: true} = state, _index, _connected), do: {state, []}
+
+  def settle(state, index, connected) do
+    {state, effects, _} = settle_zone(state, index, connected)
+    {state, effects}
+  end
+
+  # One zone: handed over if it runs here and belongs elsewhere, started
+  # again if it ran on a node that is down and belongs here now.
+  defp settle_zone(%__MODULE__{locations: nil} = state, _index, _connected), do: {state, [], nil}
+
+  defp settle_zone(state, index, connected) do
+    at = location(state, index)
+    owner = Placement.owner(index, state.members)
+
+    cond do
+      at == state.node and owner != state.node and not is_map_key(state.handing, index) ->
+        {state, effects} = hand_over(state, index, owner)
+        {state, effects, :handing}
+
+      # Gone means out of the members and disconnected: a member list may
+      # lag behind a zone's announcement, and a connection may not be up yet.
+      at != state.node and at not in state.members and at not in connected and
+          owner == state.node ->
+        {state, effects} = restart_lost(state, index)
+        {state, effects, :restarted}
+
+      true ->
+        {state, [], nil}
+    end
+  end
+
+  # A node new to this one may have read the placement from a member that
+  # had not heard yet of a zone this node took since, and this node's
+  # announcement did not go to it: it hears now of every zone this node
+  # runs.
+  defp introduce(%__MODULE__{locations: nil}, _newcomers), do: []
+  defp introduce(_state, []), do: []
+
+  defp introduce(state, newcomers) do
+    for index <- 0..(state.zone_count - 1),
+        location(state, index) == state.node,
+        serving?(state, index),
+        message = {:zone_at, index, state.node, epoch(state, index), :handed},
+        newcomer <- newcomers,
+        do: {:send, newcomer, message}
+  end
+
+  ## Announcements
+
+  @doc """
+  Another node announces where a zone runs now. Heard while paused or not
+  placed yet, it is kept (the newest per zone) and heard again once placed,
+  as the placement read from a member may be older. Else it is ignored if
+  what this node knows is newer (this node's own placement counts only
+  while the zone runs here), and taken if not: a copy of the zone that
+  still runs here, not handed away, stops.
+  """
+  @spec announced(t(), index(), node(), epoch(), how()) :: result()
+  def announced(state, index, node, epoch, how)
+      when state.paused or state.locations == nil do
+    early =
+      case state.early do
+        %{^index => {first, known, _how}} ->
+          if newer?({first, known}, {node, epoch}),
+            do: state.early,
+            else: Map.put(state.early, index, {node, epoch, how})
+
+        early ->
+          Map.put(early, index, {node, epoch, how})
+      end
+
+    {%{state | early: early}, []}
+  end
+
+  def announced(state, index, node, epoch, how) do
+    {at, mine} = known = placement(state, index)
+
+    cond do
+      epoch < mine ->
+        {state,
+         [
+           {:log, :info,
+            "zone #{index}: a stale announcement from #{node} (epoch #{epoch}) ignored"}
+         ]}
+
+      # Two nodes started it at once (each saw other members), or each
+      # took it at the same epoch: the first by name keeps it, on every
+      # node. This node's placement of its own counts only if it runs it.
+      newer?(known, {node, epoch}) and (at != state.node or index in state.running) ->
+        {state, []}
+
+      true ->
+        {state, effects} = drop_stale_copy(state, index, node)
+        {state, located} = locate(state, index, node, epoch)
+        recovered = if how == :restarted, do: [{:recovered, [index]}], else: []
+        {state, effects ++ located ++ recovered}
+    end
+  end
+
+  # Another node announces a zone that still runs here, not handed away:
+  # a handover whose answer timed out after the new owner took the zone
+  # kept it here too. The newer placement wins; this copy, which its
+  # clients' entities have left with the rows it handed over, goes.
+  defp drop_stale_copy(state, index, node) do
+    if node != state.node and serving?(state, index) do
+      {state, stop} = stop_zone(state, index)
+
+      {state,
+       [{:log, :warning, "zone #{index}: runs on #{node} now; the copy here stops"}] ++
+         stop ++ [{:forget, index}]}
+    else
+      {state, []}
+    end
+  end
+
+  @doc """
+  A node that stopped on purpose could not hand this zone over, and stays
+  up (its world stopped, not its node): the zone's new owner starts it
+  again, empty, as it would a lost node's.
+  """
+  @spec abandoned(t(), index(), node()) :: result()
+  def abandoned(state, index, from)
+      when not state.paused and state.locations != nil do
+    if location(state, index) == from do
+      {state, effects} = restart_lost(state, index)
+
+      {state,
+       [
+         {:log, :warning,
+          "zone #{index}: #{from} stopped without handing it over; started again here, empty"}
+         | effects
+       ] ++ [{:recovered, [index]}]}
+    else
+      {state, []}
+    end
+  end
+
+  def abandoned(state, _index, _from), do: {state, []}
+
+  ## Handovers
+
+  defp hand_over(state, index, to) do
+    epoch = epoch(state, index) + 1
+
+    {%{
+       state
+       | handing: Map.put(state.handing, index, {to, epoch}),
+         retiring: MapSet.put(state.retiring, index)
+     }, [{:hand_over, index, to, epoch}]}
+  end
+
+  @doc """
+  A handover ended: `:normal` when the new owner took the zone; else it
+  failed, unless the new owner took it and said so though its answer did
+  not come back in time. A zone that stays is tried again a little later.
+  """
+  @spec handover_ended(t(), index(), term()) :: result()
+  def handover_ended(state, index, reason) do
+    {{to, epoch}, handing} = Map.pop!(state.handing, index)
+    state = %{state | handing: handing}
+    taken = epoch(state, index) >= epoch and location(state, index) == to
+
+    case reason do
+      :normal ->
+        {state, located} = locate(state, index, to, max(epoch, epoch(state, index)))
+        {state, located ++ [{:retire, index}]}
+
+      _reason when taken ->
+        {state,
+         [
+           {:log, :warning, "zone #{index}: #{to} took it, though its answer came late"},
+           {:handed_to, index, to},
+           {:retire, index}
+         ]}
+
+      reason ->
+        {state, cancel} = cancel_retiring(state, index)
+
+        {state,
+         [
+           {:log, :error,
+            "zone #{index}: handing it to #{to} failed: #{inspect(reason)}; kept here"},
+           {:keep, index},
+           {:send_after, {:settle, index}, @settle_retry}
+         ] ++ cancel}
+    end
+  end
+
+  @doc "A zone handed away has passed on what came late long enough: it stops."
+  @spec retired(t(), index()) :: result()
+  def retired(state, index) do
+    stop_zone(%{state | retiring: MapSet.delete(state.retiring, index)}, index)
+  end
+
+  @doc """
+  Another node hands this one a zone, with its rows, subscriptions and
+  view number, at `epoch`: refused while paused or not placed yet (it
+  stays where it is, and is offered again); else taken, started, announced,
+  and handed on at once if members changed meanwhile.
+  """
+  @spec take_over(t(), index(), list(), list(), non_neg_integer(), epoch(), [node()]) ::
+          {:ok, t(), [effect()]} | {:error, :paused | :starting}
+  def take_over(%__MODULE__{paused: true}, _index, _rows, _subs, _seq, _epoch, _connected),
+    do: {:error, :paused}
+
+  def take_over(%__MODULE__{locations: nil}, _index, _rows, _subs, _seq, _epoch, _connected),
+    do: {:error, :starting}
+
+  def take_over(state, index, rows, subscriptions, seq, epoch, connected) do
+    {state, dropped} = drop_forwarding(state, index)
+    {state, start} = start_zone(state, index)
+    {state, located} = locate(state, index, state.node, epoch)
+    announced = announce(state, index, :handed)
+    # Members may have changed again while it came: it may belong elsewhere already.
+    {state, settled, _} = settle_zone(state, index, connected)
+
+    {:ok, state,
+     dropped ++
+       [{:take_rows, index, rows, subscriptions, seq}] ++
+       start ++ located ++ announced ++ settled}
+  end
+
+  @doc "A handover under way failed while the node stops: the zone is no longer retiring."
+  @spec cancel_retiring(t(), index()) :: result()
+  def cancel_retiring(state, index) do
+    if index in state.retiring,
+      do: {%{state | retiring: MapSet.delete(state.retiring, index)}, [{:cancel_retire, index}]},
+      else: {state, []}
+  end
+
+  @doc """
+  What a node that stops on purpose hands over, once the handovers under
+  way are done: every zone it serves, each to its owner among the others
+  at the next epoch.
+  """
+  @spec leave(t()) :: [{index(), node(), epoch()}]
+  def leave(state) do
+    others = state.members -- [state.node]
+
+    for index <- 0..(state.zone_count - 1),
+        others != [],
+        serving?(state, index),
+        do: {index, Placement.owner(index, others), epoch(state, index) + 1}
+  end
+
+  ## Lost and paused
+
+  # A zone whose node is gone runs again here, empty, at the next epoch.
+  # Its viewers here hold numbers of the lost run: past them, so that they
+  # ask the new one for a snapshot instead of reading its deltas onto what
+  # they had.
+  defp restart_lost(state, index) do
+    {state, dropped} = drop_forwarding(state, index)
+    {state, start} = start_zone(state, index)
+    {state, located} = locate(state, index, state.node, epoch(state, index) + 1)
+
+    {state,
+     [{:reset_feed, index}] ++ dropped ++ start ++ located ++ announce(state, index, :restarted)}
+  end
+
+  @doc """
+  This node's side has no quorum: its zones stop, and it answers no
+  placement until it has one again.
+  """
+  @spec pause(t()) :: result()
+  def pause(state) do
+    {%{state | paused: true, handing: %{}, retiring: MapSet.new(), running: MapSet.new()},
+     [{:pause}]}
+  end
+
+  ## Helpers
+
+  defp serving?(state, index), do: index in state.running and index not in state.retiring
+
+  # A zone that starts again on a node that had handed it away: its old,
+  # forwarding copy goes first.
+  defp drop_forwarding(state, index) do
+    if index in state.retiring do
+      {state, cancel} = cancel_retiring(state, index)
+      {state, stop} = stop_zone(state, index)
+      {state, cancel ++ stop}
+    else
+      {state, []}
+    end
+  end
+
+  defp start_zone(state, index),
+    do: {%{state | running: MapSet.put(state.running, index)}, [{:start_zone, index}]}
+
+  defp stop_zone(state, index),
+    do: {%{state | running: MapSet.delete(state.running, index)}, [{:stop_zone, index}]}
+
+  defp locate(state, index, node, epoch) do
+    {%{state | locations: put_elem(state.locations, index, {node, epoch})},
+     [{:locate, index, node, epoch}]}
+  end
+
+  defp announce(state, index, how) do
+    message = {:zone_at, index, state.node, epoch(state, index), how}
+    for member <- state.members, member != state.node, do: {:send, member, message}
+  end
+end

@@ -1,0 +1,554 @@
+defmodule Grove.World.Placer.StateTest do
+  # The placer's rules alone: no process, no node. The property at the end
+  # runs whole clusters of them, the network simulated.
+  use ExUnit.Case, async: true
+
+  import Grove.PropCase
+
+  alias Grove.World.Placement
+  alias Grove.World.Placer.State
+
+  doctest State
+
+  @a :a@host
+  @b :b@host
+  @c :c@host
+
+  defp placed(node, members, zones \\ 4) do
+    state = %{State.new(node, zones) | members: members}
+    {state, _effects} = State.join_or_start(state, nil)
+    state
+  end
+
+  describe "placing" do
+    test "the first member by name starts the world; another asks again later" do
+      {a, effects} = State.join_or_start(%{State.new(@a, 4) | members: [@a, @b]}, nil)
+      owners = Placement.owners(4, [@a, @b])
+      assert {:publish, Enum.map(Tuple.to_list(owners), &{&1, 1})} in effects
+
+      for index <- 0..3, elem(owners, index) == @a do
+        assert {:start_zone, index} in effects
+        assert {:send, @b, {:zone_at, index, @a, 1, :started}} in effects
+        assert index in a.running
+      end
+
+      assert {_b, [{:send_after, :place, _}]} =
+               State.join_or_start(%{State.new(@b, 4) | members: [@a, @b]}, nil)
+    end
+
+    test "a node that joins a running world starts what is placed on it and hands over what is no longer its own" do
+      running = [{@b, 1}, {@b, 1}, {@a, 1}, {@b, 1}]
+      {a, effects} = State.join_or_start(%{State.new(@a, 4) | members: [@a]}, running)
+      assert {:start_zone, 2} in effects
+      assert State.placement(a, 0) == {@b, 1}
+      refute Enum.any?(effects, &match?({:hand_over, _, _, _}, &1))
+
+      # Members it counts that the placement did not: its zones for them go.
+      {a, effects} = State.join_or_start(%{State.new(@a, 4) | members: [@a, @c]}, running)
+
+      if Placement.owner(2, [@a, @c]) == @c do
+        assert {:hand_over, 2, @c, 2} in effects
+        assert 2 in a.retiring
+      end
+    end
+
+    test "what is heard before the placement is heard again once placed, the newest per zone" do
+      state = %{State.new(@c, 4) | members: [@a, @b, @c]}
+      {state, []} = State.announced(state, 1, @b, 2, :handed)
+      {state, []} = State.announced(state, 1, @a, 1, :started)
+      assert state.early == %{1 => {@b, 2, :handed}}
+
+      {state, []} = State.announced(state, 1, @a, 2, :handed)
+      assert state.early == %{1 => {@a, 2, :handed}}
+
+      {state, effects} = State.join_or_start(state, List.duplicate({@a, 1}, 4))
+      assert {:send_self, {:zone_at, 1, @a, 2, :handed}} in effects
+      assert state.early == %{}
+    end
+  end
+
+  describe "announcements" do
+    test "an older placement is ignored, a newer one taken" do
+      a = placed(@a, [@a])
+      later = %{a | locations: put_elem(a.locations, 0, {@a, 3})}
+      assert {^later, [{:log, :info, _}]} = State.announced(later, 0, @b, 2, :handed)
+
+      {a, effects} = State.announced(a, 0, @b, 2, :handed)
+      assert State.placement(a, 0) == {@b, 2}
+      # This node's copy, not handed away, stops and is emptied.
+      assert {:stop_zone, 0} in effects and {:forget, 0} in effects
+      refute 0 in a.running
+    end
+
+    test "a tie at one epoch goes to the first node by name, whichever is heard first" do
+      # Each of a and b started the world alone, at epoch 1.
+      a = placed(@a, [@a])
+      b = placed(@b, [@b])
+
+      # b hears a's: it gives its copy up.
+      {b, effects} = State.announced(b, 0, @a, 1, :started)
+      assert State.placement(b, 0) == {@a, 1}
+      assert {:stop_zone, 0} in effects
+
+      # a hears b's: it keeps its own.
+      assert {^a, []} = State.announced(a, 0, @b, 1, :started)
+    end
+
+    test "this node's placement of its own counts only while the zone runs here" do
+      # Placed here by a placement it read, but not started: another's at the same epoch wins.
+      a = %{placed(@a, [@a]) | running: MapSet.new()}
+      {a, _effects} = State.announced(a, 0, @b, 1, :started)
+      assert State.placement(a, 0) == {@b, 1}
+    end
+
+    test "a zone announced as restarted is recovered here" do
+      a = placed(@a, [@a])
+      {_a, effects} = State.announced(a, 0, @b, 5, :restarted)
+      assert {:recovered, [0]} in effects
+    end
+  end
+
+  describe "handovers" do
+    test "members that change hand over what belongs elsewhere; its end places it there" do
+      a = placed(@a, [@a], 8)
+      {a, effects} = State.members(a, [@a, @b], true, [@b])
+      moves = for {:hand_over, index, @b, 2} <- effects, do: index
+      assert moves == for(index <- 0..7, Placement.owner(index, [@a, @b]) == @b, do: index)
+      assert moves != []
+
+      [index | _] = moves
+      {a, effects} = State.handover_ended(a, index, :normal)
+      assert effects == [{:locate, index, @b, 2}, {:retire, index}]
+      assert State.placement(a, index) == {@b, 2}
+
+      # The handed zone passes on what comes late, then stops.
+      assert index in a.retiring and index in a.running
+      {a, [{:stop_zone, ^index}]} = State.retired(a, index)
+      refute index in a.running
+    end
+
+    test "a handover that fails keeps the zone here and is tried again" do
+      a = placed(@a, [@a], 8)
+      {a, effects} = State.members(a, [@a, @b], true, [@b])
+      [index | _] = for {:hand_over, index, _, _} <- effects, do: index
+
+      {a, effects} = State.handover_ended(a, index, :timeout)
+      assert {:keep, index} in effects
+      assert {:send_after, {:settle, index}, 1000} in effects
+      assert {:cancel_retire, index} in effects
+      refute index in a.retiring
+
+      # Later, still due: handed over again, at the same next epoch.
+      {_a, effects} = State.settle(a, index, [@b])
+      assert effects == [{:hand_over, index, @b, 2}]
+    end
+
+    test "a handover whose answer came late, though taken, is no failure" do
+      a = placed(@a, [@a], 8)
+      {a, effects} = State.members(a, [@a, @b], true, [@b])
+      [index | _] = for {:hand_over, index, _, _} <- effects, do: index
+      {a, _} = State.announced(a, index, @b, 2, :handed)
+      {_a, effects} = State.handover_ended(a, index, :timeout)
+      assert {:handed_to, index, @b} in effects
+      refute {:keep, index} in effects
+    end
+
+    test "a zone is taken over only once placed and not paused" do
+      assert State.take_over(State.new(@b, 4), 0, [], [], 0, 2, []) == {:error, :starting}
+      {paused, [{:pause}]} = State.pause(placed(@b, [@b]))
+      assert State.take_over(paused, 0, [], [], 0, 2, []) == {:error, :paused}
+
+      b = %{placed(@b, [@b]) | members: [@a, @b]}
+      {:ok, b, effects} = State.take_over(b, 0, [:row], [:sub], 7, 9, [@a])
+
+      assert {:take_rows, 0, [:row], [:sub], 7} in effects
+      assert {:send, @a, {:zone_at, 0, @b, 9, :handed}} in effects
+      assert State.placement(b, 0) == {@b, 9}
+      assert 0 in b.running
+    end
+  end
+
+  describe "lost nodes" do
+    test "the zones of a node gone (out of the members and disconnected) start again here, empty" do
+      {a, _} =
+        %{State.new(@a, 8) | members: [@a, @b]}
+        |> State.join_or_start(nil)
+
+      lost = for index <- 0..7, State.location(a, index) == @b, do: index
+
+      # Still connected: not yet.
+      assert {_, []} = State.members(a, [@a], true, [@b])
+
+      {a, effects} = State.members(a, [@a], true, [])
+      assert {:recovered, lost} in effects
+
+      for index <- lost do
+        assert {:reset_feed, index} in effects
+        assert State.placement(a, index) == {@a, 2}
+      end
+    end
+
+    test "a side without a quorum pauses, and is placed again when it has one" do
+      a = placed(@a, [@a, @b])
+      {a, [{:pause}]} = State.members(a, [@a], false, [])
+      assert a.paused and a.running == MapSet.new()
+      {a, [{:log, :warning, _}]} = State.members(a, [@a, @b], true, [@b])
+      refute a.paused
+      assert a.locations == nil
+    end
+  end
+
+  ## A cluster of placers, the network simulated
+
+  # Nodes of a cluster of three start (each seeing some of the others at
+  # first), stop on purpose (handing their zones over) or are killed, never
+  # leaving fewer than two, as in Grove.ClusterPropertyTest; their messages
+  # arrive in any order that keeps each sender's order to each receiver, as
+  # Erlang's do, and a side without a quorum pauses. Once everything is
+  # delivered, every live node places every zone where rendezvous hashing
+  # over the live nodes puts it, at the same epoch, and exactly one node
+  # serves it.
+  @nodes [:n1@h, :n2@h, :n3@h]
+  @zones 12
+
+  test "whatever starts, stops and dies, in whatever order the messages come, the live nodes agree where every zone runs, and each runs on one" do
+    check(
+      forall(commands(), fn {first, commands} -> simulate(first, commands) end),
+      numtests: 100
+    )
+  end
+
+  defp commands do
+    node = :proper_types.integer(0, length(@nodes) - 1)
+    seed = :proper_types.integer(1, 1_000_000)
+
+    command =
+      :proper_types.frequency([
+        {4, {:start, node, :proper_types.list(:proper_types.boolean()), seed}},
+        {1, {:stop, node, seed}},
+        {2, {:kill, node, seed}}
+      ])
+
+    {:proper_types.list(node), :proper_types.resize(15, :proper_types.list(command))}
+  end
+
+  defp simulate(first, commands) do
+    :rand.seed(:exsss, 42)
+    sim = %{cores: %{}, channels: %{}, jobs: [], timers: []}
+    # A few nodes first, each seeing those started before it.
+    starts = for n <- Enum.uniq(first), do: {:start, n, [true, true, true], 1}
+
+    sim =
+      sim
+      |> then(&Enum.reduce(starts, &1, fn start, sim -> command(sim, start) end))
+      |> quiesce(0)
+
+    check_agreement(sim)
+
+    # Then one change at a time, each settled before the next, as the
+    # cluster property test does with real nodes.
+    Enum.reduce(commands, sim, fn command, sim ->
+      sim = sim |> command(command) |> quiesce(0)
+      check_agreement(sim)
+      sim
+    end)
+
+    true
+  end
+
+  # As `Grove.Cluster.Membership`: more than half of the three, or half
+  # with the first of them.
+  defp quorum?(members),
+    do: Grove.Cluster.Membership.quorum?(members, length(@nodes), MapSet.new(@nodes))
+
+  defp command(sim, {:start, n, sees, seed}) do
+    node = Enum.at(@nodes, n)
+
+    if Map.has_key?(sim.cores, node) do
+      sim
+    else
+      :rand.seed(:exsss, seed)
+      live = sim.cores |> Map.keys() |> Enum.sort()
+      # What the node sees of the group when it starts: itself and some others.
+      seen = for {other, true} <- Enum.zip(live, sees ++ List.duplicate(false, 3)), do: other
+      core = %{State.new(node, @zones) | members: Enum.sort([node | seen])}
+      sim = %{sim | cores: Map.put(sim.cores, node, core)}
+      sim = membership(sim)
+      if quorum?(core.members), do: place(sim, node), else: rule(sim, node, State.pause(core))
+    end
+  end
+
+  defp command(sim, {:stop, n, _seed}) do
+    node = Enum.at(@nodes, n)
+
+    case sim.cores do
+      %{^node => core}
+      when map_size(sim.cores) > 1 and core.locations != nil and not core.paused ->
+        stop(sim, node)
+
+      _ ->
+        sim
+    end
+  end
+
+  defp command(sim, {:kill, n, _seed}) do
+    node = Enum.at(@nodes, n)
+
+    if Map.has_key?(sim.cores, node) and map_size(sim.cores) > 2,
+      do: sim |> gone(node) |> membership() |> nodedown(),
+      else: sim
+  end
+
+  # Every live node hears that a node went down.
+  defp nodedown(sim),
+    do: Enum.reduce(Map.keys(sim.cores), sim, &enqueue(&2, :net, &1, :nodedown))
+
+  # Every live node hears of the members (the group's view, in time).
+  defp membership(sim) do
+    members = sim.cores |> Map.keys() |> Enum.sort()
+    Enum.reduce(Map.keys(sim.cores), sim, &enqueue(&2, :group, &1, {:members, members}))
+  end
+
+  defp gone(sim, node) do
+    channels = Map.reject(sim.channels, fn {{from, to}, _} -> from == node or to == node end)
+    jobs = Enum.reject(sim.jobs, fn {from, _, _, _} -> from == node end)
+    timers = Enum.reject(sim.timers, fn {at, _} -> at == node end)
+    %{sim | cores: Map.delete(sim.cores, node), channels: channels, jobs: jobs, timers: timers}
+  end
+
+  # A node that stops on purpose: its handovers under way end first, then
+  # it says it leaves and hands every zone it serves to its owner among the
+  # others; one refused is abandoned, to start again there.
+  defp stop(sim, node) do
+    sim = Enum.reduce(for({^node, _, _, _} = job <- sim.jobs, do: job), sim, &run_job(&2, &1))
+    core = sim.cores[node]
+    others = core.members -- [node]
+
+    sim = Enum.reduce(others, sim, &enqueue(&2, node, &1, {:leaving, node}))
+
+    sim =
+      Enum.reduce(State.leave(core), sim, fn {index, to, epoch}, sim ->
+        # The leaving message goes first, on the same channel.
+        sim = deliver_channel(sim, {node, to})
+
+        case sim.cores[to] &&
+               State.take_over(sim.cores[to], index, [], [], 0, epoch, connected(sim, to)) do
+          {:ok, core, effects} -> effects(put_in(sim.cores[to], core), to, effects)
+          _ -> enqueue(sim, node, to, {:abandoned, index, node})
+        end
+      end)
+
+    # Its messages already sent still arrive; nothing more comes from it.
+    core_channels = Map.filter(sim.channels, fn {{from, _}, _} -> from == node end)
+    sim = gone(sim, node)
+    sim = %{sim | channels: Map.merge(sim.channels, core_channels)}
+    sim |> membership() |> nodedown()
+  end
+
+  defp place(sim, node) do
+    core = sim.cores[node]
+
+    running =
+      Enum.find_value(core.members -- [node], fn member ->
+        case sim.cores[member] do
+          %State{locations: locations, paused: false} when locations != nil ->
+            Tuple.to_list(locations)
+
+          _ ->
+            nil
+        end
+      end)
+
+    {core, effects} = State.join_or_start(core, running)
+    effects(put_in(sim.cores[node], core), node, effects)
+  end
+
+  defp connected(sim, node), do: Map.keys(sim.cores) -- [node]
+
+  ## The network
+
+  defp enqueue(sim, from, to, message),
+    do: %{sim | channels: Map.update(sim.channels, {from, to}, [message], &(&1 ++ [message]))}
+
+  defp deliver_channel(sim, channel) do
+    case sim.channels[channel] do
+      [message | rest] ->
+        sim = %{sim | channels: put_channel(sim.channels, channel, rest)}
+        sim = receive_message(sim, elem(channel, 1), message)
+        deliver_channel(sim, channel)
+
+      _ ->
+        sim
+    end
+  end
+
+  defp put_channel(channels, channel, []), do: Map.delete(channels, channel)
+  defp put_channel(channels, channel, rest), do: Map.put(channels, channel, rest)
+
+  # One event, chosen at random: a message, a handover's end or a timer; nil when none is left.
+  defp step(sim) do
+    choices =
+      Enum.map(Map.keys(sim.channels), &{:channel, &1}) ++
+        Enum.map(sim.jobs, &{:job, &1}) ++ Enum.map(sim.timers, &{:timer, &1})
+
+    case choices do
+      [] ->
+        nil
+
+      choices ->
+        case Enum.random(choices) do
+          {:channel, channel} ->
+            [message | rest] = sim.channels[channel]
+            sim = %{sim | channels: put_channel(sim.channels, channel, rest)}
+            receive_message(sim, elem(channel, 1), message)
+
+          {:job, job} ->
+            run_job(sim, job)
+
+          {:timer, {node, message} = timer} ->
+            sim = %{sim | timers: List.delete(sim.timers, timer)}
+            receive_message(sim, node, message)
+        end
+    end
+  end
+
+  defp quiesce(sim, steps) when steps > 20_000,
+    do: flunk("no quiet after 20000 events: #{inspect(sim, limit: 5)}")
+
+  defp quiesce(sim, steps) do
+    case step(sim) do
+      nil -> sim
+      sim -> quiesce(sim, steps + 1)
+    end
+  end
+
+  defp receive_message(sim, node, message) do
+    case sim.cores[node] do
+      nil -> sim
+      core -> handle(sim, node, core, message)
+    end
+  end
+
+  defp handle(sim, node, core, {:members, members}) do
+    resuming? = core.paused
+    quorum? = quorum?(members)
+    {core, effects} = State.members(core, members, quorum?, connected(sim, node))
+    sim = effects(put_in(sim.cores[node], core), node, effects)
+    if resuming? and quorum?, do: place(sim, node), else: sim
+  end
+
+  defp handle(sim, node, core, :nodedown),
+    do: rule(sim, node, State.nodedown(core, connected(sim, node)))
+
+  defp handle(sim, node, core, {:leaving, from}),
+    do: put_in(sim.cores[node], State.leaving(core, from))
+
+  defp handle(sim, node, core, {:zone_at, index, at, epoch, how}),
+    do: rule(sim, node, State.announced(core, index, at, epoch, how))
+
+  defp handle(sim, node, core, {:abandoned, index, from}),
+    do: rule(sim, node, State.abandoned(core, index, from))
+
+  defp handle(sim, node, core, :place) do
+    if core.locations == nil and not core.paused, do: place(sim, node), else: sim
+  end
+
+  defp handle(sim, node, core, {:settle, index}),
+    do: rule(sim, node, State.settle(core, index, connected(sim, node)))
+
+  defp handle(sim, node, core, {:retired, index}),
+    do: rule(sim, node, State.retired(core, index))
+
+  defp handle(sim, node, core, {:ended, index, reason}) do
+    if Map.has_key?(core.handing, index),
+      do: rule(sim, node, State.handover_ended(core, index, reason)),
+      else: sim
+  end
+
+  defp rule(sim, node, {core, effects}), do: effects(put_in(sim.cores[node], core), node, effects)
+
+  # A handover: the new owner takes the zone or refuses it; the old one hears how it ended.
+  defp run_job(sim, {from, index, to, epoch} = job) do
+    sim = %{sim | jobs: List.delete(sim.jobs, job)}
+
+    result =
+      case sim.cores[to] do
+        nil -> {:error, :noconnection}
+        core -> State.take_over(core, index, [], [], 0, epoch, connected(sim, to))
+      end
+
+    case result do
+      {:ok, core, effects} ->
+        sim = effects(put_in(sim.cores[to], core), to, effects)
+        receive_message(sim, from, {:ended, index, :normal})
+
+      {:error, reason} ->
+        receive_message(sim, from, {:ended, index, {:error, reason}})
+    end
+  end
+
+  defp effects(sim, node, effects) do
+    Enum.reduce(effects, sim, fn
+      {:send, to, message}, sim ->
+        if Map.has_key?(sim.cores, to), do: enqueue(sim, node, to, message), else: sim
+
+      {:send_self, message}, sim ->
+        enqueue(sim, node, node, message)
+
+      {:send_after, message, _ms}, sim ->
+        %{sim | timers: [{node, message} | sim.timers]}
+
+      {:hand_over, index, to, epoch}, sim ->
+        %{
+          sim
+          | jobs: [{node, index, to, epoch} | sim.jobs],
+            timers: [{node, {:retired, index}} | sim.timers]
+        }
+
+      {:cancel_retire, index}, sim ->
+        %{sim | timers: List.delete(sim.timers, {node, {:retired, index}})}
+
+      _other, sim ->
+        sim
+    end)
+  end
+
+  ## The checks
+
+  defp check_agreement(sim) do
+    live = sim.cores |> Map.keys() |> Enum.sort()
+
+    if live != [] and not quorum?(live) do
+      assert Enum.all?(Map.values(sim.cores), & &1.paused)
+    end
+
+    if live != [] and quorum?(live) do
+      cores = Map.values(sim.cores)
+
+      assert Enum.all?(cores, &(&1.locations != nil and not &1.paused)),
+             inspect(sim.cores, pretty: true)
+
+      [first | _] = cores
+
+      for core <- cores do
+        assert core.members == live
+
+        assert core.locations == first.locations,
+               "#{core.node} and #{first.node} disagree: #{inspect(Enum.map(cores, &{&1.node, &1.locations}), pretty: true)}"
+      end
+
+      for index <- 0..(@zones - 1) do
+        {at, _epoch} = elem(first.locations, index)
+
+        assert at == Placement.owner(index, live),
+               "zone #{index} on #{at}: #{inspect(Enum.map(cores, &{&1.node, &1.locations}), pretty: true)}"
+
+        serving =
+          for core <- cores, index in core.running, index not in core.retiring, do: core.node
+
+        assert serving == [at], "zone #{index} served by #{inspect(serving)}, placed on #{at}"
+        assert Enum.all?(cores, &(index not in &1.running or &1.node == at))
+      end
+    end
+  end
+end
