@@ -19,10 +19,10 @@ defmodule Grove.Actors.Herd do
   # actors that, not the world, is what the machine spends its time on. See
   # docs/decisions.md for the measurement.
   #
-  # Schedules live on a timing wheel of `resolution` ms slots keyed by
-  # absolute slot number; the herd's single timer fires at the next slot that
-  # has someone due, offset by a phase of its own so that herds do not all
-  # fire at once. The moves due in a slot go out together with
+  # Schedules live on a timing wheel (`Herd.Wheel`) of `resolution` ms
+  # slots keyed by absolute slot number; the herd's single timer fires at
+  # the next slot that has someone due, offset by a phase of its own so
+  # that herds do not all fire at once. The moves due in a slot go out together with
   # `move_many/2` (one message per zone), unless `batch: false`. The tag of
   # every move is the time it was sent, so the outcome alone gives the round
   # trip.
@@ -46,7 +46,7 @@ defmodule Grove.Actors.Herd do
   # So the moves a herd has in the world's mailboxes are bounded, whatever
   # the world's speed, and so are the outcomes in its own; and the herds
   # together keep in flight about what the world answers within the
-  # target. A batch with moves unanswered after `move_timeout` is forgotten
+  # target (`Herd.Window`). A batch with moves unanswered after `move_timeout` is forgotten
   # (its moves counted `:expired`), so an outcome lost with a crashed zone
   # cannot keep its actors still for ever.
   #
@@ -67,6 +67,7 @@ defmodule Grove.Actors.Herd do
   import Bitwise
 
   alias Grove.Actor.Senses
+  alias Grove.Actors.Herd.{Wheel, Window}
   alias Grove.Actors.Stats
   alias Grove.World.Grid
 
@@ -100,18 +101,14 @@ defmodule Grove.Actors.Herd do
     :terrain,
     :area,
     :resolution,
-    :phase,
     :batch,
     :rand,
     :timer,
     :beat,
     :native_per_us,
-    :max_in_flight,
     :window,
-    :target_us,
-    :decreased_at,
+    :wheel,
     :late_ms,
-    :move_timeout,
     :join_timeout,
     :permits,
     :join_backoff,
@@ -123,11 +120,6 @@ defmodule Grove.Actors.Herd do
     leaving: [],
     retiring: false,
     backoff: 0,
-    in_flight: 0,
-    slow: false,
-    timely: false,
-    pending: %{},
-    wheel: %{},
     slot: 0,
     paused: false
   ]
@@ -196,12 +188,7 @@ defmodule Grove.Actors.Herd do
       area: Keyword.get(opts, :area),
       resolution: resolution,
       batch: Keyword.get(opts, :batch, true),
-      max_in_flight:
-        Keyword.get(opts, :max_in_flight) ||
-          default_max_in_flight(count, interval, resolution),
       late_ms: Keyword.get(opts, :late_ms) || div(interval, 2),
-      move_timeout:
-        :erlang.convert_time_unit(Keyword.get(opts, :move_timeout, 5000), :millisecond, :native),
       join_timeout: Keyword.get(opts, :join_timeout, 2000),
       permits: Keyword.get(opts, :join_permits),
       join_backoff: Keyword.get(opts, :join_backoff, {50, 5000}),
@@ -214,16 +201,17 @@ defmodule Grove.Actors.Herd do
     }
 
     {phase, rand} = :rand.uniform_s(herd.resolution, herd.rand)
+    native = &:erlang.convert_time_unit(&1, :millisecond, :native)
 
-    herd = %{
-      herd
-      | phase: phase - 1,
-        rand: rand,
-        window: herd.max_in_flight,
-        target_us: Keyword.get(opts, :target_ms, 100) * 1000,
-        decreased_at: :erlang.monotonic_time()
-    }
+    window =
+      Window.new(
+        Keyword.get(opts, :max_in_flight) || default_max_in_flight(count, interval, resolution),
+        native.(Keyword.get(opts, :target_ms, 100)),
+        native.(Keyword.get(opts, :move_timeout, 5000)),
+        :erlang.monotonic_time()
+      )
 
+    herd = %{herd | rand: rand, window: window, wheel: Wheel.new(resolution, phase - 1)}
     {:ok, %{herd | slot: current_slot(herd)}, {:continue, :join}}
   end
 
@@ -233,23 +221,16 @@ defmodule Grove.Actors.Herd do
   @impl true
   def handle_info({:grove_moves, outcomes}, herd) do
     now = :erlang.monotonic_time()
-    decreased_at = herd.decreased_at
 
-    {pending, answered, slowest} =
-      Enum.reduce(outcomes, {herd.pending, 0, nil}, fn {_id, sent_at, outcome},
-                                                       {pending, answered, slowest} ->
-        micros = div(now - sent_at, herd.native_per_us)
-        Stats.outcome(herd.stats, outcome_key(outcome), micros)
-        slowest = if sent_at > decreased_at, do: max(micros, slowest || 0), else: slowest
+    sent_ats =
+      for {_id, sent_at, outcome} <- outcomes do
+        Stats.outcome(herd.stats, outcome_key(outcome), div(now - sent_at, herd.native_per_us))
+        sent_at
+      end
 
-        case pending do
-          %{^sent_at => 1} -> {Map.delete(pending, sent_at), answered + 1, slowest}
-          %{^sent_at => left} -> {%{pending | sent_at => left - 1}, answered + 1, slowest}
-          _ -> {pending, answered, slowest}
-        end
-      end)
-
-    {:noreply, herd |> timed(slowest) |> settle(pending, answered)}
+    {window, answered} = Window.answered(herd.window, sent_ats, now)
+    if answered > 0, do: Stats.incr(herd.stats, :in_flight, -answered)
+    {:noreply, %{herd | window: window}}
   end
 
   def handle_info({:grove_move, id, sent_at, outcome}, herd),
@@ -267,7 +248,7 @@ defmodule Grove.Actors.Herd do
 
   def handle_info({:beat, _ref}, herd) do
     now_ms = System.monotonic_time(:millisecond)
-    now_slot = slot_at(herd, now_ms)
+    now_slot = Wheel.slot_at(herd.wheel, now_ms)
     herd = herd |> expire() |> adapt_window()
 
     herd = Enum.reduce((herd.slot + 1)..now_slot//1, herd, &walk_slot(&2, &1, now_slot, now_ms))
@@ -279,7 +260,7 @@ defmodule Grove.Actors.Herd do
   # of its cluster's quorum): off the wheel, and another joins in its
   # place, now or, while the node is paused, once it runs again.
   def handle_info({reason, id}, herd) when reason in [:grove_lost, :grove_paused] do
-    case drop_actor(herd.wheel, id) do
+    case Wheel.drop(herd.wheel, id) do
       nil ->
         {:noreply, herd}
 
@@ -298,7 +279,7 @@ defmodule Grove.Actors.Herd do
   @impl true
   def handle_call({:retire, count}, _from, herd) do
     unjoined = min(count, herd.to_join)
-    {ids, wheel} = take_from_wheel(herd.wheel, count - unjoined, [])
+    {ids, wheel} = Wheel.take(herd.wheel, count - unjoined)
     if herd.leaving == [] and ids != [], do: send(self(), :leave)
 
     herd = %{
@@ -324,18 +305,18 @@ defmodule Grove.Actors.Herd do
   # killed cannot; the gauge then stays high by its last count).
   @impl true
   def terminate(_reason, herd) do
-    Stats.incr(herd.stats, :in_flight, -herd.in_flight)
+    Stats.incr(herd.stats, :in_flight, -herd.window.in_flight)
   end
 
   ## Walking
 
   defp walk_slot(herd, slot, now_slot, now_ms) do
-    case Map.pop(herd.wheel, slot) do
+    case Wheel.pop(herd.wheel, slot) do
       {nil, _wheel} ->
         herd
 
       {due, wheel} ->
-        if now_ms - due_ms(herd, slot) > herd.late_ms do
+        if now_ms - Wheel.due_ms(wheel, slot) > herd.late_ms do
           skip_late(%{herd | wheel: wheel}, due, now_slot)
         else
           move_due(%{herd | wheel: wheel}, due, slot, now_slot)
@@ -351,8 +332,8 @@ defmodule Grove.Actors.Herd do
     # even when slots do not divide it.
     span = 2 * jitter_ms + herd.resolution
     sent_at = :erlang.monotonic_time()
-    %__MODULE__{pending: pending, window: window} = herd
-    start = {[], herd.wheel, herd.rand, herd.in_flight, 0, 0, 0}
+    %__MODULE__{window: window} = herd
+    start = {[], herd.wheel, herd.rand, window.in_flight, 0, 0, 0}
 
     {moves, wheel, rand, in_flight, unanswered, full, stayed} =
       Enum.reduce(due, start, fn {id, last, state} = entry,
@@ -365,35 +346,28 @@ defmodule Grove.Actors.Herd do
         next = max(slot + Integer.floor_div(wait_ms, herd.resolution), now_slot + 1)
 
         cond do
-          is_map_key(pending, last) ->
-            {moves, add(wheel, next, entry), rand, in_flight, unanswered + 1, full, stayed}
+          Window.unanswered?(window, last) ->
+            {moves, Wheel.add(wheel, next, entry), rand, in_flight, unanswered + 1, full, stayed}
 
-          in_flight >= window ->
-            {moves, add(wheel, next, entry), rand, in_flight, unanswered, full + 1, stayed}
+          in_flight >= window.size ->
+            {moves, Wheel.add(wheel, next, entry), rand, in_flight, unanswered, full + 1, stayed}
 
           true ->
             case decide(herd, id, state, draw - 1 &&& @roll_mask) do
               {:stay, state} ->
-                wheel = add(wheel, next, {id, last, state})
+                wheel = Wheel.add(wheel, next, {id, last, state})
                 {moves, wheel, rand, in_flight, unanswered, full, stayed + 1}
 
               {direction, state} ->
-                wheel = add(wheel, next, {id, sent_at, state})
+                wheel = Wheel.add(wheel, next, {id, sent_at, state})
                 move = {id, direction, sent_at}
                 {[move | moves], wheel, rand, in_flight + 1, unanswered, full, stayed}
             end
         end
       end)
 
-    sent = in_flight - herd.in_flight
-
-    pending =
-      if sent > 0 do
-        send_moves(herd, moves)
-        Map.update(pending, sent_at, sent, &(&1 + sent))
-      else
-        pending
-      end
+    sent = in_flight - window.in_flight
+    if sent > 0, do: send_moves(herd, moves)
 
     Stats.incr(herd.stats, :sent, sent)
     Stats.incr(herd.stats, :in_flight, sent)
@@ -401,7 +375,7 @@ defmodule Grove.Actors.Herd do
     if full > 0, do: Stats.incr(herd.stats, :skipped_full, full)
     if stayed > 0, do: Stats.incr(herd.stats, :stayed, stayed)
     if herd.remote and sent > 0, do: count_remote(herd, moves)
-    %{herd | wheel: wheel, rand: rand, pending: pending, in_flight: in_flight}
+    %{herd | wheel: wheel, rand: rand, window: Window.sent(window, sent_at, sent)}
   end
 
   # The kind's step. A kind that senses nothing is given nothing; one that
@@ -444,72 +418,29 @@ defmodule Grove.Actors.Herd do
     {wheel, rand} =
       Enum.reduce(due, {herd.wheel, herd.rand}, fn entry, {wheel, rand} ->
         {offset, rand} = :rand.uniform_s(interval_slots, rand)
-        {add(wheel, now_slot + offset, entry), rand}
+        {Wheel.add(wheel, now_slot + offset, entry), rand}
       end)
 
     Stats.incr(herd.stats, :skipped_late, length(due))
     %{herd | wheel: wheel, rand: rand}
   end
 
-  # The window: how many moves the herd lets be unanswered, at most
-  # `max_in_flight`. At each beat it halves if a move sent since it last
-  # halved took longer than the target to be answered (the world is
-  # queueing), and otherwise grows by an eighth of the bound if answers
-  # came in time (with no answer, nothing says there is room). So under
-  # overload the herds together keep about what the world answers within
-  # the target in flight, whatever their number, and the round trip stays
-  # near the target instead of growing with the actors.
-  defp adapt_window(%__MODULE__{slow: true} = herd) do
-    %{
-      herd
-      | window: max(div(herd.window, 2), 1),
-        slow: false,
-        timely: false,
-        decreased_at: :erlang.monotonic_time()
-    }
-  end
-
-  defp adapt_window(%__MODULE__{timely: true, window: window, max_in_flight: most} = herd),
-    do: %{herd | window: min(window + max(div(most, 8), 1), most), timely: false}
-
-  defp adapt_window(herd), do: herd
-
-  # Notes the slowest answer of a message, among moves sent after the
-  # window last halved (answers to earlier ones were late for a window
-  # already cut for them).
-  defp timed(herd, nil), do: herd
-  defp timed(herd, micros) when micros > herd.target_us, do: %{herd | slow: true}
-  defp timed(herd, _micros), do: %{herd | timely: true}
-
-  # Answers to a batch given up on (expired) change nothing.
-  defp settle(herd, pending, 0), do: %{herd | pending: pending}
-
-  defp settle(herd, pending, answered) do
-    Stats.incr(herd.stats, :in_flight, -answered)
-    %{herd | pending: pending, in_flight: herd.in_flight - answered}
-  end
+  # The window halves if answers came late, or grows if they came in time
+  # (see `Herd.Window`).
+  defp adapt_window(herd),
+    do: %{herd | window: Window.adapt(herd.window, :erlang.monotonic_time())}
 
   # Batches still not fully answered after `move_timeout` are given up on:
   # their actors may move again.
-  defp expire(%__MODULE__{pending: pending} = herd) when map_size(pending) == 0, do: herd
-
   defp expire(herd) do
-    cutoff = :erlang.monotonic_time() - herd.move_timeout
-
-    case for({sent_at, left} <- herd.pending, sent_at <= cutoff, do: {sent_at, left}) do
-      [] ->
+    case Window.expire(herd.window, :erlang.monotonic_time()) do
+      {_window, 0} ->
         herd
 
-      old ->
-        expired = old |> Enum.map(&elem(&1, 1)) |> Enum.sum()
+      {window, expired} ->
         Stats.incr(herd.stats, :expired, expired)
         Stats.incr(herd.stats, :in_flight, -expired)
-
-        %{
-          herd
-          | pending: Map.drop(herd.pending, Enum.map(old, &elem(&1, 0))),
-            in_flight: herd.in_flight - expired
-        }
+        %{herd | window: window}
     end
   end
 
@@ -530,31 +461,19 @@ defmodule Grove.Actors.Herd do
   end
 
   # Each actor is on the wheel once, as `{id, sent_at of its last move, its kind's state}`.
-  # The wheel without an actor, or nil when it is not on it.
-  defp drop_actor(wheel, id) do
-    Enum.find_value(wheel, fn {slot, entries} ->
-      case List.keytake(entries, id, 0) do
-        nil -> nil
-        {_entry, []} -> Map.delete(wheel, slot)
-        {_entry, rest} -> %{wheel | slot => rest}
-      end
-    end)
-  end
-
-  defp add(wheel, slot, entry) do
-    case wheel do
-      %{^slot => entries} -> %{wheel | slot => [entry | entries]}
-      _ -> Map.put(wheel, slot, [entry])
-    end
-  end
-
-  defp schedule(%__MODULE__{wheel: wheel} = herd) when map_size(wheel) == 0, do: herd
-
   defp schedule(herd) do
-    next = next_due(herd.wheel, herd.slot + 1, herd.slot + 2 * interval_slots(herd) + 2)
-    beat = make_ref()
-    timer = Process.send_after(self(), {:beat, beat}, due_ms(herd, next), abs: true)
-    %{herd | timer: timer, beat: beat}
+    case Wheel.next_due(herd.wheel, herd.slot + 1, herd.slot + 2 * interval_slots(herd) + 2) do
+      nil ->
+        herd
+
+      next ->
+        beat = make_ref()
+
+        timer =
+          Process.send_after(self(), {:beat, beat}, Wheel.due_ms(herd.wheel, next), abs: true)
+
+        %{herd | timer: timer, beat: beat}
+    end
   end
 
   # Moves a timer set for later than the earliest slot now on the wheel.
@@ -566,38 +485,15 @@ defmodule Grove.Actors.Herd do
     schedule(%{herd | timer: nil, beat: nil})
   end
 
-  defp next_due(wheel, slot, last) when slot < last do
-    if is_map_key(wheel, slot), do: slot, else: next_due(wheel, slot + 1, last)
-  end
-
-  defp next_due(wheel, _slot, _last), do: wheel |> Map.keys() |> Enum.min()
-
-  defp current_slot(herd), do: slot_at(herd, System.monotonic_time(:millisecond))
-
-  # Monotonic time is negative as often as not: `div/2` would round slots
-  # towards zero, so that a beat just after a slot began would walk the
-  # next slot too, a whole slot early.
-  defp slot_at(herd, ms), do: Integer.floor_div(ms - herd.phase, herd.resolution)
-
-  defp due_ms(herd, slot), do: slot * herd.resolution + herd.phase
+  defp current_slot(herd), do: Wheel.slot_at(herd.wheel, System.monotonic_time(:millisecond))
 
   # Slots in an interval, rounded up: how far ahead spread moves may go.
-  defp interval_slots(herd), do: max(div(herd.interval + herd.resolution - 1, herd.resolution), 1)
+  defp interval_slots(herd), do: Wheel.slots(herd.wheel, herd.interval)
 
   defp outcome_key({:ok, _cell}), do: :ok
   defp outcome_key({:rejected, reason}), do: reason
 
   ## Retiring
-
-  defp take_from_wheel(wheel, count, ids) when count <= 0 or map_size(wheel) == 0,
-    do: {ids, wheel}
-
-  defp take_from_wheel(wheel, count, ids) do
-    {slot, entries} = Enum.at(wheel, 0)
-    {taken, kept} = Enum.split(entries, count)
-    wheel = if kept == [], do: Map.delete(wheel, slot), else: %{wheel | slot => kept}
-    take_from_wheel(wheel, count - length(taken), Enum.map(taken, &elem(&1, 0)) ++ ids)
-  end
 
   # Leaves a chunk under a permit, like a join; a leave the world could not
   # answer now (`:busy`, `:timeout`) is tried again after a backoff. An
@@ -653,9 +549,9 @@ defmodule Grove.Actors.Herd do
     end
   end
 
-  defp done_or_not(%__MODULE__{retiring: true, to_join: 0, leaving: [], wheel: wheel} = herd)
-       when map_size(wheel) == 0,
-       do: {:stop, :normal, herd}
+  defp done_or_not(%__MODULE__{retiring: true, to_join: 0, leaving: []} = herd) do
+    if Wheel.empty?(herd.wheel), do: {:stop, :normal, herd}, else: {:noreply, herd}
+  end
 
   defp done_or_not(herd), do: {:noreply, herd}
 
@@ -757,7 +653,7 @@ defmodule Grove.Actors.Herd do
         {roll, rand} = :rand.uniform_s(@roll_mask + 1, rand)
         state = herd.module.init(herd.kind_options, roll - 1)
         # No move yet: the batch of its last move is none.
-        {add(wheel, now_slot + offset, {id, 0, state}), rand}
+        {Wheel.add(wheel, now_slot + offset, {id, 0, state}), rand}
       end)
 
     reschedule(%{herd | wheel: wheel, rand: rand})

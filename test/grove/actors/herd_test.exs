@@ -5,6 +5,7 @@ defmodule Grove.Actors.HerdTest do
 
   alias Grove.Actors
   alias Grove.Actors.{Herd, Stats}
+  alias Grove.Actors.Herd.Window
   alias Grove.Test.StubWorld
   alias Grove.World
 
@@ -34,7 +35,7 @@ defmodule Grove.Actors.HerdTest do
 
   defp wheel_ids(herd) do
     %Herd{wheel: wheel} = :sys.get_state(herd)
-    wheel |> Map.values() |> List.flatten() |> Enum.map(&elem(&1, 0)) |> Enum.sort()
+    wheel.slots |> Map.values() |> List.flatten() |> Enum.map(&elem(&1, 0)) |> Enum.sort()
   end
 
   describe "against a world that never answers" do
@@ -70,7 +71,7 @@ defmodule Grove.Actors.HerdTest do
 
       # The herd's state is as bounded as what it sent: 20 moves counted in
       # a few batches, each actor on the wheel once, no mail piling up.
-      %Herd{pending: pending, in_flight: 20} = :sys.get_state(herd)
+      %Herd{window: %Window{pending: pending, in_flight: 20}} = :sys.get_state(herd)
       assert pending |> Map.values() |> Enum.sum() == 20
       assert length(wheel_ids(herd)) == 50 and length(Enum.uniq(wheel_ids(herd))) == 50
       assert {:message_queue_len, 0} = Process.info(herd, :message_queue_len)
@@ -139,13 +140,13 @@ defmodule Grove.Actors.HerdTest do
 
     # Half as many go out in their place, and no more.
     eventually(fn -> assert counts(stats).sent == 30 end)
-    assert %Herd{window: 10} = :sys.get_state(herd)
+    assert %Herd{window: %Window{size: 10}} = :sys.get_state(herd)
     assert counts(stats).in_flight == 10
 
     # Answered at once from now on, the herd takes back its whole bound.
     eventually(fn ->
       answer(herd, sent_moves())
-      assert %Herd{window: 20} = :sys.get_state(herd)
+      assert %Herd{window: %Window{size: 20}} = :sys.get_state(herd)
     end)
   end
 

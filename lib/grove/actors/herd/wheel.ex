@@ -1,0 +1,120 @@
+defmodule Grove.Actors.Herd.Wheel do
+  @moduledoc false
+  # A herd's timing wheel: its actors by the slot they are due in. Slots
+  # are `resolution` ms wide and numbered absolutely from the monotonic
+  # clock, offset by the herd's `phase` so that herds do not all fire at
+  # once. Each actor is on the wheel once, as a tuple whose first element
+  # is its id. Plain data: the herd reads the clock and sets the timer.
+  #
+  #     iex> alias Grove.Actors.Herd.Wheel
+  #     iex> wheel = Wheel.new(100, 7) |> Wheel.add(3, {:a, 0}) |> Wheel.add(5, {:b, 0})
+  #     iex> Wheel.slot_at(wheel, 307)
+  #     3
+  #     iex> Wheel.due_ms(wheel, 3)
+  #     307
+  #     iex> Wheel.next_due(wheel, 4, 10)
+  #     5
+  #     iex> {[{:a, 0}], wheel} = Wheel.pop(wheel, 3)
+  #     iex> Wheel.size(wheel)
+  #     1
+
+  defstruct slots: %{}, resolution: 100, phase: 0
+
+  @type slot :: integer()
+  @type entry :: tuple()
+  @type t :: %__MODULE__{
+          slots: %{slot() => [entry()]},
+          resolution: pos_integer(),
+          phase: integer()
+        }
+
+  @doc "An empty wheel of `resolution` ms slots, offset by `phase` ms."
+  @spec new(pos_integer(), integer()) :: t()
+  def new(resolution, phase), do: %__MODULE__{resolution: resolution, phase: phase}
+
+  @doc """
+  The slot a monotonic time (ms) falls in. Monotonic time is negative as
+  often as not: `div/2` would round slots towards zero, so that a beat
+  just after a slot began would walk the next slot too, a whole slot early.
+  """
+  @spec slot_at(t(), integer()) :: slot()
+  def slot_at(wheel, ms), do: Integer.floor_div(ms - wheel.phase, wheel.resolution)
+
+  @doc "When a slot is due, in monotonic ms."
+  @spec due_ms(t(), slot()) :: integer()
+  def due_ms(wheel, slot), do: slot * wheel.resolution + wheel.phase
+
+  @doc "Slots in `ms`, rounded up, at least one."
+  @spec slots(t(), pos_integer()) :: pos_integer()
+  def slots(wheel, ms), do: max(div(ms + wheel.resolution - 1, wheel.resolution), 1)
+
+  @doc "True when no actor is on the wheel."
+  @spec empty?(t()) :: boolean()
+  def empty?(%__MODULE__{slots: slots}), do: map_size(slots) == 0
+
+  @doc "How many actors are on the wheel."
+  @spec size(t()) :: non_neg_integer()
+  def size(wheel), do: wheel.slots |> Map.values() |> Enum.map(&length/1) |> Enum.sum()
+
+  @doc "Puts an actor in a slot."
+  @spec add(t(), slot(), entry()) :: t()
+  def add(%__MODULE__{slots: slots} = wheel, slot, entry) do
+    case slots do
+      %{^slot => entries} -> %{wheel | slots: %{slots | slot => [entry | entries]}}
+      _ -> %{wheel | slots: Map.put(slots, slot, [entry])}
+    end
+  end
+
+  @doc "Takes the actors due in a slot: `{entries, wheel}`, or `{nil, wheel}` when none is."
+  @spec pop(t(), slot()) :: {[entry()] | nil, t()}
+  def pop(wheel, slot) do
+    {entries, slots} = Map.pop(wheel.slots, slot)
+    {entries, %{wheel | slots: slots}}
+  end
+
+  @doc "The wheel without the actor `id`, or nil when it is not on it."
+  @spec drop(t(), term()) :: t() | nil
+  def drop(wheel, id) do
+    Enum.find_value(wheel.slots, fn {slot, entries} ->
+      case List.keytake(entries, id, 0) do
+        nil -> nil
+        {_entry, []} -> %{wheel | slots: Map.delete(wheel.slots, slot)}
+        {_entry, rest} -> %{wheel | slots: %{wheel.slots | slot => rest}}
+      end
+    end)
+  end
+
+  @doc "Takes up to `count` actors off the wheel: their ids and the wheel left."
+  @spec take(t(), non_neg_integer()) :: {[term()], t()}
+  def take(wheel, count), do: take(wheel, count, [])
+
+  defp take(wheel, count, ids) when count <= 0 or map_size(wheel.slots) == 0, do: {ids, wheel}
+
+  defp take(wheel, count, ids) do
+    {slot, entries} = Enum.at(wheel.slots, 0)
+    {taken, kept} = Enum.split(entries, count)
+
+    slots = if kept == [], do: Map.delete(wheel.slots, slot), else: %{wheel.slots | slot => kept}
+
+    take(%{wheel | slots: slots}, count - length(taken), Enum.map(taken, &elem(&1, 0)) ++ ids)
+  end
+
+  @doc """
+  The first slot from `from` on with an actor due, looked for slot by slot
+  up to `horizon` (where the actors usually are), and in the whole wheel
+  past it; nil when the wheel is empty.
+  """
+  @spec next_due(t(), slot(), slot()) :: slot() | nil
+  def next_due(wheel, from, horizon) do
+    cond do
+      map_size(wheel.slots) == 0 ->
+        nil
+
+      from < horizon ->
+        if is_map_key(wheel.slots, from), do: from, else: next_due(wheel, from + 1, horizon)
+
+      true ->
+        wheel.slots |> Map.keys() |> Enum.min()
+    end
+  end
+end

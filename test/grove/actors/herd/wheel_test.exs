@@ -1,0 +1,104 @@
+defmodule Grove.Actors.Herd.WheelTest do
+  use ExUnit.Case, async: true
+
+  import Grove.PropCase
+
+  alias Grove.Actors.Herd.Wheel
+
+  test "slots are counted from the phase, rounding down also before zero" do
+    wheel = Wheel.new(100, 7)
+    assert Wheel.slot_at(wheel, 307) == 3
+    assert Wheel.slot_at(wheel, 306) == 2
+    assert Wheel.slot_at(wheel, 6) == -1
+    assert Wheel.slot_at(wheel, -94) == -2
+    assert Wheel.due_ms(wheel, 3) == 307
+    assert Wheel.slots(wheel, 1000) == 10 and Wheel.slots(wheel, 1001) == 11
+    assert Wheel.slots(wheel, 1) == 1
+  end
+
+  test "an actor is found where it was put, taken from its slot or dropped anywhere" do
+    wheel =
+      Wheel.new(100, 0) |> Wheel.add(3, {:a, 0}) |> Wheel.add(3, {:b, 0}) |> Wheel.add(9, {:c, 0})
+
+    assert Wheel.size(wheel) == 3
+    assert Wheel.next_due(wheel, 0, 5) == 3
+    assert Wheel.next_due(wheel, 4, 10) == 9
+    # Past the horizon, the earliest of all.
+    assert Wheel.next_due(wheel, 4, 6) == 3
+
+    {due, wheel} = Wheel.pop(wheel, 3)
+    assert Enum.sort(due) == [{:a, 0}, {:b, 0}]
+    assert {nil, ^wheel} = Wheel.pop(wheel, 3)
+    assert Wheel.drop(wheel, :a) == nil
+    assert Wheel.empty?(Wheel.drop(wheel, :c))
+    assert Wheel.next_due(Wheel.drop(wheel, :c), 0, 5) == nil
+  end
+
+  # Commands on a wheel and on a plain list of {slot, id}, side by side.
+  test "whatever is added, taken, dropped and popped, the wheel holds what a list of the same would" do
+    check(
+      forall(:proper_types.list(command()), fn commands ->
+        {wheel, model} =
+          Enum.reduce(commands, {Wheel.new(10, 3), []}, fn command, {wheel, model} ->
+            run(command, wheel, model)
+          end)
+
+        assert Wheel.size(wheel) == length(model)
+        assert Wheel.empty?(wheel) == (model == [])
+
+        for slot <- -3..12 do
+          expected = for {^slot, id} <- model, do: id
+          {due, _} = Wheel.pop(wheel, slot)
+          assert Enum.sort(Enum.map(due || [], &elem(&1, 0))) == Enum.sort(expected)
+        end
+
+        first = model |> Enum.map(&elem(&1, 0)) |> Enum.min(fn -> nil end)
+        assert Wheel.next_due(wheel, -3, 13) == first
+        assert Wheel.next_due(wheel, 13, 14) == first
+      end),
+      numtests: 300
+    )
+  end
+
+  defp command do
+    slot = :proper_types.integer(-3, 12)
+    id = :proper_types.integer(1, 20)
+
+    :proper_types.oneof([
+      {:add, slot, id},
+      {:drop, id},
+      {:take, :proper_types.integer(0, 5)},
+      {:pop, slot}
+    ])
+  end
+
+  defp run({:add, slot, id}, wheel, model) do
+    # Each actor is on the wheel once.
+    if List.keymember?(model, id, 1),
+      do: {wheel, model},
+      else: {Wheel.add(wheel, slot, {id, 0}), [{slot, id} | model]}
+  end
+
+  defp run({:drop, id}, wheel, model) do
+    case Wheel.drop(wheel, id) do
+      nil ->
+        refute List.keymember?(model, id, 1)
+        {wheel, model}
+
+      wheel ->
+        {wheel, List.keydelete(model, id, 1)}
+    end
+  end
+
+  defp run({:take, count}, wheel, model) do
+    {ids, wheel} = Wheel.take(wheel, count)
+    assert length(ids) == min(count, length(model))
+    assert Enum.all?(ids, &List.keymember?(model, &1, 1))
+    {wheel, Enum.reject(model, fn {_slot, id} -> id in ids end)}
+  end
+
+  defp run({:pop, slot}, wheel, model) do
+    {_due, wheel} = Wheel.pop(wheel, slot)
+    {wheel, Enum.reject(model, &match?({^slot, _}, &1))}
+  end
+end
