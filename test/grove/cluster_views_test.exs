@@ -132,7 +132,7 @@ defmodule Grove.ClusterViewsTest do
     # The new owner numbers on from the old one's last delta.
     state = :sys.get_state(:erpc.call(d, World, :zone_pid, [world, zone]))
     assert state.seq >= seq
-    assert state.watchers == %{node() => 1}
+    assert state.subscriptions.nodes == %{node() => 1}
 
     # Moves made there reach the viewer, and its picture is the zone's own.
     assert move!(mover, :w) == {:ok, {mx, my}}
@@ -175,7 +175,10 @@ defmodule Grove.ClusterViewsTest do
     me_watching = {self(), {View, :raw}}
 
     subscribed? = fn ->
-      Map.has_key?(:erpc.call(b, :sys, :get_state, [zone_pid]).subscribers, me_watching)
+      Grove.World.Zone.Subscriptions.member?(
+        :erpc.call(b, :sys, :get_state, [zone_pid]).subscriptions,
+        me_watching
+      )
     end
 
     # The zone's snapshot and then its word that the viewer is gone: the

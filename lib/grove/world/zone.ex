@@ -36,7 +36,7 @@ defmodule Grove.World.Zone do
   alias Grove.{Metrics, World}
   alias Grove.World.{Directory, Entity, Feed, Grid, Relay, Stats}
   alias Grove.World.Life.Board
-  alias Grove.World.Zone.{Bacteria, Handoff, State, Views}
+  alias Grove.World.Zone.{Bacteria, Handoff, State, Subscriptions, Views}
 
   require Logger
 
@@ -53,6 +53,7 @@ defmodule Grove.World.Zone do
     :life_edges,
     :handed_over,
     :locate,
+    :subscriptions,
     seq: 0,
     generation: 0,
     live: 0,
@@ -61,10 +62,7 @@ defmodule Grove.World.Zone do
     neighbours: %{},
     seeds: [],
     overloaded: false,
-    monitors: %{},
-    subscribers: %{},
-    formats: %{},
-    watchers: %{}
+    monitors: %{}
   ]
 
   @typedoc "A subscription: a viewer process and the format it reads."
@@ -88,9 +86,7 @@ defmodule Grove.World.Zone do
           seeds: [Grid.cell()],
           overloaded: boolean(),
           monitors: %{reference() => {:entity, Entity.id()} | {:subscriber, subscriber()}},
-          subscribers: %{subscriber() => {reference(), MapSet.t(Entity.id())}},
-          formats: %{Feed.format() => pos_integer()},
-          watchers: %{node() => pos_integer()}
+          subscriptions: Subscriptions.t()
         }
 
   @spec start_link({World.t(), Grid.zone_index()}) :: GenServer.on_start()
@@ -137,6 +133,7 @@ defmodule Grove.World.Zone do
       core: core,
       table: elem(world.tables, index),
       locate: &Directory.lookup(world.name, &1),
+      subscriptions: Subscriptions.new(node()),
       # Viewers hold sequence numbers: a restarted zone carries on from its last.
       seq: Feed.latest(world.feed, index)
     }
@@ -223,7 +220,9 @@ defmodule Grove.World.Zone do
 
   # A viewer that fell behind the feed, or lost track, asks for a snapshot.
   def handle_cast({:snapshot, pid, format}, zone) do
-    if is_map_key(zone.subscribers, {pid, format}), do: Views.send_snapshot(zone, pid, format)
+    if Subscriptions.member?(zone.subscriptions, {pid, format}),
+      do: Views.send_snapshot(zone, pid, format)
+
     {:noreply, zone}
   end
 
@@ -358,13 +357,14 @@ defmodule Grove.World.Zone do
       end)
 
     zone =
-      Enum.reduce(zone.subscribers, zone, fn {{pid, _format} = key, {_ref, ids}}, zone ->
+      Enum.reduce(Subscriptions.viewers(zone.subscriptions), zone, fn {{pid, _} = viewer, _},
+                                                                      zone ->
         ref = Process.monitor(pid)
 
         %{
           zone
-          | subscribers: Map.put(zone.subscribers, key, {ref, ids}),
-            monitors: Map.put(zone.monitors, ref, {:subscriber, key})
+          | subscriptions: Subscriptions.monitored(zone.subscriptions, viewer, ref),
+            monitors: Map.put(zone.monitors, ref, {:subscriber, viewer})
         }
       end)
 
@@ -654,7 +654,7 @@ defmodule Grove.World.Zone do
     seq = zone.seq + 1
 
     encoded =
-      for {format, _viewers} <- zone.formats,
+      for format <- Subscriptions.formats(zone.subscriptions),
           do: {format, Views.encode(format, :delta, zone.index, changes, departed, labels)}
 
     Feed.publish(zone.world.feed, zone.index, seq, encoded)
@@ -666,13 +666,10 @@ defmodule Grove.World.Zone do
   # Once per node with viewers, whatever their number. A node whose
   # connection is busy is not waited for: the delta is dropped (counted),
   # and its viewers, finding a gap in their feed, ask for snapshots.
-  defp relay(%__MODULE__{watchers: watchers}, _seq, _encoded) when map_size(watchers) == 0,
-    do: :ok
-
   defp relay(zone, seq, encoded) do
     message = {:feed, zone.index, seq, encoded}
 
-    for {node, _viewers} <- zone.watchers do
+    for node <- Subscriptions.nodes(zone.subscriptions) do
       case :erlang.send(Relay.address(zone.world.name, node), message, [:noconnect, :nosuspend]) do
         :ok -> Stats.incr(zone.world.stats, :deltas_relayed)
         _not_sent -> Stats.incr(zone.world.stats, :deltas_dropped)

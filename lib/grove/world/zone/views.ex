@@ -20,10 +20,13 @@ defmodule Grove.World.Zone.Views do
   # there under the same number. A node that starts watching is first told
   # the number the zone is at, and snapshots for viewers there go through
   # its relay, behind the deltas before them.
+  #
+  # Who watches is `Zone.Subscriptions`, plain data; here are the monitors,
+  # the world's table of subscriptions and the messages.
 
   alias Grove.World
   alias Grove.World.{Entity, Feed, Grid, Relay, Stats, ViewFormat, Zone}
-  alias Grove.World.Zone.State
+  alias Grove.World.Zone.{State, Subscriptions}
 
   # Keeps a viewer subscribed to exactly the zones its viewport overlaps.
   # `before` is the cell it came from (nil on join); only the differences are sent.
@@ -75,23 +78,29 @@ defmodule Grove.World.Zone.Views do
   @spec subscribe(Zone.t(), pid(), Entity.id(), Feed.format()) :: Zone.t()
   def subscribe(zone, pid, entity_id, format) do
     :ets.insert(zone.world.subscriptions, {zone.index, pid, entity_id, format})
-    key = {pid, format}
+    viewer = {pid, format}
+    ref = if not Subscriptions.member?(zone.subscriptions, viewer), do: Process.monitor(pid)
+    {subscriptions, result} = Subscriptions.subscribe(zone.subscriptions, viewer, entity_id, ref)
+    zone = %{zone | subscriptions: subscriptions}
 
     zone =
-      case zone.subscribers do
-        %{^key => {ref, ids}} ->
-          put_in(zone.subscribers[key], {ref, MapSet.put(ids, entity_id)})
+      case result do
+        :added ->
+          zone
 
-        _ ->
-          ref = Process.monitor(pid)
+        new ->
+          # A node that starts watching is told the number the zone is at
+          # before any delta, so that its feed matches the snapshots its
+          # viewers get.
+          with {:new, node} <- new,
+               do:
+                 :erlang.send(
+                   Relay.address(zone.world.name, node),
+                   {:feed_from, zone.index, zone.seq},
+                   [:noconnect]
+                 )
 
-          %{
-            zone
-            | subscribers: Map.put(zone.subscribers, key, {ref, MapSet.new([entity_id])}),
-              monitors: Map.put(zone.monitors, ref, {:subscriber, key}),
-              formats: Map.update(zone.formats, format, 1, &(&1 + 1))
-          }
-          |> watch_node(node(pid))
+          %{zone | monitors: Map.put(zone.monitors, ref, {:subscriber, viewer})}
       end
 
     send_snapshot(zone, pid, format)
@@ -102,30 +111,16 @@ defmodule Grove.World.Zone.Views do
   @spec unsubscribe(Zone.t(), pid(), Entity.id(), Feed.format()) :: Zone.t()
   def unsubscribe(zone, pid, entity_id, format) do
     :ets.delete_object(zone.world.subscriptions, {zone.index, pid, entity_id, format})
-    key = {pid, format}
 
-    case zone.subscribers do
-      %{^key => {ref, ids}} ->
-        ids = MapSet.delete(ids, entity_id)
+    case Subscriptions.unsubscribe(zone.subscriptions, {pid, format}, entity_id) do
+      {subscriptions, {:last, ref}} ->
+        Process.demonitor(ref, [:flush])
+        send_view(zone, pid, {:grove_view, zone.index, :closed})
 
-        if MapSet.size(ids) == 0 do
-          Process.demonitor(ref, [:flush])
-          send_view(zone, pid, {:grove_view, zone.index, :closed})
+        watch(%{zone | subscriptions: subscriptions, monitors: Map.delete(zone.monitors, ref)})
 
-          %{
-            zone
-            | subscribers: Map.delete(zone.subscribers, key),
-              monitors: Map.delete(zone.monitors, ref)
-          }
-          |> drop_format(format)
-          |> unwatch_node(node(pid))
-          |> watch()
-        else
-          put_in(zone.subscribers[key], {ref, ids})
-        end
-
-      _ ->
-        zone
+      {subscriptions, _kept_or_none} ->
+        %{zone | subscriptions: subscriptions}
     end
   end
 
@@ -134,49 +129,11 @@ defmodule Grove.World.Zone.Views do
   @spec subscriber_down(Zone.t(), pid(), Feed.format()) :: Zone.t()
   def subscriber_down(zone, pid, format) do
     :ets.match_delete(zone.world.subscriptions, {zone.index, pid, :_, format})
-
-    %{zone | subscribers: Map.delete(zone.subscribers, {pid, format})}
-    |> drop_format(format)
-    |> unwatch_node(node(pid))
-    |> watch()
+    watch(%{zone | subscriptions: Subscriptions.down(zone.subscriptions, {pid, format})})
   end
-
-  defp drop_format(zone, format), do: %{zone | formats: count_down(zone.formats, format)}
-
-  # One fewer under `key`; none left, no key.
-  defp count_down(counts, key) do
-    case counts do
-      %{^key => 1} -> Map.delete(counts, key)
-      %{^key => n} -> Map.put(counts, key, n - 1)
-      _ -> counts
-    end
-  end
-
-  # Viewers on other nodes, counted per node. A node that starts watching
-  # is told the number the zone is at before any delta, so that its feed
-  # matches the snapshots its viewers get.
-  defp watch_node(zone, node) when node == node(), do: zone
-
-  defp watch_node(zone, node) do
-    case zone.watchers do
-      %{^node => n} ->
-        %{zone | watchers: Map.put(zone.watchers, node, n + 1)}
-
-      _ ->
-        :erlang.send(
-          Relay.address(zone.world.name, node),
-          {:feed_from, zone.index, zone.seq},
-          [:noconnect]
-        )
-
-        %{zone | watchers: Map.put(zone.watchers, node, 1)}
-    end
-  end
-
-  defp unwatch_node(zone, node), do: %{zone | watchers: count_down(zone.watchers, node)}
 
   defp watch(zone) do
-    watched = map_size(zone.subscribers) > 0
+    watched = Subscriptions.watched?(zone.subscriptions)
 
     if watched == zone.core.watched,
       do: zone,
