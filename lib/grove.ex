@@ -46,6 +46,17 @@ defmodule Grove do
   @spec world(atom()) :: atom()
   def world(name \\ __MODULE__), do: :"#{name}.World"
 
+  @doc """
+  The cluster at a glance, as the dashboard shows it: this node, the zone
+  count, the node each zone runs on (`placement`, by zone index), and each member (sorted, this node among them; a cluster of one
+  when alone) with the zones it runs, the players and actors in them and
+  the sessions connected to it. Every other member is asked for its counts
+  at once and given `timeout` ms; one that does not answer in time is
+  `reachable: false`, its counts `nil`.
+  """
+  @spec summary(atom(), timeout()) :: Grove.Summary.t()
+  def summary(name \\ __MODULE__, timeout \\ 500), do: Grove.Summary.gather(name, timeout)
+
   @doc "The name of an instance's actors, for `Grove.Actors`."
   @spec actors(atom()) :: atom()
   def actors(name \\ __MODULE__), do: :"#{name}.Actors"
@@ -65,7 +76,7 @@ defmodule Grove do
 
     cluster =
       Keyword.merge(config.cluster,
-        fingerprint: Grove.Cluster.Fingerprint.new(config, world),
+        fingerprint: Config.fingerprint(config, world),
         zone_count: Grove.World.Grid.zone_count(world.grid)
       )
 

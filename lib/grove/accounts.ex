@@ -175,6 +175,12 @@ defmodule Grove.Accounts do
   def fetch!(%__MODULE__{} = accounts), do: accounts
   def fetch!(name), do: :persistent_term.get({__MODULE__, name})
 
+  @doc false
+  # The same, or nil when these accounts do not run on this node. This
+  # module is the one owner of its `:persistent_term` key; others ask it.
+  @spec lookup(atom()) :: t() | nil
+  def lookup(name), do: :persistent_term.get({__MODULE__, name}, nil)
+
   ## Logging in
 
   @doc """
@@ -500,7 +506,7 @@ defmodule Grove.Accounts do
   # runs these accounts.
   @spec forget(atom(), :tokens_cache | :accounts_cache, term()) :: :ok
   def forget(name, table, key) when table in [:tokens_cache, :accounts_cache] do
-    case :persistent_term.get({__MODULE__, name}, nil) do
+    case lookup(name) do
       nil -> :ok
       accounts -> :ets.delete(Map.fetch!(accounts, table), key) && :ok
     end

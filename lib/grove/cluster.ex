@@ -9,7 +9,7 @@ defmodule Grove.Cluster do
   every difference (`refused/1` lists them). Membership is OTP's: one
   process per member in a `:pg` group, nodes seen with
   `net_kernel:monitor_nodes/1`. Zones are placed on the members by
-  `Grove.World.Placement`, which every node computes alike from the member
+  `Grove.Cluster.Placement`, which every node computes alike from the member
   list (`owners/1`).
 
   With no option, as `make run` starts it, a node is a cluster of one and
@@ -127,7 +127,7 @@ defmodule Grove.Cluster do
   join, else 0.
   """
   @spec boot_wait(atom()) :: non_neg_integer()
-  def boot_wait(instance), do: :persistent_term.get({__MODULE__, instance, :boot_wait}, 0)
+  def boot_wait(instance), do: Membership.boot_wait(instance)
 
   @doc "True when these options name other nodes to join (peers or a DNS name)."
   @spec multi_node?(keyword()) :: boolean()
@@ -136,16 +136,16 @@ defmodule Grove.Cluster do
   @doc "The member nodes of an instance's cluster, sorted; this node alone before it starts."
   @spec members(atom()) :: [node()]
   def members(instance) do
-    case :persistent_term.get(key(instance), nil) do
+    case Membership.published(instance) do
       nil -> [node()]
       %{members: members} -> members
     end
   end
 
-  @doc "The owner of each zone, indexed by zone (see `Grove.World.Placement`)."
-  @spec owners(atom()) :: Grove.World.Placement.owners() | nil
+  @doc "The owner of each zone, indexed by zone (see `Grove.Cluster.Placement`)."
+  @spec owners(atom()) :: Grove.Cluster.Placement.owners() | nil
   def owners(instance) do
-    case :persistent_term.get(key(instance), nil) do
+    case Membership.published(instance) do
       nil -> nil
       %{owners: owners} -> owners
     end
@@ -157,7 +157,7 @@ defmodule Grove.Cluster do
   """
   @spec quorum?(atom()) :: boolean()
   def quorum?(instance) do
-    case :persistent_term.get(key(instance), nil) do
+    case Membership.published(instance) do
       nil -> true
       %{quorum: quorum} -> quorum
     end
@@ -171,20 +171,9 @@ defmodule Grove.Cluster do
   @spec join(atom()) :: :ok
   def join(instance), do: Membership.join(instance)
 
-  @doc """
-  The cluster at a glance, as the dashboard shows it: this node, the zone
-  count, the node each zone runs on (`placement`, by zone index), and each member (sorted, this node among them; a cluster of one
-  when alone) with the zones it runs, the players and actors in them and
-  the sessions connected to it. Every other member is asked for its counts
-  at once and given `timeout` ms; one that does not answer in time is
-  `reachable: false`, its counts `nil`.
-  """
-  @spec summary(atom(), timeout()) :: Grove.Cluster.Summary.t()
-  def summary(instance, timeout \\ 500), do: Grove.Cluster.Summary.gather(instance, timeout)
-
   @doc "Nodes refused for a configuration of their own, each with the differences."
   @spec refused(atom()) :: %{node() => [String.t()]}
-  def refused(instance), do: :persistent_term.get(Membership.refused_key(instance), %{})
+  def refused(instance), do: Membership.refused(instance)
 
   @doc """
   Sends the calling process `{:grove_cluster, instance, members}` each
@@ -222,9 +211,6 @@ defmodule Grove.Cluster do
         into: %{},
         do: {node, %{sent: counts[:send_oct], received: counts[:recv_oct]}}
   end
-
-  @doc false
-  def key(instance), do: {__MODULE__, instance}
 
   # Callbacks
 

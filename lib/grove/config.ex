@@ -149,7 +149,13 @@ defmodule Grove.Config do
 
         gateway when is_list(gateway) ->
           gateway
-          |> Keyword.merge(instance: name, accounts: if(accounts, do: accounts[:name]))
+          |> Keyword.merge(
+            instance: name,
+            world: Grove.world(name),
+            actors: Grove.actors(name),
+            summary: {Grove, :summary},
+            accounts: if(accounts, do: accounts[:name])
+          )
           |> secret(:admin_token)
 
         other ->
@@ -227,6 +233,58 @@ defmodule Grove.Config do
     case Keyword.fetch(opts, key) do
       {:ok, value} when is_binary(value) -> Keyword.put(opts, key, Grove.Secret.new(value))
       _ -> opts
+    end
+  end
+
+  @doc """
+  What nodes of one cluster must agree on (`Grove.Cluster.Fingerprint`),
+  from a configuration and the world it describes: the world's size,
+  zones, terrain and rules, the store every node writes to, the key tokens
+  are signed with (as a digest: the key itself never leaves the node), and
+  Grove's version.
+  """
+  @spec fingerprint(t(), Grove.World.t()) :: Grove.Cluster.Fingerprint.t()
+  def fingerprint(%__MODULE__{} = config, %Grove.World{} = world) do
+    [
+      width: world.grid.width,
+      height: world.grid.height,
+      zone_size: world.grid.zone_size,
+      terrain: world.terrain_options,
+      rules: world.rules |> Map.from_struct() |> Map.delete(:move_limit),
+      tick: world.tick,
+      store: fingerprint_store(config.store),
+      token_key: token_key(config.accounts),
+      version: version()
+    ]
+  end
+
+  # Where the accounts live, without the password.
+  defp fingerprint_store(false), do: :none
+
+  defp fingerprint_store(store) do
+    case Keyword.get(store, :adapter, :sqlite) do
+      :postgres ->
+        {:postgres, store[:host], store[:port] || 5432, store[:database]}
+
+      adapter ->
+        {adapter, store[:path]}
+    end
+  end
+
+  # A digest of the key, so two nodes can compare keys without sending them.
+  defp token_key(false), do: :none
+
+  defp token_key(accounts) do
+    case Grove.Accounts.key_digest(accounts) do
+      nil -> :generated_per_start
+      digest -> Base.encode16(digest, case: :lower)
+    end
+  end
+
+  defp version do
+    case Application.spec(:grove, :vsn) do
+      nil -> :unknown
+      vsn -> to_string(vsn)
     end
   end
 end

@@ -33,6 +33,11 @@ defmodule Grove.Gateway do
   ## Options
 
     * `:instance` - the Grove instance whose world it serves (required)
+    * `:world`, `:actors` - the names of that instance's world and actors,
+      and `:summary`, `{module, function}` that gives the cluster at a
+      glance for the dashboard (`Grove.summary/1`): derived by
+      `Grove.Config`, so that the gateway asks nothing of the instance
+      above it
     * `:port` - TCP port, `0` for any free one (default `4000`)
     * `:listen` - `:loopback` or `:all` interfaces, or an IP tuple
       (default `:loopback`)
@@ -125,6 +130,9 @@ defmodule Grove.Gateway do
 
   @defaults [
     instance: nil,
+    world: nil,
+    actors: nil,
+    summary: nil,
     port: 4000,
     listen: :loopback,
     docroot: nil,
@@ -240,6 +248,12 @@ defmodule Grove.Gateway do
   def config, do: :persistent_term.get(__MODULE__)
 
   @doc false
+  # The same, or nil when no gateway runs on this node. This module is the
+  # one owner of its `:persistent_term` keys; others ask it.
+  @spec lookup() :: map() | nil
+  def lookup, do: :persistent_term.get(__MODULE__, nil)
+
+  @doc false
   def terrain, do: :persistent_term.get({__MODULE__, :terrain})
 
   @doc """
@@ -318,7 +332,7 @@ defmodule Grove.Gateway do
     sessions = :"#{opts[:instance]}.Gateway.Sessions"
     players = :"#{opts[:instance]}.Gateway.Players"
 
-    world = Grove.world(opts[:instance])
+    world = opts[:world]
     terrain = Grove.World.terrain(world)
 
     # The ground never changes: compress it once for every client to fetch.

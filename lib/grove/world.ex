@@ -96,6 +96,7 @@ defmodule Grove.World do
     Bacteria,
     Counts,
     Life,
+    Placer,
     Rules,
     Stats,
     Terrain
@@ -238,7 +239,7 @@ defmodule Grove.World do
   """
   @spec ready?(name() | t()) :: boolean()
   def ready?(world) do
-    case :persistent_term.get({__MODULE__, world_name(world)}, nil) do
+    case lookup(world_name(world)) do
       %__MODULE__{zones: zones} = world when is_tuple(zones) ->
         not paused?(world) and
           Enum.all?(0..(tuple_size(zones) - 1), fn index ->
@@ -256,7 +257,7 @@ defmodule Grove.World do
   """
   @spec paused?(name() | t()) :: boolean()
   def paused?(%__MODULE__{cluster: nil}), do: false
-  def paused?(%__MODULE__{name: name}), do: Grove.World.Placer.paused?(name)
+  def paused?(%__MODULE__{name: name}), do: Placer.paused?(name)
   def paused?(name) when is_atom(name), do: paused?(fetch!(name))
 
   defp world_name(%__MODULE__{name: name}), do: name
@@ -266,6 +267,22 @@ defmodule Grove.World do
   @spec fetch!(name() | t()) :: t()
   def fetch!(%__MODULE__{} = world), do: world
   def fetch!(name) when is_atom(name), do: :persistent_term.get({__MODULE__, name})
+
+  defp lookup(name), do: :persistent_term.get({__MODULE__, name}, nil)
+
+  @doc false
+  # The world's keeper publishes its description once its tables are made,
+  # and takes it back when it stops: this module is the one owner of the key.
+  @spec publish(t()) :: :ok
+  def publish(%__MODULE__{name: name} = world),
+    do: :persistent_term.put({__MODULE__, name}, world)
+
+  @doc false
+  @spec unpublish(name()) :: :ok
+  def unpublish(name) do
+    :persistent_term.erase({__MODULE__, name})
+    :ok
+  end
 
   ## The client API
 
@@ -596,9 +613,8 @@ defmodule Grove.World do
     world = fetch!(world)
 
     with index when index != nil <- Directory.lookup(world.name, id),
-         [{^id, x, y, _owner, _kind, _updates, _radius, _format, _label}] <-
-           :ets.lookup(elem(world.tables, index), id) do
-      {x, y}
+         [row] <- :ets.lookup(elem(world.tables, index), id) do
+      Entity.row_cell(row)
     else
       _ -> nil
     end
@@ -613,9 +629,8 @@ defmodule Grove.World do
     world = fetch!(world)
 
     with index when index != nil <- Directory.lookup(world.name, id),
-         [{^id, _x, _y, _owner, _kind, _updates, _radius, _format, label}] <-
-           :ets.lookup(elem(world.tables, index), id) do
-      label
+         [row] <- :ets.lookup(elem(world.tables, index), id) do
+      Entity.row_label(row)
     else
       _ -> nil
     end
@@ -636,13 +651,7 @@ defmodule Grove.World do
           [{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}]
   def nearby(world, {x, y} = cell, radius) when is_integer(radius) and radius >= 0 do
     world = fetch!(world)
-    {x0, y0, x1, y1} = {x - radius, y - radius, x + radius, y + radius}
-
-    spec = [
-      {{:"$1", :"$2", :"$3", :_, :"$4", :_, :_, :_, :_},
-       [{:>=, :"$2", x0}, {:"=<", :"$2", x1}, {:>=, :"$3", y0}, {:"=<", :"$3", y1}],
-       [{{:"$1", :"$2", :"$3", :"$4"}}]}
-    ]
+    spec = Entity.within({x - radius, y - radius, x + radius, y + radius})
 
     Enum.flat_map(Grid.view_zones(world.grid, cell, radius), fn index ->
       :ets.select(elem(world.tables, index), spec)
@@ -739,7 +748,7 @@ defmodule Grove.World do
 
   @doc """
   Where to send a zone's messages: its registered name on this node, or
-  `{name, node}` on the node that runs it (`Grove.World.Placement`).
+  `{name, node}` on the node that runs it (`Grove.Cluster.Placement`).
   """
   @spec zone_address(t(), Grid.zone_index()) :: atom() | {atom(), node()}
   def zone_address(%__MODULE__{cluster: nil} = world, index), do: elem(world.zones, index)
@@ -747,7 +756,7 @@ defmodule Grove.World do
   def zone_address(%__MODULE__{} = world, index) do
     name = elem(world.zones, index)
 
-    case :persistent_term.get({__MODULE__, world.name, :locations}, nil) do
+    case Placer.published(world.name) do
       nil ->
         name
 
@@ -764,7 +773,7 @@ defmodule Grove.World do
   def zone_node(%__MODULE__{cluster: nil}, _index), do: node()
 
   def zone_node(%__MODULE__{} = world, index) do
-    case :persistent_term.get({__MODULE__, world.name, :locations}, nil) do
+    case Placer.published(world.name) do
       nil -> node()
       {locations, nodes, _epochs} -> elem(nodes, :atomics.get(locations, index + 1))
     end
@@ -781,7 +790,7 @@ defmodule Grove.World do
   def remote_moves(%__MODULE__{cluster: nil}, _moves), do: 0
 
   def remote_moves(%__MODULE__{name: name}, moves) do
-    case :persistent_term.get({__MODULE__, name, :locations}, nil) do
+    case Placer.published(name) do
       nil ->
         0
 

@@ -287,7 +287,7 @@ defmodule Grove.ClusterPropertyTest do
       assert Enum.map(locations(node, state.world), &elem(&1, 0)) == placed
     end
 
-    assert placed == Tuple.to_list(World.Placement.owners(@zones, state.live))
+    assert placed == Tuple.to_list(Grove.Cluster.Placement.owners(@zones, state.live))
   end
 
   # The residents, read from each zone's table where it runs, are the

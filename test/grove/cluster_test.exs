@@ -9,7 +9,7 @@ defmodule Grove.ClusterTest do
 
   alias Grove.Cluster
   alias Grove.Cluster.Fingerprint
-  alias Grove.World.Placement
+  alias Grove.Cluster.Placement
 
   @moduletag :cluster
   # Refusals are logged as errors, as an operator must see them.
@@ -71,7 +71,7 @@ defmodule Grove.ClusterTest do
     end
   end
 
-  defp fingerprint(config), do: Fingerprint.new(config, Grove.World.new!(config.world))
+  defp fingerprint(config), do: Grove.Config.fingerprint(config, Grove.World.new!(config.world))
 
   describe "fingerprints" do
     test "name every setting that differs, and never the token key" do
@@ -286,7 +286,7 @@ defmodule Grove.ClusterTest do
 
       eventually(
         fn ->
-          summary = Cluster.summary(instance, 5000)
+          summary = Grove.summary(instance, 5000)
           assert summary.node == node()
           assert summary.zone_count == 16
           assert Enum.map(summary.members, & &1.node) == nodes
@@ -316,7 +316,7 @@ defmodule Grove.ClusterTest do
                  )
 
           # The other node sees the same cluster.
-          theirs = :erpc.call(other, Cluster, :summary, [instance, 5000])
+          theirs = :erpc.call(other, Grove, :summary, [instance, 5000])
 
           assert Enum.map(theirs.members, &Map.take(&1, [:node, :zones, :players, :actors])) ==
                    Enum.map(summary.members, &Map.take(&1, [:node, :zones, :players, :actors]))
@@ -347,7 +347,7 @@ defmodule Grove.ClusterTest do
         end)
 
       node_of = fn index -> Grove.World.zone_node(w, index) end
-      counts = fn -> Map.new(Cluster.summary(instance, 5000).members, &{&1.node, &1.players}) end
+      counts = fn -> Map.new(Grove.summary(instance, 5000).members, &{&1.node, &1.players}) end
 
       eventually(
         fn -> assert counts.()[node_of.(from)] == Map.get(expected, node_of.(from), 0) + 1 end,

@@ -8,7 +8,8 @@ defmodule Grove.ClusterViewsTest do
   import Grove.WorldCase, only: [eventually: 2]
 
   alias Grove.World
-  alias Grove.World.{Grid, Placement, View}
+  alias Grove.Cluster.Placement
+  alias Grove.World.{Grid, View}
 
   @moduletag :cluster
   @moduletag :capture_log

@@ -5,26 +5,11 @@ defmodule Grove.Cluster.Fingerprint do
   # to, the key tokens are signed with (as a digest: the key itself never
   # leaves the node), and Grove's version. Nodes whose fingerprints differ
   # are refused, with the differences named (`differences/2`).
-
-  alias Grove.World
+  #
+  # The instance makes it from its configuration (`Grove.Config.fingerprint/2`);
+  # the cluster only compares fingerprints, as data.
 
   @type t :: [{atom(), term()}]
-
-  @doc "The fingerprint of an instance's configuration and the world it describes."
-  @spec new(Grove.Config.t(), World.t()) :: t()
-  def new(%Grove.Config{} = config, %World{} = world) do
-    [
-      width: world.grid.width,
-      height: world.grid.height,
-      zone_size: world.grid.zone_size,
-      terrain: world.terrain_options,
-      rules: world.rules |> Map.from_struct() |> Map.delete(:move_limit),
-      tick: world.tick,
-      store: store(config.store),
-      token_key: token_key(config.accounts),
-      version: version()
-    ]
-  end
 
   @doc "The name of the `:pg` group of the nodes that share a fingerprint."
   @spec group(t()) :: {:grove_world, non_neg_integer()}
@@ -52,34 +37,4 @@ defmodule Grove.Cluster.Fingerprint do
 
   defp describe(key, here, there),
     do: "#{key} differs: #{inspect(here)} here, #{inspect(there)} there"
-
-  # Where the accounts live, without the password.
-  defp store(false), do: :none
-
-  defp store(store) do
-    case Keyword.get(store, :adapter, :sqlite) do
-      :postgres ->
-        {:postgres, store[:host], store[:port] || 5432, store[:database]}
-
-      adapter ->
-        {adapter, store[:path]}
-    end
-  end
-
-  # A digest of the key, so two nodes can compare keys without sending them.
-  defp token_key(false), do: :none
-
-  defp token_key(accounts) do
-    case Grove.Accounts.key_digest(accounts) do
-      nil -> :generated_per_start
-      digest -> Base.encode16(digest, case: :lower)
-    end
-  end
-
-  defp version do
-    case Application.spec(:grove, :vsn) do
-      nil -> :unknown
-      vsn -> to_string(vsn)
-    end
-  end
 end

@@ -25,7 +25,7 @@ defmodule Grove.Cluster.Membership do
 
   alias __MODULE__, as: State
   alias Grove.Cluster.Fingerprint
-  alias Grove.World.Placement
+  alias Grove.Cluster.Placement
 
   require Logger
 
@@ -87,7 +87,7 @@ defmodule Grove.Cluster.Membership do
     Process.flag(:trap_exit, true)
 
     :persistent_term.put(
-      {Grove.Cluster, instance, :boot_wait},
+      {__MODULE__, instance, :boot_wait},
       if(Grove.Cluster.multi_node?(opts), do: Keyword.fetch!(opts, :boot_wait), else: 0)
     )
 
@@ -207,7 +207,7 @@ defmodule Grove.Cluster.Membership do
     case differences do
       [] ->
         refused = Map.delete(state.refused, node)
-        :persistent_term.put(refused_key(state.instance), refused)
+        :persistent_term.put({__MODULE__, state.instance, :refused}, refused)
         {:noreply, publish(%{state | refused: refused})}
 
       differences ->
@@ -219,21 +219,34 @@ defmodule Grove.Cluster.Membership do
             )
 
         refused = Map.put(state.refused, node, differences)
-        :persistent_term.put(refused_key(state.instance), refused)
+        :persistent_term.put({__MODULE__, state.instance, :refused}, refused)
         {:noreply, publish(%{state | refused: refused})}
     end
   end
 
   @impl true
   def terminate(_reason, state) do
-    :persistent_term.erase(Grove.Cluster.key(state.instance))
-    :persistent_term.erase(refused_key(state.instance))
-    :persistent_term.erase({Grove.Cluster, state.instance, :boot_wait})
+    for what <- [:members, :refused, :boot_wait],
+        do: :persistent_term.erase({__MODULE__, state.instance, what})
+
     :ok
   end
 
+  # What this process publishes, read without a message: it is the one
+  # owner of these keys (`Grove.Cluster` reads them through it).
+
   @doc false
-  def refused_key(instance), do: {Grove.Cluster, instance, :refused}
+  # The members, the owners of the zones and the quorum; nil before any.
+  @spec published(atom()) :: map() | nil
+  def published(instance), do: :persistent_term.get({__MODULE__, instance, :members}, nil)
+
+  @doc false
+  @spec refused(atom()) :: %{node() => [String.t()]}
+  def refused(instance), do: :persistent_term.get({__MODULE__, instance, :refused}, %{})
+
+  @doc false
+  @spec boot_wait(atom()) :: non_neg_integer()
+  def boot_wait(instance), do: :persistent_term.get({__MODULE__, instance, :boot_wait}, 0)
 
   # The group's member for this node is a linked process that does nothing
   # else: OTP 25's `:pg` scope crashes when one process that both joined a
@@ -315,7 +328,7 @@ defmodule Grove.Cluster.Membership do
         )
       end
 
-      :persistent_term.put(Grove.Cluster.key(state.instance), %{
+      :persistent_term.put({__MODULE__, state.instance, :members}, %{
         members: members,
         owners: Placement.owners(state.zone_count, members),
         quorum: quorum

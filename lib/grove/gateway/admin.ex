@@ -94,9 +94,10 @@ defmodule Grove.Gateway.Admin do
         :undefined -> 0
       end
 
-    world = Grove.World.fetch!(Grove.world(config.instance))
+    world = Grove.World.fetch!(config.world)
     # Every zone's load, read where it runs.
-    cluster = Grove.Cluster.summary(config.instance)
+    {module, function} = config.summary
+    cluster = apply(module, function, [config.instance])
 
     body = %{
       "now" => System.system_time(:millisecond),

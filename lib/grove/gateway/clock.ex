@@ -167,7 +167,7 @@ defmodule Grove.Gateway.Clock do
   end
 
   defp clock do
-    case :persistent_term.get(Grove.Gateway, nil) do
+    case Grove.Gateway.lookup() do
       %{clock: clock} -> clock
       _ -> nil
     end

@@ -462,7 +462,7 @@ defmodule Grove.Gateway.FrontDoor do
   end
 
   defp count(status) do
-    case :persistent_term.get(Grove.Gateway, nil) do
+    case Grove.Gateway.lookup() do
       %{stats: stats} -> Stats.incr(stats, refused_key(status))
       nil -> :ok
     end

@@ -108,7 +108,7 @@ defmodule Grove.Gateway.HTTP do
   defp kinds do
     actors =
       try do
-        Grove.Actors.kinds(Grove.actors(Grove.Gateway.config().instance))
+        Grove.Actors.kinds(Grove.Gateway.config().actors)
       rescue
         ArgumentError -> []
       end

@@ -269,12 +269,12 @@ defmodule Grove.Metrics.Collector do
   # Where HTTP requests wait, and the store behind them.
   defp request_metrics(instance) do
     clock =
-      case :persistent_term.get(Gateway, nil) do
+      case Gateway.lookup() do
         %{clock: clock} -> Grove.Gateway.Clock.read(clock)
         _ -> nil
       end
 
-    accounts = :persistent_term.get({Grove.Accounts, :"#{instance}.Accounts"}, nil)
+    accounts = Grove.Accounts.lookup(:"#{instance}.Accounts")
     store = Grove.store(instance)
     store_waits = Grove.Store.waits(store)
     store_stats = Grove.Store.stats(store)
@@ -582,11 +582,11 @@ defmodule Grove.Metrics.Collector do
   end
 
   defp gateway_stats do
-    if :persistent_term.get(Gateway, nil), do: Gateway.stats(), else: %{}
+    if Gateway.lookup(), do: Gateway.stats(), else: %{}
   end
 
   defp player_histogram do
-    if :persistent_term.get(Gateway, nil), do: Gateway.move_time()
+    if Gateway.lookup(), do: Gateway.move_time()
   end
 
   defp actor_histogram(instance) do

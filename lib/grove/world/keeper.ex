@@ -48,7 +48,7 @@ defmodule Grove.World.Keeper do
 
     world = if world.life, do: with_life(world), else: world
 
-    :persistent_term.put({World, world.name}, world)
+    World.publish(world)
 
     Logger.info(
       "world #{inspect(world.name)}: #{w}x#{h} cells in #{count} zones, terrain in #{System.monotonic_time(:millisecond) - started} ms"
@@ -68,9 +68,8 @@ defmodule Grove.World.Keeper do
   @impl true
   def terminate(_reason, name) do
     Directory.erase(name)
-    :persistent_term.erase({World, name, :locations})
-    :persistent_term.erase({Grove.World.Placer, name, :paused})
-    :persistent_term.erase({World, name})
+    Grove.World.Placer.forget(name)
+    World.unpublish(name)
     :ok
   end
 

@@ -3,7 +3,7 @@ defmodule Grove.World.Placer do
   # Runs this node's zones, and moves them when the cluster changes.
   #
   # A world alone runs every zone here, as it always did. A world of a
-  # cluster (`:cluster`) runs the zones `Grove.World.Placement` gives this
+  # cluster (`:cluster`) runs the zones `Grove.Cluster.Placement` gives this
   # node, and keeps where every zone runs now in `:atomics` (a node number
   # per zone, into a tuple of nodes, and the epoch of each placement; all
   # three in one `:persistent_term`), which
@@ -105,12 +105,28 @@ defmodule Grove.World.Placer do
   @spec locations(atom()) :: [{node(), non_neg_integer()}] | :starting
   def locations(world) do
     with false <- paused?(world),
-         {locations, nodes, epochs} <- :persistent_term.get({World, world, :locations}, nil) do
+         {locations, nodes, epochs} <- published(world) do
       for index <- 1..:atomics.info(locations).size,
           do: {elem(nodes, :atomics.get(locations, index)), :atomics.get(epochs, index)}
     else
       _ -> :starting
     end
+  end
+
+  @doc false
+  # What the placer published for routing: a node number per zone and the
+  # epochs in `:atomics`, and the nodes by number; nil before it did. The
+  # placer is the one owner of these keys.
+  @spec published(atom()) :: {:atomics.atomics_ref(), tuple(), :atomics.atomics_ref()} | nil
+  def published(world), do: :persistent_term.get({__MODULE__, world, :locations}, nil)
+
+  @doc false
+  # A world that stops takes what its placer published with it.
+  @spec forget(atom()) :: :ok
+  def forget(world) do
+    :persistent_term.erase({__MODULE__, world, :locations})
+    :persistent_term.erase({__MODULE__, world, :paused})
+    :ok
   end
 
   @doc "True while this node's world is paused, its side of the cluster short of a quorum."
@@ -546,7 +562,7 @@ defmodule Grove.World.Placer do
   defp put_locations(placer),
     do:
       :persistent_term.put(
-        {World, placer.world.name, :locations},
+        {__MODULE__, placer.world.name, :locations},
         {placer.locations, placer.nodes, placer.epochs}
       )
 

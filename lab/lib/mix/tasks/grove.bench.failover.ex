@@ -209,7 +209,7 @@ defmodule Mix.Tasks.Grove.Bench.Failover do
   defp await_steady!(_world, _nodes, _actors, 0), do: Mix.raise("the cluster did not settle")
 
   defp await_steady!(world, nodes, actors, tries) do
-    owners = World.Placement.owners(zone_count(world, hd(nodes)), Enum.sort(nodes))
+    owners = Grove.Cluster.Placement.owners(zone_count(world, hd(nodes)), Enum.sort(nodes))
 
     steady =
       Enum.all?(nodes, fn node ->

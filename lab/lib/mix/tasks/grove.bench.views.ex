@@ -200,7 +200,7 @@ defmodule Mix.Tasks.Grove.Bench.Views do
   defp await_zone(_world, _nodes, 0), do: Mix.raise("the world did not settle on both nodes")
 
   defp await_zone(world, nodes, tries) do
-    owners = World.Placement.owners(tuple_size(World.fetch!(world).zones), nodes)
+    owners = Grove.Cluster.Placement.owners(tuple_size(World.fetch!(world).zones), nodes)
 
     settled =
       Enum.all?(nodes, fn node ->

@@ -36,7 +36,7 @@ defmodule Grove.World.Placer.State do
   # Which nodes are connected is read by the process and passed in
   # (`connected`), as `Zone.Handoff` is given the directory.
 
-  alias Grove.World.Placement
+  alias Grove.Cluster.Placement
 
   # How often a node waiting for the first member to start the world asks again.
   @place_retry 100

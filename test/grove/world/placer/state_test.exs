@@ -5,7 +5,7 @@ defmodule Grove.World.Placer.StateTest do
 
   import Grove.PropCase
 
-  alias Grove.World.Placement
+  alias Grove.Cluster.Placement
   alias Grove.World.Placer.State
 
   doctest State

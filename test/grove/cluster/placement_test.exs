@@ -1,9 +1,9 @@
-defmodule Grove.World.PlacementTest do
+defmodule Grove.Cluster.PlacementTest do
   use ExUnit.Case, async: true
 
   import Grove.PropCase
 
-  alias Grove.World.Placement
+  alias Grove.Cluster.Placement
 
   doctest Placement
 

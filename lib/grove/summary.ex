@@ -1,4 +1,4 @@
-defmodule Grove.Cluster.Summary do
+defmodule Grove.Summary do
   @moduledoc false
   # The cluster at a glance, for the dashboard: every member with the zones
   # it runs, the players and actors in those zones and the sessions
@@ -22,6 +22,9 @@ defmodule Grove.Cluster.Summary do
   # with the counts, and is read from the node the zone runs on: a node
   # keeps the last figures of a zone it handed away, and knows nothing of
   # the others'. A zone of a node that does not answer shows 0.
+  #
+  # It reads every part (the world, the gateway, the members), so it sits
+  # above them, with the instance (`Grove.summary/2`).
 
   alias Grove.World
   alias Grove.World.Grid
@@ -126,7 +129,7 @@ defmodule Grove.Cluster.Summary do
 
   # The gateway is one per node; its sessions count when it is this instance's.
   defp sessions(instance) do
-    case :persistent_term.get(Grove.Gateway, nil) do
+    case Grove.Gateway.lookup() do
       %{instance: ^instance} -> Grove.Gateway.stats()[:sessions] || 0
       _ -> nil
     end

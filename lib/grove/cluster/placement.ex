@@ -1,4 +1,4 @@
-defmodule Grove.World.Placement do
+defmodule Grove.Cluster.Placement do
   @moduledoc """
   Which node owns each zone: rendezvous (highest random weight) hashing
   over the cluster's members.
@@ -18,14 +18,14 @@ defmodule Grove.World.Placement do
 
   ## Examples
 
-      iex> Grove.World.Placement.owner(7, [:"a@host"])
+      iex> Grove.Cluster.Placement.owner(7, [:"a@host"])
       :"a@host"
 
       iex> members = [:"a@host", :"b@host", :"c@host"]
-      iex> Grove.World.Placement.owner(7, members) == Grove.World.Placement.owner(7, Enum.reverse(members))
+      iex> Grove.Cluster.Placement.owner(7, members) == Grove.Cluster.Placement.owner(7, Enum.reverse(members))
       true
 
-      iex> Grove.World.Placement.owners(4, [:"a@host"])
+      iex> Grove.Cluster.Placement.owners(4, [:"a@host"])
       {:"a@host", :"a@host", :"a@host", :"a@host"}
   """
 
