@@ -1,10 +1,14 @@
 defmodule Grove.Bench.ClusterTest do
-  # Makes this node distributed and starts nodes: one test at a time.
+  # Makes this node distributed and starts nodes: one test at a time. Two
+  # phases of nodes of their own, a quarter of a minute: in `make
+  # test-deep` (what it measures, actors moving across two nodes, is tested
+  # in `make test` by Grove.Actors.RemoteMovesTest and Grove.ClusterTest).
   use ExUnit.Case, async: false
 
   import ExUnit.CaptureIO
 
   @moduletag :cluster
+  @moduletag :deep
 
   @tag timeout: 180_000
   test "a tiny run measures one node, then two sharing the world, and compares them" do
