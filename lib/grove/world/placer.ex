@@ -241,7 +241,14 @@ defmodule Grove.World.Placer do
       # Handovers under way finish first: their zones are no longer here,
       # or, if one failed, are handed over again below.
       placer = await_handovers(placer)
-      zones = State.leave(placer.core)
+
+      # A zone whose process is gone already (its supervisor stopped first,
+      # and this placer with it) has nothing to hand over.
+      zones =
+        for {index, _to, _epoch} = zone <- State.leave(placer.core),
+            zone_pid(placer, index) != nil,
+            do: zone
+
       Logger.info("world: leaving the cluster; handing #{length(zones)} zones over")
 
       for {index, to, epoch} <- zones do
