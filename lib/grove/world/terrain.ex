@@ -1,27 +1,33 @@
 defmodule Grove.World.Terrain do
   @moduledoc """
-  The ground of the world: meadows, forests with clearings, lakes, rocks and
-  flowers, generated deterministically from a seed (same seed and options, same
-  world) and immutable afterwards.
+  The ground of the world, one kind of ground per cell, generated
+  deterministically (same seed and options, same ground, on any node, in
+  any order) and immutable afterwards.
 
-  The cells are one binary, one byte per cell, row by row. The world keeps it in
-  `:persistent_term`, so any process reads a cell with `at/3` without sending a
-  message and without copying the binary.
+  A generator is a module of this behaviour: `c:init/3` turns the world's
+  size and the terrain options into its parameters once, and `c:cells/2`
+  makes the ground of any rectangle from them, one byte per cell (the codes
+  of `kinds/0`), row by row. A rectangle's ground must not depend on which
+  others were made before: zones generate their own areas, on whatever
+  node runs them, whenever they start. `Grove.World.Terrains.Woodland`,
+  meadows, forests, lakes, rocks and flowers, is the default.
 
-  Generation layers two fields of smooth value noise: one places lakes in its
-  lowest valleys, the other grows forests on its highest ridges, and a cell in
-  a forest holds a tree with a fixed chance, which leaves clearings and paths
-  between them. Thresholds come from the fields' own histograms, so the
-  densities you ask for are the densities you get, whatever the seed.
+  A world of up to `whole_limit/0` cells makes its whole ground at once and
+  keeps it in one binary (`cells`), from which zones take their areas,
+  `GET /terrain` serves it, and players are placed on its mainland
+  (`mainland?/3`). A larger world makes an area's ground when something
+  first needs it: each zone makes its own (its cells and a border of one
+  cell around them, where its moves step out), and what other readers ask
+  for is kept in a bounded cache, an ETS table read without a message.
 
   ## Options
 
-    * `:seed` - any term; the same seed gives the same world (default `1`)
-    * `:tree_density` - fraction of all cells that hold a tree (default `0.12`)
-    * `:water_density` - fraction of all cells under water (default `0.03`)
-    * `:rock_density` - fraction of all cells that hold a rock (default `0.004`)
-    * `:flower_density` - fraction of meadow cells with flowers, which do not
-      block (default `0.03`)
+    * `:generator` - the module that makes the ground (default
+      `Grove.World.Terrains.Woodland`)
+    * `:whole_limit` - the most cells a world may have for its ground to
+      be made whole at start (default `whole_limit/0`)
+    * `:seed` - any term, handed to the generator (default `1`)
+    * the generator's own options (see its module)
 
   Trees, rocks and water block movement; meadows and flowers do not.
 
@@ -36,16 +42,62 @@ defmodule Grove.World.Terrain do
       true
   """
 
-  import Bitwise
+  alias Grove.World.Terrains.Woodland
 
-  @enforce_keys [:width, :height, :cells]
-  defstruct [:width, :height, :cells, :mainland, options: []]
+  @typedoc "A rectangle of cells, `{x0, y0}` inclusive to `{x1, y1}` exclusive."
+  @type rect :: {non_neg_integer(), non_neg_integer(), pos_integer(), pos_integer()}
+
+  @doc """
+  The generator's parameters for a world of this size, from the terrain
+  options (`:seed` included, `:generator` left out); raises
+  `ArgumentError` on a bad option.
+  """
+  @callback init(width :: pos_integer(), height :: pos_integer(), opts :: keyword()) :: term()
+
+  @doc "The ground of a rectangle inside the world, one code a cell, row by row."
+  @callback cells(params :: term(), rect()) :: binary()
+
+  defmodule Area do
+    @moduledoc """
+    The ground of a rectangle of the world, as a zone keeps its own:
+    `Grove.World.Terrain`'s readers take it as they take a whole terrain,
+    for the cells it covers.
+    """
+    @enforce_keys [:x0, :y0, :x1, :y1, :cells]
+    defstruct [:x0, :y0, :x1, :y1, :cells, :mainland]
+
+    @type t :: %__MODULE__{
+            x0: non_neg_integer(),
+            y0: non_neg_integer(),
+            x1: pos_integer(),
+            y1: pos_integer(),
+            cells: binary(),
+            mainland: bitstring() | nil
+          }
+  end
+
+  @enforce_keys [:width, :height]
+  defstruct [
+    :width,
+    :height,
+    :cells,
+    :mainland,
+    :generator,
+    :params,
+    :areas,
+    :area_size,
+    options: []
+  ]
 
   @type t :: %__MODULE__{
           width: pos_integer(),
           height: pos_integer(),
-          cells: binary(),
+          cells: binary() | nil,
           mainland: bitstring() | nil,
+          generator: module() | nil,
+          params: term(),
+          areas: :ets.tid() | nil,
+          area_size: pos_integer() | nil,
           options: keyword()
         }
 
@@ -57,69 +109,87 @@ defmodule Grove.World.Terrain do
   @water 3
   @flowers 4
 
-  # Inside a forest a cell holds a tree with this chance; the rest are clearings.
-  @forest_fill 0.7
-  # Outside forests, this share of the trees stands alone in the meadows.
-  @lone_tree_share 0.1
-  # Noise values are integers in 0..@noise_max so thresholds can come from a histogram.
-  @noise_max 1023
+  # 2048 x 2048: the largest world whose whole ground is made at start.
+  @whole_limit 4_194_304
+  # Areas a large world's cache keeps for readers other than their zones.
+  @cached_areas 4096
 
-  @defaults [
-    seed: 1,
-    tree_density: 0.12,
-    water_density: 0.03,
-    rock_density: 0.004,
-    flower_density: 0.03
-  ]
+  @doc """
+  The most cells a world may have for its whole ground to be made at start
+  and kept in one binary (#{@whole_limit}); a larger world makes it area by
+  area.
+  """
+  @spec whole_limit() :: pos_integer()
+  def whole_limit, do: @whole_limit
 
-  @doc "Generates a `width` x `height` terrain; see the module doc for options."
+  @doc """
+  Generates the whole ground of a `width` x `height` world; see the module
+  doc for options.
+  """
   @spec generate(pos_integer(), pos_integer(), keyword()) :: t()
   def generate(width, height, opts \\ [])
       when is_integer(width) and width > 0 and is_integer(height) and height > 0 do
-    opts = Keyword.validate!(opts, @defaults)
-
-    for key <- [:tree_density, :water_density, :rock_density, :flower_density] do
-      density = Keyword.fetch!(opts, key)
-
-      unless is_number(density) and density >= 0 and density <= 1 do
-        raise ArgumentError, "#{inspect(key)} must be a number in 0..1, got: #{inspect(density)}"
-      end
-    end
-
-    if opts[:tree_density] + opts[:water_density] + opts[:rock_density] > 0.9 do
-      raise ArgumentError,
-            "tree, water and rock densities add up to more than 0.9; the world would have no room to walk"
-    end
-
-    seed = :erlang.phash2(opts[:seed])
-    forest = noise_field(width, height, {seed, :forest}, [{48, 0.6}, {16, 0.3}, {6, 0.1}])
-    lakes = noise_field(width, height, {seed, :lakes}, [{96, 0.7}, {32, 0.3}])
-
-    total = width * height
-    water_cut = threshold(lakes, opts[:water_density], :low)
-
-    forest_trees = opts[:tree_density] * (1 - @lone_tree_share)
-    forest_cover = min(forest_trees / @forest_fill / max(1 - opts[:water_density], 0.01), 1.0)
-    forest_cut = threshold(forest, forest_cover, :high)
-
-    land = max(total - round(opts[:water_density] * total), 1)
-    forest_cells = forest_cover * land
-
-    lone_tree_chance =
-      opts[:tree_density] * @lone_tree_share * total / max(land - forest_cells, 1)
-
-    chances = %{
-      forest_tree: chance(@forest_fill),
-      lone_tree: chance(lone_tree_chance),
-      rock: chance(opts[:rock_density]),
-      flowers: chance(opts[:flower_density])
-    }
+    terrain = prepare(width, height, opts)
+    rows_per_task = max(div(height, System.schedulers_online() * 4), 1)
 
     cells =
-      classify(forest, lakes, forest_cut, water_cut, chances, width, seed)
+      0..(height - 1)
+      |> Enum.chunk_every(rows_per_task)
+      |> Task.async_stream(
+        fn [first | _] = rows ->
+          terrain.generator.cells(terrain.params, {0, first, width, List.last(rows) + 1})
+        end,
+        timeout: :infinity
+      )
+      |> Enum.map(fn {:ok, cells} -> cells end)
       |> IO.iodata_to_binary()
 
-    new(width, height, cells, opts)
+    %{terrain | cells: cells, mainland: mainland(width, height, cells)}
+  end
+
+  @doc """
+  The ground of a world's grid: whole when it has at most `:whole_limit`
+  cells (an option of its own, default `whole_limit/0`; `generate/3`),
+  else made area by area, an area being a zone of `zone_size` cells a side
+  with a border of one cell (`area_of/3`).
+  """
+  @spec for_world(pos_integer(), pos_integer(), pos_integer(), keyword()) :: t()
+  def for_world(width, height, zone_size, opts) when is_integer(zone_size) and zone_size > 0 do
+    {limit, opts} = Keyword.pop(opts, :whole_limit, @whole_limit)
+
+    unless is_integer(limit) and limit >= 0 do
+      raise ArgumentError,
+            ":whole_limit must be a non-negative integer, got: #{inspect(limit)}"
+    end
+
+    terrain =
+      if width * height <= limit,
+        do: generate(width, height, opts),
+        else: %{
+          prepare(width, height, opts)
+          | areas: :ets.new(:grove_terrain, [:set, :public, read_concurrency: true])
+        }
+
+    %{terrain | area_size: zone_size}
+  end
+
+  defp prepare(width, height, opts) do
+    {generator, opts} = Keyword.pop(opts, :generator, Woodland)
+    opts = opts |> Keyword.delete(:whole_limit) |> Keyword.put_new(:seed, 1)
+
+    unless is_atom(generator) and Code.ensure_loaded?(generator) and
+             function_exported?(generator, :cells, 2) do
+      raise ArgumentError,
+            ":generator must be a module of Grove.World.Terrain, got: #{inspect(generator)}"
+    end
+
+    %__MODULE__{
+      width: width,
+      height: height,
+      generator: generator,
+      params: generator.init(width, height, opts),
+      options: opts
+    }
   end
 
   @doc """
@@ -139,14 +209,19 @@ defmodule Grove.World.Terrain do
     }
   end
 
+  @doc "True when the terrain holds its whole ground in one binary (`cells`)."
+  @spec whole?(t()) :: boolean()
+  def whole?(%__MODULE__{cells: cells}), do: is_binary(cells)
+
   @doc """
   The terrain as a file other programs can read (`mix grove.export.terrain`):
   a header line `grove-terrain 1 WIDTH HEIGHT SEED`, then the cells as
   `GET /terrain` serves them, one byte per cell, row by row.
   """
   @spec to_file(t()) :: iodata()
-  def to_file(%__MODULE__{width: w, height: h, cells: cells, options: opts}),
-    do: ["grove-terrain 1 #{w} #{h} #{inspect(opts[:seed] || 1)}\n", cells]
+  def to_file(%__MODULE__{width: w, height: h, cells: cells, options: opts})
+      when is_binary(cells),
+      do: ["grove-terrain 1 #{w} #{h} #{inspect(opts[:seed] || 1)}\n", cells]
 
   @doc "Reads what `to_file/1` wrote; the options keep only the seed, as written."
   @spec from_file(binary()) :: {:ok, t()} | {:error, String.t()}
@@ -162,14 +237,102 @@ defmodule Grove.World.Terrain do
     end
   end
 
+  ## Areas
+
+  @doc """
+  The ground of a rectangle inside the world, made by the generator (or
+  cut from the whole ground).
+  """
+  @spec area(t(), rect()) :: Area.t()
+  def area(%__MODULE__{cells: cells, width: w}, {x0, y0, x1, y1}) when is_binary(cells) do
+    rows = for y <- y0..(y1 - 1)//1, do: binary_part(cells, y * w + x0, x1 - x0)
+    %Area{x0: x0, y0: y0, x1: x1, y1: y1, cells: IO.iodata_to_binary(rows)}
+  end
+
+  def area(%__MODULE__{generator: generator, params: params}, {x0, y0, x1, y1} = rect) do
+    %Area{x0: x0, y0: y0, x1: x1, y1: y1, cells: generator.cells(params, rect)}
+  end
+
+  @doc """
+  The area of a world's grid that holds a cell: its zone's cells (zones of
+  `area_size`, see `for_world/4`) and a border of one cell around them,
+  inside the world. In a large world it is taken from the cache, or made
+  and kept there.
+  """
+  @spec area_of(t(), non_neg_integer(), non_neg_integer()) :: Area.t()
+  def area_of(%__MODULE__{areas: nil} = terrain, x, y),
+    do: area(terrain, area_rect(terrain, x, y))
+
+  def area_of(%__MODULE__{areas: areas, area_size: size} = terrain, x, y) do
+    key = {div(x, size), div(y, size)}
+
+    case :ets.lookup(areas, key) do
+      [{_key, area}] ->
+        area
+
+      [] ->
+        area = area(terrain, area_rect(terrain, x, y))
+        if :ets.info(areas, :size) >= @cached_areas, do: shrink(areas)
+        :ets.insert(areas, {key, area})
+        area
+    end
+  end
+
+  @doc """
+  Forgets the cached area that holds a cell (its zone stopped); made again
+  when next asked for. Nothing to do for a whole terrain.
+  """
+  @spec forget_area(t(), non_neg_integer(), non_neg_integer()) :: :ok
+  def forget_area(%__MODULE__{areas: nil}, _x, _y), do: :ok
+
+  def forget_area(%__MODULE__{areas: areas, area_size: size}, x, y) do
+    :ets.delete(areas, {div(x, size), div(y, size)})
+    :ok
+  end
+
+  defp area_rect(%__MODULE__{width: w, height: h, area_size: size}, x, y) do
+    x0 = div(x, size) * size
+    y0 = div(y, size) * size
+    {max(x0 - 1, 0), max(y0 - 1, 0), min(x0 + size + 1, w), min(y0 + size + 1, h)}
+  end
+
+  # A quarter of the cache goes, in the table's own order: a zone holds its
+  # area in its state, so what goes is only made again when read again.
+  defp shrink(areas) do
+    keys = :ets.select(areas, [{{:"$1", :_}, [], [:"$1"]}], div(@cached_areas, 4))
+
+    case keys do
+      {keys, _continuation} -> Enum.each(keys, &:ets.delete(areas, &1))
+      :"$end_of_table" -> :ok
+    end
+  end
+
+  ## Reading
+
   @doc "The kind of ground at a cell; the cell must lie inside the terrain."
-  @spec at(t(), non_neg_integer(), non_neg_integer()) :: kind()
-  def at(%__MODULE__{width: w, cells: cells}, x, y), do: decode(:binary.at(cells, y * w + x))
+  @spec at(t() | Area.t(), non_neg_integer(), non_neg_integer()) :: kind()
+  def at(terrain, x, y), do: decode(code(terrain, x, y))
 
   @doc "True when the ground at a cell stops movement; the cell must lie inside the terrain."
-  @spec blocked?(t(), non_neg_integer(), non_neg_integer()) :: boolean()
-  def blocked?(%__MODULE__{width: w, cells: cells}, x, y),
-    do: blocking_code?(:binary.at(cells, y * w + x))
+  @spec blocked?(t() | Area.t(), non_neg_integer(), non_neg_integer()) :: boolean()
+  def blocked?(terrain, x, y), do: blocking_code?(code(terrain, x, y))
+
+  @doc "True when the terrain (a whole world, or an area) holds the cell's ground."
+  @spec covers?(t() | Area.t(), integer(), integer()) :: boolean()
+  def covers?(%Area{x0: x0, y0: y0, x1: x1, y1: y1}, x, y),
+    do: x >= x0 and x < x1 and y >= y0 and y < y1
+
+  def covers?(%__MODULE__{width: w, height: h}, x, y), do: x >= 0 and y >= 0 and x < w and y < h
+
+  @doc "The cell's code (see `kinds/0`); the cell must lie inside the terrain."
+  @spec code(t() | Area.t(), non_neg_integer(), non_neg_integer()) :: byte()
+  def code(%__MODULE__{width: w, cells: cells}, x, y) when is_binary(cells),
+    do: :binary.at(cells, y * w + x)
+
+  def code(%Area{x0: x0, y0: y0, x1: x1, cells: cells}, x, y),
+    do: :binary.at(cells, (y - y0) * (x1 - x0) + x - x0)
+
+  def code(%__MODULE__{} = terrain, x, y), do: code(area_of(terrain, x, y), x, y)
 
   @doc """
   True when the cell is on the mainland: the largest region of free ground
@@ -179,11 +342,39 @@ defmodule Grove.World.Terrain do
   world, so players are placed at random only on the mainland: on the
   default world the other regions hold about 4.3 % of the free cells, the
   largest of them 281 cells.
+
+  A world too large to be made whole has no mainland of its own: there, a
+  cell is on the mainland when it is in the largest region of free ground
+  of its area (`area_of/3`), which leaves out the islands and pockets an
+  area holds.
   """
-  @spec mainland?(t(), non_neg_integer(), non_neg_integer()) :: boolean()
-  def mainland?(%__MODULE__{width: w, mainland: mainland}, x, y) when is_bitstring(mainland) do
-    skip = y * w + x
-    <<_::size(skip), bit::1, _::bitstring>> = mainland
+  @spec mainland?(t() | Area.t(), non_neg_integer(), non_neg_integer()) :: boolean()
+  def mainland?(%__MODULE__{width: w, mainland: mainland}, x, y) when is_bitstring(mainland),
+    do: bit(mainland, y * w + x)
+
+  def mainland?(%Area{mainland: mainland} = area, x, y) when is_bitstring(mainland),
+    do: bit(mainland, (y - area.y0) * (area.x1 - area.x0) + x - area.x0)
+
+  def mainland?(%Area{} = area, x, y),
+    do: mainland?(with_mainland(area), x, y)
+
+  def mainland?(%__MODULE__{areas: areas, area_size: size} = terrain, x, y) do
+    case area_of(terrain, x, y) do
+      %Area{mainland: nil} = area ->
+        area = with_mainland(area)
+        :ets.insert(areas, {{div(x, size), div(y, size)}, area})
+        mainland?(area, x, y)
+
+      area ->
+        mainland?(area, x, y)
+    end
+  end
+
+  defp with_mainland(%Area{x0: x0, y0: y0, x1: x1, y1: y1, cells: cells} = area),
+    do: %{area | mainland: mainland(x1 - x0, y1 - y0, cells)}
+
+  defp bit(bits, skip) do
+    <<_::size(skip), bit::1, _::bitstring>> = bits
     bit == 1
   end
 
@@ -280,9 +471,9 @@ defmodule Grove.World.Terrain do
   def kinds,
     do: [meadow: @meadow, tree: @tree, rock: @rock, water: @water, flowers: @flowers]
 
-  @doc "How many cells of each kind the terrain holds."
+  @doc "How many cells of each kind a whole terrain holds."
   @spec census(t()) :: %{kind() => non_neg_integer()}
-  def census(%__MODULE__{cells: cells}) do
+  def census(%__MODULE__{cells: cells}) when is_binary(cells) do
     counts =
       for <<code <- cells>>, reduce: %{} do
         acc -> Map.update(acc, code, 1, &(&1 + 1))
@@ -295,9 +486,16 @@ defmodule Grove.World.Terrain do
   @spec rows(t(), non_neg_integer(), non_neg_integer(), pos_integer(), pos_integer()) :: [
           binary()
         ]
-  def rows(%__MODULE__{width: w, cells: cells}, x0, y0, x1, y1) do
+  def rows(%__MODULE__{width: w, cells: cells}, x0, y0, x1, y1) when is_binary(cells) do
     for y <- y0..(y1 - 1)//1, do: binary_part(cells, y * w + x0, x1 - x0)
   end
+
+  def rows(%__MODULE__{} = terrain, x0, y0, x1, y1) when x1 > x0 and y1 > y0 do
+    %Area{cells: cells} = area(terrain, {x0, y0, x1, y1})
+    for y <- 0..(y1 - y0 - 1), do: binary_part(cells, y * (x1 - x0), x1 - x0)
+  end
+
+  def rows(%__MODULE__{}, _x0, _y0, _x1, _y1), do: []
 
   @doc "How many cells of a rectangle, `{x0, y0}` inclusive to `{x1, y1}` exclusive, do not block."
   @spec walkable_count(t(), non_neg_integer(), non_neg_integer(), pos_integer(), pos_integer()) ::
@@ -318,137 +516,4 @@ defmodule Grove.World.Terrain do
   defp decode(@rock), do: :rock
   defp decode(@water), do: :water
   defp decode(@flowers), do: :flowers
-
-  # A chance as a threshold on a 32-bit hash, so a cell's roll is one integer compare.
-  defp chance(p), do: round(min(max(p, 0.0), 1.0) * 0xFFFFFFFF)
-
-  defp roll(seed, salt, x, y), do: :erlang.phash2({seed, salt, x, y}, 0x100000000)
-
-  defp classify(forest, lakes, forest_cut, water_cut, chances, width, seed) do
-    classify_cells(forest, lakes, forest_cut, water_cut, chances, width, seed, 0, 0, [])
-  end
-
-  defp classify_cells(
-         <<f::16, forest::binary>>,
-         <<l::16, lakes::binary>>,
-         fc,
-         wc,
-         ch,
-         w,
-         seed,
-         x,
-         y,
-         acc
-       ) do
-    code =
-      cond do
-        l <= wc -> @water
-        f >= fc and roll(seed, :tree, x, y) < ch.forest_tree -> @tree
-        f < fc and roll(seed, :tree, x, y) < ch.lone_tree -> @tree
-        roll(seed, :rock, x, y) < ch.rock -> @rock
-        f < fc and roll(seed, :flowers, x, y) < ch.flowers -> @flowers
-        true -> @meadow
-      end
-
-    {x, y} = if x + 1 == w, do: {0, y + 1}, else: {x + 1, y}
-    classify_cells(forest, lakes, fc, wc, ch, w, seed, x, y, [acc | <<code>>])
-  end
-
-  defp classify_cells(<<>>, <<>>, _fc, _wc, _ch, _w, _seed, _x, _y, acc), do: acc
-
-  # The noise value that cuts off `fraction` of the cells from the low or the high end.
-  defp threshold(_field, fraction, :low) when fraction <= 0, do: -1
-  defp threshold(_field, fraction, :high) when fraction <= 0, do: @noise_max + 1
-
-  defp threshold(field, fraction, side) do
-    histogram = for <<v::16 <- field>>, reduce: %{}, do: (acc -> Map.update(acc, v, 1, &(&1 + 1)))
-    wanted = fraction * div(byte_size(field), 2)
-
-    values =
-      case side do
-        :low -> Enum.to_list(0..@noise_max)
-        :high -> Enum.to_list(@noise_max..0)
-      end
-
-    Enum.reduce_while(values, 0, fn v, seen ->
-      seen = seen + Map.get(histogram, v, 0)
-      if seen >= wanted, do: {:halt, {:found, v}}, else: {:cont, seen}
-    end)
-    |> case do
-      {:found, v} -> v
-      _all -> if side == :low, do: @noise_max, else: 0
-    end
-  end
-
-  # Fractal value noise: for each octave, random values on a lattice `scale`
-  # cells apart, smoothly interpolated; octaves are summed with their weights.
-  # Returns a binary of 16-bit values in 0..@noise_max, one per cell.
-  defp noise_field(width, height, salt, octaves) do
-    octaves =
-      for {scale, weight} <- octaves do
-        scale = max(1, min(scale, max(width, height)))
-        {scale, weight, lattice(width, height, scale, {salt, scale}), fade_table(scale)}
-      end
-
-    total_weight = Enum.reduce(octaves, 0.0, fn {_, w, _, _}, acc -> acc + w end)
-
-    rows_per_task = max(div(height, System.schedulers_online() * 4), 1)
-
-    0..(height - 1)
-    |> Enum.chunk_every(rows_per_task)
-    |> Task.async_stream(
-      fn rows -> for y <- rows, do: noise_row(y, width, octaves, total_weight) end,
-      ordered: true,
-      timeout: :infinity
-    )
-    |> Enum.map(fn {:ok, rows} -> rows end)
-    |> IO.iodata_to_binary()
-  end
-
-  defp noise_row(y, width, octaves, total_weight) do
-    rows =
-      for {scale, weight, lattice, fades} <- octaves do
-        j = div(y, scale)
-        fy = elem(fades, rem(y, scale))
-        {scale, weight, elem(lattice, j), elem(lattice, j + 1), fy, fades}
-      end
-
-    for x <- 0..(width - 1), into: <<>> do
-      v =
-        Enum.reduce(rows, 0.0, fn {scale, weight, top, bottom, fy, fades}, acc ->
-          i = div(x, scale)
-          fx = elem(fades, rem(x, scale))
-          a = elem(top, i)
-          b = elem(top, i + 1)
-          c = elem(bottom, i)
-          d = elem(bottom, i + 1)
-          upper = a + (b - a) * fx
-          lower = c + (d - c) * fx
-          acc + weight * (upper + (lower - upper) * fy)
-        end)
-
-      <<round(v / total_weight * @noise_max)::16>>
-    end
-  end
-
-  defp lattice(width, height, scale, salt) do
-    columns = div(width, scale) + 2
-    rows = div(height, scale) + 2
-
-    for j <- 0..(rows - 1) do
-      for(i <- 0..(columns - 1), do: lattice_value(salt, i, j)) |> List.to_tuple()
-    end
-    |> List.to_tuple()
-  end
-
-  defp lattice_value(salt, i, j), do: (:erlang.phash2({salt, i, j}, 65_536) &&& 0xFFFF) / 65_535
-
-  # Smoothstep weights for each offset inside a lattice cell, so the noise has no creases.
-  defp fade_table(scale) do
-    for offset <- 0..(scale - 1) do
-      t = offset / scale
-      t * t * (3 - 2 * t)
-    end
-    |> List.to_tuple()
-  end
 end

@@ -1,0 +1,332 @@
+defmodule Grove.World.Terrains.Woodland do
+  @moduledoc """
+  Grove's own ground, the default `Grove.World.Terrain` generator:
+  meadows, forests with clearings, lakes, rocks and flowers.
+
+  Two fields of smooth value noise cover the world: one places lakes in its
+  lowest valleys, the other grows forests on its highest ridges, and a cell
+  in a forest holds a tree with a fixed chance, which leaves clearings and
+  paths between them. Thresholds come from the fields' own histograms, so
+  the densities you ask for are the densities you get, whatever the seed:
+  over every cell in a world of up to 4,194,304 cells (2048 x 2048), over
+  an even sample of 256 x 256 cells in a larger one.
+
+  Every cell depends only on the seed, the thresholds and its own
+  coordinates (the noise's lattice is a hash of the seed and the lattice
+  point), so any area comes out the same whichever is generated first: a
+  lake across a zone's border is one lake.
+
+  ## Options
+
+    * `:seed` - any term; the same seed gives the same world (default `1`)
+    * `:tree_density` - fraction of all cells that hold a tree (default `0.12`)
+    * `:water_density` - fraction of all cells under water (default `0.03`)
+    * `:rock_density` - fraction of all cells that hold a rock (default `0.004`)
+    * `:flower_density` - fraction of meadow cells with flowers, which do not
+      block (default `0.03`)
+
+  ## Examples
+
+      iex> alias Grove.World.Terrains.Woodland
+      iex> params = Woodland.init(40, 30, seed: 7)
+      iex> whole = Woodland.cells(params, {0, 0, 40, 30})
+      iex> byte_size(whole)
+      1200
+      iex> Woodland.cells(params, {10, 5, 12, 6}) == binary_part(whole, 5 * 40 + 10, 2)
+      true
+  """
+
+  @behaviour Grove.World.Terrain
+
+  import Bitwise
+
+  @enforce_keys [:seed, :forest, :lakes, :forest_cut, :water_cut, :chances]
+  defstruct @enforce_keys
+
+  @type t :: %__MODULE__{}
+
+  @meadow 0
+  @tree 1
+  @rock 2
+  @water 3
+  @flowers 4
+
+  # Inside a forest a cell holds a tree with this chance; the rest are clearings.
+  @forest_fill 0.7
+  # Outside forests, this share of the trees stands alone in the meadows.
+  @lone_tree_share 0.1
+  # Noise values are integers in 0..@noise_max so thresholds can come from a histogram.
+  @noise_max 1023
+  # Octaves of each field: {lattice spacing in cells, weight}.
+  @forest_octaves [{48, 0.6}, {16, 0.3}, {6, 0.1}]
+  @lake_octaves [{96, 0.7}, {32, 0.3}]
+  # A world of more cells than this takes its thresholds from a sample of
+  # this many cells a side, spread evenly over it (the whole limit of
+  # `Grove.World.Terrain`: a world made whole is made as it always was).
+  @exact_limit 4_194_304
+  @sample_side 256
+
+  @defaults [
+    seed: 1,
+    tree_density: 0.12,
+    water_density: 0.03,
+    rock_density: 0.004,
+    flower_density: 0.03
+  ]
+
+  @impl true
+  def init(width, height, opts) when is_integer(width) and is_integer(height) do
+    opts = Keyword.validate!(opts, @defaults)
+
+    for key <- [:tree_density, :water_density, :rock_density, :flower_density] do
+      density = Keyword.fetch!(opts, key)
+
+      unless is_number(density) and density >= 0 and density <= 1 do
+        raise ArgumentError, "#{inspect(key)} must be a number in 0..1, got: #{inspect(density)}"
+      end
+    end
+
+    if opts[:tree_density] + opts[:water_density] + opts[:rock_density] > 0.9 do
+      raise ArgumentError,
+            "tree, water and rock densities add up to more than 0.9; the world would have no room to walk"
+    end
+
+    seed = :erlang.phash2(opts[:seed])
+    forest = octaves({seed, :forest}, @forest_octaves, width, height)
+    lakes = octaves({seed, :lakes}, @lake_octaves, width, height)
+
+    {forest_values, lake_values, sampled} = histograms(forest, lakes, width, height)
+
+    total = width * height
+    water_cut = threshold(lake_values, sampled, opts[:water_density], :low)
+
+    forest_trees = opts[:tree_density] * (1 - @lone_tree_share)
+    forest_cover = min(forest_trees / @forest_fill / max(1 - opts[:water_density], 0.01), 1.0)
+    forest_cut = threshold(forest_values, sampled, forest_cover, :high)
+
+    land = max(total - round(opts[:water_density] * total), 1)
+    forest_cells = forest_cover * land
+
+    lone_tree_chance =
+      opts[:tree_density] * @lone_tree_share * total / max(land - forest_cells, 1)
+
+    %__MODULE__{
+      seed: seed,
+      forest: forest,
+      lakes: lakes,
+      forest_cut: forest_cut,
+      water_cut: water_cut,
+      chances: {
+        chance(@forest_fill),
+        chance(lone_tree_chance),
+        chance(opts[:rock_density]),
+        chance(opts[:flower_density])
+      }
+    }
+  end
+
+  @impl true
+  def cells(%__MODULE__{} = params, {x0, y0, x1, y1}) when x1 > x0 and y1 > y0 do
+    forest = field_rows(params.forest, x0, y0, x1, y1)
+    lakes = field_rows(params.lakes, x0, y0, x1, y1)
+
+    forest
+    |> Enum.zip(lakes)
+    |> Enum.with_index(y0)
+    |> Enum.map(fn {{forest_row, lake_row}, y} ->
+      classify_row(forest_row, lake_row, params, x0, y, [])
+    end)
+    |> IO.iodata_to_binary()
+  end
+
+  ## Classifying
+
+  defp classify_row([f | forest], [l | lakes], params, x, y, acc) do
+    %__MODULE__{seed: seed, forest_cut: fc, water_cut: wc, chances: chances} = params
+    {forest_tree, lone_tree, rock, flowers} = chances
+
+    code =
+      cond do
+        l <= wc -> @water
+        f >= fc and roll(seed, :tree, x, y) < forest_tree -> @tree
+        f < fc and roll(seed, :tree, x, y) < lone_tree -> @tree
+        roll(seed, :rock, x, y) < rock -> @rock
+        f < fc and roll(seed, :flowers, x, y) < flowers -> @flowers
+        true -> @meadow
+      end
+
+    classify_row(forest, lakes, params, x + 1, y, [acc | <<code>>])
+  end
+
+  defp classify_row([], [], _params, _x, _y, acc), do: acc
+
+  # A chance as a threshold on a 32-bit hash, so a cell's roll is one integer compare.
+  defp chance(p), do: round(min(max(p, 0.0), 1.0) * 0xFFFFFFFF)
+
+  defp roll(seed, salt, x, y), do: :erlang.phash2({seed, salt, x, y}, 0x100000000)
+
+  ## Thresholds
+
+  # The histogram of each field's values, over every cell of a world up to
+  # the whole limit, else over an even sample; and how many cells it counts.
+  defp histograms(forest, lakes, width, height) do
+    if width * height <= @exact_limit do
+      histograms_by_rows(forest, lakes, width, height)
+    else
+      histograms_by_sample(forest, lakes, width, height)
+    end
+  end
+
+  defp histograms_by_rows(forest, lakes, width, height) do
+    forest_counts = :counters.new(@noise_max + 1, [:write_concurrency])
+    lake_counts = :counters.new(@noise_max + 1, [:write_concurrency])
+    rows_per_task = max(div(height, System.schedulers_online() * 4), 1)
+
+    0..(height - 1)
+    |> Enum.chunk_every(rows_per_task)
+    |> Task.async_stream(
+      fn [first | _] = rows ->
+        last = List.last(rows) + 1
+        count(field_rows(forest, 0, first, width, last), forest_counts)
+        count(field_rows(lakes, 0, first, width, last), lake_counts)
+      end,
+      timeout: :infinity
+    )
+    |> Stream.run()
+
+    {forest_counts, lake_counts, width * height}
+  end
+
+  defp histograms_by_sample(forest, lakes, width, height) do
+    forest_counts = :counters.new(@noise_max + 1, [])
+    lake_counts = :counters.new(@noise_max + 1, [])
+    xs = sample_points(width)
+    ys = sample_points(height)
+
+    for y <- ys, x <- xs do
+      [[f]] = field_rows(forest, x, y, x + 1, y + 1)
+      [[l]] = field_rows(lakes, x, y, x + 1, y + 1)
+      :counters.add(forest_counts, f + 1, 1)
+      :counters.add(lake_counts, l + 1, 1)
+    end
+
+    {forest_counts, lake_counts, length(xs) * length(ys)}
+  end
+
+  defp sample_points(side) do
+    n = min(side, @sample_side)
+    for k <- 0..(n - 1), do: div((2 * k + 1) * side, 2 * n)
+  end
+
+  defp count(rows, counts) do
+    for row <- rows, v <- row, do: :counters.add(counts, v + 1, 1)
+    :ok
+  end
+
+  # The noise value that cuts off `fraction` of the cells from the low or the high end.
+  defp threshold(_counts, _total, fraction, :low) when fraction <= 0, do: -1
+  defp threshold(_counts, _total, fraction, :high) when fraction <= 0, do: @noise_max + 1
+
+  defp threshold(counts, total, fraction, side) do
+    wanted = fraction * total
+
+    values =
+      case side do
+        :low -> Enum.to_list(0..@noise_max)
+        :high -> Enum.to_list(@noise_max..0)
+      end
+
+    Enum.reduce_while(values, 0, fn v, seen ->
+      seen = seen + :counters.get(counts, v + 1)
+      if seen >= wanted, do: {:halt, {:found, v}}, else: {:cont, seen}
+    end)
+    |> case do
+      {:found, v} -> v
+      _all -> if side == :low, do: @noise_max, else: 0
+    end
+  end
+
+  ## Noise
+
+  # Fractal value noise: for each octave, random values on a lattice `scale`
+  # cells apart, smoothly interpolated; octaves are summed with their
+  # weights. A lattice value is a hash of the field's salt, the octave's
+  # scale and the lattice point, so any rectangle is computed on its own.
+  defp octaves(salt, octaves, width, height) do
+    for {scale, weight} <- octaves do
+      scale = max(1, min(scale, max(width, height)))
+      {scale, weight, {salt, scale}, fade_table(scale)}
+    end
+  end
+
+  # The field's values over a rectangle, as rows of integers in 0..@noise_max.
+  defp field_rows(octaves, x0, y0, x1, y1) do
+    total_weight = Enum.reduce(octaves, 0.0, fn {_, w, _, _}, acc -> acc + w end)
+
+    # For each octave: the lattice points the rectangle needs, as rows of
+    # tuples, and each column's lattice column and fade, once.
+    prepared =
+      for {scale, weight, salt, fades} <- octaves do
+        i0 = div(x0, scale)
+        j0 = div(y0, scale)
+        i1 = div(x1 - 1, scale) + 1
+        j1 = div(y1 - 1, scale) + 1
+
+        lattice =
+          for j <- j0..j1 do
+            List.to_tuple(for i <- i0..i1, do: lattice_value(salt, i, j))
+          end
+          |> List.to_tuple()
+
+        {scale, weight, fades, i0, j0, lattice}
+      end
+
+    columns =
+      for x <- x0..(x1 - 1) do
+        for {scale, _weight, fades, i0, _j0, _lattice} <- prepared,
+            do: {div(x, scale) - i0, elem(fades, rem(x, scale))}
+      end
+
+    for y <- y0..(y1 - 1) do
+      row =
+        for {scale, weight, fades, _i0, j0, lattice} <- prepared do
+          j = div(y, scale) - j0
+          {weight, elem(lattice, j), elem(lattice, j + 1), elem(fades, rem(y, scale))}
+        end
+
+      field_row(columns, row, total_weight)
+    end
+  end
+
+  defp field_row([column | columns], row, total_weight) do
+    [
+      round(blend(row, column, 0.0) / total_weight * @noise_max)
+      | field_row(columns, row, total_weight)
+    ]
+  end
+
+  defp field_row([], _row, _total_weight), do: []
+
+  defp blend([{weight, top, bottom, fy} | row], [{i, fx} | column], acc) do
+    a = elem(top, i)
+    b = elem(top, i + 1)
+    c = elem(bottom, i)
+    d = elem(bottom, i + 1)
+    upper = a + (b - a) * fx
+    lower = c + (d - c) * fx
+    blend(row, column, acc + weight * (upper + (lower - upper) * fy))
+  end
+
+  defp blend([], [], acc), do: acc
+
+  defp lattice_value(salt, i, j), do: (:erlang.phash2({salt, i, j}, 65_536) &&& 0xFFFF) / 65_535
+
+  # Smoothstep weights for each offset inside a lattice cell, so the noise has no creases.
+  defp fade_table(scale) do
+    for offset <- 0..(scale - 1) do
+      t = offset / scale
+      t * t * (3 - 2 * t)
+    end
+    |> List.to_tuple()
+  end
+end
