@@ -336,12 +336,17 @@ defmodule Grove.Gateway do
     terrain = Grove.World.terrain(world)
 
     # The ground never changes: compress it once for every client to fetch.
-    :persistent_term.put({__MODULE__, :terrain}, %{
-      width: terrain.width,
-      height: terrain.height,
-      raw: terrain.cells,
-      gzip: :zlib.gzip(terrain.cells)
-    })
+    # A world too large to be made whole sends each area's ground with it.
+    :persistent_term.put(
+      {__MODULE__, :terrain},
+      terrain.cells &&
+        %{
+          width: terrain.width,
+          height: terrain.height,
+          raw: terrain.cells,
+          gzip: :zlib.gzip(terrain.cells)
+        }
+    )
 
     config =
       opts

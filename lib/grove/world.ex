@@ -4,8 +4,9 @@ defmodule Grove.World do
 
   A world is a supervisor: start as many as you like under different names.
   The grid is cut into square zones; each zone is a process and the single
-  writer for the entities inside it. Terrain is immutable and entity
-  positions are in ETS, so reads never queue behind writes.
+  writer for the entities inside it. Terrain is immutable (made whole at
+  start, or area by area in a large world) and entity positions are in
+  ETS, so reads never queue behind writes.
 
   This module is the client API and the world's description (`fetch!/1`,
   where its zones run). The rest has rooms of its own, which the functions
@@ -20,7 +21,8 @@ defmodule Grove.World do
     * `:width`, `:height` - size of the grid in cells (default `1000` x `1000`)
     * `:zone_size` - side of a zone in cells (default `50`)
     * `:seed` - terrain seed, any term (default `1`)
-    * `:terrain` - terrain options, see `Grove.World.Terrain` (default `[]`)
+    * `:terrain` - terrain options: the `:generator` module and its own
+      options, see `Grove.World.Terrain` (default `[]`, Grove's woodland)
     * `:rules` - move rules, see `Grove.World.Rules` (default `[]`)
     * `:tick` - milliseconds between view deltas, or `:manual` to tick with
       `tick/1` (default `100`)

@@ -457,6 +457,45 @@ defmodule Grove.WorldTest do
     end
   end
 
+  describe "ground" do
+    @tag world: [
+           width: 900,
+           height: 900,
+           zone_size: 300,
+           terrain: [whole_limit: 0, tree_density: 0.3]
+         ]
+    test "a world too large to be made whole: each zone makes and keeps its own ground", %{
+      world: world
+    } do
+      terrain = World.terrain(world)
+      refute Grove.World.Terrain.whole?(terrain)
+      grid = World.grid(world)
+
+      # Zone 4 runs from {300, 300} to {600, 600}: its ground, and a cell
+      # around it, which is its neighbours'.
+      core = :sys.get_state(World.zone_pid(world, 4)).core
+      assert %Grove.World.Terrain.Area{x0: 299, y0: 299, x1: 601, y1: 601} = core.terrain
+      fresh = Grove.World.Terrain.for_world(900, 900, 300, seed: 1, tree_density: 0.3)
+
+      for x <- 299..600, y <- [299, 450, 600] do
+        assert Grove.World.Terrain.at(core.terrain, x, y) == Grove.World.Terrain.at(fresh, x, y)
+      end
+
+      # A step across a zone's border onto a tree is refused where it starts.
+      {x, y} =
+        Enum.find(for(y <- 301..598, do: {599, y}), fn {x, y} ->
+          Grove.World.Terrain.at(terrain, x + 1, y) == :tree and
+            not Grove.World.Terrain.blocked?(terrain, x, y)
+        end)
+
+      assert Grid.zone_of(grid, x, y) == 4
+      {:ok, id, {^x, ^y}} = World.join(world, at: {x, y})
+      :ok = World.move(world, id, :e, 1)
+      assert assert_outcome(id, 1) == {:rejected, :blocked}
+      assert World.audit(world) == :ok
+    end
+  end
+
   describe "nearby/3 and kind_counts/1" do
     test "reads the entities around a cell across zones, and counts entities by kind", %{
       world: world

@@ -66,8 +66,20 @@ defmodule Grove.Gateway.HTTP do
   end
 
   defp terrain(arg) do
-    %{width: w, height: h, raw: raw, gzip: gzip} = Grove.Gateway.terrain()
+    case Grove.Gateway.terrain() do
+      nil ->
+        error(
+          404,
+          "not_found",
+          "this world is too large to send whole; each area's ground comes with it (docs/protocol.md)"
+        )
 
+      terrain ->
+        whole_terrain(arg, terrain)
+    end
+  end
+
+  defp whole_terrain(arg, %{width: w, height: h, raw: raw, gzip: gzip}) do
     accepts_gzip =
       arg |> arg(:headers) |> :yaws_api.get_header("accept-encoding", "") |> to_string() =~ "gzip"
 

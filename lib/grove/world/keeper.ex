@@ -22,7 +22,7 @@ defmodule Grove.World.Keeper do
     Process.flag(:trap_exit, true)
     %Grid{width: w, height: h} = grid = world.grid
     started = System.monotonic_time(:millisecond)
-    terrain = Terrain.generate(w, h, world.terrain_options)
+    terrain = Terrain.for_world(w, h, grid.zone_size, world.terrain_options)
     count = Grid.zone_count(grid)
 
     world = %{

@@ -34,7 +34,7 @@ defmodule Grove.World.Zone do
   use GenServer
 
   alias Grove.{Metrics, World}
-  alias Grove.World.{Directory, Entity, Feed, Grid, Relay, Stats}
+  alias Grove.World.{Directory, Entity, Feed, Grid, Relay, Stats, Terrain}
   alias Grove.World.Life.Board
   alias Grove.World.Zone.{Bacteria, Handoff, State, Subscriptions, Views}
 
@@ -125,7 +125,10 @@ defmodule Grove.World.Zone do
 
   @impl true
   def init({world, index}) do
-    core = State.new(index, world.grid, world.terrain, world.rules)
+    # The zone keeps its own ground only, and a border of one cell around
+    # it, where its moves step out.
+    {x0, y0, _x1, _y1} = Grid.zone_bounds(world.grid, index)
+    core = State.new(index, world.grid, Terrain.area_of(world.terrain, x0, y0), world.rules)
 
     zone = %__MODULE__{
       world: world,

@@ -41,7 +41,7 @@ defmodule Grove.World.Zone.Bacteria do
 
     open =
       if world.rules.blocking,
-        do: Board.open_where(board, fn x, y -> not Terrain.blocked?(world.terrain, x, y) end),
+        do: Board.open_where(board, fn x, y -> not Terrain.blocked?(zone.core.terrain, x, y) end),
         else: Board.open_all(board)
 
     zone = %{zone | life_open: open, neighbours: Life.neighbours(world.grid, index)}
@@ -300,7 +300,7 @@ defmodule Grove.World.Zone.Bacteria do
         {:rejected, :zone_edge}
 
       world.rules.blocking and
-          Enum.any?(cells, fn {x, y} -> Terrain.blocked?(world.terrain, x, y) end) ->
+          Enum.any?(cells, fn {x, y} -> Terrain.blocked?(core.terrain, x, y) end) ->
         {:rejected, :blocked}
 
       Enum.any?(cells, fn {x, y} ->

@@ -65,7 +65,7 @@ defmodule Grove.World.Zone.State do
           index: Grid.zone_index(),
           bounds: {non_neg_integer(), non_neg_integer(), pos_integer(), pos_integer()},
           grid: Grid.t(),
-          terrain: Terrain.t(),
+          terrain: Terrain.t() | Terrain.Area.t(),
           rules: Rules.t(),
           bacteria: Board.t() | nil,
           entities: %{Entity.id() => Entity.t()},
@@ -80,8 +80,12 @@ defmodule Grove.World.Zone.State do
   @typedoc "An entity's label as views carry it: id, name and avatar."
   @type label_entry :: {Entity.id(), String.t(), String.t()}
 
-  @spec new(Grid.zone_index(), Grid.t(), Terrain.t(), Rules.t()) :: t()
-  def new(index, %Grid{} = grid, %Terrain{} = terrain, %Rules{} = rules) do
+  @doc """
+  A zone of the grid, empty, on its ground: its own area
+  (`Grove.World.Terrain.area_of/3`), or the whole world's.
+  """
+  @spec new(Grid.zone_index(), Grid.t(), Terrain.t() | Terrain.Area.t(), Rules.t()) :: t()
+  def new(index, %Grid{} = grid, terrain, %Rules{} = rules) do
     %__MODULE__{
       index: index,
       bounds: Grid.zone_bounds(grid, index),
@@ -175,7 +179,10 @@ defmodule Grove.World.Zone.State do
           move_to(state, entity, x, y, tag, now)
         end
 
-      rules.blocking and Terrain.blocked?(state.terrain, x, y) ->
+      # The zone holds the ground a cell around it; across a wrapped edge,
+      # the zone that takes the entity tells.
+      rules.blocking and Terrain.covers?(state.terrain, x, y) and
+          Terrain.blocked?(state.terrain, x, y) ->
         {:rejected, :blocked, put_entity(state, entity)}
 
       true ->
