@@ -93,7 +93,8 @@ defmodule Grove.WorldCase do
         end
       end)
 
-    assert_receive {:joined, ^pid, {:ok, id, cell}}
+    # A join waits for its zone: on a busy machine, longer than assert_receive's default.
+    assert_receive {:joined, ^pid, {:ok, id, cell}}, 5000
     {pid, id, cell}
   end
 end
