@@ -770,6 +770,36 @@ defmodule Grove.World do
     end
   end
 
+  @doc false
+  # Where to send a zone's messages, as `zone_address/2`, with the epoch of
+  # that placement (0 in a world alone): a zone records it with a handoff,
+  # so that the news of a run of the target zone lost with its node, which
+  # may come late, settles only the handoffs sent to that run. The placer
+  # writes a placement's epoch before its node (`Grove.World.Placer`) and
+  # this reads them the other way round: an address of the new placement
+  # never comes with the old epoch.
+  @spec zone_placement(t(), Grid.zone_index()) ::
+          {atom() | {atom(), node()}, non_neg_integer()}
+  def zone_placement(%__MODULE__{cluster: nil} = world, index), do: {elem(world.zones, index), 0}
+
+  def zone_placement(%__MODULE__{} = world, index) do
+    name = elem(world.zones, index)
+
+    case Placer.published(world.name) do
+      nil ->
+        {name, 0}
+
+      {locations, nodes, epochs} ->
+        address =
+          case :atomics.get(locations, index + 1) do
+            0 -> name
+            number -> {name, elem(nodes, number)}
+          end
+
+        {address, :atomics.get(epochs, index + 1)}
+    end
+  end
+
   @doc "The node that runs a zone."
   @spec zone_node(t(), Grid.zone_index()) :: node()
   def zone_node(%__MODULE__{cluster: nil}, _index), do: node()

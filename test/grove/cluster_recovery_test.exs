@@ -8,7 +8,10 @@ defmodule Grove.ClusterRecoveryTest do
 
   alias Grove.WsClient
   alias Grove.Protocol
+  alias Grove.ClusterClient, as: Client
   alias Grove.World
+  alias Grove.World.Grid
+  alias Grove.World.Zone.State
 
   # Nodes meet over real sockets: allow a busy machine half a minute.
   @wait 3000
@@ -153,7 +156,103 @@ defmodule Grove.ClusterRecoveryTest do
     assert :ok = :erpc.call(a, World, :audit, [world])
   end
 
+  # A node that lost a peer starts the peer's zones again, then tells its
+  # own clients whose entities were in them (which asks the other nodes),
+  # and only then its zones, which settle what they had sent to the lost
+  # runs. An entity sent in between to a zone's new run is on its way to
+  # a zone that lives. The relay is held to make the news late, the
+  # zone's new run to keep the entity on its way when the news comes, and
+  # the other survivor's placer so that this one starts its share before
+  # it hears of the other's.
+  @tag timeout: 240_000
+  test "an entity that crosses into a lost node's zone once it runs again gets there, however late the news of the loss",
+       %{home: home} do
+    meadow = [terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]]
+    {nodes, [_, _, c], _peers} = three_nodes(home, gateway: [], actors: 0, world: meadow)
+    world = Grove.world(@instance)
+
+    # Every node runs its share.
+    eventually(
+      fn ->
+        assert_one_owner(nodes, world)
+        placed = Enum.map(World.Placer.locations(world, c), &elem(&1, 0))
+        assert placed == Tuple.to_list(Grove.Cluster.Placement.owners(@zones, nodes))
+      end,
+      @wait
+    )
+
+    {survivor, source, target, cell, direction} = crossing(world, nodes, c)
+    [other] = nodes -- [survivor, c]
+    {:ok, client, id, ^cell} = Client.start(survivor, world, at: cell)
+    relay = :erpc.call(survivor, Process, :whereis, [World.Relay.name(world)])
+    :ok = :erpc.call(survivor, :sys, :suspend, [relay])
+    :ok = :erpc.call(other, :sys, :suspend, [World.Placer.name(world)])
+
+    kill!(c)
+
+    # The target runs again on the survivor, which places it there...
+    eventually(
+      fn ->
+        assert serving?(survivor, world, target)
+        assert zone_node(survivor, world, target) == survivor
+      end,
+      @wait
+    )
+
+    # ...and is still telling its clients when the entity sets off.
+    zone = :erpc.call(survivor, World, :zone_pid, [world, target])
+    :ok = :erpc.call(survivor, :sys, :suspend, [zone])
+    move = Task.async(fn -> Client.move(client, direction) end)
+    from = :erpc.call(survivor, World, :zone_pid, [world, source])
+
+    eventually(
+      fn ->
+        assert State.leaving?(:erpc.call(survivor, :sys, :get_state, [from]).core, id)
+      end,
+      @wait
+    )
+
+    # The news reaches the zone the entity left while it is on its way.
+    :ok = :erpc.call(survivor, :sys, :resume, [relay])
+    _ = :erpc.call(survivor, :sys, :get_state, [World.Placer.name(world)])
+    _ = :erpc.call(survivor, :sys, :get_state, [from])
+    :ok = :erpc.call(survivor, :sys, :resume, [zone])
+    :ok = :erpc.call(other, :sys, :resume, [World.Placer.name(world)])
+
+    assert Task.await(move, 15_000) == {:ok, Grid.step(cell, direction)}
+    assert %{restored: 0, cell: at} = Client.info(client)
+    assert at == Grid.step(cell, direction)
+    # Once the other survivor has started its share of the lost zones too.
+    eventually(fn -> assert_one_owner([survivor, other], world) end, @wait)
+    assert :ok = :erpc.call(survivor, World, :audit, [world])
+  end
+
   ## Nodes
+
+  # A cell of a zone that a survivor of `lost` runs, and a step from it into
+  # a zone of `lost` that the same survivor will run once `lost` is gone.
+  defp crossing(world, nodes, lost) do
+    [node | _] = survivors = nodes -- [lost]
+    grid = :erpc.call(node, World, :grid, [world])
+    placed = Enum.map(World.Placer.locations(world, node), &elem(&1, 0))
+
+    found =
+      for {^lost, target} <- Enum.with_index(placed),
+          survivor = Grove.Cluster.Placement.owner(target, survivors),
+          {x0, y0, x1, y1} = Grid.zone_bounds(grid, target),
+          x <- (x0 - 1)..x1,
+          y <- (y0 - 1)..y1,
+          Grid.in_bounds?(grid, x, y),
+          source = Grid.zone_of(grid, x, y),
+          Enum.at(placed, source) == survivor,
+          direction <- Grid.directions(),
+          {tx, ty} = Grid.step({x, y}, direction),
+          Grid.in_bounds?(grid, tx, ty) and Grid.zone_of(grid, tx, ty) == target,
+          do: {survivor, source, target, {x, y}, direction}
+
+    assert found != [], "no zone of #{lost} borders one its survivor runs: #{inspect(placed)}"
+    hd(found)
+  end
 
   # Three peers with an instance each, in a cluster of three running
   # `:actors` in all; a gateway on the ones named in `:gateway`.
@@ -173,7 +272,7 @@ defmodule Grove.ClusterRecoveryTest do
     start_instances!(
       for {node, name} <- Enum.zip(nodes, [:a, :b, :c]) do
         {node,
-         small_instance(@instance, cluster, tick: 50)
+         small_instance(@instance, cluster, Keyword.merge([tick: 50], opts[:world] || []))
          |> Keyword.put(:actors,
            count: Keyword.fetch!(opts, :actors),
            interval: 200,

@@ -452,9 +452,13 @@ defmodule Grove.World.Placer do
           "#{told} entities of this node's clients were lost with their zones; their clients are told"
         )
 
+    # With the epoch each runs at now: this news may reach a zone after it
+    # sent an entity to the new run, which it must not count as lost.
+    lost = for index <- indexes, do: {index, State.epoch(placer.core, index)}
+
     for {{Zone, _}, pid, _, _} <- Supervisor.which_children(placer.supervisor),
         is_pid(pid),
-        do: GenServer.cast(pid, {:zones_lost, indexes})
+        do: GenServer.cast(pid, {:zones_lost, lost})
 
     :ok
   end
@@ -575,8 +579,10 @@ defmodule Grove.World.Placer do
 
   defp locate(placer, index, node, epoch, published? \\ true) do
     {placer, number} = node_number(placer, node, published?)
-    :atomics.put(placer.locations, index + 1, number)
+    # The epoch first: whoever reads the new node reads its epoch too
+    # (`Grove.World.zone_placement/2`).
     :atomics.put(placer.epochs, index + 1, epoch)
+    :atomics.put(placer.locations, index + 1, number)
     placer
   end
 

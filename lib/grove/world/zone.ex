@@ -243,22 +243,26 @@ defmodule Grove.World.Zone do
      zone |> sample_mailbox() |> Bacteria.handle_seed(id, pattern, direction, owner, tag, hops)}
   end
 
-  # Zones that run again, empty, after their node was lost: the viewers
-  # here whose viewport overlaps them subscribe to them again, and an
-  # entity that was on its way to one of them is lost with it (whether it
-  # got there is unknown): it goes from here too, and its owner is told,
-  # to place it again.
-  def handle_cast({:zones_lost, indexes}, zone) do
+  # Zones that run again, empty, after their node was lost (each with the
+  # epoch of its new run): the viewers here whose viewport overlaps them
+  # subscribe to them again, and an entity that was on its way to the run
+  # that was lost is lost with it (whether it got there is unknown): it
+  # goes from here too, and its owner is told, to place it again. This
+  # news comes when the placer has told its own clients, which can take a
+  # while: an entity sent meanwhile to the new run is on its way to a zone
+  # that lives, and is not lost.
+  def handle_cast({:zones_lost, runs}, zone) do
     grid = zone.world.grid
+    runs = Map.new(runs)
 
     zone =
       for {_id, %Entity{updates: :view} = entity} <- zone.core.entities,
           to <- Grid.view_zones(grid, {entity.x, entity.y}, entity.view_radius),
-          to in indexes,
+          is_map_key(runs, to),
           reduce: zone,
           do: (zone -> Views.send_subscription(zone, to, :subscribe, entity))
 
-    lost = for {id, %{to: to}} <- zone.core.leaving, to in indexes, do: id
+    lost = State.lost_handoffs(zone.core, runs)
     {:noreply, Enum.reduce(lost, zone, &lose_in_transit(&2, &1))}
   end
 
@@ -466,6 +470,14 @@ defmodule Grove.World.Zone do
 
   defp run_effects(zone, []), do: zone
   defp run_effects(zone, [effect | rest]), do: zone |> run_effect(effect) |> run_effects(rest)
+
+  # An entity handed to another zone: the placement it goes to is recorded
+  # with the handoff (`{:zones_lost, ...}`).
+  defp run_effect(zone, {:send, to, {:arrive, %Entity{id: id}, _, _, _} = message}) do
+    {address, epoch} = World.zone_placement(zone.world, to)
+    GenServer.cast(address, message)
+    %{zone | core: State.sent_to(zone.core, id, epoch)}
+  end
 
   defp run_effect(zone, {:send, to, message}) do
     GenServer.cast(World.zone_address(zone.world, to), message)

@@ -52,13 +52,18 @@ defmodule Grove.World.Zone.State do
 
   @type reason :: :out_of_bounds | :blocked | :occupied | :rate_limited | :not_owner
 
-  @typedoc "A handoff in flight: where the entity goes, the move's tag, and operations deferred meanwhile."
+  @typedoc """
+  A handoff in flight: where the entity goes, the move's tag, operations
+  deferred meanwhile, and the epoch of the target zone's placement it was
+  sent to (in a cluster; see `sent_to/3`).
+  """
   @type leaving :: %{
           to: Grid.zone_index(),
           target: Grid.cell(),
           tag: term(),
           since: integer(),
-          deferred: [term()]
+          deferred: [term()],
+          epoch: non_neg_integer()
         }
 
   @type t :: %__MODULE__{
@@ -187,7 +192,7 @@ defmodule Grove.World.Zone.State do
 
       true ->
         to = Grid.zone_of(grid, x, y)
-        leaving = %{to: to, target: {x, y}, tag: tag, since: now, deferred: []}
+        leaving = %{to: to, target: {x, y}, tag: tag, since: now, deferred: [], epoch: 0}
         state = %{put_entity(state, entity) | leaving: Map.put(state.leaving, entity.id, leaving)}
         {:handoff, entity, to, {x, y}, state}
     end
@@ -291,6 +296,29 @@ defmodule Grove.World.Zone.State do
       %{^id => _full} ->
         {:error, :busy}
     end
+  end
+
+  @doc """
+  Records the epoch of the target zone's placement a handoff was sent to:
+  only a run of that zone older than the one sent to can have lost it.
+  """
+  @spec sent_to(t(), Entity.id(), non_neg_integer()) :: t()
+  def sent_to(%__MODULE__{leaving: leaving} = state, id, epoch) do
+    case leaving do
+      %{^id => handoff} -> %{state | leaving: %{leaving | id => %{handoff | epoch: epoch}}}
+      _ -> state
+    end
+  end
+
+  @doc """
+  The handoffs sent to runs of these zones that are gone: `lost` maps a
+  zone to the epoch of the run that replaced them.
+  """
+  @spec lost_handoffs(t(), %{Grid.zone_index() => non_neg_integer()}) :: [Entity.id()]
+  def lost_handoffs(%__MODULE__{leaving: leaving}, lost) do
+    for {id, %{to: to, epoch: epoch}} <- leaving,
+        is_map_key(lost, to) and epoch < Map.fetch!(lost, to),
+        do: id
   end
 
   @doc "Handoffs started before `cutoff` (milliseconds) that have had no answer."
