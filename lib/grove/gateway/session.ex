@@ -566,24 +566,42 @@ defmodule Grove.Gateway.Session do
   speaks for the account.
   """
   @spec replaced(t()) :: {t(), {non_neg_integer(), non_neg_integer()} | nil}
-  def replaced(%__MODULE__{joined: true, id: id, cell: cell} = session) do
-    _ = World.leave(session.world, id)
+  def replaced(%__MODULE__{joined: true, cell: cell} = session) do
     :ok = ended(session)
-    {%{session | account_id: nil}, cell}
+    {%{session | account_id: nil, joined: false}, cell}
   end
 
   def replaced(%__MODULE__{} = session), do: {%{session | account_id: nil}, nil}
 
   @doc """
-  The connection is over: hands the player's last cell to the accounts, to
-  be saved. (The zone removes the entity itself when the process ends.)
+  The connection is over: the player's entity leaves the world, and its
+  last cell goes to the accounts, to be saved. Both before the
+  connection's process is gone: a reload that follows at once (it may
+  claim the account as soon as that process is no longer alive) finds
+  the cell saved and free, where the zone would otherwise still hold the
+  entity until the process's monitor fired.
   """
   @spec ended(t()) :: :ok
-  def ended(%__MODULE__{account_id: account_id, config: %{accounts: accounts}, cell: cell})
-      when account_id != nil,
-      do: Accounts.left(accounts, account_id, cell)
+  def ended(%__MODULE__{joined: true, id: id} = session) do
+    leave_world(session.world, id)
+    saved(session)
+  end
 
-  def ended(_session), do: :ok
+  def ended(session), do: saved(session)
+
+  defp saved(%__MODULE__{account_id: account_id, config: %{accounts: accounts}, cell: cell})
+       when account_id != nil,
+       do: Accounts.left(accounts, account_id, cell)
+
+  defp saved(_session), do: :ok
+
+  # A world that stopped first has nothing left to take out.
+  defp leave_world(world, id) do
+    _ = World.leave(world, id)
+    :ok
+  rescue
+    ArgumentError -> :ok
+  end
 
   @doc "A message encoded as a frame for this session."
   @spec send_message(t(), Protocol.message()) :: action()

@@ -318,6 +318,45 @@ defmodule Grove.Gateway.ApiTest do
       end
     end
 
+    # A reload may claim the account as soon as the connection's process
+    # is no longer alive, before the zone hears that it died: had the
+    # connection left its player in the world until then, the reload
+    # would find the cell taken (by itself) and land next to it. The zone
+    # is held still to see what a connection does last.
+    test "a connection that ends takes its player out of the world before it is gone", %{
+      port: port,
+      world: world
+    } do
+      {201, %{"token" => token, "account" => %{"id" => account}}, _} =
+        request(port, :post, "/api/device_login", %{"device_id" => "gone-0001"})
+
+      {{client, _}, welcome} = join(port, token)
+      [{connection, _}] = Registry.lookup(Grove.Gateway.config().players, account)
+      ref = Process.monitor(connection)
+      zone = World.zone_of(world, welcome.id)
+      :ok = :sys.suspend(zone)
+
+      try do
+        WsClient.close(client)
+
+        # Whichever comes first: the player leaving, or the connection's end.
+        messages =
+          eventually(fn ->
+            {:messages, messages} = Process.info(zone, :messages)
+            assert Enum.any?(messages, &about?(&1, connection))
+            messages
+          end)
+
+        refute Enum.any?(messages, &match?({:DOWN, _, :process, ^connection, _}, &1)),
+               "the connection was gone with its player still in the world"
+      after
+        :sys.resume(zone)
+      end
+
+      assert_receive {:DOWN, ^ref, :process, ^connection, _}, 5000
+      assert World.position(world, welcome.id) == nil
+    end
+
     test "another spelling of a good token's bytes is refused, over HTTP and in a join", %{
       port: port
     } do
@@ -376,6 +415,11 @@ defmodule Grove.Gateway.ApiTest do
       {:error, :closed} -> acc
     end
   end
+
+  # A call to a zone from this process, or the news that it is gone.
+  defp about?({:"$gen_call", {pid, _tag}, _request}, pid), do: true
+  defp about?({:DOWN, _ref, :process, pid, _reason}, pid), do: true
+  defp about?(_message, _pid), do: false
 
   defp join(port, token, name \\ "") do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
