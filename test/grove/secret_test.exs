@@ -19,6 +19,33 @@ defmodule Grove.SecretTest do
     assert Secret.new(secret) == secret
   end
 
+  # The running configuration, secrets included, lives in shared terms;
+  # a VM that crashes must still write its crash dump (the VM's dump
+  # writer faulted on a secret kept there as a closure).
+  test "a node that keeps a secret in a shared term and crashes writes its crash dump whole" do
+    dir = Path.join(System.tmp_dir!(), "grove-dump-#{System.unique_integer([:positive])}")
+    File.mkdir_p!(dir)
+    dump = Path.join(dir, "erl_crash.dump")
+    paths = Enum.flat_map(:code.get_path(), &["-pa", to_string(&1)])
+
+    crash =
+      ~S|persistent_term:put(grove_test, 'Elixir.Grove.Secret':new(<<"a-signing-key">>)), | <>
+        ~S|erlang:halt("a crash")|
+
+    try do
+      {_output, status} =
+        System.cmd("erl", ["-noshell" | paths] ++ ["-eval", crash],
+          env: [{"ERL_CRASH_DUMP", dump}],
+          stderr_to_stdout: true
+        )
+
+      assert status == 1
+      assert File.read!(dump) =~ ~r/\n=end\n?\z/
+    after
+      File.rm_rf!(dir)
+    end
+  end
+
   # What a crash report or an operator's :sys.get_state would print: every
   # child spec of the instance's tree, the state of every OTP process in
   # it, and the shared terms. None may hold a secret in the clear.
