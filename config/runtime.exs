@@ -12,6 +12,8 @@ import Config
 #     move is sent views: the first while the server has room, up to the
 #     second under load; see Grove.Gateway)
 #   GROVE_DATA=/var/lib/grove (the SQLite file and the token key; default ./data)
+#   GROVE_UNREADY_MS=5000 (how long a graceful stop answers /readyz with 503
+#     before it tells the players goodbye; default 2000)
 #   GROVE_LOGIN_RATE=1000 (logins per second per address; default 10)
 #   GROVE_STORE_BATCH=1 (requests the store commits together; default 500)
 #   GROVE_LIFE=off (no bacteria; off by default in a cluster, which they do not span yet)
@@ -246,7 +248,8 @@ config :grove,
         end,
       admin_token: System.get_env("GROVE_ADMIN_TOKEN"),
       view_ms: integer.("GROVE_VIEW_MS"),
-      view_ms_max: integer.("GROVE_VIEW_MS_MAX")
+      view_ms_max: integer.("GROVE_VIEW_MS_MAX"),
+      unready_ms: integer.("GROVE_UNREADY_MS")
     )
 
 # A cluster: this node's name, its cookie (never defaulted) and its peers.

@@ -77,6 +77,10 @@ defmodule Grove.Gateway do
       each rides on a connection's next write
     * `:density_side` - the minimap's largest side in blocks; the world's
       density grid is merged down to it (default `64`)
+    * `:unready_ms` - milliseconds a graceful stop answers `/readyz` with
+      `503` (and refuses new players) before it tells the players goodbye,
+      so that load balancers stop sending players first; at least their
+      health checks' interval (default `2000`)
     * `:drain_timeout` - milliseconds shutdown waits for sessions to say
       goodbye (default `5000`)
     * `:keepalive` - milliseconds of silence from a client after which it
@@ -155,6 +159,7 @@ defmodule Grove.Gateway do
     stats_interval: 2000,
     density_interval: 10_000,
     density_side: 64,
+    unready_ms: 2000,
     drain_timeout: 5000,
     keepalive: 30_000,
     max_sessions: 100_000,
@@ -509,6 +514,13 @@ defmodule Grove.Gateway do
       raise ArgumentError,
             "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
     end
+
+    unless is_integer(opts[:unready_ms]) and opts[:unready_ms] >= 0,
+      do:
+        raise(
+          ArgumentError,
+          ":unready_ms must be a non-negative integer, got: #{inspect(opts[:unready_ms])}"
+        )
 
     listen_ip(opts[:listen])
 

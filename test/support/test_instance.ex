@@ -20,6 +20,14 @@ defmodule Grove.TestInstance do
     {sqlite, opts} = Keyword.pop(opts, :sqlite, false)
     store = if sqlite, do: [store: [adapter: :sqlite, path: Path.join(dir, "grove.db")]], else: []
 
+    # A test stops at once: nothing polls its readiness (a test of the
+    # moment a stop answers 503 first asks for it).
+    opts =
+      case Keyword.get(opts, :gateway, port: 0) do
+        false -> opts
+        gateway -> Keyword.put(opts, :gateway, Keyword.put_new(gateway, :unready_ms, 0))
+      end
+
     {:ok, sup} =
       [name: name, gateway: [port: 0], status_interval: false]
       |> Keyword.merge(store)

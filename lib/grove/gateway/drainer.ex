@@ -2,6 +2,8 @@ defmodule Grove.Gateway.Drainer do
   @moduledoc false
   # Graceful shutdown of the gateway. It comes after Yaws and the sessions'
   # supervisor among the gateway's children, so it stops before them: it
+  # turns /readyz to 503 and refuses new players for `unready_ms`, so that
+  # load balancers stop sending players while the port still answers, then
   # tells every session to say `bye` and close, and waits (up to
   # `drain_timeout`) until they have. A session writes its own frames, so
   # nothing is left half-written.
@@ -17,7 +19,7 @@ defmodule Grove.Gateway.Drainer do
     %{
       id: __MODULE__,
       start: {__MODULE__, :start_link, [config]},
-      shutdown: config.drain_timeout + @margin_ms
+      shutdown: config.unready_ms + config.drain_timeout + @margin_ms
     }
   end
 
@@ -32,8 +34,19 @@ defmodule Grove.Gateway.Drainer do
 
   @impl true
   def terminate(_reason, config) do
-    # First, so that load balancers stop sending players (/readyz is 503).
+    # First, so that load balancers stop sending players (/readyz is 503),
+    # and given the time to see it.
     :atomics.put(config.draining, 1, 1)
+
+    if config.unready_ms > 0 do
+      Logger.info("gateway: not ready; the players are told goodbye in #{config.unready_ms} ms")
+
+      receive do
+      after
+        config.unready_ms -> :ok
+      end
+    end
+
     sessions = Grove.Gateway.sessions()
     refs = Map.new(sessions, fn pid -> {Process.monitor(pid), pid} end)
     for pid <- sessions, do: send(pid, :grove_drain)

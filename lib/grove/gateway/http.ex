@@ -150,9 +150,16 @@ defmodule Grove.Gateway.HTTP do
   def json(status, body) do
     [
       {:status, status},
-      {:header, {~c"Cache-Control", ~c"no-store"}},
-      {:content, ~c"application/json", :jiffy.encode(body)}
+      {:header, {~c"Cache-Control", ~c"no-store"}}
+      | closing([{:content, ~c"application/json", :jiffy.encode(body)}])
     ]
+  end
+
+  # A stopping server closes kept-alive connections after each answer: a
+  # client (a load balancer's health check) connects again, and is refused
+  # once the port closes, instead of holding a connection the stop must cut.
+  defp closing(rest) do
+    if Grove.Gateway.draining?(), do: [{:header, {:connection, ~c"close"}} | rest], else: rest
   end
 
   # The request body, gathered whole (and within the limit) by out/1.

@@ -62,16 +62,24 @@ defmodule Grove.Gateway.Socket do
     end
   end
 
-  # The limit is read from the live count, so it can be off by the
-  # upgrades in flight at the same moment: a few, not a flood.
+  # A stopping server takes nobody new: the client connects again, and a
+  # load balancer sends it elsewhere. The limit is read from the live
+  # count, so it can be off by the upgrades in flight at the same moment:
+  # a few, not a flood.
   defp check_room(config) do
-    if Stats.get(config.stats, :sessions) < config.max_sessions do
-      :ok
-    else
-      Stats.incr(config.stats, :refused)
+    cond do
+      Grove.Gateway.draining?() ->
+        Stats.incr(config.stats, :refused)
+        {:refuse, 503, "server_stopping", "this server is stopping; connect again"}
 
-      {:refuse, 503, "server_full",
-       "this server has its #{config.max_sessions} players; try again later"}
+      Stats.get(config.stats, :sessions) < config.max_sessions ->
+        :ok
+
+      true ->
+        Stats.incr(config.stats, :refused)
+
+        {:refuse, 503, "server_full",
+         "this server has its #{config.max_sessions} players; try again later"}
     end
   end
 

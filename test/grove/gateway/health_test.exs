@@ -4,17 +4,19 @@ defmodule Grove.Gateway.HealthTest do
 
   import Grove.WorldCase, only: [eventually: 1]
 
+  alias Grove.Gateway.Drainer
   alias Grove.WsClient
   alias Grove.Protocol
 
   @moduletag :gateway
 
-  setup do
+  setup context do
     Grove.TestInstance.start!("health",
       sqlite: true,
       world: [width: 40, height: 40, zone_size: 20, tick: :manual],
       actors: [count: 0],
-      gateway: [port: 0, drain_timeout: 60_000]
+      accounts: [guests: true],
+      gateway: Keyword.merge([port: 0, drain_timeout: 60_000], context[:gateway_opts] || [])
     )
   end
 
@@ -46,12 +48,8 @@ defmodule Grove.Gateway.HealthTest do
     sup: sup
   } do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
-
-    join =
-      Protocol.encode(%{type: :join, protocol: 2, view_radius: 8, name: "", token: ""}, :json)
-
-    :ok = WsClient.send_frame(client, {:text, IO.iodata_to_binary(join)})
-    {:ok, {:text, _welcome}, client} = WsClient.recv(client)
+    push(client, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+    {%{type: :welcome}, client} = expect(client, :welcome)
 
     # Held still, the session cannot close, so the drain waits for it.
     [session] = Grove.Gateway.sessions()
@@ -64,10 +62,88 @@ defmodule Grove.Gateway.HealthTest do
     end)
 
     # Nothing was said to the player before that.
-    assert {:error, :timeout} = WsClient.recv(client, 0)
+    refute_bye(client)
 
     :ok = :sys.resume(session)
     assert :ok = Task.await(stopping, 70_000)
+  end
+
+  # The moment before the drain, as long as a test needs: the drainer is
+  # stopped by hand to end it.
+  @tag capture_log: true
+  @tag gateway_opts: [unready_ms: 600_000]
+  test "a stop answers /readyz 503 for a while first: its players play on, new ones are refused",
+       %{port: port, sup: sup} do
+    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+    push(client, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+    {%{type: :welcome}, client} = expect(client, :welcome)
+    {_, drainer, _, _} = List.keyfind(Supervisor.which_children(Grove.Gateway), Drainer, 0)
+    stopping = Task.async(fn -> Supervisor.stop(sup, :normal, 70_000) end)
+
+    eventually(fn ->
+      assert {503, %{"ready" => false, "checks" => %{"gateway" => "draining"}}} =
+               get(port, "/readyz")
+    end)
+
+    assert {503, %{"error" => "server_stopping"}} = upgrade(port)
+    push(client, %{type: :move, seq: 1, dir: :e})
+    {%{type: :outcome, seq: 1}, client} = expect(client, :outcome)
+    refute_bye(client)
+
+    Process.exit(drainer, :kill)
+    assert :ok = Task.await(stopping, 70_000)
+  end
+
+  defp push(client, message),
+    do:
+      :ok =
+        WsClient.send_frame(client, {:text, IO.iodata_to_binary(Protocol.encode(message, :json))})
+
+  defp expect(client, type) do
+    {:ok, {:text, data}, client} = WsClient.recv(client, 5000)
+    {:ok, message} = Protocol.decode(data, :json)
+    if message.type == type, do: {message, client}, else: expect(client, type)
+  end
+
+  # What the connection sent so far says no goodbye.
+  defp refute_bye(client) do
+    case WsClient.recv(client, 0) do
+      {:ok, {:text, data}, client} ->
+        assert {:ok, message} = Protocol.decode(data, :json)
+        refute message.type == :bye
+        refute_bye(client)
+
+      {:error, :timeout} ->
+        :ok
+    end
+  end
+
+  # A WebSocket upgrade's answer: its status and JSON body.
+  defp upgrade(port) do
+    {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
+
+    :ok =
+      :gen_tcp.send(socket, [
+        "GET /ws HTTP/1.1\r\nHost: grove\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+      ])
+
+    response = read_response(socket, "")
+    :gen_tcp.close(socket)
+    {:ok, {:http_response, _, status, _}, _} = :erlang.decode_packet(:http_bin, response, [])
+
+    case String.split(response, "\r\n\r\n", parts: 2) do
+      [_head, body] when status != 101 -> {status, :jiffy.decode(body, [:return_maps])}
+      _ -> {status, response}
+    end
+  end
+
+  # Until the server closes, or has nothing more to say.
+  defp read_response(socket, acc) do
+    case :gen_tcp.recv(socket, 0, 1000) do
+      {:ok, data} -> read_response(socket, acc <> data)
+      {:error, _closed_or_timeout} -> acc
+    end
   end
 
   defp get(port, path), do: request(port, :get, path)
