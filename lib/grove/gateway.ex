@@ -128,9 +128,12 @@ defmodule Grove.Gateway do
 
   use Supervisor
 
-  alias Grove.Gateway.{Broadcaster, Clock, Drainer, Errors, HTTP, Pacer, Socket, Stats}
+  alias Grove.Gateway.{Broadcaster, Clock, Drainer, Errors, HTTP, Pacer, Scratch, Socket, Stats}
 
   require Logger
+
+  # The embedded Yaws server's id.
+  @yaws_id ~c"grove"
 
   @defaults [
     instance: nil,
@@ -330,8 +333,9 @@ defmodule Grove.Gateway do
 
   @impl true
   def init(opts) do
-    # Yaws writes a small generated module under $YAWSHOME on start; keep it out of $HOME.
-    System.put_env("YAWSHOME", Path.join(System.tmp_dir!(), "grove-yaws"))
+    # What Yaws writes (the modules it compiles at start, under $YAWSHOME)
+    # goes in a folder of this gateway's own (Grove.Gateway.Scratch).
+    scratch = Scratch.make!(@yaws_id)
     docroot = opts[:docroot] || Application.app_dir(:grove, "priv/static")
     File.mkdir_p!(docroot)
     sessions = :"#{opts[:instance]}.Gateway.Sessions"
@@ -424,7 +428,7 @@ defmodule Grove.Gateway do
     ]
 
     global = [
-      logdir: to_charlist(System.tmp_dir!()),
+      logdir: to_charlist(scratch),
       flags: [copy_errlog: false, fail_on_bind_err: true],
       # Yaws's one read timeout: for a request's head and body, and between requests.
       keepalive_timeout: opts[:http_timeout],
@@ -435,11 +439,13 @@ defmodule Grove.Gateway do
     ]
 
     {:ok, sconfs, gconf, yaws_children} =
-      :yaws_api.embedded_start_conf(to_charlist(docroot), server, global, ~c"grove")
+      :yaws_api.embedded_start_conf(to_charlist(docroot), server, global, @yaws_id)
 
     children =
       [
-        # First, so it stops last: the drainer has said goodbye by then.
+        # First, so it stops last: Yaws writes into it when it starts.
+        {Scratch, scratch},
+        # Stopped after the drainer, which has said goodbye by then.
         {PartitionSupervisor, child_spec: DynamicSupervisor, name: sessions},
         # Which connection plays which account: one each.
         {Registry, keys: :unique, name: players},

@@ -56,7 +56,8 @@ defmodule Grove.ClusterCase do
       :peer.start(
         Map.merge(control, %{
           name: if(opts[:exact_name], do: name, else: peer_name(name)),
-          env: [{~c"HOME", String.to_charlist(home)}],
+          # Its temporary files (a gateway's) go where the test removes them.
+          env: [{~c"HOME", String.to_charlist(home)}, {~c"TMPDIR", String.to_charlist(home)}],
           args: paths ++ Keyword.get(opts, :args, [])
         })
       )
