@@ -182,8 +182,25 @@ defmodule Grove.Gateway do
   def start_link(opts) do
     opts = validate!(opts)
 
-    with :ok <- port_free(listen_ip(opts[:listen]), opts[:port]),
-         do: Supervisor.start_link(__MODULE__, opts, name: __MODULE__)
+    case check_port(opts) do
+      :ok ->
+        Supervisor.start_link(__MODULE__, opts, name: __MODULE__)
+
+      {:error, reason, line} ->
+        Logger.error("gateway: " <> line)
+        {:error, reason}
+    end
+  end
+
+  @doc """
+  Whether the gateway these options describe can listen on its port: `:ok`,
+  or the reason and one line for the operator that says what to do.
+  (Grove's application looks before it starts anything.)
+  """
+  @spec check_port(keyword()) :: :ok | {:error, term(), String.t()}
+  def check_port(opts) do
+    opts = Keyword.merge(@defaults, opts)
+    port_free(listen_ip(opts[:listen]), opts[:port])
   end
 
   # Yaws reports a port in use with a crash trace of sixty lines; one line
@@ -197,16 +214,13 @@ defmodule Grove.Gateway do
         :gen_tcp.close(socket)
 
       {:error, :eaddrinuse} ->
-        Logger.error(
-          "gateway: port #{port} on #{:inet.ntoa(ip)} is in use by another program; " <>
-            "choose another with GROVE_PORT=... (or the gateway's :port option)"
-        )
-
-        {:error, {:port_in_use, port}}
+        {:error, {:port_in_use, port},
+         "port #{port} on #{:inet.ntoa(ip)} is in use by another program; " <>
+           "choose another with GROVE_PORT=... (or the gateway's :port option)"}
 
       {:error, reason} ->
-        Logger.error("gateway: cannot listen on port #{port}: #{:inet.format_error(reason)}")
-        {:error, {:listen, port, reason}}
+        {:error, {:listen, port, reason},
+         "cannot listen on port #{port}: #{:inet.format_error(reason)}"}
     end
   end
 

@@ -1,5 +1,5 @@
 defmodule Grove.ReleaseTest do
-  # Builds the release (MIX_ENV=prod) and runs it as its own OS process.
+  # Builds the release (MIX_ENV=prod) once and runs it as its own OS process.
   use ExUnit.Case, async: false
 
   import Grove.WorldCase, only: [eventually: 2]
@@ -13,32 +13,9 @@ defmodule Grove.ReleaseTest do
   # Everything a release must not need: Elixir, Mix and Erlang's own tools.
   @hidden ~w(elixir elixirc iex mix erl erlc escript epmd run_erl to_erl ct_run dialyzer typer)
 
-  setup do
-    root = Path.join(System.tmp_dir!(), "grove-release-#{System.unique_integer([:positive])}")
-    File.mkdir_p!(root)
-    epmd_before = epmd_running?()
-
-    on_exit(fn ->
-      # Whatever happened, nothing of the release may outlive the test.
-      for pid_file <- [Path.join(root, "os_pid")], File.exists?(pid_file) do
-        System.cmd("kill", ["-KILL", File.read!(pid_file)], stderr_to_stdout: true)
-      end
-
-      epmd = Path.wildcard(Path.join(root, "grove/erts-*/bin/epmd"))
-
-      if not epmd_before and epmd != [],
-        do: System.cmd(hd(epmd), ["-kill"], stderr_to_stdout: true)
-
-      File.rm_rf!(root)
-    end)
-
-    %{root: root}
-  end
-
-  test "a release starts without Elixir on the PATH, plays a move, reports and stops cleanly", %{
-    root: root
-  } do
-    release = Path.join(root, "grove")
+  setup_all do
+    build = Path.join(System.tmp_dir!(), "grove-release-#{System.unique_integer([:positive])}")
+    release = Path.join(build, "grove")
 
     {output, status} =
       System.cmd("mix", ["release", "--overwrite", "--quiet", "--path", release],
@@ -47,45 +24,54 @@ defmodule Grove.ReleaseTest do
         cd: File.cwd!()
       )
 
+    on_exit(fn -> File.rm_rf!(build) end)
     assert status == 0, output
+    %{bin: Path.join(release, "bin/grove"), release: release}
+  end
 
+  setup %{release: release} do
+    root = Path.join(System.tmp_dir!(), "grove-release-run-#{System.unique_integer([:positive])}")
+    File.mkdir_p!(Path.join(root, "tmp"))
+    epmd_before = epmd_running?()
+
+    on_exit(fn ->
+      # Whatever happened, nothing of the release may outlive the test.
+      for pid_file <- [Path.join(root, "os_pid")], File.exists?(pid_file) do
+        System.cmd("kill", ["-KILL", File.read!(pid_file)], stderr_to_stdout: true)
+      end
+
+      epmd = Path.wildcard(Path.join(release, "erts-*/bin/epmd"))
+
+      if not epmd_before and epmd != [],
+        do: System.cmd(hd(epmd), ["-kill"], stderr_to_stdout: true)
+
+      File.rm_rf!(root)
+    end)
+
+    %{root: root, env: env(root, Grove.Ports.free())}
+  end
+
+  test "a release starts without Elixir on the PATH and without an error, plays a move, reports and stops cleanly",
+       %{bin: bin, release: release, root: root, env: env} do
     # The product alone: the lab's load, bench, chaos and fuzz code is a
     # project of its own (lab/), in no release.
     modules = release_modules(release)
     assert Grove.World in modules and Grove.Gateway in modules
     assert Enum.filter(modules, &lab_module?/1) == []
 
-    bin = Path.join(release, "bin/grove")
-    port = Grove.Ports.free()
-
-    env = [
-      {"PATH", scrubbed_path(root)},
-      {"GROVE_DATA", Path.join(root, "data")},
-      {"GROVE_PORT", Integer.to_string(port)},
-      {"GROVE_ACTORS", "50"},
-      {"GROVE_WIDTH", "60"},
-      {"GROVE_HEIGHT", "60"},
-      {"RELEASE_NODE", "grove_release_test_#{System.unique_integer([:positive])}"},
-      {"RELEASE_COOKIE", Base.encode16(:crypto.strong_rand_bytes(16))}
-    ]
+    port = String.to_integer(env["GROVE_PORT"])
 
     assert {"grove: applied migrations [1, 2]\n", 0} =
              System.cmd(bin, ["migrate"], env: env, cd: root)
 
-    server =
-      Port.open({:spawn_executable, bin}, [
-        :binary,
-        :exit_status,
-        :stderr_to_stdout,
-        args: ["start"],
-        cd: root,
-        env: for({key, value} <- env, do: {to_charlist(key), to_charlist(value)})
-      ])
-
-    {:os_pid, os_pid} = Port.info(server, :os_pid)
-    File.write!(Path.join(root, "os_pid"), Integer.to_string(os_pid))
+    server = start(bin, root, env)
 
     eventually(fn -> assert {200, %{"ready" => true}} = get(port, "/readyz") end, 6000)
+
+    # What Yaws writes when it starts is in a folder of this node's own.
+    assert [scratch] = Path.wildcard(Path.join([root, "tmp", "grove-yaws-*"]))
+    assert %File.Stat{access: :read_write, mode: mode} = File.stat!(scratch)
+    assert Bitwise.band(mode, 0o077) == 0
 
     # A player joins and moves.
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
@@ -100,10 +86,103 @@ defmodule Grove.ReleaseTest do
     assert status_text =~ "entities"
     assert status_text =~ "ready: world ok, store ok, gateway ok; 1 sessions"
 
-    # A graceful stop: the player is told goodbye, the node exits with 0.
+    # A graceful stop: /readyz answers 503 while the port is still open,
+    # the player is told goodbye, the node exits with 0.
     assert {_, 0} = System.cmd(bin, ["stop"], env: env, cd: root)
-    assert_receive {^server, {:exit_status, 0}}, 60_000
+    assert Enum.drop_while(readiness_until_closed(port), &(&1 == 200)) == [503, :closed]
+    assert {0, output} = exit_status(server)
     File.rm!(Path.join(root, "os_pid"))
+
+    # A clean start and stop logs no error, and leaves no folder behind.
+    refute output =~ "[error]", output
+    assert Path.wildcard(Path.join([root, "tmp", "grove-yaws-*"])) == []
+  end
+
+  test "a release on a port another program holds says so in one line and stops, starting nothing",
+       %{bin: bin, root: root, env: env} do
+    {:ok, taken} = :gen_tcp.listen(0, ip: {127, 0, 0, 1})
+    {:ok, port} = :inet.port(taken)
+    env = Map.put(env, "GROVE_PORT", Integer.to_string(port))
+
+    try do
+      server = start(bin, root, env)
+      {status, output} = exit_status(server)
+      File.rm!(Path.join(root, "os_pid"))
+
+      assert status == 1
+      assert [line] = String.split(output, "\n", trim: true)
+      assert line =~ "port #{port} on 127.0.0.1 is in use by another program"
+      assert line =~ "GROVE_PORT"
+      # No crash dump, and nothing was started: no store file either.
+      assert Path.wildcard(Path.join(root, "**/erl_crash.dump")) == []
+      refute File.exists?(Path.join([root, "data", "grove.db"]))
+    after
+      :gen_tcp.close(taken)
+    end
+  end
+
+  defp env(root, port) do
+    %{
+      "PATH" => scrubbed_path(root),
+      "TMPDIR" => Path.join(root, "tmp"),
+      "GROVE_DATA" => Path.join(root, "data"),
+      "GROVE_PORT" => Integer.to_string(port),
+      "GROVE_ACTORS" => "50",
+      "GROVE_WIDTH" => "60",
+      "GROVE_HEIGHT" => "60",
+      # Long enough that a poll every 50 ms sees it on a busy machine.
+      "GROVE_UNREADY_MS" => "3000",
+      "RELEASE_NODE" => "grove_release_test_#{System.unique_integer([:positive])}",
+      "RELEASE_COOKIE" => Base.encode16(:crypto.strong_rand_bytes(16))
+    }
+  end
+
+  defp start(bin, root, env) do
+    server =
+      Port.open({:spawn_executable, bin}, [
+        :binary,
+        :exit_status,
+        :stderr_to_stdout,
+        args: ["start"],
+        cd: root,
+        env: for({key, value} <- env, do: {to_charlist(key), to_charlist(value)})
+      ])
+
+    {:os_pid, os_pid} = Port.info(server, :os_pid)
+    File.write!(Path.join(root, "os_pid"), Integer.to_string(os_pid))
+    server
+  end
+
+  # The node's exit status and everything it wrote.
+  defp exit_status(server, output \\ []) do
+    receive do
+      {^server, {:data, data}} -> exit_status(server, [output | data])
+      {^server, {:exit_status, status}} -> {status, IO.iodata_to_binary(output)}
+    after
+      60_000 -> flunk("the node did not exit; it wrote:\n#{output}")
+    end
+  end
+
+  # What /readyz answers, polled every 50 ms from now until the port
+  # closes, each answer once in a row.
+  defp readiness_until_closed(port, seen \\ []) do
+    answer =
+      case get(port, "/readyz") do
+        {:error, {:failed_connect, _}} -> :closed
+        {:error, _dropped} -> nil
+        {status, _body} -> status
+      end
+
+    seen = if answer in [nil | Enum.take(seen, -1)], do: seen, else: seen ++ [answer]
+
+    if answer == :closed do
+      seen
+    else
+      receive do
+      after
+        50 -> readiness_until_closed(port, seen)
+      end
+    end
   end
 
   # Every module of every application in the release.
@@ -138,8 +217,11 @@ defmodule Grove.ReleaseTest do
 
   defp epmd_running?, do: match?({_, 0}, System.cmd("pgrep", ["-x", "epmd"]))
 
+  # A fresh connection each time: the answer of the moment, not a kept-alive one's.
   defp get(port, path) do
-    case :httpc.request(:get, {~c"http://127.0.0.1:#{port}#{path}", []}, [], body_format: :binary) do
+    request = {~c"http://127.0.0.1:#{port}#{path}", [{~c"connection", ~c"close"}]}
+
+    case :httpc.request(:get, request, [timeout: 5000], body_format: :binary) do
       {:ok, {{_, status, _}, _, body}} -> {status, :jiffy.decode(body, [:return_maps])}
       {:error, reason} -> {:error, reason}
     end
