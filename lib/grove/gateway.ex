@@ -64,14 +64,15 @@ defmodule Grove.Gateway do
       are held back and coalesce (default `32_768`)
     * `:slow_seconds`, `:slow_backlog` - a connection whose queue stays over
       `:view_backlog` for `:slow_seconds`, or grows over `:slow_backlog`
-      bytes at all, is closed as a slow consumer (defaults `5`, `131_072`)
+      bytes at all, is closed as a slow consumer (defaults `5`, `131_072`);
+      a client that does not take a goodbye (its `bye` and close frame,
+      queued behind what it had not read) within `:slow_seconds` is reset
     * `:lost_move_ms` - milliseconds after which a player's move whose zone
       process died holding it is settled by the gateway, from where the
       entity stands (`ok` or `interrupted`; default `2000`)
     * `:close_timeout` - milliseconds a connection that said goodbye waits
-      for the client's close frame before it drops the socket; its last
-      frames (the `bye` among them) reach a client that reads within it
-      (default `2000`)
+      for the client's close frame, once its last frames (the `bye` among
+      them) have left its queue, before it drops the socket (default `2000`)
     * `:stats_interval`, `:density_interval` - milliseconds between `stats`
       and `density` messages to every client (defaults `2000`, `10_000`);
       each rides on a connection's next write

@@ -28,6 +28,15 @@ defmodule Grove.Gateway.Connection do
   # stays past `view_backlog` for `slow_seconds`, or grows past
   # `slow_backlog` at all, means the client cannot keep up: it gets `bye`
   # and the connection closes.
+  #
+  # Closing: a goodbye (`bye`, then a close frame) waits behind whatever
+  # is queued for the client, so the connection lives on until it has
+  # left the queue, reading and dropping what the client still sends (a
+  # socket closed with unread bytes is reset, and a reset destroys what
+  # the client had not read yet, the goodbye with it). A client that has
+  # not taken it within `slow_seconds` is reset, and counted
+  # (`goodbyes_reset`). Once it is out, the client has `close_timeout` to
+  # answer with its close frame.
 
   use GenServer, restart: :temporary
 
@@ -41,6 +50,8 @@ defmodule Grove.Gateway.Connection do
   @active 32
   # How long the socket may be waited for.
   @start_timeout 5000
+  # How often a goodbye still queued for the client is looked at, ms.
+  @queue_check 100
 
   defstruct [
     :socket,
@@ -50,6 +61,7 @@ defmodule Grove.Gateway.Connection do
     :heard_at,
     :slow_since,
     :closing_at,
+    :goodbye_by,
     started: false,
     pinged: false,
     bulletin: {0, 0}
@@ -172,7 +184,14 @@ defmodule Grove.Gateway.Connection do
   def handle_info(:timeout, %__MODULE__{started: false} = conn), do: {:stop, :normal, conn}
 
   def handle_info(:timeout, %__MODULE__{closing_at: at} = conn) when at != nil do
-    if now_ms() >= at, do: {:stop, :normal, conn}, else: idle(conn)
+    now = now_ms()
+
+    cond do
+      conn.goodbye_by == nil -> if now >= at, do: {:stop, :normal, conn}, else: idle(conn)
+      not queued?(conn.socket) -> idle(%{conn | goodbye_by: nil, closing_at: now + close_ms()})
+      now >= conn.goodbye_by -> reset(conn)
+      true -> idle(conn)
+    end
   end
 
   def handle_info(:timeout, conn) do
@@ -269,7 +288,10 @@ defmodule Grove.Gateway.Connection do
   ## Writing
 
   # Carries out a session's actions: every frame due goes out in one write
-  # (with what the areas published meanwhile); a close goes last.
+  # (with what the areas published meanwhile); a close goes last. Nothing
+  # goes after a close frame.
+  defp act(%__MODULE__{closing_at: at} = conn, _actions, _now) when at != nil, do: idle(conn)
+
   defp act(conn, actions, now) do
     {frames, close} =
       Enum.reduce(actions, {[], nil}, fn
@@ -347,13 +369,40 @@ defmodule Grove.Gateway.Connection do
   defp out_keys(:binary), do: {:writes_binary, :bytes_out_binary}
 
   # The closing handshake: our last frames and a close frame, then no more
-  # writes; the client answers with its close (or the socket closes), or
-  # after the configured `close_timeout` we stop anyway.
+  # writes (the socket shuts its sending side once they are out); the
+  # client answers with its close (or the socket closes), or we stop
+  # anyway: `close_timeout` after they left the queue, or, when the client
+  # does not take them, `slow_seconds` after they were queued.
   defp close(conn, frames, code, reason, now) do
     conn = send_data(conn, [frames, WebSocket.close_frame(code, reason)], now)
     _ = :gen_tcp.shutdown(conn.socket, :write)
-    idle(%{conn | closing_at: now + Grove.Gateway.config().close_timeout})
+
+    conn =
+      if queued?(conn.socket),
+        do: %{
+          conn
+          | closing_at: now,
+            goodbye_by: now + Grove.Gateway.config().slow_seconds * 1000
+        },
+        else: %{conn | closing_at: now + close_ms()}
+
+    idle(conn)
   end
+
+  defp queued?(socket) do
+    match?({:queue_size, queued} when queued > 0, :erlang.port_info(socket, :queue_size))
+  end
+
+  # The client took nothing of the goodbye in time: a reset, not a close
+  # that would wait behind what it does not read.
+  defp reset(conn) do
+    Stats.incr(Grove.Gateway.config().stats, :goodbyes_reset)
+    _ = :inet.setopts(conn.socket, linger: {true, 0})
+    _ = :gen_tcp.close(conn.socket)
+    {:stop, :normal, conn}
+  end
+
+  defp close_ms, do: Grove.Gateway.config().close_timeout
 
   defp backlog(conn, config) do
     case :erlang.port_info(conn.socket, :queue_size) do
@@ -376,8 +425,15 @@ defmodule Grove.Gateway.Connection do
     goodbye(conn, :slow_consumer, "the connection cannot keep up", 1008, "slow consumer", now)
   end
 
-  # Tells the client why in a `bye`, then closes with the WebSocket code.
-  defp goodbye(conn, reason, message, code, close_reason, now \\ now_ms()) do
+  # Tells the client why in a `bye`, then closes with the WebSocket code;
+  # once only.
+  defp goodbye(conn, reason, message, code, close_reason, now \\ now_ms())
+
+  defp goodbye(%__MODULE__{closing_at: at} = conn, _reason, _message, _code, _close_reason, _now)
+       when at != nil,
+       do: idle(conn)
+
+  defp goodbye(conn, reason, message, code, close_reason, now) do
     {:send, bye} =
       Session.send_message(conn.session, %{type: :bye, reason: reason, message: message})
 
@@ -390,8 +446,12 @@ defmodule Grove.Gateway.Connection do
   # view interval, the keepalive, or the end of a closing handshake.
   defp idle(%__MODULE__{started: false} = conn), do: {:noreply, conn, @start_timeout}
 
-  defp idle(%__MODULE__{closing_at: at} = conn) when at != nil,
+  # While the goodbye is queued, the queue is looked at now and then.
+  defp idle(%__MODULE__{closing_at: at, goodbye_by: nil} = conn) when at != nil,
     do: {:noreply, conn, max(at - now_ms(), 0)}
+
+  defp idle(%__MODULE__{closing_at: at} = conn) when at != nil,
+    do: {:noreply, conn, max(min(@queue_check, conn.goodbye_by - now_ms()), 0)}
 
   defp idle(conn) do
     keepalive = Grove.Gateway.config().keepalive

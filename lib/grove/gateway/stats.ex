@@ -15,6 +15,8 @@ defmodule Grove.Gateway.Stats do
     :bytes_out_binary,
     :views_held,
     :slow_consumers,
+    # Connections reset because the client did not take its goodbye in time.
+    :goodbyes_reset,
     :protocol_errors,
     :rate_limited,
     :too_large,

@@ -1,0 +1,99 @@
+defmodule Grove.Gateway.SlowConsumerTest do
+  # Gateways of its own: Yaws allows one per node, so not async.
+  use ExUnit.Case, async: false
+
+  import Grove.WorldCase, only: [eventually: 2]
+
+  alias Grove.{Gateway, Protocol}
+  alias Grove.WsClient
+
+  @moduletag :gateway
+
+  # A small queue that fills at once; each test says how long the server
+  # waits for a client to take its goodbye, and for its close frame.
+  setup context do
+    Grove.TestInstance.start!("slow",
+      world: [
+        width: 60,
+        height: 60,
+        zone_size: 20,
+        tick: 50,
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
+      ],
+      actors: [count: 0],
+      gateway: [port: 0, view_backlog: 2048, slow_backlog: 4096, sndbuf: 2048] ++ context.closing
+    )
+  end
+
+  # The goodbye waits behind what the client did not read; the server
+  # waits for it to go before it closes (here it would not wait at all
+  # for the client's close frame).
+  @tag closing: [slow_seconds: 60, close_timeout: 1]
+  test "a client that stops reading gets bye and a close frame behind what it had not read",
+       %{port: port} do
+    before = Gateway.stats()
+    {client, connection} = stop_reading(port)
+    eventually(fn -> assert Gateway.stats().slow_consumers > before.slow_consumers end, 1000)
+
+    # While the goodbye waits for the client (or, were the connection to
+    # give up on it, once it is gone), the client still sends: bytes nobody
+    # reads make the socket's close a reset, which destroys the goodbye on
+    # its way.
+    eventually(
+      fn -> assert not Process.alive?(connection) or goodbye_queued?(connection) end,
+      1000
+    )
+
+    for t <- 1..50, do: push(client, %{type: :ping, t: t})
+
+    {bye, client} = expect(client, :bye)
+    assert bye.reason == :slow_consumer
+    assert {:ok, {:close, 1008, _reason}, _client} = WsClient.recv(client, 5000)
+    assert Gateway.stats().goodbyes_reset == before.goodbyes_reset
+  end
+
+  @tag closing: [slow_seconds: 1]
+  test "a client that does not take its goodbye is reset, and counted", %{port: port} do
+    before = Gateway.stats()
+    {client, _connection} = stop_reading(port)
+    eventually(fn -> assert Gateway.stats().goodbyes_reset > before.goodbyes_reset end, 1000)
+    assert Gateway.stats().slow_consumers > before.slow_consumers
+    assert {:error, _reset} = read_all(client)
+  end
+
+  # A player that joins, then sends pings and reads nothing: every answer
+  # piles up, until the server gives up on it. With its connection.
+  defp stop_reading(port) do
+    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=json", recbuf: 1024)
+    push(client, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+    {%{type: :welcome}, client} = expect(client, :welcome)
+    [connection] = Gateway.sessions()
+    for t <- 1..600, do: push(client, %{type: :ping, t: t})
+    {client, connection}
+  end
+
+  defp goodbye_queued?(connection), do: Map.get(:sys.get_state(connection), :goodbye_by) != nil
+
+  defp push(client, message) do
+    :ok =
+      WsClient.send_frame(client, {:text, IO.iodata_to_binary(Protocol.encode(message, :json))})
+  end
+
+  defp expect(client, type) do
+    case WsClient.recv(client, 5000) do
+      {:ok, {:text, data}, client} ->
+        {:ok, message} = Protocol.decode(data, :json)
+        if message.type == type, do: {message, client}, else: expect(client, type)
+
+      other ->
+        flunk("no #{type} came: #{inspect(other)}")
+    end
+  end
+
+  defp read_all(client) do
+    case WsClient.recv(client, 5000) do
+      {:ok, _frame, client} -> read_all(client)
+      other -> other
+    end
+  end
+end
