@@ -206,7 +206,10 @@ function handle(session, message) {
       const now = performance.now();
       session.tokens = Math.min(10, session.tokens + ((now - session.refilledAt) * 20) / 1000);
       session.refilledAt = now;
-      if (session.tokens < 1) return send(session, { type: "error", code: "rate_limited", message: "slow down" });
+      if (session.tokens < 1) {
+        const { x, y } = session.entity;
+        return send(session, { type: "outcome", seq: message.seq, result: "rate_limited", x, y });
+      }
       session.tokens -= 1;
       const result = tryMove(session.entity, message.dir);
       return send(session, { type: "outcome", seq: message.seq, result, x: session.entity.x, y: session.entity.y });

@@ -673,19 +673,30 @@ defmodule Grove.GatewayTest do
       assert {200, _, _} = healthz(port)
     end
 
-    test "moves faster than the connection's rate are refused, the others get outcomes, and nobody is cut off",
+    test "moves faster than the connection's rate get the outcome rate_limited, each move one outcome, and nobody is cut off",
          %{port: port} do
       conn = connect(port)
-      {_welcome, conn} = join(conn)
+      {welcome, conn} = join(conn)
 
       for seq <- 1..30,
           do: push(conn, %{type: :move, seq: seq, dir: if(rem(seq, 2) == 0, do: :e, else: :w)})
 
-      {outcomes, errors, _conn} = collect(conn, 30, {[], []})
-      assert length(errors) > 0
-      assert Enum.all?(errors, &(&1.code == :rate_limited))
-      assert length(outcomes) + length(errors) == 30
-      assert length(outcomes) >= 10
+      {outcomes, errors, conn} = collect(conn, 30, {[], []})
+      assert errors == []
+      assert outcomes |> Enum.map(& &1.seq) |> Enum.sort() == Enum.to_list(1..30)
+      limited = Enum.filter(outcomes, &(&1.result == :rate_limited))
+      assert length(limited) > 0 and length(outcomes) - length(limited) >= 10
+
+      # A refused move says where the player stands: where the last move
+      # answered before it left it.
+      Enum.reduce(Enum.reverse(outcomes), {welcome.x, welcome.y}, fn outcome, cell ->
+        if outcome.result == :rate_limited, do: assert({outcome.x, outcome.y} == cell)
+        {outcome.x, outcome.y}
+      end)
+
+      # Still playing.
+      push(conn, %{type: :ping, t: 1})
+      assert {%{type: :pong}, _conn} = expect(conn, :pong)
     end
 
     @tag :capture_log
@@ -830,8 +841,8 @@ defmodule Grove.GatewayTest do
   defp walk_until_zones_change(conn, grid, cell, direction, seq) do
     push(conn, %{type: :move, seq: seq, dir: direction})
 
-    case expect(conn, [:outcome, :error]) do
-      {%{type: :error, code: :rate_limited}, conn} ->
+    case expect(conn, :outcome) do
+      {%{type: :outcome, result: :rate_limited}, conn} ->
         # Faster than the connection's move rate: wait for the next slot and step again.
         receive do
         after
@@ -839,7 +850,7 @@ defmodule Grove.GatewayTest do
         end
 
       {%{type: :outcome} = outcome, conn} ->
-        assert outcome.result in [:ok, :rate_limited]
+        assert outcome.result == :ok
         before = Grid.view_zones(grid, cell, 8)
         now = Grid.view_zones(grid, {outcome.x, outcome.y}, 8)
 

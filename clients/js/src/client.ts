@@ -288,8 +288,6 @@ export class GroveClient {
         this.events.emit("stats", message);
         break;
       case "error":
-        // A move over the rate limit is dropped with this error, and never answered.
-        if (message.code === "rate_limited") this.failNewestMove();
         // The join was refused for its name: say why to whoever waits for it.
         if (message.code === "invalid_name") {
           for (const waiter of this.welcomed.splice(0)) waiter.reject(new Error(`invalid_name: ${message.message}`));
@@ -326,15 +324,6 @@ export class GroveClient {
     if (andJoins) for (const waiter of this.welcomed.splice(0)) waiter.reject(new ConnectionLost());
   }
 
-  // The error does not say which move it dropped: the one the server read
-  // last, which of those still unanswered is the newest (the others were
-  // let through, and will be answered).
-  private failNewestMove(): void {
-    const newest = [...this.moves.keys()].pop();
-    if (newest === undefined) return;
-    this.moves.get(newest)?.reject(new Error("rate_limited: the server dropped this move"));
-    this.moves.delete(newest);
-  }
 }
 
 /** `http://h:p/...` or `ws://h:p/ws` to the WebSocket URL with its encoding. */

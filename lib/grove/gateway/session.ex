@@ -165,13 +165,12 @@ defmodule Grove.Gateway.Session do
         {%{session | moves_booked: booked, in_flight: Map.put(session.in_flight, seq, flight)},
          []}
 
+      # Answered here, as the world answers a move: one outcome a move,
+      # where the player stands.
       :limited ->
-        error(
-          session,
-          :rate_limited,
-          "at most #{session.config.move_rate} moves a second",
-          now_ms
-        )
+        if session.config.stats, do: Stats.incr(session.config.stats, :rate_limited)
+        {x, y} = session.cell
+        {session, [{:send, Frames.outcome(session.encoding, seq, :rate_limited, x, y)}]}
     end
   end
 
