@@ -188,9 +188,9 @@ describe("dashboard data handling", () => {
     assert.deepEqual(data.parseData({}).cluster, { node: "", zone_count: 0, members: [] });
   });
 
-  test("data requests carry the token and the last t; retries back off to 5 s", () => {
-    assert.equal(poller.dataUrl(0, null), "/dashboard/data?since=0");
-    assert.equal(poller.dataUrl(1795382472526, "a b&c"), "/dashboard/data?since=1795382472526&token=a+b%26c");
+  test("data requests carry the last t and no token; retries back off to 5 s", () => {
+    assert.equal(poller.dataUrl(0), "/dashboard/data?since=0");
+    assert.equal(poller.dataUrl(1795382472526), "/dashboard/data?since=1795382472526");
     assert.deepEqual([1, 2, 3, 4, 5, 9].map(poller.retryDelay), [1000, 2000, 4000, 5000, 5000, 5000]);
   });
 });
@@ -290,7 +290,13 @@ describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_00
       assert.equal(refused.status, 401, `GET /${path} without the token (is GROVE_ADMIN_TOKEN honoured by ${TEST_SERVER}?)`);
       await refused.body?.cancel();
     }
-    const html = await fetch(dashboardUrl());
+    // The token in an address is traded for a session cookie, and leaves it.
+    const traded = await fetch(dashboardUrl(), { redirect: "manual" });
+    assert.equal(traded.status, 303);
+    assert.equal(traded.headers.get("location"), "/dashboard");
+    const session = traded.headers.get("set-cookie").split(";")[0];
+    await traded.body?.cancel();
+    const html = await fetch(url("dashboard"), { headers: { Cookie: session } });
     assert.equal(html.status, 200);
     assert.match(await html.text(), /\/assets\/dashboard\.js/);
     const bearer = await fetch(url("dashboard/data?since=0"), { headers: { Authorization: `Bearer ${TOKEN}` } });
@@ -354,11 +360,31 @@ describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_00
       assert.ok(chart.points >= was.points, `${chart.id}: ${chart.points} points, had ${was.points}`);
     }
 
-    // Every data request carried the token.
+    // The token left the page's address at once, and no data request carries it.
+    assert.equal(new URL(page.url()).search, "");
     assert.ok(requests.length >= 3);
-    for (const request of requests) assert.equal(new URL(request).searchParams.get("token"), TOKEN);
+    for (const request of requests) assert.equal(new URL(request).searchParams.get("token"), null);
     assert.deepEqual(problems, []);
     await page.close();
+  });
+
+  test("logging in on the page's form opens the dashboard, with the token nowhere in an address", async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const addresses = [];
+    page.on("request", (request) => addresses.push(request.url()));
+    await page.goto(url("dashboard"));
+    await page.fill("#token", TOKEN);
+    await Promise.all([page.waitForURL(url("dashboard")), page.click("button[type=submit]")]);
+    await page.waitForFunction(() => window.groveDashboard?.state().connection === "live", null, { timeout: 15_000 });
+
+    for (const address of addresses) assert.ok(!address.includes(TOKEN), `the token in ${address}`);
+    const [cookie] = (await context.cookies()).filter((c) => c.name === "grove_admin");
+    assert.ok(cookie, "a session cookie");
+    assert.equal(cookie.httpOnly, true);
+    assert.equal(cookie.sameSite, "Strict");
+    assert.ok(!cookie.value.includes(TOKEN), "the cookie holds no token");
+    await context.close();
   });
 
   test("the heat map has a cell per zone, coloured, with its numbers", async () => {
@@ -509,7 +535,7 @@ describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_00
     assert.equal(requests[0].get("since"), "0");
     assert.ok(requests.length >= 3);
     for (const query of requests.slice(1)) assert.ok(Number(query.get("since")) >= afterReload.first, `since=${query.get("since")}`);
-    for (const query of requests) assert.equal(query.get("token"), TOKEN);
+    for (const query of requests) assert.equal(query.get("token"), null);
     assert.deepEqual(problems, []);
     await page.close();
   });

@@ -111,9 +111,10 @@ defmodule Grove.Gateway do
       join tokens, or `nil` for a server without accounts where everyone
       plays as a guest (default `nil`)
     * `:admin_token` - when set, `/metrics`, `/dashboard` and the load
-      reports need it, as `Authorization: Bearer TOKEN` or `?token=TOKEN`
-      (default `nil`: open, which is why the gateway listens on loopback
-      unless told otherwise)
+      reports need it, as `Authorization: Bearer TOKEN`, the session cookie
+      the dashboard's login form gives, or `?token=TOKEN` for scrapers that
+      send nothing else (default `nil`: open, which is why the gateway
+      listens on loopback unless told otherwise)
 
   ## Telemetry
 

@@ -253,9 +253,55 @@ defmodule Grove.GatewayTest do
         :httpc.request(:get, {~c"#{url}/data", []}, [], body_format: :binary)
 
       assert {~c"content-type", ~c"application/json"} in headers
+    end
 
-      assert {:ok, {{_, 200, _}, _, _}} =
-               :httpc.request(:get, {~c"#{url}?token=#{@token}", []}, [], [])
+    # In the page's address the token would stay in the browser's history,
+    # in copied links and in any proxy's log.
+    test "logging in on the dashboard's form gives a cookie, not an address with the token, and the cookie opens the dashboard",
+         %{port: port} do
+      url = "http://127.0.0.1:#{port}/dashboard"
+      form = fn token -> {~c"#{url}/login", [], ~c"application/x-www-form-urlencoded", token} end
+
+      assert {303, headers, _} = http(:post, form.("token=#{@token}"))
+      assert {~c"location", ~c"/dashboard"} in headers
+      cookie = set_cookie(headers)
+
+      assert cookie =~
+               ~r/^grove_admin=\d+\.[\w-]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Strict$/
+
+      refute cookie =~ @token
+      session = cookie |> String.split(";") |> hd()
+
+      for path <- ["", "/data?since=0"] do
+        assert {200, _, _} = http(:get, {~c"#{url}#{path}", [{~c"cookie", to_charlist(session)}]})
+      end
+
+      # A forged or a wrong one opens nothing; a wrong token gets the form again.
+      [_, expires, _signature] = Regex.run(~r/=(\d+)\.([\w-]+)/, session)
+      forged = ~c"grove_admin=#{expires}.AAAA"
+      assert {401, _, _} = http(:get, {~c"#{url}/data?since=0", [{~c"cookie", forged}]})
+      assert {401, headers, body} = http(:post, form.("token=wrong-token-xx"))
+      assert body =~ "not the one"
+      assert set_cookie(headers) == nil
+
+      # An address that still carries the token sheds it; behind TLS the cookie is Secure.
+      assert {303, headers, _} =
+               http(:get, {~c"#{url}?token=#{@token}", [{~c"x-forwarded-proto", ~c"https"}]})
+
+      assert {~c"location", ~c"/dashboard"} in headers
+      assert set_cookie(headers) =~ ~r/; Secure$/
+    end
+
+    @tag :capture_log
+    test "a crash report leaves out the request's query, which may carry a token" do
+      report =
+        ~c"Reason: boom\nReq: {http_request,'GET',{abs_path,\"/dashboard/data?token=#{@token}\"},{1,1}}"
+
+      log =
+        ExUnit.CaptureLog.capture_log(fn -> Grove.Gateway.Errors.crashmsg(nil, nil, report) end)
+
+      assert log =~ ~S|{abs_path,"/dashboard/data?(query left out)"}|
+      refute log =~ @token
     end
 
     test "the dashboard's data: history and the zone heat map", %{port: port} do
@@ -739,6 +785,20 @@ defmodule Grove.GatewayTest do
       {bye, conn} = expect(conn, :bye, 5000)
       assert bye.reason == :slow_consumer
       assert {{:close, 1008, _}, _} = expect(conn, [], 5000)
+    end
+  end
+
+  defp http(method, request) do
+    {:ok, {{_, status, _}, headers, body}} =
+      :httpc.request(method, request, [autoredirect: false], body_format: :binary)
+
+    {status, headers, body}
+  end
+
+  defp set_cookie(headers) do
+    case List.keyfind(headers, ~c"set-cookie", 0) do
+      {_, value} -> to_string(value)
+      nil -> nil
     end
   end
 

@@ -16,8 +16,6 @@ export interface PollStatus {
 }
 
 export interface PollerOptions {
-  /** The admin token from the page's own URL, passed on as ?token=. */
-  token: string | null;
   /** The newest sample's t the page holds (0 for everything). */
   since: () => number;
   onData: (data: DashboardData) => void;
@@ -26,10 +24,9 @@ export interface PollerOptions {
   timeoutMs?: number;
 }
 
-/** The data URL for `since`, with the token when there is one. */
-export function dataUrl(since: number, token: string | null): string {
+/** The data URL for `since` (the login is the session cookie's, never in the URL). */
+export function dataUrl(since: number): string {
   const query = new URLSearchParams({ since: String(Math.max(0, Math.floor(since))) });
-  if (token) query.set("token", token);
   return `/dashboard/data?${query}`;
 }
 
@@ -78,13 +75,13 @@ export class Poller {
     this.requests++;
     let next: number;
     try {
-      const response = await fetch(dataUrl(this.options.since(), this.options.token), {
+      const response = await fetch(dataUrl(this.options.since()), {
         cache: "no-store",
         signal: controller.signal,
         headers: { Accept: "application/json" },
       });
       if (response.status === 401) {
-        this.fail("unauthorized", "the server wants the admin token: open this page with ?token=TOKEN");
+        this.fail("unauthorized", "the login is missing or expired: reload this page to log in again");
         next = 10_000;
       } else if (!response.ok) {
         throw new Error(`HTTP ${response.status}`);

@@ -2,8 +2,17 @@ defmodule Grove.Gateway.Admin do
   @moduledoc false
   # The operator's endpoints: Prometheus text at /metrics, the dashboard
   # page and its data, and the load lab's progress reports. All of them are
-  # behind the gateway's `admin_token` when one is set (as a bearer token or
-  # a `token` query parameter).
+  # behind the gateway's `admin_token` when one is set: as a bearer token
+  # (programs), the dashboard's cookie (people), or a `token` query
+  # parameter (scrapers that can send nothing else).
+  #
+  # A person logs in on the dashboard's form, which posts the token; the
+  # answer is a cookie (HttpOnly, SameSite=Strict, Secure behind TLS) that
+  # holds not the token but a signature made with it that expires, and a
+  # redirect to the dashboard: the token is never in the page's address,
+  # where it would stay in the browser's history, in copied links and in
+  # proxies' logs. A dashboard address that still carries `?token=` (an
+  # old bookmark) is answered the same way, without it.
 
   import Grove.Gateway.Records
 
@@ -11,17 +20,28 @@ defmodule Grove.Gateway.Admin do
   alias Grove.Metrics
   alias Grove.Metrics.{Collector, Prometheus}
 
+  @cookie "grove_admin"
+  # How long a login lasts, in seconds.
+  @session_s 12 * 3600
+  @dashboard [~c"/dashboard", ~c"/dashboard/"]
+
   def out(arg, config) do
     method = http_request(arg(arg, :req), :method)
     path = arg(arg, :server_path)
 
     cond do
+      method == :POST and path == ~c"/dashboard/login" ->
+        login(arg, config.admin_token, form_token(arg))
+
+      method == :GET and path in @dashboard and query_token(arg) != nil ->
+        login(arg, config.admin_token, query_token(arg))
+
       authorized?(arg, config.admin_token) ->
         route(method, path, arg, config)
 
       # A person opening the dashboard gets a page that asks for the token.
-      method == :GET and path in [~c"/dashboard", ~c"/dashboard/"] ->
-        [{:status, 401}, {:header, {~c"Cache-Control", ~c"no-store"}}, {:html, token_page(arg)}]
+      method == :GET and path in @dashboard ->
+        token_page(false)
 
       true ->
         unauthorized()
@@ -32,18 +52,35 @@ defmodule Grove.Gateway.Admin do
     HTTP.error(
       401,
       "unauthorized",
-      "this page needs the admin token (Authorization: Bearer TOKEN or ?token=TOKEN)"
+      "this needs the admin token (Authorization: Bearer TOKEN, or log in at /dashboard)"
     )
   end
 
-  # A form that reloads the dashboard with ?token=; the dashboard passes it on.
-  defp token_page(arg) do
+  # The right token: a session cookie, and the dashboard at its bare
+  # address. A wrong one: the form again, saying so.
+  defp login(_arg, nil, _given), do: to_dashboard([])
+
+  defp login(arg, token, given) do
+    if is_binary(given) and Grove.Secret.equal?(token, given),
+      do: to_dashboard([{:header, {:set_cookie, session_cookie(arg, token)}}]),
+      else: token_page(given != nil)
+  end
+
+  defp to_dashboard(headers) do
+    [{:status, 303}, {:header, {:location, ~c"/dashboard"}}, no_store() | headers] ++
+      [{:html, ""}]
+  end
+
+  defp no_store, do: {:header, {~c"Cache-Control", ~c"no-store"}}
+
+  # A form that posts the token: it travels in the request's body.
+  defp token_page(wrong?) do
     wrong =
-      if query_token(arg) != nil,
+      if wrong?,
         do: ~s(<p class="wrong">That token is not the one this server was given.</p>),
         else: ""
 
-    """
+    page = """
     <!doctype html>
     <html lang="en"><head><meta charset="utf-8"><title>Grove dashboard</title>
     <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -55,13 +92,48 @@ defmodule Grove.Gateway.Admin do
     <p>This server protects its dashboard with an admin token (the
     <code>GROVE_ADMIN_TOKEN</code> it was started with).</p>
     #{wrong}
-    <form method="get" action="/dashboard">
+    <form method="post" action="/dashboard/login">
     <label for="token">Admin token</label>
     <input id="token" name="token" type="password" autocomplete="current-password" required autofocus>
     <button type="submit">Open the dashboard</button>
     </form>
     </body></html>
     """
+
+    [{:status, 401}, no_store(), {:html, page}]
+  end
+
+  # `expires.signature`: the token itself never leaves the server again.
+  defp session_cookie(arg, token) do
+    expires = System.system_time(:second) + @session_s
+
+    secure =
+      if arg |> arg(:headers) |> :yaws_api.get_header("x-forwarded-proto", ~c"") |> to_string() ==
+           "https",
+         do: "; Secure",
+         else: ""
+
+    to_charlist(
+      "#{@cookie}=#{expires}.#{signature(token, expires)}; Path=/; Max-Age=#{@session_s}; " <>
+        "HttpOnly; SameSite=Strict" <> secure
+    )
+  end
+
+  defp signature(token, expires) do
+    :crypto.mac(:hmac, :sha256, Grove.Secret.reveal(token), "grove dashboard #{expires}")
+    |> Base.url_encode64(padding: false)
+  end
+
+  defp session?(arg, token) do
+    with [_ | _] = value <- :yaws_api.find_cookie_val(to_charlist(@cookie), arg),
+         [expires, given] <- String.split(to_string(value), ".", parts: 2),
+         {expires, ""} <- Integer.parse(expires),
+         true <- expires > System.system_time(:second) do
+      expected = signature(token, expires)
+      byte_size(given) == byte_size(expected) and :crypto.hash_equals(given, expected)
+    else
+      _ -> false
+    end
   end
 
   defp route(:GET, ~c"/metrics", _arg, config) do
@@ -189,7 +261,7 @@ defmodule Grove.Gateway.Admin do
         _ -> query_token(arg)
       end
 
-    is_binary(given) and Grove.Secret.equal?(token, given)
+    (is_binary(given) and Grove.Secret.equal?(token, given)) or session?(arg, token)
   end
 
   defp query_token(arg) do
@@ -197,6 +269,17 @@ defmodule Grove.Gateway.Admin do
       {:ok, value} -> to_string(value)
       :undefined -> nil
     end
+  end
+
+  defp form_token(arg) do
+    with {:ok, body} <- HTTP.body(arg),
+         %{"token" => token} <- URI.decode_query(body) do
+      token
+    else
+      _ -> ""
+    end
+  rescue
+    ArgumentError -> ""
   end
 
   defp parse_integer(chars, default) do

@@ -13,9 +13,18 @@ defmodule Grove.Gateway.Errors do
   end
 
   def crashmsg(_arg, _sconf, report) do
-    Logger.error("gateway: a request crashed: #{report}")
+    Logger.error("gateway: a request crashed: #{without_queries(report)}")
 
     {:content, ~c"application/json",
      ~s({"error":"internal","message":"the server failed on this request"})}
+  end
+
+  # Yaws's report prints the request, whose target may carry a secret in
+  # its query (`?token=`): the log gets the path alone.
+  @doc false
+  def without_queries(report) do
+    report
+    |> IO.chardata_to_string()
+    |> String.replace(~r/(\{abs_path,\s*"[^"?]*)\?[^"]*"/, "\\1?(query left out)\"")
   end
 end
