@@ -9,7 +9,8 @@ defmodule Grove.Gateway.Broadcaster do
   # view interval) and adds what is new to that write, so a broadcast costs
   # no wake-up and no system call of its own, and reaches ten thousand
   # players spread over one view interval by itself. A newly connected
-  # player gets the latest of each with its first write.
+  # player gets the latest density with its first write, and `stats`
+  # posted after it joined (`joined/2`): those before do not count it.
   #
   # In a cluster both are the whole world's: each node's counts and
   # minimap cover the zones it runs, so the broadcaster of every node asks
@@ -23,10 +24,12 @@ defmodule Grove.Gateway.Broadcaster do
   alias Grove.World
   alias Grove.World.Counts
 
-  defstruct [:config, :last_moves, :last_at]
+  defstruct [:config, :last_moves, :last_at, soon: false]
 
   @items [stats: 1, density: 2]
   @ask_timeout 1000
+  # After a join, fresh stats come this soon: joins in between wait for the same.
+  @soon_ms 100
 
   @typedoc "Where broadcasts are posted: the table (owned by the gateway) and the versions."
   @type bulletin :: %{table: :ets.tid(), versions: :atomics.atomics_ref()}
@@ -63,10 +66,22 @@ defmodule Grove.Gateway.Broadcaster do
     end
   end
 
+  @doc """
+  A player joined: the `stats` posted so far do not count it, so its
+  connection skips them (the versions it has seen, returned), and fresh
+  ones are posted soon.
+  """
+  @spec joined(bulletin(), seen()) :: seen()
+  def joined(%{versions: versions}, {_stats_seen, density_seen}) do
+    GenServer.cast(__MODULE__, :stats_soon)
+    {:atomics.get(versions, 1), density_seen}
+  end
+
   defp frame(bulletin, item, :json), do: :ets.lookup_element(bulletin.table, item, 2)
   defp frame(bulletin, item, :binary), do: :ets.lookup_element(bulletin.table, item, 3)
 
-  def start_link(config), do: GenServer.start_link(__MODULE__, config)
+  # One gateway a node, so one broadcaster, by name.
+  def start_link(config), do: GenServer.start_link(__MODULE__, config, name: __MODULE__)
 
   @impl true
   def init(config) do
@@ -76,8 +91,28 @@ defmodule Grove.Gateway.Broadcaster do
   end
 
   @impl true
+  def handle_cast(:stats_soon, %__MODULE__{soon: true} = state), do: {:noreply, state}
+
+  def handle_cast(:stats_soon, state) do
+    Process.send_after(self(), :stats_soon, @soon_ms)
+    {:noreply, %{state | soon: true}}
+  end
+
+  @impl true
   def handle_info(:stats, state) do
     Process.send_after(self(), :stats, state.config.stats_interval)
+    {:noreply, post_stats(state)}
+  end
+
+  def handle_info(:stats_soon, state), do: {:noreply, post_stats(%{state | soon: false})}
+
+  def handle_info(:density, state) do
+    Process.send_after(self(), :density, state.config.density_interval)
+    post_density(state)
+    {:noreply, state}
+  end
+
+  defp post_stats(state) do
     by_node = World.node_stats(state.config.world, @ask_timeout)
     stats = Counts.sum(Map.values(by_node))
     moves = Map.new(by_node, fn {node, stats} -> {node, moves(stats)} end)
@@ -100,12 +135,10 @@ defmodule Grove.Gateway.Broadcaster do
       moves_per_s: per_second
     })
 
-    {:noreply, %{state | last_moves: moves, last_at: at}}
+    %{state | last_moves: moves, last_at: at}
   end
 
-  def handle_info(:density, state) do
-    Process.send_after(self(), :density, state.config.density_interval)
-
+  defp post_density(state) do
     %{cols: cols, rows: rows, cells: cells} =
       World.total_density(state.config.world, state.config.density_side, :entities, @ask_timeout)
 
@@ -128,7 +161,6 @@ defmodule Grove.Gateway.Broadcaster do
       end
 
     post(state.config.bulletin, :density, messages)
-    {:noreply, state}
   end
 
   defp post(bulletin, item, messages) do

@@ -280,9 +280,17 @@ defmodule Grove.Gateway.Connection do
     do: frames(conn, [], now, [{:close, code, reason} | actions])
 
   defp frames(conn, [{kind, data} | rest], now, actions) do
-    Stats.incr(Grove.Gateway.config().stats, :frames_in)
+    config = Grove.Gateway.config()
+    Stats.incr(config.stats, :frames_in)
     {session, new} = Session.handle_frame(conn.session, kind, data, now)
-    frames(%{conn | session: session}, rest, now, Enum.reverse(new, actions))
+
+    # Just joined: the stats posted so far do not count this player.
+    bulletin =
+      if session.joined and not conn.session.joined,
+        do: Broadcaster.joined(config.bulletin, conn.bulletin),
+        else: conn.bulletin
+
+    frames(%{conn | session: session, bulletin: bulletin}, rest, now, Enum.reverse(new, actions))
   end
 
   ## Writing

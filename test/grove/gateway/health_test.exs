@@ -68,6 +68,15 @@ defmodule Grove.Gateway.HealthTest do
     assert :ok = Task.await(stopping, 70_000)
   end
 
+  # Stats are posted every two seconds: those posted before a player
+  # joined said "0 players" to the one player there was.
+  test "a player is counted in the first stats it is sent", %{port: port} do
+    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+    push(client, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+    {%{type: :welcome}, client} = expect(client, :welcome)
+    assert {%{type: :stats, players: 1}, _client} = expect(client, :stats)
+  end
+
   # The moment before the drain, as long as a test needs: the drainer is
   # stopped by hand to end it.
   @tag capture_log: true
