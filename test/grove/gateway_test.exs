@@ -354,8 +354,22 @@ defmodule Grove.GatewayTest do
         %{"samples" => samples} = get_json(port, "/dashboard/data?since=0&token=#{@token}")
 
         assert %{"players" => 120, "p99_ms" => 7.25, "phase" => "ramp"} =
-                 List.last(samples)["load_run"]
+                 run = List.last(samples)["load_run"]
+
+        # What the report said, and nothing of the server's insides.
+        assert Map.keys(run) --
+                 ~w(players moves_per_s p50_ms p99_ms errors knee phase) == []
       end)
+
+      {:ok, {{_, 200, _}, _, body}} =
+        :httpc.request(
+          :get,
+          {~c"http://127.0.0.1:#{port}/dashboard/data?since=0&token=#{@token}", []},
+          [],
+          body_format: :binary
+        )
+
+      refute body =~ "Elixir."
 
       assert {400, %{"error" => "bad_json"}} =
                post(port, "/api/load/report?token=#{@token}", "{oops")

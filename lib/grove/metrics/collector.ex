@@ -420,7 +420,8 @@ defmodule Grove.Metrics.Collector do
       do:
         :ets.insert(
           load,
-          {:latest, System.monotonic_time(:millisecond), Map.merge(measurements, metadata)}
+          {:latest, System.monotonic_time(:millisecond),
+           Map.merge(measurements, Map.delete(metadata, :instance))}
         )
 
   def handle_event(_event, _measurements, _metadata, _config), do: :ok
