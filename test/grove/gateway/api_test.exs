@@ -318,6 +318,24 @@ defmodule Grove.Gateway.ApiTest do
       end
     end
 
+    test "after a second tab closes, a reload of the first comes back where the second left off",
+         %{port: port} do
+      {201, %{"token" => token}, _} =
+        request(port, :post, "/api/device_login", %{"device_id" => "two-tabs-reload-0001"})
+
+      {first, _welcome} = join(port, token)
+      {second, at} = join(port, token)
+      {%{type: :bye, reason: :replaced}, _} = expect(first, :bye)
+      direction = if at.x < 20, do: :e, else: :w
+      push(second, %{type: :move, seq: 1, dir: direction})
+      {%{type: :outcome, result: :ok, x: x, y: y}, {client, _}} = expect(second, :outcome)
+      WsClient.close(client)
+
+      # The first tab reloads at once.
+      {_third, again} = join(port, token)
+      assert {again.x, again.y} == {x, y}
+    end
+
     # A reload may claim the account as soon as the connection's process
     # is no longer alive, before the zone hears that it died: had the
     # connection left its player in the world until then, the reload
