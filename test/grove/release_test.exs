@@ -90,7 +90,7 @@ defmodule Grove.ReleaseTest do
     # the player is told goodbye, the node exits with 0.
     assert {_, 0} = System.cmd(bin, ["stop"], env: env, cd: root)
     assert Enum.drop_while(readiness_until_closed(port), &(&1 == 200)) == [503, :closed]
-    assert {0, output} = exit_status(server)
+    assert {0, output} = exit_status(server, fn -> processes(bin, env, root) end)
     File.rm!(Path.join(root, "os_pid"))
 
     # A clean start and stop logs no error, and leaves no folder behind.
@@ -153,14 +153,30 @@ defmodule Grove.ReleaseTest do
     server
   end
 
-  # The node's exit status and everything it wrote.
-  defp exit_status(server, output \\ []) do
+  # The node's exit status and everything it wrote; a node that does not
+  # exit is asked, while it still answers, what its processes are doing.
+  defp exit_status(server, dump \\ fn -> "" end, output \\ []) do
     receive do
-      {^server, {:data, data}} -> exit_status(server, [output | data])
+      {^server, {:data, data}} -> exit_status(server, dump, [output | data])
       {^server, {:exit_status, status}} -> {status, IO.iodata_to_binary(output)}
     after
-      60_000 -> flunk("the node did not exit; it wrote:\n#{output}")
+      60_000 -> flunk("the node did not exit; it wrote:\n#{output}\nIts processes:\n#{dump.()}")
     end
+  end
+
+  # What a stop may wait on: the processes linked to Yaws's server (which
+  # waits up to a minute for them), and any process with mail.
+  defp processes(bin, env, root) do
+    script = ~S"""
+    for pid <- Process.list(),
+        info = Process.info(pid, [:registered_name, :current_stacktrace, :trap_exit, :message_queue_len, :messages, :links]),
+        info != nil,
+        info[:message_queue_len] > 0 or Enum.any?(info[:current_stacktrace], &(elem(&1, 0) == :yaws_server)),
+        do: IO.inspect({pid, info}, limit: 20, printable_limit: 200)
+    """
+
+    {text, _status} = System.cmd(bin, ["rpc", script], env: env, cd: root, stderr_to_stdout: true)
+    text
   end
 
   # What /readyz answers, polled every 50 ms from now until the port
