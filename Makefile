@@ -4,8 +4,6 @@
 SHELL := /bin/bash
 export LC_ALL := C.UTF-8
 export LANG := C.UTF-8
-# Room for a process per baseline actor in the benches.
-export ERL_AFLAGS := +P 5000000
 
 # The client library (clients/js): the browser client bundles its sources,
 # Node programs (its tests, its example bot) import its build in dist/.
@@ -83,6 +81,11 @@ release: setup client
 
 # The benches are the lab's (lab/, a Mix project of its own); see
 # docs/benchmarks.md, and `scripts/setup bench` for what they use.
+# Room for a process per baseline actor in the benches, and there only: a
+# VM with a process table this large takes a minute to stop (OTP's last
+# sweep of the table at the end of a stop is slow), which nothing else
+# needs, the release the tests start least of all.
+bench bench-players bench-peers: export ERL_AFLAGS := +P 5000000
 # A one-minute look at the world under 250,000 actors.
 bench: setup
 	cd lab && mix grove.bench.actors --actors 250000 --duration 60
