@@ -105,8 +105,8 @@ defmodule Grove.ClusterCase do
       pid -> :erpc.call(node, :sys, :get_state, [pid]).handed_over == nil
     end
   catch
-    :error, {:exception, {:noproc, _}, _} -> false
-    :exit, {:exception, {:noproc, _}} -> false
+    :error, {:exception, {reason, _}, _} when reason in [:noproc, :shutdown, :normal] -> false
+    :exit, {:exception, {reason, _}} when reason in [:noproc, :shutdown, :normal] -> false
   end
 
   @doc "Starts an instance on a node under its application's supervisor."
