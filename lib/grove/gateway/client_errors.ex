@@ -11,8 +11,9 @@ defmodule Grove.Gateway.ClientErrors do
   # these reports (Yaws's format string, and an `{:error, reason}` of a
   # connection gone or silent as its argument), counts each in the
   # gateway's `client_errors`, and passes it on at debug level (so it is
-  # dropped unless debug logging is on). Any other report, from Yaws or
-  # not, passes untouched. This process adds the filter when the gateway
+  # dropped unless debug logging is on). So does a request that a stop
+  # cut in the middle (`cut_by_stop`). Any other report, from Yaws or not,
+  # passes untouched. This process adds the filter when the gateway
   # starts, before Yaws, and removes it when the gateway stops, after Yaws.
 
   use GenServer
@@ -23,6 +24,8 @@ defmodule Grove.Gateway.ClientErrors do
 
   # Yaws's own words, as it passes them to error_logger:format/2.
   @reports [~c"Unhandled reply from yaws:do_recv(): ~p~n", ~c"get_client_data: ~p~n"]
+  # How Yaws reports a connection's process that crashed.
+  @died ~c"Yaws process died: ~p~n"
   # A connection the client closed or reset, or that stayed silent.
   @gone [:closed, :timeout, :econnreset, :etimedout, :enotconn, :epipe]
 
@@ -56,5 +59,24 @@ defmodule Grove.Gateway.ClientErrors do
     if :logger.allow(:debug, :yaws), do: %{event | level: :debug}, else: :stop
   end
 
+  # A request in flight when a stop ends Yaws's server: the connection
+  # Yaws accepted last outlives its server by a moment and finds its
+  # tables gone ("Yaws process died: {badarg, [{ets, lookup, ...}]}").
+  # Nothing is wrong with the server either: the stop cut the request.
+  def filter(%{msg: {:report, %{label: {:error_logger, _}, format: @died}}} = event, stats) do
+    if stopping?() do
+      Stats.incr(stats, :cut_by_stop)
+      if :logger.allow(:debug, :yaws), do: %{event | level: :debug}, else: :stop
+    else
+      :ignore
+    end
+  end
+
   def filter(_event, _stats), do: :ignore
+
+  defp stopping? do
+    Grove.Gateway.draining?()
+  rescue
+    ArgumentError -> false
+  end
 end

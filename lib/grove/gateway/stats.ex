@@ -36,7 +36,9 @@ defmodule Grove.Gateway.Stats do
     :refused_501,
     :refused_505,
     # HTTP clients that closed or fell silent in the middle of a request.
-    :client_errors
+    :client_errors,
+    # HTTP requests in flight when a stop ended Yaws's server.
+    :cut_by_stop
   ]
 
   for {key, index} <- Enum.with_index(@keys, 1) do

@@ -243,7 +243,10 @@ defmodule Grove.Metrics.Collector do
        )},
       {"grove_http_client_errors_total", :counter,
        "HTTP clients that closed their connection or fell silent in the middle of a request.",
-       [{[], gateway[:client_errors] || 0}]}
+       [{[], gateway[:client_errors] || 0}]},
+      {"grove_http_cut_by_stop_total", :counter,
+       "HTTP requests in flight when a stop ended the server, cut without an answer.",
+       [{[], gateway[:cut_by_stop] || 0}]}
     ] ++
       request_metrics(instance) ++
       [

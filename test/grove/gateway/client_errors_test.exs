@@ -204,4 +204,24 @@ defmodule Grove.Gateway.ClientErrorsTest do
       assert log == ""
     end
   end
+
+  # Yaws's last accepted connection can outlive its server when a stop
+  # ends it, and crash on the server's tables: a request the stop cut,
+  # counted; the same crash while the server runs is an error.
+  test "a request that a stop cuts is counted, not logged as an error; the same crash at any other time is" do
+    died = fn -> :error_logger.error_msg(~c"Yaws process died: ~p~n", [{:badarg, []}]) end
+    before = Gateway.stats().cut_by_stop
+    assert capture_log([level: :error], died) =~ "Yaws process died"
+    assert Gateway.stats().cut_by_stop == before
+
+    draining = Gateway.config().draining
+    :atomics.put(draining, 1, 1)
+
+    try do
+      assert capture_log([level: :error], died) == ""
+      assert Gateway.stats().cut_by_stop == before + 1
+    after
+      :atomics.put(draining, 1, 0)
+    end
+  end
 end
