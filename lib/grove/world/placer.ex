@@ -79,8 +79,13 @@ defmodule Grove.World.Placer do
     # Handover processes: pid => zone index.
     handovers: %{},
     # Timers after which a zone handed away stops: zone index => ref.
-    timers: %{}
+    timers: %{},
+    # When this placer started, ms: how long it waits for a first node.
+    started_at: nil
   ]
+
+  # How often a node that waits for a first node by name looks again, ms.
+  @first_retry 100
 
   @type t :: %__MODULE__{core: State.t()}
 
@@ -150,7 +155,8 @@ defmodule Grove.World.Placer do
     placer = %__MODULE__{
       world: world,
       supervisor: supervisor,
-      core: State.new(node(), zone_count(world), running)
+      core: State.new(node(), zone_count(world), running),
+      started_at: System.monotonic_time(:millisecond)
     }
 
     if world.cluster == nil do
@@ -297,16 +303,55 @@ defmodule Grove.World.Placer do
       else: run(placer, &State.pause/1)
   end
 
+  # Members appear at different moments on each node: a node connected
+  # to this one and first by name, which runs this world's placer
+  # already, may not be a member here yet while it sees this node; were
+  # both to start, their placements at epoch 1 would disagree on where
+  # some zones run, each leaving them to the other, and those zones would
+  # run nowhere. So a placement any connected node published is joined,
+  # and a node that would start waits while such a first node has
+  # published none; for at most the boot wait from its own start (a node
+  # of another cluster runs a placer of the same name, and never becomes a
+  # member).
   defp join_or_start(placer) do
-    running =
-      Enum.find_value(placer.core.members -- [node()], fn member ->
-        case safe_locations(placer.world.name, member) do
-          list when is_list(list) -> list
-          _ -> nil
-        end
-      end)
+    world = placer.world.name
+    members = placer.core.members
 
-    run(placer, &State.join_or_start(&1, running))
+    running =
+      placement_on(world, members -- [node()]) || placement_on(world, Node.list() -- members)
+
+    if running == nil and Enum.min(members) == node() and first_elsewhere?(placer) do
+      Process.send_after(self(), :place, @first_retry)
+      placer
+    else
+      run(placer, &State.join_or_start(&1, running))
+    end
+  end
+
+  defp placement_on(world, nodes) do
+    Enum.find_value(nodes, fn other ->
+      case safe_locations(world, other) do
+        list when is_list(list) -> list
+        _ -> nil
+      end
+    end)
+  end
+
+  defp first_elsewhere?(placer) do
+    waited = System.monotonic_time(:millisecond) - placer.started_at
+    name = name(placer.world.name)
+
+    waited < Grove.Cluster.boot_wait(placer.world.cluster) and
+      Enum.any?(Node.list() -- placer.core.members, fn other ->
+        other < node() and is_pid(safe_whereis(other, name))
+      end)
+  end
+
+  defp safe_whereis(node, name) do
+    :erpc.call(node, Process, :whereis, [name], 1000)
+  catch
+    :exit, _ -> nil
+    :error, {:erpc, _} -> nil
   end
 
   # A node with peers to find waits a little for one before starting alone.
