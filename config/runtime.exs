@@ -8,6 +8,8 @@ import Config
 #   GROVE_SPAWN=blob:500,500,20 (the actors start around a point, about
 #     20 cells from it, growing outward as it fills; GROVE_SPAWN=uniform,
 #     the default, spreads them over the whole world)
+#   GROVE_PLAYER_SPAWN=400,400,600,600 (where new players start, X0,Y0,X1,Y1
+#     with the upper bounds exclusive; default anywhere; see Grove.Gateway)
 #   GROVE_VIEW_MS=250 GROVE_VIEW_MS_MAX=1000 (how often a player who does not
 #     move is sent views: the first while the server has room, up to the
 #     second under load; see Grove.Gateway)
@@ -249,7 +251,22 @@ config :grove,
       admin_token: System.get_env("GROVE_ADMIN_TOKEN"),
       view_ms: integer.("GROVE_VIEW_MS"),
       view_ms_max: integer.("GROVE_VIEW_MS_MAX"),
-      unready_ms: integer.("GROVE_UNREADY_MS")
+      unready_ms: integer.("GROVE_UNREADY_MS"),
+      spawn:
+        case System.get_env("GROVE_PLAYER_SPAWN") do
+          nil ->
+            nil
+
+          text ->
+            case text |> String.split(",") |> Enum.map(&Integer.parse/1) do
+              [{x0, ""}, {y0, ""}, {x1, ""}, {y1, ""}] ->
+                {x0, y0, x1, y1}
+
+              _ ->
+                raise ArgumentError,
+                      "GROVE_PLAYER_SPAWN must be X0,Y0,X1,Y1 (a rectangle of cells), got: #{inspect(text)}"
+            end
+        end
     )
 
 # A cluster: this node's name, its cookie (never defaulted) and its peers.

@@ -52,6 +52,10 @@ defmodule Grove.Gateway do
       (default `50`)
     * `:max_view_radius` - the largest viewport a client may ask for
       (default `16`)
+    * `:spawn` - where a new player starts (one with no cell of its own
+      to go back to): `nil` for a free cell anywhere, or a rectangle
+      `{x0, y0, x1, y1}` of cells (upper bounds exclusive), anywhere when
+      that is full (default `nil`)
     * `:view_ms`, `:view_ms_max` - how often a player who does not move is
       sent views, in milliseconds: every `:view_ms` while the server has
       room, stretching to `:view_ms_max` as its schedulers get busy (see
@@ -152,6 +156,7 @@ defmodule Grove.Gateway do
     seed_burst: 3,
     max_errors: 50,
     max_view_radius: 16,
+    spawn: nil,
     view_ms: 250,
     view_ms_max: 1000,
     pace_low: 0.5,
@@ -545,6 +550,21 @@ defmodule Grove.Gateway do
         )
 
     listen_ip(opts[:listen])
+
+    case opts[:spawn] do
+      nil ->
+        :ok
+
+      {x0, y0, x1, y1}
+      when is_integer(x0) and is_integer(y0) and x0 >= 0 and y0 >= 0 and
+             is_integer(x1) and is_integer(y1) and x1 > x0 and y1 > y0 ->
+        :ok
+
+      other ->
+        raise ArgumentError,
+              ":spawn must be nil or a rectangle {x0, y0, x1, y1} with x0 < x1 and y0 < y1, " <>
+                "got: #{inspect(other)}"
+    end
 
     if opts[:view_ms_max] < opts[:view_ms],
       do: raise(ArgumentError, ":view_ms_max must be at least :view_ms")

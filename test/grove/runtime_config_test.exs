@@ -29,6 +29,16 @@ defmodule Grove.RuntimeConfigTest do
     end
   end
 
+  test "GROVE_PLAYER_SPAWN puts new players in a rectangle, or anywhere" do
+    gateway = fn env -> read(env) |> Keyword.fetch!(:grove) |> Keyword.fetch!(:gateway) end
+    assert gateway.([{"GROVE_PLAYER_SPAWN", "400,410,600,620"}])[:spawn] == {400, 410, 600, 620}
+    assert gateway.([])[:spawn] == nil
+
+    assert_raise ArgumentError, ~r/GROVE_PLAYER_SPAWN must be X0,Y0,X1,Y1/, fn ->
+      gateway.([{"GROVE_PLAYER_SPAWN", "400,410,600"}])
+    end
+  end
+
   test "GROVE_ACTOR_KINDS and GROVE_ACTORS choose the kinds and their total" do
     config = read([{"GROVE_ACTOR_KINDS", "walker:3,sheep:1"}, {"GROVE_ACTORS", "8"}])
 

@@ -476,6 +476,7 @@ defmodule Grove.Gateway.Connection do
       seed_burst: config.seed_burst,
       max_errors: config.max_errors,
       max_view_radius: config.max_view_radius,
+      spawn: config.spawn,
       tick_ms: config.tick_ms,
       # What a client may count on: the longest it waits for views.
       view_ms: config.view_ms_max,

@@ -59,6 +59,7 @@ defmodule Grove.Gateway.Session do
           seed_burst: pos_integer(),
           max_errors: pos_integer(),
           max_view_radius: pos_integer(),
+          spawn: {non_neg_integer(), non_neg_integer(), pos_integer(), pos_integer()} | nil,
           tick_ms: pos_integer(),
           view_ms: pos_integer(),
           stats: Grove.Gateway.Stats.t() | nil,
@@ -292,7 +293,7 @@ defmodule Grove.Gateway.Session do
         last ->
           case last && World.join(session.world, Keyword.put(opts, :at, last)) do
             {:ok, _id, _cell} = ok -> ok
-            nil -> World.join(session.world, opts)
+            nil -> join_new(session.world, opts, Map.get(session.config, :spawn))
             _taken -> join_near(session.world, opts, last)
           end
       end
@@ -639,6 +640,16 @@ defmodule Grove.Gateway.Session do
 
   # Cells this far from the one a player left, either way, are "next to it".
   @near 2
+
+  # A new player: in the spawn area, if there is one and a cell free there.
+  defp join_new(world, opts, nil), do: World.join(world, opts)
+
+  defp join_new(world, opts, area) do
+    case World.join(world, Keyword.put(opts, :at, {:within, area})) do
+      {:ok, _id, _cell} = ok -> ok
+      _full -> World.join(world, opts)
+    end
+  end
 
   defp join_near(world, opts, {x, y}) do
     area = {x - @near, y - @near, x + @near + 1, y + @near + 1}
