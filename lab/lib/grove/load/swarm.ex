@@ -10,13 +10,17 @@ defmodule Grove.Load.Swarm do
   #
   # Each player moves every `move_every` ms (with 10 % jitter either way,
   # its first move at a random point of the first interval), in a random
-  # direction, with one move in flight at most. Connecting (TCP and the
+  # direction, with one move in flight at most; in a crowd
+  # (Grove.Load.Crowd), toward the crowd's point or about it, and at the
+  # crowd's pace until it gets there. Connecting (TCP and the
   # WebSocket handshake) happens in short-lived helper processes, so a ramp
   # does not wait behind the sockets already playing.
 
   use GenServer
 
-  alias Grove.Load.{Player, Stats}
+  import Bitwise
+
+  alias Grove.Load.{Crowd, Player, Stats}
   alias Grove.WsClient
   alias Grove.World.Grid
 
@@ -33,6 +37,7 @@ defmodule Grove.Load.Swarm do
     :move_every,
     :stats,
     :terrain,
+    :crowd,
     :rand,
     :timer,
     bots: %{},
@@ -44,7 +49,8 @@ defmodule Grove.Load.Swarm do
   @doc """
   Starts a swarm. Options: `:host`, `:port`, `:path` (with the encoding's
   query), `:encoding`, `:move_every` (ms), `:stats` (Grove.Load.Stats),
-  `:terrain` (`%{width: w, cells: binary}`, for the checks).
+  `:terrain` (`%{width: w, cells: binary}`, for the checks), `:crowd`
+  (a `Grove.Load.Crowd`, or nil for players who walk at random).
   """
   @spec start_link(keyword()) :: GenServer.on_start()
   def start_link(opts), do: GenServer.start_link(__MODULE__, opts)
@@ -69,6 +75,7 @@ defmodule Grove.Load.Swarm do
       move_every: Keyword.fetch!(opts, :move_every),
       stats: Keyword.fetch!(opts, :stats),
       terrain: Keyword.fetch!(opts, :terrain),
+      crowd: Keyword.get(opts, :crowd),
       rand: :rand.seed_s(:exsss),
       slot: current_slot()
     }
@@ -186,8 +193,8 @@ defmodule Grove.Load.Swarm do
     Enum.reduce(due, swarm, fn socket, swarm ->
       case swarm.bots do
         %{^socket => {player, buffer}} ->
-          {n, rand} = :rand.uniform_s(8, swarm.rand)
-          {player, payload} = Player.move(player, elem(@directions, n - 1), env)
+          {roll, rand} = :rand.uniform_s(1 <<< 16, swarm.rand)
+          {player, payload} = Player.move(player, direction(swarm, player, roll), env)
 
           cond do
             payload ->
@@ -202,7 +209,7 @@ defmodule Grove.Load.Swarm do
           end
 
           swarm = %{swarm | rand: rand, bots: Map.put(swarm.bots, socket, {player, buffer})}
-          next(swarm, socket, slot)
+          next(swarm, socket, slot, every(swarm, player))
 
         _ ->
           swarm
@@ -210,9 +217,15 @@ defmodule Grove.Load.Swarm do
     end)
   end
 
+  defp direction(%__MODULE__{crowd: nil}, _player, roll), do: elem(@directions, rem(roll, 8))
+  defp direction(swarm, player, roll), do: Crowd.direction(swarm.crowd, player.cell, roll)
+
+  defp every(%__MODULE__{crowd: nil} = swarm, _player), do: swarm.move_every
+  defp every(swarm, player), do: Crowd.wait(swarm.crowd, player.cell, swarm.move_every)
+
   # The next move is due one interval later, give or take a tenth.
-  defp next(swarm, socket, slot) do
-    interval = div(swarm.move_every, @slot_ms)
+  defp next(swarm, socket, slot, every) do
+    interval = max(div(every, @slot_ms), 1)
     spread = max(div(interval, 5), 1)
     {jitter, rand} = :rand.uniform_s(spread, swarm.rand)
     schedule(%{swarm | rand: rand}, socket, slot + interval - div(spread, 2) + jitter)

@@ -51,6 +51,14 @@ defmodule Grove.Load.WsRun do
   welcomed again under its id: the report counts these as `restored`, not
   as errors, and the player's checks go on from where it stands now.
 
+  With `:crowd` (`:press` or `:mill`) the players gather: each walks to
+  one point (`:crowd_at`: `:corner`, where four zones of `:zone_size`
+  cells meet near the world's centre, `:middle`, the middle of the zone
+  at the centre, or a cell `{x, y}`) at a move every `:crowd_approach_ms`,
+  then presses in toward it or mills about within `:crowd_radius` cells
+  of it at the run's pace (`Grove.Load.Crowd`). Give the crowd time to
+  form before measuring (`:settle`).
+
   When `:report_url` is given (the server's base URL) the run posts each
   progress line to `/api/load/report` there, so the server's dashboard shows
   the run and its knee.
@@ -59,7 +67,7 @@ defmodule Grove.Load.WsRun do
   import Grove.Load.Report, only: [figure: 1]
   import Grove.Metrics.Histogram, only: [to_ms: 1]
 
-  alias Grove.Load.{Hog, Soak, Stats, Swarm}
+  alias Grove.Load.{Crowd, Hog, Soak, Stats, Swarm}
   alias Grove.Metrics.Histogram
 
   @defaults [
@@ -86,6 +94,11 @@ defmodule Grove.Load.WsRun do
     hog: 0,
     hog_from: 0,
     hog_for: nil,
+    crowd: nil,
+    crowd_at: :corner,
+    crowd_radius: 12,
+    crowd_approach_ms: 100,
+    zone_size: 50,
     out: &IO.puts/1
   ]
 
@@ -97,6 +110,7 @@ defmodule Grove.Load.WsRun do
     targets = Enum.map(urls, &target(&1, opts[:encoding]))
     [first | _] = targets
     terrain = same_terrain!(targets)
+    crowd = crowd(opts, terrain)
     target = opts[:players]
     stages = opts[:stages]
     last = if stages, do: List.last(stages), else: target
@@ -110,7 +124,8 @@ defmodule Grove.Load.WsRun do
       swarm_opts: [
         encoding: opts[:encoding],
         terrain: terrain,
-        move_every: opts[:move_every]
+        move_every: opts[:move_every],
+        crowd: crowd
       ],
       target: target,
       ramp: ramp,
@@ -129,7 +144,8 @@ defmodule Grove.Load.WsRun do
 
     opts[:out].(
       "load: #{describe(run)} at #{ramp}/s on #{Enum.join(urls, ", ")} (#{opts[:encoding]}), " <>
-        "moves every #{opts[:move_every]} ms, views checked by #{describe_checks(opts[:check_views])}"
+        "moves every #{opts[:move_every]} ms, views checked by #{describe_checks(opts[:check_views])}" <>
+        describe_crowd(crowd)
     )
 
     run =
@@ -163,6 +179,33 @@ defmodule Grove.Load.WsRun do
   end
 
   defp describe(%{target: target}), do: "#{target} players"
+
+  defp describe_crowd(nil), do: ""
+
+  defp describe_crowd(%Crowd{} = crowd) do
+    {x, y} = crowd.at
+    verb = if crowd.mode == :press, do: "pressing in toward", else: "milling about"
+
+    ", in a crowd #{verb} {#{x}, #{y}} (within #{crowd.radius} cells; " <>
+      "a move every #{crowd.approach_ms} ms on the way there)"
+  end
+
+  # The crowd the players gather in, with its point on this world.
+  defp crowd(opts, terrain) do
+    case opts[:crowd] do
+      nil ->
+        nil
+
+      mode ->
+        height = div(byte_size(terrain.cells), terrain.width)
+        at = Crowd.place(opts[:crowd_at], terrain.width, height, opts[:zone_size])
+
+        Crowd.new(mode, at,
+          radius: opts[:crowd_radius],
+          approach_ms: opts[:crowd_approach_ms]
+        )
+    end
+  end
 
   defp describe_checks(:all), do: "every player"
   defp describe_checks(n), do: "a sample of #{n} players"

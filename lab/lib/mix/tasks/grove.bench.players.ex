@@ -38,6 +38,13 @@ defmodule Mix.Tasks.Grove.Bench.Players do
       and report which grow (see `mix help grove.load`); for example half
       the knee for thirty minutes:
       `mix grove.bench.players --stages 2000 --stage-seconds 1800 --sample-every 5`
+    * `--crowd press|mill`, `--crowd-at corner|middle|X,Y`, `--crowd-radius N`,
+      `--crowd-approach-ms MS`, `--crowd-spawn N` - the players gather in a crowd (see
+      `mix help grove.load`); for example 1,000 binary players pressing in
+      at the middle of a zone, given 90 s to get there:
+      `mix grove.bench.players --encoding binary --stages 1000 --crowd press --crowd-at middle --settle 90`;
+      with a crowd the server's new players start within `--crowd-spawn N`
+      cells of its point (default 40: `GROVE_PLAYER_SPAWN`), and walk the rest
 
   Needs Linux's `taskset` and two cores; it says so and stops otherwise.
   The server's data (its SQLite file) goes to a temporary folder.
@@ -59,7 +66,12 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     cores: :string,
     json: :string,
     report: :string,
-    sample_every: :integer
+    sample_every: :integer,
+    crowd: :string,
+    crowd_at: :string,
+    crowd_radius: :integer,
+    crowd_approach_ms: :integer,
+    crowd_spawn: :integer
   ]
 
   @impl true
@@ -79,13 +91,14 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     data =
       Path.join(System.tmp_dir!(), "grove-bench-players-#{System.unique_integer([:positive])}")
 
-    server_env = [
-      {"GROVE_PORT", to_string(port)},
-      {"GROVE_DATA", data},
-      {"GROVE_ACTORS", to_string(opts[:actors] || 20_000)},
-      {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
-      {"MIX_ENV", to_string(Mix.env())}
-    ]
+    server_env =
+      [
+        {"GROVE_PORT", to_string(port)},
+        {"GROVE_DATA", data},
+        {"GROVE_ACTORS", to_string(opts[:actors] || 20_000)},
+        {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
+        {"MIX_ENV", to_string(Mix.env())}
+      ] ++ crowd_spawn(opts)
 
     info("bench: server on core #{server_core} (port #{port}), load on core #{load_core}")
     server = Server.start(core: server_core, env: server_env, label: "server")
@@ -95,32 +108,41 @@ defmodule Mix.Tasks.Grove.Bench.Players do
       info("bench: server up (OS pid #{server_pid}); the world fills before the baseline")
 
       load_args =
-        [
-          "mix",
-          "grove.load",
-          "ws",
-          "--url",
-          "ws://127.0.0.1:#{port}/ws",
-          "--server-pid",
-          to_string(server_pid),
-          "--stages",
-          opts[:stages] || "1000,2000,4000,6000,8000,10000,12000",
-          "--encoding",
-          opts[:encoding] || "json",
-          "--stage-seconds",
-          to_string(opts[:stage_seconds] || 30),
-          "--settle",
-          to_string(opts[:settle] || 5),
-          "--baseline-seconds",
-          to_string(opts[:baseline_seconds] || 15),
-          "--ramp",
-          to_string(opts[:ramp] || 1000),
-          "--check-views",
-          opts[:check_views] || "100"
-        ] ++
-          if(opts[:json], do: ["--json", opts[:json]], else: []) ++
-          if(opts[:sample_every], do: ["--sample-every", to_string(opts[:sample_every])], else: []) ++
-          if(opts[:report], do: ["--report", opts[:report]], else: [])
+        ([
+           "mix",
+           "grove.load",
+           "ws",
+           "--url",
+           "ws://127.0.0.1:#{port}/ws",
+           "--server-pid",
+           to_string(server_pid),
+           "--stages",
+           opts[:stages] || "1000,2000,4000,6000,8000,10000,12000",
+           "--encoding",
+           opts[:encoding] || "json",
+           "--stage-seconds",
+           to_string(opts[:stage_seconds] || 30),
+           "--settle",
+           to_string(opts[:settle] || 5),
+           "--baseline-seconds",
+           to_string(opts[:baseline_seconds] || 15),
+           "--ramp",
+           to_string(opts[:ramp] || 1000),
+           "--check-views",
+           opts[:check_views] || "100"
+         ] ++
+           if(opts[:json], do: ["--json", opts[:json]], else: []) ++
+           if(opts[:sample_every],
+             do: ["--sample-every", to_string(opts[:sample_every])],
+             else: []
+           ) ++
+           if(opts[:report], do: ["--report", opts[:report]], else: []) ++
+           for(
+             key <- [:crowd, :crowd_at, :crowd_radius, :crowd_approach_ms],
+             value = opts[key],
+             do: ["--#{String.replace(to_string(key), "_", "-")}", to_string(value)]
+           ))
+        |> List.flatten()
 
       load =
         Server.start(
@@ -140,6 +162,36 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     after
       Server.stop(server)
       File.rm_rf(data)
+    end
+  end
+
+  # A crowd forms in seconds when the players start near its point rather
+  # than anywhere on the world (a thousand players walking 500 cells would
+  # cost the server more than the crowd): the server's spawn area is the
+  # square of `--crowd-spawn` cells around it. The bench's world is the
+  # default one, 1000 x 1000 cells in zones of 50.
+  defp crowd_spawn(opts) do
+    if opts[:crowd] do
+      at =
+        case opts[:crowd_at] || "corner" do
+          "corner" -> :corner
+          "middle" -> :middle
+          cell -> cell |> String.split(",") |> Enum.map(&String.to_integer/1) |> List.to_tuple()
+        end
+
+      {x, y} = Grove.Load.Crowd.place(at, 1000, 1000, 50)
+      reach = opts[:crowd_spawn] || 40
+
+      area = [
+        max(x - reach, 0),
+        max(y - reach, 0),
+        min(x + reach + 1, 1000),
+        min(y + reach + 1, 1000)
+      ]
+
+      [{"GROVE_PLAYER_SPAWN", Enum.join(area, ",")}]
+    else
+      []
     end
   end
 

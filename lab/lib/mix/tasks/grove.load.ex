@@ -53,6 +53,18 @@ defmodule Mix.Tasks.Grove.Load do
       runner, on a shared machine): from `--hog-from S` seconds after the
       start (default 0) for `--hog-for S` seconds (default to the end);
       always stopped at the end
+    * `--crowd press|mill` - the players gather instead of walking at
+      random: each walks to one point, then presses in toward it (most
+      moves refused `occupied`) or mills about near it; see
+      `Grove.Load.Crowd`. Give the crowd time to form with `--settle`
+    * `--crowd-at corner|middle|X,Y` - where: the zone corner nearest the
+      world's centre (four zones share the crowd), the middle of the zone
+      at the centre (one zone holds it), or a cell (default corner)
+    * `--crowd-radius N` - cells around the point where players mill, and
+      from where they move at `--move-every` (default 12)
+    * `--crowd-approach-ms MS` - ms between moves on the way there (default 100)
+    * `--zone-size N` - the server's zone size, for `corner` and `middle`
+      (default 50, the default world's)
     * `--sample-every S` - a soak: read the server's gauges (memory,
       processes, ports, ETS tables, the longest mailbox) every S seconds and
       report which of them grow (`Grove.Load.Soak` says how that is judged)
@@ -131,7 +143,12 @@ defmodule Mix.Tasks.Grove.Load do
     every: :integer,
     hog: :integer,
     hog_from: :integer,
-    hog_for: :integer
+    hog_for: :integer,
+    crowd: :string,
+    crowd_at: :string,
+    crowd_radius: :integer,
+    crowd_approach_ms: :integer,
+    zone_size: :integer
   ]
 
   @http_switches [
@@ -159,7 +176,7 @@ defmodule Mix.Tasks.Grove.Load do
       end
 
     positive!(opts)
-    opts = opts |> parse_urls() |> parse_stages() |> parse_check_views()
+    opts = opts |> parse_urls() |> parse_stages() |> parse_check_views() |> parse_crowd()
     start_client()
 
     {json, opts} = Keyword.pop(opts, :json)
@@ -298,6 +315,33 @@ defmodule Mix.Tasks.Grove.Load do
         case Integer.parse(text) do
           {n, ""} when n >= 0 -> Keyword.put(opts, :check_views, n)
           _ -> Mix.raise("--check-views takes a number of players or all, got #{inspect(text)}")
+        end
+    end
+  end
+
+  defp parse_crowd(opts) do
+    opts =
+      case Keyword.fetch(opts, :crowd) do
+        :error -> opts
+        {:ok, "press"} -> Keyword.put(opts, :crowd, :press)
+        {:ok, "mill"} -> Keyword.put(opts, :crowd, :mill)
+        {:ok, other} -> Mix.raise("--crowd must be press or mill, got #{inspect(other)}")
+      end
+
+    case Keyword.fetch(opts, :crowd_at) do
+      :error ->
+        opts
+
+      {:ok, "corner"} ->
+        Keyword.put(opts, :crowd_at, :corner)
+
+      {:ok, "middle"} ->
+        Keyword.put(opts, :crowd_at, :middle)
+
+      {:ok, text} ->
+        case text |> String.split(",") |> Enum.map(&Integer.parse/1) do
+          [{x, ""}, {y, ""}] when x >= 0 and y >= 0 -> Keyword.put(opts, :crowd_at, {x, y})
+          _ -> Mix.raise("--crowd-at takes corner, middle or a cell X,Y, got #{inspect(text)}")
         end
     end
   end
