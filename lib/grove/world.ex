@@ -40,6 +40,12 @@ defmodule Grove.World do
       entities in, for minimaps (default `10`)
     * `:life` - bacteria, born and dying by a Game of Life the zones compute:
       `false` for none, or options, see `Grove.World.Life` (default `false`)
+    * `:game` - the game the world runs: a module implementing `Grove.Game`,
+      `{module, options}`, or `nil` for none (default `nil`); see
+      `Grove.Game.Spec` for the options every game takes
+    * `:tally` - where the game's tallies go: a process (name or pid) that
+      takes `{:tallies, [{board, key, delta}]}` messages, such as a
+      `Grove.Game.Tally`, or `nil` to count them and drop them (default `nil`)
 
   ## The client API
 
@@ -132,6 +138,11 @@ defmodule Grove.World do
     :life_target,
     :life_time,
     :life_density,
+    :game,
+    :game_tables,
+    :game_changes,
+    :game_log,
+    :tally,
     density_block: 10,
     mailbox_limit: 5000,
     view_history: 32,
@@ -171,6 +182,11 @@ defmodule Grove.World do
           life_target: :atomics.atomics_ref() | nil,
           life_time: Grove.Metrics.Histogram.t() | nil,
           life_density: :atomics.atomics_ref() | nil,
+          game: Grove.Game.Spec.t() | nil,
+          game_tables: tuple() | nil,
+          game_changes: :atomics.atomics_ref() | nil,
+          game_log: :atomics.atomics_ref() | nil,
+          tally: atom() | pid() | nil,
           mailbox_limit: pos_integer(),
           view_history: pos_integer(),
           handoff_timeout: pos_integer(),
@@ -319,6 +335,9 @@ defmodule Grove.World do
       with it (the owner was sent `{:grove_lost, id}`), to place it again
       under the same id, which the others' views still know it by
       (default: a new id)
+    * `:info` - what the game's `join/3` hook is told of the entity, a map
+      (the gateway tells it a player's `%{account: id, name: name}`;
+      default `%{}`)
   """
   @impl Grove.World.Client
   @spec join(name() | t(), keyword()) ::
@@ -342,7 +361,8 @@ defmodule Grove.World do
         owner: self(),
         timeout: 5000,
         id: nil,
-        label: nil
+        label: nil,
+        info: %{}
       )
 
     id = opts[:id] || next_id(world)
@@ -454,7 +474,11 @@ defmodule Grove.World do
       zone = zone_address(world, index)
 
       try do
-        GenServer.call(zone, {:join, entity, candidates, deadline}, opts[:timeout])
+        GenServer.call(
+          zone,
+          join_message(entity, candidates, deadline, opts[:info]),
+          opts[:timeout]
+        )
       catch
         :exit, {:timeout, _} ->
           # The zone may have placed the entity just as we stopped waiting;
@@ -472,6 +496,13 @@ defmodule Grove.World do
       end
     end
   end
+
+  # A join with nothing to tell a game keeps the message it always had.
+  defp join_message(entity, candidates, deadline, info) when map_size(info) == 0,
+    do: {:join, entity, candidates, deadline}
+
+  defp join_message(entity, candidates, deadline, info) when is_map(info),
+    do: {:join, entity, candidates, deadline, info}
 
   @doc """
   Moves an entity one step in a direction: `:n`, `:ne`, `:e`, `:se`, `:s`,
@@ -563,6 +594,126 @@ defmodule Grove.World do
 
     :ok
   end
+
+  @doc """
+  Asks for an action of the world's game (`Grove.Game`) by an entity the
+  calling process owns: `action` by name (an atom or a string, as the
+  game's `actions/0` names it), toward `target` (`:here`, the entity's own
+  cell; a direction; or an adjacent cell `{x, y}`), with `args` (a map, by
+  the names the game declares). Returns at once; the outcome arrives as
+  `{:grove_act, id, tag, outcome}`, exactly one per action:
+
+    * `{:ok, data}` - done; `data` is the game's small answer (a map)
+    * `{:refused, reason}` - the game said no (`reason`, an atom of its own)
+    * `{:rejected, reason}` - the world said no: `:unknown_action`,
+      `:bad_args` (`Grove.Game.check/3` says why), `:out_of_reach` (a
+      target cell that is neither the entity's nor next to it),
+      `:out_of_bounds`, `:rate_limited` (actions count against the same
+      rate as moves), `:busy`, `:not_owner`, `:unknown_entity`,
+      `:disabled` (the world has no game), or `:interrupted` (the action
+      failed in the game's code, or the zone it ran in stopped before it
+      answered; nothing of it was applied)
+
+  A target across a zone border is fine: the action runs in the zone of
+  its target, which answers through the actor's zone.
+  """
+  @spec act(name() | t(), Entity.id(), atom() | String.t(), term(), map(), term()) :: :ok
+  def act(world, id, action, target \\ :here, args \\ %{}, tag \\ nil) when is_integer(id) do
+    world = fetch!(world)
+
+    case check_act(world, action, args) do
+      {:ok, request} ->
+        case Directory.lookup(world.name, id) do
+          nil ->
+            Stats.incr(world.stats, :unknown_entity)
+            send(self(), {:grove_act, id, tag, {:rejected, :unknown_entity}})
+
+          index ->
+            if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+              Stats.incr(world.stats, :busy)
+              send(self(), {:grove_act, id, tag, {:rejected, :busy}})
+            else
+              {name, args} = request
+
+              GenServer.cast(
+                zone_address(world, index),
+                {:act, id, {name, target, args}, self(), tag, 0}
+              )
+            end
+        end
+
+      {:error, reason} ->
+        send(self(), {:grove_act, id, tag, {:rejected, reason}})
+    end
+
+    :ok
+  end
+
+  @doc """
+  Asks for several actions of the calling process's entities at once:
+  `acts` is a list of `{id, action, target, args, tag}`, grouped by zone
+  like `move_many/2`'s moves. Each gets exactly one outcome; those a zone
+  decides come back together as `{:grove_acts, [{id, tag, outcome}]}`, an
+  action that runs in another zone alone, as `{:grove_act, id, tag,
+  outcome}`.
+  """
+  @spec act_many(name() | t(), [{Entity.id(), atom() | String.t(), term(), map(), term()}]) :: :ok
+  def act_many(world, acts) when is_list(acts) do
+    world = fetch!(world)
+
+    {by_zone, refused} =
+      Enum.reduce(acts, {%{}, []}, fn {id, action, target, args, tag}, {by_zone, refused} ->
+        with {:ok, {name, args}} <- check_act(world, action, args),
+             index when index != nil <- Directory.lookup(world.name, id) do
+          act = {id, {name, target, args}, tag}
+          {Map.update(by_zone, index, [act], &[act | &1]), refused}
+        else
+          nil -> {by_zone, [{id, tag, {:rejected, :unknown_entity}} | refused]}
+          {:error, reason} -> {by_zone, [{id, tag, {:rejected, reason}} | refused]}
+        end
+      end)
+
+    busy =
+      Enum.flat_map(by_zone, fn {index, zone_acts} ->
+        if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+          Stats.incr(world.stats, :busy, length(zone_acts))
+          for {id, _request, tag} <- zone_acts, do: {id, tag, {:rejected, :busy}}
+        else
+          GenServer.cast(zone_address(world, index), {:acts, self(), Enum.reverse(zone_acts)})
+          []
+        end
+      end)
+
+    case refused ++ busy do
+      [] -> :ok
+      outcomes -> send(self(), {:grove_acts, outcomes})
+    end
+
+    :ok
+  end
+
+  defp check_act(%__MODULE__{game: nil}, _action, _args), do: {:error, :disabled}
+
+  defp check_act(%__MODULE__{game: spec}, action, args) do
+    case Grove.Game.check(spec, action, args) do
+      {:ok, name, args} -> {:ok, {name, args}}
+      {:error, reason, _text} -> {:error, reason}
+    end
+  end
+
+  @doc """
+  A cell's game layer, `{value, visible_code}`, read from ETS without a
+  message; `nil` when the cell has no value. See `Grove.World.Game`.
+  """
+  @spec cell(name() | t(), Grid.cell()) :: {term(), byte()} | nil
+  defdelegate cell(world, cell), to: Grove.World.Game
+
+  @doc """
+  An entity's game attributes and look, `{attrs, look}`, read from ETS
+  without a message; `nil` when it is not in the world.
+  """
+  @spec attrs(name() | t(), Entity.id()) :: {term(), byte()} | nil
+  defdelegate attrs(world, id), to: Grove.World.Game
 
   @doc "Removes an entity the calling process owns. Waits for its zone."
   @impl Grove.World.Client

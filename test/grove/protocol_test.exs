@@ -121,9 +121,12 @@ defmodule Grove.ProtocolTest do
             assert Frames.encode_view(encoding, what, area.area, area.entities, area.gone) ==
                      by_definition
 
-            # Names come first, in a frame of their own, for the area's number.
+            # Names come first, in a frame of their own, for the area's
+            # number; none when there are none.
             names_frame =
-              WebSocket.frame(kind, Protocol.encode(%{names | area: area.area}, encoding))
+              if names.names == [],
+                do: [],
+                else: WebSocket.frame(kind, Protocol.encode(%{names | area: area.area}, encoding))
 
             named =
               Frames.encode_view(encoding, what, area.area, area.entities, area.gone, %{

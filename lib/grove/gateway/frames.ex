@@ -72,6 +72,9 @@ defmodule Grove.Gateway.Frames do
   # frame of their own, so that the client knows them when the `area`
   # frame draws them; an `area` is the frame it always was.
   @impl Grove.World.ViewFormat
+  def encode_view(encoding, what, zone, entries, departed, %{names: []}),
+    do: area(encoding, what, zone, entries, departed)
+
   def encode_view(encoding, what, zone, entries, departed, %{names: names}),
     do: [
       message(%{type: :names, area: zone, names: names}, encoding)

@@ -1,17 +1,24 @@
 defmodule Grove.World.Entity do
-  @moduledoc false
-  # One thing on the grid, as its zone holds it. The owner is the client process
-  # the zone answers; `kind` is a small integer clients draw (0 actor, 1 player, ...).
-  # `paced_until` is the move-rate limiter's state (see Grove.RateLimit), which
-  # travels with the entity across zones. `monitor` is the owning zone's
-  # monitor on the owner. A viewer (`updates: :view`) reads what zones
-  # publish in its `view_format` (see Grove.World.ViewFormat). `label` is a
-  # player's name and avatar, which viewers are told once, when the entity
-  # comes into their view of an area (nil for actors and bacteria).
-  #
-  # The row a zone keeps of it in its ETS table is this module's: its
-  # shape is spelled out nowhere else (`to_row/1`, `from_row/1`,
-  # `row_cell/1`, `row_label/1`, `within/1`).
+  @moduledoc """
+  One thing on the grid, as its zone holds it, and as a game's callbacks
+  are given it (`Grove.Game`): a game reads `id`, `x`, `y`, `kind` (0 an
+  actor, 1 a player, 2 a bacterium, 3 and up an actor kind's code),
+  `label` (a player's name and avatar) and `attrs`, its game attributes
+  (`nil` until the game sets them); `look` is what players see of them
+  (`Grove.Game.look/1`). The other fields are the world's: the owner is
+  the client process the zone answers; `paced_until` is the move-rate
+  limiter's state (see Grove.RateLimit), which travels with the entity
+  across zones, like its attributes; `monitor` is the owning zone's
+  monitor on the owner. A viewer (`updates: :view`) reads what zones
+  publish in its `view_format` (see Grove.World.ViewFormat). `label` is a
+  player's name and avatar, which viewers are told once, when the entity
+  comes into their view of an area (nil for actors and bacteria).
+
+  The row a zone keeps of it in its ETS table is this module's: its
+  shape is spelled out nowhere else (`to_row/1`, `from_row/1`,
+  `row_cell/1`, `row_label/1`, `within/1`, the positions of the look and
+  the attributes).
+  """
 
   @enforce_keys [:id, :owner]
   defstruct [
@@ -25,7 +32,9 @@ defmodule Grove.World.Entity do
     view_radius: 8,
     view_format: {Grove.World.View, :raw},
     paced_until: nil,
-    label: nil
+    label: nil,
+    look: 0,
+    attrs: nil
   ]
 
   @type id :: non_neg_integer()
@@ -42,46 +51,56 @@ defmodule Grove.World.Entity do
           view_radius: non_neg_integer(),
           view_format: Grove.World.Feed.format(),
           paced_until: integer() | nil,
-          label: label() | nil
+          label: label() | nil,
+          look: 0..255,
+          attrs: term()
         }
 
   @typedoc "A player's name and avatar (an emoji), as others see them."
   @type label :: {String.t(), String.t()}
 
-  @typedoc "How an entity is kept in its zone's ETS table, so a restarted zone can rebuild it."
+  @typedoc """
+  How an entity is kept in its zone's ETS table, so a restarted zone can
+  rebuild it and anyone can read it without a message: id, cell, owner,
+  kind, updates, view radius and format, label, then its game look and
+  attributes.
+  """
   @type row ::
           {id(), non_neg_integer(), non_neg_integer(), pid(), 0..255, updates(),
-           non_neg_integer(), Grove.World.Feed.format(), label() | nil}
+           non_neg_integer(), Grove.World.Feed.format(), label() | nil, 0..255, term()}
 
+  @doc false
   @spec to_row(t()) :: row()
   def to_row(%__MODULE__{} = e),
-    do: {e.id, e.x, e.y, e.owner, e.kind, e.updates, e.view_radius, e.view_format, e.label}
+    do:
+      {e.id, e.x, e.y, e.owner, e.kind, e.updates, e.view_radius, e.view_format, e.label, e.look,
+       e.attrs}
 
-  @doc "The cell of an entity's row."
+  @doc false
   @spec row_cell(row()) :: Grove.World.Grid.cell()
-  def row_cell({_id, x, y, _owner, _kind, _updates, _view_radius, _view_format, _label}),
+  def row_cell({_id, x, y, _owner, _kind, _updates, _radius, _format, _label, _look, _attrs}),
     do: {x, y}
 
-  @doc "The name and avatar of an entity's row (nil when it has none)."
+  @doc false
   @spec row_label(row()) :: label() | nil
-  def row_label({_id, _x, _y, _owner, _kind, _updates, _view_radius, _view_format, label}),
+  def row_label({_id, _x, _y, _owner, _kind, _updates, _radius, _format, label, _look, _attrs}),
     do: label
 
-  @doc """
-  A match specification for a zone's table: `{id, x, y, kind}` of the rows
-  whose cell is within `{x0, y0, x1, y1}` (inclusive).
-  """
+  @doc false
+  # A match specification for a zone's table: `{id, x, y, kind}` of the
+  # rows whose cell is within `{x0, y0, x1, y1}` (inclusive).
   @spec within({integer(), integer(), integer(), integer()}) :: :ets.match_spec()
   def within({x0, y0, x1, y1}) do
     [
-      {{:"$1", :"$2", :"$3", :_, :"$4", :_, :_, :_, :_},
+      {{:"$1", :"$2", :"$3", :_, :"$4", :_, :_, :_, :_, :_, :_},
        [{:>=, :"$2", x0}, {:"=<", :"$2", x1}, {:>=, :"$3", y0}, {:"=<", :"$3", y1}],
        [{{:"$1", :"$2", :"$3", :"$4"}}]}
     ]
   end
 
+  @doc false
   @spec from_row(row()) :: t()
-  def from_row({id, x, y, owner, kind, updates, view_radius, view_format, label}),
+  def from_row({id, x, y, owner, kind, updates, view_radius, view_format, label, look, attrs}),
     do: %__MODULE__{
       id: id,
       x: x,
@@ -91,6 +110,13 @@ defmodule Grove.World.Entity do
       updates: updates,
       view_radius: view_radius,
       view_format: view_format,
-      label: label
+      label: label,
+      look: look,
+      attrs: attrs
     }
+
+  @doc false
+  # The row's places of the look and the attributes, for `:ets.update_element/3`.
+  def look_position, do: 10
+  def attrs_position, do: 11
 end

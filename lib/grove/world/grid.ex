@@ -91,6 +91,10 @@ defmodule Grove.World.Grid do
   @spec cell_key(t(), non_neg_integer(), non_neg_integer()) :: non_neg_integer()
   def cell_key(%__MODULE__{width: w}, x, y), do: y * w + x
 
+  @doc "The cell of a key from `cell_key/3`."
+  @spec cell_of_key(t(), non_neg_integer()) :: cell()
+  def cell_of_key(%__MODULE__{width: w}, key), do: {rem(key, w), div(key, w)}
+
   @doc "How many zones cut the grid."
   @spec zone_count(t()) :: pos_integer()
   def zone_count(%__MODULE__{zones_x: zx, zones_y: zy}), do: zx * zy

@@ -47,6 +47,7 @@ defmodule Grove.World.Keeper do
     }
 
     world = if world.life, do: with_life(world), else: world
+    world = if world.game, do: with_game(world, count), else: world
 
     World.publish(world)
 
@@ -86,6 +87,30 @@ defmodule Grove.World.Keeper do
         life_density: :atomics.new(world.density_cols * world.density_rows, signed: true),
         life_time: Grove.Metrics.Histogram.new()
     }
+  end
+
+  # The game's shared parts: a table per zone for its cell layer (rows
+  # `{key, value, code}`, and `{:ready, version, 0}` once laid), each
+  # zone's count of layer changes (for the saver), and the log's pace.
+  defp with_game(world, count) do
+    %{
+      world
+      | game_tables:
+          List.to_tuple(
+            for _ <- 1..count,
+                do: :ets.new(:grove_game_cells, [:set, :public, read_concurrency: true])
+          ),
+        game_changes: :atomics.new(count, signed: false),
+        game_log: game_log()
+    }
+  end
+
+  # [when a failure was last logged, failures not logged since]; the first
+  # is logged at once.
+  defp game_log do
+    log = :atomics.new(2, signed: true)
+    :atomics.put(log, 1, System.monotonic_time(:millisecond) - 3_600_000)
+    log
   end
 
   defp zone_name(world, index), do: :"#{world}.zone.#{index}"

@@ -29,6 +29,19 @@ defmodule Grove.World.Stats do
             :deaths,
             :seeds,
             :seeds_refused,
+            # A game's actions by outcome (done, refused by the game,
+            # refused by the world, interrupted), those run across a zone
+            # border, those whose answer never came or came too late; its
+            # callbacks that failed; its tallies with nowhere to go.
+            :acts_ok,
+            :acts_refused,
+            :acts_rejected,
+            :acts_interrupted,
+            :acts_across,
+            :acts_expired,
+            :acts_late,
+            :game_failures,
+            :tallies_dropped,
             # Gauges: how many entities of each kind are in the world now.
             :players,
             :actors,

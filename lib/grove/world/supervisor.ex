@@ -24,6 +24,8 @@ defmodule Grove.World.Supervisor do
     handoff_timeout: 5000,
     density_block: 10,
     life: false,
+    game: nil,
+    tally: nil,
     cluster: nil
   ]
 
@@ -76,6 +78,8 @@ defmodule Grove.World.Supervisor do
       handoff_timeout: opts[:handoff_timeout],
       density_block: opts[:density_block],
       life: Life.new!(opts[:life]),
+      game: Grove.Game.Spec.new!(opts[:game]),
+      tally: tally!(opts[:tally]),
       density_cols: div(opts[:width] + opts[:density_block] - 1, opts[:density_block]),
       density_rows: div(opts[:height] + opts[:density_block] - 1, opts[:density_block]),
       terrain_options: Keyword.put(opts[:terrain], :seed, opts[:seed]),
@@ -83,6 +87,12 @@ defmodule Grove.World.Supervisor do
     }
     |> id_range()
   end
+
+  defp tally!(tally) when is_atom(tally) or is_pid(tally), do: tally
+
+  defp tally!(other),
+    do:
+      raise(ArgumentError, ":tally must be a process name, a pid or nil, got: #{inspect(other)}")
 
   # Entity ids are the wire's 32 bits. A world alone counts them from 1; a
   # world of a cluster draws them from its node's own range of 2^22

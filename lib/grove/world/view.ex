@@ -29,6 +29,11 @@ defmodule Grove.World.View do
 
   The same assembly serves any client that receives areas already decoded
   (the load lab's bots do): `put_area/3`, `update_area/4` and `drop_area/2`.
+
+  In a world with a game, a view also keeps what the areas show of it
+  (`Grove.World.ViewFormat`, "Beyond entities"): the visible codes of the
+  game's cells (`game_cells/1`), the entities' looks (`looks/1`), and the
+  events they told, until taken (`take_events/1`).
   """
 
   @behaviour Grove.World.ViewFormat
@@ -48,7 +53,10 @@ defmodule Grove.World.View do
             shown: %{},
             dirty: %{},
             rescan: true,
-            complete: true
+            complete: true,
+            cells: %{},
+            looks: %{},
+            events: []
 
   @typedoc "An entity as a view shows it: id, cell and kind."
   @type entry :: {non_neg_integer(), non_neg_integer(), non_neg_integer(), byte()}
@@ -74,7 +82,10 @@ defmodule Grove.World.View do
           shown: %{non_neg_integer() => {non_neg_integer(), non_neg_integer(), byte()}},
           dirty: %{non_neg_integer() => true},
           rescan: boolean(),
-          complete: boolean()
+          complete: boolean(),
+          cells: %{Grid.zone_index() => %{Grid.cell() => byte()}},
+          looks: %{non_neg_integer() => byte()},
+          events: [tuple()]
         }
 
   @doc """
@@ -97,6 +108,19 @@ defmodule Grove.World.View do
   def encode_view(:raw, :delta, _zone, entries, departed),
     do: {encode_entries(entries), for(id <- departed, into: <<>>, do: <<id::32>>)}
 
+  # Names alone (nothing of a game, no events) are not for in-VM clients.
+  @impl Grove.World.ViewFormat
+  def encode_view(:raw, what, zone, entries, departed, %{cells: [], looks: [], events: []}),
+    do: encode_view(:raw, what, zone, entries, departed)
+
+  def encode_view(:raw, :snapshot, zone, entries, departed, extra),
+    do: {encode_view(:raw, :snapshot, zone, entries, departed), extra}
+
+  def encode_view(:raw, :delta, zone, entries, departed, extra) do
+    {moved, gone} = encode_view(:raw, :delta, zone, entries, departed)
+    {moved, gone, extra}
+  end
+
   defp encode_entries(entries),
     do: for({id, x, y, kind} <- entries, into: <<>>, do: <<id::32, x::16, y::16, kind::8>>)
 
@@ -111,9 +135,46 @@ defmodule Grove.World.View do
   `{:grove_view, zone, :delta, entries, departed}` (raw binaries).
   """
   @spec apply_message(t(), tuple()) :: t()
+  def apply_message(%__MODULE__{} = view, {:grove_view, zone, :snapshot, seq, {entries, extra}}) do
+    view = apply_message(view, {:grove_view, zone, :snapshot, seq, entries})
+    cells = Map.new(extra.cells, fn {x, y, code} -> {{x, y}, code} end)
+    # Looks of entities no area holds any more go here, where it is cheap.
+    looks = Map.filter(view.looks, fn {id, _look} -> is_map_key(view.where, id) end)
+    looks = Enum.reduce(extra.looks, looks, fn {id, look}, looks -> Map.put(looks, id, look) end)
+    %{view | cells: Map.put(view.cells, zone, cells), looks: looks}
+  end
+
   def apply_message(%__MODULE__{} = view, {:grove_view, zone, :snapshot, seq, entries}) do
     view = put_area(view, zone, decode_entries(entries))
     %{view | seqs: Map.put(view.seqs, zone, seq)}
+  end
+
+  def apply_message(%__MODULE__{} = view, {:grove_view, zone, :delta, moved, departed, extra}) do
+    view = apply_message(view, {:grove_view, zone, :delta, moved, departed})
+
+    case view.mirrors do
+      %{^zone => _} ->
+        cells =
+          Enum.reduce(extra.cells, Map.get(view.cells, zone, %{}), fn
+            {x, y, 0}, cells -> Map.delete(cells, {x, y})
+            {x, y, code}, cells -> Map.put(cells, {x, y}, code)
+          end)
+
+        looks =
+          Enum.reduce(extra.looks, view.looks, fn {id, look}, looks ->
+            Map.put(looks, id, look)
+          end)
+
+        %{
+          view
+          | cells: Map.put(view.cells, zone, cells),
+            looks: looks,
+            events: Enum.reverse(extra.events, view.events)
+        }
+
+      _ ->
+        view
+    end
   end
 
   def apply_message(%__MODULE__{} = view, {:grove_view, zone, :delta, moved, departed}) do
@@ -121,8 +182,26 @@ defmodule Grove.World.View do
   end
 
   def apply_message(%__MODULE__{} = view, {:grove_view, zone, :closed}) do
-    %{drop_area(view, zone) | seqs: Map.delete(view.seqs, zone)}
+    %{
+      drop_area(view, zone)
+      | seqs: Map.delete(view.seqs, zone),
+        cells: Map.delete(view.cells, zone)
+    }
   end
+
+  @doc "The visible codes of the game's cells in the areas held, by cell."
+  @spec game_cells(t()) :: %{Grid.cell() => byte()}
+  def game_cells(%__MODULE__{cells: cells}),
+    do: Enum.reduce(cells, %{}, fn {_zone, zone_cells}, acc -> Map.merge(acc, zone_cells) end)
+
+  @doc "The looks of the entities the view has been told of, by id (0 when not listed)."
+  @spec looks(t()) :: %{non_neg_integer() => byte()}
+  def looks(%__MODULE__{looks: looks}), do: looks
+
+  @doc "The events the areas told since the last call, oldest first, and the view without them."
+  @spec take_events(t()) :: {[tuple()], t()}
+  def take_events(%__MODULE__{events: events} = view),
+    do: {Enum.reverse(events), %{view | events: []}}
 
   @doc """
   Reads the deltas the zones in view published since the view last read
@@ -142,8 +221,12 @@ defmodule Grove.World.View do
 
           {deltas, latest} ->
             view =
-              Enum.reduce(deltas, view, fn {moved, departed}, view ->
-                apply_message(view, {:grove_view, zone, :delta, moved, departed})
+              Enum.reduce(deltas, view, fn
+                {moved, departed}, view ->
+                  apply_message(view, {:grove_view, zone, :delta, moved, departed})
+
+                {moved, departed, extra}, view ->
+                  apply_message(view, {:grove_view, zone, :delta, moved, departed, extra})
               end)
 
             %{view | seqs: Map.put(view.seqs, zone, latest)}

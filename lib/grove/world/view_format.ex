@@ -16,6 +16,24 @@ defmodule Grove.World.ViewFormat do
 
   An encoder runs inside the zone process, so it must be quick and must not
   raise: it is part of the server, not of the client.
+
+  ## Beyond entities
+
+  A snapshot or a delta may carry more than entities (`extra/0`): the
+  names of players; in a world with a game (`Grove.Game`), the visible
+  cells of the game's layer and the looks of entities; and events told to
+  the viewers of a cell (`Grove.World.Zone.State.event/5`: a game's, a
+  chat's). A format that shows them implements `encode_view/6`, which then
+  gets every snapshot and delta that carries any of them, with all four
+  keys, most often empty lists; a format without it gets them through
+  `encode_view/5`, without the extra. A snapshot's `extra` names every
+  labelled entity in the zone and lists every visible cell and every look
+  other than 0; a delta's, the names of the labelled entities that came
+  into the zone (joined, or walked in from another zone; never those that
+  only moved within it: a name crosses once per entity and zone, not with
+  every move), the cells that changed (a cell back to nothing has code 0)
+  and the looks of entities that changed or came into the zone, and the
+  events since the last delta, oldest first.
   """
 
   alias Grove.World.{Entity, Grid}
@@ -27,14 +45,18 @@ defmodule Grove.World.ViewFormat do
   @type name :: {Entity.id(), String.t(), String.t()}
 
   @typedoc """
-  What a view carries beyond entities: `names`, the labelled entities
-  (players) the viewers have not been told of in this zone. In a snapshot
-  every labelled entity in it; in a delta those that came into the zone
-  since the last (joined, or walked in from another zone), never those
-  that only moved within it: a name crosses once per entity and zone, not
-  with every move.
+  What a view carries beyond entities (see "Beyond entities" above):
+  `names` of labelled entities (players), the game's visible `cells` as
+  `{x, y, code}`, entities' `looks` as `{id, code}`, and `events` as `{id,
+  x, y, name, data}` (who caused it, 0 for nobody; where; what; small
+  data).
   """
-  @type extra :: %{names: [name()]}
+  @type extra :: %{
+          names: [name()],
+          cells: [{non_neg_integer(), non_neg_integer(), byte()}],
+          looks: [{Entity.id(), byte()}],
+          events: [{Entity.id(), non_neg_integer(), non_neg_integer(), atom(), map()}]
+        }
 
   @doc """
   Encodes a zone's snapshot (every entity in it; `departed` is `[]`) or a

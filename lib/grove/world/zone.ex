@@ -30,6 +30,13 @@ defmodule Grove.World.Zone do
   # automaton, one generation at a time, on a timer of its own (`life_timer`).
   # That work is `Zone.Bacteria`'s, which says when a generation is due and
   # how neighbouring zones wait for each other.
+  #
+  # A game (Grove.Game): the rules are `Zone.Game`'s, on the pure core; the
+  # zone keeps the game's cell layer in a table of its own (owned by the
+  # keeper, like its entities' table; entities' attributes are in their
+  # rows), writes what each operation changed (`sync_game/1`), sends the
+  # tallies on, logs failures, ticks the game on a timer of its own
+  # (`game_timer`) and carries actions that run in another zone.
 
   use GenServer
 
@@ -37,6 +44,7 @@ defmodule Grove.World.Zone do
   alias Grove.World.{Directory, Entity, Feed, Grid, Relay, Stats, Terrain}
   alias Grove.World.Life.Board
   alias Grove.World.Zone.{Bacteria, Handoff, State, Subscriptions, Views}
+  alias Grove.World.Zone.Game, as: GameRules
 
   require Logger
 
@@ -50,6 +58,7 @@ defmodule Grove.World.Zone do
     :table,
     :tick_timer,
     :life_timer,
+    :game_timer,
     :life_edges,
     :handed_over,
     :locate,
@@ -76,6 +85,7 @@ defmodule Grove.World.Zone do
           locate: Handoff.locate(),
           tick_timer: reference() | nil,
           life_timer: reference() | nil,
+          game_timer: reference() | nil,
           life_edges: Board.edges() | nil,
           seq: non_neg_integer(),
           generation: non_neg_integer(),
@@ -116,6 +126,7 @@ defmodule Grove.World.Zone do
     end
 
     :ets.delete_all_objects(table)
+    if world.game_tables, do: :ets.delete_all_objects(elem(world.game_tables, index))
     :ets.match_delete(world.subscriptions, {index, :_, :_, :_})
     :atomics.put(world.zone_entities, index + 1, 0)
     entities
@@ -149,11 +160,12 @@ defmodule Grove.World.Zone do
     zone =
       zone
       |> recover_entities()
+      |> recover_game()
       |> Bacteria.recover_life()
       |> recover_subscribers()
       |> count_entities()
 
-    {:noreply, ensure_tick(zone)}
+    {:noreply, zone |> ensure_tick() |> schedule_game_tick() |> sync_game()}
   end
 
   # A zone handed over to another node (`Grove.World.Placer`) holds what it
@@ -164,7 +176,7 @@ defmodule Grove.World.Zone do
 
   def handle_cast({:move, id, direction, owner, tag, hops}, zone) do
     zone = zone |> sample_mailbox() |> handle_move(id, direction, owner, tag, hops)
-    {:noreply, zone}
+    {:noreply, sync_game(zone)}
   end
 
   # A batch of one owner's moves: one message in, one message out for every
@@ -187,7 +199,59 @@ defmodule Grove.World.Zone do
       end)
 
     if outcomes != [], do: send(owner, {:grove_moves, outcomes})
-    {:noreply, zone}
+    {:noreply, sync_game(zone)}
+  end
+
+  # Actions (a game's): decided here, or run in the zone of their target.
+  def handle_cast({:act, id, request, owner, tag, hops}, zone) do
+    zone = sample_mailbox(zone)
+
+    case act_one(zone, id, request, owner, tag, hops, :erlang.monotonic_time(:millisecond)) do
+      {:pending, zone} -> {:noreply, sync_game(zone)}
+      {outcome, zone} -> {:noreply, sync_game(reply_act(zone, owner, id, tag, outcome))}
+    end
+  end
+
+  # A batch of one owner's actions, answered in one message, like moves.
+  def handle_cast({:acts, owner, acts}, zone) do
+    zone = sample_mailbox(zone)
+    now = :erlang.monotonic_time(:millisecond)
+
+    {outcomes, zone} =
+      Enum.reduce(acts, {[], zone}, fn {id, request, tag}, {outcomes, zone} ->
+        case act_one(zone, id, request, owner, tag, 0, now) do
+          {:pending, zone} ->
+            {outcomes, zone}
+
+          {outcome, zone} ->
+            count_act(zone, outcome)
+            {[{id, tag, outcome} | outcomes], zone}
+        end
+      end)
+
+    if outcomes != [], do: send(owner, {:grove_acts, outcomes})
+    {:noreply, sync_game(zone)}
+  end
+
+  # An action of an entity of zone `from` whose target is one of our cells.
+  def handle_cast({:act_at, act, from, owner, tag}, zone) do
+    zone = sample_mailbox(zone)
+
+    {:noreply,
+     zone |> carry_out(GameRules.act_at(zone.core, act, from, owner, tag)) |> sync_game()}
+  end
+
+  def handle_cast({:act_done, id, tag, owner, outcome, attrs}, zone) do
+    done = GameRules.act_done(zone.core, id, tag, owner, outcome, attrs, env(zone))
+    {:noreply, zone |> carry_out(done) |> sync_game()}
+  end
+
+  # The game's code changed (`Grove.Reloader`): its new description.
+  def handle_cast({:game, spec}, zone) do
+    case GameRules.renew(zone.core, spec) do
+      {:ok, core} -> {:noreply, %{zone | core: core} |> schedule_game_tick() |> sync_game()}
+      {:error, core} -> {:noreply, sync_game(%{zone | core: core})}
+    end
   end
 
   # The handoff's messages: the rules are `Zone.Handoff`'s, the effects ours.
@@ -195,7 +259,7 @@ defmodule Grove.World.Zone do
     zone = sample_mailbox(zone)
     {effects, core} = Handoff.arrive(zone.core, entity, target, from, tag)
     for {:adopt, arrived} <- effects, do: across_nodes(zone, arrived, from, 1)
-    {:noreply, carry_out(zone, {effects, core})}
+    {:noreply, zone |> carry_out({effects, core}) |> sync_game()}
   end
 
   def handle_cast({:arrived, id, to}, zone) do
@@ -206,11 +270,12 @@ defmodule Grove.World.Zone do
 
   def handle_cast({:refused, id, owner, tag, reason}, zone) do
     refused = Handoff.refused(zone.core, id, owner, tag, reason, env(zone))
-    {:noreply, carry_out(zone, refused)}
+    {:noreply, zone |> carry_out(refused) |> sync_game()}
   end
 
   def handle_cast({:leave, id, owner, from, hops}, zone) do
-    {:noreply, carry_out(zone, Handoff.leave(zone.core, id, owner, from, hops, zone.locate))}
+    left = Handoff.leave(zone.core, id, owner, from, hops, zone.locate)
+    {:noreply, zone |> carry_out(left) |> sync_game()}
   end
 
   def handle_cast({:subscribe, pid, entity_id, format}, zone) do
@@ -263,12 +328,15 @@ defmodule Grove.World.Zone do
           do: (zone -> Views.send_subscription(zone, to, :subscribe, entity))
 
     lost = State.lost_handoffs(zone.core, runs)
-    {:noreply, Enum.reduce(lost, zone, &lose_in_transit(&2, &1))}
+    zone = Enum.reduce(lost, zone, &lose_in_transit(&2, &1))
+    # Actions that ran there are answered `interrupted`; their actors stay.
+    interrupted = GameRules.expire(zone.core, nil, Map.keys(runs), env(zone))
+    {:noreply, zone |> carry_out(interrupted) |> sync_game()}
   end
 
   # A join whose caller stopped waiting: undone if the entity was placed.
   def handle_cast({:abandon, id, owner}, zone),
-    do: {:noreply, carry_out(zone, Handoff.abandon(zone.core, id, owner))}
+    do: {:noreply, zone |> carry_out(Handoff.abandon(zone.core, id, owner)) |> sync_game()}
 
   @impl true
   def handle_call(message, from, %__MODULE__{handed_over: handed} = zone) when handed != nil,
@@ -280,14 +348,21 @@ defmodule Grove.World.Zone do
   def handle_call(:hand_over, _from, zone) do
     for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
     if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
+    if zone.game_timer, do: Process.cancel_timer(zone.game_timer)
+    zone = sync_game(zone)
     rows = :ets.tab2list(zone.table)
     subscriptions = :ets.lookup(zone.world.subscriptions, zone.index)
+    # The game's layer as its table holds it, readiness mark included.
+    layer = if zone.world.game_tables, do: :ets.tab2list(game_table(zone)), else: []
 
-    {:reply, {rows, subscriptions, zone.seq},
-     %{zone | handed_over: {:holding, []}, monitors: %{}, tick_timer: nil}}
+    {:reply, {rows, subscriptions, zone.seq, layer},
+     %{zone | handed_over: {:holding, []}, monitors: %{}, tick_timer: nil, game_timer: nil}}
   end
 
-  def handle_call({:join, entity, candidates, deadline}, _from, zone) do
+  def handle_call({:join, entity, candidates, deadline}, from, zone),
+    do: handle_call({:join, entity, candidates, deadline, %{}}, from, zone)
+
+  def handle_call({:join, entity, candidates, deadline, info}, _from, zone) do
     case State.fetch(zone.core, entity.id) do
       # Placed again after its node was lost, but held here all along (it
       # was on its way to a zone of that node): it is here, once.
@@ -298,12 +373,14 @@ defmodule Grove.World.Zone do
         {:reply, {:error, :occupied}, zone}
 
       :error ->
-        join(zone, entity, candidates, deadline)
+        {:reply, reply, zone} = join(zone, entity, candidates, deadline, info)
+        {:reply, reply, sync_game(zone)}
     end
   end
 
   def handle_call({:leave, id, owner, hops}, from, zone) do
-    {:noreply, carry_out(zone, Handoff.leave(zone.core, id, owner, from, hops, zone.locate))}
+    left = Handoff.leave(zone.core, id, owner, from, hops, zone.locate)
+    {:noreply, zone |> carry_out(left) |> sync_game()}
   end
 
   def handle_call(:audit, _from, zone) do
@@ -318,12 +395,12 @@ defmodule Grove.World.Zone do
     {:reply, {resident, problems ++ table_problems}, zone}
   end
 
-  defp join(zone, entity, candidates, deadline) do
+  defp join(zone, entity, candidates, deadline, info) do
     if System.system_time(:millisecond) > deadline do
       # The caller gave up waiting; placing the entity now would leave a ghost.
       {:reply, {:error, :timeout}, zone}
     else
-      case State.place(zone.core, entity, candidates) do
+      case State.place(zone.core, entity, candidates, info) do
         {:ok, placed, core} ->
           zone = %{zone | core: core} |> adopt(placed)
           add_density(zone, {placed.x, placed.y}, 1)
@@ -391,11 +468,17 @@ defmodule Grove.World.Zone do
   def handle_info(:generation, zone),
     do: {:noreply, Bacteria.advance_life(%{zone | life_timer: nil})}
 
+  def handle_info(:game_tick, zone) do
+    zone = %{zone | game_timer: nil}
+    core = GameRules.tick(zone.core, :rand.uniform(Grove.Actor.roll_max() + 1) - 1)
+    {:noreply, %{zone | core: core} |> ensure_tick() |> schedule_game_tick() |> sync_game()}
+  end
+
   def handle_info({:DOWN, ref, :process, pid, _reason}, zone) do
     case Map.pop(zone.monitors, ref) do
       {{:entity, id}, monitors} ->
         zone = %{zone | monitors: monitors}
-        {:noreply, carry_out(zone, Handoff.owner_down(zone.core, id))}
+        {:noreply, zone |> carry_out(Handoff.owner_down(zone.core, id)) |> sync_game()}
 
       {{:subscriber, {^pid, format}}, monitors} ->
         {:noreply, Views.subscriber_down(%{zone | monitors: monitors}, pid, format)}
@@ -493,6 +576,9 @@ defmodule Grove.World.Zone do
     GenServer.reply(from, result)
     zone
   end
+
+  defp run_effect(zone, {:acted, owner, id, tag, outcome}),
+    do: reply_act(zone, owner, id, tag, outcome)
 
   defp run_effect(zone, {:count, stat}) do
     Stats.incr(zone.world.stats, stat)
@@ -634,6 +720,94 @@ defmodule Grove.World.Zone do
     Stats.incr(zone.world.stats, outcome_key(outcome))
   end
 
+  ## Actions
+
+  # One action, decided here (its outcome) or `:pending`: it runs in the
+  # zone of its target, waits behind its entity's handoff, or follows it.
+  defp act_one(%__MODULE__{overloaded: true} = zone, _id, _req, _owner, _tag, _hops, _now),
+    do: {{:rejected, :busy}, zone}
+
+  defp act_one(zone, id, request, owner, tag, hops, now) do
+    case GameRules.act(zone.core, id, request, owner, tag, hops, now, zone.locate) do
+      {:acted, outcome, core} -> {outcome, %{zone | core: core}}
+      {:pending, effects, core} -> {:pending, carry_out(zone, {effects, core})}
+    end
+  end
+
+  defp reply_act(zone, owner, id, tag, outcome) do
+    count_act(zone, outcome)
+    send(owner, {:grove_act, id, tag, outcome})
+    zone
+  end
+
+  defp count_act(zone, outcome) do
+    :counters.add(zone.world.zone_moves, zone.index + 1, 1)
+    Stats.incr(zone.world.stats, act_key(outcome))
+  end
+
+  defp act_key({:ok, _data}), do: :acts_ok
+  defp act_key({:refused, _reason}), do: :acts_refused
+  defp act_key({:rejected, :interrupted}), do: :acts_interrupted
+  defp act_key({:rejected, _reason}), do: :acts_rejected
+
+  ## The game's writes
+
+  # What the last operation changed in the game, carried out: the layer's
+  # rows and the entities' attributes into the tables (readers see them
+  # without a message, and a restarted zone rebuilds from them), tallies to
+  # the world's tally, failures to the log. Nothing to do without a game.
+  @doc false
+  @spec sync_game(t()) :: t()
+  def sync_game(%__MODULE__{core: %State{game: nil}} = zone), do: zone
+
+  def sync_game(zone) do
+    case GameRules.take_output(zone.core) do
+      {nil, _core} ->
+        zone
+
+      {output, core} ->
+        zone = %{zone | core: core}
+        table = game_table(zone)
+
+        for {key, value, code} <- output.cells do
+          if value == nil,
+            do: :ets.delete(table, key),
+            else: :ets.insert(table, {key, value, code})
+        end
+
+        if output.cells != [], do: World.Game.touched(zone.world, zone.index)
+
+        for %Entity{} = entity <- output.entities do
+          :ets.update_element(zone.table, entity.id, [
+            {Entity.look_position(), entity.look},
+            {Entity.attrs_position(), entity.attrs}
+          ])
+        end
+
+        if output.tallies != [], do: World.Game.tally(zone.world, output.tallies)
+        for failure <- output.failures, do: World.Game.failed(zone.world, zone.index, failure)
+        zone
+    end
+  end
+
+  defp game_table(zone), do: elem(zone.world.game_tables, zone.index)
+
+  # The game's tick, spread over its interval like views' ticks.
+  defp schedule_game_tick(%__MODULE__{game_timer: nil, core: %State{game: game}} = zone)
+       when game != nil do
+    if is_map_key(game.spec.hooks, :tick) and game.spec.tick != :manual do
+      interval = game.spec.tick
+      phase = div(zone.index * interval, Grid.zone_count(zone.world.grid))
+      now = System.monotonic_time(:millisecond)
+      next = (div(now - phase, interval) + 1) * interval + phase
+      %{zone | game_timer: Process.send_after(self(), :game_tick, next, abs: true)}
+    else
+      zone
+    end
+  end
+
+  defp schedule_game_tick(zone), do: zone
+
   defp outcome_key({:ok, _cell}), do: :moves_ok
   defp outcome_key({:rejected, reason}), do: Stats.outcome_key(reason)
 
@@ -645,7 +819,8 @@ defmodule Grove.World.Zone do
     if zone.core.watched do
       started = System.monotonic_time()
       {changes, departed, labels, core} = State.flush(zone.core)
-      zone = publish(%{zone | core: core}, changes, departed, labels)
+      {extra, core} = State.flush_extra(core, labels)
+      zone = publish(%{zone | core: core}, changes, departed, extra)
 
       Metrics.execute(
         [:grove, :zone, :tick],
@@ -663,14 +838,14 @@ defmodule Grove.World.Zone do
   end
 
   # Encode once per format, whatever the number of viewers, and publish.
-  defp publish(zone, [], [], _labels), do: zone
+  defp publish(zone, [], [], nil), do: zone
 
-  defp publish(zone, changes, departed, labels) do
+  defp publish(zone, changes, departed, extra) do
     seq = zone.seq + 1
 
     encoded =
       for format <- Subscriptions.formats(zone.subscriptions),
-          do: {format, Views.encode(format, :delta, zone.index, changes, departed, labels)}
+          do: {format, Views.encode(format, :delta, zone.index, changes, departed, extra)}
 
     Feed.publish(zone.world.feed, zone.index, seq, encoded)
     Stats.incr(zone.world.stats, :deltas_published)
@@ -696,14 +871,17 @@ defmodule Grove.World.Zone do
 
   # A handoff with no answer for too long: the target zone died with it. The
   # directory says who owns the entity now; settle by it.
-  defp expire_handoffs(%__MODULE__{core: %State{leaving: leaving}} = zone)
-       when map_size(leaving) == 0,
+  defp expire_handoffs(%__MODULE__{core: %State{leaving: leaving, acting: acting}} = zone)
+       when map_size(leaving) == 0 and map_size(acting) == 0,
        do: zone
 
   defp expire_handoffs(zone) do
     cutoff = System.monotonic_time(:millisecond) - zone.world.handoff_timeout
     {effects, core} = Handoff.expire(zone.core, cutoff, env(zone))
-    run_effects(%{zone | core: core}, effects)
+    zone = run_effects(%{zone | core: core}, effects)
+    # Actions that ran in another zone and got no answer: that zone died.
+    {effects, core} = GameRules.expire(zone.core, cutoff, [], env(zone))
+    zone |> run_effects(effects) |> Map.put(:core, core) |> sync_game()
   end
 
   # A zone ticks only while it has something to do at a tick: deltas for
@@ -713,7 +891,9 @@ defmodule Grove.World.Zone do
   @spec ensure_tick(t()) :: t()
   def ensure_tick(%__MODULE__{tick_timer: nil, world: %World{tick: tick}} = zone)
       when is_integer(tick) do
-    if zone.core.watched or map_size(zone.core.leaving) > 0 or zone.overloaded,
+    core = zone.core
+
+    if core.watched or map_size(core.leaving) > 0 or map_size(core.acting) > 0 or zone.overloaded,
       do: schedule_tick(zone),
       else: zone
   end
@@ -799,6 +979,26 @@ defmodule Grove.World.Zone do
       # Subscriptions are idempotent, so a viewer's are simply asserted again.
       if entity.updates == :view, do: Views.update_view(zone, entity, nil), else: zone
     end)
+  end
+
+  # The game's layer: from the zone's table when it ran here before (a
+  # restart, or a handover that filled it), else as the game first lays it.
+  defp recover_game(%__MODULE__{world: %World{game: nil}} = zone), do: zone
+
+  defp recover_game(%__MODULE__{world: world} = zone) do
+    table = game_table(zone)
+
+    case :ets.lookup(table, :ready) do
+      [{:ready, _version, _}] ->
+        rows = for {key, value, _code} <- :ets.tab2list(table), is_integer(key), do: {key, value}
+        %{zone | core: GameRules.setup(zone.core, world.game, rows)}
+
+      [] ->
+        core = GameRules.setup(zone.core, world.game, World.Game.load(world, zone.index))
+        :ets.insert(table, GameRules.rows(core))
+        :ets.insert(table, {:ready, world.game.version, 0})
+        %{zone | core: core}
+    end
   end
 
   defp recover_subscribers(zone) do

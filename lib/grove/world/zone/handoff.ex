@@ -29,7 +29,10 @@ defmodule Grove.World.Zone.Handoff do
   #     with everything that refers to it;
   #   * `{:directory, id, zone}` - on this node, the entity moved on to `zone`
   #     (unless the directory already names a later one);
-  #   * `{:count, stat}` - one more in a `Grove.World.Stats` counter.
+  #   * `{:count, stat}` - one more in a `Grove.World.Stats` counter;
+  #   * `{:acted, owner, id, tag, outcome}` - an action's outcome to its
+  #     owner (actions are `Zone.Game`'s; they wait behind a handoff and
+  #     follow their entity like moves).
   #
   # A move that stays inside the zone, by far the most common, or that is
   # refused there, returns a plain result and allocates no effects list.
@@ -64,6 +67,7 @@ defmodule Grove.World.Zone.Handoff do
           | {:dropped, Entity.t()}
           | {:directory, Entity.id(), Grid.zone_index()}
           | {:count, atom()}
+          | {:acted, pid(), Entity.id(), term(), tuple()}
 
   @doc """
   One move of an entity owned by `owner`, `hops` times forwarded already.
@@ -227,7 +231,7 @@ defmodule Grove.World.Zone.Handoff do
   def leave(state, id, owner, from, hops, locate) do
     case State.fetch(state, id) do
       {:ok, %Entity{owner: ^owner}} ->
-        if State.leaving?(state, id) do
+        if State.away?(state, id) do
           case State.defer(state, id, {:leave, owner, from}) do
             {:ok, state} -> {[], state}
             {:error, :busy} -> {[{:answer, from, {:error, :busy}}], state}
@@ -255,7 +259,7 @@ defmodule Grove.World.Zone.Handoff do
   """
   @spec owner_down(State.t(), Entity.id()) :: {[effect()], State.t()}
   def owner_down(state, id) do
-    if State.leaving?(state, id) do
+    if State.away?(state, id) do
       {:ok, state} = State.defer(state, id, :owner_down)
       {[], state}
     else
@@ -306,10 +310,21 @@ defmodule Grove.World.Zone.Handoff do
     end
   end
 
+  defp forward(state, id, {:act, request, owner, tag}, locate) do
+    case follow(state, id, 0, locate) do
+      {:ok, to} -> [{:send, to, {:act, id, request, owner, tag, 1}}]
+      :error -> [{:acted, owner, id, tag, {:rejected, :unknown_entity}}]
+    end
+  end
+
   defp forward(_state, _id, :owner_down, _locate), do: []
 
-  # The handoff was refused, so the entity is still here: apply what waited, in order.
-  defp replay(state, id, deferred, env) do
+  @doc """
+  The entity is still here (its handoff was refused, or the action it
+  waited for elsewhere is answered): what waited is applied, in order.
+  """
+  @spec replay(State.t(), Entity.id(), [term()], env()) :: {[effect()], State.t()}
+  def replay(state, id, deferred, env) do
     Enum.reduce(deferred, {[], state}, fn operation, {effects, state} ->
       {more, state} = replay_one(state, id, operation, env)
       {effects ++ more, state}
@@ -332,6 +347,16 @@ defmodule Grove.World.Zone.Handoff do
     end
   end
 
+  defp replay_one(state, id, {:act, _request, owner, tag}, %{busy: true}),
+    do: {[{:acted, owner, id, tag, {:rejected, :busy}}], state}
+
+  defp replay_one(state, id, {:act, request, owner, tag}, env) do
+    case Grove.World.Zone.Game.act(state, id, request, owner, tag, 0, env.now, env.locate) do
+      {:acted, outcome, state} -> {[{:acted, owner, id, tag, outcome}], state}
+      {:pending, effects, state} -> {effects, state}
+    end
+  end
+
   defp replay_one(state, id, {:leave, owner, from}, env),
     do: leave(state, id, owner, from, 0, env.locate)
 
@@ -340,7 +365,7 @@ defmodule Grove.World.Zone.Handoff do
   defp replay_one(state, id, :owner_down, _env), do: owner_down(state, id)
 
   defp drop(state, id) do
-    case State.remove(state, id) do
+    case State.drop(state, id) do
       {nil, state} -> {[], state}
       {entity, state} -> {[{:dropped, entity}], state}
     end

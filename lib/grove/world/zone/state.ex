@@ -26,10 +26,21 @@ defmodule Grove.World.Zone.State do
   # (a move or a join onto one is refused `:occupied`), and views show them
   # as entities of their own kind, whose births and deaths go into the
   # delta like arrivals and departures.
+  #
+  # With a game (Grove.Game), `game` holds the zone's share of it
+  # (`Zone.Game`: the cell layer, and what the zone process must still
+  # write and send), and `acting` the entities whose action runs in
+  # another zone: like a leaving entity, such an entity keeps its cell and
+  # its further operations wait (`defer/3`) until that zone answers. A
+  # world without a game has `game: nil`, and its moves never look further.
+  #
+  # `events` are short messages to the zone's viewers (a game's, a
+  # chat's), published with the next delta; only collected while watched.
 
   alias Grove.RateLimit
-  alias Grove.World.{Entity, Grid, Life, Rules, Terrain}
+  alias Grove.World.{Entity, Grid, Life, Rules, Terrain, ViewFormat}
   alias Grove.World.Life.Board
+  alias Grove.World.Zone.Game
 
   @max_deferred 8
 
@@ -41,12 +52,15 @@ defmodule Grove.World.Zone.State do
     :terrain,
     :rules,
     bacteria: nil,
+    game: nil,
     entities: %{},
     cells: %{},
     leaving: %{},
+    acting: %{},
     changed: %{},
     departed: %{},
     arrived: %{},
+    events: [],
     watched: false
   ]
 
@@ -66,6 +80,18 @@ defmodule Grove.World.Zone.State do
           epoch: non_neg_integer()
         }
 
+  @typedoc "An action running in another zone: where, its tag, its owner, operations deferred meanwhile."
+  @type acting :: %{
+          to: Grid.zone_index(),
+          tag: term(),
+          owner: pid(),
+          since: integer(),
+          deferred: [term()]
+        }
+
+  @typedoc "A message to the viewers of a cell: who caused it, where, what, and small data."
+  @type event :: {Entity.id(), non_neg_integer(), non_neg_integer(), atom(), map()}
+
   @type t :: %__MODULE__{
           index: Grid.zone_index(),
           bounds: {non_neg_integer(), non_neg_integer(), pos_integer(), pos_integer()},
@@ -73,12 +99,15 @@ defmodule Grove.World.Zone.State do
           terrain: Terrain.t() | Terrain.Area.t(),
           rules: Rules.t(),
           bacteria: Board.t() | nil,
+          game: Game.t() | nil,
           entities: %{Entity.id() => Entity.t()},
           cells: %{non_neg_integer() => Entity.id()},
           leaving: %{Entity.id() => leaving()},
+          acting: %{Entity.id() => acting()},
           changed: %{Entity.id() => {non_neg_integer(), non_neg_integer(), byte()}},
           departed: %{Entity.id() => true},
           arrived: %{Entity.id() => Entity.label()},
+          events: [event()],
           watched: boolean()
         }
 
@@ -100,23 +129,31 @@ defmodule Grove.World.Zone.State do
     }
   end
 
-  @doc "Puts an entity on a free cell of this zone, trying each candidate cell in turn."
-  @spec place(t(), Entity.t(), [Grid.cell()]) ::
+  @doc """
+  Puts an entity on a free cell of this zone, trying each candidate cell in
+  turn. With a game, its `join/3` hook is told of it, with `info`.
+  """
+  @spec place(t(), Entity.t(), [Grid.cell()], map()) ::
           {:ok, Entity.t(), t()} | {:rejected, :out_of_bounds | :blocked | :occupied, t()}
-  def place(%__MODULE__{} = state, %Entity{} = entity, candidates) do
-    place_first(state, entity, candidates, :occupied)
+  def place(%__MODULE__{} = state, %Entity{} = entity, candidates, info \\ %{}) do
+    place_first(state, entity, candidates, :occupied, info)
   end
 
-  defp place_first(state, _entity, [], last_reason), do: {:rejected, last_reason, state}
+  defp place_first(state, _entity, [], last_reason, _info), do: {:rejected, last_reason, state}
 
-  defp place_first(state, entity, [{x, y} | rest], _last_reason) do
+  defp place_first(state, entity, [{x, y} | rest], _last_reason, info) do
     case check_arrival(state, entity.id, x, y) do
       :ok ->
         placed = %{entity | x: x, y: y, paced_until: nil}
-        {:ok, placed, insert(state, placed)}
+        state = insert(state, placed)
+
+        case state.game do
+          nil -> {:ok, placed, state}
+          _game -> Game.joined(state, placed.id, info)
+        end
 
       {:rejected, reason} ->
-        place_first(state, entity, rest, reason)
+        place_first(state, entity, rest, reason, info)
     end
   end
 
@@ -134,7 +171,7 @@ defmodule Grove.World.Zone.State do
   def apply_move(%__MODULE__{} = state, id, direction, owner, tag, now) do
     case state.entities do
       %{^id => %Entity{owner: ^owner} = entity} ->
-        if is_map_key(state.leaving, id) do
+        if is_map_key(state.leaving, id) or is_map_key(state.acting, id) do
           {:leaving, state}
         else
           move_entity(state, entity, direction, tag, now)
@@ -145,6 +182,21 @@ defmodule Grove.World.Zone.State do
 
       _ ->
         {:unknown, state}
+    end
+  end
+
+  @doc """
+  Books one of the entity's steps on its rate (moves and actions share it):
+  the entity with its booking, put in the state, or `:limited`.
+  """
+  @spec pace(t(), Entity.t(), integer()) :: {:ok, Entity.t(), t()} | :limited
+  def pace(%__MODULE__{rules: %Rules{move_limit: nil}} = state, entity, _now),
+    do: {:ok, entity, state}
+
+  def pace(%__MODULE__{} = state, entity, now) do
+    case take_token(state.rules, entity, now) do
+      {:ok, entity} -> {:ok, entity, put_entity(state, entity)}
+      :empty -> :limited
     end
   end
 
@@ -163,7 +215,7 @@ defmodule Grove.World.Zone.State do
     cond do
       inside?(state, x, y) ->
         cond do
-          rules.blocking and Terrain.blocked?(state.terrain, x, y) ->
+          blocked?(state, x, y) ->
             {:rejected, :blocked, put_entity(state, entity)}
 
           rules.exclusive and is_map_key(state.cells, Grid.cell_key(grid, x, y)) ->
@@ -184,10 +236,7 @@ defmodule Grove.World.Zone.State do
           move_to(state, entity, x, y, tag, now)
         end
 
-      # The zone holds the ground a cell around it; across a wrapped edge,
-      # the zone that takes the entity tells.
-      rules.blocking and Terrain.covers?(state.terrain, x, y) and
-          Terrain.blocked?(state.terrain, x, y) ->
+      blocked_elsewhere?(state, x, y) ->
         {:rejected, :blocked, put_entity(state, entity)}
 
       true ->
@@ -213,7 +262,11 @@ defmodule Grove.World.Zone.State do
       end
 
     state = record(%{state | entities: Map.put(state.entities, id, moved), cells: cells}, moved)
-    {:moved, moved, {entity.x, entity.y}, state}
+
+    case state.game do
+      nil -> {:moved, moved, {entity.x, entity.y}, state}
+      _game -> Game.entered(state, id, {entity.x, entity.y})
+    end
   end
 
   @doc """
@@ -227,7 +280,16 @@ defmodule Grove.World.Zone.State do
     case check_arrival(state, entity.id, x, y) do
       :ok ->
         arrived = %{entity | x: x, y: y, monitor: nil}
-        {:ok, arrived, state |> insert(arrived)}
+        state = insert(state, arrived)
+
+        case state.game do
+          nil ->
+            {:ok, arrived, state}
+
+          _game ->
+            {:moved, arrived, _from, state} = Game.entered(state, arrived.id, {x, y})
+            {:ok, arrived, state}
+        end
 
       {:rejected, reason} ->
         {:rejected, reason, state}
@@ -239,7 +301,7 @@ defmodule Grove.World.Zone.State do
       not Grid.in_bounds?(grid, x, y) or not inside?(state, x, y) ->
         {:rejected, :out_of_bounds}
 
-      rules.blocking and Terrain.blocked?(state.terrain, x, y) ->
+      blocked?(state, x, y) ->
         {:rejected, :blocked}
 
       is_map_key(state.entities, id) ->
@@ -282,19 +344,26 @@ defmodule Grove.World.Zone.State do
   end
 
   @doc """
-  Queues an operation for an entity that is being handed over; bounded,
-  except for `:owner_down` (the owner died), which must never be lost.
+  Queues an operation for an entity that is being handed over, or whose
+  action runs in another zone; bounded, except for `:owner_down` (the
+  owner died), which must never be lost.
   """
   @spec defer(t(), Entity.id(), term()) :: {:ok, t()} | {:error, :busy}
   def defer(%__MODULE__{} = state, id, operation) do
     case state.leaving do
-      %{^id => %{deferred: deferred} = leaving}
-      when operation == :owner_down or length(deferred) < @max_deferred ->
-        leaving = %{leaving | deferred: [operation | deferred]}
-        {:ok, %{state | leaving: Map.put(state.leaving, id, leaving)}}
+      %{^id => leaving} ->
+        case queue(leaving, operation) do
+          {:ok, leaving} -> {:ok, %{state | leaving: Map.put(state.leaving, id, leaving)}}
+          :full -> {:error, :busy}
+        end
 
-      %{^id => _full} ->
-        {:error, :busy}
+      _ ->
+        %{^id => acting} = state.acting
+
+        case queue(acting, operation) do
+          {:ok, acting} -> {:ok, %{state | acting: Map.put(state.acting, id, acting)}}
+          :full -> {:error, :busy}
+        end
     end
   end
 
@@ -321,13 +390,35 @@ defmodule Grove.World.Zone.State do
         do: id
   end
 
+  defp queue(%{deferred: deferred} = pending, operation)
+       when operation == :owner_down or length(deferred) < @max_deferred,
+       do: {:ok, %{pending | deferred: [operation | deferred]}}
+
+  defp queue(_pending, _operation), do: :full
+
   @doc "Handoffs started before `cutoff` (milliseconds) that have had no answer."
   @spec stale_handoffs(t(), integer()) :: [Entity.id()]
   def stale_handoffs(%__MODULE__{leaving: leaving}, cutoff) do
     for {id, %{since: since}} <- leaving, since < cutoff, do: id
   end
 
-  @doc "Removes an entity (it left, or its owner died); a pending handoff is dropped with it."
+  @doc """
+  An entity goes for good (it left, or its owner died): with a game, its
+  `leave/2` hook first, then `remove/2`.
+  """
+  @spec drop(t(), Entity.id()) :: {Entity.t() | nil, t()}
+  def drop(%__MODULE__{game: nil} = state, id), do: remove(state, id)
+
+  def drop(%__MODULE__{} = state, id) do
+    if is_map_key(state.entities, id),
+      do: state |> Game.left(id) |> remove(id),
+      else: {nil, state}
+  end
+
+  @doc """
+  Removes an entity (it left, its owner died, it went to another zone); a
+  pending handoff is dropped with it.
+  """
   @spec remove(t(), Entity.id()) :: {Entity.t() | nil, t()}
   def remove(%__MODULE__{} = state, id) do
     case Map.pop(state.entities, id) do
@@ -360,10 +451,50 @@ defmodule Grove.World.Zone.State do
   @spec leaving?(t(), Entity.id()) :: boolean()
   def leaving?(%__MODULE__{leaving: leaving}, id), do: is_map_key(leaving, id)
 
+  @doc """
+  True while this entity waits for another zone: a handoff, or an action
+  that runs there. Its operations are deferred meanwhile.
+  """
+  @spec away?(t(), Entity.id()) :: boolean()
+  def away?(%__MODULE__{leaving: leaving, acting: acting}, id),
+    do: is_map_key(leaving, id) or is_map_key(acting, id)
+
+  @doc "Marks an entity as acting in zone `to`: its operations wait for the answer."
+  @spec start_acting(t(), Entity.id(), Grid.zone_index(), pid(), term(), integer()) :: t()
+  def start_acting(%__MODULE__{} = state, id, to, owner, tag, now) do
+    acting = %{to: to, tag: tag, owner: owner, since: now, deferred: []}
+    %{state | acting: Map.put(state.acting, id, acting)}
+  end
+
+  @doc """
+  The answer to an action that ran in another zone came (or never will):
+  the entry and the operations deferred meanwhile, oldest first.
+  """
+  @spec stop_acting(t(), Entity.id()) :: {acting() | nil, [term()], t()}
+  def stop_acting(%__MODULE__{} = state, id) do
+    case Map.pop(state.acting, id) do
+      {nil, _} -> {nil, [], state}
+      {acting, rest} -> {acting, deferred(acting), %{state | acting: rest}}
+    end
+  end
+
+  @doc "Actions started before `cutoff` (milliseconds) in another zone that have had no answer."
+  @spec stale_acts(t(), integer()) :: [Entity.id()]
+  def stale_acts(%__MODULE__{acting: acting}, cutoff) do
+    for {id, %{since: since}} <- acting, since < cutoff, do: id
+  end
+
   @doc "Restores entities (from the zone's table after a restart) without checks."
   @spec restore(t(), [Entity.t()]) :: t()
   def restore(%__MODULE__{} = state, entities) do
     Enum.reduce(entities, state, fn entity, state -> insert(state, %{entity | monitor: nil}) end)
+  end
+
+  @doc "Sets an entity's game attributes and look (no hook, no check): `Zone.Game`'s effects."
+  @spec put_attrs(t(), Entity.id(), term(), byte()) :: t()
+  def put_attrs(%__MODULE__{} = state, id, attrs, look) do
+    %{^id => entity} = state.entities
+    put_entity(state, %{entity | attrs: attrs, look: look})
   end
 
   @doc "Replaces an entity's record, e.g. to store its owner's monitor."
@@ -376,7 +507,65 @@ defmodule Grove.World.Zone.State do
   def watch(%__MODULE__{} = state, true), do: %{state | watched: true}
 
   def watch(%__MODULE__{} = state, false),
-    do: %{state | watched: false, changed: %{}, departed: %{}, arrived: %{}}
+    do:
+      Game.unwatched(%{
+        state
+        | watched: false,
+          changed: %{},
+          departed: %{},
+          arrived: %{},
+          events: []
+      })
+
+  @doc """
+  Adds a message for the viewers of a cell of this zone (`x`, `y` inside
+  it), caused by entity `id` (0 for none): it goes out with the next delta,
+  in the area's `events`. Dropped while nobody watches the zone.
+  `name` is an atom; `data` a small map (see `Grove.Game.data?/1`).
+  """
+  @spec event(t(), Entity.id(), Grid.cell(), atom(), map()) :: t()
+  def event(%__MODULE__{watched: false} = state, _id, _cell, _name, _data), do: state
+
+  def event(%__MODULE__{} = state, id, {x, y}, name, data),
+    do: %{state | events: [{id, x, y, name, data} | state.events]}
+
+  @doc """
+  What else the next delta carries besides moves (see
+  `Grove.World.ViewFormat.extra/0`): the `names` given (the labels
+  `flush/1` handed over), the game's cells and looks that changed, and the
+  events, oldest first; `nil` when there is none of these (always, in a
+  world without a game, names or events).
+  """
+  @spec flush_extra(t(), [label_entry()]) :: {ViewFormat.extra() | nil, t()}
+  def flush_extra(%__MODULE__{game: nil, events: []} = state, []), do: {nil, state}
+
+  def flush_extra(%__MODULE__{} = state, names) do
+    {cells, looks, state} = Game.flush(state)
+
+    case {names, cells, looks, state.events} do
+      {[], [], [], []} ->
+        {nil, state}
+
+      {names, cells, looks, events} ->
+        extra = %{names: names, cells: cells, looks: looks, events: Enum.reverse(events)}
+        {extra, %{state | events: []}}
+    end
+  end
+
+  @doc """
+  What a snapshot carries besides the entities: the names of the labelled
+  entities, the game's visible cells and looks; `nil` when none.
+  """
+  @spec snapshot_extra(t()) :: ViewFormat.extra() | nil
+  def snapshot_extra(%__MODULE__{game: nil} = state) do
+    case labels(state) do
+      [] -> nil
+      names -> %{names: names, cells: [], looks: [], events: []}
+    end
+  end
+
+  def snapshot_extra(%__MODULE__{} = state),
+    do: Map.put(Game.snapshot(state), :names, labels(state))
 
   @doc """
   Hands over what changed since the last flush: entities that moved or
@@ -448,6 +637,44 @@ defmodule Grove.World.Zone.State do
   def occupied?(%__MODULE__{grid: grid} = state, x, y),
     do: is_map_key(state.cells, Grid.cell_key(grid, x, y))
 
+  @doc "The id of an entity on the cell, which must lie in the zone, or nil."
+  @spec occupant(t(), non_neg_integer(), non_neg_integer()) :: Entity.id() | nil
+  def occupant(%__MODULE__{rules: %Rules{exclusive: true}, grid: grid} = state, x, y),
+    do: Map.get(state.cells, Grid.cell_key(grid, x, y))
+
+  def occupant(%__MODULE__{} = state, x, y) do
+    Enum.find_value(state.entities, fn
+      {id, %Entity{x: ^x, y: ^y}} -> id
+      _other -> nil
+    end)
+  end
+
+  @doc """
+  True when nothing may step onto the cell, which must lie in the zone:
+  its ground blocks (where the rules say ground blocks), unless the
+  game's layer frees it, or the game's layer blocks it.
+  """
+  @spec blocked?(t(), non_neg_integer(), non_neg_integer()) :: boolean()
+  def blocked?(%__MODULE__{game: nil, rules: rules, terrain: terrain}, x, y),
+    do: rules.blocking and Terrain.blocked?(terrain, x, y)
+
+  def blocked?(%__MODULE__{} = state, x, y), do: Game.blocked?(state, x, y)
+
+  # A cell of another zone: its ground is all this zone knows of it (the
+  # zone holds the ground a cell around it; across a wrapped edge, the
+  # zone that takes the entity tells), and a game that may free cells
+  # leaves the answer to the cell's zone.
+  defp blocked_elsewhere?(%__MODULE__{game: nil} = state, x, y),
+    do: ground_elsewhere?(state, x, y)
+
+  defp blocked_elsewhere?(%__MODULE__{game: %{spec: %{hooks: %{blocks: true}}}}, _x, _y),
+    do: false
+
+  defp blocked_elsewhere?(state, x, y), do: ground_elsewhere?(state, x, y)
+
+  defp ground_elsewhere?(%__MODULE__{rules: rules, terrain: terrain}, x, y),
+    do: rules.blocking and Terrain.covers?(terrain, x, y) and Terrain.blocked?(terrain, x, y)
+
   defp bacterium(state, x, y), do: {Life.bacterium_id(state.grid, {x, y}), x, y, Life.kind()}
 
   @doc "The number of entities in the zone, those leaving included."
@@ -510,8 +737,17 @@ defmodule Grove.World.Zone.State do
   def inside?(%__MODULE__{bounds: {x0, y0, x1, y1}}, x, y),
     do: x >= x0 and x < x1 and y >= y0 and y < y1
 
-  defp insert(state, entity) do
+  defp insert(%__MODULE__{game: nil} = state, entity) do
     state |> occupy(entity) |> put_entity(entity) |> record(entity) |> record_arrival(entity)
+  end
+
+  defp insert(state, entity) do
+    state
+    |> occupy(entity)
+    |> put_entity(entity)
+    |> record(entity)
+    |> record_arrival(entity)
+    |> Game.arrived(entity)
   end
 
   defp occupy(%__MODULE__{rules: %Rules{exclusive: false}} = state, _entity), do: state

@@ -148,17 +148,9 @@ defmodule Grove.World.Zone.Views do
   @spec send_snapshot(Zone.t(), pid(), Feed.format()) :: term()
   def send_snapshot(zone, pid, format) do
     Stats.incr(zone.world.stats, :snapshots_sent)
-
-    data =
-      encode(
-        format,
-        :snapshot,
-        zone.index,
-        State.snapshot(zone.core),
-        [],
-        State.labels(zone.core)
-      )
-
+    core = zone.core
+    extra = State.snapshot_extra(core)
+    data = encode(format, :snapshot, zone.index, State.snapshot(core), [], extra)
     send_view(zone, pid, {:grove_view, zone.index, :snapshot, zone.seq, data})
   end
 
@@ -177,6 +169,9 @@ defmodule Grove.World.Zone.Views do
     )
   end
 
+  # What a world without names, a game or events publishes goes through
+  # `encode_view/5` alone; the rest (`extra`: players' names, the game's
+  # cells and looks, the events) to formats that take it, `encode_view/6`.
   @doc false
   @spec encode(
           Feed.format(),
@@ -184,14 +179,14 @@ defmodule Grove.World.Zone.Views do
           Grid.zone_index(),
           [ViewFormat.entry()],
           [Entity.id()],
-          [ViewFormat.name()]
+          ViewFormat.extra() | nil
         ) :: term()
-  def encode({module, name}, what, index, entries, departed, []),
+  def encode({module, name}, what, index, entries, departed, nil),
     do: module.encode_view(name, what, index, entries, departed)
 
-  def encode({module, name}, what, index, entries, departed, names) do
+  def encode({module, name}, what, index, entries, departed, extra) do
     if function_exported?(module, :encode_view, 6),
-      do: module.encode_view(name, what, index, entries, departed, %{names: names}),
+      do: module.encode_view(name, what, index, entries, departed, extra),
       else: module.encode_view(name, what, index, entries, departed)
   end
 end

@@ -1,0 +1,388 @@
+defmodule Grove.Game do
+  @moduledoc """
+  A game: what players and actors can do in a world besides walking, and
+  the world state their doing changes.
+
+  A game is a module the zones call, not a process of its own. Every
+  callback runs inside the zone that owns the cells and entities it
+  concerns, in the zone's pure core, between two messages: so each rule is
+  applied by the single writer of its area, with no lock and no call to
+  another zone, and what it changes travels with entities between zones,
+  with zones between nodes, and is saved with the zone.
+
+  A world runs one game, chosen in its options (`game: {MyGame, options}`,
+  see `Grove.World`) and for `make run` by `GROVE_GAME` (see
+  `config/runtime.exs`). `Grove.Games.Orchard` is the one that ships;
+  `docs/guide.md` builds another, step by step.
+
+  ## What a game adds to a world
+
+    * **Actions.** A player (the `act` message, `docs/protocol.md`) or any
+      client (`Grove.World.act/6`) asks for an action by name, toward a
+      target: its own cell (`:here`), a direction, or an adjacent cell,
+      with small arguments the game declares in `actions/0`. The zone that
+      holds the target cell calls `act/2`, which answers data for the
+      client and the effects to apply, or a reason to refuse. Every
+      action gets exactly one outcome, like a move.
+    * **A cell layer** over the static terrain: one value per cell (any
+      term; `nil`, the default, is nothing), first given by `cell/3` and
+      changed by effects. A value may block a cell or free one the
+      terrain blocks (`blocks/1`), and may be shown to players
+      (`show/1`).
+    * **Attributes**: one small term per entity (`nil` until the game sets
+      it), changed by effects, travelling with the entity. A code of it
+      may be shown (`look/1`).
+    * **Hooks**: `join/3` and `leave/2` as entities come and go,
+      `enter/2` as one steps onto a cell, `tick/2` every `:tick`
+      milliseconds in every zone.
+    * **Events**: short messages to the players who see a cell (a sound,
+      a splash), published with the zone's next view like its moves.
+    * **Tallies**: numbers kept world-wide, such as a leaderboard, added
+      to from any zone and kept in the store (`Grove.Game.Tally`).
+
+  ## Callbacks
+
+  Required:
+
+    * `actions/0` - the actions and their arguments:
+      `%{pick: [], throw: [power: {:integer, 1, 3}]}`; see "Arguments".
+    * `act/2` - one action: from a `Grove.Game.Act` (who acts, toward
+      which cell, with which arguments) and the `Grove.Game.Area` around
+      the target, `{:ok, data, effects}` (or `{:ok, effects}`, with no
+      data) or `{:error, reason}`, an atom the player is told (`refused`).
+
+  Optional (a game leaves out what it does not use, and costs nothing
+  for it):
+
+    * `init/1` - the game's configuration from its options (default: the
+      options as given); raise `ArgumentError` on a bad one. Callbacks
+      read it with `Grove.Game.Area.config/1`.
+    * `cell/3` - the layer's first value for a cell, from its coordinates,
+      its ground and the configuration (default `nil` everywhere). Called
+      for every cell of a zone when the zone first starts with nothing
+      saved, so it must be cheap and deterministic: derive randomness from
+      the coordinates (`:erlang.phash2/2`).
+    * `join/3` - an entity joined, with what its client said of it (for a
+      player, `%{account: id, name: name}`); its attributes are `nil`
+      until an effect sets them.
+    * `leave/2` - an entity is about to go (it left, or its client died):
+      the last chance to put what it held back into the world.
+    * `enter/2` - an entity has just stepped onto a cell (a move, or an
+      arrival from another zone), given as it stands there.
+    * `tick/2` - every `:tick` milliseconds (the game's option, default
+      `1000`) in every zone, with a random integer: regrowth, decay.
+    * `show/1` - what players see of a cell's value: `0` nothing, or a
+      code from 1 to 255 that `legend/0` explains (default `0`).
+    * `look/1` - what players see of an entity's attributes, likewise.
+    * `blocks/1` - whether a cell's value blocks movement (`true`), frees
+      a cell whose ground blocks (`false`, a bridge), or leaves it to the
+      ground (`nil`, the default).
+    * `legend/0` - how clients draw and describe the game (`GET /game`):
+      a map with `:title`, `:help`, `:cells` and `:looks` (codes to
+      `%{name, emoji}`), `:actions` (name to `%{key, label, emoji}`),
+      `:events` (name to emoji) and `:reasons` (refusal to a sentence).
+    * `version/0` and `upgrade/3` - the shape of cell values and
+      attributes, for live reload: a reloaded game whose version changed
+      has every value and attribute passed through
+      `upgrade(:cell | :attrs, term, old_version)`, or, without
+      `upgrade/3`, is refused and the running world keeps the old code
+      (`Grove.Reloader`).
+
+  Every callback must be pure: no messages, no clock, no process
+  dictionary, no funs in the state (live reload replaces the code they
+  would point to). Randomness comes in as integers.
+
+  ## Effects
+
+  What `act/2` and the hooks return, applied in order once the callback
+  has returned:
+
+    * `{:cell, {x, y}, value}` - the cell's layer value becomes `value`
+      (`nil` clears it);
+    * `{:attrs, id, attrs}` - entity `id`'s attributes become `attrs`;
+    * `{:event, {x, y}, name, data}` - tells the players who see the cell
+      (`name` an atom, `data` a small map as for arguments);
+    * `{:tally, board, key, delta}` - adds `delta` to `key`'s total on the
+      world-wide `board` (an atom); `key` an integer or a string.
+
+  An action's effects may change the actor's attributes and anything in
+  the zone that holds its target cell; a hook's, anything in its zone.
+  An effect on a cell or an entity elsewhere is a bug in the game, handled
+  as a crash (below).
+
+  ## Arguments and data
+
+  Arguments are declared per action as `name: type`, where a type is
+  `{:integer, min, max}`, `{:string, max_bytes}`, `:boolean`,
+  `{:one_of, [atom]}`, or `{:optional, type, default}`. They reach
+  `act/2` as a map with the declared names as atoms, checked: an action
+  with an unknown name, a missing or unknown argument, or one of the wrong
+  type or size is refused before any zone sees it (`Grove.Game.check/3`
+  says why). Data for the client (`act/2`'s, an event's) is a map of
+  names to integers (32-bit), strings (at most 255 bytes) and booleans,
+  at most 16 of them.
+
+  ## Failure
+
+  A callback that raises, throws, exits or answers something malformed
+  costs one action, not the world: the zone answers the action
+  `interrupted`, applies none of its effects (it has not applied any:
+  effects are applied only after the callback returns), logs one line
+  naming the game's module and callback (at most one every ten seconds a
+  node, with the count of those not logged), counts it in
+  `grove_game_failures_total`, and carries on with its state as it was.
+  A hook that fails changes nothing, the same way. See docs/decisions.md,
+  "A game's failing callback costs one action", for why the zone does not
+  restart.
+
+  ## Example
+
+      defmodule Apples do
+        @behaviour Grove.Game
+        alias Grove.Game.{Act, Area}
+
+        @impl true
+        def actions, do: %{pick: []}
+
+        # Every tree starts with an apple.
+        @impl true
+        def cell(_cell, :tree, _config), do: 1
+        def cell(_cell, _ground, _config), do: nil
+
+        @impl true
+        def act(%Act{name: :pick, actor: actor, target: target}, area) do
+          case Area.cell(area, target) do
+            n when is_integer(n) and n > 0 ->
+              carried = (actor.attrs || 0) + 1
+              {:ok, %{carrying: carried}, [{:cell, target, n - 1}, {:attrs, actor.id, carried}]}
+
+            _ ->
+              {:error, :no_apple}
+          end
+        end
+
+        @impl true
+        def show(n) when is_integer(n) and n > 0, do: 1
+        def show(_value), do: 0
+      end
+  """
+
+  alias Grove.Game.{Act, Area}
+  alias Grove.World.{Entity, Grid, Terrain}
+
+  @typedoc "The game's configuration, as `init/1` made it from its options."
+  @type config :: term()
+
+  @typedoc "A cell's layer value: any term, `nil` for nothing."
+  @type value :: term()
+
+  @typedoc "An entity's attributes: any small term, `nil` until set."
+  @type attrs :: term()
+
+  @typedoc "Small data for clients: names to integers, strings or booleans."
+  @type data :: %{optional(atom() | String.t()) => integer() | String.t() | boolean()}
+
+  @type effect ::
+          {:cell, Grid.cell(), value()}
+          | {:attrs, Entity.id(), attrs()}
+          | {:event, Grid.cell(), atom(), data()}
+          | {:tally, atom(), integer() | String.t(), integer()}
+
+  @typedoc "How an argument is checked."
+  @type arg_type ::
+          {:integer, integer(), integer()}
+          | {:string, pos_integer()}
+          | :boolean
+          | {:one_of, [atom()]}
+          | {:optional, arg_type(), term()}
+
+  @callback actions() :: %{atom() => [{atom(), arg_type()}]}
+  @callback act(Act.t(), Area.t()) ::
+              {:ok, data(), [effect()]} | {:ok, [effect()]} | {:error, atom()}
+  @callback init(options :: keyword()) :: config()
+  @callback cell(Grid.cell(), Terrain.kind(), config()) :: value()
+  @callback join(Entity.t(), info :: map(), Area.t()) :: [effect()]
+  @callback leave(Entity.t(), Area.t()) :: [effect()]
+  @callback enter(Entity.t(), Area.t()) :: [effect()]
+  @callback tick(Area.t(), roll :: non_neg_integer()) :: [effect()]
+  @callback show(value()) :: 0..255
+  @callback look(attrs()) :: 0..255
+  @callback blocks(value()) :: boolean() | nil
+  @callback legend() :: map()
+  @callback version() :: non_neg_integer()
+  @callback upgrade(:cell | :attrs, term(), from :: non_neg_integer()) :: term()
+
+  @optional_callbacks init: 1,
+                      cell: 3,
+                      join: 3,
+                      leave: 2,
+                      enter: 2,
+                      tick: 2,
+                      show: 1,
+                      look: 1,
+                      blocks: 1,
+                      legend: 0,
+                      version: 0,
+                      upgrade: 3
+
+  @max_data 16
+  @max_data_string 255
+  @int32 -2_147_483_648..2_147_483_647
+
+  @doc """
+  Checks an action's name and arguments against a game's `actions/0`:
+  the action's name as an atom and its arguments as a map of atoms, with
+  defaults filled in, or why not (`:unknown_action`, or `:bad_args` with
+  a sentence naming the argument). Names may be atoms or strings (as
+  they come off the wire); no atom is ever created.
+  """
+  @spec check(Grove.Game.Spec.t() | module(), atom() | String.t(), map()) ::
+          {:ok, atom(), map()}
+          | {:error, :unknown_action, String.t()}
+          | {:error, :bad_args, String.t()}
+  def check(%Grove.Game.Spec{actions: actions}, name, args), do: check_in(actions, name, args)
+  def check(module, name, args) when is_atom(module), do: check_in(module.actions(), name, args)
+
+  defp check_in(actions, name, args) do
+    case find_action(actions, name) do
+      nil ->
+        {:error, :unknown_action,
+         "no action #{inspect(to_string(name))} in this game (#{action_names(actions)})"}
+
+      {action, spec} ->
+        case check_args(spec, args) do
+          {:ok, checked} -> {:ok, action, checked}
+          {:error, text} -> {:error, :bad_args, text}
+        end
+    end
+  end
+
+  defp find_action(actions, name) when is_atom(name) do
+    case actions do
+      %{^name => spec} -> {name, spec}
+      _ -> nil
+    end
+  end
+
+  defp find_action(actions, name) when is_binary(name),
+    do: Enum.find(actions, fn {action, _spec} -> Atom.to_string(action) == name end)
+
+  defp find_action(_actions, _name), do: nil
+
+  defp action_names(actions) when map_size(actions) == 0, do: "it has none"
+
+  defp action_names(actions),
+    do: actions |> Map.keys() |> Enum.map(&Atom.to_string/1) |> Enum.sort() |> Enum.join(", ")
+
+  defp check_args(spec, args) when is_map(args) do
+    names = for {name, _type} <- spec, do: Atom.to_string(name)
+
+    case Enum.find(Map.keys(args), &(to_string(&1) not in names)) do
+      nil ->
+        Enum.reduce_while(spec, {:ok, %{}}, fn {name, type}, {:ok, acc} ->
+          case fetch_arg(args, name) do
+            {:ok, value} ->
+              case check_value(type, value) do
+                {:ok, value} -> {:cont, {:ok, Map.put(acc, name, value)}}
+                {:error, why} -> {:halt, {:error, "#{name}: #{why}"}}
+              end
+
+            :error ->
+              case type do
+                {:optional, _type, default} -> {:cont, {:ok, Map.put(acc, name, default)}}
+                _ -> {:halt, {:error, "#{name}: missing"}}
+              end
+          end
+        end)
+
+      unknown when is_atom(unknown) or is_binary(unknown) ->
+        {:error, "#{unknown}: not an argument of this action"}
+
+      unknown ->
+        {:error, "#{inspect(unknown)}: not an argument of this action"}
+    end
+  end
+
+  defp check_args(_spec, args), do: {:error, "arguments must be a map, got: #{inspect(args)}"}
+
+  defp fetch_arg(args, name) do
+    case args do
+      %{^name => value} -> {:ok, value}
+      _ -> Map.fetch(args, Atom.to_string(name))
+    end
+  end
+
+  defp check_value({:optional, type, _default}, value), do: check_value(type, value)
+
+  defp check_value({:integer, min, max}, n) when is_integer(n) and n >= min and n <= max,
+    do: {:ok, n}
+
+  defp check_value({:integer, min, max}, _), do: {:error, "expected an integer in #{min}..#{max}"}
+
+  defp check_value({:string, max}, s) when is_binary(s) and byte_size(s) <= max do
+    if String.valid?(s), do: {:ok, s}, else: {:error, "expected UTF-8 text"}
+  end
+
+  defp check_value({:string, max}, _), do: {:error, "expected a string of at most #{max} bytes"}
+  defp check_value(:boolean, b) when is_boolean(b), do: {:ok, b}
+  defp check_value(:boolean, _), do: {:error, "expected true or false"}
+
+  defp check_value({:one_of, values}, value) when is_atom(value) or is_binary(value) do
+    case Enum.find(values, &(Atom.to_string(&1) == to_string(value))) do
+      nil -> {:error, "expected one of #{Enum.map_join(values, ", ", &Atom.to_string/1)}"}
+      atom -> {:ok, atom}
+    end
+  end
+
+  defp check_value({:one_of, values}, _),
+    do: {:error, "expected one of #{Enum.map_join(values, ", ", &Atom.to_string/1)}"}
+
+  @doc """
+  True when `data` may go to a client: a map of at most #{@max_data} atom
+  or string names to 32-bit integers, strings of at most #{@max_data_string}
+  bytes and booleans.
+  """
+  @spec data?(term()) :: boolean()
+  def data?(data) when is_map(data) and map_size(data) <= @max_data do
+    Enum.all?(data, fn {name, value} ->
+      (is_atom(name) or (is_binary(name) and byte_size(name) <= 32)) and value?(value)
+    end)
+  end
+
+  def data?(_data), do: false
+
+  defp value?(n) when is_integer(n), do: n in @int32
+  defp value?(b) when is_boolean(b), do: true
+  defp value?(s) when is_binary(s), do: byte_size(s) <= @max_data_string and String.valid?(s)
+  defp value?(_), do: false
+
+  @doc "Checks a declared argument type; raises `ArgumentError` saying what is wrong."
+  @spec arg_type!(term()) :: arg_type()
+  def arg_type!({:integer, min, max} = type)
+      when is_integer(min) and is_integer(max) and min <= max,
+      do: type
+
+  def arg_type!({:string, max} = type) when is_integer(max) and max > 0 and max <= 1024,
+    do: type
+
+  def arg_type!(:boolean), do: :boolean
+
+  def arg_type!({:one_of, [_ | _] = values} = type) do
+    if Enum.all?(values, &is_atom/1), do: type, else: bad_type(type)
+  end
+
+  def arg_type!({:optional, type, _default} = optional) do
+    _ = arg_type!(type)
+    optional
+  end
+
+  def arg_type!(other), do: bad_type(other)
+
+  defp bad_type(type),
+    do:
+      raise(
+        ArgumentError,
+        "#{inspect(type)} is not an argument type: {:integer, min, max}, {:string, max_bytes} " <>
+          "(up to 1024), :boolean, {:one_of, [atom]} or {:optional, type, default}"
+      )
+end

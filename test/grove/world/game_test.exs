@@ -1,0 +1,238 @@
+defmodule Grove.World.GameTest do
+  @moduledoc "A game in a running world: actions through the client API, its state in ETS, views, failures."
+  use Grove.WorldCase, async: true
+
+  import ExUnit.CaptureLog
+
+  alias Grove.AppleGame
+  alias Grove.World
+  alias Grove.World.View
+
+  # Zones of 10 x 10: a tree on each side of the border between zones 0
+  # and 1, a basket in zone 0.
+  @game {AppleGame, trees: [{9, 5}, {10, 5}], baskets: [{5, 5}], tick: :manual}
+
+  defp act(world, id, action, target, args \\ %{}) do
+    tag = make_ref()
+    :ok = World.act(world, id, action, target, args, tag)
+    assert_receive {:grove_act, ^id, ^tag, outcome}, 5000
+    outcome
+  end
+
+  defp join(world, cell, info \\ %{account: 1}) do
+    {:ok, id, ^cell} = World.join(world, at: cell, info: info)
+    id
+  end
+
+  @tag world: [game: @game]
+  test "an entity picks, carries and delivers, and anyone reads the state from ETS", %{
+    world: world
+  } do
+    id = join(world, {8, 5})
+    assert World.attrs(world, id) == {%{carrying: 0, score: 0, account: 1}, 0}
+    assert World.cell(world, {9, 5}) == {{:tree, 1}, 1}
+
+    assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
+    assert World.cell(world, {9, 5}) == {{:tree, 0}, 0}
+    assert World.attrs(world, id) == {%{carrying: 1, score: 0, account: 1}, 1}
+    assert act(world, id, "pick", :e) == {:refused, :no_apples}
+
+    :ok = World.move(world, id, :w, :m1)
+    assert {:ok, {7, 5}} = assert_outcome(id, :m1)
+    :ok = World.move(world, id, :w, :m2)
+    assert {:ok, {6, 5}} = assert_outcome(id, :m2)
+    assert act(world, id, :deliver, {5, 5}) == {:ok, %{score: 1}}
+    assert World.attrs(world, id) == {%{carrying: 0, score: 1, account: 1}, 0}
+  end
+
+  @tag world: [game: @game]
+  test "an action toward a cell of another zone runs there", %{world: world} do
+    id = join(world, {9, 6})
+    assert act(world, id, :pick, :ne) == {:ok, %{carrying: 1}}
+    assert World.cell(world, {10, 5}) == {{:tree, 0}, 0}
+    assert World.cell(world, {9, 5}) == {{:tree, 1}, 1}
+    assert World.attrs(world, id) == {%{carrying: 1, score: 0, account: 1}, 1}
+    # Its zone answered, and keeps the entity and its attributes.
+    assert %{entities: %{^id => %{attrs: %{carrying: 1}}}} =
+             :sys.get_state(World.zone_pid(world, 0)).core
+  end
+
+  @tag world: [game: @game]
+  test "attributes travel with an entity across zones, and a restarted zone keeps layer and attributes",
+       %{world: world} do
+    id = join(world, {8, 6})
+    {:ok, %{carrying: 1}} = act(world, id, :pick, :ne)
+    :ok = World.move(world, id, :e, :m1)
+    assert {:ok, {9, 6}} = assert_outcome(id, :m1)
+    :ok = World.move(world, id, :e, :m2)
+    assert {:ok, {10, 6}} = assert_outcome(id, :m2)
+    assert World.attrs(world, id) == {%{carrying: 1, score: 0, account: 1}, 1}
+
+    assert %{entities: %{^id => %{attrs: %{carrying: 1}, look: 1}}} =
+             :sys.get_state(World.zone_pid(world, 1)).core
+
+    for index <- [0, 1] do
+      pid = World.zone_pid(world, index)
+      ref = Process.monitor(pid)
+      Process.exit(pid, :kill)
+      assert_receive {:DOWN, ^ref, :process, ^pid, :killed}
+
+      eventually(fn ->
+        assert is_pid(World.zone_pid(world, index)) and World.zone_pid(world, index) != pid
+      end)
+    end
+
+    assert World.cell(world, {9, 5}) == {{:tree, 0}, 0}
+
+    assert %{entities: %{^id => %{attrs: %{carrying: 1}, look: 1}}} =
+             :sys.get_state(World.zone_pid(world, 1)).core
+
+    assert act(world, id, :pick, :n) == {:ok, %{carrying: 2}}
+  end
+
+  @tag world: [game: @game]
+  test "a failing action costs that action alone: answered interrupted, logged once, the zone carries on",
+       %{world: world} do
+    id = join(world, {3, 3})
+    zone = World.zone_pid(world, 0)
+
+    log =
+      capture_log(fn ->
+        assert act(world, id, :crash, :here) == {:rejected, :interrupted}
+        # A flood of them: every one answered, the same zone, the world up.
+        for _ <- 1..300, do: assert(act(world, id, :crash, :here) == {:rejected, :interrupted})
+        assert act(world, id, :bad, :here) == {:rejected, :interrupted}
+        :sys.get_state(zone)
+      end)
+
+    assert [line] = String.split(log, "\n", trim: true) |> Enum.filter(&(&1 =~ "Grove.AppleGame"))
+    assert line =~ "act failed in zone 0"
+    assert line =~ "the apple game crashes on purpose"
+    assert World.zone_pid(world, 0) == zone
+    assert World.stats(world).game_failures == 302
+    :ok = World.move(world, id, :e, :after)
+    assert {:ok, {4, 3}} = assert_outcome(id, :after)
+    assert World.attrs(world, id) == {%{carrying: 0, score: 0, account: 1}, 0}
+  end
+
+  @tag world: [game: @game]
+  test "unknown actions, bad arguments and targets out of reach are refused and change nothing",
+       %{world: world} do
+    id = join(world, {8, 5})
+    before = {World.attrs(world, id), World.cell(world, {9, 5})}
+
+    assert act(world, id, :fly, :here) == {:rejected, :unknown_action}
+    assert act(world, id, "fly", :here) == {:rejected, :unknown_action}
+    assert act(world, id, :drop, :here, %{count: 9}) == {:rejected, :bad_args}
+    assert act(world, id, :drop, :here, %{"count" => "one"}) == {:rejected, :bad_args}
+    assert act(world, id, :drop, :here, %{count: 1, extra: true}) == {:rejected, :bad_args}
+
+    assert act(world, id, :shout, :here, %{text: String.duplicate("a", 17)}) ==
+             {:rejected, :bad_args}
+
+    assert act(world, id, :pick, {10, 5}) == {:rejected, :out_of_reach}
+    assert act(world, id, :pick, :nowhere) == {:rejected, :out_of_reach}
+    assert act(world, id + 1000, :pick, :e) == {:rejected, :unknown_entity}
+
+    assert {World.attrs(world, id), World.cell(world, {9, 5})} == before
+    assert act(world, id, :shout, :here, %{"text" => "hi"}) == {:ok, %{heard: true}}
+  end
+
+  @tag world: [game: @game]
+  test "viewers see the game's cells, the entities' looks and the events", %{world: world} do
+    {:ok, viewer, _} = World.join(world, at: {2, 2}, updates: :view, view_radius: 4)
+    view = receive_snapshots(View.new({2, 2}, 4, viewer), 1)
+    assert View.game_cells(view) == %{{5, 5} => 2, {9, 5} => 1}
+
+    id = join(world, {8, 5})
+    assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
+    assert act(world, id, :shout, :here, %{text: "hello"}) == {:ok, %{heard: true}}
+
+    view = catch_up_until(world, view, fn view -> length(view.events) == 2 end)
+    assert View.game_cells(view) == %{{5, 5} => 2}
+    assert View.looks(view)[id] == 1
+    {events, view} = View.take_events(view)
+
+    assert [{^id, 9, 5, :picked, %{left: 0}}, {^id, 8, 5, :shout, %{text: "hello", loud: false}}] =
+             events
+
+    assert {[], _view} = View.take_events(view)
+  end
+
+  @tag world: [game: @game]
+  test "the game's tick runs in every zone", %{world: world} do
+    id = join(world, {8, 5})
+    {:ok, _} = act(world, id, :pick, :e)
+    World.Game.tick(world)
+    eventually(fn -> assert World.cell(world, {9, 5}) == {{:tree, 1}, 1} end)
+  end
+
+  @tag world: [game: @game]
+  test "actions in a batch are answered together", %{world: world} do
+    a = join(world, {8, 5})
+    b = join(world, {8, 4})
+
+    :ok =
+      World.act_many(world, [
+        {a, :pick, :e, %{}, :a},
+        {b, :pick, :se, %{}, :b},
+        {b, :fly, :here, %{}, :c}
+      ])
+
+    outcomes = receive_acts(3, %{})
+    assert outcomes[:c] == {:rejected, :unknown_action}
+
+    assert Enum.sort([outcomes[:a], outcomes[:b]]) == [
+             {:ok, %{carrying: 1}},
+             {:refused, :no_apples}
+           ]
+  end
+
+  test "a world without a game refuses actions", %{world: world} do
+    {:ok, id, _} = World.join(world)
+    assert act(world, id, :pick, :here) == {:rejected, :disabled}
+    assert World.cell(world, {0, 0}) == nil
+  end
+
+  defp receive_acts(0, acc), do: acc
+
+  defp receive_acts(n, acc) do
+    receive do
+      {:grove_acts, outcomes} ->
+        Enum.reduce(outcomes, {n, acc}, fn {_id, tag, outcome}, {n, acc} ->
+          {n - 1, Map.put(acc, tag, outcome)}
+        end)
+        |> then(fn {n, acc} -> receive_acts(n, acc) end)
+
+      {:grove_act, _id, tag, outcome} ->
+        receive_acts(n - 1, Map.put(acc, tag, outcome))
+    after
+      1000 -> flunk("only #{map_size(acc)} outcomes came: #{inspect(acc)}")
+    end
+  end
+
+  defp receive_snapshots(view, 0), do: view
+
+  defp receive_snapshots(view, n) do
+    assert_receive {:grove_view, _zone, :snapshot, _seq, _data} = message
+    receive_snapshots(View.apply_message(view, message), n - 1)
+  end
+
+  defp catch_up_until(world, view, done, tries \\ 200) do
+    view = View.catch_up(view, world)
+
+    cond do
+      done.(view) ->
+        view
+
+      tries == 0 ->
+        flunk("the view never got there: #{inspect(view.events)}")
+
+      true ->
+        # Ticks are manual here: each makes the zones publish what changed.
+        World.tick(world)
+        :sys.get_state(World.zone_pid(world, 0))
+        catch_up_until(world, view, done, tries - 1)
+    end
+  end
+end

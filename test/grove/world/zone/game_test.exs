@@ -1,0 +1,263 @@
+defmodule Grove.World.Zone.GameTest do
+  @moduledoc "The game's rules on a zone's pure core: actions, effects, hooks, layer, failures."
+  use ExUnit.Case, async: true
+
+  alias Grove.AppleGame
+  alias Grove.Game.Spec
+  alias Grove.World.{Entity, Grid, Rules, Terrain}
+  alias Grove.World.Zone.{Game, Handoff, State}
+
+  # 8 x 8 cells in four zones of 4 x 4. Trees at {1, 1} and {4, 1} (the
+  # second in zone 1), water at {2, 3}, a basket at {2, 2}.
+  @grid Grid.new(8, 8, 4)
+
+  defp terrain do
+    cells =
+      for y <- 0..7, x <- 0..7, into: <<>> do
+        case {x, y} do
+          {1, 1} -> <<1>>
+          {4, 1} -> <<1>>
+          {2, 3} -> <<3>>
+          _ -> <<0>>
+        end
+      end
+
+    %Terrain{width: 8, height: 8, cells: cells}
+  end
+
+  defp zone(index, opts \\ []) do
+    spec = Spec.new!({AppleGame, Keyword.merge([baskets: [{2, 2}], tick: :manual], opts)})
+    state = State.new(index, @grid, terrain(), Rules.new(move_rate: nil))
+    Game.setup(state, spec, :generate)
+  end
+
+  defp join(state, id, cell, info \\ %{account: 7}) do
+    {:ok, entity, state} = State.place(state, %Entity{id: id, owner: self()}, [cell], info)
+    {entity, state}
+  end
+
+  defp act(state, id, name, target, args \\ %{}) do
+    {:ok, name, args} = Grove.Game.check(AppleGame, name, args)
+    Game.act(state, id, {name, target, args}, self(), :tag, 0, 0, fn _ -> nil end)
+  end
+
+  defp key({x, y}), do: Grid.cell_key(@grid, x, y)
+
+  test "a zone lays its layer from cell/3, with what players see of it" do
+    state = zone(0)
+    assert state.game.layer == %{key({1, 1}) => {:tree, 1}, key({2, 2}) => :basket}
+    assert state.game.codes == %{key({1, 1}) => 1, key({2, 2}) => 2}
+    assert state.game.walk == %{key({1, 1}) => true, key({2, 2}) => true}
+
+    assert Game.rows(state) |> Enum.sort() == [
+             {key({1, 1}), {:tree, 1}, 1},
+             {key({2, 2}), :basket, 2}
+           ]
+  end
+
+  test "join/3 sets an entity's attributes from what its client said" do
+    {entity, state} = join(zone(0), 1, {0, 0})
+    assert entity.attrs == %{carrying: 0, score: 0, account: 7}
+    assert state.entities[1].attrs == entity.attrs
+    {%{entities: [%Entity{id: 1}]}, _state} = Game.take_output(state)
+  end
+
+  test "an action toward a cell of the zone applies its effects and answers the game's data" do
+    {_entity, state} = join(zone(0), 1, {0, 0})
+    {_output, state} = Game.take_output(state)
+    state = State.watch(state, true)
+
+    assert {:acted, {:ok, %{carrying: 1}}, state} = act(state, 1, :pick, :se)
+    assert state.game.layer[key({1, 1})] == {:tree, 0}
+    assert state.entities[1].attrs.carrying == 1
+    assert state.entities[1].look == 1
+
+    {output, state} = Game.take_output(state)
+    assert output.cells == [{key({1, 1}), {:tree, 0}, 0}]
+    assert [%Entity{id: 1, look: 1}] = output.entities
+
+    # What viewers see: the tree bare, the picker with an apple, and the event.
+    {extra, _state} = State.flush_extra(state, [])
+
+    assert extra == %{
+             names: [],
+             cells: [{1, 1, 0}],
+             looks: [{1, 1}],
+             events: [{1, 1, 1, :picked, %{left: 0}}]
+           }
+  end
+
+  test "the game's refusal changes nothing" do
+    {_entity, state} = join(zone(0), 1, {0, 0})
+    {_output, state} = Game.take_output(state)
+
+    assert {:acted, {:refused, :not_a_tree}, after_state} = act(state, 1, :pick, :e)
+    assert after_state == state
+    assert {:acted, {:ok, _}, state} = act(state, 1, :pick, {1, 1})
+    assert {:acted, {:refused, :no_apples}, _} = act(state, 1, :pick, {1, 1})
+  end
+
+  test "a crashing or malformed action is answered interrupted and leaves the state as it was" do
+    {_entity, state} = join(zone(0), 1, {0, 0})
+    {_output, state} = Game.take_output(state)
+
+    assert {:acted, {:rejected, :interrupted}, crashed} = act(state, 1, :crash, :here)
+    assert %{crashed | game: %{crashed.game | failures: []}} == state
+
+    assert {%{failures: [{AppleGame, :act, :error, %RuntimeError{}, _stack}]}, _} =
+             Game.take_output(crashed)
+
+    assert {:acted, {:rejected, :interrupted}, bad} = act(state, 1, :bad, :here)
+    assert %{bad | game: %{bad.game | failures: []}} == state
+
+    assert {%{failures: [{AppleGame, :effects, :error, {:cell_outside_zone, {-5, -5}}, []}]}, _} =
+             Game.take_output(bad)
+  end
+
+  test "a target must be the actor's cell or next to it, and in the world" do
+    {_entity, state} = join(zone(0), 1, {0, 0})
+    assert {:acted, {:rejected, :out_of_reach}, _} = act(state, 1, :pick, {2, 2})
+    assert {:acted, {:rejected, :out_of_bounds}, _} = act(state, 1, :pick, :n)
+
+    assert {:acted, {:rejected, :not_owner}, _} =
+             Game.act(state, 1, {:pick, :e, %{}}, spawn(fn -> :ok end), :t, 0, 0, fn _ -> nil end)
+
+    assert {:acted, {:rejected, :unknown_entity}, _} = act(state, 99, :pick, :e)
+  end
+
+  test "the layer blocks and frees cells for moves and joins" do
+    {_entity, state} = join(zone(0), 1, {1, 3})
+    # Water to the east; a bridge frees it.
+    assert {:rejected, :blocked, state} = State.apply_move(state, 1, :e, self(), :m, 0)
+    assert {:acted, {:ok, %{}}, state} = act(state, 1, :bridge, :e)
+
+    assert {:moved, %Entity{x: 2, y: 3}, {1, 3}, state} =
+             State.apply_move(state, 1, :e, self(), :m, 0)
+
+    # A wall to the north blocks.
+    assert {:acted, {:ok, %{}}, state} = act(state, 1, :build, :nw)
+    assert {:rejected, :blocked, _} = State.apply_move(state, 1, :nw, self(), :m, 0)
+    assert {:rejected, :blocked, _} = State.place(state, %Entity{id: 2, owner: self()}, [{1, 2}])
+    # And the basket blocks from the start.
+    assert {:rejected, :blocked, _} = State.place(state, %Entity{id: 2, owner: self()}, [{2, 2}])
+  end
+
+  test "an entity that leaves drops what it carries, and whoever steps there picks it up" do
+    {_entity, state} = join(zone(0), 1, {0, 1})
+    {:acted, {:ok, _}, state} = act(state, 1, :pick, :e)
+    {_entity, state} = join(state, 2, {0, 3})
+
+    {%Entity{id: 1}, state} = State.drop(state, 1)
+    assert state.game.layer[key({0, 1})] == {:apples, 1}
+
+    {:moved, _, _, state} = State.apply_move(state, 2, :n, self(), :m, 0)
+    {:moved, picker, _, state} = State.apply_move(state, 2, :n, self(), :m, 0)
+    assert picker.attrs.carrying == 1
+    assert picker.look == 1
+    refute Map.has_key?(state.game.layer, key({0, 1}))
+  end
+
+  test "delivering into a basket scores and tallies for the account" do
+    {_entity, state} = join(zone(0), 1, {1, 2}, %{account: 42})
+    {:acted, {:ok, _}, state} = act(state, 1, :pick, :n)
+    {_output, state} = Game.take_output(state)
+
+    assert {:acted, {:ok, %{score: 1}}, state} = act(state, 1, :deliver, :e)
+    assert state.entities[1].attrs == %{carrying: 0, score: 1, account: 42}
+    assert {%{tallies: [{:apples, 42, 1}]}, _} = Game.take_output(state)
+    assert {:acted, {:refused, :nothing_to_deliver}, _} = act(state, 1, :deliver, :e)
+  end
+
+  test "tick/2 regrows the trees" do
+    {_entity, state} = join(zone(0), 1, {0, 1})
+    {:acted, {:ok, _}, state} = act(state, 1, :pick, :e)
+    state = Game.tick(state, 0)
+    assert state.game.layer[key({1, 1})] == {:tree, 1}
+    state = state |> Game.tick(0) |> Game.tick(0) |> Game.tick(0)
+    assert state.game.layer[key({1, 1})] == {:tree, 3}
+  end
+
+  test "a snapshot lists the visible cells and every look" do
+    {_entity, state} = join(zone(0), 1, {0, 1})
+    {:acted, {:ok, _}, state} = act(state, 1, :pick, :e)
+    assert %{cells: [{2, 2, 2}], looks: [{1, 1}], events: []} = State.snapshot_extra(state)
+  end
+
+  test "an action aimed across the border runs in the target's zone, and the actor waits for it" do
+    locate = fn _ -> nil end
+    env = %{locate: locate, now: 0, busy: false}
+    {_entity, west} = join(zone(0), 1, {3, 1})
+    east = zone(1)
+    {:ok, :pick, args} = Grove.Game.check(AppleGame, :pick, %{})
+
+    assert {:pending, effects, west} =
+             Game.act(west, 1, {:pick, :e, args}, self(), :tag, 0, 0, locate)
+
+    assert [{:count, :acts_across}, {:send, 1, {:act_at, act, 0, owner, :tag} = _message}] =
+             effects
+
+    assert State.away?(west, 1)
+
+    # A move meanwhile waits for the answer, like one behind a handoff.
+    assert {:pending, [], west} = Handoff.move(west, 1, :s, self(), :m, 0, 0, locate)
+
+    {[{:send, 0, {:act_done, 1, :tag, ^owner, outcome, attrs}}], east} =
+      Game.act_at(east, act, 0, owner, :tag)
+
+    assert outcome == {:ok, %{carrying: 1}}
+    assert east.game.layer[key({4, 1})] == {:tree, 0}
+    refute Map.has_key?(east.entities, 1)
+
+    {effects, west} = Game.act_done(west, 1, :tag, owner, outcome, attrs, env)
+
+    assert [
+             {:acted, _owner, 1, :tag, {:ok, %{carrying: 1}}},
+             {:moved, _, _},
+             {:reply, _, 1, :m, {:ok, {3, 2}}}
+           ] = effects
+
+    refute State.away?(west, 1)
+    assert west.entities[1].attrs.carrying == 1
+    assert west.entities[1].look == 1
+  end
+
+  test "an action elsewhere that never gets its answer is interrupted, and what waited goes on" do
+    locate = fn _ -> nil end
+    env = %{locate: locate, now: 0, busy: false}
+    {_entity, west} = join(zone(0), 1, {3, 1})
+    {:pending, _effects, west} = Game.act(west, 1, {:pick, :e, %{}}, self(), :tag, 0, 0, locate)
+    {:pending, [], west} = Handoff.move(west, 1, :s, self(), :m, 0, 0, locate)
+
+    assert {[], ^west} = Game.expire(west, -1, [], env)
+    {effects, west} = Game.expire(west, 1, [], env)
+
+    assert [
+             {:count, :acts_expired},
+             {:acted, _, 1, :tag, {:rejected, :interrupted}},
+             {:moved, _, _},
+             {:reply, _, 1, :m, {:ok, _}}
+           ] = effects
+
+    # The answer that comes too late changes nothing.
+    assert {[{:count, :acts_late}], ^west} =
+             Game.act_done(west, 1, :tag, self(), {:ok, %{}}, %{carrying: 9}, env)
+  end
+
+  test "a failing hook changes nothing" do
+    defmodule FailingJoin do
+      @behaviour Grove.Game
+      def actions, do: %{}
+      def act(_act, _area), do: {:error, :never}
+      def join(_entity, _info, _area), do: raise("no")
+    end
+
+    state =
+      Game.setup(State.new(0, @grid, terrain(), Rules.new()), Spec.new!(FailingJoin), :generate)
+
+    {:ok, entity, state} = State.place(state, %Entity{id: 1, owner: self()}, [{0, 0}])
+    assert entity.attrs == nil
+
+    assert {%{failures: [{FailingJoin, :join, :error, %RuntimeError{}, _}]}, _} =
+             Game.take_output(state)
+  end
+end
