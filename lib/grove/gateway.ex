@@ -48,6 +48,9 @@ defmodule Grove.Gateway do
     * `:seed_rate`, `:seed_burst` - patterns of bacteria a connection may
       seed per second, and at once; more are refused `rate_limited`
       (defaults `1`, `3`)
+    * `:act_rate`, `:act_burst` - a game's actions a connection may ask
+      for per second, and at once; more are answered `rate_limited`
+      (defaults `10`, `5`)
     * `:max_errors` - bad messages per minute before a client is cut off
       (default `50`)
     * `:max_view_radius` - the largest viewport a client may ask for
@@ -154,6 +157,8 @@ defmodule Grove.Gateway do
     move_burst: 10,
     seed_rate: 1,
     seed_burst: 3,
+    act_rate: 10,
+    act_burst: 5,
     max_errors: 50,
     max_view_radius: 16,
     spawn: nil,
@@ -413,6 +418,7 @@ defmodule Grove.Gateway do
         # Yaws's own MIME table knows no web fonts (and adding one costs
         # seconds of compiling at every start): fonts are served here.
         {~c"/assets/fonts", HTTP},
+        {~c"/game", HTTP},
         {~c"/metrics", HTTP},
         {~c"/dashboard", HTTP},
         {~c"/api", HTTP},
@@ -516,6 +522,8 @@ defmodule Grove.Gateway do
           :move_burst,
           :seed_rate,
           :seed_burst,
+          :act_rate,
+          :act_burst,
           :max_errors,
           :max_view_radius,
           :view_backlog,

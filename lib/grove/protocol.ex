@@ -51,6 +51,23 @@ defmodule Grove.Protocol do
   ]
   # Binary outcome codes are places in this list (see `Grove.World.rejections/0`).
   @results [:ok | Grove.World.rejections()]
+  # Where an action aims: the player's own cell or the next one in a direction.
+  @targets [:here | @directions]
+  # An action's result; new ones go at the end.
+  @act_results [
+    :ok,
+    :refused,
+    :unknown_action,
+    :bad_args,
+    :out_of_reach,
+    :out_of_bounds,
+    :rate_limited,
+    :busy,
+    :not_owner,
+    :unknown_entity,
+    :interrupted,
+    :disabled
+  ]
   @error_codes [
     :bad_json,
     :bad_message,
@@ -97,6 +114,13 @@ defmodule Grove.Protocol do
     {:resync, 4, :client, []},
     {:seed, 6, :client,
      [{:seq, :u32}, {:pattern, {:enum, @patterns}}, {:dir, {:enum, @directions}}]},
+    {:act, 7, :client,
+     [
+       {:seq, :u32},
+       {:action, :string},
+       {:dir, {:enum, @targets}, :here},
+       {:args, :data, %{}}
+     ]},
     # Server to client
     {:welcome, 64, :server,
      [
@@ -124,11 +148,16 @@ defmodule Grove.Protocol do
        {:area, :u32},
        {:full, :bool},
        {:entities, {:list, {:tuple, [:u32, :u16, :u16, :u8]}}},
-       {:gone, {:list, :u32}}
+       {:gone, {:list, :u32}},
+       {:cells, {:list, {:tuple, [:u16, :u16, :u8]}}, []},
+       {:looks, {:list, {:tuple, [:u32, :u8]}}, []},
+       {:events, {:list, {:tuple, [:u32, :u16, :u16, :string, :data]}}, []}
      ]},
     {:area_closed, 73, :server, [{:area, :u32}]},
     {:colonies, 74, :server, [{:cols, :u16}, {:rows, :u16}, {:cells, :bytes}]},
     {:seeded, 75, :server, [{:seq, :u32}, {:result, {:enum, @seed_results}}]},
+    {:acted, 76, :server,
+     [{:seq, :u32}, {:result, {:enum, @act_results}}, {:data, :data}, {:reason, :string}]},
     {:names, 77, :server, [{:area, :u32}, {:names, {:list, {:tuple, [:u32, :string, :string]}}}]}
   ]
 
@@ -143,6 +172,10 @@ defmodule Grove.Protocol do
   @doc "Every message definition: `{type, tag, :client | :server, fields}`."
   @spec messages() :: [{atom(), byte(), :client | :server, list()}]
   def messages, do: @messages
+
+  @doc "The results an `acted` message may carry."
+  @spec act_results() :: [atom()]
+  def act_results, do: @act_results
 
   @doc "The error codes an `error` message may carry."
   @spec error_codes() :: [atom()]

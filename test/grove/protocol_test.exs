@@ -113,13 +113,24 @@ defmodule Grove.ProtocolTest do
          ProtocolGenerators.message(:names)},
         fn {area, outcome, names} ->
           what = if area.full, do: :snapshot, else: :delta
+          extra = %{names: [], cells: area.cells, looks: area.looks, events: area.events}
 
           for encoding <- [:json, :binary] do
             kind = Frames.kind(encoding)
             by_definition = WebSocket.frame(kind, Protocol.encode(area, encoding))
 
-            assert Frames.encode_view(encoding, what, area.area, area.entities, area.gone) ==
-                     by_definition
+            by_hand =
+              Frames.encode_view(encoding, what, area.area, area.entities, area.gone, extra)
+
+            # JSON leaves the empty game fields out (they default to []);
+            # binary has every field, byte for byte.
+            if encoding == :binary,
+              do: assert(by_hand == by_definition),
+              else: assert(Protocol.decode(payload(by_hand), :json) == {:ok, area})
+
+            without_game = %{area | cells: [], looks: [], events: []}
+            plain = Frames.encode_view(encoding, what, area.area, area.entities, area.gone)
+            assert Protocol.decode(payload(plain), encoding) == {:ok, without_game}
 
             # Names come first, in a frame of their own, for the area's
             # number; none when there are none.
@@ -129,11 +140,16 @@ defmodule Grove.ProtocolTest do
                 else: WebSocket.frame(kind, Protocol.encode(%{names | area: area.area}, encoding))
 
             named =
-              Frames.encode_view(encoding, what, area.area, area.entities, area.gone, %{
-                names: names.names
-              })
+              Frames.encode_view(
+                encoding,
+                what,
+                area.area,
+                area.entities,
+                area.gone,
+                %{extra | names: names.names}
+              )
 
-            assert IO.iodata_to_binary(named) == IO.iodata_to_binary([names_frame, by_definition])
+            assert IO.iodata_to_binary(named) == IO.iodata_to_binary([names_frame, by_hand])
 
             assert Frames.outcome(encoding, outcome.seq, outcome.result, outcome.x, outcome.y) ==
                      WebSocket.frame(kind, Protocol.encode(outcome, encoding))
@@ -142,6 +158,53 @@ defmodule Grove.ProtocolTest do
       )
 
     check(property, numtests: 500)
+  end
+
+  # What a server frame (never masked) carries.
+  defp payload(frame) do
+    case IO.iodata_to_binary(frame) do
+      <<_fin_op, 127, size::64, data::binary-size(size)>> -> data
+      <<_fin_op, 126, size::16, data::binary-size(size)>> -> data
+      <<_fin_op, size, data::binary-size(size)>> when size < 126 -> data
+    end
+  end
+
+  test "a game's small data travels both ways, and bad data is named" do
+    data = %{"carrying" => 2, "who" => "ada", "full" => false, "n" => -5}
+
+    for encoding <- [:json, :binary] do
+      message = %{type: :acted, seq: 1, result: :ok, data: data, reason: ""}
+
+      assert {:ok, ^message} =
+               Protocol.decode(IO.iodata_to_binary(Protocol.encode(message, encoding)), encoding)
+    end
+
+    assert {:ok, %{type: :act, action: "pick", dir: :here, args: %{}}} =
+             Protocol.decode(~s({"type":"act","seq":1,"action":"pick"}), :json)
+
+    assert {:error, :bad_field, "args: " <> _} =
+             Protocol.decode(~s({"type":"act","seq":1,"action":"pick","args":{"n":1.5}}), :json)
+
+    assert {:error, :bad_field, "args: " <> _} =
+             Protocol.decode(~s({"type":"act","seq":1,"action":"pick","args":[1]}), :json)
+
+    assert {:error, :bad_field, "dir: " <> _} =
+             Protocol.decode(~s({"type":"act","seq":1,"action":"pick","dir":"up"}), :json)
+
+    too_many = Enum.map_join(1..17, ",", &~s("a#{&1}":1))
+
+    assert {:error, :bad_field, "args: " <> _} =
+             Protocol.decode(
+               ~s({"type":"act","seq":1,"action":"pick","args":{#{too_many}}}),
+               :json
+             )
+
+    # Binary: an unknown value type, and more entries than allowed.
+    assert {:error, :bad_frame, "args: 3 is not" <> _} =
+             Protocol.decode(<<7, 1::32, 4::16, "pick", 0, 1, 1::16, "n", 3, 0>>, :binary)
+
+    assert {:error, :bad_frame, "args: 17 entries" <> _} =
+             Protocol.decode(<<7, 1::32, 4::16, "pick", 0, 17>>, :binary)
   end
 
   test "binary input errors name the problem" do

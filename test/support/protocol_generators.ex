@@ -41,4 +41,23 @@ defmodule Grove.Test.ProtocolGenerators do
   def value(:bytes), do: :proper_types.binary()
   def value({:list, item}), do: :proper_types.list(value(item))
   def value({:tuple, codecs}), do: List.to_tuple(Enum.map(codecs, &value/1))
+
+  def value(:data) do
+    # At most 8 code points: at most 32 bytes.
+    name = :proper_unicode.utf8(8)
+
+    entry =
+      {name,
+       :proper_types.oneof([
+         :proper_types.integer(-2_147_483_648, 2_147_483_647),
+         :proper_unicode.utf8(),
+         :proper_types.boolean()
+       ])}
+
+    :proper_types.bind(
+      :proper_types.resize(16, :proper_types.list(entry)),
+      fn entries -> entries |> Enum.take(16) |> Map.new() end,
+      false
+    )
+  end
 end

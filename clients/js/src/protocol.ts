@@ -202,6 +202,70 @@ const bytes: Codec<Uint8Array> = {
   },
 };
 
+/** A game's small data: names to 32-bit integers, strings or booleans. */
+export type Data = Record<string, number | string | boolean>;
+
+const MAX_DATA = 16;
+const MAX_NAME = 32;
+
+const data: Codec<Data> = {
+  describe: `an object of at most ${MAX_DATA} names to 32-bit integers, strings or booleans`,
+  write: (w, value) => {
+    const entries = Object.entries(value);
+    if (entries.length > MAX_DATA) throw new Error(`more than ${MAX_DATA} entries`);
+    w.u8(entries.length);
+    for (const [name, item] of entries) {
+      if (utf8Encoder.encode(name).byteLength > MAX_NAME) throw new Error(`a name is longer than ${MAX_NAME} bytes`);
+      string.write(w, name);
+      if (typeof item === "number") {
+        if (!Number.isInteger(item) || item < -0x80000000 || item > 0x7fffffff) {
+          throw new Error(`${name}: expected a 32-bit integer`);
+        }
+        w.u8(0);
+        w.u32(item >>> 0);
+      } else if (typeof item === "string") {
+        w.u8(1);
+        string.write(w, item);
+      } else {
+        w.u8(2);
+        w.u8(item ? 1 : 0);
+      }
+    }
+  },
+  read: (r) => {
+    const count = r.u8();
+    if (count > MAX_DATA) throw new ProtocolError("bad_frame", `${count} entries, at most ${MAX_DATA}`);
+    const value: Data = {};
+    for (let i = 0; i < count; i++) {
+      const name = string.read(r);
+      const type = r.u8();
+      if (type === 0) value[name] = r.u32() | 0;
+      else if (type === 1) value[name] = string.read(r);
+      else if (type === 2) value[name] = bool.read(r);
+      else throw new ProtocolError("bad_frame", `${type} is not a value's type (0, 1 or 2)`);
+    }
+    return value;
+  },
+  toJson: (value) => value,
+  fromJson: (json) => {
+    if (typeof json !== "object" || json === null || Array.isArray(json)) {
+      throw new Error("expected an object");
+    }
+    const entries = Object.entries(json as Record<string, unknown>);
+    if (entries.length > MAX_DATA) throw new Error(`more than ${MAX_DATA} entries`);
+    const value: Data = {};
+    for (const [name, item] of entries) {
+      const ok =
+        (typeof item === "number" && Number.isInteger(item) && item >= -0x80000000 && item <= 0x7fffffff) ||
+        typeof item === "string" ||
+        typeof item === "boolean";
+      if (!ok) throw new Error(`${name}: expected a 32-bit integer, a string or a boolean`);
+      value[name] = item as number | string | boolean;
+    }
+    return value;
+  },
+};
+
 function enumeration<const V extends readonly string[]>(values: V): Codec<V[number]> {
   const describe = `one of ${values.join(", ")}`;
   const indexOf = (value: unknown): number => {
@@ -331,6 +395,22 @@ export const seedResults = [
   "unknown_entity",
   "interrupted",
 ] as const;
+/** Where an action aims: the player's own cell, or the next one in a direction. */
+export const targets = ["here", ...directions] as const;
+export const actResults = [
+  "ok",
+  "refused",
+  "unknown_action",
+  "bad_args",
+  "out_of_reach",
+  "out_of_bounds",
+  "rate_limited",
+  "busy",
+  "not_owner",
+  "unknown_entity",
+  "interrupted",
+  "disabled",
+] as const;
 export const byeReasons = [
   "shutdown",
   "slow_consumer",
@@ -345,6 +425,8 @@ export type Direction = (typeof directions)[number];
 export type MoveResult = (typeof results)[number];
 export type Pattern = (typeof patterns)[number];
 export type SeedResult = (typeof seedResults)[number];
+export type Target = (typeof targets)[number];
+export type ActResult = (typeof actResults)[number];
 
 /** Cell codes of `GET /terrain`; trees, rocks and water block movement. */
 export const terrainKinds = ["meadow", "tree", "rock", "water", "flowers"] as const;
@@ -380,6 +462,9 @@ interface Definition {
 
 const direction = enumeration(directions);
 const entityTuple = tuple([u32, u16, u16, u8]);
+const cellTuple = tuple([u16, u16, u8]);
+const lookTuple = tuple([u32, u8]);
+const eventTuple = tuple([u32, u16, u16, string, data]);
 
 /** Every message of the protocol: the same table as `@messages` on the server. */
 export const definitions = {
@@ -401,6 +486,16 @@ export const definitions = {
     tag: 6,
     from: "client",
     fields: { seq: required(u32), pattern: required(enumeration(patterns)), dir: required(direction) },
+  },
+  act: {
+    tag: 7,
+    from: "client",
+    fields: {
+      seq: required(u32),
+      action: required(string),
+      dir: optional(enumeration(targets), "here"),
+      args: optional(data, {}),
+    },
   },
   // Server to client
   welcome: {
@@ -454,6 +549,9 @@ export const definitions = {
       full: required(bool),
       entities: required(list(entityTuple)),
       gone: required(list(u32)),
+      cells: optional(list(cellTuple), []),
+      looks: optional(list(lookTuple), []),
+      events: optional(list(eventTuple), []),
     },
   },
   area_closed: { tag: 73, from: "server", fields: { area: required(u32) } },
@@ -466,6 +564,16 @@ export const definitions = {
     tag: 75,
     from: "server",
     fields: { seq: required(u32), result: required(enumeration(seedResults)) },
+  },
+  acted: {
+    tag: 76,
+    from: "server",
+    fields: {
+      seq: required(u32),
+      result: required(enumeration(actResults)),
+      data: required(data),
+      reason: required(string),
+    },
   },
   names: {
     tag: 77,
@@ -500,6 +608,7 @@ export type Stats = Message<"stats">;
 export type Density = Message<"density">;
 export type Colonies = Message<"colonies">;
 export type Seeded = Message<"seeded">;
+export type Acted = Message<"acted">;
 export type Names = Message<"names">;
 
 const byTag = new Map<number, MessageType>();

@@ -18,6 +18,7 @@ const examples = {
   ping: { type: "ping", t: 0xffffffff },
   resync: { type: "resync" },
   seed: { type: "seed", seq: 77, pattern: "r_pentomino", dir: "sw" },
+  act: { type: "act", seq: 12, action: "pick", dir: "ne", args: { count: -3, name: "🍎", hard: true } },
   welcome: {
     type: "welcome",
     protocol: 2,
@@ -42,6 +43,9 @@ const examples = {
       [377, 408, 99, 0],
     ],
     gone: [5, 4294967295],
+    cells: [[413, 97, 1]],
+    looks: [[20001, 3]],
+    events: [[20001, 413, 97, "picked", { left: 2 }]],
   },
   area_closed: { type: "area_closed", area: 157 },
   error: { type: "error", code: "server_busy", message: "très occupé" },
@@ -51,6 +55,7 @@ const examples = {
   bye: { type: "bye", reason: "too_large", message: "" },
   colonies: { type: "colonies", cols: 2, rows: 1, cells: bytes(0, 255) },
   seeded: { type: "seeded", seq: 77, result: "zone_edge" },
+  acted: { type: "acted", seq: 12, result: "refused", data: {}, reason: "no_apples" },
   names: {
     type: "names",
     area: 168,
@@ -130,6 +135,9 @@ describe("the documented forms", () => {
           [377, 408, 99, 0],
         ],
         gone: [],
+        cells: [],
+        looks: [],
+        events: [],
       },
     );
     assert.deepEqual(decode('{"type":"outcome","seq":1,"result":"ok","x":413,"y":96}'), {
@@ -142,17 +150,52 @@ describe("the documented forms", () => {
     assert.deepEqual(decode('{"type":"pong","t":123456}'), { type: "pong", t: 123456 });
   });
 
-  test("an area in binary: u32 area, bool, counted entity tuples, counted ids", () => {
-    const area = { type: "area", area: 258, full: true, entities: [[1, 2, 3, 1]], gone: [7] };
+  test("an area in binary: u32 area, bool, counted entity tuples, counted ids, counted game fields", () => {
+    const area = {
+      type: "area",
+      area: 258,
+      full: true,
+      entities: [[1, 2, 3, 1]],
+      gone: [7],
+      cells: [],
+      looks: [[1, 2]],
+      events: [],
+    };
     const expected = bytes(
       72,
       0, 0, 1, 2,
       1,
       0, 1, 0, 0, 0, 1, 0, 2, 0, 3, 1,
       0, 1, 0, 0, 0, 7,
+      0, 0,
+      0, 1, 0, 0, 0, 1, 2,
+      0, 0,
     );
     assert.deepEqual(encode(area, "binary"), expected);
     assert.deepEqual(decode(expected), area);
+  });
+
+  test("an action's data: a counted list of name, type byte and value", () => {
+    const acted = { type: "acted", seq: 1, result: "ok", data: { n: -1, s: "é", b: true }, reason: "" };
+    const expected = bytes(
+      76,
+      0, 0, 0, 1,
+      0,
+      3,
+      0, 1, 0x6e, 0, 0xff, 0xff, 0xff, 0xff,
+      0, 1, 0x73, 1, 0, 2, 0xc3, 0xa9,
+      0, 1, 0x62, 2, 1,
+      0, 0,
+    );
+    assert.deepEqual(encode(acted, "binary"), expected);
+    assert.deepEqual(decode(expected), acted);
+    assert.deepEqual(decode('{"type":"act","seq":3,"action":"pick"}'), {
+      type: "act",
+      seq: 3,
+      action: "pick",
+      dir: "here",
+      args: {},
+    });
   });
 
   test("bytes are base64 in JSON and length-prefixed in binary", () => {
@@ -167,7 +210,16 @@ describe("the documented forms", () => {
     assert.deepEqual(decode(encode(density, "json")), density);
     assert.deepEqual(decode(encode(density, "binary")), density);
     const entities = Array.from({ length: 33 * 33 }, (_, i) => [i * 7919, i % 1000, i % 977, i % 2]);
-    const area = { type: "area", area: 9, full: true, entities, gone: entities.map(([id]) => id) };
+    const area = {
+      type: "area",
+      area: 9,
+      full: true,
+      entities,
+      gone: entities.map(([id]) => id),
+      cells: entities.map(([, x, y], i) => [x, y, i % 256]),
+      looks: [],
+      events: [],
+    };
     assert.deepEqual(decode(encode(area, "json")), area);
     assert.deepEqual(decode(encode(area, "binary")), area);
   });
@@ -213,6 +265,9 @@ describe("frames that cannot be read", () => {
     fails('{"type":"area","area":0,"full":1,"entities":[],"gone":[]}', "bad_field");
     fails('{"type":"area","area":0,"full":true,"entities":[[1,2,3]],"gone":[]}', "bad_field");
     fails('{"type":"density","cols":1,"rows":1,"cells":"%%%"}', "bad_field");
+    fails('{"type":"act","seq":1,"action":"pick","args":{"n":1.5}}', "bad_field");
+    fails('{"type":"act","seq":1,"action":"pick","args":[1]}', "bad_field");
+    fails('{"type":"act","seq":1,"action":"pick","dir":"up"}', "bad_field");
   });
 
   test("binary frames truncated, unknown or with bytes left over", () => {
@@ -224,6 +279,7 @@ describe("frames that cannot be read", () => {
     fails(bytes(72, 0, 0, 0, 0, 2, 0, 0, 0, 0), "bad_frame");
     fails(bytes(71, 0, 0, 1, 0xff), "bad_frame");
     fails(bytes(70, 0, 1, 0, 1, 0, 0, 0, 5, 1), "bad_frame");
+    fails(bytes(76, 0, 0, 0, 1, 0, 1, 0, 1, 0x6e, 3, 0, 0, 0), "bad_frame");
   });
 
   test("encode refuses a message that does not fit its definition", () => {
@@ -244,7 +300,9 @@ describe("docs/protocol.md", () => {
         {
           tag: Number(tag),
           fields: [
-            ...fields.matchAll(/`(\w+)` (?:u8|u16|u32|bool|string|bytes|list|direction|result|seed result|pattern|error code|bye reason)/g),
+            ...fields.matchAll(
+              /`(\w+)` (?:u8|u16|u32|bool|string|bytes|list|direction|target|act result|result|seed result|pattern|error code|bye reason|data)/g,
+            ),
           ].map((match) => match[1]),
         },
       ]),
@@ -270,6 +328,8 @@ describe("docs/protocol.md", () => {
     assert.deepEqual(list("bye reason"), [...protocol.byeReasons]);
     assert.deepEqual(list("pattern"), [...protocol.patterns]);
     assert.deepEqual(list("seed result"), [...protocol.seedResults]);
+    assert.deepEqual(list("target"), [...protocol.targets]);
+    assert.deepEqual(list("act result"), [...protocol.actResults]);
   });
 
   test("gives the defaults of the optional fields", () => {

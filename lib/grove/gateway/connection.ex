@@ -474,6 +474,8 @@ defmodule Grove.Gateway.Connection do
       move_burst: config.move_burst,
       seed_rate: config.seed_rate,
       seed_burst: config.seed_burst,
+      act_rate: config.act_rate,
+      act_burst: config.act_burst,
       max_errors: config.max_errors,
       max_view_radius: config.max_view_radius,
       spawn: config.spawn,

@@ -15,10 +15,13 @@ defmodule Grove.Gateway.Frames do
 
   alias Grove.Gateway.WebSocket
   alias Grove.Protocol
+  alias Grove.Protocol.Codec
 
   @area_tag 72
   @outcome_tag 65
   @results [:ok | Grove.World.rejections()]
+  # An event in an area: who, where, what, and its data.
+  @event {:tuple, [:u32, :u16, :u16, :string, :data]}
 
   @doc "A message as one frame of the connection's encoding."
   @spec message(Protocol.message(), Protocol.encoding()) :: binary()
@@ -70,23 +73,60 @@ defmodule Grove.Gateway.Frames do
 
   # The names of the players coming into view go first, in a `names`
   # frame of their own, so that the client knows them when the `area`
-  # frame draws them; an `area` is the frame it always was.
+  # frame draws them; then the area, with what it shows of the game and
+  # its events in its last three fields (in JSON, left out when empty).
   @impl Grove.World.ViewFormat
-  def encode_view(encoding, what, zone, entries, departed, %{names: []}),
-    do: area(encoding, what, zone, entries, departed)
+  def encode_view(encoding, what, zone, entries, departed, %{names: []} = extra),
+    do: area(encoding, what, zone, entries, departed, extra)
 
-  def encode_view(encoding, what, zone, entries, departed, %{names: names}),
+  def encode_view(encoding, what, zone, entries, departed, %{names: names} = extra),
     do: [
       message(%{type: :names, area: zone, names: names}, encoding)
-      | area(encoding, what, zone, entries, departed)
+      | area(encoding, what, zone, entries, departed, extra)
     ]
+
+  defp area(encoding, what, zone, entries, departed, %{cells: [], looks: [], events: []}),
+    do: area(encoding, what, zone, entries, departed)
+
+  defp area(:binary, what, zone, entries, departed, extra) do
+    WebSocket.frame(:binary, [
+      <<@area_tag, zone::32, full(what), length(entries)::16>>,
+      for({id, x, y, kind} <- entries, into: <<>>, do: <<id::32, x::16, y::16, kind::8>>),
+      <<length(departed)::16>>,
+      for(id <- departed, into: <<>>, do: <<id::32>>),
+      <<length(extra.cells)::16>>,
+      for({x, y, code} <- extra.cells, into: <<>>, do: <<x::16, y::16, code::8>>),
+      <<length(extra.looks)::16>>,
+      for({id, look} <- extra.looks, into: <<>>, do: <<id::32, look::8>>),
+      Codec.encode({:list, @event}, named(extra.events))
+    ])
+  end
+
+  defp area(:json, what, zone, entries, departed, extra) do
+    WebSocket.frame(:text, [
+      ~s({"type":"area","area":),
+      Integer.to_string(zone),
+      if(what == :snapshot,
+        do: ~s(,"full":true,"entities":[),
+        else: ~s(,"full":false,"entities":[)
+      ),
+      json_entries(entries),
+      ~s(],"gone":[),
+      json_ids(departed),
+      ?],
+      json_extra(extra),
+      ?}
+    ])
+  end
 
   defp area(:binary, what, zone, entries, departed) do
     WebSocket.frame(:binary, [
       <<@area_tag, zone::32, full(what), length(entries)::16>>,
       for({id, x, y, kind} <- entries, into: <<>>, do: <<id::32, x::16, y::16, kind::8>>),
       <<length(departed)::16>>,
-      for(id <- departed, into: <<>>, do: <<id::32>>)
+      for(id <- departed, into: <<>>, do: <<id::32>>),
+      # No game cells, looks or events.
+      <<0::16, 0::16, 0::16>>
     ])
   end
 
@@ -104,6 +144,26 @@ defmodule Grove.Gateway.Frames do
       "]}"
     ])
   end
+
+  defp json_extra(extra) do
+    [
+      if(extra.cells == [],
+        do: [],
+        else: [~s(,"cells":), :jiffy.encode(for({x, y, code} <- extra.cells, do: [x, y, code]))]
+      ),
+      if(extra.looks == [],
+        do: [],
+        else: [~s(,"looks":), :jiffy.encode(for({id, look} <- extra.looks, do: [id, look]))]
+      ),
+      if(extra.events == [],
+        do: [],
+        else: [~s(,"events":), :jiffy.encode(Codec.to_json({:list, @event}, named(extra.events)))]
+      )
+    ]
+  end
+
+  defp named(events),
+    do: for({id, x, y, name, data} <- events, do: {id, x, y, to_string(name), data})
 
   defp full(:snapshot), do: 1
   defp full(:delta), do: 0

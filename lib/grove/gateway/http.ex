@@ -4,7 +4,7 @@ defmodule Grove.Gateway.HTTP do
   # world's ground, one byte per cell, compressed once when the gateway
   # starts: clients fetch it once and draw any viewport from it. `/kinds`
   # is the legend of the entity kind codes views carry: each kind's name
-  # and emoji.
+  # and emoji. `/game`, the world's game: its actions and its legend.
 
   import Grove.Gateway.Records
 
@@ -57,6 +57,8 @@ defmodule Grove.Gateway.HTTP do
       {_method, ~c"/assets/fonts/" ++ _} -> error(405, "method_not_allowed", "use GET")
       {:GET, ~c"/kinds"} -> kinds()
       {_method, ~c"/kinds"} -> error(405, "method_not_allowed", "use GET")
+      {:GET, ~c"/game"} -> game()
+      {_method, ~c"/game"} -> error(405, "method_not_allowed", "use GET")
       {_method, ~c"/metrics"} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
       {_method, ~c"/dashboard" ++ _} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
       {_method, ~c"/api/load/" ++ _} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
@@ -135,6 +137,12 @@ defmodule Grove.Gateway.HTTP do
             do: %{"code" => kind.code, "name" => kind.name, "emoji" => kind.emoji}
 
     [{:header, {~c"Cache-Control", ~c"no-cache"}} | json(200, %{"kinds" => kinds})]
+  end
+
+  # The world's game: its actions and its legend (docs/protocol.md, "Games").
+  defp game do
+    spec = Grove.World.Game.spec(Grove.Gateway.config().world)
+    [{:header, {~c"Cache-Control", ~c"no-cache"}} | json(200, Grove.Game.Spec.describe(spec))]
   end
 
   @doc false

@@ -34,6 +34,7 @@ defmodule Grove.Gateway.Session do
     :config,
     :move_limit,
     :seed_limit,
+    :act_limit,
     :id,
     :cell,
     :account_id,
@@ -41,12 +42,14 @@ defmodule Grove.Gateway.Session do
     :join_opts,
     moves_booked: nil,
     seeds_booked: nil,
+    acts_booked: nil,
     errors: 0,
     errors_since: 0,
     joined: false,
     areas: %{},
     in_flight: %{},
-    seeds_in_flight: %{}
+    seeds_in_flight: %{},
+    acts_in_flight: %{}
   ]
 
   @type action :: {:send, iodata()} | {:close, non_neg_integer(), String.t()}
@@ -57,6 +60,8 @@ defmodule Grove.Gateway.Session do
           move_burst: pos_integer(),
           seed_rate: pos_integer(),
           seed_burst: pos_integer(),
+          act_rate: pos_integer(),
+          act_burst: pos_integer(),
           max_errors: pos_integer(),
           max_view_radius: pos_integer(),
           spawn: {non_neg_integer(), non_neg_integer(), pos_integer(), pos_integer()} | nil,
@@ -82,6 +87,7 @@ defmodule Grove.Gateway.Session do
       config: config,
       move_limit: RateLimit.new(config.move_rate, config.move_burst),
       seed_limit: RateLimit.new(Map.get(config, :seed_rate, 1), Map.get(config, :seed_burst, 3)),
+      act_limit: RateLimit.new(Map.get(config, :act_rate, 10), Map.get(config, :act_burst, 5)),
       errors_since: now_ms
     }
   end
@@ -151,7 +157,7 @@ defmodule Grove.Gateway.Session do
     do: error(session, :already_joined, "this connection has joined already", now_ms)
 
   defp handle_message(%__MODULE__{joined: false} = session, %{type: type}, now_ms)
-       when type in [:move, :resync, :seed],
+       when type in [:move, :resync, :seed, :act],
        do: error(session, :not_joined, "send join first", now_ms)
 
   defp handle_message(session, %{type: :move, seq: seq, dir: direction}, now_ms) do
@@ -191,6 +197,47 @@ defmodule Grove.Gateway.Session do
 
       :limited ->
         {session, [send_message(session, %{type: :seeded, seq: seq, result: :rate_limited})]}
+    end
+  end
+
+  # An action of the world's game: checked here against the game's
+  # actions (a refusal names what is wrong), refused when it comes too
+  # often, else its zone answers (`acted`, exactly one an action).
+  defp handle_message(session, %{type: :act, seq: seq} = act, now_ms) do
+    case RateLimit.allow(session.act_limit, session.acts_booked, now_ms) do
+      {:ok, booked} ->
+        session = %{session | acts_booked: booked}
+
+        case Grove.World.Game.spec(session.world) do
+          nil ->
+            {session, [acted(session, seq, :disabled, "this world has no game")]}
+
+          spec ->
+            case Grove.Game.check(spec, act.action, act.args) do
+              {:ok, name, args} ->
+                :ok = World.act(session.world, session.id, name, act.dir, args, {:act, seq})
+
+                pending =
+                  {System.monotonic_time(:microsecond), World.zone_of(session.world, session.id)}
+
+                {%{session | acts_in_flight: Map.put(session.acts_in_flight, seq, pending)}, []}
+
+              {:error, code, text} ->
+                count(session.config, :acts_refused)
+                {session, [acted(session, seq, code, text)]}
+            end
+        end
+
+      :limited ->
+        {session,
+         [
+           acted(
+             session,
+             seq,
+             :rate_limited,
+             "at most #{session.config[:act_rate] || 10} actions a second"
+           )
+         ]}
     end
   end
 
@@ -278,7 +325,9 @@ defmodule Grove.Gateway.Session do
       kind: :player,
       view_radius: radius,
       view_format: format(session),
-      label: label
+      label: label,
+      # What the game's join hook is told of the player.
+      info: if(account, do: %{account: account.id, name: name}, else: %{name: name})
     ]
 
     accounts = session.config.accounts
@@ -393,6 +442,37 @@ defmodule Grove.Gateway.Session do
     end
   end
 
+  def handle_info(%__MODULE__{id: id} = session, {:grove_act, id, {:act, seq}, outcome}) do
+    case Map.pop(session.acts_in_flight, seq) do
+      # Settled already (`settle_lost/2`): one answer an action.
+      {nil, _acts} ->
+        {session, []}
+
+      {_pending, acts} ->
+        session = %{session | acts_in_flight: acts}
+
+        message =
+          case outcome do
+            {:ok, data} ->
+              %{type: :acted, seq: seq, result: :ok, data: data, reason: ""}
+
+            {:refused, reason} ->
+              %{
+                type: :acted,
+                seq: seq,
+                result: :refused,
+                data: %{},
+                reason: Atom.to_string(reason)
+              }
+
+            {:rejected, reason} ->
+              %{type: :acted, seq: seq, result: reason, data: %{}, reason: ""}
+          end
+
+        {session, [send_message(session, message)]}
+    end
+  end
+
   # The player's entity was in a zone lost with its node: it goes back on
   # the last cell the player was told of (next to it, or anywhere, when
   # that is taken), under the same id, and the player is welcomed again
@@ -449,7 +529,12 @@ defmodule Grove.Gateway.Session do
       for {seq, _pending} <- Enum.sort(session.seeds_in_flight),
           do: send_message(session, %{type: :seeded, seq: seq, result: :interrupted})
 
-    {%{session | in_flight: %{}, seeds_in_flight: %{}}, moves ++ seeds}
+    acts =
+      for {seq, _pending} <- Enum.sort(session.acts_in_flight),
+          do: acted(session, seq, :interrupted, "")
+
+    {%{session | in_flight: %{}, seeds_in_flight: %{}, acts_in_flight: %{}},
+     moves ++ seeds ++ acts}
   end
 
   defp rejoin(session, text) do
@@ -463,20 +548,32 @@ defmodule Grove.Gateway.Session do
   end
 
   @doc """
-  Settles the moves and seeds in flight for longer than `after_ms` whose
-  zone process has died since they were sent: a zone killed with a move
-  in its mailbox comes back with its entities but not its mail, so no
-  answer would ever come. For a move, the entity's cell, which the zone
-  wrote before it died and rebuilt itself from, says what happened: one
-  step in the move's direction is `ok`, anything else `interrupted`. A
-  seed is `interrupted`.
+  Settles the moves, seeds and actions in flight for longer than
+  `after_ms` whose zone process has died since they were sent: a zone
+  killed with a move in its mailbox comes back with its entities but not
+  its mail, so no answer would ever come. For a move, the entity's cell,
+  which the zone wrote before it died and rebuilt itself from, says what
+  happened: one step in the move's direction is `ok`, anything else
+  `interrupted`. A seed or an action is `interrupted`.
   """
   @spec settle_lost(t(), pos_integer()) :: {t(), [action()]}
   def settle_lost(%__MODULE__{} = session, after_ms) do
     {session, moves} = settle_lost_moves(session, after_ms)
     {session, seeds} = settle_lost_seeds(session, after_ms)
-    {session, moves ++ seeds}
+    {session, acts} = settle_lost_acts(session, after_ms)
+    {session, moves ++ seeds ++ acts}
   end
+
+  defp settle_lost_acts(%__MODULE__{acts_in_flight: acts} = session, after_ms) do
+    lost = lost(acts, after_ms)
+
+    {%{session | acts_in_flight: Map.drop(acts, Enum.map(lost, &elem(&1, 0)))},
+     for({seq, _pending} <- lost, do: acted(session, seq, :interrupted, ""))}
+  end
+
+  defp acted(session, seq, result, reason),
+    do:
+      send_message(session, %{type: :acted, seq: seq, result: result, data: %{}, reason: reason})
 
   defp settle_lost_seeds(%__MODULE__{seeds_in_flight: seeds} = session, after_ms) do
     lost = lost(seeds, after_ms)
@@ -692,6 +789,9 @@ defmodule Grove.Gateway.Session do
         nil
     end
   end
+
+  defp count(%{stats: nil}, _key), do: :ok
+  defp count(%{stats: stats}, key), do: Stats.incr(stats, key)
 
   defp count_error(%{stats: nil}, _code), do: :ok
 

@@ -38,7 +38,11 @@ defmodule Grove.Gateway.Stats do
     # HTTP clients that closed or fell silent in the middle of a request.
     :client_errors,
     # HTTP requests in flight when a stop ended Yaws's server.
-    :cut_by_stop
+    :cut_by_stop,
+    # A game's actions the gateway answered itself: an unknown name or bad
+    # arguments, and more than the connection's rate.
+    :acts_refused,
+    :acts_rate_limited
   ]
 
   for {key, index} <- Enum.with_index(@keys, 1) do

@@ -14,6 +14,11 @@ defmodule Grove.Protocol.Codec do
     * `:bytes` - a u32 byte length then the bytes; JSON a base64 string
     * `{:list, codec}` - a u16 count then the items; JSON an array
     * `{:tuple, [codec]}` - the items one after another; JSON an array
+    * `:data` - a game's small data: a u8 count, then for each entry its
+      name (a string) and its value, a type byte (0 a signed 32-bit
+      integer, 1 a string, 2 a boolean) and the value; JSON an object.
+      At most #{16} entries, names of at most 32 bytes; decoded names are
+      strings, never atoms
 
   ## Examples
 
@@ -36,10 +41,15 @@ defmodule Grove.Protocol.Codec do
           | {:enum, [atom()]}
           | {:list, t()}
           | {:tuple, [t()]}
+          | :data
 
   @max_u8 0xFF
   @max_u16 0xFFFF
   @max_u32 0xFFFFFFFF
+  @min_i32 -0x80000000
+  @max_i32 0x7FFFFFFF
+  @max_data 16
+  @max_name 32
 
   ## Binary
 
@@ -72,7 +82,28 @@ defmodule Grove.Protocol.Codec do
       when is_tuple(tuple) and tuple_size(tuple) == length(codecs),
       do: encode_elements(codecs, tuple, 1)
 
+  def encode(:data, data) when is_map(data) and map_size(data) <= @max_data,
+    do: [<<map_size(data)::8>> | Enum.map(data, &encode_entry/1)]
+
   def encode(codec, value), do: bad(codec, value)
+
+  defp encode_entry({name, value}) do
+    name = name_string(name)
+    if byte_size(name) > @max_name, do: bad(:data, name)
+    [encode(:string, name) | encode_value(value)]
+  end
+
+  defp encode_value(n) when is_integer(n) and n >= @min_i32 and n <= @max_i32,
+    do: <<0, n::signed-32>>
+
+  defp encode_value(s) when is_binary(s), do: [1 | encode(:string, s)]
+  defp encode_value(true), do: <<2, 1>>
+  defp encode_value(false), do: <<2, 0>>
+  defp encode_value(other), do: bad(:data, other)
+
+  defp name_string(name) when is_atom(name), do: Atom.to_string(name)
+  defp name_string(name) when is_binary(name), do: name
+  defp name_string(other), do: bad(:data, other)
 
   defp encode_items(_item, []), do: []
   defp encode_items(item, [value | rest]), do: [encode(item, value) | encode_items(item, rest)]
@@ -105,6 +136,13 @@ defmodule Grove.Protocol.Codec do
   def decode(:bytes, <<size::32, b::binary-size(size), rest::binary>>), do: {:ok, b, rest}
   def decode({:list, item}, <<count::16, rest::binary>>), do: decode_items(item, count, rest, [])
   def decode({:tuple, codecs}, binary), do: decode_tuple(codecs, binary, [])
+
+  def decode(:data, <<count::8, rest::binary>>) when count <= @max_data,
+    do: decode_data(count, rest, %{})
+
+  def decode(:data, <<count::8, _::binary>>),
+    do: {:error, "#{count} entries, at most #{@max_data}"}
+
   def decode(codec, _binary), do: {:error, "truncated: expected #{describe(codec)}"}
 
   defp decode_items(_item, 0, rest, acc), do: {:ok, Enum.reverse(acc), rest}
@@ -115,6 +153,30 @@ defmodule Grove.Protocol.Codec do
       error -> error
     end
   end
+
+  defp decode_data(0, rest, acc), do: {:ok, acc, rest}
+
+  defp decode_data(count, binary, acc) do
+    with {:ok, name, rest} <- decode(:string, binary),
+         :ok <-
+           if(byte_size(name) <= @max_name,
+             do: :ok,
+             else: {:error, "a name is longer than #{@max_name} bytes"}
+           ),
+         {:ok, value, rest} <- decode_value(rest) do
+      decode_data(count - 1, rest, Map.put(acc, name, value))
+    end
+  end
+
+  defp decode_value(<<0, n::signed-32, rest::binary>>), do: {:ok, n, rest}
+  defp decode_value(<<1, rest::binary>>), do: decode(:string, rest)
+  defp decode_value(<<2, 0, rest::binary>>), do: {:ok, false, rest}
+  defp decode_value(<<2, 1, rest::binary>>), do: {:ok, true, rest}
+
+  defp decode_value(<<type, _::binary>>) when type > 2,
+    do: {:error, "#{type} is not a value's type (0, 1 or 2)"}
+
+  defp decode_value(_), do: {:error, "truncated: expected a value"}
 
   defp decode_tuple([], rest, acc), do: {:ok, acc |> Enum.reverse() |> List.to_tuple(), rest}
 
@@ -134,6 +196,9 @@ defmodule Grove.Protocol.Codec do
   def to_json({:list, item}, list), do: Enum.map(list, &to_json(item, &1))
 
   def to_json({:tuple, codecs}, tuple), do: json_elements(codecs, tuple, 1)
+
+  def to_json(:data, data),
+    do: {Enum.map(data, fn {name, value} -> {name_string(name), value} end)}
 
   def to_json(_codec, value), do: value
 
@@ -180,6 +245,22 @@ defmodule Grove.Protocol.Codec do
     end)
   end
 
+  def from_json(:data, {pairs}) when is_list(pairs) and length(pairs) <= @max_data do
+    Enum.reduce_while(pairs, {:ok, %{}}, fn {name, value}, {:ok, acc} ->
+      cond do
+        byte_size(name) > @max_name ->
+          {:halt, {:error, "#{inspect(name)}: a name is longer than #{@max_name} bytes"}}
+
+        (is_integer(value) and value >= @min_i32 and value <= @max_i32) or is_boolean(value) or
+            (is_binary(value) and byte_size(value) <= @max_u16) ->
+          {:cont, {:ok, Map.put(acc, name, value)}}
+
+        true ->
+          {:halt, {:error, "#{name}: expected a 32-bit integer, a string or a boolean"}}
+      end
+    end)
+  end
+
   def from_json(codec, _value), do: {:error, "expected #{describe(codec)}"}
 
   # Every enumeration's values are atoms already: a name that is no atom is no value.
@@ -213,6 +294,9 @@ defmodule Grove.Protocol.Codec do
   def describe({:enum, values}), do: "one of " <> Enum.map_join(values, ", ", &Atom.to_string/1)
   def describe({:list, item}), do: "a list of " <> describe(item)
   def describe({:tuple, codecs}), do: "[" <> Enum.map_join(codecs, ", ", &describe/1) <> "]"
+
+  def describe(:data),
+    do: "an object of at most #{@max_data} names to 32-bit integers, strings or booleans"
 
   defp bad(codec, value),
     do: raise(ArgumentError, "#{inspect(value, limit: 5)} does not fit #{describe(codec)}")
