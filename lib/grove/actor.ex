@@ -21,11 +21,16 @@ defmodule Grove.Actor do
       stops them with its message
     * `step/3` - the next step: from the actor's state, what it senses
       (`nil` for a kind that senses nothing) and a random integer in
-      `0..roll_max()`, to `{direction, state}` or `{:stay, state}`
+      `0..roll_max()`, to `{direction, state}`, `{:stay, state}`, or, in
+      a world with a game (`Grove.Game`), an action:
+      `{{:act, action, target}, state}` or `{{:act, action, target, args},
+      state}`, with `target` `:here` or a direction (its outcome is
+      counted like a move's; the kind learns of it by what it senses next)
     * `senses/0` (optional) - what the kind senses: `[]` for nothing (the
       default), `[radius: r]` for the ground within `r` cells, and
       `[radius: r, entities: true]` for the entities there too (`r` in
-      1..16)
+      1..16); `game: true` adds the game's cell layer and the actor's own
+      attributes (`Grove.Actor.Senses.cell/2`)
     * `name/0` (optional) - a short name for metrics, the status line and
       the dashboard (default: the module's last part, in lower case)
     * `emoji/0` (optional) - how players see it (default `""`: each actor
@@ -116,7 +121,12 @@ defmodule Grove.Actor do
   @type roll :: non_neg_integer()
 
   @callback init(options :: keyword(), roll()) :: state()
-  @callback step(state(), Senses.t() | nil, roll()) :: {Grid.direction() | :stay, state()}
+  @typedoc "An action a kind asks for instead of a step: a game's action toward `:here` or a direction."
+  @type act ::
+          {:act, atom(), Grid.direction() | :here}
+          | {:act, atom(), Grid.direction() | :here, map()}
+
+  @callback step(state(), Senses.t() | nil, roll()) :: {Grid.direction() | :stay | act(), state()}
   @callback senses() :: keyword()
   @callback name() :: String.t()
   @callback emoji() :: String.t()
@@ -132,7 +142,7 @@ defmodule Grove.Actor do
           module: module(),
           name: String.t(),
           emoji: String.t(),
-          senses: nil | %{radius: pos_integer(), entities: boolean()}
+          senses: nil | %{radius: pos_integer(), entities: boolean(), game: boolean()}
         }
 
   @doc "The largest random integer `init/2` and `step/3` are given."
@@ -183,15 +193,15 @@ defmodule Grove.Actor do
   defp senses!(module, senses) when is_list(senses) do
     radius = senses[:radius]
 
-    unless Keyword.keyword?(senses) and Keyword.keys(senses) -- [:radius, :entities] == [] and
+    unless Keyword.keyword?(senses) and Keyword.keys(senses) -- [:radius, :entities, :game] == [] and
              is_integer(radius) and radius in 1..@max_radius and
-             senses[:entities] in [nil, true, false] do
+             senses[:entities] in [nil, true, false] and senses[:game] in [nil, true, false] do
       raise ArgumentError,
-            "#{inspect(module)}.senses/0 must be [] or [radius: 1..#{@max_radius}, entities: boolean], " <>
+            "#{inspect(module)}.senses/0 must be [] or [radius: 1..#{@max_radius}, entities: boolean, game: boolean], " <>
               "got: #{inspect(senses)}"
     end
 
-    %{radius: radius, entities: senses[:entities] == true}
+    %{radius: radius, entities: senses[:entities] == true, game: senses[:game] == true}
   end
 
   defp senses!(module, other),

@@ -239,7 +239,8 @@ defmodule Grove.Config do
   @doc """
   What nodes of one cluster must agree on (`Grove.Cluster.Fingerprint`),
   from a configuration and the world it describes: the world's size,
-  zones, terrain and rules, the store every node writes to, the key tokens
+  zones, terrain and rules, its game (module, options and version), the
+  store every node writes to, the key tokens
   are signed with (as a digest: the key itself never leaves the node), and
   Grove's version.
   """
@@ -252,11 +253,17 @@ defmodule Grove.Config do
       terrain: world.terrain_options,
       rules: world.rules |> Map.from_struct() |> Map.delete(:move_limit),
       tick: world.tick,
+      game: fingerprint_game(world.game),
       store: fingerprint_store(config.store),
       token_key: token_key(config.accounts),
       version: version()
     ]
   end
+
+  # Zones move between nodes with their game's state: the same module,
+  # options and version everywhere.
+  defp fingerprint_game(nil), do: :none
+  defp fingerprint_game(spec), do: {spec.module, spec.options, spec.version}
 
   # Where the accounts live, without the password.
   defp fingerprint_store(false), do: :none

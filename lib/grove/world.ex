@@ -617,6 +617,7 @@ defmodule Grove.World do
   A target across a zone border is fine: the action runs in the zone of
   its target, which answers through the actor's zone.
   """
+  @impl Grove.World.Client
   @spec act(name() | t(), Entity.id(), atom() | String.t(), term(), map(), term()) :: :ok
   def act(world, id, action, target \\ :here, args \\ %{}, tag \\ nil) when is_integer(id) do
     world = fetch!(world)
@@ -657,6 +658,7 @@ defmodule Grove.World do
   action that runs in another zone alone, as `{:grove_act, id, tag,
   outcome}`.
   """
+  @impl Grove.World.Client
   @spec act_many(name() | t(), [{Entity.id(), atom() | String.t(), term(), map(), term()}]) :: :ok
   def act_many(world, acts) when is_list(acts) do
     world = fetch!(world)
@@ -712,8 +714,18 @@ defmodule Grove.World do
   An entity's game attributes and look, `{attrs, look}`, read from ETS
   without a message; `nil` when it is not in the world.
   """
+  @impl Grove.World.Client
   @spec attrs(name() | t(), Entity.id()) :: {term(), byte()} | nil
   defdelegate attrs(world, id), to: Grove.World.Game
+
+  @doc """
+  The game's layer within `radius` of a cell, and where it blocks or frees
+  movement, read from ETS without a message; see `Grove.World.Game.near/3`.
+  """
+  @impl Grove.World.Client
+  @spec game_near(name() | t(), Grid.cell(), non_neg_integer()) ::
+          {%{Grid.cell() => term()}, %{Grid.cell() => boolean()}}
+  defdelegate game_near(world, cell, radius), to: Grove.World.Game, as: :near
 
   @doc "Removes an entity the calling process owns. Waits for its zone."
   @impl Grove.World.Client

@@ -15,6 +15,12 @@ defmodule Grove.Actor.Senses do
   it, and `free?/2` is false there, so a kind cannot come to depend on
   more than it declared (which is what its sensing costs).
 
+  A kind that plays the world's game (`Grove.Game`) may also sense its
+  cell layer (`game: true`): `cell/2` gives a cell's value within the
+  radius, `free?/2` counts the cells the layer blocks or frees, and
+  `attrs` holds the actor's own attributes. Those come from the zones'
+  game tables, read like positions.
+
   ## Examples
 
       iex> terrain = Grove.World.Terrain.generate(10, 10, tree_density: 0.0, water_density: 0.0, rock_density: 0.0, flower_density: 0.0)
@@ -34,7 +40,17 @@ defmodule Grove.Actor.Senses do
   alias Grove.World.{Entity, Grid, Terrain}
 
   @enforce_keys [:at, :radius, :terrain]
-  defstruct [:at, :radius, :terrain, id: nil, kind: 0, entities: nil]
+  defstruct [
+    :at,
+    :radius,
+    :terrain,
+    id: nil,
+    kind: 0,
+    entities: nil,
+    cells: nil,
+    walk: %{},
+    attrs: nil
+  ]
 
   @typedoc "An entity sensed nearby: id, cell and kind code."
   @type entity :: {Entity.id(), non_neg_integer(), non_neg_integer(), byte()}
@@ -49,18 +65,36 @@ defmodule Grove.Actor.Senses do
           at: Grid.cell(),
           radius: pos_integer(),
           terrain: Terrain.t(),
-          entities: [entity()] | nil
+          entities: [entity()] | nil,
+          cells: %{Grid.cell() => term()} | nil,
+          walk: %{Grid.cell() => boolean()},
+          attrs: term()
         }
 
   @doc """
   Builds senses from `:at`, `:radius` and `:terrain` (required), `:id`,
-  `:kind` (the actor's own kind code, default `0`) and `:entities`
-  (default `nil`: not sensed). Entities outside the radius and the actor
-  itself are dropped, as the herd would.
+  `:kind` (the actor's own kind code, default `0`), `:entities` (default
+  `nil`: not sensed), and for a kind that plays the game `:cells` (the
+  layer's values by cell, default `nil`: not sensed), `:walk` (cells the
+  layer blocks, `true`, or frees, `false`) and `:attrs` (the actor's own
+  attributes). Entities and cells outside the radius and the actor itself
+  are dropped, as the herd would.
   """
   @spec new(keyword()) :: t()
   def new(opts) do
-    opts = Keyword.validate!(opts, [:at, :radius, :terrain, id: nil, kind: 0, entities: nil])
+    opts =
+      Keyword.validate!(opts, [
+        :at,
+        :radius,
+        :terrain,
+        id: nil,
+        kind: 0,
+        entities: nil,
+        cells: nil,
+        walk: %{},
+        attrs: nil
+      ])
+
     {x, y} = at = Keyword.fetch!(opts, :at)
     radius = Keyword.fetch!(opts, :radius)
     id = opts[:id]
@@ -77,15 +111,28 @@ defmodule Grove.Actor.Senses do
               do: entity
       end
 
+    within = fn {cx, cy} -> abs(cx - x) <= radius and abs(cy - y) <= radius end
+
     %__MODULE__{
       id: id,
       kind: opts[:kind],
       at: at,
       radius: radius,
       terrain: Keyword.fetch!(opts, :terrain),
-      entities: entities
+      entities: entities,
+      cells: opts[:cells] && Map.filter(opts[:cells], fn {cell, _} -> within.(cell) end),
+      walk: Map.filter(opts[:walk], fn {cell, _} -> within.(cell) end),
+      attrs: opts[:attrs]
     }
   end
+
+  @doc """
+  The game's layer at a cell within the radius: its value, or `nil` for
+  none, a cell beyond the radius, or a kind that does not sense the game.
+  """
+  @spec cell(t(), {integer(), integer()}) :: term()
+  def cell(%__MODULE__{cells: nil}, _cell), do: nil
+  def cell(%__MODULE__{cells: cells}, cell), do: Map.get(cells, cell)
 
   @doc """
   The ground at a cell: a terrain kind, `:outside` off the edge of the
@@ -109,8 +156,12 @@ defmodule Grove.Actor.Senses do
   @spec free?(t(), {integer(), integer()}) :: boolean()
   def free?(%__MODULE__{} = senses, {x, y} = cell) do
     case ground(senses, cell) do
-      ground when ground in [:outside, :unseen] -> false
-      ground -> not Terrain.blocking?(ground) and not occupied?(senses.entities, x, y)
+      ground when ground in [:outside, :unseen] ->
+        false
+
+      ground ->
+        not Map.get(senses.walk, cell, Terrain.blocking?(ground)) and
+          not occupied?(senses.entities, x, y)
     end
   end
 

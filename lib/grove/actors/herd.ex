@@ -172,6 +172,14 @@ defmodule Grove.Actors.Herd do
            "#{inspect(module)} senses, and #{inspect(api)} cannot say what: it has no position/2 and nearby/3"
          )
 
+    if senses != nil and senses.game and
+         not (function_exported?(api, :game_near, 3) and function_exported?(api, :attrs, 2)),
+       do:
+         raise(
+           ArgumentError,
+           "#{inspect(module)} senses the game, and #{inspect(api)} cannot say what: it has no game_near/3 and attrs/2"
+         )
+
     herd = %__MODULE__{
       world: world,
       api: api,
@@ -234,6 +242,12 @@ defmodule Grove.Actors.Herd do
   end
 
   def handle_info({:grove_move, id, sent_at, outcome}, herd),
+    do: handle_info({:grove_moves, [{id, sent_at, outcome}]}, herd)
+
+  # A game's actions are answered like moves, and counted with them.
+  def handle_info({:grove_acts, outcomes}, herd), do: handle_info({:grove_moves, outcomes}, herd)
+
+  def handle_info({:grove_act, id, sent_at, outcome}, herd),
     do: handle_info({:grove_moves, [{id, sent_at, outcome}]}, herd)
 
   def handle_info(:join, herd), do: {:noreply, join_some(%{herd | join_timer: nil})}
@@ -335,6 +349,7 @@ defmodule Grove.Actors.Herd do
     %__MODULE__{window: window} = herd
     start = {[], herd.wheel, herd.rand, window.in_flight, 0, 0, 0}
 
+    # Moves and a game's actions, both tagged with when they were sent.
     {moves, wheel, rand, in_flight, unanswered, full, stayed} =
       Enum.reduce(due, start, fn {id, last, state} = entry,
                                  {moves, wheel, rand, in_flight, unanswered, full, stayed} ->
@@ -358,6 +373,16 @@ defmodule Grove.Actors.Herd do
                 wheel = Wheel.add(wheel, next, {id, last, state})
                 {moves, wheel, rand, in_flight, unanswered, full, stayed + 1}
 
+              {{:act, action, target}, state} ->
+                wheel = Wheel.add(wheel, next, {id, sent_at, state})
+                act = {id, action, target, %{}, sent_at}
+                {[act | moves], wheel, rand, in_flight + 1, unanswered, full, stayed}
+
+              {{:act, action, target, args}, state} ->
+                wheel = Wheel.add(wheel, next, {id, sent_at, state})
+                act = {id, action, target, args, sent_at}
+                {[act | moves], wheel, rand, in_flight + 1, unanswered, full, stayed}
+
               {direction, state} ->
                 wheel = Wheel.add(wheel, next, {id, sent_at, state})
                 move = {id, direction, sent_at}
@@ -374,7 +399,10 @@ defmodule Grove.Actors.Herd do
     if unanswered > 0, do: Stats.incr(herd.stats, :skipped_unanswered, unanswered)
     if full > 0, do: Stats.incr(herd.stats, :skipped_full, full)
     if stayed > 0, do: Stats.incr(herd.stats, :stayed, stayed)
-    if herd.remote and sent > 0, do: count_remote(herd, moves)
+
+    if herd.remote and sent > 0,
+      do: count_remote(herd, for({_id, _dir, _sent_at} = move <- moves, do: move))
+
     %{herd | wheel: wheel, rand: rand, window: Window.sent(window, sent_at, sent)}
   end
 
@@ -384,23 +412,39 @@ defmodule Grove.Actors.Herd do
   defp decide(%__MODULE__{senses: nil, module: module}, _id, state, roll),
     do: module.step(state, nil, roll)
 
-  defp decide(%__MODULE__{senses: %{radius: radius, entities: entities?}} = herd, id, state, roll) do
+  defp decide(%__MODULE__{senses: %{radius: radius} = senses} = herd, id, state, roll) do
     case herd.api.position(herd.world, id) do
       nil ->
         {:stay, state}
 
       at ->
-        senses = %Senses{
+        sensed = %Senses{
           id: id,
           kind: herd.kind,
           at: at,
           radius: radius,
           terrain: herd.terrain,
-          entities: if(entities?, do: neighbours(herd, id, at, radius))
+          entities: if(senses.entities, do: neighbours(herd, id, at, radius))
         }
 
-        herd.module.step(state, senses, roll)
+        herd.module.step(state, game_senses(herd, sensed, senses.game), roll)
     end
+  end
+
+  # What a kind that plays the game senses of it: the layer within its
+  # radius, where it blocks, and the actor's own attributes (ETS reads).
+  defp game_senses(_herd, senses, false), do: senses
+
+  defp game_senses(herd, %Senses{id: id, at: at, radius: radius} = senses, true) do
+    {cells, walk} = herd.api.game_near(herd.world, at, radius)
+
+    attrs =
+      case herd.api.attrs(herd.world, id) do
+        {attrs, _look} -> attrs
+        nil -> nil
+      end
+
+    %{senses | cells: cells, walk: walk, attrs: attrs}
   end
 
   defp neighbours(herd, id, at, radius) do
@@ -444,10 +488,21 @@ defmodule Grove.Actors.Herd do
     end
   end
 
-  defp send_moves(%__MODULE__{batch: true} = herd, moves),
+  # Moves (3-tuples) and actions (5-tuples) go in a batch each.
+  defp send_moves(herd, sent) do
+    {acts, moves} = Enum.split_with(sent, &(tuple_size(&1) == 5))
+    if moves != [], do: send_steps(herd, moves)
+
+    if acts != [] do
+      Stats.incr(herd.stats, :acts_sent, length(acts))
+      herd.api.act_many(herd.world, acts)
+    end
+  end
+
+  defp send_steps(%__MODULE__{batch: true} = herd, moves),
     do: herd.api.move_many(herd.world, moves)
 
-  defp send_moves(herd, moves) do
+  defp send_steps(herd, moves) do
     for {id, direction, sent_at} <- moves, do: herd.api.move(herd.world, id, direction, sent_at)
   end
 
@@ -490,7 +545,9 @@ defmodule Grove.Actors.Herd do
   # Slots in an interval, rounded up: how far ahead spread moves may go.
   defp interval_slots(herd), do: Wheel.slots(herd.wheel, herd.interval)
 
-  defp outcome_key({:ok, _cell}), do: :ok
+  defp outcome_key({:ok, {_x, _y}}), do: :ok
+  defp outcome_key({:ok, data}) when is_map(data), do: :acted
+  defp outcome_key({:refused, _reason}), do: :refused
   defp outcome_key({:rejected, reason}), do: reason
 
   ## Retiring

@@ -37,10 +37,13 @@ defmodule Grove.Actors.Stats do
 
   # `:timeout` is the one-GenServer baseline's (the lab's `Grove.Bench.Baseline`):
   # its calls can time out; the world's moves always get an outcome.
+  # A game's actions (`Grove.Game`) are counted as sent, then as `:acted`
+  # (done), `:refused` (by the game), or the world's reason, beside moves'.
   @keys [:sent, :joined, :join_failed, :ok | Grove.World.rejections()] ++
           [:timeout, :skipped_unanswered, :skipped_full, :skipped_late] ++
           [:in_flight, :expired, :join_retried, :stayed, :sent_remote] ++
-          [:left, :leave_retried, :lost]
+          [:left, :leave_retried, :lost] ++
+          [:acts_sent, :acted, :refused, :unknown_action, :bad_args, :out_of_reach, :disabled]
   @size length(@keys)
 
   for {key, index} <- Enum.with_index(@keys, 1) do

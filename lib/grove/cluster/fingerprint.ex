@@ -1,9 +1,10 @@
 defmodule Grove.Cluster.Fingerprint do
   @moduledoc false
   # What nodes of one cluster must agree on, or they would not be one world:
-  # the world's size, zones, terrain and rules, the store every node writes
-  # to, the key tokens are signed with (as a digest: the key itself never
-  # leaves the node), and Grove's version. Nodes whose fingerprints differ
+  # the world's size, zones, terrain and rules, its game (module, options
+  # and version: zones move between nodes with their game's state), the
+  # store every node writes to, the key tokens are signed with (as a
+  # digest: the key itself never leaves the node), and Grove's version. Nodes whose fingerprints differ
   # are refused, with the differences named (`differences/2`).
   #
   # The instance makes it from its configuration (`Grove.Config.fingerprint/2`);

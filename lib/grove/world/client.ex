@@ -9,7 +9,8 @@ defmodule Grove.World.Client do
   Outcomes arrive as messages, never as return values:
   `{:grove_move, id, tag, {:ok, {x, y}} | {:rejected, reason}}` for a move,
   and for the moves of a batch either that or
-  `{:grove_moves, [{id, tag, outcome}]}`. In a world of several nodes, a
+  `{:grove_moves, [{id, tag, outcome}]}`; a game's actions, likewise,
+  `{:grove_act, id, tag, outcome}` and `{:grove_acts, [{id, tag, outcome}]}`. In a world of several nodes, a
   client whose entity was lost with a node is sent `{:grove_lost, id}`.
   """
 
@@ -33,5 +34,20 @@ defmodule Grove.World.Client do
   # How many entities of each kind code are in the world, for per-kind counts.
   @callback kind_counts(world()) :: %{byte() => pos_integer()}
 
-  @optional_callbacks position: 2, nearby: 3, kind_counts: 1
+  # A game's actions (Grove.Game), for actor kinds that play it, and what
+  # they sense of it.
+  @callback act(world(), Entity.id(), atom() | String.t(), term(), map(), tag :: term()) :: :ok
+  @callback act_many(world(), [{Entity.id(), atom() | String.t(), term(), map(), tag :: term()}]) ::
+              :ok
+  @callback game_near(world(), Grid.cell(), non_neg_integer()) ::
+              {%{Grid.cell() => term()}, %{Grid.cell() => boolean()}}
+  @callback attrs(world(), Entity.id()) :: {term(), byte()} | nil
+
+  @optional_callbacks position: 2,
+                      nearby: 3,
+                      kind_counts: 1,
+                      act: 6,
+                      act_many: 2,
+                      game_near: 3,
+                      attrs: 2
 end

@@ -35,11 +35,55 @@ defmodule Grove.World.Game do
     with tables when tables != nil <- world.game_tables,
          true <- Grid.in_bounds?(world.grid, x, y),
          index = Grid.zone_of(world.grid, x, y),
-         [{_key, value, code}] <-
+         [{_key, value, code, _walk}] <-
            :ets.lookup(elem(tables, index), Grid.cell_key(world.grid, x, y)) do
       {value, code}
     else
       _ -> nil
+    end
+  end
+
+  @doc """
+  The game's layer around a cell: the values of the cells within `radius`
+  (a square, clipped to the grid), and those cells where the layer blocks
+  (`true`) or frees (`false`) movement, read from the zones' tables
+  without a message; what an actor that plays the game senses (see
+  `Grove.Actor.Senses`).
+  """
+  @spec near(World.name() | World.t(), Grid.cell(), non_neg_integer()) ::
+          {%{Grid.cell() => term()}, %{Grid.cell() => boolean()}}
+  def near(world, {x, y} = cell, radius) do
+    world = World.fetch!(world)
+
+    case world.game_tables do
+      nil ->
+        {%{}, %{}}
+
+      tables ->
+        grid = world.grid
+        {x0, y0} = {max(x - radius, 0), max(y - radius, 0)}
+        {x1, y1} = {min(x + radius, grid.width - 1), min(y + radius, grid.height - 1)}
+        low = Grid.cell_key(grid, x0, y0)
+        high = Grid.cell_key(grid, x1, y1)
+
+        spec = [
+          {{:"$1", :"$2", :_, :"$3"},
+           [{:is_integer, :"$1"}, {:>=, :"$1", low}, {:"=<", :"$1", high}],
+           [{{:"$1", :"$2", :"$3"}}]}
+        ]
+
+        Grid.view_zones(grid, cell, radius)
+        |> Enum.flat_map(&:ets.select(elem(tables, &1), spec))
+        |> Enum.reduce({%{}, %{}}, fn {key, value, walk}, {cells, walls} ->
+          {cx, cy} = Grid.cell_of_key(grid, key)
+
+          if cx >= x0 and cx <= x1 and cy >= y0 and cy <= y1 do
+            walls = if walk == nil, do: walls, else: Map.put(walls, {cx, cy}, walk)
+            {Map.put(cells, {cx, cy}, value), walls}
+          else
+            {cells, walls}
+          end
+        end)
     end
   end
 

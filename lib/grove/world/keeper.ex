@@ -90,7 +90,7 @@ defmodule Grove.World.Keeper do
   end
 
   # The game's shared parts: a table per zone for its cell layer (rows
-  # `{key, value, code}`, and `{:ready, version, 0}` once laid), each
+  # `{key, value, code, walk}`, and `{:ready, version, 0, nil}` once laid), each
   # zone's count of layer changes (for the saver), and the log's pace.
   defp with_game(world, count) do
     %{

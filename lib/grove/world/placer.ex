@@ -422,9 +422,11 @@ defmodule Grove.World.Placer do
     end
   end
 
-  defp effect(placer, {:take_rows, index, rows, subscriptions, seq}) do
+  # The zone's rows into this node's tables: its entities', and its game's layer.
+  defp effect(placer, {:take_rows, index, {rows, layer}, subscriptions, seq}) do
     world = placer.world
     table = elem(world.tables, index)
+    if world.game_tables, do: :ets.insert(elem(world.game_tables, index), layer)
 
     for row <- rows do
       entity = Entity.from_row(row)
@@ -511,12 +513,12 @@ defmodule Grove.World.Placer do
   # The zone gives its rows and subscriptions, the new owner takes them.
   defp hand_over_now(world, index, to, epoch) do
     zone = Process.whereis(elem(world.zones, index))
-    {rows, subscriptions, seq} = GenServer.call(zone, :hand_over, 30_000)
+    {rows, subscriptions, seq, layer} = GenServer.call(zone, :hand_over, 30_000)
 
     :ok =
       GenServer.call(
         {name(world.name), to},
-        {:take_over, index, rows, subscriptions, seq, epoch},
+        {:take_over, index, {rows, layer}, subscriptions, seq, epoch},
         30_000
       )
 

@@ -769,10 +769,8 @@ defmodule Grove.World.Zone do
         zone = %{zone | core: core}
         table = game_table(zone)
 
-        for {key, value, code} <- output.cells do
-          if value == nil,
-            do: :ets.delete(table, key),
-            else: :ets.insert(table, {key, value, code})
+        for {key, value, _code, _walk} = row <- output.cells do
+          if value == nil, do: :ets.delete(table, key), else: :ets.insert(table, row)
         end
 
         if output.cells != [], do: World.Game.touched(zone.world, zone.index)
@@ -989,14 +987,18 @@ defmodule Grove.World.Zone do
     table = game_table(zone)
 
     case :ets.lookup(table, :ready) do
-      [{:ready, _version, _}] ->
-        rows = for {key, value, _code} <- :ets.tab2list(table), is_integer(key), do: {key, value}
+      [{:ready, _version, _code, _walk}] ->
+        rows =
+          for {key, value, _code, _walk} <- :ets.tab2list(table),
+              is_integer(key),
+              do: {key, value}
+
         %{zone | core: GameRules.setup(zone.core, world.game, rows)}
 
       [] ->
         core = GameRules.setup(zone.core, world.game, World.Game.load(world, zone.index))
         :ets.insert(table, GameRules.rows(core))
-        :ets.insert(table, {:ready, world.game.version, 0})
+        :ets.insert(table, {:ready, world.game.version, 0, nil})
         %{zone | core: core}
     end
   end

@@ -15,7 +15,9 @@ defmodule Grove.World.Placer.State do
   #     for a while: the timer after which it stops (`retired/2`);
   #     `{:cancel_retire, index}` - that timer, cancelled;
   #   * `{:take_rows, index, rows, subscriptions, seq}` - a zone handed to
-  #     this node: its rows, subscriptions and view number, written here;
+  #     this node: its rows (its entities' and its game's layer, as the
+  #     zone gave them: not read here), subscriptions and view number,
+  #     written here;
   #   * `{:handed_to, index, node}`, `{:keep, index}` - to the zone that was
   #     being handed over: it was taken, or it stays;
   #   * `{:publish, locations}` and `{:locate, index, node, epoch}` - the
@@ -74,7 +76,7 @@ defmodule Grove.World.Placer.State do
           | {:hand_over, index(), node(), epoch()}
           | {:retire, index()}
           | {:cancel_retire, index()}
-          | {:take_rows, index(), list(), list(), non_neg_integer()}
+          | {:take_rows, index(), term(), list(), non_neg_integer()}
           | {:handed_to, index(), node()}
           | {:keep, index()}
           | {:publish, [placement()]}
@@ -496,7 +498,7 @@ defmodule Grove.World.Placer.State do
   stays where it is, and is offered again); else taken, started, announced,
   and handed on at once if members changed meanwhile.
   """
-  @spec take_over(t(), index(), list(), list(), non_neg_integer(), epoch(), [node()]) ::
+  @spec take_over(t(), index(), term(), list(), non_neg_integer(), epoch(), [node()]) ::
           {:ok, t(), [effect()]} | {:error, :paused | :starting}
   def take_over(%__MODULE__{paused: true}, _index, _rows, _subs, _seq, _epoch, _connected),
     do: {:error, :paused}

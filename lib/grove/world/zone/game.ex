@@ -79,7 +79,7 @@ defmodule Grove.World.Zone.Game do
 
   @typedoc "What the zone process writes and sends after an operation."
   @type output :: %{
-          cells: [{key(), Game.value(), byte()}],
+          cells: [{key(), Game.value(), byte(), boolean() | nil}],
           entities: [Entity.t()],
           tallies: [{atom(), integer() | String.t(), integer()}],
           failures: [failure()]
@@ -142,12 +142,17 @@ defmodule Grove.World.Zone.Game do
 
   defp generate(state, _spec), do: {[], state}
 
-  @doc "The zone's layer as rows `{key, value, code}` (its table's)."
-  @spec rows(State.t()) :: [{key(), Game.value(), byte()}]
+  @doc """
+  The zone's layer as its table's rows: `{key, value, code, walk}`, where
+  `walk` is `true` (the value blocks), `false` (it frees the ground) or `nil`.
+  """
+  @spec rows(State.t()) :: [{key(), Game.value(), byte(), boolean() | nil}]
   def rows(%State{game: nil}), do: []
 
-  def rows(%State{game: game}),
-    do: for({key, value} <- game.layer, do: {key, value, Map.get(game.codes, key, 0)})
+  def rows(%State{game: game}), do: for({key, _value} <- game.layer, do: row(game, key))
+
+  defp row(game, key),
+    do: {key, Map.get(game.layer, key), Map.get(game.codes, key, 0), Map.get(game.walk, key)}
 
   @doc """
   The game's code changed (live reload): `spec` is its new description.
@@ -681,7 +686,7 @@ defmodule Grove.World.Zone.Game do
 
   @doc """
   What the zone process must carry out after an operation: layer rows to
-  write (a `nil` value: delete), entities whose look and attributes to
+  write (`rows/1`'s; a `nil` value: delete), entities whose look and attributes to
   write, tallies to send, failures to log; `nil` when nothing.
   """
   @spec take_output(State.t()) :: {output() | nil, State.t()}
@@ -696,10 +701,7 @@ defmodule Grove.World.Zone.Game do
 
   def take_output(%State{game: game} = state) do
     output = %{
-      cells:
-        for {key, true} <- game.cells_out do
-          {key, Map.get(game.layer, key), Map.get(game.codes, key, 0)}
-        end,
+      cells: for({key, true} <- game.cells_out, do: row(game, key)),
       entities: for({id, true} <- game.entities_out, entity = state.entities[id], do: entity),
       tallies: Enum.reverse(game.tallies),
       failures: Enum.reverse(game.failures)

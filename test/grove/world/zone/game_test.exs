@@ -50,8 +50,8 @@ defmodule Grove.World.Zone.GameTest do
     assert state.game.walk == %{key({1, 1}) => true, key({2, 2}) => true}
 
     assert Game.rows(state) |> Enum.sort() == [
-             {key({1, 1}), {:tree, 1}, 1},
-             {key({2, 2}), :basket, 2}
+             {key({1, 1}), {:tree, 1}, 1, true},
+             {key({2, 2}), :basket, 2, true}
            ]
   end
 
@@ -73,7 +73,7 @@ defmodule Grove.World.Zone.GameTest do
     assert state.entities[1].look == 1
 
     {output, state} = Game.take_output(state)
-    assert output.cells == [{key({1, 1}), {:tree, 0}, 0}]
+    assert output.cells == [{key({1, 1}), {:tree, 0}, 0, true}]
     assert [%Entity{id: 1, look: 1}] = output.entities
 
     # What viewers see: the tree bare, the picker with an apple, and the event.

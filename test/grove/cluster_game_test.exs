@@ -1,0 +1,85 @@
+defmodule Grove.ClusterGameTest do
+  @moduledoc "A game in a world of several nodes: its state goes with a zone handed to another node."
+  use ExUnit.Case, async: false
+
+  import Grove.ClusterCase
+  import Grove.WorldCase, only: [eventually: 2]
+
+  alias Grove.World
+  alias Grove.World.{Grid, Placement}
+
+  @moduletag :cluster
+  @moduletag :capture_log
+
+  # Nodes meet over real sockets: allow a busy machine half a minute.
+  @wait 3000
+
+  @tag timeout: 180_000
+  test "a zone handed to a node that joins takes its game's layer and its entities' attributes along",
+       %{} do
+    home = distribute!()
+    {_peer, first} = start_peer!(home, "game1")
+    # The node to come, named now: the zones it will take are known.
+    third = :"#{peer_name("game3")}@#{host()}"
+    nodes = Enum.sort([node(), first])
+    all = Enum.sort([third | nodes])
+    grid = Grid.new(100, 100, 25)
+    {index, _owner} = moving_zone(nodes, all)
+    {x0, y0, _x1, _y1} = Grid.zone_bounds(grid, index)
+    tree = {x0 + 10, y0 + 10}
+
+    opts = fn cluster ->
+      small_instance(Grove.GameT, cluster,
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
+        game: {Grove.AppleGame, trees: [tree], tick: :manual}
+      )
+    end
+
+    for node <- nodes, do: start_instance!(node, opts.(peers: nodes, connect_interval: 100))
+    world = World.fetch!(Grove.world(Grove.GameT))
+    eventually(fn -> assert World.zone_node(world, index) in nodes end, @wait)
+
+    # This process's entity picks the tree's one apple, in a zone of one of the two nodes.
+    {tx, ty} = tree
+    {:ok, id, _} = World.join(world, at: {tx + 1, ty}, info: %{account: 5})
+    tag = make_ref()
+    :ok = World.act(world, id, :pick, :w, %{}, tag)
+    assert_receive {:grove_act, ^id, ^tag, {:ok, %{carrying: 1}}}, 5000
+
+    # A third node joins and is handed that zone, rows and layer.
+    {_peer, ^third} = start_peer!(home, Atom.to_string(node_name(third)), exact_name: true)
+    start_instance!(third, opts.(peers: all, connect_interval: 100))
+
+    eventually(
+      fn ->
+        assert World.zone_node(World.fetch!(world), index) == third
+        assert serving?(third, world.name, index)
+      end,
+      @wait
+    )
+
+    assert :erpc.call(third, World, :cell, [world.name, tree]) == {{:tree, 0}, 0}
+    assert {%{carrying: 1, account: 5}, 1} = :erpc.call(third, World, :attrs, [world.name, id])
+
+    # Played there: the tree is still bare, the entity still carries its apple.
+    tag = make_ref()
+    :ok = World.act(world, id, :pick, :w, %{}, tag)
+    assert_receive {:grove_act, ^id, ^tag, {:refused, :no_apples}}, 5000
+  end
+
+  # A zone that runs on one of `before`'s nodes and on the new one after.
+  defp moving_zone(before, all) do
+    was = Placement.owners(16, before)
+    now = Placement.owners(16, all)
+    new = all -- before
+
+    Enum.find_value(0..15, fn index ->
+      if elem(now, index) in new, do: {index, elem(was, index)}
+    end)
+  end
+
+  defp host, do: node() |> Atom.to_string() |> String.split("@") |> List.last()
+
+  defp node_name(node),
+    do: node |> Atom.to_string() |> String.split("@") |> hd() |> String.to_atom()
+end
