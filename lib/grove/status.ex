@@ -3,7 +3,8 @@ defmodule Grove.Status do
   A status line in the log every few seconds, so whoever started Grove sees
   the world living: entities, actors, moves per second with their outcomes,
   each kind of actor with its moves, the move round trip seen by actors,
-  the longest zone mailbox and memory.
+  the longest zone mailbox and memory; in a world with a game, its
+  actions per second too, done or refused, in all and per kind.
 
       [info] grove: 20000 entities (20000 actors joined) | 19968 moves/s: 81% ok, 12% blocked, ... | walker 15000: 14990 moves/s 79% ok; wanderer 3000: 2995 moves/s 97% ok; sheep 2000: 520 moves/s 88% ok, 1470 stay/s | round trip p50 0.4 ms p99 3.1 ms | zone mailbox max 2 | 180 MB
 
@@ -58,6 +59,7 @@ defmodule Grove.Status do
     text =
       "grove#{cluster(name)}: #{world.entities} entities (#{now.actors.counts.joined} actors joined#{failed(now.actors.counts)}) | " <>
         "#{round(total / seconds)} moves/s#{if shares != "", do: ": " <> shares, else: ""} | " <>
+        acts(world, since.world, seconds) <>
         kinds(now.kinds, since.kinds, seconds) <>
         "#{latency} | zone mailbox max #{world.zone_mailbox_max} | " <>
         "#{div(:erlang.memory(:total), 1_000_000)} MB"
@@ -68,6 +70,29 @@ defmodule Grove.Status do
   # Actors the world had no cell for (the herds logged why, once each).
   defp failed(%{join_failed: 0}), do: ""
   defp failed(%{join_failed: n}), do: ", #{n} could not join"
+
+  # A game's actions, by outcome; nothing in a world that has none.
+  defp acts(world, since, seconds) do
+    keys = [
+      acts_ok: "done",
+      acts_refused: "refused",
+      acts_rejected: "rejected",
+      acts_interrupted: "interrupted"
+    ]
+
+    counts = for {key, label} <- keys, do: {label, world[key] - since[key]}
+    total = Enum.reduce(counts, 0, fn {_, n}, acc -> acc + n end)
+
+    if total == 0 do
+      ""
+    else
+      shares =
+        for({label, n} <- counts, n > 0, do: "#{round(100 * n / total)}% #{label}")
+        |> Enum.join(", ")
+
+      "#{round(total / seconds)} acts/s: #{shares} | "
+    end
+  end
 
   # Each kind: how many are in the world, their moves answered per second
   # and the share that went through, and the steps they chose not to take.
@@ -81,8 +106,14 @@ defmodule Grove.Status do
         answered = Enum.reduce(Actors.Stats.outcomes(), 0, &(&2 + diff.(&1)))
         ok = if answered > 0, do: " #{round(100 * diff.(:ok) / answered)}% ok", else: ""
         stays = if diff.(:stayed) > 0, do: ", #{round(diff.(:stayed) / seconds)} stay/s", else: ""
+        acted = diff.(:acted) + diff.(:refused)
 
-        "#{kind.name} #{kind.actors || "?"}: #{round(answered / seconds)} moves/s#{ok}#{stays}"
+        acts =
+          if acted > 0,
+            do: ", #{round(acted / seconds)} acts/s #{round(100 * diff.(:acted) / acted)}% done",
+            else: ""
+
+        "#{kind.name} #{kind.actors || "?"}: #{round(answered / seconds)} moves/s#{ok}#{stays}#{acts}"
       end
 
     if parts == [], do: "", else: Enum.join(parts, "; ") <> " | "

@@ -101,6 +101,29 @@ defmodule Grove.Metrics.Collector do
        for(key <- @outcomes, do: {[outcome: outcome_label(key)], world[key]})},
       {"grove_handoffs_total", :counter, "Entities handed from zone to zone.",
        [{[], world.handoffs}]},
+      {"grove_acts_total", :counter,
+       "A game's actions decided by zones, by outcome: done, refused by the game, rejected by the world, interrupted.",
+       for(
+         {key, outcome} <- [
+           acts_ok: :ok,
+           acts_refused: :refused,
+           acts_rejected: :rejected,
+           acts_interrupted: :interrupted
+         ],
+         do: {[outcome: outcome], world[key]}
+       )},
+      {"grove_acts_across_total", :counter,
+       "A game's actions run in the zone of their target, across a zone border.",
+       [{[], world.acts_across}]},
+      {"grove_acts_expired_total", :counter,
+       "Actions across a zone border whose answer never came (their zone died), answered interrupted.",
+       [{[], world.acts_expired}]},
+      {"grove_game_failures_total", :counter,
+       "A game's callbacks that raised or answered something malformed (each logged at most once every 10 s).",
+       [{[], world.game_failures}]},
+      {"grove_game_tallies_dropped_total", :counter,
+       "A game's tallies with no tally to go to (a world without a store).",
+       [{[], world.tallies_dropped}]},
       {"grove_joins_total", :counter, "Entities that joined the world.", [{[], world.joins}]},
       {"grove_departures_total", :counter, "Entities that left or whose client died.",
        [{[], world.departures}]},
@@ -246,7 +269,14 @@ defmodule Grove.Metrics.Collector do
        [{[], gateway[:client_errors] || 0}]},
       {"grove_http_cut_by_stop_total", :counter,
        "HTTP requests in flight when a stop ended the server, cut without an answer.",
-       [{[], gateway[:cut_by_stop] || 0}]}
+       [{[], gateway[:cut_by_stop] || 0}]},
+      {"grove_player_acts_refused_total", :counter,
+       "Players' actions the gateway answered itself: an unknown action or bad arguments, " <>
+         "and more than the connection's rate.",
+       [
+         {[reason: :bad_action], gateway[:acts_refused] || 0},
+         {[reason: :rate_limited], gateway[:acts_rate_limited] || 0}
+       ]}
     ] ++
       request_metrics(instance) ++
       [
