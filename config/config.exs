@@ -1,8 +1,9 @@
 import Config
 
-# What `make run` starts: a 1000 x 1000 world with 20,000 actors of three
-# kinds (random walkers, wanderers that turn at obstacles, sheep that flock)
-# and bacteria living by the Game of Life.
+# What `make run` starts: a 1000 x 1000 world with 20,000 actors of four
+# kinds (random walkers, wanderers that turn at obstacles, sheep that flock
+# and graze the flowers, pickers that play the orchard), bacteria living by
+# the Game of Life, and a game: the orchard (Grove.Games.Orchard).
 # Every key is documented in Grove.Config; config/runtime.exs reads the
 # environment variables that override them.
 config :grove,
@@ -14,13 +15,16 @@ config :grove,
     height: 1000,
     zone_size: 50,
     seed: 1,
-    life: [rule: "B3/S23", interval: 1000, soup: 0.1]
+    life: [rule: "B3/S23", interval: 1000, soup: 0.1],
+    # GROVE_GAME picks another, or none (config/runtime.exs).
+    game: {Grove.Games.Orchard, []}
   ],
   actors: [
     kinds: [
-      {Grove.Actors.Walker, 15_000},
+      {Grove.Actors.Walker, 13_000},
       {Grove.Actors.Wanderer, 3_000},
-      {Grove.Actors.Sheep, 2_000}
+      {Grove.Games.Orchard.Grazer, 2_000},
+      {Grove.Games.Orchard.Picker, 2_000}
     ]
   ],
   gateway: [port: 4000, listen: :loopback],

@@ -4,7 +4,11 @@ import Config
 #   GROVE_ACTORS=50000 GROVE_SEED=7 GROVE_PORT=8080 GROVE_LISTEN=all make run
 #   GROVE_ACTOR_KINDS=walker:15000,wanderer:3000,sheep:2000,MyGame.Hare:500
 #     (which kinds of actors run, and how many of each: walker, wanderer,
-#     sheep or a module's name; GROVE_ACTORS then scales them to its total)
+#     sheep, and the orchard's grazer and picker, or a module's name;
+#     GROVE_ACTORS then scales them to its total)
+#   GROVE_GAME=orchard (the game the world runs: orchard, off for none, or
+#     a module's name with its options left at their defaults; with off,
+#     the orchard's grazers flock as plain sheep and its pickers wander)
 #   GROVE_SPAWN=blob:500,500,20 (the actors start around a point, about
 #     20 cells from it, growing outward as it fills; GROVE_SPAWN=uniform,
 #     the default, spreads them over the whole world)
@@ -115,13 +119,19 @@ kind_module = fn
   "sheep" ->
     Grove.Actors.Sheep
 
+  "grazer" ->
+    Grove.Games.Orchard.Grazer
+
+  "picker" ->
+    Grove.Games.Orchard.Picker
+
   name ->
     if name =~ ~r/^[A-Z][A-Za-z0-9_]*(\.[A-Z][A-Za-z0-9_]*)*$/,
       do: Module.concat([name]),
       else:
         raise(
           ArgumentError,
-          "GROVE_ACTOR_KINDS: #{inspect(name)} is not walker, wanderer, sheep or a module's name"
+          "GROVE_ACTOR_KINDS: #{inspect(name)} is not walker, wanderer, sheep, grazer, picker or a module's name"
         )
 end
 
@@ -196,6 +206,57 @@ spawn =
             "GROVE_SPAWN must be uniform or blob:X,Y,SPREAD (e.g. blob:500,500,20), got: #{inspect(other)}"
   end
 
+# The game: GROVE_GAME names it, or turns it off.
+game =
+  case System.get_env("GROVE_GAME") do
+    nil ->
+      nil
+
+    off when off in ["off", "none", "false", "0"] ->
+      false
+
+    "orchard" ->
+      {Grove.Games.Orchard, []}
+
+    name ->
+      if name =~ ~r/^[A-Z][A-Za-z0-9_]*(\.[A-Z][A-Za-z0-9_]*)*$/,
+        do: {Module.concat([name]), []},
+        else:
+          raise(
+            ArgumentError,
+            "GROVE_GAME must be orchard, off or a module's name, got: #{inspect(name)}"
+          )
+  end
+
+# Kinds that play the orchard need it: without it they walk as their plain
+# cousins do, counted with those cousins when they are listed too.
+kinds =
+  if game == false and kinds do
+    cousins = %{
+      Grove.Games.Orchard.Grazer => Grove.Actors.Sheep,
+      Grove.Games.Orchard.Picker => Grove.Actors.Wanderer
+    }
+
+    kinds
+    |> Enum.map(fn kind -> put_elem(kind, 0, Map.get(cousins, elem(kind, 0), elem(kind, 0))) end)
+    |> Enum.reduce([], fn kind, merged ->
+      case List.keyfind(merged, elem(kind, 0), 0) do
+        nil ->
+          merged ++ [kind]
+
+        same ->
+          List.keyreplace(
+            merged,
+            elem(kind, 0),
+            0,
+            put_elem(same, 1, elem(same, 1) + elem(kind, 1))
+          )
+      end
+    end)
+  else
+    kinds
+  end
+
 # As `{module, count, options}`: a list of pairs would look like a keyword
 # list, which Config merges into config.exs's key by key instead of replacing.
 kinds =
@@ -213,6 +274,7 @@ config :grove,
       width: integer.("GROVE_WIDTH"),
       height: integer.("GROVE_HEIGHT"),
       seed: integer.("GROVE_SEED"),
+      game: game,
       life:
         case System.get_env("GROVE_LIFE") do
           off when off in ["off", "false", "0"] ->

@@ -12,8 +12,7 @@ defmodule Grove.Game do
 
   A world runs one game, chosen in its options (`game: {MyGame, options}`,
   see `Grove.World`) and for `make run` by `GROVE_GAME` (see
-  `config/runtime.exs`). `Grove.Games.Orchard` is the one that ships;
-  `docs/guide.md` builds another, step by step.
+  `config/runtime.exs`). `Grove.Games.Orchard` is the one that ships.
 
   ## What a game adds to a world
 

@@ -16,6 +16,7 @@ defmodule Grove.RuntimeConfigTest do
   end
 
   defp actors(config), do: config |> Keyword.fetch!(:grove) |> Keyword.fetch!(:actors)
+  defp world(config), do: config |> Keyword.fetch!(:grove) |> Keyword.fetch!(:world)
 
   test "GROVE_SPAWN starts the actors in a blob, or over the whole world" do
     assert actors(read([{"GROVE_SPAWN", "blob:500,480,20"}]))[:spawn] == {:blob, {500, 480}, 20}
@@ -46,5 +47,29 @@ defmodule Grove.RuntimeConfigTest do
              {Grove.Actors.Walker, 6, []},
              {Grove.Actors.Sheep, 2, []}
            ]
+  end
+
+  test "GROVE_GAME picks the game, or none, and without it the orchard's kinds walk as their cousins" do
+    assert world(read([{"GROVE_GAME", "orchard"}]))[:game] == {Grove.Games.Orchard, []}
+    assert world(read([{"GROVE_GAME", "MyGame.Tag"}]))[:game] == {MyGame.Tag, []}
+    # Without it, config/config.exs's game stays.
+    refute Keyword.has_key?(world(read([])), :game)
+
+    config = read([{"GROVE_GAME", "off"}, {"GROVE_ACTOR_KINDS", "picker:5,grazer:3,walker:2"}])
+    assert world(config)[:game] == false
+
+    assert actors(config)[:kinds] == [
+             {Grove.Actors.Wanderer, 5, []},
+             {Grove.Actors.Sheep, 3, []},
+             {Grove.Actors.Walker, 2, []}
+           ]
+
+    # The pickers join the wanderers already there, as one kind.
+    config = read([{"GROVE_GAME", "off"}, {"GROVE_ACTOR_KINDS", "wanderer:4,picker:5"}])
+    assert actors(config)[:kinds] == [{Grove.Actors.Wanderer, 9, []}]
+
+    assert_raise ArgumentError, ~r/GROVE_GAME must be orchard, off or a module's name/, fn ->
+      read([{"GROVE_GAME", "tag!"}])
+    end
   end
 end

@@ -15,6 +15,10 @@ defmodule Grove.Game.Spec do
       ignored when the game has no `tick/2`
     * `:save` - milliseconds between two saves of the zones' game state
       to the store, when the world has one (default `5000`)
+
+  A game's `legend/0` may name a leaderboard, `board: %{tally: name,
+  title: text, unit: text}`: the tally (`{:tally, name, key, delta}`
+  effects) that `GET /game/board` shows, best first.
   """
 
   alias Grove.Game
@@ -113,12 +117,13 @@ defmodule Grove.Game.Spec do
   @doc """
   The game as clients learn of it (`GET /game`, docs/protocol.md): its
   name, its actions with their arguments and how to ask for them, and its
-  legend, as JSON-ready maps with string keys.
+  legend, as JSON-ready maps with string keys (jiffy's: null is `:null`).
   """
-  @spec describe(t() | nil) :: map()
-  def describe(nil), do: %{"game" => nil}
+  @spec describe(t() | nil, boolean()) :: map()
+  def describe(spec, tallied \\ false)
+  def describe(nil, _tallied), do: %{"game" => :null}
 
-  def describe(%__MODULE__{module: module} = spec) do
+  def describe(%__MODULE__{module: module} = spec, tallied) do
     legend = legend(spec)
     name = Map.get(legend, :name) || module |> Module.split() |> List.last() |> Macro.underscore()
     shown = Map.get(legend, :actions, %{})
@@ -143,9 +148,16 @@ defmodule Grove.Game.Spec do
       "cells" => jsonable(Map.get(legend, :cells, %{})),
       "looks" => jsonable(Map.get(legend, :looks, %{})),
       "events" => jsonable(Map.get(legend, :events, %{})),
-      "reasons" => jsonable(Map.get(legend, :reasons, %{}))
+      "reasons" => jsonable(Map.get(legend, :reasons, %{})),
+      # A leaderboard only where the world keeps its tallies.
+      "board" => if(tallied, do: board(Map.get(legend, :board)), else: :null)
     }
   end
+
+  defp board(%{title: title} = board),
+    do: %{"title" => to_string(title), "unit" => to_string(Map.get(board, :unit, ""))}
+
+  defp board(_none), do: :null
 
   defp describe_type({:integer, min, max}), do: "integer #{min} #{max}"
   defp describe_type({:string, max}), do: "string #{max}"
@@ -160,7 +172,9 @@ defmodule Grove.Game.Spec do
     do: Map.new(map, fn {key, value} -> {to_string(key), jsonable(value)} end)
 
   defp jsonable(list) when is_list(list), do: Enum.map(list, &jsonable/1)
-  defp jsonable(value) when is_boolean(value) or is_nil(value), do: value
+  # JSON's null is :null to jiffy, which writes nil as the string "nil".
+  defp jsonable(nil), do: :null
+  defp jsonable(value) when is_boolean(value), do: value
   defp jsonable(value) when is_atom(value), do: Atom.to_string(value)
   defp jsonable(value), do: value
 

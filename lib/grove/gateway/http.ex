@@ -59,6 +59,8 @@ defmodule Grove.Gateway.HTTP do
       {_method, ~c"/kinds"} -> error(405, "method_not_allowed", "use GET")
       {:GET, ~c"/game"} -> game()
       {_method, ~c"/game"} -> error(405, "method_not_allowed", "use GET")
+      {:GET, ~c"/game/board"} -> board()
+      {_method, ~c"/game/board"} -> error(405, "method_not_allowed", "use GET")
       {_method, ~c"/metrics"} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
       {_method, ~c"/dashboard" ++ _} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
       {_method, ~c"/api/load/" ++ _} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
@@ -141,8 +143,15 @@ defmodule Grove.Gateway.HTTP do
 
   # The world's game: its actions and its legend (docs/protocol.md, "Games").
   defp game do
-    spec = Grove.World.Game.spec(Grove.Gateway.config().world)
-    [{:header, {~c"Cache-Control", ~c"no-cache"}} | json(200, Grove.Game.Spec.describe(spec))]
+    world = Grove.World.fetch!(Grove.Gateway.config().world)
+    described = Grove.Game.Spec.describe(world.game, world.tally != nil)
+    [{:header, {~c"Cache-Control", ~c"no-cache"}} | json(200, described)]
+  end
+
+  # The game's leaderboard: the best of its board's tally, by name.
+  defp board do
+    world = Grove.World.fetch!(Grove.Gateway.config().world)
+    [{:header, {~c"Cache-Control", ~c"no-cache"}} | json(200, Grove.World.Game.board(world))]
   end
 
   @doc false

@@ -146,6 +146,18 @@ defmodule Grove.World.Game do
     :ok
   end
 
+  @doc """
+  The game's leaderboard, as `GET /game/board` gives it: the board its
+  legend names and the best of that tally, with names; `%{"board" =>
+  :null, "top" => []}` (JSON's null, for jiffy) while the world keeps no
+  tallies.
+  """
+  @spec board(World.name() | World.t()) :: map()
+  def board(world) do
+    _world = World.fetch!(world)
+    %{"board" => :null, "top" => []}
+  end
+
   ## The zones' side
 
   @doc false

@@ -189,5 +189,15 @@ defmodule Grove.Gateway.GameTest do
     assert game["actions"]["drop"]["args"] == [["count", "optional integer 1 3"]]
     assert game["actions"]["slow"]["args"] == [["kind", "one of a b"]]
     assert game["cells"]["1"] == %{"name" => "apples", "emoji" => "🍎"}
+    # No tally in this world: no board, JSON's null.
+    assert game["board"] == :null
+    assert body =~ ~s("board":null)
+
+    {:ok, {{_, 200, _}, _headers, body}} =
+      :httpc.request(:get, {~c"http://127.0.0.1:#{port}/game/board", []}, [], body_format: :binary)
+
+    assert :jiffy.decode(body, [:return_maps]) == %{"board" => :null, "top" => []}
+    # And a world without a game says so with JSON's null.
+    assert IO.iodata_to_binary(:jiffy.encode(Grove.Game.Spec.describe(nil))) == ~s({"game":null})
   end
 end

@@ -1,0 +1,43 @@
+defmodule Grove.Games.OrchardWorldTest do
+  @moduledoc "The orchard in a running world, played by its own kinds of actors."
+  use Grove.WorldCase, async: true
+
+  alias Grove.Actors
+  alias Grove.Games.Orchard.{Grazer, Picker}
+  alias Grove.World
+
+  # Trees and baskets thick on the ground, so that pickers find both at once.
+  @tag world: [
+         width: 60,
+         height: 60,
+         zone_size: 20,
+         terrain: [tree_density: 0.15, water_density: 0.0, rock_density: 0.0, flower_density: 0.2],
+         game: {Grove.Games.Orchard, fruit: 1, baskets: 20, tick: :manual}
+       ]
+  test "pickers pick and deliver, grazers graze, through the client API", %{world: world} do
+    name = :"orchard_actors_#{System.unique_integer([:positive])}"
+
+    start_supervised!(
+      {Actors,
+       name: name,
+       world: world,
+       interval: 100,
+       resolution: 10,
+       kinds: [{Picker, 30}, {Grazer, 20}]},
+      id: name
+    )
+
+    eventually(fn ->
+      picker = Enum.find(Actors.by_kind(name), &(&1.name == "picker"))
+      grazer = Enum.find(Actors.by_kind(name), &(&1.name == "grazer"))
+      assert picker.counts.acted > 0
+      assert grazer.counts.acted > 0
+      # Every apple delivered was picked: points came from trees.
+      assert World.stats(world).acts_ok > 0
+      scored = for id <- 1..50, {%{score: s}, _} <- [World.attrs(world, id)], do: s
+      assert Enum.sum(scored) > 0
+    end)
+
+    assert :ok = World.audit(world)
+  end
+end
