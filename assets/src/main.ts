@@ -8,6 +8,8 @@ import {
   MovePacer,
   PROTOCOL_VERSION,
   patterns,
+  type ActResult,
+  type Data,
   type Direction,
   type Encoding,
   type Message,
@@ -17,6 +19,7 @@ import {
   type SeedResult,
   type Stats,
 } from "@grove/client";
+import { aim, fetchBoard, fetchGame, fitting, GameControls, type ActionInfo, type GameInfo } from "./game";
 import { Identity } from "./identity";
 import { NearbyList } from "./nearby";
 import { saveName, savedName, YouPanel, type Choice } from "./you";
@@ -85,6 +88,23 @@ const connection = new GroveClient({
 });
 const world = connection.world;
 connection.on("message", receive);
+
+// The world's game, when it has one (GET /game): its controls, its answers.
+let gameInfo: GameInfo | undefined;
+let controls: GameControls | undefined;
+const actResults: { seq: number; action: string; result: ActResult; data: Data; reason: string }[] = [];
+const codeAt = (x: number, y: number): number => world.cellCode(x, y);
+const gameLayer = {
+  cell: (x: number, y: number) => gameInfo?.cells.get(world.cellCode(x, y)),
+  look: (id: number) => {
+    const look = world.lookOf(id);
+    return look > 0 ? gameInfo?.looks.get(look)?.emoji : undefined;
+  },
+};
+connection.on("event", (event) => {
+  const emoji = gameInfo?.events.get(event.name);
+  if (emoji) viewport.pop(event.x, event.y, emoji, world);
+});
 connection.on("state", (state: ConnectionState) => {
   hud.setState(state);
   if (state !== "connected") moves.forgetPending();
@@ -138,8 +158,11 @@ function receive(message: Message): void {
       if (welcomes > 1 || (terrain && (terrain.width !== world.width || terrain.height !== world.height))) {
         loadTerrain();
       }
-      // Each server names its own kinds: ask again after every reconnect.
-      if (welcomes > 1) loadKinds();
+      // Each server names its own kinds and game: ask again after every reconnect.
+      if (welcomes > 1) {
+        loadKinds();
+        loadGame();
+      }
       renderNow();
       break;
     case "area":
@@ -254,6 +277,59 @@ function seedKeys(event: KeyboardEvent): void {
   else if (event.code === "KeyQ") nextPattern();
 }
 
+/** An action of the game, aimed where it fits (see game.ts): the page's keys, buttons and taps all come here. */
+function act(action: ActionInfo): void {
+  if (connection.state !== "connected") return;
+  connection.act(action.name, aim(action, world, facing, codeAt)).then(
+    (answer) => {
+      actResults.push({ seq: answer.seq, action: action.name, result: answer.result, data: answer.data, reason: answer.reason });
+      const refusal = controls?.acted(answer.result, answer.data, answer.reason);
+      if (refusal) hud.flash(refusal);
+    },
+    // The connection went before the answer: the action may or may not have been done.
+    () => {},
+  );
+}
+
+function loadGame(): void {
+  fetchGame().then(
+    (info) => {
+      gameInfo = info;
+      const root = document.getElementById("game") as HTMLElement;
+      if (!info) {
+        controls = undefined;
+        root.hidden = true;
+        return;
+      }
+      controls = new GameControls(root, info, act);
+      // The pad's action button (and a tap on the avatar) does what fits, as Space does.
+      pad.setAction({
+        label: "✋ Act",
+        title: "Do what fits what is next to you",
+        run: () => {
+          const action = fitting(controls?.actions ?? [], world, facing, codeAt);
+          if (action) act(action);
+          else hud.flash("Nothing to do right here.");
+        },
+      });
+      if (info.board) loadBoard();
+      renderNow();
+    },
+    (error: unknown) => console.warn("grove: no game description yet:", error),
+  );
+}
+
+// The leaderboard, every ten seconds while the page is open.
+let boardTimer: ReturnType<typeof setTimeout> | undefined;
+function loadBoard(): void {
+  clearTimeout(boardTimer);
+  fetchBoard().then(
+    (entries) => controls?.setBoard(entries),
+    (error: unknown) => console.warn("grove: no leaderboard:", error),
+  );
+  boardTimer = setTimeout(loadBoard, 10_000);
+}
+
 function loadTerrain(): void {
   fetchTerrain().then(
     (loaded) => {
@@ -281,8 +357,9 @@ function loadKinds(): void {
 }
 
 function renderNow(): void {
-  viewport.render(world, terrain, kinds);
+  viewport.render(world, terrain, kinds, gameLayer);
   nearby.render(world.nearby());
+  if (controls && world.selfId !== undefined) controls.setOwnLook(world.lookOf(world.selfId));
   hud.setPosition(world.x, world.y);
   minimap.setPlayer(world.x, world.y, world.viewRadius, world.width, world.height);
 }
@@ -325,14 +402,29 @@ const hook = {
   /** Resolves with the result of move `seq` once it is refused or shown. */
   moveDone: (seq: number) => moves.whenDone(seq),
   moveResults: () => moves.results.slice(),
-  /** The ground and the entity the client knows at a cell. */
+  /** The ground, the game's code and the entity the client knows at a cell. */
   cellAt: (x: number, y: number) => ({
     terrain: terrain?.at(x, y),
+    code: world.cellCode(x, y),
     entity: world.entityAt(x, y),
   }),
   /** The named players in view, nearest first; a player's name and avatar by id. */
   nearby: () => world.nearby(),
   labelOf: (id: number) => world.labelOf(id),
+  /** The game: its name and actions, the cells shown, the answers to actions, the player's look and facing. */
+  game: () => ({
+    game: gameInfo?.game,
+    actions: gameInfo?.actions.map((action) => action.name) ?? [],
+    cells: world.gameCells(),
+    acts: actResults.slice(),
+    look: world.selfId === undefined ? 0 : world.lookOf(world.selfId),
+    facing,
+  }),
+  /** Asks for an action as its button would. */
+  act: (name: string) => {
+    const action = gameInfo?.actions.find((candidate) => candidate.name === name);
+    if (action) act(action);
+  },
   /** Every entity the client holds, own avatar included, in world coordinates. */
   entities: () => [...world.entities.values()].map((entity) => ({ ...entity })),
 };
@@ -346,6 +438,10 @@ window.grove = hook;
 
 new Keyboard(requestMove).attach(window);
 window.addEventListener("keydown", seedKeys);
+window.addEventListener("keydown", (event) => {
+  if (controls && connection.state === "connected")
+    controls.keyDown(event, () => fitting(controls?.actions ?? [], world, facing, codeAt));
+});
 
 // Touch and pointer: gestures on the board, and the pad on touch screens
 // (or with ?pad=on). The pad's action button seeds until a game's client
@@ -361,4 +457,5 @@ window.addEventListener("pointerdown", (event) => {
 hud.setState(connection.state);
 loadTerrain();
 loadKinds();
+loadGame();
 void connection.connect().catch(() => {});

@@ -3,6 +3,12 @@ import { BACTERIUM, type Direction, type TerrainKind } from "@grove/client";
 import type { Terrain } from "./terrain";
 import type { Entity, WorldModel } from "@grove/client";
 
+/** What a game shows on the board (see game.ts): a cell's layer, an entity's look. */
+export interface GameLayer {
+  cell(x: number, y: number): { emoji?: string; badge?: boolean } | undefined;
+  look(id: number): string | undefined;
+}
+
 const terrainEmoji: Record<TerrainKind, string> = {
   meadow: "",
   flowers: "🌼",
@@ -44,7 +50,7 @@ export class Viewport {
     return this.drawnEntities;
   }
 
-  render(world: WorldModel, terrain: Terrain | undefined, kinds: Kinds = noKinds): void {
+  render(world: WorldModel, terrain: Terrain | undefined, kinds: Kinds = noKinds, game?: GameLayer): void {
     if (world.viewRadius !== this.radius) this.build(world.viewRadius);
     const side = 2 * this.radius + 1;
     const left = world.x - this.radius;
@@ -73,9 +79,21 @@ export class Viewport {
         let className = `cell ${ground}`;
         let text = ground in terrainEmoji ? terrainEmoji[ground as TerrainKind] : "";
         let name = "";
+        // The game's layer: drawn in a corner over the ground, or instead of it.
+        let badge = "";
+        const layer = inside ? game?.cell(x, y) : undefined;
+        if (layer?.emoji) {
+          if (layer.badge) badge = layer.emoji;
+          else {
+            text = layer.emoji;
+            className += " layer";
+          }
+        }
+        let look = "";
         if (isSelf) {
           className += " self";
           text = world.avatar || selfEmoji;
+          look = (world.selfId !== undefined && game?.look(world.selfId)) || "";
         } else if (occupant && occupant.kind === BACTERIUM) {
           className += " bacterium";
           text = bacteriumEmoji;
@@ -85,18 +103,22 @@ export class Viewport {
           className += " player";
           text = label?.avatar || kinds.draw(occupant.kind, occupant.id);
           name = label?.name ?? "";
+          look = game?.look(occupant.id) ?? "";
         } else if (occupant) {
           className += " actor";
           text = kinds.draw(occupant.kind, occupant.id);
+          look = game?.look(occupant.id) ?? "";
         }
         if (isSelf || occupant) count++;
 
-        const signature = `${className}|${text}|${x},${y}|${name}`;
+        const signature = `${className}|${text}|${x},${y}|${name}|${badge}|${look}`;
         if (this.drawn[index] === signature) continue;
         this.drawn[index] = signature;
         const cell = this.cells[index] as HTMLElement;
         cell.className = className;
         cell.textContent = text;
+        setData(cell, "badge", badge);
+        setData(cell, "look", look);
         cell.dataset.x = String(x);
         cell.dataset.y = String(y);
         cell.dataset.id = occupant ? String(occupant.id) : isSelf ? String(world.selfId) : "";
@@ -110,6 +132,28 @@ export class Viewport {
       }
     }
     this.drawnEntities = count;
+  }
+
+  /** An emoji rising from a cell of the viewport and fading (a game's event); off screen, nothing. */
+  pop(x: number, y: number, emoji: string, centre: { x: number; y: number }): void {
+    const side = 2 * this.radius + 1;
+    const col = x - (centre.x - this.radius);
+    const row = y - (centre.y - this.radius);
+    if (col < 0 || row < 0 || col >= side || row >= side) return;
+    const cell = this.cells[row * side + col];
+    if (!cell || typeof cell.animate !== "function") return;
+    const float = document.createElement("span");
+    float.className = "pop";
+    float.textContent = emoji;
+    cell.append(float);
+    const animation = float.animate(
+      [
+        { transform: "translateY(0) scale(0.8)", opacity: 1 },
+        { transform: "translateY(-90%) scale(1.1)", opacity: 0 },
+      ],
+      { duration: 900, easing: "ease-out" },
+    );
+    animation.onfinish = () => float.remove();
   }
 
   /** A small bump of the avatar toward where it could not go. */
@@ -141,4 +185,9 @@ export class Viewport {
     }
     this.root.replaceChildren(fragment);
   }
+}
+
+function setData(element: HTMLElement, name: string, value: string): void {
+  if (value) element.dataset[name] = value;
+  else delete element.dataset[name];
 }

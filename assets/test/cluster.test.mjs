@@ -33,7 +33,7 @@ describe("a cluster of three nodes", { skip: skipReason || clusterSkipReason, ti
   let browser;
 
   before(async () => {
-    cluster = await startCluster({ size: 3, width: WIDTH, height: HEIGHT, actors: ACTORS, env: { GROVE_LIFE: "off" } });
+    cluster = await startCluster({ size: 3, width: WIDTH, height: HEIGHT, actors: ACTORS, env: { GROVE_LIFE: "off", GROVE_GAME: "off" } });
     layout = await waitForCluster(cluster.nodes);
     browser = await launchBrowser();
   });

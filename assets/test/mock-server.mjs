@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // A small stand-in for Grove's gateway, for working on the client without
-// the Elixir server: it serves priv/static, GET /terrain, GET /kinds and /ws, and plays
+// the Elixir server: it serves priv/static, GET /terrain, GET /kinds, GET /game (no game) and /ws, and plays
 // docs/protocol.md well enough (join, move with the rate limit, ping,
 // resync; welcome, areas at the tick (as snapshots only, which the protocol
 // allows at any time), stats, density, bye on shutdown). Its actors are
@@ -287,6 +287,11 @@ const server = createServer(async (request, response) => {
       { code: 1, name: "player", emoji: "" },
     ];
     return response.end(JSON.stringify({ kinds }));
+  }
+  // The mock runs no game.
+  if (path === "/game") {
+    response.writeHead(200, { "content-type": "application/json" });
+    return response.end(JSON.stringify({ game: null }));
   }
   // Every device logs in; the mock has no accounts, so any token plays as a guest.
   if (path === "/api/device_login" && request.method === "POST") {

@@ -68,8 +68,16 @@ describe("on a phone", { skip: skipReason, timeout: 300_000 }, () => {
   let browser;
 
   before(async () => {
-    // Few actors on a large meadow-rich world, so that steps are seldom refused.
-    server = await startServer({ port: await freePort(), actors: 100, width: 100, height: 100 });
+    // Few actors on a large meadow-rich world, so that steps are seldom
+    // refused; without a game, whose client would give the pad's button
+    // its own action (game.test.mjs tests that).
+    server = await startServer({
+      port: await freePort(),
+      actors: 100,
+      width: 100,
+      height: 100,
+      env: { GROVE_GAME: "off" },
+    });
     browser = await launchBrowser();
   });
 

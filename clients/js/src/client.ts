@@ -2,6 +2,8 @@ import { Connection, type ConnectionState, type WebSocketConstructor } from "./c
 import { Emitter } from "./emitter.js";
 import { MovePacer } from "./pacer.js";
 import type {
+  Acted,
+  Data,
   Direction,
   Encoding,
   Message,
@@ -10,9 +12,10 @@ import type {
   ProtocolError,
   Seeded,
   Stats,
+  Target,
   Welcome,
 } from "./protocol.js";
-import { WorldModel, type Entity, type Label } from "./world.js";
+import { WorldModel, type Entity, type GameEvent, type Label } from "./world.js";
 
 export interface ClientOptions {
   /**
@@ -47,6 +50,10 @@ export interface ClientEvents {
   outcome: Outcome;
   /** A seed's answer. */
   seeded: Seeded;
+  /** An action's answer (a game's; docs/protocol.md, "Games"). */
+  acted: Acted;
+  /** An event an area held told its viewers: a game's (a sound, a splash), a chat's. */
+  event: GameEvent;
   /** The areas in view changed: the viewport as the client now sees it. */
   view: View;
   /** The server's numbers, every two seconds or so. */
@@ -97,7 +104,7 @@ interface Waiter<T> {
 
 /**
  * A player of a Grove world, from a browser or from Node: it connects,
- * joins, walks and seeds, keeps the areas around it as a viewport, comes
+ * joins, walks, seeds and acts (a game's actions), keeps the areas around it as a viewport, comes
  * back by itself after a lost connection (joining again, with every area
  * again), and says what happens as events.
  *
@@ -120,6 +127,7 @@ export class GroveClient {
   private nextSeq = 1;
   private readonly moves = new Map<number, Waiter<Outcome>>();
   private readonly seeds = new Map<number, Waiter<Seeded>>();
+  private readonly acts = new Map<number, Waiter<Acted>>();
   private welcomed: Waiter<Welcome>[] = [];
   private viewQueued = false;
   private started = false;
@@ -192,6 +200,17 @@ export class GroveClient {
     return this.ask(this.seeds, seq, { type: "seed", seq, pattern, dir: direction });
   }
 
+  /**
+   * An action of the world's game (`GET /game` lists them), aimed at the
+   * player's own cell (`here`) or the next one in a direction, with its
+   * arguments; resolves with the answer (`result` is `ok`, with the game's
+   * `data`, or why not, with a `reason`).
+   */
+  act(action: string, target: Target = "here", args: Data = {}): Promise<Acted> {
+    const seq = this.nextSeq++;
+    return this.ask(this.acts, seq, { type: "act", seq, action, dir: target, args });
+  }
+
   /** The viewport now: the player's cell and the entities within its radius. */
   view(): View {
     return {
@@ -242,11 +261,15 @@ export class GroveClient {
 
   private receive(message: Message): void {
     // The world first, so that every listener sees it as the message left it.
+    let told: GameEvent[] = [];
     switch (message.type) {
       case "welcome":
         this.world.applyWelcome(message);
         break;
       case "area":
+        // Events of an area not held (its snapshot still to come) are not for us.
+        if (this.world.holds(message.area) || message.full)
+          told = (message.events ?? []).map(([id, x, y, name, data]) => ({ id, x, y, name, data }));
         this.world.applyArea(message);
         break;
       case "area_closed":
@@ -266,6 +289,9 @@ export class GroveClient {
         this.events.emit("welcome", message);
         break;
       case "area":
+        for (const event of told) this.events.emit("event", event);
+        this.viewChanged();
+        break;
       case "area_closed":
         this.viewChanged();
         break;
@@ -282,6 +308,13 @@ export class GroveClient {
         this.seeds.delete(message.seq);
         waiter?.resolve(message);
         this.events.emit("seeded", message);
+        break;
+      }
+      case "acted": {
+        const waiter = this.acts.get(message.seq);
+        this.acts.delete(message.seq);
+        waiter?.resolve(message);
+        this.events.emit("acted", message);
         break;
       }
       case "stats":
@@ -319,8 +352,10 @@ export class GroveClient {
   private failWaiting(andJoins = true): void {
     for (const waiter of this.moves.values()) waiter.reject(new ConnectionLost());
     for (const waiter of this.seeds.values()) waiter.reject(new ConnectionLost());
+    for (const waiter of this.acts.values()) waiter.reject(new ConnectionLost());
     this.moves.clear();
     this.seeds.clear();
+    this.acts.clear();
     if (andJoins) for (const waiter of this.welcomed.splice(0)) waiter.reject(new ConnectionLost());
   }
 

@@ -1,4 +1,4 @@
-import { PLAYER, type Area, type Names, type Outcome, type Welcome } from "./protocol.js";
+import { PLAYER, type Area, type Data, type Names, type Outcome, type Welcome } from "./protocol.js";
 
 export interface Entity {
   id: number;
@@ -12,6 +12,16 @@ export interface Entity {
 export interface Label {
   name: string;
   avatar: string;
+}
+
+/** A short message an area told its viewers about one of its cells (a game's, a chat's). */
+export interface GameEvent {
+  /** The entity that caused it, 0 for none. */
+  id: number;
+  x: number;
+  y: number;
+  name: string;
+  data: Data;
 }
 
 /**
@@ -29,6 +39,11 @@ export interface Label {
  * Players' names come in a `names` message just before the area message
  * that brings them into view (a snapshot, or a delta they came in by),
  * never with their moves: a name is kept while its entity is known.
+ *
+ * In a world with a game (docs/protocol.md, "Games"), it also keeps what
+ * the areas show of it: each area's cells' codes (`cellCode`) and every
+ * entity's look (`lookOf`, kept by id, as an entity keeps its look from
+ * one area to the next).
  */
 export class WorldModel {
   selfId: number | undefined;
@@ -51,6 +66,8 @@ export class WorldModel {
   private readonly labels = new Map<number, Label>();
   // Names that came for an area message not yet taken in.
   private readonly pendingNames = new Map<number, Names["names"]>();
+  private readonly codes = new Map<number, Map<number, number>>();
+  private readonly looks = new Map<number, number>();
 
   applyWelcome(welcome: Welcome): void {
     this.selfId = welcome.id;
@@ -97,6 +114,7 @@ export class WorldModel {
       this.release(area.area, id);
     }
     if (names) for (const [id, name, avatar] of names) if (this.entities.has(id)) this.labels.set(id, { name, avatar });
+    this.applyGame(area);
   }
 
   /** A player's name and avatar, while it is known; undefined for actors and the unnamed. */
@@ -117,11 +135,59 @@ export class WorldModel {
     return found.sort((a, b) => a.distance - b.distance || a.name.localeCompare(b.name));
   }
 
+  // The game's cells (a snapshot's replace the area's; code 0 clears one)
+  // and looks (0 for none).
+  private applyGame(area: Area): void {
+    let codes = this.codes.get(area.area);
+    if (area.full || !codes) {
+      codes = new Map();
+      this.codes.set(area.area, codes);
+    }
+    for (const [x, y, code] of area.cells ?? []) {
+      if (code === 0) codes.delete(cellKey(x, y));
+      else codes.set(cellKey(x, y), code);
+    }
+    for (const [id, look] of area.looks ?? []) {
+      if (look === 0) this.looks.delete(id);
+      else this.looks.set(id, look);
+    }
+  }
+
+  /** True while the client holds an area (it had its snapshot, and the viewport still reaches it). */
+  holds(area: number): boolean {
+    return this.areas.has(area);
+  }
+
+  /** What a game shows of a cell: its code, 0 for nothing (or a cell of no area held). */
+  cellCode(x: number, y: number): number {
+    const key = cellKey(x, y);
+    for (const codes of this.codes.values()) {
+      const code = codes.get(key);
+      if (code !== undefined) return code;
+    }
+    return 0;
+  }
+
+  /** What a game shows of an entity: its look, 0 for none. */
+  lookOf(id: number): number {
+    return this.looks.get(id) ?? 0;
+  }
+
+  /** Every cell the game shows, in the areas held. */
+  gameCells(): { x: number; y: number; code: number }[] {
+    const cells: { x: number; y: number; code: number }[] = [];
+    for (const codes of this.codes.values()) {
+      for (const [key, code] of codes) cells.push({ x: key % 65536, y: Math.floor(key / 65536), code });
+    }
+    return cells;
+  }
+
   /** The viewport left an area: what only it reported is gone. */
   closeArea(area: number): void {
     const mirror = this.areas.get(area);
     this.areas.delete(area);
     this.pendingNames.delete(area);
+    this.codes.delete(area);
     if (mirror) for (const id of mirror.keys()) this.release(area, id);
   }
 
@@ -132,6 +198,8 @@ export class WorldModel {
     this.entities.clear();
     this.labels.clear();
     this.pendingNames.clear();
+    this.codes.clear();
+    this.looks.clear();
   }
 
   /**
@@ -172,6 +240,10 @@ export class WorldModel {
       this.where.delete(id);
       this.entities.delete(id);
       this.labels.delete(id);
+      this.looks.delete(id);
     }
   }
 }
+
+// Coordinates are u16 on the wire.
+const cellKey = (x: number, y: number): number => y * 65536 + x;

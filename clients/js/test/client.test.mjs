@@ -64,6 +64,28 @@ describe("a client against a real server", { skip: skipReason, timeout: 300_000 
     });
   }
 
+  test("acts in the world's game (the orchard, make run's): one answer each, and the game's cells shown", async () => {
+    const client = new GroveClient({ url: server.url, encoding: "binary", WebSocket });
+    await client.connect();
+    await client.once("view");
+    // The orchard shows trees that bear and baskets in every area.
+    assert.ok(client.world.gameCells().some((cell) => cell.code === 1 || cell.code === 2));
+
+    const answer = await client.act("deliver", "e");
+    assert.equal(answer.type, "acted");
+    assert.equal(answer.result, "refused");
+    assert.ok(["not_a_basket", "empty_hands"].includes(answer.reason), answer.reason);
+
+    const unknown = await client.act("fly");
+    assert.equal(unknown.result, "unknown_action");
+    assert.match(unknown.reason, /no action "fly"/);
+
+    const bad = await client.act("pick", "here", { count: 1 });
+    assert.equal(bad.result, "bad_args");
+    assert.match(bad.reason, /count: not an argument/);
+    client.close();
+  });
+
   test("after a server restart it joins again by itself and gets every area again", async () => {
     const client = new GroveClient({ url: server.url, WebSocket });
     const states = [];

@@ -92,6 +92,45 @@ describe("WorldModel", () => {
     assert.deepEqual(ids(world), []);
   });
 
+  test("a game's cells and looks: snapshots replace, deltas change, code 0 clears; looks follow entities", () => {
+    const game = (number, full, entities, cells, looks, gone = []) => ({
+      ...area(number, full, entities, gone),
+      cells,
+      looks,
+      events: [],
+    });
+    world.applyArea(game(0, true, [[1, 11, 10, 0]], [[12, 10, 1], [13, 10, 2]], [[1, 2]]));
+    assert.equal(world.cellCode(12, 10), 1);
+    assert.equal(world.cellCode(13, 10), 2);
+    assert.equal(world.lookOf(1), 2);
+
+    world.applyArea(game(0, false, [], [[12, 10, 0], [14, 10, 3]], [[1, 0]]));
+    assert.equal(world.cellCode(12, 10), 0);
+    assert.equal(world.cellCode(14, 10), 3);
+    assert.equal(world.lookOf(1), 0);
+
+    // An entity keeps its look walking into another area; gone, it has none.
+    world.applyArea(game(0, false, [], [], [[1, 3]]));
+    world.applyArea(game(1, true, [[1, 30, 10, 0]], [], []));
+    world.applyArea(game(0, false, [], [], [], [1]));
+    assert.equal(world.lookOf(1), 3);
+    world.applyArea(game(1, false, [], [], [], [1]));
+    assert.equal(world.lookOf(1), 0);
+
+    // A snapshot replaces the area's cells; closing it forgets them.
+    world.applyArea(game(0, true, [], [[15, 10, 4]], []));
+    assert.equal(world.cellCode(14, 10), 0);
+    assert.deepEqual(world.gameCells(), [{ x: 15, y: 10, code: 4 }]);
+    world.closeArea(0);
+    assert.equal(world.cellCode(15, 10), 0);
+  });
+
+  test("areas without game fields (older servers, or none to tell) are read as having none", () => {
+    world.applyArea(area(0, true, [[1, 11, 10, 0]]));
+    assert.equal(world.cellCode(11, 10), 0);
+    assert.deepEqual(world.gameCells(), []);
+  });
+
   describe("names", () => {
     const names = (number, list) => ({ type: "names", area: number, names: list });
 

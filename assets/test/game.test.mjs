@@ -1,0 +1,180 @@
+// Playing the orchard (the game `make run` ships) in a headless chromium
+// against a real server started by scripts/test-server: walk to a tree
+// that bears, pick with the key and with the button, walk to a basket and
+// deliver with Space; the panel, the board and the refusals say so.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { launchBrowser, openGame, pressForOutcome, waitJoined, ARROWS } from "./support/browser.mjs";
+import { freePort, skipReason, startServer, TEST_SERVER } from "./support/server.mjs";
+
+const mock = TEST_SERVER.endsWith("mock-server.mjs");
+
+/**
+ * Walks the avatar (arrow keys) to a free cell next to one showing `code`,
+ * by the shortest path over what the page knows: the ground, the game's
+ * cells, the entities. Recomputed after every refused step (actors move).
+ */
+async function walkNextTo(page, code, maxSteps = 400) {
+  for (let steps = 0; steps < maxSteps; steps++) {
+    const path = await page.evaluate((wanted) => {
+      const { x, y } = window.grove.state();
+      const passable = (cx, cy) => {
+        const cell = window.grove.cellAt(cx, cy);
+        return (cell.terrain === "meadow" || cell.terrain === "flowers") && cell.code !== 2 && !cell.entity;
+      };
+      const goal = (cx, cy) => {
+        for (let dy = -1; dy <= 1; dy++)
+          for (let dx = -1; dx <= 1; dx++)
+            if ((dx || dy) && window.grove.cellAt(cx + dx, cy + dy).code === wanted) return true;
+        return false;
+      };
+      if (goal(x, y)) return [];
+      const seen = new Map([[`${x},${y}`, null]]);
+      const queue = [[x, y]];
+      const moves = { n: [0, -1], e: [1, 0], s: [0, 1], w: [-1, 0] };
+      while (queue.length > 0) {
+        const [cx, cy] = queue.shift();
+        for (const [dir, [dx, dy]] of Object.entries(moves)) {
+          const nx = cx + dx;
+          const ny = cy + dy;
+          const key = `${nx},${ny}`;
+          if (seen.has(key) || Math.abs(nx - x) > 60 || Math.abs(ny - y) > 60 || !passable(nx, ny)) continue;
+          seen.set(key, [`${cx},${cy}`, dir]);
+          if (goal(nx, ny)) {
+            const path = [];
+            for (let at = key; seen.get(at); at = seen.get(at)[0]) path.unshift(seen.get(at)[1]);
+            return path;
+          }
+          queue.push([nx, ny]);
+        }
+      }
+      return null;
+    }, code);
+    if (path === null) throw new Error(`no cell showing ${code} within reach`);
+    if (path.length === 0) return;
+    await pressForOutcome(page, ARROWS[path[0]]);
+  }
+  throw new Error(`not next to ${code} after ${maxSteps} steps`);
+}
+
+/** Waits for the answer to action `seq`. */
+async function acted(page, seq, timeout = 5000) {
+  const handle = await page.waitForFunction(
+    (expected) => window.grove.game().acts.find((entry) => entry.seq === expected),
+    seq,
+    { timeout },
+  );
+  return handle.jsonValue();
+}
+
+const nextSeq = (page) => page.evaluate(() => window.grove.game().acts.length + 1);
+
+describe("playing the orchard", { skip: mock ? "the mock server has no game" : skipReason, timeout: 300_000 }, () => {
+  let server;
+  let browser;
+
+  before(async () => {
+    server = await startServer({ port: await freePort(), actors: 100, width: 100, height: 100 });
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    await server?.stop();
+  });
+
+  test("pick apples from a tree, by key and by tap, and deliver them into a basket with Space", async () => {
+    const { page, problems } = await openGame(browser, server.url);
+    await waitJoined(page);
+    await page.waitForFunction(() => window.grove.game().game === "orchard" && window.grove.game().cells.length > 0);
+
+    // The panel explains the game and its keys.
+    const panel = await page.evaluate(() => ({
+      hidden: document.getElementById("game").hidden,
+      title: document.querySelector("#game h2")?.textContent,
+      buttons: [...document.querySelectorAll("#game .game-actions button")].map((b) => b.textContent),
+      keys: document.querySelector("#game .game-keys")?.textContent,
+    }));
+    assert.equal(panel.hidden, false);
+    assert.equal(panel.title, "Orchard");
+    assert.deepEqual(panel.buttons, ["🧺DeliverR", "🍎PickF"]);
+    assert.match(panel.keys, /Space/);
+
+    // A tree that bears shows 🍎 in its corner.
+    const badges = await page.evaluate(() => [...document.querySelectorAll("#viewport .cell[data-badge]")].length);
+    const apples = await page.evaluate(() => window.grove.game().cells.filter((cell) => cell.code === 1).length);
+    assert.ok(apples > 0, "trees bear apples");
+
+    await walkNextTo(page, 1);
+    let seq = await nextSeq(page);
+    await page.keyboard.press("f");
+    let answer = await acted(page, seq);
+    // A tree may have been picked bare by an actor meanwhile: look for another.
+    for (let tries = 0; answer.result !== "ok" && tries < 5; tries++) {
+      await walkNextTo(page, 1);
+      seq = await nextSeq(page);
+      await page.keyboard.press("f");
+      answer = await acted(page, seq);
+    }
+    assert.equal(answer.result, "ok");
+    assert.equal(answer.action, "pick");
+    assert.equal(answer.data.carrying, 1);
+    await page.waitForFunction(() => document.querySelector("#game .game-status").textContent.includes("🍎"));
+    // The player's own look comes with the areas: one apple under the avatar.
+    await page.waitForFunction(() => window.grove.game().look === 1);
+    await page.waitForFunction(() => document.querySelector("#viewport .cell.self")?.dataset.look === "🍎");
+
+    // A tap on the button picks too, when the tree still bears.
+    const code = await page.evaluate(() => {
+      const { x, y } = window.grove.state();
+      for (let dy = -1; dy <= 1; dy++)
+        for (let dx = -1; dx <= 1; dx++) if (window.grove.cellAt(x + dx, y + dy).code === 1) return 1;
+      return 0;
+    });
+    if (code === 1) {
+      seq = await nextSeq(page);
+      await page.click('#game button[data-action="pick"]');
+      answer = await acted(page, seq);
+      assert.equal(answer.action, "pick");
+      assert.ok(["ok", "refused"].includes(answer.result), JSON.stringify(answer));
+    }
+
+    // To a basket; Space does what fits there: deliver.
+    await walkNextTo(page, 2);
+    seq = await nextSeq(page);
+    await page.keyboard.press("Space");
+    answer = await acted(page, seq);
+    assert.equal(answer.action, "deliver");
+    assert.equal(answer.result, "ok");
+    assert.ok(answer.data.score >= 1);
+    await page.waitForFunction(() => /score [1-9]/.test(document.querySelector("#game .game-status").textContent));
+
+    // With empty hands, the game says why not, in its words.
+    seq = await nextSeq(page);
+    await page.keyboard.press("r");
+    answer = await acted(page, seq);
+    assert.equal(answer.result, "refused");
+    assert.equal(answer.reason, "empty_hands");
+    await page.waitForFunction(() => document.getElementById("hint").textContent.includes("You carry no apples"));
+
+    assert.ok(badges >= 0);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("without a keyboard, the pad's action button does what fits, as Space does", async () => {
+    const { page, problems } = await openGame(browser, `${server.url}?pad=on`);
+    await waitJoined(page);
+    await page.waitForFunction(() => window.grove.game().game === "orchard" && window.grove.game().cells.length > 0);
+    await page.waitForFunction(() => document.querySelector("#pad .pad-act")?.textContent.includes("Act"));
+
+    await walkNextTo(page, 1);
+    const seq = await nextSeq(page);
+    await page.click("#pad .pad-act");
+    const answer = await acted(page, seq);
+    assert.equal(answer.action, "pick");
+    assert.ok(["ok", "refused"].includes(answer.result), JSON.stringify(answer));
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+});
