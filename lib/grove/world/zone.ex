@@ -132,6 +132,14 @@ defmodule Grove.World.Zone do
     entities
   end
 
+  @doc """
+  Waits until the zone, just started, has recovered (its entities and its
+  game's layer are in its tables); `:ok` at once afterwards.
+  """
+  @spec recovered(World.t(), Grid.zone_index()) :: :ok
+  def recovered(%World{} = world, index),
+    do: GenServer.call(elem(world.zones, index), :recovered, :infinity)
+
   # Callbacks
 
   @impl true
@@ -358,6 +366,9 @@ defmodule Grove.World.Zone do
     {:reply, {rows, subscriptions, zone.seq, layer},
      %{zone | handed_over: {:holding, []}, monitors: %{}, tick_timer: nil, game_timer: nil}}
   end
+
+  # Answered only once `handle_continue/2` has run.
+  def handle_call(:recovered, _from, zone), do: {:reply, :ok, zone}
 
   def handle_call({:join, entity, candidates, deadline}, from, zone),
     do: handle_call({:join, entity, candidates, deadline, %{}}, from, zone)
