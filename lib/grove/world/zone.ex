@@ -531,14 +531,16 @@ defmodule Grove.World.Zone do
   defp apply_one(%__MODULE__{overloaded: true} = zone, _id, _dir, _owner, _tag, _hops, _now),
     do: {{:rejected, :busy}, zone}
 
+  # What a game's hooks changed is written before the outcome goes out
+  # (`sync_game/1`, nothing without a game): whoever is answered reads it.
   defp apply_one(zone, id, direction, owner, tag, hops, now) do
     case Handoff.move(zone.core, id, direction, owner, tag, hops, now, zone.locate) do
       {:moved, %Entity{updates: :view} = entity, from, core} ->
-        zone = moved(%{zone | core: core}, entity, from)
+        zone = %{zone | core: core} |> sync_game() |> moved(entity, from)
         {{:ok, {entity.x, entity.y}}, Views.update_view(zone, entity, from)}
 
       {:moved, entity, from, core} ->
-        {{:ok, {entity.x, entity.y}}, moved(%{zone | core: core}, entity, from)}
+        {{:ok, {entity.x, entity.y}}, %{zone | core: core} |> sync_game() |> moved(entity, from)}
 
       {:rejected, reason, core} ->
         {{:rejected, reason}, %{zone | core: core}}
@@ -560,7 +562,7 @@ defmodule Grove.World.Zone do
   # gets its answer is settled by a later tick, so one started here (or
   # replayed) makes sure there is one.
   defp carry_out(zone, {effects, core}),
-    do: %{zone | core: core} |> run_effects(effects) |> ensure_tick()
+    do: %{zone | core: core} |> sync_game() |> run_effects(effects) |> ensure_tick()
 
   defp run_effects(zone, []), do: zone
   defp run_effects(zone, [effect | rest]), do: zone |> run_effect(effect) |> run_effects(rest)
@@ -740,7 +742,7 @@ defmodule Grove.World.Zone do
 
   defp act_one(zone, id, request, owner, tag, hops, now) do
     case GameRules.act(zone.core, id, request, owner, tag, hops, now, zone.locate) do
-      {:acted, outcome, core} -> {outcome, %{zone | core: core}}
+      {:acted, outcome, core} -> {outcome, sync_game(%{zone | core: core})}
       {:pending, effects, core} -> {:pending, carry_out(zone, {effects, core})}
     end
   end
@@ -887,10 +889,10 @@ defmodule Grove.World.Zone do
   defp expire_handoffs(zone) do
     cutoff = System.monotonic_time(:millisecond) - zone.world.handoff_timeout
     {effects, core} = Handoff.expire(zone.core, cutoff, env(zone))
-    zone = run_effects(%{zone | core: core}, effects)
+    zone = %{zone | core: core} |> sync_game() |> run_effects(effects)
     # Actions that ran in another zone and got no answer: that zone died.
     {effects, core} = GameRules.expire(zone.core, cutoff, [], env(zone))
-    zone |> run_effects(effects) |> Map.put(:core, core) |> sync_game()
+    %{zone | core: core} |> sync_game() |> run_effects(effects)
   end
 
   # A zone ticks only while it has something to do at a tick: deltas for
