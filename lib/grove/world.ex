@@ -474,11 +474,19 @@ defmodule Grove.World do
       zone = zone_address(world, index)
 
       try do
-        GenServer.call(
-          zone,
-          join_message(entity, candidates, deadline, opts[:info]),
-          opts[:timeout]
-        )
+        message = join_message(entity, candidates, deadline, opts[:info])
+
+        case GenServer.call(zone, message, opts[:timeout]) do
+          # A zone of another node tells this node's relay where the entity
+          # is, which may read that after the owner has its answer: the
+          # owner could move it, or act, before this node's directory knew.
+          {:ok, id, _cell} = joined when world.cluster != nil ->
+            Directory.assign(world.name, id, index)
+            joined
+
+          answer ->
+            answer
+        end
       catch
         :exit, {:timeout, _} ->
           # The zone may have placed the entity just as we stopped waiting;
