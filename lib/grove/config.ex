@@ -100,10 +100,12 @@ defmodule Grove.Config do
 
     world_name = :"#{name}.World"
 
+    # A world with a store keeps its game's state there.
     world =
       opts[:world]
       |> Keyword.put(:name, world_name)
       |> Keyword.put(:cluster, if(Grove.Cluster.multi_node?(opts[:cluster]), do: name))
+      |> Keyword.put(:store, if(opts[:store], do: :"#{name}.Store"))
 
     # Fail now, with the option's name, rather than deep in a supervisor.
     Grove.World.new!(world)

@@ -43,9 +43,12 @@ defmodule Grove.World do
     * `:game` - the game the world runs: a module implementing `Grove.Game`,
       `{module, options}`, or `nil` for none (default `nil`); see
       `Grove.Game.Spec` for the options every game takes
-    * `:tally` - where the game's tallies go: a process (name or pid) that
-      takes `{:tallies, [{board, key, delta}]}` messages, such as a
-      `Grove.Game.Tally`, or `nil` to count them and drop them (default `nil`)
+    * `:store` - a `Grove.Store` (its name) that keeps the game's state:
+      the zones' layers, saved in batches and loaded when a zone starts
+      with nothing, and its tallies (see `Grove.World.Game`, "State that
+      lasts"); `nil` for a game whose state lives as long as the world
+      runs, and whose tallies are counted and dropped (default `nil`; an
+      instance with a store gives its world that store)
 
   ## The client API
 
@@ -142,6 +145,7 @@ defmodule Grove.World do
     :game_tables,
     :game_changes,
     :game_log,
+    :game_store,
     :tally,
     density_block: 10,
     mailbox_limit: 5000,
@@ -186,7 +190,8 @@ defmodule Grove.World do
           game_tables: tuple() | nil,
           game_changes: :atomics.atomics_ref() | nil,
           game_log: :atomics.atomics_ref() | nil,
-          tally: atom() | pid() | nil,
+          game_store: atom() | nil,
+          tally: atom() | nil,
           mailbox_limit: pos_integer(),
           view_history: pos_integer(),
           handoff_timeout: pos_integer(),

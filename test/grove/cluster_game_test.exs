@@ -67,6 +67,85 @@ defmodule Grove.ClusterGameTest do
     assert_receive {:grove_act, ^id, ^tag, {:refused, :no_apples}}, 5000
   end
 
+  @tag timeout: 240_000
+  @tag :postgres
+  test "a node killed with kill -9: its zones come back on the survivors from their last save",
+       %{} do
+    home = distribute!()
+    peers = for n <- 1..3, do: start_peer!(home, "saves#{n}")
+    nodes = peers |> Enum.map(&elem(&1, 1)) |> Enum.sort()
+    [a, b, c] = nodes
+    grid = Grid.new(100, 100, 25)
+    owners = Placement.owners(16, nodes)
+    # Two trees in a zone of the node to be killed.
+    index = Enum.find(0..15, &(elem(owners, &1) == c))
+    {x0, y0, _, _} = Grid.zone_bounds(grid, index)
+    [saved, unsaved] = [{x0 + 5, y0 + 5}, {x0 + 5, y0 + 15}]
+
+    server = Grove.PostgresServer.info()
+
+    store = [
+      adapter: :postgres,
+      host: server.host,
+      port: server.port,
+      username: server.username,
+      database: Grove.PostgresServer.create_database()
+    ]
+
+    for node <- nodes do
+      instance =
+        small_instance(Grove.SavesT, [peers: nodes, connect_interval: 100],
+          terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
+          # Saved only when asked: the test says when the last save was.
+          game: {Grove.AppleGame, trees: [saved, unsaved], tick: :manual, save: 3_600_000}
+        )
+        |> Keyword.merge(
+          store: store,
+          accounts: [secret: "one key for the whole cluster, in a test"]
+        )
+
+      start_instance!(node, instance)
+    end
+
+    world = Grove.world(Grove.SavesT)
+
+    eventually(
+      fn ->
+        for n <- nodes,
+            do: assert(:erpc.call(n, Grove.ClusterGame, :zone_node, [world, index]) == c)
+      end,
+      @wait
+    )
+
+    eventually(fn -> assert serving?(c, world, index) end, @wait)
+
+    # A client on a survivor picks the first tree's apple; the zone is saved;
+    # then it picks the second's, which no save holds when the node dies.
+    picker = Node.spawn_link(a, Grove.ClusterGame, :picker, [self(), world, saved, unsaved])
+    assert_receive {:picked, ^picker, :saved, {:ok, %{carrying: 1}}}, 10_000
+    :ok = :erpc.call(c, Grove.ClusterGame, :save_now, [world])
+    send(picker, :pick_again)
+    assert_receive {:picked, ^picker, :unsaved, {:ok, %{carrying: 1}}}, 10_000
+    assert :erpc.call(c, World, :cell, [world, unsaved]) == {{:tree, 0}, 0}
+
+    pid = :erpc.call(c, :os, :getpid, [])
+    {_, 0} = System.cmd("kill", ["-9", to_string(pid)])
+    eventually(fn -> refute c in Node.list() end, @wait)
+
+    # The zone starts again on a survivor, from its save: the first tree
+    # bare, the second with the apple the save never knew was picked.
+    eventually(
+      fn ->
+        at = :erpc.call(a, Grove.ClusterGame, :zone_node, [world, index])
+        assert at in [a, b] and serving?(at, world, index)
+        assert :erpc.call(at, World, :cell, [world, saved]) == {{:tree, 0}, 0}
+        assert :erpc.call(at, World, :cell, [world, unsaved]) == {{:tree, 1}, 1}
+        assert :erpc.call(at, World, :stats, [world]).game_zones_loaded >= 1
+      end,
+      @wait
+    )
+  end
+
   # A zone that runs on one of `before`'s nodes and on the new one after.
   defp moving_zone(before, all) do
     was = Placement.owners(16, before)

@@ -124,6 +124,23 @@ defmodule Grove.Metrics.Collector do
       {"grove_game_tallies_dropped_total", :counter,
        "A game's tallies with no tally to go to (a world without a store).",
        [{[], world.tallies_dropped}]},
+      {"grove_game_tallies_written_total", :counter,
+       "Tally totals written to the store (each node its own share).",
+       [{[], world.tallies_written}]},
+      {"grove_game_saves_total", :counter,
+       "Batches of zones' game state written to the store, and those the store could not take.",
+       [{[result: :ok], world.game_saves}, {[result: :failed], world.game_save_failures}]},
+      {"grove_game_zones_saved_total", :counter, "Zones' game layers written to the store.",
+       [{[], world.game_zones_saved}]},
+      {"grove_game_zones_loaded_total", :counter,
+       "Zones that started from their save in the store (a world starting again, a lost node's zones).",
+       [{[], world.game_zones_loaded}]},
+      {"grove_game_save_age_seconds", :gauge,
+       "Seconds since the zones' game state was last saved: what a zone lost with its node would miss, at most.",
+       case World.Game.saved_at(Grove.world(instance)) do
+         nil -> []
+         at -> [{[], (System.system_time(:millisecond) - at) / 1000}]
+       end},
       {"grove_joins_total", :counter, "Entities that joined the world.", [{[], world.joins}]},
       {"grove_departures_total", :counter, "Entities that left or whose client died.",
        [{[], world.departures}]},

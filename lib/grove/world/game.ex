@@ -7,10 +7,29 @@ defmodule Grove.World.Game do
 
   The rules are the zones' (`Grove.World.Zone.Game`, on their pure cores);
   everything here reads ETS and `:atomics`, or casts.
+
+  ## State that lasts
+
+  In a world with a store (the world's `:store` option, which an instance
+  with a store sets), the zones' game state and the game's tallies last:
+
+    * every `:save` milliseconds (the game's option, 5 s by default), the
+      zones of this node whose layer changed are saved, all in one batch
+      (`Grove.World.Game.Saver`); a zone that starts with nothing in its
+      table loads its last save, so a zone lost with its node comes back
+      on a survivor at most one interval (and the write) older, and a
+      world that restarts finds its game as it left it;
+    * tallies (`{:tally, board, key, delta}`) are added up and written at
+      most once a second (`Grove.World.Game.Tally`), each node its own
+      share, and `board/1` reads the best of a board without a message.
+
+  Entities' attributes are not saved: they travel with their entities;
+  a game that wants a player's score to outlive the player keeps it in a
+  tally.
   """
 
   alias Grove.Game.Spec
-  alias Grove.World
+  alias Grove.{Store, World}
   alias Grove.World.{Directory, Entity, Grid, Stats}
 
   require Logger
@@ -154,16 +173,134 @@ defmodule Grove.World.Game do
   """
   @spec board(World.name() | World.t()) :: map()
   def board(world) do
-    _world = World.fetch!(world)
-    %{"board" => :null, "top" => []}
+    world = World.fetch!(world)
+
+    with %Spec{} = spec <- world.game,
+         %{tally: board} when is_atom(board) <- Map.get(Spec.legend(spec), :board),
+         tally when tally != nil <- world.tally do
+      %{"board" => Atom.to_string(board), "top" => Grove.World.Game.Tally.top(tally, board, 10)}
+    else
+      _ -> %{"board" => :null, "top" => []}
+    end
   end
 
   ## The zones' side
 
   @doc false
-  # Where a zone's layer comes from when its table has none.
+  # Where a zone's layer comes from when its table has none (a world that
+  # starts, or a lost node's zone starting again on a survivor): its last
+  # save in the store when the world has one, else the game lays it anew.
+  # A save of another version of the game is passed through `upgrade/3`;
+  # one that cannot be read or upgraded, or a store that cannot answer,
+  # and the game lays the zone anew (logged).
   @spec load(World.t(), Grid.zone_index()) :: [{non_neg_integer(), term()}] | :generate
-  def load(%World{}, _index), do: :generate
+  def load(%World{game_store: nil}, _index), do: :generate
+
+  def load(%World{game: spec, game_store: store} = world, index) do
+    case Store.fetch_state(store, save_scope(world), Integer.to_string(index)) do
+      {:ok, binary} ->
+        case decode_save(spec, binary) do
+          {:ok, rows, saved_at} ->
+            Stats.incr(world.stats, :game_zones_loaded)
+            age = System.system_time(:millisecond) - saved_at
+            Logger.info("game: zone #{index} restored from its save of #{age} ms ago")
+            rows
+
+          {:error, why} ->
+            Logger.warning("game: zone #{index}'s save cannot be read (#{why}); laid anew")
+            :generate
+        end
+
+      {:error, :not_found} ->
+        :generate
+
+      {:error, :unavailable} ->
+        Stats.incr(world.stats, :game_save_failures)
+        Logger.warning("game: the store could not give zone #{index}'s save; laid anew")
+        :generate
+    end
+  end
+
+  @doc false
+  # A zone's layer as its table holds it: `{key, value}` pairs, or nil
+  # when the zone has not laid it (or no longer runs here).
+  @spec layer(World.t(), Grid.zone_index()) :: [{non_neg_integer(), term()}] | nil
+  def layer(%World{game_tables: tables}, index) do
+    table = elem(tables, index)
+
+    case :ets.lookup(table, :ready) do
+      [] ->
+        nil
+
+      _ready ->
+        :ets.select(table, [{{:"$1", :"$2", :_, :_}, [{:is_integer, :"$1"}], [{{:"$1", :"$2"}}]}])
+    end
+  end
+
+  @doc false
+  # Where a world's game saves its zones in the store: the game and the
+  # world's shape, so that a world of another size or seed, or another
+  # game, never reads them.
+  @spec save_scope(World.t()) :: String.t()
+  def save_scope(%World{game: spec, grid: grid} = world) do
+    seed = Keyword.get(world.terrain_options, :seed, 1)
+    "game/#{inspect(spec.module)}/#{grid.width}x#{grid.height}/#{grid.zone_size}/#{inspect(seed)}"
+  end
+
+  @doc false
+  @spec encode_save(World.t(), [{non_neg_integer(), term()}]) :: binary()
+  def encode_save(%World{game: spec}, rows) do
+    save = %{version: spec.version, saved_at: System.system_time(:millisecond), rows: rows}
+    :erlang.term_to_binary(save, [:compressed])
+  end
+
+  defp decode_save(spec, binary) do
+    case :erlang.binary_to_term(binary, [:safe]) do
+      %{version: version, saved_at: saved_at, rows: rows} when version == spec.version ->
+        {:ok, rows, saved_at}
+
+      %{version: version, saved_at: saved_at, rows: rows} ->
+        if function_exported?(spec.module, :upgrade, 3) do
+          {:ok, for({key, value} <- rows, do: {key, spec.module.upgrade(:cell, value, version)}),
+           saved_at}
+        else
+          {:error,
+           "it is of version #{version} of the game, which runs #{spec.version} and has no upgrade/3"}
+        end
+
+      _other ->
+        {:error, "it is not a zone's save"}
+    end
+  rescue
+    error -> {:error, Exception.message(error)}
+  end
+
+  @doc false
+  # The saver wrote: when, for the age of what a lost zone would come back with.
+  @spec saved(World.t()) :: :ok
+  def saved(%World{game_changes: changes, zones: zones}),
+    do: :atomics.put(changes, tuple_size(zones) + 1, System.system_time(:millisecond))
+
+  @doc """
+  When the zones' game state was last saved to the store (system time in
+  milliseconds), or nil: what a zone lost with its node would come back
+  with is at most that old.
+  """
+  @spec saved_at(World.name() | World.t()) :: integer() | nil
+  def saved_at(world) do
+    world = World.fetch!(world)
+
+    case world.game_changes do
+      nil ->
+        nil
+
+      changes ->
+        case :atomics.get(changes, tuple_size(world.zones) + 1) do
+          0 -> nil
+          at -> at
+        end
+    end
+  end
 
   @doc false
   # The zone changed its layer: one more in its count, which the saver
@@ -178,10 +315,7 @@ defmodule Grove.World.Game do
     :ok
   end
 
-  def tally(%World{tally: tally}, tallies) do
-    send(tally, {:tallies, tallies})
-    :ok
-  end
+  def tally(%World{tally: tally}, tallies), do: Grove.World.Game.Tally.add(tally, tallies)
 
   @doc false
   # A callback failed: counted always, logged at most once every ten

@@ -100,7 +100,8 @@ defmodule Grove.World.Keeper do
             for _ <- 1..count,
                 do: :ets.new(:grove_game_cells, [:set, :public, read_concurrency: true])
           ),
-        game_changes: :atomics.new(count, signed: false),
+        # One more: when the saver last wrote (system time, ms).
+        game_changes: :atomics.new(count + 1, signed: false),
         game_log: game_log()
     }
   end

@@ -42,6 +42,14 @@ defmodule Grove.World.Stats do
             :acts_late,
             :game_failures,
             :tallies_dropped,
+            # The game's state in the store: batches saved, zones saved in
+            # them, zones loaded from a save, saves (and loads) that failed,
+            # tallies written.
+            :game_saves,
+            :game_zones_saved,
+            :game_zones_loaded,
+            :game_save_failures,
+            :tallies_written,
             # Gauges: how many entities of each kind are in the world now.
             :players,
             :actors,

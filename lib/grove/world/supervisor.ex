@@ -25,7 +25,7 @@ defmodule Grove.World.Supervisor do
     density_block: 10,
     life: false,
     game: nil,
-    tally: nil,
+    store: nil,
     cluster: nil
   ]
 
@@ -79,20 +79,25 @@ defmodule Grove.World.Supervisor do
       density_block: opts[:density_block],
       life: Life.new!(opts[:life]),
       game: Grove.Game.Spec.new!(opts[:game]),
-      tally: tally!(opts[:tally]),
+      game_store: store!(opts[:store]),
       density_cols: div(opts[:width] + opts[:density_block] - 1, opts[:density_block]),
       density_rows: div(opts[:height] + opts[:density_block] - 1, opts[:density_block]),
       terrain_options: Keyword.put(opts[:terrain], :seed, opts[:seed]),
       cluster: opts[:cluster]
     }
+    |> tally()
     |> id_range()
   end
 
-  defp tally!(tally) when is_atom(tally) or is_pid(tally), do: tally
+  defp store!(store) when is_atom(store), do: store
 
-  defp tally!(other),
-    do:
-      raise(ArgumentError, ":tally must be a process name, a pid or nil, got: #{inspect(other)}")
+  defp store!(other),
+    do: raise(ArgumentError, ":store must be a store's name or nil, got: #{inspect(other)}")
+
+  # A game with a store to keep it has a tally of its own.
+  defp tally(%World{game: nil} = world), do: world
+  defp tally(%World{game_store: nil} = world), do: world
+  defp tally(world), do: %{world | tally: Grove.World.Game.Tally.name(world.name)}
 
   # Entity ids are the wire's 32 bits. A world alone counts them from 1; a
   # world of a cluster draws them from its node's own range of 2^22
@@ -112,37 +117,45 @@ defmodule Grove.World.Supervisor do
 
   @impl true
   def init(%World{} = world) do
-    children = [
-      # Owns the tables and the terrain, so they outlive any zone.
-      {Keeper, world},
-      # Writes this node's directory for zones on other nodes.
-      %{id: :relay, start: {Grove.World.Relay, :start_link, [world]}},
-      # The zones this node runs; a zone rebuilds itself from its table,
-      # so restarting one alone is always safe.
-      %{
-        id: :zones,
-        type: :supervisor,
-        start:
-          {Supervisor, :start_link,
-           [
-             [],
+    children =
+      [
+        # Owns the tables and the terrain, so they outlive any zone.
+        {Keeper, world},
+        # Writes this node's directory for zones on other nodes.
+        %{id: :relay, start: {Grove.World.Relay, :start_link, [world]}},
+        # The zones this node runs; a zone rebuilds itself from its table,
+        # so restarting one alone is always safe.
+        %{
+          id: :zones,
+          type: :supervisor,
+          start:
+            {Supervisor, :start_link,
              [
-               strategy: :one_for_one,
-               max_restarts: 100,
-               max_seconds: 5,
-               name: zones_supervisor(world.name)
-             ]
-           ]}
-      },
-      # Starts this node's zones there (all of them, unless in a cluster),
-      # and moves them when the cluster changes.
-      # A node that stops on purpose hands its zones over first: room for it.
-      %{
-        id: :placer,
-        start: {Grove.World.Placer, :start_link, [world.name]},
-        shutdown: 60_000
-      }
-    ]
+               [],
+               [
+                 strategy: :one_for_one,
+                 max_restarts: 100,
+                 max_seconds: 5,
+                 name: zones_supervisor(world.name)
+               ]
+             ]}
+        },
+        # Starts this node's zones there (all of them, unless in a cluster),
+        # and moves them when the cluster changes.
+        # A node that stops on purpose hands its zones over first: room for it.
+        %{
+          id: :placer,
+          start: {Grove.World.Placer, :start_link, [world.name]},
+          shutdown: 60_000
+        }
+      ] ++
+        if(world.tally != nil,
+          # After the zones, which cast to it (none before a client joins), so
+          # that a crash of one of these restarts no zone; the saver reads the
+          # zones' tables, and stops first, with a last save.
+          do: [{Grove.World.Game.Tally, world.name}, {Grove.World.Game.Saver, world.name}],
+          else: []
+        )
 
     # If the keeper goes, the tables go: the zones must start again after it.
     Supervisor.init(children, strategy: :rest_for_one)

@@ -1,0 +1,121 @@
+defmodule Grove.World.Game.Saver do
+  @moduledoc false
+  # Saves the game's state of this node's zones to the store, in batches:
+  # every `save` milliseconds (the game's option, default 5 s) it looks at
+  # each zone's count of layer changes (`Grove.World.Game.touched/2`, in
+  # :atomics), reads the layer of those that changed since it last saved
+  # them from their tables (no message to any zone), and writes them all
+  # in one `Grove.Store.save_state/4` call, which the store commits in one
+  # transaction with whatever else waits. A zone that starts with nothing
+  # in its table (a new world, or a lost node's zone on a survivor) loads
+  # its last save (`Grove.World.Game.load/2`).
+  #
+  # So a zone comes back at most one interval, plus the write, older than
+  # it was; what the store could not take is tried again at the next
+  # interval. On shutdown the last batch is written (trapping the exit).
+  # Entities' attributes are not saved here: they travel with their
+  # entities, and players come back through their sessions.
+
+  use GenServer
+
+  alias Grove.{Store, World}
+  alias Grove.World.Stats
+
+  require Logger
+
+  defstruct [:world, :store, :timer, saved: %{}, failing: false]
+
+  def start_link(world_name), do: GenServer.start_link(__MODULE__, world_name)
+
+  def child_spec(world_name) do
+    %{id: __MODULE__, start: {__MODULE__, :start_link, [world_name]}, shutdown: 10_000}
+  end
+
+  @doc false
+  # Saves what changed now (tests and tools).
+  def save_now(saver), do: GenServer.call(saver, :save, :infinity)
+
+  @impl true
+  def init(world_name) do
+    Process.flag(:trap_exit, true)
+    world = World.fetch!(world_name)
+    state = %__MODULE__{world: world_name, store: world.game_store}
+    {:ok, schedule(state, world)}
+  end
+
+  @impl true
+  def handle_call(:save, _from, state) do
+    {result, state} = save(state)
+    {:reply, result, state}
+  end
+
+  @impl true
+  def handle_info(:save, state) do
+    {_result, state} = save(%{state | timer: nil})
+    {:noreply, schedule(state, World.fetch!(state.world))}
+  end
+
+  def handle_info({:EXIT, _from, reason}, state), do: {:stop, reason, state}
+
+  @impl true
+  def terminate(_reason, state) do
+    case save(state) do
+      {:ok, _state} ->
+        :ok
+
+      {{:error, _}, _state} ->
+        Logger.error("game: the zones' last changes could not be saved before the stop")
+    end
+  end
+
+  defp schedule(state, %World{game: spec}),
+    do: %{state | timer: Process.send_after(self(), :save, spec.save)}
+
+  defp save(state) do
+    world = World.fetch!(state.world)
+    count = tuple_size(world.zones)
+
+    dirty =
+      for index <- 0..(count - 1),
+          World.zone_node(world, index) == node(),
+          changes = :atomics.get(world.game_changes, index + 1),
+          changes != Map.get(state.saved, index, 0),
+          rows = World.Game.layer(world, index),
+          rows != nil,
+          do: {index, changes, rows}
+
+    if dirty == [] do
+      {:ok, state}
+    else
+      entries =
+        for {index, _changes, rows} <- dirty,
+            do: {Integer.to_string(index), World.Game.encode_save(world, rows)}
+
+      case Store.save_state(state.store, World.Game.save_scope(world), entries) do
+        :ok ->
+          Stats.incr(world.stats, :game_saves)
+          Stats.incr(world.stats, :game_zones_saved, length(dirty))
+          World.Game.saved(world)
+          if state.failing, do: Logger.info("game: saving the zones' state again")
+
+          saved =
+            Enum.reduce(dirty, state.saved, fn {index, changes, _}, saved ->
+              Map.put(saved, index, changes)
+            end)
+
+          {:ok, %{state | saved: saved, failing: false}}
+
+        {:error, _reason} = error ->
+          Stats.incr(world.stats, :game_save_failures)
+
+          unless state.failing,
+            do:
+              Logger.warning(
+                "game: the store could not take the zones' state; trying again every #{world.game.save} ms"
+              )
+
+          {error, %{state | failing: true}}
+      end
+    end
+  end
+end
