@@ -285,6 +285,8 @@ function act(action: ActionInfo): void {
       actResults.push({ seq: answer.seq, action: action.name, result: answer.result, data: answer.data, reason: answer.reason });
       const refusal = controls?.acted(answer.result, answer.data, answer.reason);
       if (refusal) hud.flash(refusal);
+      // A score may have changed: the board, soon, rather than at its next turn.
+      else if (gameInfo?.board) boardSoon();
     },
     // The connection went before the answer: the action may or may not have been done.
     () => {},
@@ -319,8 +321,14 @@ function loadGame(): void {
   );
 }
 
-// The leaderboard, every ten seconds while the page is open.
+// The leaderboard, every ten seconds while the page is open, and a second
+// after the player's own action changed something.
 let boardTimer: ReturnType<typeof setTimeout> | undefined;
+function boardSoon(): void {
+  clearTimeout(boardTimer);
+  boardTimer = setTimeout(loadBoard, 1000);
+}
+
 function loadBoard(): void {
   clearTimeout(boardTimer);
   fetchBoard().then(

@@ -98,6 +98,7 @@ describe("playing the orchard", { skip: mock ? "the mock server has no game" : s
     assert.equal(panel.hidden, false);
     assert.equal(panel.title, "Orchard");
     assert.deepEqual(panel.buttons, ["🧺DeliverR", "🍎PickF"]);
+    assert.equal(await page.evaluate(() => document.querySelector("#game .game-board h3")?.textContent), "Best pickers");
     assert.match(panel.keys, /Space/);
 
     // A tree that bears shows 🍎 in its corner.
@@ -148,6 +149,18 @@ describe("playing the orchard", { skip: mock ? "the mock server has no game" : s
     assert.equal(answer.result, "ok");
     assert.ok(answer.data.score >= 1);
     await page.waitForFunction(() => /score [1-9]/.test(document.querySelector("#game .game-status").textContent));
+
+    // The leaderboard (kept in the store) has this player: a device account
+    // without a name shows as its avatar and number.
+    const board = await page.waitForFunction(
+      () => {
+        const items = [...document.querySelectorAll("#game .game-board li")].map((li) => li.textContent);
+        return items.find((text) => /player \d+.*[1-9]/.test(text));
+      },
+      null,
+      { timeout: 15_000 },
+    );
+    assert.match(await board.jsonValue(), /🍎/);
 
     // With empty hands, the game says why not, in its words.
     seq = await nextSeq(page);
