@@ -84,6 +84,7 @@ defmodule Grove do
     # Then the store: accounts need it, and the world restores positions
     # from it. Accounts after the world (they save players' positions from
     # it), before the gateway (whose sessions hand them their last cell).
+    # Last: in development, changed code goes into the running world.
     children =
       [{Grove.Cluster, cluster}] ++
         if(config.store, do: [{Grove.Store, config.store}], else: []) ++
@@ -96,9 +97,11 @@ defmodule Grove do
         ] ++
         if(config.accounts, do: [{Grove.Accounts, config.accounts}], else: []) ++
         if(config.gateway, do: [{Grove.Gateway, config.gateway}], else: []) ++
-        if config.status_interval,
+        if(config.status_interval,
           do: [{Grove.Status, name: config.name, interval: config.status_interval}],
           else: []
+        ) ++
+        if(config.reload, do: [{Grove.Reloader, config.reload}], else: [])
 
     # A world that restarts loses its entities, so its actors must restart too.
     Supervisor.init(children, strategy: :rest_for_one)

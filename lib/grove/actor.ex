@@ -35,6 +35,11 @@ defmodule Grove.Actor do
       the dashboard (default: the module's last part, in lower case)
     * `emoji/0` (optional) - how players see it (default `""`: each actor
       a face of its own, picked by the client from its id)
+    * `version/0` and `upgrade/2` (optional) - the shape of the kind's
+      state, for live reload (`Grove.Reloader`): a kind reloaded with
+      another version has each actor's state passed through
+      `upgrade(state, old_version)`; without `upgrade/2` the reload is
+      refused (default version `0`)
 
   Randomness comes in as integers the herd draws (from its own generator,
   with the draw it makes for the schedule anyway), so an actor's state
@@ -130,8 +135,10 @@ defmodule Grove.Actor do
   @callback senses() :: keyword()
   @callback name() :: String.t()
   @callback emoji() :: String.t()
+  @callback version() :: non_neg_integer()
+  @callback upgrade(state(), from :: non_neg_integer()) :: state()
 
-  @optional_callbacks senses: 0, name: 0, emoji: 0
+  @optional_callbacks senses: 0, name: 0, emoji: 0, version: 0, upgrade: 2
 
   @roll_bits 24
   @max_radius 16
@@ -142,6 +149,7 @@ defmodule Grove.Actor do
           module: module(),
           name: String.t(),
           emoji: String.t(),
+          version: non_neg_integer(),
           senses: nil | %{radius: pos_integer(), entities: boolean(), game: boolean()}
         }
 
@@ -174,12 +182,17 @@ defmodule Grove.Actor do
       module: module,
       name: optional(module, :name, fn -> default_name(module) end),
       emoji: optional(module, :emoji, fn -> "" end),
+      version: version(module),
       senses: senses!(module, optional(module, :senses, fn -> [] end))
     }
   end
 
   def describe!(other),
     do: raise(ArgumentError, "an actor kind is a module, got: #{inspect(other)}")
+
+  @doc "The version of a kind's state (`version/0`, default 0)."
+  @spec version(module()) :: non_neg_integer()
+  def version(module), do: optional(module, :version, fn -> 0 end)
 
   defp optional(module, fun, default) do
     if function_exported?(module, fun, 0), do: apply(module, fun, []), else: default.()

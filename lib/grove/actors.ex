@@ -340,6 +340,28 @@ defmodule Grove.Actors do
     for i <- 0..(parts - 1), do: div(total, parts) + if(i < rem(total, parts), do: 1, else: 0)
   end
 
+  @doc """
+  A kind's module was reloaded (`Grove.Reloader`): its description (what
+  it senses, its name and emoji) is made again, kept for readers, and
+  given to its herds, which pass every actor's state through its
+  `upgrade/2` when its version changed.
+  """
+  @spec renew(atom(), module()) :: :ok
+  def renew(name, module) do
+    %{opts: opts} = held = :persistent_term.get({__MODULE__, name})
+    description = Actor.describe!(module)
+
+    kinds =
+      for kind <- opts[:kinds] do
+        if kind.module == module, do: Map.merge(kind, description), else: kind
+      end
+
+    :persistent_term.put({__MODULE__, name}, %{held | opts: Keyword.put(opts, :kinds, kinds)})
+    old = Enum.find(opts[:kinds], &(&1.module == module))
+    for herd <- herds_of(name), do: send(herd, {:grove_renew, module, description, old.version})
+    :ok
+  end
+
   @doc "The herd processes of a group."
   @spec herds_of(atom()) :: [pid()]
   def herds_of(name) do

@@ -26,6 +26,10 @@ defmodule Grove.Config do
     * `:cluster` - options for `Grove.Cluster` (the node's name, cookie and
       peers; default `[]`: a cluster of one). A cluster of several nodes
       needs a shared PostgreSQL store: SQLite is refused.
+    * `:reload` - live reload of changed source files into the running
+      world, for development: `true`, options for `Grove.Reloader`, or
+      `false` (default `false`; `config/dev.exs`, which `make run` uses,
+      turns it on)
 
   The application reads these from `config :grove, ...` (see `config/`), and
   `config/runtime.exs` lets environment variables override the usual ones
@@ -43,7 +47,8 @@ defmodule Grove.Config do
     :metrics,
     :statsd,
     :status_interval,
-    :cluster
+    :cluster,
+    :reload
   ]
   defstruct @enforce_keys
 
@@ -57,7 +62,8 @@ defmodule Grove.Config do
           metrics: keyword(),
           statsd: keyword() | false,
           status_interval: pos_integer() | false,
-          cluster: keyword()
+          cluster: keyword(),
+          reload: keyword() | false
         }
 
   @defaults [
@@ -69,7 +75,8 @@ defmodule Grove.Config do
     gateway: [],
     metrics: [],
     status_interval: 10_000,
-    cluster: []
+    cluster: [],
+    reload: false
   ]
 
   @doc """
@@ -215,6 +222,22 @@ defmodule Grove.Config do
           raise ArgumentError, ":statsd must be a keyword list or false, got: #{inspect(other)}"
       end
 
+    reload =
+      case opts[:reload] do
+        false ->
+          false
+
+        true ->
+          [instance: name, name: :"#{name}.Reloader"]
+
+        reload when is_list(reload) ->
+          Keyword.merge(reload, instance: name, name: :"#{name}.Reloader")
+
+        other ->
+          raise ArgumentError,
+                ":reload must be true, false or a keyword list, got: #{inspect(other)}"
+      end
+
     %__MODULE__{
       name: name,
       world: world,
@@ -225,7 +248,8 @@ defmodule Grove.Config do
       metrics: [instance: name, interval: metrics[:interval], history: metrics[:history]],
       statsd: statsd,
       status_interval: opts[:status_interval],
-      cluster: cluster
+      cluster: cluster,
+      reload: reload
     }
   end
 

@@ -286,6 +286,29 @@ defmodule Grove.Actors.Herd do
     end
   end
 
+  # Its kind's code was reloaded: what it senses may have changed, and its
+  # actors' states take the new shape through `upgrade/2`.
+  def handle_info({:grove_renew, module, description, from}, %__MODULE__{module: module} = herd) do
+    herd = %{
+      herd
+      | senses: description.senses,
+        terrain: if(description.senses, do: herd.api.terrain(herd.world))
+    }
+
+    if description.version == from do
+      {:noreply, herd}
+    else
+      wheel =
+        Map.new(herd.wheel, fn {slot, entries} ->
+          {slot, for({id, last, state} <- entries, do: {id, last, module.upgrade(state, from)})}
+        end)
+
+      {:noreply, %{herd | wheel: wheel}}
+    end
+  end
+
+  def handle_info({:grove_renew, _module, _description, _from}, herd), do: {:noreply, herd}
+
   # Herds walk actors that do not watch; a view message could only come
   # from an actor kind that joined with views on, and is not for the herd.
   def handle_info(message, herd) when elem(message, 0) == :grove_view, do: {:noreply, herd}

@@ -1,0 +1,326 @@
+defmodule Grove.Reloader do
+  @moduledoc """
+  Live reload, for development: saving a changed source file recompiles it
+  and loads it into the running world within a second or two, with every
+  connection, entity and zone kept. `make run` starts one (`reload: true`
+  in `config/dev.exs`); a release never does.
+
+  BEAM code loading does the work: zones call the game's module, and herds
+  their kinds', by name, so the next action or step after the load runs
+  the new code, on the state as it was. What the world caches of a module
+  is made again: a game's spec (its actions, hooks, version) is given to
+  every zone (`Grove.World.Game.renew/1`), a kind's description (senses,
+  name, emoji) to its herds.
+
+  A change of the *shape* of state is handled by the module itself: a game
+  whose `version/0` changed has every cell value and attribute passed
+  through its `upgrade/3` (`Grove.Game`); an actor kind whose `version/0`
+  changed has every actor's state passed through its `upgrade/2`
+  (`upgrade(state, old_version)`). A version that changed without its
+  upgrade, a module that is no longer a valid game or kind, or a file that
+  does not compile, is refused: the log says why, and the running world
+  keeps the code it had (the new code is loaded only at the next start).
+
+  ## Options
+
+    * `:instance` - the Grove instance whose world and actors it reloads
+      (required)
+    * `:paths` - the directories whose `.ex` files it watches (default the
+      Mix project's `elixirc_paths`, when Mix is running)
+    * `:compile` - `:mix` to recompile through the project's Mix compiler
+      (what `make run` does: the build stays in step with the sources), or
+      `:files` to compile the changed files alone (default `:mix` when Mix
+      runs, else `:files`)
+    * `:interval` - milliseconds between two looks at the files (default
+      `1000`); `check/1` looks at once
+  """
+
+  use GenServer
+
+  alias Grove.Game.Spec
+  alias Grove.World
+
+  require Logger
+
+  defstruct [:instance, :paths, :compile, :interval, files: %{}, loaded: %{}]
+
+  @doc "Starts a reloader; see the module doc for options."
+  def start_link(opts), do: GenServer.start_link(__MODULE__, opts, name: opts[:name])
+
+  @doc """
+  Looks at the files now and reloads what changed; returns the modules it
+  loaded (`[]` when nothing changed) or `{:error, why}` when a change was
+  refused or did not compile.
+  """
+  @spec check(GenServer.server()) :: {:ok, [module()]} | {:error, String.t()}
+  def check(reloader), do: GenServer.call(reloader, :check, :infinity)
+
+  @impl true
+  def init(opts) do
+    opts = Keyword.validate!(opts, [:instance, :name, paths: nil, compile: nil, interval: 1000])
+    mix? = Code.ensure_loaded?(Mix.Project) and Mix.Project.get() != nil
+
+    paths =
+      opts[:paths] ||
+        if(mix?, do: Enum.map(Mix.Project.config()[:elixirc_paths], &Path.expand/1), else: [])
+
+    state = %__MODULE__{
+      instance: Keyword.fetch!(opts, :instance),
+      paths: paths,
+      compile: opts[:compile] || if(mix?, do: :mix, else: :files),
+      interval: opts[:interval]
+    }
+
+    Logger.info("reload: watching #{Enum.join(paths, ", ")} for changes")
+    Process.send_after(self(), :check, state.interval)
+    files = scan(paths, %{})
+    {:ok, %{state | files: files, loaded: sources(files)}}
+  end
+
+  @impl true
+  def handle_call(:check, _from, state) do
+    {result, state} = check_files(state)
+    {:reply, result, state}
+  end
+
+  @impl true
+  def handle_info(:check, state) do
+    {_result, state} = check_files(state)
+    Process.send_after(self(), :check, state.interval)
+    {:noreply, state}
+  end
+
+  ## Files
+
+  # Each file's modification time, size, digest and source, read again
+  # only when the time or size moved, or the time is too recent to tell
+  # two saves apart. (The source is what a refused change goes back to.)
+  defp scan(paths, known) do
+    now = System.os_time(:second)
+
+    for path <- paths,
+        file <- Path.wildcard(Path.join(path, "**/*.ex")),
+        {:ok, %File.Stat{mtime: mtime, size: size}} <- [File.stat(file, time: :posix)],
+        into: %{} do
+      case known do
+        %{^file => {^mtime, ^size, _digest, _source} = same} when now - mtime > 2 -> {file, same}
+        _ -> {file, read(file, mtime, size)}
+      end
+    end
+  end
+
+  # What each file said when its code was last loaded: a refused change
+  # goes back to it.
+  defp sources(files), do: for({file, {_, _, _, source}} <- files, into: %{}, do: {file, source})
+
+  defp read(file, mtime, size) do
+    case File.read(file) do
+      {:ok, source} -> {mtime, size, :erlang.md5(source), source}
+      {:error, _} -> {mtime, size, nil, nil}
+    end
+  end
+
+  defp check_files(state) do
+    files = scan(state.paths, state.files)
+
+    changed =
+      for {file, {_, _, digest, _}} <- files,
+          match?(
+            {_, _, old, _} when old != digest,
+            Map.get(state.files, file, {nil, nil, nil, nil})
+          ),
+          do: file
+
+    case changed do
+      [] ->
+        {{:ok, []}, %{state | files: files}}
+
+      changed ->
+        state = %{state | files: files}
+
+        result =
+          try do
+            reload(state, changed)
+          rescue
+            error ->
+              why = Exception.message(error)
+              Logger.error("reload: #{why}")
+              {:error, why}
+          end
+
+        case result do
+          {:ok, _modules} -> {result, %{state | loaded: sources(files)}}
+          {:error, _why} -> {result, state}
+        end
+    end
+  end
+
+  ## Reloading
+
+  defp reload(state, changed) do
+    world = World.fetch!(Grove.world(state.instance))
+    actors = Grove.actors(state.instance)
+    kinds = actor_kinds(actors)
+    watched = if(world.game, do: [world.game.module], else: []) ++ Map.keys(kinds)
+
+    before =
+      for module <- watched, into: %{}, do: {module, {md5(module), :code.get_object_code(module)}}
+
+    case compile(state, changed) do
+      {:ok, _modules} ->
+        reloaded = for {module, {md5, _}} <- before, md5(module) != md5, do: module
+
+        case renew(world, actors, kinds, reloaded) do
+          :ok ->
+            if reloaded != [],
+              do:
+                Logger.info(
+                  "reload: #{Enum.map_join(reloaded, ", ", &inspect/1)} reloaded, state kept"
+                )
+
+            {:ok, reloaded}
+
+          {:error, why} ->
+            restore(state, changed, reloaded, before)
+
+            Logger.error(
+              "reload refused: #{why}; the running world keeps its code (restart to load the new)"
+            )
+
+            {:error, why}
+        end
+
+      {:error, why} ->
+        Logger.error("reload: #{why}")
+        {:error, why}
+    end
+  end
+
+  # The world keeps the code it had: the modules' binaries as they were
+  # (from their beam files, for a Mix build), else the files' sources as
+  # they were (files compiled in memory alone).
+  defp restore(state, changed, reloaded, before) do
+    for module <- reloaded do
+      case before[module] do
+        {_md5, {^module, binary, file}} ->
+          :code.purge(module)
+          {:module, ^module} = :code.load_binary(module, file, binary)
+
+        _no_beam ->
+          for file <- changed, source = Map.get(state.loaded, file), source != nil do
+            quietly(fn -> Code.compile_string(source, file) end)
+          end
+      end
+    end
+
+    :ok
+  end
+
+  defp compile(%__MODULE__{compile: :mix}, _changed) do
+    Mix.Task.reenable("compile.elixir")
+
+    case Mix.Task.run("compile.elixir", ["--return-errors"]) do
+      {:error, diagnostics} -> {:error, "did not compile: " <> describe(diagnostics)}
+      _ok_or_noop -> {:ok, []}
+    end
+  end
+
+  defp compile(%__MODULE__{compile: :files}, changed) do
+    case quietly(fn -> Kernel.ParallelCompiler.compile(changed, return_diagnostics: true) end) do
+      {:ok, modules, _warnings} -> {:ok, modules}
+      {:error, errors, _warnings} -> {:error, "did not compile: " <> describe(errors)}
+    end
+  end
+
+  defp describe(diagnostics) when is_list(diagnostics) do
+    Enum.map_join(diagnostics, "; ", fn
+      %{file: file, position: position, message: message} -> where(file, position) <> message
+      {file, position, message} -> where(file, position) <> to_string(message)
+      other -> inspect(other)
+    end)
+  end
+
+  defp describe(other), do: inspect(other)
+
+  # Compiling a module again is what reloading is: no warning for it.
+  defp quietly(compile) do
+    previous = Code.get_compiler_option(:ignore_module_conflict)
+    Code.put_compiler_option(:ignore_module_conflict, true)
+
+    try do
+      compile.()
+    after
+      Code.put_compiler_option(:ignore_module_conflict, previous)
+    end
+  end
+
+  defp where(file, {line, column}),
+    do: "#{Path.relative_to_cwd(to_string(file))}:#{line}:#{column}: "
+
+  defp where(file, line), do: "#{Path.relative_to_cwd(to_string(file))}:#{line}: "
+
+  defp md5(module) do
+    if Code.ensure_loaded?(module), do: module.module_info(:md5), else: nil
+  end
+
+  # The world's game and the actors' kinds take the new code: checked
+  # first, all of them, then given to the zones and the herds.
+  defp renew(world, actors, kinds, reloaded) do
+    game = world.game && world.game.module
+
+    with :ok <- check_game(world.game, game in reloaded),
+         :ok <- check_kinds(kinds, reloaded) do
+      if game in reloaded, do: {:ok, _spec} = World.Game.renew(world)
+      for module <- reloaded, Map.has_key?(kinds, module), do: Grove.Actors.renew(actors, module)
+      :ok
+    end
+  end
+
+  defp check_game(_spec, false), do: :ok
+
+  defp check_game(%Spec{} = old, true) do
+    new = Spec.renew!(old)
+
+    if new.version != old.version and not function_exported?(old.module, :upgrade, 3),
+      do:
+        {:error,
+         "#{inspect(old.module)}'s version went from #{old.version} to #{new.version}, " <>
+           "and it has no upgrade/3 to bring the world's state along (see Grove.Game)"},
+      else: :ok
+  rescue
+    error in ArgumentError ->
+      {:error, "#{inspect(old.module)} is no longer a game: #{Exception.message(error)}"}
+  end
+
+  defp check_kinds(kinds, reloaded) do
+    Enum.reduce_while(reloaded, :ok, fn module, :ok ->
+      case kinds do
+        %{^module => old_version} ->
+          try do
+            Grove.Actor.describe!(module)
+            new_version = Grove.Actor.version(module)
+
+            if new_version != old_version and not function_exported?(module, :upgrade, 2),
+              do:
+                {:halt,
+                 {:error,
+                  "#{inspect(module)}'s version went from #{old_version} to #{new_version}, " <>
+                    "and it has no upgrade/2 to bring its actors' state along (see Grove.Actor)"}},
+              else: {:cont, :ok}
+          rescue
+            error in ArgumentError -> {:halt, {:error, Exception.message(error)}}
+          end
+
+        _ ->
+          {:cont, :ok}
+      end
+    end)
+  end
+
+  # The kinds the actors run, with the version their herds' states are of.
+  defp actor_kinds(actors) do
+    Grove.Actors.kinds(actors) |> Map.new(&{&1.module, &1.version})
+  rescue
+    ArgumentError -> %{}
+  end
+end

@@ -1,0 +1,225 @@
+defmodule Grove.ReloaderTest do
+  @moduledoc """
+  Live reload: a game's source changed in a running server is compiled and
+  loaded, and a player who stays connected sees its next action follow
+  the new rule; a change of the state's shape goes through `upgrade/3`, and
+  one without it, or one that does not compile, is refused with the old
+  code kept.
+  """
+  # Yaws runs one server per node, so these tests share one gateway and run alone.
+  use ExUnit.Case, async: false
+
+  alias Grove.{Protocol, Reloader, World, WsClient}
+
+  @moduletag :gateway
+  # Refusals are logged as errors, as a developer must see them.
+  @moduletag :capture_log
+
+  @game Grove.ReloaderTest.Counter
+  @kind Grove.ReloaderTest.Stayer
+
+  # The game, as a developer would write it: `count` counts on the actor's
+  # cell and answers with a word. Its count is an integer (`:integer`) or, from
+  # version 1, `{:count, n}` (`:tuple`); `extra` adds functions.
+  defp source(word, shape, version, extra \\ "") do
+    {zero, pattern, next} =
+      case shape do
+        :integer -> {"0", "n when is_integer(n)", "n + 1"}
+        :tuple -> {"{:count, 0}", "{:count, n}", "{:count, n + 1}"}
+      end
+
+    """
+    defmodule #{inspect(@game)} do
+      @behaviour Grove.Game
+      alias Grove.Game.{Act, Area}
+
+      def actions, do: %{count: []}
+      def version, do: #{version}
+
+      def cell(_cell, _ground, _config), do: #{zero}
+
+      def act(%Act{name: :count, target: here}, area) do
+        case Area.cell(area, here) do
+          #{pattern} -> {:ok, %{word: "#{word}", n: n + 1}, [{:cell, here, #{next}}]}
+        end
+      end
+
+      #{extra}
+    end
+    """
+  end
+
+  # An actor kind that stands still and counts its turns, in an integer,
+  # or from version 1 in a map.
+  defp kind_source(1) do
+    """
+    defmodule #{inspect(@kind)} do
+      @behaviour Grove.Actor
+      def init(_opts, _roll), do: 0
+      def step(turns, _senses, _roll), do: {:stay, turns + 1}
+    end
+    """
+  end
+
+  defp kind_source(2) do
+    """
+    defmodule #{inspect(@kind)} do
+      @behaviour Grove.Actor
+      def version, do: 1
+      def upgrade(turns, 0), do: %{turns: turns}
+      def init(_opts, _roll), do: %{turns: 0}
+      def step(%{turns: turns}, _senses, _roll), do: {:stay, %{turns: turns + 1}}
+    end
+    """
+  end
+
+  @upgrade """
+  def upgrade(:cell, n, 0) when is_integer(n), do: {:count, n}
+  def upgrade(_what, term, _from), do: term
+  """
+
+  setup_all do
+    dir = Path.join(System.tmp_dir!(), "grove-reload-#{System.unique_integer([:positive])}")
+    File.mkdir_p!(dir)
+    file = Path.join(dir, "counter.ex")
+    File.write!(file, source("hello", :integer, 0))
+    Code.compile_file(file)
+    kind_file = Path.join(dir, "stayer.ex")
+    File.write!(kind_file, kind_source(1))
+    Code.compile_file(kind_file)
+
+    on_exit(fn ->
+      File.rm_rf(dir)
+
+      for module <- [@game, @kind] do
+        :code.purge(module)
+        :code.delete(module)
+      end
+    end)
+
+    instance =
+      Grove.TestInstance.start!("reload",
+        world: [
+          width: 20,
+          height: 20,
+          zone_size: 10,
+          tick: 50,
+          terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
+          game: {@game, tick: :manual}
+        ],
+        actors: [kinds: [{@kind, 4}], interval: 100],
+        gateway: [port: 0],
+        # Looked at when the test says, compiled file by file.
+        reload: [paths: [dir], compile: :files, interval: 3_600_000]
+      )
+
+    Map.merge(instance, %{
+      file: file,
+      kind_file: kind_file,
+      reloader: :"#{instance.instance}.Reloader"
+    })
+  end
+
+  defp push({client, encoding}, message) do
+    :ok =
+      WsClient.send_frame(
+        client,
+        {:text, IO.iodata_to_binary(Protocol.encode(message, encoding))}
+      )
+  end
+
+  # The next message of `type`, skipping views and stats; never a goodbye.
+  defp expect({client, encoding}, type) do
+    case WsClient.recv(client, 5000) do
+      {:ok, {_kind, data}, client} ->
+        {:ok, message} = Protocol.decode(data, encoding)
+        refute message.type == :bye, "the player was sent away: #{inspect(message)}"
+
+        if message.type == type,
+          do: {message, {client, encoding}},
+          else: expect({client, encoding}, type)
+
+      other ->
+        flunk("no #{type} arrived: #{inspect(other)}")
+    end
+  end
+
+  defp count(conn, seq) do
+    push(conn, %{type: :act, seq: seq, action: "count"})
+    {acted, conn} = expect(conn, :acted)
+    assert acted.seq == seq
+    {acted, conn}
+  end
+
+  # The reloader tells a change by the file's digest, not only its time:
+  # two writes within a second are two changes.
+  defp rewrite(file, source), do: File.write!(file, source)
+
+  test "a changed rule is followed by the next action of a player who stays connected; bad changes are refused",
+       %{port: port, file: file, reloader: reloader, world: world} do
+    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=json")
+    conn = {client, :json}
+    push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+    {welcome, conn} = expect(conn, :welcome)
+
+    {acted, conn} = count(conn, 1)
+    assert acted.data == %{"word" => "hello", "n" => 1}
+
+    # The rule changes: another word. Loaded, and the next action says it.
+    rewrite(file, source("howdy", :integer, 0))
+    assert Reloader.check(reloader) == {:ok, [@game]}
+    {acted, conn} = count(conn, 2)
+    assert acted.data == %{"word" => "howdy", "n" => 2}
+
+    # A file that does not compile: refused, the running code kept.
+    rewrite(file, source("broken", :integer, 0, "def oops(, do: 1"))
+    assert {:error, "did not compile: " <> _} = Reloader.check(reloader)
+    {acted, conn} = count(conn, 3)
+    assert acted.data == %{"word" => "howdy", "n" => 3}
+
+    # The state's shape changes (a count becomes {:count, n}) without upgrade/3: refused.
+    rewrite(file, source("shaped", :tuple, 1))
+    assert {:error, why} = Reloader.check(reloader)
+    assert why =~ "version went from 0 to 1, and it has no upgrade/3"
+    {acted, conn} = count(conn, 4)
+    assert acted.data == %{"word" => "howdy", "n" => 4}
+
+    # With upgrade/3: the zone's state is brought along, and play goes on from it.
+    rewrite(file, source("shaped", :tuple, 1, @upgrade))
+    assert Reloader.check(reloader) == {:ok, [@game]}
+    {acted, conn} = count(conn, 5)
+    assert acted.data == %{"word" => "shaped", "n" => 5}
+    assert World.cell(world, {welcome.x, welcome.y}) == {{:count, 5}, 0}
+
+    # The same connection throughout: the same player, still in the world.
+    push(conn, %{type: :ping, t: 7})
+    {pong, _conn} = expect(conn, :pong)
+    assert pong.t == 7
+    assert World.position(world, welcome.id) != nil
+  end
+
+  test "an actor kind changed in a running world: its actors' states go through upgrade/2",
+       %{kind_file: kind_file, reloader: reloader, instance: instance} do
+    actors = Grove.actors(instance)
+
+    states = fn ->
+      for herd <- Grove.Actors.herds_of(actors),
+          {_slot, entries} <- :sys.get_state(herd).wheel,
+          {_id, _last, state} <- entries,
+          do: state
+    end
+
+    Grove.WorldCase.eventually(fn ->
+      assert length(states.()) == 4 and Enum.all?(states.(), &is_integer/1)
+    end)
+
+    File.write!(kind_file, kind_source(2))
+    assert Reloader.check(reloader) == {:ok, [@kind]}
+    assert Enum.all?(states.(), &match?(%{turns: n} when is_integer(n), &1))
+    assert [%{version: 1}] = Grove.Actors.kinds(actors)
+    # And they go on stepping with the new code.
+    turns = fn -> states.() |> Enum.map(& &1.turns) |> Enum.sum() end
+    before = turns.()
+    Grove.WorldCase.eventually(fn -> assert turns.() > before end)
+  end
+end
