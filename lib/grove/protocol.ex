@@ -223,7 +223,9 @@ defmodule Grove.Protocol do
   defp encode_fields(:binary, _type, tag, fields, message) do
     [
       tag
-      | Enum.map(fields, fn field -> Codec.encode(codec(field), fetch_field!(message, field)) end)
+      | fields
+        |> without_defaults_at_end(message)
+        |> Enum.map(fn field -> Codec.encode(codec(field), fetch_field!(message, field)) end)
     ]
   end
 
@@ -234,6 +236,18 @@ defmodule Grove.Protocol do
       end
 
     :jiffy.encode({[{"type", json_type(type)} | pairs]})
+  end
+
+  # In binary, the optional fields at the end of a message that all take
+  # their defaults are left out (see `decode/2`).
+  defp without_defaults_at_end(fields, message) do
+    fields
+    |> Enum.reverse()
+    |> Enum.drop_while(fn
+      {name, _codec, default} -> Map.get(message, name, default) == default
+      _required -> false
+    end)
+    |> Enum.reverse()
   end
 
   defp fetch_field!(message, field) do
@@ -295,10 +309,20 @@ defmodule Grove.Protocol do
 
   defp decode_binary_fields(type, [], <<>>, acc), do: {:ok, Map.put(acc, :type, type)}
 
+  # A message may end before optional fields at its end: they take their defaults.
+  defp decode_binary_fields(type, fields, <<>>, acc) when fields != [] do
+    if Enum.all?(fields, &(tuple_size(&1) == 3)),
+      do: {:ok, Enum.reduce(fields, acc, &put_default/2)},
+      else: decode_binary_field(type, fields, <<>>, acc)
+  end
+
   defp decode_binary_fields(_type, [], rest, _acc),
     do: {:error, :bad_frame, "#{byte_size(rest)} unexpected bytes after the message"}
 
-  defp decode_binary_fields(type, [field | fields], binary, acc) do
+  defp decode_binary_fields(type, fields, binary, acc),
+    do: decode_binary_field(type, fields, binary, acc)
+
+  defp decode_binary_field(type, [field | fields], binary, acc) do
     case Codec.decode(codec(field), binary) do
       {:ok, value, rest} ->
         decode_binary_fields(type, fields, rest, Map.put(acc, name(field), value))
@@ -307,6 +331,8 @@ defmodule Grove.Protocol do
         {:error, :bad_frame, "#{name(field)}: #{why}"}
     end
   end
+
+  defp put_default({name, _codec, default}, acc), do: Map.put(acc, name, default)
 
   defp decode_json_fields(type, fields, object), do: json_fields(fields, object, %{type: type})
 

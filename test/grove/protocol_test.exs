@@ -216,6 +216,35 @@ defmodule Grove.ProtocolTest do
              Protocol.decode(<<2, 0, 0, 0, 1, 0, 0>>, :binary)
   end
 
+  test "in binary, optional fields at the end are left out when they take their defaults" do
+    join = %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""}
+    assert IO.iodata_to_binary(Protocol.encode(join, :binary)) == <<5, 2>>
+
+    for frame <- [<<5, 2>>, <<5, 2, 8>>, <<5, 2, 8, 0, 0>>, <<5, 2, 8, 0, 0, 0, 0>>],
+        do: assert(Protocol.decode(frame, :binary) == {:ok, join})
+
+    assert IO.iodata_to_binary(Protocol.encode(%{join | name: "A"}, :binary)) ==
+             <<5, 2, 8, 0, 1, ?A>>
+
+    # A required field is never left out; an optional one before a
+    # required one never is either.
+    assert {:error, :bad_frame, "dir: " <> _} = Protocol.decode(<<2, 0, 0, 0, 7>>, :binary)
+
+    # An area without a game's fields is what it was before games.
+    area = %{
+      type: :area,
+      area: 1,
+      full: false,
+      entities: [],
+      gone: [],
+      cells: [],
+      looks: [],
+      events: []
+    }
+
+    assert IO.iodata_to_binary(Protocol.encode(area, :binary)) == <<72, 1::32, 0, 0::16, 0::16>>
+  end
+
   test "encoding a message that breaks its definition is a bug and raises" do
     assert_raise ArgumentError, fn ->
       Protocol.encode(%{type: :move, seq: -1, dir: :n}, :binary)

@@ -624,6 +624,28 @@ function valueFor(message: Record<string, unknown>, name: string, field: Field<u
   throw new Error(`message ${String(message.type)} lacks ${name}`);
 }
 
+// In binary, the optional fields at the end of a message that all take
+// their defaults are left out; a message that ends before them reads them as
+// their defaults (docs/protocol.md).
+function withoutDefaultsAtEnd(
+  fields: [string, Field<unknown>][],
+  message: Record<string, unknown>,
+): [string, Field<unknown>][] {
+  let end = fields.length;
+  while (end > 0) {
+    const [name, field] = fields[end - 1] as [string, Field<unknown>];
+    if (!field.default || !isDefault(field, valueFor(message, name, field))) break;
+    end--;
+  }
+  return fields.slice(0, end);
+}
+
+function isDefault(field: Field<unknown>, value: unknown): boolean {
+  const byDefault = field.default?.value;
+  if (value === byDefault) return true;
+  return JSON.stringify(field.codec.toJson(value)) === JSON.stringify(field.codec.toJson(byDefault));
+}
+
 /**
  * Encodes a message for a connection's encoding: a string for a text frame
  * or bytes for a binary frame. Throws on a message that does not fit its
@@ -640,7 +662,7 @@ export function encode(message: Outgoing, encoding: Encoding): string | Uint8Arr
   if (encoding === "binary") {
     const writer = new Writer();
     writer.u8(definition.tag);
-    for (const [name, field] of fieldsOf(message.type)) {
+    for (const [name, field] of withoutDefaultsAtEnd(fieldsOf(message.type), values)) {
       field.codec.write(writer, valueFor(values, name, field));
     }
     return writer.finish();
@@ -671,7 +693,12 @@ function decodeBinary(frame: Uint8Array): Message {
   if (!type) throw new ProtocolError("bad_frame", `unknown message tag ${tag}`);
 
   const message: Record<string, unknown> = { type };
-  for (const [name, field] of fieldsOf(type)) {
+  const fields = fieldsOf(type);
+  for (const [index, [name, field]] of fields.entries()) {
+    if (reader.remaining === 0 && fields.slice(index).every(([, rest]) => rest.default)) {
+      message[name] = field.default?.value;
+      continue;
+    }
     try {
       message[name] = field.codec.read(reader);
     } catch (error) {

@@ -114,7 +114,13 @@ describe("the documented forms", () => {
       name: "",
       token: "",
     });
-    assert.deepEqual(encode({ type: "join", protocol: 2 }, "binary"), bytes(5, 2, 8, 0, 0, 0, 0));
+    // In binary, optional fields at the end that take their defaults are left out.
+    assert.deepEqual(encode({ type: "join", protocol: 2 }, "binary"), bytes(5, 2));
+    assert.deepEqual(encode({ type: "join", protocol: 2, name: "A" }, "binary"), bytes(5, 2, 8, 0, 1, 65));
+    for (const frame of [bytes(5, 2), bytes(5, 2, 8), bytes(5, 2, 8, 0, 0, 0, 0)]) {
+      assert.deepEqual(decode(frame), { type: "join", protocol: 2, view_radius: 8, name: "", token: "" });
+    }
+    assert.throws(() => decode(bytes(2, 0, 0, 0, 7)), { code: "bad_frame" }, "a required field is never left out");
   });
 
   test("the example session decodes", () => {
@@ -150,7 +156,7 @@ describe("the documented forms", () => {
     assert.deepEqual(decode('{"type":"pong","t":123456}'), { type: "pong", t: 123456 });
   });
 
-  test("an area in binary: u32 area, bool, counted entity tuples, counted ids, counted game fields", () => {
+  test("an area in binary: u32 area, bool, counted entity tuples, counted ids, counted game fields up to the last not empty", () => {
     const area = {
       type: "area",
       area: 258,
@@ -169,10 +175,11 @@ describe("the documented forms", () => {
       0, 1, 0, 0, 0, 7,
       0, 0,
       0, 1, 0, 0, 0, 1, 2,
-      0, 0,
     );
+    // No events: the area ends after its looks.
     assert.deepEqual(encode(area, "binary"), expected);
     assert.deepEqual(decode(expected), area);
+    assert.deepEqual(decode(bytes(...expected, 0, 0)), area);
   });
 
   test("an action's data: a counted list of name, type byte and value", () => {

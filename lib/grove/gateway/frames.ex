@@ -74,7 +74,8 @@ defmodule Grove.Gateway.Frames do
   # The names of the players coming into view go first, in a `names`
   # frame of their own, so that the client knows them when the `area`
   # frame draws them; then the area, with what it shows of the game and
-  # its events in its last three fields (in JSON, left out when empty).
+  # its events in its last three fields (left out when empty: an area
+  # without them is byte for byte an area of a world without a game).
   @impl Grove.World.ViewFormat
   def encode_view(encoding, what, zone, entries, departed, %{names: []} = extra),
     do: area(encoding, what, zone, entries, departed, extra)
@@ -94,11 +95,7 @@ defmodule Grove.Gateway.Frames do
       for({id, x, y, kind} <- entries, into: <<>>, do: <<id::32, x::16, y::16, kind::8>>),
       <<length(departed)::16>>,
       for(id <- departed, into: <<>>, do: <<id::32>>),
-      <<length(extra.cells)::16>>,
-      for({x, y, code} <- extra.cells, into: <<>>, do: <<x::16, y::16, code::8>>),
-      <<length(extra.looks)::16>>,
-      for({id, look} <- extra.looks, into: <<>>, do: <<id::32, look::8>>),
-      Codec.encode({:list, @event}, named(extra.events))
+      game_fields(extra)
     ])
   end
 
@@ -124,9 +121,7 @@ defmodule Grove.Gateway.Frames do
       <<@area_tag, zone::32, full(what), length(entries)::16>>,
       for({id, x, y, kind} <- entries, into: <<>>, do: <<id::32, x::16, y::16, kind::8>>),
       <<length(departed)::16>>,
-      for(id <- departed, into: <<>>, do: <<id::32>>),
-      # No game cells, looks or events.
-      <<0::16, 0::16, 0::16>>
+      for(id <- departed, into: <<>>, do: <<id::32>>)
     ])
   end
 
@@ -144,6 +139,22 @@ defmodule Grove.Gateway.Frames do
       "]}"
     ])
   end
+
+  # Up to the last field that is not empty.
+  defp game_fields(%{cells: cells, looks: looks, events: events}) do
+    [
+      <<length(cells)::16>>,
+      for({x, y, code} <- cells, into: <<>>, do: <<x::16, y::16, code::8>>)
+      | cond do
+          events != [] -> [looks_field(looks), Codec.encode({:list, @event}, named(events))]
+          looks != [] -> looks_field(looks)
+          true -> []
+        end
+    ]
+  end
+
+  defp looks_field(looks),
+    do: [<<length(looks)::16>>, for({id, look} <- looks, into: <<>>, do: <<id::32, look::8>>)]
 
   defp json_extra(extra) do
     [
