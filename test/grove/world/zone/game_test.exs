@@ -183,6 +183,24 @@ defmodule Grove.World.Zone.GameTest do
     assert %{cells: [{2, 2, 2}], looks: [{1, 1}], events: []} = State.snapshot_extra(state)
   end
 
+  test "players' names travel with the game's cells and looks, in snapshots and deltas" do
+    state = State.watch(zone(0), true)
+    placed = %Entity{id: 1, owner: self(), label: {"Ada", "🦊"}}
+    {:ok, _entity, state} = State.place(state, placed, [{0, 1}], %{account: 7})
+
+    assert %{names: [{1, "Ada", "🦊"}], cells: [_ | _], looks: []} = State.snapshot_extra(state)
+
+    {_changes, [], labels, state} = State.flush(state)
+    assert {%{names: [{1, "Ada", "🦊"}]}, state} = State.flush_extra(state, labels)
+
+    # A pick: no name again, the tree's cell and the picker's look.
+    {:acted, {:ok, _}, state} = act(state, 1, :pick, :e)
+    {_changes, [], [], state} = State.flush(state)
+
+    assert {%{names: [], cells: [{1, 1, 0}], looks: [{1, 1}]}, _state} =
+             State.flush_extra(state, [])
+  end
+
   test "an action aimed across the border runs in the target's zone, and the actor waits for it" do
     locate = fn _ -> nil end
     env = %{locate: locate, now: 0, busy: false}
