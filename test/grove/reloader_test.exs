@@ -204,8 +204,7 @@ defmodule Grove.ReloaderTest do
 
     states = fn ->
       for herd <- Grove.Actors.herds_of(actors),
-          {_slot, entries} <- :sys.get_state(herd).wheel,
-          {_id, _last, state} <- entries,
+          {_id, _last, state} <- Grove.Actors.Herd.Wheel.entries(:sys.get_state(herd).wheel),
           do: state
     end
 

@@ -299,9 +299,7 @@ defmodule Grove.Actors.Herd do
       {:noreply, herd}
     else
       wheel =
-        Map.new(herd.wheel, fn {slot, entries} ->
-          {slot, for({id, last, state} <- entries, do: {id, last, module.upgrade(state, from)})}
-        end)
+        Wheel.map(herd.wheel, fn {id, last, state} -> {id, last, module.upgrade(state, from)} end)
 
       {:noreply, %{herd | wheel: wheel}}
     end

@@ -65,6 +65,18 @@ defmodule Grove.Actors.Herd.Wheel do
     end
   end
 
+  @doc """
+  Every entry put through `fun`, each in its slot (an actor kind's new
+  code upgrading its actors' states).
+  """
+  @spec map(t(), (entry() -> entry())) :: t()
+  def map(%__MODULE__{slots: slots} = wheel, fun),
+    do: %{wheel | slots: Map.new(slots, fn {slot, entries} -> {slot, Enum.map(entries, fun)} end)}
+
+  @doc "The entries on the wheel, in no order."
+  @spec entries(t()) :: [entry()]
+  def entries(%__MODULE__{slots: slots}), do: slots |> Map.values() |> Enum.concat()
+
   @doc "Takes the actors due in a slot: `{entries, wheel}`, or `{nil, wheel}` when none is."
   @spec pop(t(), slot()) :: {[entry()] | nil, t()}
   def pop(wheel, slot) do

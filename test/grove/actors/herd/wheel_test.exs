@@ -34,6 +34,15 @@ defmodule Grove.Actors.Herd.WheelTest do
     assert Wheel.next_due(Wheel.drop(wheel, :c), 0, 5) == nil
   end
 
+  test "every entry can be changed where it is, and listed" do
+    wheel =
+      Wheel.new(100, 0) |> Wheel.add(3, {:a, 1}) |> Wheel.add(3, {:b, 2}) |> Wheel.add(9, {:c, 3})
+
+    doubled = Wheel.map(wheel, fn {id, n} -> {id, 2 * n} end)
+    assert Enum.sort(Wheel.entries(doubled)) == [{:a, 2}, {:b, 4}, {:c, 6}]
+    assert {[{:c, 6}], _} = Wheel.pop(doubled, 9)
+  end
+
   # Commands on a wheel and on a plain list of {slot, id}, side by side.
   test "whatever is added, taken, dropped and popped, the wheel holds what a list of the same would" do
     check(
