@@ -112,7 +112,7 @@ defmodule Grove.Config do
       opts[:world]
       |> Keyword.put(:name, world_name)
       |> Keyword.put(:cluster, if(Grove.Cluster.multi_node?(opts[:cluster]), do: name))
-      |> Keyword.put(:store, if(opts[:store], do: :"#{name}.Store"))
+      |> Keyword.put(:store, if(opts[:store], do: {Grove.Store, :"#{name}.Store"}))
 
     # Fail now, with the option's name, rather than deep in a supervisor.
     Grove.World.new!(world)

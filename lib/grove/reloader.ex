@@ -37,7 +37,7 @@ defmodule Grove.Reloader do
 
   use GenServer
 
-  alias Grove.Game.Spec
+  alias Grove.World.Game.Spec
   alias Grove.World
 
   require Logger

@@ -42,8 +42,9 @@ defmodule Grove.World do
       `false` for none, or options, see `Grove.World.Life` (default `false`)
     * `:game` - the game the world runs: a module implementing `Grove.Game`,
       `{module, options}`, or `nil` for none (default `nil`); see
-      `Grove.Game.Spec` for the options every game takes
-    * `:store` - a `Grove.Store` (its name) that keeps the game's state:
+      `Grove.World.Game.Spec` for the options every game takes
+    * `:store` - `{module, name}`, where the game's state is kept (see
+      `Grove.World.Game.Storage`; `{Grove.Store, store}` for a store):
       the zones' layers, saved in batches and loaded when a zone starts
       with nothing, and its tallies (see `Grove.World.Game`, "State that
       lasts"); `nil` for a game whose state lives as long as the world
@@ -186,11 +187,11 @@ defmodule Grove.World do
           life_target: :atomics.atomics_ref() | nil,
           life_time: Grove.Metrics.Histogram.t() | nil,
           life_density: :atomics.atomics_ref() | nil,
-          game: Grove.Game.Spec.t() | nil,
+          game: Grove.World.Game.Spec.t() | nil,
           game_tables: tuple() | nil,
           game_changes: :atomics.atomics_ref() | nil,
           game_log: :atomics.atomics_ref() | nil,
-          game_store: atom() | nil,
+          game_store: Grove.World.Game.Storage.t() | nil,
           tally: atom() | nil,
           mailbox_limit: pos_integer(),
           view_history: pos_integer(),
@@ -619,7 +620,7 @@ defmodule Grove.World do
     * `{:ok, data}` - done; `data` is the game's small answer (a map)
     * `{:refused, reason}` - the game said no (`reason`, an atom of its own)
     * `{:rejected, reason}` - the world said no: `:unknown_action`,
-      `:bad_args` (`Grove.Game.check/3` says why), `:out_of_reach` (a
+      `:bad_args` (`Grove.World.Game.Spec.check/3` says why), `:out_of_reach` (a
       target cell that is neither the entity's nor next to it),
       `:out_of_bounds`, `:rate_limited` (actions count against the same
       rate as moves), `:busy`, `:not_owner`, `:unknown_entity`,
@@ -710,7 +711,7 @@ defmodule Grove.World do
   defp check_act(%__MODULE__{game: nil}, _action, _args), do: {:error, :disabled}
 
   defp check_act(%__MODULE__{game: spec}, action, args) do
-    case Grove.Game.check(spec, action, args) do
+    case Grove.World.Game.Spec.check(spec, action, args) do
       {:ok, name, args} -> {:ok, {name, args}}
       {:error, reason, _text} -> {:error, reason}
     end

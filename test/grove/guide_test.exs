@@ -33,13 +33,13 @@ defmodule Grove.GuideTest do
   use ExUnit.Case, async: true
 
   test "the guide's blocks make a game a world accepts, and a test of it" do
-    spec = Grove.Game.Spec.new!({TreasureHunt, chests: 10})
+    spec = Grove.World.Game.Spec.new!({TreasureHunt, chests: 10})
     assert spec.actions == %{open: []}
 
     assert Map.keys(spec.hooks) |> Enum.sort() ==
              [:blocks, :cell, :enter, :join, :leave, :look, :show, :tick]
 
-    assert Grove.Game.Spec.describe(spec)["title"] == "Treasure hunt"
+    assert Grove.World.Game.Spec.describe(spec)["title"] == "Treasure hunt"
     assert function_exported?(TreasureHuntTest, :__ex_unit__, 0)
   end
 end

@@ -144,7 +144,7 @@ defmodule Grove.Gateway.HTTP do
   # The world's game: its actions and its legend (docs/protocol.md, "Games").
   defp game do
     world = Grove.World.fetch!(Grove.Gateway.config().world)
-    described = Grove.Game.Spec.describe(world.game, world.tally != nil)
+    described = Grove.World.Game.Spec.describe(world.game, world.tally != nil)
     [{:header, {~c"Cache-Control", ~c"no-cache"}} | json(200, described)]
   end
 

@@ -10,8 +10,8 @@ defmodule Grove.World.Game do
 
   ## State that lasts
 
-  In a world with a store (the world's `:store` option, which an instance
-  with a store sets), the zones' game state and the game's tallies last:
+  In a world with a store (the world's `:store` option, see
+  `Grove.World.Game.Storage`, which an instance with a store sets), the zones' game state and the game's tallies last:
 
     * every `:save` milliseconds (the game's option, 5 s by default), the
       zones of this node whose layer changed are saved, all in one batch
@@ -28,8 +28,8 @@ defmodule Grove.World.Game do
   tally.
   """
 
-  alias Grove.Game.Spec
-  alias Grove.{Store, World}
+  alias Grove.World
+  alias Grove.World.Game.{Spec, Storage}
   alias Grove.World.{Directory, Entity, Grid, Stats}
 
   require Logger
@@ -125,7 +125,7 @@ defmodule Grove.World.Game do
 
   @doc """
   Every zone of this node takes the game's module as it is now: its spec
-  made again (`Grove.Game.Spec.renew!/1`), published for new readers and
+  made again (`Grove.World.Game.Spec.renew!/1`), published for new readers and
   sent to the zones, which keep their state (and pass it through the
   game's `upgrade/3` when its version changed). Raises `ArgumentError`
   when the new code is not a game any more; the old spec stays then.
@@ -197,7 +197,7 @@ defmodule Grove.World.Game do
   def load(%World{game_store: nil}, _index), do: :generate
 
   def load(%World{game: spec, game_store: store} = world, index) do
-    case Store.fetch_state(store, save_scope(world), Integer.to_string(index)) do
+    case Storage.fetch_state(store, save_scope(world), Integer.to_string(index)) do
       {:ok, binary} ->
         case decode_save(spec, binary) do
           {:ok, rows, saved_at} ->

@@ -78,7 +78,7 @@ defmodule Grove.World.Supervisor do
       handoff_timeout: opts[:handoff_timeout],
       density_block: opts[:density_block],
       life: Life.new!(opts[:life]),
-      game: Grove.Game.Spec.new!(opts[:game]),
+      game: Grove.World.Game.Spec.new!(opts[:game]),
       game_store: store!(opts[:store]),
       density_cols: div(opts[:width] + opts[:density_block] - 1, opts[:density_block]),
       density_rows: div(opts[:height] + opts[:density_block] - 1, opts[:density_block]),
@@ -89,10 +89,15 @@ defmodule Grove.World.Supervisor do
     |> id_range()
   end
 
-  defp store!(store) when is_atom(store), do: store
+  defp store!(nil), do: nil
+  defp store!({module, _name} = store) when is_atom(module), do: store
 
   defp store!(other),
-    do: raise(ArgumentError, ":store must be a store's name or nil, got: #{inspect(other)}")
+    do:
+      raise(
+        ArgumentError,
+        ":store must be {module, name} (see Grove.World.Game.Storage) or nil, got: #{inspect(other)}"
+      )
 
   # A game with a store to keep it has a tally of its own.
   defp tally(%World{game: nil} = world), do: world

@@ -481,7 +481,7 @@ defmodule Grove.World.Zone do
 
   def handle_info(:game_tick, zone) do
     zone = %{zone | game_timer: nil}
-    core = GameRules.tick(zone.core, :rand.uniform(Grove.Actor.roll_max() + 1) - 1)
+    core = GameRules.tick(zone.core, GameRules.roll())
     {:noreply, %{zone | core: core} |> ensure_tick() |> schedule_game_tick() |> sync_game()}
   end
 

@@ -6,7 +6,7 @@ defmodule Grove.Games.OrchardTest do
 
   alias Grove.Actor
   alias Grove.Actor.Senses
-  alias Grove.Game.Spec
+  alias Grove.World.Game.Spec
   alias Grove.Games.Orchard
   alias Grove.Games.Orchard.{Grazer, Picker}
   alias Grove.World.{Entity, Grid, Rules, Terrain}

@@ -207,6 +207,7 @@ defmodule Grove.Gateway.GameTest do
 
     assert :jiffy.decode(body, [:return_maps]) == %{"board" => :null, "top" => []}
     # And a world without a game says so with JSON's null.
-    assert IO.iodata_to_binary(:jiffy.encode(Grove.Game.Spec.describe(nil))) == ~s({"game":null})
+    assert IO.iodata_to_binary(:jiffy.encode(Grove.World.Game.Spec.describe(nil))) ==
+             ~s({"game":null})
   end
 end

@@ -26,7 +26,7 @@ defmodule Grove.World.GameSavesTest.Cases do
            terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
            rules: [move_rate: nil],
            game: game,
-           store: store},
+           store: {Grove.Store, store}},
           id: name
         )
 

@@ -5,7 +5,7 @@ defmodule Grove.World.Game.Saver do
   # each zone's count of layer changes (`Grove.World.Game.touched/2`, in
   # :atomics), reads the layer of those that changed since it last saved
   # them from their tables (no message to any zone), and writes them all
-  # in one `Grove.Store.save_state/4` call, which the store commits in one
+  # in one `save_state/3` call (`Grove.World.Game.Storage`), which the store commits in one
   # transaction with whatever else waits. A zone that starts with nothing
   # in its table (a new world, or a lost node's zone on a survivor) loads
   # its last save (`Grove.World.Game.load/2`).
@@ -18,7 +18,8 @@ defmodule Grove.World.Game.Saver do
 
   use GenServer
 
-  alias Grove.{Store, World}
+  alias Grove.World
+  alias Grove.World.Game.Storage
   alias Grove.World.Stats
 
   require Logger
@@ -91,7 +92,7 @@ defmodule Grove.World.Game.Saver do
         for {index, _changes, rows} <- dirty,
             do: {Integer.to_string(index), World.Game.encode_save(world, rows)}
 
-      case Store.save_state(state.store, World.Game.save_scope(world), entries) do
+      case Storage.save_state(state.store, World.Game.save_scope(world), entries) do
         :ok ->
           Stats.incr(world.stats, :game_saves)
           Stats.incr(world.stats, :game_zones_saved, length(dirty))

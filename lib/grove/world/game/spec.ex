@@ -1,4 +1,4 @@
-defmodule Grove.Game.Spec do
+defmodule Grove.World.Game.Spec do
   @moduledoc """
   A world's game as its zones use it: the module, its configuration, its
   actions checked once, and which of the optional callbacks it has, so
@@ -50,6 +50,10 @@ defmodule Grove.Game.Spec do
           version: non_neg_integer(),
           hooks: hooks()
         }
+
+  @max_data 16
+  @max_data_string 255
+  @int32 -2_147_483_648..2_147_483_647
 
   @hooks [cell: 3, join: 3, leave: 2, enter: 2, tick: 2, show: 1, look: 1, blocks: 1]
 
@@ -190,7 +194,7 @@ defmodule Grove.Game.Spec do
                   "#{inspect(module)}.actions/0: #{name}'s arguments must be a keyword list"
                 )
 
-            {name, for({arg, type} <- spec, do: {arg, Game.arg_type!(type)})}
+            {name, for({arg, type} <- spec, do: {arg, arg_type!(type)})}
 
           other ->
             raise ArgumentError,
@@ -202,4 +206,161 @@ defmodule Grove.Game.Spec do
               "#{inspect(module)}.actions/0 must return a map, got: #{inspect(other)}"
     end
   end
+
+  @doc """
+  Checks an action's name and arguments against a game's `actions/0`:
+  the action's name as an atom and its arguments as a map of atoms, with
+  defaults filled in, or why not (`:unknown_action`, or `:bad_args` with
+  a sentence naming the argument). Names may be atoms or strings (as
+  they come off the wire); no atom is ever created.
+  """
+  @spec check(t() | module(), atom() | String.t(), map()) ::
+          {:ok, atom(), map()}
+          | {:error, :unknown_action, String.t()}
+          | {:error, :bad_args, String.t()}
+  def check(%__MODULE__{actions: actions}, name, args), do: check_in(actions, name, args)
+  def check(module, name, args) when is_atom(module), do: check_in(module.actions(), name, args)
+
+  defp check_in(actions, name, args) do
+    case find_action(actions, name) do
+      nil ->
+        {:error, :unknown_action,
+         "no action #{inspect(to_string(name))} in this game (#{action_names(actions)})"}
+
+      {action, spec} ->
+        case check_args(spec, args) do
+          {:ok, checked} -> {:ok, action, checked}
+          {:error, text} -> {:error, :bad_args, text}
+        end
+    end
+  end
+
+  defp find_action(actions, name) when is_atom(name) do
+    case actions do
+      %{^name => spec} -> {name, spec}
+      _ -> nil
+    end
+  end
+
+  defp find_action(actions, name) when is_binary(name),
+    do: Enum.find(actions, fn {action, _spec} -> Atom.to_string(action) == name end)
+
+  defp find_action(_actions, _name), do: nil
+
+  defp action_names(actions) when map_size(actions) == 0, do: "it has none"
+
+  defp action_names(actions),
+    do: actions |> Map.keys() |> Enum.map(&Atom.to_string/1) |> Enum.sort() |> Enum.join(", ")
+
+  defp check_args(spec, args) when is_map(args) do
+    names = for {name, _type} <- spec, do: Atom.to_string(name)
+
+    case Enum.find(Map.keys(args), &(to_string(&1) not in names)) do
+      nil ->
+        Enum.reduce_while(spec, {:ok, %{}}, fn {name, type}, {:ok, acc} ->
+          case fetch_arg(args, name) do
+            {:ok, value} ->
+              case check_value(type, value) do
+                {:ok, value} -> {:cont, {:ok, Map.put(acc, name, value)}}
+                {:error, why} -> {:halt, {:error, "#{name}: #{why}"}}
+              end
+
+            :error ->
+              case type do
+                {:optional, _type, default} -> {:cont, {:ok, Map.put(acc, name, default)}}
+                _ -> {:halt, {:error, "#{name}: missing"}}
+              end
+          end
+        end)
+
+      unknown when is_atom(unknown) or is_binary(unknown) ->
+        {:error, "#{unknown}: not an argument of this action"}
+
+      unknown ->
+        {:error, "#{inspect(unknown)}: not an argument of this action"}
+    end
+  end
+
+  defp check_args(_spec, args), do: {:error, "arguments must be a map, got: #{inspect(args)}"}
+
+  defp fetch_arg(args, name) do
+    case args do
+      %{^name => value} -> {:ok, value}
+      _ -> Map.fetch(args, Atom.to_string(name))
+    end
+  end
+
+  defp check_value({:optional, type, _default}, value), do: check_value(type, value)
+
+  defp check_value({:integer, min, max}, n) when is_integer(n) and n >= min and n <= max,
+    do: {:ok, n}
+
+  defp check_value({:integer, min, max}, _), do: {:error, "expected an integer in #{min}..#{max}"}
+
+  defp check_value({:string, max}, s) when is_binary(s) and byte_size(s) <= max do
+    if String.valid?(s), do: {:ok, s}, else: {:error, "expected UTF-8 text"}
+  end
+
+  defp check_value({:string, max}, _), do: {:error, "expected a string of at most #{max} bytes"}
+  defp check_value(:boolean, b) when is_boolean(b), do: {:ok, b}
+  defp check_value(:boolean, _), do: {:error, "expected true or false"}
+
+  defp check_value({:one_of, values}, value) when is_atom(value) or is_binary(value) do
+    case Enum.find(values, &(Atom.to_string(&1) == to_string(value))) do
+      nil -> {:error, "expected one of #{Enum.map_join(values, ", ", &Atom.to_string/1)}"}
+      atom -> {:ok, atom}
+    end
+  end
+
+  defp check_value({:one_of, values}, _),
+    do: {:error, "expected one of #{Enum.map_join(values, ", ", &Atom.to_string/1)}"}
+
+  @doc """
+  True when `data` may go to a client: a map of at most #{@max_data} atom
+  or string names to 32-bit integers, strings of at most #{@max_data_string}
+  bytes and booleans.
+  """
+  @spec data?(term()) :: boolean()
+  def data?(data) when is_map(data) and map_size(data) <= @max_data do
+    Enum.all?(data, fn {name, value} ->
+      (is_atom(name) or (is_binary(name) and byte_size(name) <= 32)) and value?(value)
+    end)
+  end
+
+  def data?(_data), do: false
+
+  defp value?(n) when is_integer(n), do: n in @int32
+  defp value?(b) when is_boolean(b), do: true
+  defp value?(s) when is_binary(s), do: byte_size(s) <= @max_data_string and String.valid?(s)
+  defp value?(_), do: false
+
+  @doc "Checks a declared argument type; raises `ArgumentError` saying what is wrong."
+  @spec arg_type!(term()) :: Game.arg_type()
+  def arg_type!({:integer, min, max} = type)
+      when is_integer(min) and is_integer(max) and min <= max,
+      do: type
+
+  def arg_type!({:string, max} = type) when is_integer(max) and max > 0 and max <= 1024,
+    do: type
+
+  def arg_type!(:boolean), do: :boolean
+
+  def arg_type!({:one_of, [_ | _] = values} = type) do
+    if Enum.all?(values, &is_atom/1), do: type, else: bad_type(type)
+  end
+
+  def arg_type!({:optional, type, _default} = optional) do
+    _ = arg_type!(type)
+    optional
+  end
+
+  def arg_type!(other), do: bad_type(other)
+
+  defp bad_type(type),
+    do:
+      raise(
+        ArgumentError,
+        "#{inspect(type)} is not an argument type: {:integer, min, max}, {:string, max_bytes} " <>
+          "(up to 1024), :boolean, {:one_of, [atom]} or {:optional, type, default}"
+      )
 end

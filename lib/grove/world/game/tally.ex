@@ -19,7 +19,8 @@ defmodule Grove.World.Game.Tally do
 
   use GenServer
 
-  alias Grove.{Store, World}
+  alias Grove.World
+  alias Grove.World.Game.Storage
   alias Grove.World.Stats
 
   require Logger
@@ -140,7 +141,7 @@ defmodule Grove.World.Game.Tally do
   defp load(state, board) do
     here = "@" <> Atom.to_string(node())
 
-    case Store.list_state(state.store, scope(state, board)) do
+    case Storage.list_state(state.store, scope(state, board)) do
       {:ok, rows} ->
         shares =
           for {row, value} <- rows,
@@ -188,7 +189,7 @@ defmodule Grove.World.Game.Tally do
         for key <- keys,
             do: {"#{key_string(key)}@#{here}", :erlang.term_to_binary(state.mine[{board, key}])}
 
-      case Store.save_state(state.store, scope(state, board), entries) do
+      case Storage.save_state(state.store, scope(state, board), entries) do
         :ok ->
           Stats.incr(world.stats, :tallies_written, length(entries))
           %{state | dirty: Map.drop(state.dirty, for(key <- keys, do: {board, key}))}
@@ -221,7 +222,7 @@ defmodule Grove.World.Game.Tally do
 
   defp named(state, id) when is_integer(id) do
     name =
-      case Store.fetch_account(state.store, {:id, id}) do
+      case Storage.fetch_account(state.store, id) do
         {:ok, %{name: name}} when is_binary(name) -> name
         {:ok, %{avatar: avatar}} -> "#{avatar} player #{id}"
         _ -> "player #{id}"

@@ -35,7 +35,8 @@ defmodule Grove.World.Zone.Game do
   # zone process to log and count.
 
   alias Grove.Game
-  alias Grove.Game.{Act, Spec}
+  alias Grove.Game.Act
+  alias Grove.World.Game.Spec
   alias Grove.World.{Entity, Grid, Rules, Terrain}
   alias Grove.World.Zone.{Handoff, State}
 
@@ -263,6 +264,13 @@ defmodule Grove.World.Zone.Game do
   end
 
   def left(state, _id), do: state
+
+  # The random integers games' ticks get: 0 to 2^24 - 1, as actors' rolls.
+  @roll_max 0xFFFFFF
+
+  @doc "A random integer for a tick, in `0..2^24 - 1` (the zone process draws it)."
+  @spec roll() :: non_neg_integer()
+  def roll, do: :rand.uniform(@roll_max + 1) - 1
 
   @doc "A game tick in this zone, with a random integer: the game's `tick/2`."
   @spec tick(State.t(), non_neg_integer()) :: State.t()
@@ -511,7 +519,7 @@ defmodule Grove.World.Zone.Game do
   end
 
   defp finish(state, module, act, data, effects, remote) do
-    if Game.data?(data) do
+    if Spec.data?(data) do
       actor = if remote, do: act.actor
 
       case apply_effects(state, effects, act.actor.id, actor) do
@@ -563,7 +571,7 @@ defmodule Grove.World.Zone.Game do
        when is_integer(x) and is_integer(y) and is_atom(name) do
     cond do
       not State.inside?(state, x, y) -> throw({:bad_effect, {:event_outside_zone, {x, y}}})
-      not Game.data?(data) -> throw({:bad_effect, {:bad_event_data, data}})
+      not Spec.data?(data) -> throw({:bad_effect, {:bad_event_data, data}})
       true -> {State.event(state, who, {x, y}, name, data), attrs}
     end
   end

@@ -19,7 +19,7 @@ defmodule Grove.World.Zone.GamePropertyTest do
   import Grove.PropCase
 
   alias Grove.AppleGame
-  alias Grove.Game.Spec
+  alias Grove.World.Game.Spec
   alias Grove.World.{Entity, Grid, Rules, Terrain}
   alias Grove.World.Zone.{Game, Handoff, State}
 

@@ -3,7 +3,7 @@ defmodule Grove.World.Zone.GameTest do
   use ExUnit.Case, async: true
 
   alias Grove.AppleGame
-  alias Grove.Game.Spec
+  alias Grove.World.Game.Spec
   alias Grove.World.{Entity, Grid, Rules, Terrain}
   alias Grove.World.Zone.{Game, Handoff, State}
 
