@@ -28,7 +28,8 @@ defmodule Grove.Load.Fuzz do
       it, any status below 500 (or 501, 505) is an answer; if it was left
       unfinished, a clean close without a word is one too.
     * A hostile WebSocket frame must get an `error` message or a close frame
-      with a code. A mutated frame (or random bytes) that still holds a
+      with a code; a hostile action after a join, an `acted` that is not
+      `ok`, or an `error`. A mutated frame (or random bytes) that still holds a
       whole frame other than a pong, as cowlib reads it, must get any frame
       back or a close frame with a code; one left unfinished, that or a
       clean close after the fuzzer ends its side.
@@ -49,8 +50,15 @@ defmodule Grove.Load.Fuzz do
   `<img ...>`), `:token_noncanonical` (another base64 spelling of a
   token, over HTTP) and `:ws_token_noncanonical` (in a join),
   `:ws_oversized`, `:ws_unmasked`, `:ws_garbage` (random bytes after the
-  handshake), `:ws_join_reset` (a join, then a TCP reset), and the
-  random mutations `:http_mutation` and `:ws_mutation`, drawn more often.
+  handshake), `:ws_join_reset` (a join, then a TCP reset),
+  `:ws_act_hostile` (a join, then a game's action no game may take: an
+  unknown or oversize name, an argument no action has, arguments of the
+  wrong type, too many or nested, a target that is no direction; each
+  must be answered `acted` with a refusal, or an `error`),
+  `:ws_act_flood` (a join, then forty actions at once: answered, `acted`
+  or an `error`, never silence), and the random mutations
+  `:http_mutation` and `:ws_mutation` (which mutate actions too), drawn
+  more often.
 
   ## Options
 
@@ -114,11 +122,25 @@ defmodule Grove.Load.Fuzz do
     ws_unmasked: 1,
     ws_garbage: 1,
     ws_join_reset: 1,
+    ws_act_hostile: 3,
+    ws_act_flood: 1,
     http_mutation: 8,
     ws_mutation: 6
   ]
 
   @input_shown 300
+
+  # Actions no game may take, in either encoding: each is refused, by the
+  # game's checks (`acted`) or the protocol's (`error`).
+  @hostile_acts [
+    :unknown_name,
+    :huge_name,
+    :unknown_arg,
+    :mistyped_arg,
+    :too_many_args,
+    :nested_args,
+    :bad_target
+  ]
 
   @doc "Every case the fuzzer knows."
   @spec cases() :: [atom()]
@@ -365,6 +387,25 @@ defmodule Grove.Load.Fuzz do
     {ws(encoding, [masked(join, encoding)], :answer_then_reset), rand}
   end
 
+  defp probe(:ws_act_hostile, rand, _ctx) do
+    {encoding, rand} = pick([:json, :binary], rand)
+    {how, rand} = pick(@hostile_acts, rand)
+    {act, rand} = hostile_act(how, encoding, rand)
+
+    {ws(encoding, [masked(guest_join(), encoding), masked_raw(act, encoding)], :act_refused),
+     rand}
+  end
+
+  defp probe(:ws_act_flood, rand, _ctx) do
+    {encoding, rand} = pick([:json, :binary], rand)
+    {dir, rand} = pick([:here, :n, :e, :s, :w], rand)
+
+    acts =
+      for seq <- 1..40, do: masked(%{type: :act, seq: seq, action: "pick", dir: dir}, encoding)
+
+    {ws(encoding, [masked(guest_join(), encoding) | acts], :act_answered), rand}
+  end
+
   defp probe(:http_mutation, rand, ctx) do
     {template, rand} = pick(http_templates(ctx), rand)
     {mutated, rand} = mutate(template, rand)
@@ -378,6 +419,57 @@ defmodule Grove.Load.Fuzz do
     {message, rand} = pick(ws_messages(ctx), rand)
     {mutated, rand} = mutate(IO.iodata_to_binary(masked(message, encoding)), rand)
     {ws_unsure(encoding, mutated), rand}
+  end
+
+  defp guest_join, do: %{type: :join, protocol: 2, view_radius: 4, name: "", token: ""}
+
+  # The frame's payload (it may break the protocol, so it is built here,
+  # not by `Grove.Protocol.encode/2`).
+  defp hostile_act(how, encoding, rand) do
+    {word, rand} = word(8, rand)
+    {seq, rand} = :rand.uniform_s(1_000_000, rand)
+
+    act =
+      case how do
+        :unknown_name -> {"zz_" <> word, "here", %{}}
+        :huge_name -> {String.duplicate(word, 500), "here", %{}}
+        :unknown_arg -> {"pick", "here", %{("zz_" <> word) => 1}}
+        :mistyped_arg -> {"pick", "n", %{("zz_" <> word) => word, "count" => "many"}}
+        :too_many_args -> {"pick", "e", Map.new(1..17, &{"a#{&1}", &1})}
+        :nested_args -> {"pick", "s", %{"a" => %{"b" => [1, 2.5, nil]}}}
+        :bad_target -> {"pick", "up", %{}}
+      end
+
+    {act_payload(encoding, seq, act), rand}
+  end
+
+  defp act_payload(:json, seq, {action, dir, args}) do
+    act = %{"type" => "act", "seq" => seq, "action" => action, "dir" => dir, "args" => args}
+    IO.iodata_to_binary(:jiffy.encode(act))
+  end
+
+  defp act_payload(:binary, seq, {action, dir, args}) do
+    target = Enum.find_index(~w(here n ne e se s sw w nw), &(&1 == dir)) || 200
+
+    entries =
+      for {name, value} <- args, into: <<>> do
+        value =
+          case value do
+            n when is_integer(n) -> <<0, n::signed-32>>
+            s when is_binary(s) -> <<1, byte_size(s)::16, s::binary>>
+            # No binary form: a type byte the protocol does not have.
+            _nested -> <<9, 0>>
+          end
+
+        <<byte_size(name)::16, name::binary, value::binary>>
+      end
+
+    <<7, seq::32, byte_size(action)::16, action::binary, target, map_size(args), entries::binary>>
+  end
+
+  defp masked_raw(payload, encoding) do
+    kind = if encoding == :json, do: :text, else: :binary
+    :cow_ws.masked_frame({kind, payload}, %{})
   end
 
   defp refusal(input), do: %{kind: :http, input: input, expect: :refusal, end_ours: false}
@@ -436,6 +528,7 @@ defmodule Grove.Load.Fuzz do
       %{type: :join, protocol: 2, view_radius: 8, name: "", token: ctx.token},
       %{type: :ping, t: 12_345},
       %{type: :move, seq: 1, dir: :n},
+      %{type: :act, seq: 2, action: "pick", dir: :e, args: %{"count" => 2, "why" => "fuzz"}},
       %{type: :resync}
     ]
   end
@@ -813,6 +906,18 @@ defmodule Grove.Load.Fuzz do
     end
   end
 
+  # After the join: the action's answer decides (what comes before it,
+  # the welcome and the views, does not).
+  defp frame(type, payload, %{expect: expect, encoding: encoding})
+       when type in [:text, :binary] and expect in [:act_refused, :act_answered] do
+    case Protocol.decode(payload, encoding) do
+      {:ok, %{type: :acted, result: result}} -> {:acted, result}
+      {:ok, %{type: :error, code: code}} -> {:error_message, code}
+      {:ok, _other} -> :next
+      _ -> {:message, :undecodable}
+    end
+  end
+
   defp frame(type, payload, %{encoding: encoding}) when type in [:text, :binary] do
     case Protocol.decode(payload, encoding) do
       {:ok, %{type: type}} -> {:message, type}
@@ -839,6 +944,12 @@ defmodule Grove.Load.Fuzz do
   defp judge(:unfinished, :closed), do: :ok
 
   defp judge(:refusal, {:error_message, _code}), do: :ok
+  defp judge(:act_refused, {:acted, result}) when result != :ok, do: :ok
+  defp judge(:act_answered, {:acted, _result}), do: :ok
+
+  defp judge(expect, {:error_message, _code}) when expect in [:act_refused, :act_answered],
+    do: :ok
+
   defp judge(_expect, {:close, code}) when is_integer(code), do: :ok
 
   defp judge(expect, {:message, _type})
@@ -863,6 +974,7 @@ defmodule Grove.Load.Fuzz do
   defp describe({:close, nil}), do: "close without a code"
   defp describe({:close, code}), do: "close #{code}"
   defp describe({:error_message, code}), do: "error #{code}"
+  defp describe({:acted, result}), do: "acted #{result}"
   defp describe({:message, type}), do: "message #{type}"
   defp describe({:bad_frame, bytes}), do: "not a frame: " <> shown(bytes)
   defp describe({:no_handshake, reason}), do: "no WebSocket handshake: #{inspect(reason)}"

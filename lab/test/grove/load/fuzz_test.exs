@@ -11,7 +11,7 @@ defmodule Grove.Load.FuzzTest do
   setup_all do
     Grove.TestInstance.start!("fuzz",
       sqlite: true,
-      world: [width: 40, height: 40, zone_size: 20, tick: :manual],
+      world: [width: 40, height: 40, zone_size: 20, tick: :manual, game: Grove.Games.Orchard],
       actors: [count: 0],
       accounts: [password_cost: 1000, guests: true],
       gateway: [port: 0]
@@ -30,6 +30,24 @@ defmodule Grove.Load.FuzzTest do
     assert report.seed == seed
     assert report.violations == [], "seed #{seed}: #{inspect(report.violations, pretty: true)}"
     assert log == ""
+  end
+
+  test "a game's actions that no game may take are refused with a reason and change nothing; floods are answered",
+       %{port: port, world: world} do
+    layer = fn -> for x <- 0..39, y <- 0..39, do: Grove.World.cell(world, {x, y}) end
+    before = layer.()
+
+    report = Fuzz.run("127.0.0.1", port, count: 60, seed: 11, cases: [:ws_act_hostile])
+    assert report.violations == [], inspect(report.violations, pretty: true)
+    hostile = Map.keys(report.outcomes.ws_act_hostile)
+    # Refused by the game's checks and by the protocol's.
+    assert "acted unknown_action" in hostile and "acted bad_args" in hostile
+    assert Enum.any?(hostile, &(&1 in ["error bad_field", "error bad_frame"]))
+    assert layer.() == before
+
+    report = Fuzz.run("127.0.0.1", port, count: 5, seed: 11, cases: [:ws_act_flood])
+    assert report.violations == [], inspect(report.violations, pretty: true)
+    assert Enum.all?(Map.keys(report.outcomes.ws_act_flood), &(&1 =~ ~r/^(acted|error) /))
   end
 
   test "a run is repeated exactly by its seed", %{port: port} do
