@@ -28,6 +28,12 @@ defmodule Grove.Bench.Actors do
   round trip passes `:limit_ms` or errors appear, and reports the knee: the
   last stage that passed.
 
+  The design `:act` is Grove with a game whose one action is as cheap as
+  an action gets (`Grove.Bench.Actors.Poke`: one attribute added to),
+  walked by actors that act instead of moving, each step a `poke` where
+  they stand: beside `:grove`, what an action costs next to a move. Its
+  answers are counted as moves are (`acted`, or the game's refusals).
+
   Both can run a design side by side with Grove: `:baseline` is
   `Grove.Bench.Baseline`, the whole world in one GenServer with a
   synchronous call per move, walked by one process per actor as in the blog
@@ -61,7 +67,8 @@ defmodule Grove.Bench.Actors do
 
   @timeout_us 5_000_000
   @rule_rejections [:blocked, :occupied, :out_of_bounds]
-  @error_outcomes [:busy, :rate_limited, :not_owner, :unknown_entity, :timeout]
+  @error_outcomes [:busy, :rate_limited, :not_owner, :unknown_entity, :timeout] ++
+                    [:interrupted, :unknown_action, :bad_args, :out_of_reach, :disabled]
 
   @defaults [
     actors: 250_000,
@@ -89,6 +96,7 @@ defmodule Grove.Bench.Actors do
     hog_from: 0,
     hog_for: nil,
     life: false,
+    act: false,
     peers: [],
     out: &IO.puts/1
   ]
@@ -97,8 +105,8 @@ defmodule Grove.Bench.Actors do
   @spec defaults() :: keyword()
   def defaults, do: @defaults
 
-  @doc "One measured run of a design (`:grove` or `:baseline`); returns its report."
-  @spec run(:grove | :baseline, keyword()) :: map()
+  @doc "One measured run of a design (`:grove`, `:act` or `:baseline`); returns its report."
+  @spec run(:grove | :act | :baseline, keyword()) :: map()
   def run(design, opts) do
     opts = Keyword.validate!(opts, @defaults)
 
@@ -141,7 +149,7 @@ defmodule Grove.Bench.Actors do
   is a fresh world with all its actors started at once, so a stage at N
   actors measures the same thing as a run with N actors.
   """
-  @spec ramp(:grove | :baseline, keyword()) :: map()
+  @spec ramp(:grove | :act | :baseline, keyword()) :: map()
   def ramp(design, opts) do
     opts = Keyword.validate!(opts, @defaults)
 
@@ -226,6 +234,13 @@ defmodule Grove.Bench.Actors do
       else: start_cluster(name, sup, opts)
   end
 
+  defp start_design(:act, name, sup, opts) do
+    if opts[:peers] != [],
+      do: raise(ArgumentError, "the action bench runs on one node, give no :peers")
+
+    start_world(name, sup, Keyword.put(opts, :act, true))
+  end
+
   defp start_design(:baseline, name, sup, opts) do
     if opts[:peers] != [],
       do:
@@ -246,12 +261,20 @@ defmodule Grove.Bench.Actors do
       life: opts[:life]
     ]
 
+    # With `:act`, a game and actors that play it: a poke each step.
+    {world_opts, kinds} =
+      if opts[:act],
+        do:
+          {world_opts ++ [game: Grove.Bench.Actors.Poke],
+           [kinds: [{Grove.Bench.Actors.Poker, 0}]]},
+        else: {world_opts, []}
+
     {:ok, _} = Supervisor.start_child(sup, {World, world_opts})
 
-    actors = [name: :"#{name}.Actors", world: world] ++ actor_options(opts)
+    actors = [name: :"#{name}.Actors", world: world] ++ kinds ++ actor_options(opts)
     {:ok, _} = Supervisor.start_child(sup, {Actors, actors})
 
-    new_bench(:grove, World, world, actors[:name], sup,
+    new_bench(if(opts[:act], do: :act, else: :grove), World, world, actors[:name], sup,
       queues: fn ->
         for i <- 0..(tuple_size(World.fetch!(world).zones) - 1), do: World.zone_pid(world, i)
       end,
@@ -908,7 +931,8 @@ defmodule Grove.Bench.Actors do
       p95_ms: to_ms(Histogram.percentile(latency, 95)),
       p99_ms: to_ms(Histogram.percentile(latency, 99)),
       max_ms: to_ms(Histogram.max(latency)),
-      outcomes: Map.take(diff.counts, [:ok | @rule_rejections ++ @error_outcomes]),
+      outcomes:
+        Map.take(diff.counts, [:ok, :acted, :refused | @rule_rejections ++ @error_outcomes]),
       skipped:
         Map.new([:unanswered, :full, :late], &{&1, Map.get(diff.counts, :"skipped_#{&1}", 0)}),
       timeouts: timeouts,
@@ -1092,8 +1116,9 @@ defmodule Grove.Bench.Actors do
     if due > 0, do: figure(Float.round(skipped * 100 / due, 1)), else: "0"
   end
 
+  # Moves' outcomes, and actions' (answered, or refused by the game).
   defp outcome_total(counts) do
-    Enum.reduce([:ok | @rule_rejections ++ @error_outcomes], 0, fn k, acc ->
+    Enum.reduce([:ok, :acted, :refused | @rule_rejections ++ @error_outcomes], 0, fn k, acc ->
       acc + Map.get(counts, k, 0)
     end) -
       Map.get(counts, :timeout, 0)

@@ -9,6 +9,7 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
       mix grove.bench.actors --actors 250000 --duration 60
       mix grove.bench.actors --actors 50000 --duration 30 --baseline --json bench.json
       mix grove.bench.actors --ramp --baseline
+      mix grove.bench.actors --ramp --act
       mix grove.bench.actors --actors 250000 --duration 90 --hog 1 --hog-from 20 --hog-for 40
 
   Options:
@@ -22,6 +23,10 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     * `--baseline` - also run the baseline (the whole world in one GenServer,
       a synchronous call per move, a process per actor) in the same run, and
       print the ratio
+    * `--act` - also run the same with a game whose one action is as cheap
+      as an action gets, every actor acting instead of moving (each step
+      a `poke` of its own cell, `Grove.Bench.Actors.Poke`), in the same
+      run, and print the ratio: what an action costs beside a move
     * `--json PATH` - write the report as JSON
     * `--width`, `--height`, `--zone-size`, `--seed` - the world (defaults
       1000, 1000, 50, 1)
@@ -52,6 +57,7 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     duration: :integer,
     ramp: :boolean,
     baseline: :boolean,
+    act: :boolean,
     json: :string,
     width: :integer,
     height: :integer,
@@ -92,6 +98,7 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
 
     {ramp?, opts} = Keyword.pop(opts, :ramp, false)
     {baseline?, opts} = Keyword.pop(opts, :baseline, false)
+    {act?, opts} = Keyword.pop(opts, :act, false)
     {json, opts} = Keyword.pop(opts, :json)
 
     describe_machine()
@@ -104,6 +111,8 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
       else
         single(opts, baseline?)
       end
+
+    report = if act?, do: with_act(report, ramp?, opts), else: report
 
     if json do
       File.mkdir_p!(Path.dirname(json))
@@ -137,6 +146,20 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     end
   end
 
+  # The same with actions in place of moves, side by side.
+  defp with_act(grove, true, opts) do
+    act = Bench.ramp(:act, opts)
+    ratio("knee, act / move", act.knee, grove.knee)
+    Map.merge(grove, %{act: act, act_knee_ratio: safe_ratio(act.knee, grove.knee)})
+  end
+
+  defp with_act(grove, false, opts) do
+    act = Bench.run(:act, opts)
+    ratio("p99 round trip, act / move", act.p99_ms, grove.p99_ms)
+    ratio("achieved steps/s, act / move", act.moves_per_s, grove.moves_per_s)
+    Map.put(grove, :act, act)
+  end
+
   defp ratio(label, a, b) do
     case safe_ratio(a, b) do
       nil -> Mix.shell().info("#{label}: -")
@@ -144,7 +167,7 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     end
   end
 
-  defp safe_ratio(a, b) when is_number(a) and is_number(b) and b > 0, do: Float.round(a / b, 1)
+  defp safe_ratio(a, b) when is_number(a) and is_number(b) and b > 0, do: Float.round(a / b, 2)
   defp safe_ratio(_a, _b), do: nil
 
   defp describe_machine do

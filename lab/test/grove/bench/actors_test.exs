@@ -33,4 +33,23 @@ defmodule Grove.Bench.ActorsTest do
     assert Enum.count(printed, &String.match?(&1, ~r/^\| \d+ \| (joining|warmup|measure) \|/)) ==
              length(report.windows)
   end
+
+  test "the action design walks actors that act instead of moving, answered and counted as steps" do
+    report =
+      Bench.run(:act,
+        actors: 200,
+        duration: 2,
+        warmup: 1,
+        every: 1,
+        width: 100,
+        height: 100,
+        zone_size: 25,
+        out: fn _line -> :ok end
+      )
+
+    assert report.design == :act
+    assert report.audit == :ok and report.entities == 200 and report.errors == 0
+    assert report.outcomes.acted > 0 and Map.get(report.outcomes, :ok, 0) == 0
+    assert report.moves_per_s > 0
+  end
 end
