@@ -12,7 +12,7 @@ defmodule Grove.LoadTest do
   setup_all do
     Grove.TestInstance.start!("load",
       sqlite: true,
-      world: [width: 80, height: 80, zone_size: 20, tick: 50],
+      world: [width: 80, height: 80, zone_size: 20, tick: 50, game: Grove.Games.Orchard],
       actors: [count: 200],
       accounts: [guests: true, password_cost: 1000, ip_rate: 10_000, ip_burst: 10_000]
     )
@@ -42,6 +42,28 @@ defmodule Grove.LoadTest do
     end
   end
 
+  test "bots act as well as move: every action answered, its round trip measured apart", %{
+    port: port
+  } do
+    report =
+      WsRun.run(
+        url: "ws://127.0.0.1:#{port}/ws",
+        players: 20,
+        ramp: 40,
+        duration: 2,
+        every: 1,
+        move_every: 100,
+        act_every: 2,
+        encoding: :binary,
+        out: fn _line -> :ok end
+      )
+
+    assert report.errors == 0
+    assert report.correctness_failures.total == 0, inspect(report.correctness_failures)
+    assert report.acts_per_s > 0 and report.act_p99_ms != nil
+    assert report.moves_per_s > 0
+  end
+
   # Yaws runs one server per node: the second server is on a peer node, with
   # the same world (not a cluster: each node's players play on their own).
   @tag :cluster
@@ -52,7 +74,7 @@ defmodule Grove.LoadTest do
 
     Grove.ClusterCase.start_instance!(other,
       name: Grove.LoadPeerT,
-      world: [width: 80, height: 80, zone_size: 20, tick: 50],
+      world: [width: 80, height: 80, zone_size: 20, tick: 50, game: Grove.Games.Orchard],
       actors: [count: 0],
       gateway: [port: 0],
       status_interval: false

@@ -29,6 +29,10 @@ defmodule Grove.Load.Player do
   #     outcome, its own entity is shown where its outcomes put it
   #     (`stale_own_entity`).
   #
+  # A player may also act (a game's action, `act/4`): one action in flight
+  # at most, beside its move; each `acted` must answer an action it sent
+  # (`unexpected_outcome`), and its round trip is measured apart.
+  #
   # To stay cheap, a player decodes only what its checks need: the outcome
   # (a fixed binary layout, or one small JSON object) and, when it checks
   # views, the areas. Everything else is counted by its type alone.
@@ -51,6 +55,7 @@ defmodule Grove.Load.Player do
   @bye 71
   @area 72
   @area_closed 73
+  @acted 76
 
   @results List.to_tuple([:ok | Grove.World.rejections()])
 
@@ -65,6 +70,8 @@ defmodule Grove.Load.Player do
     settle_us: 0,
     pending: nil,
     expired: [],
+    act_seq: 0,
+    acting: nil,
     checks_views: false,
     joined: false,
     unsure: false
@@ -112,6 +119,28 @@ defmodule Grove.Load.Player do
     end
   end
 
+  @doc """
+  An action of the game toward `dir` as a payload to send, or `nil` while
+  one is still in flight (or before the welcome). An action in flight for
+  too long is counted as a timeout and forgotten.
+  """
+  @spec act(t(), String.t(), atom(), env()) :: {t(), binary() | nil}
+  def act(%__MODULE__{joined: false} = player, _action, _dir, _env), do: {player, nil}
+
+  def act(%__MODULE__{acting: {_seq, sent_at}} = player, action, dir, env)
+      when env.now - sent_at > @timeout_us do
+    Stats.incr(env.stats, :timeouts)
+    act(%{player | acting: nil}, action, dir, env)
+  end
+
+  def act(%__MODULE__{acting: nil} = player, action, dir, env) do
+    seq = player.act_seq + 1
+    frame = encode(%{type: :act, seq: seq, action: action, dir: dir}, player.encoding)
+    {%{player | act_seq: seq, acting: {seq, env.now}}, frame}
+  end
+
+  def act(player, _action, _dir, _env), do: {player, nil}
+
   defp expire(%__MODULE__{pending: {seq, sent_at, _, _}} = player, env)
        when env.now - sent_at > @timeout_us do
     Stats.incr(env.stats, :timeouts)
@@ -132,6 +161,8 @@ defmodule Grove.Load.Player do
 
   defp binary_frame(player, <<@outcome, seq::32, result, x::16, y::16>>, env),
     do: outcome(player, seq, elem(@results, result), {x, y}, env)
+
+  defp binary_frame(player, <<@acted, seq::32, _::binary>>, env), do: acted(player, seq, env)
 
   defp binary_frame(player, <<@area, _::binary>> = payload, env) do
     Stats.incr(env.stats, :view_frames)
@@ -155,6 +186,11 @@ defmodule Grove.Load.Player do
 
   defp json_frame(player, ~s({"type":"area_closed") <> _ = payload, env),
     do: if(player.checks_views, do: decoded(player, payload, env), else: player)
+
+  defp json_frame(player, ~s({"type":"acted","seq":) <> rest, env) do
+    {seq, _} = Integer.parse(rest)
+    acted(player, seq, env)
+  end
 
   defp json_frame(player, ~s({"type":"stats") <> _, _env), do: player
   defp json_frame(player, ~s({"type":"density") <> _, _env), do: player
@@ -220,6 +256,20 @@ defmodule Grove.Load.Player do
 
   defp message(player, %{type: :bye, reason: reason}, _env), do: %{player | bye: reason}
   defp message(player, _other, _env), do: player
+
+  defp acted(%__MODULE__{acting: {seq, sent_at}} = player, seq, env) do
+    Grove.Metrics.Histogram.record(env.stats.act_latency, env.now - sent_at)
+    Stats.incr(env.stats, :acted)
+    %{player | acting: nil}
+  end
+
+  # A late answer to an action forgotten, or one never sent.
+  defp acted(%__MODULE__{act_seq: last} = player, seq, _env) when seq <= last, do: player
+
+  defp acted(player, _seq, env) do
+    Stats.failure(env.stats, :unexpected_outcome)
+    player
+  end
 
   defp outcome(player, seq, result, cell, env) do
     case player.pending do

@@ -5,7 +5,9 @@ defmodule Grove.Load.Stats do
   # and correctness failures by kind. `:moves_skipped` counts the moves a
   # player did not send when they came due, its previous one unanswered;
   # `:restored` the players welcomed again under their id, their entity
-  # lost with a node of a cluster and placed again.
+  # lost with a node of a cluster and placed again. Actions (a game's)
+  # are counted as sent and answered (`:acted`), their round trip apart
+  # from moves' (`act_latency`).
 
   alias Grove.Metrics.Histogram
 
@@ -17,6 +19,8 @@ defmodule Grove.Load.Stats do
     :restored,
     :moves_sent,
     :moves_skipped,
+    :acts_sent,
+    :acted,
     :outcomes,
     :outcomes_ok,
     :timeouts,
@@ -58,7 +62,7 @@ defmodule Grove.Load.Stats do
     defp index(unquote(Macro.escape(key))), do: unquote(index)
   end
 
-  defstruct [:counters, :latency, :connect]
+  defstruct [:counters, :latency, :act_latency, :connect]
 
   @type t :: %__MODULE__{}
 
@@ -69,6 +73,7 @@ defmodule Grove.Load.Stats do
     %__MODULE__{
       counters: :counters.new(size, [:write_concurrency]),
       latency: Histogram.new(),
+      act_latency: Histogram.new(),
       connect: Histogram.new()
     }
   end
@@ -106,6 +111,7 @@ defmodule Grove.Load.Stats do
         Map.new(@disconnect_reasons, &{&1, :counters.get(c, index({:disconnect, &1}))}),
       failures: Map.new(@failures, &{&1, :counters.get(c, index({:failure, &1}))}),
       latency: Histogram.snapshot(stats.latency),
+      act_latency: Histogram.snapshot(stats.act_latency),
       connect: Histogram.snapshot(stats.connect)
     }
   end
@@ -118,6 +124,7 @@ defmodule Grove.Load.Stats do
       disconnects: Map.merge(a.disconnects, b.disconnects, fn _k, x, y -> x + y end),
       failures: Map.merge(a.failures, b.failures, fn _k, x, y -> x + y end),
       latency: Histogram.merge(a.latency, b.latency),
+      act_latency: Histogram.merge(a.act_latency, b.act_latency),
       connect: Histogram.merge(a.connect, b.connect)
     }
   end
@@ -130,6 +137,7 @@ defmodule Grove.Load.Stats do
       disconnects: Map.new(later.disconnects, fn {k, v} -> {k, v - earlier.disconnects[k]} end),
       failures: Map.new(later.failures, fn {k, v} -> {k, v - earlier.failures[k]} end),
       latency: Histogram.diff(later.latency, earlier.latency),
+      act_latency: Histogram.diff(later.act_latency, earlier.act_latency),
       connect: Histogram.diff(later.connect, earlier.connect)
     }
   end

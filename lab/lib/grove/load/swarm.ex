@@ -12,7 +12,10 @@ defmodule Grove.Load.Swarm do
   # its first move at a random point of the first interval), in a random
   # direction, with one move in flight at most; in a crowd
   # (Grove.Load.Crowd), toward the crowd's point or about it, and at the
-  # crowd's pace until it gets there. Connecting (TCP and the
+  # crowd's pace until it gets there. With `act_every` N, one step in N
+  # (drawn at random) is instead an action of the game (`action`, "pick" by
+  # default) toward that step's cell, with one action in flight at most.
+  # Connecting (TCP and the
   # WebSocket handshake) happens in short-lived helper processes, so a ramp
   # does not wait behind the sockets already playing.
 
@@ -40,6 +43,8 @@ defmodule Grove.Load.Swarm do
     :crowd,
     :rand,
     :timer,
+    act_every: 0,
+    action: "pick",
     bots: %{},
     wheel: %{},
     slot: 0,
@@ -50,7 +55,8 @@ defmodule Grove.Load.Swarm do
   Starts a swarm. Options: `:host`, `:port`, `:path` (with the encoding's
   query), `:encoding`, `:move_every` (ms), `:stats` (Grove.Load.Stats),
   `:terrain` (`%{width: w, cells: binary}`, for the checks), `:crowd`
-  (a `Grove.Load.Crowd`, or nil for players who walk at random).
+  (a `Grove.Load.Crowd`, or nil for players who walk at random),
+  `:act_every` (one step in that many an action, 0 for none) and `:action`.
   """
   @spec start_link(keyword()) :: GenServer.on_start()
   def start_link(opts), do: GenServer.start_link(__MODULE__, opts)
@@ -73,6 +79,8 @@ defmodule Grove.Load.Swarm do
       path: Keyword.fetch!(opts, :path),
       encoding: Keyword.fetch!(opts, :encoding),
       move_every: Keyword.fetch!(opts, :move_every),
+      act_every: Keyword.get(opts, :act_every, 0),
+      action: Keyword.get(opts, :action, "pick"),
       stats: Keyword.fetch!(opts, :stats),
       terrain: Keyword.fetch!(opts, :terrain),
       crowd: Keyword.get(opts, :crowd),
@@ -194,12 +202,25 @@ defmodule Grove.Load.Swarm do
       case swarm.bots do
         %{^socket => {player, buffer}} ->
           {roll, rand} = :rand.uniform_s(1 <<< 16, swarm.rand)
-          {player, payload} = Player.move(player, direction(swarm, player, roll), env)
+          direction = direction(swarm, player, roll)
+          {acts?, rand} = acts?(swarm.act_every, rand)
+
+          {player, payload} =
+            if acts?,
+              do: Player.act(player, swarm.action, direction, env),
+              else: Player.move(player, direction, env)
 
           cond do
+            payload && acts? ->
+              Stats.incr(swarm.stats, :acts_sent)
+              send_payload(swarm, socket, payload)
+
             payload ->
               Stats.incr(swarm.stats, :moves_sent)
               send_payload(swarm, socket, payload)
+
+            acts? ->
+              :ok
 
             player.joined ->
               Stats.incr(swarm.stats, :moves_skipped)
@@ -222,6 +243,13 @@ defmodule Grove.Load.Swarm do
 
   defp every(%__MODULE__{crowd: nil} = swarm, _player), do: swarm.move_every
   defp every(swarm, player), do: Crowd.wait(swarm.crowd, player.cell, swarm.move_every)
+
+  defp acts?(0, rand), do: {false, rand}
+
+  defp acts?(every, rand) do
+    {n, rand} = :rand.uniform_s(every, rand)
+    {n == 1, rand}
+  end
 
   # The next move is due one interval later, give or take a tenth.
   defp next(swarm, socket, slot, every) do

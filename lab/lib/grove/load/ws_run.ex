@@ -32,6 +32,13 @@ defmodule Grove.Load.WsRun do
   written): set beside the p99 the players saw, it tells the server's part
   of the round trip from the network's and the load generator's.
 
+  With `:act_every` N (0, none, by default), one step in N of each player
+  is instead an action of the world's game (`:action`, `"pick"` by
+  default) toward a random neighbouring cell, one in flight at most: the
+  progress lines and stages add the actions answered a second and their
+  round trip (`act_p99_ms`), apart from moves', and a stage passes only
+  when both p99s are within `:limit_ms`.
+
   Each progress line also gives the moves players skipped (a player sends
   no move while its previous one is unanswered) and, from the server's
   `/metrics`, its memory, run queue and scheduler utilization. With `:hog`
@@ -80,6 +87,8 @@ defmodule Grove.Load.WsRun do
     settle: 5,
     baseline_seconds: 10,
     move_every: 1000,
+    act_every: 0,
+    action: "pick",
     encoding: :json,
     check_views: 100,
     per_swarm: 500,
@@ -125,7 +134,9 @@ defmodule Grove.Load.WsRun do
         encoding: opts[:encoding],
         terrain: terrain,
         move_every: opts[:move_every],
-        crowd: crowd
+        crowd: crowd,
+        act_every: opts[:act_every],
+        action: opts[:action]
       ],
       target: target,
       ramp: ramp,
@@ -144,7 +155,8 @@ defmodule Grove.Load.WsRun do
 
     opts[:out].(
       "load: #{describe(run)} at #{ramp}/s on #{Enum.join(urls, ", ")} (#{opts[:encoding]}), " <>
-        "moves every #{opts[:move_every]} ms, views checked by #{describe_checks(opts[:check_views])}" <>
+        "moves every #{opts[:move_every]} ms#{describe_acts(opts)}, " <>
+        "views checked by #{describe_checks(opts[:check_views])}" <>
         describe_crowd(crowd)
     )
 
@@ -258,7 +270,15 @@ defmodule Grove.Load.WsRun do
   end
 
   defp passed?(run, window),
-    do: window.p99_ms != nil and window.p99_ms <= run.opts[:limit_ms] and window.errors == 0
+    do:
+      window.p99_ms != nil and window.p99_ms <= run.opts[:limit_ms] and window.errors == 0 and
+        (run.opts[:act_every] == 0 or
+           (window.act_p99_ms != nil and window.act_p99_ms <= run.opts[:limit_ms]))
+
+  defp describe_acts(%{act_every: 0}), do: ""
+
+  defp describe_acts(opts),
+    do: " (one step in #{opts[:act_every]} an action, #{inspect(opts[:action])})"
 
   ## Stages
 
@@ -377,6 +397,8 @@ defmodule Grove.Load.WsRun do
       p99_ms: window.p99_ms,
       max_ms: to_ms(Histogram.max(diff.latency)),
       server_p99_ms: server_p99_ms,
+      acts_per_s: window.acts_per_s,
+      act_p99_ms: window.act_p99_ms,
       views_per_s: window.views_per_s,
       in_per_player_s: per_player(window.bytes_in_per_s, players),
       out_per_player_s: per_player(window.bytes_out_per_s, players),
@@ -396,6 +418,9 @@ defmodule Grove.Load.WsRun do
     }
   end
 
+  defp acts_part(%{acts_per_s: 0, act_p99_ms: nil}), do: ""
+  defp acts_part(s), do: "#{s.acts_per_s} acts/s p99 #{figure(s.act_p99_ms)} ms  "
+
   defp per_player(_bytes, 0), do: 0
   defp per_player(bytes, players), do: round(bytes / players)
 
@@ -403,6 +428,7 @@ defmodule Grove.Load.WsRun do
     "stage #{pad(s.players, 6)} players  #{pad(s.moves_per_s, 6)} moves/s  " <>
       "p50 #{figure(s.p50_ms)} p99 #{figure(s.p99_ms)} max #{figure(s.max_ms)} ms " <>
       "(server p99 #{figure(s.server_p99_ms)})  " <>
+      acts_part(s) <>
       "#{s.views_per_s} views/s  in #{s.in_per_player_s} out #{s.out_per_player_s} B/player/s  " <>
       "server #{figure(s.server_percent)} % (#{figure(s.server_us_per_player_s)} us/player-s)  " <>
       "#{kb(s.memory_per_player)} KB/player  load #{figure(s.load_percent)} %  " <>
@@ -563,6 +589,8 @@ defmodule Grove.Load.WsRun do
       bytes_out_per_s: round(counts.bytes_out / seconds),
       p50_ms: to_ms(Histogram.percentile(diff.latency, 50)),
       p99_ms: to_ms(Histogram.percentile(diff.latency, 99)),
+      acts_per_s: round(counts.acted / seconds),
+      act_p99_ms: to_ms(Histogram.percentile(diff.act_latency, 99)),
       errors: errors(counts),
       correctness_failures: counts.correctness_failures
     }
@@ -576,7 +604,9 @@ defmodule Grove.Load.WsRun do
       "load #{pad(w.t, 5)} s  #{pad(w.players, 6)} players  #{pad(w.moves_per_s, 6)} moves/s  " <>
         "#{pad(w.skipped_per_s, 5)} skipped/s  " <>
         "#{pad(w.views_per_s, 7)} views/s  in #{kb(w.bytes_in_per_s)} KB/s  out #{kb(w.bytes_out_per_s)} KB/s  " <>
-        "p50 #{figure(w.p50_ms)} ms  p99 #{figure(w.p99_ms)} ms  errors #{w.errors}  failures #{w.correctness_failures}  " <>
+        "p50 #{figure(w.p50_ms)} ms  p99 #{figure(w.p99_ms)} ms  " <>
+        acts_part(w) <>
+        "errors #{w.errors}  failures #{w.correctness_failures}  " <>
         "server #{mb(w.server_memory)} MB, run queue #{figure(w.server_run_queue)}, " <>
         "busy #{percent(w.server_utilization)} %#{if w.hog, do: "  HOG", else: ""}"
     )
@@ -664,6 +694,8 @@ defmodule Grove.Load.WsRun do
       p95_ms: to_ms(Histogram.percentile(latency, 95)),
       p99_ms: to_ms(Histogram.percentile(latency, 99)),
       max_ms: to_ms(Histogram.max(latency)),
+      acts_per_s: average(steady, :acts_per_s),
+      act_p99_ms: to_ms(Histogram.percentile(total.act_latency, 99)),
       connect_p50_ms: to_ms(Histogram.percentile(total.connect, 50)),
       connect_p99_ms: to_ms(Histogram.percentile(total.connect, 99)),
       connect_max_ms: to_ms(Histogram.max(total.connect)),

@@ -32,6 +32,9 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     * `--stage-seconds S`, `--settle S`, `--baseline-seconds S`, `--ramp N`,
       `--check-views N|all` - passed to the load (defaults 30, 5, 15, 1000, 100)
     * `--actors N` - actors in the server's world (default 20000, as `make run`)
+    * `--act-every N` - one step in N of each player an action of the
+      game (`make run`'s: the orchard's `pick`) instead of a move; the
+      stages give the actions' round trip beside the moves' (default none)
     * `--cores SERVER,LOAD` - the cores to pin them to (default `0,1`)
     * `--json PATH`, `--report PATH` - the load's reports, as for `mix grove.load`
     * `--sample-every S` - a soak: sample the server's gauges every S seconds
@@ -63,6 +66,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     ramp: :integer,
     check_views: :string,
     actors: :integer,
+    act_every: :integer,
     cores: :string,
     json: :string,
     report: :string,
@@ -132,6 +136,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
            opts[:check_views] || "100"
          ] ++
            if(opts[:json], do: ["--json", opts[:json]], else: []) ++
+           if(opts[:act_every], do: ["--act-every", to_string(opts[:act_every])], else: []) ++
            if(opts[:sample_every],
              do: ["--sample-every", to_string(opts[:sample_every])],
              else: []

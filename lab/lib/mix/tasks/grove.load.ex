@@ -39,6 +39,10 @@ defmodule Mix.Tasks.Grove.Load do
     * `--per-swarm N` - players per load-generator process (default 500)
     * `--every S` - seconds between progress lines (default 5)
     * `--move-every MS` - milliseconds between a player's moves (default 1000)
+    * `--act-every N` - one step in N of each player an action of the
+      world's game instead of a move (`--action NAME`, default `pick`),
+      toward a random neighbouring cell; their round trip is reported
+      apart, and a stage passes only when both p99s do (default none)
     * `--encoding json|binary` (default json)
     * `--limit-ms MS` - the p99 that marks the knee (default 100)
     * `--json PATH` - write the report as JSON
@@ -124,6 +128,8 @@ defmodule Mix.Tasks.Grove.Load do
     ramp: :integer,
     duration: :integer,
     move_every: :integer,
+    act_every: :integer,
+    action: :string,
     encoding: :string,
     limit_ms: :integer,
     json: :string,
