@@ -5,8 +5,9 @@ defmodule Grove.ClusterGameTest do
   import Grove.ClusterCase
   import Grove.WorldCase, only: [eventually: 2]
 
+  alias Grove.Cluster.Placement
   alias Grove.World
-  alias Grove.World.{Grid, Placement}
+  alias Grove.World.Grid
 
   @moduletag :cluster
   @moduletag :capture_log
