@@ -173,7 +173,12 @@ defmodule Grove.ReloaderTest do
 
     # A file that does not compile: refused, the running code kept.
     rewrite(file, source("broken", :integer, 0, "def oops(, do: 1"))
-    assert {:error, "did not compile: " <> _} = Reloader.check(reloader)
+
+    # (The compiler says why on the console too, as it does in `make run`.)
+    ExUnit.CaptureIO.capture_io(:stderr, fn ->
+      assert {:error, "did not compile: " <> _} = Reloader.check(reloader)
+    end)
+
     {acted, conn} = count(conn, 3)
     assert acted.data == %{"word" => "howdy", "n" => 3}
 
