@@ -447,11 +447,14 @@ defmodule Grove.ClusterTest do
       w = Grove.World.fetch!(world)
 
       # Four players from this node in zones of each node (a zone mostly
-      # water may have no room: the next one does).
+      # water may have no room: the next one does; a node that runs fewer
+      # than four zones, as placement by the nodes' names may have it,
+      # gets two in one).
       cells =
         Enum.flat_map(nodes, fn node ->
           0..15
           |> Enum.filter(&(Grove.World.zone_node(w, &1) == node))
+          |> Stream.cycle()
           |> Stream.flat_map(fn index ->
             area = Grove.World.Grid.zone_bounds(w.grid, index)
 
