@@ -1,0 +1,108 @@
+# How old the game's state is that a server killed with `kill -9` comes
+# back with: the default world (`make run`'s, the orchard played by its
+# 20,000 actors, the game saved to SQLite every 5 s) runs in an OS process
+# of its own for a random 20 to 30 s (`--seconds` and up to 10 more), then
+# gets SIGKILL; the save in the
+# store (read after the kill with `Grove.Store`) is that much older than
+# the kill: what changed after it is what was lost. The same data folder
+# is then started again and the zones that came back from their saves are
+# counted from the server's log. Rounds in a row:
+#
+#   cd lab && flock -x /work/.machine.lock mix run --no-start bench/save_age.exs [--rounds 5]
+#
+# A zone lost with one node of a cluster comes back on a survivor the same
+# way (its last save, from the shared store): this measures that age
+# without a cluster.
+
+{opts, _, _} = OptionParser.parse(System.argv(), strict: [rounds: :integer, seconds: :integer])
+rounds = Keyword.get(opts, :rounds, 5)
+seconds = Keyword.get(opts, :seconds, 20)
+# This VM only reads the store the servers wrote: no instance of its own.
+Application.put_env(:grove, :start, false)
+{:ok, _} = Application.ensure_all_started(:grove)
+
+alias Grove.Load.Server
+
+defmodule SaveAge do
+  # What the server prints, until it answers, and the zones it restored.
+  def start(data, port) do
+    env = [
+      {"GROVE_PORT", to_string(port)},
+      {"GROVE_DATA", data},
+      {"MIX_ENV", to_string(Mix.env())}
+    ]
+
+    server = Server.start(env: env, label: "server")
+    Server.await(server, port, fn _ -> :ok end)
+    server
+  end
+
+  def restored(server, deadline) do
+    receive do
+      {port, {:data, {_, line}}} when port == server.port ->
+        restored = if line =~ "restored from its save", do: 1, else: 0
+        restored + restored(server, deadline)
+    after
+      max(deadline - System.monotonic_time(:millisecond), 0) -> 0
+    end
+  end
+
+  def drain(server) do
+    receive do
+      {port, {:data, _}} when port == server.port -> drain(server)
+    after
+      0 -> :ok
+    end
+  end
+
+  # The newest save of any zone, from the store the server wrote.
+  def newest_save(data) do
+    store = :"save_age_store_#{System.unique_integer([:positive])}"
+
+    {:ok, sup} =
+      Supervisor.start_link([{Grove.Store, name: store, path: Path.join(data, "grove.db")}],
+        strategy: :one_for_one
+      )
+
+    scope = "game/Grove.Games.Orchard/1000x1000/50/1"
+    {:ok, entries} = Grove.Store.list_state(store, scope)
+    Supervisor.stop(sup)
+
+    saved = for {_key, value} <- entries, do: :erlang.binary_to_term(value).saved_at
+    {length(saved), Enum.max(saved, fn -> nil end)}
+  end
+end
+
+ages =
+  for round <- 1..rounds do
+    data = Path.join(System.tmp_dir!(), "grove-save-age-#{System.unique_integer([:positive])}")
+    port = Grove.Ports.free()
+    server = SaveAge.start(data, port)
+    Process.sleep(seconds * 1000 + :rand.uniform(10_000))
+    pid = Server.os_pid(server)
+    System.cmd("kill", ["-KILL", to_string(pid)])
+    killed_at = System.system_time(:millisecond)
+    SaveAge.drain(server)
+    {zones, newest} = SaveAge.newest_save(data)
+    age = killed_at - newest
+
+    # Started again on what the killed one left: its zones come back.
+    again = SaveAge.start(data, Grove.Ports.free())
+    restored = SaveAge.restored(again, System.monotonic_time(:millisecond) + 3000)
+    Server.stop(again)
+    File.rm_rf!(data)
+
+    IO.puts(
+      "round #{round}: killed; the newest save, of #{zones} zones saved, #{age} ms older than the kill; " <>
+        "started again: #{restored} zones restored from their saves"
+    )
+
+    age
+  end
+
+sorted = Enum.sort(ages)
+
+IO.puts(
+  "save age at the kill over #{rounds} rounds: min #{hd(sorted)} ms, " <>
+    "median #{Enum.at(sorted, div(rounds, 2))} ms, max #{List.last(sorted)} ms"
+)
