@@ -268,6 +268,21 @@ kinds =
 
 clustered = System.get_env("GROVE_PEERS", "") != "" or System.get_env("GROVE_PEERS_DNS", "") != ""
 
+zones =
+  case System.get_env("GROVE_ZONES") do
+    nil ->
+      nil
+
+    "always" ->
+      :always
+
+    "on_demand" ->
+      :on_demand
+
+    other ->
+      raise ArgumentError, "GROVE_ZONES must be always or on_demand, got: #{inspect(other)}"
+  end
+
 config :grove,
   world:
     set.(
@@ -275,14 +290,17 @@ config :grove,
       height: integer.("GROVE_HEIGHT"),
       seed: integer.("GROVE_SEED"),
       game: game,
+      zones: zones,
+      zone_idle: integer.("GROVE_ZONE_IDLE_MS"),
       life:
         case System.get_env("GROVE_LIFE") do
           off when off in ["off", "false", "0"] ->
             false
 
-          # Bacteria do not span the nodes of a cluster yet: a cluster runs
-          # without them unless asked (and then refuses to start, saying why).
-          nil when clustered ->
+          # Bacteria do not span the nodes of a cluster yet, nor sleep with
+          # their zones: such worlds run without them unless asked (and then
+          # refuse to start, saying why).
+          nil when clustered or zones == :on_demand ->
             false
 
           on when on in [nil, "on", "true", "1"] ->

@@ -50,6 +50,15 @@ defmodule Grove.World do
       lasts"); `nil` for a game whose state lives as long as the world
       runs, and whose tallies are counted and dropped (default `nil`; an
       instance with a store gives its world that store)
+    * `:zones` - `:always` to run every zone from the start, or `:on_demand`
+      to start a zone when first needed (an entity placed in it or crossing
+      into it, a viewport reaching it) and stop it when idle, for worlds
+      much larger than what is ever in use at once; alone on a node and
+      without `:life` (default `:always`)
+    * `:zone_idle` - in a world of zones on demand, milliseconds a zone
+      stays awake without a player's entity, a viewer or a handoff before
+      it sleeps, or `:manual` to put idle zones to sleep with
+      `sleep_idle/1` only (default `60000`)
 
   ## The client API
 
@@ -111,7 +120,8 @@ defmodule Grove.World do
     Placer,
     Rules,
     Stats,
-    Terrain
+    Terrain,
+    Zone
   }
 
   @enforce_keys [:name, :grid, :rules, :tick]
@@ -154,6 +164,8 @@ defmodule Grove.World do
     handoff_timeout: 5000,
     terrain_options: [],
     cluster: nil,
+    zones_on_demand: false,
+    zone_idle: 60_000,
     id_base: 0,
     id_span: nil
   ]
@@ -198,6 +210,8 @@ defmodule Grove.World do
           handoff_timeout: pos_integer(),
           terrain_options: keyword(),
           cluster: atom() | nil,
+          zones_on_demand: boolean(),
+          zone_idle: pos_integer() | :manual,
           id_base: non_neg_integer(),
           id_span: pos_integer() | nil
         }
@@ -847,15 +861,43 @@ defmodule Grove.World do
   @spec grid(name() | t()) :: Grid.t()
   def grid(world), do: fetch!(world).grid
 
-  @doc "Makes every zone tick now; for worlds started with `tick: :manual`."
+  @doc "Makes every zone that runs tick now; for worlds started with `tick: :manual`."
   @spec tick(name() | t()) :: :ok
   def tick(world) do
     world = fetch!(world)
-
-    for index <- 0..(tuple_size(world.zones) - 1),
-        do: GenServer.cast(zone_address(world, index), :tick)
-
+    for index <- awake_zones(world), do: GenServer.cast(zone_address(world, index), :tick)
     :ok
+  end
+
+  @doc """
+  The zones that run now, by index: every zone, but in a world of zones
+  on demand (`:zones`), where only those awake run.
+  """
+  @spec awake_zones(name() | t()) :: [Grid.zone_index()]
+  def awake_zones(world) do
+    world = fetch!(world)
+    all = 0..(tuple_size(world.zones) - 1)
+
+    if world.zones_on_demand,
+      do: for(index <- all, Process.whereis(elem(world.zones, index)) != nil, do: index),
+      else: Enum.to_list(all)
+  end
+
+  @doc """
+  Puts every zone that is idle now to sleep, however short its idle time
+  (`:zone_idle`), and returns when they sleep: in a world of zones on
+  demand, what an operator (or a test) does instead of waiting. Returns
+  the indices of the zones that went to sleep.
+  """
+  @spec sleep_idle(name() | t(), timeout()) :: [Grid.zone_index()]
+  def sleep_idle(world, timeout \\ 5000) do
+    world = fetch!(world)
+
+    for index <- awake_zones(world),
+        pid = Process.whereis(elem(world.zones, index)),
+        pid != nil,
+        :asleep == Zone.sleep_if_idle(pid, timeout),
+        do: index
   end
 
   ## Bacteria: `Grove.World.Bacteria`
@@ -929,8 +971,20 @@ defmodule Grove.World do
   Where to send a zone's messages: its registered name on this node, or
   `{name, node}` on the node that runs it (`Grove.Cluster.Placement`).
   """
-  @spec zone_address(t(), Grid.zone_index()) :: atom() | {atom(), node()}
-  def zone_address(%__MODULE__{cluster: nil} = world, index), do: elem(world.zones, index)
+  @spec zone_address(t(), Grid.zone_index()) :: atom() | {atom(), node()} | pid()
+  def zone_address(%__MODULE__{cluster: nil, zones_on_demand: false} = world, index),
+    do: elem(world.zones, index)
+
+  # A zone that does not run (it never ran, or it sleeps) starts first, so
+  # that what is sent to it is never sent to nobody. Its process, not its
+  # name: a zone that falls asleep gives up its name at once, but its
+  # process lingers and passes on what still comes to it.
+  def zone_address(%__MODULE__{cluster: nil} = world, index) do
+    case Process.whereis(elem(world.zones, index)) do
+      nil -> Zone.wake(world, index) || elem(world.zones, index)
+      pid -> pid
+    end
+  end
 
   def zone_address(%__MODULE__{} = world, index) do
     name = elem(world.zones, index)
@@ -956,8 +1010,9 @@ defmodule Grove.World do
   # this reads them the other way round: an address of the new placement
   # never comes with the old epoch.
   @spec zone_placement(t(), Grid.zone_index()) ::
-          {atom() | {atom(), node()}, non_neg_integer()}
-  def zone_placement(%__MODULE__{cluster: nil} = world, index), do: {elem(world.zones, index), 0}
+          {atom() | {atom(), node()} | pid(), non_neg_integer()}
+  def zone_placement(%__MODULE__{cluster: nil} = world, index),
+    do: {zone_address(world, index), 0}
 
   def zone_placement(%__MODULE__{} = world, index) do
     name = elem(world.zones, index)

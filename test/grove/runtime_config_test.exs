@@ -72,4 +72,18 @@ defmodule Grove.RuntimeConfigTest do
       read([{"GROVE_GAME", "tag!"}])
     end
   end
+
+  test "GROVE_ZONES starts zones on demand, without bacteria unless asked, idle for GROVE_ZONE_IDLE_MS" do
+    on_demand = world(read([{"GROVE_ZONES", "on_demand"}, {"GROVE_ZONE_IDLE_MS", "5000"}]))
+    assert on_demand[:zones] == :on_demand
+    assert on_demand[:zone_idle] == 5000
+    assert on_demand[:life] == false
+
+    assert world(read([{"GROVE_ZONES", "always"}]))[:zones] == :always
+    assert world(read([]))[:zones] == nil
+
+    assert_raise ArgumentError, ~r/GROVE_ZONES must be always or on_demand/, fn ->
+      read([{"GROVE_ZONES", "lazy"}])
+    end
+  end
 end

@@ -11,7 +11,7 @@ defmodule Grove.World.Audit do
   @doc "Asks every zone of a world for its report, then judges them together."
   @spec run(World.t(), timeout()) :: :ok | {:error, [String.t()]}
   def run(%World{cluster: nil} = world, timeout) do
-    reports = for zone <- Tuple.to_list(world.zones), do: GenServer.call(zone, :audit, timeout)
+    reports = for index <- 0..(tuple_size(world.zones) - 1), do: report(world, index, timeout)
     directory = Directory.entries(world.name)
 
     case findings(reports, directory, World.entity_count(world)) do
@@ -36,6 +36,18 @@ defmodule Grove.World.Audit do
       all -> {:error, all}
     end
   end
+
+  # A zone on demand that sleeps has only its table to show: its entities
+  # are those, and nothing else in it can be wrong.
+  defp report(%World{zones_on_demand: true} = world, index, timeout) do
+    case Process.whereis(elem(world.zones, index)) do
+      nil -> {for(row <- :ets.tab2list(elem(world.tables, index)), do: elem(row, 0)), []}
+      pid -> GenServer.call(pid, :audit, timeout)
+    end
+  end
+
+  defp report(world, index, timeout),
+    do: GenServer.call(elem(world.zones, index), :audit, timeout)
 
   @doc "The ids resident in every zone of a world, wherever each runs."
   @spec residents(World.t(), timeout()) :: [non_neg_integer()]

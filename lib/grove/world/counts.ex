@@ -51,7 +51,21 @@ defmodule Grove.World.Counts do
 
     world.stats
     |> Stats.read()
-    |> Map.merge(%{entities: entity_count(world), zone_mailbox_max: Enum.max(loads)})
+    |> Map.merge(%{
+      entities: entity_count(world),
+      zone_mailbox_max: Enum.max(loads),
+      zones_awake: zones_awake(world)
+    })
+  end
+
+  # Every zone runs, but in a world of zones on demand.
+  defp zones_awake(%World{zones_on_demand: false} = world), do: Grid.zone_count(world.grid)
+
+  defp zones_awake(world) do
+    %{active: active} =
+      DynamicSupervisor.count_children(World.Supervisor.awake_supervisor(world.name))
+
+    active
   end
 
   @doc """

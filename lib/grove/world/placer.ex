@@ -160,12 +160,16 @@ defmodule Grove.World.Placer do
     }
 
     if world.cluster == nil do
-      for index <- 0..(zone_count(world) - 1), do: start_zone(placer, index)
-      # Zones recover (their entities, their game's layer) in
-      # `handle_continue/2`, all at once; a world whose start has returned
-      # has them ready, so that what it reads of them without a message
-      # (a game's cells) is there.
-      for index <- 0..(zone_count(world) - 1), do: :ok = Zone.recovered(world, index)
+      # Zones on demand start when first needed (`Grove.World.Zone.wake/2`).
+      unless world.zones_on_demand do
+        for index <- 0..(zone_count(world) - 1), do: start_zone(placer, index)
+        # Zones recover (their entities, their game's layer) in
+        # `handle_continue/2`, all at once; a world whose start has returned
+        # has them ready, so that what it reads of them without a message
+        # (a game's cells) is there.
+        for index <- 0..(zone_count(world) - 1), do: :ok = Zone.recovered(world, index)
+      end
+
       {:ok, placer}
     else
       # A node leaves the group before its connection closes: zones it

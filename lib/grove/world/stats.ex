@@ -22,6 +22,9 @@ defmodule Grove.World.Stats do
             :deltas_relayed,
             :deltas_dropped,
             :zone_restarts,
+            # Zones on demand: started when first needed, and put to sleep.
+            :zone_wakes,
+            :zone_sleeps,
             # Bacteria: generations computed (by all zones), cells born and
             # dead, patterns seeded and refused.
             :generations,

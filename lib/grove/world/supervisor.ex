@@ -26,7 +26,9 @@ defmodule Grove.World.Supervisor do
     life: false,
     game: nil,
     store: nil,
-    cluster: nil
+    cluster: nil,
+    zones: :always,
+    zone_idle: 60_000
   ]
 
   @doc "Validates `opts` and starts the world's supervision tree, registered under its name."
@@ -63,6 +65,22 @@ defmodule Grove.World.Supervisor do
       raise ArgumentError, "a world is at most 65535 cells wide and high"
     end
 
+    unless opts[:zones] in [:always, :on_demand] do
+      raise ArgumentError, ":zones must be :always or :on_demand, got: #{inspect(opts[:zones])}"
+    end
+
+    unless opts[:zone_idle] == :manual or (is_integer(opts[:zone_idle]) and opts[:zone_idle] > 0) do
+      raise ArgumentError,
+            ":zone_idle must be a positive integer (ms) or :manual, got: #{inspect(opts[:zone_idle])}"
+    end
+
+    # A zone asleep holds no automaton, and one zone's placement elsewhere
+    # is the cluster's: neither is on demand yet.
+    if opts[:zones] == :on_demand and (opts[:life] not in [nil, false] or opts[:cluster] != nil) do
+      raise ArgumentError,
+            "zones on demand run in a world alone, without bacteria: start it with zones: :always"
+    end
+
     unless opts[:tick] == :manual or (is_integer(opts[:tick]) and opts[:tick] > 0) do
       raise ArgumentError,
             ":tick must be a positive integer or :manual, got: #{inspect(opts[:tick])}"
@@ -83,7 +101,9 @@ defmodule Grove.World.Supervisor do
       density_cols: div(opts[:width] + opts[:density_block] - 1, opts[:density_block]),
       density_rows: div(opts[:height] + opts[:density_block] - 1, opts[:density_block]),
       terrain_options: Keyword.put(opts[:terrain], :seed, opts[:seed]),
-      cluster: opts[:cluster]
+      cluster: opts[:cluster],
+      zones_on_demand: opts[:zones] == :on_demand,
+      zone_idle: opts[:zone_idle]
     }
     |> tally()
     |> id_range()
@@ -145,6 +165,13 @@ defmodule Grove.World.Supervisor do
                ]
              ]}
         },
+        # The zones of a world whose zones start on demand: each starts when
+        # first needed (`Grove.World.Zone.wake/2`) and stops when idle.
+        {DynamicSupervisor,
+         strategy: :one_for_one,
+         max_restarts: 100,
+         max_seconds: 5,
+         name: awake_supervisor(world.name)},
         # Starts this node's zones there (all of them, unless in a cluster),
         # and moves them when the cluster changes.
         # A node that stops on purpose hands its zones over first: room for it.
@@ -165,6 +192,10 @@ defmodule Grove.World.Supervisor do
     # If the keeper goes, the tables go: the zones must start again after it.
     Supervisor.init(children, strategy: :rest_for_one)
   end
+
+  @doc "The name of the supervisor of a world's zones that start on demand."
+  @spec awake_supervisor(World.name()) :: atom()
+  def awake_supervisor(name), do: :"#{name}.awake"
 
   @doc "The name of the supervisor of a world's zones on this node."
   @spec zones_supervisor(World.name()) :: atom()

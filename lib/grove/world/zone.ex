@@ -26,6 +26,16 @@ defmodule Grove.World.Zone do
   # and says how it all fits. A zone nobody watches does no view work and,
   # with no handoff pending and no overload to re-measure, has no tick at all.
   #
+  # Zones on demand (a world started with `zones: :on_demand`): a zone
+  # starts when something is first sent to it (`wake/2`, through
+  # `Grove.World.zone_address/2`) and recovers its entities from its table
+  # as a restarted zone does. Once it has held no player's entity, no viewer
+  # and no handoff for `zone_idle`, it sleeps: it stops monitoring, gives up
+  # its name, and lingers for `handoff_timeout`, passing what still comes
+  # to its new run (which the first such message wakes), then stops. Its
+  # table stays, so the entities it holds (actors standing still) are still
+  # where readers look for them, and it wakes when one of them moves.
+  #
   # Bacteria (Grove.World.Life): the zone computes its own cells of the
   # automaton, one generation at a time, on a timer of its own (`life_timer`).
   # That work is `Zone.Bacteria`'s, which says when a generation is due and
@@ -71,7 +81,9 @@ defmodule Grove.World.Zone do
     neighbours: %{},
     seeds: [],
     overloaded: false,
-    monitors: %{}
+    monitors: %{},
+    idle_since: nil,
+    asleep: false
   ]
 
   @typedoc "A subscription: a viewer process and the format it reads."
@@ -96,7 +108,9 @@ defmodule Grove.World.Zone do
           seeds: [Grid.cell()],
           overloaded: boolean(),
           monitors: %{reference() => {:entity, Entity.id()} | {:subscriber, subscriber()}},
-          subscriptions: Subscriptions.t()
+          subscriptions: Subscriptions.t(),
+          idle_since: integer() | nil,
+          asleep: boolean()
         }
 
   @spec start_link({World.t(), Grid.zone_index()}) :: GenServer.on_start()
@@ -107,6 +121,44 @@ defmodule Grove.World.Zone do
   @spec child_spec({World.t(), Grid.zone_index()}) :: Supervisor.child_spec()
   def child_spec({_world, index} = arg) do
     %{id: {__MODULE__, index}, start: {__MODULE__, :start_link, [arg]}}
+  end
+
+  @doc """
+  Starts a zone of a world of zones on demand, unless it runs already;
+  returns its process, or `nil` when the world is stopping.
+  """
+  @spec wake(World.t(), Grid.zone_index()) :: pid() | nil
+  def wake(%World{} = world, index) do
+    spec = %{
+      id: {__MODULE__, index},
+      start: {__MODULE__, :start_link, [{world, index}]},
+      # One that crashes starts again from its table; one that sleeps does not.
+      restart: :transient
+    }
+
+    case DynamicSupervisor.start_child(World.Supervisor.awake_supervisor(world.name), spec) do
+      {:ok, pid} ->
+        Stats.incr(world.stats, :zone_wakes)
+        pid
+
+      {:error, {:already_started, pid}} ->
+        pid
+    end
+  catch
+    :exit, {:noproc, _} -> nil
+  end
+
+  @doc """
+  Puts a zone of a world of zones on demand to sleep now if it is idle (no
+  player's entity, no viewer, no handoff), whatever its idle time:
+  `:asleep`, or `:awake` when it is not idle (or was not running).
+  """
+  @spec sleep_if_idle(pid(), timeout()) :: :asleep | :awake
+  def sleep_if_idle(pid, timeout) do
+    GenServer.call(pid, :sleep_if_idle, timeout)
+  catch
+    # It stopped meanwhile: asleep already, or its world stops.
+    :exit, {reason, _} when reason in [:noproc, :normal, :shutdown] -> :awake
   end
 
   @doc """
@@ -160,6 +212,7 @@ defmodule Grove.World.Zone do
       seq: Feed.latest(world.feed, index)
     }
 
+    schedule_idle_check(zone)
     {:ok, zone, {:continue, :recover}}
   end
 
@@ -176,9 +229,15 @@ defmodule Grove.World.Zone do
     {:noreply, zone |> ensure_tick() |> schedule_game_tick() |> sync_game()}
   end
 
+  # A zone that sleeps passes what still comes to its next run, woken by it.
+  @impl true
+  def handle_cast(message, %__MODULE__{asleep: true} = zone) do
+    GenServer.cast(World.zone_address(zone.world, zone.index), message)
+    {:noreply, zone}
+  end
+
   # A zone handed over to another node (`Grove.World.Placer`) holds what it
   # gets until the new owner runs, then passes everything on to it.
-  @impl true
   def handle_cast(message, %__MODULE__{handed_over: handed} = zone) when handed != nil,
     do: {:noreply, pass_on(zone, {:"$gen_cast", message})}
 
@@ -347,8 +406,22 @@ defmodule Grove.World.Zone do
     do: {:noreply, zone |> carry_out(Handoff.abandon(zone.core, id, owner)) |> sync_game()}
 
   @impl true
+  def handle_call(:sleep_if_idle, _from, %__MODULE__{asleep: true} = zone),
+    do: {:reply, :asleep, zone}
+
+  def handle_call(message, from, %__MODULE__{asleep: true} = zone) do
+    send(World.zone_address(zone.world, zone.index), {:"$gen_call", from, message})
+    {:noreply, zone}
+  end
+
   def handle_call(message, from, %__MODULE__{handed_over: handed} = zone) when handed != nil,
     do: {:noreply, pass_on(zone, {:"$gen_call", from, message})}
+
+  def handle_call(:sleep_if_idle, _from, zone) do
+    if zone.world.zones_on_demand and idle?(zone),
+      do: {:reply, :asleep, sleep(zone)},
+      else: {:reply, :awake, zone}
+  end
 
   # The first step of a handover: what the new owner needs (the table's
   # rows, the subscriptions and the number its viewers hold), and from now
@@ -427,9 +500,36 @@ defmodule Grove.World.Zone do
     end
   end
 
+  # Asleep, it has passed on what came while it lingered: it stops.
+  @impl true
+  def handle_info(:linger_over, %__MODULE__{asleep: true} = zone), do: {:stop, :normal, zone}
+
+  # Its own timers and monitors are nobody else's business now.
+  def handle_info(_message, %__MODULE__{asleep: true} = zone), do: {:noreply, zone}
+
+  def handle_info(:idle_check, zone) do
+    now = System.monotonic_time(:millisecond)
+
+    cond do
+      not idle?(zone) ->
+        schedule_idle_check(%{zone | idle_since: nil})
+        {:noreply, %{zone | idle_since: nil}}
+
+      zone.idle_since == nil ->
+        schedule_idle_check(zone)
+        {:noreply, %{zone | idle_since: now}}
+
+      now - zone.idle_since >= zone.world.zone_idle ->
+        {:noreply, sleep(zone)}
+
+      true ->
+        schedule_idle_check(zone)
+        {:noreply, zone}
+    end
+  end
+
   # The new owner runs: this node's copy of the zone goes, and what waited
   # (and whatever comes until the zone is stopped) follows it there.
-  @impl true
   def handle_info({:handed_to, address}, %__MODULE__{handed_over: {:holding, held}} = zone) do
     _entities = forget(zone.world, zone.index)
     for raw <- Enum.reverse(held), do: send(address, raw)
@@ -502,6 +602,47 @@ defmodule Grove.World.Zone do
   def handle_info(message, zone) do
     Logger.warning("zone #{zone.index} ignored an unexpected message: #{inspect(message)}")
     {:noreply, zone}
+  end
+
+  ## Sleep
+
+  # Idle: nothing a player holds or watches, nothing in flight.
+  defp idle?(%__MODULE__{handed_over: nil, core: core} = zone) do
+    map_size(core.leaving) == 0 and not Subscriptions.watched?(zone.subscriptions) and
+      not Enum.any?(core.entities, fn {_id, entity} -> entity.kind == 1 end)
+  end
+
+  defp idle?(_zone), do: false
+
+  # Checked a few times per idle period, so a zone sleeps between one and
+  # one and a quarter periods after it became idle.
+  defp schedule_idle_check(%__MODULE__{world: %World{zones_on_demand: true, zone_idle: idle}})
+       when is_integer(idle),
+       do: Process.send_after(self(), :idle_check, max(div(idle, 4), 1))
+
+  defp schedule_idle_check(_zone), do: nil
+
+  # Its table and the directory keep its entities; what was sent to its name
+  # before it gave it up is in its mailbox, and is passed on from there.
+  defp sleep(zone) do
+    for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
+    if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
+    # A game's layer stays in its table; its ticks wait for the zone to wake.
+    if zone.game_timer, do: Process.cancel_timer(zone.game_timer)
+    :atomics.put(zone.world.load, zone.index + 1, 0)
+    Process.unregister(elem(zone.world.zones, zone.index))
+    Stats.incr(zone.world.stats, :zone_sleeps)
+    Process.send_after(self(), :linger_over, zone.world.handoff_timeout)
+
+    %{
+      zone
+      | asleep: true,
+        monitors: %{},
+        tick_timer: nil,
+        game_timer: nil,
+        core: nil,
+        life_memo: []
+    }
   end
 
   defp pass_on(%__MODULE__{handed_over: {:holding, held}} = zone, raw),
@@ -963,7 +1104,8 @@ defmodule Grove.World.Zone do
 
     for row <- stale, do: :ets.delete(table, elem(row, 0))
 
-    if mine != [] do
+    # A zone on demand that wakes recovers its entities as a matter of course.
+    if mine != [] and not world.zones_on_demand do
       Stats.incr(world.stats, :zone_restarts)
 
       Metrics.execute([:grove, :zone, :restart], %{entities: length(mine)}, %{
