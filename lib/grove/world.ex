@@ -37,7 +37,8 @@ defmodule Grove.World do
       world's zones on nodes, or `nil` for a world that runs every zone on
       this node (default `nil`)
     * `:density_block` - side in cells of the blocks `density/1` counts
-      entities in, for minimaps (default `10`)
+      entities in, for minimaps (default `10`, larger in a world wider or
+      higher than 10,000 cells, so that there are at most 1,000 a side)
     * `:life` - bacteria, born and dying by a Game of Life the zones compute:
       `false` for none, or options, see `Grove.World.Life` (default `false`)
     * `:game` - the game the world runs: a module implementing `Grove.Game`,

@@ -22,7 +22,7 @@ defmodule Grove.World.Supervisor do
     mailbox_limit: 5000,
     view_history: 32,
     handoff_timeout: 5000,
-    density_block: 10,
+    density_block: nil,
     life: false,
     game: nil,
     store: nil,
@@ -86,6 +86,12 @@ defmodule Grove.World.Supervisor do
             ":tick must be a positive integer or :manual, got: #{inspect(opts[:tick])}"
     end
 
+    block = opts[:density_block] || density_block(opts[:width], opts[:height])
+
+    unless is_integer(block) and block > 0 do
+      raise ArgumentError, ":density_block must be a positive integer, got: #{inspect(block)}"
+    end
+
     %World{
       name: name,
       grid: Grid.new(opts[:width], opts[:height], opts[:zone_size]),
@@ -94,12 +100,12 @@ defmodule Grove.World.Supervisor do
       mailbox_limit: opts[:mailbox_limit],
       view_history: opts[:view_history],
       handoff_timeout: opts[:handoff_timeout],
-      density_block: opts[:density_block],
+      density_block: block,
       life: Life.new!(opts[:life]),
       game: Grove.World.Game.Spec.new!(opts[:game]),
       game_store: store!(opts[:store]),
-      density_cols: div(opts[:width] + opts[:density_block] - 1, opts[:density_block]),
-      density_rows: div(opts[:height] + opts[:density_block] - 1, opts[:density_block]),
+      density_cols: div(opts[:width] + block - 1, block),
+      density_rows: div(opts[:height] + block - 1, block),
       terrain_options: Keyword.put(opts[:terrain], :seed, opts[:seed]),
       cluster: opts[:cluster],
       zones_on_demand: opts[:zones] == :on_demand,
@@ -123,6 +129,10 @@ defmodule Grove.World.Supervisor do
   defp tally(%World{game: nil} = world), do: world
   defp tally(%World{game_store: nil} = world), do: world
   defp tally(world), do: %{world | tally: Grove.World.Game.Tally.name(world.name)}
+
+  # Blocks of 10 cells, but never more than a thousand a side: a million
+  # blocks are 8 MB of counters, whatever the world's size.
+  defp density_block(width, height), do: max(10, div(max(width, height) + 999, 1000))
 
   # Entity ids are the wire's 32 bits. A world alone counts them from 1; a
   # world of a cluster draws them from its node's own range of 2^22
