@@ -16,9 +16,14 @@ import { freePort, startServer, TEST_SERVER } from "./server.mjs";
 const run = promisify(execFile);
 
 /** Why a cluster cannot be started here, or false when it can. */
+// Three servers and a browser page on each: a run of many nodes, in
+// `make test-deep` (GROVE_TEST_DEEP=1); `make test` tests views across
+// nodes without a browser (test/grove/cluster_views_test.exs).
 export const clusterSkipReason = process.env.GROVE_TEST_SERVER
   ? `GROVE_TEST_SERVER (${TEST_SERVER}) is not scripts/test-server, which alone starts cluster nodes`
-  : false;
+  : !["1", "true"].includes(process.env.GROVE_TEST_DEEP ?? "")
+    ? "three servers and their pages: make test-deep (GROVE_TEST_DEEP=1)"
+    : false;
 
 /**
  * Starts `size` nodes and resolves once every one of them has started its
