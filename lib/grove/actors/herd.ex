@@ -229,14 +229,13 @@ defmodule Grove.Actors.Herd do
   @impl true
   def handle_info({:grove_moves, outcomes}, herd) do
     now = :erlang.monotonic_time()
+    %__MODULE__{stats: stats, native_per_us: native_per_us} = herd
 
-    sent_ats =
-      for {_id, sent_at, outcome} <- outcomes do
-        Stats.outcome(herd.stats, outcome_key(outcome), div(now - sent_at, herd.native_per_us))
-        sent_at
-      end
+    {window, answered} =
+      Window.answered(herd.window, outcomes, now, fn outcome, elapsed ->
+        Stats.outcome(stats, outcome_key(outcome), div(elapsed, native_per_us))
+      end)
 
-    {window, answered} = Window.answered(herd.window, sent_ats, now)
     if answered > 0, do: Stats.incr(herd.stats, :in_flight, -answered)
     {:noreply, %{herd | window: window}}
   end

@@ -73,18 +73,24 @@ defmodule Grove.Actors.Herd.Window do
   end
 
   @doc """
-  Answers to moves sent at the given times came at `now`: returns the
-  window and how many of them were still counted (answers to a batch
-  given up on change nothing). The slowest answer to a move sent since
-  the window last halved says whether answers come in time.
+  Outcomes (`{id, sent_at, outcome}`, each tagged with the time its move
+  was sent) came at `now`: returns the window and how many of them were
+  still counted (answers to a batch given up on change nothing). The
+  slowest answer to a move sent since the window last halved says whether
+  answers come in time. `each` is given every outcome with its round trip
+  (native units), in the same pass, for the herd's counters.
   """
-  @spec answered(t(), [time()], time()) :: {t(), non_neg_integer()}
-  def answered(window, sent_ats, now) do
+  @spec answered(t(), [{term(), time(), term()}], time(), (term(), time() -> any())) ::
+          {t(), non_neg_integer()}
+  def answered(window, outcomes, now, each \\ fn _outcome, _elapsed -> :ok end) do
     decreased_at = window.decreased_at
 
     {pending, answered, slowest} =
-      Enum.reduce(sent_ats, {window.pending, 0, nil}, fn sent_at, {pending, answered, slowest} ->
-        slowest = if sent_at > decreased_at, do: max(now - sent_at, slowest || 0), else: slowest
+      Enum.reduce(outcomes, {window.pending, 0, nil}, fn {_id, sent_at, outcome},
+                                                         {pending, answered, slowest} ->
+        elapsed = now - sent_at
+        each.(outcome, elapsed)
+        slowest = if sent_at > decreased_at, do: max(elapsed, slowest || 0), else: slowest
 
         case pending do
           %{^sent_at => 1} -> {Map.delete(pending, sent_at), answered + 1, slowest}

@@ -5,6 +5,9 @@ defmodule Grove.Actors.Herd.WindowTest do
 
   alias Grove.Actors.Herd.Window
 
+  # Outcomes of moves sent at these times.
+  defp times(sent_ats), do: for(sent_at <- sent_ats, do: {0, sent_at, {:ok, {0, 0}}})
+
   # Times in plain integers: the window never reads a clock.
   defp window(max \\ 16), do: Window.new(max, 100, 1000, 0)
 
@@ -15,26 +18,26 @@ defmodule Grove.Actors.Herd.WindowTest do
     window = Window.sent(window, 20, 1)
     assert Window.full?(window)
 
-    {window, 2} = Window.answered(window, [10, 10], 50)
+    {window, 2} = Window.answered(window, times([10, 10]), 50)
     assert window.in_flight == 2 and Window.unanswered?(window, 10)
-    {window, 1} = Window.answered(window, [10, 10], 60)
+    {window, 1} = Window.answered(window, times([10, 10]), 60)
     refute Window.unanswered?(window, 10)
     # A batch no longer counted: its late answer changes nothing.
-    {^window, 0} = Window.answered(window, [10], 70)
+    {^window, 0} = Window.answered(window, times([10]), 70)
   end
 
   test "late answers halve the window at the next beat, timely ones grow it back to its bound" do
     window = window(16) |> Window.sent(10, 8)
-    {window, 8} = Window.answered(window, List.duplicate(10, 8), 500)
+    {window, 8} = Window.answered(window, times(List.duplicate(10, 8)), 500)
     window = Window.adapt(window, 600)
     assert window.size == 8 and window.decreased_at == 600
 
     # Sent before it halved: late for a window already cut for them.
     window = Window.sent(window, 550, 1) |> Window.sent(700, 1)
-    {window, 1} = Window.answered(window, [550], 900)
+    {window, 1} = Window.answered(window, times([550]), 900)
     assert Window.adapt(window, 950).size == 8
 
-    {window, 1} = Window.answered(window, [700], 750)
+    {window, 1} = Window.answered(window, times([700]), 750)
     window = Window.adapt(window, 800)
     assert window.size == 10
     # No answer: nothing says there is room.
@@ -92,7 +95,7 @@ defmodule Grove.Actors.Herd.WindowTest do
 
       _ ->
         batch = Enum.at(batches, rem(pick, length(batches)))
-        {window, answered} = Window.answered(window, [batch], now)
+        {window, answered} = Window.answered(window, times([batch]), now)
         left = model[batch]
         assert answered == if(left > 0, do: 1, else: 0)
         {window, %{model | batch => max(left - 1, 0)}, now}
