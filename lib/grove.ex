@@ -111,8 +111,10 @@ defmodule Grove do
   # supervisor of their own: at this level a crash of theirs would restart
   # everything after them, the gateway and its sessions included.
   defp metrics(config) do
+    collector = Keyword.put(config.metrics, :sources, metric_sources(config))
+
     children =
-      [{Grove.Metrics.Collector, config.metrics}] ++
+      [{Grove.Metrics.Collector, collector}] ++
         if(config.statsd, do: [{Grove.Metrics.StatsD, config.statsd}], else: [])
 
     %{
@@ -120,5 +122,19 @@ defmodule Grove do
       start: {Supervisor, :start_link, [children, [strategy: :one_for_one]]},
       type: :supervisor
     }
+  end
+
+  # Each part says what its metrics are; the collector gathers those of
+  # the parts this instance starts.
+  defp metric_sources(%Config{name: name} = config) do
+    [
+      {Grove.Cluster.Metrics, nil},
+      {Grove.World.Metrics, world(name)},
+      {Grove.Actors.Metrics, actors(name)}
+    ] ++
+      if(config.store, do: [{Grove.Store.Metrics, store(name)}], else: []) ++
+      if(config.accounts, do: [{Grove.Accounts.Metrics, config.accounts[:name]}], else: []) ++
+      if(config.gateway, do: [{Grove.Gateway.Metrics, nil}], else: []) ++
+      [{Grove.Metrics.BEAM, name}]
   end
 end

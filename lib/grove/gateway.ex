@@ -402,6 +402,8 @@ defmodule Grove.Gateway do
         bulletin: Broadcaster.bulletin(),
         # Set when a drain begins: /readyz answers 503 from then on.
         draining: :atomics.new(1, []),
+        # The latest report of a load run (POST /api/load/report), for the dashboard.
+        load_report: :ets.new(:grove_load_report, [:set, :public]),
         view_pace: Pacer.new(opts[:view_ms])
       })
 

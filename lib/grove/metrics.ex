@@ -1,9 +1,11 @@
 defmodule Grove.Metrics do
   @moduledoc """
   Events and metrics, a small local equivalent of `:telemetry` (which is not
-  available here): code `execute/3`s events, anyone can `attach/4` a handler
-  to them, and `Grove.Metrics.Collector` turns them into counters, gauges and
-  log-bucketed histograms (`Grove.Metrics.Histogram`) for the exporters.
+  available here): code `execute/3`s events and anyone can `attach/4` a
+  handler to them. Each part of Grove says what its metrics are itself (a
+  `Grove.Metrics.Source`: counters, gauges, log-bucketed histograms,
+  `Grove.Metrics.Histogram`), and `Grove.Metrics.Collector` gathers them
+  for the exporters (Prometheus, StatsD) and the dashboard's history.
 
   Handlers run in the process that executes the event, at once: there is no
   process hop per event. They are kept in `:persistent_term` (read for free,
@@ -27,7 +29,7 @@ defmodule Grove.Metrics do
   | `[:grove, :load, :report]` | `players`, `moves_per_s`, `p50_ms`, `p99_ms`, `errors` | `knee`, `phase`, `instance` |
 
   The hottest things are counted in place, in `:counters`, by the code that
-  does them, and read by the collector rather than dispatched one by one:
+  does them, and read by their part's source rather than dispatched one by one:
   moves by outcome, handoffs and views per zone (`Grove.World.stats/1` and
   `Grove.World.zone_loads/1`), frames, bytes, coalesced views and dropped
   broadcasts per connection (`Grove.Gateway.stats/0`), and the round trip

@@ -122,7 +122,7 @@ defmodule Grove.Summary do
       players: stats.players,
       actors: stats.actors,
       sessions: sessions(instance),
-      heat: Grove.Metrics.Collector.zone_heat(instance),
+      heat: Grove.Metrics.Collector.current(instance, :zone_heat, []),
       mailbox: Enum.map(World.zone_loads(world), & &1.mailbox)
     }
   end

@@ -690,6 +690,14 @@ defmodule Grove.GatewayTest do
     test "malformed JSON, unknown types, wrong fields, moves before join, a second join", %{
       port: port
     } do
+      errors = fn ->
+        {_, :counter, _, values} =
+          List.keyfind(Grove.Gateway.Metrics.metrics(nil), "grove_protocol_errors_total", 0)
+
+        Map.new(values, fn {[code: code], n} -> {code, n} end)
+      end
+
+      before = errors.()
       conn = connect(port)
       push_raw(conn, {:text, "{not json"})
       assert {%{code: :bad_json}, conn} = expect(conn, :error)
@@ -707,6 +715,12 @@ defmodule Grove.GatewayTest do
       assert {%{code: :already_joined}, conn} = expect(conn, :error)
       push(conn, %{type: :ping, t: 7})
       assert {%{type: :pong, t: 7}, _} = expect(conn, :pong)
+
+      # Each counted under its code (before its answer was written).
+      now = errors.()
+
+      for code <- [:bad_json, :unknown_type, :bad_field, :not_joined, :bad_frame, :already_joined],
+          do: assert(now[code] - before[code] == 1, "#{code}: #{now[code] - before[code]}")
     end
 
     test "random bytes on a binary connection", %{port: port} do

@@ -206,6 +206,12 @@ defmodule Grove.Gateway.Admin do
         instance: config.instance
       })
 
+      :ets.insert(
+        config.load_report,
+        {:latest, System.monotonic_time(:millisecond),
+         Map.merge(numbers, %{knee: knee, phase: phase})}
+      )
+
       HTTP.json(202, %{"accepted" => true})
     else
       {:error, status, code, message} -> HTTP.error(status, code, message)

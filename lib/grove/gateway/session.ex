@@ -801,7 +801,7 @@ defmodule Grove.Gateway.Session do
       instance: config[:instance]
     })
 
-    Stats.incr(stats, :protocol_errors)
+    Stats.protocol_error(stats, code)
     if code in [:rate_limited, :too_large], do: Stats.incr(stats, code)
     :ok
   end

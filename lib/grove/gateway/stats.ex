@@ -45,6 +45,11 @@ defmodule Grove.Gateway.Stats do
     :acts_rate_limited
   ]
 
+  # Bad client messages, by the code of the error they were answered
+  # (`Grove.Protocol.error_codes/0`), beside their total.
+  @error_codes Grove.Protocol.error_codes()
+  @keys @keys ++ for(code <- @error_codes, do: :"protocol_error_#{code}")
+
   for {key, index} <- Enum.with_index(@keys, 1) do
     defp index(unquote(key)), do: unquote(index)
   end
@@ -59,6 +64,20 @@ defmodule Grove.Gateway.Stats do
 
   @spec get(t(), atom()) :: integer()
   def get(stats, key), do: :counters.get(stats, index(key))
+
+  @doc "Counts a bad client message answered with the error `code`."
+  @spec protocol_error(t(), atom()) :: :ok
+  def protocol_error(stats, code) when code in @error_codes do
+    incr(stats, :protocol_errors)
+    incr(stats, :"protocol_error_#{code}")
+  end
+
+  def protocol_error(stats, _code), do: incr(stats, :protocol_errors)
+
+  @doc "Bad client messages so far, by error code."
+  @spec protocol_errors(%{atom() => integer()}) :: [{atom(), integer()}]
+  def protocol_errors(read),
+    do: for(code <- @error_codes, do: {code, read[:"protocol_error_#{code}"]})
 
   @spec read(t()) :: %{atom() => integer()}
   def read(stats), do: Map.new(@keys, &{&1, :counters.get(stats, index(&1))})

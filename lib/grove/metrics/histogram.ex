@@ -186,6 +186,28 @@ defmodule Grove.Metrics.Histogram do
   defp bit_length8(value), do: elem(@nibble_bits, value)
 
   @doc """
+  A histogram as exporters take it: cumulative buckets at powers of two up
+  to `2^max_power`, their edges, and the sum, divided by `per_second`
+  (1_000_000 for a histogram of microseconds), with the count.
+  """
+  @spec export(t(), pos_integer(), pos_integer()) :: %{
+          buckets: [{number(), non_neg_integer()}],
+          sum: float(),
+          count: non_neg_integer()
+        }
+  def export(histogram, per_second, max_power \\ 34) do
+    %{
+      buckets:
+        for(
+          {edge, count} <- cumulative_powers(histogram, max_power),
+          do: {edge / per_second, count}
+        ),
+      sum: sum(histogram) / per_second,
+      count: count(histogram)
+    }
+  end
+
+  @doc """
   A value read back from a histogram of microseconds (a percentile, the max)
   in milliseconds, to two decimals; `nil` (nothing recorded) stays `nil`.
 

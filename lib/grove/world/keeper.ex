@@ -43,7 +43,9 @@ defmodule Grove.World.Keeper do
         zone_entities: :atomics.new(count, signed: false),
         kind_counts: :counters.new(256, [:write_concurrency]),
         density: :atomics.new(world.density_cols * world.density_rows, signed: true),
-        stats: Stats.new()
+        stats: Stats.new(),
+        # The zones' ticks, in microseconds, for the world's metrics.
+        tick_time: Grove.Metrics.Histogram.new()
     }
 
     world = if world.life, do: with_life(world), else: world

@@ -974,10 +974,15 @@ defmodule Grove.World.Zone do
       {extra, core} = State.flush_extra(core, labels)
       zone = publish(%{zone | core: core}, changes, departed, extra)
 
+      # The world's own histogram (its metrics), and the event for anyone listening.
+      duration = System.monotonic_time() - started
+      micros = System.convert_time_unit(duration, :native, :microsecond)
+      Grove.Metrics.Histogram.record(zone.world.tick_time, micros)
+
       Metrics.execute(
         [:grove, :zone, :tick],
         %{
-          duration: System.monotonic_time() - started,
+          duration: duration,
           changes: length(changes) + length(departed)
         },
         %{zone: zone.index, world: zone.world.name}

@@ -41,7 +41,7 @@ defmodule Grove.Metrics.CollectorTest do
       assert is_float(sample.scheduler_utilization)
     end)
 
-    assert length(Collector.zone_heat(instance)) == 4
+    assert length(Collector.current(instance, :zone_heat)) == 4
   end
 
   test "exports Prometheus text: every family with help and type, histograms complete", %{
@@ -103,43 +103,54 @@ defmodule Grove.Metrics.CollectorTest do
     end)
   end
 
-  test "counts its own instance's events only, though handlers are global to the VM", %{
-    instance: instance
-  } do
-    tick_count = fn ->
-      {_, :histogram, _, [{[], tick}]} =
-        List.keyfind(Collector.metrics(instance), "grove_zone_tick_duration_seconds", 0)
+  # A part's source, as a test double: its metrics and its share of a
+  # sample come from its argument, a counter.
+  defmodule Part do
+    @behaviour Grove.Metrics.Source
 
-      tick.count
-    end
+    @impl true
+    def metrics({name, counter}),
+      do: [
+        {"part_total", :counter, "Counted by the parts.",
+         [{[part: name], :counters.get(counter, 1)}]},
+        {"part_#{name}", :gauge, "This part alone.", [{[], 1}]}
+      ]
 
-    errors = fn ->
-      {_, :counter, _, values} =
-        List.keyfind(Collector.metrics(instance), "grove_protocol_errors_total", 0)
+    @impl true
+    def reading({_name, counter}), do: :counters.get(counter, 1)
 
-      for({[code: :bad_json], n} <- values, do: n) |> Enum.sum()
-    end
+    @impl true
+    def sample({name, _counter}, before, now, _seconds),
+      do: {%{:"#{name}_counted" => now - before}, %{:"#{name}_now" => now}}
+  end
 
-    # Nobody watches this instance's zones: none of its own ticks happen.
-    {ticks, bad_json} = {tick_count.(), errors.()}
-    tick = %{duration: 1000, changes: 1}
-    Grove.Metrics.execute([:grove, :zone, :tick], tick, %{zone: 0, world: :another_world})
+  test "gathers what each source says, a family several export under its one name" do
+    instance = :"gathered_#{System.unique_integer([:positive])}"
+    [a, b] = for _ <- 1..2, do: :counters.new(1, [])
+    :counters.add(a, 1, 3)
+    :counters.add(b, 1, 5)
+    sources = [{Part, {:a, a}}, {Part, {:b, b}}]
 
-    Grove.Metrics.execute([:grove, :session, :protocol_error], %{}, %{
-      code: :bad_json,
-      instance: :another
-    })
+    start_supervised!(
+      {Collector, instance: instance, sources: sources, interval: 10, history: 100_000}
+    )
 
-    assert {tick_count.(), errors.()} == {ticks, bad_json}
+    assert [
+             {"part_total", :counter, "Counted by the parts.",
+              [{[part: :a], 3}, {[part: :b], 5}]},
+             {"part_a", :gauge, _, [{[], 1}]},
+             {"part_b", :gauge, _, [{[], 1}]}
+           ] = Collector.metrics(instance)
 
-    Grove.Metrics.execute([:grove, :zone, :tick], tick, %{zone: 0, world: Grove.world(instance)})
+    # Each sample holds every part's share; what a part keeps for the latest
+    # sample alone is out of the history.
+    eventually(fn -> assert Collector.current(instance, :a_now) == 3 end)
+    :counters.add(a, 1, 4)
 
-    Grove.Metrics.execute([:grove, :session, :protocol_error], %{}, %{
-      code: :bad_json,
-      instance: instance
-    })
-
-    assert {tick_count.(), errors.()} == {ticks + 1, bad_json + 1}
+    eventually(fn -> assert Collector.current(instance, :a_now) == 7 end)
+    samples = Collector.history(instance)
+    assert Enum.sum(for sample <- samples, do: sample.a_counted) == 4
+    assert Enum.all?(samples, &(Map.keys(&1) == [:a_counted, :b_counted, :t]))
   end
 
   test "StatsD lines: counters as increases, gauges as values", %{instance: instance} do

@@ -1,0 +1,157 @@
+defmodule Grove.World.Metrics do
+  @moduledoc """
+  The world's metrics (a `Grove.Metrics.Source`; its argument is the
+  world's name): moves by outcome, handoffs, entities, views, zones'
+  mailboxes and ticks, bacteria; and for the dashboard, their rates and a
+  heat map of every zone's moves per second.
+  """
+
+  @behaviour Grove.Metrics.Source
+
+  import Grove.Metrics.Histogram, only: [to_ms: 1]
+  import Grove.Metrics.Source, only: [per_second: 3]
+
+  alias Grove.Metrics.Histogram
+  alias Grove.World
+
+  @outcomes [:moves_ok | World.rejections()]
+
+  @impl true
+  def metrics(name) do
+    world = World.fetch!(name)
+    stats = World.stats(world)
+    loads = World.zone_loads(world)
+
+    [
+      {"grove_moves_total", :counter, "Moves decided by zones, by outcome.",
+       for(key <- @outcomes, do: {[outcome: outcome_label(key)], stats[key]})},
+      {"grove_handoffs_total", :counter, "Entities handed from zone to zone.",
+       [{[], stats.handoffs}]},
+      {"grove_acts_total", :counter,
+       "A game's actions decided by zones, by outcome: done, refused by the game, rejected by the world, interrupted.",
+       for(
+         {key, outcome} <- [
+           acts_ok: :ok,
+           acts_refused: :refused,
+           acts_rejected: :rejected,
+           acts_interrupted: :interrupted
+         ],
+         do: {[outcome: outcome], stats[key]}
+       )},
+      {"grove_acts_across_total", :counter,
+       "A game's actions run in the zone of their target, across a zone border.",
+       [{[], stats.acts_across}]},
+      {"grove_acts_expired_total", :counter,
+       "Actions across a zone border whose answer never came (their zone died), answered interrupted.",
+       [{[], stats.acts_expired}]},
+      {"grove_game_failures_total", :counter,
+       "A game's callbacks that raised or answered something malformed (each logged at most once every 10 s).",
+       [{[], stats.game_failures}]},
+      {"grove_game_tallies_dropped_total", :counter,
+       "A game's tallies with no tally to go to (a world without a store).",
+       [{[], stats.tallies_dropped}]},
+      {"grove_game_tallies_written_total", :counter,
+       "Tally totals written to the store (each node its own share).",
+       [{[], stats.tallies_written}]},
+      {"grove_game_saves_total", :counter,
+       "Batches of zones' game state written to the store, and those the store could not take.",
+       [{[result: :ok], stats.game_saves}, {[result: :failed], stats.game_save_failures}]},
+      {"grove_game_zones_saved_total", :counter, "Zones' game layers written to the store.",
+       [{[], stats.game_zones_saved}]},
+      {"grove_game_zones_loaded_total", :counter,
+       "Zones that started from their save in the store (a world starting again, a lost node's zones).",
+       [{[], stats.game_zones_loaded}]},
+      {"grove_game_save_age_seconds", :gauge,
+       "Seconds since the zones' game state was last saved: what a zone lost with its node would miss, at most.",
+       case World.Game.saved_at(world) do
+         nil -> []
+         at -> [{[], (System.system_time(:millisecond) - at) / 1000}]
+       end},
+      {"grove_joins_total", :counter, "Entities that joined the world.", [{[], stats.joins}]},
+      {"grove_departures_total", :counter, "Entities that left or whose client died.",
+       [{[], stats.departures}]},
+      {"grove_zone_restarts_total", :counter, "Zones restarted with their entities.",
+       [{[], stats.zone_restarts}]},
+      {"grove_zone_wakes_total", :counter,
+       "Zones on demand started because something needed them.", [{[], stats.zone_wakes}]},
+      {"grove_zone_sleeps_total", :counter, "Zones on demand put to sleep when idle.",
+       [{[], stats.zone_sleeps}]},
+      {"grove_zones_awake", :gauge,
+       "Zones running now (every zone, unless zones start on demand).",
+       [{[], stats.zones_awake}]},
+      {"grove_view_deltas_total", :counter,
+       "View deltas zones published for their viewers (each encoded once per format).",
+       [{[], stats.deltas_published}]},
+      {"grove_view_snapshots_total", :counter, "Zone snapshots sent to viewers.",
+       [{[], stats.snapshots_sent}]},
+      {"grove_view_deltas_relayed_total", :counter,
+       "View deltas sent to other nodes' relays, once per node with viewers of the zone.",
+       [{[], stats.deltas_relayed}]},
+      {"grove_view_deltas_dropped_total", :counter,
+       "View deltas not sent to another node because the connection to it was busy.",
+       [{[], stats.deltas_dropped}]},
+      {"grove_entities", :gauge, "Entities in the world.", [{[], stats.entities}]},
+      {"grove_players", :gauge, "Players in the world.", [{[], stats.players}]},
+      {"grove_actors", :gauge, "Actors in the world.", [{[], stats.actors}]},
+      {"grove_zone_mailbox_max", :gauge, "The longest zone mailbox, as zones last measured it.",
+       [{[], stats.zone_mailbox_max}]},
+      {"grove_zone_mailbox", :gauge, "Mailbox length of the five busiest zones.",
+       loads
+       |> Enum.sort_by(& &1.mailbox, :desc)
+       |> Enum.take(5)
+       |> Enum.map(&{[zone: &1.zone], &1.mailbox})},
+      {"grove_zone_tick_duration_seconds", :histogram,
+       "Time a zone takes for its tick (deltas and upkeep).",
+       [{[], Histogram.export(world.tick_time, 1_000_000)}]},
+      {"grove_bacteria", :gauge, "Live bacteria (cells of the Game of Life) in the world.",
+       [{[], stats.bacteria}]},
+      {"grove_life_births_total", :counter, "Bacteria born, seeded ones included.",
+       [{[], stats.births}]},
+      {"grove_life_deaths_total", :counter, "Bacteria that died.", [{[], stats.deaths}]},
+      {"grove_life_generations_total", :counter, "Generations computed, summed over zones.",
+       [{[], stats.generations}]},
+      {"grove_life_generation_duration_seconds", :histogram,
+       "Time a zone takes to compute one generation of bacteria.",
+       case world.life_time do
+         nil -> []
+         life_time -> [{[], Histogram.export(life_time, 1_000_000)}]
+       end}
+    ]
+  end
+
+  @impl true
+  def reading(name) do
+    world = World.fetch!(name)
+
+    %{
+      stats: World.stats(world),
+      zones: World.zone_loads(world),
+      tick: Histogram.snapshot(world.tick_time)
+    }
+  end
+
+  @impl true
+  def sample(_name, before, now, seconds) do
+    rate = fn key -> per_second(now.stats[key], before.stats[key], seconds) end
+    moves = Enum.reduce(@outcomes, 0, &(&2 + now.stats[&1] - before.stats[&1]))
+    tick = Histogram.diff(now.tick, before.tick)
+
+    fields = %{
+      moves_per_s: round(moves / seconds),
+      moves_ok_per_s: rate.(:moves_ok),
+      busy_per_s: rate.(:busy),
+      handoffs_per_s: rate.(:handoffs),
+      entities: now.stats.entities,
+      players: now.stats.players,
+      actors: now.stats.actors,
+      zone_mailbox_max: now.stats.zone_mailbox_max,
+      tick_p99_ms: to_ms(Histogram.percentile(tick, 99))
+    }
+
+    heat = Enum.zip_with(before.zones, now.zones, &per_second(&2.moves, &1.moves, seconds))
+    {fields, %{zone_heat: heat}}
+  end
+
+  defp outcome_label(:moves_ok), do: :ok
+  defp outcome_label(key), do: key
+end
