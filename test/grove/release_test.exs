@@ -14,7 +14,12 @@ defmodule Grove.ReleaseTest do
   @hidden ~w(elixir elixirc iex mix erl erlc escript epmd run_erl to_erl ct_run dialyzer typer)
 
   setup_all do
-    build = Path.join(System.tmp_dir!(), "grove-release-#{System.unique_integer([:positive])}")
+    build =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-release-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
+
     release = Path.join(build, "grove")
 
     {output, status} =
@@ -30,7 +35,12 @@ defmodule Grove.ReleaseTest do
   end
 
   setup %{release: release} do
-    root = Path.join(System.tmp_dir!(), "grove-release-run-#{System.unique_integer([:positive])}")
+    root =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-release-run-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
+
     File.mkdir_p!(Path.join(root, "tmp"))
     epmd_before = epmd_running?()
 

@@ -23,7 +23,12 @@ defmodule Grove.SecretTest do
   # a VM that crashes must still write its crash dump (the VM's dump
   # writer faulted on a secret kept there as a closure).
   test "a node that keeps a secret in a shared term and crashes writes its crash dump whole" do
-    dir = Path.join(System.tmp_dir!(), "grove-dump-#{System.unique_integer([:positive])}")
+    dir =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-dump-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
+
     File.mkdir_p!(dir)
     dump = Path.join(dir, "erl_crash.dump")
     paths = Enum.flat_map(:code.get_path(), &["-pa", to_string(&1)])

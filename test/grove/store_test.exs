@@ -392,7 +392,13 @@ for adapter <- [:sqlite, :postgres] do
       # acknowledged must be there after a restart.
       test "loses nothing it acknowledged", context do
         %{store: store, store_opts: opts} = context
-        dir = Path.join(System.tmp_dir!(), "grove-storm-#{System.unique_integer([:positive])}")
+
+        dir =
+          Path.join(
+            System.tmp_dir!(),
+            "grove-storm-#{System.pid()}-#{System.unique_integer([:positive])}"
+          )
+
         on_exit(fn -> File.rm_rf(dir) end)
 
         peer = start_peer([])

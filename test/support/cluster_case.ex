@@ -17,7 +17,12 @@ defmodule Grove.ClusterCase do
   def distribute! do
     {:ok, epmd} = Grove.Cluster.ensure_epmd()
 
-    home = Path.join(System.tmp_dir!(), "grove-cluster-#{System.unique_integer([:positive])}")
+    home =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-cluster-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
+
     File.mkdir_p!(home)
     cookie = Base.url_encode64(:crypto.strong_rand_bytes(18))
     File.write!(Path.join(home, ".erlang.cookie"), cookie)

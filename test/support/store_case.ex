@@ -48,7 +48,12 @@ defmodule Grove.StoreCase do
   end
 
   defp engine_options(:sqlite) do
-    dir = Path.join(System.tmp_dir!(), "grove-store-#{System.unique_integer([:positive])}")
+    dir =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-store-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
+
     ExUnit.Callbacks.on_exit(fn -> File.rm_rf(dir) end)
     # One connection, the store's default, is what SQLite runs best with.
     [path: Path.join([dir, "not", "yet", "grove.db"]), pool_size: 1]

@@ -16,7 +16,13 @@ defmodule Grove.TestInstance do
 
   def start!(prefix, opts \\ []) do
     name = :"#{prefix}_test_#{System.unique_integer([:positive])}"
-    dir = Path.join(System.tmp_dir!(), "grove-#{prefix}-#{System.unique_integer([:positive])}")
+
+    dir =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-#{prefix}-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
+
     {sqlite, opts} = Keyword.pop(opts, :sqlite, false)
     store = if sqlite, do: [store: [adapter: :sqlite, path: Path.join(dir, "grove.db")]], else: []
 

@@ -97,7 +97,12 @@ defmodule Grove.Bench.Cluster do
         {:error, :no_epmd} -> raise "epmd did not start"
       end
 
-    home = Path.join(System.tmp_dir!(), "grove-bench-#{System.unique_integer([:positive])}")
+    home =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-bench-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
+
     File.mkdir_p!(home)
     cookie = Base.url_encode64(:crypto.strong_rand_bytes(18))
     File.write!(Path.join(home, ".erlang.cookie"), cookie)

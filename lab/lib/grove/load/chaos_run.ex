@@ -91,7 +91,12 @@ defmodule Grove.Load.ChaosRun do
     :rand.seed(:exsss, seed)
     {:ok, _} = Application.ensure_all_started(:inets)
 
-    dir = Path.join(System.tmp_dir!(), "grove-chaos-#{System.unique_integer([:positive])}")
+    dir =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-chaos-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
+
     File.mkdir_p!(dir)
     out = opts[:out]
 

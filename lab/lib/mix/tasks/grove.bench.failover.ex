@@ -88,7 +88,12 @@ defmodule Mix.Tasks.Grove.Bench.Failover do
     players = Keyword.get(opts, :players, 300)
     world_opts = Keyword.take(opts, [:width, :height, :zone_size])
 
-    home = Path.join(System.tmp_dir!(), "grove-bench-#{System.unique_integer([:positive])}")
+    home =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-bench-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
+
     distributed = Node.alive?()
     File.mkdir_p!(home)
 

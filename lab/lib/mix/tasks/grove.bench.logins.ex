@@ -113,7 +113,12 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
     stages = opts[:stages] |> String.split(",") |> Enum.map(&String.to_integer/1)
     seconds = opts[:stage_seconds] || 30
     port = Grove.Ports.free()
-    data = Path.join(System.tmp_dir!(), "grove-bench-knee-#{System.unique_integer([:positive])}")
+
+    data =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-bench-knee-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
 
     server =
       Server.start(
@@ -219,7 +224,10 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
     port = Grove.Ports.free()
 
     data =
-      Path.join(System.tmp_dir!(), "grove-bench-logins-#{System.unique_integer([:positive])}")
+      Path.join(
+        System.tmp_dir!(),
+        "grove-bench-logins-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
 
     server =
       Server.start(

@@ -96,7 +96,12 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     cores = cores(opts[:cores] || "0,1")
     Mix.Task.run("compile")
 
-    dir = Path.join(System.tmp_dir!(), "grove-bench-peers-#{System.unique_integer([:positive])}")
+    dir =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-bench-peers-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
+
     File.mkdir_p!(dir)
     terrain = Path.join(dir, "terrain.bin")
     seed = opts[:seed] || 1

@@ -93,7 +93,10 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     port = Grove.Ports.free()
 
     data =
-      Path.join(System.tmp_dir!(), "grove-bench-players-#{System.unique_integer([:positive])}")
+      Path.join(
+        System.tmp_dir!(),
+        "grove-bench-players-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
 
     server_env =
       [

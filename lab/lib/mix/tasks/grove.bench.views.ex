@@ -40,7 +40,11 @@ defmodule Mix.Tasks.Grove.Bench.Views do
     seconds = Keyword.get(opts, :seconds, 10)
     tick = Keyword.get(opts, :tick, 100)
 
-    home = Path.join(System.tmp_dir!(), "grove-bench-#{System.unique_integer([:positive])}")
+    home =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-bench-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
 
     try do
       {peer, other} = start_nodes!(home)
