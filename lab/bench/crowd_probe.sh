@@ -1,0 +1,67 @@
+#!/bin/bash
+# A crowd with a trace of its zone: the server as `mix grove.bench.players`
+# starts it (the default world, 20,000 actors, one scheduler pinned to core
+# 0) but distributed, so that `zone_probe.exs` can trace the crowded zone
+# from core 1; the load (`mix grove.load ws --crowd ...`, 1,000 binary
+# players) on core 1. It prints the load's report, the server's own
+# histogram of players' moves over the probe's window (from the frame read
+# off the socket to the outcome written: what the server adds) and the
+# probe's summary. From the repository's root:
+#
+#   lab/bench/crowd_probe.sh press middle          # MODE AT [PROBE_SECONDS]
+#   CHECK=0 lab/bench/crowd_probe.sh press middle  # no player checks its views
+#
+# Environment: ZONE (the zone traced, default 210, the middle one's),
+# SPAWN (GROVE_PLAYER_SPAWN, default 40 cells around (525, 525)), CHECK
+# (players checking views, default 100), SETTLE, STAGE (seconds).
+set -euo pipefail
+MODE=${1:-press}; AT=${2:-middle}; PROBE=${3:-50}
+ZONE=${ZONE:-210}; SPAWN=${SPAWN:-485,485,566,566}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+DIR=$(mktemp -d /tmp/grove-crowd-probe.XXXXXX)
+mkdir -p "$DIR/home"
+head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' > "$DIR/home/.erlang.cookie"
+chmod 400 "$DIR/home/.erlang.cookie"
+PORT=$((20000 + RANDOM % 20000))
+NAME=crowd$$
+HOST=$(hostname -s)
+
+(cd "$ROOT" && mix compile >/dev/null && cd lab && mix compile >/dev/null)
+
+cd "$ROOT"
+env HOME="$DIR/home" GROVE_PORT=$PORT GROVE_DATA="$DIR/data" GROVE_ACTORS=20000 \
+  GROVE_PLAYER_SPAWN=$SPAWN ELIXIR_ERL_OPTIONS="+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none" \
+  taskset -c 0 elixir --sname $NAME -S mix run --no-halt > "$DIR/server.log" 2>&1 &
+SERVER=$!
+trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do curl -sf -o /dev/null http://127.0.0.1:$PORT/readyz && break; sleep 1; done
+echo "crowd probe: server up on port $PORT (OS pid $SERVER), files in $DIR"
+
+cd "$ROOT/lab"
+ELIXIR_ERL_OPTIONS="+S 1:1" taskset -c 1 mix grove.load ws --url ws://127.0.0.1:$PORT/ws \
+  --server-pid $SERVER --stages 1000 --encoding binary --stage-seconds ${STAGE:-60} \
+  --settle ${SETTLE:-40} --baseline-seconds 5 --ramp 1000 --check-views ${CHECK:-100} \
+  --crowd $MODE --crowd-at $AT > "$DIR/load.log" 2>&1 &
+LOAD=$!
+sleep $(( ${SETTLE:-40} + 10 ))
+
+curl -s http://127.0.0.1:$PORT/metrics > "$DIR/metrics0.txt"
+HOME="$DIR/home" taskset -c 1 elixir --sname probe$$ "$ROOT/lab/bench/zone_probe.exs" \
+  $NAME@$HOST $PROBE $ZONE "$DIR/probe.txt" > "$DIR/probe.log" 2>&1 || true
+curl -s http://127.0.0.1:$PORT/metrics > "$DIR/metrics1.txt"
+wait $LOAD || true
+
+cat "$DIR/load.log" | sed -n '/^== load/,$p'
+echo
+echo "the server's own histogram of players' moves over the probe's ${PROBE} s:"
+awk -F'[" ]' '/^grove_player_move_seconds_bucket/ { print $2, $NF }' "$DIR/metrics0.txt" > "$DIR/h0"
+awk -F'[" ]' '/^grove_player_move_seconds_bucket/ { print $2, $NF }' "$DIR/metrics1.txt" > "$DIR/h1"
+paste "$DIR/h0" "$DIR/h1" | awk '{ le[NR] = $1; n[NR] = $4 - $2 } END {
+  total = n[NR]; p99 = ""; max = "";
+  for (i = 1; i <= NR; i++) {
+    if (p99 == "" && n[i] >= 0.99 * total) p99 = le[i];
+    if (max == "" && n[i] >= total) max = le[i];
+  }
+  printf "  %d moves; p99 <= %s s, max <= %s s (bucket edges)\n", total, p99, max }'
+echo
+cat "$DIR/probe.log"

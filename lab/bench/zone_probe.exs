@@ -1,0 +1,113 @@
+# A trace of one zone of a running server, to see whether it stalls: every
+# 10 ms, its mailbox, reductions, heap, current function, status and
+# garbage collections, with the node's run queue; the system monitor's
+# long garbage collections, long schedules and busy ports (over 20 ms) of
+# any process; and the scheduler utilization over the whole trace. The
+# sampler runs on the server's node (evaluated there, so the server needs
+# no code of the lab's), which must be distributed (`elixir --sname NAME
+# -S mix run --no-halt`, the cookie in `$HOME/.erlang.cookie`):
+#
+#   elixir --sname probe lab/bench/zone_probe.exs NAME@HOST SECONDS ZONE OUT
+#
+# It writes one Erlang term a line to OUT and prints a summary: the largest
+# mailbox and heap, the gaps in its own sampling (the core busy elsewhere),
+# the functions the zone was seen in, the monitor's events and the
+# utilization. `lab/bench/crowd_probe.sh` runs it across a crowd.
+
+[server, seconds, zone_index, out] = System.argv()
+server = String.to_atom(server)
+seconds = String.to_integer(seconds)
+Node.connect(server) || raise "cannot reach #{server}"
+
+sampler = ~S"""
+pid = Process.whereis(zone_name) || raise "no zone #{zone_name}"
+
+:erlang.system_monitor(self(), [
+  {:long_gc, 20},
+  {:long_schedule, 20},
+  :busy_port,
+  :busy_dist_port,
+  {:large_heap, 4_000_000}
+])
+
+t0 = System.monotonic_time(:millisecond)
+sample0 = :scheduler.sample()
+
+loop = fn loop, acc, n ->
+  receive do
+    {:monitor, p, what, info} ->
+      at = System.monotonic_time(:millisecond) - t0
+      who = Process.info(p, [:registered_name, :current_function, :initial_call])
+      loop.(loop, [{:monitor, at, p == pid, what, inspect(info, limit: 30), inspect(who)} | acc], n)
+  after
+    10 ->
+      at = System.monotonic_time(:millisecond) - t0
+      keys = [:message_queue_len, :reductions, :total_heap_size, :current_function, :status, :garbage_collection]
+      i = Process.info(pid, keys)
+
+      entry =
+        {:sample, at, i[:message_queue_len], i[:reductions], i[:total_heap_size],
+         i[:current_function], i[:status], i[:garbage_collection][:minor_gcs],
+         :erlang.statistics(:run_queue)}
+
+      if n > 0, do: loop.(loop, [entry | acc], n - 1), else: Enum.reverse([entry | acc])
+  end
+end
+
+trace = loop.(loop, [], div(seconds * 1000, 10))
+:erlang.system_monitor(:undefined)
+trace ++ [{:utilization, :scheduler.utilization(sample0, :scheduler.sample())}]
+"""
+
+:rpc.call(server, :erlang, :system_flag, [:scheduler_wall_time, true])
+zone_name = :"Elixir.Grove.World.zone.#{zone_index}"
+
+trace =
+  case :rpc.call(
+         server,
+         Code,
+         :eval_string,
+         [sampler, [zone_name: zone_name, seconds: seconds]],
+         :infinity
+       ) do
+    {trace, _binding} when is_list(trace) -> trace
+    other -> raise "the probe failed on #{server}: #{inspect(other, limit: 20)}"
+  end
+
+File.write!(out, Enum.map(trace, &[inspect(&1, limit: :infinity), "\n"]))
+
+samples =
+  for {:sample, at, queued, _r, heap, function, status, _gcs, run_queue} <- trace,
+      do: {at, queued, heap, function, status, run_queue}
+
+gaps =
+  samples
+  |> Enum.map(&elem(&1, 0))
+  |> Enum.chunk_every(2, 1, :discard)
+  |> Enum.map(fn [a, b] -> {b - a, a} end)
+  |> Enum.filter(fn {gap, _} -> gap > 40 end)
+  |> Enum.sort(:desc)
+
+IO.puts("zone #{zone_index}: #{length(samples)} samples over #{seconds} s")
+
+IO.puts(
+  "largest mailbox #{samples |> Enum.map(&elem(&1, 1)) |> Enum.max()}, " <>
+    "largest heap #{samples |> Enum.map(&elem(&1, 2)) |> Enum.max()} words, " <>
+    "longest run queue #{samples |> Enum.map(&elem(&1, 5)) |> Enum.max()}"
+)
+
+IO.puts(
+  "gaps in the sampling over 40 ms (ms, at ms): #{inspect(Enum.take(gaps, 10))} of #{length(gaps)}"
+)
+
+IO.puts(
+  "seen in: #{inspect(samples |> Enum.frequencies_by(&elem(&1, 3)) |> Enum.sort_by(&(-elem(&1, 1))) |> Enum.take(6))}"
+)
+
+events = for {:monitor, _, _, _, _, _} = event <- trace, do: event
+IO.puts("system monitor: #{length(events)} events")
+
+for event <- Enum.take(events, 20),
+    do: IO.puts("  " <> inspect(event, limit: 12, printable_limit: 300))
+
+IO.puts("utilization: #{inspect(List.keyfind(trace, :utilization, 0))}")
