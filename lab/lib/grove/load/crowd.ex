@@ -17,7 +17,10 @@ defmodule Grove.Load.Crowd do
 
   Walking there, a player moves every `approach_ms` (faster than its
   usual pace, so the crowd forms in a minute or two rather than ten); once
-  within `radius` of the point it moves at the run's pace. A step toward
+  within `radius` of the point, or stopped at the crowd's edge (its last
+  step got it nowhere), it moves at the run's pace: a thousand players
+  make a crowd wider than the radius, and half of them refused ten times
+  a second would measure the load generator rather than the server. A step toward
   the point is the direct one three times in four and a neighbouring
   direction otherwise, so that players slide around trees and each other
   rather than stand behind them for ever.
@@ -95,10 +98,15 @@ defmodule Grove.Load.Crowd do
 
   def direction(%__MODULE__{mode: :press} = crowd, cell, roll), do: toward(crowd, cell, roll)
 
-  @doc "Milliseconds until the next move of a player on `cell`, at the run's pace `every`."
-  @spec wait(t(), Grid.cell() | nil, pos_integer()) :: pos_integer()
-  def wait(crowd, cell, every) do
-    if cell != nil and not within?(crowd, cell), do: min(crowd.approach_ms, every), else: every
+  @doc """
+  Milliseconds until the next move of a player on `cell`, at the run's
+  pace `every`; `stuck` when its last step left it where it was.
+  """
+  @spec wait(t(), Grid.cell() | nil, pos_integer(), boolean()) :: pos_integer()
+  def wait(crowd, cell, every, stuck \\ false) do
+    if cell != nil and not stuck and not within?(crowd, cell),
+      do: min(crowd.approach_ms, every),
+      else: every
   end
 
   # Straight at the point three times in four, else an eighth to either

@@ -12,9 +12,10 @@ defmodule Grove.Load.Swarm do
   # its first move at a random point of the first interval), in a random
   # direction, with one move in flight at most; in a crowd
   # (Grove.Load.Crowd), toward the crowd's point or about it, and at the
-  # crowd's pace until it gets there. With `act_every` N, one step in N
-  # (drawn at random) is instead an action of the game (`action`, "pick" by
-  # default) toward that step's cell, with one action in flight at most.
+  # crowd's pace until it gets there or stops at its edge. With
+  # `act_every` N, one step in N (drawn at random) is instead an action of
+  # the game (`action`, "pick" by default) toward that step's cell, with
+  # one action in flight at most.
   # Connecting (TCP and the
   # WebSocket handshake) happens in short-lived helper processes, so a ramp
   # does not wait behind the sockets already playing.
@@ -46,6 +47,8 @@ defmodule Grove.Load.Swarm do
     act_every: 0,
     action: "pick",
     bots: %{},
+    # In a crowd, where each player stood at its last move.
+    last_cells: %{},
     wheel: %{},
     slot: 0,
     closing: false
@@ -229,8 +232,10 @@ defmodule Grove.Load.Swarm do
               :ok
           end
 
+          from = Map.get(swarm.last_cells, socket)
           swarm = %{swarm | rand: rand, bots: Map.put(swarm.bots, socket, {player, buffer})}
-          next(swarm, socket, slot, every(swarm, player))
+          swarm = if swarm.crowd, do: put_last_cell(swarm, socket, player), else: swarm
+          next(swarm, socket, slot, every(swarm, player, from))
 
         _ ->
           swarm
@@ -241,8 +246,13 @@ defmodule Grove.Load.Swarm do
   defp direction(%__MODULE__{crowd: nil}, _player, roll), do: elem(@directions, rem(roll, 8))
   defp direction(swarm, player, roll), do: Crowd.direction(swarm.crowd, player.cell, roll)
 
-  defp every(%__MODULE__{crowd: nil} = swarm, _player), do: swarm.move_every
-  defp every(swarm, player), do: Crowd.wait(swarm.crowd, player.cell, swarm.move_every)
+  defp put_last_cell(swarm, socket, player),
+    do: %{swarm | last_cells: Map.put(swarm.last_cells, socket, player.cell)}
+
+  defp every(%__MODULE__{crowd: nil} = swarm, _player, _from), do: swarm.move_every
+
+  defp every(swarm, player, from),
+    do: Crowd.wait(swarm.crowd, player.cell, swarm.move_every, from == player.cell)
 
   defp acts?(0, rand), do: {false, rand}
 
@@ -336,7 +346,7 @@ defmodule Grove.Load.Swarm do
       {_bot, bots} ->
         unless swarm.closing, do: Stats.disconnect(swarm.stats, reason)
         :gen_tcp.close(socket)
-        %{swarm | bots: bots}
+        %{swarm | bots: bots, last_cells: Map.delete(swarm.last_cells, socket)}
     end
   end
 

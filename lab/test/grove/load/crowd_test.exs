@@ -23,6 +23,9 @@ defmodule Grove.Load.CrowdTest do
     assert Crowd.wait(crowd, {54, 46}, 1000) == 1000
     # Not placed yet: it does not know where it stands.
     assert Crowd.wait(crowd, nil, 1000) == 1000
+    # Stopped at the crowd's edge: it presses at the run's pace.
+    assert Crowd.wait(crowd, {0, 0}, 1000, true) == 1000
+    assert Crowd.wait(crowd, {0, 0}, 1000, false) == 100
   end
 
   test "every player reaches the point's radius, walking as told on open ground" do
