@@ -22,6 +22,8 @@ import Config
 #     before it tells the players goodbye; default 2000)
 #   GROVE_LOGIN_RATE=1000 (logins per second per address; default 10)
 #   GROVE_STORE_BATCH=1 (requests the store commits together; default 500)
+#   GROVE_ACCEPT_PRIORITY=normal (accept connections at normal priority, as
+#     Yaws does on its own, instead of high; for comparing the two)
 #   GROVE_LIFE=off (no bacteria; off by default in a cluster, which they do not span yet)
 #   GROVE_LIFE_RULE=B36/S23 GROVE_LIFE_MS=500 (the bacteria's rule and the
 #     milliseconds between their generations; see Grove.World.Life)
@@ -346,6 +348,18 @@ config :grove,
                 raise ArgumentError,
                       "GROVE_PLAYER_SPAWN must be X0,Y0,X1,Y1 (a rectangle of cells), got: #{inspect(text)}"
             end
+        end,
+      accept_priority:
+        case System.get_env("GROVE_ACCEPT_PRIORITY") do
+          nil ->
+            nil
+
+          priority when priority in ["high", "normal"] ->
+            String.to_atom(priority)
+
+          other ->
+            raise ArgumentError,
+                  "GROVE_ACCEPT_PRIORITY must be high or normal, got: #{inspect(other)}"
         end
     )
 

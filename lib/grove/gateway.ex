@@ -110,6 +110,10 @@ defmodule Grove.Gateway do
       cannot be served in time (its wait for a password permit, for the
       store's queue or for the database would pass it) gets `503` with
       `Retry-After` by then (default `1000`)
+    * `:accept_priority` - the priority at which connections are accepted:
+      `:high` (the default; they are served at `:normal` once accepted, see
+      `docs/decisions.md`) or `:normal`, as Yaws does on its own (for
+      comparing the two)
     * `:max_uri` - longest HTTP request target (path and query) in bytes;
       longer ones get 414 (default `8192`)
     * `:max_headers` - most bytes of HTTP request header lines, all told;
@@ -185,6 +189,7 @@ defmodule Grove.Gateway do
     max_headers: 32_768,
     http_timeout: 15_000,
     request_deadline: 1000,
+    accept_priority: :high,
     admin_token: nil,
     accounts: nil
   ]
@@ -463,7 +468,12 @@ defmodule Grove.Gateway do
       keepalive_timeout: opts[:http_timeout],
       keepalive_maxuses: :nolimit,
       max_connections: opts[:max_connections],
-      acceptor_pool_size: 8,
+      # Accepting runs at high priority, serving at normal (see
+      # Grove.Gateway.FrontDoor and docs/decisions.md): every acceptor is a
+      # new process spawned at high priority, since a pooled one would wait
+      # at normal priority for its turn before it accepted again.
+      acceptor_pool_size: if(opts[:accept_priority] == :high, do: 0, else: 8),
+      process_options: [priority: opts[:accept_priority]],
       cache_refresh_secs: 0
     ]
 
@@ -575,6 +585,13 @@ defmodule Grove.Gateway do
               ":spawn must be nil or a rectangle {x0, y0, x1, y1} with x0 < x1 and y0 < y1, " <>
                 "got: #{inspect(other)}"
     end
+
+    unless opts[:accept_priority] in [:high, :normal],
+      do:
+        raise(
+          ArgumentError,
+          ":accept_priority must be :high or :normal, got: #{inspect(opts[:accept_priority])}"
+        )
 
     if opts[:view_ms_max] < opts[:view_ms],
       do: raise(ArgumentError, ":view_ms_max must be at least :view_ms")

@@ -94,9 +94,20 @@ defmodule Grove.Gateway.FrontDoor do
   defdelegate connect(address, port, opts, timeout), to: :inet_tcp
 
   # The sockets say which module serves them; ours, so that gen_tcp comes here.
-  def listen(port, opts), do: :inet_tcp.listen(port, opts) |> ours()
-  def accept(listener), do: :inet_tcp.accept(listener) |> ours() |> accepted()
-  def accept(listener, timeout), do: :inet_tcp.accept(listener, timeout) |> ours() |> accepted()
+  # Yaws's server process listens here, and from then on spawns each next
+  # acceptor when the last one accepted: it runs at high priority (the
+  # gateway's `:accept_priority`), as its acceptors do until they have
+  # accepted (see `serve/1`).
+  def listen(port, opts) do
+    Process.flag(:priority, Grove.Gateway.config().accept_priority)
+    :inet_tcp.listen(port, opts) |> ours()
+  end
+
+  def accept(listener), do: listener |> :inet_tcp.accept() |> serve() |> ours() |> accepted()
+
+  def accept(listener, timeout),
+    do: listener |> :inet_tcp.accept(timeout) |> serve() |> ours() |> accepted()
+
   def fdopen(fd, opts), do: :inet_tcp.fdopen(fd, opts) |> ours()
 
   defp ours({:ok, socket}) do
@@ -108,6 +119,19 @@ defmodule Grove.Gateway.FrontDoor do
   end
 
   defp ours(error), do: error
+
+  # Accepting is a chain: an acceptor accepts, tells Yaws's server, which
+  # spawns the next acceptor, which waits in accept. At normal priority each
+  # link waited its turn behind every runnable process, so under load (a
+  # login storm, the world's bacteria all due at once) connections were
+  # accepted slower than they came and waited in the kernel's queue, unseen
+  # by the request's clock, until the client gave up. Accepting is a few
+  # microseconds at high priority; the connection is then served at normal
+  # priority, its wait counted and bounded by its deadline.
+  defp serve(accepted) do
+    Process.flag(:priority, :normal)
+    accepted
+  end
 
   # The first request's clock starts here: its client has been waiting since.
   defp accepted({:ok, _socket} = accepted) do

@@ -285,4 +285,47 @@ defmodule Grove.Gateway.FrontDoorTest do
 
     assert body =~ ~r/grove_http_refused_total\{status="505"\} [1-9]/
   end
+
+  test "connections are accepted at high priority and served at normal", %{port: port} do
+    # A kept-alive connection, answered once: its process now waits for the next request.
+    {:ok, client} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
+    :ok = :gen_tcp.send(client, "GET /healthz HTTP/1.1\r\nHost: grove\r\n\r\n")
+    assert {:ok, "HTTP/1.1 200" <> _} = :gen_tcp.recv(client, 0, 5000)
+    {:ok, here} = :inet.sockname(client)
+
+    # The server's side of it, and the process that serves it.
+    [serving] =
+      for port <- Port.list(),
+          :erlang.port_info(port, :name) == {:name, ~c"tcp_inet"},
+          :inet.peername(port) == {:ok, here},
+          do: elem(:erlang.port_info(port, :connected), 1)
+
+    assert Process.info(serving, :priority) == {:priority, :normal}
+
+    # Yaws's server, which spawned the next acceptor when ours accepted
+    # (it has, once it answers a message sent after that).
+    {:dictionary, dictionary} = Process.info(serving, :dictionary)
+    server = Keyword.fetch!(dictionary, :gserv_pid)
+    assert Process.info(server, :priority) == {:priority, :high}
+    send(server, {self(), :status})
+    assert_receive {^server, _state}, 5000
+
+    # Its acceptors: the processes it spawned that have not accepted yet
+    # (Yaws notes a trace filter in a process once it has accepted; one
+    # that served a connection and waits to be told to stop has one).
+    {:links, links} = Process.info(server, :links)
+
+    acceptors =
+      for pid <- links,
+          is_pid(pid),
+          pid != Process.whereis(:yaws_server),
+          {:dictionary, dictionary} <- [Process.info(pid, :dictionary)],
+          not Keyword.has_key?(dictionary, :trace_filter),
+          {:priority, priority} <- [Process.info(pid, :priority)],
+          do: priority
+
+    assert acceptors != []
+    assert Enum.all?(acceptors, &(&1 == :high))
+    :gen_tcp.close(client)
+  end
 end
