@@ -40,7 +40,9 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
   `--users N` (4000), `--ramp N` (400), `--modes 1,500` (the batch sizes
   to compare), `--cores SERVER,LOAD` (`0,1`), `--postgres URL`,
   `--skip-arrival`, `--stages N,N,...`, `--stage-seconds S` (30), `--perf`,
-  `--life off` (the world without its bacteria, `GROVE_LIFE=off`).
+  `--life off` (the world without its bacteria, `GROVE_LIFE=off`),
+  `--accept high,normal` (the priorities to accept connections at,
+  `GROVE_ACCEPT_PRIORITY`; default `high`).
   """
 
   use Mix.Task
@@ -59,7 +61,8 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
     stages: :string,
     stage_seconds: :integer,
     perf: :boolean,
-    life: :string
+    life: :string,
+    accept: :string
   ]
 
   @impl true
@@ -84,6 +87,7 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
         )
 
     modes = opts |> Keyword.get(:modes, "1,500") |> String.split(",")
+    accepts = opts |> Keyword.get(:accept, "high") |> String.split(",")
 
     info(
       "bench logins: server on core #{server_core} (one scheduler), load on core #{load_core}; " <>
@@ -91,17 +95,22 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
     )
 
     rows =
-      for {engine, env} <- engines, batch <- modes do
-        measure(engine, batch, env, server_core, opts)
+      for {engine, env} <- engines, batch <- modes, accept <- accepts do
+        measure(engine, batch, [{"GROVE_ACCEPT_PRIORITY", accept} | env], server_core, opts)
+        |> Map.put(:accept, accept)
       end
 
     info("")
-    info("| engine | batch | creations/s | storm p99 | arrival success | login p99 | me p99 |")
-    info("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+
+    info(
+      "| engine | batch | accept | creations/s | storm p99 | arrival success | login p99 | me p99 |"
+    )
+
+    info("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
 
     for row <- rows do
       info(
-        "| #{row.engine} | #{row.batch} | #{row.creations} | #{row.storm_p99} ms | " <>
+        "| #{row.engine} | #{row.batch} | #{row.accept} | #{row.creations} | #{row.storm_p99} ms | " <>
           "#{row.success} | #{row.login_p99} | #{row.me_p99} |"
       )
     end
