@@ -212,6 +212,75 @@ defmodule Grove.LoadTest do
     assert length(Enum.uniq(acknowledged)) == logins
   end
 
+  test "users connect from loopback addresses in turn and keep one connection from flow to flow" do
+    {:ok, listener} = :gen_tcp.listen(0, [:binary, active: false, reuseaddr: true])
+    {:ok, port} = :inet.port(listener)
+    test = self()
+    server = spawn_link(fn -> kept_alive_server(listener, test) end)
+    on_exit(fn -> Process.exit(server, :kill) end)
+
+    report =
+      HttpRun.run(
+        url: "http://127.0.0.1:#{port}",
+        users: 3,
+        ramp: 100,
+        reads: 1,
+        pause_ms: 10,
+        duration: 1,
+        sources: 3,
+        every: 1,
+        out: fn _ -> :ok end
+      )
+
+    assert report.success_rate == 100.0
+    assert report.endpoints.device_login.requests > 3
+
+    # Each user's flows, however many, came over the one connection it opened.
+    assert Enum.sort(accepted_from([])) == [{127, 0, 0, 1}, {127, 0, 0, 2}, {127, 0, 0, 3}]
+  end
+
+  defp accepted_from(acc) do
+    receive do
+      {:accepted, address} -> accepted_from([address | acc])
+    after
+      0 -> acc
+    end
+  end
+
+  # Answers every request on a connection until its client closes it, and
+  # tells the test where each connection came from.
+  defp kept_alive_server(listener, test) do
+    {:ok, socket} = :gen_tcp.accept(listener)
+    {:ok, {address, _port}} = :inet.peername(socket)
+    send(test, {:accepted, address})
+    handler = spawn_link(fn -> answer(socket) end)
+    :ok = :gen_tcp.controlling_process(socket, handler)
+    kept_alive_server(listener, test)
+  end
+
+  defp answer(socket) do
+    case :gen_tcp.recv(socket, 0) do
+      {:ok, "POST" <> _} ->
+        reply(socket, "201 Created", ~s({"token":"t","account":{"id":1},"created":true}))
+
+      {:ok, _get} ->
+        reply(socket, "200 OK", ~s({"id":1}))
+
+      {:error, _closed} ->
+        :ok
+    end
+  end
+
+  defp reply(socket, status, body) do
+    _ =
+      :gen_tcp.send(socket, [
+        "HTTP/1.1 #{status}\r\ncontent-length: #{byte_size(body)}\r\n\r\n",
+        body
+      ])
+
+    answer(socket)
+  end
+
   test "a report renders as Markdown with an SVG chart", %{dir: dir} do
     report = %{
       players: 3,

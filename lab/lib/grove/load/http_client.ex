@@ -11,14 +11,22 @@ defmodule Grove.Load.HttpClient do
   server closed is reopened once, transparently, for the next request.
   """
 
-  defstruct [:host, :port, :socket, buffer: <<>>]
+  defstruct [:host, :port, :socket, :source, buffer: <<>>]
 
   @type t :: %__MODULE__{}
 
-  @spec connect(String.t(), :inet.port_number(), timeout()) :: {:ok, t()} | {:error, term()}
-  def connect(host, port, timeout \\ 5000) do
-    conn = %__MODULE__{host: host, port: port}
-    reopen(conn, timeout)
+  @doc """
+  Opens a connection. Options: `:timeout` (default 5000 ms) and `:source`,
+  the local address to connect from (`nil`, the default, lets the system
+  choose): a load from one machine that spreads its connections over
+  several loopback addresses (`{127, 0, 0, n}`) has that many times the
+  ports to connect from.
+  """
+  @spec connect(String.t(), :inet.port_number(), keyword()) :: {:ok, t()} | {:error, term()}
+  def connect(host, port, opts \\ []) do
+    opts = Keyword.validate!(opts, timeout: 5000, source: nil)
+    conn = %__MODULE__{host: host, port: port, source: opts[:source]}
+    reopen(conn, opts[:timeout])
   end
 
   defp reopen(%__MODULE__{} = conn, timeout) do
@@ -27,7 +35,8 @@ defmodule Grove.Load.HttpClient do
     case :gen_tcp.connect(
            String.to_charlist(conn.host),
            conn.port,
-           [:binary, active: false, packet: :raw, nodelay: true],
+           [:binary, active: false, packet: :raw, nodelay: true] ++
+             if(conn.source, do: [ip: conn.source], else: []),
            timeout
          ) do
       {:ok, socket} -> {:ok, %{conn | socket: socket, buffer: <<>>}}

@@ -4,9 +4,14 @@ defmodule Grove.Load.HttpRun do
   test, against a running server. Each virtual user opens a kept-alive
   connection, logs in with a new device id (creating an account), then reads
   `GET /api/me` `:reads` times with `:pause_ms` between, and is done. With
-  `:duration` (seconds), each user starts the flow again, as a new device,
-  until that long after the run began: the Gamend test kept its users going
-  for ten minutes.
+  `:duration` (seconds), each user starts the flow again, as a new device
+  on the same connection, until that long after the run began: the Gamend
+  test kept its users going for ten minutes.
+
+  With `:sources` N above 1, users connect from the loopback addresses
+  127.0.0.1 to 127.0.0.N in turn (Linux answers all of 127.0.0.0/8), so
+  that the connections of a large load, and those closed and waiting out
+  `TIME_WAIT`, are spread over N times the ephemeral ports of one address.
 
   Users start at `:ramp` per second up to `:users`. A progress line every
   `:every` seconds; at the end, requests per second, p50/p95/p99/max per
@@ -42,6 +47,7 @@ defmodule Grove.Load.HttpRun do
     every: 5,
     record: nil,
     retries: 3,
+    sources: 1,
     out: &IO.puts/1
   ]
 
@@ -69,7 +75,8 @@ defmodule Grove.Load.HttpRun do
 
     user = fn n ->
       spawn_link(fn ->
-        flows(host, port, "load-#{run_id}-#{n}", opts, stats, recorder, until, 0)
+        connect = {:connect, source(opts[:sources], n)}
+        flows(connect, host, port, "load-#{run_id}-#{n}", opts, stats, recorder, until, 0)
         send(parent, {:done, self()})
       end)
     end
@@ -120,37 +127,59 @@ defmodule Grove.Load.HttpRun do
     end
   end
 
-  defp flows(host, port, prefix, opts, stats, recorder, until, flow) do
-    user(host, port, "#{prefix}-#{flow}", opts, stats, recorder)
+  # A user's flows, one after another on its one kept-alive connection (as
+  # an app that stays open would); a connection lost is opened again.
+  defp flows(conn, host, port, prefix, opts, stats, recorder, until, flow) do
+    conn = user(conn, host, port, "#{prefix}-#{flow}", opts, stats, recorder)
 
     if until != nil and System.monotonic_time(:millisecond) < until,
-      do: flows(host, port, prefix, opts, stats, recorder, until, flow + 1),
-      else: :ok
+      do: flows(conn, host, port, prefix, opts, stats, recorder, until, flow + 1),
+      else: close(conn)
   end
 
-  defp user(host, port, device_id, opts, stats, recorder) do
-    case HttpClient.connect(host, port) do
+  defp close(nil), do: :ok
+  defp close(conn), do: HttpClient.close(conn)
+
+  # The local address of user `n`: users take the `sources` loopback
+  # addresses in turn, so that each address holds a share of the ports.
+  defp source(1, _n), do: nil
+  defp source(sources, n), do: {127, 0, 0, rem(n, sources) + 1}
+
+  defp user({:connect, source}, host, port, device_id, opts, stats, recorder) do
+    case HttpClient.connect(host, port, source: source) do
       {:ok, conn} ->
-        case login(conn, device_id, stats, opts[:retries]) do
-          {:ok, status, _headers, response, conn} when status in [200, 201] ->
-            if recorder, do: send(recorder, {:acknowledged, device_id})
-            %{"token" => token} = :jiffy.decode(response, [:return_maps])
-            conn = reads(conn, token, opts[:reads], opts[:pause_ms], stats)
-            HttpClient.close(conn)
-
-          {:ok, _status, _headers, _body, conn} ->
-            count(stats, :flow, :no_login)
-            HttpClient.close(conn)
-
-          {:error, _reason, conn} ->
-            count(stats, :flow, :no_login)
-            HttpClient.close(conn)
-        end
+        user(conn, host, port, device_id, opts, stats, recorder)
 
       {:error, _reason} ->
         count(stats, :device_login, :connect_error)
         count(stats, :flow, :no_login)
+        {:connect, source}
     end
+  end
+
+  defp user(conn, _host, _port, device_id, opts, stats, recorder) do
+    case login(conn, device_id, stats, opts[:retries]) do
+      {:ok, status, _headers, response, conn} when status in [200, 201] ->
+        if recorder, do: send(recorder, {:acknowledged, device_id})
+        %{"token" => token} = :jiffy.decode(response, [:return_maps])
+        reads(conn, token, opts[:reads], opts[:pause_ms], stats)
+
+      {:ok, _status, _headers, _body, conn} ->
+        count(stats, :flow, :no_login)
+        conn
+
+      {:error, _reason, conn} ->
+        count(stats, :flow, :no_login)
+        lost(conn)
+    end
+  end
+
+  # A connection whose answer did not come (in time) may still deliver it
+  # later, where the next request would read it: it is closed, and the
+  # next request opens another.
+  defp lost(conn) do
+    HttpClient.close(conn)
+    %{conn | socket: nil}
   end
 
   defp login(conn, device_id, stats, retries) do
@@ -203,7 +232,7 @@ defmodule Grove.Load.HttpRun do
            HttpClient.request(conn, "GET", "/api/me", [{"authorization", "Bearer " <> token}])
          end) do
       {:ok, _status, _headers, _body, conn} -> reads(conn, token, left - 1, pause, stats)
-      {:error, _reason, conn} -> reads(conn, token, left - 1, pause, stats)
+      {:error, _reason, conn} -> reads(lost(conn), token, left - 1, pause, stats)
     end
   end
 

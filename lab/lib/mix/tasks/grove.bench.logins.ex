@@ -24,7 +24,9 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
   With `--stages N,N,...` it then looks for the knee of the Gamend flow
   on the group-commit server: each stage keeps N users going for
   `--stage-seconds` (each logs in as a new device, reads `me` ten times a
-  second apart, and starts again), ramping at a tenth of N a second, and
+  second apart, and starts again on its kept-alive connection; users
+  connect from `--sources` loopback addresses in turn, default 8), ramping
+  at a tenth of N a second, and
   prints the reads' p99, the success rate, requests per second and the CPU
   the server and the load each used (a share of one core). The knee is the
   last stage with reads p99 <= 50 ms and 100 % success. With `--perf`,
@@ -62,7 +64,8 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
     stage_seconds: :integer,
     perf: :boolean,
     life: :string,
-    accept: :string
+    accept: :string,
+    sources: :integer
   ]
 
   @impl true
@@ -121,6 +124,17 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
   defp knee(opts, core) do
     stages = opts[:stages] |> String.split(",") |> Enum.map(&String.to_integer/1)
     seconds = opts[:stage_seconds] || 30
+    files = open_file_limit()
+
+    # A user holds a connection, and so a file in the load and one in the
+    # server (which runs under the same limit).
+    if Enum.max(stages) + 1000 > files do
+      Mix.raise(
+        "a stage of #{Enum.max(stages)} users needs as many open files in the load and in " <>
+          "the server, and this machine allows a process #{files} (ulimit -n)"
+      )
+    end
+
     port = Grove.Ports.free()
 
     data =
@@ -151,37 +165,51 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
       info("| users | req/s | success | login p99 | me p99 | server CPU | load CPU |")
       info("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 
-      for users <- stages do
-        server_before = cpu_ticks(server_pid)
-        load_before = cpu_ticks(List.to_string(:os.getpid()))
-        started = System.monotonic_time(:millisecond)
-        profile = if opts[:perf], do: Task.async(fn -> perf(server_pid, div(seconds, 2)) end)
+      passed =
+        for users <- stages do
+          server_before = cpu_ticks(server_pid)
+          load_before = cpu_ticks(List.to_string(:os.getpid()))
+          started = System.monotonic_time(:millisecond)
+          profile = if opts[:perf], do: Task.async(fn -> perf(server_pid, div(seconds, 2)) end)
 
-        report =
-          HttpRun.run(
-            url: "http://127.0.0.1:#{port}",
-            users: users,
-            ramp: max(div(users, 10), 400),
-            reads: 10,
-            pause_ms: 1000,
-            duration: seconds,
-            retries: 0,
-            every: 3600,
-            out: fn _ -> :ok end
+          report =
+            HttpRun.run(
+              url: "http://127.0.0.1:#{port}",
+              users: users,
+              ramp: max(div(users, 10), 400),
+              reads: 10,
+              pause_ms: 1000,
+              duration: seconds,
+              retries: 0,
+              sources: opts[:sources] || 8,
+              every: 3600,
+              out: fn _ -> :ok end
+            )
+
+          wall = (System.monotonic_time(:millisecond) - started) / 1000
+          server_cpu = (cpu_ticks(server_pid) - server_before) / 100 / wall
+          load_cpu = (cpu_ticks(List.to_string(:os.getpid())) - load_before) / 100 / wall
+
+          info(
+            "| #{users} | #{report.req_per_s} | #{report.success_rate} % | " <>
+              "#{report.endpoints.device_login.p99_ms} ms | #{report.endpoints.me.p99_ms} ms | " <>
+              "#{round(server_cpu * 100)} % | #{round(load_cpu * 100)} % |"
           )
 
-        wall = (System.monotonic_time(:millisecond) - started) / 1000
-        server_cpu = (cpu_ticks(server_pid) - server_before) / 100 / wall
-        load_cpu = (cpu_ticks(List.to_string(:os.getpid())) - load_before) / 100 / wall
+          if profile, do: info(Task.await(profile, :infinity))
+          {users, report.success_rate == 100.0 and report.endpoints.me.p99_ms <= 50}
+        end
 
-        info(
-          "| #{users} | #{report.req_per_s} | #{report.success_rate} % | " <>
-            "#{report.endpoints.device_login.p99_ms} ms | #{report.endpoints.me.p99_ms} ms | " <>
-            "#{round(server_cpu * 100)} % | #{round(load_cpu * 100)} % |"
-        )
+      knee =
+        passed
+        |> Enum.take_while(fn {_users, ok} -> ok end)
+        |> Enum.map(&elem(&1, 0))
+        |> List.last()
 
-        if profile, do: info(Task.await(profile, :infinity))
-      end
+      info(
+        "knee: #{if knee, do: "#{knee} users", else: "below the first stage"} " <>
+          "(the last stage with reads p99 <= 50 ms and 100 % success)"
+      )
     after
       Server.stop(server)
       File.rm_rf(data)
@@ -219,6 +247,17 @@ defmodule Mix.Tasks.Grove.Bench.Logins do
     |> Enum.reject(&(String.starts_with?(&1, "#") or String.trim(&1) == ""))
     |> Enum.take(25)
     |> Enum.map_join("\n", &("    perf " <> &1))
+  end
+
+  # The open files this process may have (its soft limit); the server,
+  # started from here, raises its own to the hard limit, no higher.
+  defp open_file_limit do
+    {limit, 0} = System.cmd("sh", ["-c", "ulimit -n"])
+
+    case String.trim(limit) do
+      "unlimited" -> 1_000_000_000
+      n -> String.to_integer(n)
+    end
   end
 
   # User and system CPU of an OS process so far, in clock ticks (1/100 s).

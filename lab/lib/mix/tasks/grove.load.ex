@@ -83,8 +83,11 @@ defmodule Mix.Tasks.Grove.Load do
 
     * `--users N` (default 100), `--ramp PER_SECOND` (default a tenth of the users)
     * `--reads N` (default 10), `--pause-ms MS` (default 1000)
-    * `--duration S` - users start the flow again, as new devices, until S
-      seconds after the start; without it each user runs it once
+    * `--duration S` - users start the flow again, as new devices on the
+      same connection, until S seconds after the start; without it each
+      user runs it once
+    * `--sources N` - connect from the loopback addresses 127.0.0.1 to
+      127.0.0.N in turn, for N times the ports of one address (default 1)
     * `--json PATH`, `--report PATH` - as for ws
     * `--record PATH` - append every device id whose login the server
       acknowledged, as it happens
@@ -167,7 +170,8 @@ defmodule Mix.Tasks.Grove.Load do
     json: :string,
     report: :string,
     record: :string,
-    retries: :integer
+    retries: :integer,
+    sources: :integer
   ]
 
   @impl true
