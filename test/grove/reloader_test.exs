@@ -79,7 +79,12 @@ defmodule Grove.ReloaderTest do
   """
 
   setup_all do
-    dir = Path.join(System.tmp_dir!(), "grove-reload-#{System.unique_integer([:positive])}")
+    dir =
+      Path.join(
+        System.tmp_dir!(),
+        "grove-reload-#{System.pid()}-#{System.unique_integer([:positive])}"
+      )
+
     File.mkdir_p!(dir)
     file = Path.join(dir, "counter.ex")
     File.write!(file, source("hello", :integer, 0))
