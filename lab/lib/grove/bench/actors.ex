@@ -74,6 +74,7 @@ defmodule Grove.Bench.Actors do
     actors: 250_000,
     duration: 60,
     warmup: 5,
+    ramp_warmup: 3,
     every: 5,
     width: 1000,
     height: 1000,
@@ -187,7 +188,7 @@ defmodule Grove.Bench.Actors do
       ticker = start_ticker(bench, probe, opts)
       startup = populate(bench, actors, opts, ticker, probe)
       phase(ticker, :warmup)
-      settle(min(opts[:warmup], 3))
+      settle(opts[:ramp_warmup])
       phase(ticker, :measure)
       window = measure(bench, opts[:stage], opts)
       stop_ticker(ticker)

@@ -41,7 +41,10 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
       overload bounds, and `--resolution MS` their slots (see
       `Grove.Actors` for the defaults)
     * `--every S` - seconds between the lines of the curve (default 5)
-    * `--warmup S`, `--max N`, `--join-timeout S`
+    * `--warmup S` - seconds between the last join and the measure (default
+      5; 3 for each stage of a ramp), so that the catching up after a slow
+      join is not measured
+    * `--max N`, `--join-timeout S`
 
   The VM needs room for the baseline's processes: run with
   `ERL_AFLAGS="+P 5000000"` (the Makefile's targets set it).
@@ -100,6 +103,12 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     {baseline?, opts} = Keyword.pop(opts, :baseline, false)
     {act?, opts} = Keyword.pop(opts, :act, false)
     {json, opts} = Keyword.pop(opts, :json)
+
+    # A ramp's stages settle 3 s after their actors joined, unless told.
+    opts =
+      if ramp? and opts[:warmup],
+        do: Keyword.put(opts, :ramp_warmup, opts[:warmup]),
+        else: opts
 
     describe_machine()
 
