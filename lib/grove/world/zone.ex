@@ -51,6 +51,7 @@ defmodule Grove.World.Zone do
   use GenServer
 
   alias Grove.{Metrics, World}
+  alias Grove.Game.Act
   alias Grove.World.{Directory, Entity, Feed, Grid, Relay, Stats, Terrain}
   alias Grove.World.Life.Board
   alias Grove.World.Zone.{Bacteria, Handoff, State, Subscriptions, Views}
@@ -396,8 +397,9 @@ defmodule Grove.World.Zone do
 
     lost = State.lost_handoffs(zone.core, runs)
     zone = Enum.reduce(lost, zone, &lose_in_transit(&2, &1))
-    # Actions that ran there are answered `interrupted`; their actors stay.
-    interrupted = GameRules.expire(zone.core, nil, Map.keys(runs), env(zone))
+    # Actions sent to a run that was lost are answered `interrupted`; their
+    # actors stay.
+    interrupted = GameRules.expire(zone.core, nil, runs, env(zone))
     {:noreply, zone |> carry_out(interrupted) |> sync_game()}
   end
 
@@ -714,6 +716,13 @@ defmodule Grove.World.Zone do
     {address, epoch} = World.zone_placement(zone.world, to)
     GenServer.cast(address, message)
     %{zone | core: State.sent_to(zone.core, id, epoch)}
+  end
+
+  # An action run in another zone: the same, for `{:zones_lost, ...}`.
+  defp run_effect(zone, {:send, to, {:act_at, %Act{actor: %Entity{id: id}}, _, _, _} = message}) do
+    {address, epoch} = World.zone_placement(zone.world, to)
+    GenServer.cast(address, message)
+    %{zone | core: State.acting_at(zone.core, id, epoch)}
   end
 
   defp run_effect(zone, {:send, to, message}) do
@@ -1037,7 +1046,7 @@ defmodule Grove.World.Zone do
     {effects, core} = Handoff.expire(zone.core, cutoff, env(zone))
     zone = %{zone | core: core} |> sync_game() |> run_effects(effects)
     # Actions that ran in another zone and got no answer: that zone died.
-    {effects, core} = GameRules.expire(zone.core, cutoff, [], env(zone))
+    {effects, core} = GameRules.expire(zone.core, cutoff, %{}, env(zone))
     %{zone | core: core} |> sync_game() |> run_effects(effects)
   end
 

@@ -472,17 +472,25 @@ defmodule Grove.World.Zone.Game do
 
   @doc """
   Settles the actions running elsewhere that started before `cutoff`, or
-  whose zone is in `lost`: answered `interrupted`, and what waited replayed.
+  that were sent to a run of a zone that is gone (`lost` maps a zone to the
+  epoch of the run that replaced it): answered `interrupted`, and what
+  waited replayed.
   """
-  @spec expire(State.t(), integer() | nil, [Grid.zone_index()], Handoff.env()) ::
+  @spec expire(
+          State.t(),
+          integer() | nil,
+          %{Grid.zone_index() => non_neg_integer()},
+          Handoff.env()
+        ) ::
           {[Handoff.effect()], State.t()}
   def expire(%State{acting: acting} = state, _cutoff, _lost, _env) when map_size(acting) == 0,
     do: {[], state}
 
   def expire(%State{} = state, cutoff, lost, env) do
     ids =
-      for {id, %{since: since, to: to}} <- state.acting,
-          (cutoff != nil and since < cutoff) or to in lost,
+      for {id, %{since: since, to: to, epoch: epoch}} <- state.acting,
+          (cutoff != nil and since < cutoff) or
+            (is_map_key(lost, to) and epoch < Map.fetch!(lost, to)),
           do: id
 
     Enum.reduce(ids, {[], state}, fn id, {effects, state} ->

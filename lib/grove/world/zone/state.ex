@@ -86,7 +86,8 @@ defmodule Grove.World.Zone.State do
           tag: term(),
           owner: pid(),
           since: integer(),
-          deferred: [term()]
+          deferred: [term()],
+          epoch: non_neg_integer()
         }
 
   @typedoc "A message to the viewers of a cell: who caused it, where, what, and small data."
@@ -462,8 +463,20 @@ defmodule Grove.World.Zone.State do
   @doc "Marks an entity as acting in zone `to`: its operations wait for the answer."
   @spec start_acting(t(), Entity.id(), Grid.zone_index(), pid(), term(), integer()) :: t()
   def start_acting(%__MODULE__{} = state, id, to, owner, tag, now) do
-    acting = %{to: to, tag: tag, owner: owner, since: now, deferred: []}
+    acting = %{to: to, tag: tag, owner: owner, since: now, deferred: [], epoch: 0}
     %{state | acting: Map.put(state.acting, id, acting)}
+  end
+
+  @doc """
+  Records the epoch of the target zone's placement an action was sent to,
+  as `sent_to/3` does for a handoff.
+  """
+  @spec acting_at(t(), Entity.id(), non_neg_integer()) :: t()
+  def acting_at(%__MODULE__{acting: acting} = state, id, epoch) do
+    case acting do
+      %{^id => action} -> %{state | acting: %{acting | id => %{action | epoch: epoch}}}
+      _ -> state
+    end
   end
 
   @doc """

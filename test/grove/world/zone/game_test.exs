@@ -246,8 +246,8 @@ defmodule Grove.World.Zone.GameTest do
     {:pending, _effects, west} = Game.act(west, 1, {:pick, :e, %{}}, self(), :tag, 0, 0, locate)
     {:pending, [], west} = Handoff.move(west, 1, :s, self(), :m, 0, 0, locate)
 
-    assert {[], ^west} = Game.expire(west, -1, [], env)
-    {effects, west} = Game.expire(west, 1, [], env)
+    assert {[], ^west} = Game.expire(west, -1, %{}, env)
+    {effects, west} = Game.expire(west, 1, %{}, env)
 
     assert [
              {:count, :acts_expired},
@@ -259,6 +259,22 @@ defmodule Grove.World.Zone.GameTest do
     # The answer that comes too late changes nothing.
     assert {[{:count, :acts_late}], ^west} =
              Game.act_done(west, 1, :tag, self(), {:ok, %{}}, %{carrying: 9}, env)
+  end
+
+  test "an action sent to a zone's run that was lost is interrupted; one sent to its new run is not" do
+    locate = fn _ -> nil end
+    env = %{locate: locate, now: 0, busy: false}
+    {_entity, west} = join(zone(0), 1, {3, 1})
+    {_entity, west} = join(west, 2, {3, 2})
+    {:pending, _effects, west} = Game.act(west, 1, {:pick, :e, %{}}, self(), :old, 0, 0, locate)
+    {:pending, _effects, west} = Game.act(west, 2, {:pick, :e, %{}}, self(), :new, 0, 0, locate)
+    west = west |> State.acting_at(1, 1) |> State.acting_at(2, 2)
+
+    # Zone 1 runs again at epoch 2: only the action sent to epoch 1 is lost.
+    {effects, west} = Game.expire(west, nil, %{1 => 2}, env)
+    assert [{:count, :acts_expired}, {:acted, _, 1, :old, {:rejected, :interrupted}}] = effects
+    refute State.away?(west, 1)
+    assert State.away?(west, 2)
   end
 
   test "a failing hook changes nothing" do
