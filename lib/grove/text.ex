@@ -96,23 +96,49 @@ defmodule Grove.Text do
       {:error, "a line may not hold U+0000, a control character"}
   """
   @spec speech(term(), pos_integer()) :: {:ok, String.t()} | {:error, String.t()}
-  def speech(text, max \\ 200)
-
-  def speech(text, max) when is_binary(text) and is_integer(max) and max > 0 do
-    with :ok <- utf8(text, "a line"),
-         trimmed = String.trim(text),
-         :ok <- characters(trimmed, "a line"),
-         tidy = squeeze(trimmed) do
-      cond do
-        tidy == "" -> {:error, "a line needs at least one character"}
-        String.length(tidy) > max -> {:error, "a line is at most #{max} characters"}
-        byte_size(tidy) > 4 * max -> {:error, "a line is at most #{4 * max} bytes"}
-        true -> {:ok, tidy}
-      end
+  def speech(text, max \\ 200) do
+    case check_speech(text, max) do
+      {:ok, line} -> {:ok, line}
+      {:error, _code, why} -> {:error, why}
     end
   end
 
-  def speech(_other, _max), do: {:error, "a line is text"}
+  @doc """
+  Like `speech/2`, with a code for what is wrong beside the sentence:
+  `:bad_utf8`, `:bad_character` (a control, reordering, invisible or
+  private-use character), `:empty` (nothing once trimmed) or `:too_long`.
+
+  ## Examples
+
+      iex> Grove.Text.check_speech(<<"hi", 0xC3>>)
+      {:error, :bad_utf8, "a line must be valid UTF-8"}
+      iex> Grove.Text.check_speech("   ")
+      {:error, :empty, "a line needs at least one character"}
+  """
+  @spec check_speech(term(), pos_integer()) ::
+          {:ok, String.t()}
+          | {:error, :bad_utf8 | :bad_character | :empty | :too_long, String.t()}
+  def check_speech(text, max \\ 200)
+
+  def check_speech(text, max) when is_binary(text) and is_integer(max) and max > 0 do
+    with {:utf8, :ok} <- {:utf8, utf8(text, "a line")},
+         trimmed = String.trim(text),
+         {:characters, :ok} <- {:characters, characters(trimmed, "a line")} do
+      tidy = squeeze(trimmed)
+
+      cond do
+        tidy == "" -> {:error, :empty, "a line needs at least one character"}
+        String.length(tidy) > max -> {:error, :too_long, "a line is at most #{max} characters"}
+        byte_size(tidy) > 4 * max -> {:error, :too_long, "a line is at most #{4 * max} bytes"}
+        true -> {:ok, tidy}
+      end
+    else
+      {:utf8, {:error, why}} -> {:error, :bad_utf8, why}
+      {:characters, {:error, why}} -> {:error, :bad_character, why}
+    end
+  end
+
+  def check_speech(_other, _max), do: {:error, :bad_utf8, "a line is text"}
 
   @doc """
   A name for a player who chose none, the same for the same number every
