@@ -39,6 +39,8 @@ defmodule Grove.World do
     * `:density_block` - side in cells of the blocks `density/1` counts
       entities in, for minimaps (default `10`, larger in a world wider or
       higher than 10,000 cells, so that there are at most 1,000 a side)
+    * `:chat_log` - how many of the lines said last (`say/4`) the world
+      keeps in memory, for `recent_chat/2`; `0` keeps none (default `200`)
     * `:life` - bacteria, born and dying by a Game of Life the zones compute:
       `false` for none, or options, see `Grove.World.Life` (default `false`)
     * `:game` - the game the world runs: a module implementing `Grove.Game`,
@@ -111,6 +113,7 @@ defmodule Grove.World do
 
   alias Grove.World.{
     Audit,
+    ChatLog,
     Directory,
     Entity,
     Feed,
@@ -160,6 +163,7 @@ defmodule Grove.World do
     :game_store,
     :tally,
     :tick_time,
+    :chat_log,
     density_block: 10,
     mailbox_limit: 5000,
     view_history: 32,
@@ -205,6 +209,7 @@ defmodule Grove.World do
           game_tables: tuple() | nil,
           game_changes: :atomics.atomics_ref() | nil,
           game_log: :atomics.atomics_ref() | nil,
+          chat_log: ChatLog.t() | non_neg_integer(),
           game_store: Grove.World.Game.Storage.t() | nil,
           tally: atom() | nil,
           tick_time: Grove.Metrics.Histogram.t() | nil,
@@ -680,6 +685,51 @@ defmodule Grove.World do
 
     :ok
   end
+
+  @doc """
+  Says a line (chat) as an entity the calling process owns: the zone that
+  holds the entity tells everyone who sees its cell, as an event named
+  `:chat` with `%{text: line}` in the area's next delta
+  (`Grove.World.Zone.State.event/5`), and keeps it in the world's recent
+  log (`recent_chat/2`). The line is taken as it is: checking it is the
+  caller's (`Grove.Text.check_speech/2`). Returns at once; exactly one
+  `{:grove_say, id, tag, outcome}` follows: `:ok`, or `{:rejected,
+  reason}` with `:busy`, `:not_owner` or `:unknown_entity`.
+  """
+  @impl Grove.World.Client
+  @spec say(name() | t(), Entity.id(), String.t(), term()) :: :ok
+  def say(world, id, text, tag \\ nil) when is_integer(id) and is_binary(text) do
+    world = fetch!(world)
+
+    case Directory.lookup(world.name, id) do
+      nil ->
+        Stats.incr(world.stats, :unknown_entity)
+        send(self(), {:grove_say, id, tag, {:rejected, :unknown_entity}})
+
+      index ->
+        if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+          Stats.incr(world.stats, :busy)
+          send(self(), {:grove_say, id, tag, {:rejected, :busy}})
+        else
+          GenServer.cast(zone_address(world, index), {:say, id, text, self(), tag, 0})
+        end
+    end
+
+    :ok
+  end
+
+  @doc """
+  The lines said last in the world (on this node), oldest first, at most
+  `limit` and at most the log's size (the world's `:chat_log` option):
+  `%{at: system_time_ms, id: id, x: x, y: y, text: text}` each. Nothing
+  said is kept anywhere else.
+  """
+  @spec recent_chat(name() | t(), non_neg_integer()) :: [map()]
+  def recent_chat(world, limit \\ 100), do: ChatLog.recent(fetch!(world).chat_log, limit)
+
+  @doc "How many lines the recent chat log holds now, and how many it may hold."
+  @spec chat_log_usage(name() | t()) :: {non_neg_integer(), non_neg_integer()}
+  def chat_log_usage(world), do: ChatLog.usage(fetch!(world).chat_log)
 
   @doc """
   Asks for several actions of the calling process's entities at once:

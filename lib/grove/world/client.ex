@@ -10,7 +10,8 @@ defmodule Grove.World.Client do
   `{:grove_move, id, tag, {:ok, {x, y}} | {:rejected, reason}}` for a move,
   and for the moves of a batch either that or
   `{:grove_moves, [{id, tag, outcome}]}`; a game's actions, likewise,
-  `{:grove_act, id, tag, outcome}` and `{:grove_acts, [{id, tag, outcome}]}`. In a world of several nodes, a
+  `{:grove_act, id, tag, outcome}` and `{:grove_acts, [{id, tag, outcome}]}`;
+  a said line, `{:grove_say, id, tag, outcome}`. In a world of several nodes, a
   client whose entity was lost with a node is sent `{:grove_lost, id}`.
   """
 
@@ -43,11 +44,16 @@ defmodule Grove.World.Client do
               {%{Grid.cell() => term()}, %{Grid.cell() => boolean()}}
   @callback attrs(world(), Entity.id()) :: {term(), byte()} | nil
 
+  # A line said by an entity to those who see it (chat), answered
+  # `{:grove_say, id, tag, :ok | {:rejected, reason}}`.
+  @callback say(world(), Entity.id(), String.t(), tag :: term()) :: :ok
+
   @optional_callbacks position: 2,
                       nearby: 3,
                       kind_counts: 1,
                       act: 6,
                       act_many: 2,
                       game_near: 3,
-                      attrs: 2
+                      attrs: 2,
+                      say: 4
 end

@@ -8,7 +8,7 @@ defmodule Grove.World.Keeper do
   use GenServer
 
   alias Grove.World
-  alias Grove.World.{Directory, Feed, Grid, Stats, Terrain}
+  alias Grove.World.{ChatLog, Directory, Feed, Grid, Stats, Terrain}
 
   require Logger
 
@@ -45,7 +45,9 @@ defmodule Grove.World.Keeper do
         density: :atomics.new(world.density_cols * world.density_rows, signed: true),
         stats: Stats.new(),
         # The zones' ticks, in microseconds, for the world's metrics.
-        tick_time: Grove.Metrics.Histogram.new()
+        tick_time: Grove.Metrics.Histogram.new(),
+        # The option's size, until here: the log itself.
+        chat_log: ChatLog.new(world.chat_log)
     }
 
     world = if world.life, do: with_life(world), else: world

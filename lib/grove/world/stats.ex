@@ -53,6 +53,10 @@ defmodule Grove.World.Stats do
             :game_zones_loaded,
             :game_save_failures,
             :tallies_written,
+            # Chat: lines said (told to the speaker's viewers), and lines
+            # the world refused (busy, not the speaker's, no such entity).
+            :chat_lines,
+            :chat_rejected,
             # Gauges: how many entities of each kind are in the world now.
             :players,
             :actors,

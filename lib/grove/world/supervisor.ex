@@ -23,6 +23,7 @@ defmodule Grove.World.Supervisor do
     view_history: 32,
     handoff_timeout: 5000,
     density_block: nil,
+    chat_log: 200,
     life: false,
     game: nil,
     store: nil,
@@ -59,6 +60,11 @@ defmodule Grove.World.Supervisor do
         not (is_integer(opts[key]) and opts[key] > 0) do
       raise ArgumentError,
             "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
+    end
+
+    unless is_integer(opts[:chat_log]) and opts[:chat_log] >= 0 do
+      raise ArgumentError,
+            ":chat_log must be a non-negative integer, got: #{inspect(opts[:chat_log])}"
     end
 
     if opts[:width] > 65_535 or opts[:height] > 65_535 do
@@ -101,6 +107,7 @@ defmodule Grove.World.Supervisor do
       view_history: opts[:view_history],
       handoff_timeout: opts[:handoff_timeout],
       density_block: block,
+      chat_log: opts[:chat_log],
       life: Life.new!(opts[:life]),
       game: Grove.World.Game.Spec.new!(opts[:game]),
       game_store: store!(opts[:store]),

@@ -52,9 +52,9 @@ defmodule Grove.World.Zone do
 
   alias Grove.{Metrics, World}
   alias Grove.Game.Act
-  alias Grove.World.{Directory, Entity, Feed, Grid, Relay, Stats, Terrain}
+  alias Grove.World.{ChatLog, Directory, Entity, Feed, Grid, Relay, Stats, Terrain}
   alias Grove.World.Life.Board
-  alias Grove.World.Zone.{Bacteria, Handoff, State, Subscriptions, Views}
+  alias Grove.World.Zone.{Bacteria, Chat, Handoff, State, Subscriptions, Views}
   alias Grove.World.Zone.Game, as: GameRules
 
   require Logger
@@ -299,6 +299,35 @@ defmodule Grove.World.Zone do
 
     if outcomes != [], do: send(owner, {:grove_acts, outcomes})
     {:noreply, sync_game(zone)}
+  end
+
+  # A line said (chat): an event at the speaker's cell for the next delta,
+  # and the world's recent log.
+  def handle_cast({:say, id, text, owner, tag, hops}, zone) do
+    zone = sample_mailbox(zone)
+
+    said =
+      if zone.overloaded,
+        do: {:rejected, :busy, zone.core},
+        else: Chat.say(zone.core, id, text, owner, hops, zone.locate)
+
+    case said do
+      {:said, cell, core} ->
+        ChatLog.record(zone.world.chat_log, id, cell, text)
+        Stats.incr(zone.world.stats, :chat_lines)
+        send(owner, {:grove_say, id, tag, :ok})
+        {:noreply, %{zone | core: core}}
+
+      {:forward, to, _core} ->
+        Stats.incr(zone.world.stats, :forwards)
+        GenServer.cast(World.zone_address(zone.world, to), {:say, id, text, owner, tag, hops + 1})
+        {:noreply, zone}
+
+      {:rejected, reason, _core} ->
+        Stats.incr(zone.world.stats, :chat_rejected)
+        send(owner, {:grove_say, id, tag, {:rejected, reason}})
+        {:noreply, zone}
+    end
   end
 
   # An action of an entity of zone `from` whose target is one of our cells.

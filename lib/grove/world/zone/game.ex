@@ -579,6 +579,8 @@ defmodule Grove.World.Zone.Game do
        when is_integer(x) and is_integer(y) and is_atom(name) do
     cond do
       not State.inside?(state, x, y) -> throw({:bad_effect, {:event_outside_zone, {x, y}}})
+      # Players' lines (`Zone.Chat`): a client takes a `chat` event for one.
+      name == :chat -> throw({:bad_effect, {:reserved_event, :chat}})
       not Spec.data?(data) -> throw({:bad_effect, {:bad_event_data, data}})
       true -> {State.event(state, who, {x, y}, name, data), attrs}
     end
