@@ -51,6 +51,10 @@ defmodule Grove.Gateway do
     * `:act_rate`, `:act_burst` - a game's actions a connection may ask
       for per second, and at once; more are answered `rate_limited`
       (defaults `10`, `5`)
+    * `:say_rate`, `:say_burst` - lines a connection may say per second,
+      and at once; more are answered `rate_limited` (defaults `1`, `3`)
+    * `:say_max` - the longest line a player may say, in characters
+      (default `200`)
     * `:max_errors` - bad messages per minute before a client is cut off
       (default `50`)
     * `:max_view_radius` - the largest viewport a client may ask for
@@ -163,6 +167,9 @@ defmodule Grove.Gateway do
     seed_burst: 3,
     act_rate: 10,
     act_burst: 5,
+    say_rate: 1,
+    say_burst: 3,
+    say_max: 200,
     max_errors: 50,
     max_view_radius: 16,
     spawn: nil,
@@ -335,6 +342,45 @@ defmodule Grove.Gateway do
           {:ok, _} -> {:replaced, cell}
           {:error, {:already_registered, _}} -> claim(account_id, tries - 1)
         end
+    end
+  end
+
+  @doc """
+  Posts an operator's announcement to every player: those of this
+  gateway, and in a cluster those of every member's gateway (asked once
+  each, not waited for). `text` is checked like a said line
+  (`Grove.Text.check_speech/2`, at most 500 characters).
+  """
+  @spec announce(String.t()) :: :ok | {:error, atom(), String.t()}
+  def announce(text) do
+    case Grove.Text.check_speech(text, 500) do
+      {:ok, line} ->
+        config = config()
+
+        if config.world && Grove.World.fetch!(config.world).cluster do
+          for node <- Grove.Cluster.members(config.instance),
+              node != node(),
+              do: :erpc.cast(node, __MODULE__, :announce_here, [line])
+        end
+
+        announce_here(line)
+
+      {:error, code, why} ->
+        {:error, code, why}
+    end
+  end
+
+  @doc false
+  # One gateway's part of `announce/1`.
+  @spec announce_here(String.t()) :: :ok
+  def announce_here(line) do
+    case lookup() do
+      nil ->
+        :ok
+
+      config ->
+        Stats.incr(config.stats, :announcements)
+        Broadcaster.announce(config.bulletin, line)
     end
   end
 
@@ -536,6 +582,9 @@ defmodule Grove.Gateway do
           :seed_burst,
           :act_rate,
           :act_burst,
+          :say_rate,
+          :say_burst,
+          :say_max,
           :max_errors,
           :max_view_radius,
           :view_backlog,

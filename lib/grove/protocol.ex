@@ -68,6 +68,20 @@ defmodule Grove.Protocol do
     :interrupted,
     :disabled
   ]
+  # A said line's result: what is wrong with the line (checked by the
+  # gateway), or why the world did not carry it; new ones go at the end.
+  @say_results [
+    :ok,
+    :empty,
+    :too_long,
+    :bad_utf8,
+    :bad_character,
+    :rate_limited,
+    :busy,
+    :not_owner,
+    :unknown_entity,
+    :interrupted
+  ]
   @error_codes [
     :bad_json,
     :bad_message,
@@ -121,6 +135,7 @@ defmodule Grove.Protocol do
        {:dir, {:enum, @targets}, :here},
        {:args, :data, %{}}
      ]},
+    {:say, 8, :client, [{:seq, :u32}, {:text, :text}]},
     # Server to client
     {:welcome, 64, :server,
      [
@@ -158,7 +173,9 @@ defmodule Grove.Protocol do
     {:seeded, 75, :server, [{:seq, :u32}, {:result, {:enum, @seed_results}}]},
     {:acted, 76, :server,
      [{:seq, :u32}, {:result, {:enum, @act_results}}, {:data, :data}, {:reason, :string}]},
-    {:names, 77, :server, [{:area, :u32}, {:names, {:list, {:tuple, [:u32, :string, :string]}}}]}
+    {:names, 77, :server, [{:area, :u32}, {:names, {:list, {:tuple, [:u32, :string, :string]}}}]},
+    {:said, 78, :server, [{:seq, :u32}, {:result, {:enum, @say_results}}, {:reason, :string}]},
+    {:announcement, 79, :server, [{:text, :string}]}
   ]
 
   @type encoding :: :json | :binary
@@ -176,6 +193,10 @@ defmodule Grove.Protocol do
   @doc "The results an `acted` message may carry."
   @spec act_results() :: [atom()]
   def act_results, do: @act_results
+
+  @doc "The results a `said` message may carry."
+  @spec say_results() :: [atom()]
+  def say_results, do: @say_results
 
   @doc "The error codes an `error` message may carry."
   @spec error_codes() :: [atom()]

@@ -38,6 +38,7 @@ defmodule Grove.Test.ProtocolGenerators do
   def value(:bool), do: :proper_types.boolean()
   def value({:enum, values}), do: :proper_types.elements(values)
   def value(:string), do: :proper_unicode.utf8()
+  def value(:text), do: :proper_unicode.utf8()
   def value(:bytes), do: :proper_types.binary()
   def value({:list, item}), do: :proper_types.list(value(item))
   def value({:tuple, codecs}), do: List.to_tuple(Enum.map(codecs, &value/1))

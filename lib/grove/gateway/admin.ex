@@ -13,6 +13,10 @@ defmodule Grove.Gateway.Admin do
   # where it would stay in the browser's history, in copied links and in
   # proxies' logs. A dashboard address that still carries `?token=` (an
   # old bookmark) is answered the same way, without it.
+  #
+  # What acts on the players or reads what they said (/api/admin/: the
+  # announcements, the recent chat) needs the token, always, and in the
+  # Authorization header only: a URL ends up in logs and histories.
 
   import Grove.Gateway.Records
 
@@ -30,6 +34,24 @@ defmodule Grove.Gateway.Admin do
     path = arg(arg, :server_path)
 
     cond do
+      match?(~c"/api/admin/" ++ _, path) ->
+        case header_token(arg) do
+          _given when config.admin_token == nil ->
+            HTTP.error(
+              403,
+              "no_admin_token",
+              "this server has no admin token: start it with GROVE_ADMIN_TOKEN to use /api/admin/"
+            )
+
+          given when is_binary(given) ->
+            if Grove.Secret.equal?(config.admin_token, given),
+              do: route(method, path, arg, config),
+              else: unauthorized_header()
+
+          nil ->
+            unauthorized_header()
+        end
+
       method == :POST and path == ~c"/dashboard/login" ->
         login(arg, config.admin_token, form_token(arg))
 
@@ -47,6 +69,14 @@ defmodule Grove.Gateway.Admin do
         unauthorized()
     end
   end
+
+  defp unauthorized_header,
+    do:
+      HTTP.error(
+        401,
+        "unauthorized",
+        "this endpoint needs the admin token in a header: Authorization: Bearer TOKEN"
+      )
 
   defp unauthorized do
     HTTP.error(
@@ -219,6 +249,43 @@ defmodule Grove.Gateway.Admin do
     end
   end
 
+  # An announcement to every player: `{"text": "..."}`, a line like a
+  # said one (at most 500 characters).
+  defp route(:POST, ~c"/api/admin/announce", arg, _config) do
+    with {:ok, body} <- HTTP.body(arg),
+         {:ok, %{"text" => text}} when is_binary(text) <- HTTP.decode_json(body),
+         :ok <- Grove.Gateway.announce(text) do
+      HTTP.json(202, %{"announced" => true})
+    else
+      {:error, status, code, message} -> HTTP.error(status, code, message)
+      {:error, code, why} -> HTTP.error(400, Atom.to_string(code), "text: " <> why)
+      {:ok, _other} -> HTTP.error(400, "bad_field", ~s(an announcement is {"text": "..."}))
+    end
+  end
+
+  # What was said last (the world's recent log, in memory), oldest first.
+  defp route(:GET, ~c"/api/admin/chat", arg, config) do
+    limit =
+      case :yaws_api.queryvar(arg, ~c"limit") do
+        {:ok, value} -> parse_integer(value, 100)
+        :undefined -> 100
+      end
+
+    lines =
+      for line <- Grove.World.recent_chat(config.world, max(limit, 0)),
+          do: Map.new(line, fn {key, value} -> {Atom.to_string(key), value} end)
+
+    HTTP.json(200, %{"lines" => lines})
+  end
+
+  defp route(_method, ~c"/api/admin/" ++ _, _arg, _config),
+    do:
+      HTTP.error(
+        404,
+        "not_found",
+        "no such endpoint: POST /api/admin/announce, GET /api/admin/chat"
+      )
+
   defp route(_method, _path, _arg, _config), do: HTTP.error(404, "not_found", "no such page")
 
   defp json_cluster(summary) do
@@ -268,6 +335,13 @@ defmodule Grove.Gateway.Admin do
       end
 
     (is_binary(given) and Grove.Secret.equal?(token, given)) or session?(arg, token)
+  end
+
+  defp header_token(arg) do
+    case headers(arg(arg, :headers), :authorization) do
+      {_user, _password, ~c"Bearer " ++ value} -> to_string(value)
+      _ -> nil
+    end
   end
 
   defp query_token(arg) do

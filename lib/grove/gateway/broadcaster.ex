@@ -26,16 +26,20 @@ defmodule Grove.Gateway.Broadcaster do
 
   defstruct [:config, :last_moves, :last_at, soon: false]
 
-  @items [stats: 1, density: 2]
+  @items [stats: 1, density: 2, announcement: 3]
   @ask_timeout 1000
   # After a join, fresh stats come this soon: joins in between wait for the same.
   @soon_ms 100
+  @kept_announcements 8
 
   @typedoc "Where broadcasts are posted: the table (owned by the gateway) and the versions."
   @type bulletin :: %{table: :ets.tid(), versions: :atomics.atomics_ref()}
 
-  @typedoc "The versions a connection has sent: `{stats, density}`."
-  @type seen :: {non_neg_integer(), non_neg_integer()}
+  @typedoc """
+  The versions a connection has sent: `{stats, density, announcement}`,
+  the last `nil` before its first read.
+  """
+  @type seen :: {non_neg_integer(), non_neg_integer(), non_neg_integer() | nil}
 
   @doc "A bulletin; created by the gateway, so that it outlives this process."
   @spec bulletin() :: bulletin()
@@ -51,18 +55,20 @@ defmodule Grove.Gateway.Broadcaster do
   bring the reader to.
   """
   @spec news(bulletin(), seen(), Grove.Protocol.encoding()) :: {seen(), [binary()]}
-  def news(%{versions: versions} = bulletin, {stats_seen, density_seen} = seen, encoding) do
+  def news(%{versions: versions} = bulletin, {stats_seen, density_seen, told} = seen, encoding) do
     stats = :atomics.get(versions, 1)
     density = :atomics.get(versions, 2)
+    announced = :atomics.get(versions, 3)
 
-    if stats == stats_seen and density == density_seen do
+    if stats == stats_seen and density == density_seen and announced == told do
       {seen, []}
     else
       frames =
         if(stats != stats_seen, do: [frame(bulletin, :stats, encoding)], else: []) ++
-          if density != density_seen, do: [frame(bulletin, :density, encoding)], else: []
+          if(density != density_seen, do: [frame(bulletin, :density, encoding)], else: []) ++
+          announcements(bulletin, told, announced, encoding)
 
-      {{stats, density}, frames}
+      {{stats, density, announced}, frames}
     end
   end
 
@@ -72,9 +78,49 @@ defmodule Grove.Gateway.Broadcaster do
   ones are posted soon.
   """
   @spec joined(bulletin(), seen()) :: seen()
-  def joined(%{versions: versions}, {_stats_seen, density_seen}) do
+  def joined(%{versions: versions}, {_stats_seen, density_seen, told}) do
     GenServer.cast(__MODULE__, :stats_soon)
-    {:atomics.get(versions, 1), density_seen}
+    {:atomics.get(versions, 1), density_seen, told}
+  end
+
+  @doc """
+  Posts an announcement to every connection of this gateway: each gets it
+  with its next write (within a view interval).
+  """
+  @spec announce(bulletin(), String.t()) :: :ok
+  def announce(%{table: table, versions: versions}, text) do
+    message = %{type: :announcement, text: text}
+    # Numbered and written before the version says it is there.
+    n = :ets.update_counter(table, :announcements, 1, {:announcements, 0})
+
+    :ets.insert(
+      table,
+      {{:announcement, n}, Frames.message(message, :json), Frames.message(message, :binary)}
+    )
+
+    :ets.delete(table, {:announcement, n - @kept_announcements})
+    raise_to(versions, 3, n)
+  end
+
+  # Two announcements posted at once: the version ends at the later one.
+  defp raise_to(versions, index, n) do
+    current = :atomics.get(versions, index)
+
+    cond do
+      current >= n -> :ok
+      :atomics.compare_exchange(versions, index, current, n) == :ok -> :ok
+      true -> raise_to(versions, index, n)
+    end
+  end
+
+  # A new connection is told nothing said before it came.
+  defp announcements(_bulletin, nil, _announced, _encoding), do: []
+  defp announcements(_bulletin, told, told, _encoding), do: []
+
+  defp announcements(bulletin, told, announced, encoding) do
+    for n <- max(told + 1, announced - @kept_announcements + 1)..announced//1,
+        [{_key, json, binary}] <- [:ets.lookup(bulletin.table, {:announcement, n})],
+        do: if(encoding == :json, do: json, else: binary)
   end
 
   defp frame(bulletin, item, :json), do: :ets.lookup_element(bulletin.table, item, 2)

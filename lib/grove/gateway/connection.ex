@@ -64,7 +64,7 @@ defmodule Grove.Gateway.Connection do
     :goodbye_by,
     started: false,
     pinged: false,
-    bulletin: {0, 0}
+    bulletin: {0, 0, nil}
   ]
 
   @type t :: %__MODULE__{}
@@ -476,6 +476,9 @@ defmodule Grove.Gateway.Connection do
       seed_burst: config.seed_burst,
       act_rate: config.act_rate,
       act_burst: config.act_burst,
+      say_rate: config.say_rate,
+      say_burst: config.say_burst,
+      say_max: config.say_max,
       max_errors: config.max_errors,
       max_view_radius: config.max_view_radius,
       spawn: config.spawn,

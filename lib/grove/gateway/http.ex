@@ -64,6 +64,7 @@ defmodule Grove.Gateway.HTTP do
       {_method, ~c"/metrics"} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
       {_method, ~c"/dashboard" ++ _} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
       {_method, ~c"/api/load/" ++ _} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
+      {_method, ~c"/api/admin/" ++ _} -> Grove.Gateway.Admin.out(arg, Grove.Gateway.config())
       {_method, ~c"/api/" ++ _} -> Grove.Gateway.Api.out(arg, Grove.Gateway.config())
       _ -> error(404, "not_found", "no such page")
     end

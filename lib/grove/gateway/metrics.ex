@@ -90,6 +90,18 @@ defmodule Grove.Gateway.Metrics do
       {"grove_http_cut_by_stop_total", :counter,
        "HTTP requests in flight when a stop ended the server, cut without an answer.",
        [{[], stats.cut_by_stop}]},
+      {"grove_chat_refused_total", :counter,
+       "Lines not said, by reason: refused by the gateway (empty, too_long, bad_utf8, " <>
+         "bad_character, rate_limited) or by the world (busy, not the speaker's, no such entity).",
+       [
+         {[reason: :empty], stats.says_empty},
+         {[reason: :too_long], stats.says_too_long},
+         {[reason: :bad_utf8], stats.says_bad_utf8},
+         {[reason: :bad_character], stats.says_bad_character},
+         {[reason: :rate_limited], stats.says_rate_limited}
+       ]},
+      {"grove_announcements_total", :counter, "Announcements the operator posted to everyone.",
+       [{[], stats.announcements}]},
       {"grove_player_acts_refused_total", :counter,
        "Players' actions the gateway answered itself: an unknown action or bad arguments, " <>
          "and more than the connection's rate.",

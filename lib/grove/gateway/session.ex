@@ -35,6 +35,7 @@ defmodule Grove.Gateway.Session do
     :move_limit,
     :seed_limit,
     :act_limit,
+    :say_limit,
     :id,
     :cell,
     :account_id,
@@ -43,13 +44,15 @@ defmodule Grove.Gateway.Session do
     moves_booked: nil,
     seeds_booked: nil,
     acts_booked: nil,
+    says_booked: nil,
     errors: 0,
     errors_since: 0,
     joined: false,
     areas: %{},
     in_flight: %{},
     seeds_in_flight: %{},
-    acts_in_flight: %{}
+    acts_in_flight: %{},
+    says_in_flight: %{}
   ]
 
   @type action :: {:send, iodata()} | {:close, non_neg_integer(), String.t()}
@@ -62,6 +65,9 @@ defmodule Grove.Gateway.Session do
           seed_burst: pos_integer(),
           act_rate: pos_integer(),
           act_burst: pos_integer(),
+          say_rate: pos_integer(),
+          say_burst: pos_integer(),
+          say_max: pos_integer(),
           max_errors: pos_integer(),
           max_view_radius: pos_integer(),
           spawn: {non_neg_integer(), non_neg_integer(), pos_integer(), pos_integer()} | nil,
@@ -88,6 +94,7 @@ defmodule Grove.Gateway.Session do
       move_limit: RateLimit.new(config.move_rate, config.move_burst),
       seed_limit: RateLimit.new(Map.get(config, :seed_rate, 1), Map.get(config, :seed_burst, 3)),
       act_limit: RateLimit.new(Map.get(config, :act_rate, 10), Map.get(config, :act_burst, 5)),
+      say_limit: RateLimit.new(Map.get(config, :say_rate, 1), Map.get(config, :say_burst, 3)),
       errors_since: now_ms
     }
   end
@@ -157,7 +164,7 @@ defmodule Grove.Gateway.Session do
     do: error(session, :already_joined, "this connection has joined already", now_ms)
 
   defp handle_message(%__MODULE__{joined: false} = session, %{type: type}, now_ms)
-       when type in [:move, :resync, :seed, :act],
+       when type in [:move, :resync, :seed, :act, :say],
        do: error(session, :not_joined, "send join first", now_ms)
 
   defp handle_message(session, %{type: :move, seq: seq, dir: direction}, now_ms) do
@@ -238,6 +245,36 @@ defmodule Grove.Gateway.Session do
              "at most #{session.config[:act_rate] || 10} actions a second"
            )
          ]}
+    end
+  end
+
+  # A line said to those who see the player: refused here when it comes
+  # too often or is not a line one may say (the answer names what is
+  # wrong), else the zone tells the player's viewers and answers (`said`,
+  # exactly one a line).
+  defp handle_message(session, %{type: :say, seq: seq, text: text}, now_ms) do
+    case RateLimit.allow(session.say_limit, session.says_booked, now_ms) do
+      {:ok, booked} ->
+        session = %{session | says_booked: booked}
+
+        case Grove.Text.check_speech(text, Map.get(session.config, :say_max, 200)) do
+          {:ok, line} ->
+            :ok = World.say(session.world, session.id, line, {:say, seq})
+
+            pending =
+              {System.monotonic_time(:microsecond), World.zone_of(session.world, session.id)}
+
+            {%{session | says_in_flight: Map.put(session.says_in_flight, seq, pending)}, []}
+
+          {:error, code, why} ->
+            count(session.config, say_refusal(code))
+            {session, [said(session, seq, code, why)]}
+        end
+
+      :limited ->
+        count(session.config, :says_rate_limited)
+        rate = Map.get(session.config, :say_rate, 1)
+        {session, [said(session, seq, :rate_limited, "at most #{rate} lines a second")]}
     end
   end
 
@@ -473,6 +510,23 @@ defmodule Grove.Gateway.Session do
     end
   end
 
+  def handle_info(%__MODULE__{id: id} = session, {:grove_say, id, {:say, seq}, outcome}) do
+    case Map.pop(session.says_in_flight, seq) do
+      # Settled already (`settle_lost/2`): one answer a line.
+      {nil, _says} ->
+        {session, []}
+
+      {_pending, says} ->
+        result =
+          case outcome do
+            :ok -> :ok
+            {:rejected, reason} -> reason
+          end
+
+        {%{session | says_in_flight: says}, [said(session, seq, result, "")]}
+    end
+  end
+
   # The player's entity was in a zone lost with its node: it goes back on
   # the last cell the player was told of (next to it, or anywhere, when
   # that is taken), under the same id, and the player is welcomed again
@@ -533,8 +587,12 @@ defmodule Grove.Gateway.Session do
       for {seq, _pending} <- Enum.sort(session.acts_in_flight),
           do: acted(session, seq, :interrupted, "")
 
-    {%{session | in_flight: %{}, seeds_in_flight: %{}, acts_in_flight: %{}},
-     moves ++ seeds ++ acts}
+    says =
+      for {seq, _pending} <- Enum.sort(session.says_in_flight),
+          do: said(session, seq, :interrupted, "")
+
+    {%{session | in_flight: %{}, seeds_in_flight: %{}, acts_in_flight: %{}, says_in_flight: %{}},
+     moves ++ seeds ++ acts ++ says}
   end
 
   defp rejoin(session, text) do
@@ -548,21 +606,37 @@ defmodule Grove.Gateway.Session do
   end
 
   @doc """
-  Settles the moves, seeds and actions in flight for longer than
+  Settles the moves, seeds, actions and lines in flight for longer than
   `after_ms` whose zone process has died since they were sent: a zone
   killed with a move in its mailbox comes back with its entities but not
   its mail, so no answer would ever come. For a move, the entity's cell,
   which the zone wrote before it died and rebuilt itself from, says what
   happened: one step in the move's direction is `ok`, anything else
-  `interrupted`. A seed or an action is `interrupted`.
+  `interrupted`. A seed, an action or a line is `interrupted`.
   """
   @spec settle_lost(t(), pos_integer()) :: {t(), [action()]}
   def settle_lost(%__MODULE__{} = session, after_ms) do
     {session, moves} = settle_lost_moves(session, after_ms)
     {session, seeds} = settle_lost_seeds(session, after_ms)
     {session, acts} = settle_lost_acts(session, after_ms)
-    {session, moves ++ seeds ++ acts}
+    {session, says} = settle_lost_says(session, after_ms)
+    {session, moves ++ seeds ++ acts ++ says}
   end
+
+  defp settle_lost_says(%__MODULE__{says_in_flight: says} = session, after_ms) do
+    lost = lost(says, after_ms)
+
+    {%{session | says_in_flight: Map.drop(says, Enum.map(lost, &elem(&1, 0)))},
+     for({seq, _pending} <- lost, do: said(session, seq, :interrupted, ""))}
+  end
+
+  defp say_refusal(:empty), do: :says_empty
+  defp say_refusal(:too_long), do: :says_too_long
+  defp say_refusal(:bad_utf8), do: :says_bad_utf8
+  defp say_refusal(:bad_character), do: :says_bad_character
+
+  defp said(session, seq, result, reason),
+    do: send_message(session, %{type: :said, seq: seq, result: result, reason: reason})
 
   defp settle_lost_acts(%__MODULE__{acts_in_flight: acts} = session, after_ms) do
     lost = lost(acts, after_ms)

@@ -42,7 +42,15 @@ defmodule Grove.Gateway.Stats do
     # A game's actions the gateway answered itself: an unknown name or bad
     # arguments, and more than the connection's rate.
     :acts_refused,
-    :acts_rate_limited
+    :acts_rate_limited,
+    # Lines the gateway refused to say, by what was wrong; announcements
+    # posted by the operator.
+    :says_empty,
+    :says_too_long,
+    :says_bad_utf8,
+    :says_bad_character,
+    :says_rate_limited,
+    :announcements
   ]
 
   # Bad client messages, by the code of the error they were answered

@@ -11,6 +11,9 @@ defmodule Grove.Protocol.Codec do
     * `:bool` - one byte, 0 or 1; JSON `true`/`false`
     * `{:enum, [atom]}` - one byte, the atom's position; JSON the atom's name
     * `:string` - UTF-8, a u16 byte length then the bytes; JSON a string
+    * `:text` - like `:string` on the wire, but its bytes are left for the
+      message's handler to check (a `say`'s line is answered with what is
+      wrong with it, bad UTF-8 included, rather than refused as a frame)
     * `:bytes` - a u32 byte length then the bytes; JSON a base64 string
     * `{:list, codec}` - a u16 count then the items; JSON an array
     * `{:tuple, [codec]}` - the items one after another; JSON an array
@@ -37,6 +40,7 @@ defmodule Grove.Protocol.Codec do
           | :u32
           | :bool
           | :string
+          | :text
           | :bytes
           | {:enum, [atom()]}
           | {:list, t()}
@@ -67,6 +71,8 @@ defmodule Grove.Protocol.Codec do
       index -> <<index::8>>
     end
   end
+
+  def encode(:text, s), do: encode(:string, s)
 
   def encode(:string, s) when is_binary(s) and byte_size(s) <= @max_u16,
     do: [<<byte_size(s)::16>>, s]
@@ -132,6 +138,8 @@ defmodule Grove.Protocol.Codec do
   def decode(:string, <<size::16, s::binary-size(size), rest::binary>>) do
     if String.valid?(s), do: {:ok, s, rest}, else: {:error, "a string is not valid UTF-8"}
   end
+
+  def decode(:text, <<size::16, s::binary-size(size), rest::binary>>), do: {:ok, s, rest}
 
   def decode(:bytes, <<size::32, b::binary-size(size), rest::binary>>), do: {:ok, b, rest}
   def decode({:list, item}, <<count::16, rest::binary>>), do: decode_items(item, count, rest, [])
@@ -224,6 +232,7 @@ defmodule Grove.Protocol.Codec do
   end
 
   def from_json(:string, s) when is_binary(s) and byte_size(s) <= @max_u16, do: {:ok, s}
+  def from_json(:text, s), do: from_json(:string, s)
 
   def from_json(:bytes, s) when is_binary(s) do
     case Base.decode64(s) do
@@ -290,6 +299,7 @@ defmodule Grove.Protocol.Codec do
   def describe(:u32), do: "an integer in 0..4294967295"
   def describe(:bool), do: "a boolean"
   def describe(:string), do: "a string"
+  def describe(:text), do: "a string"
   def describe(:bytes), do: "bytes (base64 in JSON)"
   def describe({:enum, values}), do: "one of " <> Enum.map_join(values, ", ", &Atom.to_string/1)
   def describe({:list, item}), do: "a list of " <> describe(item)

@@ -38,6 +38,17 @@ defmodule Grove.World.Metrics do
          ],
          do: {[outcome: outcome], stats[key]}
        )},
+      {"grove_chat_lines_total", :counter,
+       "Lines said by players and told to those who see them.", [{[], stats.chat_lines}]},
+      {"grove_chat_refused_total", :counter,
+       "Lines not said, by reason: refused by the gateway (empty, too_long, bad_utf8, " <>
+         "bad_character, rate_limited) or by the world (busy, not the speaker's, no such entity).",
+       [{[reason: :world], stats.chat_rejected}]},
+      {"grove_chat_log_lines", :gauge,
+       "Lines kept in the world's recent chat log in memory, and how many it may keep.",
+       (fn {kept, max} -> [{[kept: :now], kept}, {[kept: :max], max}] end).(
+         World.chat_log_usage(world)
+       )},
       {"grove_acts_across_total", :counter,
        "A game's actions run in the zone of their target, across a zone border.",
        [{[], stats.acts_across}]},
