@@ -3,6 +3,7 @@ import { Emitter } from "./emitter.js";
 import { MovePacer } from "./pacer.js";
 import type {
   Acted,
+  Announcement,
   Data,
   Direction,
   Encoding,
@@ -10,6 +11,7 @@ import type {
   Outcome,
   Pattern,
   ProtocolError,
+  Said,
   Seeded,
   Stats,
   Target,
@@ -52,7 +54,16 @@ export interface ClientEvents {
   seeded: Seeded;
   /** An action's answer (a game's; docs/protocol.md, "Games"). */
   acted: Acted;
-  /** An event an area held told its viewers: a game's (a sound, a splash), a chat's. */
+  /** A line's answer (`say`). */
+  said: Said;
+  /**
+   * A line said by a player in view (the player's own included), with its
+   * name and avatar when known; never one of a muted player.
+   */
+  chat: ChatLine;
+  /** The operator's words to every player. */
+  announcement: Announcement;
+  /** An event an area held told its viewers: a game's (a sound, a splash), a chat's (not a muted player's). */
   event: GameEvent;
   /** The areas in view changed: the viewport as the client now sees it. */
   view: View;
@@ -72,6 +83,21 @@ export interface ClientEvents {
   message: Message;
   /** A ping's round trip, in milliseconds (a ping goes out every second). */
   roundTrip: number;
+}
+
+/** A line said by a player in view. */
+export interface ChatLine {
+  /** The speaker's entity. */
+  id: number;
+  /** Where the speaker stood. */
+  x: number;
+  y: number;
+  text: string;
+  /** The speaker's name and avatar, when the client knows them. */
+  name?: string | undefined;
+  avatar?: string | undefined;
+  /** Said by this client's own player. */
+  self: boolean;
 }
 
 /** An error the server sent, or a frame the client could not read. */
@@ -104,7 +130,7 @@ interface Waiter<T> {
 
 /**
  * A player of a Grove world, from a browser or from Node: it connects,
- * joins, walks, seeds and acts (a game's actions), keeps the areas around it as a viewport, comes
+ * joins, walks, seeds, acts (a game's actions) and chats, keeps the areas around it as a viewport, comes
  * back by itself after a lost connection (joining again, with every area
  * again), and says what happens as events.
  *
@@ -128,6 +154,8 @@ export class GroveClient {
   private readonly moves = new Map<number, Waiter<Outcome>>();
   private readonly seeds = new Map<number, Waiter<Seeded>>();
   private readonly acts = new Map<number, Waiter<Acted>>();
+  private readonly says = new Map<number, Waiter<Said>>();
+  private readonly muted = new Set<number>();
   private welcomed: Waiter<Welcome>[] = [];
   private viewQueued = false;
   private started = false;
@@ -211,6 +239,42 @@ export class GroveClient {
     return this.ask(this.acts, seq, { type: "act", seq, action, dir: target, args });
   }
 
+  /**
+   * Says a line to the players who see this one (docs/protocol.md,
+   * "Chat"); resolves with the answer: `result` is `ok`, or what is wrong
+   * (`empty`, `too_long`, `bad_character`, `rate_limited`, ...) with a
+   * `reason` in words.
+   */
+  say(text: string): Promise<Said> {
+    const seq = this.nextSeq++;
+    return this.ask(this.says, seq, { type: "say", seq, text });
+  }
+
+  /**
+   * Mutes a player (by entity id): its lines are dropped before any
+   * `chat` or `event` listener hears of them. The server still sends them
+   * (every viewer gets the same bytes); a mute lasts while this client
+   * lives, and the player keeps its id while it stays connected.
+   */
+  mute(id: number): void {
+    this.muted.add(id);
+  }
+
+  /** Hears a muted player again. */
+  unmute(id: number): void {
+    this.muted.delete(id);
+  }
+
+  /** Whether a player is muted. */
+  isMuted(id: number): boolean {
+    return this.muted.has(id);
+  }
+
+  /** The players muted, by entity id. */
+  mutedIds(): number[] {
+    return [...this.muted];
+  }
+
   /** The viewport now: the player's cell and the entities within its radius. */
   view(): View {
     return {
@@ -269,7 +333,9 @@ export class GroveClient {
       case "area":
         // Events of an area not held (its snapshot still to come) are not for us.
         if (this.world.holds(message.area) || message.full)
-          told = (message.events ?? []).map(([id, x, y, name, data]) => ({ id, x, y, name, data }));
+          told = (message.events ?? [])
+            .map(([id, x, y, name, data]) => ({ id, x, y, name, data }))
+            .filter((event) => !(event.name === "chat" && this.muted.has(event.id)));
         this.world.applyArea(message);
         break;
       case "area_closed":
@@ -289,8 +355,32 @@ export class GroveClient {
         this.events.emit("welcome", message);
         break;
       case "area":
-        for (const event of told) this.events.emit("event", event);
+        for (const event of told) {
+          this.events.emit("event", event);
+          if (event.name === "chat" && typeof event.data.text === "string" && this.sees(event.x, event.y)) {
+            const label = this.world.labelOf(event.id);
+            this.events.emit("chat", {
+              id: event.id,
+              x: event.x,
+              y: event.y,
+              text: event.data.text,
+              name: label?.name,
+              avatar: label?.avatar,
+              self: event.id === this.world.selfId,
+            });
+          }
+        }
         this.viewChanged();
+        break;
+      case "said": {
+        const waiter = this.says.get(message.seq);
+        this.says.delete(message.seq);
+        waiter?.resolve(message);
+        this.events.emit("said", message);
+        break;
+      }
+      case "announcement":
+        this.events.emit("announcement", message);
         break;
       case "area_closed":
         this.viewChanged();
@@ -333,6 +423,13 @@ export class GroveClient {
     }
   }
 
+  // Whether a cell is in the viewport: the lines of players out of view
+  // (whose area the viewport overlaps) are not ours to show.
+  private sees(x: number, y: number): boolean {
+    const radius = this.world.viewRadius;
+    return Math.abs(x - this.world.x) <= radius && Math.abs(y - this.world.y) <= radius;
+  }
+
   // Areas come several at a time: one `view` event for what arrived together.
   private viewChanged(): void {
     if (this.viewQueued) return;
@@ -353,9 +450,11 @@ export class GroveClient {
     for (const waiter of this.moves.values()) waiter.reject(new ConnectionLost());
     for (const waiter of this.seeds.values()) waiter.reject(new ConnectionLost());
     for (const waiter of this.acts.values()) waiter.reject(new ConnectionLost());
+    for (const waiter of this.says.values()) waiter.reject(new ConnectionLost());
     this.moves.clear();
     this.seeds.clear();
     this.acts.clear();
+    this.says.clear();
     if (andJoins) for (const waiter of this.welcomed.splice(0)) waiter.reject(new ConnectionLost());
   }
 

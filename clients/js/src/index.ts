@@ -1,7 +1,7 @@
 /**
  * Grove's client library: play a Grove world from a browser or from Node.
  *
- *   * `GroveClient` - connect, join, move, seed, act; the viewport; events.
+ *   * `GroveClient` - connect, join, move, seed, act, say; the viewport; events.
  *   * `Connection` - the WebSocket session underneath: join, ping, reconnect.
  *   * `WorldModel` - the areas the server sends, assembled into a viewport.
  *   * `encode`, `decode`, `definitions` - every message of the protocol
@@ -15,5 +15,5 @@ export { Connection, type ConnectionOptions, type ConnectionState, type WebSocke
 export { WorldModel, type Entity, type GameEvent, type Label } from "./world.js";
 export { MovePacer } from "./pacer.js";
 export { Emitter } from "./emitter.js";
-export { GroveClient, ConnectionLost, socketUrl, type ClientEvents, type ClientError, type ClientOptions, type View } from "./client.js";
+export { GroveClient, ConnectionLost, socketUrl, type ChatLine, type ClientEvents, type ClientError, type ClientOptions, type View } from "./client.js";
 export { deviceLogin, backoffMs, LoginRefused, type Login, type LoginOptions } from "./accounts.js";

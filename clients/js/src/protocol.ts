@@ -411,6 +411,19 @@ export const actResults = [
   "interrupted",
   "disabled",
 ] as const;
+/** A said line's result: what is wrong with the line, or why the world did not carry it. */
+export const sayResults = [
+  "ok",
+  "empty",
+  "too_long",
+  "bad_utf8",
+  "bad_character",
+  "rate_limited",
+  "busy",
+  "not_owner",
+  "unknown_entity",
+  "interrupted",
+] as const;
 export const byeReasons = [
   "shutdown",
   "slow_consumer",
@@ -427,6 +440,7 @@ export type Pattern = (typeof patterns)[number];
 export type SeedResult = (typeof seedResults)[number];
 export type Target = (typeof targets)[number];
 export type ActResult = (typeof actResults)[number];
+export type SayResult = (typeof sayResults)[number];
 
 /** Cell codes of `GET /terrain`; trees, rocks and water block movement. */
 export const terrainKinds = ["meadow", "tree", "rock", "water", "flowers"] as const;
@@ -497,6 +511,7 @@ export const definitions = {
       args: optional(data, {}),
     },
   },
+  say: { tag: 8, from: "client", fields: { seq: required(u32), text: required(string) } },
   // Server to client
   welcome: {
     tag: 64,
@@ -580,6 +595,12 @@ export const definitions = {
     from: "server",
     fields: { area: required(u32), names: required(list(tuple([u32, string, string]))) },
   },
+  said: {
+    tag: 78,
+    from: "server",
+    fields: { seq: required(u32), result: required(enumeration(sayResults)), reason: required(string) },
+  },
+  announcement: { tag: 79, from: "server", fields: { text: required(string) } },
 } as const satisfies Record<string, Definition>;
 
 type Definitions = typeof definitions;
@@ -610,6 +631,8 @@ export type Colonies = Message<"colonies">;
 export type Seeded = Message<"seeded">;
 export type Acted = Message<"acted">;
 export type Names = Message<"names">;
+export type Said = Message<"said">;
+export type Announcement = Message<"announcement">;
 
 const byTag = new Map<number, MessageType>();
 for (const name of Object.keys(definitions) as MessageType[]) byTag.set(definitions[name].tag, name);

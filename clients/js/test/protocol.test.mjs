@@ -19,6 +19,7 @@ const examples = {
   resync: { type: "resync" },
   seed: { type: "seed", seq: 77, pattern: "r_pentomino", dir: "sw" },
   act: { type: "act", seq: 12, action: "pick", dir: "ne", args: { count: -3, name: "🍎", hard: true } },
+  say: { type: "say", seq: 13, text: "hello, Zoë 👋" },
   welcome: {
     type: "welcome",
     protocol: 2,
@@ -56,6 +57,8 @@ const examples = {
   colonies: { type: "colonies", cols: 2, rows: 1, cells: bytes(0, 255) },
   seeded: { type: "seeded", seq: 77, result: "zone_edge" },
   acted: { type: "acted", seq: 12, result: "refused", data: {}, reason: "no_apples" },
+  said: { type: "said", seq: 13, result: "too_long", reason: "a line is at most 200 characters" },
+  announcement: { type: "announcement", text: "The orchard closes at noon" },
   names: {
     type: "names",
     area: 168,
@@ -308,7 +311,7 @@ describe("docs/protocol.md", () => {
           tag: Number(tag),
           fields: [
             ...fields.matchAll(
-              /`(\w+)` (?:u8|u16|u32|bool|string|bytes|list|direction|target|act result|result|seed result|pattern|error code|bye reason|data)/g,
+              /`(\w+)` (?:u8|u16|u32|bool|string|bytes|list|direction|target|act result|say result|result|seed result|pattern|error code|bye reason|data)/g,
             ),
           ].map((match) => match[1]),
         },
@@ -337,6 +340,7 @@ describe("docs/protocol.md", () => {
     assert.deepEqual(list("seed result"), [...protocol.seedResults]);
     assert.deepEqual(list("target"), [...protocol.targets]);
     assert.deepEqual(list("act result"), [...protocol.actResults]);
+    assert.deepEqual(list("say result"), [...protocol.sayResults]);
   });
 
   test("gives the defaults of the optional fields", () => {
