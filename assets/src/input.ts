@@ -43,8 +43,9 @@ export class Keyboard {
   }
 
   private keyDown(event: KeyboardEvent): void {
-    // Leave shortcuts such as Ctrl+R or Alt+Left to the browser.
-    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    // Leave shortcuts such as Ctrl+R or Alt+Left to the browser, and
+    // letters typed into a field (a name, a line to say) to the field.
+    if (event.ctrlKey || event.metaKey || event.altKey || typing(event)) return;
     const direction = keyDirections[event.code];
     if (!direction) return;
     event.preventDefault(); // arrow keys would scroll the page
@@ -74,4 +75,10 @@ export class Keyboard {
     clearInterval(this.repeatTimer);
     this.repeatTimer = undefined;
   }
+}
+
+/** Whether a key press is typing into a field (the page's keys leave it alone). */
+export function typing(event: Event): boolean {
+  const target = event.target as HTMLElement | null;
+  return !!target && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
 }
