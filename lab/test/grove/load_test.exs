@@ -64,6 +64,32 @@ defmodule Grove.LoadTest do
     assert report.moves_per_s > 0
   end
 
+  test "bots chat as well as move: every line answered, its round trip measured apart", %{
+    port: port
+  } do
+    for encoding <- [:json, :binary] do
+      report =
+        WsRun.run(
+          url: "ws://127.0.0.1:#{port}/ws",
+          players: 20,
+          ramp: 40,
+          duration: 3,
+          every: 1,
+          move_every: 200,
+          say_every: 1000,
+          encoding: encoding,
+          out: fn _line -> :ok end
+        )
+
+      assert report.errors == 0
+      assert report.correctness_failures.total == 0, inspect(report.correctness_failures)
+      assert report.says_per_s > 0 and report.say_p99_ms != nil
+      # A line comes back to its speaker too, in its area's next delta.
+      assert report.heard_per_s > 0
+      assert report.says_refused == 0
+    end
+  end
+
   # Yaws runs one server per node: the second server is on a peer node, with
   # the same world (not a cluster: each node's players play on their own).
   @tag :cluster

@@ -33,6 +33,12 @@ defmodule Grove.Load.Player do
   # at most, beside its move; each `acted` must answer an action it sent
   # (`unexpected_outcome`), and its round trip is measured apart.
   #
+  # A player may also chat (`say/2`): one line in flight at most; each
+  # `said` must answer a line it sent (`unexpected_outcome`), its round
+  # trip measured apart, and a line answered other than `ok` counted as
+  # refused. The chat lines in the areas it receives are counted as heard
+  # (every player's, whoever said them), when it chats itself.
+  #
   # To stay cheap, a player decodes only what its checks need: the outcome
   # (a fixed binary layout, or one small JSON object) and, when it checks
   # views, the areas. Everything else is counted by its type alone.
@@ -56,6 +62,7 @@ defmodule Grove.Load.Player do
   @area 72
   @area_closed 73
   @acted 76
+  @said 78
 
   @results List.to_tuple([:ok | Grove.World.rejections()])
 
@@ -72,6 +79,9 @@ defmodule Grove.Load.Player do
     expired: [],
     act_seq: 0,
     acting: nil,
+    say_seq: 0,
+    saying: nil,
+    chats: false,
     checks_views: false,
     joined: false,
     unsure: false
@@ -86,9 +96,9 @@ defmodule Grove.Load.Player do
           now: integer()
         }
 
-  @spec new(Protocol.encoding(), boolean()) :: t()
-  def new(encoding, checks_views),
-    do: %__MODULE__{encoding: encoding, checks_views: checks_views}
+  @spec new(Protocol.encoding(), boolean(), boolean()) :: t()
+  def new(encoding, checks_views, chats \\ false),
+    do: %__MODULE__{encoding: encoding, checks_views: checks_views, chats: chats}
 
   @doc "The `join` to send once connected."
   @spec join(t()) :: binary()
@@ -141,6 +151,29 @@ defmodule Grove.Load.Player do
 
   def act(player, _action, _dir, _env), do: {player, nil}
 
+  @doc """
+  A line to say as a payload to send, or `nil` while one is still in
+  flight (or before the welcome). A line in flight for too long is counted
+  as a timeout and forgotten.
+  """
+  @spec say(t(), env()) :: {t(), binary() | nil}
+  def say(%__MODULE__{joined: false} = player, _env), do: {player, nil}
+
+  def say(%__MODULE__{saying: {_seq, sent_at}} = player, env)
+      when env.now - sent_at > @timeout_us do
+    Stats.incr(env.stats, :timeouts)
+    say(%{player | saying: nil}, env)
+  end
+
+  def say(%__MODULE__{saying: nil} = player, env) do
+    seq = player.say_seq + 1
+    text = "line #{seq} from #{player.id}: how is the orchard today?"
+    frame = encode(%{type: :say, seq: seq, text: text}, player.encoding)
+    {%{player | say_seq: seq, saying: {seq, env.now}}, frame}
+  end
+
+  def say(player, _env), do: {player, nil}
+
   defp expire(%__MODULE__{pending: {seq, sent_at, _, _}} = player, env)
        when env.now - sent_at > @timeout_us do
     Stats.incr(env.stats, :timeouts)
@@ -164,8 +197,12 @@ defmodule Grove.Load.Player do
 
   defp binary_frame(player, <<@acted, seq::32, _::binary>>, env), do: acted(player, seq, env)
 
+  defp binary_frame(player, <<@said, seq::32, result, _::binary>>, env),
+    do: said(player, seq, result == 0, env)
+
   defp binary_frame(player, <<@area, _::binary>> = payload, env) do
     Stats.incr(env.stats, :view_frames)
+    if player.chats, do: count_chat(payload, <<4::16, "chat">>, env)
     if player.checks_views, do: decoded(player, payload, env), else: player
   end
 
@@ -181,6 +218,7 @@ defmodule Grove.Load.Player do
   # The server writes `type` first, so a prefix tells the type without a parse.
   defp json_frame(player, ~s({"type":"area") <> _ = payload, env) do
     Stats.incr(env.stats, :view_frames)
+    if player.chats, do: count_chat(payload, ~s("chat",{), env)
     if player.checks_views, do: decoded(player, payload, env), else: player
   end
 
@@ -190,6 +228,11 @@ defmodule Grove.Load.Player do
   defp json_frame(player, ~s({"type":"acted","seq":) <> rest, env) do
     {seq, _} = Integer.parse(rest)
     acted(player, seq, env)
+  end
+
+  defp json_frame(player, ~s({"type":"said","seq":) <> rest, env) do
+    {seq, rest} = Integer.parse(rest)
+    said(player, seq, String.starts_with?(rest, ~s(,"result":"ok")), env)
   end
 
   defp json_frame(player, ~s({"type":"stats") <> _, _env), do: player
@@ -269,6 +312,30 @@ defmodule Grove.Load.Player do
   defp acted(player, _seq, env) do
     Stats.failure(env.stats, :unexpected_outcome)
     player
+  end
+
+  defp said(%__MODULE__{saying: {seq, sent_at}} = player, seq, ok?, env) do
+    Grove.Metrics.Histogram.record(env.stats.say_latency, env.now - sent_at)
+    Stats.incr(env.stats, :said)
+    unless ok?, do: Stats.incr(env.stats, :says_refused)
+    %{player | saying: nil}
+  end
+
+  # A late answer to a line forgotten.
+  defp said(%__MODULE__{say_seq: last} = player, seq, _ok?, _env) when seq <= last, do: player
+
+  defp said(player, _seq, _ok?, env) do
+    Stats.failure(env.stats, :unexpected_outcome)
+    player
+  end
+
+  # The chat events an area frame carries, found by their name's bytes (a
+  # chat line's text that holds them counts twice: a load run's lines do not).
+  defp count_chat(payload, pattern, env) do
+    case :binary.matches(payload, pattern) do
+      [] -> :ok
+      found -> Stats.incr(env.stats, :chat_heard, length(found))
+    end
   end
 
   defp outcome(player, seq, result, cell, env) do

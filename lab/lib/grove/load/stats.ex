@@ -7,7 +7,9 @@ defmodule Grove.Load.Stats do
   # `:restored` the players welcomed again under their id, their entity
   # lost with a node of a cluster and placed again. Actions (a game's)
   # are counted as sent and answered (`:acted`), their round trip apart
-  # from moves' (`act_latency`).
+  # from moves' (`act_latency`); so are lines said (`:says_sent`, `:said`,
+  # those answered other than `ok` in `:says_refused`, round trip
+  # `say_latency`), and the chat lines players heard (`:chat_heard`).
 
   alias Grove.Metrics.Histogram
 
@@ -21,6 +23,10 @@ defmodule Grove.Load.Stats do
     :moves_skipped,
     :acts_sent,
     :acted,
+    :says_sent,
+    :said,
+    :says_refused,
+    :chat_heard,
     :outcomes,
     :outcomes_ok,
     :timeouts,
@@ -62,7 +68,7 @@ defmodule Grove.Load.Stats do
     defp index(unquote(Macro.escape(key))), do: unquote(index)
   end
 
-  defstruct [:counters, :latency, :act_latency, :connect]
+  defstruct [:counters, :latency, :act_latency, :say_latency, :connect]
 
   @type t :: %__MODULE__{}
 
@@ -74,6 +80,7 @@ defmodule Grove.Load.Stats do
       counters: :counters.new(size, [:write_concurrency]),
       latency: Histogram.new(),
       act_latency: Histogram.new(),
+      say_latency: Histogram.new(),
       connect: Histogram.new()
     }
   end
@@ -112,6 +119,7 @@ defmodule Grove.Load.Stats do
       failures: Map.new(@failures, &{&1, :counters.get(c, index({:failure, &1}))}),
       latency: Histogram.snapshot(stats.latency),
       act_latency: Histogram.snapshot(stats.act_latency),
+      say_latency: Histogram.snapshot(stats.say_latency),
       connect: Histogram.snapshot(stats.connect)
     }
   end
@@ -125,6 +133,7 @@ defmodule Grove.Load.Stats do
       failures: Map.merge(a.failures, b.failures, fn _k, x, y -> x + y end),
       latency: Histogram.merge(a.latency, b.latency),
       act_latency: Histogram.merge(a.act_latency, b.act_latency),
+      say_latency: Histogram.merge(a.say_latency, b.say_latency),
       connect: Histogram.merge(a.connect, b.connect)
     }
   end
@@ -138,6 +147,7 @@ defmodule Grove.Load.Stats do
       failures: Map.new(later.failures, fn {k, v} -> {k, v - earlier.failures[k]} end),
       latency: Histogram.diff(later.latency, earlier.latency),
       act_latency: Histogram.diff(later.act_latency, earlier.act_latency),
+      say_latency: Histogram.diff(later.say_latency, earlier.say_latency),
       connect: Histogram.diff(later.connect, earlier.connect)
     }
   end

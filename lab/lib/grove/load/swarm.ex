@@ -15,7 +15,9 @@ defmodule Grove.Load.Swarm do
   # crowd's pace until it gets there or stops at its edge. With
   # `act_every` N, one step in N (drawn at random) is instead an action of
   # the game (`action`, "pick" by default) toward that step's cell, with
-  # one action in flight at most.
+  # one action in flight at most. With `say_every` MS, each player also
+  # says a line every MS milliseconds (its first at a random point of the
+  # first interval), with its next move, one line in flight at most.
   # Connecting (TCP and the
   # WebSocket handshake) happens in short-lived helper processes, so a ramp
   # does not wait behind the sockets already playing.
@@ -46,6 +48,8 @@ defmodule Grove.Load.Swarm do
     :timer,
     act_every: 0,
     action: "pick",
+    say_every: 0,
+    says: %{},
     bots: %{},
     # In a crowd, where each player stood at its last move.
     last_cells: %{},
@@ -59,7 +63,8 @@ defmodule Grove.Load.Swarm do
   query), `:encoding`, `:move_every` (ms), `:stats` (Grove.Load.Stats),
   `:terrain` (`%{width: w, cells: binary}`, for the checks), `:crowd`
   (a `Grove.Load.Crowd`, or nil for players who walk at random),
-  `:act_every` (one step in that many an action, 0 for none) and `:action`.
+  `:act_every` (one step in that many an action, 0 for none), `:action`
+  and `:say_every` (ms between a player's lines, 0 for none).
   """
   @spec start_link(keyword()) :: GenServer.on_start()
   def start_link(opts), do: GenServer.start_link(__MODULE__, opts)
@@ -84,6 +89,7 @@ defmodule Grove.Load.Swarm do
       move_every: Keyword.fetch!(opts, :move_every),
       act_every: Keyword.get(opts, :act_every, 0),
       action: Keyword.get(opts, :action, "pick"),
+      say_every: Keyword.get(opts, :say_every, 0),
       stats: Keyword.fetch!(opts, :stats),
       terrain: Keyword.fetch!(opts, :terrain),
       crowd: Keyword.get(opts, :crowd),
@@ -108,7 +114,7 @@ defmodule Grove.Load.Swarm do
   @impl true
   def handle_info({:connected, socket, rest, checks}, swarm) do
     :ok = :inet.setopts(socket, active: @active)
-    player = Player.new(swarm.encoding, checks)
+    player = Player.new(swarm.encoding, checks, swarm.say_every > 0)
     send_payload(swarm, socket, Player.join(player))
     {offset, rand} = :rand.uniform_s(max(div(swarm.move_every, @slot_ms), 1), swarm.rand)
     swarm = %{swarm | rand: rand, bots: Map.put(swarm.bots, socket, {player, <<>>})}
@@ -233,7 +239,8 @@ defmodule Grove.Load.Swarm do
           end
 
           from = Map.get(swarm.last_cells, socket)
-          swarm = %{swarm | rand: rand, bots: Map.put(swarm.bots, socket, {player, buffer})}
+          {player, swarm} = maybe_say(%{swarm | rand: rand}, socket, player, env)
+          swarm = %{swarm | bots: Map.put(swarm.bots, socket, {player, buffer})}
           swarm = if swarm.crowd, do: put_last_cell(swarm, socket, player), else: swarm
           next(swarm, socket, slot, every(swarm, player, from))
 
@@ -253,6 +260,34 @@ defmodule Grove.Load.Swarm do
 
   defp every(swarm, player, from),
     do: Crowd.wait(swarm.crowd, player.cell, swarm.move_every, from == player.cell)
+
+  # A line when one is due: the first at a random point of the first
+  # interval after the player joined, then one every `say_every` ms.
+  defp maybe_say(%{say_every: 0} = swarm, _socket, player, _env), do: {player, swarm}
+  defp maybe_say(swarm, _socket, %Player{joined: false} = player, _env), do: {player, swarm}
+
+  defp maybe_say(swarm, socket, player, env) do
+    every_us = swarm.say_every * 1000
+
+    case swarm.says do
+      %{^socket => due} when env.now >= due ->
+        {player, payload} = Player.say(player, env)
+
+        if payload do
+          Stats.incr(swarm.stats, :says_sent)
+          send_payload(swarm, socket, payload)
+        end
+
+        {player, %{swarm | says: Map.put(swarm.says, socket, due + every_us)}}
+
+      %{^socket => _later} ->
+        {player, swarm}
+
+      _first ->
+        {offset, rand} = :rand.uniform_s(every_us, swarm.rand)
+        {player, %{swarm | rand: rand, says: Map.put(swarm.says, socket, env.now + offset)}}
+    end
+  end
 
   defp acts?(0, rand), do: {false, rand}
 
@@ -346,7 +381,13 @@ defmodule Grove.Load.Swarm do
       {_bot, bots} ->
         unless swarm.closing, do: Stats.disconnect(swarm.stats, reason)
         :gen_tcp.close(socket)
-        %{swarm | bots: bots, last_cells: Map.delete(swarm.last_cells, socket)}
+
+        %{
+          swarm
+          | bots: bots,
+            last_cells: Map.delete(swarm.last_cells, socket),
+            says: Map.delete(swarm.says, socket)
+        }
     end
   end
 

@@ -39,6 +39,13 @@ defmodule Grove.Load.WsRun do
   round trip (`act_p99_ms`), apart from moves', and a stage passes only
   when both p99s are within `:limit_ms`.
 
+  With `:say_every` MS (0, none, by default) each player also says a line
+  every MS milliseconds (nearby chat): the progress lines and stages add
+  the lines answered a second, their round trip (`say_p99_ms`), the lines
+  refused and the chat lines the players heard a second; a stage passes
+  only when that p99 is within `:limit_ms` too. With a crowd (below) the
+  lines are said in it: chat where ExVenture's crowded room broke.
+
   Each progress line also gives the moves players skipped (a player sends
   no move while its previous one is unanswered) and, from the server's
   `/metrics`, its memory, run queue and scheduler utilization. With `:hog`
@@ -89,6 +96,7 @@ defmodule Grove.Load.WsRun do
     move_every: 1000,
     act_every: 0,
     action: "pick",
+    say_every: 0,
     encoding: :json,
     check_views: 100,
     per_swarm: 500,
@@ -136,7 +144,8 @@ defmodule Grove.Load.WsRun do
         move_every: opts[:move_every],
         crowd: crowd,
         act_every: opts[:act_every],
-        action: opts[:action]
+        action: opts[:action],
+        say_every: opts[:say_every]
       ],
       target: target,
       ramp: ramp,
@@ -155,7 +164,7 @@ defmodule Grove.Load.WsRun do
 
     opts[:out].(
       "load: #{describe(run)} at #{ramp}/s on #{Enum.join(urls, ", ")} (#{opts[:encoding]}), " <>
-        "moves every #{opts[:move_every]} ms#{describe_acts(opts)}, " <>
+        "moves every #{opts[:move_every]} ms#{describe_acts(opts)}#{describe_says(opts)}, " <>
         "views checked by #{describe_checks(opts[:check_views])}" <>
         describe_crowd(crowd)
     )
@@ -273,7 +282,13 @@ defmodule Grove.Load.WsRun do
     do:
       window.p99_ms != nil and window.p99_ms <= run.opts[:limit_ms] and window.errors == 0 and
         (run.opts[:act_every] == 0 or
-           (window.act_p99_ms != nil and window.act_p99_ms <= run.opts[:limit_ms]))
+           (window.act_p99_ms != nil and window.act_p99_ms <= run.opts[:limit_ms])) and
+        (run.opts[:say_every] == 0 or
+           (window.say_p99_ms != nil and window.say_p99_ms <= run.opts[:limit_ms]))
+
+  defp describe_says(%{say_every: 0}), do: ""
+
+  defp describe_says(opts), do: ", a line said every #{opts[:say_every]} ms"
 
   defp describe_acts(%{act_every: 0}), do: ""
 
@@ -399,6 +414,10 @@ defmodule Grove.Load.WsRun do
       server_p99_ms: server_p99_ms,
       acts_per_s: window.acts_per_s,
       act_p99_ms: window.act_p99_ms,
+      says_per_s: window.says_per_s,
+      say_p99_ms: window.say_p99_ms,
+      says_refused_per_s: window.says_refused_per_s,
+      heard_per_s: window.heard_per_s,
       views_per_s: window.views_per_s,
       in_per_player_s: per_player(window.bytes_in_per_s, players),
       out_per_player_s: per_player(window.bytes_out_per_s, players),
@@ -421,6 +440,13 @@ defmodule Grove.Load.WsRun do
   defp acts_part(%{acts_per_s: 0, act_p99_ms: nil}), do: ""
   defp acts_part(s), do: "#{s.acts_per_s} acts/s p99 #{figure(s.act_p99_ms)} ms  "
 
+  defp says_part(%{says_per_s: 0, say_p99_ms: nil}), do: ""
+
+  defp says_part(s),
+    do:
+      "#{s.says_per_s} says/s p99 #{figure(s.say_p99_ms)} ms (#{s.says_refused_per_s} refused/s, " <>
+        "#{s.heard_per_s} heard/s)  "
+
   defp per_player(_bytes, 0), do: 0
   defp per_player(bytes, players), do: round(bytes / players)
 
@@ -429,6 +455,7 @@ defmodule Grove.Load.WsRun do
       "p50 #{figure(s.p50_ms)} p99 #{figure(s.p99_ms)} max #{figure(s.max_ms)} ms " <>
       "(server p99 #{figure(s.server_p99_ms)})  " <>
       acts_part(s) <>
+      says_part(s) <>
       "#{s.views_per_s} views/s  in #{s.in_per_player_s} out #{s.out_per_player_s} B/player/s  " <>
       "server #{figure(s.server_percent)} % (#{figure(s.server_us_per_player_s)} us/player-s)  " <>
       "#{kb(s.memory_per_player)} KB/player  load #{figure(s.load_percent)} %  " <>
@@ -591,6 +618,10 @@ defmodule Grove.Load.WsRun do
       p99_ms: to_ms(Histogram.percentile(diff.latency, 99)),
       acts_per_s: round(counts.acted / seconds),
       act_p99_ms: to_ms(Histogram.percentile(diff.act_latency, 99)),
+      says_per_s: round(counts.said / seconds),
+      say_p99_ms: to_ms(Histogram.percentile(diff.say_latency, 99)),
+      says_refused_per_s: round(counts.says_refused / seconds),
+      heard_per_s: round(counts.chat_heard / seconds),
       errors: errors(counts),
       correctness_failures: counts.correctness_failures
     }
@@ -606,6 +637,7 @@ defmodule Grove.Load.WsRun do
         "#{pad(w.views_per_s, 7)} views/s  in #{kb(w.bytes_in_per_s)} KB/s  out #{kb(w.bytes_out_per_s)} KB/s  " <>
         "p50 #{figure(w.p50_ms)} ms  p99 #{figure(w.p99_ms)} ms  " <>
         acts_part(w) <>
+        says_part(w) <>
         "errors #{w.errors}  failures #{w.correctness_failures}  " <>
         "server #{mb(w.server_memory)} MB, run queue #{figure(w.server_run_queue)}, " <>
         "busy #{percent(w.server_utilization)} %#{if w.hog, do: "  HOG", else: ""}"
@@ -696,6 +728,11 @@ defmodule Grove.Load.WsRun do
       max_ms: to_ms(Histogram.max(latency)),
       acts_per_s: average(steady, :acts_per_s),
       act_p99_ms: to_ms(Histogram.percentile(total.act_latency, 99)),
+      says_per_s: average(steady, :says_per_s),
+      say_p50_ms: to_ms(Histogram.percentile(total.say_latency, 50)),
+      say_p99_ms: to_ms(Histogram.percentile(total.say_latency, 99)),
+      says_refused: counts.says_refused,
+      heard_per_s: average(steady, :heard_per_s),
       connect_p50_ms: to_ms(Histogram.percentile(total.connect, 50)),
       connect_p99_ms: to_ms(Histogram.percentile(total.connect, 99)),
       connect_max_ms: to_ms(Histogram.max(total.connect)),
@@ -777,6 +814,13 @@ defmodule Grove.Load.WsRun do
     out.(
       "moves          #{r.moves_per_s}/s; round trip p50 #{figure(r.p50_ms)} ms, p95 #{figure(r.p95_ms)} ms, p99 #{figure(r.p99_ms)} ms, max #{figure(r.max_ms)} ms"
     )
+
+    if r.says_per_s > 0 or r.say_p99_ms != nil do
+      out.(
+        "says           #{r.says_per_s}/s; round trip p50 #{figure(r.say_p50_ms)} ms, p99 #{figure(r.say_p99_ms)} ms; " <>
+          "#{r.says_refused} refused; lines heard #{r.heard_per_s}/s"
+      )
+    end
 
     out.(
       "views          #{r.views_per_s}/s; bytes in #{kb(r.bytes_in_per_s)} KB/s, out #{kb(r.bytes_out_per_s)} KB/s; checked by #{r.views_checked_by} (#{r.views_checked} checks)"

@@ -35,6 +35,9 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     * `--act-every N` - one step in N of each player an action of the
       game (`make run`'s: the orchard's `pick`) instead of a move; the
       stages give the actions' round trip beside the moves' (default none)
+    * `--say-every MS` - each player also says a line every MS
+      milliseconds (nearby chat); the stages give the lines' round trip
+      beside the moves' (default none); with `--crowd`, chat in a crowd
     * `--cores SERVER,LOAD` - the cores to pin them to (default `0,1`)
     * `--json PATH`, `--report PATH` - the load's reports, as for `mix grove.load`
     * `--sample-every S` - a soak: sample the server's gauges every S seconds
@@ -67,6 +70,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     check_views: :string,
     actors: :integer,
     act_every: :integer,
+    say_every: :integer,
     cores: :string,
     json: :string,
     report: :string,
@@ -140,6 +144,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
          ] ++
            if(opts[:json], do: ["--json", opts[:json]], else: []) ++
            if(opts[:act_every], do: ["--act-every", to_string(opts[:act_every])], else: []) ++
+           if(opts[:say_every], do: ["--say-every", to_string(opts[:say_every])], else: []) ++
            if(opts[:sample_every],
              do: ["--sample-every", to_string(opts[:sample_every])],
              else: []

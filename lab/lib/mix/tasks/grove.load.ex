@@ -43,6 +43,10 @@ defmodule Mix.Tasks.Grove.Load do
       world's game instead of a move (`--action NAME`, default `pick`),
       toward a random neighbouring cell; their round trip is reported
       apart, and a stage passes only when both p99s do (default none)
+    * `--say-every MS` - each player also says a line every MS
+      milliseconds (nearby chat); the lines' round trip, those refused and
+      the lines heard are reported apart (default none); with `--crowd`,
+      chat in a crowd
     * `--encoding json|binary` (default json)
     * `--limit-ms MS` - the p99 that marks the knee (default 100)
     * `--json PATH` - write the report as JSON
@@ -133,6 +137,7 @@ defmodule Mix.Tasks.Grove.Load do
     move_every: :integer,
     act_every: :integer,
     action: :string,
+    say_every: :integer,
     encoding: :string,
     limit_ms: :integer,
     json: :string,

@@ -165,4 +165,42 @@ defmodule Grove.Load.PlayerTest do
 
     Player.receive_frame(player, frame(message, player.encoding), env)
   end
+
+  for encoding <- [:json, :binary] do
+    test "every said answers a line sent; refusals counted; chat lines heard (#{encoding})", %{
+      env: env
+    } do
+      player = welcome(unquote(encoding), false, env) |> Map.put(:chats, true)
+      {player, payload} = Player.say(player, env)
+      assert {:ok, %{type: :say, seq: 1, text: _}} = Protocol.decode(payload, unquote(encoding))
+      # One line in flight at a time.
+      assert {_, nil} = Player.say(player, env)
+
+      said = %{type: :said, seq: 1, result: :ok, reason: ""}
+      player = Player.receive_frame(player, frame(said, unquote(encoding)), env)
+      {player, _payload} = Player.say(player, env)
+      said = %{type: :said, seq: 2, result: :rate_limited, reason: "at most 1 lines a second"}
+      player = Player.receive_frame(player, frame(said, unquote(encoding)), env)
+      counts = Stats.read(env.stats).counts
+      assert {counts.said, counts.says_refused} == {2, 1}
+      assert failures(env).unexpected_outcome == 0
+
+      # An answer to no line sent is a failure.
+      said = %{type: :said, seq: 9, result: :ok, reason: ""}
+      player = Player.receive_frame(player, frame(said, unquote(encoding)), env)
+      assert failures(env).unexpected_outcome == 1
+
+      area = %{
+        type: :area,
+        area: 0,
+        full: false,
+        entities: [],
+        gone: [],
+        events: [{7, 10, 10, "chat", %{"text" => "hi"}}, {8, 9, 9, "chat", %{"text" => "yo"}}]
+      }
+
+      _player = Player.receive_frame(player, frame(area, unquote(encoding)), env)
+      assert Stats.read(env.stats).counts.chat_heard == 2
+    end
+  end
 end
