@@ -100,7 +100,8 @@ defmodule Grove.Game do
       (`nil` clears it);
     * `{:attrs, id, attrs}` - entity `id`'s attributes become `attrs`;
     * `{:event, {x, y}, name, data}` - tells the players who see the cell
-      (`name` an atom, `data` a small map as for arguments);
+      (`name` an atom, `data` a small map as for arguments; `:chat` is
+      the players' lines, not a game's: an effect that names it fails);
     * `{:tally, board, key, delta}` - adds `delta` to `key`'s total on the
       world-wide `board` (an atom); `key` an integer or a string.
 
