@@ -77,7 +77,8 @@ defmodule Grove.Gateway do
       `:view_backlog` for `:slow_seconds`, or grows over `:slow_backlog`
       bytes at all, is closed as a slow consumer (defaults `5`, `131_072`);
       a client that does not take a goodbye (its `bye` and close frame,
-      queued behind what it had not read) within `:slow_seconds` is reset
+      queued behind what it had not read) is reset once it has taken none
+      of it for `:slow_seconds`
     * `:lost_move_ms` - milliseconds after which a player's move whose zone
       process died holding it is settled by the gateway, from where the
       entity stands (`ok` or `interrupted`; default `2000`)

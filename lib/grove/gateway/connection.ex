@@ -33,10 +33,12 @@ defmodule Grove.Gateway.Connection do
   # is queued for the client, so the connection lives on until it has
   # left the queue, reading and dropping what the client still sends (a
   # socket closed with unread bytes is reset, and a reset destroys what
-  # the client had not read yet, the goodbye with it). A client that has
-  # not taken it within `slow_seconds` is reset, and counted
-  # (`goodbyes_reset`). Once it is out, the client has `close_timeout` to
-  # answer with its close frame.
+  # the client had not read yet, the goodbye with it). A client that takes
+  # nothing of it for `slow_seconds` is reset, and counted
+  # (`goodbyes_reset`); one that reads, however slowly, is not: each byte
+  # it takes gives it another `slow_seconds`, and what is queued only
+  # shrinks. Once it is out, the client has `close_timeout` to answer with
+  # its close frame.
 
   use GenServer, restart: :temporary
 
@@ -62,6 +64,7 @@ defmodule Grove.Gateway.Connection do
     :slow_since,
     :closing_at,
     :goodbye_by,
+    :goodbye_left,
     started: false,
     pinged: false,
     bulletin: {0, 0, nil}
@@ -183,16 +186,8 @@ defmodule Grove.Gateway.Connection do
 
   def handle_info(:timeout, %__MODULE__{started: false} = conn), do: {:stop, :normal, conn}
 
-  def handle_info(:timeout, %__MODULE__{closing_at: at} = conn) when at != nil do
-    now = now_ms()
-
-    cond do
-      conn.goodbye_by == nil -> if now >= at, do: {:stop, :normal, conn}, else: idle(conn)
-      not queued?(conn.socket) -> idle(%{conn | goodbye_by: nil, closing_at: now + close_ms()})
-      now >= conn.goodbye_by -> reset(conn)
-      true -> idle(conn)
-    end
-  end
+  def handle_info(:timeout, %__MODULE__{closing_at: at} = conn) when at != nil,
+    do: closing(conn)
 
   def handle_info(:timeout, conn) do
     now = now_ms()
@@ -257,7 +252,7 @@ defmodule Grove.Gateway.Connection do
 
   # While closing, what the client still sends is read and dropped.
   defp frames(%__MODULE__{closing_at: at} = conn, _frames, _now, _actions) when at != nil,
-    do: idle(conn)
+    do: closing(conn)
 
   defp frames(conn, [{:close, code, _reason} | _], now, actions) do
     # The client's close, answered with its code (a close without one, with 1000).
@@ -380,29 +375,59 @@ defmodule Grove.Gateway.Connection do
   # writes (the socket shuts its sending side once they are out); the
   # client answers with its close (or the socket closes), or we stop
   # anyway: `close_timeout` after they left the queue, or, when the client
-  # does not take them, `slow_seconds` after they were queued.
+  # stops taking them, `slow_seconds` after it last took any.
   defp close(conn, frames, code, reason, now) do
     conn = send_data(conn, [frames, WebSocket.close_frame(code, reason)], now)
     _ = :gen_tcp.shutdown(conn.socket, :write)
 
     conn =
-      if queued?(conn.socket),
-        do: %{
-          conn
-          | closing_at: now,
-            goodbye_by: now + Grove.Gateway.config().slow_seconds * 1000
-        },
-        else: %{conn | closing_at: now + close_ms()}
+      case queued(conn.socket) do
+        0 ->
+          %{conn | closing_at: now + close_ms()}
+
+        left ->
+          %{conn | closing_at: now, goodbye_left: left, goodbye_by: now + slow_ms()}
+      end
 
     idle(conn)
   end
 
-  defp queued?(socket) do
-    match?({:queue_size, queued} when queued > 0, :erlang.port_info(socket, :queue_size))
+  # Bytes waiting in the socket's queue (none once it is closed).
+  defp queued(socket) do
+    case :erlang.port_info(socket, :queue_size) do
+      {:queue_size, queued} -> queued
+      :undefined -> 0
+    end
   end
 
-  # The client took nothing of the goodbye in time: a reset, not a close
-  # that would wait behind what it does not read.
+  # A connection that said goodbye, looked at when its time is due and
+  # whenever the client sends (so a client that sends and never reads
+  # cannot keep it open).
+  defp closing(%__MODULE__{closing_at: at} = conn) do
+    now = now_ms()
+    left = if conn.goodbye_by, do: queued(conn.socket)
+
+    cond do
+      conn.goodbye_by == nil ->
+        if now >= at, do: {:stop, :normal, conn}, else: idle(conn)
+
+      left == 0 ->
+        idle(%{conn | goodbye_by: nil, goodbye_left: nil, closing_at: now + close_ms()})
+
+      # The client took some since the last look: it is reading.
+      left < conn.goodbye_left ->
+        idle(%{conn | goodbye_left: left, goodbye_by: now + slow_ms()})
+
+      now >= conn.goodbye_by ->
+        reset(conn)
+
+      true ->
+        idle(conn)
+    end
+  end
+
+  # The client took nothing of the goodbye for `slow_seconds`: a reset,
+  # not a close that would wait behind what it does not read.
   defp reset(conn) do
     Stats.incr(Grove.Gateway.config().stats, :goodbyes_reset)
     _ = :inet.setopts(conn.socket, linger: {true, 0})
@@ -411,6 +436,7 @@ defmodule Grove.Gateway.Connection do
   end
 
   defp close_ms, do: Grove.Gateway.config().close_timeout
+  defp slow_ms, do: Grove.Gateway.config().slow_seconds * 1000
 
   defp backlog(conn, config) do
     case :erlang.port_info(conn.socket, :queue_size) do
