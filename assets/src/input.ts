@@ -24,13 +24,18 @@ export type MoveRequest = (direction: Direction, startedAt: number, repeated: bo
 export const REPEAT_MS = 120;
 
 /**
- * Arrow keys and WASD to directions. A press moves at once; holding a key
- * repeats at REPEAT_MS (the browser's own key repeat is ignored: its rate
- * is the user's setting, not ours). Every other key is left alone.
+ * Arrow keys and WASD to directions. A press moves once, however long it
+ * lasts: a slow tap, or a keyup late because the machine is busy, is still
+ * one step. A key is held once the browser repeats it (its first
+ * `event.repeat`, after the user's own repeat delay); from then on it walks
+ * every REPEAT_MS (the browser's repeat rate is the user's setting, not
+ * ours) until it is released. Every other key is left alone.
  */
 export class Keyboard {
-  // Held movement keys, the most recent last: it is the one that repeats.
+  // Held movement keys, the most recent last: it is the one that walks.
   private held: string[] = [];
+  // Whether a key has been seen held (repeated) since the first one went down.
+  private walking = false;
   private repeatTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(private readonly onMove: MoveRequest) {}
@@ -49,12 +54,21 @@ export class Keyboard {
     const direction = keyDirections[event.code];
     if (!direction) return;
     event.preventDefault(); // arrow keys would scroll the page
-    if (event.repeat || this.held.includes(event.code)) return;
+    if (event.repeat) {
+      // The browser says the newest key is held: walk, at our own pace.
+      if (this.held[this.held.length - 1] === event.code && this.repeatTimer === undefined) {
+        this.walking = true;
+        this.repeat();
+        this.startWalking();
+      }
+      return;
+    }
+    if (this.held.includes(event.code)) return;
 
     this.held.push(event.code);
     this.onMove(direction, performance.now(), false);
-    clearInterval(this.repeatTimer);
-    this.repeatTimer = setInterval(() => this.repeat(), REPEAT_MS);
+    // A new press is one step; it walks once the browser repeats it.
+    this.stopWalking();
   }
 
   private keyUp(event: KeyboardEvent): void {
@@ -62,6 +76,8 @@ export class Keyboard {
     if (index < 0) return;
     this.held.splice(index, 1);
     if (this.held.length === 0) this.releaseAll();
+    // A key still held from before walks on (the browser repeats only the newest).
+    else if (this.walking && this.repeatTimer === undefined) this.startWalking();
   }
 
   private repeat(): void {
@@ -70,10 +86,19 @@ export class Keyboard {
     if (direction) this.onMove(direction, performance.now(), true);
   }
 
-  private releaseAll(): void {
-    this.held = [];
+  private startWalking(): void {
+    this.repeatTimer = setInterval(() => this.repeat(), REPEAT_MS);
+  }
+
+  private stopWalking(): void {
     clearInterval(this.repeatTimer);
     this.repeatTimer = undefined;
+  }
+
+  private releaseAll(): void {
+    this.held = [];
+    this.walking = false;
+    this.stopWalking();
   }
 }
 

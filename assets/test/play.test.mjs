@@ -94,6 +94,14 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
 
     const heldFrom = Date.now();
     await page.keyboard.down("ArrowRight");
+    await page.waitForFunction(() => window.grove.moveResults().length === 1, null, { timeout: 5000 });
+    // Down for several repeat intervals by the page's own clock, but not yet
+    // repeated by the browser: a press, however long, is one step.
+    const downAt = await page.evaluate(() => performance.now());
+    await page.waitForFunction((since) => performance.now() > since + 4 * 120, downAt);
+    assert.equal((await page.evaluate(() => window.grove.state())).seq, 1, "a press is one step");
+    // The browser's key repeat says it is held: it walks on.
+    await page.keyboard.down("ArrowRight");
     await page.waitForFunction(() => window.grove.state().seq >= 4, null, { timeout: 10_000 });
     await page.keyboard.up("ArrowRight");
     const heldMs = Date.now() - heldFrom;
