@@ -341,13 +341,32 @@ defmodule Grove.Actors do
   end
 
   @doc """
+  Holds every herd of a group (`:sys.suspend/1`): until `release/1`, none
+  steps an actor or joins one, so code loaded meanwhile runs on no state
+  before `renew/3` has brought it along. Returns the herds held (a herd
+  that stopped meanwhile is not).
+  """
+  @spec hold(atom()) :: [pid()]
+  def hold(name) do
+    for herd <- herds_of(name), sys(fn -> :sys.suspend(herd, :infinity) end) == :ok, do: herd
+  end
+
+  @doc "Lets herds held by `hold/1` go on."
+  @spec release([pid()]) :: :ok
+  def release(herds) do
+    for herd <- herds, do: sys(fn -> :sys.resume(herd, :infinity) end)
+    :ok
+  end
+
+  @doc """
   A kind's module was reloaded (`Grove.Reloader`): its description (what
   it senses, its name and emoji) is made again, kept for readers, and
-  given to its herds, which pass every actor's state through its
-  `upgrade/2` when its version changed.
+  given to its herds, held by `hold/1`, which pass every actor's state
+  through its `upgrade/2` when its version changed (`:sys.change_code/4`,
+  as OTP's release handling does it).
   """
-  @spec renew(atom(), module()) :: :ok
-  def renew(name, module) do
+  @spec renew(atom(), module(), [pid()]) :: :ok
+  def renew(name, module, herds) do
     %{opts: opts} = held = :persistent_term.get({__MODULE__, name})
     description = Actor.describe!(module)
 
@@ -357,9 +376,17 @@ defmodule Grove.Actors do
       end
 
     :persistent_term.put({__MODULE__, name}, %{held | opts: Keyword.put(opts, :kinds, kinds)})
-    old = Enum.find(opts[:kinds], &(&1.module == module))
-    for herd <- herds_of(name), do: send(herd, {:grove_renew, module, description, old.version})
+    extra = {:grove_renew, module, description}
+    for herd <- herds, do: sys(fn -> :sys.change_code(herd, Herd, nil, extra, :infinity) end)
     :ok
+  end
+
+  # A herd may stop at any time (retired, or crashed): one that did is
+  # not held, renewed or released.
+  defp sys(call) do
+    call.()
+  catch
+    :exit, _gone -> :gone
   end
 
   @doc "The herd processes of a group."

@@ -10,7 +10,10 @@ defmodule Grove.Reloader do
   the new code, on the state as it was. What the world caches of a module
   is made again: a game's spec (its actions, hooks, version) is given to
   every zone (`Grove.World.Game.renew/1`), a kind's description (senses,
-  name, emoji) to its herds.
+  name, emoji) to its herds. The herds are held (`:sys.suspend/1`, as
+  OTP's release handling does) from before the compile to after their
+  states are upgraded, so no step of a kind's new code sees a state of
+  the old shape; actors stand still for as long as the compile takes.
 
   A change of the *shape* of state is handled by the module itself: a game
   whose `version/0` changed has every cell value and attribute passed
@@ -166,11 +169,24 @@ defmodule Grove.Reloader do
     before =
       for module <- watched, into: %{}, do: {module, {md5(module), :code.get_object_code(module)}}
 
+    # Loading a kind's new code and upgrading its actors' states are two
+    # steps: the herds are held from before the first to after the second,
+    # so that no step of the new code runs on a state of the old shape.
+    herds = if kinds == %{}, do: [], else: Grove.Actors.hold(actors)
+
+    try do
+      reload(state, changed, world, actors, kinds, herds, before)
+    after
+      Grove.Actors.release(herds)
+    end
+  end
+
+  defp reload(state, changed, world, actors, kinds, herds, before) do
     case compile(state, changed) do
       {:ok, _modules} ->
         reloaded = for {module, {md5, _}} <- before, md5(module) != md5, do: module
 
-        case renew(world, actors, kinds, reloaded) do
+        case renew(world, actors, kinds, herds, reloaded) do
           :ok ->
             if reloaded != [],
               do:
@@ -265,13 +281,17 @@ defmodule Grove.Reloader do
 
   # The world's game and the actors' kinds take the new code: checked
   # first, all of them, then given to the zones and the herds.
-  defp renew(world, actors, kinds, reloaded) do
+  defp renew(world, actors, kinds, herds, reloaded) do
     game = world.game && world.game.module
 
     with :ok <- check_game(world.game, game in reloaded),
          :ok <- check_kinds(kinds, reloaded) do
       if game in reloaded, do: {:ok, _spec} = World.Game.renew(world)
-      for module <- reloaded, Map.has_key?(kinds, module), do: Grove.Actors.renew(actors, module)
+
+      for module <- reloaded,
+          Map.has_key?(kinds, module),
+          do: Grove.Actors.renew(actors, module, herds)
+
       :ok
     end
   end

@@ -17,6 +17,7 @@ defmodule Grove.ReloaderTest do
 
   @game Grove.ReloaderTest.Counter
   @kind Grove.ReloaderTest.Stayer
+  @racer Grove.ReloaderTest.Racer
 
   # The game, as a developer would write it: `count` counts on the actor's
   # cell and answers with a word. Its count is an integer (`:integer`) or, from
@@ -73,6 +74,64 @@ defmodule Grove.ReloaderTest do
     """
   end
 
+  # A kind that counts its turns in a map, or from version 1 in
+  # `{:turns, n}`. Its version 1 tells the test of any step given a state
+  # of the old shape; the file that defines it, once the module is loaded
+  # and before the reloader has done anything else, makes every actor of
+  # the kind due and has its herd step them (`step_now/1`): the moment a
+  # herd could step the new code on states not upgraded yet.
+  defp racer_source(0) do
+    """
+    defmodule #{inspect(@racer)} do
+      @behaviour Grove.Actor
+      def init(_opts, _roll), do: %{turns: 0}
+      def step(%{turns: n}, _senses, _roll), do: {:stay, %{turns: n + 1}}
+    end
+    """
+  end
+
+  defp racer_source(1, actors) do
+    test = :erlang.pid_to_list(self())
+
+    """
+    defmodule #{inspect(@racer)} do
+      @behaviour Grove.Actor
+      def version, do: 1
+      def upgrade(%{turns: n}, 0), do: {:turns, n}
+      def init(_opts, _roll), do: {:turns, 0}
+      def step({:turns, n}, _senses, _roll), do: {:stay, {:turns, n + 1}}
+
+      def step(old, _senses, _roll) do
+        send(:erlang.list_to_pid(#{inspect(test)}), {:stepped_unconverted, old})
+        {:stay, old}
+      end
+    end
+
+    #{inspect(__MODULE__)}.step_now(#{inspect(actors)}, #{inspect(@racer)})
+    """
+  end
+
+  @doc false
+  # Every actor of `module` due now, and a beat to walk them: each of its
+  # herds steps them as soon as it runs (at once, unless it is held).
+  def step_now(actors, module) do
+    for herd <- Grove.Actors.herds_of(actors),
+        match?(%{module: ^module}, :sys.get_state(herd)) do
+      :sys.replace_state(herd, fn %Grove.Actors.Herd{wheel: wheel, slot: slot} = herd ->
+        entries = Grove.Actors.Herd.Wheel.entries(wheel)
+
+        due =
+          Enum.reduce(entries, %{wheel | slots: %{}}, &Grove.Actors.Herd.Wheel.add(&2, slot, &1))
+
+        %{herd | wheel: due, slot: slot - 1, late_ms: 3_600_000}
+      end)
+
+      send(herd, {:beat, :sys.get_state(herd).beat})
+      # Walked by now, unless the herd is held.
+      :sys.get_state(herd)
+    end
+  end
+
   @upgrade """
   def upgrade(:cell, n, 0) when is_integer(n), do: {:count, n}
   def upgrade(_what, term, _from), do: term
@@ -92,11 +151,14 @@ defmodule Grove.ReloaderTest do
     kind_file = Path.join(dir, "stayer.ex")
     File.write!(kind_file, kind_source(1))
     Code.compile_file(kind_file)
+    racer_file = Path.join(dir, "racer.ex")
+    File.write!(racer_file, racer_source(0))
+    Code.compile_file(racer_file)
 
     on_exit(fn ->
       File.rm_rf(dir)
 
-      for module <- [@game, @kind] do
+      for module <- [@game, @kind, @racer] do
         :code.purge(module)
         :code.delete(module)
       end
@@ -112,7 +174,7 @@ defmodule Grove.ReloaderTest do
           terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
           game: {@game, tick: :manual}
         ],
-        actors: [kinds: [{@kind, 4}], interval: 100],
+        actors: [kinds: [{@kind, 4}, {@racer, 4}], interval: 100],
         gateway: [port: 0],
         # Looked at when the test says, compiled file by file.
         reload: [paths: [dir], compile: :files, interval: 3_600_000]
@@ -121,6 +183,7 @@ defmodule Grove.ReloaderTest do
     Map.merge(instance, %{
       file: file,
       kind_file: kind_file,
+      racer_file: racer_file,
       reloader: :"#{instance.instance}.Reloader"
     })
   end
@@ -212,11 +275,7 @@ defmodule Grove.ReloaderTest do
        %{kind_file: kind_file, reloader: reloader, instance: instance} do
     actors = Grove.actors(instance)
 
-    states = fn ->
-      for herd <- Grove.Actors.herds_of(actors),
-          {_id, _last, state} <- Grove.Actors.Herd.Wheel.entries(:sys.get_state(herd).wheel),
-          do: state
-    end
+    states = fn -> states(actors, @kind) end
 
     Grove.WorldCase.eventually(fn ->
       assert length(states.()) == 4 and Enum.all?(states.(), &is_integer/1)
@@ -225,10 +284,36 @@ defmodule Grove.ReloaderTest do
     File.write!(kind_file, kind_source(2))
     assert Reloader.check(reloader) == {:ok, [@kind]}
     assert Enum.all?(states.(), &match?(%{turns: n} when is_integer(n), &1))
-    assert [%{version: 1}] = Grove.Actors.kinds(actors)
+    assert %{version: 1} = Enum.find(Grove.Actors.kinds(actors), &(&1.module == @kind))
     # And they go on stepping with the new code.
     turns = fn -> states.() |> Enum.map(& &1.turns) |> Enum.sum() end
     before = turns.()
     Grove.WorldCase.eventually(fn -> assert turns.() > before end)
+  end
+
+  test "no step of a reloaded kind sees a state its upgrade/2 has not brought along",
+       %{racer_file: racer_file, reloader: reloader, instance: instance} do
+    actors = Grove.actors(instance)
+
+    Grove.WorldCase.eventually(fn ->
+      assert [_, _, _, _] = states = states(actors, @racer)
+      assert Enum.all?(states, &is_map/1)
+    end)
+
+    File.write!(racer_file, racer_source(1, actors))
+    assert Reloader.check(reloader) == {:ok, [@racer]}
+    # Every herd of the kind has walked the beat it was sent while the
+    # new code was loading.
+    states = states(actors, @racer)
+    assert [_, _, _, _] = states
+    assert Enum.all?(states, &match?({:turns, n} when n > 0, &1))
+    refute_received {:stepped_unconverted, _}
+  end
+
+  defp states(actors, module) do
+    for herd <- Grove.Actors.herds_of(actors),
+        %{module: ^module, wheel: wheel} <- [:sys.get_state(herd)],
+        {_id, _last, state} <- Grove.Actors.Herd.Wheel.entries(wheel),
+        do: state
   end
 end

@@ -96,6 +96,8 @@ defmodule Grove.Actors.Herd do
     :spawn,
     :kind,
     :module,
+    # The version of `module` its actors' states are of (see `code_change/3`).
+    :version,
     :kind_options,
     :senses,
     :terrain,
@@ -161,7 +163,7 @@ defmodule Grove.Actors.Herd do
     module = Keyword.get(opts, :module, Grove.Actors.Walker)
     world = Keyword.fetch!(opts, :world)
     api = Keyword.get(opts, :api, Grove.World)
-    senses = Grove.Actor.describe!(module).senses
+    %{senses: senses, version: version} = Grove.Actor.describe!(module)
 
     if senses != nil and
          not (Code.ensure_loaded?(api) and function_exported?(api, :position, 2) and
@@ -184,6 +186,7 @@ defmodule Grove.Actors.Herd do
       world: world,
       api: api,
       module: module,
+      version: version,
       kind_options: Keyword.get(opts, :kind_options, []),
       senses: senses,
       terrain: if(senses, do: api.terrain(world)),
@@ -285,27 +288,6 @@ defmodule Grove.Actors.Herd do
     end
   end
 
-  # Its kind's code was reloaded: what it senses may have changed, and its
-  # actors' states take the new shape through `upgrade/2`.
-  def handle_info({:grove_renew, module, description, from}, %__MODULE__{module: module} = herd) do
-    herd = %{
-      herd
-      | senses: description.senses,
-        terrain: if(description.senses, do: herd.api.terrain(herd.world))
-    }
-
-    if description.version == from do
-      {:noreply, herd}
-    else
-      wheel =
-        Wheel.map(herd.wheel, fn {id, last, state} -> {id, last, module.upgrade(state, from)} end)
-
-      {:noreply, %{herd | wheel: wheel}}
-    end
-  end
-
-  def handle_info({:grove_renew, _module, _description, _from}, herd), do: {:noreply, herd}
-
   # Herds walk actors that do not watch; a view message could only come
   # from an actor kind that joined with views on, and is not for the herd.
   def handle_info(message, herd) when elem(message, 0) == :grove_view, do: {:noreply, herd}
@@ -334,6 +316,39 @@ defmodule Grove.Actors.Herd do
     if herd.timer, do: Process.cancel_timer(herd.timer)
     {:reply, :ok, %{herd | paused: true, timer: nil, beat: nil}}
   end
+
+  # Its kind's code was reloaded (`Grove.Actors.renew/3`, while the herd
+  # is suspended, as OTP's release handling does it): what it senses may
+  # have changed, and its actors' states take the new shape through
+  # `upgrade/2` before any step of the new code runs. The version the
+  # states are of is the herd's own: a herd started after the new code
+  # was loaded has nothing to upgrade.
+  @impl true
+  def code_change(_old, %__MODULE__{module: module} = herd, {:grove_renew, module, description}) do
+    %{version: version} = description
+
+    wheel =
+      case herd.version do
+        ^version ->
+          herd.wheel
+
+        from ->
+          Wheel.map(herd.wheel, fn {id, last, state} ->
+            {id, last, module.upgrade(state, from)}
+          end)
+      end
+
+    {:ok,
+     %{
+       herd
+       | wheel: wheel,
+         version: version,
+         senses: description.senses,
+         terrain: if(description.senses, do: herd.api.terrain(herd.world))
+     }}
+  end
+
+  def code_change(_old, herd, _extra), do: {:ok, herd}
 
   # A herd that crashes gives back what it counted in flight (one that is
   # killed cannot; the gauge then stays high by its last count).
