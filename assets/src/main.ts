@@ -1,7 +1,7 @@
 import "./style.css";
 import { GroveClient, type ConnectionState } from "@grove/client";
 import { Hud } from "./hud";
-import { Keyboard } from "./input";
+import { Keyboard, typing } from "./input";
 import { Minimap } from "./minimap";
 import { MoveLog } from "./moves";
 import {
@@ -19,6 +19,7 @@ import {
   type SeedResult,
   type Stats,
 } from "@grove/client";
+import { ChatPanel } from "./chat";
 import { aim, fetchBoard, fetchGame, fitting, GameControls, type ActionInfo, type GameInfo } from "./game";
 import { Identity } from "./identity";
 import { NearbyList } from "./nearby";
@@ -124,6 +125,14 @@ connection.on("error", (error) => {
     void connection.rejoin().catch(() => {});
   }
 });
+
+// Nearby chat: the log and input under the board, bubbles over the speakers.
+const chat = new ChatPanel(
+  connection,
+  document.getElementById("chat") as HTMLElement,
+  { say: (line) => viewport.say(line.id, line.text, world), drop: (id) => viewport.unsay(id) },
+  (text) => hud.flash(text),
+);
 
 // Who the player is to the others, and who is around.
 let nameBefore = savedName();
@@ -272,9 +281,13 @@ function patternName(name: Pattern): string {
 }
 
 function seedKeys(event: KeyboardEvent): void {
-  if (event.ctrlKey || event.metaKey || event.altKey || event.repeat) return;
+  if (event.ctrlKey || event.metaKey || event.altKey || event.repeat || typing(event)) return;
   if (event.code === "KeyE") seed();
   else if (event.code === "KeyQ") nextPattern();
+  else if (event.key === "Enter") {
+    event.preventDefault();
+    chat.open();
+  }
 }
 
 /** An action of the game, aimed where it fits (see game.ts): the page's keys, buttons and taps all come here. */
@@ -433,6 +446,13 @@ const hook = {
     const action = gameInfo?.actions.find((candidate) => candidate.name === name);
     if (action) act(action);
   },
+  /** The chat: the page's log, the answers to the lines said, the bubbles shown, who is muted. */
+  chat: () => ({
+    entries: chat.entries.slice(),
+    answers: chat.answers.slice(),
+    bubbles: viewport.shownBubbles(),
+    muted: connection.mutedIds(),
+  }),
   /** Every entity the client holds, own avatar included, in world coordinates. */
   entities: () => [...world.entities.values()].map((entity) => ({ ...entity })),
 };
@@ -447,7 +467,7 @@ window.grove = hook;
 new Keyboard(requestMove).attach(window);
 window.addEventListener("keydown", seedKeys);
 window.addEventListener("keydown", (event) => {
-  if (controls && connection.state === "connected")
+  if (controls && connection.state === "connected" && !typing(event))
     controls.keyDown(event, () => fitting(controls?.actions ?? [], world, facing, codeAt));
 });
 
@@ -457,6 +477,7 @@ window.addEventListener("keydown", (event) => {
 const seedAction: PadAction = { label: "🦠", title: "Seed bacteria in front of you", run: seed };
 const pad = new Pad(document.getElementById("pad") as HTMLElement, requestMove, seedAction);
 const relabelPattern = pad.addButton("🦠", patternName(pattern), "Pick the pattern to seed", nextPattern);
+pad.addButton("💬", "Chat", "Say something to the players around you", () => chat.open());
 new BoardGestures(document.getElementById("viewport") as HTMLElement, requestMove, () => pad.activate()).attach();
 if (params.get("pad") === "on") document.body.classList.add("touch");
 window.addEventListener("pointerdown", (event) => {

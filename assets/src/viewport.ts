@@ -39,6 +39,8 @@ const nudge: Record<Direction, [number, number]> = {
  */
 export class Viewport {
   private cells: HTMLElement[] = [];
+  // Speech bubbles by speaker, kept over the speaker as it moves, until they time out.
+  private readonly bubbles = new Map<number, { element: HTMLElement; timer: ReturnType<typeof setTimeout> }>();
   private drawn: string[] = [];
   private radius = -1;
   private drawnEntities = 0;
@@ -132,6 +134,60 @@ export class Viewport {
       }
     }
     this.drawnEntities = count;
+    this.placeBubbles(world);
+  }
+
+  /** A speech bubble over a speaker for a few seconds (a new line replaces its last). */
+  say(id: number, text: string, world: WorldModel, durationMs = 6000): void {
+    const old = this.bubbles.get(id);
+    if (old) {
+      clearTimeout(old.timer);
+      old.element.remove();
+    }
+    const element = document.createElement("span");
+    element.className = "bubble";
+    element.dataset.id = String(id);
+    element.textContent = text;
+    this.root.append(element);
+    const timer = setTimeout(() => {
+      element.remove();
+      this.bubbles.delete(id);
+    }, durationMs);
+    this.bubbles.set(id, { element, timer });
+    this.placeBubbles(world);
+  }
+
+  /** Takes a speaker's bubble away (a muted player's). */
+  unsay(id: number): void {
+    const bubble = this.bubbles.get(id);
+    if (!bubble) return;
+    clearTimeout(bubble.timer);
+    bubble.element.remove();
+    this.bubbles.delete(id);
+  }
+
+  /** The bubbles shown now: who says what. */
+  shownBubbles(): { id: number; text: string }[] {
+    return [...this.bubbles]
+      .filter(([, bubble]) => !bubble.element.hidden)
+      .map(([id, bubble]) => ({ id, text: bubble.element.textContent ?? "" }));
+  }
+
+  // Over the speaker's cell, wherever it stands now; hidden while it is out of view.
+  private placeBubbles(world: WorldModel): void {
+    if (this.bubbles.size === 0) return;
+    const side = 2 * this.radius + 1;
+    for (const [id, { element }] of this.bubbles) {
+      const at = id === world.selfId ? { x: world.x, y: world.y } : world.entities.get(id);
+      const col = at ? at.x - (world.x - this.radius) : -1;
+      const row = at ? at.y - (world.y - this.radius) : -1;
+      element.hidden = col < 0 || row < 0 || col >= side || row >= side;
+      if (element.hidden) continue;
+      const cell = this.cells[row * side + col];
+      if (!cell) continue;
+      element.style.left = `${cell.offsetLeft + cell.offsetWidth / 2}px`;
+      element.style.top = `${cell.offsetTop}px`;
+    }
   }
 
   /** An emoji rising from a cell of the viewport and fading (a game's event); off screen, nothing. */
@@ -184,6 +240,7 @@ export class Viewport {
       fragment.append(cell);
     }
     this.root.replaceChildren(fragment);
+    for (const { element } of this.bubbles.values()) this.root.append(element);
   }
 }
 
