@@ -21,7 +21,7 @@ const refusals: Partial<Record<SayResult, string>> = {
 };
 
 /**
- * Nearby chat on the page: the input (Enter to focus it, Enter to say,
+ * Nearby chat on the page: the input (/ to focus it, Enter to say,
  * Escape to leave it; the pad's 💬 on a phone), the short log of what the
  * players in view said and what the operator announced, a mute button on
  * each other player's line, and the list of those muted (click to hear
@@ -60,7 +60,7 @@ export class ChatPanel {
     client.on("announcement", (message) => this.announced(message));
   }
 
-  /** Brings the input into view and focuses it (Enter on a keyboard, 💬 on the pad). */
+  /** Brings the input into view and focuses it (/ on a keyboard, 💬 on the pad). */
   open(): void {
     this.form.scrollIntoView({ block: "nearest" });
     this.input.focus();

@@ -284,7 +284,8 @@ function seedKeys(event: KeyboardEvent): void {
   if (event.ctrlKey || event.metaKey || event.altKey || event.repeat || typing(event)) return;
   if (event.code === "KeyE") seed();
   else if (event.code === "KeyQ") nextPattern();
-  else if (event.key === "Enter") {
+  // "/" opens the chat (Enter is left alone: a stray one must not take the arrows away).
+  else if (event.key === "/") {
     event.preventDefault();
     chat.open();
   }

@@ -26,8 +26,9 @@ async function waitLine(page, text, kind = "line") {
 /** Says a line through the page's input, as a player with a keyboard does, and waits for its answer. */
 async function sayTyped(page, text) {
   const answers = (await chatOf(page)).answers.length;
-  await page.keyboard.press("Enter");
+  await page.keyboard.press("/");
   await page.waitForFunction(() => document.activeElement?.id === "chat-input");
+  assert.equal(await page.inputValue("#chat-input"), "", "the / opens the chat, and is not typed");
   await page.keyboard.type(text);
   await page.keyboard.press("Enter");
   await page.waitForFunction((count) => window.grove.chat().answers.length > count, answers);
