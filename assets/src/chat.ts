@@ -74,7 +74,12 @@ export class ChatPanel {
       (answer) => {
         this.answers.push({ text, result: answer.result, reason: answer.reason });
         if (answer.result === "ok") {
-          this.input.value = "";
+          // Said: the keys go back to walking, and "/" opens the chat again;
+          // unless the player has begun the next line meanwhile, which stays.
+          if (this.input.value === text) {
+            this.input.value = "";
+            this.input.blur();
+          }
           this.show("");
         } else {
           // Kept in the input, to be mended and said again.
