@@ -9,7 +9,7 @@ defmodule Grove.Gateway.ChatTest do
   use ExUnit.Case, async: false
 
   alias Grove.Protocol
-  alias Grove.WsClient
+  alias Grove.{Walk, WsClient}
 
   @moduletag :gateway
 
@@ -90,48 +90,16 @@ defmodule Grove.Gateway.ChatTest do
     conn = connect(port, encoding)
     push(conn, %{type: :join, protocol: 2, view_radius: 1})
     {welcome, conn} = expect(conn, :welcome)
-    {welcome.id, walk(conn, {welcome.x, welcome.y}, cell, 100)}
+    {welcome.id, Walk.walk(conn, {welcome.x, welcome.y}, cell, &move/2)}
   end
 
-  defp walk(conn, cell, cell, _steps), do: conn
-  defp walk(_conn, cell, _target, 0), do: flunk("no way found from #{inspect(cell)}")
-
-  # Straight on if it can, else around whoever stands in the way (the players
-  # of the other tests stay in this world): sideways too when heading straight
-  # north or south along the world's edge.
-  defp walk(conn, {x, y}, {tx, ty} = target, steps) do
-    {dx, dy} = {sign(tx - x), sign(ty - y)}
-
-    tries =
-      [{dx, dy}, {dx, 0}, {0, dy}, {dx, 1}, {dx, -1}, {1, dy}, {-1, dy}, {1, 0}, {-1, 0}]
-      |> Enum.reject(&(&1 == {0, 0}))
-      |> Enum.uniq()
-
-    {cell, conn} = step(conn, {x, y}, tries)
-    walk(conn, cell, target, steps - 1)
-  end
-
-  defp step(_conn, cell, []), do: flunk("stuck at #{inspect(cell)}")
-
-  defp step(conn, cell, [{dx, dy} | rest]) do
+  # One move of a walk: the cell reached, or nil when refused.
+  defp move(conn, dir) do
     seq = System.unique_integer([:positive])
-    push(conn, %{type: :move, seq: seq, dir: direction(dx, dy)})
+    push(conn, %{type: :move, seq: seq, dir: dir})
     {outcome, conn} = expect(conn, :outcome, &(&1.seq == seq))
-    if outcome.result == :ok, do: {{outcome.x, outcome.y}, conn}, else: step(conn, cell, rest)
+    {if(outcome.result == :ok, do: {outcome.x, outcome.y}), conn}
   end
-
-  defp direction(0, -1), do: :n
-  defp direction(1, -1), do: :ne
-  defp direction(1, 0), do: :e
-  defp direction(1, 1), do: :se
-  defp direction(0, 1), do: :s
-  defp direction(-1, 1), do: :sw
-  defp direction(-1, 0), do: :w
-  defp direction(-1, -1), do: :nw
-
-  defp sign(0), do: 0
-  defp sign(n) when n > 0, do: 1
-  defp sign(_), do: -1
 
   defp say(conn, seq, text) do
     push(conn, %{type: :say, seq: seq, text: text})

@@ -4,7 +4,7 @@ defmodule Grove.Gateway.GameTest do
   use ExUnit.Case, async: false
 
   alias Grove.{Protocol, World}
-  alias Grove.WsClient
+  alias Grove.{Walk, WsClient}
 
   @moduletag :gateway
 
@@ -57,49 +57,21 @@ defmodule Grove.Gateway.GameTest do
     end
   end
 
-  # A player placed on a cell: joined anywhere, then its entity moved there
-  # by the test (the world's own client API, as its owner cannot be asked).
-  defp player_at(port, encoding, world, cell) do
+  # A player joined anywhere, then walked to a cell.
+  defp player_at(port, encoding, _world, cell) do
     conn = connect(port, encoding)
     push(conn, %{type: :join, protocol: 2, view_radius: 8})
     {welcome, conn} = expect(conn, :welcome)
-    {welcome.id, walk(conn, world, welcome.id, {welcome.x, welcome.y}, cell)}
+    {welcome.id, Walk.walk(conn, {welcome.x, welcome.y}, cell, &move/2)}
   end
 
-  defp walk(conn, _world, _id, cell, cell), do: conn
-
-  # Straight at it, around what stands in the way.
-  defp walk(conn, world, id, {x, y}, {tx, ty} = target) do
-    {dx, dy} = {sign(tx - x), sign(ty - y)}
-
-    tries =
-      Enum.uniq(Enum.reject([{dx, dy}, {dx, 0}, {0, dy}, {dx, 1}, {dx, -1}], &(&1 == {0, 0})))
-
-    {cell, conn} = step(conn, {x, y}, tries)
-    walk(conn, world, id, cell, target)
-  end
-
-  defp step(_conn, cell, []), do: flunk("stuck at #{inspect(cell)}")
-
-  defp step(conn, cell, [{dx, dy} | rest]) do
+  # One move of a walk: the cell reached, or nil when refused.
+  defp move(conn, dir) do
     seq = System.unique_integer([:positive])
-    push(conn, %{type: :move, seq: seq, dir: direction(dx, dy)})
+    push(conn, %{type: :move, seq: seq, dir: dir})
     {outcome, conn} = expect(conn, :outcome, &(&1.seq == seq))
-    if outcome.result == :ok, do: {{outcome.x, outcome.y}, conn}, else: step(conn, cell, rest)
+    {if(outcome.result == :ok, do: {outcome.x, outcome.y}), conn}
   end
-
-  defp direction(0, -1), do: :n
-  defp direction(1, -1), do: :ne
-  defp direction(1, 0), do: :e
-  defp direction(1, 1), do: :se
-  defp direction(0, 1), do: :s
-  defp direction(-1, 1), do: :sw
-  defp direction(-1, 0), do: :w
-  defp direction(-1, -1), do: :nw
-
-  defp sign(0), do: 0
-  defp sign(n) when n > 0, do: 1
-  defp sign(_), do: -1
 
   defp act(conn, seq, action, dir, args \\ %{}) do
     push(conn, %{type: :act, seq: seq, action: action, dir: dir, args: args})
