@@ -1,28 +1,40 @@
 defmodule Grove.Walk do
   @moduledoc """
-  Walks a test's player to a cell over a real connection: straight on where
-  it can, else around whoever stands in the way (sideways too, along a
-  world's edge). `move` sends one move and answers `{cell_or_nil, conn}`:
-  the cell it reached, or nil when the move was refused.
+  Walks a test's player to a cell over a real connection, around whoever
+  stands in the way: each step tries first the direction whose cell seems
+  nearest the target, and learns as it goes how far a cell it stood on
+  really is, so a player standing in its column is passed beside and a
+  wall walked along, rather than walked back and forth under. `move`
+  sends one move and answers `{cell_or_nil, conn}`: the cell it reached,
+  or nil when the move was refused.
   """
 
   import ExUnit.Assertions, only: [flunk: 1]
 
-  def walk(conn, from, target, move, steps \\ 100)
-  def walk(conn, cell, cell, _move, _steps), do: conn
-  def walk(_conn, cell, _target, _move, 0), do: flunk("no way found from #{inspect(cell)}")
+  @directions for dx <- -1..1, dy <- -1..1, {dx, dy} != {0, 0}, do: {dx, dy}
 
-  def walk(conn, {x, y} = cell, {tx, ty} = target, move, steps) do
-    {dx, dy} = {sign(tx - x), sign(ty - y)}
+  def walk(conn, from, target, move, steps \\ 200),
+    do: walk(conn, from, target, move, steps, %{})
 
-    tries =
-      [{dx, dy}, {dx, 0}, {0, dy}, {dx, 1}, {dx, -1}, {1, dy}, {-1, dy}, {1, 0}, {-1, 0}]
-      |> Enum.reject(&(&1 == {0, 0}))
-      |> Enum.uniq()
+  defp walk(conn, cell, cell, _move, _steps, _learnt), do: conn
 
-    {next, conn} = step(conn, cell, tries, move)
-    walk(conn, next, target, move, steps - 1)
+  defp walk(_conn, cell, target, _move, 0, _learnt),
+    do: flunk("no way found from #{inspect(cell)} to #{inspect(target)}")
+
+  # Learning real-time search: each cell's estimate of its distance to the
+  # target starts as the straight count of steps and grows as the walk
+  # learns that way is held, so it never walks back and forth for ever.
+  defp walk(conn, cell, target, move, steps, learnt) do
+    tries = Enum.sort_by(@directions, &(1 + cost(learnt, next(cell, &1), target)))
+    {reached, conn} = step(conn, cell, tries, move)
+    learnt = Map.put(learnt, cell, 1 + cost(learnt, reached, target))
+    walk(conn, reached, target, move, steps - 1, learnt)
   end
+
+  defp cost(learnt, {x, y} = cell, {tx, ty}),
+    do: Map.get_lazy(learnt, cell, fn -> max(abs(tx - x), abs(ty - y)) end)
+
+  defp next({x, y}, {dx, dy}), do: {x + dx, y + dy}
 
   defp step(_conn, cell, [], _move), do: flunk("stuck at #{inspect(cell)}")
 
@@ -41,8 +53,4 @@ defmodule Grove.Walk do
   defp direction(-1, 1), do: :sw
   defp direction(-1, 0), do: :w
   defp direction(-1, -1), do: :nw
-
-  defp sign(0), do: 0
-  defp sign(n) when n > 0, do: 1
-  defp sign(_), do: -1
 end
