@@ -132,8 +132,8 @@ defmodule Grove.ClusterViewsTest do
 
     # The new owner numbers on from the old one's last delta.
     state = :sys.get_state(:erpc.call(d, World, :zone_pid, [world, zone]))
-    assert state.seq >= seq
-    assert state.subscriptions.nodes == %{node() => 1}
+    assert state.views.seq >= seq
+    assert state.views.subscriptions.nodes == %{node() => 1}
 
     # Moves made there reach the viewer, and its picture is the zone's own.
     assert move!(mover, :w) == {:ok, {mx, my}}
@@ -176,8 +176,8 @@ defmodule Grove.ClusterViewsTest do
     me_watching = {self(), {View, :raw}}
 
     subscribed? = fn ->
-      Grove.World.Zone.Subscriptions.member?(
-        :erpc.call(b, :sys, :get_state, [zone_pid]).subscriptions,
+      Grove.World.Zone.Views.member?(
+        :erpc.call(b, :sys, :get_state, [zone_pid]).views,
         me_watching
       )
     end

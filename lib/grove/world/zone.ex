@@ -22,9 +22,12 @@ defmodule Grove.World.Zone do
   # Views: viewers subscribe to the zones their viewport overlaps and get a
   # snapshot at once; while anyone watches, each tick that changed something
   # publishes one delta per format in the world's feed, and relays it once
-  # to each other node with viewers. `Zone.Views` keeps the subscriptions
-  # and says how it all fits. A zone nobody watches does no view work and,
-  # with no handoff pending and no overload to re-measure, has no tick at all.
+  # to each other node with viewers. Who watches, the number of the last
+  # delta and how viewers follow their entities are `Zone.Views`'s, plain
+  # data that returns effects like `Zone.Handoff`; this process carries them
+  # out (sends, monitors, the feed, the table of subscriptions). A zone
+  # nobody watches does no view work and, with no handoff pending and no
+  # overload to re-measure, has no tick at all.
   #
   # Zones on demand (a world started with `zones: :on_demand`): a zone
   # starts when something is first sent to it (`wake/2`, through
@@ -54,7 +57,7 @@ defmodule Grove.World.Zone do
   alias Grove.Game.Act
   alias Grove.World.{ChatLog, Directory, Entity, Feed, Grid, Relay, Stats, Terrain}
   alias Grove.World.Life.Board
-  alias Grove.World.Zone.{Bacteria, Chat, Handoff, State, Subscriptions, Views}
+  alias Grove.World.Zone.{Bacteria, Chat, Handoff, State, Views}
   alias Grove.World.Zone.Game, as: GameRules
 
   require Logger
@@ -73,8 +76,7 @@ defmodule Grove.World.Zone do
     :life_edges,
     :handed_over,
     :locate,
-    :subscriptions,
-    seq: 0,
+    :views,
     generation: 0,
     live: 0,
     life_open: 0,
@@ -100,7 +102,6 @@ defmodule Grove.World.Zone do
           life_timer: reference() | nil,
           game_timer: reference() | nil,
           life_edges: Board.edges() | nil,
-          seq: non_neg_integer(),
           generation: non_neg_integer(),
           live: non_neg_integer(),
           life_open: non_neg_integer(),
@@ -109,7 +110,7 @@ defmodule Grove.World.Zone do
           seeds: [Grid.cell()],
           overloaded: boolean(),
           monitors: %{reference() => {:entity, Entity.id()} | {:subscriber, subscriber()}},
-          subscriptions: Subscriptions.t(),
+          views: Views.t(),
           idle_since: integer() | nil,
           asleep: boolean()
         }
@@ -208,9 +209,8 @@ defmodule Grove.World.Zone do
       core: core,
       table: elem(world.tables, index),
       locate: &Directory.lookup(world.name, &1),
-      subscriptions: Subscriptions.new(node()),
       # Viewers hold sequence numbers: a restarted zone carries on from its last.
-      seq: Feed.latest(world.feed, index)
+      views: Views.new(index, world.grid, node(), Feed.latest(world.feed, index))
     }
 
     schedule_idle_check(zone)
@@ -375,21 +375,16 @@ defmodule Grove.World.Zone do
     {:noreply, zone |> carry_out(left) |> sync_game()}
   end
 
-  def handle_cast({:subscribe, pid, entity_id, format}, zone) do
-    {:noreply, Views.subscribe(zone, pid, entity_id, format)}
-  end
+  # Views: the rules are `Zone.Views`'s, the effects ours.
+  def handle_cast({:subscribe, pid, entity_id, format}, zone),
+    do: {:noreply, view(zone, Views.subscribe(zone.views, zone.core, pid, entity_id, format))}
 
-  def handle_cast({:unsubscribe, pid, entity_id, format}, zone) do
-    {:noreply, Views.unsubscribe(zone, pid, entity_id, format)}
-  end
+  def handle_cast({:unsubscribe, pid, entity_id, format}, zone),
+    do: {:noreply, view(zone, Views.unsubscribe(zone.views, pid, entity_id, format))}
 
   # A viewer that fell behind the feed, or lost track, asks for a snapshot.
-  def handle_cast({:snapshot, pid, format}, zone) do
-    if Subscriptions.member?(zone.subscriptions, {pid, format}),
-      do: Views.send_snapshot(zone, pid, format)
-
-    {:noreply, zone}
-  end
+  def handle_cast({:snapshot, pid, format}, zone),
+    do: {:noreply, view(zone, Views.snapshot(zone.views, zone.core, pid, format))}
 
   def handle_cast(:tick, zone), do: {:noreply, tick(zone)}
 
@@ -422,7 +417,7 @@ defmodule Grove.World.Zone do
           to <- Grid.view_zones(grid, {entity.x, entity.y}, entity.view_radius),
           is_map_key(runs, to),
           reduce: zone,
-          do: (zone -> Views.send_subscription(zone, to, :subscribe, entity))
+          do: (zone -> view(zone, Views.subscribe_to(zone.views, zone.core, entity, to)))
 
     lost = State.lost_handoffs(zone.core, runs)
     zone = Enum.reduce(lost, zone, &lose_in_transit(&2, &1))
@@ -467,7 +462,7 @@ defmodule Grove.World.Zone do
     # The game's layer as its table holds it, readiness mark included.
     layer = if zone.world.game_tables, do: :ets.tab2list(game_table(zone)), else: []
 
-    {:reply, {rows, subscriptions, zone.seq, layer},
+    {:reply, {rows, subscriptions, zone.views.seq, layer},
      %{zone | handed_over: {:holding, []}, monitors: %{}, tick_timer: nil, game_timer: nil}}
   end
 
@@ -522,7 +517,7 @@ defmodule Grove.World.Zone do
           Stats.incr(zone.world.stats, :joins)
           Stats.incr(zone.world.stats, population_key(placed))
           :counters.add(zone.world.kind_counts, placed.kind + 1, 1)
-          zone = if placed.updates == :view, do: Views.update_view(zone, placed, nil), else: zone
+          zone = if placed.updates == :view, do: follow(zone, placed, nil), else: zone
           {:reply, {:ok, placed.id, {placed.x, placed.y}}, zone}
 
         {:rejected, reason, core} ->
@@ -582,18 +577,7 @@ defmodule Grove.World.Zone do
         }
       end)
 
-    zone =
-      Enum.reduce(Subscriptions.viewers(zone.subscriptions), zone, fn {{pid, _} = viewer, _},
-                                                                      zone ->
-        ref = Process.monitor(pid)
-
-        %{
-          zone
-          | subscriptions: Subscriptions.monitored(zone.subscriptions, viewer, ref),
-            monitors: Map.put(zone.monitors, ref, {:subscriber, viewer})
-        }
-      end)
-
+    zone = view(zone, Views.monitor_all(zone.views))
     {:noreply, ensure_tick(%{zone | handed_over: nil})}
   end
 
@@ -623,7 +607,8 @@ defmodule Grove.World.Zone do
         {:noreply, zone |> carry_out(Handoff.owner_down(zone.core, id)) |> sync_game()}
 
       {{:subscriber, {^pid, format}}, monitors} ->
-        {:noreply, Views.subscriber_down(%{zone | monitors: monitors}, pid, format)}
+        zone = %{zone | monitors: monitors}
+        {:noreply, view(zone, Views.down(zone.views, pid, format))}
 
       {nil, _} ->
         {:noreply, zone}
@@ -639,7 +624,7 @@ defmodule Grove.World.Zone do
 
   # Idle: nothing a player holds or watches, nothing in flight.
   defp idle?(%__MODULE__{handed_over: nil, core: core} = zone) do
-    map_size(core.leaving) == 0 and not Subscriptions.watched?(zone.subscriptions) and
+    map_size(core.leaving) == 0 and not Views.watched?(zone.views) and
       not Enum.any?(core.entities, fn {_id, entity} -> entity.kind == 1 end)
   end
 
@@ -709,7 +694,7 @@ defmodule Grove.World.Zone do
     case Handoff.move(zone.core, id, direction, owner, tag, hops, now, zone.locate) do
       {:moved, %Entity{updates: :view} = entity, from, core} ->
         zone = %{zone | core: core} |> sync_game() |> moved(entity, from)
-        {{:ok, {entity.x, entity.y}}, Views.update_view(zone, entity, from)}
+        {{:ok, {entity.x, entity.y}}, follow(zone, entity, from)}
 
       {:moved, entity, from, core} ->
         {{:ok, {entity.x, entity.y}}, %{zone | core: core} |> sync_game() |> moved(entity, from)}
@@ -783,10 +768,10 @@ defmodule Grove.World.Zone do
     zone
   end
 
-  defp run_effect(zone, {:view, entity, before}), do: Views.update_view(zone, entity, before)
+  defp run_effect(zone, {:view, entity, before}), do: follow(zone, entity, before)
 
   defp run_effect(zone, {:moved, %Entity{updates: :view} = entity, from}),
-    do: zone |> moved(entity, from) |> Views.update_view(entity, from)
+    do: zone |> moved(entity, from) |> follow(entity, from)
 
   defp run_effect(zone, {:moved, entity, from}), do: moved(zone, entity, from)
   defp run_effect(zone, {:let_go, entity}), do: let_go(zone, entity)
@@ -797,8 +782,102 @@ defmodule Grove.World.Zone do
     zone
   end
 
+  # The subscriptions' table: a restarted or handed-over zone rebuilds its
+  # viewers from it.
+  defp run_effect(zone, {:remember, pid, id, format}) do
+    :ets.insert(zone.world.subscriptions, {zone.index, pid, id, format})
+    zone
+  end
+
+  defp run_effect(zone, {:forget, pid, id, format}) do
+    :ets.delete_object(zone.world.subscriptions, {zone.index, pid, id, format})
+    zone
+  end
+
+  defp run_effect(zone, {:forget_viewer, pid, format}) do
+    :ets.match_delete(zone.world.subscriptions, {zone.index, pid, :_, format})
+    zone
+  end
+
+  defp run_effect(zone, {:monitor, {pid, _format} = viewer}) do
+    ref = Process.monitor(pid)
+
+    %{
+      zone
+      | views: Views.monitored(zone.views, viewer, ref),
+        monitors: Map.put(zone.monitors, ref, {:subscriber, viewer})
+    }
+  end
+
+  defp run_effect(zone, {:demonitor, ref}), do: forget_monitor(zone, ref)
+
+  defp run_effect(zone, {:tell, pid, message}) do
+    tell(zone, pid, message)
+    zone
+  end
+
+  defp run_effect(zone, {:feed_from, node, seq}) do
+    :erlang.send(
+      Relay.address(zone.world.name, node),
+      {:feed_from, zone.index, seq},
+      [:noconnect]
+    )
+
+    zone
+  end
+
+  defp run_effect(zone, {:publish, seq, encoded}) do
+    Feed.publish(zone.world.feed, zone.index, seq, encoded)
+    zone
+  end
+
+  # A node whose connection is busy is not waited for: the delta is dropped
+  # (counted), and its viewers, finding a gap in their feed, ask for snapshots.
+  defp run_effect(zone, {:relay, node, seq, encoded}) do
+    message = {:feed, zone.index, seq, encoded}
+
+    case :erlang.send(Relay.address(zone.world.name, node), message, [:noconnect, :nosuspend]) do
+      :ok -> Stats.incr(zone.world.stats, :deltas_relayed)
+      _not_sent -> Stats.incr(zone.world.stats, :deltas_dropped)
+    end
+
+    zone
+  end
+
+  defp run_effect(zone, {:watch, watched}),
+    do: ensure_tick(%{zone | core: State.watch(zone.core, watched)})
+
   defp env(zone),
     do: %{locate: zone.locate, now: :erlang.monotonic_time(:millisecond), busy: zone.overloaded}
+
+  ## Views
+
+  # A viewing entity joined, moved or arrived: its subscriptions follow its
+  # viewport. Most moves leave them as they were and change nothing here.
+  defp follow(zone, entity, before) do
+    case Views.follow(zone.views, zone.core, entity, before) do
+      {[], _views} -> zone
+      followed -> view(zone, followed)
+    end
+  end
+
+  # What `Zone.Views` decided, carried out in order.
+  defp view(zone, {effects, views}), do: run_effects(%{zone | views: views}, effects)
+
+  # What a zone tells one viewer (a snapshot, the end of its subscription)
+  # goes to a viewer on another node through that node's relay, like the
+  # deltas: so the viewer gets it in the order the zone sent it, and never
+  # a zone's word that it is no longer watched before the snapshot that
+  # preceded it.
+  defp tell(_zone, pid, message) when node(pid) == node(), do: send(pid, message)
+
+  defp tell(zone, pid, message) do
+    :erlang.send(
+      Relay.address(zone.world.name, node(pid)),
+      {:view, pid, message},
+      [:noconnect]
+    )
+  end
 
   ## Removal
 
@@ -815,7 +894,7 @@ defmodule Grove.World.Zone do
     Stats.incr(zone.world.stats, population_key(entity), -1)
     :counters.add(zone.world.kind_counts, entity.kind + 1, -1)
     zone = zone |> forget_monitor(entity.monitor) |> count_entities()
-    if entity.updates == :view, do: Views.drop_view(zone, entity), else: zone
+    if entity.updates == :view, do: view(zone, Views.drop(zone.views, entity)), else: zone
   end
 
   defp lose_in_transit(zone, id) do
@@ -1010,7 +1089,8 @@ defmodule Grove.World.Zone do
       started = System.monotonic_time()
       {changes, departed, labels, core} = State.flush(zone.core)
       {extra, core} = State.flush_extra(core, labels)
-      zone = publish(%{zone | core: core}, changes, departed, extra)
+      # Encoded once per format, whatever the number of viewers.
+      zone = view(%{zone | core: core}, Views.publish(zone.views, changes, departed, extra))
 
       # The world's own histogram (its metrics), and the event for anyone listening.
       duration = System.monotonic_time() - started
@@ -1030,38 +1110,6 @@ defmodule Grove.World.Zone do
     else
       zone
     end
-  end
-
-  # Encode once per format, whatever the number of viewers, and publish.
-  defp publish(zone, [], [], nil), do: zone
-
-  defp publish(zone, changes, departed, extra) do
-    seq = zone.seq + 1
-
-    encoded =
-      for format <- Subscriptions.formats(zone.subscriptions),
-          do: {format, Views.encode(format, :delta, zone.index, changes, departed, extra)}
-
-    Feed.publish(zone.world.feed, zone.index, seq, encoded)
-    Stats.incr(zone.world.stats, :deltas_published)
-    relay(zone, seq, encoded)
-    %{zone | seq: seq}
-  end
-
-  # Once per node with viewers, whatever their number. A node whose
-  # connection is busy is not waited for: the delta is dropped (counted),
-  # and its viewers, finding a gap in their feed, ask for snapshots.
-  defp relay(zone, seq, encoded) do
-    message = {:feed, zone.index, seq, encoded}
-
-    for node <- Subscriptions.nodes(zone.subscriptions) do
-      case :erlang.send(Relay.address(zone.world.name, node), message, [:noconnect, :nosuspend]) do
-        :ok -> Stats.incr(zone.world.stats, :deltas_relayed)
-        _not_sent -> Stats.incr(zone.world.stats, :deltas_dropped)
-      end
-    end
-
-    :ok
   end
 
   # A handoff with no answer for too long: the target zone died with it. The
@@ -1173,7 +1221,7 @@ defmodule Grove.World.Zone do
       }
 
       # Subscriptions are idempotent, so a viewer's are simply asserted again.
-      if entity.updates == :view, do: Views.update_view(zone, entity, nil), else: zone
+      if entity.updates == :view, do: follow(zone, entity, nil), else: zone
     end)
   end
 
@@ -1204,7 +1252,7 @@ defmodule Grove.World.Zone do
   defp recover_subscribers(zone) do
     :ets.lookup(zone.world.subscriptions, zone.index)
     |> Enum.reduce(zone, fn {_index, pid, entity_id, format}, zone ->
-      Views.subscribe(zone, pid, entity_id, format)
+      view(zone, Views.subscribe(zone.views, zone.core, pid, entity_id, format))
     end)
   end
 end

@@ -5,9 +5,8 @@ defmodule Grove.World.Zone.Subscriptions do
   # its one entity; a process may hold several), how many viewers read
   # each format (the tick encodes its delta once per format read), and how
   # many watch from each other node (each such node's relay gets the delta
-  # once). Plain data: `Grove.World.Zone.Views` monitors the viewers, keeps
-  # the world's table of subscriptions and sends what these functions say
-  # to send.
+  # once). Plain data, inside `Grove.World.Zone.Views`, which says from it
+  # what the zone process sends, monitors and writes.
   #
   #     iex> alias Grove.World.Zone.Subscriptions
   #     iex> subs = Subscriptions.new(node())

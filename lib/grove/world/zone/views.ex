@@ -1,172 +1,270 @@
 defmodule Grove.World.Zone.Views do
   @moduledoc false
-  # The zone's side of views (the viewer's side is Grove.World.View): who
-  # watches the zone, in which format and from which node, and what goes to
-  # one viewer alone (its snapshot, the end of its subscription). The
-  # functions take and return the zone process's state; `Grove.World.Zone`
-  # calls them from its callbacks and as its viewers' entities move. Its
-  # tick publishes the deltas, encoded by `encode/5` like the snapshots.
+  # The zone's side of views (the viewer's side is Grove.World.View), as
+  # plain data: who watches the zone, in which format and from which node
+  # (`Zone.Subscriptions`), the number of the last delta it published, and
+  # the rules by which viewers follow their entities from zone to zone. Each
+  # function returns the effects the zone process carries out, in order
+  # (`Grove.World.Zone`'s `run_effects/2`), and the new structure, as
+  # `Zone.Handoff` does; it sends nothing, writes no table and starts no
+  # timer itself.
   #
-  # Viewers subscribe (the zone of a viewer's entity does it for them
-  # as it moves) and get a snapshot in their format at once. While anyone
+  # Viewers subscribe (the zone of a viewer's entity does it for them as it
+  # moves) and get a snapshot in their format at once. While anyone
   # watches, each tick that changed something encodes the delta once per
   # format and publishes it in the world's feed (Grove.World.Feed), where
   # viewers read it when they are ready: the zone sends nothing per viewer
   # and per tick.
   #
-  # Viewers on other nodes read their own node's feed: the zone counts them
-  # per node (`watchers`) and sends each delta, as encoded for the feed,
-  # once to each such node's relay (Grove.World.Relay), which publishes it
-  # there under the same number. A node that starts watching is first told
-  # the number the zone is at, and snapshots for viewers there go through
-  # its relay, behind the deltas before them.
+  # Viewers on other nodes read their own node's feed: the zone sends each
+  # delta, as encoded for the feed, once to each such node's relay
+  # (Grove.World.Relay), which publishes it there under the same number. A
+  # node that starts watching is first told the number the zone is at, and
+  # what goes to one viewer there alone (its snapshot, the end of its
+  # subscription) goes through its relay too, behind the deltas before it.
   #
-  # Who watches is `Zone.Subscriptions`, plain data; here are the monitors,
-  # the world's table of subscriptions and the messages.
+  # The effects:
+  #
+  #   * `{:send, zone, {:subscribe | :unsubscribe, pid, id, format}}` - a
+  #     viewer's subscription to another zone, which its entity's viewport
+  #     now overlaps or no longer does;
+  #   * `{:remember, pid, id, format}`, `{:forget, pid, id, format}` and
+  #     `{:forget_viewer, pid, format}` - the world's table of
+  #     subscriptions, from which a restarted or handed-over zone rebuilds
+  #     this structure;
+  #   * `{:monitor, viewer}` - a new viewer: the zone monitors it and gives
+  #     the reference back with `monitored/3`; `{:demonitor, ref}` - one
+  #     that watches no more;
+  #   * `{:tell, pid, message}` - a message to one viewer (a snapshot, or
+  #     `{:grove_view, zone, :closed}`);
+  #   * `{:feed_from, node, seq}` - the first viewer on another node: that
+  #     node's relay learns the number the zone is at;
+  #   * `{:publish, seq, encoded}` - a delta, one encoding per format read,
+  #     into this node's feed; `{:relay, node, seq, encoded}` - the same to
+  #     another node with viewers;
+  #   * `{:watch, boolean}` - the zone starts or stops being watched: its
+  #     core collects changes for deltas, and it ticks, only while it is;
+  #   * `{:count, stat}` - one more in a `Grove.World.Stats` counter.
+  #
+  # A move that leaves a viewer's viewport over the same zones, by far the
+  # most common, returns no effect and the structure unchanged.
 
-  alias Grove.World
-  alias Grove.World.{Entity, Feed, Grid, Relay, Stats, ViewFormat, Zone}
+  alias Grove.World.{Entity, Feed, Grid, ViewFormat}
   alias Grove.World.Zone.{State, Subscriptions}
 
-  # Keeps a viewer subscribed to exactly the zones its viewport overlaps.
-  # `before` is the cell it came from (nil on join); only the differences are sent.
-  @doc false
-  @spec update_view(Zone.t(), Entity.t(), Grid.cell() | nil) :: Zone.t()
-  def update_view(zone, %Entity{} = now, before) do
-    grid = zone.world.grid
+  defstruct [:index, :grid, :subscriptions, seq: 0]
 
+  @type t :: %__MODULE__{
+          index: Grid.zone_index(),
+          grid: Grid.t(),
+          subscriptions: Subscriptions.t(),
+          seq: non_neg_integer()
+        }
+
+  @type message ::
+          {:grove_view, Grid.zone_index(), :snapshot, non_neg_integer(), term()}
+          | {:grove_view, Grid.zone_index(), :closed}
+
+  @type effect ::
+          {:send, Grid.zone_index(),
+           {:subscribe | :unsubscribe, pid(), Entity.id(), Feed.format()}}
+          | {:remember, pid(), Entity.id(), Feed.format()}
+          | {:forget, pid(), Entity.id(), Feed.format()}
+          | {:forget_viewer, pid(), Feed.format()}
+          | {:monitor, Subscriptions.viewer()}
+          | {:demonitor, reference()}
+          | {:tell, pid(), message()}
+          | {:feed_from, node(), non_neg_integer()}
+          | {:publish, pos_integer(), [{Feed.format(), term()}]}
+          | {:relay, node(), pos_integer(), [{Feed.format(), term()}]}
+          | {:watch, boolean()}
+          | {:count, :snapshots_sent | :deltas_published}
+
+  @doc """
+  Nobody watching zone `index` of `grid` yet, on `node`, whose last delta
+  was number `seq` (a restarted zone carries on from its last).
+  """
+  @spec new(Grid.zone_index(), Grid.t(), node(), non_neg_integer()) :: t()
+  def new(index, %Grid{} = grid, node, seq),
+    do: %__MODULE__{index: index, grid: grid, subscriptions: Subscriptions.new(node), seq: seq}
+
+  @doc "True while anyone watches."
+  @spec watched?(t()) :: boolean()
+  def watched?(%__MODULE__{subscriptions: subs}), do: Subscriptions.watched?(subs)
+
+  @doc "True when the viewer (its process and format) watches the zone."
+  @spec member?(t(), Subscriptions.viewer()) :: boolean()
+  def member?(%__MODULE__{subscriptions: subs}, viewer), do: Subscriptions.member?(subs, viewer)
+
+  @doc """
+  Keeps a viewing entity subscribed to exactly the zones its viewport
+  overlaps; `before` is the cell it came from (`nil` on joining), and only
+  the differences are sent. `core` is this zone's, for a snapshot.
+  """
+  @spec follow(t(), State.t(), Entity.t(), Grid.cell() | nil) :: {[effect()], t()}
+  def follow(%__MODULE__{grid: grid} = views, core, %Entity{} = now, before) do
     # Most steps leave the viewport over the same zones: tell that cheaply.
     if before != nil and
          Grid.view_span(grid, {now.x, now.y}, now.view_radius) ==
            Grid.view_span(grid, before, now.view_radius) do
-      zone
+      {[], views}
     else
       wanted = Grid.view_zones(grid, {now.x, now.y}, now.view_radius)
       had = if before, do: Grid.view_zones(grid, before, now.view_radius), else: []
-      zone = Enum.reduce(had -- wanted, zone, &send_subscription(&2, &1, :unsubscribe, now))
-      Enum.reduce(wanted -- had, zone, &send_subscription(&2, &1, :subscribe, now))
+      {effects, views} = subscriptions(views, core, had -- wanted, :unsubscribe, now, [])
+      subscriptions(views, core, wanted -- had, :subscribe, now, effects)
     end
   end
 
-  @doc false
-  @spec drop_view(Zone.t(), Entity.t()) :: Zone.t()
-  def drop_view(zone, %Entity{} = entity) do
-    zones = Grid.view_zones(zone.world.grid, {entity.x, entity.y}, entity.view_radius)
-    Enum.reduce(zones, zone, &send_subscription(&2, &1, :unsubscribe, entity))
+  @doc "A viewing entity gone from the zone: it watches none of the zones it did."
+  @spec drop(t(), Entity.t()) :: {[effect()], t()}
+  def drop(%__MODULE__{grid: grid} = views, %Entity{} = entity) do
+    zones = Grid.view_zones(grid, {entity.x, entity.y}, entity.view_radius)
+    subscriptions(views, nil, zones, :unsubscribe, entity, [])
   end
 
-  @doc false
-  @spec send_subscription(Zone.t(), Grid.zone_index(), :subscribe | :unsubscribe, Entity.t()) ::
-          Zone.t()
-  def send_subscription(%Zone{index: index} = zone, index, :subscribe, entity),
-    do: subscribe(zone, entity.owner, entity.id, entity.view_format)
+  @doc """
+  A viewing entity subscribes to zone `to` again (it runs anew, empty,
+  after its node was lost); `core` is this zone's, should `to` be it.
+  """
+  @spec subscribe_to(t(), State.t(), Entity.t(), Grid.zone_index()) :: {[effect()], t()}
+  def subscribe_to(views, core, %Entity{} = entity, to),
+    do: subscriptions(views, core, [to], :subscribe, entity, [])
 
-  def send_subscription(%Zone{index: index} = zone, index, :unsubscribe, entity),
-    do: unsubscribe(zone, entity.owner, entity.id, entity.view_format)
+  # Subscriptions here are taken at once; to other zones, sent.
+  defp subscriptions(views, _core, [], _action, _entity, effects), do: {effects, views}
 
-  def send_subscription(zone, to, action, entity) do
-    GenServer.cast(
-      World.zone_address(zone.world, to),
-      {action, entity.owner, entity.id, entity.view_format}
-    )
+  defp subscriptions(%__MODULE__{index: index} = views, core, [to | rest], action, entity, acc) do
+    {effects, views} =
+      case {to, action} do
+        {^index, :subscribe} ->
+          subscribe(views, core, entity.owner, entity.id, entity.view_format)
 
-    zone
-  end
+        {^index, :unsubscribe} ->
+          unsubscribe(views, entity.owner, entity.id, entity.view_format)
 
-  # Subscriptions are idempotent: subscribing again only sends a fresh snapshot.
-  @doc false
-  @spec subscribe(Zone.t(), pid(), Entity.id(), Feed.format()) :: Zone.t()
-  def subscribe(zone, pid, entity_id, format) do
-    :ets.insert(zone.world.subscriptions, {zone.index, pid, entity_id, format})
-    viewer = {pid, format}
-    ref = if not Subscriptions.member?(zone.subscriptions, viewer), do: Process.monitor(pid)
-    {subscriptions, result} = Subscriptions.subscribe(zone.subscriptions, viewer, entity_id, ref)
-    zone = %{zone | subscriptions: subscriptions}
-
-    zone =
-      case result do
-        :added ->
-          zone
-
-        new ->
-          # A node that starts watching is told the number the zone is at
-          # before any delta, so that its feed matches the snapshots its
-          # viewers get.
-          with {:new, node} <- new,
-               do:
-                 :erlang.send(
-                   Relay.address(zone.world.name, node),
-                   {:feed_from, zone.index, zone.seq},
-                   [:noconnect]
-                 )
-
-          %{zone | monitors: Map.put(zone.monitors, ref, {:subscriber, viewer})}
+        {to, action} ->
+          {[{:send, to, {action, entity.owner, entity.id, entity.view_format}}], views}
       end
 
-    send_snapshot(zone, pid, format)
-    watch(zone)
+    subscriptions(views, core, rest, action, entity, acc ++ effects)
   end
 
-  @doc false
-  @spec unsubscribe(Zone.t(), pid(), Entity.id(), Feed.format()) :: Zone.t()
-  def unsubscribe(zone, pid, entity_id, format) do
-    :ets.delete_object(zone.world.subscriptions, {zone.index, pid, entity_id, format})
+  @doc """
+  A viewer watches the zone through entity `id`, in `format`, and gets a
+  snapshot of `core` at once. Subscribing is idempotent: subscribing again
+  only sends a fresh snapshot.
+  """
+  @spec subscribe(t(), State.t(), pid(), Entity.id(), Feed.format()) :: {[effect()], t()}
+  def subscribe(%__MODULE__{} = views, core, pid, id, format) do
+    viewer = {pid, format}
+    was_watched = watched?(views)
+    {subs, result} = Subscriptions.subscribe(views.subscriptions, viewer, id, nil)
+    views = %{views | subscriptions: subs}
 
-    case Subscriptions.unsubscribe(zone.subscriptions, {pid, format}, entity_id) do
-      {subscriptions, {:last, ref}} ->
-        Process.demonitor(ref, [:flush])
-        send_view(zone, pid, {:grove_view, zone.index, :closed})
+    # A node that starts watching is told the number the zone is at before
+    # any delta, so that its feed matches the snapshots its viewers get.
+    joined =
+      case result do
+        :added -> []
+        :new -> [{:monitor, viewer}]
+        {:new, node} -> [{:monitor, viewer}, {:feed_from, node, views.seq}]
+      end
 
-        watch(%{zone | subscriptions: subscriptions, monitors: Map.delete(zone.monitors, ref)})
+    {[{:remember, pid, id, format} | joined] ++
+       snapshot_effects(views, core, pid, format) ++ watch(was_watched, views), views}
+  end
 
-      {subscriptions, _kept_or_none} ->
-        %{zone | subscriptions: subscriptions}
+  @doc """
+  A viewer stops watching through entity `id`; when that was its last, its
+  monitor goes and it is told.
+  """
+  @spec unsubscribe(t(), pid(), Entity.id(), Feed.format()) :: {[effect()], t()}
+  def unsubscribe(%__MODULE__{} = views, pid, id, format) do
+    forget = {:forget, pid, id, format}
+
+    case Subscriptions.unsubscribe(views.subscriptions, {pid, format}, id) do
+      {subs, {:last, ref}} ->
+        views = %{views | subscriptions: subs}
+        closed = {:tell, pid, {:grove_view, views.index, :closed}}
+        {[forget, {:demonitor, ref}, closed | watch(true, views)], views}
+
+      {subs, _kept_or_none} ->
+        {[forget], %{views | subscriptions: subs}}
     end
   end
 
-  # A viewer that died: its subscriptions here in that format go, all at once.
-  @doc false
-  @spec subscriber_down(Zone.t(), pid(), Feed.format()) :: Zone.t()
-  def subscriber_down(zone, pid, format) do
-    :ets.match_delete(zone.world.subscriptions, {zone.index, pid, :_, format})
-    watch(%{zone | subscriptions: Subscriptions.down(zone.subscriptions, {pid, format})})
+  @doc "A viewer that died: its subscriptions here in that format go, all at once."
+  @spec down(t(), pid(), Feed.format()) :: {[effect()], t()}
+  def down(%__MODULE__{} = views, pid, format) do
+    was_watched = watched?(views)
+    views = %{views | subscriptions: Subscriptions.down(views.subscriptions, {pid, format})}
+    {[{:forget_viewer, pid, format} | watch(was_watched, views)], views}
   end
 
-  defp watch(zone) do
-    watched = Subscriptions.watched?(zone.subscriptions)
+  @doc """
+  A fresh snapshot of `core` for a viewer that asks for one (it fell
+  behind the feed, or lost track); none for one that does not watch.
+  """
+  @spec snapshot(t(), State.t(), pid(), Feed.format()) :: {[effect()], t()}
+  def snapshot(%__MODULE__{} = views, core, pid, format) do
+    if member?(views, {pid, format}),
+      do: {snapshot_effects(views, core, pid, format), views},
+      else: {[], views}
+  end
 
-    if watched == zone.core.watched,
-      do: zone,
-      else: Zone.ensure_tick(%{zone | core: State.watch(zone.core, watched)})
+  @doc "The monitor the zone put on a viewer (after `{:monitor, viewer}`)."
+  @spec monitored(t(), Subscriptions.viewer(), reference()) :: t()
+  def monitored(%__MODULE__{} = views, viewer, ref),
+    do: %{views | subscriptions: Subscriptions.monitored(views.subscriptions, viewer, ref)}
+
+  @doc "A monitor for every viewer again (the zone dropped them all for a handover that failed)."
+  @spec monitor_all(t()) :: {[effect()], t()}
+  def monitor_all(%__MODULE__{} = views),
+    do:
+      {for({viewer, _ref} <- Subscriptions.viewers(views.subscriptions), do: {:monitor, viewer}),
+       views}
+
+  @doc """
+  A tick's delta (the entries that changed, the ids that left and what
+  else it carries), encoded once per format read and published under the
+  next number, here and on each other node with viewers; nothing when
+  nothing changed.
+  """
+  @spec publish(t(), [ViewFormat.entry()], [Entity.id()], ViewFormat.extra() | nil) ::
+          {[effect()], t()}
+  def publish(views, [], [], nil), do: {[], views}
+
+  def publish(%__MODULE__{} = views, changes, departed, extra) do
+    seq = views.seq + 1
+    subs = views.subscriptions
+
+    encoded =
+      for format <- Subscriptions.formats(subs),
+          do: {format, encode(format, :delta, views.index, changes, departed, extra)}
+
+    relays = for node <- Subscriptions.nodes(subs), do: {:relay, node, seq, encoded}
+    {[{:publish, seq, encoded}, {:count, :deltas_published} | relays], %{views | seq: seq}}
   end
 
   # The zone as it is now, for a viewer that starts (or starts again) from
-  # `seq`: the deltas after it complete the picture, so the snapshot carries
-  # the number of the last delta published. A viewer on another node gets
-  # it through that node's relay, once the feed there holds that number.
-  @doc false
-  @spec send_snapshot(Zone.t(), pid(), Feed.format()) :: term()
-  def send_snapshot(zone, pid, format) do
-    Stats.incr(zone.world.stats, :snapshots_sent)
-    core = zone.core
+  # the number of the last delta published: the deltas after it complete
+  # the picture.
+  defp snapshot_effects(views, core, pid, format) do
     extra = State.snapshot_extra(core)
-    data = encode(format, :snapshot, zone.index, State.snapshot(core), [], extra)
-    send_view(zone, pid, {:grove_view, zone.index, :snapshot, zone.seq, data})
+    data = encode(format, :snapshot, views.index, State.snapshot(core), [], extra)
+
+    [
+      {:count, :snapshots_sent},
+      {:tell, pid, {:grove_view, views.index, :snapshot, views.seq, data}}
+    ]
   end
 
-  # What a zone tells one viewer (a snapshot, the end of its subscription)
-  # goes to a viewer on another node through that node's relay, like the
-  # deltas: so the viewer gets it in the order the zone sent it, and never
-  # a zone's word that it is no longer watched before the snapshot that
-  # preceded it.
-  defp send_view(_zone, pid, message) when node(pid) == node(), do: send(pid, message)
-
-  defp send_view(zone, pid, message) do
-    :erlang.send(
-      Relay.address(zone.world.name, node(pid)),
-      {:view, pid, message},
-      [:noconnect]
-    )
+  defp watch(was_watched, views) do
+    case watched?(views) do
+      ^was_watched -> []
+      watched -> [{:watch, watched}]
+    end
   end
 
   # What a world without names, a game or events publishes goes through
