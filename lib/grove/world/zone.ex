@@ -41,8 +41,10 @@ defmodule Grove.World.Zone do
   #
   # Bacteria (Grove.World.Life): the zone computes its own cells of the
   # automaton, one generation at a time, on a timer of its own (`life_timer`).
-  # That work is `Zone.Bacteria`'s, which says when a generation is due and
-  # how neighbouring zones wait for each other.
+  # The rules are `Zone.Bacteria`'s (plain data, which says when a
+  # generation is due, how neighbouring zones wait for each other and
+  # what a generation changes); the zone reads the neighbours' rows and
+  # the clock, and writes its row, the minimap and the counts.
   #
   # A game (Grove.Game): the rules are `Zone.Game`'s, on the pure core; the
   # zone keeps the game's cell layer in a table of its own (owned by the
@@ -55,8 +57,7 @@ defmodule Grove.World.Zone do
 
   alias Grove.{Metrics, World}
   alias Grove.Game.Act
-  alias Grove.World.{ChatLog, Directory, Entity, Feed, Grid, Relay, Stats, Terrain}
-  alias Grove.World.Life.Board
+  alias Grove.World.{ChatLog, Directory, Entity, Feed, Grid, Life, Relay, Stats, Terrain}
   alias Grove.World.Zone.{Bacteria, Chat, Handoff, State, Views}
   alias Grove.World.Zone.Game, as: GameRules
 
@@ -73,16 +74,10 @@ defmodule Grove.World.Zone do
     :tick_timer,
     :life_timer,
     :game_timer,
-    :life_edges,
     :handed_over,
     :locate,
     :views,
-    generation: 0,
-    live: 0,
-    life_open: 0,
-    life_memo: [],
-    neighbours: %{},
-    seeds: [],
+    :bacteria,
     overloaded: false,
     monitors: %{},
     idle_since: nil,
@@ -101,13 +96,7 @@ defmodule Grove.World.Zone do
           tick_timer: reference() | nil,
           life_timer: reference() | nil,
           game_timer: reference() | nil,
-          life_edges: Board.edges() | nil,
-          generation: non_neg_integer(),
-          live: non_neg_integer(),
-          life_open: non_neg_integer(),
-          life_memo: [{non_neg_integer(), map(), non_neg_integer()}],
-          neighbours: %{Grid.direction() => Grid.zone_index() | nil},
-          seeds: [Grid.cell()],
+          bacteria: Bacteria.t() | nil,
           overloaded: boolean(),
           monitors: %{reference() => {:entity, Entity.id()} | {:subscriber, subscriber()}},
           views: Views.t(),
@@ -223,7 +212,7 @@ defmodule Grove.World.Zone do
       zone
       |> recover_entities()
       |> recover_game()
-      |> Bacteria.recover_life()
+      |> recover_life()
       |> recover_subscribers()
       |> count_entities()
 
@@ -390,14 +379,13 @@ defmodule Grove.World.Zone do
 
   # Manual stepping (`Grove.World.Bacteria.step_life/1`): the target moved on.
   def handle_cast(:generation, %__MODULE__{life_timer: nil} = zone),
-    do: {:noreply, Bacteria.advance_life(zone)}
+    do: {:noreply, advance_life(zone)}
 
   # A look at the neighbours is due anyway; it will see the new target.
   def handle_cast(:generation, zone), do: {:noreply, zone}
 
   def handle_cast({:seed, id, pattern, direction, owner, tag, hops}, zone) do
-    {:noreply,
-     zone |> sample_mailbox() |> Bacteria.handle_seed(id, pattern, direction, owner, tag, hops)}
+    {:noreply, zone |> sample_mailbox() |> seed(id, pattern, direction, owner, tag, hops)}
   end
 
   # Zones that run again, empty, after their node was lost (each with the
@@ -592,7 +580,7 @@ defmodule Grove.World.Zone do
   end
 
   def handle_info(:generation, zone),
-    do: {:noreply, Bacteria.advance_life(%{zone | life_timer: nil})}
+    do: {:noreply, advance_life(%{zone | life_timer: nil})}
 
   def handle_info(:game_tick, zone) do
     zone = %{zone | game_timer: nil}
@@ -657,7 +645,7 @@ defmodule Grove.World.Zone do
         tick_timer: nil,
         game_timer: nil,
         core: nil,
-        life_memo: []
+        bacteria: nil
     }
   end
 
@@ -1079,6 +1067,132 @@ defmodule Grove.World.Zone do
 
   defp outcome_key({:ok, _cell}), do: :moves_ok
   defp outcome_key({:rejected, reason}), do: Stats.outcome_key(reason)
+
+  ## Bacteria
+
+  # The zone's cells of the automaton, from its row in the life table when
+  # it restarts; a zone that restarts late owes generations, and catches
+  # up at once.
+  defp recover_life(%__MODULE__{world: %World{life: nil}} = zone), do: zone
+
+  defp recover_life(%__MODULE__{world: world, index: index} = zone) do
+    row =
+      case :ets.lookup(world.life_table, index) do
+        [row] -> row
+        [] -> nil
+      end
+
+    {effects, core, bacteria} =
+      Bacteria.recover(world.life, world.life_epoch, world.terrain_options[:seed], zone.core, row)
+
+    %{zone | core: core, bacteria: bacteria}
+    |> run_life(effects, nil)
+    |> advance_life()
+  end
+
+  # The generations that are due, one per message, as far as the
+  # neighbours' rows allow.
+  defp advance_life(%__MODULE__{bacteria: nil} = zone), do: zone
+
+  defp advance_life(%__MODULE__{world: world, bacteria: bacteria} = zone) do
+    table = world.life_table
+
+    read_row = fn index ->
+      case :ets.lookup(table, index) do
+        [row] -> row
+        [] -> nil
+      end
+    end
+
+    started = System.monotonic_time(:microsecond)
+    {effects, core, bacteria} = Bacteria.advance(bacteria, zone.core, life_target(zone), read_row)
+    run_life(%{zone | core: core, bacteria: bacteria}, effects, started)
+  end
+
+  # The generation the world is due at: by the clock, or as far as manual
+  # stepping has asked.
+  defp life_target(%__MODULE__{world: %World{life: %Life{interval: :manual}} = world}),
+    do: :atomics.get(world.life_target, 1)
+
+  defp life_target(zone),
+    do: Bacteria.target(zone.bacteria, System.monotonic_time(:millisecond))
+
+  defp seed(%__MODULE__{bacteria: nil} = zone, id, _pattern, _direction, owner, tag, _hops) do
+    send(owner, {:grove_seed, id, tag, {:rejected, :disabled}})
+    zone
+  end
+
+  defp seed(zone, id, pattern, direction, owner, tag, hops) do
+    request = {id, pattern, direction, owner, tag, hops}
+
+    {effects, bacteria} =
+      Bacteria.seed(zone.bacteria, zone.core, request, zone.locate, zone.overloaded)
+
+    run_life(%{zone | bacteria: bacteria}, effects, nil)
+  end
+
+  # What `Zone.Bacteria` decided, carried out in order; `started` is when
+  # the zone began the generation (monotonic microseconds): the time it
+  # takes counts its writes too.
+  defp run_life(zone, effects, started),
+    do: Enum.reduce(effects, zone, &run_life_effect(&2, &1, started))
+
+  defp run_life_effect(zone, {:row, row}, _started) do
+    :ets.insert(zone.world.life_table, row)
+    zone
+  end
+
+  # Bacteria count on the minimap like entities, in a layer of their own.
+  defp run_life_effect(zone, {:cells, born, died}, _started) do
+    for cell <- born, do: add_life_density(zone, cell, 1)
+    for cell <- died, do: add_life_density(zone, cell, -1)
+    Stats.incr(zone.world.stats, :bacteria, length(born) - length(died))
+    zone
+  end
+
+  defp run_life_effect(zone, {:generation, generation, births, deaths, live}, started) do
+    world = zone.world
+    took = System.monotonic_time(:microsecond) - started
+    Stats.incr(world.stats, :generations)
+    Stats.incr(world.stats, :births, births)
+    Stats.incr(world.stats, :deaths, deaths)
+    Grove.Metrics.Histogram.record(world.life_time, took)
+
+    Metrics.execute(
+      [:grove, :life, :generation],
+      %{duration: took, births: births, deaths: deaths, live: live},
+      %{zone: zone.index, world: world.name, generation: generation}
+    )
+
+    # What changed goes out with the next delta.
+    ensure_tick(zone)
+  end
+
+  defp run_life_effect(zone, {:wake, :now}, _started) do
+    # More are owed: after whatever waits in the mailbox.
+    send(self(), :generation)
+    %{zone | life_timer: make_ref()}
+  end
+
+  defp run_life_effect(%__MODULE__{life_timer: nil} = zone, {:wake, {:at, due}}, _started),
+    do: %{zone | life_timer: Process.send_after(self(), :generation, due, abs: true)}
+
+  defp run_life_effect(zone, {:wake, {:at, _due}}, _started), do: zone
+
+  defp run_life_effect(zone, {:wake, {:after, wait}}, _started),
+    do: %{zone | life_timer: Process.send_after(self(), :generation, wait)}
+
+  defp run_life_effect(zone, {:seeded, owner, id, tag, outcome}, _started) do
+    send(owner, {:grove_seed, id, tag, outcome})
+    zone
+  end
+
+  defp run_life_effect(zone, effect, _started), do: run_effect(zone, effect)
+
+  defp add_life_density(%__MODULE__{world: world}, {x, y}, by) do
+    block = world.density_block
+    :atomics.add(world.life_density, div(y, block) * world.density_cols + div(x, block) + 1, by)
+  end
 
   ## Ticks
 

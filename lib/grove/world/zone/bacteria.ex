@@ -1,10 +1,13 @@
 defmodule Grove.World.Zone.Bacteria do
   @moduledoc false
-  # The zone's share of the bacteria (Grove.World.Life): it computes its own
-  # cells of the automaton, one generation at a time, on a timer of its own,
-  # and takes in the patterns players seed there. The functions take and
-  # return the zone process's state; `Grove.World.Zone` calls them from its
-  # callbacks (its `:generation` messages and `{:seed, ...}` casts).
+  # The zone's share of the bacteria (Grove.World.Life), as plain data: the
+  # generation its cells are at, the borders it published, the cells open
+  # to life, the patterns players seeded for its next generation, and the
+  # rules by which it computes one generation after another. The cells
+  # themselves are in the zone's core (`Zone.State`, whose moves and views
+  # see them). Each function returns the effects the zone process carries
+  # out, in order, as `Zone.Handoff` does; it reads no table, no clock and
+  # starts no timer itself.
   #
   # The zone publishes each generation's cells and borders in the world's
   # life table (one row per zone: `{zone, g, cells, borders of g, borders
@@ -19,9 +22,28 @@ defmodule Grove.World.Zone.Bacteria do
   # woken once for all of them costs a fraction of one woken for each (see
   # docs/decisions.md); a zone that falls behind computes the generations
   # it owes one message at a time, so moves are served in between.
+  #
+  # The zone reads the neighbours' rows through `read_row`, a function it
+  # passes in (an ETS lookup in a world, a map in a test), and says which
+  # generation is due (by the clock, or as far as manual stepping asked).
+  #
+  # The effects:
+  #
+  #   * `{:row, row}` - the zone's row into the life table;
+  #   * `{:cells, born, died}` - the cells that came alive and died: the
+  #     minimap's layer of bacteria and the world's count follow;
+  #   * `{:generation, generation, births, deaths, live}` - a generation
+  #     computed: counted, told (`[:grove, :life, :generation]`), and the
+  #     zone ticks to publish what changed;
+  #   * `{:wake, :now | {:at, time} | {:after, milliseconds}}` - when to
+  #     look again: after what waits in the mailbox, when the next
+  #     generation is due (a monotonic time, in milliseconds), or after a
+  #     while (a neighbour lags);
+  #   * `{:seeded, owner, id, tag, outcome}` - a seeding's outcome to its owner;
+  #   * `{:send, zone, {:seed, ...}}` - a seeding that follows its entity;
+  #   * `{:count, stat}` - one more in a `Grove.World.Stats` counter.
 
-  alias Grove.{Metrics, World}
-  alias Grove.World.{Entity, Grid, Life, Stats, Terrain, Zone}
+  alias Grove.World.{Entity, Grid, Life, Terrain}
   alias Grove.World.Life.Board
   alias Grove.World.Zone.{Handoff, State}
 
@@ -30,123 +52,149 @@ defmodule Grove.World.Zone.Bacteria do
   # Cells a zone may hold seeded for its next generation.
   @max_seeds 256
 
-  # The zone's cells of the automaton: from its row in the life table when
-  # it restarts, else generation 0, a soup laid by the world's seed.
-  @doc false
-  @spec recover_life(Zone.t()) :: Zone.t()
-  def recover_life(%Zone{world: %World{life: nil}} = zone), do: zone
+  defstruct [
+    :index,
+    :life,
+    :epoch,
+    :edges,
+    generation: 0,
+    live: 0,
+    open: 0,
+    memo: [],
+    neighbours: %{},
+    seeds: []
+  ]
 
-  def recover_life(%Zone{world: world, index: index} = zone) do
-    board = Board.new(zone.core.bounds)
+  @typedoc "A zone's row in the life table: generation, cells, borders, the borders before."
+  @type row ::
+          {Grid.zone_index(), non_neg_integer(), non_neg_integer(), Board.edges(),
+           Board.edges() | nil}
+
+  @typedoc "Reads a zone's row in the life table, or nil."
+  @type read_row :: (Grid.zone_index() -> row() | nil)
+
+  @type t :: %__MODULE__{
+          index: Grid.zone_index(),
+          life: Life.t(),
+          epoch: integer(),
+          edges: Board.edges() | nil,
+          generation: non_neg_integer(),
+          live: non_neg_integer(),
+          open: non_neg_integer(),
+          memo: [{non_neg_integer(), map(), non_neg_integer()}],
+          neighbours: %{Grid.direction() => Grid.zone_index() | nil},
+          seeds: [Grid.cell()]
+        }
+
+  @type outcome :: :ok | {:rejected, atom()}
+
+  @type effect ::
+          {:row, row()}
+          | {:cells, [Grid.cell()], [Grid.cell()]}
+          | {:generation, pos_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer()}
+          | {:wake, :now | {:at, integer()} | {:after, pos_integer()}}
+          | {:seeded, pid(), Entity.id(), term(), outcome()}
+          | {:send, Grid.zone_index(), tuple()}
+          | {:count, :seeds | :seeds_refused}
+
+  @doc """
+  The zone's cells of the automaton, put in `core`: from its `row` in the
+  life table when it restarts, else generation 0, a soup laid by the
+  world's `seed` where no entity stands. `life` is the world's, whose
+  generation 0 was due at `epoch`.
+  """
+  @spec recover(Life.t(), integer(), term(), State.t(), row() | nil) ::
+          {[effect()], State.t(), t()}
+  def recover(%Life{} = life, epoch, seed, %State{index: index} = core, row) do
+    board = Board.new(core.bounds)
 
     open =
-      if world.rules.blocking,
-        do: Board.open_where(board, fn x, y -> not Terrain.blocked?(zone.core.terrain, x, y) end),
+      if core.rules.blocking,
+        do: Board.open_where(board, fn x, y -> not Terrain.blocked?(core.terrain, x, y) end),
         else: Board.open_all(board)
 
-    zone = %{zone | life_open: open, neighbours: Life.neighbours(world.grid, index)}
+    bacteria = %__MODULE__{
+      index: index,
+      life: life,
+      epoch: epoch,
+      open: open,
+      neighbours: Life.neighbours(core.grid, index)
+    }
 
-    zone =
-      case :ets.lookup(world.life_table, index) do
-        [{^index, generation, bits, edges, _previous}] ->
-          board = %{board | bits: bits}
+    case row do
+      {^index, generation, bits, edges, _previous} ->
+        board = %{board | bits: bits}
 
-          %{
-            zone
-            | core: State.put_bacteria(zone.core, board),
-              generation: generation,
-              live: Board.count(board),
-              life_edges: edges
-          }
+        {[], State.put_bacteria(core, board),
+         %{bacteria | generation: generation, live: Board.count(board), edges: edges}}
 
-        [] ->
-          cells =
-            Life.soup(world.life, world.terrain_options[:seed], zone.core.bounds, fn x, y ->
-              Board.alive?(%{board | bits: open}, x, y) and not State.occupied?(zone.core, x, y)
-            end)
+      nil ->
+        cells =
+          Life.soup(life, seed, core.bounds, fn x, y ->
+            Board.alive?(%{board | bits: open}, x, y) and not State.occupied?(core, x, y)
+          end)
 
-          board = Board.put(board, cells)
-          edges = Board.edges(board)
-          :ets.insert(world.life_table, {index, 0, board.bits, edges, nil})
-          for cell <- cells, do: add_life_density(zone, cell, 1)
-          Stats.incr(world.stats, :bacteria, length(cells))
+        board = Board.put(board, cells)
+        edges = Board.edges(board)
 
-          %{
-            zone
-            | core: State.put_bacteria(zone.core, board),
-              live: length(cells),
-              life_edges: edges
-          }
-      end
-
-    # A zone that restarts late owes generations: it catches up at once.
-    advance_life(zone)
-  end
-
-  # Computes the generations that are due, one per message, as far as the
-  # neighbours' rows allow.
-  @doc false
-  @spec advance_life(Zone.t()) :: Zone.t()
-  def advance_life(%Zone{world: %World{life: nil}} = zone), do: zone
-
-  def advance_life(zone) do
-    if zone.generation >= life_target(zone) do
-      schedule_generation(zone)
-    else
-      case halo(zone) do
-        {:ok, halo} ->
-          zone = next_generation(zone, halo)
-
-          if zone.generation < life_target(zone) do
-            # More are owed: after whatever waits in the mailbox.
-            send(self(), :generation)
-            %{zone | life_timer: make_ref()}
-          else
-            schedule_generation(zone)
-          end
-
-        :wait ->
-          %{zone | life_timer: Process.send_after(self(), :generation, @life_retry)}
-      end
+        {[{:row, {index, 0, board.bits, edges, nil}}, {:cells, cells, []}],
+         State.put_bacteria(core, board), %{bacteria | live: length(cells), edges: edges}}
     end
   end
 
-  # The generation the world is due at: by the clock, or as far as manual
-  # stepping has asked.
-  defp life_target(%Zone{world: %World{life: %Life{interval: :manual}} = world}),
-    do: :atomics.get(world.life_target, 1)
+  @doc """
+  Computes the next generation if it is due (`target` is the generation
+  the world is due at) and the neighbours' rows allow, and says when to
+  look again: at once if more are owed (one generation per message, so
+  moves are served in between), when the next is due, or a little later
+  while a neighbour lags. A world stepped by hand wakes zones itself.
+  """
+  @spec advance(t(), State.t(), non_neg_integer(), read_row()) :: {[effect()], State.t(), t()}
+  def advance(%__MODULE__{generation: generation} = bacteria, core, target, _read_row)
+      when generation >= target,
+      do: {due(bacteria), core, bacteria}
 
-  defp life_target(%Zone{world: %World{life: %Life{interval: interval}} = world}) do
-    elapsed = System.monotonic_time(:millisecond) - world.life_epoch
+  def advance(%__MODULE__{} = bacteria, core, target, read_row) do
+    case halo(bacteria, read_row) do
+      {:ok, halo} ->
+        {effects, core, bacteria} = next_generation(bacteria, core, halo)
+        wake = if bacteria.generation < target, do: [{:wake, :now}], else: due(bacteria)
+        {effects ++ wake, core, bacteria}
+
+      :wait ->
+        {[{:wake, {:after, @life_retry}}], core, bacteria}
+    end
+  end
+
+  defp due(%__MODULE__{life: %Life{interval: :manual}}), do: []
+
+  defp due(%__MODULE__{life: %Life{interval: interval}} = bacteria),
+    do: [{:wake, {:at, bacteria.epoch + (bacteria.generation + 1) * interval}}]
+
+  @doc """
+  The generation the world is due at, `now` (monotonic milliseconds), for
+  a world whose bacteria run on the clock.
+  """
+  @spec target(t(), integer()) :: non_neg_integer()
+  def target(%__MODULE__{life: %Life{interval: interval}, epoch: epoch}, now)
+      when is_integer(interval) do
+    elapsed = now - epoch
     if elapsed < 0, do: 0, else: div(elapsed, interval)
   end
 
-  defp schedule_generation(%Zone{life_timer: nil, world: world} = zone) do
-    case world.life do
-      %Life{interval: :manual} ->
-        zone
-
-      %Life{interval: interval} ->
-        due = world.life_epoch + (zone.generation + 1) * interval
-        %{zone | life_timer: Process.send_after(self(), :generation, due, abs: true)}
-    end
-  end
-
-  defp schedule_generation(zone), do: zone
-
   # The neighbours' borders of this zone's generation, or `:wait` while one
   # of them has not published it yet.
-  defp halo(%Zone{generation: generation, world: world} = zone) do
-    Enum.reduce_while(zone.neighbours, {:ok, %{}}, fn
+  defp halo(%__MODULE__{generation: generation, neighbours: neighbours}, read_row) do
+    Enum.reduce_while(neighbours, {:ok, %{}}, fn
       {_direction, nil}, acc ->
         {:cont, acc}
 
       {direction, neighbour}, {:ok, halo} ->
-        case :ets.lookup(world.life_table, neighbour) do
-          [{_, ^generation, _bits, edges, _previous}] ->
+        case read_row.(neighbour) do
+          {_, ^generation, _bits, edges, _previous} ->
             {:cont, {:ok, Map.put(halo, direction, edges)}}
 
-          [{_, ahead, _bits, _edges, previous}] when ahead == generation + 1 ->
+          {_, ahead, _bits, _edges, previous} when ahead == generation + 1 ->
             {:cont, {:ok, Map.put(halo, direction, previous)}}
 
           _ ->
@@ -158,55 +206,37 @@ defmodule Grove.World.Zone.Bacteria do
   # One generation: the rule, then the interaction with the world (no
   # birth under an entity; seeded cells where still free), then the row
   # that lets the neighbours go on.
-  defp next_generation(%Zone{world: world, core: core} = zone, halo) do
-    started = System.monotonic_time(:microsecond)
+  defp next_generation(%__MODULE__{} = bacteria, core, halo) do
     board = core.bacteria
-    {stepped, memo} = step(zone, board, halo)
+    {stepped, memo} = step(bacteria, board, halo)
 
     {next, born, died, edges} =
-      if stepped.bits == board.bits and zone.seeds == [] do
+      if stepped.bits == board.bits and bacteria.seeds == [] do
         # Still life (or nothing at all): no cell changes, the borders stay.
-        {board, [], [], zone.life_edges}
+        {board, [], [], bacteria.edges}
       else
-        changes(zone, board, stepped)
+        changes(bacteria, core, board, stepped)
       end
 
-    generation = zone.generation + 1
-    :ets.insert(world.life_table, {zone.index, generation, next.bits, edges, zone.life_edges})
-
-    for cell <- born, do: add_life_density(zone, cell, 1)
-    for cell <- died, do: add_life_density(zone, cell, -1)
+    generation = bacteria.generation + 1
     births = length(born)
     deaths = length(died)
-    Stats.incr(world.stats, :generations)
-    Stats.incr(world.stats, :births, births)
-    Stats.incr(world.stats, :deaths, deaths)
-    Stats.incr(world.stats, :bacteria, births - deaths)
-    live = zone.live + births - deaths
-    duration = System.monotonic_time(:microsecond) - started
-    Grove.Metrics.Histogram.record(world.life_time, duration)
+    live = bacteria.live + births - deaths
 
-    Metrics.execute(
-      [:grove, :life, :generation],
-      %{duration: duration, births: births, deaths: deaths, live: live},
-      %{zone: zone.index, world: world.name, generation: generation}
-    )
+    effects = [
+      {:row, {bacteria.index, generation, next.bits, edges, bacteria.edges}},
+      {:cells, born, died},
+      {:generation, generation, births, deaths, live}
+    ]
 
-    Zone.ensure_tick(%{
-      zone
-      | core: State.next_generation(core, next, born, died),
-        generation: generation,
-        live: live,
-        life_edges: edges,
-        life_memo: memo,
-        seeds: []
-    })
+    {effects, State.next_generation(core, next, born, died),
+     %{bacteria | generation: generation, live: live, edges: edges, memo: memo, seeds: []}}
   end
 
   # The rule's step, remembered for the last two boards and borders it was
   # given: a still life, a blinker or an empty zone between quiet
   # neighbours gets the same two inputs over and over.
-  defp step(%Zone{world: world, life_memo: memo} = zone, board, halo) do
+  defp step(%__MODULE__{memo: memo} = bacteria, board, halo) do
     bits = board.bits
 
     case Enum.find(memo, fn {input, around, _output} -> input == bits and around == halo end) do
@@ -214,20 +244,20 @@ defmodule Grove.World.Zone.Bacteria do
         {%{board | bits: output}, memo}
 
       nil ->
-        next = Board.step(board, world.life.rule, halo, zone.life_open)
+        next = Board.step(board, bacteria.life.rule, halo, bacteria.open)
         {next, [{bits, halo, next.bits} | Enum.take(memo, 1)]}
     end
   end
 
   # The interaction with the world: no birth under an entity, seeded cells
   # where still free; the cells born and dead, and the new borders.
-  defp changes(%Zone{core: core} = zone, board, next) do
+  defp changes(bacteria, core, board, next) do
     born = Board.to_cells(next, Bitwise.band(next.bits, Bitwise.bnot(board.bits)))
     {under, born} = Enum.split_with(born, fn {x, y} -> State.occupied?(core, x, y) end)
 
     seeded =
-      for {x, y} = cell <- Enum.uniq(zone.seeds),
-          Board.alive?(%{next | bits: zone.life_open}, x, y),
+      for {x, y} = cell <- Enum.uniq(bacteria.seeds),
+          Board.alive?(%{next | bits: bacteria.open}, x, y),
           not Board.alive?(next, x, y),
           not State.occupied?(core, x, y),
           do: cell
@@ -237,69 +267,69 @@ defmodule Grove.World.Zone.Bacteria do
     {next, born ++ seeded, died, Board.edges(next)}
   end
 
-  # A pattern seeded by a player in front of it: checked against the zone
-  # as it is now, and put in at the next generation on the cells still free
-  # then (the neighbours have the borders of this one already).
-  @doc false
-  @spec handle_seed(
-          Zone.t(),
-          Entity.id(),
-          atom(),
-          Grid.direction(),
-          pid(),
-          term(),
-          non_neg_integer()
-        ) ::
-          Zone.t()
-  def handle_seed(zone, id, pattern, direction, owner, tag, hops) do
-    case State.fetch(zone.core, id) do
+  @doc """
+  A pattern seeded by entity `id`'s owner in front of it, `hops` times
+  forwarded already: checked against the zone as it is now (`busy` while
+  it sheds load), and put in at the next generation on the cells still
+  free then (the neighbours have the borders of this one already). An
+  entity that is not here is followed to the zone the directory
+  (`locate`) names.
+  """
+  @spec seed(
+          t(),
+          State.t(),
+          {Entity.id(), atom(), Grid.direction(), pid(), term(), non_neg_integer()},
+          Handoff.locate(),
+          boolean()
+        ) :: {[effect()], t()}
+  def seed(
+        %__MODULE__{} = bacteria,
+        core,
+        {id, pattern, direction, owner, tag, hops},
+        locate,
+        busy
+      ) do
+    case State.fetch(core, id) do
       {:ok, %Entity{owner: ^owner} = entity} ->
-        case seed_check(zone, Life.pattern_cells(pattern, {entity.x, entity.y}, direction)) do
-          {:ok, cells} ->
-            Stats.incr(zone.world.stats, :seeds)
-            send(owner, {:grove_seed, id, tag, :ok})
-            %{zone | seeds: cells ++ zone.seeds}
+        cells = Life.pattern_cells(pattern, {entity.x, entity.y}, direction)
+
+        case check(bacteria, core, cells, busy) do
+          :ok ->
+            {[{:count, :seeds}, {:seeded, owner, id, tag, :ok}],
+             %{bacteria | seeds: cells ++ bacteria.seeds}}
 
           {:rejected, _reason} = rejected ->
-            Stats.incr(zone.world.stats, :seeds_refused)
-            send(owner, {:grove_seed, id, tag, rejected})
-            zone
+            {[{:count, :seeds_refused}, {:seeded, owner, id, tag, rejected}], bacteria}
         end
 
       {:ok, %Entity{}} ->
-        send(owner, {:grove_seed, id, tag, {:rejected, :not_owner}})
-        zone
+        {[{:seeded, owner, id, tag, {:rejected, :not_owner}}], bacteria}
 
       :error ->
-        case Handoff.follow(zone.core, id, hops, zone.locate) do
+        case Handoff.follow(core, id, hops, locate) do
           {:ok, to} ->
-            GenServer.cast(
-              World.zone_address(zone.world, to),
-              {:seed, id, pattern, direction, owner, tag, hops + 1}
-            )
+            {[{:send, to, {:seed, id, pattern, direction, owner, tag, hops + 1}}], bacteria}
 
           :error ->
-            send(owner, {:grove_seed, id, tag, {:rejected, :unknown_entity}})
+            {[{:seeded, owner, id, tag, {:rejected, :unknown_entity}}], bacteria}
         end
-
-        zone
     end
   end
 
-  defp seed_check(%Zone{world: world, core: core} = zone, cells) do
-    pending = MapSet.new(zone.seeds)
+  defp check(bacteria, %State{grid: grid} = core, cells, busy) do
+    pending = MapSet.new(bacteria.seeds)
 
     cond do
-      zone.overloaded ->
+      busy ->
         {:rejected, :busy}
 
-      not Enum.all?(cells, fn {x, y} -> Grid.in_bounds?(world.grid, x, y) end) ->
+      not Enum.all?(cells, fn {x, y} -> Grid.in_bounds?(grid, x, y) end) ->
         {:rejected, :out_of_bounds}
 
       not Enum.all?(cells, fn {x, y} -> State.inside?(core, x, y) end) ->
         {:rejected, :zone_edge}
 
-      world.rules.blocking and
+      core.rules.blocking and
           Enum.any?(cells, fn {x, y} -> Terrain.blocked?(core.terrain, x, y) end) ->
         {:rejected, :blocked}
 
@@ -308,17 +338,11 @@ defmodule Grove.World.Zone.Bacteria do
       end) ->
         {:rejected, :occupied}
 
-      length(zone.seeds) + length(cells) > @max_seeds ->
+      length(bacteria.seeds) + length(cells) > @max_seeds ->
         {:rejected, :busy}
 
       true ->
-        {:ok, cells}
+        :ok
     end
-  end
-
-  # Bacteria count on the minimap like entities, in a layer of their own.
-  defp add_life_density(%Zone{world: world}, {x, y}, by) do
-    block = world.density_block
-    :atomics.add(world.life_density, div(y, block) * world.density_cols + div(x, block) + 1, by)
   end
 end
