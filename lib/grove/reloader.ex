@@ -9,20 +9,29 @@ defmodule Grove.Reloader do
   their kinds', by name, so the next action or step after the load runs
   the new code, on the state as it was. What the world caches of a module
   is made again: a game's spec (its actions, hooks, version) is given to
-  every zone (`Grove.World.Game.renew/1`), a kind's description (senses,
-  name, emoji) to its herds. The herds are held (`:sys.suspend/1`, as
-  OTP's release handling does) from before the compile to after their
-  states are upgraded, so no step of a kind's new code sees a state of
-  the old shape; actors stand still for as long as the compile takes.
+  every zone (`Grove.World.Game.renew/3`), a kind's description (senses,
+  name, emoji) to its herds. The zones of this node and the herds are
+  held (`:sys.suspend/1`, as OTP's release handling does) from before the
+  compile to after their states are upgraded, so no action, hook, tick or
+  step of the new code sees a state of the old shape: an action is
+  answered by the old code on the old state or by the new code on the
+  upgraded state. The world stands still for as long as the compile
+  takes; what arrives meanwhile waits, and is handled in order after.
+  A zone that does not answer within `:hold_timeout` is not waited for:
+  the reload is put off (`{:error, why}`, logged and counted), and the
+  change is tried again at the next look.
 
   A change of the *shape* of state is handled by the module itself: a game
   whose `version/0` changed has every cell value and attribute passed
-  through its `upgrade/3` (`Grove.Game`); an actor kind whose `version/0`
-  changed has every actor's state passed through its `upgrade/2`
-  (`upgrade(state, old_version)`). A version that changed without its
-  upgrade, a module that is no longer a valid game or kind, or a file that
-  does not compile, is refused: the log says why, and the running world
-  keeps the code it had (the new code is loaded only at the next start).
+  through its `upgrade/3` (`Grove.Game`), in every zone or in none: one
+  zone's upgrade that raises and they all keep their old state; an actor
+  kind whose `version/0` changed has every actor's state passed through
+  its `upgrade/2` (`upgrade(state, old_version)`). A version that changed
+  without its upgrade, an upgrade that raises, a module that is no longer
+  a valid game or kind, or a file that does not compile, is refused: the
+  log says why, `grove_reloads_total{result="refused"}` counts it, and
+  the running world keeps the code and state it had (the new code is
+  loaded only at the next start, or when the file is saved again).
 
   ## Options
 
@@ -36,6 +45,9 @@ defmodule Grove.Reloader do
       runs, else `:files`)
     * `:interval` - milliseconds between two looks at the files (default
       `1000`); `check/1` looks at once
+    * `:hold_timeout` - milliseconds a zone may take to be held, and to
+      upgrade its state, before the reload is put off or refused (default
+      `5000`)
   """
 
   use GenServer
@@ -45,7 +57,7 @@ defmodule Grove.Reloader do
 
   require Logger
 
-  defstruct [:instance, :paths, :compile, :interval, files: %{}, loaded: %{}]
+  defstruct [:instance, :paths, :compile, :interval, :hold_timeout, files: %{}, loaded: %{}]
 
   @doc "Starts a reloader; see the module doc for options."
   def start_link(opts), do: GenServer.start_link(__MODULE__, opts, name: opts[:name])
@@ -60,7 +72,16 @@ defmodule Grove.Reloader do
 
   @impl true
   def init(opts) do
-    opts = Keyword.validate!(opts, [:instance, :name, paths: nil, compile: nil, interval: 1000])
+    opts =
+      Keyword.validate!(opts, [
+        :instance,
+        :name,
+        paths: nil,
+        compile: nil,
+        interval: 1000,
+        hold_timeout: 5000
+      ])
+
     mix? = Code.ensure_loaded?(Mix.Project) and Mix.Project.get() != nil
 
     paths =
@@ -71,7 +92,8 @@ defmodule Grove.Reloader do
       instance: Keyword.fetch!(opts, :instance),
       paths: paths,
       compile: opts[:compile] || if(mix?, do: :mix, else: :files),
-      interval: opts[:interval]
+      interval: opts[:interval],
+      hold_timeout: opts[:hold_timeout]
     }
 
     Logger.info("reload: watching #{Enum.join(paths, ", ")} for changes")
@@ -139,8 +161,6 @@ defmodule Grove.Reloader do
         {{:ok, []}, %{state | files: files}}
 
       changed ->
-        state = %{state | files: files}
-
         result =
           try do
             reload(state, changed)
@@ -152,10 +172,27 @@ defmodule Grove.Reloader do
           end
 
         case result do
-          {:ok, _modules} -> {result, %{state | loaded: sources(files)}}
-          {:error, _why} -> {result, state}
+          {:ok, _modules} ->
+            count(state, :reloads)
+            {result, %{state | files: files, loaded: sources(files)}}
+
+          {:error, _why} ->
+            count(state, :reloads_refused)
+            {result, %{state | files: files}}
+
+          # The files as they were: the change is seen again at the next look.
+          {:retry, why} ->
+            count(state, :reloads_put_off)
+            {{:error, why}, state}
         end
     end
+  end
+
+  # Reloads by outcome, in the world's counters (`grove_reloads_total`).
+  defp count(state, key) do
+    World.Stats.incr(World.fetch!(Grove.world(state.instance)).stats, key)
+  rescue
+    ArgumentError -> :ok
   end
 
   ## Reloading
@@ -169,24 +206,50 @@ defmodule Grove.Reloader do
     before =
       for module <- watched, into: %{}, do: {module, {md5(module), :code.get_object_code(module)}}
 
-    # Loading a kind's new code and upgrading its actors' states are two
-    # steps: the herds are held from before the first to after the second,
-    # so that no step of the new code runs on a state of the old shape.
+    # Loading new code and bringing the state along are two steps: the
+    # herds and the game's zones are held from before the first to after
+    # the second, so that no step, action, hook or tick of the new code
+    # runs on a state of the old shape.
     herds = if kinds == %{}, do: [], else: Grove.Actors.hold(actors)
 
     try do
-      reload(state, changed, world, actors, kinds, herds, before)
+      case hold_zones(world, state.hold_timeout) do
+        {:ok, zones} ->
+          try do
+            reload(state, changed, world, {actors, kinds, herds, zones}, before)
+          after
+            if zones, do: World.Game.release(zones)
+          end
+
+        {:error, late} ->
+          why =
+            "#{describe_late(late)} did not answer within #{state.hold_timeout} ms, so the " <>
+              "game's code could not be loaded safely; it will be tried again"
+
+          Logger.warning("reload put off: #{why}")
+          {:retry, why}
+      end
     after
       Grove.Actors.release(herds)
     end
   end
 
-  defp reload(state, changed, world, actors, kinds, herds, before) do
+  defp describe_late([:starter]), do: "the supervisor that starts zones"
+
+  defp describe_late(late) do
+    zones = Enum.map_join(Enum.take(late, 10), ", ", &Integer.to_string/1)
+    "zone #{zones}#{if length(late) > 10, do: " (#{length(late)} zones)", else: ""}"
+  end
+
+  defp hold_zones(%World{game: nil}, _timeout), do: {:ok, nil}
+  defp hold_zones(world, timeout), do: World.Game.hold(world, timeout)
+
+  defp reload(state, changed, world, held, before) do
     case compile(state, changed) do
       {:ok, _modules} ->
         reloaded = for {module, {md5, _}} <- before, md5(module) != md5, do: module
 
-        case renew(world, actors, kinds, herds, reloaded) do
+        case renew(world, held, reloaded, state.hold_timeout) do
           :ok ->
             if reloaded != [],
               do:
@@ -280,19 +343,28 @@ defmodule Grove.Reloader do
   end
 
   # The world's game and the actors' kinds take the new code: checked
-  # first, all of them, then given to the zones and the herds.
-  defp renew(world, actors, kinds, herds, reloaded) do
+  # first, all of them, then given to the zones (which may still refuse
+  # it: an upgrade that fails) and the herds.
+  defp renew(world, {actors, kinds, herds, zones}, reloaded, timeout) do
     game = world.game && world.game.module
 
     with :ok <- check_game(world.game, game in reloaded),
-         :ok <- check_kinds(kinds, reloaded) do
-      if game in reloaded, do: {:ok, _spec} = World.Game.renew(world)
-
+         :ok <- check_kinds(kinds, reloaded),
+         :ok <- renew_game(world, zones, game in reloaded, timeout) do
       for module <- reloaded,
           Map.has_key?(kinds, module),
           do: Grove.Actors.renew(actors, module, herds)
 
       :ok
+    end
+  end
+
+  defp renew_game(_world, _zones, false, _timeout), do: :ok
+
+  defp renew_game(world, zones, true, timeout) do
+    case World.Game.renew(world, zones, timeout) do
+      {:ok, _spec} -> :ok
+      {:error, why} -> {:error, why}
     end
   end
 

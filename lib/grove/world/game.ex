@@ -123,15 +123,96 @@ defmodule Grove.World.Game do
     end
   end
 
+  @typedoc "Zones held by `hold/2`, and what starts zones on demand."
+  @opaque held :: %{zones: [{Grid.zone_index(), pid()}], starter: pid() | nil}
+
   @doc """
-  Every zone of this node takes the game's module as it is now: its spec
-  made again (`Grove.World.Game.Spec.renew!/1`), published for new readers and
-  sent to the zones, which keep their state (and pass it through the
-  game's `upgrade/3` when its version changed). Raises `ArgumentError`
-  when the new code is not a game any more; the old spec stays then.
+  Holds every zone of this node that runs (`:sys.suspend/1`, as OTP's
+  release handling does), for a reload of the game's code
+  (`Grove.Reloader`): until `release/1`, no zone handles a message, so no
+  action, hook or tick runs code loaded meanwhile on state that `renew/3`
+  has not brought along. What arrives meanwhile waits in the zones'
+  mailboxes and is handled after, in order: nothing is lost. In a world of
+  zones on demand no zone starts meanwhile either (a client that wakes one
+  waits). Bounded: a zone that does not answer within `timeout`
+  milliseconds is not waited for, and `{:error, late}` names those zones
+  (`:starter` for the supervisor that starts zones on demand); none is
+  held then.
   """
-  @spec renew(World.name() | World.t()) :: {:ok, Spec.t()} | {:error, :no_game}
-  def renew(world) do
+  @spec hold(World.name() | World.t(), timeout()) ::
+          {:ok, held()} | {:error, [Grid.zone_index() | :starter]}
+  def hold(world, timeout) do
+    world = World.fetch!(world)
+
+    # First what starts zones on demand, so that the zones found next are
+    # all there are.
+    starter =
+      if world.zones_on_demand,
+        do: Process.whereis(World.Supervisor.awake_supervisor(world.name))
+
+    case starter && suspend(starter, timeout) do
+      :late -> late(world, [{:starter, starter}], %{zones: [], starter: nil})
+      _held_or_none -> hold_zones(world, starter, timeout)
+    end
+  end
+
+  defp hold_zones(world, starter, timeout) do
+    zones =
+      for index <- 0..(tuple_size(world.zones) - 1),
+          World.zone_node(world, index) == node(),
+          pid = Process.whereis(elem(world.zones, index)),
+          pid != nil,
+          do: {index, pid}
+
+    # All at once: the wait is the slowest zone's, not the sum of them.
+    answers =
+      zones
+      |> Task.async_stream(fn {_index, pid} -> suspend(pid, timeout) end,
+        max_concurrency: 64,
+        timeout: :infinity
+      )
+      |> Enum.zip_with(zones, fn {:ok, answer}, zone -> {zone, answer} end)
+
+    held = %{zones: for({zone, :ok} <- answers, do: zone), starter: starter}
+
+    case for({zone, :late} <- answers, do: zone) do
+      [] -> {:ok, held}
+      late -> late(world, late, held)
+    end
+  end
+
+  # Some did not answer in time: none is held. Their suspension is on its
+  # way still, so a resume follows it, unawaited: none is left held.
+  defp late(world, late, held) do
+    release(held)
+    for {_index, pid} <- late, do: sys(fn -> :sys.resume(pid, 0) end)
+    Stats.incr(world.stats, :reload_zones_late, length(late))
+    {:error, Enum.map(late, &elem(&1, 0))}
+  end
+
+  @doc "Lets the zones held by `hold/2` go on, in order with what waited."
+  @spec release(held()) :: :ok
+  def release(%{zones: zones, starter: starter}) do
+    for {_index, pid} <- zones, do: resume(pid)
+    if starter, do: resume(starter)
+    :ok
+  end
+
+  @doc """
+  The game's module was reloaded while its zones were held (`hold/2`):
+  its spec is made again (`Grove.World.Game.Spec.renew!/1`) and every
+  held zone takes it (`:sys.change_code/4`), passing its cell layer and
+  its entities' attributes through the game's `upgrade/3` when the
+  version changed. Every zone upgrades first and keeps its old state
+  beside the new; only when all have succeeded do they keep the new, and
+  is the spec published for readers. A zone whose upgrade raised, or that
+  did not answer within `timeout`, and every zone keeps its old state:
+  `{:error, why}`, the old code then to be loaded back by the caller.
+  Raises `ArgumentError` when the new code is not a game any more.
+  """
+  @spec renew(World.name() | World.t(), held(), timeout()) ::
+          {:ok, Spec.t()} | {:error, :no_game | String.t()}
+  def renew(world, %{zones: zones}, timeout) do
     world = World.fetch!(world)
 
     case world.game do
@@ -140,14 +221,64 @@ defmodule Grove.World.Game do
 
       old ->
         spec = Spec.renew!(old)
-        :persistent_term.put({World, world.name}, %{world | game: spec})
 
-        for index <- 0..(tuple_size(world.zones) - 1),
-            World.zone_node(world, index) == node(),
-            do: GenServer.cast(elem(world.zones, index), {:game, spec})
+        answers =
+          zones
+          |> Task.async_stream(
+            fn {_index, pid} -> change(pid, {:grove_game, :upgrade, spec}, timeout) end,
+            max_concurrency: 64,
+            timeout: :infinity
+          )
+          |> Enum.zip_with(zones, fn {:ok, answer}, zone -> {zone, answer} end)
 
-        {:ok, spec}
+        case for({{index, _pid}, answer} <- answers, answer != :ok, do: {index, answer}) do
+          [] ->
+            World.publish(%{World.fetch!(world.name) | game: spec})
+            for {_index, pid} <- zones, do: change(pid, {:grove_game, :commit}, timeout)
+            {:ok, spec}
+
+          failed ->
+            for {_index, pid} <- zones, do: change(pid, {:grove_game, :abort}, timeout)
+            {:error, describe_failed(spec.module, failed, length(zones))}
+        end
     end
+  end
+
+  # Calls to a zone's system messages, bounded: a zone that stopped, or
+  # does not answer in time, answers `:late` (what was asked of it is in
+  # its mailbox still, and whatever is asked of it next comes after).
+  defp suspend(pid, timeout), do: sys(fn -> :sys.suspend(pid, timeout) end)
+
+  # A held process answers system messages at once.
+  defp resume(pid), do: sys(fn -> :sys.resume(pid, 5000) end)
+
+  defp change(pid, extra, timeout) do
+    case sys(fn -> :sys.change_code(pid, Grove.World.Zone, nil, extra, timeout) end) do
+      {:error, {:error, {_module, _callback, _kind, _reason, _stack} = failure}} -> failure
+      other -> other
+    end
+  end
+
+  defp sys(call) do
+    call.()
+  catch
+    :exit, _late_or_gone -> :late
+  end
+
+  defp describe_failed(module, failed, count) do
+    {first, rest} =
+      case Enum.find(failed, &match?({_index, {_, _, _, _, _}}, &1)) do
+        {index, {module, callback, kind, reason, stack}} ->
+          {"#{inspect(module)}.#{callback}/3 failed in zone #{index}: " <>
+             Exception.format_banner(kind, reason, stack), length(failed) - 1}
+
+        nil ->
+          indices = failed |> Enum.map(&elem(&1, 0)) |> Enum.take(10) |> Enum.join(", ")
+          {"#{if length(failed) == 1, do: "zone", else: "zones"} #{indices} did not answer", 0}
+      end
+
+    "#{first}#{if rest > 0, do: " (and in #{rest} more of #{count} zones)", else: ""}; " <>
+      "no zone took #{inspect(module)}'s new version"
   end
 
   @doc """

@@ -58,6 +58,17 @@ defmodule Grove.World.Metrics do
       {"grove_game_failures_total", :counter,
        "A game's callbacks that raised or answered something malformed (each logged at most once every 10 s).",
        [{[], stats.game_failures}]},
+      {"grove_reloads_total", :counter,
+       "Live reloads of changed code (development): loaded, refused (the old code and state kept), " <>
+         "or put off because a zone did not answer in time to be held (tried again).",
+       [
+         {[result: :ok], stats.reloads},
+         {[result: :refused], stats.reloads_refused},
+         {[result: :put_off], stats.reloads_put_off}
+       ]},
+      {"grove_reload_zones_late_total", :counter,
+       "Zones that did not answer in time to be held for a live reload.",
+       [{[], stats.reload_zones_late}]},
       {"grove_game_tallies_dropped_total", :counter,
        "A game's tallies with no tally to go to (a world without a store).",
        [{[], stats.tallies_dropped}]},

@@ -45,6 +45,13 @@ defmodule Grove.World.Stats do
             :acts_late,
             :game_failures,
             :tallies_dropped,
+            # Live reloads (`Grove.Reloader`) by outcome: loaded, refused
+            # (the old code kept), put off (a zone did not answer in time
+            # to be held: tried again); and the zones that did not answer.
+            :reloads,
+            :reloads_refused,
+            :reloads_put_off,
+            :reload_zones_late,
             # The game's state in the store: batches saved, zones saved in
             # them, zones loaded from a save, saves (and loads) that failed,
             # tallies written.

@@ -78,6 +78,9 @@ defmodule Grove.World.Zone do
     :locate,
     :views,
     :bacteria,
+    # The core as it was before the game's code was reloaded, while the
+    # reload is undecided (`code_change/3`).
+    :game_before,
     overloaded: false,
     monitors: %{},
     idle_since: nil,
@@ -101,7 +104,8 @@ defmodule Grove.World.Zone do
           monitors: %{reference() => {:entity, Entity.id()} | {:subscriber, subscriber()}},
           views: Views.t(),
           idle_since: integer() | nil,
-          asleep: boolean()
+          asleep: boolean(),
+          game_before: State.t() | nil
         }
 
   @spec start_link({World.t(), Grid.zone_index()}) :: GenServer.on_start()
@@ -330,14 +334,6 @@ defmodule Grove.World.Zone do
   def handle_cast({:act_done, id, tag, owner, outcome, attrs}, zone) do
     done = GameRules.act_done(zone.core, id, tag, owner, outcome, attrs, env(zone))
     {:noreply, zone |> carry_out(done) |> sync_game()}
-  end
-
-  # The game's code changed (`Grove.Reloader`): its new description.
-  def handle_cast({:game, spec}, zone) do
-    case GameRules.renew(zone.core, spec) do
-      {:ok, core} -> {:noreply, %{zone | core: core} |> schedule_game_tick() |> sync_game()}
-      {:error, core} -> {:noreply, sync_game(%{zone | core: core})}
-    end
   end
 
   # The handoff's messages: the rules are `Zone.Handoff`'s, the effects ours.
@@ -607,6 +603,33 @@ defmodule Grove.World.Zone do
     Logger.warning("zone #{zone.index} ignored an unexpected message: #{inspect(message)}")
     {:noreply, zone}
   end
+
+  # The game's code is reloaded (`Grove.World.Game.renew/3`), while the
+  # zone is held (`:sys.suspend/1`, as OTP's release handling does it): its
+  # state takes the new shape, kept beside the old until every zone has
+  # taken it; then the new is kept (`:commit`) or, if any zone's upgrade
+  # failed, the old (`:abort`). Nothing is written out before the commit.
+  @impl true
+  def code_change(_old, %__MODULE__{} = zone, {:grove_game, :upgrade, spec}) do
+    case GameRules.renew(zone.core, spec) do
+      {:ok, core} -> {:ok, %{zone | core: core, game_before: zone.core}}
+      {:error, core} -> {:error, hd(core.game.failures)}
+    end
+  end
+
+  def code_change(_old, %__MODULE__{game_before: before} = zone, {:grove_game, :commit})
+      when before != nil do
+    %State{game: %{spec: spec}} = zone.core
+    :ets.insert(game_table(zone), {:ready, spec.version, 0, nil})
+    zone = %{zone | game_before: nil, world: %{zone.world | game: spec}}
+    {:ok, zone |> schedule_game_tick() |> sync_game()}
+  end
+
+  def code_change(_old, %__MODULE__{game_before: before} = zone, {:grove_game, :abort})
+      when before != nil,
+      do: {:ok, %{zone | core: before, game_before: nil}}
+
+  def code_change(_old, zone, _extra), do: {:ok, zone}
 
   ## Sleep
 
@@ -1344,16 +1367,24 @@ defmodule Grove.World.Zone do
   defp recover_game(%__MODULE__{world: %World{game: nil}} = zone), do: zone
 
   defp recover_game(%__MODULE__{world: world} = zone) do
+    # The game as it runs now, its code reloaded perhaps since the zone
+    # was first started.
+    world = %{world | game: World.fetch!(world.name).game}
+    zone = %{zone | world: world}
     table = game_table(zone)
 
     case :ets.lookup(table, :ready) do
-      [{:ready, _version, _code, _walk}] ->
+      # Of another version when the game's code was reloaded while the
+      # zone slept: upgraded then, and written back as such.
+      [{:ready, version, _code, _walk}] ->
         rows =
           for {key, value, _code, _walk} <- :ets.tab2list(table),
               is_integer(key),
               do: {key, value}
 
-        %{zone | core: GameRules.setup(zone.core, world.game, rows)}
+        core = GameRules.setup(zone.core, world.game, rows, version)
+        :ets.insert(table, {:ready, core.game.spec.version, 0, nil})
+        %{zone | core: core}
 
       [] ->
         core = GameRules.setup(zone.core, world.game, World.Game.load(world, zone.index))

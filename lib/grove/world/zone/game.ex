@@ -115,6 +115,30 @@ defmodule Grove.World.Zone.Game do
     end)
   end
 
+  @doc """
+  As `setup/3`, with `rows` of version `from` of the game: when the game
+  runs another version now (its code was reloaded while the zone did not
+  run), they and the entities' attributes go through its `upgrade/3`
+  first, as in `renew/2`; an upgrade that fails leaves them as they were,
+  of version `from` still, with the failure to log.
+  """
+  @spec setup(State.t(), Spec.t(), [{key(), Game.value()}], non_neg_integer()) :: State.t()
+  def setup(%State{} = state, %Spec{version: version} = spec, rows, version),
+    do: setup(state, spec, rows)
+
+  def setup(%State{} = state, %Spec{} = spec, rows, from) do
+    old = %{state | game: %__MODULE__{spec: %{spec | version: from}, layer: Map.new(rows)}}
+
+    case renew(old, spec) do
+      {:ok, state} ->
+        state
+
+      {:error, %State{game: %__MODULE__{failures: failures}}} ->
+        state = setup(state, %{spec | version: from}, rows)
+        %{state | game: %{state.game | failures: failures ++ state.game.failures}}
+    end
+  end
+
   # The first value of every cell of the zone. A cell whose `cell/3` fails
   # has none; the first such failure is kept, to be logged.
   defp generate(%State{bounds: {x0, y0, x1, y1}} = state, %Spec{hooks: %{cell: true}} = spec) do
