@@ -14,6 +14,8 @@ defmodule Grove.ReloaderHoldTest do
   # Code loading is global: one test at a time.
   use ExUnit.Case, async: false
 
+  import Grove.PropCase
+
   alias Grove.{Reloader, World}
   alias Grove.World.Stats
 
@@ -34,6 +36,8 @@ defmodule Grove.ReloaderHoldTest do
       alias Grove.Game.{Act, Area}
 
       def actions, do: %{count: []}
+      # One cell of zone 0 that a failing upgrade may refuse.
+      def cell({0, 0}, _ground, _config), do: -1
       def cell(_cell, _ground, _config), do: 0
 
       def act(%Act{name: :count, target: here}, area) do
@@ -84,6 +88,13 @@ defmodule Grove.ReloaderHoldTest do
   end
 
   setup context do
+    dir = dir()
+    on_exit(fn -> File.rm_rf(dir) end)
+    on_exit(fn -> forget_game() end)
+    start_world(dir, context)
+  end
+
+  defp dir do
     dir =
       Path.join(
         System.tmp_dir!(),
@@ -91,21 +102,30 @@ defmodule Grove.ReloaderHoldTest do
       )
 
     File.mkdir_p!(dir)
+    dir
+  end
+
+  defp forget_game do
+    :code.purge(@game)
+    :code.delete(@game)
+  end
+
+  # A world of four zones running the game's version 0, an actor of the
+  # test's in zone 0, and a reloader looking at `dir` when the test says,
+  # compiling file by file.
+  defp start_world(dir, context) do
     file = Path.join(dir, "count.ex")
     File.write!(file, source(0))
+    # Compiled again for each world: no warning for it.
+    quiet = Code.get_compiler_option(:ignore_module_conflict)
+    Code.put_compiler_option(:ignore_module_conflict, true)
     Code.compile_file(file)
+    Code.put_compiler_option(:ignore_module_conflict, quiet)
     name = :"reload_hold_test_#{System.unique_integer([:positive])}"
 
-    on_exit(fn ->
-      File.rm_rf(dir)
-      :code.purge(@game)
-      :code.delete(@game)
-    end)
-
-    start_supervised!({
+    grove = {
       Grove,
-      # Looked at when the test says, compiled file by file; the hold's
-      # bound is far beyond what a zone takes, unless a test says.
+      # The hold's bound is far beyond what a zone takes, unless a test says.
       name: name,
       world:
         [
@@ -126,12 +146,12 @@ defmodule Grove.ReloaderHoldTest do
         interval: 3_600_000,
         hold_timeout: Map.get(context, :hold_timeout, 60_000)
       ]
-    })
+    }
 
+    start_supervised!(Supervisor.child_spec(grove, id: name))
     world = Grove.world(name)
-    # Zone 0 holds the actor's cell.
     {:ok, id, {2, 2}} = World.join(world, at: {2, 2})
-    %{world: world, id: id, source: file, reloader: :"#{name}.Reloader"}
+    %{name: name, world: world, id: id, source: file, reloader: :"#{name}.Reloader"}
   end
 
   defp count(world, id, tag) do
@@ -279,5 +299,73 @@ defmodule Grove.ReloaderHoldTest do
     assert answer(id, :woken) == {"new", 2}
     assert World.cell(world, {2, 2}) == {{:count, 2}, 0}
     assert World.cell(world, {3, 3}) == {{:count, 0}, 0}
+  end
+
+  # Actions sent at each point of a reload (before it, once the new code is
+  # loaded, while the zones upgrade, after it), by a reload that succeeds
+  # or whose upgrade fails in zone 0: each is answered once, in order, by
+  # the old code on the old state (before, or when the reload failed) or
+  # the new code on the new state (after the load, when it succeeded).
+  test "wherever an action falls in a reload that succeeds or fails, it is answered once, by old code on old state or new on new" do
+    stage = :proper_types.oneof([:before, :loaded, :upgrading, :after])
+
+    property =
+      forall({:proper_types.list(stage), :proper_types.boolean()}, fn {stages, fails} ->
+        dir = dir()
+        context = start_world(dir, %{})
+
+        try do
+          reload_with(context, stages, fails)
+        after
+          stop_supervised!(context.name)
+          File.rm_rf(dir)
+        end
+      end)
+
+    check(property, numtests: 15, max_shrinks: 20)
+  end
+
+  defp reload_with(%{world: world, id: id, source: file, reloader: reloader}, stages, fails) do
+    plan = Enum.frequencies(stages)
+    test = ":erlang.list_to_pid(#{inspect(:erlang.pid_to_list(self()))})"
+    wait = "#{inspect(__MODULE__)}.wait(#{test}"
+    refuse = if fails, do: "n < 0", else: "false"
+
+    File.write!(
+      file,
+      source(
+        1,
+        "(#{wait}, :upgrading, :upgraded); if(#{refuse}, do: raise(\"no\"), else: {:count, n}))",
+        "#{wait}, :loaded)"
+      )
+    )
+
+    send_at = fn stage ->
+      for k <- 1..Map.get(plan, stage, 0)//1, do: count(world, id, {stage, k}) && {stage, k}
+    end
+
+    before = send_at.(:before)
+    reload = Task.async(fn -> Reloader.check(reloader) end)
+    assert_receive {:loaded, compiler}, 5000
+    loaded = send_at.(:loaded)
+    send(compiler, {:go, :loaded})
+    upgrading = for _zone <- zones(world), do: assert_receive({:upgrading, zone}, 5000) && zone
+    during = send_at.(:upgrading)
+    for zone <- upgrading, do: send(zone, {:go, :upgrading})
+
+    case Task.await(reload, 10_000) do
+      {:ok, [@game]} -> refute fails
+      {:error, why} -> assert fails and why =~ "upgrade/3 failed in zone 0"
+    end
+
+    sent = before ++ loaded ++ during ++ send_at.(:after)
+
+    for {{stage, _k} = tag, n} <- Enum.with_index(sent, 1) do
+      code = if stage == :before or fails, do: "old", else: "new"
+      assert answer(id, tag) == {code, n}
+    end
+
+    refute_received {:grove_act, _, _, _}
+    true
   end
 end
