@@ -1,7 +1,7 @@
 # What one move costs a zone, measured two ways, for comparing two builds
 # of Grove (run it in each checkout, alternately, in one sitting):
 #
-#   cd lab && flock -x /work/.machine.lock taskset -c 0 mix run --no-start bench/move_cost.exs [--game none|idle|apples]
+#   cd lab && flock -x /work/.machine.lock taskset -c 0 mix run --no-start bench/move_cost.exs [--game none|idle|apples] [--updates self|view]
 #
 # 1. the pure core: one zone's state with 50 entities, moves applied with
 #    `Zone.Handoff.move/8` in a loop (each entity in turn, in a cycle of
@@ -12,13 +12,25 @@
 #    for every outcome; moves per second over five seconds, after one of
 #    warm-up.
 #
+# `--updates view` makes the client's entities viewers (as players' are):
+# each move then also asks whether the viewport still overlaps the same
+# zones, and the zones collect what changed for their (manual) ticks.
+#
 # `--game` (in a build that has games): none, the default world's; idle, a
 # game with no hook, cell or action used; apples, a game whose `enter/2`
 # hook runs on every move (test/support's Grove.AppleGame is not compiled
 # here, so a small one is defined below).
 
-{opts, _, _} = OptionParser.parse(System.argv(), strict: [game: :string])
+{opts, _, _} = OptionParser.parse(System.argv(), strict: [game: :string, updates: :string])
 game_name = Keyword.get(opts, :game, "none")
+
+updates =
+  case Keyword.get(opts, :updates, "self") do
+    "self" -> :self
+    "view" -> :view
+    other -> raise "--updates self|view, not #{other}"
+  end
+
 games? = Code.ensure_loaded?(Grove.Game)
 
 if game_name != "none" and not games?, do: raise("this build has no games: use --game none")
@@ -125,9 +137,20 @@ ids =
     # 50 in each zone, well inside it.
     {zx, zy} = {rem(i, 2) * 50, div(rem(i, 4), 2) * 50}
     cell = {zx + 10 + rem(div(i, 4), 30), zy + 10 + div(div(i, 4), 30) * 4}
-    {:ok, id, _} = Grove.World.join(name, at: cell)
+    {:ok, id, _} = Grove.World.join(name, at: cell, updates: updates)
     id
   end
+
+# The viewers' snapshots, not waited for.
+flush = fn flush ->
+  receive do
+    {:grove_view, _, _, _, _} -> flush.(flush)
+  after
+    0 -> :ok
+  end
+end
+
+flush.(flush)
 
 batches = Enum.chunk_every(ids, 50)
 
@@ -163,6 +186,6 @@ _warm = run.(1)
 moved = run.(5)
 
 IO.puts(
-  "game #{game_name}: pure core #{Float.round(pure, 1)} ns a move; " <>
+  "game #{game_name}, updates #{updates}: pure core #{Float.round(pure, 1)} ns a move; " <>
     "zone process #{round(moved / 5)} moves/s (#{Float.round(5_000_000 / moved, 2)} us a move)"
 )
