@@ -41,7 +41,10 @@ const hud = new Hud();
 const viewport = new Viewport(document.getElementById("viewport") as HTMLElement);
 const minimap = new Minimap(document.getElementById("minimap") as HTMLCanvasElement);
 
+// The whole world's ground, for the minimap, where the world is small
+// enough to be sent whole; the viewport draws each area's own ground.
 let terrain: Terrain | undefined;
+let wholeTerrain: boolean | undefined;
 let kinds = new Kinds();
 let lastStats: Stats | undefined;
 let roundTripMs: number | undefined;
@@ -356,7 +359,8 @@ function loadTerrain(): void {
   fetchTerrain().then(
     (loaded) => {
       terrain = loaded;
-      minimap.setTerrain(loaded);
+      wholeTerrain = loaded !== undefined;
+      if (loaded) minimap.setTerrain(loaded);
       renderNow();
     },
     (error: unknown) => {
@@ -402,6 +406,7 @@ const hook = {
     connected: connection.state === "connected",
     connection: connection.state,
     encoding,
+    protocol: world.protocol,
     id: world.selfId,
     x: world.x,
     y: world.y,
@@ -412,6 +417,8 @@ const hook = {
     seq: moves.lastSeq,
     welcomes,
     terrainLoaded: terrain !== undefined,
+    /** False once the server said its world is too large to send whole. */
+    wholeTerrain,
   }),
   /** The last `stats`, the last ping round trip, and how many pongs and minimaps came. */
   stats: () => ({ ...lastStats, roundTripMs, pongs, densities, colonies }),
@@ -426,10 +433,12 @@ const hook = {
   moveResults: () => moves.results.slice(),
   /** The ground, the game's code and the entity the client knows at a cell. */
   cellAt: (x: number, y: number) => ({
-    terrain: terrain?.at(x, y),
+    terrain: world.groundAt(x, y) ?? terrain?.at(x, y),
     code: world.cellCode(x, y),
     entity: world.entityAt(x, y),
   }),
+  /** The ground at a cell as the areas brought it (protocol 3), whatever was fetched whole. */
+  areaGroundAt: (x: number, y: number) => world.groundAt(x, y),
   /** The named players in view, nearest first; a player's name and avatar by id. */
   nearby: () => world.nearby(),
   labelOf: (id: number) => world.labelOf(id),

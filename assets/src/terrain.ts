@@ -20,10 +20,15 @@ export class Terrain {
   }
 }
 
-/** Fetches the terrain from the page's own server. */
-export async function fetchTerrain(): Promise<Terrain> {
+/**
+ * Fetches the whole world's terrain from the page's own server, for the
+ * minimap; undefined for a world too large to be sent whole (404), whose
+ * ground comes area by area with the areas.
+ */
+export async function fetchTerrain(): Promise<Terrain | undefined> {
   // no-store: after a server restart the world may have new ground.
   const response = await fetch("/terrain", { cache: "no-store" });
+  if (response.status === 404) return undefined;
   if (!response.ok) throw new Error(`GET /terrain answered ${response.status}`);
   const width = Number(response.headers.get("x-grove-width"));
   const height = Number(response.headers.get("x-grove-height"));

@@ -74,7 +74,8 @@ export class Viewport {
         const x = left + col;
         const y = top + row;
         const inside = x >= 0 && y >= 0 && x < world.width && y < world.height;
-        const ground = inside ? (terrain?.at(x, y) ?? "unknown") : "outside";
+        // Each area's ground comes with it; the whole world's, where it was fetched, fills in.
+        const ground = inside ? (world.groundAt(x, y) ?? terrain?.at(x, y) ?? "unknown") : "outside";
         const isSelf = world.selfId !== undefined && col === this.radius && row === this.radius;
         const occupant = isSelf ? undefined : occupants.get(index);
 

@@ -50,6 +50,48 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     await page.close();
   });
 
+  test("the page speaks protocol 3, and draws each area's ground as it came with the area", async () => {
+    const { page, problems } = await openGame(browser, server.url);
+    const state = await waitJoined(page);
+    assert.equal(state.protocol, 3);
+    await page.waitForFunction(() => window.grove.state().terrainLoaded);
+    // Every area in view has come, with its ground.
+    await page.waitForFunction(
+      ([x, y]) => {
+        for (let dy = -8; dy <= 8; dy++) {
+          for (let dx = -8; dx <= 8; dx++) {
+            const [cx, cy] = [x + dx, y + dy];
+            if (cx >= 0 && cy >= 0 && cx < 100 && cy < 100 && window.grove.areaGroundAt(cx, cy) === undefined) return false;
+          }
+        }
+        return true;
+      },
+      [state.x, state.y],
+    );
+
+    // The whole world's ground, as /terrain serves it, against what the areas brought.
+    const whole = await page.evaluate(async () => {
+      const response = await fetch("/terrain");
+      return Array.from(new Uint8Array(await response.arrayBuffer()));
+    });
+    const kinds = ["meadow", "tree", "rock", "water", "flowers"];
+    const seen = await page.evaluate(
+      ([x, y]) => {
+        const cells = [];
+        for (let dy = -8; dy <= 8; dy++) {
+          for (let dx = -8; dx <= 8; dx++) cells.push([x + dx, y + dy, window.grove.areaGroundAt(x + dx, y + dy)]);
+        }
+        return cells;
+      },
+      [state.x, state.y],
+    );
+    const inside = seen.filter(([x, y]) => x >= 0 && y >= 0 && x < 100 && y < 100);
+    assert.ok(inside.length > 0);
+    for (const [x, y, kind] of inside) assert.equal(kind, kinds[whole[y * 100 + x]], `the ground at ${x}, ${y}`);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
   test("an arrow key moves the avatar", async () => {
     const { page, problems } = await openGame(browser, server.url);
     await waitJoined(page);
@@ -124,6 +166,19 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     const { page, problems } = await openGame(browser, server.url);
     await waitJoined(page);
     await page.waitForFunction(() => window.grove.state().terrainLoaded);
+    // Every area in view has come, with its ground.
+    await page.waitForFunction(
+      ([x, y]) => {
+        for (let dy = -8; dy <= 8; dy++) {
+          for (let dx = -8; dx <= 8; dx++) {
+            const [cx, cy] = [x + dx, y + dy];
+            if (cx >= 0 && cy >= 0 && cx < 100 && cy < 100 && window.grove.areaGroundAt(cx, cy) === undefined) return false;
+          }
+        }
+        return true;
+      },
+      [state.x, state.y],
+    );
     const hint = () =>
       page.evaluate(() => {
         const line = document.getElementById("hint");

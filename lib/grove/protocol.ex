@@ -1,16 +1,25 @@
 defmodule Grove.Protocol do
   @moduledoc """
-  The wire protocol between clients and the gateway, version 2: every
+  The wire protocol between clients and the gateway, version 3: every
   message defined once (below), with a JSON form for text frames and a
   compact binary form for binary frames, both derived from the definitions
   by `Grove.Protocol.Codec`. `docs/protocol.md` is the reference for client
   authors.
 
-  Version 2 sends the world around a player as areas (the zones its
-  viewport overlaps), each a snapshot and then deltas that every player
-  watching the area gets byte for byte alike; the client assembles its
-  viewport from them. A version 1 `join` is answered with an
-  `unsupported_protocol` error and the connection is closed.
+  The world around a player comes as areas (the zones its viewport
+  overlaps), each a snapshot and then deltas that every player watching
+  the area gets byte for byte alike; the client assembles its viewport from
+  them.
+
+  Versions: a client names the one it speaks in its `join`, and the
+  session speaks it from then on (`negotiate/2`, the one place that
+  decides). Version 3 carries coordinates, area numbers and entity ids as
+  `:uvar` (any size a world may have, a million cells a side and more, in
+  as few bytes as each needs) and each area's ground (`ground`, before its
+  snapshot); version 2, where they are 16 and 32 bits, is still served in
+  a world that fits it (at most 65,535 cells a side). A version 1 `join` is
+  answered with an `unsupported_protocol` error and the connection is
+  closed.
 
   Messages are maps with a `:type` and their fields, for example
   `%{type: :move, seq: 7, dir: :ne}`.
@@ -27,11 +36,20 @@ defmodule Grove.Protocol do
       iex> {:error, :unsupported_protocol, _text} = Grove.Protocol.decode(~s({"type":"join"}), :json)
       iex> Grove.Protocol.decode(~s({"type":"move","seq":-1,"dir":"ne"}), :json)
       {:error, :bad_field, "seq: expected an integer in 0..4294967295"}
+      iex> frame = Grove.Protocol.encode(%{type: :area_closed, area: 400_000}, :binary)
+      iex> IO.iodata_to_binary(frame)
+      <<73, 128, 181, 24>>
+      iex> IO.iodata_to_binary(Grove.Protocol.encode(%{type: :area_closed, area: 7}, :binary, 2))
+      <<73, 0, 0, 0, 7>>
   """
 
   alias Grove.Protocol.Codec
 
-  @version 2
+  @version 3
+  # Every version this server speaks, oldest first.
+  @versions [2, 3]
+  # Messages a version before this one does not have.
+  @since %{ground: 3}
 
   @directions [:n, :ne, :e, :se, :s, :sw, :w, :nw]
   @patterns Grove.World.Life.patterns()
@@ -113,7 +131,10 @@ defmodule Grove.Protocol do
   @legacy_join_tag 1
 
   # {type, binary tag, direction, fields}; a field is {name, codec} or
-  # {name, codec, default} when it may be left out of JSON.
+  # {name, codec, default} when it may be left out of JSON. A codec may be
+  # one whose size depends on the version (`codec/2`): `:coord`, a
+  # coordinate or a size of the world; `:id`, an entity's id; `:area_id`,
+  # an area's number.
   @messages [
     # Client to server
     {:join, 5, :client,
@@ -140,18 +161,19 @@ defmodule Grove.Protocol do
     {:welcome, 64, :server,
      [
        {:protocol, :u8},
-       {:id, :u32},
-       {:x, :u16},
-       {:y, :u16},
-       {:width, :u16},
-       {:height, :u16},
+       {:id, :id},
+       {:x, :coord},
+       {:y, :coord},
+       {:width, :coord},
+       {:height, :coord},
        {:view_radius, :u8},
        {:tick_ms, :u16},
        {:view_ms, :u16},
        {:name, :string},
        {:avatar, :string}
      ]},
-    {:outcome, 65, :server, [{:seq, :u32}, {:result, {:enum, @results}}, {:x, :u16}, {:y, :u16}]},
+    {:outcome, 65, :server,
+     [{:seq, :u32}, {:result, {:enum, @results}}, {:x, :coord}, {:y, :coord}]},
     {:error, 67, :server, [{:code, {:enum, @error_codes}}, {:message, :string}]},
     {:pong, 68, :server, [{:t, :u32}]},
     {:stats, 69, :server,
@@ -160,35 +182,84 @@ defmodule Grove.Protocol do
     {:bye, 71, :server, [{:reason, {:enum, @bye_reasons}}, {:message, :string}]},
     {:area, 72, :server,
      [
-       {:area, :u32},
+       {:area, :area_id},
        {:full, :bool},
-       {:entities, {:list, {:tuple, [:u32, :u16, :u16, :u8]}}},
-       {:gone, {:list, :u32}},
-       {:cells, {:list, {:tuple, [:u16, :u16, :u8]}}, []},
-       {:looks, {:list, {:tuple, [:u32, :u8]}}, []},
-       {:events, {:list, {:tuple, [:u32, :u16, :u16, :string, :data]}}, []}
+       {:entities, {:list, {:tuple, [:id, :coord, :coord, :u8]}}},
+       {:gone, {:list, :id}},
+       {:cells, {:list, {:tuple, [:coord, :coord, :u8]}}, []},
+       {:looks, {:list, {:tuple, [:id, :u8]}}, []},
+       {:events, {:list, {:tuple, [:id, :coord, :coord, :string, :data]}}, []}
      ]},
-    {:area_closed, 73, :server, [{:area, :u32}]},
+    {:area_closed, 73, :server, [{:area, :area_id}]},
     {:colonies, 74, :server, [{:cols, :u16}, {:rows, :u16}, {:cells, :bytes}]},
     {:seeded, 75, :server, [{:seq, :u32}, {:result, {:enum, @seed_results}}]},
     {:acted, 76, :server,
      [{:seq, :u32}, {:result, {:enum, @act_results}}, {:data, :data}, {:reason, :string}]},
-    {:names, 77, :server, [{:area, :u32}, {:names, {:list, {:tuple, [:u32, :string, :string]}}}]},
+    {:names, 77, :server,
+     [{:area, :area_id}, {:names, {:list, {:tuple, [:id, :string, :string]}}}]},
     {:said, 78, :server, [{:seq, :u32}, {:result, {:enum, @say_results}}, {:reason, :string}]},
-    {:announcement, 79, :server, [{:text, :string}]}
+    {:announcement, 79, :server, [{:text, :string}]},
+    {:ground, 80, :server,
+     [
+       {:area, :area_id},
+       {:x, :coord},
+       {:y, :coord},
+       {:width, :u16},
+       {:height, :u16},
+       {:cells, :bytes}
+     ]}
   ]
 
   @type encoding :: :json | :binary
   @type message :: %{required(:type) => atom(), optional(atom()) => term()}
   @type error_code :: atom()
 
-  @doc "The protocol's version number."
+  @definitions (for version <- @versions do
+                  {version,
+                   for {type, tag, from, fields} <- @messages,
+                       Map.get(@since, type, 0) <= version do
+                     {type, tag, from,
+                      Enum.map(fields, &put_elem(&1, 1, Codec.versioned(elem(&1, 1), version)))}
+                   end}
+                end)
+               |> Map.new()
+
+  @doc "The protocol's version number, the newest this server speaks."
   @spec version() :: pos_integer()
   def version, do: @version
 
-  @doc "Every message definition: `{type, tag, :client | :server, fields}`."
-  @spec messages() :: [{atom(), byte(), :client | :server, list()}]
-  def messages, do: @messages
+  @doc "Every version this server speaks, oldest first."
+  @spec versions() :: [pos_integer()]
+  def versions, do: @versions
+
+  @doc """
+  The version a session speaks with a client that asks for `requested` in
+  its `join`, in a world of `width` x `height` cells: the one it asked for,
+  when this server speaks it and the world fits it, else why not.
+
+      iex> Grove.Protocol.negotiate(3, {1_000_000, 1_000_000})
+      {:ok, 3}
+      iex> Grove.Protocol.negotiate(2, {1000, 1000})
+      {:ok, 2}
+      iex> {:error, text} = Grove.Protocol.negotiate(2, {1_000_000, 1_000_000})
+      iex> text =~ "protocol 3"
+      true
+  """
+  @spec negotiate(term(), {pos_integer(), pos_integer()}) ::
+          {:ok, pos_integer()} | {:error, String.t()}
+  def negotiate(2, {width, height}) when width > 65_535 or height > 65_535,
+    do:
+      {:error,
+       "this world is #{width} x #{height} cells, more than Grove protocol 2 can say; " <>
+         "speak protocol 3: reload the page or update the client (see docs/protocol.md)"}
+
+  def negotiate(version, _size) when version in @versions, do: {:ok, version}
+  def negotiate(version, _size), do: {:error, unsupported_text(version)}
+
+  @doc "Every message definition of a version: `{type, tag, :client | :server, fields}`."
+  @spec messages(pos_integer()) :: [{atom(), byte(), :client | :server, list()}]
+  def messages(version \\ @version) when version in @versions,
+    do: Map.fetch!(@definitions, version)
 
   @doc "The results an `acted` message may carry."
   @spec act_results() :: [atom()]
@@ -209,17 +280,20 @@ defmodule Grove.Protocol do
       "this server speaks Grove protocol #{@version}, your client #{version}: " <>
         "reload the page or update the client (see docs/protocol.md)"
 
-  for {type, tag, _from, fields} <- @messages do
-    defp definition(unquote(type)), do: {unquote(tag), unquote(Macro.escape(fields))}
-    defp by_tag(unquote(tag)), do: {unquote(type), unquote(Macro.escape(fields))}
+  for {version, definitions} <- @definitions, {type, tag, _from, fields} <- definitions do
+    defp definition(unquote(type), unquote(version)),
+      do: {unquote(tag), unquote(Macro.escape(fields))}
 
-    defp by_name(unquote(Atom.to_string(type))),
+    defp by_tag(unquote(tag), unquote(version)),
+      do: {unquote(type), unquote(Macro.escape(fields))}
+
+    defp by_name(unquote(Atom.to_string(type)), unquote(version)),
       do: {unquote(type), unquote(Macro.escape(fields))}
   end
 
-  defp definition(_), do: nil
-  defp by_tag(_), do: nil
-  defp by_name(_), do: nil
+  defp definition(_, _), do: nil
+  defp by_tag(_, _), do: nil
+  defp by_name(_, _), do: nil
 
   for name <- @messages |> Enum.flat_map(&elem(&1, 3)) |> Enum.map(&elem(&1, 0)) |> Enum.uniq() do
     defp json_key(unquote(name)), do: unquote(Atom.to_string(name))
@@ -230,13 +304,14 @@ defmodule Grove.Protocol do
   end
 
   @doc """
-  Encodes a message for a connection's encoding. Raises `ArgumentError` on a
-  message that does not fit its definition: that is a bug on our side.
+  Encodes a message for a connection's encoding, in a version of the
+  protocol (default the newest). Raises `ArgumentError` on a message that
+  does not fit its definition: that is a bug on our side.
   """
-  @spec encode(message(), encoding()) :: iodata()
-  def encode(%{type: type} = message, encoding) do
-    case definition(type) do
-      nil -> raise ArgumentError, "unknown message type #{inspect(type)}"
+  @spec encode(message(), encoding(), pos_integer()) :: iodata()
+  def encode(%{type: type} = message, encoding, version \\ @version) do
+    case definition(type, version) do
+      nil -> raise ArgumentError, "no message type #{inspect(type)} in version #{version}"
       {tag, fields} -> encode_fields(encoding, type, tag, fields, message)
     end
   end
@@ -285,23 +360,28 @@ defmodule Grove.Protocol do
   end
 
   @doc """
-  Decodes one frame. Never raises: bad input gives `{:error, code, text}`
-  with a code from `error_codes/0` and a sentence for a human.
+  Decodes one frame of a version of the protocol (default the newest;
+  what clients send is the same in every version). Never raises: bad
+  input gives `{:error, code, text}` with a code from `error_codes/0` and
+  a sentence for a human.
   """
-  @spec decode(binary(), encoding()) :: {:ok, message()} | {:error, error_code(), String.t()}
-  def decode(<<@legacy_join_tag, _::binary>>, :binary),
+  @spec decode(binary(), encoding(), pos_integer()) ::
+          {:ok, message()} | {:error, error_code(), String.t()}
+  def decode(frame, encoding, version \\ @version)
+
+  def decode(<<@legacy_join_tag, _::binary>>, :binary, _version),
     do: {:error, :unsupported_protocol, unsupported_text(1)}
 
-  def decode(<<tag, body::binary>>, :binary) do
-    case by_tag(tag) do
+  def decode(<<tag, body::binary>>, :binary, version) do
+    case by_tag(tag, version) do
       nil -> {:error, :bad_frame, "unknown message tag #{tag}"}
       {type, fields} -> decode_binary_fields(type, fields, body, %{type: type})
     end
   end
 
-  def decode(<<>>, :binary), do: {:error, :bad_frame, "empty frame"}
+  def decode(<<>>, :binary, _version), do: {:error, :bad_frame, "empty frame"}
 
-  def decode(frame, :json) when is_binary(frame) do
+  def decode(frame, :json, version) when is_binary(frame) do
     case safe_json(frame) do
       {:ok, {pairs}} when is_list(pairs) ->
         object = Map.new(pairs)
@@ -311,7 +391,7 @@ defmodule Grove.Protocol do
             {:error, :unsupported_protocol, unsupported_text(1)}
 
           {:ok, name} when is_binary(name) ->
-            case by_name(name) do
+            case by_name(name, version) do
               nil -> {:error, :unknown_type, "unknown message type #{inspect(name)}"}
               {type, fields} -> decode_json_fields(type, fields, object)
             end

@@ -381,7 +381,9 @@ defmodule Grove.ClusterRecoveryTest do
   defp join_player(node) do
     port = :erpc.call(node, Grove.Gateway, :port, [])
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
-    push(client, %{type: :join, protocol: 2, view_radius: 2, name: "", token: ""})
+
+    push(client, %{type: :join, protocol: Protocol.version(), view_radius: 2, name: "", token: ""})
+
     {%{type: :welcome, id: id, x: x, y: y}, client} = read(client, :welcome)
     {:ok, %{client: client, node: node, id: id, cell: {x, y}, zone_node: nil, seq: 0}}
   end

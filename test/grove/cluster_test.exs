@@ -475,7 +475,15 @@ defmodule Grove.ClusterTest do
 
       port = :erpc.call(other, Grove.Gateway, :port, [])
       {:ok, client} = Grove.WsClient.connect("127.0.0.1", port, "/ws")
-      push(client, %{type: :join, protocol: 2, view_radius: 2, name: "", token: ""})
+
+      push(client, %{
+        type: :join,
+        protocol: Grove.Protocol.version(),
+        view_radius: 2,
+        name: "",
+        token: ""
+      })
+
       {welcome, client} = expect(client, &(&1.type == :welcome))
 
       # The eight, and the player itself.

@@ -32,7 +32,9 @@ defmodule Grove.GatewayTest do
         density_interval: 100,
         view_backlog: 2048,
         slow_backlog: 4096,
-        slow_seconds: 1,
+        # Also how long a slow consumer has to take its goodbye once it
+        # reads again: what a busy machine needs to read what piled up.
+        slow_seconds: 3,
         # Long enough that a test reads a goodbye whenever it gets to it;
         # each test's sockets close with its process.
         close_timeout: 600_000,
@@ -80,7 +82,14 @@ defmodule Grove.GatewayTest do
   end
 
   defp join(conn, opts \\ %{}) do
-    push(conn, Map.merge(%{type: :join, protocol: 2, view_radius: 8, name: "", token: ""}, opts))
+    push(
+      conn,
+      Map.merge(
+        %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""},
+        opts
+      )
+    )
+
     {welcome, conn} = expect(conn, :welcome)
     {welcome, conn}
   end
@@ -389,7 +398,7 @@ defmodule Grove.GatewayTest do
       } do
         conn = connect(port, unquote(encoding))
         {welcome, conn} = join(conn)
-        assert %{protocol: 2, width: 60, height: 60, view_radius: 8, view_ms: 1000} = welcome
+        assert %{protocol: 3, width: 60, height: 60, view_radius: 8, view_ms: 1000} = welcome
         assert World.position(world, welcome.id) == {welcome.x, welcome.y}
 
         # A full snapshot of every zone the viewport reaches, one's own among them.
@@ -409,6 +418,60 @@ defmodule Grove.GatewayTest do
         push(conn, %{type: :ping, t: 123_456})
         assert {%{type: :pong, t: 123_456}, _conn} = expect(conn, :pong)
       end
+    end
+
+    for encoding <- [:json, :binary] do
+      test "each area's snapshot comes after its ground, only names between (#{encoding})", %{
+        port: port,
+        world: world
+      } do
+        conn = connect(port, unquote(encoding))
+        {welcome, conn} = join(conn)
+        grid = World.grid(world)
+        zones = Grid.view_zones(grid, {welcome.x, welcome.y}, 8)
+        {messages, _conn} = messages_until_snapshots(conn, length(zones))
+
+        for {%{type: :area, full: true} = area, index} <- Enum.with_index(messages) do
+          # Right before it, or before the names of the players it shows.
+          ground =
+            messages
+            |> Enum.take(index)
+            |> Enum.reverse()
+            |> Enum.drop_while(&(&1.type == :names))
+            |> hd()
+
+          {x0, y0, x1, y1} = Grid.zone_bounds(grid, area.area)
+
+          number = area.area
+          assert %{type: :ground, area: ^number, x: ^x0, y: ^y0} = ground
+          assert {ground.width, ground.height} == {x1 - x0, y1 - y0}
+
+          assert ground.cells ==
+                   IO.iodata_to_binary(
+                     Grove.World.Terrain.rows(World.terrain(world), x0, y0, x1, y1)
+                   )
+        end
+      end
+    end
+
+    test "a client of protocol version 2 is still served, as version 2 says it, in a world that fits",
+         %{port: port, world: world} do
+      {client, :binary} = connect(port, :binary)
+
+      frame = Protocol.encode(%{type: :join, protocol: 2, view_radius: 8}, :binary, 2)
+      :ok = WsClient.send_frame(client, {:binary, IO.iodata_to_binary(frame)})
+      {messages, client} = read_version(client, 2, [], &(&1.type == :area and &1.full))
+      [welcome | _] = for %{type: :welcome} = w <- messages, do: w
+      assert welcome.protocol == 2
+      refute Enum.any?(messages, &(&1.type == :ground))
+
+      direction = if welcome.x < 30, do: :e, else: :w
+      move = Protocol.encode(%{type: :move, seq: 5, dir: direction}, :binary, 2)
+      :ok = WsClient.send_frame(client, {:binary, IO.iodata_to_binary(move)})
+      {messages, _client} = read_version(client, 2, [], &(&1.type == :outcome))
+      outcome = List.last(messages)
+      assert %{seq: 5, result: :ok} = outcome
+      assert World.position(world, welcome.id) == {outcome.x, outcome.y}
     end
 
     test "others are seen moving without moving oneself", %{port: port, world: world} do
@@ -557,7 +620,14 @@ defmodule Grove.GatewayTest do
             {String.duplicate("x", 25), "at most 24 characters"},
             {"   ", "at least one character"}
           ] do
-        push(conn, %{type: :join, protocol: 2, view_radius: 8, name: name, token: ""})
+        push(conn, %{
+          type: :join,
+          protocol: Protocol.version(),
+          view_radius: 8,
+          name: name,
+          token: ""
+        })
+
         assert {%{type: :error, code: :invalid_name, message: message}, _} = expect(conn, :error)
         assert message =~ why
       end
@@ -621,7 +691,7 @@ defmodule Grove.GatewayTest do
 
         push_raw({client, encoding}, old)
         {error, conn} = expect(conn, :error)
-        assert error.code == :unsupported_protocol and error.message =~ "protocol 2"
+        assert error.code == :unsupported_protocol and error.message =~ "protocol 3"
         {bye, conn} = expect(conn, :bye)
         assert bye.reason == :unsupported_protocol
         assert {{:close, 1002, _}, _} = expect(conn, [])
@@ -711,7 +781,9 @@ defmodule Grove.GatewayTest do
       assert {%{code: :bad_frame}, conn} = expect(conn, :error)
 
       {_welcome, conn} = join(conn)
-      push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+
+      push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
+
       assert {%{code: :already_joined}, conn} = expect(conn, :error)
       push(conn, %{type: :ping, t: 7})
       assert {%{type: :pong, t: 7}, _} = expect(conn, :pong)
@@ -734,7 +806,7 @@ defmodule Grove.GatewayTest do
         end)
 
       {welcome, _conn} = join(conn)
-      assert welcome.protocol == 2
+      assert welcome.protocol == 3
     end
 
     test "bytes that are not frames at all, after the handshake: closed with 1002", %{
@@ -883,6 +955,28 @@ defmodule Grove.GatewayTest do
       {%{full: true} = area, conn} -> collect_areas(conn, count, Map.put(acc, area.area, area))
       {_delta, conn} -> collect_areas(conn, count, acc)
     end
+  end
+
+  # Every message until `count` snapshots came, in order.
+  defp messages_until_snapshots({client, encoding}, count, acc \\ []) do
+    if Enum.count(acc, &(&1.type == :area and &1.full)) == count do
+      {Enum.reverse(acc), {client, encoding}}
+    else
+      {:ok, {_kind, data}, client} = WsClient.recv(client, 2000)
+      {:ok, message} = Protocol.decode(data, encoding)
+      messages_until_snapshots({client, encoding}, count, [message | acc])
+    end
+  end
+
+  # Binary frames decoded in a version of the protocol, until one passes `done?`.
+  defp read_version(client, version, acc, done?) do
+    {:ok, {:binary, data}, client} = WsClient.recv(client, 2000)
+    {:ok, message} = Protocol.decode(data, :binary, version)
+    acc = [message | acc]
+
+    if done?.(message),
+      do: {Enum.reverse(acc), client},
+      else: read_version(client, version, acc, done?)
   end
 
   # Every message until an area shows entity `id` at `cell`, that one included.

@@ -9,17 +9,76 @@ defmodule Grove.ProtocolTest do
   alias Grove.Protocol
   alias Grove.Test.ProtocolGenerators
 
-  defp binary_frame(message), do: IO.iodata_to_binary(Protocol.encode(message, :binary))
-  defp json_frame(message), do: IO.iodata_to_binary(Protocol.encode(message, :json))
+  defp binary_frame(message, version \\ 3),
+    do: IO.iodata_to_binary(Protocol.encode(message, :binary, version))
 
-  test "every message round-trips through both encodings" do
-    property =
-      forall(ProtocolGenerators.message(), fn message ->
-        assert Protocol.decode(binary_frame(message), :binary) == {:ok, message}
-        assert Protocol.decode(json_frame(message), :json) == {:ok, message}
-      end)
+  defp json_frame(message, version \\ 3),
+    do: IO.iodata_to_binary(Protocol.encode(message, :json, version))
 
-    check(property, numtests: 2000)
+  test "every message of every version round-trips through both encodings" do
+    for version <- Protocol.versions() do
+      property =
+        forall(ProtocolGenerators.message(version), fn message ->
+          assert Protocol.decode(binary_frame(message, version), :binary, version) ==
+                   {:ok, message}
+
+          assert Protocol.decode(json_frame(message, version), :json, version) == {:ok, message}
+        end)
+
+      check(property, numtests: 1500)
+    end
+  end
+
+  test "version 3 carries coordinates, area numbers and ids of any world, each in as few bytes as it needs" do
+    # A million cells a side, a bacterium's id near 2^53.
+    area = %{
+      type: :area,
+      area: 399_999_999,
+      full: true,
+      entities: [{9_007_199_252_740_990, 999_999, 999_998, 2}, {7, 3, 4, 1}],
+      gone: [12],
+      cells: [{999_999, 999_998, 3}],
+      looks: [{9_007_199_252_740_990, 1}],
+      events: [{7, 999_999, 999_998, "grew", %{"n" => 1}}]
+    }
+
+    assert Protocol.decode(binary_frame(area), :binary) == {:ok, area}
+    assert Protocol.decode(json_frame(area), :json) == {:ok, area}
+
+    # One byte below 128, two below 16,384, three below 2,097,152.
+    for {n, size} <- [{0, 1}, {127, 1}, {128, 2}, {16_383, 2}, {16_384, 3}, {2_097_151, 3}] do
+      assert byte_size(Grove.Protocol.Codec.uvar(n)) == size
+    end
+
+    # Version 2 cannot say it.
+    assert_raise ArgumentError, fn -> Protocol.encode(area, :binary, 2) end
+
+    # Nothing over 2^53 - 1, in either encoding, nor longer than eight bytes.
+    assert {:error, :bad_frame, "area: " <> _} =
+             Protocol.decode(<<73, 255, 255, 255, 255, 255, 255, 255, 127>>, :binary)
+
+    assert {:error, :bad_frame, "area: truncated" <> _} = Protocol.decode(<<73, 200>>, :binary)
+
+    assert {:error, :bad_field, "area: " <> _} =
+             Protocol.decode(~s({"type":"area_closed","area":9007199254740992}), :json)
+  end
+
+  test "a session speaks the version its client asks for, if the world fits it" do
+    assert Protocol.negotiate(3, {1000, 1000}) == {:ok, 3}
+    assert Protocol.negotiate(2, {65_535, 100}) == {:ok, 2}
+    assert Protocol.negotiate(3, {1_000_000, 1_000_000}) == {:ok, 3}
+    assert {:error, text} = Protocol.negotiate(2, {65_536, 100})
+    assert text =~ "65536 x 100" and text =~ "protocol 3"
+    assert {:error, text} = Protocol.negotiate(9, {100, 100})
+    assert text =~ "protocol 3, your client 9"
+  end
+
+  test "ground is a message of version 3 only" do
+    ground = %{type: :ground, area: 5, x: 250, y: 0, width: 2, height: 1, cells: <<1, 3>>}
+    assert Protocol.decode(json_frame(ground), :json) == {:ok, ground}
+    assert_raise ArgumentError, fn -> Protocol.encode(ground, :json, 2) end
+    assert {:error, :unknown_type, _} = Protocol.decode(json_frame(ground), :json, 2)
+    assert {:error, :bad_frame, _} = Protocol.decode(binary_frame(ground), :binary, 2)
   end
 
   test "the binary form is smaller than the JSON form of every message" do
@@ -98,66 +157,129 @@ defmodule Grove.ProtocolTest do
              Protocol.decode(~s({"type":"join","protocol":2}), :json)
   end
 
-  test "a join of protocol version 1 is told, in words, that the server speaks 2" do
+  test "a join of protocol version 1 is told, in words, that the server speaks 3" do
     # Version 1's join: JSON without `protocol`; binary tag 1.
     for {frame, encoding} <- [{~s({"type":"join"}), :json}, {<<1, 8, 0, 0, 0, 0>>, :binary}] do
       assert {:error, :unsupported_protocol, text} = Protocol.decode(frame, encoding)
-      assert text =~ "protocol 2" and text =~ "reload"
+      assert text =~ "protocol 3" and text =~ "reload"
     end
   end
 
   test "the gateway's own encoders of areas and outcomes say what the definitions say" do
-    property =
-      forall(
-        {ProtocolGenerators.message(:area), ProtocolGenerators.message(:outcome),
-         ProtocolGenerators.message(:names)},
-        fn {area, outcome, names} ->
-          what = if area.full, do: :snapshot, else: :delta
-          extra = %{names: [], cells: area.cells, looks: area.looks, events: area.events}
+    for version <- Protocol.versions() do
+      property =
+        forall(
+          {ProtocolGenerators.message(:area, version),
+           ProtocolGenerators.message(:outcome, version),
+           ProtocolGenerators.message(:names, version)},
+          fn {area, outcome, names} ->
+            what = if area.full, do: :snapshot, else: :delta
+            extra = %{names: [], cells: area.cells, looks: area.looks, events: area.events}
 
-          for encoding <- [:json, :binary] do
-            kind = Frames.kind(encoding)
-            by_definition = WebSocket.frame(kind, Protocol.encode(area, encoding))
+            for encoding <- [:json, :binary] do
+              kind = Frames.kind(encoding)
+              format = {encoding, version}
+              by_definition = WebSocket.frame(kind, Protocol.encode(area, encoding, version))
 
-            by_hand =
-              Frames.encode_view(encoding, what, area.area, area.entities, area.gone, extra)
+              by_hand =
+                Frames.encode_view(format, what, area.area, area.entities, area.gone, extra)
 
-            # JSON leaves the empty game fields out (they default to []);
-            # binary has every field, byte for byte.
-            if encoding == :binary,
-              do: assert(by_hand == by_definition),
-              else: assert(Protocol.decode(payload(by_hand), :json) == {:ok, area})
+              # JSON leaves the empty game fields out (they default to []);
+              # binary has every field, byte for byte.
+              if encoding == :binary,
+                do: assert(IO.iodata_to_binary(by_hand) == IO.iodata_to_binary(by_definition)),
+                else: assert(Protocol.decode(payload(by_hand), :json, version) == {:ok, area})
 
-            without_game = %{area | cells: [], looks: [], events: []}
-            plain = Frames.encode_view(encoding, what, area.area, area.entities, area.gone)
-            assert Protocol.decode(payload(plain), encoding) == {:ok, without_game}
+              without_game = %{area | cells: [], looks: [], events: []}
+              plain = Frames.encode_view(format, what, area.area, area.entities, area.gone)
+              assert Protocol.decode(payload(plain), encoding, version) == {:ok, without_game}
 
-            # Names come first, in a frame of their own, for the area's
-            # number; none when there are none.
-            names_frame =
-              if names.names == [],
-                do: [],
-                else: WebSocket.frame(kind, Protocol.encode(%{names | area: area.area}, encoding))
+              # Names come first, in a frame of their own, for the area's
+              # number; none when there are none.
+              names_frame =
+                if names.names == [],
+                  do: [],
+                  else:
+                    WebSocket.frame(
+                      kind,
+                      Protocol.encode(%{names | area: area.area}, encoding, version)
+                    )
 
-            named =
-              Frames.encode_view(
-                encoding,
-                what,
-                area.area,
-                area.entities,
-                area.gone,
-                %{extra | names: names.names}
-              )
+              named =
+                Frames.encode_view(format, what, area.area, area.entities, area.gone, %{
+                  extra
+                  | names: names.names
+                })
 
-            assert IO.iodata_to_binary(named) == IO.iodata_to_binary([names_frame, by_hand])
+              assert IO.iodata_to_binary(named) == IO.iodata_to_binary([names_frame, by_hand])
 
-            assert Frames.outcome(encoding, outcome.seq, outcome.result, outcome.x, outcome.y) ==
-                     WebSocket.frame(kind, Protocol.encode(outcome, encoding))
+              assert Frames.outcome(
+                       encoding,
+                       version,
+                       outcome.seq,
+                       outcome.result,
+                       outcome.x,
+                       outcome.y
+                     ) ==
+                       WebSocket.frame(kind, Protocol.encode(outcome, encoding, version))
+            end
           end
-        end
-      )
+        )
 
-    check(property, numtests: 500)
+      check(property, numtests: 300)
+    end
+  end
+
+  test "a snapshot of version 3 brings its area's ground first; version 2 has none" do
+    ground = %Grove.World.Terrain.Area{x0: 50, y0: 0, x1: 52, y1: 2, cells: <<0, 1, 3, 4>>}
+
+    for encoding <- [:json, :binary] do
+      frames =
+        Frames.encode_view({encoding, 3}, :snapshot, 1, [{7, 50, 1, 1}], [], %{
+          names: [],
+          ground: ground
+        })
+
+      [ground_message, area_message] = decode_frames(IO.iodata_to_binary(frames), encoding)
+
+      assert ground_message ==
+               %{type: :ground, area: 1, x: 50, y: 0, width: 2, height: 2, cells: <<0, 1, 3, 4>>}
+
+      assert area_message.type == :area and area_message.entities == [{7, 50, 1, 1}]
+
+      old =
+        Frames.encode_view({encoding, 2}, :snapshot, 1, [{7, 50, 1, 1}], [], %{
+          names: [],
+          ground: ground
+        })
+
+      assert [%{type: :area}] = decode_frames(IO.iodata_to_binary(old), encoding, 2)
+    end
+  end
+
+  # Server frames as this server writes them (unmasked, unfragmented).
+  defp decode_frames(<<>>, _encoding, _version), do: []
+
+  defp decode_frames(
+         <<_fin_op, 126, size::16, payload::binary-size(size), rest::binary>>,
+         encoding,
+         version
+       ),
+       do: [decoded(payload, encoding, version) | decode_frames(rest, encoding, version)]
+
+  defp decode_frames(
+         <<_fin_op, size, payload::binary-size(size), rest::binary>>,
+         encoding,
+         version
+       )
+       when size < 126,
+       do: [decoded(payload, encoding, version) | decode_frames(rest, encoding, version)]
+
+  defp decode_frames(binary, encoding), do: decode_frames(binary, encoding, 3)
+
+  defp decoded(payload, encoding, version) do
+    {:ok, message} = Protocol.decode(payload, encoding, version)
+    message
   end
 
   # What a server frame (never masked) carries.
@@ -242,7 +364,10 @@ defmodule Grove.ProtocolTest do
       events: []
     }
 
-    assert IO.iodata_to_binary(Protocol.encode(area, :binary)) == <<72, 1::32, 0, 0::16, 0::16>>
+    assert IO.iodata_to_binary(Protocol.encode(area, :binary, 2)) ==
+             <<72, 1::32, 0, 0::16, 0::16>>
+
+    assert IO.iodata_to_binary(Protocol.encode(area, :binary)) == <<72, 1, 0, 0::16, 0::16>>
   end
 
   test "encoding a message that breaks its definition is a bug and raises" do

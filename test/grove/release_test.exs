@@ -85,7 +85,15 @@ defmodule Grove.ReleaseTest do
 
     # A player joins and moves.
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
-    send_json(client, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+
+    send_json(client, %{
+      type: :join,
+      protocol: Protocol.version(),
+      view_radius: 8,
+      name: "",
+      token: ""
+    })
+
     {welcome, client} = receive_type(client, :welcome)
     direction = if welcome.x < 30, do: :e, else: :w
     send_json(client, %{type: :move, seq: 1, dir: direction})

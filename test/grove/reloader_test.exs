@@ -227,7 +227,7 @@ defmodule Grove.ReloaderTest do
        %{port: port, file: file, reloader: reloader, world: world} do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=json")
     conn = {client, :json}
-    push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+    push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
     {welcome, conn} = expect(conn, :welcome)
 
     {acted, conn} = count(conn, 1)

@@ -81,7 +81,7 @@ defmodule Grove.SecretTest do
 
     player_token = "v1.player-token-7c3a9b"
     {:ok, client} = Grove.WsClient.connect("127.0.0.1", port, "/ws")
-    join = ~s({"type":"join","protocol":2,"view_radius":8,"name":"","token":"#{player_token}"})
+    join = ~s({"type":"join","protocol":3,"view_radius":8,"name":"","token":"#{player_token}"})
     frame = IO.iodata_to_binary(:cow_ws.masked_frame({:text, join}, %{}))
     # All but the frame's last bytes: the parser holds the rest, token
     # included (masked, which anyone reading a log could undo).

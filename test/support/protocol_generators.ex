@@ -3,20 +3,27 @@ defmodule Grove.Test.ProtocolGenerators do
 
   alias Grove.Protocol
 
-  @doc "A generator for any message of the protocol."
-  def message do
+  @doc """
+  A generator for any message of a version of the protocol (default the
+  newest), or, given a message type, for messages of that type.
+  """
+  def message(version_or_type \\ Protocol.version())
+
+  def message(version) when is_integer(version) do
     :proper_types.oneof(
-      for {type, _tag, _from, fields} <- Protocol.messages(), do: message(type, fields)
+      for {type, _tag, _from, fields} <- Protocol.messages(version), do: build(type, fields)
     )
   end
 
-  @doc "A generator for messages of one type."
-  def message(type) do
-    {^type, _tag, _from, fields} = List.keyfind(Protocol.messages(), type, 0)
-    message(type, fields)
+  def message(type) when is_atom(type), do: message(type, Protocol.version())
+
+  @doc "A generator for messages of one type, in a version of the protocol."
+  def message(type, version) when is_integer(version) do
+    {^type, _tag, _from, fields} = List.keyfind(Protocol.messages(version), type, 0)
+    build(type, fields)
   end
 
-  defp message(type, fields) do
+  defp build(type, fields) do
     values = List.to_tuple(for field <- fields, do: value(elem(field, 1)))
 
     :proper_types.bind(
@@ -35,6 +42,16 @@ defmodule Grove.Test.ProtocolGenerators do
   def value(:u8), do: :proper_types.integer(0, 255)
   def value(:u16), do: :proper_types.integer(0, 65_535)
   def value(:u32), do: :proper_types.integer(0, 4_294_967_295)
+
+  # Small and large alike: every length of the encoding comes up.
+  def value(:uvar),
+    do:
+      :proper_types.oneof([
+        :proper_types.integer(0, 300),
+        :proper_types.integer(0, 4_294_967_295),
+        :proper_types.integer(0, 9_007_199_254_740_991)
+      ])
+
   def value(:bool), do: :proper_types.boolean()
   def value({:enum, values}), do: :proper_types.elements(values)
   def value(:string), do: :proper_unicode.utf8()

@@ -344,6 +344,9 @@ export class GroveClient {
       case "names":
         this.world.applyNames(message);
         break;
+      case "ground":
+        this.world.applyGround(message);
+        break;
       case "outcome":
         this.world.applyOutcome(message);
         break;

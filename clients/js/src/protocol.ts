@@ -1,5 +1,7 @@
 /**
- * Grove's wire protocol, version 2 (docs/protocol.md).
+ * Grove's wire protocol, version 3 (docs/protocol.md): coordinates, area
+ * numbers and entity ids of any size a world may have, each in as few
+ * bytes as it needs (`uvar`), and each area's ground before its snapshot.
  *
  * Every message is defined once, in `definitions` below, mirroring
  * `lib/grove/protocol.ex`; the JSON and binary encodings are both derived
@@ -7,7 +9,7 @@
  * field added there is one line added here.
  */
 
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 export type Encoding = "json" | "binary";
 
@@ -54,6 +56,22 @@ class Reader {
     return this.view.getUint32(this.take(4, "an integer in 0..4294967295"));
   }
 
+  /** Seven bits a byte, least significant first; at most 2^53 - 1, so a Number holds it. */
+  uvar(): number {
+    let value = 0;
+    let scale = 1;
+    for (let i = 0; i < 8; i++) {
+      const byte = this.view.getUint8(this.take(1, `an integer in 0..${MAX_UVAR}`));
+      value += (byte & 0x7f) * scale;
+      if (byte < 0x80) {
+        if (value > MAX_UVAR) throw new ProtocolError("bad_frame", `an integer over ${MAX_UVAR}`);
+        return value;
+      }
+      scale *= 128;
+    }
+    throw new ProtocolError("bad_frame", `an integer over ${MAX_UVAR}`);
+  }
+
   slice(size: number, what: string): Uint8Array {
     const at = this.take(size, what);
     return this.bytes.slice(at, at + size);
@@ -96,6 +114,14 @@ class Writer {
   u32(n: number): void {
     const at = this.reserve(4);
     this.view.setUint32(at, n);
+  }
+
+  uvar(n: number): void {
+    while (n >= 0x80) {
+      this.u8((n % 0x80) | 0x80);
+      n = Math.floor(n / 0x80);
+    }
+    this.u8(n);
   }
 
   raw(bytes: Uint8Array): void {
@@ -146,6 +172,32 @@ function unsigned(bits: 8 | 16 | 32): Codec<number> {
 const u8 = unsigned(8);
 const u16 = unsigned(16);
 const u32 = unsigned(32);
+
+/** The largest integer `uvar` carries: 2^53 - 1, Number.MAX_SAFE_INTEGER. */
+const MAX_UVAR = Number.MAX_SAFE_INTEGER;
+
+/**
+ * A coordinate, an area's number or an entity's id: an unsigned integer
+ * below 2^53 in as few bytes as it needs (0 to 127 one byte, up to 16,383
+ * two, up to 2,097,151 three).
+ */
+const uvar: Codec<number> = {
+  describe: `an integer in 0..${MAX_UVAR}`,
+  write: (w, n) => {
+    if (typeof n !== "number" || !Number.isInteger(n) || n < 0 || n > MAX_UVAR) {
+      throw new Error(`expected an integer in 0..${MAX_UVAR}`);
+    }
+    w.uvar(n);
+  },
+  read: (r) => r.uvar(),
+  toJson: (n) => n,
+  fromJson: (json) => {
+    if (typeof json !== "number" || !Number.isInteger(json) || json < 0 || json > MAX_UVAR) {
+      throw new Error(`expected an integer in 0..${MAX_UVAR}`);
+    }
+    return json;
+  },
+};
 
 const bool: Codec<boolean> = {
   describe: "a boolean",
@@ -475,10 +527,10 @@ interface Definition {
 }
 
 const direction = enumeration(directions);
-const entityTuple = tuple([u32, u16, u16, u8]);
-const cellTuple = tuple([u16, u16, u8]);
-const lookTuple = tuple([u32, u8]);
-const eventTuple = tuple([u32, u16, u16, string, data]);
+const entityTuple = tuple([uvar, uvar, uvar, u8]);
+const cellTuple = tuple([uvar, uvar, u8]);
+const lookTuple = tuple([uvar, u8]);
+const eventTuple = tuple([uvar, uvar, uvar, string, data]);
 
 /** Every message of the protocol: the same table as `@messages` on the server. */
 export const definitions = {
@@ -518,11 +570,11 @@ export const definitions = {
     from: "server",
     fields: {
       protocol: required(u8),
-      id: required(u32),
-      x: required(u16),
-      y: required(u16),
-      width: required(u16),
-      height: required(u16),
+      id: required(uvar),
+      x: required(uvar),
+      y: required(uvar),
+      width: required(uvar),
+      height: required(uvar),
       view_radius: required(u8),
       tick_ms: required(u16),
       view_ms: required(u16),
@@ -533,7 +585,7 @@ export const definitions = {
   outcome: {
     tag: 65,
     from: "server",
-    fields: { seq: required(u32), result: required(enumeration(results)), x: required(u16), y: required(u16) },
+    fields: { seq: required(u32), result: required(enumeration(results)), x: required(uvar), y: required(uvar) },
   },
   error: {
     tag: 67,
@@ -560,16 +612,16 @@ export const definitions = {
     tag: 72,
     from: "server",
     fields: {
-      area: required(u32),
+      area: required(uvar),
       full: required(bool),
       entities: required(list(entityTuple)),
-      gone: required(list(u32)),
+      gone: required(list(uvar)),
       cells: optional(list(cellTuple), []),
       looks: optional(list(lookTuple), []),
       events: optional(list(eventTuple), []),
     },
   },
-  area_closed: { tag: 73, from: "server", fields: { area: required(u32) } },
+  area_closed: { tag: 73, from: "server", fields: { area: required(uvar) } },
   colonies: {
     tag: 74,
     from: "server",
@@ -593,7 +645,7 @@ export const definitions = {
   names: {
     tag: 77,
     from: "server",
-    fields: { area: required(u32), names: required(list(tuple([u32, string, string]))) },
+    fields: { area: required(uvar), names: required(list(tuple([uvar, string, string]))) },
   },
   said: {
     tag: 78,
@@ -601,6 +653,18 @@ export const definitions = {
     fields: { seq: required(u32), result: required(enumeration(sayResults)), reason: required(string) },
   },
   announcement: { tag: 79, from: "server", fields: { text: required(string) } },
+  ground: {
+    tag: 80,
+    from: "server",
+    fields: {
+      area: required(uvar),
+      x: required(uvar),
+      y: required(uvar),
+      width: required(u16),
+      height: required(u16),
+      cells: required(bytes),
+    },
+  },
 } as const satisfies Record<string, Definition>;
 
 type Definitions = typeof definitions;
@@ -633,6 +697,7 @@ export type Acted = Message<"acted">;
 export type Names = Message<"names">;
 export type Said = Message<"said">;
 export type Announcement = Message<"announcement">;
+export type Ground = Message<"ground">;
 
 const byTag = new Map<number, MessageType>();
 for (const name of Object.keys(definitions) as MessageType[]) byTag.set(definitions[name].tag, name);

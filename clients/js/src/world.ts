@@ -1,4 +1,14 @@
-import { PLAYER, type Area, type Data, type Names, type Outcome, type Welcome } from "./protocol.js";
+import {
+  PLAYER,
+  terrainKinds,
+  type Area,
+  type Data,
+  type Ground,
+  type Names,
+  type Outcome,
+  type TerrainKind,
+  type Welcome,
+} from "./protocol.js";
 
 export interface Entity {
   id: number;
@@ -47,6 +57,8 @@ export interface GameEvent {
  */
 export class WorldModel {
   selfId: number | undefined;
+  /** The protocol version the server speaks with us, from `welcome`. */
+  protocol = 0;
   x = 0;
   y = 0;
   width = 0;
@@ -68,9 +80,12 @@ export class WorldModel {
   private readonly pendingNames = new Map<number, Names["names"]>();
   private readonly codes = new Map<number, Map<number, number>>();
   private readonly looks = new Map<number, number>();
+  /** Each area's ground, as its `ground` message gave it (from version 3 of the protocol). */
+  private readonly ground = new Map<number, Ground>();
 
   applyWelcome(welcome: Welcome): void {
     this.selfId = welcome.id;
+    this.protocol = welcome.protocol;
     this.x = welcome.x;
     this.y = welcome.y;
     this.width = welcome.width;
@@ -81,6 +96,30 @@ export class WorldModel {
     this.avatar = welcome.avatar || "😀";
     this.name = welcome.name;
     this.forgetAreas();
+  }
+
+  /** An area's ground, which comes before its snapshot; kept while the area is. */
+  applyGround(ground: Ground): void {
+    this.ground.set(ground.area, ground);
+  }
+
+  /**
+   * The ground at a cell, when an area the client holds covers it:
+   * `groundCode` as the byte `GET /terrain` would give (0 meadow, 1 tree,
+   * 2 rock, 3 water, 4 flowers), `groundAt` by name.
+   */
+  groundCode(x: number, y: number): number | undefined {
+    for (const ground of this.ground.values()) {
+      const dx = x - ground.x;
+      const dy = y - ground.y;
+      if (dx >= 0 && dy >= 0 && dx < ground.width && dy < ground.height) return ground.cells[dy * ground.width + dx];
+    }
+    return undefined;
+  }
+
+  groundAt(x: number, y: number): TerrainKind | undefined {
+    const code = this.groundCode(x, y);
+    return code === undefined ? undefined : (terrainKinds[code] ?? "meadow");
   }
 
   /** Names for the area message that follows (the server sends them just before it). */
@@ -188,6 +227,7 @@ export class WorldModel {
     this.areas.delete(area);
     this.pendingNames.delete(area);
     this.codes.delete(area);
+    this.ground.delete(area);
     if (mirror) for (const id of mirror.keys()) this.release(area, id);
   }
 
@@ -200,6 +240,7 @@ export class WorldModel {
     this.pendingNames.clear();
     this.codes.clear();
     this.looks.clear();
+    this.ground.clear();
   }
 
   /**

@@ -11,9 +11,15 @@ const { encode, decode, definitions, ProtocolError } = protocol;
 
 const bytes = (...values) => Uint8Array.from(values);
 
+const fails = (frame, code, message) =>
+  assert.throws(
+    () => decode(frame),
+    (error) => error instanceof ProtocolError && error.code === code && (!message || error.message === message),
+  );
+
 // One example of every message, with every field given.
 const examples = {
-  join: { type: "join", protocol: 2, view_radius: 12, name: "Ada 🌳", token: "secret" },
+  join: { type: "join", protocol: 3, view_radius: 12, name: "Ada 🌳", token: "secret" },
   move: { type: "move", seq: 4_000_000_000, dir: "nw" },
   ping: { type: "ping", t: 0xffffffff },
   resync: { type: "resync" },
@@ -22,26 +28,27 @@ const examples = {
   say: { type: "say", seq: 13, text: "hello, Zoë 👋" },
   welcome: {
     type: "welcome",
-    protocol: 2,
+    protocol: 3,
     id: 20001,
-    x: 412,
+    x: 412_345,
     y: 96,
-    width: 1000,
-    height: 1000,
+    width: 1_000_000,
+    height: 1_000_000,
     view_radius: 8,
     tick_ms: 100,
     view_ms: 1000,
     name: "",
     avatar: "🙂",
   },
-  outcome: { type: "outcome", seq: 9, result: "unknown_entity", x: 65535, y: 0 },
+  outcome: { type: "outcome", seq: 9, result: "unknown_entity", x: 999_999, y: 0 },
   area: {
     type: "area",
-    area: 4294967295,
+    area: 399_999_999,
     full: false,
     entities: [
       [20001, 413, 96, 1],
       [377, 408, 99, 0],
+      [Number.MAX_SAFE_INTEGER - 2_000_001, 1, 2, 2],
     ],
     gone: [5, 4294967295],
     cells: [[413, 97, 1]],
@@ -67,6 +74,7 @@ const examples = {
       [20002, "Zoë", "👨‍👩‍👧"],
     ],
   },
+  ground: { type: "ground", area: 168, x: 400, y: 50, width: 2, height: 2, cells: bytes(0, 1, 3, 4) },
 };
 
 describe("every message", () => {
@@ -129,7 +137,7 @@ describe("the documented forms", () => {
   test("the example session decodes", () => {
     assert.deepEqual(
       decode(
-        '{"type":"welcome","protocol":2,"id":20001,"x":412,"y":96,"width":1000,"height":1000,"view_radius":8,"tick_ms":100,"view_ms":1000,"name":"","avatar":"🙂"}',
+        '{"type":"welcome","protocol":3,"id":20001,"x":412345,"y":96,"width":1000000,"height":1000000,"view_radius":8,"tick_ms":100,"view_ms":1000,"name":"","avatar":"🙂"}',
       ),
       examples.welcome,
     );
@@ -159,12 +167,12 @@ describe("the documented forms", () => {
     assert.deepEqual(decode('{"type":"pong","t":123456}'), { type: "pong", t: 123456 });
   });
 
-  test("an area in binary: u32 area, bool, counted entity tuples, counted ids, counted game fields up to the last not empty", () => {
+  test("an area in binary: uvar area, bool, counted entity tuples, counted ids, counted game fields up to the last not empty", () => {
     const area = {
       type: "area",
       area: 258,
       full: true,
-      entities: [[1, 2, 3, 1]],
+      entities: [[1, 2, 300, 1]],
       gone: [7],
       cells: [],
       looks: [[1, 2]],
@@ -172,12 +180,12 @@ describe("the documented forms", () => {
     };
     const expected = bytes(
       72,
-      0, 0, 1, 2,
+      0x82, 0x02,
       1,
-      0, 1, 0, 0, 0, 1, 0, 2, 0, 3, 1,
-      0, 1, 0, 0, 0, 7,
+      0, 1, 1, 2, 0xac, 0x02, 1,
+      0, 1, 7,
       0, 0,
-      0, 1, 0, 0, 0, 1, 2,
+      0, 1, 1, 2,
     );
     // No events: the area ends after its looks.
     assert.deepEqual(encode(area, "binary"), expected);
@@ -206,6 +214,21 @@ describe("the documented forms", () => {
       dir: "here",
       args: {},
     });
+  });
+
+  test("uvar: the documented outcome, any coordinate a world has, nothing past 2^53 - 1", () => {
+    const outcome = { type: "outcome", seq: 1, result: "ok", x: 413, y: 96 };
+    const documented = bytes(0x41, 0, 0, 0, 1, 0, 0x9d, 0x03, 0x60);
+    assert.deepEqual(encode(outcome, "binary"), documented);
+    assert.deepEqual(decode(documented), outcome);
+    for (const n of [0, 127, 128, 16_383, 16_384, 999_999, 2 ** 32, Number.MAX_SAFE_INTEGER]) {
+      const closed = { type: "area_closed", area: n };
+      assert.deepEqual(decode(encode(closed, "binary")), closed);
+    }
+    assert.throws(() => encode({ type: "area_closed", area: 2 ** 53 }, "binary"));
+    fails(bytes(73, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f), "bad_frame");
+    fails(bytes(73, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01), "bad_frame");
+    fails(bytes(73, 0x80), "bad_frame");
   });
 
   test("bytes are base64 in JSON and length-prefixed in binary", () => {
@@ -250,12 +273,6 @@ describe("the documented forms", () => {
 });
 
 describe("frames that cannot be read", () => {
-  const fails = (frame, code, message) =>
-    assert.throws(
-      () => decode(frame),
-      (error) => error instanceof ProtocolError && error.code === code && (!message || error.message === message),
-    );
-
   test("JSON that is not JSON, not an object, or of no known type", () => {
     fails("{nope", "bad_json");
     fails("[1, 2]", "bad_message");
@@ -311,7 +328,7 @@ describe("docs/protocol.md", () => {
           tag: Number(tag),
           fields: [
             ...fields.matchAll(
-              /`(\w+)` (?:u8|u16|u32|bool|string|bytes|list|direction|target|act result|say result|result|seed result|pattern|error code|bye reason|data)/g,
+              /`(\w+)` (?:u8|u16|u32|uvar|bool|string|bytes|list|direction|target|act result|say result|result|seed result|pattern|error code|bye reason|data)/g,
             ),
           ].map((match) => match[1]),
         },

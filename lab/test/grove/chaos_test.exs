@@ -46,7 +46,7 @@ defmodule Grove.ChaosTest do
     port: port
   } do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
-    join = Protocol.encode(%{type: :join, protocol: 2, view_radius: 4}, :json)
+    join = Protocol.encode(%{type: :join, protocol: Protocol.version(), view_radius: 4}, :json)
     :ok = WsClient.send_frame(client, {:text, IO.iodata_to_binary(join)})
     id = welcome_id(client)
     assert %{^id => {_, _} = cell} = Chaos.positions(instance, [id])

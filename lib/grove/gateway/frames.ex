@@ -16,31 +16,44 @@ defmodule Grove.Gateway.Frames do
   alias Grove.Gateway.WebSocket
   alias Grove.Protocol
   alias Grove.Protocol.Codec
+  alias Grove.World.Terrain.Area
 
   @area_tag 72
   @outcome_tag 65
   @results [:ok | Grove.World.rejections()]
-  # An event in an area: who, where, what, and its data.
-  @event {:tuple, [:u32, :u16, :u16, :string, :data]}
+  # What an area shows of a game: its cells, entities' looks, and events
+  # (who, where, what, and its data); `Grove.Protocol`'s `area` fields.
+  @cell {:tuple, [:coord, :coord, :u8]}
+  @look {:tuple, [:id, :u8]}
+  @event {:tuple, [:id, :coord, :coord, :string, :data]}
 
-  @doc "A message as one frame of the connection's encoding."
-  @spec message(Protocol.message(), Protocol.encoding()) :: binary()
-  def message(message, encoding),
-    do: WebSocket.frame(kind(encoding), Protocol.encode(message, encoding))
+  @doc "A message as one frame of the connection's encoding, in a version of the protocol."
+  @spec message(Protocol.message(), Protocol.encoding(), pos_integer()) :: binary()
+  def message(message, encoding, version \\ Protocol.version()),
+    do: WebSocket.frame(kind(encoding), Protocol.encode(message, encoding, version))
 
   @doc "An `outcome` frame."
   @spec outcome(
           Protocol.encoding(),
+          pos_integer(),
           non_neg_integer(),
           atom(),
           non_neg_integer(),
           non_neg_integer()
         ) ::
           binary()
-  def outcome(:binary, seq, result, x, y),
+  def outcome(:binary, 2, seq, result, x, y),
     do: WebSocket.frame(:binary, <<@outcome_tag, seq::32, result_code(result), x::16, y::16>>)
 
-  def outcome(:json, seq, result, x, y) do
+  def outcome(:binary, _version, seq, result, x, y),
+    do:
+      WebSocket.frame(:binary, [
+        <<@outcome_tag, seq::32, result_code(result)>>,
+        Codec.uvar(x),
+        Codec.uvar(y)
+      ])
+
+  def outcome(:json, _version, seq, result, x, y) do
     WebSocket.frame(:text, [
       ~s({"type":"outcome","seq":),
       Integer.to_string(seq),
@@ -63,70 +76,107 @@ defmodule Grove.Gateway.Frames do
   def kind(:json), do: :text
   def kind(:binary), do: :binary
 
-  @doc "The view format of a connection of this encoding."
-  @spec view_format(Protocol.encoding()) :: Grove.World.Feed.format()
-  def view_format(encoding), do: {__MODULE__, encoding}
+  @doc "The view format of a connection of this encoding and version of the protocol."
+  @spec view_format(Protocol.encoding(), pos_integer()) :: Grove.World.Feed.format()
+  def view_format(encoding, version \\ Protocol.version()), do: {__MODULE__, {encoding, version}}
 
   @impl Grove.World.ViewFormat
-  def encode_view(encoding, what, zone, entries, departed),
-    do: area(encoding, what, zone, entries, departed)
+  def encode_view({encoding, version}, what, zone, entries, departed),
+    do: area(encoding, version, what, zone, entries, departed)
 
-  # The names of the players coming into view go first, in a `names`
-  # frame of their own, so that the client knows them when the `area`
-  # frame draws them; then the area, with what it shows of the game and
-  # its events in its last three fields (left out when empty: an area
-  # without them is byte for byte an area of a world without a game).
+  # The area's ground (a snapshot's, from version 3 on) and the names of
+  # the players coming into view go first, each in a frame of its own, so
+  # that the client knows them when the `area` frame draws them; then the
+  # area, with what it shows of the game and its events in its last three
+  # fields (left out when empty: an area without them is byte for byte an
+  # area of a world without a game).
   @impl Grove.World.ViewFormat
-  def encode_view(encoding, what, zone, entries, departed, %{names: []} = extra),
-    do: area(encoding, what, zone, entries, departed, extra)
+  def encode_view({encoding, version}, what, zone, entries, departed, extra) do
+    names =
+      case extra do
+        %{names: [_ | _] = names} ->
+          [message(%{type: :names, area: zone, names: names}, encoding, version)]
 
-  def encode_view(encoding, what, zone, entries, departed, %{names: names} = extra),
-    do: [
-      message(%{type: :names, area: zone, names: names}, encoding)
-      | area(encoding, what, zone, entries, departed, extra)
-    ]
+        _none ->
+          []
+      end
 
-  defp area(encoding, what, zone, entries, departed, %{cells: [], looks: [], events: []}),
-    do: area(encoding, what, zone, entries, departed)
+    ground =
+      case extra do
+        %{ground: %Area{} = ground} when version >= 3 -> [ground(encoding, version, zone, ground)]
+        _none -> []
+      end
 
-  defp area(:binary, what, zone, entries, departed, extra) do
-    WebSocket.frame(:binary, [
-      <<@area_tag, zone::32, full(what), length(entries)::16>>,
-      for({id, x, y, kind} <- entries, into: <<>>, do: <<id::32, x::16, y::16, kind::8>>),
-      <<length(departed)::16>>,
-      for(id <- departed, into: <<>>, do: <<id::32>>),
-      game_fields(extra)
-    ])
+    [ground, names | area(encoding, version, what, zone, entries, departed, game(extra))]
   end
 
-  defp area(:json, what, zone, entries, departed, extra) do
-    WebSocket.frame(:text, [
-      ~s({"type":"area","area":),
-      Integer.to_string(zone),
-      if(what == :snapshot,
-        do: ~s(,"full":true,"entities":[),
-        else: ~s(,"full":false,"entities":[)
-      ),
-      json_entries(entries),
-      ~s(],"gone":[),
-      json_ids(departed),
-      ?],
-      json_extra(extra),
-      ?}
-    ])
+  defp ground(encoding, version, zone, %Area{x0: x0, y0: y0, x1: x1, y1: y1, cells: cells}) do
+    message(
+      %{type: :ground, area: zone, x: x0, y: y0, width: x1 - x0, height: y1 - y0, cells: cells},
+      encoding,
+      version
+    )
   end
 
-  defp area(:binary, what, zone, entries, departed) do
-    WebSocket.frame(:binary, [
+  defp game(extra),
+    do: %{
+      cells: Map.get(extra, :cells, []),
+      looks: Map.get(extra, :looks, []),
+      events: Map.get(extra, :events, [])
+    }
+
+  defp area(encoding, version, what, zone, entries, departed, %{cells: [], looks: [], events: []}),
+    do: area(encoding, version, what, zone, entries, departed)
+
+  defp area(:binary, version, what, zone, entries, departed, game),
+    do:
+      WebSocket.frame(:binary, [
+        area_fields(version, what, zone, entries, departed),
+        game_fields(version, game)
+      ])
+
+  defp area(:json, version, what, zone, entries, departed, game),
+    do:
+      WebSocket.frame(:text, [
+        json_area(what, zone, entries, departed),
+        json_extra(version, game),
+        ?}
+      ])
+
+  defp area(:binary, version, what, zone, entries, departed),
+    do: WebSocket.frame(:binary, area_fields(version, what, zone, entries, departed))
+
+  defp area(:json, _version, what, zone, entries, departed),
+    do: WebSocket.frame(:text, [json_area(what, zone, entries, departed), ?}])
+
+  defp area_fields(2, what, zone, entries, departed) do
+    [
       <<@area_tag, zone::32, full(what), length(entries)::16>>,
       for({id, x, y, kind} <- entries, into: <<>>, do: <<id::32, x::16, y::16, kind::8>>),
       <<length(departed)::16>>,
       for(id <- departed, into: <<>>, do: <<id::32>>)
-    ])
+    ]
   end
 
-  defp area(:json, what, zone, entries, departed) do
-    WebSocket.frame(:text, [
+  defp area_fields(_version, what, zone, entries, departed) do
+    [
+      @area_tag,
+      Codec.uvar(zone),
+      full(what),
+      <<length(entries)::16>>,
+      for(
+        {id, x, y, kind} <- entries,
+        into: <<>>,
+        do: <<Codec.uvar(id)::binary, Codec.uvar(x)::binary, Codec.uvar(y)::binary, kind::8>>
+      ),
+      <<length(departed)::16>>,
+      for(id <- departed, into: <<>>, do: Codec.uvar(id))
+    ]
+  end
+
+  # All but the closing brace.
+  defp json_area(what, zone, entries, departed) do
+    [
       ~s({"type":"area","area":),
       Integer.to_string(zone),
       if(what == :snapshot,
@@ -136,39 +186,42 @@ defmodule Grove.Gateway.Frames do
       json_entries(entries),
       ~s(],"gone":[),
       json_ids(departed),
-      "]}"
-    ])
+      ?]
+    ]
   end
 
   # Up to the last field that is not empty.
-  defp game_fields(%{cells: cells, looks: looks, events: events}) do
+  defp game_fields(version, %{cells: cells, looks: looks, events: events}) do
+    list = fn item, values -> Codec.encode({:list, Codec.versioned(item, version)}, values) end
+
     [
-      <<length(cells)::16>>,
-      for({x, y, code} <- cells, into: <<>>, do: <<x::16, y::16, code::8>>)
+      list.(@cell, cells)
       | cond do
-          events != [] -> [looks_field(looks), Codec.encode({:list, @event}, named(events))]
-          looks != [] -> looks_field(looks)
+          events != [] -> [list.(@look, looks), list.(@event, named(events))]
+          looks != [] -> list.(@look, looks)
           true -> []
         end
     ]
   end
 
-  defp looks_field(looks),
-    do: [<<length(looks)::16>>, for({id, look} <- looks, into: <<>>, do: <<id::32, look::8>>)]
-
-  defp json_extra(extra) do
+  defp json_extra(version, game) do
     [
-      if(extra.cells == [],
+      if(game.cells == [],
         do: [],
-        else: [~s(,"cells":), :jiffy.encode(for({x, y, code} <- extra.cells, do: [x, y, code]))]
+        else: [~s(,"cells":), :jiffy.encode(for({x, y, code} <- game.cells, do: [x, y, code]))]
       ),
-      if(extra.looks == [],
+      if(game.looks == [],
         do: [],
-        else: [~s(,"looks":), :jiffy.encode(for({id, look} <- extra.looks, do: [id, look]))]
+        else: [~s(,"looks":), :jiffy.encode(for({id, look} <- game.looks, do: [id, look]))]
       ),
-      if(extra.events == [],
+      if(game.events == [],
         do: [],
-        else: [~s(,"events":), :jiffy.encode(Codec.to_json({:list, @event}, named(extra.events)))]
+        else: [
+          ~s(,"events":),
+          :jiffy.encode(
+            Codec.to_json({:list, Codec.versioned(@event, version)}, named(game.events))
+          )
+        ]
       )
     ]
   end

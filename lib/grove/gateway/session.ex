@@ -31,6 +31,7 @@ defmodule Grove.Gateway.Session do
     :feed,
     :format,
     :encoding,
+    :version,
     :config,
     :move_limit,
     :seed_limit,
@@ -90,6 +91,7 @@ defmodule Grove.Gateway.Session do
       feed: World.fetch!(world).feed,
       format: Frames.view_format(encoding),
       encoding: encoding,
+      version: Protocol.version(),
       config: config,
       move_limit: RateLimit.new(config.move_rate, config.move_burst),
       seed_limit: RateLimit.new(Map.get(config, :seed_rate, 1), Map.get(config, :seed_burst, 3)),
@@ -140,11 +142,19 @@ defmodule Grove.Gateway.Session do
     end
   end
 
+  # The version the client asks for, if this server speaks it and the
+  # world fits it, is the session's from now on (`Protocol.negotiate/2`).
   defp handle_message(%__MODULE__{joined: false} = session, %{type: :join} = join, now_ms) do
-    version = Protocol.version()
+    grid = World.grid(session.world)
 
-    case join.protocol do
-      ^version ->
+    case Protocol.negotiate(join.protocol, {grid.width, grid.height}) do
+      {:ok, version} ->
+        session = %{
+          session
+          | version: version,
+            format: Frames.view_format(session.encoding, version)
+        }
+
         with {:ok, account} <- identify(session, join.token),
              {:ok, label} <- label(join, account) do
           place(session, join, account, label, now_ms)
@@ -152,8 +162,8 @@ defmodule Grove.Gateway.Session do
           {:error, code, text} -> error(session, code, text, now_ms)
         end
 
-      other ->
-        unsupported(session, Protocol.unsupported_text(other))
+      {:error, text} ->
+        unsupported(session, text)
     end
   end
 
@@ -184,7 +194,9 @@ defmodule Grove.Gateway.Session do
       :limited ->
         if session.config.stats, do: Stats.incr(session.config.stats, :rate_limited)
         {x, y} = session.cell
-        {session, [{:send, Frames.outcome(session.encoding, seq, :rate_limited, x, y)}]}
+
+        {session,
+         [{:send, Frames.outcome(session.encoding, session.version, seq, :rate_limited, x, y)}]}
     end
   end
 
@@ -391,7 +403,7 @@ defmodule Grove.Gateway.Session do
 
         welcome = %{
           type: :welcome,
-          protocol: Protocol.version(),
+          protocol: session.version,
           id: id,
           x: x,
           y: y,
@@ -457,7 +469,7 @@ defmodule Grove.Gateway.Session do
             )
 
         {%{session | cell: cell, in_flight: in_flight},
-         [{:send, Frames.outcome(session.encoding, seq, result, x, y)}]}
+         [{:send, Frames.outcome(session.encoding, session.version, seq, result, x, y)}]}
     end
   end
 
@@ -577,7 +589,7 @@ defmodule Grove.Gateway.Session do
   defp settle_all(session, {x, y}) do
     moves =
       for {seq, _pending} <- Enum.sort(session.in_flight),
-          do: {:send, Frames.outcome(session.encoding, seq, :interrupted, x, y)}
+          do: {:send, Frames.outcome(session.encoding, session.version, seq, :interrupted, x, y)}
 
     seeds =
       for {seq, _pending} <- Enum.sort(session.seeds_in_flight),
@@ -670,7 +682,7 @@ defmodule Grove.Gateway.Session do
       {x, y} = now
 
       {%{session | cell: now, in_flight: Map.delete(session.in_flight, seq)},
-       actions ++ [{:send, Frames.outcome(session.encoding, seq, result, x, y)}]}
+       actions ++ [{:send, Frames.outcome(session.encoding, session.version, seq, result, x, y)}]}
     end)
   end
 
@@ -776,8 +788,8 @@ defmodule Grove.Gateway.Session do
 
   @doc "A message encoded as a frame for this session."
   @spec send_message(t(), Protocol.message()) :: action()
-  def send_message(%__MODULE__{encoding: encoding}, message),
-    do: {:send, Frames.message(message, encoding)}
+  def send_message(%__MODULE__{encoding: encoding, version: version}, message),
+    do: {:send, Frames.message(message, encoding, version)}
 
   defp format(%__MODULE__{format: format}), do: format
 

@@ -8,6 +8,11 @@ defmodule Grove.Protocol.Codec do
   Codecs:
 
     * `:u8`, `:u16`, `:u32` - unsigned big-endian integers
+    * `:uvar` - an unsigned integer below 2^53 (so that JavaScript's
+      numbers hold it exactly) in as few bytes as it needs: seven bits a
+      byte, least significant first, the high bit set on every byte but
+      the last (LEB128); 0 to 127 is one byte, up to 16,383 two, up to
+      2,097,151 three
     * `:bool` - one byte, 0 or 1; JSON `true`/`false`
     * `{:enum, [atom]}` - one byte, the atom's position; JSON the atom's name
     * `:string` - UTF-8, a u16 byte length then the bytes; JSON a string
@@ -38,6 +43,7 @@ defmodule Grove.Protocol.Codec do
           :u8
           | :u16
           | :u32
+          | :uvar
           | :bool
           | :string
           | :text
@@ -47,6 +53,8 @@ defmodule Grove.Protocol.Codec do
           | {:tuple, [t()]}
           | :data
 
+  import Bitwise
+
   @max_u8 0xFF
   @max_u16 0xFFFF
   @max_u32 0xFFFFFFFF
@@ -55,6 +63,26 @@ defmodule Grove.Protocol.Codec do
   @max_data 16
   @max_name 32
 
+  @max_uvar 0x1FFFFFFFFFFFFF
+
+  @doc """
+  The codec a versioned one of the protocol's definitions is in a version
+  of the protocol: `:coord` (a coordinate or a size of the world), `:id`
+  (an entity's id) and `:area_id` (an area's number) are 16, 32 and 32
+  bits in version 2, `:uvar` from version 3 on; any other is itself.
+
+      iex> Grove.Protocol.Codec.versioned({:list, {:tuple, [:id, :coord, :u8]}}, 2)
+      {:list, {:tuple, [:u32, :u16, :u8]}}
+  """
+  @spec versioned(term(), pos_integer()) :: t()
+  def versioned(:coord, 2), do: :u16
+  def versioned(:id, 2), do: :u32
+  def versioned(:area_id, 2), do: :u32
+  def versioned(codec, _version) when codec in [:coord, :id, :area_id], do: :uvar
+  def versioned({:list, item}, version), do: {:list, versioned(item, version)}
+  def versioned({:tuple, items}, version), do: {:tuple, Enum.map(items, &versioned(&1, version))}
+  def versioned(codec, _version), do: codec
+
   ## Binary
 
   @doc "Encodes a value; raises `ArgumentError` when it does not fit the codec."
@@ -62,6 +90,7 @@ defmodule Grove.Protocol.Codec do
   def encode(:u8, n) when is_integer(n) and n >= 0 and n <= @max_u8, do: <<n::8>>
   def encode(:u16, n) when is_integer(n) and n >= 0 and n <= @max_u16, do: <<n::16>>
   def encode(:u32, n) when is_integer(n) and n >= 0 and n <= @max_u32, do: <<n::32>>
+  def encode(:uvar, n) when is_integer(n) and n >= 0 and n <= @max_uvar, do: uvar(n)
   def encode(:bool, true), do: <<1>>
   def encode(:bool, false), do: <<0>>
 
@@ -111,6 +140,22 @@ defmodule Grove.Protocol.Codec do
   defp name_string(name) when is_binary(name), do: name
   defp name_string(other), do: bad(:data, other)
 
+  @doc """
+  An unsigned integer below 2^53 as `:uvar` bytes; for encoders written
+  by hand.
+
+      iex> Grove.Protocol.Codec.uvar(300)
+      <<172, 2>>
+  """
+  @spec uvar(non_neg_integer()) :: binary()
+  def uvar(n) when n < 0x80, do: <<n>>
+  def uvar(n) when n < 0x4000, do: <<(n &&& 0x7F) ||| 0x80, n >>> 7>>
+
+  def uvar(n) when n < 0x200000,
+    do: <<(n &&& 0x7F) ||| 0x80, (n >>> 7 &&& 0x7F) ||| 0x80, n >>> 14>>
+
+  def uvar(n), do: <<(n &&& 0x7F) ||| 0x80, uvar(n >>> 7)::binary>>
+
   defp encode_items(_item, []), do: []
   defp encode_items(item, [value | rest]), do: [encode(item, value) | encode_items(item, rest)]
 
@@ -124,6 +169,7 @@ defmodule Grove.Protocol.Codec do
   def decode(:u8, <<n::8, rest::binary>>), do: {:ok, n, rest}
   def decode(:u16, <<n::16, rest::binary>>), do: {:ok, n, rest}
   def decode(:u32, <<n::32, rest::binary>>), do: {:ok, n, rest}
+  def decode(:uvar, binary) when byte_size(binary) > 0, do: decode_uvar(binary, 0, 0)
   def decode(:bool, <<0, rest::binary>>), do: {:ok, false, rest}
   def decode(:bool, <<1, rest::binary>>), do: {:ok, true, rest}
   def decode(:bool, <<_, _::binary>>), do: {:error, "a boolean must be 0 or 1"}
@@ -152,6 +198,20 @@ defmodule Grove.Protocol.Codec do
     do: {:error, "#{count} entries, at most #{@max_data}"}
 
   def decode(codec, _binary), do: {:error, "truncated: expected #{describe(codec)}"}
+
+  # At most eight bytes: 56 bits hold 2^53 - 1.
+  defp decode_uvar(<<byte, rest::binary>>, shift, acc) when shift <= 49 do
+    acc = acc ||| (byte &&& 0x7F) <<< shift
+
+    cond do
+      byte < 0x80 and acc <= @max_uvar -> {:ok, acc, rest}
+      byte < 0x80 -> {:error, "an integer over #{@max_uvar}"}
+      rest == <<>> -> {:error, "truncated: expected #{describe(:uvar)}"}
+      true -> decode_uvar(rest, shift + 7, acc)
+    end
+  end
+
+  defp decode_uvar(_binary, _shift, _acc), do: {:error, "an integer over #{@max_uvar}"}
 
   defp decode_items(_item, 0, rest, acc), do: {:ok, Enum.reverse(acc), rest}
 
@@ -220,6 +280,7 @@ defmodule Grove.Protocol.Codec do
   def from_json(:u8, n) when is_integer(n) and n >= 0 and n <= @max_u8, do: {:ok, n}
   def from_json(:u16, n) when is_integer(n) and n >= 0 and n <= @max_u16, do: {:ok, n}
   def from_json(:u32, n) when is_integer(n) and n >= 0 and n <= @max_u32, do: {:ok, n}
+  def from_json(:uvar, n) when is_integer(n) and n >= 0 and n <= @max_uvar, do: {:ok, n}
   def from_json(:bool, b) when is_boolean(b), do: {:ok, b}
 
   def from_json({:enum, values}, s) when is_binary(s) do
@@ -297,6 +358,7 @@ defmodule Grove.Protocol.Codec do
   def describe(:u8), do: "an integer in 0..255"
   def describe(:u16), do: "an integer in 0..65535"
   def describe(:u32), do: "an integer in 0..4294967295"
+  def describe(:uvar), do: "an integer in 0..#{@max_uvar}"
   def describe(:bool), do: "a boolean"
   def describe(:string), do: "a string"
   def describe(:text), do: "a string"

@@ -67,6 +67,7 @@ defmodule Grove.World.Life do
   # The side of the blocks a soup is laid in.
   @soup_block 8
   @max_id 0xFFFFFFFF
+  @max_wide_id 0x1FFFFFFFFFFFFF
 
   @doc """
   Validates the `:life` option of a world; `false` gives `nil` (no
@@ -115,16 +116,23 @@ defmodule Grove.World.Life do
   @doc """
   The id a bacterium on a cell has in views: ids count down from 2^32 - 1
   by cell, so they never meet entity ids, which count up from 1, in any
-  world smaller than 2^31 cells.
+  world smaller than 2^31 cells. In a world wider or higher than 65,535
+  cells (which only protocol version 3 can show) they count down from
+  2^53 - 1, the largest id the protocol carries.
 
       iex> grid = Grove.World.Grid.new(100, 100, 50)
       iex> Grove.World.Life.bacterium_id(grid, {0, 0})
       4294967295
       iex> Grove.World.Life.bacterium_id(grid, {1, 2})
       4294967094
+      iex> Grove.World.Life.bacterium_id(Grove.World.Grid.new(1_000_000, 1_000_000, 50), {1, 2})
+      9007199252740990
   """
   @spec bacterium_id(Grid.t(), Grid.cell()) :: non_neg_integer()
-  def bacterium_id(%Grid{} = grid, {x, y}), do: @max_id - Grid.cell_key(grid, x, y)
+  def bacterium_id(%Grid{width: w, height: h} = grid, {x, y}) when w <= 65_535 and h <= 65_535,
+    do: @max_id - Grid.cell_key(grid, x, y)
+
+  def bacterium_id(%Grid{} = grid, {x, y}), do: @max_wide_id - Grid.cell_key(grid, x, y)
 
   @doc "The eight zones around a zone, by direction; `nil` beyond the world's edge."
   @spec neighbours(Grid.t(), Grid.zone_index()) :: %{Grid.direction() => Grid.zone_index() | nil}

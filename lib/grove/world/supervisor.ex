@@ -32,6 +32,11 @@ defmodule Grove.World.Supervisor do
     zone_idle: 60_000
   ]
 
+  # Coordinates travel as integers below 2^53 (protocol version 3); a
+  # billion cells a side leaves room to spare.
+  @max_side 1_000_000_000
+  @max_zones 100_000
+
   @doc "Validates `opts` and starts the world's supervision tree, registered under its name."
   @spec start_link(keyword()) :: Supervisor.on_start()
   def start_link(opts) do
@@ -67,8 +72,16 @@ defmodule Grove.World.Supervisor do
             ":chat_log must be a non-negative integer, got: #{inspect(opts[:chat_log])}"
     end
 
-    if opts[:width] > 65_535 or opts[:height] > 65_535 do
-      raise ArgumentError, "a world is at most 65535 cells wide and high"
+    if opts[:width] > @max_side or opts[:height] > @max_side do
+      raise ArgumentError, "a world is at most #{@max_side} cells wide and high"
+    end
+
+    zones = Grid.zone_count(Grid.new(opts[:width], opts[:height], opts[:zone_size]))
+
+    if zones > @max_zones do
+      raise ArgumentError,
+            "a world of #{zones} zones is more than #{@max_zones}, the most that run at once: " <>
+              "make :zone_size larger"
     end
 
     unless opts[:zones] in [:always, :on_demand] do

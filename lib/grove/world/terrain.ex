@@ -254,6 +254,23 @@ defmodule Grove.World.Terrain do
   end
 
   @doc """
+  The ground of a rectangle inside an area (or a whole terrain), as an
+  area of its own: what a zone shows of its ground, without its border.
+  """
+  @spec crop(t() | Area.t(), rect()) :: Area.t()
+  def crop(%__MODULE__{} = terrain, rect), do: area(terrain, rect)
+
+  def crop(%Area{} = area, {x0, y0, x1, y1}) do
+    width = area.x1 - area.x0
+
+    rows =
+      for y <- y0..(y1 - 1)//1,
+          do: binary_part(area.cells, (y - area.y0) * width + x0 - area.x0, x1 - x0)
+
+    %Area{x0: x0, y0: y0, x1: x1, y1: y1, cells: IO.iodata_to_binary(rows)}
+  end
+
+  @doc """
   The area of a world's grid that holds a cell: its zone's cells (zones of
   `area_size`, see `for_world/4`) and a border of one cell around them,
   inside the world. In a large world it is taken from the cache, or made

@@ -49,13 +49,17 @@ defmodule Grove.World.ViewFormat do
   `names` of labelled entities (players), the game's visible `cells` as
   `{x, y, code}`, entities' `looks` as `{id, code}`, and `events` as `{id,
   x, y, name, data}` (who caused it, 0 for nobody; where; what; small
-  data).
+  data). A snapshot also carries the zone's `ground` (its own cells,
+  `Grove.World.Terrain.crop/2`), for formats that send it.
   """
   @type extra :: %{
-          names: [name()],
-          cells: [{non_neg_integer(), non_neg_integer(), byte()}],
-          looks: [{Entity.id(), byte()}],
-          events: [{Entity.id(), non_neg_integer(), non_neg_integer(), atom(), map()}]
+          required(:names) => [name()],
+          required(:cells) => [{non_neg_integer(), non_neg_integer(), byte()}],
+          required(:looks) => [{Entity.id(), byte()}],
+          required(:events) => [
+            {Entity.id(), non_neg_integer(), non_neg_integer(), atom(), map()}
+          ],
+          optional(:ground) => Grove.World.Terrain.Area.t()
         }
 
   @doc """

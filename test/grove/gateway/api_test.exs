@@ -389,7 +389,15 @@ defmodule Grove.Gateway.ApiTest do
 
         {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
         conn = {client, :json}
-        push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: other})
+
+        push(conn, %{
+          type: :join,
+          protocol: Protocol.version(),
+          view_radius: 8,
+          name: "",
+          token: other
+        })
+
         assert {%{type: :error, code: :unauthorized}, _} = expect(conn, :error)
         WsClient.close(client)
       end
@@ -400,9 +408,19 @@ defmodule Grove.Gateway.ApiTest do
     test "without a token, or with a bad one, this server admits nobody", %{port: port} do
       {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
       conn = {client, :json}
-      push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+
+      push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
+
       assert {%{type: :error, code: :unauthorized}, conn} = expect(conn, :error)
-      push(conn, %{type: :join, protocol: 2, view_radius: 8, name: "", token: "v1.not.valid"})
+
+      push(conn, %{
+        type: :join,
+        protocol: Protocol.version(),
+        view_radius: 8,
+        name: "",
+        token: "v1.not.valid"
+      })
+
       assert {%{type: :error, code: :unauthorized}, _} = expect(conn, :error)
     end
   end
@@ -442,7 +460,15 @@ defmodule Grove.Gateway.ApiTest do
   defp join(port, token, name \\ "") do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
     conn = {client, :json}
-    push(conn, %{type: :join, protocol: 2, view_radius: 8, name: name, token: token})
+
+    push(conn, %{
+      type: :join,
+      protocol: Protocol.version(),
+      view_radius: 8,
+      name: name,
+      token: token
+    })
+
     {welcome, conn} = expect(conn, :welcome)
     {conn, welcome}
   end

@@ -178,7 +178,10 @@ defmodule Grove.Gateway.ClientErrorsTest do
 
     test "a player resets the connection after joining, or mid-frame", %{port: port} do
       join =
-        Protocol.encode(%{type: :join, protocol: 2, view_radius: 8, name: "", token: ""}, :json)
+        Protocol.encode(
+          %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""},
+          :json
+        )
 
       log =
         capture_log([level: :error], fn ->

@@ -21,7 +21,7 @@ defmodule Grove.Gateway.DrainTest do
 
         join =
           Protocol.encode(
-            %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""},
+            %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""},
             encoding
           )
 

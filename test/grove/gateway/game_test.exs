@@ -60,7 +60,7 @@ defmodule Grove.Gateway.GameTest do
   # A player joined anywhere, then walked to a cell.
   defp player_at(port, encoding, _world, cell) do
     conn = connect(port, encoding)
-    push(conn, %{type: :join, protocol: 2, view_radius: 8})
+    push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 8})
     {welcome, conn} = expect(conn, :welcome)
     {welcome.id, Walk.walk(conn, {welcome.x, welcome.y}, cell, &move/2)}
   end

@@ -48,7 +48,9 @@ defmodule Grove.Gateway.HealthTest do
     sup: sup
   } do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
-    push(client, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+
+    push(client, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
+
     {%{type: :welcome}, client} = expect(client, :welcome)
 
     # Held still, the session cannot close, so the drain waits for it.
@@ -72,7 +74,9 @@ defmodule Grove.Gateway.HealthTest do
   # joined said "0 players" to the one player there was.
   test "a player is counted in the first stats it is sent", %{port: port} do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
-    push(client, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+
+    push(client, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
+
     {%{type: :welcome}, client} = expect(client, :welcome)
     assert {%{type: :stats, players: 1}, _client} = expect(client, :stats)
   end
@@ -84,7 +88,9 @@ defmodule Grove.Gateway.HealthTest do
   test "a stop answers /readyz 503 for a while first: its players play on, new ones are refused",
        %{port: port, sup: sup} do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
-    push(client, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+
+    push(client, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
+
     {%{type: :welcome}, client} = expect(client, :welcome)
     {_, drainer, _, _} = List.keyfind(Supervisor.which_children(Grove.Gateway), Drainer, 0)
     stopping = Task.async(fn -> Supervisor.stop(sup, :normal, 70_000) end)

@@ -59,7 +59,7 @@ defmodule Grove.Gateway.LifeTest do
     test "a player seeds a pattern, sees it live, and is refused with reasons (#{encoding})",
          %{port: port, world: world} do
       conn = connect(port, unquote(encoding))
-      push(conn, %{type: :join, protocol: 2})
+      push(conn, %{type: :join, protocol: Protocol.version()})
       {welcome, conn} = expect(conn, type(:welcome))
       dir = if welcome.x < 20, do: :e, else: :w
       step = if dir == :e, do: 1, else: -1
@@ -109,7 +109,7 @@ defmodule Grove.Gateway.LifeTest do
 
   test "a seed whose zone dies holding it is answered: interrupted", %{port: port, world: world} do
     conn = connect(port, :json)
-    push(conn, %{type: :join, protocol: 2})
+    push(conn, %{type: :join, protocol: Protocol.version()})
     {welcome, conn} = expect(conn, type(:welcome))
     id = welcome.id
     zone = World.zone_of(world, id)

@@ -26,7 +26,9 @@ defmodule Grove.Gateway.RestoreTest do
   test "a player told its entity was lost is placed again under its id, its move in flight answered, once",
        %{port: port, world: world} do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
-    push(client, %{type: :join, protocol: 2, view_radius: 2, name: "", token: ""})
+
+    push(client, %{type: :join, protocol: Protocol.version(), view_radius: 2, name: "", token: ""})
+
     {%{id: id, x: x, y: y}, client} = expect(client, :welcome)
 
     # The move waits in the zone's mailbox while the session hears its

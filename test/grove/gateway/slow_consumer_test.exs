@@ -65,7 +65,9 @@ defmodule Grove.Gateway.SlowConsumerTest do
   # piles up, until the server gives up on it. With its connection.
   defp stop_reading(port) do
     {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=json", recbuf: 1024)
-    push(client, %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""})
+
+    push(client, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
+
     {%{type: :welcome}, client} = expect(client, :welcome)
     [connection] = Gateway.sessions()
     for t <- 1..600, do: push(client, %{type: :ping, t: t})

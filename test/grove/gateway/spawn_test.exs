@@ -25,7 +25,15 @@ defmodule Grove.Gateway.SpawnTest do
     cells =
       for _ <- 1..8 do
         {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
-        push(client, %{type: :join, protocol: 2, view_radius: 2, name: "", token: ""})
+
+        push(client, %{
+          type: :join,
+          protocol: Protocol.version(),
+          view_radius: 2,
+          name: "",
+          token: ""
+        })
+
         %{x: x, y: y} = expect(client, :welcome)
         {x, y}
       end

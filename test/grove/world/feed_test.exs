@@ -3,8 +3,8 @@ defmodule Grove.World.FeedTest do
 
   alias Grove.World.Feed
 
-  @json {Grove.Gateway.Frames, :json}
-  @binary {Grove.Gateway.Frames, :binary}
+  @json {Grove.Gateway.Frames, {:json, 3}}
+  @binary {Grove.Gateway.Frames, {:binary, 3}}
 
   test "a reader gets what was published after its number, oldest first, in its format" do
     feed = Feed.new(4, 10)

@@ -356,7 +356,7 @@ defmodule Grove.Load.Fuzz do
   defp probe(:ws_token_noncanonical, rand, ctx) do
     {token, rand} = noncanonical(ctx.token, rand)
     {encoding, rand} = pick([:json, :binary], rand)
-    join = %{type: :join, protocol: 2, view_radius: 8, name: "", token: token}
+    join = %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: token}
     {ws(encoding, [masked(join, encoding)], :answer), rand}
   end
 
@@ -383,7 +383,7 @@ defmodule Grove.Load.Fuzz do
 
   defp probe(:ws_join_reset, rand, _ctx) do
     {encoding, rand} = pick([:json, :binary], rand)
-    join = %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""}
+    join = %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""}
     {ws(encoding, [masked(join, encoding)], :answer_then_reset), rand}
   end
 
@@ -421,7 +421,8 @@ defmodule Grove.Load.Fuzz do
     {ws_unsure(encoding, mutated), rand}
   end
 
-  defp guest_join, do: %{type: :join, protocol: 2, view_radius: 4, name: "", token: ""}
+  defp guest_join,
+    do: %{type: :join, protocol: Protocol.version(), view_radius: 4, name: "", token: ""}
 
   # The frame's payload (it may break the protocol, so it is built here,
   # not by `Grove.Protocol.encode/2`).
@@ -524,8 +525,8 @@ defmodule Grove.Load.Fuzz do
 
   defp ws_messages(ctx) do
     [
-      %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""},
-      %{type: :join, protocol: 2, view_radius: 8, name: "", token: ctx.token},
+      %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""},
+      %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ctx.token},
       %{type: :ping, t: 12_345},
       %{type: :move, seq: 1, dir: :n},
       %{type: :act, seq: 2, action: "pick", dir: :e, args: %{"count" => 2, "why" => "fuzz"}},

@@ -45,6 +45,7 @@ defmodule Grove.Load.Player do
 
   alias Grove.Load.Stats
   alias Grove.Protocol
+  alias Grove.Protocol.Codec
   alias Grove.World.{Grid, View}
 
   @timeout_us 5_000_000
@@ -192,8 +193,14 @@ defmodule Grove.Load.Player do
   def receive_frame(%__MODULE__{encoding: :json} = player, payload, env),
     do: json_frame(player, payload, env)
 
-  defp binary_frame(player, <<@outcome, seq::32, result, x::16, y::16>>, env),
-    do: outcome(player, seq, elem(@results, result), {x, y}, env)
+  defp binary_frame(player, <<@outcome, seq::32, result, cell::binary>> = payload, env) do
+    with {:ok, x, rest} <- Codec.decode(:uvar, cell),
+         {:ok, y, <<>>} <- Codec.decode(:uvar, rest) do
+      outcome(player, seq, elem(@results, result), {x, y}, env)
+    else
+      _ -> decoded(player, payload, env)
+    end
+  end
 
   defp binary_frame(player, <<@acted, seq::32, _::binary>>, env), do: acted(player, seq, env)
 

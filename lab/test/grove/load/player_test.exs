@@ -19,7 +19,7 @@ defmodule Grove.Load.PlayerTest do
   defp welcome(encoding, checks, env) do
     message = %{
       type: :welcome,
-      protocol: 2,
+      protocol: 3,
       id: 7,
       x: 10,
       y: 10,
@@ -150,7 +150,7 @@ defmodule Grove.Load.PlayerTest do
   defp welcome_again(player, id, {x, y}, env) do
     message = %{
       type: :welcome,
-      protocol: 2,
+      protocol: 3,
       id: id,
       x: x,
       y: y,

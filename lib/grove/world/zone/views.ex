@@ -49,7 +49,7 @@ defmodule Grove.World.Zone.Views do
   # A move that leaves a viewer's viewport over the same zones, by far the
   # most common, returns no effect and the structure unchanged.
 
-  alias Grove.World.{Entity, Feed, Grid, ViewFormat}
+  alias Grove.World.{Entity, Feed, Grid, Terrain, ViewFormat}
   alias Grove.World.Zone.{State, Subscriptions}
 
   defstruct [:index, :grid, :subscriptions, seq: 0]
@@ -249,9 +249,11 @@ defmodule Grove.World.Zone.Views do
 
   # The zone as it is now, for a viewer that starts (or starts again) from
   # the number of the last delta published: the deltas after it complete
-  # the picture.
+  # the picture. The zone's ground goes with every snapshot, for the
+  # formats that send it.
   defp snapshot_effects(views, core, pid, format) do
-    extra = State.snapshot_extra(core)
+    extra = State.snapshot_extra(core) || %{names: [], cells: [], looks: [], events: []}
+    extra = Map.put(extra, :ground, Terrain.crop(core.terrain, core.bounds))
     data = encode(format, :snapshot, views.index, State.snapshot(core), [], extra)
 
     [
