@@ -152,6 +152,17 @@ function zoneEntities(zone) {
   return inside;
 }
 
+// An area's ground, sent once before its first snapshot.
+function zoneGround(zone) {
+  const x0 = (zone % zonesX) * zoneSize;
+  const y0 = Math.floor(zone / zonesX) * zoneSize;
+  const w = Math.min(zoneSize, width - x0);
+  const h = Math.min(zoneSize, height - y0);
+  const cells = new Uint8Array(w * h);
+  for (let row = 0; row < h; row++) cells.set(terrain.subarray((y0 + row) * width + x0, (y0 + row) * width + x0 + w), row * w);
+  return { type: "ground", area: zone, x: x0, y: y0, width: w, height: h, cells };
+}
+
 // Every area in view that changed (or that the session has not had) as a
 // snapshot; every area it left, closed.
 function sendAreas(session) {
@@ -166,6 +177,7 @@ function sendAreas(session) {
     const inside = zoneEntities(zone);
     const signature = JSON.stringify(inside);
     if (session.sent.get(zone) !== signature) {
+      if (!session.sent.has(zone)) send(session, zoneGround(zone));
       session.sent.set(zone, signature);
       send(session, { type: "area", area: zone, full: true, entities: inside, gone: [] });
     }
@@ -180,13 +192,13 @@ function handle(session, message) {
       if (!entity) return send(session, { type: "error", code: "join_failed", message: "the world is full" });
       session.entity = entity;
       session.radius = Math.min(message.view_radius, 16);
-      if (message.protocol !== 2) {
-        send(session, { type: "error", code: "unsupported_protocol", message: "this server speaks protocol 2" });
+      if (message.protocol !== 3) {
+        send(session, { type: "error", code: "unsupported_protocol", message: "this server speaks protocol 3" });
         return session.socket.close(1002);
       }
       send(session, {
         type: "welcome",
-        protocol: 2,
+        protocol: 3,
         id: entity.id,
         x: entity.x,
         y: entity.y,

@@ -10,6 +10,7 @@ import {
   refuseSomewhere,
   screen,
   WASD,
+  waitAreasGround,
   waitJoined,
 } from "./support/browser.mjs";
 import { freePort, skipReason, startServer } from "./support/server.mjs";
@@ -55,19 +56,7 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     const state = await waitJoined(page);
     assert.equal(state.protocol, 3);
     await page.waitForFunction(() => window.grove.state().terrainLoaded);
-    // Every area in view has come, with its ground.
-    await page.waitForFunction(
-      ([x, y]) => {
-        for (let dy = -8; dy <= 8; dy++) {
-          for (let dx = -8; dx <= 8; dx++) {
-            const [cx, cy] = [x + dx, y + dy];
-            if (cx >= 0 && cy >= 0 && cx < 100 && cy < 100 && window.grove.areaGroundAt(cx, cy) === undefined) return false;
-          }
-        }
-        return true;
-      },
-      [state.x, state.y],
-    );
+    await waitAreasGround(page);
 
     // The whole world's ground, as /terrain serves it, against what the areas brought.
     const whole = await page.evaluate(async () => {
@@ -166,19 +155,7 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     const { page, problems } = await openGame(browser, server.url);
     await waitJoined(page);
     await page.waitForFunction(() => window.grove.state().terrainLoaded);
-    // Every area in view has come, with its ground.
-    await page.waitForFunction(
-      ([x, y]) => {
-        for (let dy = -8; dy <= 8; dy++) {
-          for (let dx = -8; dx <= 8; dx++) {
-            const [cx, cy] = [x + dx, y + dy];
-            if (cx >= 0 && cy >= 0 && cx < 100 && cy < 100 && window.grove.areaGroundAt(cx, cy) === undefined) return false;
-          }
-        }
-        return true;
-      },
-      [state.x, state.y],
-    );
+    await waitAreasGround(page);
     const hint = () =>
       page.evaluate(() => {
         const line = document.getElementById("hint");

@@ -61,6 +61,25 @@ export async function waitJoined(page, timeout = 15_000) {
   return page.evaluate(() => window.grove.state());
 }
 
+/** Waits until every area the viewport reaches has come with its ground (protocol 3). */
+export async function waitAreasGround(page, timeout = 15_000) {
+  await page.waitForFunction(
+    () => {
+      const { x, y, width, height, viewRadius } = window.grove.state();
+      for (let dy = -viewRadius; dy <= viewRadius; dy++) {
+        for (let dx = -viewRadius; dx <= viewRadius; dx++) {
+          const [cx, cy] = [x + dx, y + dy];
+          const inside = cx >= 0 && cy >= 0 && cx < width && cy < height;
+          if (inside && window.grove.areaGroundAt(cx, cy) === undefined) return false;
+        }
+      }
+      return true;
+    },
+    null,
+    { timeout },
+  );
+}
+
 export const ARROWS = { n: "ArrowUp", e: "ArrowRight", s: "ArrowDown", w: "ArrowLeft" };
 export const WASD = { n: "w", e: "d", s: "s", w: "a" };
 const step = { n: [0, -1], e: [1, 0], s: [0, 1], w: [-1, 0] };
