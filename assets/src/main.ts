@@ -44,6 +44,8 @@ const minimap = new Minimap(document.getElementById("minimap") as HTMLCanvasElem
 // The whole world's ground, for the minimap, where the world is small
 // enough to be sent whole; the viewport draws each area's own ground.
 let terrain: Terrain | undefined;
+// The most cells `GET /terrain` sends (docs/protocol.md).
+const WHOLE_TERRAIN_CELLS = 2048 * 2048;
 let wholeTerrain: boolean | undefined;
 let kinds = new Kinds();
 let lastStats: Stats | undefined;
@@ -165,9 +167,13 @@ function receive(message: Message): void {
       }
       for (const element of document.querySelectorAll<HTMLElement>(".you")) element.textContent = world.avatar;
       you.show(message.name, world.avatar);
-      // The first terrain request is already under way; after a reconnect
-      // the server may be a new one, with new ground.
-      if (welcomes > 1 || (terrain && (terrain.width !== world.width || terrain.height !== world.height))) {
+      // The whole world's ground, for the minimap, only where the world is
+      // small enough to be sent whole (a larger one's comes area by area);
+      // after a reconnect the server may be a new one, with new ground.
+      if (world.width * world.height > WHOLE_TERRAIN_CELLS) {
+        terrain = undefined;
+        wholeTerrain = false;
+      } else if (welcomes > 1 || !terrain || terrain.width !== world.width || terrain.height !== world.height) {
         loadTerrain();
       }
       // Each server names its own kinds and game: ask again after every reconnect.
@@ -494,7 +500,6 @@ window.addEventListener("pointerdown", (event) => {
   if (event.pointerType === "touch") document.body.classList.add("touch");
 });
 hud.setState(connection.state);
-loadTerrain();
 loadKinds();
 loadGame();
 void connection.connect().catch(() => {});
