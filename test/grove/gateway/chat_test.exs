@@ -88,7 +88,7 @@ defmodule Grove.Gateway.ChatTest do
   # A player with a viewport of radius 1, walked to `cell`.
   defp player_at(port, encoding, cell) do
     conn = connect(port, encoding)
-    push(conn, %{type: :join, protocol: 2, view_radius: 1})
+    push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 1})
     {welcome, conn} = expect(conn, :welcome)
     {welcome.id, Walk.walk(conn, {welcome.x, welcome.y}, cell, &move/2)}
   end
