@@ -45,7 +45,8 @@ describe("a server restart", { skip: skipReason, timeout: 400_000 }, () => {
     assert.equal(shown.selves, 1);
     assert.deepEqual([shown.self.x, shown.self.y], [again.x, again.y]);
     assert.equal(shown.position, `${again.x}, ${again.y}`);
-    assert.ok(again.terrainLoaded);
+    // The new server's ground, fetched after its welcome.
+    await page.waitForFunction(() => window.grove.state().terrainLoaded);
 
     // And it plays: the new session answers moves.
     await moveSomewhere(page);
