@@ -129,9 +129,15 @@ defmodule Grove.ClusterTest do
         @wait
       )
 
-      # Zones of every node hold actors of every other node.
-      owners = for node <- nodes, into: %{}, do: {node, owner_nodes(node, world)}
-      assert Enum.all?(nodes, fn node -> Enum.sort(Map.get(owners, node)) == nodes end)
+      # Zones of every node hold actors of every other node, once they have
+      # walked far enough: they go where their steps take them.
+      eventually(
+        fn ->
+          owners = for node <- nodes, into: %{}, do: {node, owner_nodes(node, world)}
+          assert Enum.all?(nodes, fn node -> Enum.sort(Map.get(owners, node)) == nodes end)
+        end,
+        @wait
+      )
 
       assert :ok = :erpc.call(node(), Grove.World, :audit, [world])
       assert length(Grove.World.Audit.residents(Grove.World.fetch!(world))) == 120
