@@ -52,7 +52,9 @@ defmodule Grove.World do
       with nothing, and its tallies (see `Grove.World.Game`, "State that
       lasts"); `nil` for a game whose state lives as long as the world
       runs, and whose tallies are counted and dropped (default `nil`; an
-      instance with a store gives its world that store)
+      instance with a store gives its world that store). With zones on
+      demand, a zone that sleeps keeps its entities and its layer there
+      too, and reads them back as it wakes
     * `:zones` - `:always` to run every zone from the start, or `:on_demand`
       to start a zone when first needed (an entity placed in it or crossing
       into it, a viewport reaching it) and stop it when idle, for worlds
@@ -852,17 +854,31 @@ defmodule Grove.World do
     GenServer.cast(zone_address(fetch!(world), zone), {:snapshot, self(), format})
   end
 
-  @doc "An entity's cell, read from ETS without a message; `nil` when it is not in the world."
+  @doc """
+  An entity's cell, read from ETS without a message (or, in a zone that
+  sleeps with its entities in the world's store, from there); `nil` when
+  it is not in the world.
+  """
   @impl Grove.World.Client
   @spec position(name() | t(), Entity.id()) :: Grid.cell() | nil
   def position(world, id) do
     world = fetch!(world)
 
-    with index when index != nil <- Directory.lookup(world.name, id),
-         [row] <- :ets.lookup(elem(world.tables, index), id) do
-      Entity.row_cell(row)
-    else
-      _ -> nil
+    with index when index != nil <- Directory.lookup(world.name, id) do
+      case :ets.lookup(elem(world.tables, index), id) do
+        [row] -> Entity.row_cell(row)
+        [] -> asleep_position(world, index, id)
+      end
+    end
+  end
+
+  # An entity of a zone that sleeps with its entities in the store: read
+  # there, the one case where a position costs more than a table lookup.
+  defp asleep_position(world, index, id) do
+    if Zone.Saves.asleep_in_store?(world, index) do
+      Enum.find_value(Zone.Saves.rows(world, index), fn row ->
+        if elem(row, 0) == id, do: Entity.row_cell(row)
+      end)
     end
   end
 

@@ -7,6 +7,7 @@ defmodule Grove.World.Audit do
 
   alias Grove.World
   alias Grove.World.Directory
+  alias Grove.World.Zone.Saves
 
   @doc "Asks every zone of a world for its report, then judges them together."
   @spec run(World.t(), timeout()) :: :ok | {:error, [String.t()]}
@@ -37,11 +38,12 @@ defmodule Grove.World.Audit do
     end
   end
 
-  # A zone on demand that sleeps has only its table to show: its entities
-  # are those, and nothing else in it can be wrong.
+  # A zone on demand that sleeps has only its table (or its save in the
+  # store) to show: its entities are those, and nothing else in it can be
+  # wrong.
   defp report(%World{zones_on_demand: true} = world, index, timeout) do
     case Process.whereis(elem(world.zones, index)) do
-      nil -> {for(row <- :ets.tab2list(elem(world.tables, index)), do: elem(row, 0)), []}
+      nil -> {for(row <- Saves.rows(world, index), do: elem(row, 0)), []}
       pid -> GenServer.call(pid, :audit, timeout)
     end
   end

@@ -22,9 +22,16 @@ defmodule Grove.World.Stats do
             :deltas_relayed,
             :deltas_dropped,
             :zone_restarts,
-            # Zones on demand: started when first needed, and put to sleep.
+            # Zones on demand: started when first needed, and put to sleep;
+            # sleeping zones' entities or game's layers written to the store
+            # (and writes it refused), zones that read their entities back
+            # as they woke (and those it could not give them to).
             :zone_wakes,
             :zone_sleeps,
+            :zone_saves,
+            :zone_save_failures,
+            :zone_loads,
+            :zone_load_failures,
             # Bacteria: generations computed (by all zones), cells born and
             # dead, patterns seeded and refused.
             :generations,

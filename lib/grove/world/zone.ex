@@ -58,7 +58,8 @@ defmodule Grove.World.Zone do
   alias Grove.{Metrics, World}
   alias Grove.Game.Act
   alias Grove.World.{ChatLog, Directory, Entity, Feed, Grid, Life, Relay, Stats, Terrain}
-  alias Grove.World.Zone.{Bacteria, Chat, Handoff, State, Views}
+  alias Grove.World.Game.Storage
+  alias Grove.World.Zone.{Bacteria, Chat, Handoff, Saves, State, Views}
   alias Grove.World.Zone.Game, as: GameRules
 
   require Logger
@@ -649,12 +650,15 @@ defmodule Grove.World.Zone do
 
   defp schedule_idle_check(_zone), do: nil
 
-  # Its table and the directory keep its entities; what was sent to its name
-  # before it gave it up is in its mailbox, and is passed on from there.
+  # The directory keeps its entities; their rows and the game's layer go
+  # to the store when the world has one (`Zone.Saves`), else they stay in
+  # its tables. What was sent to its name before it gave it up is in its
+  # mailbox, and is passed on from there.
   defp sleep(zone) do
+    zone = zone |> sync_game() |> store_asleep()
     for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
     if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
-    # A game's layer stays in its table; its ticks wait for the zone to wake.
+    # A game's layer is in the store or its table; its ticks wait for the zone to wake.
     if zone.game_timer, do: Process.cancel_timer(zone.game_timer)
     :atomics.put(zone.world.load, zone.index + 1, 0)
     Process.unregister(elem(zone.world.zones, zone.index))
@@ -670,6 +674,52 @@ defmodule Grove.World.Zone do
         core: nil,
         bacteria: nil
     }
+  end
+
+  # Each table is emptied once the store has what it held, and only then:
+  # a store that cannot take it leaves it in memory, as a world without
+  # a store keeps it.
+  defp store_asleep(%__MODULE__{world: %World{game_store: nil}} = zone), do: zone
+
+  defp store_asleep(%__MODULE__{world: world, index: index} = zone) do
+    case :ets.tab2list(zone.table) do
+      [] ->
+        :ok
+
+      rows ->
+        stored(zone, "its entities", Saves.save(world, index, rows), fn ->
+          :ets.delete_all_objects(zone.table)
+        end)
+    end
+
+    with %World{game: spec} when spec != nil <- world,
+         layer when layer != nil <- World.Game.layer(world, index) do
+      save = [{Integer.to_string(index), World.Game.encode_save(world, layer)}]
+
+      stored(
+        zone,
+        "its game's layer",
+        Storage.save_state(world.game_store, World.Game.save_scope(world), save),
+        fn ->
+          :ets.delete_all_objects(game_table(zone))
+        end
+      )
+    end
+
+    zone
+  end
+
+  defp stored(zone, _what, :ok, forget) do
+    forget.()
+    Stats.incr(zone.world.stats, :zone_saves)
+  end
+
+  defp stored(zone, what, {:error, reason}, _forget) do
+    Stats.incr(zone.world.stats, :zone_save_failures)
+
+    Logger.warning(
+      "zone #{zone.index} sleeps with #{what} in memory: the store could not take it (#{inspect(reason)})"
+    )
   end
 
   defp pass_on(%__MODULE__{handed_over: {:holding, held}} = zone, raw),
@@ -1323,7 +1373,7 @@ defmodule Grove.World.Zone do
   defp recover_entities(zone) do
     %__MODULE__{table: table, index: index, world: world} = zone
 
-    rows = :ets.tab2list(table)
+    rows = with [] <- :ets.tab2list(table), do: load_asleep(zone)
 
     # Rows whose entity the directory now places elsewhere belong to a
     # handoff this zone finished but did not live to clean up.
@@ -1364,6 +1414,39 @@ defmodule Grove.World.Zone do
 
   # The game's layer: from the zone's table when it ran here before (a
   # restart, or a handover that filled it), else as the game first lays it.
+  # A zone on demand that slept with its entities in the store (its table
+  # is empty, its count is not): they go back in its table, then are
+  # recovered from there like any other rows. A store that cannot give
+  # them is asked again; one that never does loses them, loudly.
+  defp load_asleep(zone) do
+    if Saves.asleep_in_store?(zone.world, zone.index),
+      do: load_asleep(zone, 3),
+      else: []
+  end
+
+  defp load_asleep(zone, tries) do
+    case Saves.load(zone.world, zone.index) do
+      {:ok, rows} ->
+        :ets.insert(zone.table, rows)
+        Stats.incr(zone.world.stats, :zone_loads)
+        rows
+
+      {:error, :unavailable} when tries > 1 ->
+        load_asleep(zone, tries - 1)
+
+      {:error, reason} ->
+        Stats.incr(zone.world.stats, :zone_load_failures)
+        count = :atomics.get(zone.world.zone_entities, zone.index + 1)
+
+        Logger.error(
+          "zone #{zone.index} woke without the #{count} entities it slept with: " <>
+            "the store could not give them (#{inspect(reason)})"
+        )
+
+        []
+    end
+  end
+
   defp recover_game(%__MODULE__{world: %World{game: nil}} = zone), do: zone
 
   defp recover_game(%__MODULE__{world: world} = zone) do

@@ -4,12 +4,21 @@ defmodule Grove.World.OnDemandTest do
 
   import Grove.PropCase
 
-  alias Grove.World
+  alias Grove.{AppleGame, World}
+  alias Grove.Test.MemoryStore
   alias Grove.World.Grid
 
   @on_demand [width: 40, height: 40, zone_size: 10, zones: :on_demand, zone_idle: :manual]
+  @meadow [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
 
   defp zone_index(world, {x, y}), do: Grid.zone_of(World.grid(world), x, y)
+
+  defp act(world, id, action, target) do
+    tag = make_ref()
+    :ok = World.act(world, id, action, target, %{}, tag)
+    assert_receive {:grove_act, ^id, ^tag, outcome}, 5000
+    outcome
+  end
 
   describe "a world of zones on demand" do
     @describetag world: @on_demand
@@ -92,6 +101,85 @@ defmodule Grove.World.OnDemandTest do
     end
   end
 
+  describe "a world of zones on demand with a store" do
+    setup do
+      store = {MemoryStore, start_supervised!(MemoryStore)}
+      game = {AppleGame, trees: [{9, 5}, {10, 5}], tick: :manual, save: 3_600_000}
+      name = :"on_demand_store_#{System.unique_integer([:positive])}"
+      opts = Keyword.merge(@on_demand, name: name, store: store, game: game, tick: :manual)
+      start_supervised!({World, Keyword.merge(opts, terrain: @meadow, rules: [move_rate: nil])})
+      %{world: name, store: store}
+    end
+
+    test "a zone that sleeps puts its entities and its game's layer in the store, and has them back as it wakes",
+         %{world: world, store: store} do
+      {:ok, id, {8, 5}} = World.join(world, at: {8, 5}, updates: :none)
+      {:ok, other, {3, 7}} = World.join(world, at: {3, 7}, updates: :none)
+      assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
+      zone = zone_index(world, {8, 5})
+
+      assert World.sleep_idle(world) == [zone]
+      # Its memory is empty: what it held is in the store alone.
+      tables = World.fetch!(world)
+      assert :ets.info(elem(tables.tables, zone), :size) == 0
+      assert :ets.info(elem(tables.game_tables, zone), :size) == 0
+      assert MemoryStore.keys(store, "zones/") == ["#{zone}"]
+      assert MemoryStore.keys(store, "game/") == ["#{zone}"]
+      assert World.stats(world).zone_saves == 2
+      # Counted and found as before, without waking it.
+      assert World.entity_count(world) == 2
+      assert World.position(world, other) == {3, 7}
+      assert World.audit(world) == :ok
+      assert World.awake_zones(world) == []
+
+      # A move wakes it: everything is where it was.
+      :ok = World.move(world, other, :s, :woken)
+      assert assert_outcome(other, :woken) == {:ok, {3, 8}}
+      assert World.stats(world).zone_loads == 1
+      assert World.position(world, id) == {8, 5}
+      assert {%{carrying: 1}, _look} = World.attrs(world, id)
+      assert World.cell(world, {9, 5}) == {{:tree, 0}, 0}
+      assert World.audit(world) == :ok
+    end
+
+    test "a zone whose state the store cannot take sleeps with it in memory, and wakes with it",
+         %{world: world, store: store} do
+      {:ok, id, _} = World.join(world, at: {15, 15}, updates: :none)
+      MemoryStore.refuse(store, true)
+
+      log =
+        ExUnit.CaptureLog.capture_log(fn ->
+          assert World.sleep_idle(world) == [zone_index(world, {15, 15})]
+        end)
+
+      assert log =~ "the store could not take it"
+      assert World.stats(world).zone_save_failures >= 1
+      assert World.position(world, id) == {15, 15}
+
+      MemoryStore.refuse(store, false)
+      :ok = World.move(world, id, :e, :step)
+      assert assert_outcome(id, :step) == {:ok, {16, 15}}
+      assert World.stats(world).zone_loads == 0
+      assert World.audit(world) == :ok
+    end
+
+    test "a zone that slept and woke many times loses nothing", %{world: world} do
+      ids = for x <- [1, 4, 7], do: elem(World.join(world, at: {x, 3}, updates: :none), 1)
+
+      for round <- 1..50 do
+        assert World.sleep_idle(world) == [0]
+        id = Enum.at(ids, rem(round, 3))
+        direction = if rem(div(round, 3), 2) == 0, do: :s, else: :n
+        :ok = World.move(world, id, direction, round)
+        assert {:ok, _} = assert_outcome(id, round)
+      end
+
+      assert World.entity_count(world) == 3
+      assert World.audit(world) == :ok
+      assert World.stats(world).zone_loads == 50
+    end
+  end
+
   @tag world: Keyword.put(@on_demand, :zone_idle, 20)
   test "an idle zone sleeps by itself after its idle time", %{world: world} do
     {:ok, _id, _} = World.join(world, at: {15, 15}, updates: :none)
@@ -117,13 +205,24 @@ defmodule Grove.World.OnDemandTest do
   # Entities walk across zone borders while another process puts every
   # idle zone to sleep, over and over: none is lost or duplicated, and
   # every move gets one outcome.
-  test "entities crossing into zones as they fall asleep are never lost or duplicated" do
+  # With a store, each zone that sleeps puts its entities there and reads
+  # them back as it wakes.
+  for store? <- [false, true] do
+    @tag store: store?
+    test "entities crossing into zones as they fall asleep are never lost or duplicated#{if store?, do: " (their state in the store)"}",
+         context do
+      property_never_lost(context.store)
+    end
+  end
+
+  defp property_never_lost(store?) do
     walks =
       :proper_types.list({:proper_types.integer(0, 5), :proper_types.elements(Grid.directions())})
 
     property =
       forall(:proper_types.resize(60, walks), fn walks ->
         name = :"on_demand_#{System.unique_integer([:positive])}"
+        store = if store?, do: {MemoryStore, elem(MemoryStore.start_link(), 1)}
 
         {:ok, sup} =
           World.start_link(
@@ -133,8 +232,9 @@ defmodule Grove.World.OnDemandTest do
               height: 12,
               zone_size: 3,
               tick: :manual,
-              terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
-              rules: [move_rate: nil]
+              terrain: @meadow,
+              rules: [move_rate: nil],
+              store: store
             )
           )
 
@@ -142,6 +242,7 @@ defmodule Grove.World.OnDemandTest do
           walk(name, walks)
         after
           Supervisor.stop(sup)
+          if store, do: Agent.stop(elem(store, 1))
         end
       end)
 
@@ -170,6 +271,28 @@ defmodule Grove.World.OnDemandTest do
       assert World.audit(world) == :ok
       assert World.entity_count(world) == 6
       for id <- ids, do: assert(World.position(world, id) != nil)
+
+      # Every zone asleep: each entity is where it stood, and one move
+      # wakes its zone with it there.
+      stood = Map.new(ids, &{&1, World.position(world, &1)})
+      World.sleep_idle(world)
+      assert World.awake_zones(world) == []
+      assert Map.new(ids, &{&1, World.position(world, &1)}) == stood
+      assert World.audit(world) == :ok
+      for id <- ids, do: :ok = World.move(world, id, :s, {:wake, id})
+
+      for id <- ids do
+        assert_receive {:grove_move, ^id, {:wake, ^id}, outcome}, 5000
+        {x, y} = stood[id]
+
+        case outcome do
+          {:ok, cell} -> assert cell == {x, y + 1}
+          {:rejected, _reason} -> :ok
+        end
+      end
+
+      assert World.audit(world) == :ok
+      assert World.entity_count(world) == 6
       true
     after
       Process.exit(sleeper, :kill)
