@@ -21,6 +21,8 @@ Node.connect(server) || raise "cannot reach #{server}"
 
 sampler = ~S"""
 pid = Process.whereis(zone_name) || raise "no zone #{zone_name}"
+# Above every process of the server, so that it samples through a stall.
+Process.flag(:priority, :max)
 
 :erlang.system_monitor(self(), [
   {:long_gc, 20},
@@ -32,12 +34,31 @@ pid = Process.whereis(zone_name) || raise "no zone #{zone_name}"
 
 t0 = System.monotonic_time(:millisecond)
 sample0 = :scheduler.sample()
+epoch = Grove.World.fetch!(Grove.World).life_epoch
+
+# What is runnable at a moment the run queue is long, by what it is: a
+# registered name, a gen_server's module, or its initial call.
+label = fn p ->
+  case Process.info(p, [:registered_name, :dictionary, :initial_call]) do
+    nil -> :gone
+    [{:registered_name, name} | _] when name != [] -> name |> Atom.to_string() |> String.replace(~r/\.\d+$/, ".N")
+    [_, {:dictionary, d}, {:initial_call, i}] -> Keyword.get(d, :"$initial_call", i)
+  end
+end
+
+runnable = fn ->
+  for p <- Process.list(), Process.info(p, :status) == {:status, :runnable}, reduce: %{} do
+    acc -> Map.update(acc, label.(p), 1, &(&1 + 1))
+  end
+  |> Enum.sort_by(&(-elem(&1, 1)))
+  |> Enum.take(8)
+end
 
 loop = fn loop, acc, n ->
   receive do
     {:monitor, p, what, info} ->
       at = System.monotonic_time(:millisecond) - t0
-      who = Process.info(p, [:registered_name, :current_function, :initial_call])
+      who = if is_pid(p), do: Process.info(p, [:registered_name, :current_function, :initial_call]), else: Port.info(p, :name)
       loop.(loop, [{:monitor, at, p == pid, what, inspect(info, limit: 30), inspect(who)} | acc], n)
   after
     10 ->
@@ -50,7 +71,12 @@ loop = fn loop, acc, n ->
          i[:current_function], i[:status], i[:garbage_collection][:minor_gcs],
          :erlang.statistics(:run_queue)}
 
-      if n > 0, do: loop.(loop, [entry | acc], n - 1), else: Enum.reverse([entry | acc])
+      acc =
+        if elem(entry, 8) > 100 and Enum.count(acc, &(elem(&1, 0) == :runnable)) < 40,
+          do: [{:runnable, at, rem(System.monotonic_time(:millisecond) - epoch, 1000), elem(entry, 8), runnable.()}, entry | acc],
+          else: [entry | acc]
+
+      if n > 0, do: loop.(loop, acc, n - 1), else: Enum.reverse(acc)
   end
 end
 
@@ -109,5 +135,13 @@ IO.puts("system monitor: #{length(events)} events")
 
 for event <- Enum.take(events, 20),
     do: IO.puts("  " <> inspect(event, limit: 12, printable_limit: 300))
+
+stalls = for {:runnable, _, _, _, _} = stall <- trace, do: stall
+
+IO.puts(
+  "run queue over 100: #{length(stalls)} snapshots {at ms, ms into the bacteria's second, run queue, runnable by kind}"
+)
+
+for stall <- stalls, do: IO.puts("  " <> inspect(stall, limit: 20))
 
 IO.puts("utilization: #{inspect(List.keyfind(trace, :utilization, 0))}")
