@@ -134,7 +134,6 @@ defmodule Grove.Load.Swarm do
 
         case frames(player, buffer <> data, socket, swarm, env) do
           {:ok, player, buffer} ->
-            Player.check_view(player, env)
             {:noreply, %{swarm | bots: Map.put(swarm.bots, socket, {player, buffer})}}
 
           {:closed, reason} ->

@@ -96,6 +96,17 @@ defmodule Grove.Load.PlayerTest do
     assert failures(env).entity_on_blocked_cell == 1
   end
 
+  test "a checking player checks what it assembled as it is about to move", %{env: env} do
+    player = welcome(:json, true, env)
+    area = %{type: :area, area: 0, full: true, entities: [{1, 2, 2, 0}, {2, 2, 2, 0}], gone: []}
+    player = Player.receive_frame(player, frame(area, :json), env)
+    assert failures(env).stacked_view == 0
+
+    {_player, payload} = Player.move(player, :e, env)
+    assert payload != nil
+    assert failures(env).stacked_view == 1
+  end
+
   test "a checking player's own entity must be shown where its outcomes put it", %{env: env} do
     player = welcome(:binary, true, env)
     own = %{type: :area, area: 0, full: true, entities: [{7, 10, 10, 1}], gone: []}
