@@ -26,7 +26,9 @@ defmodule Grove.Load.WsRun do
 
   With `:server_pid` (an OS pid on this machine) the report adds the
   server's CPU, read from `/proc`, and with it the server's CPU per
-  player-second. From the server's `/metrics` (`:metrics_url`, by default
+  player-second; and, when the server is pinned to some of the cores,
+  what else ran on them (in per cent of one): the server's figures are its
+  own only while that stays near 0. From the server's `/metrics` (`:metrics_url`, by default
   next to `:url`) come its memory and the p99 of players' moves as the
   server itself saw them (from the move read off the socket to its outcome
   written): set beside the p99 the players saw, it tells the server's part
@@ -423,6 +425,7 @@ defmodule Grove.Load.WsRun do
       out_per_player_s: per_player(window.bytes_out_per_s, players),
       server_percent: server,
       load_percent: used.load_percent,
+      others_percent: used.others_percent,
       # What each player adds to the server beyond the world alone, and
       # what the server spends per player all told.
       server_us_per_player_s:
@@ -459,6 +462,7 @@ defmodule Grove.Load.WsRun do
       "#{s.views_per_s} views/s  in #{s.in_per_player_s} out #{s.out_per_player_s} B/player/s  " <>
       "server #{figure(s.server_percent)} % (#{figure(s.server_us_per_player_s)} us/player-s)  " <>
       "#{kb(s.memory_per_player)} KB/player  load #{figure(s.load_percent)} %  " <>
+      "others on the server's core #{figure(s.others_percent)} %  " <>
       "errors #{s.errors}  failures #{s.correctness_failures} -> " <>
       if(s.passed, do: "pass", else: "past the knee")
   end
@@ -915,11 +919,12 @@ defmodule Grove.Load.WsRun do
 
     out.(
       "| players | moves/s | p50 ms | p99 ms | max ms | server p99 ms | views/s | B/player/s in | out | " <>
-        "server CPU % | us per player-s (gross) | KB per player | load CPU % | errors | failures |"
+        "server CPU % | us per player-s (gross) | KB per player | load CPU % | " <>
+        "others on the server's core % | errors | failures |"
     )
 
     out.(
-      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
     )
 
     for s <- r.stages do
@@ -928,7 +933,8 @@ defmodule Grove.Load.WsRun do
           "#{figure(s.server_p99_ms)} | " <>
           "#{s.views_per_s} | #{s.in_per_player_s} | #{s.out_per_player_s} | #{figure(s.server_percent)} | " <>
           "#{figure(s.server_us_per_player_s)} (#{figure(s.server_us_per_player_s_gross)}) | " <>
-          "#{kb(s.memory_per_player)} | #{figure(s.load_percent)} | #{s.errors} | #{s.correctness_failures} |"
+          "#{kb(s.memory_per_player)} | #{figure(s.load_percent)} | #{figure(s.others_percent)} | " <>
+          "#{s.errors} | #{s.correctness_failures} |"
       )
     end
 
@@ -944,9 +950,12 @@ defmodule Grove.Load.WsRun do
   ## CPU of this process and the server's, from /proc
 
   defp cpu_now(server_pid) do
+    server = if server_pid, do: proc_ticks(to_string(server_pid))
+
     %{
       load: proc_ticks(System.pid()),
-      server: if(server_pid, do: proc_ticks(to_string(server_pid))),
+      server: server,
+      cores: if(server, do: core_ticks(server_cores(to_string(server_pid)))),
       at: System.monotonic_time(:millisecond)
     }
   end
@@ -956,7 +965,71 @@ defmodule Grove.Load.WsRun do
       if a && b, do: Float.round((b - a) / ticks_per_second() / seconds * 100, 1)
     end
 
-    %{load_percent: per.(before.load, now.load), server_percent: per.(before.server, now.server)}
+    %{
+      load_percent: per.(before.load, now.load),
+      server_percent: per.(before.server, now.server),
+      others_percent: others(before, now)
+    }
+  end
+
+  # What else ran on the cores the server is pinned to, in per cent of
+  # one: their busy time less the server's own. A figure is the server's
+  # only while this stays near 0 (the machine may be shared).
+  defp others(%{cores: {busy0, total0, n}, server: s0}, %{cores: {busy1, total1, n}, server: s1})
+       when total1 > total0,
+       do: Float.round(max(busy1 - busy0 - (s1 - s0), 0) / ((total1 - total0) / n) * 100, 1)
+
+  defp others(_before, _now), do: nil
+
+  # The cores the server may run on, when it is pinned to fewer than all.
+  defp server_cores(pid) do
+    with {:ok, status} <- File.read("/proc/#{pid}/status"),
+         [_, list] <- Regex.run(~r/^Cpus_allowed_list:\s*(\S+)$/m, status),
+         cores = parse_cores(list),
+         true <- length(cores) < online_cores() do
+      cores
+    else
+      _ -> nil
+    end
+  end
+
+  defp parse_cores(list) do
+    for part <- String.split(list, ","),
+        core <-
+          (case String.split(part, "-") do
+             [a, b] -> String.to_integer(a)..String.to_integer(b)
+             [a] -> [String.to_integer(a)]
+           end),
+        do: core
+  end
+
+  defp online_cores do
+    case File.read("/proc/stat") do
+      {:ok, stat} -> length(Regex.scan(~r/^cpu\d+ /m, stat))
+      _ -> 0
+    end
+  end
+
+  # Busy and total ticks of those cores, summed, from /proc/stat.
+  defp core_ticks(nil), do: nil
+
+  defp core_ticks(cores) do
+    {:ok, stat} = File.read("/proc/stat")
+    wanted = MapSet.new(cores, &"cpu#{&1}")
+
+    {busy, total} =
+      for line <- String.split(stat, "\n"),
+          [name | fields] <- [String.split(line)],
+          name in wanted,
+          reduce: {0, 0} do
+        {busy, total} ->
+          ticks = Enum.map(fields, &String.to_integer/1)
+          # idle and iowait are the 4th and 5th fields.
+          idle = Enum.at(ticks, 3) + Enum.at(ticks, 4)
+          {busy + Enum.sum(ticks) - idle, total + Enum.sum(ticks)}
+      end
+
+    {busy, total, length(cores)}
   end
 
   defp proc_ticks(pid) do

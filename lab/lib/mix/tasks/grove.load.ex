@@ -53,7 +53,9 @@ defmodule Mix.Tasks.Grove.Load do
     * `--report PATH` - write a Markdown report with an SVG chart next to it
     * `--dashboard URL` - post progress to that server's dashboard (e.g.
       `http://127.0.0.1:4000`), with `--token TOKEN` if it needs one
-    * `--server-pid PID` - also report the server's CPU, read from /proc
+    * `--server-pid PID` - also report the server's CPU, read from /proc,
+      and, when the server is pinned to some of the cores, what else ran
+      on them ("others on the server's core": a shared machine)
     * `--metrics-url URL` - where the server's memory is read (default the
       `/metrics` of the server in `--url`)
     * `--hog N` - N other OS processes that spin, each pinned to a core of
