@@ -1,0 +1,56 @@
+# Where a running server's CPU goes, by kind of process: loaded into it,
+# it waits 20 s (the world settles), sums every process's reductions over
+# 10 s by what it is (a registered name, a gen_server's module, or its
+# initial call), prints them with the scheduler utilization, then runs
+# `:eprof` over every process for 3 s and prints its functions by time.
+# For the default world with no player, on one pinned core:
+#
+#   GROVE_PORT=0 taskset -c 0 elixir --erl "+S 1:1" -S mix run --no-halt -r lab/bench/world_profile.exs
+#
+# A profile, not a benchmark: eprof slows what it watches.
+spawn(fn ->
+  Process.sleep(20_000)
+
+  label = fn p ->
+    case Process.info(p, [:registered_name, :dictionary, :initial_call]) do
+      nil ->
+        :gone
+
+      [{:registered_name, name} | _] when name != [] ->
+        name |> Atom.to_string() |> String.replace(~r/\.\d+$/, ".N")
+
+      [_, {:dictionary, d}, {:initial_call, i}] ->
+        Keyword.get(d, :"$initial_call", i)
+    end
+  end
+
+  snap = fn ->
+    Map.new(Process.list(), fn p -> {p, (Process.info(p, :reductions) || {:r, 0}) |> elem(1)} end)
+  end
+
+  :erlang.system_flag(:scheduler_wall_time, true)
+  s0 = :scheduler.sample()
+  a = snap.()
+  Process.sleep(10_000)
+  b = snap.()
+  util = :scheduler.utilization(s0, :scheduler.sample())
+
+  by =
+    Enum.reduce(b, %{}, fn {p, r}, acc ->
+      Map.update(acc, label.(p), r - Map.get(a, p, 0), &(&1 + r - Map.get(a, p, 0)))
+    end)
+
+  total = by |> Map.values() |> Enum.sum()
+  IO.puts("PROFILE utilization #{inspect(util)}")
+
+  for {k, r} <- by |> Enum.sort_by(&(-elem(&1, 1))) |> Enum.take(15),
+      do: IO.puts("PROFILE #{inspect(k)} #{r} #{Float.round(r * 100 / total, 1)} %")
+
+  :eprof.start()
+  :eprof.start_profiling(Process.list())
+  Process.sleep(3_000)
+  :eprof.stop_profiling()
+
+  :eprof.analyze(:total, [{:sort, :time}])
+  IO.puts("PROFILE done")
+end)
