@@ -205,7 +205,7 @@ defmodule Grove.World.Placer do
     do: {:noreply, %{placer | core: State.leaving(placer.core, node)}}
 
   def handle_info({:zone_at, index, node, epoch, how}, placer),
-    do: {:noreply, run(placer, &State.announced(&1, index, node, epoch, how))}
+    do: {:noreply, run(placer, &State.announced(&1, index, node, epoch, how, Node.list()))}
 
   # A handover finished, or failed.
   def handle_info({:EXIT, pid, reason}, %__MODULE__{handovers: handovers} = placer)

@@ -324,6 +324,15 @@ defmodule Grove.World.Placer.State do
         {state, effects} = restart_lost(state, index)
         {state, effects, :restarted}
 
+      # Gone, and another's now: that node may never have heard where it
+      # ran last (the gone node started it again while it could reach this
+      # node but no longer that one), and would run its own, older copy
+      # on, while this node sends to the gone one. It hears it from here,
+      # and starts it again as its own.
+      at != state.node and at not in state.members and at not in connected ->
+        message = {:zone_at, index, at, epoch(state, index), :restarted}
+        {state, [{:send, owner, message}], nil}
+
       true ->
         {state, [], nil}
     end
@@ -353,10 +362,14 @@ defmodule Grove.World.Placer.State do
   as the placement read from a member may be older. Else it is ignored if
   what this node knows is newer (this node's own placement counts only
   while the zone runs here), and taken if not: a copy of the zone that
-  still runs here, not handed away, stops.
+  still runs here, not handed away, stops, and a zone whose node is gone
+  already (the news came from a third node, `connected` as for
+  `members/4`) starts again here if it is this node's now.
   """
-  @spec announced(t(), index(), node(), epoch(), how()) :: result()
-  def announced(state, index, node, epoch, how)
+  @spec announced(t(), index(), node(), epoch(), how(), [node()]) :: result()
+  def announced(state, index, node, epoch, how, connected)
+
+  def announced(state, index, node, epoch, how, _connected)
       when state.paused or state.locations == nil do
     early =
       case state.early do
@@ -372,10 +385,14 @@ defmodule Grove.World.Placer.State do
     {%{state | early: early}, []}
   end
 
-  def announced(state, index, node, epoch, how) do
+  def announced(state, index, node, epoch, how, connected) do
     {at, mine} = known = placement(state, index)
 
     cond do
+      # Nothing new (passed on by a third node, or heard twice).
+      known == {node, epoch} ->
+        {state, []}
+
       epoch < mine ->
         {state,
          [
@@ -393,7 +410,8 @@ defmodule Grove.World.Placer.State do
         {state, effects} = drop_stale_copy(state, index, node)
         {state, located} = locate(state, index, node, epoch)
         recovered = if how == :restarted, do: [{:recovered, [index]}], else: []
-        {state, effects ++ located ++ recovered}
+        {state, settled, _} = settle_zone(state, index, connected)
+        {state, effects ++ located ++ recovered ++ settled}
     end
   end
 

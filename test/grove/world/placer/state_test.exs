@@ -54,11 +54,11 @@ defmodule Grove.World.Placer.StateTest do
 
     test "what is heard before the placement is heard again once placed, the newest per zone" do
       state = %{State.new(@c, 4) | members: [@a, @b, @c]}
-      {state, []} = State.announced(state, 1, @b, 2, :handed)
-      {state, []} = State.announced(state, 1, @a, 1, :started)
+      {state, []} = State.announced(state, 1, @b, 2, :handed, [@b])
+      {state, []} = State.announced(state, 1, @a, 1, :started, [@a])
       assert state.early == %{1 => {@b, 2, :handed}}
 
-      {state, []} = State.announced(state, 1, @a, 2, :handed)
+      {state, []} = State.announced(state, 1, @a, 2, :handed, [@a])
       assert state.early == %{1 => {@a, 2, :handed}}
 
       {state, effects} = State.join_or_start(state, List.duplicate({@a, 1}, 4))
@@ -71,9 +71,9 @@ defmodule Grove.World.Placer.StateTest do
     test "an older placement is ignored, a newer one taken" do
       a = placed(@a, [@a])
       later = %{a | locations: put_elem(a.locations, 0, {@a, 3})}
-      assert {^later, [{:log, :info, _}]} = State.announced(later, 0, @b, 2, :handed)
+      assert {^later, [{:log, :info, _}]} = State.announced(later, 0, @b, 2, :handed, [@b])
 
-      {a, effects} = State.announced(a, 0, @b, 2, :handed)
+      {a, effects} = State.announced(a, 0, @b, 2, :handed, [@b])
       assert State.placement(a, 0) == {@b, 2}
       # This node's copy, not handed away, stops and is emptied.
       assert {:stop_zone, 0} in effects and {:forget, 0} in effects
@@ -86,24 +86,24 @@ defmodule Grove.World.Placer.StateTest do
       b = placed(@b, [@b])
 
       # b hears a's: it gives its copy up.
-      {b, effects} = State.announced(b, 0, @a, 1, :started)
+      {b, effects} = State.announced(b, 0, @a, 1, :started, [@a])
       assert State.placement(b, 0) == {@a, 1}
       assert {:stop_zone, 0} in effects
 
       # a hears b's: it keeps its own.
-      assert {^a, []} = State.announced(a, 0, @b, 1, :started)
+      assert {^a, []} = State.announced(a, 0, @b, 1, :started, [@b])
     end
 
     test "this node's placement of its own counts only while the zone runs here" do
       # Placed here by a placement it read, but not started: another's at the same epoch wins.
       a = %{placed(@a, [@a]) | running: MapSet.new()}
-      {a, _effects} = State.announced(a, 0, @b, 1, :started)
+      {a, _effects} = State.announced(a, 0, @b, 1, :started, [@b])
       assert State.placement(a, 0) == {@b, 1}
     end
 
     test "a zone announced as restarted is recovered here" do
       a = placed(@a, [@a])
-      {_a, effects} = State.announced(a, 0, @b, 5, :restarted)
+      {_a, effects} = State.announced(a, 0, @b, 5, :restarted, [@b])
       assert {:recovered, [0]} in effects
     end
   end
@@ -147,7 +147,7 @@ defmodule Grove.World.Placer.StateTest do
       a = placed(@a, [@a], 8)
       {a, effects} = State.members(a, [@a, @b], true, [@b])
       [index | _] = for {:hand_over, index, _, _} <- effects, do: index
-      {a, _} = State.announced(a, index, @b, 2, :handed)
+      {a, _} = State.announced(a, index, @b, 2, :handed, [@b])
       {_a, effects} = State.handover_ended(a, index, :timeout)
       assert {:handed_to, index, @b} in effects
       refute {:keep, index} in effects
@@ -186,6 +186,43 @@ defmodule Grove.World.Placer.StateTest do
         assert {:reset_feed, index} in effects
         assert State.placement(a, index) == {@a, 2}
       end
+    end
+
+    test "a zone started again by a node cut off from its owner first is started again by its owner, once that node is gone" do
+      members = [@a, @b, @c]
+
+      # A zone of a's, which c takes when it loses a, and a again when c is gone.
+      zone =
+        Enum.find(0..15, fn index ->
+          Placement.owner(index, members) == @a and Placement.owner(index, [@b, @c]) == @c
+        end)
+
+      a = placed(@a, members, 16)
+
+      {b, _} =
+        State.join_or_start(%{State.new(@b, 16) | members: members}, Tuple.to_list(a.locations))
+
+      assert zone in a.running
+
+      # c lost a, but not b: with b it had a quorum, started the zone again
+      # and told b (a it could not tell). Then b lost c.
+      {b, _} = State.announced(b, zone, @c, 2, :restarted, [@a, @c])
+      {b, effects} = State.members(b, [@a, @b], true, [@a])
+      assert State.placement(b, zone) == {@c, 2}
+      assert {:send, @a, {:zone_at, zone, @c, 2, :restarted}} in effects
+
+      # a lost c, and runs its own, older copy on; until it hears from b.
+      {a, _} = State.members(a, [@a, @b], true, [@b])
+      assert State.placement(a, zone) == {@a, 1}
+      {a, effects} = State.announced(a, zone, @c, 2, :restarted, [@b])
+      assert State.placement(a, zone) == {@a, 3}
+      assert zone in a.running
+      assert {:send, @b, {:zone_at, zone, @a, 3, :restarted}} in effects
+
+      # b takes it, and tells nobody again.
+      {b, effects} = State.announced(b, zone, @a, 3, :restarted, [@a])
+      assert State.placement(b, zone) == {@a, 3}
+      refute Enum.any?(effects, &match?({:send, _, _}, &1))
     end
 
     test "a side without a quorum pauses, and is placed again when it has one" do
@@ -444,7 +481,7 @@ defmodule Grove.World.Placer.StateTest do
     do: put_in(sim.cores[node], State.leaving(core, from))
 
   defp handle(sim, node, core, {:zone_at, index, at, epoch, how}),
-    do: rule(sim, node, State.announced(core, index, at, epoch, how))
+    do: rule(sim, node, State.announced(core, index, at, epoch, how, connected(sim, node)))
 
   defp handle(sim, node, core, {:abandoned, index, from}),
     do: rule(sim, node, State.abandoned(core, index, from))
