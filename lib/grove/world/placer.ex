@@ -395,6 +395,17 @@ defmodule Grove.World.Placer do
   defp effect(placer, {:start_zone, index}), do: tap(placer, &start_zone(&1, index))
   defp effect(placer, {:stop_zone, index}), do: tap(placer, &stop_zone(&1, index))
 
+  defp effect(placer, {:forget_lost, index}) do
+    world = placer.world
+
+    for entity <- Zone.forget(world, index) do
+      Directory.release(world.name, entity.id, index)
+      Relay.lost_one(world, entity.id, index, entity.owner)
+    end
+
+    placer
+  end
+
   defp effect(placer, {:forget, index}) do
     _entities = Zone.forget(placer.world, index)
     placer

@@ -87,6 +87,20 @@ defmodule Grove.World.Relay do
   end
 
   @doc """
+  An entity in `zone` was lost with a copy of the zone that stopped here:
+  its owner is told (`{:grove_lost, id}`), through its node's relay when
+  it lives on another, unless that node has forgotten it already.
+  """
+  @spec lost_one(World.t(), non_neg_integer(), non_neg_integer(), pid()) :: :ok
+  def lost_one(%World{} = world, id, zone, owner) do
+    if node(owner) == node(),
+      do: send(owner, {:grove_lost, id}),
+      else: send({name(world.name), node(owner)}, {:lost_one, id, zone, owner})
+
+    :ok
+  end
+
+  @doc """
   This node lost its quorum: tells the owners here of entities in other
   nodes' zones (`{:grove_paused, id}`) and forgets them. Returns how many
   owners were told.
@@ -183,6 +197,18 @@ defmodule Grove.World.Relay do
     ensure_chunk(world, id)
     Directory.assign(name, id, zone)
     :ets.insert(world.away, {id, zone, owner})
+    {:noreply, name}
+  end
+
+  def handle_info({:lost_one, id, zone, owner}, name) do
+    world = World.fetch!(name)
+
+    if :ets.match_object(world.away, {id, zone, owner}) != [] do
+      :ets.delete_object(world.away, {id, zone, owner})
+      Directory.release(name, id, zone)
+      send(owner, {:grove_lost, id})
+    end
+
     {:noreply, name}
   end
 

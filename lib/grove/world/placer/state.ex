@@ -9,6 +9,7 @@ defmodule Grove.World.Placer.State do
   #
   #   * `{:start_zone, index}`, `{:stop_zone, index}` - the zone's process
   #     here; `{:forget, index}` empties its table (a stale copy that stops);
+  #     `{:forget_lost, index}` too, and tells its entities' owners they are lost;
   #   * `{:hand_over, index, to, epoch}` - a handover to `to`, in a process
   #     of its own;
   #   * `{:retire, index}` - a zone handed away passes on what comes late
@@ -407,7 +408,7 @@ defmodule Grove.World.Placer.State do
         {state, []}
 
       true ->
-        {state, effects} = drop_stale_copy(state, index, node)
+        {state, effects} = drop_stale_copy(state, index, node, how)
         {state, located} = locate(state, index, node, epoch)
         recovered = if how == :restarted, do: [{:recovered, [index]}], else: []
         {state, settled, _} = settle_zone(state, index, connected)
@@ -418,14 +419,18 @@ defmodule Grove.World.Placer.State do
   # Another node announces a zone that still runs here, not handed away:
   # a handover whose answer timed out after the new owner took the zone
   # kept it here too. The newer placement wins; this copy, which its
-  # clients' entities have left with the rows it handed over, goes.
-  defp drop_stale_copy(state, index, node) do
+  # clients' entities have left with the rows it handed over, goes. Or
+  # another node started it again, empty, without this node hearing (it
+  # lost the zone's node before this one did): the entities of this copy
+  # are lost with it, and their owners are told (`{:forget_lost, index}`).
+  defp drop_stale_copy(state, index, node, how) do
     if node != state.node and serving?(state, index) do
       {state, stop} = stop_zone(state, index)
+      forget = if how == :restarted, do: {:forget_lost, index}, else: {:forget, index}
 
       {state,
        [{:log, :warning, "zone #{index}: runs on #{node} now; the copy here stops"}] ++
-         stop ++ [{:forget, index}]}
+         stop ++ [forget]}
     else
       {state, []}
     end
