@@ -263,7 +263,8 @@ defmodule Grove.World.Placer.StateTest do
       :proper_types.frequency([
         {4, {:start, node, :proper_types.list(:proper_types.boolean()), seed}},
         {1, {:stop, node, seed}},
-        {2, {:kill, node, seed}}
+        {2, {:kill, node, seed}},
+        {2, {:split, node, seed}}
       ])
 
     {:proper_types.list(node), :proper_types.resize(15, :proper_types.list(command))}
@@ -271,7 +272,7 @@ defmodule Grove.World.Placer.StateTest do
 
   defp simulate(first, commands) do
     :rand.seed(:exsss, 42)
-    sim = %{cores: %{}, channels: %{}, jobs: [], timers: []}
+    sim = %{cores: %{}, channels: %{}, jobs: [], timers: [], cut: MapSet.new()}
     # A few nodes first, each seeing those started before it.
     starts = for n <- Enum.uniq(first), do: {:start, n, [true, true, true], 1}
 
@@ -336,15 +337,74 @@ defmodule Grove.World.Placer.StateTest do
       else: sim
   end
 
+  # A node is cut off from the others one link at a time, with some of
+  # the cluster's messages delivered between two cuts: for a moment it
+  # still has a quorum with some. Once all is delivered the others agree
+  # and it has paused; then the links are back, and it takes its share again.
+  defp command(sim, {:split, n, seed}) do
+    node = Enum.at(@nodes, n)
+    others = Map.keys(sim.cores) -- [node]
+
+    if Map.has_key?(sim.cores, node) and length(others) == 2 do
+      :rand.seed(:exsss, seed)
+
+      sim =
+        Enum.reduce(Enum.shuffle(others), sim, fn other, sim ->
+          sim |> cut(node, other) |> steps(:rand.uniform(30) - 1)
+        end)
+        |> quiesce(0)
+
+      assert sim.cores[node].paused
+      check_agreement(%{sim | cores: Map.delete(sim.cores, node)})
+
+      %{sim | cut: MapSet.new()}
+      |> membership()
+    else
+      sim
+    end
+  end
+
+  # A link drops: what was on its way either way is lost, and each end
+  # hears the other go, from the group and from the network.
+  defp cut(sim, a, b) do
+    channels = Map.drop(sim.channels, [{a, b}, {b, a}])
+    sim = %{sim | cut: MapSet.put(sim.cut, link(a, b)), channels: channels}
+
+    Enum.reduce([a, b], sim, fn node, sim ->
+      sim
+      |> enqueue(:group, node, {:members, members_of(sim, node)})
+      |> enqueue(:net, node, :nodedown)
+    end)
+  end
+
+  defp link(a, b), do: Enum.sort([a, b])
+
+  defp cut?(sim, a, b), do: MapSet.member?(sim.cut, link(a, b))
+
+  defp steps(sim, 0), do: sim
+
+  defp steps(sim, n) do
+    case step(sim) do
+      nil -> sim
+      sim -> steps(sim, n - 1)
+    end
+  end
+
   # Every live node hears that a node went down.
   defp nodedown(sim),
     do: Enum.reduce(Map.keys(sim.cores), sim, &enqueue(&2, :net, &1, :nodedown))
 
-  # Every live node hears of the members (the group's view, in time).
+  # Every live node hears of the members (the group's view, in time): the
+  # nodes it is connected to.
   defp membership(sim) do
-    members = sim.cores |> Map.keys() |> Enum.sort()
-    Enum.reduce(Map.keys(sim.cores), sim, &enqueue(&2, :group, &1, {:members, members}))
+    Enum.reduce(
+      Map.keys(sim.cores),
+      sim,
+      &enqueue(&2, :group, &1, {:members, members_of(sim, &1)})
+    )
   end
+
+  defp members_of(sim, node), do: Enum.sort([node | connected(sim, node)])
 
   defp gone(sim, node) do
     channels = Map.reject(sim.channels, fn {{from, to}, _} -> from == node or to == node end)
@@ -400,12 +460,16 @@ defmodule Grove.World.Placer.StateTest do
     effects(put_in(sim.cores[node], core), node, effects)
   end
 
-  defp connected(sim, node), do: Map.keys(sim.cores) -- [node]
+  defp connected(sim, node),
+    do: for(other <- Map.keys(sim.cores), other != node, not cut?(sim, node, other), do: other)
 
   ## The network
 
-  defp enqueue(sim, from, to, message),
-    do: %{sim | channels: Map.update(sim.channels, {from, to}, [message], &(&1 ++ [message]))}
+  defp enqueue(sim, from, to, message) do
+    if cut?(sim, from, to),
+      do: sim,
+      else: %{sim | channels: Map.update(sim.channels, {from, to}, [message], &(&1 ++ [message]))}
+  end
 
   defp deliver_channel(sim, channel) do
     case sim.channels[channel] do
@@ -509,9 +573,9 @@ defmodule Grove.World.Placer.StateTest do
     sim = %{sim | jobs: List.delete(sim.jobs, job)}
 
     result =
-      case sim.cores[to] do
-        nil -> {:error, :noconnection}
-        core -> State.take_over(core, index, [], [], 0, epoch, connected(sim, to))
+      cond do
+        sim.cores[to] == nil or cut?(sim, from, to) -> {:error, :noconnection}
+        true -> State.take_over(sim.cores[to], index, [], [], 0, epoch, connected(sim, to))
       end
 
     case result do
