@@ -511,17 +511,17 @@ defmodule Grove.World.Placer do
   # clients whose entities were in them are told, its viewers around them
   # subscribe again, and what was on its way to them is lost too.
   defp recovered(placer, indexes) do
-    told = Relay.lost(placer.world, indexes)
+    # With the epoch each runs at now: this news may reach a zone after it
+    # sent an entity to the new run, which it must not count as lost; and
+    # a node that held an entity in an older run no longer holds it.
+    lost = for index <- indexes, do: {index, State.epoch(placer.core, index)}
+    told = Relay.lost(placer.world, lost)
 
     if told > 0,
       do:
         Logger.warning(
           "#{told} entities of this node's clients were lost with their zones; their clients are told"
         )
-
-    # With the epoch each runs at now: this news may reach a zone after it
-    # sent an entity to the new run, which it must not count as lost.
-    lost = for index <- indexes, do: {index, State.epoch(placer.core, index)}
 
     for {{Zone, _}, pid, _, _} <- Supervisor.which_children(placer.supervisor),
         is_pid(pid),

@@ -77,13 +77,14 @@ defmodule Grove.World.Relay do
   end
 
   @doc """
-  The zones at `indexes` were lost with their node: tells the owners here
-  of the entities they held (`{:grove_lost, id}`) and forgets those
-  entities. Returns how many owners were told.
+  The zones of `runs` (`{index, epoch}`, the epoch each runs at now) were
+  lost with their node: tells the owners here of the entities they held
+  (`{:grove_lost, id}`) and forgets those entities. Returns how many
+  owners were told.
   """
-  @spec lost(World.t(), [non_neg_integer()]) :: non_neg_integer()
-  def lost(%World{} = world, indexes) do
-    GenServer.call(name(world.name), {:lost, indexes}, 30_000)
+  @spec lost(World.t(), [{non_neg_integer(), non_neg_integer()}]) :: non_neg_integer()
+  def lost(%World{} = world, runs) do
+    GenServer.call(name(world.name), {:lost, runs}, 30_000)
   end
 
   @doc """
@@ -109,8 +110,11 @@ defmodule Grove.World.Relay do
   def paused(%World{} = world), do: GenServer.call(name(world.name), :paused, 30_000)
 
   @doc false
-  # On each member: the ids of these that a zone running here holds, with the zone.
-  @spec held_here(atom(), [non_neg_integer()]) :: %{non_neg_integer() => non_neg_integer()}
+  # On each member: the ids of these that a zone running here holds, with
+  # the zone and the epoch this node knows it runs at.
+  @spec held_here(atom(), [non_neg_integer()]) :: %{
+          non_neg_integer() => {non_neg_integer(), non_neg_integer()}
+        }
   def held_here(name, ids) do
     world = World.fetch!(name)
 
@@ -121,19 +125,29 @@ defmodule Grove.World.Relay do
         World.zone_node(world, index) == node(),
         :ets.member(elem(world.tables, index), id),
         into: %{},
-        do: {id, index}
+        do: {id, {index, elem(World.zone_placement(world, index), 1)}}
   end
 
-  defp held_elsewhere(_world, []), do: %{}
+  # What the others hold, in a zone that runs. A node that still runs a
+  # lost zone's older run (it was cut off from the node that started the
+  # zone again, not from this one) holds nothing: that copy is gone with
+  # the news, or with its node's quorum, and tells nobody here.
+  defp held_elsewhere(_world, [], _runs), do: %{}
 
-  defp held_elsewhere(world, ids) do
+  defp held_elsewhere(world, ids, runs) do
     others = Grove.Cluster.members(world.cluster) -- [node()]
 
     others
     |> :erpc.multicall(__MODULE__, :held_here, [world.name, ids], 5_000)
     |> Enum.reduce(%{}, fn
-      {:ok, held}, acc -> Map.merge(acc, held)
-      _failed, acc -> acc
+      {:ok, held}, acc ->
+        for {id, {index, epoch}} <- held,
+            epoch >= Map.get(runs, index, 0),
+            into: acc,
+            do: {id, index}
+
+      _failed, acc ->
+        acc
     end)
   end
 
@@ -149,14 +163,15 @@ defmodule Grove.World.Relay do
   def init(name), do: {:ok, name}
 
   @impl true
-  def handle_call({:lost, indexes}, _from, name) do
+  def handle_call({:lost, runs}, _from, name) do
     world = World.fetch!(name)
-    rows = Enum.flat_map(indexes, &:ets.match_object(world.away, {:_, &1, :_}))
+    runs = Map.new(runs)
+    rows = Enum.flat_map(Map.keys(runs), &:ets.match_object(world.away, {:_, &1, :_}))
 
     # What this node last heard of an entity may be older than where it
     # is: the records of where it went and where it had been come from two
     # nodes, in either order. The others say which of these they hold.
-    held = held_elsewhere(world, for({id, _index, _owner} <- rows, do: id))
+    held = held_elsewhere(world, for({id, _index, _owner} <- rows, do: id), runs)
 
     told =
       Enum.count(rows, fn {id, index, owner} = row ->
