@@ -198,7 +198,9 @@ defmodule Grove.World.Placer do
     resuming? = quorum? and placer.core.paused
     {core, effects} = State.members(placer.core, members, quorum?, Node.list())
     placer = run(placer, core, effects)
-    {:noreply, if(resuming?, do: join_or_start(%{placer | nodes: {}}), else: placer)}
+
+    {:noreply,
+     if(resuming?, do: join_or_start(%{placer | nodes: {}}), else: lost_with_gone(placer))}
   end
 
   def handle_info({:leaving, node}, placer),
@@ -221,7 +223,7 @@ defmodule Grove.World.Placer do
 
   # Its zones were waiting for it to be gone, out of the group and disconnected.
   def handle_info({:nodedown, _node}, placer),
-    do: {:noreply, run(placer, &State.nodedown(&1, Node.list()))}
+    do: {:noreply, placer |> run(&State.nodedown(&1, Node.list())) |> lost_with_gone()}
 
   def handle_info({:abandoned, index, from}, placer),
     do: {:noreply, run(placer, &State.abandoned(&1, index, from))}
@@ -515,7 +517,7 @@ defmodule Grove.World.Placer do
     # sent an entity to the new run, which it must not count as lost; and
     # a node that held an entity in an older run no longer holds it.
     lost = for index <- indexes, do: {index, State.epoch(placer.core, index)}
-    told = Relay.lost(placer.world, lost)
+    told = Relay.lost(placer.world, lost, placer.core.members ++ Node.list())
 
     if told > 0,
       do:
@@ -529,6 +531,25 @@ defmodule Grove.World.Placer do
 
     :ok
   end
+
+  # A node gone (out of the members and disconnected) while this one runs
+  # has paused or died, with whatever it held: this node's clients whose
+  # entities it held are told, wherever this node believed those were (it
+  # may have taken one into a zone this node had heard ran elsewhere).
+  defp lost_with_gone(%__MODULE__{core: %State{paused: false, locations: locations}} = placer)
+       when locations != nil do
+    told = Relay.lost(placer.world, [], placer.core.members ++ Node.list())
+
+    if told > 0,
+      do:
+        Logger.warning(
+          "#{told} entities of this node's clients were lost with a node gone; their clients are told"
+        )
+
+    placer
+  end
+
+  defp lost_with_gone(placer), do: placer
 
   # The zone gives its rows and subscriptions, the new owner takes them.
   defp hand_over_now(world, index, to, epoch) do

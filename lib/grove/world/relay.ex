@@ -27,10 +27,11 @@ defmodule Grove.World.Relay do
   # holding a zone that no longer sends it anything.
   #
   # For those entities, whose owners live here and whose zones run
-  # elsewhere, it also keeps the owner (the world's `away` table), so that
-  # when a node is lost with its zones, the owners here of what they held
-  # are told (`{:grove_lost, id}`, see `lost/2`) and can place their
-  # entities again: nobody else could, since what the zones knew is gone.
+  # elsewhere, it also keeps the owner and the node that holds them (the
+  # world's `away` table), so that when a node is lost with its zones, the
+  # owners here of what they held are told (`{:grove_lost, id}`, see
+  # `lost/3`) and can place their entities again: nobody else could, since
+  # what the zones knew is gone.
 
   use GenServer
 
@@ -59,10 +60,15 @@ defmodule Grove.World.Relay do
     Directory.assign(world.name, id, zone)
 
     cond do
-      node(owner) != node() -> send({name(world.name), node(owner)}, {:assign, id, zone, owner})
+      node(owner) != node() ->
+        send({name(world.name), node(owner)}, {:assign, id, zone, owner, node()})
+
       # Back from another node's zone: no longer away.
-      world.cluster != nil -> :ets.delete(world.away, id)
-      true -> :ok
+      world.cluster != nil ->
+        :ets.delete(world.away, id)
+
+      true ->
+        :ok
     end
 
     :ok
@@ -78,13 +84,21 @@ defmodule Grove.World.Relay do
 
   @doc """
   The zones of `runs` (`{index, epoch}`, the epoch each runs at now) were
-  lost with their node: tells the owners here of the entities they held
-  (`{:grove_lost, id}`) and forgets those entities. Returns how many
+  lost with their node, and every node but `live` is gone: tells the
+  owners here of the entities they held, and of those held on a node gone
+  (`{:grove_lost, id}`), and forgets those entities. Returns how many
   owners were told.
+
+  A node gone (out of the members and disconnected, while this one keeps
+  its quorum) has paused or died, and its zones with it, whichever zone
+  this node believes they ran in: it may have taken one of them into a
+  copy of a zone that another node had started again already, after this
+  node heard of that.
   """
-  @spec lost(World.t(), [{non_neg_integer(), non_neg_integer()}]) :: non_neg_integer()
-  def lost(%World{} = world, runs) do
-    GenServer.call(name(world.name), {:lost, runs}, 30_000)
+  @spec lost(World.t(), [{non_neg_integer(), non_neg_integer()}], [node()]) ::
+          non_neg_integer()
+  def lost(%World{} = world, runs, live) do
+    GenServer.call(name(world.name), {:lost, runs, live}, 30_000)
   end
 
   @doc """
@@ -139,12 +153,13 @@ defmodule Grove.World.Relay do
 
     others
     |> :erpc.multicall(__MODULE__, :held_here, [world.name, ids], 5_000)
+    |> Enum.zip(others)
     |> Enum.reduce(%{}, fn
-      {:ok, held}, acc ->
+      {{:ok, held}, holder}, acc ->
         for {id, {index, epoch}} <- held,
             epoch >= Map.get(runs, index, 0),
             into: acc,
-            do: {id, index}
+            do: {id, {index, holder}}
 
       _failed, acc ->
         acc
@@ -163,24 +178,29 @@ defmodule Grove.World.Relay do
   def init(name), do: {:ok, name}
 
   @impl true
-  def handle_call({:lost, runs}, _from, name) do
+  def handle_call({:lost, runs, live}, _from, name) do
     world = World.fetch!(name)
     runs = Map.new(runs)
-    rows = Enum.flat_map(Map.keys(runs), &:ets.match_object(world.away, {:_, &1, :_}))
+    live = MapSet.new([node() | live])
+
+    rows =
+      for {_id, index, _owner, holder} = row <- :ets.tab2list(world.away),
+          is_map_key(runs, index) or holder not in live,
+          do: row
 
     # What this node last heard of an entity may be older than where it
     # is: the records of where it went and where it had been come from two
     # nodes, in either order. The others say which of these they hold.
-    held = held_elsewhere(world, for({id, _index, _owner} <- rows, do: id), runs)
+    held = held_elsewhere(world, for({id, _index, _owner, _holder} <- rows, do: id), runs)
 
     told =
-      Enum.count(rows, fn {id, index, owner} = row ->
+      Enum.count(rows, fn {id, index, owner, _holder} = row ->
         :ets.delete_object(world.away, row)
 
         case held do
-          %{^id => zone} ->
+          %{^id => {zone, holder}} ->
             Directory.moved_on(name, id, index, zone)
-            :ets.insert(world.away, {id, zone, owner})
+            :ets.insert(world.away, {id, zone, owner, holder})
             false
 
           _ ->
@@ -198,7 +218,7 @@ defmodule Grove.World.Relay do
     away = :ets.tab2list(world.away)
     :ets.delete_all_objects(world.away)
 
-    for {id, index, owner} <- away do
+    for {id, index, owner, _holder} <- away do
       Directory.release(name, id, index)
       send(owner, {:grove_paused, id})
     end
@@ -207,19 +227,19 @@ defmodule Grove.World.Relay do
   end
 
   @impl true
-  def handle_info({:assign, id, zone, owner}, name) do
+  def handle_info({:assign, id, zone, owner, holder}, name) do
     world = World.fetch!(name)
     ensure_chunk(world, id)
     Directory.assign(name, id, zone)
-    :ets.insert(world.away, {id, zone, owner})
+    :ets.insert(world.away, {id, zone, owner, holder})
     {:noreply, name}
   end
 
   def handle_info({:lost_one, id, zone, owner}, name) do
     world = World.fetch!(name)
 
-    if :ets.match_object(world.away, {id, zone, owner}) != [] do
-      :ets.delete_object(world.away, {id, zone, owner})
+    if :ets.match_object(world.away, {id, zone, owner, :_}) != [] do
+      :ets.match_delete(world.away, {id, zone, owner, :_})
       Directory.release(name, id, zone)
       send(owner, {:grove_lost, id})
     end
@@ -245,7 +265,7 @@ defmodule Grove.World.Relay do
   def handle_info({:release, id, zone}, name) do
     if Directory.ready?(name, id), do: Directory.release(name, id, zone)
     # Only the row of the zone that let go: a later zone's stays.
-    :ets.select_delete(World.fetch!(name).away, [{{id, zone, :_}, [], [true]}])
+    :ets.select_delete(World.fetch!(name).away, [{{id, zone, :_, :_}, [], [true]}])
     {:noreply, name}
   end
 end
