@@ -340,7 +340,14 @@ defmodule Grove.World.Zone do
   # The handoff's messages: the rules are `Zone.Handoff`'s, the effects ours.
   def handle_cast({:arrive, %Entity{} = entity, target, from, tag}, zone) do
     zone = sample_mailbox(zone)
-    {effects, core} = Handoff.arrive(zone.core, entity, target, from, tag)
+
+    {effects, core} =
+      if reaches?(zone, entity.owner) do
+        Handoff.arrive(zone.core, entity, target, from, tag)
+      else
+        {[{:send, from, {:refused, entity.id, entity.owner, tag, :busy}}], zone.core}
+      end
+
     for {:adopt, arrived} <- effects, do: across_nodes(zone, arrived, from, 1)
     {:noreply, zone |> carry_out({effects, core}) |> sync_game()}
   end
@@ -998,6 +1005,12 @@ defmodule Grove.World.Zone do
 
     :ok
   end
+
+  # An entity whose owner's node this one cannot reach stays where it
+  # was: its owner would hear neither where it went nor, should this node
+  # then lose its quorum, that it was lost with it.
+  defp reaches?(%__MODULE__{world: %World{cluster: nil}}, _owner), do: true
+  defp reaches?(_zone, owner), do: node(owner) == node() or node(owner) in Node.list(:connected)
 
   # Takes ownership of an entity placed or arrived here: table row, directory, monitor.
   defp adopt(zone, %Entity{} = entity) do
