@@ -142,13 +142,45 @@ defmodule Grove.World.Relay do
         do: {id, {index, elem(World.zone_placement(world, index), 1)}}
   end
 
-  # What the others hold, in a zone that runs. A node that still runs a
-  # lost zone's older run (it was cut off from the node that started the
-  # zone again, not from this one) holds nothing: that copy is gone with
-  # the news, or with its node's quorum, and tells nobody here.
-  defp held_elsewhere(_world, [], _runs), do: %{}
+  @typedoc "A record of an entity of a client here, in a zone of another node: `{id, zone, owner, holder}`."
+  @type away :: {non_neg_integer(), non_neg_integer(), pid(), node()}
 
-  defp held_elsewhere(world, ids, runs) do
+  @doc false
+  # The rule of `lost/3`, a plain function: of this node's records, those
+  # of a zone started again (`runs`, zone => the epoch it runs at now) or
+  # held on a node not `live` are in question; of these, an entity that
+  # another node holds (`held`: id => `{zone, epoch, holder}`) in a zone
+  # that runs stands, recorded where it is, and every other is lost. A
+  # node that still holds one in an older run of a zone started again (it
+  # was cut off from the node that started it, not from this one) holds
+  # nothing: that copy goes with the news, or with its node's quorum, and
+  # tells nobody here. Returns `{lost, standing}`.
+  @spec judge([away()], %{non_neg_integer() => non_neg_integer()}, MapSet.t(node()), %{
+          non_neg_integer() => {non_neg_integer(), non_neg_integer(), node()}
+        }) :: {[away()], [away()]}
+  def judge(rows, runs, live, held) do
+    rows
+    |> Enum.filter(fn {_id, zone, _owner, holder} ->
+      is_map_key(runs, zone) or holder not in live
+    end)
+    |> Enum.reduce({[], []}, fn {id, _zone, owner, _holder} = row, {lost, standing} ->
+      case held do
+        %{^id => {zone, epoch, holder}} when epoch >= :erlang.map_get(zone, runs) ->
+          {lost, [{id, zone, owner, holder} | standing]}
+
+        %{^id => {zone, _epoch, holder}} when not is_map_key(runs, zone) ->
+          {lost, [{id, zone, owner, holder} | standing]}
+
+        _ ->
+          {[row | lost], standing}
+      end
+    end)
+  end
+
+  # What the others hold, with the epoch each holder runs the zone at.
+  defp held_elsewhere(_world, []), do: %{}
+
+  defp held_elsewhere(world, ids) do
     others = Grove.Cluster.members(world.cluster) -- [node()]
 
     others
@@ -156,10 +188,7 @@ defmodule Grove.World.Relay do
     |> Enum.zip(others)
     |> Enum.reduce(%{}, fn
       {{:ok, held}, holder}, acc ->
-        for {id, {index, epoch}} <- held,
-            epoch >= Map.get(runs, index, 0),
-            into: acc,
-            do: {id, {index, holder}}
+        for {id, {zone, epoch}} <- held, into: acc, do: {id, {zone, epoch, holder}}
 
       _failed, acc ->
         acc
@@ -182,35 +211,32 @@ defmodule Grove.World.Relay do
     world = World.fetch!(name)
     runs = Map.new(runs)
     live = MapSet.new([node() | live])
-
-    rows =
-      for {_id, index, _owner, holder} = row <- :ets.tab2list(world.away),
-          is_map_key(runs, index) or holder not in live,
-          do: row
+    rows = :ets.tab2list(world.away)
+    {questioned, _} = judge(rows, runs, live, %{})
 
     # What this node last heard of an entity may be older than where it
     # is: the records of where it went and where it had been come from two
     # nodes, in either order. The others say which of these they hold.
-    held = held_elsewhere(world, for({id, _index, _owner, _holder} <- rows, do: id), runs)
+    held = held_elsewhere(world, for({id, _zone, _owner, _holder} <- questioned, do: id))
+    {lost, standing} = judge(questioned, runs, live, held)
 
-    told =
-      Enum.count(rows, fn {id, index, owner, _holder} = row ->
-        :ets.delete_object(world.away, row)
+    standing = Map.new(standing, &{elem(&1, 0), &1})
 
-        case held do
-          %{^id => {zone, holder}} ->
-            Directory.moved_on(name, id, index, zone)
-            :ets.insert(world.away, {id, zone, owner, holder})
-            false
+    for {id, index, _owner, _holder} = row <- questioned do
+      :ets.delete_object(world.away, row)
 
-          _ ->
-            Directory.release(name, id, index)
-            send(owner, {:grove_lost, id})
-            true
-        end
-      end)
+      case standing do
+        %{^id => {^id, zone, _owner, _holder} = moved} ->
+          Directory.moved_on(name, id, index, zone)
+          :ets.insert(world.away, moved)
 
-    {:reply, told, name}
+        _lost ->
+          Directory.release(name, id, index)
+      end
+    end
+
+    for {id, _zone, owner, _holder} <- lost, do: send(owner, {:grove_lost, id})
+    {:reply, length(lost), name}
   end
 
   def handle_call(:paused, _from, name) do
