@@ -538,14 +538,7 @@ defmodule Grove.World.Placer do
   # may have taken one into a zone this node had heard ran elsewhere).
   defp lost_with_gone(%__MODULE__{core: %State{paused: false, locations: locations}} = placer)
        when locations != nil do
-    told = Relay.lost(placer.world, [], placer.core.members ++ Node.list())
-
-    if told > 0,
-      do:
-        Logger.warning(
-          "#{told} entities of this node's clients were lost with a node gone; their clients are told"
-        )
-
+    :ok = Relay.gone(placer.world, placer.core.members ++ Node.list())
     placer
   end
 

@@ -38,6 +38,8 @@ defmodule Grove.World.Relay do
   alias Grove.World
   alias Grove.World.{Directory, Feed}
 
+  require Logger
+
   @spec start_link(World.t()) :: GenServer.on_start()
   def start_link(%World{} = world),
     do: GenServer.start_link(__MODULE__, world.name, name: name(world.name))
@@ -100,6 +102,16 @@ defmodule Grove.World.Relay do
   def lost(%World{} = world, runs, live) do
     GenServer.call(name(world.name), {:lost, runs, live}, 30_000)
   end
+
+  @doc """
+  Every node but `live` is gone: the owners here of the entities those
+  held are told, as by `lost/3`, once the zones they were last heard in
+  run on a node that is not gone (a zone still placed on a node gone is
+  told when it starts again, so that its owners find it running when they
+  place their entities again). Does not wait.
+  """
+  @spec gone(World.t(), [node()]) :: :ok
+  def gone(%World{} = world, live), do: GenServer.cast(name(world.name), {:gone, live})
 
   @doc """
   An entity in `zone` was lost with a copy of the zone that stopped here:
@@ -207,11 +219,45 @@ defmodule Grove.World.Relay do
   def init(name), do: {:ok, name}
 
   @impl true
-  def handle_call({:lost, runs, live}, _from, name) do
+  def handle_call({:lost, runs, live}, _from, name),
+    do: {:reply, settle_lost(name, Map.new(runs), MapSet.new([node() | live])), name}
+
+  def handle_call(:paused, _from, name) do
     world = World.fetch!(name)
-    runs = Map.new(runs)
-    live = MapSet.new([node() | live])
-    rows = :ets.tab2list(world.away)
+    away = :ets.tab2list(world.away)
+    :ets.delete_all_objects(world.away)
+
+    for {id, index, owner, _holder} <- away do
+      Directory.release(name, id, index)
+      send(owner, {:grove_paused, id})
+    end
+
+    {:reply, length(away), name}
+  end
+
+  @impl true
+  def handle_cast({:gone, live}, name) do
+    told = settle_lost(name, %{}, MapSet.new([node() | live]))
+
+    if told > 0,
+      do:
+        Logger.warning(
+          "#{told} entities of this node's clients were lost with a node gone; their clients are told"
+        )
+
+    {:noreply, name}
+  end
+
+  defp settle_lost(name, runs, live) do
+    world = World.fetch!(name)
+
+    # A record held on a node gone waits while its zone is still placed on
+    # a node gone: it is told when that zone starts again.
+    rows =
+      for {_id, zone, _owner, holder} = row <- :ets.tab2list(world.away),
+          is_map_key(runs, zone) or holder in live or World.zone_node(world, zone) in live,
+          do: row
+
     {questioned, _} = judge(rows, runs, live, %{})
 
     # What this node last heard of an entity may be older than where it
@@ -236,20 +282,7 @@ defmodule Grove.World.Relay do
     end
 
     for {id, _zone, owner, _holder} <- lost, do: send(owner, {:grove_lost, id})
-    {:reply, length(lost), name}
-  end
-
-  def handle_call(:paused, _from, name) do
-    world = World.fetch!(name)
-    away = :ets.tab2list(world.away)
-    :ets.delete_all_objects(world.away)
-
-    for {id, index, owner, _holder} <- away do
-      Directory.release(name, id, index)
-      send(owner, {:grove_paused, id})
-    end
-
-    {:reply, length(away), name}
+    length(lost)
   end
 
   @impl true
