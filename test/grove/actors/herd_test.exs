@@ -74,7 +74,9 @@ defmodule Grove.Actors.HerdTest do
       %Herd{window: %Window{pending: pending, in_flight: 20}} = :sys.get_state(herd)
       assert pending |> Map.values() |> Enum.sum() == 20
       assert length(wheel_ids(herd)) == 50 and length(Enum.uniq(wheel_ids(herd))) == 50
-      assert {:message_queue_len, 0} = Process.info(herd, :message_queue_len)
+      # At most the herd's own beat, which its timer sends at any moment.
+      assert {:message_queue_len, waiting} = Process.info(herd, :message_queue_len)
+      assert waiting <= 1
     end
 
     test "an outcome frees its actor and a place in flight", %{world: world} do
