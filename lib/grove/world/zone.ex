@@ -94,7 +94,7 @@ defmodule Grove.World.Zone do
   @type t :: %__MODULE__{
           world: World.t(),
           index: Grid.zone_index(),
-          core: State.t(),
+          core: State.t() | nil,
           table: :ets.tid(),
           locate: Handoff.locate(),
           tick_timer: reference() | nil,
@@ -192,15 +192,12 @@ defmodule Grove.World.Zone do
 
   @impl true
   def init({world, index}) do
-    # The zone keeps its own ground only, and a border of one cell around
-    # it, where its moves step out.
-    {x0, y0, _x1, _y1} = Grid.zone_bounds(world.grid, index)
-    core = State.new(index, world.grid, Terrain.area_of(world.terrain, x0, y0), world.rules)
-
+    # Its core, with its ground, is made in `handle_continue/2`, once
+    # whoever started it (a supervisor, which starts one zone at a time)
+    # has moved on.
     zone = %__MODULE__{
       world: world,
       index: index,
-      core: core,
       table: elem(world.tables, index),
       locate: &Directory.lookup(world.name, &1),
       # Viewers hold sequence numbers: a restarted zone carries on from its last.
@@ -215,6 +212,7 @@ defmodule Grove.World.Zone do
   def handle_continue(:recover, zone) do
     zone =
       zone
+      |> make_core()
       |> recover_entities()
       |> recover_game()
       |> recover_life()
@@ -1427,6 +1425,14 @@ defmodule Grove.World.Zone do
 
   # The game's layer: from the zone's table when it ran here before (a
   # restart, or a handover that filled it), else as the game first lays it.
+  # The zone keeps its own ground only, and a border of one cell around
+  # it, where its moves step out.
+  defp make_core(%__MODULE__{world: world, index: index} = zone) do
+    {x0, y0, _x1, _y1} = Grid.zone_bounds(world.grid, index)
+    ground = Terrain.area_of(world.terrain, x0, y0)
+    %{zone | core: State.new(index, world.grid, ground, world.rules)}
+  end
+
   # A zone on demand that slept with its entities in the store (its table
   # is empty, its count is not): they go back in its table, then are
   # recovered from there like any other rows. A store that cannot give
