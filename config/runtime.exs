@@ -334,6 +334,7 @@ config :grove,
       view_ms: integer.("GROVE_VIEW_MS"),
       view_ms_max: integer.("GROVE_VIEW_MS_MAX"),
       unready_ms: integer.("GROVE_UNREADY_MS"),
+      minimap_zones: integer.("GROVE_MINIMAP_ZONES"),
       spawn:
         case System.get_env("GROVE_PLAYER_SPAWN") do
           nil ->

@@ -90,6 +90,11 @@ defmodule Grove.Gateway do
       each rides on a connection's next write
     * `:density_side` - the minimap's largest side in blocks; the world's
       density grid is merged down to it (default `64`)
+    * `:minimap_zones` - a world more zones wide or high than this is too
+      large to picture whole: its minimap is sent as `places`, the world's
+      busiest zones, and drawn around each player (default `64`)
+    * `:minimap_places` - how many of the busiest zones `places` lists
+      (default `256`)
     * `:unready_ms` - milliseconds a graceful stop answers `/readyz` with
       `503` (and refuses new players) before it tells the players goodbye,
       so that load balancers stop sending players first; at least their
@@ -186,6 +191,8 @@ defmodule Grove.Gateway do
     stats_interval: 2000,
     density_interval: 10_000,
     density_side: 64,
+    minimap_zones: 64,
+    minimap_places: 256,
     unready_ms: 2000,
     drain_timeout: 5000,
     keepalive: 30_000,
@@ -602,6 +609,8 @@ defmodule Grove.Gateway do
           :http_timeout,
           :request_deadline,
           :density_side,
+          :minimap_zones,
+          :minimap_places,
           :view_ms,
           :view_ms_max,
           :keepalive,

@@ -207,7 +207,8 @@ defmodule Grove.Protocol do
        {:width, :u16},
        {:height, :u16},
        {:cells, :bytes}
-     ]}
+     ]},
+    {:places, 81, :server, [{:zone_size, :u16}, {:places, {:list, {:tuple, [:u32, :u32, :u32]}}}]}
   ]
 
   @type encoding :: :json | :binary

@@ -1024,6 +1024,11 @@ defmodule Grove.World do
           %{cols: pos_integer(), rows: pos_integer(), cells: binary()}
   defdelegate total_density(world, max_side, layer, timeout), to: Counts
 
+  @doc "The busiest zones of the world on every node; see `Grove.World.Counts.total_places/3`."
+  @spec total_places(name() | t(), non_neg_integer(), timeout()) ::
+          [Grove.World.Minimap.place()]
+  defdelegate total_places(world, limit, timeout), to: Counts
+
   @doc false
   # The process of the zone that holds an entity now, or nil.
   @spec zone_of(name() | t(), Entity.id()) :: pid() | nil

@@ -185,6 +185,21 @@ defmodule Grove.Gateway.Broadcaster do
   end
 
   defp post_density(state) do
+    %World{grid: grid} = World.fetch!(state.config.world)
+
+    if max(grid.zones_x, grid.zones_y) > state.config.minimap_zones,
+      do: post_places(state, grid.zone_size),
+      else: post_picture(state)
+  end
+
+  # A world too large to picture whole: its busiest zones, drawn by each
+  # client around its player.
+  defp post_places(state, zone_size) do
+    places = World.total_places(state.config.world, state.config.minimap_places, @ask_timeout)
+    post(state.config.bulletin, :density, %{type: :places, zone_size: zone_size, places: places})
+  end
+
+  defp post_picture(state) do
     %{cols: cols, rows: rows, cells: cells} =
       World.total_density(state.config.world, state.config.density_side, :entities, @ask_timeout)
 

@@ -163,6 +163,41 @@ defmodule Grove.World.Counts do
     Minimap.cells(sums)
   end
 
+  @doc """
+  The entities of every zone that runs on this node and holds any, as
+  `{zone index, entities}` (as of each zone's last tick): the sparse
+  counts `total_places/3` picks the busiest of. Read without a message.
+  """
+  @spec zone_counts(World.name() | World.t()) :: [{Grid.zone_index(), pos_integer()}]
+  def zone_counts(world) do
+    world = World.fetch!(world)
+
+    for index <- World.awake_zones(world),
+        count = :atomics.get(world.zone_entities, index + 1),
+        count > 0,
+        do: {index, count}
+  end
+
+  @doc """
+  The world's populated places, for the minimap of a world too large to
+  picture whole: its `limit` busiest zones on every node, busiest first,
+  as `{column, row, entities}` (`Grove.World.Minimap.places/3`); the other
+  nodes asked as `node_stats/2` asks them.
+  """
+  @spec total_places(World.name() | World.t(), non_neg_integer(), timeout()) ::
+          [Minimap.place()]
+  def total_places(world, limit, timeout) do
+    world = World.fetch!(world)
+
+    counts =
+      for {:ok, theirs} <-
+            :erpc.multicall(others(world), __MODULE__, :zone_counts, [world.name], timeout),
+          reduce: zone_counts(world),
+          do: (ours -> theirs ++ ours)
+
+    Minimap.places(counts, world.grid.zones_x, limit)
+  end
+
   # The other members of the world's cluster; none for a world alone.
   defp others(%World{cluster: nil}), do: []
   defp others(%World{cluster: instance}), do: Grove.Cluster.members(instance) -- [node()]

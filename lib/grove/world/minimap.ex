@@ -3,6 +3,8 @@ defmodule Grove.World.Minimap do
   # The picture of the whole world a minimap draws: how crowded each block
   # is, read from the `:atomics` the zones keep up to date as entities come,
   # go and move (`Grove.World.Counts.density/3`). No message is sent.
+  # A world too large to picture whole is told as its populated places
+  # instead: its busiest zones, by the entities each counts (`places/3`).
 
   alias Grove.World
 
@@ -79,5 +81,25 @@ defmodule Grove.World.Minimap do
       end
 
     %{cols: cols, rows: rows, cells: cells}
+  end
+
+  @typedoc "A populated place: a zone's column and row, and the entities it holds."
+  @type place :: {non_neg_integer(), non_neg_integer(), pos_integer()}
+
+  @doc """
+  The `limit` busiest zones of `counts` (`{zone index, entities}`, in any
+  order, from any number of nodes), busiest first, as `{column, row,
+  entities}` in a grid `zones_x` zones wide; zones without entities are
+  left out, and a zone counted twice (while a node hands it to another)
+  keeps its larger count.
+  """
+  @spec places(Enumerable.t(), pos_integer(), non_neg_integer()) :: [place()]
+  def places(counts, zones_x, limit) do
+    counts
+    |> Enum.filter(fn {_index, count} -> count > 0 end)
+    |> Enum.sort_by(fn {index, count} -> {-count, index} end)
+    |> Enum.uniq_by(fn {index, _count} -> index end)
+    |> Enum.take(limit)
+    |> Enum.map(fn {index, count} -> {rem(index, zones_x), div(index, zones_x), count} end)
   end
 end
