@@ -54,6 +54,7 @@ let welcomes = 0;
 let pongs = 0;
 let densities = 0;
 let colonies = 0;
+let places = 0;
 // The way the player last moved, which it faces, and the pattern E seeds.
 let facing: Direction = "e";
 let pattern: Pattern = "glider";
@@ -197,6 +198,10 @@ function receive(message: Message): void {
     case "density":
       densities++;
       minimap.setDensity(message);
+      break;
+    case "places":
+      places++;
+      minimap.setPlaces(message);
       break;
     case "colonies":
       colonies++;
@@ -427,7 +432,9 @@ const hook = {
     wholeTerrain,
   }),
   /** The last `stats`, the last ping round trip, and how many pongs and minimaps came. */
-  stats: () => ({ ...lastStats, roundTripMs, pongs, densities, colonies }),
+  stats: () => ({ ...lastStats, roundTripMs, pongs, densities, colonies, places }),
+  /** The region the minimap draws around the player in a world too large to picture whole, or undefined. */
+  minimap: () => minimap.region(),
   /** The outcomes of the patterns seeded so far, and what E seeds now, facing where. */
   seeds: () => ({ results: seedResults.slice(), pattern, facing }),
   /** Milliseconds from key press to the frame showing the avatar moved, per successful move. */

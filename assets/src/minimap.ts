@@ -1,4 +1,4 @@
-import type { Colonies, Density } from "@grove/client";
+import type { Colonies, Density, Places } from "@grove/client";
 import type { Terrain } from "./terrain";
 
 // Ground colours by terrain code (meadow, tree, rock, water, flowers), drawn
@@ -35,13 +35,34 @@ function buildPalette(): Uint8ClampedArray {
   return palette;
 }
 
+// In a world too large to picture whole, the minimap shows this many zones
+// a side around the player, each this many pixels.
+const regionZones = 32;
+const zonePixels = 8;
+
+/** What the minimap of a world too large to picture whole shows now. */
+export type Region = {
+  /** The zone at the region's top left corner, and its side in zones. */
+  col: number;
+  row: number;
+  zones: number;
+  zoneSize: number;
+  /** The populated places inside the region, as [column, row, entities], and how many lie outside it. */
+  inside: [number, number, number][];
+  outside: number;
+};
+
 /**
  * The whole world at a glance: a live 2D histogram of where entities are,
  * from `density` messages, over a faint picture of the ground, with the
- * player's viewport marked.
+ * player's viewport marked. A world too large for that (the server sends
+ * `places` instead) is drawn as the 32 x 32 zones around the player, its
+ * populated places among them as heat, and those further away as marks on
+ * the edge, in their direction.
  */
 export class Minimap {
   private readonly context: CanvasRenderingContext2D;
+  private places: Places | undefined;
   private ground: HTMLCanvasElement | undefined;
   private heat: HTMLCanvasElement | undefined;
   private colonies: HTMLCanvasElement | undefined;
@@ -127,6 +148,12 @@ export class Minimap {
     this.draw();
   }
 
+  /** The busiest zones of a world too large to picture whole: from now on, the minimap is drawn around the player. */
+  setPlaces(places: Places): void {
+    this.places = places;
+    this.draw();
+  }
+
   setPlayer(x: number, y: number, radius: number, width: number, height: number): void {
     const player = this.player;
     if (player && player.x === x && player.y === y && player.radius === radius) return;
@@ -135,7 +162,32 @@ export class Minimap {
     this.draw();
   }
 
+  /** The region drawn around the player, or undefined while the whole world is. */
+  region(): Region | undefined {
+    const { places, player } = this;
+    if (!places || !player || places.zone_size === 0) return undefined;
+    const size = places.zone_size;
+    // The player's zone in the middle, the region kept inside the world.
+    const zonesX = Math.ceil(player.width / size);
+    const zonesY = Math.ceil(player.height / size);
+    const half = regionZones / 2;
+    const col = Math.max(0, Math.min(Math.floor(player.x / size) - half, zonesX - regionZones));
+    const row = Math.max(0, Math.min(Math.floor(player.y / size) - half, zonesY - regionZones));
+    const inside = places.places.filter(
+      ([c, r]) => c >= col && c < col + regionZones && r >= row && r < row + regionZones,
+    );
+    return { col, row, zones: regionZones, zoneSize: size, inside, outside: places.places.length - inside.length };
+  }
+
   private fitTo(worldWidth: number, worldHeight: number): void {
+    if (this.places) {
+      const side = regionZones * zonePixels;
+      if (this.canvas.width !== side || this.canvas.height !== side) {
+        this.canvas.width = side;
+        this.canvas.height = side;
+      }
+      return;
+    }
     // The longer side is 240 pixels; CSS scales the canvas to the panel.
     const longest = 240;
     const width = worldWidth >= worldHeight ? longest : Math.max(1, Math.round((longest * worldWidth) / worldHeight));
@@ -147,6 +199,7 @@ export class Minimap {
   }
 
   private draw(): void {
+    if (this.places) return this.drawRegion();
     const { context, canvas } = this;
     context.fillStyle = "#10151a";
     context.fillRect(0, 0, canvas.width, canvas.height);
@@ -187,5 +240,66 @@ export class Minimap {
       context.fill();
       context.stroke();
     }
+  }
+
+  private drawRegion(): void {
+    const player = this.player;
+    if (player) this.fitTo(player.width, player.height);
+    const { context, canvas } = this;
+    context.fillStyle = "#10151a";
+    context.fillRect(0, 0, canvas.width, canvas.height);
+    const region = this.region();
+    if (!region || !player) return;
+    const { col, row, zoneSize } = region;
+    const all = this.places?.places ?? [];
+    // The same square-root scale as the whole world's heat, against the busiest place.
+    const top = Math.max(8, ...all.map(([, , count]) => count));
+    const level = (count: number) => Math.min(255, Math.round(Math.sqrt(count / top) * 255));
+
+    // The zones' grid, faintly, so that the scale reads.
+    context.strokeStyle = "rgba(255, 255, 255, 0.06)";
+    context.lineWidth = 1;
+    for (let i = 1; i < regionZones; i++) {
+      context.beginPath();
+      context.moveTo(i * zonePixels + 0.5, 0);
+      context.lineTo(i * zonePixels + 0.5, canvas.height);
+      context.moveTo(0, i * zonePixels + 0.5);
+      context.lineTo(canvas.width, i * zonePixels + 0.5);
+      context.stroke();
+    }
+
+    const far = regionZones * zonePixels - 3;
+    for (const [c, r, count] of all) {
+      const l = level(count);
+      const colour = `rgb(${heatPalette[l * 3]}, ${heatPalette[l * 3 + 1]}, ${heatPalette[l * 3 + 2]})`;
+      const inside = c >= col && c < col + regionZones && r >= row && r < row + regionZones;
+      if (inside) {
+        context.fillStyle = colour;
+        context.fillRect((c - col) * zonePixels, (r - row) * zonePixels, zonePixels, zonePixels);
+      } else {
+        // Further away: a mark on the edge, toward it.
+        const x = Math.max(0, Math.min((c - col) * zonePixels, far));
+        const y = Math.max(0, Math.min((r - row) * zonePixels, far));
+        context.fillStyle = colour;
+        context.fillRect(x, y, 3, 3);
+      }
+    }
+
+    // The player's view and the player, in cells.
+    const scale = zonePixels / zoneSize;
+    const left = (player.x - col * zoneSize) * scale;
+    const topY = (player.y - row * zoneSize) * scale;
+    const side = (2 * player.radius + 1) * scale;
+    context.strokeStyle = "rgba(255, 255, 255, 0.9)";
+    context.lineWidth = 1;
+    context.strokeRect(left - player.radius * scale, topY - player.radius * scale, Math.max(3, side), Math.max(3, side));
+    context.fillStyle = "#ffffff";
+    context.strokeStyle = "#10151a";
+    context.lineWidth = 1.5;
+    context.beginPath();
+    context.arc(left + scale / 2, topY + scale / 2, 3.5, 0, Math.PI * 2);
+    context.fill();
+    context.stroke();
+    this.canvas.title = `The ${regionZones} x ${regionZones} zones around you (${zoneSize} cells a side each): ${region.inside.length} populated here, ${region.outside} further away`;
   }
 }

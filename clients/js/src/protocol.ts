@@ -665,6 +665,11 @@ export const definitions = {
       cells: required(bytes),
     },
   },
+  places: {
+    tag: 81,
+    from: "server",
+    fields: { zone_size: required(u16), places: required(list(tuple([u32, u32, u32]))) },
+  },
 } as const satisfies Record<string, Definition>;
 
 type Definitions = typeof definitions;
@@ -698,6 +703,7 @@ export type Names = Message<"names">;
 export type Said = Message<"said">;
 export type Announcement = Message<"announcement">;
 export type Ground = Message<"ground">;
+export type Places = Message<"places">;
 
 const byTag = new Map<number, MessageType>();
 for (const name of Object.keys(definitions) as MessageType[]) byTag.set(definitions[name].tag, name);

@@ -66,6 +66,14 @@ const examples = {
   acted: { type: "acted", seq: 12, result: "refused", data: {}, reason: "no_apples" },
   said: { type: "said", seq: 13, result: "too_long", reason: "a line is at most 200 characters" },
   announcement: { type: "announcement", text: "The orchard closes at noon" },
+  places: {
+    type: "places",
+    zone_size: 50,
+    places: [
+      [19999, 4, 120],
+      [0, 19999, 4294967295],
+    ],
+  },
   names: {
     type: "names",
     area: 168,
