@@ -93,8 +93,8 @@ defmodule Grove.Gateway do
     * `:minimap_zones` - a world more zones wide or high than this is too
       large to picture whole: its minimap is sent as `places`, the world's
       busiest zones, and drawn around each player (default `64`)
-    * `:minimap_places` - how many of the busiest zones `places` lists
-      (default `256`)
+    * `:minimap_places` - how many of the busiest zones `places` lists, at
+      most 65,535 (default `256`)
     * `:unready_ms` - milliseconds a graceful stop answers `/readyz` with
       `503` (and refuses new players) before it tells the players goodbye,
       so that load balancers stop sending players first; at least their
@@ -620,6 +620,14 @@ defmodule Grove.Gateway do
       raise ArgumentError,
             "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
     end
+
+    # `places` lists them with a u16 count.
+    unless opts[:minimap_places] <= 65_535,
+      do:
+        raise(
+          ArgumentError,
+          ":minimap_places must be at most 65535, got: #{inspect(opts[:minimap_places])}"
+        )
 
     unless is_integer(opts[:unready_ms]) and opts[:unready_ms] >= 0,
       do:

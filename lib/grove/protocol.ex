@@ -208,7 +208,7 @@ defmodule Grove.Protocol do
        {:height, :u16},
        {:cells, :bytes}
      ]},
-    {:places, 81, :server, [{:zone_size, :u16}, {:places, {:list, {:tuple, [:u32, :u32, :u32]}}}]}
+    {:places, 81, :server, [{:zone_size, :u16}, {:places, {:list, {:tuple, [:u16, :u16, :u16]}}}]}
   ]
 
   @type encoding :: :json | :binary

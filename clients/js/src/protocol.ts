@@ -668,7 +668,7 @@ export const definitions = {
   places: {
     tag: 81,
     from: "server",
-    fields: { zone_size: required(u16), places: required(list(tuple([u32, u32, u32]))) },
+    fields: { zone_size: required(u16), places: required(list(tuple([u16, u16, u16]))) },
   },
 } as const satisfies Record<string, Definition>;
 

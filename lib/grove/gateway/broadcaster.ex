@@ -195,7 +195,12 @@ defmodule Grove.Gateway.Broadcaster do
   # A world too large to picture whole: its busiest zones, drawn by each
   # client around its player.
   defp post_places(state, zone_size) do
-    places = World.total_places(state.config.world, state.config.minimap_places, @ask_timeout)
+    # A zone's entities are sent as u16: past 65,535, a minimap's heat tells no more.
+    places =
+      for {col, row, count} <-
+            World.total_places(state.config.world, state.config.minimap_places, @ask_timeout),
+          do: {col, row, min(count, 65_535)}
+
     post(state.config.bulletin, :density, %{type: :places, zone_size: zone_size, places: places})
   end
 
