@@ -61,7 +61,9 @@ describe("the minimap of a world too large to picture whole", { skip: skipReason
     test(`draws the 32 x 32 zones around the player, the populated ones lit (${encoding})`, async () => {
       const { page, problems } = await openGame(browser, `${server.url}?encoding=${encoding}`);
       await waitJoined(page);
-      await page.waitForFunction(() => window.grove.minimap() !== undefined);
+      // The actors may come after the first `places` was posted; the next
+      // comes within the broadcast interval (10 s): a wait longer than that.
+      await page.waitForFunction(() => (window.grove.minimap()?.inside.length ?? 0) > 10, null, { timeout: 60_000 });
       const { region, player, side, lit, empty, dot } = await look(page);
 
       assert.equal(region.zones, 32);
