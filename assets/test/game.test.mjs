@@ -22,11 +22,18 @@ async function walkNextTo(page, code, maxSteps = 400) {
         const cell = window.grove.cellAt(cx, cy);
         return (cell.terrain === "meadow" || cell.terrain === "flowers") && cell.code !== 2 && !cell.entity;
       };
+      // Next to a cell showing `wanted` and to none of another action's
+      // (a tree beside a basket), so that what fits is the action wanted.
       const goal = (cx, cy) => {
+        let near = false;
         for (let dy = -1; dy <= 1; dy++)
-          for (let dx = -1; dx <= 1; dx++)
-            if ((dx || dy) && window.grove.cellAt(cx + dx, cy + dy).code === wanted) return true;
-        return false;
+          for (let dx = -1; dx <= 1; dx++) {
+            if (!dx && !dy) continue;
+            const code = window.grove.cellAt(cx + dx, cy + dy).code;
+            if (code === wanted) near = true;
+            else if (code === 1 || code === 2) return false;
+          }
+        return near;
       };
       if (goal(x, y)) return [];
       const seen = new Map([[`${x},${y}`, null]]);
