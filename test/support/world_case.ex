@@ -47,6 +47,14 @@ defmodule Grove.WorldCase do
     end
   end
 
+  @doc "Asks for one action of the world's game and waits for its outcome, which it returns."
+  def act(world, id, action, target, args \\ %{}) do
+    tag = make_ref()
+    :ok = Grove.World.act(world, id, action, target, args, tag)
+    assert_receive {:grove_act, ^id, ^tag, outcome}, 5000
+    outcome
+  end
+
   @doc "Finds a cell with the given terrain kind, scanning row by row."
   def find_cell(world, kind, from \\ {0, 0}) do
     terrain = Grove.World.terrain(world)

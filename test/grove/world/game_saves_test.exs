@@ -6,6 +6,8 @@ defmodule Grove.World.GameSavesTest.Cases do
 
   defmacro __using__(_opts) do
     quote do
+      import Grove.WorldCase, only: [act: 4]
+
       alias Grove.AppleGame
       alias Grove.World
       alias Grove.World.Game.{Saver, Tally}
@@ -42,13 +44,6 @@ defmodule Grove.World.GameSavesTest.Cases do
           |> Enum.find(&(elem(&1, 0) == Saver))
 
         pid
-      end
-
-      defp act(world, id, action, target) do
-        tag = make_ref()
-        :ok = World.act(world, id, action, target, %{}, tag)
-        assert_receive {:grove_act, ^id, ^tag, outcome}, 5000
-        outcome
       end
 
       test "a world that starts again on its store finds its game's layer as it was saved", %{

@@ -12,13 +12,6 @@ defmodule Grove.World.GameTest do
   # and 1, a basket in zone 0.
   @game {AppleGame, trees: [{9, 5}, {10, 5}], baskets: [{5, 5}], tick: :manual}
 
-  defp act(world, id, action, target, args \\ %{}) do
-    tag = make_ref()
-    :ok = World.act(world, id, action, target, args, tag)
-    assert_receive {:grove_act, ^id, ^tag, outcome}, 5000
-    outcome
-  end
-
   defp join(world, cell, info \\ %{account: 1}) do
     {:ok, id, ^cell} = World.join(world, at: cell, info: info)
     id

@@ -13,13 +13,6 @@ defmodule Grove.World.OnDemandTest do
 
   defp zone_index(world, {x, y}), do: Grid.zone_of(World.grid(world), x, y)
 
-  defp act(world, id, action, target) do
-    tag = make_ref()
-    :ok = World.act(world, id, action, target, %{}, tag)
-    assert_receive {:grove_act, ^id, ^tag, outcome}, 5000
-    outcome
-  end
-
   describe "a world of zones on demand" do
     @describetag world: @on_demand
 
