@@ -11,7 +11,7 @@ defmodule Grove.Walk do
 
   import ExUnit.Assertions, only: [flunk: 1]
 
-  @directions for dx <- -1..1, dy <- -1..1, {dx, dy} != {0, 0}, do: {dx, dy}
+  alias Grove.World.Grid
 
   def walk(conn, from, target, move, steps \\ 200),
     do: walk(conn, from, target, move, steps, %{})
@@ -25,7 +25,7 @@ defmodule Grove.Walk do
   # target starts as the straight count of steps and grows as the walk
   # learns that way is held, so it never walks back and forth for ever.
   defp walk(conn, cell, target, move, steps, learnt) do
-    tries = Enum.sort_by(@directions, &(1 + cost(learnt, next(cell, &1), target)))
+    tries = Enum.sort_by(Grid.directions(), &(1 + cost(learnt, Grid.step(cell, &1), target)))
     {reached, conn} = step(conn, cell, tries, move)
     learnt = Map.put(learnt, cell, 1 + cost(learnt, reached, target))
     walk(conn, reached, target, move, steps - 1, learnt)
@@ -34,23 +34,12 @@ defmodule Grove.Walk do
   defp cost(learnt, {x, y} = cell, {tx, ty}),
     do: Map.get_lazy(learnt, cell, fn -> max(abs(tx - x), abs(ty - y)) end)
 
-  defp next({x, y}, {dx, dy}), do: {x + dx, y + dy}
-
   defp step(_conn, cell, [], _move), do: flunk("stuck at #{inspect(cell)}")
 
-  defp step(conn, cell, [{dx, dy} | rest], move) do
-    case move.(conn, direction(dx, dy)) do
+  defp step(conn, cell, [direction | rest], move) do
+    case move.(conn, direction) do
       {nil, conn} -> step(conn, cell, rest, move)
       {next, conn} -> {next, conn}
     end
   end
-
-  defp direction(0, -1), do: :n
-  defp direction(1, -1), do: :ne
-  defp direction(1, 0), do: :e
-  defp direction(1, 1), do: :se
-  defp direction(0, 1), do: :s
-  defp direction(-1, 1), do: :sw
-  defp direction(-1, 0), do: :w
-  defp direction(-1, -1), do: :nw
 end
