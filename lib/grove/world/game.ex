@@ -71,7 +71,7 @@ defmodule Grove.World.Game do
   """
   @spec near(World.name() | World.t(), Grid.cell(), non_neg_integer()) ::
           {%{Grid.cell() => term()}, %{Grid.cell() => boolean()}}
-  def near(world, {x, y} = cell, radius) do
+  def near(world, {x, y}, radius) do
     world = World.fetch!(world)
 
     case world.game_tables do
@@ -82,29 +82,45 @@ defmodule Grove.World.Game do
         grid = world.grid
         {x0, y0} = {max(x - radius, 0), max(y - radius, 0)}
         {x1, y1} = {min(x + radius, grid.width - 1), min(y + radius, grid.height - 1)}
-        low = Grid.cell_key(grid, x0, y0)
-        high = Grid.cell_key(grid, x1, y1)
 
-        spec = [
-          {{:"$1", :"$2", :_, :"$3"},
-           [{:is_integer, :"$1"}, {:>=, :"$1", low}, {:"=<", :"$1", high}],
-           [{{:"$1", :"$2", :"$3"}}]}
-        ]
-
-        Grid.view_zones(grid, cell, radius)
-        |> Enum.flat_map(&:ets.select(elem(tables, &1), spec))
-        |> Enum.reduce({%{}, %{}}, fn {key, value, walk}, {cells, walls} ->
-          {cx, cy} = Grid.cell_of_key(grid, key)
-
-          if cx >= x0 and cx <= x1 and cy >= y0 and cy <= y1 do
-            walls = if walk == nil, do: walls, else: Map.put(walls, {cx, cy}, walk)
-            {Map.put(cells, {cx, cy}, value), walls}
-          else
-            {cells, walls}
-          end
+        Enum.reduce(y0..y1//1, {%{}, %{}}, fn cy, acc ->
+          near_row(tables, grid, cy, x0, x1, acc)
         end)
     end
   end
+
+  # A row of the square, zone by zone: each zone's table is ordered by cell
+  # key (`y * width + x`), so the row's cells in it are a range of keys,
+  # walked from its first key with `:ets.next/2` (only the cells that hold
+  # a value are visited, never the whole table).
+  defp near_row(_tables, _grid, _cy, x0, x1, acc) when x0 > x1, do: acc
+
+  defp near_row(tables, grid, cy, x0, x1, acc) do
+    zone_x1 = min((div(x0, grid.zone_size) + 1) * grid.zone_size - 1, x1)
+    table = elem(tables, Grid.zone_of(grid, x0, cy))
+    high = Grid.cell_key(grid, zone_x1, cy)
+    acc = walk_keys(table, grid, :ets.next(table, Grid.cell_key(grid, x0, cy) - 1), high, acc)
+    near_row(tables, grid, cy, zone_x1 + 1, x1, acc)
+  end
+
+  defp walk_keys(table, grid, key, high, {cells, walls} = acc)
+       when is_integer(key) and key <= high do
+    acc =
+      case :ets.lookup(table, key) do
+        [{^key, value, _code, walk}] ->
+          cell = Grid.cell_of_key(grid, key)
+          walls = if walk == nil, do: walls, else: Map.put(walls, cell, walk)
+          {Map.put(cells, cell, value), walls}
+
+        # Gone since `next` found it.
+        [] ->
+          acc
+      end
+
+    walk_keys(table, grid, :ets.next(table, key), high, acc)
+  end
+
+  defp walk_keys(_table, _grid, _key, _high, acc), do: acc
 
   @doc """
   An entity's game attributes and look, `{attrs, look}`, read from its

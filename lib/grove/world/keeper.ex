@@ -94,7 +94,9 @@ defmodule Grove.World.Keeper do
   end
 
   # The game's shared parts: a table per zone for its cell layer (rows
-  # `{key, value, code, walk}`, and `{:ready, version, 0, nil}` once laid), each
+  # `{key, value, code, walk}`, and `{:ready, version, 0, nil}` once laid;
+  # ordered by key, so that what lies around a cell is a few ranges of
+  # keys, `Grove.World.Game.near/3`), each
   # zone's count of layer changes (for the saver), and the log's pace.
   defp with_game(world, count) do
     %{
@@ -102,7 +104,7 @@ defmodule Grove.World.Keeper do
       | game_tables:
           List.to_tuple(
             for _ <- 1..count,
-                do: :ets.new(:grove_game_cells, [:set, :public, read_concurrency: true])
+                do: :ets.new(:grove_game_cells, [:ordered_set, :public, read_concurrency: true])
           ),
         # One more: when the saver last wrote (system time, ms).
         game_changes: :atomics.new(count + 1, signed: false),

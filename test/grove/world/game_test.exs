@@ -3,6 +3,7 @@ defmodule Grove.World.GameTest do
   use Grove.WorldCase, async: true
 
   import ExUnit.CaptureLog
+  import Grove.PropCase
 
   alias Grove.AppleGame
   alias Grove.World
@@ -227,5 +228,49 @@ defmodule Grove.World.GameTest do
         :sys.get_state(World.zone_pid(world, 0))
         catch_up_until(world, view, done, tries - 1)
     end
+  end
+
+  # Trees on a fifth of the ground (the game's layer holds one for each),
+  # in zones of 10 x 10 on a grid that zones do not divide.
+  @tag world: [
+         width: 43,
+         height: 37,
+         game: {AppleGame, baskets: [{5, 5}, {10, 10}, {29, 30}], tick: :manual},
+         terrain: [tree_density: 0.2, water_density: 0.0, rock_density: 0.0]
+       ]
+  test "what an actor senses of the game is what the zones' tables hold around it", %{
+    world: world
+  } do
+    w = World.fetch!(world)
+    %Grove.World.Grid{width: width} = w.grid
+
+    layer =
+      for table <- Tuple.to_list(w.game_tables),
+          {key, value, _code, walk} when is_integer(key) <- :ets.tab2list(table),
+          do: {{rem(key, width), div(key, width)}, value, walk}
+
+    assert length(layer) > 100
+
+    check(
+      forall(
+        {:proper_types.range(-3, 45), :proper_types.range(-3, 39), :proper_types.range(0, 12)},
+        fn
+          {x, y, radius} ->
+            inside = fn {cx, cy} -> abs(cx - x) <= radius and abs(cy - y) <= radius end
+
+            cells = for {cell, value, _walk} <- layer, inside.(cell), into: %{}, do: {cell, value}
+
+            walls =
+              for {cell, _value, walk} <- layer,
+                  walk != nil,
+                  inside.(cell),
+                  into: %{},
+                  do: {cell, walk}
+
+            assert World.game_near(world, {x, y}, radius) == {cells, walls}
+        end
+      ),
+      numtests: 300
+    )
   end
 end
