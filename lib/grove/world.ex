@@ -114,6 +114,7 @@ defmodule Grove.World do
   @behaviour Grove.World.Client
 
   alias Grove.World.{
+    Places,
     Audit,
     ChatLog,
     Directory,
@@ -150,6 +151,7 @@ defmodule Grove.World do
     :zone_entities,
     :kind_counts,
     :density,
+    :places,
     :density_cols,
     :density_rows,
     :life,
@@ -198,6 +200,7 @@ defmodule Grove.World do
           zone_entities: :atomics.atomics_ref() | nil,
           kind_counts: :counters.counters_ref() | nil,
           density: :atomics.atomics_ref() | nil,
+          places: :ets.tid() | nil,
           density_cols: pos_integer() | nil,
           density_rows: pos_integer() | nil,
           density_block: pos_integer(),
@@ -903,21 +906,22 @@ defmodule Grove.World do
   grid), as `{id, x, y, kind}`, read from the zones' ETS tables without a
   message: what an actor senses around it (see `Grove.Actor`).
 
-  Each zone the square overlaps is scanned whole (its table is keyed by
-  entity id), so the cost grows with the entities in those zones, not with
-  the radius; keep radii small. A reader may see an entity in two zones
-  for the instant of a handoff.
+  The world's index of places (`Grove.World.Places`) says which entities
+  stand in the blocks of cells the square touches; each one's row in its
+  zone's table says where. So the cost grows with the entities in those
+  blocks, not with those of the zones around. A reader may see an entity
+  in two zones for the instant of a handoff.
   """
   @impl Grove.World.Client
   @spec nearby(name() | t(), Grid.cell(), non_neg_integer()) ::
           [{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}]
-  def nearby(world, {x, y} = cell, radius) when is_integer(radius) and radius >= 0 do
-    world = fetch!(world)
-    spec = Entity.within({x - radius, y - radius, x + radius, y + radius})
+  def nearby(world, {x, y}, radius) when is_integer(radius) and radius >= 0 do
+    %__MODULE__{grid: %Grid{width: w, height: h}} = world = fetch!(world)
 
-    Enum.flat_map(Grid.view_zones(world.grid, cell, radius), fn index ->
-      :ets.select(elem(world.tables, index), spec)
-    end)
+    Places.within(
+      world,
+      {max(x - radius, 0), max(y - radius, 0), min(x + radius, w - 1), min(y + radius, h - 1)}
+    )
   end
 
   @doc "The world's terrain (no copy: it lives in `:persistent_term`)."

@@ -522,6 +522,50 @@ defmodule Grove.WorldTest do
       :ok = World.leave(world, a)
       assert World.kind_counts(world) == %{0 => 1, 1 => 1, 5 => 1}
     end
+
+    # Blocks of 10 cells (the minimap's) and zones of 20 on a 43 x 37 grid:
+    # entities walk across blocks inside zones and across zones, then every
+    # square agrees with a scan of every zone's table, and the audit finds
+    # each entity's place.
+    @tag world: [width: 43, height: 37, zone_size: 20]
+    test "reads what a scan of every zone's table reads, after walks across blocks and zones", %{
+      world: world
+    } do
+      ids =
+        for _ <- 1..120 do
+          {:ok, id, _cell} = World.join(world, at: :random, kind: Enum.random(2..4))
+          id
+        end
+
+      for round <- 1..6, id <- ids do
+        :ok = World.move(world, id, Enum.random([:n, :s, :e, :w, :ne, :sw]), {round, id})
+        assert_outcome(id, {round, id})
+      end
+
+      for id <- Enum.take_random(ids, 20), do: :ok = World.leave(world, id)
+      assert World.audit(world) == :ok
+      w = World.fetch!(world)
+
+      rows =
+        for table <- Tuple.to_list(w.tables),
+            {id, x, y, _owner, kind, _, _, _, _, _, _} <- :ets.tab2list(table),
+            do: {id, x, y, kind}
+
+      Grove.PropCase.check(
+        Grove.PropCase.forall(
+          {:proper_types.range(-2, 45), :proper_types.range(-2, 39), :proper_types.range(0, 12)},
+          fn {x, y, radius} ->
+            expected =
+              for {_id, ex, ey, _kind} = row <- rows,
+                  abs(ex - x) <= radius and abs(ey - y) <= radius,
+                  do: row
+
+            assert Enum.sort(World.nearby(world, {x, y}, radius)) == Enum.sort(expected)
+          end
+        ),
+        numtests: 300
+      )
+    end
   end
 
   test "bad world options get a clear error" do

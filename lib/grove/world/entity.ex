@@ -87,18 +87,6 @@ defmodule Grove.World.Entity do
     do: label
 
   @doc false
-  # A match specification for a zone's table: `{id, x, y, kind}` of the
-  # rows whose cell is within `{x0, y0, x1, y1}` (inclusive).
-  @spec within({integer(), integer(), integer(), integer()}) :: :ets.match_spec()
-  def within({x0, y0, x1, y1}) do
-    [
-      {{:"$1", :"$2", :"$3", :_, :"$4", :_, :_, :_, :_, :_, :_},
-       [{:>=, :"$2", x0}, {:"=<", :"$2", x1}, {:>=, :"$3", y0}, {:"=<", :"$3", y1}],
-       [{{:"$1", :"$2", :"$3", :"$4"}}]}
-    ]
-  end
-
-  @doc false
   @spec from_row(row()) :: t()
   def from_row({id, x, y, owner, kind, updates, view_radius, view_format, label, look, attrs}),
     do: %__MODULE__{

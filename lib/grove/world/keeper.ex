@@ -8,7 +8,7 @@ defmodule Grove.World.Keeper do
   use GenServer
 
   alias Grove.World
-  alias Grove.World.{ChatLog, Directory, Feed, Grid, Stats, Terrain}
+  alias Grove.World.{ChatLog, Directory, Feed, Grid, Places, Stats, Terrain}
 
   require Logger
 
@@ -43,6 +43,7 @@ defmodule Grove.World.Keeper do
         zone_entities: :atomics.new(count, signed: false),
         kind_counts: :counters.new(256, [:write_concurrency]),
         density: :atomics.new(world.density_cols * world.density_rows, signed: true),
+        places: Places.new(),
         stats: Stats.new(),
         # The zones' ticks, in microseconds, for the world's metrics.
         tick_time: Grove.Metrics.Histogram.new(),

@@ -62,7 +62,7 @@ defmodule Grove.World.Placer do
   use GenServer
 
   alias Grove.World
-  alias Grove.World.{Directory, Entity, Feed, Grid, Minimap, Relay, Stats, Zone}
+  alias Grove.World.{Directory, Entity, Feed, Grid, Minimap, Places, Relay, Stats, Zone}
   alias Grove.World.Placer.State
 
   require Logger
@@ -455,6 +455,7 @@ defmodule Grove.World.Placer do
       :ets.insert(table, row)
       Relay.assign(world, entity.id, index, entity.owner)
       Minimap.add(world, {entity.x, entity.y}, 1)
+      Places.add(world, index, entity.id, {entity.x, entity.y})
       Stats.incr(world.stats, if(entity.kind == 1, do: :players, else: :actors))
     end
 

@@ -57,7 +57,7 @@ defmodule Grove.World.Zone do
 
   alias Grove.{Metrics, World}
   alias Grove.Game.Act
-  alias Grove.World.{ChatLog, Directory, Entity, Feed, Grid, Life, Relay, Stats, Terrain}
+  alias Grove.World.{ChatLog, Directory, Entity, Feed, Grid, Life, Places, Relay, Stats, Terrain}
   alias Grove.World.Game.Storage
   alias Grove.World.Zone.{Bacteria, Chat, Handoff, Saves, State, Views}
   alias Grove.World.Zone.Game, as: GameRules
@@ -172,6 +172,8 @@ defmodule Grove.World.Zone do
       World.Minimap.add(world, {entity.x, entity.y}, -1)
       Stats.incr(world.stats, population_key(entity), -1)
     end
+
+    Places.clear(world, index)
 
     :ets.delete_all_objects(table)
     if world.game_tables, do: :ets.delete_all_objects(elem(world.game_tables, index))
@@ -491,8 +493,18 @@ defmodule Grove.World.Zone do
           :ets.lookup(zone.table, id) != [Entity.to_row(entity)],
           do: "entity #{id} differs from its table row"
 
+    placed = Enum.sort(Places.of_zone(zone.world, zone.index))
+
+    place_problems =
+      if placed ==
+           Enum.sort(
+             for {id, e} <- zone.core.entities, do: {Places.block(zone.world, e.x, e.y), id}
+           ),
+         do: [],
+         else: ["zone #{zone.index}'s places differ from its entities: #{inspect(placed)}"]
+
     resident = for {id, _} <- zone.core.entities, not State.leaving?(zone.core, id), do: id
-    {:reply, {resident, problems ++ table_problems}, zone}
+    {:reply, {resident, problems ++ table_problems ++ place_problems}, zone}
   end
 
   defp join(zone, entity, candidates, deadline, info) do
@@ -503,7 +515,7 @@ defmodule Grove.World.Zone do
       case State.place(zone.core, entity, candidates, info) do
         {:ok, placed, core} ->
           zone = %{zone | core: core} |> adopt(placed)
-          add_density(zone, {placed.x, placed.y}, 1)
+          add_density(zone, placed, 1)
           Stats.incr(zone.world.stats, :joins)
           Stats.incr(zone.world.stats, population_key(placed))
           :counters.add(zone.world.kind_counts, placed.kind + 1, 1)
@@ -775,7 +787,7 @@ defmodule Grove.World.Zone do
 
   defp moved(zone, %Entity{id: id, x: x, y: y}, from) do
     :ets.update_element(zone.table, id, [{2, x}, {3, y}])
-    shift_density(zone, from, {x, y})
+    shift_density(zone, id, from, {x, y})
     zone
   end
 
@@ -828,9 +840,9 @@ defmodule Grove.World.Zone do
     zone
   end
 
-  defp run_effect(zone, {:adopt, %Entity{x: x, y: y} = entity}) do
+  defp run_effect(zone, {:adopt, %Entity{} = entity}) do
     zone = adopt(zone, entity)
-    add_density(zone, {x, y}, 1)
+    add_density(zone, entity, 1)
     zone
   end
 
@@ -955,7 +967,7 @@ defmodule Grove.World.Zone do
     # the other way round it would leave an entry no zone holds.
     World.Relay.release(zone.world, id, zone.index, node(entity.owner))
     :ets.delete(zone.table, id)
-    add_density(zone, {entity.x, entity.y}, -1)
+    add_density(zone, entity, -1)
     Stats.incr(zone.world.stats, :departures)
     Stats.incr(zone.world.stats, population_key(entity), -1)
     :counters.add(zone.world.kind_counts, entity.kind + 1, -1)
@@ -989,7 +1001,7 @@ defmodule Grove.World.Zone do
   # leaves the directory and the population to the new owner.
   defp let_go(zone, %Entity{} = entity) do
     :ets.delete(zone.table, entity.id)
-    add_density(zone, {entity.x, entity.y}, -1)
+    add_density(zone, entity, -1)
     zone |> forget_monitor(entity.monitor) |> count_entities()
   end
 
@@ -1037,18 +1049,26 @@ defmodule Grove.World.Zone do
     %{zone | monitors: Map.delete(zone.monitors, ref)}
   end
 
-  ## Density (the minimap): entity counts per block of cells, in :atomics
+  ## Density (the minimap) and places: per block of cells, entity counts
+  ## in :atomics and which entities, in the world's `Places`
 
-  defp shift_density(%__MODULE__{world: world} = zone, {fx, fy}, {tx, ty}) do
+  defp shift_density(%__MODULE__{world: world} = zone, id, {fx, fy} = from, {tx, ty} = to) do
     block = world.density_block
 
     if div(fx, block) != div(tx, block) or div(fy, block) != div(ty, block) do
-      add_density(zone, {fx, fy}, -1)
-      add_density(zone, {tx, ty}, 1)
+      World.Minimap.add(world, from, -1)
+      World.Minimap.add(world, to, 1)
+      Places.step(world, zone.index, id, from, to)
     end
   end
 
-  defp add_density(%__MODULE__{world: world}, cell, by), do: World.Minimap.add(world, cell, by)
+  defp add_density(%__MODULE__{world: world} = zone, %Entity{id: id, x: x, y: y}, by) do
+    World.Minimap.add(world, {x, y}, by)
+
+    if by > 0,
+      do: Places.add(world, zone.index, id, {x, y}),
+      else: Places.remove(world, zone.index, id, {x, y})
+  end
 
   defp population_key(%Entity{kind: 1}), do: :players
   defp population_key(%Entity{}), do: :actors
@@ -1391,7 +1411,10 @@ defmodule Grove.World.Zone do
     {mine, stale} =
       Enum.split_with(rows, fn row -> Directory.lookup(world.name, elem(row, 0)) == index end)
 
-    for row <- stale, do: :ets.delete(table, elem(row, 0))
+    for row <- stale do
+      :ets.delete(table, elem(row, 0))
+      Places.remove(world, index, elem(row, 0), Entity.row_cell(row))
+    end
 
     # A zone on demand that wakes recovers its entities as a matter of course.
     if mine != [] and not world.zones_on_demand do
@@ -1406,6 +1429,9 @@ defmodule Grove.World.Zone do
     end
 
     entities = Enum.map(mine, &Entity.from_row/1)
+    # Asserted again (a bag holds an object once): a zone that stopped
+    # between writing a row and its place finds it here.
+    for entity <- entities, do: Places.add(world, index, entity.id, {entity.x, entity.y})
     zone = %{zone | core: State.restore(zone.core, entities)}
 
     Enum.reduce(entities, zone, fn entity, zone ->
