@@ -234,11 +234,8 @@ defmodule Grove.Actors.Herd do
     now = :erlang.monotonic_time()
     %__MODULE__{stats: stats, native_per_us: native_per_us} = herd
 
-    {window, answered} =
-      Window.answered(herd.window, outcomes, now, fn outcome, elapsed ->
-        Stats.outcome(stats, outcome_key(outcome), div(elapsed, native_per_us))
-      end)
-
+    {window, answered} = Window.answered(herd.window, outcomes, now)
+    count_outcomes(outcomes, stats, now, native_per_us, nil, 0)
     if answered > 0, do: Stats.incr(herd.stats, :in_flight, -answered)
     {:noreply, %{herd | window: window}}
   end
@@ -579,6 +576,27 @@ defmodule Grove.Actors.Herd do
 
   # Slots in an interval, rounded up: how far ahead spread moves may go.
   defp interval_slots(herd), do: Wheel.slots(herd.wheel, herd.interval)
+
+  # A zone answers a batch's moves in one message, all sent at once: the
+  # outcomes of a key with one round trip are counted together.
+  defp count_outcomes([{_id, sent_at, outcome} | rest], stats, now, per_us, run, count) do
+    case {sent_at, outcome_key(outcome)} do
+      ^run ->
+        count_outcomes(rest, stats, now, per_us, run, count + 1)
+
+      next ->
+        flush_outcomes(stats, now, per_us, run, count)
+        count_outcomes(rest, stats, now, per_us, next, 1)
+    end
+  end
+
+  defp count_outcomes([], stats, now, per_us, run, count),
+    do: flush_outcomes(stats, now, per_us, run, count)
+
+  defp flush_outcomes(_stats, _now, _per_us, nil, _count), do: :ok
+
+  defp flush_outcomes(stats, now, per_us, {sent_at, key}, count),
+    do: Stats.outcomes(stats, key, div(now - sent_at, per_us), count)
 
   defp outcome_key({:ok, {_x, _y}}), do: :ok
   defp outcome_key({:ok, data}) when is_map(data), do: :acted

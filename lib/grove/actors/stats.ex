@@ -81,11 +81,16 @@ defmodule Grove.Actors.Stats do
   def incr(%__MODULE__{counters: counters, offset: offset}, key, by \\ 1),
     do: :counters.add(counters, offset + index(key), by)
 
-  @doc "Records an outcome and its round trip in microseconds."
-  @spec outcome(t(), atom(), non_neg_integer()) :: :ok
-  def outcome(%__MODULE__{counters: counters, latency: latency, offset: offset}, key, micros) do
-    :counters.add(counters, offset + index(key), 1)
-    Histogram.record(latency, micros)
+  @doc "Records `count` outcomes of one key with one round trip (a batch answered at once)."
+  @spec outcomes(t(), atom(), non_neg_integer(), pos_integer()) :: :ok
+  def outcomes(
+        %__MODULE__{counters: counters, latency: latency, offset: offset},
+        key,
+        micros,
+        count
+      ) do
+    :counters.add(counters, offset + index(key), count)
+    Histogram.record(latency, micros, count)
   end
 
   @doc "All counters, every kind's summed, and a latency snapshot, to diff against a later reading."

@@ -45,6 +45,13 @@ defmodule Grove.Metrics.Histogram do
     :counters.add(histogram, @sum_slot, value)
   end
 
+  @doc "Records the same value `count` times."
+  @spec record(t(), non_neg_integer(), pos_integer()) :: :ok
+  def record(histogram, value, count) when is_integer(value) and is_integer(count) do
+    :counters.add(histogram, bucket(value) + 1, count)
+    :counters.add(histogram, @sum_slot, value * count)
+  end
+
   @doc "The sum of the values recorded (what Prometheus calls `_sum`)."
   @spec sum(t()) :: integer()
   def sum(histogram), do: :counters.get(histogram, @sum_slot)

@@ -248,17 +248,26 @@ defmodule Grove.World.Zone do
     zone = sample_mailbox(zone)
     now = :erlang.monotonic_time(:millisecond)
 
-    {outcomes, zone} =
-      Enum.reduce(moves, {[], zone}, fn {id, direction, tag}, {outcomes, zone} ->
+    {outcomes, ok, zone} =
+      Enum.reduce(moves, {[], 0, zone}, fn {id, direction, tag}, {outcomes, ok, zone} ->
         case apply_one(zone, id, direction, owner, tag, 0, now) do
           {:pending, zone} ->
-            {outcomes, zone}
+            {outcomes, ok, zone}
+
+          {{:ok, _cell} = outcome, zone} ->
+            {[{id, tag, outcome} | outcomes], ok + 1, zone}
 
           {outcome, zone} ->
             count_outcome(zone, outcome)
-            {[{id, tag, outcome} | outcomes], zone}
+            {[{id, tag, outcome} | outcomes], ok, zone}
         end
       end)
+
+    # The batch's steps taken, counted at once (the common outcome).
+    if ok > 0 do
+      :counters.add(zone.world.zone_moves, zone.index + 1, ok)
+      Stats.incr(zone.world.stats, :moves_ok, ok)
+    end
 
     if outcomes != [], do: send(owner, {:grove_moves, outcomes})
     {:noreply, sync_game(zone)}

@@ -38,6 +38,33 @@ defmodule Grove.Actors.HerdTest do
     wheel.slots |> Map.values() |> List.flatten() |> Enum.map(&elem(&1, 0)) |> Enum.sort()
   end
 
+  describe "outcomes" do
+    test "a batch's outcomes are counted by kind, each with its round trip", %{world: world} do
+      {herd, stats} =
+        start_herd(StubWorld.new(world, moves: :silent),
+          count: 20,
+          move_timeout: 600_000,
+          target_ms: 600_000,
+          late_ms: 600_000
+        )
+
+      eventually(fn -> assert counts(stats).sent >= 2 end)
+      :ok = Herd.pause(herd)
+      [{a, _, sent_a}, {b, _, sent_b} | _] = sent_moves()
+      before = Stats.read(stats)
+
+      # Two moves of one batch answered in one message, mixed, then another
+      # answer to an unknown batch (still counted, as a given-up batch's is).
+      send(herd, {:grove_moves, [{a, sent_a, {:ok, {1, 1}}}, {b, sent_b, {:ok, {2, 2}}}]})
+      send(herd, {:grove_moves, [{a, sent_a, {:rejected, :blocked}}, {b, 1, {:ok, {3, 3}}}]})
+      _ = :sys.get_state(herd)
+
+      after_ = Stats.diff(Stats.read(stats), before)
+      assert {after_.counts.ok, after_.counts.blocked} == {3, 1}
+      assert Enum.sum(after_.latency) == 4
+    end
+  end
+
   describe "against a world that never answers" do
     test "a herd keeps at most max_in_flight moves out and counts every move it skips", %{
       world: world

@@ -77,19 +77,16 @@ defmodule Grove.Actors.Herd.Window do
   was sent) came at `now`: returns the window and how many of them were
   still counted (answers to a batch given up on change nothing). The
   slowest answer to a move sent since the window last halved says whether
-  answers come in time. `each` is given every outcome with its round trip
-  (native units), in the same pass, for the herd's counters.
+  answers come in time.
   """
-  @spec answered(t(), [{term(), time(), term()}], time(), (term(), time() -> any())) ::
-          {t(), non_neg_integer()}
-  def answered(window, outcomes, now, each \\ fn _outcome, _elapsed -> :ok end) do
+  @spec answered(t(), [{term(), time(), term()}], time()) :: {t(), non_neg_integer()}
+  def answered(window, outcomes, now) do
     decreased_at = window.decreased_at
 
     {pending, answered, slowest} =
-      Enum.reduce(outcomes, {window.pending, 0, nil}, fn {_id, sent_at, outcome},
+      Enum.reduce(outcomes, {window.pending, 0, nil}, fn {_id, sent_at, _outcome},
                                                          {pending, answered, slowest} ->
         elapsed = now - sent_at
-        each.(outcome, elapsed)
         slowest = if sent_at > decreased_at, do: max(elapsed, slowest || 0), else: slowest
 
         case pending do
