@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Two builds of Grove side by side, each world alone (nobody connected) on
+# one pinned core: the default world, then the peers bench's (20,000
+# random walkers, no bacteria), each build in turn, ROUNDS times.
+#
+#   lab/bench/world_alone.sh BEFORE_DIR AFTER_DIR [ROUNDS]
+#
+# BEFORE_DIR and AFTER_DIR are checkouts, each built (`mix compile`).
+# Each run starts the server as `make run` does, on core 0 with one
+# scheduler that does not spin (as `mix grove.bench.players` starts it),
+# and `world_alone.exs` measures it from inside after WARM seconds, over
+# SECS seconds (defaults 20 and 20). Prints one line per run.
+set -euo pipefail
+before=$(cd "$1" && pwd)
+after=$(cd "$2" && pwd)
+rounds=${3:-2}
+script=$(cd "$(dirname "$0")" && pwd)/world_alone.exs
+data=$(mktemp -d)
+trap 'rm -rf "$data"' EXIT
+erl_flags="+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none"
+
+run() { # label dir world-env...
+  local label=$1 dir=$2
+  shift 2
+  local line
+  line=$(cd "$dir" && env "$@" GROVE_PORT=0 GROVE_DATA="$data/$label" \
+    taskset -c 0 elixir --erl "$erl_flags" -S mix run --no-halt -r "$script" 2>&1 |
+    grep '^WORLD_ALONE' || echo "WORLD_ALONE failed")
+  echo "$label ($(git -C "$dir" rev-parse --short HEAD)): ${line#WORLD_ALONE }"
+}
+
+for round in $(seq 1 "$rounds"); do
+  for world in default walkers; do
+    case $world in
+      default) world_env=() ;;
+      walkers) world_env=(GROVE_ACTOR_KINDS=walker:20000 GROVE_LIFE=off) ;;
+    esac
+    run "before $world $round" "$before" "${world_env[@]}"
+    run "after $world $round" "$after" "${world_env[@]}"
+  done
+done
