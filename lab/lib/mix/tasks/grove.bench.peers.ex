@@ -172,9 +172,12 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
             env: [
               {"GROVE_PORT", to_string(port)},
               {"GROVE_DATA", Path.join(dir, "data")},
-              # The same game as the Colyseus room: random walkers, no bacteria.
+              # The same game as the Colyseus room: random walkers, no
+              # bacteria, and no game of Grove's on top (the default world
+              # plays the orchard, which the room does not).
               {"GROVE_ACTOR_KINDS", "walker:#{actors}"},
               {"GROVE_LIFE", "off"},
+              {"GROVE_GAME", "off"},
               {"GROVE_SEED", to_string(opts[:seed] || 1)},
               {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
               {"MIX_ENV", to_string(Mix.env())}
