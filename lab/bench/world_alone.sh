@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Two builds of Grove side by side, each world alone (nobody connected) on
 # one pinned core: the default world, then the peers bench's (20,000
-# random walkers, no bacteria), each build in turn, ROUNDS times.
+# random walkers, no bacteria, no game), each build in turn, ROUNDS times;
+# WORLDS="default walkers orchard_walkers" adds the walkers with the
+# orchard on.
 #
 #   lab/bench/world_alone.sh BEFORE_DIR AFTER_DIR [ROUNDS]
 #
@@ -30,10 +32,12 @@ run() { # label dir world-env...
 }
 
 for round in $(seq 1 "$rounds"); do
-  for world in default walkers; do
+  for world in ${WORLDS:-default walkers}; do
     case $world in
       default) world_env=() ;;
-      walkers) world_env=(GROVE_ACTOR_KINDS=walker:20000 GROVE_LIFE=off) ;;
+      walkers) world_env=(GROVE_ACTOR_KINDS=walker:20000 GROVE_LIFE=off GROVE_GAME=off) ;;
+      orchard_walkers) world_env=(GROVE_ACTOR_KINDS=walker:20000 GROVE_LIFE=off) ;;
+      *) echo "unknown world: $world" >&2 && exit 1 ;;
     esac
     run "before $world $round" "$before" "${world_env[@]}"
     run "after $world $round" "$after" "${world_env[@]}"
