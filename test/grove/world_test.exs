@@ -246,6 +246,35 @@ defmodule Grove.WorldTest do
       assert World.stats(world).zone_restarts == 1
     end
 
+    # A zone killed between writing an entity's row and its place leaves
+    # the place behind in the block it stepped from, and none where it is.
+    @tag world: [zone_size: 20]
+    test "a killed zone writes its entities' places again from their rows", %{world: world} do
+      {:ok, id, {9, 5}} = World.join(world, at: {9, 5})
+      w = World.fetch!(world)
+      # Its row says {10, 5}, in the next block; its place is still {9, 5}'s.
+      :ets.update_element(elem(w.tables, 0), id, [{2, 10}, {3, 5}])
+      assert World.nearby(world, {10, 5}, 1) == []
+      # Both places: it is seen once, from the block its row names.
+      Grove.World.Places.add(w, 0, id, {10, 5})
+      assert [{^id, 10, 5, _kind}] = World.nearby(world, {10, 5}, 1)
+      assert {:error, problems} = World.audit(world)
+      assert Enum.any?(problems, &(&1 =~ "zone 0's places differ"))
+      Grove.World.Places.remove(w, 0, id, {10, 5})
+
+      zone = World.zone_pid(world, 0)
+      ref = Process.monitor(zone)
+      Process.exit(zone, :kill)
+      assert_receive {:DOWN, ^ref, :process, ^zone, :killed}
+
+      eventually(fn ->
+        assert is_pid(World.zone_pid(world, 0)) and World.zone_pid(world, 0) != zone
+      end)
+
+      assert World.audit(world) == :ok
+      assert [{^id, 10, 5, _kind}] = World.nearby(world, {11, 5}, 2)
+    end
+
     test "a killed zone still removes the entities of clients that died meanwhile", %{
       world: world
     } do

@@ -80,11 +80,27 @@ defmodule Grove.World.Places do
   def within(%World{places: table, density_block: side, density_cols: cols} = world, square) do
     {x0, y0, x1, y1} = square
 
+    # An entity is taken from the block its row says it stands in: an
+    # object left in another block (a zone stopped between writing the row
+    # and the index) never shows it twice.
     for by <- div(y0, side)..div(y1, side)//1,
         bx <- div(x0, side)..div(x1, side)//1,
         {_block, id, zone} <- :ets.lookup(table, by * cols + bx),
         {^id, x, y, _owner, kind, _, _, _, _, _, _} <- :ets.lookup(elem(world.tables, zone), id),
         x >= x0 and x <= x1 and y >= y0 and y <= y1,
+        div(x, side) == bx and div(y, side) == by,
         do: {id, x, y, kind}
+  end
+
+  @doc """
+  Zone `zone` holds `entities` (`{id, cell}`) now and nothing else: what
+  it wrote before stopping is replaced (a zone restarted from its table).
+  """
+  @spec reset(World.t(), non_neg_integer(), [{non_neg_integer(), {integer(), integer()}}]) ::
+          :ok
+  def reset(%World{places: table} = world, zone, entities) do
+    for {block, id} <- of_zone(world, zone), do: :ets.delete_object(table, {block, id, zone})
+    for {id, cell} <- entities, do: add(world, zone, id, cell)
+    :ok
   end
 end

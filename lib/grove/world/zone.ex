@@ -1420,10 +1420,7 @@ defmodule Grove.World.Zone do
     {mine, stale} =
       Enum.split_with(rows, fn row -> Directory.lookup(world.name, elem(row, 0)) == index end)
 
-    for row <- stale do
-      :ets.delete(table, elem(row, 0))
-      Places.remove(world, index, elem(row, 0), Entity.row_cell(row))
-    end
+    for row <- stale, do: :ets.delete(table, elem(row, 0))
 
     # A zone on demand that wakes recovers its entities as a matter of course.
     if mine != [] and not world.zones_on_demand do
@@ -1438,9 +1435,9 @@ defmodule Grove.World.Zone do
     end
 
     entities = Enum.map(mine, &Entity.from_row/1)
-    # Asserted again (a bag holds an object once): a zone that stopped
-    # between writing a row and its place finds it here.
-    for entity <- entities, do: Places.add(world, index, entity.id, {entity.x, entity.y})
+    # Written again from the rows: a zone that stopped between writing a
+    # row and its place finds it here.
+    Places.reset(world, index, for(entity <- entities, do: {entity.id, {entity.x, entity.y}}))
     zone = %{zone | core: State.restore(zone.core, entities)}
 
     Enum.reduce(entities, zone, fn entity, zone ->
