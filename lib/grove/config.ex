@@ -276,6 +276,7 @@ defmodule Grove.Config do
       width: world.grid.width,
       height: world.grid.height,
       zone_size: world.grid.zone_size,
+      view_tile: world.grid.tile_size,
       terrain: world.terrain_options,
       rules: world.rules |> Map.from_struct() |> Map.delete(:move_limit),
       tick: world.tick,

@@ -20,6 +20,10 @@ defmodule Grove.World do
     * `:name` - the world's name, an atom (required)
     * `:width`, `:height` - size of the grid in cells (default `1000` x `1000`)
     * `:zone_size` - side of a zone in cells (default `50`)
+    * `:view_tile` - side in cells of the view tiles zones are cut into
+      for the gateway's viewers, a divisor of `:zone_size`: a player is
+      sent the tiles its viewport overlaps (default: the largest divisor
+      of `:zone_size` up to 10)
     * `:seed` - terrain seed, any term (default `1`)
     * `:terrain` - terrain options: the `:generator` module and its own
       options, see `Grove.World.Terrain` (default `[]`, Grove's woodland)
@@ -855,6 +859,18 @@ defmodule Grove.World do
   @spec request_snapshot(name() | t(), Grid.zone_index(), Feed.format()) :: :ok
   def request_snapshot(world, zone, format) do
     GenServer.cast(zone_address(fetch!(world), zone), {:snapshot, self(), format})
+  end
+
+  @doc """
+  Asks a zone the calling process watches in a tiled `format` (one that
+  reads zones by view tile, see `Grove.World.ViewFormat`) for fresh
+  snapshots of `tiles`, its own of them, in one
+  `{:grove_view, zone, :tiles, seq, [{tile, data}]}`. A zone it does not
+  watch (any more) ignores it.
+  """
+  @spec request_tiles(name() | t(), Grid.zone_index(), Feed.format(), [Grid.tile_index()]) :: :ok
+  def request_tiles(world, zone, format, tiles) do
+    GenServer.cast(zone_address(fetch!(world), zone), {:snapshot, self(), format, tiles})
   end
 
   @doc """

@@ -401,12 +401,12 @@ defmodule Grove.GatewayTest do
         assert %{protocol: 3, width: 60, height: 60, view_radius: 8, view_ms: 1000} = welcome
         assert World.position(world, welcome.id) == {welcome.x, welcome.y}
 
-        # A full snapshot of every zone the viewport reaches, one's own among them.
-        zones = Grid.view_zones(World.grid(world), {welcome.x, welcome.y}, 8)
-        {areas, conn} = collect_areas(conn, length(zones))
-        assert Enum.sort(Map.keys(areas)) == zones
+        # A full snapshot of every tile the viewport reaches, one's own among them.
+        tiles = Grid.view_tiles(World.grid(world), {welcome.x, welcome.y}, 8)
+        {areas, conn} = collect_areas(conn, length(tiles))
+        assert Enum.sort(Map.keys(areas)) == tiles
         assert Enum.all?(Map.values(areas), & &1.full)
-        own = Grid.zone_of(World.grid(world), welcome.x, welcome.y)
+        own = Grid.tile_of(World.grid(world), welcome.x, welcome.y)
         assert {welcome.id, welcome.x, welcome.y, 1} in areas[own].entities
 
         direction = if welcome.x < 30, do: :e, else: :w
@@ -428,8 +428,8 @@ defmodule Grove.GatewayTest do
         conn = connect(port, unquote(encoding))
         {welcome, conn} = join(conn)
         grid = World.grid(world)
-        zones = Grid.view_zones(grid, {welcome.x, welcome.y}, 8)
-        {messages, _conn} = messages_until_snapshots(conn, length(zones))
+        tiles = Grid.view_tiles(grid, {welcome.x, welcome.y}, 8)
+        {messages, _conn} = messages_until_snapshots(conn, length(tiles))
 
         for {%{type: :area, full: true} = area, index} <- Enum.with_index(messages) do
           # Right before it, or before the names of the players it shows.
@@ -440,7 +440,7 @@ defmodule Grove.GatewayTest do
             |> Enum.drop_while(&(&1.type == :names))
             |> hd()
 
-          {x0, y0, x1, y1} = Grid.zone_bounds(grid, area.area)
+          {x0, y0, x1, y1} = Grid.tile_bounds(grid, area.area)
 
           number = area.area
           assert %{type: :ground, area: ^number, x: ^x0, y: ^y0} = ground
@@ -497,14 +497,13 @@ defmodule Grove.GatewayTest do
       {welcome, conn} = join(conn)
       grid = World.grid(world)
 
-      {_areas, conn} =
-        collect_areas(conn, length(Grid.view_zones(grid, {welcome.x, welcome.y}, 8)))
+      held = Grid.view_tiles(grid, {welcome.x, welcome.y}, 8)
+      {_areas, conn} = collect_areas(conn, length(held))
 
-      # Walk east or west until the viewport's zones change.
+      # Walk east or west until the viewport's tiles change.
       direction = if welcome.x < 30, do: :e, else: :w
 
-      {{change, seen}, conn} =
-        walk_until_zones_change(conn, grid, {welcome.x, welcome.y}, direction, 1)
+      {{change, seen}, conn} = walk_until_tiles_change(conn, grid, MapSet.new(held), direction, 1)
 
       wanted =
         MapSet.new(
@@ -519,11 +518,11 @@ defmodule Grove.GatewayTest do
     test "resync brings every area in view again, as snapshots", %{port: port, world: world} do
       conn = connect(port, :binary)
       {welcome, conn} = join(conn)
-      zones = Grid.view_zones(World.grid(world), {welcome.x, welcome.y}, 8)
-      {_areas, conn} = collect_areas(conn, length(zones))
+      tiles = Grid.view_tiles(World.grid(world), {welcome.x, welcome.y}, 8)
+      {_areas, conn} = collect_areas(conn, length(tiles))
       push(conn, %{type: :resync})
-      {areas, _conn} = collect_areas(conn, length(zones))
-      assert Enum.sort(Map.keys(areas)) == zones
+      {areas, _conn} = collect_areas(conn, length(tiles))
+      assert Enum.sort(Map.keys(areas)) == tiles
       assert Enum.all?(Map.values(areas), & &1.full)
     end
 
@@ -652,7 +651,7 @@ defmodule Grove.GatewayTest do
 
       # Someone comes in next to the player, inside its area: named, then shown.
       {x, y} = {welcome.x, welcome.y}
-      {zx0, zy0, zx1, _} = Grid.zone_bounds(World.grid(world), area.area)
+      {zx0, zy0, zx1, _} = Grid.tile_bounds(World.grid(world), area.area)
       step = if x + 3 < zx1, do: 1, else: -1
       near = {x + 2 * step, y}
       {:ok, bo, _} = World.join(world, at: near, kind: :player, label: {"Bo", "🐻"})
@@ -1003,8 +1002,8 @@ defmodule Grove.GatewayTest do
     end
   end
 
-  # Reads until every `{:opened, zone}` came as a snapshot and every
-  # `{:closed, zone}` as an `area_closed`.
+  # Reads until every `{:opened, tile}` came as a snapshot and every
+  # `{:closed, tile}` as an `area_closed`.
   defp await_changes(conn, wanted) do
     if MapSet.size(wanted) == 0 do
       :ok
@@ -1022,11 +1021,12 @@ defmodule Grove.GatewayTest do
     end
   end
 
-  # Steps in one direction until the viewport's zones change; returns the
-  # zones opened and closed by the last step, with the snapshots and
-  # closings that came while the walk waited for its outcomes (as
-  # `await_changes/2` names them).
-  defp walk_until_zones_change(conn, grid, cell, direction, seq, seen \\ MapSet.new()) do
+  # Steps in one direction until the tiles held change: those the viewport
+  # comes to overlap open; those further out than the margin (two cells),
+  # or in a zone the viewport left, close. Returns the tiles opened and
+  # closed by the last step, with the snapshots and closings that came
+  # while the walk waited for its outcomes (as `await_changes/2` names them).
+  defp walk_until_tiles_change(conn, grid, held, direction, seq, seen \\ MapSet.new()) do
     push(conn, %{type: :move, seq: seq, dir: direction})
 
     case outcome_noting_areas(conn, seen) do
@@ -1034,18 +1034,35 @@ defmodule Grove.GatewayTest do
         # Faster than the connection's move rate: wait for the next slot and step again.
         receive do
         after
-          60 -> walk_until_zones_change(conn, grid, cell, direction, seq + 1, seen)
+          60 -> walk_until_tiles_change(conn, grid, held, direction, seq + 1, seen)
         end
 
       {%{type: :outcome} = outcome, conn, seen} ->
         assert outcome.result == :ok
-        before = Grid.view_zones(grid, cell, 8)
-        now = Grid.view_zones(grid, {outcome.x, outcome.y}, 8)
+        cell = {outcome.x, outcome.y}
+        wanted = MapSet.new(Grid.view_tiles(grid, cell, 8))
+        zones = Grid.view_zones(grid, cell, 8)
 
-        if now == before,
+        kept =
+          for tile <- Grid.view_tiles(grid, cell, 10),
+              Grid.tile_zone(grid, tile) in zones,
+              into: MapSet.new(),
+              do: tile
+
+        opened = MapSet.difference(wanted, held)
+        closed = MapSet.difference(held, kept)
+
+        if MapSet.size(opened) == 0 and MapSet.size(closed) == 0,
           do:
-            walk_until_zones_change(conn, grid, {outcome.x, outcome.y}, direction, seq + 1, seen),
-          else: {{%{opened: now -- before, closed: before -- now}, seen}, conn}
+            walk_until_tiles_change(
+              conn,
+              grid,
+              MapSet.union(MapSet.intersection(held, kept), wanted),
+              direction,
+              seq + 1,
+              seen
+            ),
+          else: {{%{opened: MapSet.to_list(opened), closed: MapSet.to_list(closed)}, seen}, conn}
     end
   end
 

@@ -80,6 +80,10 @@ defmodule Grove.Gateway.Frames do
   @spec view_format(Protocol.encoding(), pos_integer()) :: Grove.World.Feed.format()
   def view_format(encoding, version \\ Protocol.version()), do: {__MODULE__, {encoding, version}}
 
+  # Players are sent the view tiles their viewport overlaps, not whole zones.
+  @impl Grove.World.ViewFormat
+  def tiled?(_format), do: true
+
   @impl Grove.World.ViewFormat
   def encode_view({encoding, version}, what, zone, entries, departed),
     do: area(encoding, version, what, zone, entries, departed)

@@ -2,17 +2,24 @@ defmodule Grove.Gateway.Session do
   @moduledoc false
   # One player's connection, independent of the socket: it turns client
   # messages into world calls and world messages into frames, and keeps what
-  # the player has been sent of the areas (zones) around it. The connection
-  # process (Grove.Gateway.Connection) owns a Session, feeds it what arrives
-  # and writes out the frames it returns.
+  # the player has been sent of the areas (view tiles) around it. The
+  # connection process (Grove.Gateway.Connection) owns a Session, feeds it
+  # what arrives and writes out the frames it returns.
   #
   # Outcomes go out at once and are never dropped. Views are not messages to
   # this process: the zones in view publish their deltas once per tick, as
-  # finished frames, in the world's feed, and `views/1` reads what is new
-  # since the session last read it, per area, whenever the connection is
-  # about to write (with an outcome, or when its view interval comes round).
-  # Only a snapshot (the player's view reaches a new zone) and the closing
-  # of an area arrive as messages.
+  # finished frames cut by view tile, in the world's feed, and `views/1`
+  # reads what is new since the session last read it, for the tiles it
+  # holds, whenever the connection is about to write (with an outcome, or
+  # when its view interval comes round).
+  #
+  # The player's zone subscribes it to the zones its viewport overlaps; each
+  # says so (`:subscribed`), and the session asks it for the tiles of it
+  # the viewport overlaps, which come as snapshots (`:tiles`). As the
+  # player moves, the session asks for the tiles that come into view and
+  # closes those that are out of it by more than `view_margin` cells (so
+  # that a player pacing along a tile's edge does not fetch it again and
+  # again); a zone's `:closed` closes its tiles.
 
   require Logger
 
@@ -42,6 +49,8 @@ defmodule Grove.Gateway.Session do
     :account_id,
     :welcome,
     :join_opts,
+    :grid,
+    tiled_at: nil,
     moves_booked: nil,
     seeds_booked: nil,
     acts_booked: nil,
@@ -79,8 +88,13 @@ defmodule Grove.Gateway.Session do
           accounts: atom() | nil
         }
 
-  @typedoc "Per area in view: the feed's number last sent, or `:awaiting` a snapshot."
-  @type areas :: %{World.Grid.zone_index() => non_neg_integer() | :awaiting}
+  @typedoc """
+  Per zone subscribed to, per view tile of it held: the feed's number last
+  sent for the tile, or `:awaiting` its snapshot.
+  """
+  @type areas :: %{
+          World.Grid.zone_index() => %{World.Grid.tile_index() => non_neg_integer() | :awaiting}
+        }
 
   @type t :: %__MODULE__{areas: areas()}
 
@@ -89,6 +103,7 @@ defmodule Grove.Gateway.Session do
     %__MODULE__{
       world: world,
       feed: World.fetch!(world).feed,
+      grid: World.fetch!(world).grid,
       format: Frames.view_format(encoding),
       encoding: encoding,
       version: Protocol.version(),
@@ -292,12 +307,7 @@ defmodule Grove.Gateway.Session do
 
   # The client forgets its areas; each comes back as a snapshot.
   defp handle_message(session, %{type: :resync}, _now_ms) do
-    areas =
-      Map.new(session.areas, fn {zone, _seq} ->
-        :ok = World.request_snapshot(session.world, zone, format(session))
-        {zone, :awaiting}
-      end)
-
+    areas = Map.new(session.areas, fn {zone, tiles} -> {zone, request(session, zone, tiles)} end)
     {%{session | areas: areas}, []}
   end
 
@@ -575,13 +585,47 @@ defmodule Grove.Gateway.Session do
   def handle_info(%__MODULE__{id: id} = session, {:grove_paused, id}),
     do: rejoin(session, "this server lost its cluster; reconnect")
 
-  # A snapshot is a finished `area` frame in this session's encoding.
-  def handle_info(%__MODULE__{} = session, {:grove_view, zone, :snapshot, seq, frame}),
-    do: {%{session | areas: Map.put(session.areas, zone, seq)}, [{:send, frame}]}
+  # A zone watched (again, after a restart): the tiles of it in view, and
+  # those held already, come as snapshots.
+  def handle_info(%__MODULE__{} = session, {:grove_view, zone, :subscribed, _seq}) do
+    held = Map.get(session.areas, zone, %{})
+
+    wanted =
+      if session.cell,
+        do: for(tile <- in_view(session), Grid.tile_zone(session.grid, tile) == zone, do: tile),
+        else: []
+
+    tiles = Enum.reduce(wanted, held, &Map.put_new(&2, &1, :awaiting))
+    {%{session | areas: Map.put(session.areas, zone, request(session, zone, tiles))}, []}
+  end
+
+  # Snapshots of tiles, each a finished run of frames in this session's
+  # encoding; a tile given up since it was asked for is left out.
+  def handle_info(%__MODULE__{} = session, {:grove_view, zone, :tiles, seq, data}) do
+    case session.areas do
+      %{^zone => tiles} ->
+        {tiles, frames} =
+          Enum.reduce(data, {tiles, []}, fn {tile, frame}, {tiles, frames} ->
+            if is_map_key(tiles, tile),
+              do: {Map.put(tiles, tile, seq), [frames | frame]},
+              else: {tiles, frames}
+          end)
+
+        session = %{session | areas: Map.put(session.areas, zone, tiles)}
+        {session, if(frames == [], do: [], else: [{:send, frames}])}
+
+      _closed ->
+        {session, []}
+    end
+  end
 
   def handle_info(%__MODULE__{} = session, {:grove_view, zone, :closed}) do
-    {%{session | areas: Map.delete(session.areas, zone)},
-     [send_message(session, %{type: :area_closed, area: zone})]}
+    {tiles, areas} = Map.pop(session.areas, zone, %{})
+
+    case closing(session, Map.keys(tiles)) do
+      [] -> {%{session | areas: areas}, []}
+      frames -> {%{session | areas: areas}, [{:send, frames}]}
+    end
   end
 
   def handle_info(_session, _message), do: :unknown
@@ -709,33 +753,117 @@ defmodule Grove.Gateway.Session do
   snapshot instead, which coalesces everything it missed.
   """
   @spec views(t()) :: {t(), iodata()}
-  def views(%__MODULE__{areas: areas} = session) when map_size(areas) == 0, do: {session, []}
+  def views(%__MODULE__{} = session) do
+    {session, shut} = retile(session)
+    {session, frames} = read(session)
+    {session, if(shut == [], do: frames, else: [shut | frames])}
+  end
 
-  def views(%__MODULE__{feed: feed, format: format} = session) do
-    {frames, areas} =
-      :maps.fold(
-        fn
-          _zone, :awaiting, acc ->
-            acc
+  defp read(%__MODULE__{areas: areas} = session) when map_size(areas) == 0, do: {session, []}
 
-          zone, seq, {frames, areas} ->
-            case Feed.since(feed, zone, seq, format) do
+  defp read(%__MODULE__{areas: areas, feed: feed, format: format} = session) do
+    :maps.fold(
+      fn zone, tiles, {session, frames} ->
+        case oldest(tiles) do
+          nil ->
+            {session, frames}
+
+          since ->
+            case Feed.since(feed, zone, since, format) do
               {[], _seq} ->
-                {frames, areas}
+                {session, frames}
 
-              {deltas, latest} ->
-                {[frames | deltas], Map.put(areas, zone, latest)}
+              {rows, latest} ->
+                taken = take(rows, since + 1, tiles, [])
+
+                tiles =
+                  Map.new(tiles, fn
+                    {tile, :awaiting} -> {tile, :awaiting}
+                    {tile, _seq} -> {tile, latest}
+                  end)
+
+                {%{session | areas: Map.put(session.areas, zone, tiles)}, [frames | taken]}
 
               :gone ->
-                :ok = World.request_snapshot(session.world, zone, format)
-                {frames, Map.put(areas, zone, :awaiting)}
+                held = for {tile, seq} <- tiles, seq != :awaiting, into: %{}, do: {tile, seq}
+                tiles = Map.merge(tiles, request(session, zone, held))
+                {%{session | areas: Map.put(session.areas, zone, tiles)}, frames}
             end
-        end,
-        {[], session.areas},
-        session.areas
-      )
+        end
+      end,
+      {session, []},
+      areas
+    )
+  end
 
-    {%{session | areas: areas}, frames}
+  # The oldest number a tile held was read to; nil when all await snapshots.
+  defp oldest(tiles) do
+    :maps.fold(
+      fn
+        _tile, :awaiting, low -> low
+        _tile, seq, nil -> seq
+        _tile, seq, low -> min(seq, low)
+      end,
+      nil,
+      tiles
+    )
+  end
+
+  # The frames of the tiles held, from the rows of a zone's feed (`seq` the
+  # first row's number), that each tile has not had yet.
+  defp take([], _seq, _tiles, acc), do: acc
+
+  defp take([row | rows], seq, tiles, acc) do
+    acc =
+      Enum.reduce(row, acc, fn {tile, frame}, acc ->
+        case tiles do
+          %{^tile => held} when is_integer(held) and held < seq -> [acc | frame]
+          _other -> acc
+        end
+      end)
+
+    take(rows, seq + 1, tiles, acc)
+  end
+
+  # The viewport moved since the tiles were last fitted to it: the tiles it
+  # now overlaps, in the zones subscribed to, are asked for; those out of
+  # it by more than the margin are closed.
+  defp retile(%__MODULE__{cell: cell, tiled_at: cell} = session), do: {session, []}
+  defp retile(%__MODULE__{cell: nil} = session), do: {session, []}
+
+  defp retile(%__MODULE__{grid: grid, cell: cell} = session) do
+    margin = Map.get(session.config, :view_margin, 2)
+    kept = Map.new(Grid.view_tiles(grid, cell, radius(session) + margin), &{&1, true})
+    wanted = Enum.group_by(in_view(session), &Grid.tile_zone(grid, &1))
+
+    {areas, shut} =
+      Enum.reduce(session.areas, {%{}, []}, fn {zone, tiles}, {areas, shut} ->
+        {tiles, out} = Enum.split_with(tiles, fn {tile, _seq} -> is_map_key(kept, tile) end)
+        tiles = Map.new(tiles)
+        new = for tile <- Map.get(wanted, zone, []), not is_map_key(tiles, tile), do: tile
+        tiles = Map.merge(tiles, request(session, zone, Map.new(new, &{&1, :awaiting})))
+        {Map.put(areas, zone, tiles), [shut | closing(session, for({tile, _} <- out, do: tile))]}
+      end)
+
+    {%{session | areas: areas, tiled_at: cell}, shut}
+  end
+
+  defp in_view(session), do: Grid.view_tiles(session.grid, session.cell, radius(session))
+
+  defp radius(%__MODULE__{welcome: %{view_radius: radius}}), do: radius
+
+  # Asks a zone for snapshots of tiles, which await them from now on.
+  defp request(_session, _zone, tiles) when map_size(tiles) == 0, do: tiles
+
+  defp request(session, zone, tiles) do
+    :ok = World.request_tiles(session.world, zone, format(session), Map.keys(tiles))
+    Map.new(tiles, fn {tile, _seq} -> {tile, :awaiting} end)
+  end
+
+  # The `area_closed` frames of tiles given up.
+  defp closing(%__MODULE__{encoding: encoding, version: version}, tiles) do
+    for tile <- Enum.sort(tiles),
+        do: Frames.message(%{type: :area_closed, area: tile}, encoding, version)
   end
 
   @doc "The connection's encoding."

@@ -10,6 +10,12 @@ defmodule Grove.World.Grid do
   north-west corner; the zones on the east and south edges are cut short when
   the world size is not a multiple of the zone size.
 
+  Views cut zones finer, into tiles of `tile_size` cells a side (a divisor
+  of `zone_size`, so that no tile straddles two zones), numbered row by row
+  over the whole world like zones: a viewer is sent the tiles its viewport
+  overlaps, not whole zones. With `tile_size` equal to `zone_size`, a
+  tile is its zone and has its number.
+
   ## Examples
 
       iex> grid = Grove.World.Grid.new(100, 80, 50)
@@ -23,7 +29,7 @@ defmodule Grove.World.Grid do
       {6, 4}
   """
 
-  @enforce_keys [:width, :height, :zone_size, :zones_x, :zones_y]
+  @enforce_keys [:width, :height, :zone_size, :zones_x, :zones_y, :tile_size, :tiles_x]
   defstruct @enforce_keys
 
   @type t :: %__MODULE__{
@@ -31,7 +37,9 @@ defmodule Grove.World.Grid do
           height: pos_integer(),
           zone_size: pos_integer(),
           zones_x: pos_integer(),
-          zones_y: pos_integer()
+          zones_y: pos_integer(),
+          tile_size: pos_integer(),
+          tiles_x: pos_integer()
         }
 
   @typedoc "A cell: `{x, y}`."
@@ -43,21 +51,52 @@ defmodule Grove.World.Grid do
   @typedoc "A zone's number, from 0 to `zone_count(grid) - 1`."
   @type zone_index :: non_neg_integer()
 
+  @typedoc "A view tile's number, row by row over the world."
+  @type tile_index :: non_neg_integer()
+
   @directions [:n, :ne, :e, :se, :s, :sw, :w, :nw]
 
-  @doc "Builds a grid of `width` x `height` cells cut into zones of `zone_size`."
-  @spec new(pos_integer(), pos_integer(), pos_integer()) :: t()
-  def new(width, height, zone_size)
+  @doc """
+  Builds a grid of `width` x `height` cells cut into zones of `zone_size`,
+  and those into view tiles of `tile_size` (a divisor of `zone_size`; by
+  default the zone itself).
+  """
+  @spec new(pos_integer(), pos_integer(), pos_integer(), pos_integer() | nil) :: t()
+  def new(width, height, zone_size, tile_size \\ nil)
       when is_integer(width) and width > 0 and is_integer(height) and height > 0 and
              is_integer(zone_size) and zone_size > 0 do
+    tile_size = tile_size || zone_size
+
+    unless is_integer(tile_size) and tile_size > 0 and rem(zone_size, tile_size) == 0 do
+      raise ArgumentError,
+            "a view tile's side must divide the zone's (#{zone_size}), got: #{inspect(tile_size)}"
+    end
+
     %__MODULE__{
       width: width,
       height: height,
       zone_size: zone_size,
       zones_x: div(width + zone_size - 1, zone_size),
-      zones_y: div(height + zone_size - 1, zone_size)
+      zones_y: div(height + zone_size - 1, zone_size),
+      tile_size: tile_size,
+      tiles_x: div(width + tile_size - 1, tile_size)
     }
   end
+
+  @doc """
+  The side of the view tiles a zone of `zone_size` is cut into by default:
+  the largest divisor of `zone_size` no larger than 10.
+
+      iex> Grove.World.Grid.default_tile(50)
+      10
+      iex> Grove.World.Grid.default_tile(8)
+      8
+      iex> Grove.World.Grid.default_tile(64)
+      8
+  """
+  @spec default_tile(pos_integer()) :: pos_integer()
+  def default_tile(zone_size),
+    do: Enum.find(min(zone_size, 10)..1//-1, &(rem(zone_size, &1) == 0))
 
   @doc "The eight directions, clockwise from north."
   @spec directions() :: [direction()]
@@ -149,6 +188,44 @@ defmodule Grove.World.Grid do
   def view_span(%__MODULE__{width: w, height: h, zone_size: s}, {x, y}, radius) do
     {div(max(x - radius, 0), s), div(min(x + radius, w - 1), s), div(max(y - radius, 0), s),
      div(min(y + radius, h - 1), s)}
+  end
+
+  @doc "The view tile that holds a cell inside the grid."
+  @spec tile_of(t(), non_neg_integer(), non_neg_integer()) :: tile_index()
+  def tile_of(%__MODULE__{tile_size: s, tiles_x: tx}, x, y), do: div(y, s) * tx + div(x, s)
+
+  @doc "The zone a view tile lies in."
+  @spec tile_zone(t(), tile_index()) :: zone_index()
+  def tile_zone(%__MODULE__{tile_size: s, tiles_x: tx} = grid, tile),
+    do: zone_of(grid, rem(tile, tx) * s, div(tile, tx) * s)
+
+  @doc "A view tile's cells as `{x0, y0, x1, y1}`, as `zone_bounds/2`."
+  @spec tile_bounds(t(), tile_index()) ::
+          {non_neg_integer(), non_neg_integer(), pos_integer(), pos_integer()}
+  def tile_bounds(%__MODULE__{width: w, height: h, tile_size: s, tiles_x: tx}, tile) do
+    x0 = rem(tile, tx) * s
+    y0 = div(tile, tx) * s
+    {x0, y0, min(x0 + s, w), min(y0 + s, h)}
+  end
+
+  @doc """
+  The view tiles a square viewport of `radius` around `center` overlaps,
+  in ascending order, clipped to the grid, as `view_zones/3` for zones.
+
+      iex> grid = Grove.World.Grid.new(100, 100, 50, 10)
+      iex> Grove.World.Grid.view_tiles(grid, {15, 15}, 4)
+      [11]
+      iex> Grove.World.Grid.view_tiles(grid, {10, 10}, 1)
+      [0, 1, 10, 11]
+  """
+  @spec view_tiles(t(), cell(), non_neg_integer()) :: [tile_index()]
+  def view_tiles(%__MODULE__{} = grid, {x, y}, radius) do
+    %__MODULE__{width: w, height: h, tile_size: s, tiles_x: per_row} = grid
+    col0 = div(max(x - radius, 0), s)
+    col1 = div(min(x + radius, w - 1), s)
+    row0 = div(max(y - radius, 0), s)
+    row1 = div(min(y + radius, h - 1), s)
+    for row <- row0..row1, col <- col0..col1, do: row * per_row + col
   end
 
   @doc "True when `cell` lies inside the square viewport of `radius` around `center`."

@@ -29,7 +29,8 @@ defmodule Grove.World.Supervisor do
     store: nil,
     cluster: nil,
     zones: :always,
-    zone_idle: 60_000
+    zone_idle: 60_000,
+    view_tile: nil
   ]
 
   # Coordinates travel as integers below 2^53 (protocol version 3); a
@@ -105,6 +106,14 @@ defmodule Grove.World.Supervisor do
             ":tick must be a positive integer or :manual, got: #{inspect(opts[:tick])}"
     end
 
+    tile = opts[:view_tile] || Grid.default_tile(opts[:zone_size])
+
+    unless is_integer(tile) and tile > 0 and rem(opts[:zone_size], tile) == 0 do
+      raise ArgumentError,
+            ":view_tile must be a positive divisor of :zone_size (#{opts[:zone_size]}), " <>
+              "got: #{inspect(tile)}"
+    end
+
     block = opts[:density_block] || density_block(opts[:width], opts[:height])
 
     unless is_integer(block) and block > 0 do
@@ -113,7 +122,7 @@ defmodule Grove.World.Supervisor do
 
     %World{
       name: name,
-      grid: Grid.new(opts[:width], opts[:height], opts[:zone_size]),
+      grid: Grid.new(opts[:width], opts[:height], opts[:zone_size], tile),
       rules: Rules.new(opts[:rules]),
       tick: opts[:tick],
       mailbox_limit: opts[:mailbox_limit],

@@ -89,5 +89,16 @@ defmodule Grove.World.ViewFormat do
               extra()
             ) :: term()
 
-  @optional_callbacks encode_view: 6
+  @doc """
+  True when viewers of `format` read zones tile by tile (`Grove.World.Grid`'s
+  view tiles). Then a zone encodes each delta once per tile that changed,
+  `index` being the tile's number, and the feed holds, for the format, a
+  list of `{tile, data}`; a viewer that subscribes is told
+  `{:grove_view, zone, :subscribed, seq}` instead of a snapshot, and asks
+  for the tiles it wants (`Grove.World.request_tiles/4`). A format without
+  this callback reads whole zones.
+  """
+  @callback tiled?(format :: term()) :: boolean()
+
+  @optional_callbacks encode_view: 6, tiled?: 1
 end

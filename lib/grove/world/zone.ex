@@ -388,6 +388,9 @@ defmodule Grove.World.Zone do
   def handle_cast({:snapshot, pid, format}, zone),
     do: {:noreply, view(zone, Views.snapshot(zone.views, zone.core, pid, format))}
 
+  def handle_cast({:snapshot, pid, format, tiles}, zone),
+    do: {:noreply, view(zone, Views.snapshot_tiles(zone.views, zone.core, pid, format, tiles))}
+
   def handle_cast(:tick, zone), do: {:noreply, tick(zone)}
 
   # Manual stepping (`Grove.World.Bacteria.step_life/1`): the target moved on.
@@ -1317,7 +1320,7 @@ defmodule Grove.World.Zone do
       {changes, departed, labels, core} = State.flush(zone.core)
       {extra, core} = State.flush_extra(core, labels)
       # Encoded once per format, whatever the number of viewers.
-      zone = view(%{zone | core: core}, Views.publish(zone.views, changes, departed, extra))
+      zone = view(%{zone | core: core}, Views.publish(zone.views, core, changes, departed, extra))
 
       # The world's own histogram (its metrics), and the event for anyone listening.
       duration = System.monotonic_time() - started

@@ -49,6 +49,8 @@ defmodule Mix.Tasks.Grove.Bench.Names do
           width: 200,
           height: 200,
           zone_size: 50,
+          # A tile a zone: the viewers below watch whole zones.
+          view_tile: 50,
           tick: tick,
           life: false,
           terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
@@ -108,7 +110,12 @@ defmodule Mix.Tasks.Grove.Bench.Names do
   # the bytes of every frame it is handed, names frames apart.
   defp viewer(world, format, seqs, counts) do
     receive do
-      {:grove_view, zone, :snapshot, seq, _frame} ->
+      # The gateway's formats are read by tile; here a tile is a zone.
+      {:grove_view, zone, :subscribed, _seq} ->
+        :ok = World.request_tiles(world, zone, format, [zone])
+        viewer(world, format, seqs, counts)
+
+      {:grove_view, zone, :tiles, seq, _frames} ->
         viewer(world, format, Map.put(seqs, zone, seq), counts)
 
       {:grove_view, zone, :closed} ->
@@ -118,7 +125,8 @@ defmodule Mix.Tasks.Grove.Bench.Names do
         {seqs, counts} =
           Enum.reduce(seqs, {seqs, counts}, fn {zone, seq}, {seqs, counts} ->
             case World.view_deltas(world, zone, seq, format) do
-              {frames, latest} ->
+              {rows, latest} ->
+                frames = for row <- rows, {_tile, frame} <- row, do: frame
                 {Map.put(seqs, zone, latest), Enum.reduce(frames, counts, &count/2)}
 
               :gone ->

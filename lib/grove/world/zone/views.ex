@@ -23,6 +23,18 @@ defmodule Grove.World.Zone.Views do
   # what goes to one viewer there alone (its snapshot, the end of its
   # subscription) goes through its relay too, behind the deltas before it.
   #
+  # Tiles: a format read tile by tile (its module's `tiled?/1`, as the
+  # gateway's frames are) gets each delta cut by the grid's view tiles,
+  # each tile that changed encoded once, and the feed holds the list of
+  # `{tile, data}`; a viewer of it that subscribes is told so
+  # (`{:grove_view, zone, :subscribed, seq}`) and asks for the tiles it
+  # wants (`snapshot_tiles/5`, answered with `{:grove_view, zone, :tiles,
+  # seq, [{tile, data}]}`). Which tiles a viewer holds is its own affair:
+  # the zone keeps no per-viewer tile sets. An entity that crosses from one
+  # tile into another is gone from the first and comes into the second
+  # (named there, when it has a name); to tell, the zone keeps each
+  # entity's tile (`placed`) while it is watched.
+  #
   # The effects:
   #
   #   * `{:send, zone, {:subscribe | :unsubscribe, pid, id, format}}` - a
@@ -52,17 +64,21 @@ defmodule Grove.World.Zone.Views do
   alias Grove.World.{Entity, Feed, Grid, Terrain, ViewFormat}
   alias Grove.World.Zone.{State, Subscriptions}
 
-  defstruct [:index, :grid, :subscriptions, seq: 0]
+  defstruct [:index, :grid, :subscriptions, seq: 0, placed: nil]
 
   @type t :: %__MODULE__{
           index: Grid.zone_index(),
           grid: Grid.t(),
           subscriptions: Subscriptions.t(),
-          seq: non_neg_integer()
+          seq: non_neg_integer(),
+          placed: %{Entity.id() => Grid.tile_index()} | nil
         }
 
   @type message ::
           {:grove_view, Grid.zone_index(), :snapshot, non_neg_integer(), term()}
+          | {:grove_view, Grid.zone_index(), :subscribed, non_neg_integer()}
+          | {:grove_view, Grid.zone_index(), :tiles, non_neg_integer(),
+             [{Grid.tile_index(), term()}]}
           | {:grove_view, Grid.zone_index(), :closed}
 
   @type effect ::
@@ -161,6 +177,7 @@ defmodule Grove.World.Zone.Views do
     was_watched = watched?(views)
     {subs, result} = Subscriptions.subscribe(views.subscriptions, viewer, id, nil)
     views = %{views | subscriptions: subs}
+    views = if was_watched, do: views, else: place_all(views, core)
 
     # A node that starts watching is told the number the zone is at before
     # any delta, so that its feed matches the snapshots its viewers get.
@@ -176,6 +193,23 @@ defmodule Grove.World.Zone.Views do
   end
 
   @doc """
+  A fresh snapshot of the given view tiles of `core` for a viewer of a
+  tiled format (one that reads the zone tile by tile, see "Tiles" above),
+  as one message; tiles of other zones are left out, and a viewer that
+  does not watch gets nothing.
+  """
+  @spec snapshot_tiles(t(), State.t(), pid(), Feed.format(), [Grid.tile_index()]) ::
+          {[effect()], t()}
+  def snapshot_tiles(%__MODULE__{} = views, core, pid, format, tiles) do
+    if member?(views, {pid, format}) do
+      tiles = for tile <- tiles, Grid.tile_zone(views.grid, tile) == views.index, do: tile
+      {tiles_effects(views, core, pid, format, tiles), views}
+    else
+      {[], views}
+    end
+  end
+
+  @doc """
   A viewer stops watching through entity `id`; when that was its last, its
   monitor goes and it is told.
   """
@@ -185,7 +219,7 @@ defmodule Grove.World.Zone.Views do
 
     case Subscriptions.unsubscribe(views.subscriptions, {pid, format}, id) do
       {subs, {:last, ref}} ->
-        views = %{views | subscriptions: subs}
+        views = unplace(%{views | subscriptions: subs})
         closed = {:tell, pid, {:grove_view, views.index, :closed}}
         {[forget, {:demonitor, ref}, closed | watch(true, views)], views}
 
@@ -198,7 +232,10 @@ defmodule Grove.World.Zone.Views do
   @spec down(t(), pid(), Feed.format()) :: {[effect()], t()}
   def down(%__MODULE__{} = views, pid, format) do
     was_watched = watched?(views)
-    views = %{views | subscriptions: Subscriptions.down(views.subscriptions, {pid, format})}
+
+    views =
+      unplace(%{views | subscriptions: Subscriptions.down(views.subscriptions, {pid, format})})
+
     {[{:forget_viewer, pid, format} | watch(was_watched, views)], views}
   end
 
@@ -229,29 +266,236 @@ defmodule Grove.World.Zone.Views do
   A tick's delta (the entries that changed, the ids that left and what
   else it carries), encoded once per format read and published under the
   next number, here and on each other node with viewers; nothing when
-  nothing changed.
+  nothing changed. A tiled format gets it cut by view tile, each tile
+  that changed encoded once; `core` is this zone's, after the changes.
   """
-  @spec publish(t(), [ViewFormat.entry()], [Entity.id()], ViewFormat.extra() | nil) ::
+  @spec publish(t(), State.t(), [ViewFormat.entry()], [Entity.id()], ViewFormat.extra() | nil) ::
           {[effect()], t()}
-  def publish(views, [], [], nil), do: {[], views}
+  def publish(views, _core, [], [], nil), do: {[], views}
 
-  def publish(%__MODULE__{} = views, changes, departed, extra) do
+  def publish(%__MODULE__{} = views, core, changes, departed, extra) do
     seq = views.seq + 1
     subs = views.subscriptions
+    formats = Subscriptions.formats(subs)
+    {tiled, whole} = Enum.split_with(formats, &tiled?/1)
+
+    {cut, views} =
+      if tiled == [], do: {[], views}, else: cut(views, core, changes, departed, extra)
 
     encoded =
-      for format <- Subscriptions.formats(subs),
-          do: {format, encode(format, :delta, views.index, changes, departed, extra)}
+      for(
+        format <- whole,
+        do: {format, encode(format, :delta, views.index, changes, departed, extra)}
+      ) ++
+        for format <- tiled,
+            do:
+              {format,
+               for(
+                 {tile, entries, gone, tile_extra} <- cut,
+                 do: {tile, encode(format, :delta, tile, entries, gone, tile_extra)}
+               )}
 
     relays = for node <- Subscriptions.nodes(subs), do: {:relay, node, seq, encoded}
     {[{:publish, seq, encoded}, {:count, :deltas_published} | relays], %{views | seq: seq}}
   end
 
+  @doc """
+  True when a format reads the zone tile by tile: its module says so with
+  `tiled?/1` (`Grove.World.ViewFormat`).
+  """
+  @spec tiled?(Feed.format()) :: boolean()
+  def tiled?({module, name}),
+    do: function_exported?(module, :tiled?, 1) and module.tiled?(name)
+
+  def tiled?(_format), do: false
+
+  # A zone of one tile: the delta is the tile's.
+  defp cut(
+         %__MODULE__{grid: %Grid{tile_size: size, zone_size: size}} = views,
+         _core,
+         changes,
+         departed,
+         extra
+       ),
+       do: {[{tile_of_zone(views), changes, departed, extra}], views}
+
+  # The delta cut by tile: an entity that crossed from one tile into
+  # another within the zone is gone from the first and comes into the
+  # second, named there if it has a name (a viewer may hold the second
+  # alone); what left the zone is gone from the tile it was last in.
+  defp cut(%__MODULE__{grid: grid} = views, core, changes, departed, extra) do
+    entities = core.entities
+    placed = views.placed || %{}
+
+    {tiles, placed} =
+      Enum.reduce(changes, {%{}, placed}, fn {id, x, y, _kind} = entry, {tiles, placed} ->
+        tile = Grid.tile_of(grid, x, y)
+        tiles = add(tiles, tile, 0, entry)
+
+        tiles =
+          case placed do
+            %{^id => ^tile} ->
+              tiles
+
+            %{^id => before} ->
+              tiles = add(tiles, before, 1, id)
+
+              case entities do
+                %{^id => %Entity{label: {name, avatar}}} ->
+                  add(tiles, tile, 2, {id, name, avatar})
+
+                _none ->
+                  tiles
+              end
+
+            _new ->
+              tiles
+          end
+
+        {tiles, Map.put(placed, id, tile)}
+      end)
+
+    {tiles, placed} =
+      Enum.reduce(departed, {tiles, placed}, fn id, {tiles, placed} ->
+        case Map.pop(placed, id) do
+          {nil, placed} -> {tiles, placed}
+          {before, placed} -> {add(tiles, before, 1, id), placed}
+        end
+      end)
+
+    tiles =
+      case extra do
+        nil ->
+          tiles
+
+        %{} ->
+          tiles = by_entity(extra.names, tiles, placed, 2)
+          tiles = by_entity(extra.looks, tiles, placed, 4)
+
+          tiles =
+            Enum.reduce(extra.cells, tiles, fn {x, y, _code} = cell, tiles ->
+              add(tiles, Grid.tile_of(grid, x, y), 3, cell)
+            end)
+
+          Enum.reduce(extra.events, tiles, fn {_id, x, y, _name, _data} = event, tiles ->
+            add(tiles, Grid.tile_of(grid, x, y), 5, event)
+          end)
+      end
+
+    cut =
+      for {tile, {entries, gone, names, cells, looks, events}} <- tiles do
+        tile_extra =
+          if extra == nil and names == [],
+            do: nil,
+            else: %{
+              names: Enum.reverse(names),
+              cells: Enum.reverse(cells),
+              looks: Enum.reverse(looks),
+              events: Enum.reverse(events)
+            }
+
+        {tile, Enum.reverse(entries), Enum.reverse(gone), tile_extra}
+      end
+
+    {cut, %{views | placed: placed}}
+  end
+
+  # One more item in a tile's part of the delta: its entries (0), gone
+  # (1), names (2), cells (3), looks (4) or events (5), newest first.
+  defp add(tiles, tile, at, item) do
+    case tiles do
+      %{^tile => parts} ->
+        %{tiles | tile => put_elem(parts, at, [item | elem(parts, at)])}
+
+      _none ->
+        Map.put(tiles, tile, put_elem({[], [], [], [], [], []}, at, [item]))
+    end
+  end
+
+  # Names and looks go to the tile their entity is in now.
+  defp by_entity(items, tiles, placed, at) do
+    Enum.reduce(items, tiles, fn item, tiles ->
+      case Map.fetch(placed, elem(item, 0)) do
+        {:ok, tile} -> add(tiles, tile, at, item)
+        :error -> tiles
+      end
+    end)
+  end
+
+  defp tile_of_zone(%__MODULE__{grid: grid, index: index}) do
+    {x0, y0, _x1, _y1} = Grid.zone_bounds(grid, index)
+    Grid.tile_of(grid, x0, y0)
+  end
+
+  # Where each entity of the zone is, by tile, from the moment it is
+  # watched: the next deltas tell which crossed from one tile to another.
+  # A zone of one tile needs none of it.
+  defp place_all(%__MODULE__{grid: %Grid{tile_size: size, zone_size: size}} = views, _core),
+    do: views
+
+  defp place_all(%__MODULE__{grid: grid} = views, core) do
+    placed =
+      for {id, x, y, _kind} <- State.snapshot(core),
+          into: %{},
+          do: {id, Grid.tile_of(grid, x, y)}
+
+    %{views | placed: placed}
+  end
+
+  defp unplace(views), do: if(watched?(views), do: views, else: %{views | placed: nil})
+
   # The zone as it is now, for a viewer that starts (or starts again) from
   # the number of the last delta published: the deltas after it complete
   # the picture. The zone's ground goes with every snapshot, for the
   # formats that send it.
+  # A viewer of a tiled format is told it watches, and asks for the tiles
+  # it wants (`snapshot_tiles/5`).
   defp snapshot_effects(views, core, pid, format) do
+    if tiled?(format),
+      do: [{:tell, pid, {:grove_view, views.index, :subscribed, views.seq}}],
+      else: whole_snapshot(views, core, pid, format)
+  end
+
+  # Each tile as it is now, as a snapshot of its own (its entities, the
+  # names, cells and looks in it, its ground), all in one message.
+  defp tiles_effects(_views, _core, _pid, _format, []), do: []
+
+  defp tiles_effects(%__MODULE__{grid: grid} = views, core, pid, format, tiles) do
+    wanted = Map.new(tiles, &{&1, true})
+    extra = State.snapshot_extra(core) || %{names: [], cells: [], looks: [], events: []}
+
+    in_tile = fn x, y ->
+      tile = Grid.tile_of(grid, x, y)
+      if is_map_key(wanted, tile), do: tile
+    end
+
+    all = State.snapshot(core)
+    entries = Enum.group_by(all, fn {_id, x, y, _kind} -> in_tile.(x, y) end)
+    where = for {id, x, y, _kind} <- all, into: %{}, do: {id, in_tile.(x, y)}
+    names = Enum.group_by(extra.names, &where[elem(&1, 0)])
+    looks = Enum.group_by(extra.looks, &where[elem(&1, 0)])
+    cells = Enum.group_by(extra.cells, fn {x, y, _code} -> in_tile.(x, y) end)
+
+    data =
+      for tile <- tiles do
+        tile_extra = %{
+          names: Map.get(names, tile, []),
+          cells: Map.get(cells, tile, []),
+          looks: Map.get(looks, tile, []),
+          events: [],
+          ground: Terrain.crop(core.terrain, Grid.tile_bounds(grid, tile))
+        }
+
+        {tile, encode(format, :snapshot, tile, Map.get(entries, tile, []), [], tile_extra)}
+      end
+
+    [
+      {:count, :snapshots_sent},
+      {:tell, pid, {:grove_view, views.index, :tiles, views.seq, data}}
+    ]
+  end
+
+  defp whole_snapshot(views, core, pid, format) do
     extra = State.snapshot_extra(core) || %{names: [], cells: [], looks: [], events: []}
     extra = Map.put(extra, :ground, Terrain.crop(core.terrain, core.bounds))
     data = encode(format, :snapshot, views.index, State.snapshot(core), [], extra)

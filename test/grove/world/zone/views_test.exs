@@ -136,7 +136,7 @@ defmodule Grove.World.Zone.ViewsTest do
       {effects, views} = Views.subscribe(views, core(), second, 2, @b)
       refute Enum.any?(effects, &match?({:feed_from, _, _}, &1))
 
-      {effects, views} = Views.publish(views, [{9, 1, 1, 0}], [], nil)
+      {effects, views} = Views.publish(views, core(), [{9, 1, 1, 0}], [], nil)
       encoded = [{@b, {:b, :delta, @index, [{9, 1, 1, 0}], []}}]
 
       assert [
@@ -158,19 +158,19 @@ defmodule Grove.World.Zone.ViewsTest do
           carry_out(Views.subscribe(views, core(), pid, id, format))
         end)
 
-      {[{:publish, 1, encoded} | _], views} = Views.publish(views, [], [5], nil)
+      {[{:publish, 1, encoded} | _], views} = Views.publish(views, core(), [], [5], nil)
 
       assert Enum.sort(encoded) == [
                {@a, {:a, :delta, @index, [], [5]}},
                {@b, {:b, :delta, @index, [], [5]}}
              ]
 
-      assert {[{:publish, 2, _} | _], _} = Views.publish(views, [], [6], nil)
+      assert {[{:publish, 2, _} | _], _} = Views.publish(views, core(), [], [6], nil)
     end
 
     test "is not published when nothing changed" do
       views = carry_out(Views.subscribe(views(), core(), self(), 1, @a))
-      assert {[], ^views} = Views.publish(views, [], [], nil)
+      assert {[], ^views} = Views.publish(views, core(), [], [], nil)
     end
   end
 
@@ -344,9 +344,9 @@ defmodule Grove.World.Zone.ViewsTest do
     apply_effects(%{sim | views: views}, effects)
   end
 
-  defp run(sim, _core, _pids, {:publish, n}) do
+  defp run(sim, core, _pids, {:publish, n}) do
     before = sim.views.seq
-    {effects, views} = Views.publish(sim.views, [{n, n, n, 0}], [], nil)
+    {effects, views} = Views.publish(sim.views, core, [{n, n, n, 0}], [], nil)
     assert views.seq == before + 1
     sim = apply_effects(%{sim | views: views}, effects)
 
