@@ -111,6 +111,11 @@ const counts = {
   started: 0, connected: 0, connect_failures: 0, joined: 0, moves_sent: 0, moves_skipped: 0,
   outcomes: 0, outcomes_ok: 0, views: 0, timeouts: 0, protocol_errors: 0, disconnects: 0,
   failures: 0,
+  // Grove's bytes in by what they carry (frame headers included): the
+  // views (areas, their ground, names and closings) and the broadcasts
+  // every player gets alike (stats, and the minimap: density, colonies,
+  // places); the rest of the bytes in are replies (outcomes, welcome).
+  bytes_views: 0, bytes_broadcasts: 0,
 };
 const failures = { unexpected_outcome: 0, position: 0, rules: 0 };
 let latencies = []; // ms, of the outcomes since the last take
@@ -277,8 +282,9 @@ class GrovePlayer extends Player {
       }
       if (buffer.length < start + length) break;
       const payload = buffer.subarray(start, start + length);
+      const size = start + length - offset;
       offset = start + length;
-      if (op === 1 || op === 2) this.message(payload);
+      if (op === 1 || op === 2) this.message(payload, size);
       else if (op === 9) this.sendFrame(0xa, payload);
       else if (op === 8) this.socket.end();
     }
@@ -287,13 +293,21 @@ class GrovePlayer extends Player {
 
   // The server writes `type` first: `{"type":"` is 9 bytes, and what
   // follows tells the type without a parse; only what is checked is parsed.
-  message(payload) {
+  message(payload, size) {
     const c = payload[9];
     if (c === 0x61 /* a */) {
       if (payload[13] === 0x22 /* "area" */) counts.views++;
+      // area, area_closed (announcement and acted do not come here)
+      counts.bytes_views += size;
       return;
     }
-    if (c === 0x73 /* stats */ || c === 0x64 /* density */ || c === 0x70 /* pong */) return;
+    if (c === 0x67 /* ground */ || c === 0x6e /* names */) return void (counts.bytes_views += size);
+    if (c === 0x73 /* stats */ || c === 0x64 /* density */ || c === 0x63 /* colonies */ ||
+      (c === 0x70 /* places or pong */ && payload[10] === 0x6c)) {
+      counts.bytes_broadcasts += size;
+      return;
+    }
+    if (c === 0x70 /* pong */) return;
     let message;
     try {
       message = JSON.parse(payload.toString());
@@ -499,6 +513,8 @@ function window(before, after, sorted) {
     views_per_s: Math.round(d("views") / seconds),
     bytes_in_per_s: Math.round((after.bytes.in - before.bytes.in) / seconds),
     bytes_out_per_s: Math.round((after.bytes.out - before.bytes.out) / seconds),
+    bytes_views_per_s: Math.round(d("bytes_views") / seconds),
+    bytes_broadcasts_per_s: Math.round(d("bytes_broadcasts") / seconds),
     p50_ms: round1(percentile(sorted, 50)),
     p99_ms: round1(percentile(sorted, 99)),
     max_ms: round1(sorted.length ? sorted[sorted.length - 1] : null),
@@ -606,6 +622,8 @@ async function main() {
       ...w,
       in_per_player_s: players > 0 ? Math.round(w.bytes_in_per_s / players) : 0,
       out_per_player_s: players > 0 ? Math.round(w.bytes_out_per_s / players) : 0,
+      views_in_per_player_s: players > 0 ? Math.round(w.bytes_views_per_s / players) : 0,
+      broadcasts_in_per_player_s: players > 0 ? Math.round(w.bytes_broadcasts_per_s / players) : 0,
       server_us_per_player_s: perPlayer(base && w.server_percent != null ? w.server_percent - base.server_percent : null),
       server_us_per_player_s_gross: perPlayer(w.server_percent),
       memory_per_player: base && base.rss && w.server_rss && players > 0 ? Math.round((w.server_rss - base.rss) / players) : null,
@@ -615,7 +633,8 @@ async function main() {
     report.stages.push(stage);
     out(
       `stage ${pad(players, 6)} players  ${pad(w.moves_per_s, 6)} moves/s  p50 ${fig(w.p50_ms)} p99 ${fig(w.p99_ms)} ` +
-      `max ${fig(w.max_ms)} ms  ${w.views_per_s} views/s  in ${stage.in_per_player_s} out ${stage.out_per_player_s} B/player/s  ` +
+      `max ${fig(w.max_ms)} ms  ${w.views_per_s} views/s  in ${stage.in_per_player_s} ` +
+      `(views ${stage.views_in_per_player_s}, broadcasts ${stage.broadcasts_in_per_player_s}) out ${stage.out_per_player_s} B/player/s  ` +
       `server ${fig(w.server_percent)} % (${fig(stage.server_us_per_player_s)} us/player-s)  ` +
       `${stage.memory_per_player == null ? "-" : Math.round(stage.memory_per_player / 1024)} KB/player  ` +
       `load ${fig(w.load_percent)} %  errors ${w.errors}  failures ${w.correctness_failures} -> ` +

@@ -338,6 +338,7 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
           per(c["views_per_s"], c["players"])
         ],
         in_per_player_s: [g["in_per_player_s"], c["in_per_player_s"]],
+        views_in_per_player_s: [views_in(g), views_in(c)],
         baseline_percent: [
           base(grove, "server_percent"),
           base(colyseus, "server_percent")
@@ -346,6 +347,13 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
       }
     end
   end
+
+  # Grove's views alone (its bytes in less broadcasts and replies); all of
+  # Colyseus's bytes in are its state patches but for the move replies.
+  defp views_in(%{"views_in_per_player_s" => views}) when is_integer(views) and views > 0,
+    do: views
+
+  defp views_in(stage), do: stage["in_per_player_s"]
 
   defp base(report, key) do
     case report["baseline"] do
@@ -373,12 +381,13 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
             "world alone #{figure(base(report, "server_percent"))} % of a core, " <>
             "#{mb(base(report, "rss"))} MB",
           "",
-          "| players | moves/s | p50 ms | p99 ms | max ms | views/s | B/player/s in | out | server CPU % | us per player-s (gross) | KB per player | load CPU % | errors | failures | passed |",
-          "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+          "| players | moves/s | p50 ms | p99 ms | max ms | views/s | B/player/s in | of which views | of which broadcasts | out | server CPU % | us per player-s (gross) | KB per player | load CPU % | errors | failures | passed |",
+          "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
         ] ++
           for s <- report["stages"] do
             "| #{s["players"]} | #{s["moves_per_s"]} | #{figure(s["p50_ms"])} | #{figure(s["p99_ms"])} | " <>
-              "#{figure(s["max_ms"])} | #{s["views_per_s"]} | #{s["in_per_player_s"]} | #{s["out_per_player_s"]} | " <>
+              "#{figure(s["max_ms"])} | #{s["views_per_s"]} | #{s["in_per_player_s"]} | " <>
+              "#{figure(s["views_in_per_player_s"])} | #{figure(s["broadcasts_in_per_player_s"])} | #{s["out_per_player_s"]} | " <>
               "#{figure(s["server_percent"])} | #{figure(s["server_us_per_player_s"])} (#{figure(s["server_us_per_player_s_gross"])}) | " <>
               "#{kb(s["memory_per_player"])} | #{figure(s["load_percent"])} | #{s["errors"]} | " <>
               "#{s["correctness_failures"]} | #{if s["passed"], do: "yes", else: "no"} |"
@@ -404,6 +413,7 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
       {"move round trip p50, #{at} (ms)", s.p50_ms, &figure/1, :lower},
       {"views per player-second, #{at}", s.views_per_player_s, &figure/1, nil},
       {"bytes in per player-second, #{at}", s.in_per_player_s, &figure/1, nil},
+      {"bytes of views per player-second, #{at}", s.views_in_per_player_s, &figure/1, nil},
       {"world alone: server CPU (% of a core)", s.baseline_percent, &figure/1, :lower},
       {"world alone: server memory (MB)", s.baseline_rss, &mb/1, :lower}
     ]
