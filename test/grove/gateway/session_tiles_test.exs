@@ -1,0 +1,250 @@
+defmodule Grove.Gateway.SessionTilesTest do
+  @moduledoc """
+  A player's session against a running world cut into zones and view
+  tiles: whatever the player and the entities around it do, once the world
+  has ticked and the session has read, the areas the player was sent show,
+  in its viewport, exactly the entities there, each once, none lost across
+  tile and zone borders.
+  """
+  use ExUnit.Case, async: true
+
+  import Grove.PropCase
+
+  alias Grove.Gateway.Session
+  alias Grove.{Protocol, World}
+  alias Grove.World.{Grid, View, Zone}
+
+  @walkers 10
+  @radius 3
+
+  defp config do
+    %{
+      max_frame: 4096,
+      move_rate: 1000,
+      move_burst: 1000,
+      max_errors: 1000,
+      max_view_radius: 16,
+      spawn: nil,
+      tick_ms: 100,
+      view_ms: 1000,
+      stats: nil,
+      move_time: nil,
+      accounts: nil
+    }
+  end
+
+  defp command do
+    dir = :proper_types.elements(Grid.directions())
+
+    :proper_types.frequency([
+      {4, {:step, dir}},
+      {6, {:walk, :proper_types.integer(0, @walkers - 1), dir}},
+      {3, :tick}
+    ])
+  end
+
+  for encoding <- [:binary, :json] do
+    test "the player sees in its viewport exactly what is there, each entity once (#{encoding})" do
+      check(
+        forall({:proper_types.integer(1, 1000), :proper_types.list(command())}, fn {seed,
+                                                                                   commands} ->
+          run(unquote(encoding), seed, commands)
+        end),
+        numtests: 25
+      )
+    end
+  end
+
+  defp run(encoding, seed, commands) do
+    name = :"tiles_world_#{System.unique_integer([:positive])}"
+
+    # 30 x 30 cells in nine zones of 10, each cut into four tiles of 5.
+    {:ok, sup} =
+      World.start_link(
+        name: name,
+        width: 30,
+        height: 30,
+        zone_size: 10,
+        view_tile: 5,
+        seed: seed,
+        tick: :manual,
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
+        rules: [move_rate: nil]
+      )
+
+    try do
+      :rand.seed(:exsss, {seed, seed, seed})
+
+      walkers =
+        for _ <- 1..@walkers do
+          {:ok, id, _cell} = World.join(name, updates: :none)
+          id
+        end
+
+      session = Session.new(name, encoding, config(), 0)
+      join = Protocol.encode(%{type: :join, protocol: 3, view_radius: @radius}, encoding)
+      {session, actions} = Session.handle_frame(session, kind(encoding), bin(join), 0)
+
+      st = %{
+        world: name,
+        encoding: encoding,
+        session: session,
+        view: nil,
+        walkers: List.to_tuple(walkers),
+        seq: 0,
+        tag: 0
+      }
+
+      st = apply_actions(st, actions)
+      st = settle(st)
+      check!(st)
+      st = Enum.reduce(commands, st, &step/2)
+      check!(settle(tick(st)))
+      true
+    after
+      Supervisor.stop(sup)
+    end
+  end
+
+  defp kind(:binary), do: :binary
+  defp kind(:json), do: :text
+
+  defp bin(iodata), do: IO.iodata_to_binary(iodata)
+
+  defp step({:step, dir}, st) do
+    seq = st.seq + 1
+    move = Protocol.encode(%{type: :move, seq: seq, dir: dir}, st.encoding)
+    {session, actions} = Session.handle_frame(st.session, kind(st.encoding), bin(move), 0)
+    st = apply_actions(%{st | session: session, seq: seq}, actions)
+    id = st.view.self
+    # Its outcome, through the session, as the connection would hand it.
+    assert_receive {:grove_move, ^id, ^seq, _outcome} = outcome
+    {session, actions} = Session.handle_info(st.session, outcome)
+    apply_actions(%{st | session: session}, actions)
+  end
+
+  defp step({:walk, k, dir}, st) do
+    id = elem(st.walkers, k)
+    tag = {:walk, st.tag + 1}
+    :ok = World.move(st.world, id, dir, tag)
+    assert_receive {:grove_move, ^id, ^tag, _outcome}
+    %{st | tag: st.tag + 1}
+  end
+
+  defp step(:tick, st), do: st |> tick() |> settle() |> check!()
+
+  defp tick(st) do
+    :ok = World.tick(st.world)
+    st
+  end
+
+  # Until nothing more comes: every zone has handled what was sent to it
+  # (a call to each comes after), the session has handled every message
+  # from the zones and read the feed, and asked for nothing new.
+  defp settle(st, rounds \\ 12) do
+    world = World.fetch!(st.world)
+    for index <- 0..(Grid.zone_count(world.grid) - 1), do: :ok = Zone.recovered(world, index)
+    {st, handled} = drain(st, 0)
+    {session, frames} = Session.views(st.session)
+    st = apply_frames(%{st | session: session}, frames)
+
+    cond do
+      handled == 0 and IO.iodata_length(frames) == 0 and rounds < 12 -> st
+      rounds == 0 -> flunk("the session never settled")
+      true -> settle(st, rounds - 1)
+    end
+  end
+
+  defp drain(st, handled) do
+    receive do
+      {:grove_view, _, _, _, _} = message -> drain(handle(st, message), handled + 1)
+      {:grove_view, _, _, _} = message -> drain(handle(st, message), handled + 1)
+      {:grove_view, _, _} = message -> drain(handle(st, message), handled + 1)
+    after
+      0 -> {st, handled}
+    end
+  end
+
+  defp handle(st, message) do
+    {session, actions} = Session.handle_info(st.session, message)
+    apply_actions(%{st | session: session}, actions)
+  end
+
+  defp apply_actions(st, actions) do
+    Enum.reduce(actions, st, fn {:send, frames}, st -> apply_frames(st, frames) end)
+  end
+
+  # The frames as a client reads them: the areas assembled as
+  # `Grove.World.View` does (as the JavaScript client does), centred on
+  # the cell of the latest outcome.
+  defp apply_frames(st, frames) do
+    frames
+    |> bin()
+    |> parse([])
+    |> Enum.reduce(st, fn payload, st ->
+      {:ok, message} = Protocol.decode(payload, st.encoding)
+      client(st, message)
+    end)
+  end
+
+  defp parse(<<>>, acc), do: Enum.reverse(acc)
+
+  defp parse(<<_fin_op, 126, size::16, payload::binary-size(size), rest::binary>>, acc),
+    do: parse(rest, [payload | acc])
+
+  defp parse(<<_fin_op, 127, size::64, payload::binary-size(size), rest::binary>>, acc),
+    do: parse(rest, [payload | acc])
+
+  defp parse(<<_fin_op, 0::1, size::7, payload::binary-size(size), rest::binary>>, acc),
+    do: parse(rest, [payload | acc])
+
+  defp client(st, %{type: :welcome} = welcome),
+    do: %{st | view: View.new({welcome.x, welcome.y}, @radius, welcome.id)}
+
+  defp client(st, %{type: :outcome, x: x, y: y}), do: %{st | view: View.recenter(st.view, {x, y})}
+
+  defp client(st, %{type: :area, full: true} = area),
+    do: %{st | view: View.put_area(st.view, area.area, area.entities)}
+
+  defp client(st, %{type: :area} = area),
+    do: %{st | view: View.update_area(st.view, area.area, area.entities, area.gone)}
+
+  defp client(st, %{type: :area_closed, area: area}),
+    do: %{st | view: View.drop_area(st.view, area)}
+
+  defp client(st, _message), do: st
+
+  defp check!(st) do
+    grid = World.grid(st.world)
+    view = st.view
+    ids = [view.self | Tuple.to_list(st.walkers)]
+
+    truth =
+      for id <- ids,
+          {x, y} = World.position(st.world, id),
+          into: %{},
+          do: {id, {x, y}}
+
+    assert truth[view.self] == view.center, "the player stands where its outcomes say"
+
+    # Each area held shows exactly what is in its tile: none stale, none
+    # missing, so none twice.
+    for {area, mirror} <- view.mirrors do
+      shown = Map.new(mirror, fn {id, {x, y, _kind}} -> {id, {x, y}} end)
+      inside = for {id, {x, y} = cell} <- truth, Grid.tile_of(grid, x, y) == area, into: %{}, do: {id, cell}
+      assert shown == inside, "area #{area} shows #{inspect(shown)}, holds #{inspect(inside)}"
+    end
+
+    # Every tile the viewport overlaps is held: so every entity in view is seen.
+    for tile <- Grid.view_tiles(grid, view.center, @radius),
+        do: assert(Map.has_key?(view.mirrors, tile), "tile #{tile} in view, not held")
+
+    visible = for {id, {x, y, _kind}} <- View.visible(view), into: %{}, do: {id, {x, y}}
+
+    in_view =
+      for {id, cell} <- truth, Grid.in_view?(view.center, @radius, cell), into: %{}, do: {id, cell}
+
+    assert visible == in_view
+    st
+  end
+end
