@@ -8,9 +8,10 @@
 // flight at most, and counts the views it receives. Only the client side
 // differs:
 //
-//   * grove: Grove's WebSocket protocol (docs/protocol.md) in JSON, over a
-//     plain TCP socket with the few lines of RFC 6455 a client needs, so
-//     that it runs without any npm package (the test suite uses it);
+//   * grove: Grove's WebSocket protocol (docs/protocol.md), version 2, in
+//     JSON or binary (--encoding), over a plain TCP socket with the few
+//     lines of RFC 6455 a client needs, so that it runs without any npm
+//     package (the test suite uses it);
 //   * colyseus: the official client, @colyseus/sdk, from
 //     bench/peers/colyseus/node_modules (install: see docs/benchmarks.md).
 //
@@ -58,6 +59,7 @@ const defaults = {
   "limit-ms": 100,
   "timeout-ms": 5000,
   "server-pid": null,
+  encoding: "json",
   every: 5,
   json: null,
 };
@@ -70,6 +72,7 @@ function parseArgs(argv) {
     opts[key] = typeof defaults[key] === "number" ? Number(argv[i + 1]) : argv[i + 1];
   }
   if (!["grove", "colyseus"].includes(opts.server)) fail("--server is grove or colyseus");
+  if (!["json", "binary"].includes(opts.encoding)) fail("--encoding is json or binary");
   if (!opts.terrain) fail("--terrain FILE is needed (mix grove.export.terrain)");
   opts.stages = String(opts.stages).split(",").map(Number);
   return opts;
@@ -98,7 +101,9 @@ const STEPS = {
   n: [0, -1], ne: [1, -1], e: [1, 0], se: [1, 1],
   s: [0, 1], sw: [-1, 1], w: [-1, 0], nw: [-1, -1],
 };
-const DIRECTIONS = Object.keys(STEPS);
+const DIRECTIONS = Object.keys(STEPS); // in the protocol's order
+// An outcome's result by its binary code (docs/protocol.md, "result").
+const RESULTS = ["ok", "out_of_bounds", "blocked", "occupied", "rate_limited", "busy", "not_owner", "unknown_entity", "interrupted"];
 const inBounds = (x, y) => x >= 0 && y >= 0 && x < terrain.width && y < terrain.height;
 const blocking = (x, y) => {
   const ground = terrain.cells[y * terrain.width + x];
@@ -114,8 +119,8 @@ const counts = {
   // Grove's bytes in by what they carry (frame headers included): the
   // views (areas, their ground, names and closings) and the broadcasts
   // every player gets alike (stats, and the minimap: density, colonies,
-  // places); the rest of the bytes in are replies (outcomes, welcome).
-  bytes_views: 0, bytes_broadcasts: 0,
+  // places, also counted apart); the rest are replies (outcomes, welcome).
+  bytes_views: 0, bytes_broadcasts: 0, bytes_minimap: 0,
 };
 const failures = { unexpected_outcome: 0, position: 0, rules: 0 };
 let latencies = []; // ms, of the outcomes since the last take
@@ -243,7 +248,7 @@ class GrovePlayer extends Player {
     this.socket.on("connect", () => {
       const key = Buffer.from(String(Math.random())).toString("base64");
       this.socket.write(
-        `GET /ws?encoding=json HTTP/1.1\r\nHost: ${host}:${port}\r\nUpgrade: websocket\r\n` +
+        `GET /ws?encoding=${opts.encoding} HTTP/1.1\r\nHost: ${host}:${port}\r\nUpgrade: websocket\r\n` +
         `Connection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
       );
     });
@@ -263,7 +268,8 @@ class GrovePlayer extends Player {
       }
       this.upgraded = true;
       counts.connected++;
-      this.sendText('{"type":"join","protocol":2,"view_radius":8}');
+      if (opts.encoding === "binary") this.sendFrame(0x2, Buffer.from([5, 2, 8]));
+      else this.sendText('{"type":"join","protocol":2,"view_radius":8}');
       buffer = buffer.subarray(end + 4);
     }
     let offset = 0;
@@ -284,7 +290,8 @@ class GrovePlayer extends Player {
       const payload = buffer.subarray(start, start + length);
       const size = start + length - offset;
       offset = start + length;
-      if (op === 1 || op === 2) this.message(payload, size);
+      if (op === 1) this.message(payload, size);
+      else if (op === 2) this.binary(payload, size);
       else if (op === 9) this.sendFrame(0xa, payload);
       else if (op === 8) this.socket.end();
     }
@@ -302,11 +309,12 @@ class GrovePlayer extends Player {
       return;
     }
     if (c === 0x67 /* ground */ || c === 0x6e /* names */) return void (counts.bytes_views += size);
-    if (c === 0x73 /* stats */ || c === 0x64 /* density */ || c === 0x63 /* colonies */ ||
-      (c === 0x70 /* places or pong */ && payload[10] === 0x6c)) {
+    if (c === 0x64 /* density */ || c === 0x63 /* colonies */ || (c === 0x70 /* places or pong */ && payload[10] === 0x6c)) {
       counts.bytes_broadcasts += size;
+      counts.bytes_minimap += size;
       return;
     }
+    if (c === 0x73 /* stats */) return void (counts.bytes_broadcasts += size);
     if (c === 0x70 /* pong */) return;
     let message;
     try {
@@ -323,8 +331,31 @@ class GrovePlayer extends Player {
     }
   }
 
+  // Version 2's binary messages: a tag, then the fields (docs/protocol.md).
+  binary(payload, size) {
+    switch (payload[0]) {
+      case 72: counts.views++; counts.bytes_views += size; return; // area
+      case 73: case 77: case 80: counts.bytes_views += size; return; // area_closed, names, ground
+      case 70: case 74: case 81: counts.bytes_minimap += size; // density, colonies, places
+      // falls through
+      case 69: counts.bytes_broadcasts += size; return; // stats
+      case 64: return this.welcome(payload.readUInt16BE(6), payload.readUInt16BE(8)); // welcome: protocol, id u32, x, y
+      case 65: return this.outcome(payload.readUInt32BE(1), RESULTS[payload[5]], payload.readUInt16BE(6), payload.readUInt16BE(8));
+      case 67: counts.protocol_errors++; return; // error
+      default: return;
+    }
+  }
+
   send(seq, dir) {
-    this.sendText(`{"type":"move","seq":${seq},"dir":"${dir}"}`);
+    if (opts.encoding === "binary") {
+      const move = Buffer.alloc(6);
+      move[0] = 2;
+      move.writeUInt32BE(seq, 1);
+      move[5] = DIRECTIONS.indexOf(dir);
+      this.sendFrame(0x2, move);
+    } else {
+      this.sendText(`{"type":"move","seq":${seq},"dir":"${dir}"}`);
+    }
   }
 
   sendText(text) {
@@ -515,6 +546,7 @@ function window(before, after, sorted) {
     bytes_out_per_s: Math.round((after.bytes.out - before.bytes.out) / seconds),
     bytes_views_per_s: Math.round(d("bytes_views") / seconds),
     bytes_broadcasts_per_s: Math.round(d("bytes_broadcasts") / seconds),
+    bytes_minimap_per_s: Math.round(d("bytes_minimap") / seconds),
     p50_ms: round1(percentile(sorted, 50)),
     p99_ms: round1(percentile(sorted, 99)),
     max_ms: round1(sorted.length ? sorted[sorted.length - 1] : null),
@@ -624,6 +656,7 @@ async function main() {
       out_per_player_s: players > 0 ? Math.round(w.bytes_out_per_s / players) : 0,
       views_in_per_player_s: players > 0 ? Math.round(w.bytes_views_per_s / players) : 0,
       broadcasts_in_per_player_s: players > 0 ? Math.round(w.bytes_broadcasts_per_s / players) : 0,
+      minimap_in_per_player_s: players > 0 ? Math.round(w.bytes_minimap_per_s / players) : 0,
       server_us_per_player_s: perPlayer(base && w.server_percent != null ? w.server_percent - base.server_percent : null),
       server_us_per_player_s_gross: perPlayer(w.server_percent),
       memory_per_player: base && base.rss && w.server_rss && players > 0 ? Math.round((w.server_rss - base.rss) / players) : null,
@@ -634,7 +667,8 @@ async function main() {
     out(
       `stage ${pad(players, 6)} players  ${pad(w.moves_per_s, 6)} moves/s  p50 ${fig(w.p50_ms)} p99 ${fig(w.p99_ms)} ` +
       `max ${fig(w.max_ms)} ms  ${w.views_per_s} views/s  in ${stage.in_per_player_s} ` +
-      `(views ${stage.views_in_per_player_s}, broadcasts ${stage.broadcasts_in_per_player_s}) out ${stage.out_per_player_s} B/player/s  ` +
+      `(views ${stage.views_in_per_player_s}, broadcasts ${stage.broadcasts_in_per_player_s} of which minimap ` +
+      `${stage.minimap_in_per_player_s}) out ${stage.out_per_player_s} B/player/s  ` +
       `server ${fig(w.server_percent)} % (${fig(stage.server_us_per_player_s)} us/player-s)  ` +
       `${stage.memory_per_player == null ? "-" : Math.round(stage.memory_per_player / 1024)} KB/player  ` +
       `load ${fig(w.load_percent)} %  errors ${w.errors}  failures ${w.correctness_failures} -> ` +

@@ -37,6 +37,8 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     * `--seed N` - the world's seed (default 1)
     * `--cores SERVER,LOAD` - the cores to pin them to (default `0,1`)
     * `--only grove|colyseus` - run one of the two
+    * `--encoding json|binary` - the encoding Grove's players speak (default
+      `json`; Colyseus's are binary whatever this says)
     * `--nice N` - run both servers and the runner at this niceness (for
       example `-10`, as root), so that other work on a shared machine
       disturbs them less; the same for both (default: unchanged)
@@ -64,7 +66,8 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     only: :string,
     nice: :integer,
     json: :string,
-    report: :string
+    report: :string,
+    encoding: :string
   ]
 
   # The lab's bench/peers, wherever the task runs from (its servers run
@@ -226,7 +229,7 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
                json
              ] ++
                for(
-                 key <- [:stage_seconds, :settle, :baseline_seconds, :ramp],
+                 key <- [:stage_seconds, :settle, :baseline_seconds, :ramp, :encoding],
                  value = opts[key],
                  do: ["--#{String.replace(to_string(key), "_", "-")}", to_string(value)]
                ))
@@ -381,13 +384,14 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
             "world alone #{figure(base(report, "server_percent"))} % of a core, " <>
             "#{mb(base(report, "rss"))} MB",
           "",
-          "| players | moves/s | p50 ms | p99 ms | max ms | views/s | B/player/s in | of which views | of which broadcasts | out | server CPU % | us per player-s (gross) | KB per player | load CPU % | errors | failures | passed |",
+          "| players | moves/s | p50 ms | p99 ms | max ms | views/s | B/player/s in | of which views | of which broadcasts (minimap) | out | server CPU % | us per player-s (gross) | KB per player | load CPU % | errors | failures | passed |",
           "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
         ] ++
           for s <- report["stages"] do
             "| #{s["players"]} | #{s["moves_per_s"]} | #{figure(s["p50_ms"])} | #{figure(s["p99_ms"])} | " <>
               "#{figure(s["max_ms"])} | #{s["views_per_s"]} | #{s["in_per_player_s"]} | " <>
-              "#{figure(s["views_in_per_player_s"])} | #{figure(s["broadcasts_in_per_player_s"])} | #{s["out_per_player_s"]} | " <>
+              "#{figure(s["views_in_per_player_s"])} | #{figure(s["broadcasts_in_per_player_s"])} " <>
+              "(#{figure(s["minimap_in_per_player_s"])}) | #{s["out_per_player_s"]} | " <>
               "#{figure(s["server_percent"])} | #{figure(s["server_us_per_player_s"])} (#{figure(s["server_us_per_player_s_gross"])}) | " <>
               "#{kb(s["memory_per_player"])} | #{figure(s["load_percent"])} | #{s["errors"]} | " <>
               "#{s["correctness_failures"]} | #{if s["passed"], do: "yes", else: "no"} |"
