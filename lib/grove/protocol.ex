@@ -142,7 +142,8 @@ defmodule Grove.Protocol do
        {:protocol, :u8},
        {:view_radius, :u8, 8},
        {:name, :string, ""},
-       {:token, :string, ""}
+       {:token, :string, ""},
+       {:minimap, :bool, true}
      ]},
     {:move, 2, :client, [{:seq, :u32}, {:dir, {:enum, @directions}}]},
     {:ping, 3, :client, [{:t, :u32}]},

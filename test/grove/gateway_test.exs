@@ -63,6 +63,26 @@ defmodule Grove.GatewayTest do
 
   defp push_raw({client, _encoding}, frame), do: :ok = WsClient.send_frame(client, frame)
 
+  # Every message up to the first of `type`, that one included.
+  defp read_until(conn, type, acc \\ []) do
+    {message, conn} =
+      expect(conn, [
+        type,
+        :stats,
+        :density,
+        :colonies,
+        :places,
+        :area,
+        :names,
+        :ground,
+        :area_closed
+      ])
+
+    if message.type == type,
+      do: {Enum.reverse([message | acc]), conn},
+      else: read_until(conn, type, [message | acc])
+  end
+
   # The next message of one of `types`, skipping others (stats, density, views).
   defp expect({client, encoding} = conn, types, timeout \\ 2000) do
     case WsClient.recv(client, timeout) do
@@ -534,6 +554,21 @@ defmodule Grove.GatewayTest do
       assert stats.entities >= 1
       {density, _conn} = expect(conn, :density)
       assert byte_size(density.cells) == density.cols * density.rows
+    end
+
+    test "a player that joins without the minimap is sent none", %{port: port} do
+      blind = connect(port, :binary)
+      {_welcome, blind} = join(blind, %{minimap: false})
+      seeing = connect(port)
+      {_welcome, seeing} = join(seeing)
+      # The latest at its join, then one posted since: after the other joined.
+      {_density, seeing} = expect(seeing, :density)
+      {_density, _seeing} = expect(seeing, :density)
+      # Whatever the other was sent since it joined, up to an answer it
+      # asked for now, holds no minimap.
+      push(blind, %{type: :ping, t: 7})
+      {messages, _blind} = read_until(blind, :pong)
+      refute Enum.any?(messages, &(&1.type in [:density, :colonies, :places]))
     end
 
     test "a broadcaster that crashes, again and again, restarts alone: players stay connected",

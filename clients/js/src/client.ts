@@ -38,6 +38,8 @@ export interface ClientOptions {
   token?: string | (() => Promise<string> | string) | undefined;
   /** Cells seen each way (default the server's, 8; at most 16). */
   viewRadius?: number | undefined;
+  /** Whether the server sends the minimap (`density`, `colonies`, `places`); default true. */
+  minimap?: boolean | undefined;
   /** The WebSocket to use (default the global one; on Node before 22, the `ws` package's). */
   WebSocket?: WebSocketConstructor | undefined;
   /** Come back by itself after a lost connection, with every area again (default true). */
@@ -168,6 +170,7 @@ export class GroveClient {
       url: socketUrl(options.url, encoding),
       encoding,
       viewRadius: options.viewRadius,
+      minimap: options.minimap,
       name: options.name,
       token: typeof token === "function" ? token : () => token ?? "",
       WebSocket: options.WebSocket,

@@ -22,6 +22,8 @@ export interface ConnectionOptions {
   encoding: Encoding;
   /** Sent in `join`; the server caps it at 16. Undefined leaves the server's default. */
   viewRadius?: number | undefined;
+  /** Sent in `join` when false: the server then sends no minimap. */
+  minimap?: boolean | undefined;
   /**
    * Sent in `join`, asked for afresh before every join: the name to play
    * under ("" for one the server makes up; an account with a name plays
@@ -165,6 +167,7 @@ export class Connection {
       this.startPinging();
       const join: Outgoing<"join"> = { type: "join", protocol: PROTOCOL_VERSION };
       if (this.options.viewRadius !== undefined) join.view_radius = this.options.viewRadius;
+      if (this.options.minimap === false) join.minimap = false;
       const name = typeof this.options.name === "function" ? this.options.name() : this.options.name;
       if (name) join.name = name;
       if (token !== "") join.token = token;

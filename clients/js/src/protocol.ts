@@ -543,6 +543,7 @@ export const definitions = {
       view_radius: optional(u8, 8),
       name: optional(string, ""),
       token: optional(string, ""),
+      minimap: optional(bool, true),
     },
   },
   move: { tag: 2, from: "client", fields: { seq: required(u32), dir: required(direction) } },

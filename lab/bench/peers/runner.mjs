@@ -60,6 +60,7 @@ const defaults = {
   "timeout-ms": 5000,
   "server-pid": null,
   encoding: "json",
+  minimap: "on",
   every: 5,
   json: null,
 };
@@ -73,6 +74,7 @@ function parseArgs(argv) {
   }
   if (!["grove", "colyseus"].includes(opts.server)) fail("--server is grove or colyseus");
   if (!["json", "binary"].includes(opts.encoding)) fail("--encoding is json or binary");
+  if (!["on", "off"].includes(opts.minimap)) fail("--minimap is on or off");
   if (!opts.terrain) fail("--terrain FILE is needed (mix grove.export.terrain)");
   opts.stages = String(opts.stages).split(",").map(Number);
   return opts;
@@ -268,8 +270,10 @@ class GrovePlayer extends Player {
       }
       this.upgraded = true;
       counts.connected++;
-      if (opts.encoding === "binary") this.sendFrame(0x2, Buffer.from([5, 2, 8]));
-      else this.sendText('{"type":"join","protocol":2,"view_radius":8}');
+      // With --minimap off, the join says `minimap` false (after an empty name and token).
+      const off = opts.minimap === "off";
+      if (opts.encoding === "binary") this.sendFrame(0x2, Buffer.from(off ? [5, 2, 8, 0, 0, 0, 0, 0] : [5, 2, 8]));
+      else this.sendText(`{"type":"join","protocol":2,"view_radius":8${off ? ',"minimap":false' : ""}}`);
       buffer = buffer.subarray(end + 4);
     }
     let offset = 0;

@@ -52,10 +52,21 @@ defmodule Grove.Gateway.Broadcaster do
 
   @doc """
   The frames posted since `seen`, in one encoding, and the versions they
-  bring the reader to.
+  bring the reader to; without the minimap (`density`, with `colonies`, or
+  `places`) for a reader that asked not to be sent it (`minimap` false).
   """
-  @spec news(bulletin(), seen(), Grove.Protocol.encoding()) :: {seen(), [binary()]}
-  def news(%{versions: versions} = bulletin, {stats_seen, density_seen, told} = seen, encoding) do
+  @spec news(bulletin(), seen(), Grove.Protocol.encoding(), boolean()) :: {seen(), [binary()]}
+  def news(bulletin, seen, encoding, minimap \\ true)
+
+  def news(%{versions: versions} = bulletin, {stats_seen, _density_seen, told}, encoding, false),
+    do: news(bulletin, {stats_seen, :atomics.get(versions, 2), told}, encoding, true)
+
+  def news(
+        %{versions: versions} = bulletin,
+        {stats_seen, density_seen, told} = seen,
+        encoding,
+        true
+      ) do
     stats = :atomics.get(versions, 1)
     density = :atomics.get(versions, 2)
     announced = :atomics.get(versions, 3)

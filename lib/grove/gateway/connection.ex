@@ -322,7 +322,15 @@ defmodule Grove.Gateway.Connection do
     case backlog(conn, config) do
       :ok ->
         {session, views} = Session.views(conn.session)
-        {bulletin, news} = Broadcaster.news(config.bulletin, conn.bulletin, conn.session.encoding)
+
+        {bulletin, news} =
+          Broadcaster.news(
+            config.bulletin,
+            conn.bulletin,
+            conn.session.encoding,
+            Session.minimap?(conn.session)
+          )
+
         conn = %{conn | session: session, bulletin: bulletin, slow_since: nil}
 
         conn =

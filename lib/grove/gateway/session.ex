@@ -58,6 +58,7 @@ defmodule Grove.Gateway.Session do
     errors: 0,
     errors_since: 0,
     joined: false,
+    minimap: true,
     areas: %{},
     in_flight: %{},
     seeds_in_flight: %{},
@@ -429,6 +430,7 @@ defmodule Grove.Gateway.Session do
         session = %{
           session
           | joined: true,
+            minimap: join.minimap,
             id: id,
             cell: cell,
             account_id: account && account.id,
@@ -865,6 +867,10 @@ defmodule Grove.Gateway.Session do
     for tile <- Enum.sort(tiles),
         do: Frames.message(%{type: :area_closed, area: tile}, encoding, version)
   end
+
+  @doc "False when the player asked not to be sent the minimap (`join`'s `minimap`)."
+  @spec minimap?(t()) :: boolean()
+  def minimap?(%__MODULE__{minimap: minimap}), do: minimap
 
   @doc "The connection's encoding."
   @spec encoding(t()) :: Protocol.encoding()

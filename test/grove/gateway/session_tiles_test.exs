@@ -47,7 +47,7 @@ defmodule Grove.Gateway.SessionTilesTest do
     test "the player sees in its viewport exactly what is there, each entity once (#{encoding})" do
       check(
         forall({:proper_types.integer(1, 1000), :proper_types.list(command())}, fn {seed,
-                                                                                   commands} ->
+                                                                                    commands} ->
           run(unquote(encoding), seed, commands)
         end),
         numtests: 25
@@ -231,7 +231,13 @@ defmodule Grove.Gateway.SessionTilesTest do
     # missing, so none twice.
     for {area, mirror} <- view.mirrors do
       shown = Map.new(mirror, fn {id, {x, y, _kind}} -> {id, {x, y}} end)
-      inside = for {id, {x, y} = cell} <- truth, Grid.tile_of(grid, x, y) == area, into: %{}, do: {id, cell}
+
+      inside =
+        for {id, {x, y} = cell} <- truth,
+            Grid.tile_of(grid, x, y) == area,
+            into: %{},
+            do: {id, cell}
+
       assert shown == inside, "area #{area} shows #{inspect(shown)}, holds #{inspect(inside)}"
     end
 
@@ -242,7 +248,10 @@ defmodule Grove.Gateway.SessionTilesTest do
     visible = for {id, {x, y, _kind}} <- View.visible(view), into: %{}, do: {id, {x, y}}
 
     in_view =
-      for {id, cell} <- truth, Grid.in_view?(view.center, @radius, cell), into: %{}, do: {id, cell}
+      for {id, cell} <- truth,
+          Grid.in_view?(view.center, @radius, cell),
+          into: %{},
+          do: {id, cell}
 
     assert visible == in_view
     st

@@ -39,6 +39,8 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     * `--only grove|colyseus` - run one of the two
     * `--encoding json|binary` - the encoding Grove's players speak (default
       `json`; Colyseus's are binary whatever this says)
+    * `--minimap on|off` - whether Grove's players ask for the minimap
+      (default `on`; Colyseus's game has none)
     * `--nice N` - run both servers and the runner at this niceness (for
       example `-10`, as root), so that other work on a shared machine
       disturbs them less; the same for both (default: unchanged)
@@ -67,7 +69,8 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     nice: :integer,
     json: :string,
     report: :string,
-    encoding: :string
+    encoding: :string,
+    minimap: :string
   ]
 
   # The lab's bench/peers, wherever the task runs from (its servers run
@@ -229,7 +232,7 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
                json
              ] ++
                for(
-                 key <- [:stage_seconds, :settle, :baseline_seconds, :ramp, :encoding],
+                 key <- [:stage_seconds, :settle, :baseline_seconds, :ramp, :encoding, :minimap],
                  value = opts[key],
                  do: ["--#{String.replace(to_string(key), "_", "-")}", to_string(value)]
                ))
