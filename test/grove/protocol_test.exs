@@ -339,11 +339,16 @@ defmodule Grove.ProtocolTest do
   end
 
   test "in binary, optional fields at the end are left out when they take their defaults" do
-    join = %{type: :join, protocol: 2, view_radius: 8, name: "", token: ""}
+    join = %{type: :join, protocol: 2, view_radius: 8, name: "", token: "", minimap: true}
     assert IO.iodata_to_binary(Protocol.encode(join, :binary)) == <<5, 2>>
 
     for frame <- [<<5, 2>>, <<5, 2, 8>>, <<5, 2, 8, 0, 0>>, <<5, 2, 8, 0, 0, 0, 0>>],
         do: assert(Protocol.decode(frame, :binary) == {:ok, join})
+
+    assert Protocol.decode(<<5, 2, 8, 0, 0, 0, 0, 0>>, :binary) == {:ok, %{join | minimap: false}}
+
+    assert IO.iodata_to_binary(Protocol.encode(%{join | minimap: false}, :binary)) ==
+             <<5, 2, 8, 0, 0, 0, 0, 0>>
 
     assert IO.iodata_to_binary(Protocol.encode(%{join | name: "A"}, :binary)) ==
              <<5, 2, 8, 0, 1, ?A>>
