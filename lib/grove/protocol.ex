@@ -6,10 +6,10 @@ defmodule Grove.Protocol do
   by `Grove.Protocol.Codec`. `docs/protocol.md` is the reference for client
   authors.
 
-  The world around a player comes as areas (the zones its viewport
-  overlaps), each a snapshot and then deltas that every player watching
-  the area gets byte for byte alike; the client assembles its viewport from
-  them.
+  The world around a player comes as areas (the view tiles its viewport
+  overlaps, `Grove.World.Grid`), each a snapshot and then deltas that every
+  player holding the area gets byte for byte alike; the client assembles
+  its viewport from them.
 
   Versions: a client names the one it speaks in its `join`, and the
   session speaks it from then on (`negotiate/2`, the one place that
