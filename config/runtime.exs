@@ -294,6 +294,7 @@ config :grove,
       game: game,
       zones: zones,
       zone_idle: integer.("GROVE_ZONE_IDLE_MS"),
+      view_tile: integer.("GROVE_VIEW_TILE"),
       life:
         case System.get_env("GROVE_LIFE") do
           off when off in ["off", "false", "0"] ->

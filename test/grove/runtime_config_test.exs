@@ -86,4 +86,9 @@ defmodule Grove.RuntimeConfigTest do
       read([{"GROVE_ZONES", "lazy"}])
     end
   end
+
+  test "GROVE_VIEW_TILE sets the side of the view tiles" do
+    assert world(read([{"GROVE_VIEW_TILE", "5"}]))[:view_tile] == 5
+    assert world(read([]))[:view_tile] == nil
+  end
 end
