@@ -279,8 +279,9 @@ defmodule Grove.World.Zone.Views do
     formats = Subscriptions.formats(subs)
     {tiled, whole} = Enum.split_with(formats, &tiled?/1)
 
-    {cut, views} =
-      if tiled == [], do: {[], views}, else: cut(views, core, changes, departed, extra)
+    # Cut whatever the formats, so that where each entity is stays known
+    # for a tiled viewer that comes later.
+    {cut, views} = cut(views, core, changes, departed, extra)
 
     encoded =
       for(

@@ -24,6 +24,15 @@ defmodule Grove.World.Zone.ViewsTilesTest do
       do: {what, tile, entries, departed, extra.names}
   end
 
+  # A format read zone by zone.
+  defmodule Whole do
+    @moduledoc false
+    @behaviour Grove.World.ViewFormat
+
+    @impl true
+    def encode_view(_name, what, zone, entries, departed), do: {what, zone, entries, departed}
+  end
+
   @format {Tiled, :t}
 
   # A 90 x 90 meadow cut into nine 30 x 30 zones, each into nine 10 x 10
@@ -105,6 +114,7 @@ defmodule Grove.World.Zone.ViewsTilesTest do
       {2, {:arrive, id, :proper_types.integer(30, 59), :proper_types.integer(30, 59)}},
       {2, {:want, tile}},
       {1, {:drop, tile}},
+      {1, :subscribe},
       {3, :tick}
     ])
   end
@@ -122,8 +132,17 @@ defmodule Grove.World.Zone.ViewsTilesTest do
             end
           end)
 
+        # Someone watches the zone whole from the start; the tiled viewer
+        # subscribes at some point (its first `:subscribe`), and asks for
+        # tiles from then on.
         {_effects, views} =
-          Views.subscribe(Views.new(@index, @grid, node(), 0), core, self(), 1, @format)
+          Views.subscribe(
+            Views.new(@index, @grid, node(), 0),
+            core,
+            :c.pid(0, 1, 0),
+            1,
+            {Whole, :w}
+          )
 
         sim = %{
           core: State.watch(core, true),
@@ -170,20 +189,20 @@ defmodule Grove.World.Zone.ViewsTilesTest do
     end
   end
 
+  defp step(:subscribe, sim) do
+    {_effects, views} = Views.subscribe(sim.views, sim.core, self(), 1, @format)
+    %{sim | views: views}
+  end
+
   defp step({:want, k}, sim) do
     tile = Enum.at(tiles_of_zone(), k)
     {effects, views} = Views.snapshot_tiles(sim.views, sim.core, self(), @format, [tile])
-    [{:grove_view, @index, :tiles, seq, data}] = for {:tell, _, message} <- effects, do: message
 
-    Enum.reduce(data, %{sim | views: views}, fn {^tile, {:snapshot, ^tile, entries, [], names}},
-                                                sim ->
-      %{
-        sim
-        | view: View.put_area(sim.view, tile, entries),
-          held: Map.put(sim.held, tile, seq),
-          names: learn(sim.names, names)
-      }
-    end)
+    case for {:tell, _, message} <- effects, do: message do
+      # Not subscribed yet: nothing.
+      [] -> sim
+      [message] -> take_snapshot(%{sim | views: views}, tile, message)
+    end
   end
 
   defp step({:drop, k}, sim) do
@@ -192,6 +211,17 @@ defmodule Grove.World.Zone.ViewsTilesTest do
   end
 
   defp step(:tick, sim), do: check!(tick(sim))
+
+  defp take_snapshot(sim, tile, {:grove_view, @index, :tiles, seq, data}) do
+    Enum.reduce(data, sim, fn {^tile, {:snapshot, ^tile, entries, [], names}}, sim ->
+      %{
+        sim
+        | view: View.put_area(sim.view, tile, entries),
+          held: Map.put(sim.held, tile, seq),
+          names: learn(sim.names, names)
+      }
+    end)
+  end
 
   defp tick(sim) do
     {changes, departed, labels, core} = State.flush(sim.core)
@@ -203,7 +233,8 @@ defmodule Grove.World.Zone.ViewsTilesTest do
       [] ->
         sim
 
-      [{:publish, seq, [{@format, cut}]} | _] ->
+      [{:publish, seq, encoded} | _] ->
+        cut = encoded |> List.keyfind(@format, 0, {@format, []}) |> elem(1)
         assert length(Enum.uniq_by(cut, &elem(&1, 0))) == length(cut), "a tile twice in a delta"
 
         Enum.reduce(cut, sim, fn {tile, {:delta, tile, entries, gone, names}}, sim ->
