@@ -19,7 +19,7 @@ const fails = (frame, code, message) =>
 
 // One example of every message, with every field given.
 const examples = {
-  join: { type: "join", protocol: 3, view_radius: 12, name: "Ada 🌳", token: "secret" },
+  join: { type: "join", protocol: 3, view_radius: 12, name: "Ada 🌳", token: "secret", minimap: false },
   move: { type: "move", seq: 4_000_000_000, dir: "nw" },
   ping: { type: "ping", t: 0xffffffff },
   resync: { type: "resync" },
@@ -125,6 +125,7 @@ describe("the documented forms", () => {
       view_radius: 8,
       name: "",
       token: "",
+      minimap: true,
     });
     assert.deepEqual(JSON.parse(encode({ type: "join", protocol: 2 }, "json")), {
       type: "join",
@@ -132,12 +133,14 @@ describe("the documented forms", () => {
       view_radius: 8,
       name: "",
       token: "",
+      minimap: true,
     });
     // In binary, optional fields at the end that take their defaults are left out.
     assert.deepEqual(encode({ type: "join", protocol: 2 }, "binary"), bytes(5, 2));
     assert.deepEqual(encode({ type: "join", protocol: 2, name: "A" }, "binary"), bytes(5, 2, 8, 0, 1, 65));
+    assert.deepEqual(encode({ type: "join", protocol: 2, minimap: false }, "binary"), bytes(5, 2, 8, 0, 0, 0, 0, 0));
     for (const frame of [bytes(5, 2), bytes(5, 2, 8), bytes(5, 2, 8, 0, 0, 0, 0)]) {
-      assert.deepEqual(decode(frame), { type: "join", protocol: 2, view_radius: 8, name: "", token: "" });
+      assert.deepEqual(decode(frame), { type: "join", protocol: 2, view_radius: 8, name: "", token: "", minimap: true });
     }
     assert.throws(() => decode(bytes(2, 0, 0, 0, 7)), { code: "bad_frame" }, "a required field is never left out");
   });
