@@ -33,7 +33,9 @@ defmodule Grove.World.Zone.Views do
   # the zone keeps no per-viewer tile sets. An entity that crosses from one
   # tile into another is gone from the first and comes into the second
   # (named there, when it has a name); to tell, the zone keeps each
-  # entity's tile (`placed`) while it is watched.
+  # entity's tile (`placed`) while it is watched, and the tiles a snapshot
+  # showed it in since the last delta (`shown`: it may have moved since
+  # that delta, and move or leave again before the next).
   #
   # The effects:
   #
@@ -64,14 +66,15 @@ defmodule Grove.World.Zone.Views do
   alias Grove.World.{Entity, Feed, Grid, Terrain, ViewFormat}
   alias Grove.World.Zone.{State, Subscriptions}
 
-  defstruct [:index, :grid, :subscriptions, seq: 0, placed: nil]
+  defstruct [:index, :grid, :subscriptions, seq: 0, placed: nil, shown: %{}]
 
   @type t :: %__MODULE__{
           index: Grid.zone_index(),
           grid: Grid.t(),
           subscriptions: Subscriptions.t(),
           seq: non_neg_integer(),
-          placed: %{Entity.id() => Grid.tile_index()} | nil
+          placed: %{Entity.id() => Grid.tile_index()} | nil,
+          shown: %{Entity.id() => [Grid.tile_index()]}
         }
 
   @type message ::
@@ -203,7 +206,7 @@ defmodule Grove.World.Zone.Views do
   def snapshot_tiles(%__MODULE__{} = views, core, pid, format, tiles) do
     if member?(views, {pid, format}) do
       tiles = for tile <- tiles, Grid.tile_zone(views.grid, tile) == views.index, do: tile
-      {tiles_effects(views, core, pid, format, tiles), views}
+      {tiles_effects(views, core, pid, format, tiles), show(views, core, tiles)}
     else
       {[], views}
     end
@@ -327,29 +330,25 @@ defmodule Grove.World.Zone.Views do
   defp cut(%__MODULE__{grid: grid} = views, core, changes, departed, extra) do
     entities = core.entities
     placed = views.placed || %{}
+    shown = views.shown
 
     {tiles, placed} =
       Enum.reduce(changes, {%{}, placed}, fn {id, x, y, _kind} = entry, {tiles, placed} ->
         tile = Grid.tile_of(grid, x, y)
         tiles = add(tiles, tile, 0, entry)
 
+        tiles = Enum.reduce(held_in(placed, shown, id, tile), tiles, &add(&2, &1, 1, id))
+
+        # Crossed from another tile: named in this one.
         tiles =
-          case placed do
-            %{^id => ^tile} ->
+          case {placed, entities} do
+            {%{^id => ^tile}, _} ->
               tiles
 
-            %{^id => before} ->
-              tiles = add(tiles, before, 1, id)
+            {%{^id => _}, %{^id => %Entity{label: {name, avatar}}}} ->
+              add(tiles, tile, 2, {id, name, avatar})
 
-              case entities do
-                %{^id => %Entity{label: {name, avatar}}} ->
-                  add(tiles, tile, 2, {id, name, avatar})
-
-                _none ->
-                  tiles
-              end
-
-            _new ->
+            _new_or_unnamed ->
               tiles
           end
 
@@ -358,10 +357,8 @@ defmodule Grove.World.Zone.Views do
 
     {tiles, placed} =
       Enum.reduce(departed, {tiles, placed}, fn id, {tiles, placed} ->
-        case Map.pop(placed, id) do
-          {nil, placed} -> {tiles, placed}
-          {before, placed} -> {add(tiles, before, 1, id), placed}
-        end
+        tiles = Enum.reduce(held_in(placed, shown, id, nil), tiles, &add(&2, &1, 1, id))
+        {tiles, Map.delete(placed, id)}
       end)
 
     tiles =
@@ -398,7 +395,7 @@ defmodule Grove.World.Zone.Views do
         {tile, Enum.reverse(entries), Enum.reverse(gone), tile_extra}
       end
 
-    {cut, %{views | placed: placed}}
+    {cut, %{views | placed: placed, shown: %{}}}
   end
 
   # One more item in a tile's part of the delta: its entries (0), gone
@@ -443,7 +440,36 @@ defmodule Grove.World.Zone.Views do
     %{views | placed: placed}
   end
 
-  defp unplace(views), do: if(watched?(views), do: views, else: %{views | placed: nil})
+  # The entities a snapshot of `tiles` shows, by tile: the next delta
+  # takes them from there too, should they have moved or left meanwhile.
+  defp show(%__MODULE__{placed: nil} = views, _core, _tiles), do: views
+  defp show(views, _core, []), do: views
+
+  defp show(%__MODULE__{grid: grid} = views, core, tiles) do
+    wanted = Map.new(tiles, &{&1, true})
+
+    shown =
+      Enum.reduce(State.snapshot(core), views.shown, fn {id, x, y, _kind}, shown ->
+        tile = Grid.tile_of(grid, x, y)
+
+        if is_map_key(wanted, tile),
+          do: Map.update(shown, id, [tile], &[tile | &1]),
+          else: shown
+      end)
+
+    %{views | shown: shown}
+  end
+
+  # Where a viewer may hold an entity now, but in `now`: the tile of the
+  # last delta, and those of snapshots since.
+  defp held_in(placed, shown, id, now) do
+    before = Map.get(shown, id, [])
+    before = if tile = Map.get(placed, id), do: [tile | before], else: before
+    before |> Enum.uniq() |> List.delete(now)
+  end
+
+  defp unplace(views),
+    do: if(watched?(views), do: views, else: %{views | placed: nil, shown: %{}})
 
   # The zone as it is now, for a viewer that starts (or starts again) from
   # the number of the last delta published: the deltas after it complete
