@@ -72,7 +72,7 @@ const refusals: Partial<Record<MoveResult, string>> = {
 
 const seedRefusals: Partial<Record<SeedResult, string>> = {
   out_of_bounds: "No room for it before the edge of the world.",
-  zone_edge: "Too close to the edge of this area: step away a little.",
+  zone_edge: "Too close to the edge of a zone: step away a little.",
   blocked: "Something is in the way.",
   occupied: "Something already lives there.",
   rate_limited: "One pattern at a time!",
