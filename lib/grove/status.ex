@@ -153,7 +153,7 @@ defmodule Grove.Status do
     world = Grove.World.fetch!(Grove.world(status.name))
 
     Logger.info(
-      "grove: world #{world.grid.width}x#{world.grid.height} in #{tuple_size(world.zones)} zones; " <>
+      "grove: world #{world.grid.width}x#{world.grid.height} in #{Grove.World.Grid.zone_count(world.grid)} zones; " <>
         "a status line every #{div(status.interval, 1000)} s"
     )
 

@@ -29,6 +29,8 @@ defmodule Grove.Summary do
   alias Grove.World
   alias Grove.World.Grid
 
+  @pictured 100_000
+
   @type member :: %{
           node: node(),
           self: boolean(),
@@ -53,8 +55,17 @@ defmodule Grove.Summary do
   def gather(instance, timeout) do
     world = World.fetch!(Grove.world(instance))
     zone_count = Grid.zone_count(world.grid)
-    placement = for index <- 0..(zone_count - 1), do: World.zone_node(world, index)
-    zones = Enum.frequencies(placement)
+
+    # A zone's figures are pictured one by one up to the most zones that
+    # run at once; past that (zones on demand), only how many are awake.
+    {placement, zones} =
+      if world.zones_on_demand and zone_count > @pictured do
+        {[], %{node() => World.stats(world).zones_awake}}
+      else
+        placement = for index <- 0..(zone_count - 1), do: World.zone_node(world, index)
+        {placement, Enum.frequencies(placement)}
+      end
+
     members = Grove.Cluster.members(instance)
 
     # A node that left may still run zones until their handover: shown too.

@@ -130,6 +130,7 @@ defmodule Grove.World do
     Life,
     Placer,
     Rules,
+    Slots,
     Stats,
     Terrain,
     Zone
@@ -167,6 +168,7 @@ defmodule Grove.World do
     :game,
     :game_tables,
     :game_changes,
+    :slots,
     :game_log,
     :game_store,
     :tally,
@@ -217,6 +219,7 @@ defmodule Grove.World do
           game: Grove.World.Game.Spec.t() | nil,
           game_tables: tuple() | nil,
           game_changes: :atomics.atomics_ref() | nil,
+          slots: Grove.World.Slots.t() | nil,
           game_log: :atomics.atomics_ref() | nil,
           chat_log: ChatLog.t() | non_neg_integer(),
           game_store: Grove.World.Game.Storage.t() | nil,
@@ -295,6 +298,10 @@ defmodule Grove.World do
   @spec ready?(name() | t()) :: boolean()
   def ready?(world) do
     case lookup(world_name(world)) do
+      # No zone needs to run for a world of zones on demand to be ready.
+      %__MODULE__{zones_on_demand: true, slots: slots} = world when slots != nil ->
+        not paused?(world)
+
       %__MODULE__{zones: zones} = world when is_tuple(zones) ->
         not paused?(world) and
           Enum.all?(0..(tuple_size(zones) - 1), fn index ->
@@ -504,7 +511,7 @@ defmodule Grove.World do
   end
 
   defp join_zone(world, index, entity, candidates, deadline, opts) do
-    if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+    if Slots.load(world, index) > world.mailbox_limit do
       Stats.incr(world.stats, :join_failures)
       {:error, :busy}
     else
@@ -571,7 +578,7 @@ defmodule Grove.World do
         send(self(), {:grove_move, id, tag, {:rejected, :unknown_entity}})
 
       index ->
-        if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+        if Slots.load(world, index) > world.mailbox_limit do
           Stats.incr(world.stats, :busy)
           send(self(), {:grove_move, id, tag, {:rejected, :busy}})
         else
@@ -619,7 +626,7 @@ defmodule Grove.World do
 
     busy =
       Enum.flat_map(by_zone, fn {index, zone_moves} ->
-        if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+        if Slots.load(world, index) > world.mailbox_limit do
           Stats.incr(world.stats, :busy, length(zone_moves))
           for {id, _direction, tag} <- zone_moves, do: {id, tag, {:rejected, :busy}}
         else
@@ -675,7 +682,7 @@ defmodule Grove.World do
             send(self(), {:grove_act, id, tag, {:rejected, :unknown_entity}})
 
           index ->
-            if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+            if Slots.load(world, index) > world.mailbox_limit do
               Stats.incr(world.stats, :busy)
               send(self(), {:grove_act, id, tag, {:rejected, :busy}})
             else
@@ -716,7 +723,7 @@ defmodule Grove.World do
         send(self(), {:grove_say, id, tag, {:rejected, :unknown_entity}})
 
       index ->
-        if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+        if Slots.load(world, index) > world.mailbox_limit do
           Stats.incr(world.stats, :busy)
           send(self(), {:grove_say, id, tag, {:rejected, :busy}})
         else
@@ -767,7 +774,7 @@ defmodule Grove.World do
 
     busy =
       Enum.flat_map(by_zone, fn {index, zone_acts} ->
-        if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+        if Slots.load(world, index) > world.mailbox_limit do
           Stats.incr(world.stats, :busy, length(zone_acts))
           for {id, _request, tag} <- zone_acts, do: {id, tag, {:rejected, :busy}}
         else
@@ -884,7 +891,7 @@ defmodule Grove.World do
     world = fetch!(world)
 
     with index when index != nil <- Directory.lookup(world.name, id) do
-      case :ets.lookup(elem(world.tables, index), id) do
+      case Slots.lookup(world, index, id) do
         [row] -> Entity.row_cell(row)
         [] -> asleep_position(world, index, id)
       end
@@ -910,7 +917,7 @@ defmodule Grove.World do
     world = fetch!(world)
 
     with index when index != nil <- Directory.lookup(world.name, id),
-         [row] <- :ets.lookup(elem(world.tables, index), id) do
+         [row] <- Slots.lookup(world, index, id) do
       Entity.row_label(row)
     else
       _ -> nil
@@ -964,12 +971,15 @@ defmodule Grove.World do
   """
   @spec awake_zones(name() | t()) :: [Grid.zone_index()]
   def awake_zones(world) do
-    world = fetch!(world)
-    all = 0..(tuple_size(world.zones) - 1)
+    case fetch!(world) do
+      %__MODULE__{zones_on_demand: true} = world ->
+        Registry.select(Grove.World.Supervisor.registry(world.name), [
+          {{:"$1", :_, :_}, [], [:"$1"]}
+        ])
 
-    if world.zones_on_demand,
-      do: for(index <- all, Process.whereis(elem(world.zones, index)) != nil, do: index),
-      else: Enum.to_list(all)
+      world ->
+        Enum.to_list(0..(Grid.zone_count(world.grid) - 1))
+    end
   end
 
   @doc """
@@ -983,7 +993,7 @@ defmodule Grove.World do
     world = fetch!(world)
 
     for index <- awake_zones(world),
-        pid = Process.whereis(elem(world.zones, index)),
+        pid = zone_pid(world, index),
         pid != nil,
         :asleep == Zone.sleep_if_idle(pid, timeout),
         do: index
@@ -1057,7 +1067,7 @@ defmodule Grove.World do
 
     case Directory.lookup(world.name, id) do
       nil -> nil
-      index -> Process.whereis(elem(world.zones, index))
+      index -> zone_pid(world, index)
     end
   end
 
@@ -1074,8 +1084,8 @@ defmodule Grove.World do
   # name: a zone that falls asleep gives up its name at once, but its
   # process lingers and passes on what still comes to it.
   def zone_address(%__MODULE__{cluster: nil} = world, index) do
-    case Process.whereis(elem(world.zones, index)) do
-      nil -> Zone.wake(world, index) || elem(world.zones, index)
+    case zone_pid(world, index) do
+      nil -> Zone.wake(world, index) || Zone.name(world, index)
       pid -> pid
     end
   end
@@ -1166,7 +1176,18 @@ defmodule Grove.World do
 
   @doc "The pid of a zone process (for tests and tools)."
   @spec zone_pid(name() | t(), Grid.zone_index()) :: pid() | nil
-  def zone_pid(world, index), do: Process.whereis(elem(fetch!(world).zones, index))
+  def zone_pid(world, index) do
+    case fetch!(world) do
+      %__MODULE__{zones_on_demand: true} = world ->
+        case Registry.lookup(Grove.World.Supervisor.registry(world.name), index) do
+          [{pid, _}] -> pid
+          [] -> nil
+        end
+
+      world ->
+        Process.whereis(elem(world.zones, index))
+    end
+  end
 
   @doc """
   Checks the whole world for consistency: every entity in exactly one zone and

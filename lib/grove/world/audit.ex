@@ -6,13 +6,13 @@ defmodule Grove.World.Audit do
   # (a call each); judging what they said is a plain function.
 
   alias Grove.World
-  alias Grove.World.Directory
+  alias Grove.World.{Directory, Slots}
   alias Grove.World.Zone.Saves
 
   @doc "Asks every zone of a world for its report, then judges them together."
   @spec run(World.t(), timeout()) :: :ok | {:error, [String.t()]}
   def run(%World{cluster: nil} = world, timeout) do
-    reports = for index <- 0..(tuple_size(world.zones) - 1), do: report(world, index, timeout)
+    reports = for index <- Slots.known(world), do: report(world, index, timeout)
     directory = Directory.entries(world.name)
 
     case findings(reports, directory, World.entity_count(world)) do
@@ -25,7 +25,7 @@ defmodule Grove.World.Audit do
   # they run, are asked, and their reports judged together.
   def run(%World{} = world, timeout) do
     reports =
-      for index <- 0..(tuple_size(world.zones) - 1),
+      for index <- Slots.known(world),
           do: GenServer.call(World.zone_address(world, index), :audit, timeout)
 
     problems = Enum.flat_map(reports, fn {_resident, problems} -> problems end)
@@ -38,11 +38,15 @@ defmodule Grove.World.Audit do
     end
   end
 
+  # Every zone of a world whose zones all run; in a world of zones on
+  # demand, those it knows (`Grove.World.Slots`): a zone without a slot
+  # holds nothing.
+  #
   # A zone on demand that sleeps has only its table (or its save in the
   # store) to show: its entities are those, and nothing else in it can be
   # wrong.
   defp report(%World{zones_on_demand: true} = world, index, timeout) do
-    case Process.whereis(elem(world.zones, index)) do
+    case World.zone_pid(world, index) do
       nil -> {for(row <- Saves.rows(world, index), do: elem(row, 0)), []}
       pid -> GenServer.call(pid, :audit, timeout)
     end
@@ -54,7 +58,7 @@ defmodule Grove.World.Audit do
   @doc "The ids resident in every zone of a world, wherever each runs."
   @spec residents(World.t(), timeout()) :: [non_neg_integer()]
   def residents(%World{} = world, timeout \\ 15_000) do
-    Enum.flat_map(0..(tuple_size(world.zones) - 1), fn index ->
+    Enum.flat_map(Slots.known(world), fn index ->
       {resident, _problems} = GenServer.call(World.zone_address(world, index), :audit, timeout)
       resident
     end)

@@ -12,7 +12,7 @@ defmodule Grove.World.Bacteria do
 
   alias Grove.Metrics.Histogram
   alias Grove.World
-  alias Grove.World.{Directory, Entity, Grid, Life}
+  alias Grove.World.{Directory, Entity, Grid, Life, Slots}
   alias Grove.World.Life.Board
 
   @doc """
@@ -46,7 +46,7 @@ defmodule Grove.World.Bacteria do
         send(self(), {:grove_seed, id, tag, {:rejected, :unknown_entity}})
 
       {_life, index} ->
-        if :atomics.get(world.load, index + 1) > world.mailbox_limit do
+        if Slots.load(world, index) > world.mailbox_limit do
           send(self(), {:grove_seed, id, tag, {:rejected, :busy}})
         else
           GenServer.cast(
@@ -73,7 +73,7 @@ defmodule Grove.World.Bacteria do
 
     :atomics.add(world.life_target, 1, 1)
 
-    for index <- 0..(tuple_size(world.zones) - 1),
+    for index <- World.awake_zones(world),
         do: GenServer.cast(World.zone_address(world, index), :generation)
 
     :ok
@@ -87,8 +87,10 @@ defmodule Grove.World.Bacteria do
   def generation(world) do
     world = World.fetch!(world)
 
+    zones = Grid.zone_count(world.grid)
+
     with %Life{} <- world.life,
-         rows when length(rows) == tuple_size(world.zones) <- :ets.tab2list(world.life_table) do
+         rows when length(rows) == zones <- :ets.tab2list(world.life_table) do
       rows |> Enum.map(&elem(&1, 1)) |> Enum.min()
     else
       _ -> nil

@@ -11,7 +11,11 @@ defmodule Grove.World.Counts do
   """
 
   alias Grove.World
-  alias Grove.World.{Grid, Minimap, Stats}
+  alias Grove.World.{Grid, Minimap, Slots, Stats}
+
+  # A world of zones on demand with more zones than this (more than could
+  # all run) shows the loads of the zones it knows only.
+  @pictured 100_000
 
   @typedoc "A zone's load, see `zone_loads/1`."
   @type zone_load :: %{
@@ -47,7 +51,7 @@ defmodule Grove.World.Counts do
   @spec stats(World.name() | World.t()) :: map()
   def stats(world) do
     world = World.fetch!(world)
-    loads = for i <- 1..Grid.zone_count(world.grid), do: :atomics.get(world.load, i)
+    loads = [0 | for(index <- Slots.known(world), do: Slots.load(world, index))]
 
     world.stats
     |> Stats.read()
@@ -61,28 +65,32 @@ defmodule Grove.World.Counts do
   # Every zone runs, but in a world of zones on demand.
   defp zones_awake(%World{zones_on_demand: false} = world), do: Grid.zone_count(world.grid)
 
-  defp zones_awake(world) do
-    %{active: active} =
-      DynamicSupervisor.count_children(World.Supervisor.awake_supervisor(world.name))
-
-    active
-  end
+  defp zones_awake(world), do: Registry.count(World.Supervisor.registry(world.name))
 
   @doc """
   Every zone's load, for heat maps and metrics: moves handled since start,
   entities (as of its last tick) and mailbox length (as last measured),
-  read without a message.
+  read without a message. In zone order, every zone of the world; but a
+  world of zones on demand of more than 100,000 zones, which gives only
+  the zones it knows (awake, or asleep with entities: `Grove.World.Slots`),
+  by zone number. A zone on demand counts its moves from when it last woke
+  with nothing kept.
   """
   @spec zone_loads(World.name() | World.t()) :: [zone_load()]
   def zone_loads(world) do
     world = World.fetch!(world)
 
-    for i <- 1..Grid.zone_count(world.grid) do
+    indices =
+      if world.zones_on_demand and Grid.zone_count(world.grid) > @pictured,
+        do: Enum.sort(Slots.known(world)),
+        else: 0..(Grid.zone_count(world.grid) - 1)
+
+    for index <- indices do
       %{
-        zone: i - 1,
-        moves: :counters.get(world.zone_moves, i),
-        entities: :atomics.get(world.zone_entities, i),
-        mailbox: :atomics.get(world.load, i)
+        zone: index,
+        moves: Slots.moves(world, index),
+        entities: Slots.entities(world, index),
+        mailbox: Slots.load(world, index)
       }
     end
   end
@@ -173,7 +181,7 @@ defmodule Grove.World.Counts do
     world = World.fetch!(world)
 
     for index <- World.awake_zones(world),
-        count = :atomics.get(world.zone_entities, index + 1),
+        count = Slots.entities(world, index),
         count > 0,
         do: {index, count}
   end

@@ -28,25 +28,60 @@ defmodule Grove.World.Feed do
   # viewers' snapshots carry with `reset/3`, which forgets the rows kept so
   # far, so that no reader ever takes a delta of another run of the zone.
 
+  #
+  # A world of zones on demand keeps each zone's number with its other
+  # counters (`Grove.World.Slots`), only while it has them: a zone that
+  # falls asleep with nothing to keep forgets its deltas (`forget_zone/3`)
+  # and starts again from 0.
+
   defstruct [:table, :seqs, :history]
 
   @type format :: {module(), term()}
-  @type t :: %__MODULE__{table: :ets.tid(), seqs: :atomics.atomics_ref(), history: pos_integer()}
+  @type t :: %__MODULE__{
+          table: :ets.tid(),
+          seqs: :atomics.atomics_ref() | {:slots, :ets.tid()},
+          history: pos_integer()
+        }
 
-  @doc "A feed for `zones` zones keeping the last `history` deltas of each."
-  @spec new(pos_integer(), pos_integer()) :: t()
+  @doc """
+  A feed for `zones` zones keeping the last `history` deltas of each;
+  with `{:slots, table}`, the numbers are the zones' own, in their slots.
+  """
+  @spec new(pos_integer() | {:slots, :ets.tid()}, pos_integer()) :: t()
   def new(zones, history) do
     %__MODULE__{
       table:
         :ets.new(:grove_feed, [:set, :public, read_concurrency: true, write_concurrency: true]),
-      seqs: :atomics.new(zones, signed: false),
+      seqs: if(is_integer(zones), do: :atomics.new(zones, signed: false), else: zones),
       history: history
     }
   end
 
   @doc "The sequence number of the zone's latest delta (0 before the first)."
   @spec latest(t(), non_neg_integer()) :: non_neg_integer()
-  def latest(%__MODULE__{seqs: seqs}, zone), do: :atomics.get(seqs, zone + 1)
+  def latest(%__MODULE__{} = feed, zone) do
+    case seq_slot(feed, zone) do
+      {ref, at} -> :atomics.get(ref, at)
+      nil -> 0
+    end
+  end
+
+  @doc "Forgets the deltas of a zone whose latest number was `latest`."
+  @spec forget_zone(t(), non_neg_integer(), non_neg_integer()) :: :ok
+  def forget_zone(%__MODULE__{} = feed, zone, latest),
+    do: forget(feed, zone, latest - feed.history + 1, latest)
+
+  defp seq_slot(%__MODULE__{seqs: {:slots, slots}}, zone),
+    do: Grove.World.Slots.seq_slot(slots, zone)
+
+  defp seq_slot(%__MODULE__{seqs: seqs}, zone), do: {seqs, zone + 1}
+
+  defp put_seq(feed, zone, seq) do
+    case seq_slot(feed, zone) do
+      {ref, at} -> :atomics.put(ref, at, seq)
+      nil -> :ok
+    end
+  end
 
   @doc """
   Publishes the zone's delta `seq`, one encoding per format; called by the
@@ -71,13 +106,21 @@ defmodule Grove.World.Feed do
         :ok
 
       latest ->
-        case :atomics.compare_exchange(feed.seqs, zone + 1, latest, seq) do
+        case compare_exchange(feed, zone, latest, seq) do
           :ok ->
             forget(feed, zone, latest - feed.history + 1, min(latest, seq - feed.history))
 
           _changed ->
             advance(feed, zone, seq)
         end
+    end
+  end
+
+  defp compare_exchange(feed, zone, latest, seq) do
+    case seq_slot(feed, zone) do
+      {ref, at} -> :atomics.compare_exchange(ref, at, latest, seq)
+      # A zone on demand without slots has no viewer to publish to.
+      nil -> :ok
     end
   end
 
@@ -100,7 +143,7 @@ defmodule Grove.World.Feed do
         :ok
 
       latest ->
-        :atomics.put(feed.seqs, zone + 1, max(latest, seq))
+        put_seq(feed, zone, max(latest, seq))
         forget(feed, zone, latest - feed.history + 1, latest)
     end
   end
@@ -117,7 +160,7 @@ defmodule Grove.World.Feed do
         :ok
 
       latest ->
-        :atomics.put(feed.seqs, zone + 1, seq)
+        put_seq(feed, zone, seq)
         forget(feed, zone, latest - feed.history + 1, latest)
     end
   end

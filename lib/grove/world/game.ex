@@ -30,7 +30,7 @@ defmodule Grove.World.Game do
 
   alias Grove.World
   alias Grove.World.Game.{Spec, Storage}
-  alias Grove.World.{Directory, Entity, Grid, Stats}
+  alias Grove.World.{Directory, Entity, Grid, Slots, Stats}
 
   require Logger
 
@@ -51,11 +51,11 @@ defmodule Grove.World.Game do
   def cell(world, {x, y}) do
     world = World.fetch!(world)
 
-    with tables when tables != nil <- world.game_tables,
+    with %Spec{} <- world.game,
          true <- Grid.in_bounds?(world.grid, x, y),
          index = Grid.zone_of(world.grid, x, y),
          [{_key, value, code, _walk}] <-
-           :ets.lookup(elem(tables, index), Grid.cell_key(world.grid, x, y)) do
+           Slots.game_lookup(world, index, Grid.cell_key(world.grid, x, y)) do
       {value, code}
     else
       _ -> nil
@@ -74,17 +74,17 @@ defmodule Grove.World.Game do
   def near(world, {x, y}, radius) do
     world = World.fetch!(world)
 
-    case world.game_tables do
+    case world.game do
       nil ->
         {%{}, %{}}
 
-      tables ->
+      _spec ->
         grid = world.grid
         {x0, y0} = {max(x - radius, 0), max(y - radius, 0)}
         {x1, y1} = {min(x + radius, grid.width - 1), min(y + radius, grid.height - 1)}
 
         Enum.reduce(y0..y1//1, {%{}, %{}}, fn cy, acc ->
-          near_row(tables, grid, cy, x0, x1, acc)
+          near_row(world, grid, cy, x0, x1, acc)
         end)
     end
   end
@@ -93,14 +93,28 @@ defmodule Grove.World.Game do
   # key (`y * width + x`), so the row's cells in it are a range of keys,
   # walked from its first key with `:ets.next/2` (only the cells that hold
   # a value are visited, never the whole table).
-  defp near_row(_tables, _grid, _cy, x0, x1, acc) when x0 > x1, do: acc
+  # A zone on demand that has no table (it sleeps, or never ran) has
+  # nothing there; one whose table goes as it is read, the same.
+  defp near_row(_world, _grid, _cy, x0, x1, acc) when x0 > x1, do: acc
 
-  defp near_row(tables, grid, cy, x0, x1, acc) do
+  defp near_row(world, grid, cy, x0, x1, acc) do
     zone_x1 = min((div(x0, grid.zone_size) + 1) * grid.zone_size - 1, x1)
-    table = elem(tables, Grid.zone_of(grid, x0, cy))
     high = Grid.cell_key(grid, zone_x1, cy)
-    acc = walk_keys(table, grid, :ets.next(table, Grid.cell_key(grid, x0, cy) - 1), high, acc)
-    near_row(tables, grid, cy, zone_x1 + 1, x1, acc)
+
+    acc =
+      case Slots.game_table(world, Grid.zone_of(grid, x0, cy)) do
+        nil ->
+          acc
+
+        table ->
+          try do
+            walk_keys(table, grid, :ets.next(table, Grid.cell_key(grid, x0, cy) - 1), high, acc)
+          rescue
+            ArgumentError -> acc
+          end
+      end
+
+    near_row(world, grid, cy, zone_x1 + 1, x1, acc)
   end
 
   defp walk_keys(table, grid, key, high, {cells, walls} = acc)
@@ -131,7 +145,7 @@ defmodule Grove.World.Game do
     world = World.fetch!(world)
 
     with index when index != nil <- Directory.lookup(world.name, id),
-         [row] <- :ets.lookup(elem(world.tables, index), id) do
+         [row] <- Slots.lookup(world, index, id) do
       entity = Entity.from_row(row)
       {entity.attrs, entity.look}
     else
@@ -174,9 +188,9 @@ defmodule Grove.World.Game do
 
   defp hold_zones(world, starter, timeout) do
     zones =
-      for index <- 0..(tuple_size(world.zones) - 1),
+      for index <- World.awake_zones(world),
           World.zone_node(world, index) == node(),
-          pid = Process.whereis(elem(world.zones, index)),
+          pid = World.zone_pid(world, index),
           pid != nil,
           do: {index, pid}
 
@@ -305,9 +319,11 @@ defmodule Grove.World.Game do
   def tick(world) do
     world = World.fetch!(world)
 
-    for index <- 0..(tuple_size(world.zones) - 1),
+    for index <- World.awake_zones(world),
         World.zone_node(world, index) == node(),
-        do: send(elem(world.zones, index), :game_tick)
+        pid = World.zone_pid(world, index),
+        pid != nil,
+        do: send(pid, :game_tick)
 
     :ok
   end
@@ -372,15 +388,15 @@ defmodule Grove.World.Game do
   # A zone's layer as its table holds it: `{key, value}` pairs, or nil
   # when the zone has not laid it (or no longer runs here).
   @spec layer(World.t(), Grid.zone_index()) :: [{non_neg_integer(), term()}] | nil
-  def layer(%World{game_tables: tables}, index) do
-    table = elem(tables, index)
-
-    case :ets.lookup(table, :ready) do
+  def layer(%World{} = world, index) do
+    case Slots.game_lookup(world, index, :ready) do
       [] ->
         nil
 
       _ready ->
-        :ets.select(table, [{{:"$1", :"$2", :_, :_}, [{:is_integer, :"$1"}], [{{:"$1", :"$2"}}]}])
+        Slots.game_select(world, index, [
+          {{:"$1", :"$2", :_, :_}, [{:is_integer, :"$1"}], [{{:"$1", :"$2"}}]}
+        ])
     end
   end
 
@@ -425,8 +441,13 @@ defmodule Grove.World.Game do
   @doc false
   # The saver wrote: when, for the age of what a lost zone would come back with.
   @spec saved(World.t()) :: :ok
-  def saved(%World{game_changes: changes, zones: zones}),
-    do: :atomics.put(changes, tuple_size(zones) + 1, System.system_time(:millisecond))
+  def saved(%World{game_changes: changes} = world),
+    do: :atomics.put(changes, saved_slot(world), System.system_time(:millisecond))
+
+  # After the zones' counts, or alone in a world of zones on demand, whose
+  # zones count in their slots.
+  defp saved_slot(%World{zones_on_demand: true}), do: 1
+  defp saved_slot(world), do: Grid.zone_count(world.grid) + 1
 
   @doc """
   When the zones' game state was last saved to the store (system time in
@@ -442,7 +463,7 @@ defmodule Grove.World.Game do
         nil
 
       changes ->
-        case :atomics.get(changes, tuple_size(world.zones) + 1) do
+        case :atomics.get(changes, saved_slot(world)) do
           0 -> nil
           at -> at
         end
@@ -453,7 +474,7 @@ defmodule Grove.World.Game do
   # The zone changed its layer: one more in its count, which the saver
   # compares with what it saved last.
   @spec touched(World.t(), Grid.zone_index()) :: :ok
-  def touched(%World{game_changes: changes}, index), do: :atomics.add(changes, index + 1, 1)
+  def touched(%World{} = world, index), do: Slots.touched(world, index)
 
   @doc false
   @spec tally(World.t(), [{atom(), integer() | String.t(), integer()}]) :: :ok

@@ -8,7 +8,7 @@ defmodule Grove.World.Keeper do
   use GenServer
 
   alias Grove.World
-  alias Grove.World.{ChatLog, Directory, Feed, Grid, Places, Stats, Terrain}
+  alias Grove.World.{ChatLog, Directory, Feed, Grid, Places, Slots, Stats, Terrain}
 
   require Logger
 
@@ -25,31 +25,24 @@ defmodule Grove.World.Keeper do
     terrain = Terrain.for_world(w, h, grid.zone_size, world.terrain_options)
     count = Grid.zone_count(grid)
 
-    world = %{
-      world
-      | terrain: terrain,
-        zones: List.to_tuple(for(i <- 0..(count - 1), do: zone_name(world.name, i))),
-        tables:
-          List.to_tuple(
-            for _ <- 1..count, do: :ets.new(:grove_zone, [:set, :public, read_concurrency: true])
-          ),
-        keeper: keeper_name(world.name),
-        subscriptions: :ets.new(:grove_subscriptions, [:bag, :public]),
-        away: :ets.new(:grove_away, [:set, :public]),
-        feed: Feed.new(count, world.view_history),
-        ids: :atomics.new(1, signed: false),
-        load: :atomics.new(count, signed: false),
-        zone_moves: :counters.new(count, [:write_concurrency]),
-        zone_entities: :atomics.new(count, signed: false),
-        kind_counts: :counters.new(256, [:write_concurrency]),
-        density: :atomics.new(world.density_cols * world.density_rows, signed: true),
-        places: Places.new(),
-        stats: Stats.new(),
-        # The zones' ticks, in microseconds, for the world's metrics.
-        tick_time: Grove.Metrics.Histogram.new(),
-        # The option's size, until here: the log itself.
-        chat_log: ChatLog.new(world.chat_log)
-    }
+    world =
+      %{
+        world
+        | terrain: terrain,
+          keeper: keeper_name(world.name),
+          subscriptions: :ets.new(:grove_subscriptions, [:bag, :public]),
+          away: :ets.new(:grove_away, [:set, :public]),
+          ids: :atomics.new(1, signed: false),
+          kind_counts: :counters.new(256, [:write_concurrency]),
+          density: :atomics.new(world.density_cols * world.density_rows, signed: true),
+          places: Places.new(),
+          stats: Stats.new(),
+          # The zones' ticks, in microseconds, for the world's metrics.
+          tick_time: Grove.Metrics.Histogram.new(),
+          # The option's size, until here: the log itself.
+          chat_log: ChatLog.new(world.chat_log)
+      }
+      |> with_zones(count)
 
     world = if world.life, do: with_life(world), else: world
     world = if world.game, do: with_game(world, count), else: world
@@ -57,12 +50,18 @@ defmodule Grove.World.Keeper do
     World.publish(world)
 
     Logger.info(
-      "world #{inspect(world.name)}: #{w}x#{h} cells in #{count} zones, terrain in #{System.monotonic_time(:millisecond) - started} ms"
+      "world #{inspect(world.name)}: #{w}x#{h} cells in #{count} zones#{on_demand(world)}, " <>
+        "terrain in #{System.monotonic_time(:millisecond) - started} ms"
     )
 
     # Generating the terrain left a large heap behind; hibernating drops it.
     {:ok, world.name, :hibernate}
   end
+
+  defp on_demand(%World{zones_on_demand: true}),
+    do: " started on demand (each when first needed, asleep when idle)"
+
+  defp on_demand(_world), do: ""
 
   # Directory chunks are made here, one at a time, so two joins never race
   # to publish the same one.
@@ -71,12 +70,39 @@ defmodule Grove.World.Keeper do
     {:reply, Directory.ensure_chunk(name, id), name}
   end
 
+  # A zone that crashed leaves its tables here (`Grove.World.Slots`), for
+  # its next run.
+  @impl true
+  def handle_info({:"ETS-TRANSFER", _table, _from, _index}, name), do: {:noreply, name}
+
   @impl true
   def terminate(_reason, name) do
     Directory.erase(name)
     Grove.World.Placer.forget(name)
     World.unpublish(name)
     :ok
+  end
+
+  # Each zone's name, tables and counters (`Grove.World.Slots`): for every
+  # zone from the start when they all run, else for each as it wakes.
+  defp with_zones(%World{zones_on_demand: true} = world, _count) do
+    slots = Slots.new()
+    %{world | slots: slots, feed: Feed.new({:slots, slots}, world.view_history)}
+  end
+
+  defp with_zones(world, count) do
+    %{
+      world
+      | zones: List.to_tuple(for(i <- 0..(count - 1), do: zone_name(world.name, i))),
+        tables:
+          List.to_tuple(
+            for _ <- 1..count, do: :ets.new(:grove_zone, [:set, :public, read_concurrency: true])
+          ),
+        feed: Feed.new(count, world.view_history),
+        load: :atomics.new(count, signed: false),
+        zone_moves: :counters.new(count, [:write_concurrency]),
+        zone_entities: :atomics.new(count, signed: false)
+    }
   end
 
   # The automaton's shared parts: the table where each zone publishes its
@@ -99,6 +125,11 @@ defmodule Grove.World.Keeper do
   # ordered by key, so that what lies around a cell is a few ranges of
   # keys, `Grove.World.Game.near/3`), each
   # zone's count of layer changes (for the saver), and the log's pace.
+  defp with_game(%World{zones_on_demand: true} = world, _count) do
+    # Each zone's table is in its slot; one counter: when the saver last wrote.
+    %{world | game_changes: :atomics.new(1, signed: false), game_log: game_log()}
+  end
+
   defp with_game(world, count) do
     %{
       world

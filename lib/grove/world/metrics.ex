@@ -182,7 +182,13 @@ defmodule Grove.World.Metrics do
       tick_p99_ms: to_ms(Histogram.percentile(tick, 99))
     }
 
-    heat = Enum.zip_with(before.zones, now.zones, &per_second(&2.moves, &1.moves, seconds))
+    # By zone: a world of zones on demand knows zones that come and go.
+    moved = Map.new(before.zones, &{&1.zone, &1.moves})
+
+    heat =
+      for %{zone: zone, moves: moves} <- now.zones,
+          do: per_second(moves, min(Map.get(moved, zone, 0), moves), seconds)
+
     {fields, %{zone_heat: heat}}
   end
 

@@ -62,7 +62,7 @@ defmodule Grove.World.Placer do
   use GenServer
 
   alias Grove.World
-  alias Grove.World.{Directory, Entity, Feed, Grid, Minimap, Places, Relay, Stats, Zone}
+  alias Grove.World.{Directory, Entity, Feed, Grid, Minimap, Places, Relay, Slots, Stats, Zone}
   alias Grove.World.Placer.State
 
   require Logger
@@ -447,8 +447,9 @@ defmodule Grove.World.Placer do
   # The zone's rows into this node's tables: its entities', and its game's layer.
   defp effect(placer, {:take_rows, index, {rows, layer}, subscriptions, seq}) do
     world = placer.world
-    table = elem(world.tables, index)
-    if world.game_tables, do: :ets.insert(elem(world.game_tables, index), layer)
+    table = Slots.table(world, index)
+    game_table = Slots.game_table(world, index)
+    if game_table, do: :ets.insert(game_table, layer)
 
     for row <- rows do
       entity = Entity.from_row(row)

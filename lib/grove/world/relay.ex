@@ -36,7 +36,7 @@ defmodule Grove.World.Relay do
   use GenServer
 
   alias Grove.World
-  alias Grove.World.{Directory, Feed}
+  alias Grove.World.{Directory, Feed, Slots}
 
   require Logger
 
@@ -149,7 +149,7 @@ defmodule Grove.World.Relay do
         index = Directory.lookup(name, id),
         index != nil,
         World.zone_node(world, index) == node(),
-        :ets.member(elem(world.tables, index), id),
+        Slots.member?(world, index, id),
         into: %{},
         do: {id, {index, elem(World.zone_placement(world, index), 1)}}
   end

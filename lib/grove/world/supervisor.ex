@@ -36,6 +36,9 @@ defmodule Grove.World.Supervisor do
   # Coordinates travel as integers below 2^53 (protocol version 3); a
   # billion cells a side leaves room to spare.
   @max_side 1_000_000_000
+  # Zones that all run, each with its process, table and counters from
+  # the start; a world of zones on demand has them only for the zones it
+  # knows (`Grove.World.Slots`), so its size is not bounded by them.
   @max_zones 100_000
 
   @doc "Validates `opts` and starts the world's supervision tree, registered under its name."
@@ -77,16 +80,16 @@ defmodule Grove.World.Supervisor do
       raise ArgumentError, "a world is at most #{@max_side} cells wide and high"
     end
 
-    zones = Grid.zone_count(Grid.new(opts[:width], opts[:height], opts[:zone_size]))
-
-    if zones > @max_zones do
-      raise ArgumentError,
-            "a world of #{zones} zones is more than #{@max_zones}, the most that run at once: " <>
-              "make :zone_size larger"
-    end
-
     unless opts[:zones] in [:always, :on_demand] do
       raise ArgumentError, ":zones must be :always or :on_demand, got: #{inspect(opts[:zones])}"
+    end
+
+    zones = Grid.zone_count(Grid.new(opts[:width], opts[:height], opts[:zone_size]))
+
+    if zones > @max_zones and opts[:zones] == :always do
+      raise ArgumentError,
+            "a world of #{zones} zones is more than #{@max_zones}, the most that run at once: " <>
+              "start it with zones: :on_demand, or make :zone_size larger"
     end
 
     unless opts[:zone_idle] == :manual or (is_integer(opts[:zone_idle]) and opts[:zone_idle] > 0) do
@@ -204,6 +207,10 @@ defmodule Grove.World.Supervisor do
                ]
              ]}
         },
+        # The names of the zones of a world whose zones start on demand: no
+        # atom is made for a zone, however many a world has.
+        {Registry,
+         keys: :unique, name: registry(world.name), partitions: System.schedulers_online()},
         # The zones of a world whose zones start on demand: each starts when
         # first needed (`Grove.World.Zone.wake/2`) and stops when idle.
         {DynamicSupervisor,
@@ -235,6 +242,10 @@ defmodule Grove.World.Supervisor do
   @doc "The name of the supervisor of a world's zones that start on demand."
   @spec awake_supervisor(World.name()) :: atom()
   def awake_supervisor(name), do: :"#{name}.awake"
+
+  @doc "The registry of the names of a world's zones that start on demand."
+  @spec registry(World.name()) :: atom()
+  def registry(name), do: :"#{name}.registry"
 
   @doc "The name of the supervisor of a world's zones on this node."
   @spec zones_supervisor(World.name()) :: atom()

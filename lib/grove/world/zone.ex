@@ -36,8 +36,11 @@ defmodule Grove.World.Zone do
   # and no handoff for `zone_idle`, it sleeps: it stops monitoring, gives up
   # its name, and lingers for `handoff_timeout`, passing what still comes
   # to its new run (which the first such message wakes), then stops. Its
-  # table stays, so the entities it holds (actors standing still) are still
-  # where readers look for them, and it wakes when one of them moves.
+  # table stays if it holds entities that no store took, so that they are
+  # still where readers look for them, and it wakes when one of them moves;
+  # an empty one goes, with its counters unless they count entities asleep
+  # in the store (`Grove.World.Slots`). Its name is in the world's
+  # registry, not an atom: a world of millions of zones makes none.
   #
   # Bacteria (Grove.World.Life): the zone computes its own cells of the
   # automaton, one generation at a time, on a timer of its own (`life_timer`).
@@ -57,7 +60,21 @@ defmodule Grove.World.Zone do
 
   alias Grove.{Metrics, World}
   alias Grove.Game.Act
-  alias Grove.World.{ChatLog, Directory, Entity, Feed, Grid, Life, Places, Relay, Stats, Terrain}
+
+  alias Grove.World.{
+    ChatLog,
+    Directory,
+    Entity,
+    Feed,
+    Grid,
+    Life,
+    Places,
+    Relay,
+    Slots,
+    Stats,
+    Terrain
+  }
+
   alias Grove.World.Game.Storage
   alias Grove.World.Zone.{Bacteria, Chat, Handoff, Saves, State, Views}
   alias Grove.World.Zone.Game, as: GameRules
@@ -72,6 +89,7 @@ defmodule Grove.World.Zone do
     :index,
     :core,
     :table,
+    :game_table,
     :tick_timer,
     :life_timer,
     :game_timer,
@@ -96,6 +114,7 @@ defmodule Grove.World.Zone do
           index: Grid.zone_index(),
           core: State.t() | nil,
           table: :ets.tid(),
+          game_table: :ets.tid() | nil,
           locate: Handoff.locate(),
           tick_timer: reference() | nil,
           life_timer: reference() | nil,
@@ -111,8 +130,19 @@ defmodule Grove.World.Zone do
 
   @spec start_link({World.t(), Grid.zone_index()}) :: GenServer.on_start()
   def start_link({%World{} = world, index}) do
-    GenServer.start_link(__MODULE__, {world, index}, name: elem(world.zones, index))
+    GenServer.start_link(__MODULE__, {world, index}, name: name(world, index))
   end
+
+  @doc """
+  A zone's name: an atom made at start for each zone of a world whose
+  zones all run, an entry of the world's registry for a zone on demand.
+  """
+  @spec name(World.t(), Grid.zone_index()) ::
+          atom() | {:via, Registry, {atom(), Grid.zone_index()}}
+  def name(%World{zones_on_demand: true} = world, index),
+    do: {:via, Registry, {World.Supervisor.registry(world.name), index}}
+
+  def name(%World{} = world, index), do: elem(world.zones, index)
 
   @spec child_spec({World.t(), Grid.zone_index()}) :: Supervisor.child_spec()
   def child_spec({_world, index} = arg) do
@@ -165,8 +195,8 @@ defmodule Grove.World.Zone do
   """
   @spec forget(World.t(), Grid.zone_index()) :: [Entity.t()]
   def forget(%World{} = world, index) do
-    table = elem(world.tables, index)
-    entities = for row <- :ets.tab2list(table), do: Entity.from_row(row)
+    table = Slots.table(world, index)
+    entities = for row <- Slots.rows(world, index), do: Entity.from_row(row)
 
     for entity <- entities do
       World.Minimap.add(world, {entity.x, entity.y}, -1)
@@ -175,10 +205,11 @@ defmodule Grove.World.Zone do
 
     Places.clear(world, index)
 
-    :ets.delete_all_objects(table)
-    if world.game_tables, do: :ets.delete_all_objects(elem(world.game_tables, index))
+    if table, do: :ets.delete_all_objects(table)
+    game_table = Slots.game_table(world, index)
+    if game_table, do: :ets.delete_all_objects(game_table)
     :ets.match_delete(world.subscriptions, {index, :_, :_, :_})
-    :atomics.put(world.zone_entities, index + 1, 0)
+    Slots.put_entities(world, index, 0)
     entities
   end
 
@@ -188,7 +219,7 @@ defmodule Grove.World.Zone do
   """
   @spec recovered(World.t(), Grid.zone_index()) :: :ok
   def recovered(%World{} = world, index),
-    do: GenServer.call(elem(world.zones, index), :recovered, :infinity)
+    do: GenServer.call(name(world, index), :recovered, :infinity)
 
   # Callbacks
 
@@ -197,10 +228,13 @@ defmodule Grove.World.Zone do
     # Its core, with its ground, is made in `handle_continue/2`, once
     # whoever started it (a supervisor, which starts one zone at a time)
     # has moved on.
+    {table, game_table} = Slots.open(world, index)
+
     zone = %__MODULE__{
       world: world,
       index: index,
-      table: elem(world.tables, index),
+      table: table,
+      game_table: game_table,
       locate: &Directory.lookup(world.name, &1),
       # Viewers hold sequence numbers: a restarted zone carries on from its last.
       views: Views.new(index, world.grid, node(), Feed.latest(world.feed, index))
@@ -440,7 +474,11 @@ defmodule Grove.World.Zone do
     do: {:reply, :asleep, zone}
 
   def handle_call(message, from, %__MODULE__{asleep: true} = zone) do
-    send(World.zone_address(zone.world, zone.index), {:"$gen_call", from, message})
+    case GenServer.whereis(World.zone_address(zone.world, zone.index)) do
+      nil -> :ok
+      address -> send(address, {:"$gen_call", from, message})
+    end
+
     {:noreply, zone}
   end
 
@@ -464,7 +502,7 @@ defmodule Grove.World.Zone do
     rows = :ets.tab2list(zone.table)
     subscriptions = :ets.lookup(zone.world.subscriptions, zone.index)
     # The game's layer as its table holds it, readiness mark included.
-    layer = if zone.world.game_tables, do: :ets.tab2list(game_table(zone)), else: []
+    layer = if zone.game_table, do: :ets.tab2list(zone.game_table), else: []
 
     {:reply, {rows, subscriptions, zone.views.seq, layer},
      %{zone | handed_over: {:holding, []}, monitors: %{}, tick_timer: nil, game_timer: nil}}
@@ -684,13 +722,16 @@ defmodule Grove.World.Zone do
   # its tables. What was sent to its name before it gave it up is in its
   # mailbox, and is passed on from there.
   defp sleep(zone) do
-    zone = zone |> sync_game() |> store_asleep()
+    zone = zone |> sync_game() |> count_entities() |> store_asleep()
     for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
     if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
     # A game's layer is in the store or its table; its ticks wait for the zone to wake.
     if zone.game_timer, do: Process.cancel_timer(zone.game_timer)
-    :atomics.put(zone.world.load, zone.index + 1, 0)
-    Process.unregister(elem(zone.world.zones, zone.index))
+    Slots.put_load(zone.world, zone.index, 0)
+    # What it holds no more goes before its name: a run that wakes after
+    # it finds its slot as this one leaves it.
+    Slots.close(zone.world, zone.index, zone.table, zone.game_table)
+    Registry.unregister(World.Supervisor.registry(zone.world.name), zone.index)
     Stats.incr(zone.world.stats, :zone_sleeps)
     Process.send_after(self(), :linger_over, zone.world.handoff_timeout)
 
@@ -1050,7 +1091,7 @@ defmodule Grove.World.Zone do
 
   # The zone's population, for heat maps, as it changes.
   defp count_entities(zone) do
-    :atomics.put(zone.world.zone_entities, zone.index + 1, State.size(zone.core))
+    Slots.put_entities(zone.world, zone.index, State.size(zone.core))
     zone
   end
 
@@ -1091,7 +1132,7 @@ defmodule Grove.World.Zone do
   end
 
   defp count_outcome(zone, outcome) do
-    :counters.add(zone.world.zone_moves, zone.index + 1, 1)
+    Slots.add_move(zone.world, zone.index)
     Stats.incr(zone.world.stats, outcome_key(outcome))
   end
 
@@ -1116,7 +1157,7 @@ defmodule Grove.World.Zone do
   end
 
   defp count_act(zone, outcome) do
-    :counters.add(zone.world.zone_moves, zone.index + 1, 1)
+    Slots.add_move(zone.world, zone.index)
     Stats.incr(zone.world.stats, act_key(outcome))
   end
 
@@ -1163,7 +1204,7 @@ defmodule Grove.World.Zone do
     end
   end
 
-  defp game_table(zone), do: elem(zone.world.game_tables, zone.index)
+  defp game_table(zone), do: zone.game_table
 
   # The game's tick, spread over its interval like views' ticks.
   defp schedule_game_tick(%__MODULE__{game_timer: nil, core: %State{game: game}} = zone)
@@ -1403,7 +1444,7 @@ defmodule Grove.World.Zone do
   # sheds moves with `:busy` while it is past the limit.
   defp measure_mailbox(zone) do
     {:message_queue_len, queued} = Process.info(self(), :message_queue_len)
-    :atomics.put(zone.world.load, zone.index + 1, queued)
+    Slots.put_load(zone.world, zone.index, queued)
     overloaded = queued > zone.world.mailbox_limit
 
     if overloaded == zone.overloaded,
@@ -1490,7 +1531,7 @@ defmodule Grove.World.Zone do
 
       {:error, reason} ->
         Stats.incr(zone.world.stats, :zone_load_failures)
-        count = :atomics.get(zone.world.zone_entities, zone.index + 1)
+        count = Slots.entities(zone.world, zone.index)
 
         Logger.error(
           "zone #{zone.index} woke without the #{count} entities it slept with: " <>

@@ -6,7 +6,7 @@ defmodule Grove.World.OnDemandTest do
 
   alias Grove.{AppleGame, World}
   alias Grove.Test.MemoryStore
-  alias Grove.World.Grid
+  alias Grove.World.{Grid, Slots}
 
   @on_demand [width: 40, height: 40, zone_size: 10, zones: :on_demand, zone_idle: :manual]
   @meadow [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
@@ -112,10 +112,11 @@ defmodule Grove.World.OnDemandTest do
       zone = zone_index(world, {8, 5})
 
       assert World.sleep_idle(world) == [zone]
-      # Its memory is empty: what it held is in the store alone.
-      tables = World.fetch!(world)
-      assert :ets.info(elem(tables.tables, zone), :size) == 0
-      assert :ets.info(elem(tables.game_tables, zone), :size) == 0
+      # Its memory is empty: what it held is in the store alone, its
+      # tables are gone, and only its counters are left.
+      assert Slots.table(World.fetch!(world), zone) == nil
+      assert Slots.game_table(World.fetch!(world), zone) == nil
+      assert Slots.entities(World.fetch!(world), zone) == 2
       assert MemoryStore.keys(store, "zones/") == ["#{zone}"]
       assert MemoryStore.keys(store, "game/") == ["#{zone}"]
       assert World.stats(world).zone_saves == 2

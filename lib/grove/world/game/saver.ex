@@ -20,7 +20,7 @@ defmodule Grove.World.Game.Saver do
 
   alias Grove.World
   alias Grove.World.Game.Storage
-  alias Grove.World.Stats
+  alias Grove.World.{Slots, Stats}
 
   require Logger
 
@@ -74,12 +74,11 @@ defmodule Grove.World.Game.Saver do
 
   defp save(state) do
     world = World.fetch!(state.world)
-    count = tuple_size(world.zones)
 
     dirty =
-      for index <- 0..(count - 1),
+      for index <- Slots.known(world),
           World.zone_node(world, index) == node(),
-          changes = :atomics.get(world.game_changes, index + 1),
+          changes = Slots.changes(world, index),
           changes != Map.get(state.saved, index, 0),
           rows = World.Game.layer(world, index),
           rows != nil,

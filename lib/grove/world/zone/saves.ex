@@ -18,7 +18,7 @@ defmodule Grove.World.Zone.Saves do
   # restarted zone does with its table.
 
   alias Grove.World
-  alias Grove.World.{Entity, Grid}
+  alias Grove.World.{Entity, Grid, Slots}
   alias Grove.World.Game.Storage
 
   @version 1
@@ -53,7 +53,7 @@ defmodule Grove.World.Zone.Saves do
   """
   @spec rows(World.t(), Grid.zone_index()) :: [Entity.row()]
   def rows(%World{} = world, index) do
-    with [] <- :ets.tab2list(elem(world.tables, index)),
+    with [] <- Slots.rows(world, index),
          true <- asleep_in_store?(world, index),
          {:ok, rows} <- load(world, index) do
       rows
@@ -67,9 +67,7 @@ defmodule Grove.World.Zone.Saves do
   @spec asleep_in_store?(World.t(), Grid.zone_index()) :: boolean()
   def asleep_in_store?(%World{zones_on_demand: true, game_store: store} = world, index)
       when store != nil,
-      do:
-        :atomics.get(world.zone_entities, index + 1) > 0 and
-          :ets.info(elem(world.tables, index), :size) == 0
+      do: Slots.entities(world, index) > 0 and Slots.size(world, index) == 0
 
   def asleep_in_store?(_world, _index), do: false
 
