@@ -330,7 +330,7 @@ defmodule Grove.Cluster.Membership do
 
       :persistent_term.put({__MODULE__, state.instance, :members}, %{
         members: members,
-        owners: Placement.owners(state.zone_count, members),
+        owners: owners(state.zone_count, members),
         quorum: quorum
       })
 
@@ -340,6 +340,15 @@ defmodule Grove.Cluster.Membership do
 
     %{state | members: members}
   end
+
+  # Every zone's owner, for a world whose zones can all run (the only
+  # kind a cluster places); a world of more, whose zones start on demand
+  # alone on a node, has none to place.
+  @placed_zones 100_000
+  defp owners(zone_count, members) when zone_count <= @placed_zones,
+    do: Placement.owners(zone_count, members)
+
+  defp owners(_zone_count, _members), do: nil
 
   # Who counts towards a quorum, given the group's members (nodes) and its
   # processes. A node that said it leaves is away while the group still
