@@ -128,6 +128,8 @@ defmodule Grove.Actors do
   alias Grove.Actors.{Balancer, Herd, Stats}
 
   @partitions 64
+  # Past this many zones, uniform spawn spreads herds over single zones.
+  @planned_zones 100_000
   alias Grove.World.{Grid, Terrain}
 
   @defaults [
@@ -291,17 +293,11 @@ defmodule Grove.Actors do
       :uniform ->
         grid = opts[:api].grid(opts[:world])
         terrain = opts[:api].terrain(opts[:world])
-        per_zone = max(div(count, Grid.zone_count(grid)), 1)
-        side = max(trunc(:math.sqrt(per_herd / per_zone)), 1)
 
         areas =
-          for row <- 0..(grid.zones_y - 1)//side, col <- 0..(grid.zones_x - 1)//side do
-            {x0, y0, _, _} = Grid.zone_bounds(grid, row * grid.zones_x + col)
-            last_row = min(row + side, grid.zones_y) - 1
-            last_col = min(col + side, grid.zones_x) - 1
-            {_, _, x1, y1} = Grid.zone_bounds(grid, last_row * grid.zones_x + last_col)
-            {{x0, y0, x1, y1}, Terrain.walkable_count(terrain, x0, y0, x1, y1)}
-          end
+          if Grid.zone_count(grid) > @planned_zones,
+            do: spread_areas(grid, terrain, div(count + per_herd - 1, per_herd)),
+            else: block_areas(grid, terrain, count, per_herd)
 
         for {area, quota} <- apportion(areas, count),
             size <- split(quota, per_herd),
@@ -309,6 +305,35 @@ defmodule Grove.Actors do
 
       {:blob, _center, _spread} ->
         for size <- split(count, per_herd), do: {size, nil}
+    end
+  end
+
+  # Every block of zones, weighed by its walkable cells.
+  defp block_areas(grid, terrain, count, per_herd) do
+    per_zone = max(div(count, Grid.zone_count(grid)), 1)
+    side = max(trunc(:math.sqrt(per_herd / per_zone)), 1)
+
+    for row <- 0..(grid.zones_y - 1)//side, col <- 0..(grid.zones_x - 1)//side do
+      {x0, y0, _, _} = Grid.zone_bounds(grid, row * grid.zones_x + col)
+      last_row = min(row + side, grid.zones_y) - 1
+      last_col = min(col + side, grid.zones_x) - 1
+      {_, _, x1, y1} = Grid.zone_bounds(grid, last_row * grid.zones_x + last_col)
+      {{x0, y0, x1, y1}, Terrain.walkable_count(terrain, x0, y0, x1, y1)}
+    end
+  end
+
+  # A world of more zones than could all run is too large to weigh block
+  # by block (its ground is made per zone, as zones wake): its herds go to
+  # zones spread evenly over it, at least one zone per herd, each weighed
+  # by its own walkable cells.
+  defp spread_areas(grid, terrain, herds) do
+    side = max(ceil(:math.sqrt(herds)), 1)
+
+    for row <- 0..(side - 1), col <- 0..(side - 1) do
+      zone_row = div((2 * row + 1) * grid.zones_y, 2 * side)
+      zone_col = div((2 * col + 1) * grid.zones_x, 2 * side)
+      {x0, y0, x1, y1} = Grid.zone_bounds(grid, zone_row * grid.zones_x + zone_col)
+      {{x0, y0, x1, y1}, Terrain.walkable_count(terrain, x0, y0, x1, y1)}
     end
   end
 
