@@ -285,6 +285,21 @@ zones =
       raise ArgumentError, "GROVE_ZONES must be always or on_demand, got: #{inspect(other)}"
   end
 
+# A world with more zones than can all run at once (100,000, the most a
+# world of zones that always run may have) starts them on demand, unless
+# GROVE_ZONES says which; its start says so in its log line.
+zones =
+  zones ||
+    with world when is_list(world) <- Application.get_env(:grove, :world),
+         width = integer.("GROVE_WIDTH") || world[:width] || 1000,
+         height = integer.("GROVE_HEIGHT") || world[:height] || 1000,
+         size = world[:zone_size] || 50,
+         true <- div(width + size - 1, size) * div(height + size - 1, size) > 100_000 do
+      :on_demand
+    else
+      _ -> nil
+    end
+
 config :grove,
   world:
     set.(
