@@ -5,11 +5,16 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
   What zones on demand (`zones: :on_demand`) cost and save, in one run:
 
     1. **Start.** Worlds of every zone running and of zones on demand, at
-       each size: the time `Grove.World.start_link/1` takes and the memory
-       the VM holds once it has.
-    2. **Memory per zone.** In a world of zones on demand, the memory
-       `--wake` zones take awake (started, empty), and what is left once
-       they have been put to sleep and have stopped.
+       1,000, 100,000 and 1,000,000 cells a side: the time
+       `Grove.World.start_link/1` takes, the memory the world holds once
+       it has, and the memory of the whole VM then (the world's idle
+       figure: no zone runs).
+    2. **Memory per zone.** In a world of a million cells a side in zones
+       of 50, `--wake` zones (100,000 unless told) woken at once: the
+       memory each takes awake (started, empty), what is left once they
+       have been put to sleep and have stopped, and, for `--held` zones
+       (10,000) that sleep holding an actor each (no store: their tables
+       stay), what each of those keeps.
     3. **Moves into sleeping zones.** Walkers walk straight east, a step
        every `--step-ms`, across a world whose every other column of zones
        was woken beforehand: each move is timed from `Grove.World.move/4`
@@ -21,7 +26,8 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
 
   Options: `--walkers N` (default 500), `--seconds S` of walking (default
   40), `--step-ms MS` (default 200: five steps a second), `--wake N`
-  (default 10000). Walkers and world share the VM: run it alone on the
+  (default 100000), `--held N` (default 10000), `--only start,memory,moves`
+  (default all three). Walkers and world share the VM: run it alone on the
   machine, and read the moves across zones side by side, as a ratio.
   """
 
@@ -30,7 +36,14 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
   alias Grove.World
   alias Grove.World.Grid
 
-  @switches [walkers: :integer, seconds: :integer, step_ms: :integer, wake: :integer]
+  @switches [
+    walkers: :integer,
+    seconds: :integer,
+    step_ms: :integer,
+    wake: :integer,
+    held: :integer,
+    only: :string
+  ]
   @meadow [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
 
   @impl true
@@ -40,24 +53,38 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
     Mix.Task.run("app.start")
     Logger.configure(level: :warning)
 
-    starts()
-    memory_per_zone(Keyword.get(opts, :wake, 10_000))
+    parts = String.split(Keyword.get(opts, :only, "start,memory,moves"), ",")
 
-    moves(
-      Keyword.get(opts, :walkers, 500),
-      Keyword.get(opts, :seconds, 40),
-      Keyword.get(opts, :step_ms, 200)
-    )
+    if "start" in parts, do: starts()
+
+    if "memory" in parts,
+      do: memory_per_zone(Keyword.get(opts, :wake, 100_000), Keyword.get(opts, :held, 10_000))
+
+    if "moves" in parts do
+      moves(
+        Keyword.get(opts, :walkers, 500),
+        Keyword.get(opts, :seconds, 40),
+        Keyword.get(opts, :step_ms, 200)
+      )
+    end
   end
 
   ## 1. Start
 
   defp starts do
     Mix.shell().info("\n## Start: time and memory once started")
-    Mix.shell().info("| world | zones | running at start | start | memory after start |")
-    Mix.shell().info("| --- | --- | --- | --- | --- |")
 
-    for {w, h, zone_size} <- [{1000, 1000, 50}, {15_000, 15_000, 50}, {100_000, 100_000, 400}],
+    Mix.shell().info(
+      "| world | zones | running at start | start | memory after start | VM memory, idle |"
+    )
+
+    Mix.shell().info("| --- | --- | --- | --- | --- | --- |")
+
+    for {w, h, zone_size} <- [
+          {1000, 1000, 50},
+          {100_000, 100_000, 50},
+          {1_000_000, 1_000_000, 50}
+        ],
         mode <- [:always, :on_demand],
         not (mode == :always and w > 1000) do
       :erlang.garbage_collect()
@@ -66,47 +93,88 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
       {:ok, sup, name} = start_world(w, h, zone_size, mode, 60_000)
       took = System.monotonic_time(:millisecond) - started
       awake = length(World.awake_zones(name))
-      :erlang.garbage_collect()
-      memory = :erlang.memory(:total) - before
+      total = settled_memory()
+      memory = total - before
       zones = Grid.zone_count(World.grid(name))
       Supervisor.stop(sup)
 
       Mix.shell().info(
-        "| #{w} x #{h}, zones of #{zone_size}, #{mode} | #{zones} | #{awake} | #{took} ms | #{mb(memory)} |"
+        "| #{w} x #{h}, zones of #{zone_size}, #{mode} | #{zones} | #{awake} | #{took} ms | " <>
+          "#{mb(memory)} | #{mb(total)} |"
       )
     end
   end
 
   ## 2. Memory per zone, awake and asleep
 
-  defp memory_per_zone(count) do
-    {:ok, sup, name} = start_world(15_000, 15_000, 50, :on_demand, :manual, handoff_timeout: 200)
+  defp memory_per_zone(count, held) do
+    # Ground all meadow, made at once: the zones' cost, not their ground's.
+    {:ok, sup, name} =
+      start_world(1_000_000, 1_000_000, 50, :on_demand, :manual,
+        handoff_timeout: 200,
+        terrain: [generator: Grove.Bench.Meadow]
+      )
+
     world = World.fetch!(name)
-    zones = Enum.take_every(0..(Grid.zone_count(world.grid) - 1), 9) |> Enum.take(count)
+    grid = world.grid
+    # Zones a few apart, on rows across the world.
+    zones = Enum.map(0..(count - 1)//1, &(div(&1, 1000) * 37 * grid.zones_x + rem(&1, 1000) * 19))
 
     base = settled_memory()
-    for index <- zones, do: World.zone_address(world, index)
+    started = System.monotonic_time(:millisecond)
+    wake_all(world, zones)
+    took = System.monotonic_time(:millisecond) - started
+    awake_count = length(World.awake_zones(name))
     awake = settled_memory()
 
     processes =
       Enum.sum(for index <- zones, pid = World.zone_pid(world, index), do: process_memory(pid))
 
-    slept = World.sleep_idle(name, 60_000)
+    slept = World.sleep_idle(name, 600_000)
     # Each lingers for `handoff_timeout`, then stops.
     wait_until(fn -> World.awake_zones(name) == [] end)
     asleep = settled_memory()
-    zone_count = Grid.zone_count(world.grid)
+    known = Grove.World.Slots.count(world)
+
+    # Zones that sleep holding an actor each, in a world without a store:
+    # their tables (and counters) stay.
+    cells = for index <- Enum.take(zones, held), do: zone_origin(grid, index + 3)
+    before_held = settled_memory()
+    for cell <- cells, do: {:ok, _id, _} = World.join(name, at: cell, updates: :none)
+    World.sleep_idle(name, 600_000)
+    wait_until(fn -> World.awake_zones(name) == [] end)
+    held_memory = settled_memory() - before_held
     Supervisor.stop(sup)
 
-    Mix.shell().info("\n## Memory per zone (15000 x 15000 in zones of 50, on demand)")
+    Mix.shell().info(
+      "\n## Memory per zone (1000000 x 1000000 in zones of 50, on demand, 400000000 zones)"
+    )
 
     Mix.shell().info(
-      "#{length(zones)} zones woken: #{per(awake - base, length(zones))} more memory each " <>
-        "(#{per(processes, length(zones))} of it the zone's process); " <>
-        "#{length(slept)} put to sleep: #{per(asleep - base, length(zones))} each more than " <>
-        "before they woke; every zone of the #{zone_count}, awake or not, holds an ETS table " <>
-        "and its counters from the start"
+      "#{awake_count} zones awake at once (woken in #{took} ms): " <>
+        "#{per(awake - base, count)} more memory each " <>
+        "(#{per(processes, count)} of it the zone's process); " <>
+        "#{length(slept)} put to sleep, holding nothing: #{per(asleep - base, count)} each " <>
+        "more than before they woke, #{known} of them still known; " <>
+        "#{length(cells)} asleep holding an actor each (no store, so their tables stay): " <>
+        "#{per(held_memory, length(cells))} each"
     )
+  end
+
+  # From several processes at once, as players' moves would: each wake
+  # goes through the one supervisor of zones on demand.
+  defp wake_all(world, zones) do
+    zones
+    |> Enum.chunk_every(max(div(length(zones), 8), 1))
+    |> Enum.map(fn chunk ->
+      Task.async(fn -> for index <- chunk, do: World.zone_address(world, index) end)
+    end)
+    |> Task.await_many(:infinity)
+  end
+
+  defp zone_origin(grid, index) do
+    {x0, y0, _x1, _y1} = Grid.zone_bounds(grid, index)
+    {x0 + 1, y0 + 1}
   end
 
   defp process_memory(pid) do
@@ -228,9 +296,8 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
           zone_size: zone_size,
           zones: mode,
           zone_idle: idle,
-          terrain: @meadow,
           rules: [move_rate: nil]
-        ] ++ extra
+        ] ++ Keyword.put_new(extra, :terrain, @meadow)
       )
 
     {:ok, sup, name}
