@@ -204,9 +204,11 @@ defmodule Grove.Gateway.Admin do
     body = %{
       "now" => System.system_time(:millisecond),
       "samples" => Enum.map(Collector.history(config.instance, since), &json_sample/1),
+      # A world of more zones than could all run is not pictured zone by
+      # zone (its summary places none): no grid to draw.
       "zones" => %{
-        "cols" => world.grid.zones_x,
-        "rows" => world.grid.zones_y,
+        "cols" => if(cluster.placement == [], do: 0, else: world.grid.zones_x),
+        "rows" => if(cluster.placement == [], do: 0, else: world.grid.zones_y),
         "zone_size" => world.grid.zone_size,
         "moves_per_s" => cluster.zone_moves_per_s,
         "mailbox" => cluster.zone_mailbox
