@@ -51,7 +51,7 @@ defmodule Grove.World.Counts do
   @spec stats(World.name() | World.t()) :: map()
   def stats(world) do
     world = World.fetch!(world)
-    loads = [0 | for(index <- Slots.known(world), do: Slots.load(world, index))]
+    loads = [0 | for({_index, load, _moves, _entities} <- Slots.counts(world), do: load)]
 
     world.stats
     |> Stats.read()
@@ -80,19 +80,18 @@ defmodule Grove.World.Counts do
   def zone_loads(world) do
     world = World.fetch!(world)
 
-    indices =
-      if world.zones_on_demand and Grid.zone_count(world.grid) > @pictured,
-        do: Enum.sort(Slots.known(world)),
-        else: 0..(Grid.zone_count(world.grid) - 1)
+    counts =
+      if world.zones_on_demand and Grid.zone_count(world.grid) > @pictured do
+        Enum.sort(Slots.counts(world))
+      else
+        for index <- 0..(Grid.zone_count(world.grid) - 1),
+            do:
+              {index, Slots.load(world, index), Slots.moves(world, index),
+               Slots.entities(world, index)}
+      end
 
-    for index <- indices do
-      %{
-        zone: index,
-        moves: Slots.moves(world, index),
-        entities: Slots.entities(world, index),
-        mailbox: Slots.load(world, index)
-      }
-    end
+    for {index, mailbox, moves, entities} <- counts,
+        do: %{zone: index, moves: moves, entities: entities, mailbox: mailbox}
   end
 
   @doc """

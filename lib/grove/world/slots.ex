@@ -297,6 +297,32 @@ defmodule Grove.World.Slots do
 
   def known(%World{slots: slots}), do: :ets.select(slots, [{{:"$1", :_, :_, :_}, [], [:"$1"]}])
 
+  @doc """
+  Each known zone's `{index, mailbox, moves, entities}`, read in one pass
+  over the slots of a world of zones on demand, in no order.
+  """
+  @spec counts(World.t()) :: [
+          {non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer()}
+        ]
+  def counts(%World{zones_on_demand: false} = world) do
+    for index <- known(world),
+        do: {index, load(world, index), moves(world, index), entities(world, index)}
+  end
+
+  def counts(%World{slots: slots}) do
+    :ets.foldl(
+      fn {index, _, _, counters}, acc ->
+        [
+          {index, :atomics.get(counters, @load), :atomics.get(counters, @moves),
+           :atomics.get(counters, @entities)}
+          | acc
+        ]
+      end,
+      [],
+      slots
+    )
+  end
+
   @doc "How many zones have slots (see `known/1`)."
   @spec count(World.t()) :: non_neg_integer()
   def count(%World{zones_on_demand: false} = world), do: Grove.World.Grid.zone_count(world.grid)
