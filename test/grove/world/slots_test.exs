@@ -94,7 +94,7 @@ defmodule Grove.World.SlotsTest do
       assert Slots.table(w, index) == table
       assert [_] = :ets.lookup(table, id)
       :ok = World.move(world, id, :e, :after)
-      assert {:ok, {16, 15}} = assert_outcome(id, :after)
+      assert {:ok, {16, 15}} = assert_outcome(id, :after, 5000)
       assert World.zone_pid(w, index) not in [nil, pid]
       assert World.audit(world) == :ok
     end
