@@ -18,4 +18,14 @@ defmodule Grove.Bench.ZoneSoakTest do
     # The actors did step, so each save was of something new.
     assert result.moves > 1000
   end
+
+  # A hundred thousand in `make test-deep`; the million, the command's.
+  @tag :deep
+  @tag timeout: 600_000
+  test "a zone put to sleep and woken 100,000 times loses nothing" do
+    result = Grove.Bench.ZoneSoak.run(100_000, fn _done, _so_far -> :ok end)
+
+    assert %{cycles: 100_000, lost: 0, changed: 0, kept_tables: 0, audit_failures: 0} = result
+    assert result.audits == 101
+  end
 end
