@@ -204,12 +204,14 @@ defmodule Grove.World.Slots do
 
   def put_load(world, index, value), do: put(world, index, @load, value)
 
-  @doc "Counts a move a zone handled."
-  @spec add_move(World.t(), non_neg_integer()) :: :ok
-  def add_move(%World{zones_on_demand: false} = world, index),
-    do: :counters.add(world.zone_moves, index + 1, 1)
+  @doc "Counts moves a zone handled (one unless told)."
+  @spec add_move(World.t(), non_neg_integer(), pos_integer()) :: :ok
+  def add_move(world, index, by \\ 1)
 
-  def add_move(world, index), do: add(world, index, @moves, 1)
+  def add_move(%World{zones_on_demand: false} = world, index, by),
+    do: :counters.add(world.zone_moves, index + 1, by)
+
+  def add_move(world, index, by), do: add(world, index, @moves, by)
 
   @doc "The moves a zone handled (in its rows' life, for a zone on demand)."
   @spec moves(World.t(), non_neg_integer()) :: non_neg_integer()

@@ -299,7 +299,7 @@ defmodule Grove.World.Zone do
 
     # The batch's steps taken, counted at once (the common outcome).
     if ok > 0 do
-      :counters.add(zone.world.zone_moves, zone.index + 1, ok)
+      Slots.add_move(zone.world, zone.index, ok)
       Stats.incr(zone.world.stats, :moves_ok, ok)
     end
 

@@ -99,6 +99,15 @@ defmodule Grove.World.SlotsTest do
       assert World.audit(world) == :ok
     end
 
+    test "moves in a batch are counted in the zone's slot", %{world: world} do
+      {:ok, a, _} = World.join(world, at: {1, 1}, updates: :none)
+      {:ok, b, _} = World.join(world, at: {5, 5}, updates: :none)
+      :ok = World.move_many(world, [{a, :e, :a}, {b, :s, :b}])
+      assert_receive {:grove_moves, outcomes}, 5000
+      assert Enum.sort(outcomes) == [{a, :a, {:ok, {2, 1}}}, {b, :b, {:ok, {5, 6}}}]
+      assert Slots.moves(World.fetch!(world), zone_index(world, {1, 1})) == 2
+    end
+
     test "its zone loads and minimap read the zones it knows", %{world: world} do
       {:ok, _id, _} = World.join(world, at: {25, 5}, updates: :none)
       index = zone_index(world, {25, 5})
