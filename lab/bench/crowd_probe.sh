@@ -11,12 +11,17 @@
 #   lab/bench/crowd_probe.sh press middle          # MODE AT [PROBE_SECONDS]
 #   CHECK=0 lab/bench/crowd_probe.sh press middle  # no player checks its views
 #
-# Environment: ZONE (the zone traced, default 210, the middle one's),
-# SPAWN (GROVE_PLAYER_SPAWN, default 40 cells around (525, 525)), CHECK
+# Environment: ZONE (the zones traced, a comma list, the first in full;
+# default 210, the middle one's, and at the corner the four that meet at
+# (500, 500): 210,209,190,189), SPAWN (GROVE_PLAYER_SPAWN, default 40 cells
+# around the crowd's point), CHECK
 # (players checking views, default 100), SETTLE, STAGE (seconds).
 set -euo pipefail
 MODE=${1:-press}; AT=${2:-middle}; PROBE=${3:-50}
-ZONE=${ZONE:-210}; SPAWN=${SPAWN:-485,485,566,566}
+case "$AT" in
+  corner) ZONE=${ZONE:-210,209,190,189}; SPAWN=${SPAWN:-460,460,541,541} ;;
+  *) ZONE=${ZONE:-210}; SPAWN=${SPAWN:-485,485,566,566} ;;
+esac
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DIR=$(mktemp -d /tmp/grove-crowd-probe.XXXXXX)
 mkdir -p "$DIR/home"

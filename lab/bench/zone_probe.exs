@@ -1,13 +1,15 @@
-# A trace of one zone of a running server, to see whether it stalls: every
-# 10 ms, its mailbox, reductions, heap, current function, status and
-# garbage collections, with the node's run queue; the system monitor's
+# A trace of one zone of a running server (or of several: ZONE is a comma
+# list, the first traced in full, the others' mailboxes, reductions and
+# collections beside it), to see whether it stalls: every 10 ms, its
+# mailbox, reductions, heap, current function, status and garbage
+# collections, with the node's run queue; the system monitor's
 # long garbage collections, long schedules and busy ports (over 20 ms) of
 # any process; and the scheduler utilization over the whole trace. The
 # sampler runs on the server's node (evaluated there, so the server needs
 # no code of the lab's), which must be distributed (`elixir --sname NAME
 # -S mix run --no-halt`, the cookie in `$HOME/.erlang.cookie`):
 #
-#   elixir --sname probe lab/bench/zone_probe.exs NAME@HOST SECONDS ZONE OUT
+#   elixir --sname probe lab/bench/zone_probe.exs NAME@HOST SECONDS ZONE[,ZONE...] OUT
 #
 # It writes one Erlang term a line to OUT and prints a summary: the largest
 # mailbox and heap, the gaps in its own sampling (the core busy elsewhere),
@@ -20,7 +22,7 @@ seconds = String.to_integer(seconds)
 Node.connect(server) || raise "cannot reach #{server}"
 
 sampler = ~S"""
-pid = Process.whereis(zone_name) || raise "no zone #{zone_name}"
+[pid | _] = pids = Enum.map(zone_names, &(Process.whereis(&1) || raise "no zone #{&1}"))
 # Above every process of the server, so that it samples through a stall.
 Process.flag(:priority, :max)
 
@@ -71,6 +73,14 @@ loop = fn loop, acc, n ->
          i[:current_function], i[:status], i[:garbage_collection][:minor_gcs],
          :erlang.statistics(:run_queue)}
 
+      zones =
+        for p <- pids do
+          z = Process.info(p, [:message_queue_len, :reductions, :garbage_collection])
+          {z[:message_queue_len], z[:reductions], z[:garbage_collection][:minor_gcs]}
+        end
+
+      acc = [{:zones, at, zones} | acc]
+
       acc =
         if elem(entry, 8) > 100 and Enum.count(acc, &(elem(&1, 0) == :runnable)) < 40,
           do: [{:runnable, at, rem(System.monotonic_time(:millisecond) - epoch, 1000), elem(entry, 8), runnable.()}, entry | acc],
@@ -86,14 +96,15 @@ trace ++ [{:utilization, :scheduler.utilization(sample0, :scheduler.sample())}]
 """
 
 :rpc.call(server, :erlang, :system_flag, [:scheduler_wall_time, true])
-zone_name = :"Elixir.Grove.World.zone.#{zone_index}"
+zones = zone_index |> String.split(",") |> Enum.map(&String.to_integer/1)
+zone_names = Enum.map(zones, &:"Elixir.Grove.World.zone.#{&1}")
 
 trace =
   case :rpc.call(
          server,
          Code,
          :eval_string,
-         [sampler, [zone_name: zone_name, seconds: seconds]],
+         [sampler, [zone_names: zone_names, seconds: seconds]],
          :infinity
        ) do
     {trace, _binding} when is_list(trace) -> trace
@@ -114,7 +125,7 @@ gaps =
   |> Enum.filter(fn {gap, _} -> gap > 40 end)
   |> Enum.sort(:desc)
 
-IO.puts("zone #{zone_index}: #{length(samples)} samples over #{seconds} s")
+IO.puts("zone #{hd(zones)}: #{length(samples)} samples over #{seconds} s")
 
 IO.puts(
   "largest mailbox #{samples |> Enum.map(&elem(&1, 1)) |> Enum.max()}, " <>
@@ -143,5 +154,32 @@ IO.puts(
 )
 
 for stall <- stalls, do: IO.puts("  " <> inspect(stall, limit: 20))
+
+# Every zone traced: its largest mailbox, its reductions and collections
+# over the trace, and the moments the zones' mailboxes held most together.
+rows = for {:zones, at, zs} <- trace, do: {at, zs}
+
+if rows != [] do
+  {_, first} = hd(rows)
+  {_, last} = List.last(rows)
+
+  for {{zone, i}, {{_, r0, g0}, {_, r1, g1}}} <-
+        Enum.zip(Enum.with_index(zones), Enum.zip(first, last)) do
+    largest = rows |> Enum.map(fn {_, zs} -> zs |> Enum.at(i) |> elem(0) end) |> Enum.max()
+
+    IO.puts(
+      "zone #{zone}: largest mailbox #{largest}, #{div(r1 - r0, seconds)} reductions/s, " <>
+        "#{div(g1 - g0, seconds)} minor collections/s"
+    )
+  end
+
+  fullest =
+    rows
+    |> Enum.map(fn {at, zs} -> {Enum.sum(Enum.map(zs, &elem(&1, 0))), at, Enum.map(zs, &elem(&1, 0))} end)
+    |> Enum.sort(:desc)
+    |> Enum.take(10)
+
+  IO.puts("zones' mailboxes at their fullest {sum, at ms, each}: #{inspect(fullest)}")
+end
 
 IO.puts("utilization: #{inspect(List.keyfind(trace, :utilization, 0))}")
