@@ -1,0 +1,108 @@
+# Where a loaded server's core goes, for finding what bends it at its knee:
+# loaded into the server, it waits `KNEE_PROBE_AFTER` seconds (default 60:
+# the players joined and settled), then over 10 s samples every 100 ms the
+# run queue and the message queues of every process, by what it is (a
+# registered name, a gen_server's module, or its initial call), sums their
+# reductions by the same, and prints them with the scheduler utilization;
+# then it runs `:eprof` over every process for 3 s and prints its 30
+# costliest functions. Lines start with `PROBE`. `knee_probe.sh` runs it
+# beside a stage of players; by hand:
+#
+#   KNEE_PROBE_AFTER=60 GROVE_PORT=0 taskset -c 0 elixir --erl "+S 1:1" -S mix run --no-halt -r lab/bench/knee_probe.exs
+#
+# A profile, not a benchmark: eprof slows what it watches, for its 3 s.
+spawn(fn ->
+  Process.sleep(String.to_integer(System.get_env("KNEE_PROBE_AFTER", "60")) * 1000)
+  Process.flag(:priority, :high)
+
+  label = fn p ->
+    case Process.info(p, [:registered_name, :dictionary, :initial_call]) do
+      nil ->
+        :gone
+
+      [{:registered_name, name} | _] when name != [] ->
+        name |> Atom.to_string() |> String.replace(~r/\.\d+$/, ".N")
+
+      [_, {:dictionary, d}, {:initial_call, i}] ->
+        Keyword.get(d, :"$initial_call", i)
+    end
+  end
+
+  labels = Map.new(Process.list(), &{&1, label.(&1)})
+  labelled = fn p -> Map.get_lazy(labels, p, fn -> label.(p) end) end
+
+  reductions = fn ->
+    Map.new(Process.list(), fn p -> {p, (Process.info(p, :reductions) || {:r, 0}) |> elem(1)} end)
+  end
+
+  :erlang.system_flag(:scheduler_wall_time, true)
+  s0 = :scheduler.sample()
+  a = reductions.()
+
+  # Every 100 ms: the run queue, and each kind's largest and total queue.
+  samples =
+    for _ <- 1..100 do
+      Process.sleep(100)
+
+      queues =
+        Enum.reduce(Process.list(), %{}, fn p, acc ->
+          case Process.info(p, :message_queue_len) do
+            {:message_queue_len, n} when n > 0 ->
+              Map.update(acc, labelled.(p), {n, n}, fn {max, sum} -> {max(max, n), sum + n} end)
+
+            _ ->
+              acc
+          end
+        end)
+
+      {:erlang.statistics(:run_queue), queues}
+    end
+
+  b = reductions.()
+  util = :scheduler.utilization(s0, :scheduler.sample())
+
+  by =
+    Enum.reduce(b, %{}, fn {p, r}, acc ->
+      Map.update(acc, labelled.(p), r - Map.get(a, p, 0), &(&1 + r - Map.get(a, p, 0)))
+    end)
+
+  total = by |> Map.values() |> Enum.sum()
+  IO.puts("PROBE utilization #{inspect(util)}")
+  run_queues = Enum.map(samples, &elem(&1, 0))
+
+  IO.puts(
+    "PROBE run queue: mean #{Float.round(Enum.sum(run_queues) / length(run_queues), 1)}, max #{Enum.max(run_queues)}"
+  )
+
+  for {k, r} <- by |> Enum.sort_by(&(-elem(&1, 1))) |> Enum.take(15),
+      do: IO.puts("PROBE reductions #{inspect(k)} #{r} #{Float.round(r * 100 / max(total, 1), 1)} %")
+
+  queued =
+    Enum.reduce(samples, %{}, fn {_, queues}, acc ->
+      Enum.reduce(queues, acc, fn {k, {max, sum}}, acc ->
+        Map.update(acc, k, {max, sum}, fn {m, s} -> {max(m, max), s + sum} end)
+      end)
+    end)
+
+  for {k, {max, sum}} <- queued |> Enum.sort_by(&(-elem(elem(&1, 1), 1))) |> Enum.take(10),
+      do: IO.puts("PROBE queue #{inspect(k)}: largest #{max}, mean total #{Float.round(sum / 100, 1)}")
+
+  :eprof.start()
+  :eprof.start_profiling(Process.list())
+  Process.sleep(3_000)
+  :eprof.stop_profiling()
+  file = Path.join(System.tmp_dir!(), "knee-probe-eprof-#{System.pid()}.txt")
+  :eprof.log(String.to_charlist(file))
+  :eprof.analyze(:total, [{:sort, :time}])
+  :eprof.stop()
+
+  file
+  |> File.read!()
+  |> String.split("\n")
+  |> Enum.filter(&String.contains?(&1, ":"))
+  |> Enum.take(-32)
+  |> Enum.each(&IO.puts("PROBE eprof #{&1}"))
+
+  File.rm(file)
+  IO.puts("PROBE done")
+end)
