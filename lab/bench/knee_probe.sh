@@ -8,6 +8,10 @@
 # repository's root:
 #
 #   lab/bench/knee_probe.sh 4000            # PLAYERS [SETTLE] [STAGE]
+#   SPAWN=460,460,541,541 LOAD_ARGS="--crowd mill --crowd-at corner" lab/bench/knee_probe.sh 1000 30
+#
+# Environment: SPAWN (the server's GROVE_PLAYER_SPAWN, for a crowd),
+# LOAD_ARGS (more options for the load).
 set -euo pipefail
 PLAYERS=${1:-4000}; SETTLE=${2:-20}; STAGE=${3:-40}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,6 +24,7 @@ cd "$ROOT"
 # The probe starts once the players have joined (1,000 a second) and settled.
 AFTER=$(( 20 + 5 + PLAYERS / 1000 + SETTLE + 5 ))
 env GROVE_PORT=$PORT GROVE_DATA="$DIR/data" GROVE_ACTORS=20000 KNEE_PROBE_AFTER=$AFTER \
+  ${SPAWN:+GROVE_PLAYER_SPAWN=$SPAWN} \
   ELIXIR_ERL_OPTIONS="+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none" \
   taskset -c 0 mix run --no-halt -r lab/bench/knee_probe.exs > "$DIR/server.log" 2>&1 &
 SERVER=$!
@@ -31,7 +36,7 @@ echo "knee probe: server up on port $PORT (OS pid $SERVER), files in $DIR"
 cd "$ROOT/lab"
 ELIXIR_ERL_OPTIONS="+S 1:1" taskset -c 1 mix grove.load ws --url ws://127.0.0.1:$PORT/ws \
   --server-pid $SERVER --stages $PLAYERS --encoding binary --stage-seconds $STAGE \
-  --settle $SETTLE --baseline-seconds 5 --ramp 1000 > "$DIR/load.log" 2>&1 || true
+  --settle $SETTLE --baseline-seconds 5 --ramp 1000 ${LOAD_ARGS:-} > "$DIR/load.log" 2>&1 || true
 
 sed -n '/^== load/,$p' "$DIR/load.log"
 grep -E '^stage' "$DIR/load.log" || true
