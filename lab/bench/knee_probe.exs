@@ -75,7 +75,10 @@ spawn(fn ->
   )
 
   for {k, r} <- by |> Enum.sort_by(&(-elem(&1, 1))) |> Enum.take(15),
-      do: IO.puts("PROBE reductions #{inspect(k)} #{r} #{Float.round(r * 100 / max(total, 1), 1)} %")
+      do:
+        IO.puts(
+          "PROBE reductions #{inspect(k)} #{r} #{Float.round(r * 100 / max(total, 1), 1)} %"
+        )
 
   queued =
     Enum.reduce(samples, %{}, fn {_, queues}, acc ->
@@ -85,7 +88,10 @@ spawn(fn ->
     end)
 
   for {k, {max, sum}} <- queued |> Enum.sort_by(&(-elem(elem(&1, 1), 1))) |> Enum.take(10),
-      do: IO.puts("PROBE queue #{inspect(k)}: largest #{max}, mean total #{Float.round(sum / 100, 1)}")
+      do:
+        IO.puts(
+          "PROBE queue #{inspect(k)}: largest #{max}, mean total #{Float.round(sum / 100, 1)}"
+        )
 
   :eprof.start()
   :eprof.start_profiling(Process.list())

@@ -175,7 +175,9 @@ if rows != [] do
 
   fullest =
     rows
-    |> Enum.map(fn {at, zs} -> {Enum.sum(Enum.map(zs, &elem(&1, 0))), at, Enum.map(zs, &elem(&1, 0))} end)
+    |> Enum.map(fn {at, zs} ->
+      {Enum.sum(Enum.map(zs, &elem(&1, 0))), at, Enum.map(zs, &elem(&1, 0))}
+    end)
     |> Enum.sort(:desc)
     |> Enum.take(10)
 
