@@ -42,6 +42,31 @@ defmodule Grove.LoadTest do
     end
   end
 
+  test "bots walk straight, each along a heading of its own, and the report counts what refused them",
+       %{port: port} do
+    report =
+      WsRun.run(
+        url: "ws://127.0.0.1:#{port}/ws",
+        players: 20,
+        ramp: 40,
+        duration: 2,
+        every: 1,
+        move_every: 100,
+        walk: :straight,
+        encoding: :binary,
+        out: fn _line -> :ok end
+      )
+
+    assert report.errors == 0
+    assert report.correctness_failures.total == 0, inspect(report.correctness_failures)
+    assert report.moves > 0 and report.p99_ms != nil
+    assert Enum.sum(Map.values(report.refused)) == report.moves_refused
+    # The server's zones come with every window, and each window's slowest move.
+    assert [%{zones_awake: awake, max_ms: max} | _] = report.windows
+    assert is_integer(awake) and awake > 0
+    assert is_number(max)
+  end
+
   test "bots act as well as move: every action answered, its round trip measured apart", %{
     port: port
   } do

@@ -78,6 +78,8 @@ defmodule Grove.Load.Player do
     :encoding,
     :id,
     :cell,
+    # The world's {width, height}, from the welcome.
+    :size,
     :view,
     :bye,
     seq: 0,
@@ -100,7 +102,7 @@ defmodule Grove.Load.Player do
   @typedoc "What a player needs to check: the counters, the terrain and the time."
   @type env :: %{
           stats: Stats.t(),
-          terrain: %{width: pos_integer(), cells: binary()},
+          terrain: %{width: pos_integer(), cells: binary()} | nil,
           now: integer()
         }
 
@@ -285,7 +287,8 @@ defmodule Grove.Load.Player do
     Stats.incr(env.stats, :joined)
     view = if player.checks_views, do: View.new({x, y}, 8, id)
     settle_us = (welcome.tick_ms + welcome.view_ms) * 1000 + @settle_margin_us
-    %{player | id: id, cell: {x, y}, joined: true, view: view, settle_us: settle_us}
+    size = {welcome.width, welcome.height}
+    %{player | id: id, cell: {x, y}, size: size, joined: true, view: view, settle_us: settle_us}
   end
 
   defp message(player, %{type: :outcome, seq: seq, result: result, x: x, y: y}, env),
@@ -358,7 +361,11 @@ defmodule Grove.Load.Player do
       {^seq, sent_at, direction, from} ->
         Grove.Metrics.Histogram.record(env.stats.latency, env.now - sent_at)
         Stats.incr(env.stats, :outcomes)
-        if result == :ok, do: Stats.incr(env.stats, :outcomes_ok)
+
+        if result == :ok,
+          do: Stats.incr(env.stats, :outcomes_ok),
+          else: Stats.refused(env.stats, result)
+
         expected = if result == :ok and from != nil, do: Grid.step(from, direction), else: from
 
         if from != nil and cell != expected, do: Stats.failure(env.stats, :position)
@@ -409,6 +416,10 @@ defmodule Grove.Load.Player do
       _ -> Stats.failure(env.stats, :stale_own_entity)
     end
   end
+
+  # A world too large to send whole has no terrain here: nothing is
+  # checked against it.
+  defp blocked?(nil, _x, _y), do: false
 
   defp blocked?(%{width: w, cells: cells}, x, y),
     do: x < w and y * w + x < byte_size(cells) and :binary.at(cells, y * w + x) in [1, 2, 3]

@@ -28,7 +28,9 @@ defmodule Grove.Load.Soak do
     processes: "grove_beam_processes",
     ports: "grove_beam_ports",
     ets_tables: "grove_beam_ets_tables",
-    mailbox_max: "grove_beam_mailbox_max"
+    mailbox_max: "grove_beam_mailbox_max",
+    # Zones on demand: those running now (a world of them only).
+    zones_awake: "grove_zones_awake"
   ]
 
   @warm_up 0.2

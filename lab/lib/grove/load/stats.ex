@@ -10,6 +10,7 @@ defmodule Grove.Load.Stats do
   # from moves' (`act_latency`); so are lines said (`:says_sent`, `:said`,
   # those answered other than `ok` in `:says_refused`, round trip
   # `say_latency`), and the chat lines players heard (`:chat_heard`).
+  # Moves refused are counted by the world's reason (`refused`).
 
   alias Grove.Metrics.Histogram
 
@@ -57,12 +58,14 @@ defmodule Grove.Load.Stats do
     :stale_own_entity,
     :identity
   ]
+  @refusals Grove.World.rejections()
 
   for {key, index} <-
         Enum.with_index(
           @keys ++
             Enum.map(@disconnect_reasons, &{:disconnect, &1}) ++
-            Enum.map(@failures, &{:failure, &1}),
+            Enum.map(@failures, &{:failure, &1}) ++
+            Enum.map(@refusals, &{:refused, &1}),
           1
         ) do
     defp index(unquote(Macro.escape(key))), do: unquote(index)
@@ -74,7 +77,7 @@ defmodule Grove.Load.Stats do
 
   @spec new() :: t()
   def new do
-    size = length(@keys) + length(@disconnect_reasons) + length(@failures)
+    size = length(@keys) + length(@disconnect_reasons) + length(@failures) + length(@refusals)
 
     %__MODULE__{
       counters: :counters.new(size, [:write_concurrency]),
@@ -104,6 +107,10 @@ defmodule Grove.Load.Stats do
     incr(stats, {:failure, kind})
   end
 
+  @doc "A move the world refused, by its reason."
+  @spec refused(t(), atom()) :: :ok
+  def refused(stats, reason) when reason in @refusals, do: incr(stats, {:refused, reason})
+
   @doc """
   A reading of everything, to diff against a later one; of a list of
   stats, one reading of them all, as if they were one.
@@ -117,6 +124,7 @@ defmodule Grove.Load.Stats do
       disconnects:
         Map.new(@disconnect_reasons, &{&1, :counters.get(c, index({:disconnect, &1}))}),
       failures: Map.new(@failures, &{&1, :counters.get(c, index({:failure, &1}))}),
+      refused: Map.new(@refusals, &{&1, :counters.get(c, index({:refused, &1}))}),
       latency: Histogram.snapshot(stats.latency),
       act_latency: Histogram.snapshot(stats.act_latency),
       say_latency: Histogram.snapshot(stats.say_latency),
@@ -131,6 +139,7 @@ defmodule Grove.Load.Stats do
       counts: Map.merge(a.counts, b.counts, fn _k, x, y -> x + y end),
       disconnects: Map.merge(a.disconnects, b.disconnects, fn _k, x, y -> x + y end),
       failures: Map.merge(a.failures, b.failures, fn _k, x, y -> x + y end),
+      refused: Map.merge(a.refused, b.refused, fn _k, x, y -> x + y end),
       latency: Histogram.merge(a.latency, b.latency),
       act_latency: Histogram.merge(a.act_latency, b.act_latency),
       say_latency: Histogram.merge(a.say_latency, b.say_latency),
@@ -145,6 +154,7 @@ defmodule Grove.Load.Stats do
       counts: Map.new(later.counts, fn {k, v} -> {k, v - earlier.counts[k]} end),
       disconnects: Map.new(later.disconnects, fn {k, v} -> {k, v - earlier.disconnects[k]} end),
       failures: Map.new(later.failures, fn {k, v} -> {k, v - earlier.failures[k]} end),
+      refused: Map.new(later.refused, fn {k, v} -> {k, v - earlier.refused[k]} end),
       latency: Histogram.diff(later.latency, earlier.latency),
       act_latency: Histogram.diff(later.act_latency, earlier.act_latency),
       say_latency: Histogram.diff(later.say_latency, earlier.say_latency),

@@ -12,7 +12,9 @@ defmodule Grove.Load.Swarm do
   # its first move at a random point of the first interval), in a random
   # direction, with one move in flight at most; in a crowd
   # (Grove.Load.Crowd), toward the crowd's point or about it, and at the
-  # crowd's pace until it gets there or stops at its edge. With
+  # crowd's pace until it gets there or stops at its edge; walking straight
+  # (Grove.Load.Walk), along a heading of its own drawn when it joins,
+  # side-stepping what refuses it and bouncing off the world's edges. With
   # `act_every` N, one step in N (drawn at random) is instead an action of
   # the game (`action`, "pick" by default) toward that step's cell, with
   # one action in flight at most. With `say_every` MS, each player also
@@ -26,7 +28,7 @@ defmodule Grove.Load.Swarm do
 
   import Bitwise
 
-  alias Grove.Load.{Crowd, Player, Stats}
+  alias Grove.Load.{Crowd, Player, Stats, Walk}
   alias Grove.WsClient
   alias Grove.World.Grid
 
@@ -44,6 +46,7 @@ defmodule Grove.Load.Swarm do
     :stats,
     :terrain,
     :crowd,
+    :walk,
     :rand,
     :timer,
     act_every: 0,
@@ -53,6 +56,8 @@ defmodule Grove.Load.Swarm do
     bots: %{},
     # In a crowd, where each player stood at its last move.
     last_cells: %{},
+    # Walking straight, each player's walk (Grove.Load.Walk).
+    walks: %{},
     wheel: %{},
     slot: 0,
     closing: false
@@ -62,7 +67,8 @@ defmodule Grove.Load.Swarm do
   Starts a swarm. Options: `:host`, `:port`, `:path` (with the encoding's
   query), `:encoding`, `:move_every` (ms), `:stats` (Grove.Load.Stats),
   `:terrain` (`%{width: w, cells: binary}`, for the checks), `:crowd`
-  (a `Grove.Load.Crowd`, or nil for players who walk at random),
+  (a `Grove.Load.Crowd`, or nil for players who walk at random), `:walk`
+  (`:straight` for players who walk straight, or nil),
   `:act_every` (one step in that many an action, 0 for none), `:action`
   and `:say_every` (ms between a player's lines, 0 for none).
   """
@@ -93,6 +99,7 @@ defmodule Grove.Load.Swarm do
       stats: Keyword.fetch!(opts, :stats),
       terrain: Keyword.fetch!(opts, :terrain),
       crowd: Keyword.get(opts, :crowd),
+      walk: Keyword.get(opts, :walk),
       rand: :rand.seed_s(:exsss),
       slot: current_slot()
     }
@@ -117,6 +124,7 @@ defmodule Grove.Load.Swarm do
     player = Player.new(swarm.encoding, checks, swarm.say_every > 0)
     send_payload(swarm, socket, Player.join(player))
     {offset, rand} = :rand.uniform_s(max(div(swarm.move_every, @slot_ms), 1), swarm.rand)
+    {swarm, rand} = start_walk(swarm, socket, rand)
     swarm = %{swarm | rand: rand, bots: Map.put(swarm.bots, socket, {player, <<>>})}
     swarm = schedule(swarm, socket, swarm.slot + offset)
 
@@ -210,7 +218,7 @@ defmodule Grove.Load.Swarm do
       case swarm.bots do
         %{^socket => {player, buffer}} ->
           {roll, rand} = :rand.uniform_s(1 <<< 16, swarm.rand)
-          direction = direction(swarm, player, roll)
+          {direction, walk} = direction(swarm, socket, player, roll)
           {acts?, rand} = acts?(swarm.act_every, rand)
 
           {player, payload} =
@@ -241,6 +249,12 @@ defmodule Grove.Load.Swarm do
           {player, swarm} = maybe_say(%{swarm | rand: rand}, socket, player, env)
           swarm = %{swarm | bots: Map.put(swarm.bots, socket, {player, buffer})}
           swarm = if swarm.crowd, do: put_last_cell(swarm, socket, player), else: swarm
+          # A walk goes on from a step sent, not from one held back.
+          swarm =
+            if walk && payload && not acts?,
+              do: %{swarm | walks: Map.put(swarm.walks, socket, walk)},
+              else: swarm
+
           next(swarm, socket, slot, every(swarm, player, from))
 
         _ ->
@@ -249,8 +263,31 @@ defmodule Grove.Load.Swarm do
     end)
   end
 
-  defp direction(%__MODULE__{crowd: nil}, _player, roll), do: elem(@directions, rem(roll, 8))
-  defp direction(swarm, player, roll), do: Crowd.direction(swarm.crowd, player.cell, roll)
+  defp direction(%__MODULE__{crowd: crowd}, _socket, player, roll) when crowd != nil,
+    do: {Crowd.direction(crowd, player.cell, roll), nil}
+
+  defp direction(
+         %__MODULE__{walk: :straight} = swarm,
+         socket,
+         %Player{cell: cell, size: size},
+         roll
+       )
+       when cell != nil and size != nil do
+    case swarm.walks do
+      %{^socket => walk} -> Walk.next(walk, cell, size)
+      _ -> {elem(@directions, rem(roll, 8)), nil}
+    end
+  end
+
+  defp direction(_swarm, _socket, _player, roll), do: {elem(@directions, rem(roll, 8)), nil}
+
+  # Walking straight: a heading of its own, drawn as the player joins.
+  defp start_walk(%__MODULE__{walk: :straight} = swarm, socket, rand) do
+    {n, rand} = :rand.uniform_s(8, rand)
+    {%{swarm | walks: Map.put(swarm.walks, socket, Walk.new(n - 1))}, rand}
+  end
+
+  defp start_walk(swarm, _socket, rand), do: {swarm, rand}
 
   defp put_last_cell(swarm, socket, player),
     do: %{swarm | last_cells: Map.put(swarm.last_cells, socket, player.cell)}
@@ -385,6 +422,7 @@ defmodule Grove.Load.Swarm do
           swarm
           | bots: bots,
             last_cells: Map.delete(swarm.last_cells, socket),
+            walks: Map.delete(swarm.walks, socket),
             says: Map.delete(swarm.says, socket)
         }
     end

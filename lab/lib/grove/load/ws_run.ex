@@ -75,6 +75,19 @@ defmodule Grove.Load.WsRun do
   of it at the run's pace (`Grove.Load.Crowd`). Give the crowd time to
   form before measuring (`:settle`).
 
+  With `:walk` `:straight` each player walks straight instead
+  (`Grove.Load.Walk`): along a heading of its own, drawn when it joins,
+  side-stepping what refuses a step and bouncing off the world's edges;
+  with the server's players placed anywhere on a big world of zones on
+  demand, they wake the zones ahead of them and leave those behind to
+  sleep. The progress lines then add the server's zones awake and the
+  zones woken and put to sleep so far (from its `/metrics`), and each
+  window's slowest move.
+
+  A world too large to send whole has no `GET /terrain`: the players then
+  check their views for stacked entities and their own, not for entities
+  on blocked cells.
+
   When `:report_url` is given (the server's base URL) the run posts each
   progress line to `/api/load/report` there, so the server's dashboard shows
   the run and its knee.
@@ -118,6 +131,7 @@ defmodule Grove.Load.WsRun do
     crowd_radius: 12,
     crowd_approach_ms: 100,
     zone_size: 50,
+    walk: nil,
     out: &IO.puts/1
   ]
 
@@ -145,6 +159,7 @@ defmodule Grove.Load.WsRun do
         terrain: terrain,
         move_every: opts[:move_every],
         crowd: crowd,
+        walk: opts[:walk],
         act_every: opts[:act_every],
         action: opts[:action],
         say_every: opts[:say_every]
@@ -168,7 +183,7 @@ defmodule Grove.Load.WsRun do
       "load: #{describe(run)} at #{ramp}/s on #{Enum.join(urls, ", ")} (#{opts[:encoding]}), " <>
         "moves every #{opts[:move_every]} ms#{describe_acts(opts)}#{describe_says(opts)}, " <>
         "views checked by #{describe_checks(opts[:check_views])}" <>
-        describe_crowd(crowd)
+        describe_crowd(crowd) <> describe_walk(opts[:walk]) <> describe_terrain(terrain)
     )
 
     run =
@@ -203,6 +218,12 @@ defmodule Grove.Load.WsRun do
 
   defp describe(%{target: target}), do: "#{target} players"
 
+  defp describe_walk(nil), do: ""
+  defp describe_walk(:straight), do: ", each walking straight (a heading each)"
+
+  defp describe_terrain(nil), do: " (no whole terrain from this world: no blocked-cell check)"
+  defp describe_terrain(_terrain), do: ""
+
   defp describe_crowd(nil), do: ""
 
   defp describe_crowd(%Crowd{} = crowd) do
@@ -218,6 +239,9 @@ defmodule Grove.Load.WsRun do
     case opts[:crowd] do
       nil ->
         nil
+
+      _mode when terrain == nil ->
+        raise ArgumentError, "a crowd needs the world's size: this world sends no whole terrain"
 
       mode ->
         height = div(byte_size(terrain.cells), terrain.width)
@@ -587,6 +611,7 @@ defmodule Grove.Load.WsRun do
 
   # The players check what they see against the terrain: every URL must
   # serve the same world (nodes of one cluster do).
+  # A world too large to send whole has none: nil.
   defp same_terrain!([first | rest]) do
     terrain = fetch_terrain(first.host, first.port)
 
@@ -620,6 +645,11 @@ defmodule Grove.Load.WsRun do
       bytes_out_per_s: round(counts.bytes_out / seconds),
       p50_ms: to_ms(Histogram.percentile(diff.latency, 50)),
       p99_ms: to_ms(Histogram.percentile(diff.latency, 99)),
+      max_ms: to_ms(Histogram.max(diff.latency)),
+      refused_per_s: round((counts.outcomes - counts.outcomes_ok) / seconds),
+      zones_awake: server.zones_awake,
+      zone_wakes: server.zone_wakes,
+      zone_sleeps: server.zone_sleeps,
       acts_per_s: round(counts.acted / seconds),
       act_p99_ms: to_ms(Histogram.percentile(diff.act_latency, 99)),
       says_per_s: round(counts.said / seconds),
@@ -644,9 +674,17 @@ defmodule Grove.Load.WsRun do
         says_part(w) <>
         "errors #{w.errors}  failures #{w.correctness_failures}  " <>
         "server #{mb(w.server_memory)} MB, run queue #{figure(w.server_run_queue)}, " <>
-        "busy #{percent(w.server_utilization)} %#{if w.hog, do: "  HOG", else: ""}"
+        "busy #{percent(w.server_utilization)} %#{if w.hog, do: "  HOG", else: ""}" <>
+        zones_part(w)
     )
   end
+
+  defp zones_part(%{zones_awake: nil}), do: ""
+
+  defp zones_part(w),
+    do:
+      "  max #{figure(w.max_ms)} ms, refused #{w.refused_per_s}/s, zones awake #{w.zones_awake} " <>
+        "(woken #{w.zone_wakes}, slept #{w.zone_sleeps} so far)"
 
   # Whether the hog ran at any time between `from` and `to` seconds of the
   # run, from the plan.
@@ -663,7 +701,14 @@ defmodule Grove.Load.WsRun do
   defp server_gauges(url, token) do
     case Soak.scrape(url, token) do
       nil ->
-        %{memory: nil, run_queue: nil, utilization: nil}
+        %{
+          memory: nil,
+          run_queue: nil,
+          utilization: nil,
+          zones_awake: nil,
+          zone_wakes: nil,
+          zone_sleeps: nil
+        }
 
       body ->
         value = fn name ->
@@ -673,10 +718,19 @@ defmodule Grove.Load.WsRun do
           end
         end
 
+        whole = fn
+          nil -> nil
+          number -> round(number)
+        end
+
         %{
           memory: if(m = value.(~s(grove_beam_memory_bytes{kind="total"})), do: round(m)),
           run_queue: if(q = value.("grove_beam_run_queue"), do: round(q)),
-          utilization: value.("grove_beam_scheduler_utilization")
+          utilization: value.("grove_beam_scheduler_utilization"),
+          # Zones on demand: counted only by a world of them.
+          zones_awake: whole.(value.("grove_zones_awake")),
+          zone_wakes: whole.(value.("grove_zone_wakes_total")),
+          zone_sleeps: whole.(value.("grove_zone_sleeps_total"))
         }
     end
   end
@@ -730,6 +784,9 @@ defmodule Grove.Load.WsRun do
       p95_ms: to_ms(Histogram.percentile(latency, 95)),
       p99_ms: to_ms(Histogram.percentile(latency, 99)),
       max_ms: to_ms(Histogram.max(latency)),
+      moves: counts.outcomes,
+      moves_refused: counts.outcomes - counts.outcomes_ok,
+      refused: for({reason, n} <- total.refused, n > 0, into: %{}, do: {reason, n}),
       acts_per_s: average(steady, :acts_per_s),
       act_p99_ms: to_ms(Histogram.percentile(total.act_latency, 99)),
       says_per_s: average(steady, :says_per_s),
@@ -816,8 +873,11 @@ defmodule Grove.Load.WsRun do
     )
 
     out.(
-      "moves          #{r.moves_per_s}/s; round trip p50 #{figure(r.p50_ms)} ms, p95 #{figure(r.p95_ms)} ms, p99 #{figure(r.p99_ms)} ms, max #{figure(r.max_ms)} ms"
+      "moves          #{r.moves_per_s}/s; round trip p50 #{figure(r.p50_ms)} ms, p95 #{figure(r.p95_ms)} ms, p99 #{figure(r.p99_ms)} ms, max #{figure(r.max_ms)} ms; " <>
+        "#{r.moves} answered, #{r.moves_refused} of them refused"
     )
+
+    if r.moves_refused > 0, do: out.("refused        #{inspect(r.refused)}")
 
     if r.says_per_s > 0 or r.say_p99_ms != nil do
       out.(
@@ -867,18 +927,32 @@ defmodule Grove.Load.WsRun do
 
   defp print_windows(out, windows) do
     out.("")
+    zones? = Enum.any?(windows, &(&1.zones_awake != nil))
 
     out.(
-      "| t s | hog | players | moves/s | skipped/s | p50 ms | p99 ms | errors | server MB | run queue | schedulers busy |"
+      "| t s | hog | players | moves/s | skipped/s | p50 ms | p99 ms | errors | server MB | run queue | schedulers busy |" <>
+        if(zones?,
+          do: " max ms | refused/s | zones awake | woken so far | slept so far |",
+          else: ""
+        )
     )
 
-    out.("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    out.(
+      "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" <>
+        if(zones?, do: " ---: | ---: | ---: | ---: | ---: |", else: "")
+    )
 
     for w <- windows do
       out.(
         "| #{w.t} | #{if w.hog, do: "on", else: ""} | #{w.players} | #{w.moves_per_s} | #{w.skipped_per_s} | " <>
           "#{figure(w.p50_ms)} | #{figure(w.p99_ms)} | #{w.errors} | #{mb(w.server_memory)} | " <>
-          "#{figure(w.server_run_queue)} | #{percent(w.server_utilization)} % |"
+          "#{figure(w.server_run_queue)} | #{percent(w.server_utilization)} % |" <>
+          if(zones?,
+            do:
+              " #{figure(w.max_ms)} | #{w.refused_per_s} | #{w.zones_awake || "-"} | " <>
+                "#{w.zone_wakes || "-"} | #{w.zone_sleeps || "-"} |",
+            else: ""
+          )
       )
     end
   end
@@ -1097,7 +1171,8 @@ defmodule Grove.Load.WsRun do
   ## The terrain, for the checks that nobody stands on a tree
 
   @doc false
-  # Also the chaos lab's: the server's terrain as `Grove.Load.Player` checks it.
+  # Also the chaos lab's: the server's terrain as `Grove.Load.Player` checks
+  # it, or nil for a world too large to send whole.
   def fetch_terrain(host, port) do
     {:ok, _} = Application.ensure_all_started(:inets)
     url = ~c"http://#{host}:#{port}/terrain"
@@ -1106,6 +1181,10 @@ defmodule Grove.Load.WsRun do
       {:ok, {{_, 200, _}, headers, cells}} ->
         width = headers |> List.keyfind(~c"x-grove-width", 0) |> elem(1) |> List.to_integer()
         %{width: width, cells: cells}
+
+      # A world too large to send whole: each area's ground comes with it.
+      {:ok, {{_, 404, _}, _headers, _body}} ->
+        nil
 
       other ->
         raise "could not fetch the terrain from #{url}: #{inspect(other, limit: 5)}"

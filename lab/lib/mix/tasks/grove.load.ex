@@ -75,6 +75,13 @@ defmodule Mix.Tasks.Grove.Load do
     * `--crowd-approach-ms MS` - ms between moves on the way there (default 100)
     * `--zone-size N` - the server's zone size, for `corner` and `middle`
       (default 50, the default world's)
+    * `--walk straight` - each player walks straight instead of at random:
+      along a heading of its own (drawn when it joins), side-stepping
+      what refuses a step and bouncing off the world's edges; see
+      `Grove.Load.Walk`. With `--move-every 200`, five steps a second. The
+      progress lines then add the slowest move of each window and, from
+      the server's `/metrics`, its zones awake and the zones woken and put
+      to sleep so far
     * `--sample-every S` - a soak: read the server's gauges (memory,
       processes, ports, ETS tables, the longest mailbox) every S seconds and
       report which of them grow (`Grove.Load.Soak` says how that is judged)
@@ -164,7 +171,8 @@ defmodule Mix.Tasks.Grove.Load do
     crowd_at: :string,
     crowd_radius: :integer,
     crowd_approach_ms: :integer,
-    zone_size: :integer
+    zone_size: :integer,
+    walk: :string
   ]
 
   @http_switches [
@@ -193,7 +201,15 @@ defmodule Mix.Tasks.Grove.Load do
       end
 
     positive!(opts)
-    opts = opts |> parse_urls() |> parse_stages() |> parse_check_views() |> parse_crowd()
+
+    opts =
+      opts
+      |> parse_urls()
+      |> parse_stages()
+      |> parse_check_views()
+      |> parse_crowd()
+      |> parse_walk()
+
     start_client()
 
     {json, opts} = Keyword.pop(opts, :json)
@@ -360,6 +376,15 @@ defmodule Mix.Tasks.Grove.Load do
           [{x, ""}, {y, ""}] when x >= 0 and y >= 0 -> Keyword.put(opts, :crowd_at, {x, y})
           _ -> Mix.raise("--crowd-at takes corner, middle or a cell X,Y, got #{inspect(text)}")
         end
+    end
+  end
+
+  defp parse_walk(opts) do
+    case {Keyword.fetch(opts, :walk), opts[:crowd]} do
+      {:error, _crowd} -> opts
+      {{:ok, "straight"}, nil} -> Keyword.put(opts, :walk, :straight)
+      {{:ok, "straight"}, _crowd} -> Mix.raise("--walk and --crowd go apart: choose one")
+      {{:ok, other}, _crowd} -> Mix.raise("--walk must be straight, got #{inspect(other)}")
     end
   end
 
