@@ -52,6 +52,22 @@ defmodule Mix.Tasks.Grove.Bench.Players do
       with a crowd the server's new players start within `--crowd-spawn N`
       cells of its point (default 40: `GROVE_PLAYER_SPAWN`), and walk the rest
 
+  The world is `make run`'s unless told otherwise:
+
+    * `--world WIDTHxHEIGHT` - its size in cells (`GROVE_WIDTH`, `GROVE_HEIGHT`)
+    * `--zones always|on_demand`, `--zone-idle-ms MS` - whether zones
+      start on demand and sleep after MS idle (`GROVE_ZONES`,
+      `GROVE_ZONE_IDLE_MS`)
+    * `--game NAME|off` - its game (`GROVE_GAME`)
+
+  and the players may walk otherwise:
+
+    * `--walk straight`, `--move-every MS`, `--every S` - passed to the load
+      (see `mix help grove.load`); for example 2,000 players walking
+      straight at five steps a second for ten minutes across a world of
+      zones on demand that sleep after 20 s, its memory read each minute:
+      `mix grove.bench.players --encoding binary --actors 0 --world 15000x15000 --zones on_demand --zone-idle-ms 20000 --walk straight --move-every 200 --stages 2000 --stage-seconds 600 --every 60 --sample-every 5`
+
   Needs Linux's `taskset` and two cores; it says so and stops otherwise.
   The server's data (its SQLite file) goes to a temporary folder.
   """
@@ -79,7 +95,14 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     crowd_at: :string,
     crowd_radius: :integer,
     crowd_approach_ms: :integer,
-    crowd_spawn: :integer
+    crowd_spawn: :integer,
+    world: :string,
+    zones: :string,
+    zone_idle_ms: :integer,
+    game: :string,
+    walk: :string,
+    move_every: :integer,
+    every: :integer
   ]
 
   @impl true
@@ -109,7 +132,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
         {"GROVE_ACTORS", to_string(opts[:actors] || 20_000)},
         {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
         {"MIX_ENV", to_string(Mix.env())}
-      ] ++ crowd_spawn(opts)
+      ] ++ crowd_spawn(opts) ++ world_env(opts)
 
     info("bench: server on core #{server_core} (port #{port}), load on core #{load_core}")
     server = Server.start(core: server_core, env: server_env, label: "server")
@@ -151,7 +174,15 @@ defmodule Mix.Tasks.Grove.Bench.Players do
            ) ++
            if(opts[:report], do: ["--report", opts[:report]], else: []) ++
            for(
-             key <- [:crowd, :crowd_at, :crowd_radius, :crowd_approach_ms],
+             key <- [
+               :crowd,
+               :crowd_at,
+               :crowd_radius,
+               :crowd_approach_ms,
+               :walk,
+               :move_every,
+               :every
+             ],
              value = opts[key],
              do: ["--#{String.replace(to_string(key), "_", "-")}", to_string(value)]
            ))
@@ -206,6 +237,33 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     else
       []
     end
+  end
+
+  # The world's size, zones and game, when not `make run`'s.
+  defp world_env(opts) do
+    size =
+      case opts[:world] do
+        nil ->
+          []
+
+        text ->
+          case String.split(text, "x") |> Enum.map(&Integer.parse/1) do
+            [{w, ""}, {h, ""}] when w > 0 and h > 0 ->
+              [{"GROVE_WIDTH", to_string(w)}, {"GROVE_HEIGHT", to_string(h)}]
+
+            _ ->
+              Mix.raise("--world takes WIDTHxHEIGHT, like 15000x15000, got #{inspect(text)}")
+          end
+      end
+
+    size ++
+      for {key, name} <- [
+            zones: "GROVE_ZONES",
+            zone_idle_ms: "GROVE_ZONE_IDLE_MS",
+            game: "GROVE_GAME"
+          ],
+          value = opts[key],
+          do: {name, to_string(value)}
   end
 
   defp cores(text) do
