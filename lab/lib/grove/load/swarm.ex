@@ -14,7 +14,7 @@ defmodule Grove.Load.Swarm do
   # (Grove.Load.Crowd), toward the crowd's point or about it, and at the
   # crowd's pace until it gets there or stops at its edge; walking straight
   # (Grove.Load.Walk), along a heading of its own drawn when it joins,
-  # side-stepping what refuses it and bouncing off the world's edges. With
+  # turning where a step is refused and bouncing off the world's edges. With
   # `act_every` N, one step in N (drawn at random) is instead an action of
   # the game (`action`, "pick" by default) toward that step's cell, with
   # one action in flight at most. With `say_every` MS, each player also

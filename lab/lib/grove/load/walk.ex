@@ -12,11 +12,12 @@ defmodule Grove.Load.Walk do
       would take it off the world is reversed (east becomes west, north-east
       at the north edge becomes south-east) and it walks on that way;
     * **where a step is refused** (a tree, a rock, water, another player)
-      it side-steps, then tries its heading again: after one refusal it
-      steps 45 degrees to one side, after two 45 degrees to the other, then
-      90 degrees to either side, then 135; a wall along its way is followed
-      until it ends. After seven refusals in a row it turns round and walks
-      back the way it came.
+      it turns: after one refusal it tries 45 degrees to one side, after
+      two 45 degrees to the other, then 90 degrees to either side, then
+      135, and the first of these that it takes becomes its heading, so
+      that a walker meeting a shore turns along it and walks on, refused a
+      few times per obstacle rather than at every step. After seven
+      refusals in a row it turns round and walks back the way it came.
 
   A refusal is seen as a step sent from a cell the player still stands on
   when it sends the next one. Pure functions: `Grove.Load.Swarm` keeps a
@@ -31,8 +32,12 @@ defmodule Grove.Load.Walk do
       iex> {dir, walk} = Grove.Load.Walk.next(walk, {6, 5}, {100, 100})
       iex> dir
       :e
-      iex> # Refused: still on {6, 5}; it side-steps.
-      iex> {dir, _walk} = Grove.Load.Walk.next(walk, {6, 5}, {100, 100})
+      iex> # Refused: still on {6, 5}; it turns.
+      iex> {dir, walk} = Grove.Load.Walk.next(walk, {6, 5}, {100, 100})
+      iex> dir
+      :se
+      iex> # Taken: south-east is its heading now.
+      iex> {dir, _walk} = Grove.Load.Walk.next(walk, {7, 6}, {100, 100})
       iex> dir
       :se
       iex> # At the east edge, east becomes west.
@@ -43,11 +48,12 @@ defmodule Grove.Load.Walk do
 
   alias Grove.World.Grid
 
-  defstruct [:heading, last: nil, refused: 0]
+  defstruct [:heading, last: nil, sent: nil, refused: 0]
 
   @type t :: %__MODULE__{
           heading: 0..7,
           last: Grid.cell() | nil,
+          sent: 0..7 | nil,
           refused: non_neg_integer()
         }
 
@@ -70,16 +76,25 @@ defmodule Grove.Load.Walk do
   """
   @spec next(t(), Grid.cell(), {pos_integer(), pos_integer()}) :: {Grid.direction(), t()}
   def next(%__MODULE__{} = walk, cell, size) do
-    refused = if walk.last == cell, do: walk.refused + 1, else: 0
+    {heading, refused} =
+      cond do
+        # Still where it sent its last step from: refused.
+        walk.last == cell -> {walk.heading, walk.refused + 1}
+        # A turn taken after a refusal: its heading from now on.
+        walk.refused > 0 and walk.sent != nil -> {walk.sent, 0}
+        true -> {walk.heading, 0}
+      end
 
     {heading, refused} =
       if refused >= @turn_round_after,
-        do: {Integer.mod(walk.heading + 4, 8), 0},
-        else: {walk.heading, refused}
+        do: {Integer.mod(heading + 4, 8), 0},
+        else: {heading, refused}
 
     heading = bounce(heading, cell, size)
-    direction = Grove.Actor.direction(heading + elem(@side_steps, refused))
-    {direction, %__MODULE__{heading: heading, last: cell, refused: refused}}
+    sent = Integer.mod(heading + elem(@side_steps, refused), 8)
+
+    {Grove.Actor.direction(sent),
+     %__MODULE__{heading: heading, last: cell, sent: sent, refused: refused}}
   end
 
   # The heading with the part that would step off the world reversed.

@@ -77,7 +77,7 @@ defmodule Grove.Load.WsRun do
 
   With `:walk` `:straight` each player walks straight instead
   (`Grove.Load.Walk`): along a heading of its own, drawn when it joins,
-  side-stepping what refuses a step and bouncing off the world's edges;
+  turning where a step is refused and bouncing off the world's edges;
   with the server's players placed anywhere on a big world of zones on
   demand, they wake the zones ahead of them and leave those behind to
   sleep. The progress lines then add the server's zones awake and the

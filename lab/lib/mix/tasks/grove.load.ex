@@ -76,8 +76,8 @@ defmodule Mix.Tasks.Grove.Load do
     * `--zone-size N` - the server's zone size, for `corner` and `middle`
       (default 50, the default world's)
     * `--walk straight` - each player walks straight instead of at random:
-      along a heading of its own (drawn when it joins), side-stepping
-      what refuses a step and bouncing off the world's edges; see
+      along a heading of its own (drawn when it joins), turning where
+      a step is refused and bouncing off the world's edges; see
       `Grove.Load.Walk`. With `--move-every 200`, five steps a second. The
       progress lines then add the slowest move of each window and, from
       the server's `/metrics`, its zones awake and the zones woken and put

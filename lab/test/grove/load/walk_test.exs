@@ -44,16 +44,19 @@ defmodule Grove.Load.WalkTest do
     assert List.last(cells) == {97, 47}
   end
 
-  test "a wall across its way is followed to its end, then it walks on along its heading" do
+  test "a wall across its way turns it along the wall, and it walks on straight that way" do
     # A wall of 7 cells at x = 20, from y = 10 to 16; the walker heads east at y = 12.
     wall = MapSet.new(for y <- 10..16, do: {20, y})
     {cells, dirs} = walk(Walk.new(:e), {15, 12}, {100, 100}, wall, 40)
 
     refute Enum.any?(cells, &MapSet.member?(wall, &1))
-    {x, _y} = List.last(cells)
-    assert x > 30
-    # Past the wall, straight east again.
-    assert Enum.take(dirs, -5) == List.duplicate(:e, 5)
+    # East to the wall, three refusals (east, south-east, north-east), then south for good.
+    assert Enum.take(dirs, 8) == [:e, :e, :e, :e, :e, :se, :ne, :s]
+    assert Enum.drop(dirs, 8) == List.duplicate(:s, 32)
+    assert List.last(cells) == {19, 12 + 33}
+    # Three refused of forty.
+    refused = cells |> Enum.chunk_every(2, 1, :discard) |> Enum.count(fn [a, b] -> a == b end)
+    assert refused == 3
   end
 
   test "every step is taken on open ground, whatever the world, the cell and the heading" do
