@@ -578,9 +578,14 @@ defmodule Grove.World.Zone do
     end
   end
 
-  # Asleep, it has passed on what came while it lingered: it stops.
+  # Asleep, it has passed on what came while it lingered: it stops. What
+  # came after its time was up, while it waited to be run, is behind this
+  # message in its mailbox, and is passed on first: a stop would drop it.
   @impl true
-  def handle_info(:linger_over, %__MODULE__{asleep: true} = zone), do: {:stop, :normal, zone}
+  def handle_info(:linger_over, %__MODULE__{asleep: true} = zone) do
+    pass_on_mailbox(zone)
+    {:stop, :normal, zone}
+  end
 
   # Its own timers and monitors are nobody else's business now.
   def handle_info(_message, %__MODULE__{asleep: true} = zone), do: {:noreply, zone}
@@ -790,6 +795,27 @@ defmodule Grove.World.Zone do
     Logger.warning(
       "zone #{zone.index} sleeps with #{what} in memory: the store could not take it (#{inspect(reason)})"
     )
+  end
+
+  # The casts and calls still in the mailbox of a zone asleep whose
+  # lingering is over go to its next run, as they did while it lingered;
+  # the rest (its own timers and monitors) is nobody's business now.
+  defp pass_on_mailbox(%__MODULE__{asleep: true} = zone) do
+    receive do
+      {:"$gen_cast", message} ->
+        {:noreply, _} = handle_cast(message, zone)
+        pass_on_mailbox(zone)
+
+      {:"$gen_call", from, message} ->
+        case handle_call(message, from, zone) do
+          {:reply, reply, _} -> GenServer.reply(from, reply)
+          {:noreply, _} -> :ok
+        end
+
+        pass_on_mailbox(zone)
+    after
+      0 -> :ok
+    end
   end
 
   defp pass_on(%__MODULE__{handed_over: {:holding, held}} = zone, raw),

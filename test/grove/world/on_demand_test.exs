@@ -84,6 +84,29 @@ defmodule Grove.World.OnDemandTest do
       assert <<^actor::32, 21::16, 15::16, _kind>> = entries
     end
 
+    # A move sent to the zone's process (its address taken before it gave up
+    # its name) that reaches it after its lingering is over, before it has
+    # run again to stop: it goes to the next run all the same. The end of
+    # its lingering is sent here, so that the move is behind it in its
+    # mailbox; the world's own is an hour away.
+    @tag world: Keyword.put(@on_demand, :handoff_timeout, 3_600_000)
+    test "a zone whose lingering is over passes on what is still in its mailbox before it stops",
+         %{world: world} do
+      {:ok, id, _} = World.join(world, at: {15, 15}, updates: :none)
+      index = zone_index(world, {15, 15})
+      lingering = World.zone_pid(world, index)
+      assert World.sleep_idle(world) == [index]
+      ref = Process.monitor(lingering)
+
+      send(lingering, :linger_over)
+      GenServer.cast(lingering, {:move, id, :e, self(), :late, 0})
+
+      assert_receive {:DOWN, ^ref, :process, ^lingering, :normal}
+      assert assert_outcome(id, :late) == {:ok, {16, 15}}
+      assert World.zone_pid(world, index) not in [nil, lingering]
+      assert World.audit(world) == :ok
+    end
+
     test "a leave reaches an entity whose zone sleeps", %{world: world} do
       {:ok, id, _} = World.join(world, at: {15, 15}, updates: :none)
       World.sleep_idle(world)
