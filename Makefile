@@ -14,23 +14,24 @@ CLIENT_SOURCES := $(shell find assets/src -type f 2>/dev/null) assets/package.js
 CLIENT_BUNDLE := priv/static/assets/app.js priv/static/assets/dashboard.js
 NODE_MODULES := assets/node_modules/.package-lock.json
 
-.PHONY: run test test-deep test-server test-browser test-library setup setup-test compile client bench bench-players bench-peers bench-peers-setup release clean
+.PHONY: run test test-deep test-browser test-library suite-product suite-lab suite-browser suite-library compile-lab compile-servers setup setup-test compile client bench bench-players bench-peers bench-peers-setup release clean
 
 run: setup client
 	mix compile
 	mix run --no-halt
 
-# The product's tests, then the lab's (lab/, its own Mix project: the load
-# lab, the benches, chaos and fuzz), then the browser's.
+# The product's tests, the lab's (lab/, its own Mix project: the load lab,
+# the benches, chaos and fuzz), the browser's and the client library's.
+# Once the product is checked and compiled, the four suites run at once,
+# each after what it needs is built (the lab compiled, the servers of the
+# browser's and the library's tests compiled), and each prints its whole
+# output as it ends: most of their time is spent waiting (on peer nodes,
+# servers, browsers), which two cores can share.
 test: setup-test client
 	mix format --check-formatted
 	cd lab && mix format --check-formatted
 	MIX_ENV=test mix compile --warnings-as-errors --force
-	cd lab && MIX_ENV=test mix compile --warnings-as-errors --force
-	mix test
-	cd lab && mix test
-	$(MAKE) test-browser
-	$(MAKE) test-library
+	$(MAKE) --jobs=4 --output-sync=target suite-product suite-lab suite-browser suite-library
 
 # The same, deeper: every property with many more cases, and the long runs
 # (many nodes, the benches at a small size) tagged :deep.
@@ -39,13 +40,31 @@ test-deep: test
 
 # The headless-browser tests start their own servers (scripts/test-server).
 test-browser: client
-	mix compile
-	cd assets && node --test test/*.test.mjs
+	$(MAKE) suite-browser
 
 # The client library's tests, its bot among them, against real servers too.
 test-library: client
-	mix compile
+	$(MAKE) suite-library
+
+# The suites, each once what it runs is built.
+suite-product:
+	mix test
+
+suite-lab: compile-lab
+	cd lab && mix test
+
+suite-browser: compile-servers
+	cd assets && node --test test/*.test.mjs
+
+suite-library: compile-servers
 	cd clients/js && node --test test/*.test.mjs
+
+compile-lab:
+	cd lab && MIX_ENV=test mix compile --warnings-as-errors --force
+
+# What scripts/test-server runs.
+compile-servers:
+	mix compile
 
 setup:
 	@scripts/setup
