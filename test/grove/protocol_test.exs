@@ -226,7 +226,7 @@ defmodule Grove.ProtocolTest do
           end
         )
 
-      check(property, numtests: 300)
+      check(property, numtests: 100, deep_numtests: 3000)
     end
   end
 

@@ -263,7 +263,7 @@ defmodule Grove.World.OnDemandTest do
         end
       end)
 
-    check(property, numtests: 30)
+    check(property, numtests: 15, deep_numtests: 300)
   end
 
   defp walk(world, walks) do

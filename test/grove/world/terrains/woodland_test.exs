@@ -52,7 +52,7 @@ defmodule Grove.World.Terrains.WoodlandTest do
         end
       )
 
-    check(property, numtests: 60)
+    check(property, numtests: 20, deep_numtests: 600)
   end
 
   test "a world too large to be made whole makes the same areas in any order, on any node" do

@@ -71,7 +71,7 @@ defmodule Grove.World.Zone.GamePropertyTest do
         true
       end)
 
-    check(property, numtests: 600)
+    check(property, numtests: 200, deep_numtests: 6000)
   end
 
   ## The simulated world

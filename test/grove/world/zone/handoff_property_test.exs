@@ -57,7 +57,7 @@ defmodule Grove.World.Zone.HandoffPropertyTest do
         true
       end)
 
-    check(property, numtests: 1000)
+    check(property, numtests: 300, deep_numtests: 10_000)
   end
 
   ## The simulated world
