@@ -31,6 +31,7 @@ test: setup-test client
 	mix format --check-formatted
 	cd lab && mix format --check-formatted
 	MIX_ENV=test mix compile --warnings-as-errors --force
+	@echo "make test: the product's, the lab's, the browser's and the client library's suites run at once; each prints its output as it ends"
 	$(MAKE) --jobs=4 --output-sync=target suite-product suite-lab suite-browser suite-library
 
 # The same, deeper: every property with many more cases, and the long runs
