@@ -237,6 +237,34 @@ defmodule Grove.GatewayTest do
       assert {:error, {:http_status, 400}} =
                WsClient.connect("127.0.0.1", port, "/ws?encoding=xml")
     end
+
+    test "a query string whose escapes are not escapes is refused, not a crash", %{port: port} do
+      for query <- ["encoding=js%zz", "encoding=%", "encoding=json%e"] do
+        assert {:error, {:http_status, 400}} =
+                 WsClient.connect("127.0.0.1", port, "/ws?" <> query)
+      end
+
+      # A parameter nobody reads may be as broken as it likes.
+      assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?%zz=1&encoding=json")
+      WsClient.close(client)
+
+      # Sent raw: :httpc refuses to send such a URL.
+      for path <- ["/dashboard/data?since=%zz", "/api/admin/chat?limit=1%", "/metrics?token=%g0"] do
+        {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
+
+        :ok =
+          :gen_tcp.send(
+            socket,
+            "GET #{path} HTTP/1.1\r\nHost: grove\r\nConnection: close\r\n\r\n"
+          )
+
+        {:ok, "HTTP/1.1 " <> <<status::binary-size(3), _::binary>>} =
+          :gen_tcp.recv(socket, 0, 5000)
+
+        :gen_tcp.close(socket)
+        assert status in ["400", "401"], "#{path} answered #{status}"
+      end
+    end
   end
 
   describe "operators' endpoints" do

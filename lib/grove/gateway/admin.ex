@@ -191,7 +191,7 @@ defmodule Grove.Gateway.Admin do
 
   defp route(:GET, ~c"/dashboard/data", arg, config) do
     since =
-      case :yaws_api.queryvar(arg, ~c"since") do
+      case HTTP.query(arg, "since") do
         {:ok, value} -> parse_integer(value, 0)
         :undefined -> 0
       end
@@ -268,7 +268,7 @@ defmodule Grove.Gateway.Admin do
   # What was said last (the world's recent log, in memory), oldest first.
   defp route(:GET, ~c"/api/admin/chat", arg, config) do
     limit =
-      case :yaws_api.queryvar(arg, ~c"limit") do
+      case HTTP.query(arg, "limit") do
         {:ok, value} -> parse_integer(value, 100)
         :undefined -> 100
       end
@@ -347,7 +347,7 @@ defmodule Grove.Gateway.Admin do
   end
 
   defp query_token(arg) do
-    case :yaws_api.queryvar(arg, ~c"token") do
+    case HTTP.query(arg, "token") do
       {:ok, value} -> to_string(value)
       :undefined -> nil
     end

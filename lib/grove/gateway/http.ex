@@ -189,6 +189,23 @@ defmodule Grove.Gateway.HTTP do
     end
   end
 
+  # A query parameter's value, `{:ok, value}` or `:undefined`, decoded
+  # leniently: an escape that is not one is kept as it stands, where Yaws's
+  # own `queryvar/2` crashes the request (a 500) on it.
+  @doc false
+  def query(arg, name) do
+    case arg(arg, :querydata) do
+      query when is_list(query) or is_binary(query) ->
+        case URI.decode_query(:erlang.iolist_to_binary(query)) do
+          %{^name => value} -> {:ok, value}
+          _ -> :undefined
+        end
+
+      _ ->
+        :undefined
+    end
+  end
+
   @doc false
   def decode_json(body) do
     {:ok, :jiffy.decode(body, [:return_maps])}

@@ -54,10 +54,10 @@ defmodule Grove.Gateway.Socket do
   end
 
   defp encoding(arg) do
-    case :yaws_api.queryvar(arg, ~c"encoding") do
+    case HTTP.query(arg, "encoding") do
       :undefined -> {:ok, :json}
-      {:ok, ~c"json"} -> {:ok, :json}
-      {:ok, ~c"binary"} -> {:ok, :binary}
+      {:ok, "json"} -> {:ok, :json}
+      {:ok, "binary"} -> {:ok, :binary}
       _ -> {:refuse, 400, "bad_encoding", "encoding must be json or binary"}
     end
   end
