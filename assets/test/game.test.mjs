@@ -12,11 +12,15 @@ const mock = TEST_SERVER.endsWith("mock-server.mjs");
 /**
  * Walks the avatar (arrow keys) to a free cell next to one showing `code`,
  * by the shortest path over what the page knows: the ground, the game's
- * cells, the entities. Recomputed after every refused step (actors move).
+ * cells, the entities. Recomputed after every step (actors move). The page
+ * knows the game's cells only in the view tiles around the player: while
+ * none in sight shows `code`, it explores, heading east, south, west and
+ * north in turn, twenty steps each, as far as the ground lets it.
  */
 async function walkNextTo(page, code, maxSteps = 400) {
   for (let steps = 0; steps < maxSteps; steps++) {
-    const path = await page.evaluate((wanted) => {
+    const turn = Math.floor(steps / 20) % 4;
+    const path = await page.evaluate(([wanted, turn]) => {
       const { x, y } = window.grove.state();
       const passable = (cx, cy) => {
         const cell = window.grove.cellAt(cx, cy);
@@ -38,6 +42,15 @@ async function walkNextTo(page, code, maxSteps = 400) {
       if (goal(x, y)) return [];
       const seen = new Map([[`${x},${y}`, null]]);
       const queue = [[x, y]];
+      const pathTo = (key) => {
+        const path = [];
+        for (let at = key; seen.get(at); at = seen.get(at)[0]) path.unshift(seen.get(at)[1]);
+        return path;
+      };
+      // The reachable cell farthest along each heading, should none show
+      // `wanted`: east, south, west, north.
+      const headings = [[1, 0], [0, 1], [-1, 0], [0, -1]];
+      const farthest = headings.map(() => ({ key: null, along: 0 }));
       const moves = { n: [0, -1], e: [1, 0], s: [0, 1], w: [-1, 0] };
       while (queue.length > 0) {
         const [cx, cy] = queue.shift();
@@ -47,17 +60,21 @@ async function walkNextTo(page, code, maxSteps = 400) {
           const key = `${nx},${ny}`;
           if (seen.has(key) || Math.abs(nx - x) > 60 || Math.abs(ny - y) > 60 || !passable(nx, ny)) continue;
           seen.set(key, [`${cx},${cy}`, dir]);
-          if (goal(nx, ny)) {
-            const path = [];
-            for (let at = key; seen.get(at); at = seen.get(at)[0]) path.unshift(seen.get(at)[1]);
-            return path;
-          }
+          if (goal(nx, ny)) return pathTo(key);
+          headings.forEach(([hx, hy], i) => {
+            const along = (nx - x) * hx + (ny - y) * hy;
+            if (along > farthest[i].along) farthest[i] = { key, along };
+          });
           queue.push([nx, ny]);
         }
       }
+      for (let i = 0; i < 4; i++) {
+        const { key } = farthest[(turn + i) % 4];
+        if (key !== null) return pathTo(key);
+      }
       return null;
-    }, code);
-    if (path === null) throw new Error(`no cell showing ${code} within reach`);
+    }, [code, turn]);
+    if (path === null) throw new Error(`no cell showing ${code} within reach, nor a step to look further`);
     if (path.length === 0) return;
     await pressForOutcome(page, ARROWS[path[0]]);
   }
