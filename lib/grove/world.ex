@@ -1178,10 +1178,13 @@ defmodule Grove.World do
   @spec zone_pid(name() | t(), Grid.zone_index()) :: pid() | nil
   def zone_pid(world, index) do
     case fetch!(world) do
+      # `whereis_name/1`, not `lookup/2`: the registry forgets a zone that
+      # died only once it hears of it, and until then `lookup/2` still
+      # names the dead process, to which a move would be sent and lost.
       %__MODULE__{zones_on_demand: true} = world ->
-        case Registry.lookup(Grove.World.Supervisor.registry(world.name), index) do
-          [{pid, _}] -> pid
-          [] -> nil
+        case Registry.whereis_name({Grove.World.Supervisor.registry(world.name), index}) do
+          pid when is_pid(pid) -> pid
+          :undefined -> nil
         end
 
       world ->
