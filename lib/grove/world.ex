@@ -68,6 +68,10 @@ defmodule Grove.World do
       stays awake without a player's entity, a viewer or a handoff before
       it sleeps, or `:manual` to put idle zones to sleep with
       `sleep_idle/1` only (default `60000`)
+    * `:wake_ahead` - in a world of zones on demand, how many cells from a
+      zone that sleeps an entity that moves wakes it, so that the zone has
+      made its ground before the entity steps in; `0` wakes a zone only
+      when something is sent to it (default `4`)
 
   ## The client API
 
@@ -182,6 +186,7 @@ defmodule Grove.World do
     cluster: nil,
     zones_on_demand: false,
     zone_idle: 60_000,
+    wake_ahead: 4,
     id_base: 0,
     id_span: nil
   ]
@@ -232,6 +237,7 @@ defmodule Grove.World do
           cluster: atom() | nil,
           zones_on_demand: boolean(),
           zone_idle: pos_integer() | :manual,
+          wake_ahead: non_neg_integer(),
           id_base: non_neg_integer(),
           id_span: pos_integer() | nil
         }
@@ -1103,6 +1109,15 @@ defmodule Grove.World do
           number -> {name, elem(nodes, number)}
         end
     end
+  end
+
+  @doc false
+  # Wakes a zone of a world of zones on demand ahead of an entity that came
+  # near it (`:wake_ahead`), unless it runs already.
+  @spec wake_zone(t(), Grid.zone_index()) :: :ok
+  def wake_zone(%__MODULE__{cluster: nil} = world, index) do
+    if zone_pid(world, index) == nil, do: Zone.wake(world, index, :ahead)
+    :ok
   end
 
   @doc false

@@ -173,6 +173,36 @@ defmodule Grove.World.Grid do
   end
 
   @doc """
+  The zones an entity stepping from `from` (or placed, `nil`) to `to`
+  inside zone `index` has come within `distance` cells of with this step:
+  those within `distance` of `to` but not of `from`, its own zone left
+  out. A cell deep inside its zone is near no other, whatever the step.
+
+      iex> grid = Grove.World.Grid.new(100, 100, 50)
+      iex> Grove.World.Grid.approached(grid, 0, {44, 10}, {45, 10}, 4)
+      []
+      iex> Grove.World.Grid.approached(grid, 0, {45, 10}, {46, 10}, 4)
+      [1]
+      iex> Grove.World.Grid.approached(grid, 0, {46, 10}, {47, 10}, 4)
+      []
+      iex> Grove.World.Grid.approached(grid, 0, nil, {47, 47}, 4)
+      [1, 2, 3]
+  """
+  @spec approached(t(), zone_index(), cell() | nil, cell(), non_neg_integer()) :: [zone_index()]
+  def approached(%__MODULE__{zone_size: s} = grid, index, from, {x, y} = to, distance) do
+    near_border? =
+      rem(x, s) < distance or rem(x, s) >= s - distance or rem(y, s) < distance or
+        rem(y, s) >= s - distance
+
+    if near_border? and distance > 0 do
+      before = if from == nil, do: [index], else: [index | view_zones(grid, from, distance)]
+      view_zones(grid, to, distance) -- before
+    else
+      []
+    end
+  end
+
+  @doc """
   The range of zone columns and rows a viewport overlaps, `{col0, col1,
   row0, row1}`: two viewports overlap the same zones exactly when these are
   equal, which is cheaper to tell than comparing `view_zones/3`.

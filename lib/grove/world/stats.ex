@@ -25,8 +25,10 @@ defmodule Grove.World.Stats do
             # Zones on demand: started when first needed, and put to sleep;
             # sleeping zones' entities or game's layers written to the store
             # (and writes it refused), zones that read their entities back
-            # as they woke (and those it could not give them to).
+            # as they woke (and those it could not give them to). Of the
+            # wakes, those ahead of an entity that came near (`:wake_ahead`).
             :zone_wakes,
+            :zone_wakes_ahead,
             :zone_sleeps,
             :zone_saves,
             :zone_save_failures,

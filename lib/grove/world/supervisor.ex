@@ -30,7 +30,8 @@ defmodule Grove.World.Supervisor do
     cluster: nil,
     zones: :always,
     zone_idle: 60_000,
-    view_tile: nil
+    view_tile: nil,
+    wake_ahead: 4
   ]
 
   # Coordinates travel as integers below 2^53 (protocol version 3); a
@@ -97,6 +98,11 @@ defmodule Grove.World.Supervisor do
             ":zone_idle must be a positive integer (ms) or :manual, got: #{inspect(opts[:zone_idle])}"
     end
 
+    unless is_integer(opts[:wake_ahead]) and opts[:wake_ahead] >= 0 do
+      raise ArgumentError,
+            ":wake_ahead must be a non-negative integer (cells), got: #{inspect(opts[:wake_ahead])}"
+    end
+
     # A zone asleep holds no automaton, and one zone's placement elsewhere
     # is the cluster's: neither is on demand yet.
     if opts[:zones] == :on_demand and (opts[:life] not in [nil, false] or opts[:cluster] != nil) do
@@ -141,7 +147,8 @@ defmodule Grove.World.Supervisor do
       terrain_options: Keyword.put(opts[:terrain], :seed, opts[:seed]),
       cluster: opts[:cluster],
       zones_on_demand: opts[:zones] == :on_demand,
-      zone_idle: opts[:zone_idle]
+      zone_idle: opts[:zone_idle],
+      wake_ahead: opts[:wake_ahead]
     }
     |> tally()
     |> id_range()

@@ -128,9 +128,12 @@ defmodule Grove.World.Zone do
           game_before: State.t() | nil
         }
 
-  @spec start_link({World.t(), Grid.zone_index()}) :: GenServer.on_start()
-  def start_link({%World{} = world, index}) do
-    GenServer.start_link(__MODULE__, {world, index}, name: name(world, index))
+  @spec start_link({World.t(), Grid.zone_index()} | {World.t(), Grid.zone_index(), :ahead}) ::
+          GenServer.on_start()
+  def start_link({%World{} = world, index}), do: start_link({world, index, :now})
+
+  def start_link({%World{} = world, index, how}) do
+    GenServer.start_link(__MODULE__, {world, index, how}, name: name(world, index))
   end
 
   @doc """
@@ -151,13 +154,16 @@ defmodule Grove.World.Zone do
 
   @doc """
   Starts a zone of a world of zones on demand, unless it runs already;
-  returns its process, or `nil` when the world is stopping.
+  returns its process, or `nil` when the world is stopping. A zone woken
+  `:ahead` (an entity came near it, `wake_ahead/3`) has nothing waiting for
+  it yet: it makes its ground at low priority, behind the moves of the
+  zones that run.
   """
-  @spec wake(World.t(), Grid.zone_index()) :: pid() | nil
-  def wake(%World{} = world, index) do
+  @spec wake(World.t(), Grid.zone_index(), :now | :ahead) :: pid() | nil
+  def wake(%World{} = world, index, how \\ :now) do
     spec = %{
       id: {__MODULE__, index},
-      start: {__MODULE__, :start_link, [{world, index}]},
+      start: {__MODULE__, :start_link, [{world, index, how}]},
       # One that crashes starts again from its table; one that sleeps does not.
       restart: :transient
     }
@@ -165,6 +171,7 @@ defmodule Grove.World.Zone do
     case DynamicSupervisor.start_child(World.Supervisor.awake_supervisor(world.name), spec) do
       {:ok, pid} ->
         Stats.incr(world.stats, :zone_wakes)
+        if how == :ahead, do: Stats.incr(world.stats, :zone_wakes_ahead)
         pid
 
       {:error, {:already_started, pid}} ->
@@ -224,7 +231,7 @@ defmodule Grove.World.Zone do
   # Callbacks
 
   @impl true
-  def init({world, index}) do
+  def init({world, index, how}) do
     # Its core, with its ground, is made in `handle_continue/2`, once
     # whoever started it (a supervisor, which starts one zone at a time)
     # has moved on.
@@ -241,14 +248,14 @@ defmodule Grove.World.Zone do
     }
 
     schedule_idle_check(zone)
-    {:ok, zone, {:continue, :recover}}
+    {:ok, zone, {:continue, {:recover, how}}}
   end
 
   @impl true
-  def handle_continue(:recover, zone) do
+  def handle_continue({:recover, how}, zone) do
     zone =
       zone
-      |> make_core()
+      |> make_core(how)
       |> recover_entities()
       |> recover_game()
       |> recover_life()
@@ -867,8 +874,21 @@ defmodule Grove.World.Zone do
   defp moved(zone, %Entity{id: id, x: x, y: y}, from) do
     :ets.update_element(zone.table, id, [{2, x}, {3, y}])
     shift_density(zone, id, from, {x, y})
+    wake_ahead(zone, from, {x, y})
+  end
+
+  # Zones on demand: an entity that comes within `wake_ahead` cells of a
+  # zone that sleeps wakes it, which makes its ground while the entity
+  # takes its last steps: a move across into it is answered as into any
+  # zone awake. A zone of another node is woken by its own.
+  defp wake_ahead(%__MODULE__{world: %World{zones_on_demand: true} = world} = zone, from, to) do
+    for index <- Grid.approached(world.grid, zone.index, from, to, world.wake_ahead),
+        do: World.wake_zone(world, index)
+
     zone
   end
+
+  defp wake_ahead(zone, _from, _to), do: zone
 
   ## Effects
 
@@ -919,10 +939,10 @@ defmodule Grove.World.Zone do
     zone
   end
 
-  defp run_effect(zone, {:adopt, %Entity{} = entity}) do
+  defp run_effect(zone, {:adopt, %Entity{x: x, y: y} = entity}) do
     zone = adopt(zone, entity)
     add_density(zone, entity, 1)
-    zone
+    wake_ahead(zone, nil, {x, y})
   end
 
   defp run_effect(zone, {:view, entity, before}), do: follow(zone, entity, before)
@@ -1533,9 +1553,11 @@ defmodule Grove.World.Zone do
   # restart, or a handover that filled it), else as the game first lays it.
   # The zone keeps its own ground only, and a border of one cell around
   # it, where its moves step out.
-  defp make_core(%__MODULE__{world: world, index: index} = zone) do
+  defp make_core(%__MODULE__{world: world, index: index} = zone, how) do
     {x0, y0, _x1, _y1} = Grid.zone_bounds(world.grid, index)
+    previous = if how == :ahead, do: Process.flag(:priority, :low)
     ground = Terrain.area_of(world.terrain, x0, y0)
+    if previous, do: Process.flag(:priority, previous)
     %{zone | core: State.new(index, world.grid, ground, world.rules)}
   end
 

@@ -8,7 +8,15 @@ defmodule Grove.World.OnDemandTest do
   alias Grove.Test.MemoryStore
   alias Grove.World.{Grid, Slots}
 
-  @on_demand [width: 40, height: 40, zone_size: 10, zones: :on_demand, zone_idle: :manual]
+  # Zones wake only when something is sent to them, but where a test says otherwise.
+  @on_demand [
+    width: 40,
+    height: 40,
+    zone_size: 10,
+    zones: :on_demand,
+    zone_idle: :manual,
+    wake_ahead: 0
+  ]
   @meadow [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
 
   defp zone_index(world, {x, y}), do: Grid.zone_of(World.grid(world), x, y)
@@ -71,6 +79,34 @@ defmodule Grove.World.OnDemandTest do
 
       assert Enum.sort(World.awake_zones(world)) ==
                Enum.sort([zone_index(world, {5, 5}), zone_index(world, {35, 35})])
+    end
+
+    @tag world: Keyword.put(@on_demand, :wake_ahead, 2)
+    test "an entity that comes near a sleeping zone wakes it before it steps in", %{world: world} do
+      {:ok, id, _} = World.join(world, at: {15, 15}, updates: :none)
+      east = zone_index(world, {20, 15})
+
+      for {x, tag} <- [{16, :a}, {17, :b}] do
+        :ok = World.move(world, id, :e, tag)
+        assert assert_outcome(id, tag) == {:ok, {x, 15}}
+      end
+
+      refute east in World.awake_zones(world)
+
+      # Two cells from its border: the zone east is woken, and nothing else.
+      :ok = World.move(world, id, :e, :near)
+      assert assert_outcome(id, :near) == {:ok, {18, 15}}
+      assert Enum.sort(World.awake_zones(world)) == [zone_index(world, {15, 15}), east]
+      assert World.stats(world).zone_wakes_ahead == 1
+
+      # The move across finds it awake: no zone is woken for it.
+      for {x, tag} <- [{19, :c}, {20, :across}] do
+        :ok = World.move(world, id, :e, tag)
+        assert assert_outcome(id, tag) == {:ok, {x, 15}}
+      end
+
+      assert World.stats(world).zone_wakes == 2
+      assert World.audit(world) == :ok
     end
 
     test "a viewport that reaches a sleeping zone wakes it and gets its snapshot", %{world: world} do
@@ -248,6 +284,8 @@ defmodule Grove.World.OnDemandTest do
               width: 12,
               height: 12,
               zone_size: 3,
+              # Zones are woken ahead too, as entities come near them.
+              wake_ahead: 1,
               tick: :manual,
               terrain: @meadow,
               rules: [move_rate: nil],
