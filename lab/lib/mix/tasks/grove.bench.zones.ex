@@ -19,8 +19,12 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
        every `--step-ms`, across a world whose every other column of zones
        was woken beforehand: each move is timed from `Grove.World.move/4`
        to its outcome, and counted as a move inside a zone, a move across
-       into a zone awake, or a move across into a zone asleep (which the
-       move wakes), all in the same run, interleaved.
+       into a zone awake from the start, or a move across into a zone
+       asleep when the walk began, all in the same run, interleaved. Of
+       the last, those that found the zone not yet running (woken by the
+       move itself) are counted apart. Twice: zones woken only by what is
+       sent to them (`wake_ahead: 0`), then woken ahead of the walkers
+       (`wake_ahead: 4`, the default).
 
       mix grove.bench.zones --walkers 500 --seconds 40
 
@@ -60,11 +64,12 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
     if "memory" in parts,
       do: memory_per_zone(Keyword.get(opts, :wake, 100_000), Keyword.get(opts, :held, 10_000))
 
-    if "moves" in parts do
+    for ahead <- [0, 4], "moves" in parts do
       moves(
         Keyword.get(opts, :walkers, 500),
         Keyword.get(opts, :seconds, 40),
-        Keyword.get(opts, :step_ms, 200)
+        Keyword.get(opts, :step_ms, 200),
+        ahead
       )
     end
   end
@@ -186,11 +191,13 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
 
   ## 3. Moves across into zones awake and asleep
 
-  defp moves(walkers, seconds, step_ms) do
+  defp moves(walkers, seconds, step_ms, ahead) do
     zone_size = 20
     width = 20_000
     rows = walkers * 2
-    {:ok, sup, name} = start_world(width, rows, zone_size, :on_demand, :manual)
+
+    {:ok, sup, name} = start_world(width, rows, zone_size, :on_demand, :manual, wake_ahead: ahead)
+
     world = World.fetch!(name)
     columns = div(width, zone_size)
 
@@ -200,8 +207,9 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
         do: World.zone_address(world, row * columns + column)
 
     Mix.shell().info(
-      "\n## Moves (#{walkers} walkers east at one step per #{step_ms} ms for #{seconds} s, " <>
-        "#{width} x #{rows} in zones of #{zone_size}, every other column woken first)"
+      "\n## Moves, wake_ahead: #{ahead} (#{walkers} walkers east at one step per #{step_ms} ms " <>
+        "for #{seconds} s, #{width} x #{rows} in zones of #{zone_size}, every other column " <>
+        "woken first)"
     )
 
     parent = self()
@@ -228,16 +236,27 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
     Mix.shell().info("| move | count | p50 | p99 | max |")
     Mix.shell().info("| --- | --- | --- | --- | --- |")
 
-    for kind <- [:inside, :into_awake, :into_asleep] do
-      us = for {^kind, t} <- times, do: t
+    # A move into a zone asleep when the walk began, whether or not it was
+    # woken before the move came; then those that woke it themselves.
+    for {label, kinds} <- [
+          inside: [:inside],
+          into_awake: [:into_awake],
+          into_asleep: [:into_asleep, :into_asleep_cold],
+          of_which_woken_by_the_move: [:into_asleep_cold]
+        ] do
+      us = for {kind, t} <- times, kind in kinds, do: t
 
       Mix.shell().info(
-        "| #{kind} | #{length(us)} | #{ms(us, 50)} | #{ms(us, 99)} | #{ms(us, 100)} |"
+        "| #{label} | #{length(us)} | #{ms(us, 50)} | #{ms(us, 99)} | #{ms(us, 100)} |"
       )
     end
 
     errors = for {{:error, _} = kind, _} <- times, do: kind
-    Mix.shell().info("refused or lost: #{length(errors)}; zones woken: #{stats.zone_wakes}")
+
+    Mix.shell().info(
+      "refused or lost: #{length(errors)}; zones woken: #{stats.zone_wakes}, " <>
+        "of them ahead of a walker: #{stats.zone_wakes_ahead}"
+    )
   end
 
   defp walk(world, id, {x, y}, step_ms, deadline, times) do
@@ -250,11 +269,14 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
       from = Grid.zone_of(grid, x, y)
       to = Grid.zone_of(grid, x + 1, y)
 
+      # Even columns were woken before the walk; odd ones slept then, and
+      # may have been woken since, ahead of the walkers.
       kind =
         cond do
           from == to -> :inside
-          World.zone_pid(world, to) != nil -> :into_awake
-          true -> :into_asleep
+          rem(rem(to, grid.zones_x), 2) == 0 -> :into_awake
+          World.zone_pid(world, to) != nil -> :into_asleep
+          true -> :into_asleep_cold
         end
 
       started = System.monotonic_time(:microsecond)
