@@ -315,9 +315,9 @@ config :grove,
           off when off in ["off", "false", "0"] ->
             false
 
-          # Bacteria do not span the nodes of a cluster yet, nor sleep with
-          # their zones: such worlds run without them unless asked (and then
-          # refuse to start, saying why).
+          # Bacteria do not span the nodes of a cluster yet (such a world
+          # refuses them, saying why), and stand still in a zone on demand
+          # that sleeps: these worlds run without them unless asked.
           nil when clustered or zones == :on_demand ->
             false
 

@@ -62,8 +62,9 @@ defmodule Grove.World do
     * `:zones` - `:always` to run every zone from the start, or `:on_demand`
       to start a zone when first needed (an entity placed in it or crossing
       into it, a viewport reaching it) and stop it when idle, for worlds
-      much larger than what is ever in use at once; alone on a node and
-      without `:life` (default `:always`)
+      much larger than what is ever in use at once; alone on a node. A
+      zone's bacteria (`:life`) stand still while it sleeps, and go on
+      from there when it wakes (default `:always`)
     * `:zone_idle` - in a world of zones on demand, milliseconds a zone
       stays awake without a player's entity, a viewer or a handoff before
       it sleeps, or `:manual` to put idle zones to sleep with

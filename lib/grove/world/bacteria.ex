@@ -12,7 +12,7 @@ defmodule Grove.World.Bacteria do
 
   alias Grove.Metrics.Histogram
   alias Grove.World
-  alias Grove.World.{Directory, Entity, Grid, Life, Slots}
+  alias Grove.World.{Directory, Entity, Grid, Life, Slots, Zone}
   alias Grove.World.Life.Board
 
   @doc """
@@ -62,7 +62,8 @@ defmodule Grove.World.Bacteria do
   @doc """
   Asks every zone for one more generation; for worlds whose `:life` has
   `interval: :manual`. Zones compute it as soon as their neighbours have
-  computed the one before; `generation/1` tells when all have.
+  computed the one before; `generation/1` tells when all have. In a world
+  of zones on demand, the zones awake; those asleep stand still.
   """
   @spec step_life(World.name() | World.t()) :: :ok
   def step_life(world) do
@@ -82,11 +83,21 @@ defmodule Grove.World.Bacteria do
   @doc """
   The generation every zone has reached (the slowest zone's), read from
   ETS; `nil` in a world without bacteria or before every zone has started.
+  In a world of zones on demand, the slowest zone awake's (`nil` when none
+  is).
   """
   @spec generation(World.name() | World.t()) :: non_neg_integer() | nil
-  def generation(world) do
-    world = World.fetch!(world)
+  def generation(world), do: slowest(World.fetch!(world))
 
+  defp slowest(%World{zones_on_demand: true, life: %Life{}} = world) do
+    rows = for index <- World.awake_zones(world), do: :ets.lookup(world.life_table, index)
+
+    if rows != [] and Enum.all?(rows, &(&1 != [])),
+      do: rows |> Enum.map(fn [row] -> elem(row, 1) end) |> Enum.min(),
+      else: nil
+  end
+
+  defp slowest(world) do
     zones = Grid.zone_count(world.grid)
 
     with %Life{} <- world.life,
@@ -99,7 +110,9 @@ defmodule Grove.World.Bacteria do
 
   @doc """
   Every live bacterium, as `{generation, cells}` per zone, read from ETS
-  (for tests and tools: it copies every zone's cells).
+  (for tests and tools: it copies every zone's cells); a zone on demand
+  that sleeps gives the board it sleeps with, from the store when its
+  cells are there.
   """
   @spec bacteria(World.name() | World.t()) :: %{
           Grid.zone_index() => {non_neg_integer(), [Grid.cell()]}
@@ -112,7 +125,8 @@ defmodule Grove.World.Bacteria do
         %{}
 
       _life ->
-        for {index, generation, bits, _edges, _previous} <- :ets.tab2list(world.life_table),
+        for {index, _generation, _bits, _edges, _previous} <- :ets.tab2list(world.life_table),
+            {_, generation, bits, _, _} <- [Zone.Saves.life_row(world, index)],
             into: %{} do
           board = %{Board.new(Grid.zone_bounds(world.grid, index)) | bits: bits}
           {index, {generation, Board.cells(board)}}

@@ -103,11 +103,10 @@ defmodule Grove.World.Supervisor do
             ":wake_ahead must be a non-negative integer (cells), got: #{inspect(opts[:wake_ahead])}"
     end
 
-    # A zone asleep holds no automaton, and one zone's placement elsewhere
-    # is the cluster's: neither is on demand yet.
-    if opts[:zones] == :on_demand and (opts[:life] not in [nil, false] or opts[:cluster] != nil) do
+    # One zone's placement elsewhere is the cluster's: not on demand yet.
+    if opts[:zones] == :on_demand and opts[:cluster] != nil do
       raise ArgumentError,
-            "zones on demand run in a world alone, without bacteria: start it with zones: :always"
+            "zones on demand run in a world alone: start it with zones: :always"
     end
 
     unless opts[:tick] == :manual or (is_integer(opts[:tick]) and opts[:tick] > 0) do

@@ -764,13 +764,21 @@ defmodule Grove.World.Zone do
   defp store_asleep(%__MODULE__{world: %World{game_store: nil}} = zone), do: zone
 
   defp store_asleep(%__MODULE__{world: world, index: index} = zone) do
+    # Its bacteria's cells go with its entities; its row keeps its borders.
+    life =
+      with %Life{} <- world.life,
+           [{_, _, bits, _, _} = row] when bits != nil <- :ets.lookup(world.life_table, index),
+           do: row,
+           else: (_ -> nil)
+
     case :ets.tab2list(zone.table) do
-      [] ->
+      [] when life == nil ->
         :ok
 
       rows ->
-        stored(zone, "its entities", Saves.save(world, index, rows), fn ->
+        stored(zone, "its entities and bacteria", Saves.save(world, index, rows, life), fn ->
           :ets.delete_all_objects(zone.table)
+          if life, do: :ets.insert(world.life_table, put_elem(life, 2, nil))
         end)
     end
 
@@ -1285,12 +1293,24 @@ defmodule Grove.World.Zone do
   defp recover_life(%__MODULE__{world: world, index: index} = zone) do
     row =
       case :ets.lookup(world.life_table, index) do
+        # Its cells were in a store that could not give them back.
+        [{_, _, nil, _, _}] -> nil
         [row] -> row
         [] -> nil
       end
 
+    # A zone on demand that wakes resumes at the world's generation.
+    resume = if world.zones_on_demand, do: world_generation(world)
+
     {effects, core, bacteria} =
-      Bacteria.recover(world.life, world.life_epoch, world.terrain_options[:seed], zone.core, row)
+      Bacteria.recover(
+        world.life,
+        world.life_epoch,
+        world.terrain_options[:seed],
+        zone.core,
+        row,
+        resume
+      )
 
     %{zone | core: core, bacteria: bacteria}
     |> run_life(effects, nil)
@@ -1304,10 +1324,13 @@ defmodule Grove.World.Zone do
   defp advance_life(%__MODULE__{world: world, bacteria: bacteria} = zone) do
     table = world.life_table
 
+    # A neighbour on demand that sleeps shows its borders as they stand.
     read_row = fn index ->
-      case :ets.lookup(table, index) do
-        [row] -> row
-        [] -> nil
+      case {:ets.lookup(table, index), asleep?(world, index)} do
+        {[row], false} -> row
+        {[row], true} -> {:frozen, elem(row, 3)}
+        {[], false} -> nil
+        {[], true} -> {:frozen, nil}
       end
     end
 
@@ -1323,6 +1346,17 @@ defmodule Grove.World.Zone do
 
   defp life_target(zone),
     do: Bacteria.target(zone.bacteria, System.monotonic_time(:millisecond))
+
+  defp world_generation(%World{life: %Life{interval: :manual}} = world),
+    do: :atomics.get(world.life_target, 1)
+
+  defp world_generation(%World{life: %Life{interval: interval}} = world),
+    do: max(div(System.monotonic_time(:millisecond) - world.life_epoch, interval), 0)
+
+  defp asleep?(%World{zones_on_demand: true} = world, index),
+    do: World.zone_pid(world, index) == nil
+
+  defp asleep?(_world, _index), do: false
 
   defp seed(%__MODULE__{bacteria: nil} = zone, id, _pattern, _direction, owner, tag, _hops) do
     send(owner, {:grove_seed, id, tag, {:rejected, :disabled}})
@@ -1573,8 +1607,9 @@ defmodule Grove.World.Zone do
 
   defp load_asleep(zone, tries) do
     case Saves.load(zone.world, zone.index) do
-      {:ok, rows} ->
+      {:ok, {rows, life}} ->
         :ets.insert(zone.table, rows)
+        if life, do: :ets.insert(zone.world.life_table, life)
         Stats.incr(zone.world.stats, :zone_loads)
         rows
 

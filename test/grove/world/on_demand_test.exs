@@ -233,6 +233,111 @@ defmodule Grove.World.OnDemandTest do
     end
   end
 
+  describe "bacteria in a world of zones on demand" do
+    @describetag world:
+                   Keyword.merge(@on_demand,
+                     width: 30,
+                     height: 10,
+                     terrain: @meadow,
+                     life: [interval: :manual, soup: 1.0, soup_density: 0.4]
+                   )
+
+    test "a zone that sleeps keeps its board as it was, and wakes with every cell of it",
+         %{world: world} do
+      {:ok, id, _} = World.join(world, at: {:within, {0, 0, 10, 10}}, updates: :none)
+
+      {:ok, _player, _} =
+        World.join(world, at: {:within, {20, 0, 30, 10}}, kind: :player, updates: :none)
+
+      # The zone between them is woken by a viewer, for their bacteria to be computed.
+      {:ok, viewer, _} =
+        World.join(world, at: {:within, {10, 0, 20, 10}}, updates: :view, view_radius: 1)
+
+      assert Enum.sort(World.awake_zones(world)) == [0, 1, 2]
+      eventually(fn -> assert World.generation(world) == 0 end)
+      step_to(world, 3)
+      before = World.bacteria(world)
+      assert {3, [_ | _] = cells} = before[0]
+
+      :ok = World.leave(world, viewer)
+      # Zone 2 holds a player; zones 0 and 1 sleep, their boards frozen.
+      assert Enum.sort(World.sleep_idle(world)) == [0, 1]
+      assert World.bacteria(world)[0] == {3, cells}
+      assert World.bacteria(world)[1] == before[1]
+
+      # The zone awake goes on against its neighbour's borders as they stand.
+      step_to(world, 6)
+      assert World.bacteria(world)[0] == {3, cells}
+      assert World.bacteria(world)[1] == before[1]
+
+      # Woken, zone 0 resumes at the world's generation with the board it slept with.
+      # (Whatever the move's outcome: bacteria may stand in its way.)
+      :ok = World.move(world, id, :s, :wake)
+      assert_outcome(id, :wake)
+      assert World.bacteria(world)[0] == {6, cells}
+      step_to(world, 7)
+      assert World.stats(world).bacteria == live_count(world)
+      assert World.audit(world) == :ok
+    end
+
+    test "with a store, a sleeping zone's cells are there, not in memory, and come back as it wakes",
+         %{world: world} do
+      world = restart_with_store(world)
+      {:ok, id, _} = World.join(world, at: {:within, {0, 0, 10, 10}}, updates: :none)
+      eventually(fn -> assert World.generation(world) == 0 end)
+      step_to(world, 2)
+      {2, cells} = World.bacteria(world)[0]
+      assert cells != []
+
+      assert World.sleep_idle(world) == [0]
+      life_table = World.fetch!(world).life_table
+      assert [{0, 2, nil, _edges, _}] = :ets.lookup(life_table, 0)
+      # Read from the store while it sleeps, without waking it.
+      assert World.bacteria(world)[0] == {2, cells}
+      assert World.awake_zones(world) == []
+
+      for round <- 1..5 do
+        :ok = World.move(world, id, if(rem(round, 2) == 0, do: :n, else: :s), round)
+        assert_outcome(id, round)
+        assert World.bacteria(world)[0] == {2, cells}
+        assert World.sleep_idle(world) == [0]
+      end
+
+      assert World.stats(world).zone_loads == 5
+      assert World.stats(world).bacteria == length(cells)
+    end
+  end
+
+  defp restart_with_store(world) do
+    opts = World.fetch!(world)
+    store = {MemoryStore, start_supervised!(MemoryStore)}
+    name = :"#{world}_stored"
+
+    start_supervised!(
+      {World,
+       Keyword.merge(@on_demand,
+         name: name,
+         width: opts.grid.width,
+         height: opts.grid.height,
+         terrain: @meadow,
+         store: store,
+         life: [interval: :manual, soup: 1.0, soup_density: 0.4]
+       )},
+      id: name
+    )
+
+    name
+  end
+
+  defp live_count(world),
+    do: world |> World.bacteria() |> Map.values() |> Enum.map(&length(elem(&1, 1))) |> Enum.sum()
+
+  # Steps the zones awake until the slowest of them reaches `generation`.
+  defp step_to(world, generation) do
+    for _ <- (World.generation(world) + 1)..generation//1, do: World.step_life(world)
+    eventually(fn -> assert World.generation(world) == generation end)
+  end
+
   @tag world: Keyword.put(@on_demand, :zone_idle, 20)
   test "an idle zone sleeps by itself after its idle time", %{world: world} do
     {:ok, _id, _} = World.join(world, at: {15, 15}, updates: :none)
@@ -245,9 +350,9 @@ defmodule Grove.World.OnDemandTest do
     assert World.sleep_idle(world) == []
   end
 
-  test "zones on demand are refused with bacteria or a cluster" do
+  test "zones on demand are refused in a cluster" do
     assert_raise ArgumentError, ~r/zones on demand/, fn ->
-      World.new!(name: :w, zones: :on_demand, life: [])
+      World.new!(name: :w, zones: :on_demand, cluster: :c)
     end
 
     assert_raise ArgumentError, ~r/:zone_idle/, fn ->

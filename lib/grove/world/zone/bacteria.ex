@@ -27,6 +27,15 @@ defmodule Grove.World.Zone.Bacteria do
   # passes in (an ETS lookup in a world, a map in a test), and says which
   # generation is due (by the clock, or as far as manual stepping asked).
   #
+  # Zones on demand: a zone that sleeps keeps its board as it was, frozen;
+  # `read_row` gives its borders as `{:frozen, edges}` (`nil` for a zone
+  # that never ran: no cells), which its neighbours take at whatever
+  # generation they compute. A zone that wakes does not compute the
+  # generations it slept through: it resumes at the world's, with the
+  # board it slept with (`recover/6`). Its neighbours may lag behind that
+  # generation; until they catch up, the one it woke with is all they see
+  # of it (a row more than one generation ahead gives its borders before).
+  #
   # The effects:
   #
   #   * `{:row, row}` - the zone's row into the life table;
@@ -70,8 +79,11 @@ defmodule Grove.World.Zone.Bacteria do
           {Grid.zone_index(), non_neg_integer(), non_neg_integer(), Board.edges(),
            Board.edges() | nil}
 
-  @typedoc "Reads a zone's row in the life table, or nil."
-  @type read_row :: (Grid.zone_index() -> row() | nil)
+  @typedoc """
+  Reads a zone's row in the life table, or nil; the borders of a zone on
+  demand that sleeps, `{:frozen, edges}`, `nil` for one that never ran.
+  """
+  @type read_row :: (Grid.zone_index() -> row() | {:frozen, Board.edges() | nil} | nil)
 
   @type t :: %__MODULE__{
           index: Grid.zone_index(),
@@ -102,10 +114,14 @@ defmodule Grove.World.Zone.Bacteria do
   life table when it restarts, else generation 0, a soup laid by the
   world's `seed` where no entity stands. `life` is the world's, whose
   generation 0 was due at `epoch`.
+
+  A zone on demand that wakes (`resume`, the generation the world is at)
+  carries on from there with its row's board, or the soup when it never
+  ran, rather than computing the generations it slept through.
   """
-  @spec recover(Life.t(), integer(), term(), State.t(), row() | nil) ::
+  @spec recover(Life.t(), integer(), term(), State.t(), row() | nil, non_neg_integer() | nil) ::
           {[effect()], State.t(), t()}
-  def recover(%Life{} = life, epoch, seed, %State{index: index} = core, row) do
+  def recover(%Life{} = life, epoch, seed, %State{index: index} = core, row, resume \\ nil) do
     board = Board.new(core.bounds)
 
     open =
@@ -122,11 +138,19 @@ defmodule Grove.World.Zone.Bacteria do
     }
 
     case row do
-      {^index, generation, bits, edges, _previous} ->
+      {^index, generation, bits, edges, _previous} when resume == nil or generation >= resume ->
         board = %{board | bits: bits}
 
         {[], State.put_bacteria(core, board),
          %{bacteria | generation: generation, live: Board.count(board), edges: edges}}
+
+      # Woken: the board it slept with, at the world's generation, its
+      # borders before that the same (what its neighbours saw of it).
+      {^index, _generation, bits, edges, _previous} ->
+        board = %{board | bits: bits}
+
+        {[{:row, {index, resume, bits, edges, edges}}], State.put_bacteria(core, board),
+         %{bacteria | generation: resume, live: Board.count(board), edges: edges}}
 
       nil ->
         cells =
@@ -136,9 +160,12 @@ defmodule Grove.World.Zone.Bacteria do
 
         board = Board.put(board, cells)
         edges = Board.edges(board)
+        generation = resume || 0
+        previous = if resume, do: edges
 
-        {[{:row, {index, 0, board.bits, edges, nil}}, {:cells, cells, []}],
-         State.put_bacteria(core, board), %{bacteria | live: length(cells), edges: edges}}
+        {[{:row, {index, generation, board.bits, edges, previous}}, {:cells, cells, []}],
+         State.put_bacteria(core, board),
+         %{bacteria | generation: generation, live: length(cells), edges: edges}}
     end
   end
 
@@ -194,8 +221,17 @@ defmodule Grove.World.Zone.Bacteria do
           {_, ^generation, _bits, edges, _previous} ->
             {:cont, {:ok, Map.put(halo, direction, edges)}}
 
-          {_, ahead, _bits, _edges, previous} when ahead == generation + 1 ->
+          # One ahead, or further, which only a zone that woke at the
+          # world's generation is: its borders before.
+          {_, ahead, _bits, _edges, previous} when ahead > generation and previous != nil ->
             {:cont, {:ok, Map.put(halo, direction, previous)}}
+
+          # Asleep (a zone on demand): its board stands still.
+          {:frozen, nil} ->
+            {:cont, {:ok, halo}}
+
+          {:frozen, edges} ->
+            {:cont, {:ok, Map.put(halo, direction, edges)}}
 
           _ ->
             {:halt, :wait}

@@ -16,12 +16,22 @@ defmodule Grove.World.Zone.Saves do
   # owner. A zone that is woken reads its save whatever the directory
   # says, then keeps only the rows the directory still gives it, as a
   # restarted zone does with its table.
+  #
+  # Bacteria: a zone that sleeps keeps its board frozen (`Zone.Bacteria`).
+  # With a store, its cells go there beside its entities; its row in the
+  # life table keeps its generation and borders (what its neighbours read)
+  # with `nil` for its cells, which says they are in the store.
 
   alias Grove.World
   alias Grove.World.{Entity, Grid, Slots}
+  alias Grove.World.Zone.Bacteria
   alias Grove.World.Game.Storage
 
-  @version 1
+  # Version 1 held the entities' rows alone.
+  @version 2
+
+  @typedoc "What a sleeping zone saves: its entities' rows, and its row of bacteria or nil."
+  @type save :: {[Entity.row()], Bacteria.row() | nil}
 
   @doc "Where a world keeps its sleeping zones' entities in its store."
   @spec scope(World.t()) :: String.t()
@@ -30,17 +40,19 @@ defmodule Grove.World.Zone.Saves do
     "zones/#{grid.width}x#{grid.height}/#{grid.zone_size}/#{inspect(seed)}"
   end
 
-  @doc "Writes the rows of a zone's entities as it falls asleep."
-  @spec save(World.t(), Grid.zone_index(), [Entity.row()]) :: :ok | {:error, term()}
-  def save(%World{game_store: store} = world, index, rows),
-    do: Storage.save_state(store, scope(world), [{Integer.to_string(index), encode(rows)}])
+  @doc "Writes the rows of a zone's entities, and its bacteria's, as it falls asleep."
+  @spec save(World.t(), Grid.zone_index(), [Entity.row()], Bacteria.row() | nil) ::
+          :ok | {:error, term()}
+  def save(%World{game_store: store} = world, index, rows, life \\ nil),
+    do:
+      Storage.save_state(store, scope(world), [{Integer.to_string(index), encode({rows, life})}])
 
   @doc """
   The rows a sleeping zone saved, as it wakes: `{:ok, rows}`, or
   `{:error, why}` (no save, a store that cannot answer, a save that
   cannot be read).
   """
-  @spec load(World.t(), Grid.zone_index()) :: {:ok, [Entity.row()]} | {:error, term()}
+  @spec load(World.t(), Grid.zone_index()) :: {:ok, save()} | {:error, term()}
   def load(%World{game_store: store} = world, index) do
     with {:ok, binary} <- Storage.fetch_state(store, scope(world), Integer.to_string(index)),
          do: decode(binary)
@@ -55,7 +67,7 @@ defmodule Grove.World.Zone.Saves do
   def rows(%World{} = world, index) do
     with [] <- Slots.rows(world, index),
          true <- asleep_in_store?(world, index),
-         {:ok, rows} <- load(world, index) do
+         {:ok, {rows, _life}} <- load(world, index) do
       rows
     else
       rows when is_list(rows) -> rows
@@ -63,23 +75,53 @@ defmodule Grove.World.Zone.Saves do
     end
   end
 
-  @doc "True when a zone's entities are in the store, not in its table."
+  @doc "True when a zone's entities, or its bacteria, are in the store, not in its tables."
   @spec asleep_in_store?(World.t(), Grid.zone_index()) :: boolean()
   def asleep_in_store?(%World{zones_on_demand: true, game_store: store} = world, index)
-      when store != nil,
-      do: Slots.entities(world, index) > 0 and Slots.size(world, index) == 0
+      when store != nil do
+    (Slots.entities(world, index) > 0 and Slots.size(world, index) == 0) or
+      life_in_store?(world, index)
+  end
 
   def asleep_in_store?(_world, _index), do: false
 
-  @doc false
-  @spec encode([Entity.row()]) :: binary()
-  def encode(rows), do: :erlang.term_to_binary({@version, rows}, [:compressed])
+  defp life_in_store?(%World{life_table: nil}, _index), do: false
+
+  defp life_in_store?(world, index),
+    do: match?([{_, _, nil, _, _}], :ets.lookup(world.life_table, index))
+
+  @doc """
+  A zone's row of bacteria as readers see it: its cells from the store
+  when the zone sleeps with them there, else the life table's row; nil
+  when it has none.
+  """
+  @spec life_row(World.t(), Grid.zone_index()) :: Bacteria.row() | nil
+  def life_row(%World{} = world, index) do
+    case :ets.lookup(world.life_table, index) do
+      [{_, _, nil, _, _} = frozen] ->
+        case load(world, index) do
+          {:ok, {_rows, {^index, _, bits, _, _}}} -> put_elem(frozen, 2, bits)
+          _none -> nil
+        end
+
+      [row] ->
+        row
+
+      [] ->
+        nil
+    end
+  end
 
   @doc false
-  @spec decode(binary()) :: {:ok, [Entity.row()]} | {:error, String.t()}
+  @spec encode(save()) :: binary()
+  def encode({rows, life}), do: :erlang.term_to_binary({@version, rows, life}, [:compressed])
+
+  @doc false
+  @spec decode(binary()) :: {:ok, save()} | {:error, String.t()}
   def decode(binary) do
     case :erlang.binary_to_term(binary, [:safe]) do
-      {@version, rows} when is_list(rows) -> {:ok, rows}
+      {@version, rows, life} when is_list(rows) -> {:ok, {rows, life}}
+      {1, rows} when is_list(rows) -> {:ok, {rows, nil}}
       _other -> {:error, "it is not a sleeping zone's save"}
     end
   rescue

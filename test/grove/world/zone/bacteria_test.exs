@@ -57,6 +57,48 @@ defmodule Grove.World.Zone.BacteriaTest do
     end
   end
 
+  describe "zones on demand" do
+    test "a zone that wakes resumes at the world's generation with the board it slept with" do
+      {[{:row, {4, 20, bits, edges, edges}}], core, bacteria} =
+        Bacteria.recover(@life, 0, 7, core(4), row(4, 12, [{5, 5}]), 20)
+
+      assert live(core) == [{5, 5}]
+      assert core.bacteria.bits == bits
+      assert bacteria.generation == 20 and bacteria.live == 1
+    end
+
+    test "a neighbour that sleeps is read by its borders as they stand, at any generation" do
+      # A blinker in zone 4 whose west end is in zone 3, asleep at generation 2.
+      {core, bacteria} = zone(4, [{4, 5}, {5, 5}])
+      sleeping = row(3, 2, [{3, 5}])
+
+      read_row = fn
+        3 -> {:frozen, elem(sleeping, 3)}
+        index -> quiet_neighbours(4, 0).(index)
+      end
+
+      {_effects, core, bacteria} = Bacteria.advance(bacteria, core, 1, read_row)
+      assert bacteria.generation == 1
+      assert live(core) == [{4, 4}, {4, 5}, {4, 6}]
+    end
+
+    test "a neighbour that never ran has no cells; one that woke further ahead gives its borders before" do
+      {core, bacteria} = zone(4, [{4, 5}, {5, 5}, {6, 5}])
+      woke = row(3, 9, [{3, 4}], elem(row(3, 9, []), 3))
+
+      read_row = fn
+        1 -> {:frozen, nil}
+        3 -> woke
+        index -> quiet_neighbours(4, 0).(index)
+      end
+
+      {_effects, core, bacteria} = Bacteria.advance(bacteria, core, 1, read_row)
+      assert bacteria.generation == 1
+      # The blinker turns, as with an empty west.
+      assert live(core) == [{5, 4}, {5, 5}, {5, 6}]
+    end
+  end
+
   describe "advancing" do
     test "a blinker turns, and the zone publishes its row with the borders it had" do
       {core, bacteria} = zone(4, [{4, 5}, {5, 5}, {6, 5}])
