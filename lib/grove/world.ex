@@ -62,9 +62,11 @@ defmodule Grove.World do
     * `:zones` - `:always` to run every zone from the start, or `:on_demand`
       to start a zone when first needed (an entity placed in it or crossing
       into it, a viewport reaching it) and stop it when idle, for worlds
-      much larger than what is ever in use at once; alone on a node. A
-      zone's bacteria (`:life`) stand still while it sleeps, and go on
-      from there when it wakes (default `:always`)
+      much larger than what is ever in use at once. A zone's bacteria
+      (`:life`) stand still while it sleeps, and go on from there when it
+      wakes; in a cluster, a zone wakes on the node that owns it, and one
+      that sleeps is handed over with what it holds when its owner changes
+      (default `:always`)
     * `:zone_idle` - in a world of zones on demand, milliseconds a zone
       stays awake without a player's entity, a viewer or a handoff before
       it sleeps, or `:manual` to put idle zones to sleep with
@@ -127,6 +129,7 @@ defmodule Grove.World do
     Audit,
     ChatLog,
     Directory,
+    Door,
     Entity,
     Feed,
     Grid,
@@ -305,9 +308,10 @@ defmodule Grove.World do
   @spec ready?(name() | t()) :: boolean()
   def ready?(world) do
     case lookup(world_name(world)) do
-      # No zone needs to run for a world of zones on demand to be ready.
+      # No zone needs to run for a world of zones on demand to be ready;
+      # in a cluster, it is ready once placed.
       %__MODULE__{zones_on_demand: true, slots: slots} = world when slots != nil ->
-        not paused?(world)
+        not paused?(world) and (world.cluster == nil or Placer.published(world.name) != nil)
 
       %__MODULE__{zones: zones} = world when is_tuple(zones) ->
         not paused?(world) and
@@ -1090,10 +1094,21 @@ defmodule Grove.World do
   # that what is sent to it is never sent to nobody. Its process, not its
   # name: a zone that falls asleep gives up its name at once, but its
   # process lingers and passes on what still comes to it.
-  def zone_address(%__MODULE__{cluster: nil} = world, index) do
-    case zone_pid(world, index) do
-      nil -> Zone.wake(world, index) || Zone.name(world, index)
-      pid -> pid
+  def zone_address(%__MODULE__{cluster: nil} = world, index), do: zone_here(world, index)
+
+  # In a cluster, a zone on demand this node owns is woken here; one of
+  # another node is reached through that node's door, which wakes it there
+  # (`Grove.World.Door`).
+  def zone_address(%__MODULE__{zones_on_demand: true} = world, index) do
+    case Placer.published(world.name) do
+      nil ->
+        Zone.name(world, index)
+
+      {locations, nodes, _epochs} ->
+        case :atomics.get(locations, index + 1) do
+          0 -> zone_here(world, index)
+          number -> Door.address(world.name, index, elem(nodes, number))
+        end
     end
   end
 
@@ -1112,12 +1127,69 @@ defmodule Grove.World do
     end
   end
 
+  defp zone_here(world, index) do
+    case zone_pid(world, index) do
+      nil -> Zone.wake(world, index) || Zone.name(world, index)
+      pid -> pid
+    end
+  end
+
+  @doc false
+  # A zone on demand's process on this node, woken if it sleeps (what a
+  # door asks the zone's owner for, to call it); nil when the world stops.
+  @spec zone_process(name(), Grid.zone_index()) :: pid() | nil
+  def zone_process(name, index) do
+    case zone_address(fetch!(name), index) do
+      pid when is_pid(pid) -> pid
+      _elsewhere -> nil
+    end
+  end
+
+  @doc false
+  # Sends a message as it is (a `GenServer` message, already wrapped) to a
+  # zone, wherever its address says it is.
+  @spec send_zone(t(), Grid.zone_index(), term()) :: :ok
+  def send_zone(world, index, message) do
+    case zone_address(world, index) do
+      {:via, Door, name} -> Door.send(name, message)
+      # The world stops: no zone runs to take it.
+      {:via, Registry, _name} -> :ok
+      address -> send(address, message)
+    end
+
+    :ok
+  end
+
   @doc false
   # Wakes a zone of a world of zones on demand ahead of an entity that came
-  # near it (`:wake_ahead`), unless it runs already.
+  # near it (`:wake_ahead`), unless it runs already, through the door of
+  # the node that owns it (`Grove.World.Door`): whoever asks goes on at once.
   @spec wake_zone(t(), Grid.zone_index()) :: :ok
-  def wake_zone(%__MODULE__{cluster: nil} = world, index) do
-    if zone_pid(world, index) == nil, do: Zone.wake(world, index, :ahead)
+  def wake_zone(%__MODULE__{} = world, index) do
+    case zone_node(world, index) do
+      here when here == node() ->
+        if zone_pid(world, index) == nil, do: Door.wake(world.name, index, here)
+
+      other ->
+        Door.wake(world.name, index, other)
+    end
+
+    :ok
+  end
+
+  @doc false
+  # What a door does when asked to wake a zone of its node ahead.
+  @spec wake_here(t(), Grid.zone_index()) :: :ok
+  def wake_here(%__MODULE__{} = world, index) do
+    case zone_node(world, index) do
+      here when here == node() ->
+        if zone_pid(world, index) == nil, do: Zone.wake(world, index, :ahead)
+
+      # It moved meanwhile.
+      other ->
+        Door.wake(world.name, index, other)
+    end
+
     :ok
   end
 
@@ -1133,6 +1205,16 @@ defmodule Grove.World do
           {atom() | {atom(), node()} | pid(), non_neg_integer()}
   def zone_placement(%__MODULE__{cluster: nil} = world, index),
     do: {zone_address(world, index), 0}
+
+  def zone_placement(%__MODULE__{zones_on_demand: true} = world, index) do
+    epoch =
+      case Placer.published(world.name) do
+        nil -> 0
+        {_locations, _nodes, epochs} -> :atomics.get(epochs, index + 1)
+      end
+
+    {zone_address(world, index), epoch}
+  end
 
   def zone_placement(%__MODULE__{} = world, index) do
     name = elem(world.zones, index)

@@ -6,7 +6,7 @@ defmodule Grove.World.Audit do
   # (a call each); judging what they said is a plain function.
 
   alias Grove.World
-  alias Grove.World.{Directory, Slots}
+  alias Grove.World.{Directory, Grid, Slots}
   alias Grove.World.Zone.Saves
 
   @doc "Asks every zone of a world for its report, then judges them together."
@@ -25,7 +25,7 @@ defmodule Grove.World.Audit do
   # they run, are asked, and their reports judged together.
   def run(%World{} = world, timeout) do
     reports =
-      for index <- Slots.known(world),
+      for index <- zones(world),
           do: GenServer.call(World.zone_address(world, index), :audit, timeout)
 
     problems = Enum.flat_map(reports, fn {_resident, problems} -> problems end)
@@ -58,11 +58,16 @@ defmodule Grove.World.Audit do
   @doc "The ids resident in every zone of a world, wherever each runs."
   @spec residents(World.t(), timeout()) :: [non_neg_integer()]
   def residents(%World{} = world, timeout \\ 15_000) do
-    Enum.flat_map(Slots.known(world), fn index ->
+    Enum.flat_map(zones(world), fn index ->
       {resident, _problems} = GenServer.call(World.zone_address(world, index), :audit, timeout)
       resident
     end)
   end
+
+  # In a cluster, every zone, wherever it runs: this node knows only the
+  # zones on demand it woke (a cluster places at most 100,000 zones).
+  defp zones(%World{cluster: nil} = world), do: Slots.known(world)
+  defp zones(world), do: 0..(Grid.zone_count(world.grid) - 1)
 
   @doc """
   What is wrong, given each zone's `{resident ids, problems}`, the

@@ -444,31 +444,22 @@ defmodule Grove.World.Placer do
     end
   end
 
-  # The zone's rows into this node's tables: its entities', and its game's layer.
+  # A zone on demand handed over as it slept, with nothing of its own
+  # anywhere: it starts here when first needed.
+  defp effect(placer, {:take_rows, _index, :asleep, _subscriptions, _seq}), do: placer
+
+  # The zone's rows into this node's tables: its entities', and its game's
+  # layer. A zone on demand starts at once, to take what its old owner
+  # held for it.
   defp effect(placer, {:take_rows, index, {rows, layer}, subscriptions, seq}) do
-    world = placer.world
-    table = Slots.table(world, index)
-    game_table = Slots.game_table(world, index)
-    if game_table, do: :ets.insert(game_table, layer)
-
-    for row <- rows do
-      entity = Entity.from_row(row)
-      :ets.insert(table, row)
-      Relay.assign(world, entity.id, index, entity.owner)
-      Minimap.add(world, {entity.x, entity.y}, 1)
-      Places.add(world, index, entity.id, {entity.x, entity.y})
-      Stats.incr(world.stats, if(entity.kind == 1, do: :players, else: :actors))
-    end
-
-    :ets.insert(world.subscriptions, subscriptions)
-    # Its viewers hold the numbers of its deltas: it carries on from its own.
-    Feed.carry_on(world.feed, index, seq)
+    placer = take_rows(placer, index, {rows, layer}, subscriptions, seq)
+    if placer.world.zones_on_demand, do: Zone.wake(placer.world, index)
     placer
   end
 
   defp effect(placer, {:handed_to, index, to}) do
     if zone = zone_pid(placer, index),
-      do: send(zone, {:handed_to, {elem(placer.world.zones, index), to}})
+      do: send(zone, {:handed_to, address_on(placer.world, index, to)})
 
     placer
   end
@@ -511,6 +502,28 @@ defmodule Grove.World.Placer do
     placer
   end
 
+  defp take_rows(placer, index, {rows, layer}, subscriptions, seq) do
+    world = placer.world
+    # A zone on demand's tables are made here, in its slot, for the run
+    # that is woken next to find (`Grove.World.Slots`).
+    {table, game_table} = Slots.open(world, index)
+    if game_table, do: :ets.insert(game_table, layer)
+
+    for row <- rows do
+      entity = Entity.from_row(row)
+      :ets.insert(table, row)
+      Relay.assign(world, entity.id, index, entity.owner)
+      Minimap.add(world, {entity.x, entity.y}, 1)
+      Places.add(world, index, entity.id, {entity.x, entity.y})
+      Stats.incr(world.stats, if(entity.kind == 1, do: :players, else: :actors))
+    end
+
+    :ets.insert(world.subscriptions, subscriptions)
+    # Its viewers hold the numbers of its deltas: it carries on from its own.
+    Feed.carry_on(world.feed, index, seq)
+    placer
+  end
+
   # Zones that run again, empty, after their node was lost: this node's
   # clients whose entities were in them are told, its viewers around them
   # subscribe again, and what was on its way to them is lost too.
@@ -527,9 +540,23 @@ defmodule Grove.World.Placer do
           "#{told} entities of this node's clients were lost with their zones; their clients are told"
         )
 
-    for {{Zone, _}, pid, _, _} <- Supervisor.which_children(placer.supervisor),
-        is_pid(pid),
-        do: GenServer.cast(pid, {:zones_lost, lost})
+    zones =
+      if placer.world.zones_on_demand,
+        do:
+          for(
+            index <- World.awake_zones(placer.world),
+            pid = World.zone_pid(placer.world, index),
+            pid != nil,
+            do: pid
+          ),
+        else:
+          for(
+            {{Zone, _}, pid, _, _} <- Supervisor.which_children(placer.supervisor),
+            is_pid(pid),
+            do: pid
+          )
+
+    for zone <- zones, do: GenServer.cast(zone, {:zones_lost, lost})
 
     :ok
   end
@@ -546,9 +573,31 @@ defmodule Grove.World.Placer do
 
   defp lost_with_gone(placer), do: placer
 
-  # The zone gives its rows and subscriptions, the new owner takes them.
+  # The zone gives its rows and subscriptions, the new owner takes them. A
+  # zone on demand that sleeps with something of its own (in its tables or
+  # the store) wakes to give it; one with nothing anywhere is only placed.
   defp hand_over_now(world, index, to, epoch) do
-    zone = Process.whereis(elem(world.zones, index))
+    case World.zone_pid(world, index) do
+      nil when world.zones_on_demand ->
+        if Zone.Saves.holds?(world, index),
+          do: hand_over_now(world, Zone.wake(world, index), index, to, epoch),
+          else: place_asleep(world, index, to, epoch)
+
+      zone ->
+        hand_over_now(world, zone, index, to, epoch)
+    end
+  end
+
+  defp place_asleep(world, index, to, epoch) do
+    :ok =
+      GenServer.call(
+        {name(world.name), to},
+        {:take_over, index, :asleep, [], Feed.latest(world.feed, index), epoch},
+        30_000
+      )
+  end
+
+  defp hand_over_now(world, zone, index, to, epoch) do
     {rows, subscriptions, seq, layer} = GenServer.call(zone, :hand_over, 30_000)
 
     :ok =
@@ -558,9 +607,17 @@ defmodule Grove.World.Placer do
         30_000
       )
 
-    send(zone, {:handed_to, {elem(world.zones, index), to}})
+    send(zone, {:handed_to, address_on(world, index, to)})
     :ok
   end
+
+  # Where a zone handed over to node `to` is reached from here: its name
+  # there, or that node's door for a zone on demand, which has no name a
+  # node can send to (`Grove.World.Door`).
+  defp address_on(%World{zones_on_demand: true} = world, index, to),
+    do: Grove.World.Door.address(world.name, index, to)
+
+  defp address_on(world, index, to), do: {elem(world.zones, index), to}
 
   defp await_placer(_world, to, 0), do: exit({:no_placer, to})
 
@@ -575,12 +632,19 @@ defmodule Grove.World.Placer do
     end
   end
 
+  defp stop_zone(%__MODULE__{world: %World{zones_on_demand: true} = world} = placer, index) do
+    if pid = zone_pid(placer, index),
+      do: DynamicSupervisor.terminate_child(World.Supervisor.awake_supervisor(world.name), pid)
+
+    :ok
+  end
+
   defp stop_zone(placer, index) do
     Supervisor.terminate_child(placer.supervisor, {Zone, index})
     Supervisor.delete_child(placer.supervisor, {Zone, index})
   end
 
-  defp zone_pid(placer, index), do: Process.whereis(elem(placer.world.zones, index))
+  defp zone_pid(placer, index), do: World.zone_pid(placer.world, index)
 
   ## Pausing, without a quorum
 
@@ -590,7 +654,13 @@ defmodule Grove.World.Placer do
     for {_index, timer} <- placer.timers, do: Process.cancel_timer(timer)
 
     running =
-      for {{Zone, index}, _pid, _, _} <- Supervisor.which_children(placer.supervisor), do: index
+      if world.zones_on_demand,
+        do: World.awake_zones(world),
+        else:
+          for(
+            {{Zone, index}, _pid, _, _} <- Supervisor.which_children(placer.supervisor),
+            do: index
+          )
 
     told =
       Enum.reduce(running, 0, fn index, told ->
@@ -614,6 +684,9 @@ defmodule Grove.World.Placer do
 
     %{placer | handovers: %{}, timers: %{}}
   end
+
+  # A zone on demand starts when first needed, wherever it is placed.
+  defp start_zone(%__MODULE__{world: %World{zones_on_demand: true}}, _index), do: :ok
 
   defp start_zone(placer, index) do
     case Supervisor.start_child(placer.supervisor, {Zone, {placer.world, index}}) do

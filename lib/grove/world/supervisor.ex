@@ -93,6 +93,13 @@ defmodule Grove.World.Supervisor do
               "start it with zones: :on_demand, or make :zone_size larger"
     end
 
+    # A cluster places every zone, awake or not (`Grove.Cluster.Placement`).
+    if zones > @max_zones and opts[:cluster] != nil do
+      raise ArgumentError,
+            "a world of #{zones} zones is more than #{@max_zones}, the most a cluster places: " <>
+              "make :zone_size larger"
+    end
+
     unless opts[:zone_idle] == :manual or (is_integer(opts[:zone_idle]) and opts[:zone_idle] > 0) do
       raise ArgumentError,
             ":zone_idle must be a positive integer (ms) or :manual, got: #{inspect(opts[:zone_idle])}"
@@ -101,12 +108,6 @@ defmodule Grove.World.Supervisor do
     unless is_integer(opts[:wake_ahead]) and opts[:wake_ahead] >= 0 do
       raise ArgumentError,
             ":wake_ahead must be a non-negative integer (cells), got: #{inspect(opts[:wake_ahead])}"
-    end
-
-    # One zone's placement elsewhere is the cluster's: not on demand yet.
-    if opts[:zones] == :on_demand and opts[:cluster] != nil do
-      raise ArgumentError,
-            "zones on demand run in a world alone: start it with zones: :always"
     end
 
     unless opts[:tick] == :manual or (is_integer(opts[:tick]) and opts[:tick] > 0) do
@@ -196,6 +197,9 @@ defmodule Grove.World.Supervisor do
         {Keeper, world},
         # Writes this node's directory for zones on other nodes.
         %{id: :relay, start: {Grove.World.Relay, :start_link, [world]}},
+        # Wakes zones on demand ahead of whoever comes near them, and lets
+        # the other nodes reach this node's zones on demand, asleep or not.
+        %{id: :door, start: {Grove.World.Door, :start_link, [world]}},
         # The zones this node runs; a zone rebuilds itself from its table,
         # so restarting one alone is always safe.
         %{

@@ -481,11 +481,7 @@ defmodule Grove.World.Zone do
     do: {:reply, :asleep, zone}
 
   def handle_call(message, from, %__MODULE__{asleep: true} = zone) do
-    case GenServer.whereis(World.zone_address(zone.world, zone.index)) do
-      nil -> :ok
-      address -> send(address, {:"$gen_call", from, message})
-    end
-
+    World.send_zone(zone.world, zone.index, {:"$gen_call", from, message})
     {:noreply, zone}
   end
 
@@ -622,7 +618,7 @@ defmodule Grove.World.Zone do
   # (and whatever comes until the zone is stopped) follows it there.
   def handle_info({:handed_to, address}, %__MODULE__{handed_over: {:holding, held}} = zone) do
     _entities = forget(zone.world, zone.index)
-    for raw <- Enum.reverse(held), do: send(address, raw)
+    for raw <- Enum.reverse(held), do: forward(address, raw)
     {:noreply, %{zone | handed_over: {:forwarding, address}}}
   end
 
@@ -837,9 +833,13 @@ defmodule Grove.World.Zone do
     do: %{zone | handed_over: {:holding, [raw | held]}}
 
   defp pass_on(%__MODULE__{handed_over: {:forwarding, address}} = zone, raw) do
-    send(address, raw)
+    forward(address, raw)
     zone
   end
+
+  # A zone on demand handed over is reached through its new node's door.
+  defp forward({:via, World.Door, name}, raw), do: World.Door.send(name, raw)
+  defp forward(address, raw), do: send(address, raw)
 
   ## Moves
 

@@ -85,6 +85,19 @@ defmodule Grove.World.Zone.Saves do
 
   def asleep_in_store?(_world, _index), do: false
 
+  @doc """
+  True when a zone that does not run holds something: its entities' rows
+  or its game's layer in its tables, or a save in the store.
+  """
+  @spec holds?(World.t(), Grid.zone_index()) :: boolean()
+  def holds?(%World{} = world, index) do
+    game_table = Slots.game_table(world, index)
+
+    Slots.size(world, index) > 0 or
+      (game_table != nil and :ets.info(game_table, :size) not in [0, :undefined]) or
+      asleep_in_store?(world, index)
+  end
+
   defp life_in_store?(%World{life_table: nil}, _index), do: false
 
   defp life_in_store?(world, index),

@@ -1,0 +1,83 @@
+defmodule Grove.World.Door do
+  @moduledoc false
+  # Wakes this node's zones on demand ahead of an entity that comes near
+  # them (`:wake_ahead`), so that the zone that asked does not wait for the
+  # zone's start.
+  #
+  # And how a node reaches a zone on demand that another node owns, in a world
+  # of a cluster: the zone may sleep there, and a message sent to the name
+  # of a process that does not run is lost without a word. So it goes to
+  # that node's door, which passes it on to the zone, waking it first
+  # (`Grove.World.zone_address/2` on its own node), or on to the door of
+  # the zone's owner if it has moved meanwhile. One hop more than a zone
+  # that always runs, through one process per node.
+  #
+  # To GenServer the door is a zone's address, `{:via, Door, {world, zone,
+  # node}}`: a cast goes through the door; a call asks the owner for the
+  # zone's process (waking it), then calls it.
+
+  use GenServer
+
+  import Kernel, except: [send: 2]
+
+  alias Grove.World
+
+  @spec start_link(World.t()) :: GenServer.on_start()
+  def start_link(%World{} = world),
+    do: GenServer.start_link(__MODULE__, world.name, name: name(world.name))
+
+  @doc "The door's registered name for a world (the same on every node)."
+  @spec name(atom()) :: atom()
+  def name(world), do: :"#{world}.door"
+
+  @doc "The address of zone `index` of `world`, which `node` owns."
+  @spec address(atom(), non_neg_integer(), node()) :: {:via, module(), tuple()}
+  def address(world, index, node), do: {:via, __MODULE__, {world, index, node}}
+
+  @doc "Wakes a zone that `node` (this one, or another) owns, ahead of an entity that came near it."
+  @spec wake(atom(), non_neg_integer(), node()) :: :ok
+  def wake(world, index, node) do
+    Kernel.send({name(world), node}, {:wake, index})
+    :ok
+  end
+
+  ## As a `:via` registry
+
+  @doc false
+  def send({world, index, node}, message) do
+    Kernel.send({name(world), node}, {:zone, index, message})
+    self()
+  end
+
+  @doc false
+  def whereis_name({world, index, node}) do
+    case :erpc.call(node, World, :zone_process, [world, index], 5000) do
+      pid when is_pid(pid) -> pid
+      _none -> :undefined
+    end
+  catch
+    _kind, _reason -> :undefined
+  end
+
+  @doc false
+  def register_name(_name, _pid), do: :no
+
+  @doc false
+  def unregister_name(_name), do: :ok
+
+  ## The process
+
+  @impl true
+  def init(world), do: {:ok, world}
+
+  @impl true
+  def handle_info({:zone, index, message}, world) do
+    World.send_zone(World.fetch!(world), index, message)
+    {:noreply, world}
+  end
+
+  def handle_info({:wake, index}, world) do
+    World.wake_here(World.fetch!(world), index)
+    {:noreply, world}
+  end
+end
