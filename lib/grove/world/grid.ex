@@ -163,14 +163,8 @@ defmodule Grove.World.Grid do
       [0, 1, 2, 3]
   """
   @spec view_zones(t(), cell(), non_neg_integer()) :: [zone_index()]
-  def view_zones(%__MODULE__{} = grid, {x, y}, radius) do
-    %__MODULE__{width: w, height: h, zone_size: s, zones_x: per_row} = grid
-    col0 = div(max(x - radius, 0), s)
-    col1 = div(min(x + radius, w - 1), s)
-    row0 = div(max(y - radius, 0), s)
-    row1 = div(min(y + radius, h - 1), s)
-    for row <- row0..row1, col <- col0..col1, do: row * per_row + col
-  end
+  def view_zones(%__MODULE__{zone_size: size, zones_x: per_row} = grid, center, radius),
+    do: squares_in_view(grid, center, radius, size, per_row)
 
   @doc """
   The zones an entity stepping from `from` (or placed, `nil`) to `to`
@@ -249,12 +243,16 @@ defmodule Grove.World.Grid do
       [0, 1, 10, 11]
   """
   @spec view_tiles(t(), cell(), non_neg_integer()) :: [tile_index()]
-  def view_tiles(%__MODULE__{} = grid, {x, y}, radius) do
-    %__MODULE__{width: w, height: h, tile_size: s, tiles_x: per_row} = grid
-    col0 = div(max(x - radius, 0), s)
-    col1 = div(min(x + radius, w - 1), s)
-    row0 = div(max(y - radius, 0), s)
-    row1 = div(min(y + radius, h - 1), s)
+  def view_tiles(%__MODULE__{tile_size: size, tiles_x: per_row} = grid, center, radius),
+    do: squares_in_view(grid, center, radius, size, per_row)
+
+  # The squares of side `size`, `per_row` to a row, that a viewport of
+  # `radius` around `{x, y}` overlaps, clipped to the grid: zones or tiles.
+  defp squares_in_view(%__MODULE__{width: w, height: h}, {x, y}, radius, size, per_row) do
+    col0 = div(max(x - radius, 0), size)
+    col1 = div(min(x + radius, w - 1), size)
+    row0 = div(max(y - radius, 0), size)
+    row1 = div(min(y + radius, h - 1), size)
     for row <- row0..row1, col <- col0..col1, do: row * per_row + col
   end
 
