@@ -63,6 +63,20 @@ defmodule Grove.ClusterTest do
       end
 
       assert %Grove.Config{} = Grove.Config.new(world: [life: [interval: 1000]])
+
+      # A cluster places every zone, awake or not: a world of more than
+      # 100,000 is refused before anything starts, saying what to change.
+      assert_raise ArgumentError,
+                   ~r/400000000 zones.*the most a cluster places.*GROVE_WIDTH/,
+                   fn ->
+                     Grove.Config.new(
+                       world: [width: 1_000_000, height: 1_000_000, zones: :on_demand],
+                       cluster: [peers: ["grove2@127.0.0.1"]]
+                     )
+                   end
+
+      assert %Grove.Config{} =
+               Grove.Config.new(world: [width: 1_000_000, height: 1_000_000, zones: :on_demand])
     end
 
     test "the cookie is wrapped, so the configuration cannot print it" do

@@ -93,11 +93,13 @@ defmodule Grove.World.Supervisor do
               "start it with zones: :on_demand, or make :zone_size larger"
     end
 
-    # A cluster places every zone, awake or not (`Grove.Cluster.Placement`).
+    # A cluster places every zone, awake or not (`Grove.Cluster.Placement`):
+    # each node keeps an owner per zone, and walks them all when members change.
     if zones > @max_zones and opts[:cluster] != nil do
       raise ArgumentError,
             "a world of #{zones} zones is more than #{@max_zones}, the most a cluster places: " <>
-              "make :zone_size larger"
+              "make it smaller (GROVE_WIDTH, GROVE_HEIGHT) or its zones larger (:zone_size), " <>
+              "or run it on one node, where zones on demand have no such limit"
     end
 
     unless opts[:zone_idle] == :manual or (is_integer(opts[:zone_idle]) and opts[:zone_idle] > 0) do

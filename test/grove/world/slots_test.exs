@@ -156,6 +156,47 @@ defmodule Grove.World.SlotsTest do
     end
   end
 
+  test "a world of a cluster has at most 100,000 zones, on demand or not, and a larger one is refused, told how" do
+    # 500 x 200 zones of 50 cells: the most a cluster places.
+    assert %World{} =
+             World.new!(
+               name: :w,
+               width: 25_000,
+               height: 10_000,
+               zone_size: 50,
+               zones: :on_demand,
+               cluster: :grove_test_cluster
+             )
+
+    for zones <- [:on_demand, :always], width <- [25_050, 1_000_000] do
+      error =
+        assert_raise ArgumentError, fn ->
+          World.new!(
+            name: :w,
+            width: width,
+            height: 10_000,
+            zone_size: 50,
+            zones: zones,
+            cluster: :grove_test_cluster
+          )
+        end
+
+      assert error.message =~ "more than 100000"
+      if zones == :on_demand, do: assert(error.message =~ "the most a cluster places")
+      if zones == :on_demand, do: assert(error.message =~ "GROVE_WIDTH, GROVE_HEIGHT")
+    end
+
+    # Alone on a node, the same world starts its zones on demand.
+    assert %World{} =
+             World.new!(
+               name: :w,
+               width: 1_000_000,
+               height: 10_000,
+               zone_size: 50,
+               zones: :on_demand
+             )
+  end
+
   test "a world of a million cells a side starts with no zone, and is walked from corner to corner" do
     name = :"million_#{System.unique_integer([:positive])}"
 
