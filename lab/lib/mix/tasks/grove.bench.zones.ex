@@ -20,11 +20,15 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
        was woken beforehand: each move is timed from `Grove.World.move/4`
        to its outcome, and counted as a move inside a zone, a move across
        into a zone awake from the start, or a move across into a zone
-       asleep when the walk began, all in the same run, interleaved. Of
-       the last, those that found the zone not yet running (woken by the
-       move itself) are counted apart. Twice: zones woken only by what is
-       sent to them (`wake_ahead: 0`), then woken ahead of the walkers
-       (`wake_ahead: 4`, the default).
+       asleep when the walk began. The walkers of every other row of
+       zones start one zone further east, so that each time the walkers
+       cross a border together, half of them cross into an awake zone and
+       half into a sleeping one: the two kinds share every burst of
+       crossings, the first one (the tightest, while the world settles)
+       included. Of the moves into sleeping zones, those that found the
+       zone not yet running (woken by the move itself) are counted apart.
+       Twice: zones woken only by what is sent to them (`wake_ahead: 0`),
+       then woken ahead of the walkers (`wake_ahead: 4`, the default).
 
       mix grove.bench.zones --walkers 500 --seconds 40
 
@@ -215,11 +219,18 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
     parent = self()
     deadline = System.monotonic_time(:millisecond) + seconds * 1000
 
+    # In the same steps, walkers of even rows of zones cross into sleeping
+    # columns as those of odd rows cross into awake ones, and the other
+    # way round: had they all started in the same column, the moves into
+    # sleeping zones would have had the first crossing, the slowest for
+    # both kinds, to themselves.
     pids =
       for n <- 0..(walkers - 1) do
+        start = {1 + rem(div(n * 2, zone_size), 2) * zone_size, n * 2}
+
         spawn_link(fn ->
-          {:ok, id, _} = World.join(world, at: {1, n * 2}, updates: :none)
-          send(parent, {:times, walk(world, id, {1, n * 2}, step_ms, deadline, [])})
+          {:ok, id, _} = World.join(world, at: start, updates: :none)
+          send(parent, {:times, walk(world, id, start, step_ms, deadline, 1, [])})
         end)
       end
 
@@ -244,14 +255,28 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
           into_asleep: [:into_asleep, :into_asleep_cold],
           of_which_woken_by_the_move: [:into_asleep_cold]
         ] do
-      us = for {kind, t} <- times, kind in kinds, do: t
+      us = for {kind, t, _step} <- times, kind in kinds, do: t
 
       Mix.shell().info(
         "| #{label} | #{length(us)} | #{ms(us, 50)} | #{ms(us, 99)} | #{ms(us, 100)} |"
       )
     end
 
-    errors = for {{:error, _} = kind, _} <- times, do: kind
+    # Walkers cross borders together: a kind's p99 is its slowest
+    # crossing's, so each crossing's is shown for both kinds.
+    crossings =
+      for {step, moves} <- Enum.group_by(times, &elem(&1, 2), &Tuple.delete_at(&1, 2)),
+          into_awake = for({:into_awake, t} <- moves, do: t),
+          into_asleep = for({kind, t} <- moves, kind in [:into_asleep, :into_asleep_cold], do: t),
+          into_awake != [] or into_asleep != [],
+          do: {step, "step #{step}: #{ms(into_awake, 99)} / #{ms(into_asleep, 99)}"}
+
+    Mix.shell().info(
+      "p99 by crossing, into_awake / into_asleep: " <>
+        Enum.map_join(Enum.sort(crossings), "; ", &elem(&1, 1))
+    )
+
+    errors = for {{:error, _} = kind, _, _} <- times, do: kind
 
     Mix.shell().info(
       "refused or lost: #{length(errors)}; zones woken: #{stats.zone_wakes}, " <>
@@ -259,7 +284,7 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
     )
   end
 
-  defp walk(world, id, {x, y}, step_ms, deadline, times) do
+  defp walk(world, id, {x, y}, step_ms, deadline, step, times) do
     now = System.monotonic_time(:millisecond)
 
     if now >= deadline do
@@ -300,7 +325,7 @@ defmodule Mix.Tasks.Grove.Bench.Zones do
         end
       end
 
-      walk(world, id, cell, step_ms, deadline, [{kind, took} | times])
+      walk(world, id, cell, step_ms, deadline, step + 1, [{kind, took, step} | times])
     end
   end
 
