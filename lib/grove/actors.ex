@@ -83,9 +83,11 @@ defmodule Grove.Actors do
       or `GROVE_SPAWN=uniform` (default `:uniform`)
     * `:per_herd` - actors per process at most (default `500`)
     * `:resolution` - milliseconds of a herd's schedule slots; moves due in
-      the same slot go out together (default `200`: twice the moves per
-      message of 100 ms, for moves that still come once per `:interval`;
-      slots need not divide the interval)
+      the same slot go out together (default `500`: each actor still moves
+      once per `:interval` on average, and a zone gets a herd's moves in
+      two or three messages a second instead of five, each carrying more
+      moves: most of what a move costs is the messages and wake-ups around
+      it, see `docs/decisions.md`; slots need not divide the interval)
     * `:batch` - send a slot's moves with `move_many/2`, one message per zone,
       rather than one `move/4` each (default `true`)
     * `:max_in_flight` - moves a herd may have unanswered at once; more are
@@ -143,7 +145,7 @@ defmodule Grove.Actors do
     jitter: 0.2,
     spawn: :uniform,
     per_herd: 500,
-    resolution: 200,
+    resolution: 500,
     batch: true,
     max_in_flight: nil,
     target_ms: 100,
