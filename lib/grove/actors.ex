@@ -83,11 +83,12 @@ defmodule Grove.Actors do
       or `GROVE_SPAWN=uniform` (default `:uniform`)
     * `:per_herd` - actors per process at most (default `500`)
     * `:resolution` - milliseconds of a herd's schedule slots; moves due in
-      the same slot go out together (default `500`: each actor still moves
-      once per `:interval` on average, and a zone gets a herd's moves in
-      two or three messages a second instead of five, each carrying more
-      moves: most of what a move costs is the messages and wake-ups around
-      it, see `docs/decisions.md`; slots need not divide the interval)
+      the same slot go out together (default half the `:interval`, at most
+      `500`: a zone gets a herd's moves in two messages a second at the
+      default interval instead of five, each carrying more moves, since most
+      of what a move costs is the messages and wake-ups around it; see
+      `docs/decisions.md`). Each actor moves once per `:interval` on
+      average, exactly so when the interval is a multiple of the slot
     * `:batch` - send a slot's moves with `move_many/2`, one message per zone,
       rather than one `move/4` each (default `true`)
     * `:max_in_flight` - moves a herd may have unanswered at once; more are
@@ -145,7 +146,7 @@ defmodule Grove.Actors do
     jitter: 0.2,
     spawn: :uniform,
     per_herd: 500,
-    resolution: 500,
+    resolution: nil,
     batch: true,
     max_in_flight: nil,
     target_ms: 100,
@@ -497,8 +498,30 @@ defmodule Grove.Actors do
   defp herds(name), do: :"#{name}.herds"
   defp join_permits(name), do: :"#{name}.join_permits"
 
+  @doc """
+  The herds' slot when `:resolution` is not given: half the interval, at
+  most 500 ms, so that the interval is a multiple of it (each actor then
+  moves once per interval on average, exactly) up to a second.
+
+      iex> Grove.Actors.default_resolution(1000)
+      500
+      iex> Grove.Actors.default_resolution(100)
+      50
+  """
+  @spec default_resolution(pos_integer()) :: pos_integer()
+  def default_resolution(interval), do: interval |> div(2) |> min(500) |> max(1)
+
   defp validate!(opts) do
     opts = Keyword.validate!(opts, @defaults)
+
+    opts =
+      case {opts[:resolution], opts[:interval]} do
+        {nil, interval} when is_integer(interval) and interval > 0 ->
+          Keyword.put(opts, :resolution, default_resolution(interval))
+
+        _given_or_invalid ->
+          opts
+      end
 
     unless is_atom(opts[:name]) and opts[:name] != nil,
       do: raise(ArgumentError, "actors need a :name atom, got: #{inspect(opts[:name])}")

@@ -375,8 +375,8 @@ defmodule Grove.Actors.Herd do
     # The next wait, in ms, is drawn from an interval of this width that
     # starts `jitter_ms` before `interval`: the jitter, and a slot's width
     # more, so that rounding down to a slot keeps the average at `interval`
-    # even when slots do not divide it.
-    span = 2 * jitter_ms + herd.resolution
+    # (exactly when slots divide it, within a few per cent otherwise).
+    span = Wheel.wait_span(herd.wheel, jitter_ms)
     sent_at = :erlang.monotonic_time()
     %__MODULE__{window: window} = herd
     start = {[], herd.wheel, herd.rand, window.in_flight, 0, 0, 0}
@@ -387,10 +387,10 @@ defmodule Grove.Actors.Herd do
                                  {moves, wheel, rand, in_flight, unanswered, full, stayed} ->
         # One draw gives both the step's random integer and the next wait.
         {draw, rand} = :rand.uniform_s(span <<< @roll_bits, rand)
-        wait_ms = herd.interval - jitter_ms + ((draw - 1) >>> @roll_bits)
+        wait = Wheel.wait_slots(herd.wheel, herd.interval, jitter_ms, (draw - 1) >>> @roll_bits)
         # Counted from when the move was due, not from when the herd got
         # to it, so a herd running a little late keeps its actors' pace.
-        next = max(slot + Integer.floor_div(wait_ms, herd.resolution), now_slot + 1)
+        next = max(slot + wait, now_slot + 1)
 
         cond do
           Window.unanswered?(window, last) ->

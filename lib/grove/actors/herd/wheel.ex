@@ -48,6 +48,29 @@ defmodule Grove.Actors.Herd.Wheel do
   @spec slots(t(), pos_integer()) :: pos_integer()
   def slots(wheel, ms), do: max(div(ms + wheel.resolution - 1, wheel.resolution), 1)
 
+  @doc """
+  The width of the range an actor's wait is drawn from, in ms: the
+  interval's jitter on both sides, and a slot's width more, so that
+  rounding down to whole slots (`wait_slots/4`) keeps the average wait at
+  the interval. Exactly so when the interval is a multiple of the slot.
+  """
+  @spec wait_span(t(), non_neg_integer()) :: pos_integer()
+  def wait_span(wheel, jitter_ms), do: 2 * jitter_ms + wheel.resolution
+
+  @doc """
+  The slots an actor waits before its next move: the interval less its
+  jitter, plus `offset` (drawn uniformly from `0..wait_span - 1`), rounded
+  down to whole slots, at least one.
+
+      iex> wheel = Grove.Actors.Herd.Wheel.new(500, 0)
+      iex> for offset <- [0, 199, 200, 699, 700, 899],
+      ...>     do: Grove.Actors.Herd.Wheel.wait_slots(wheel, 1000, 200, offset)
+      [1, 1, 2, 2, 3, 3]
+  """
+  @spec wait_slots(t(), pos_integer(), non_neg_integer(), non_neg_integer()) :: pos_integer()
+  def wait_slots(wheel, interval, jitter_ms, offset),
+    do: max(Integer.floor_div(interval - jitter_ms + offset, wheel.resolution), 1)
+
   @doc "True when no actor is on the wheel."
   @spec empty?(t()) :: boolean()
   def empty?(%__MODULE__{slots: slots}), do: map_size(slots) == 0

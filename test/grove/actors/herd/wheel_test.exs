@@ -5,6 +5,9 @@ defmodule Grove.Actors.Herd.WheelTest do
 
   alias Grove.Actors.Herd.Wheel
 
+  doctest Wheel
+  doctest Grove.Actors, only: [default_resolution: 1]
+
   test "slots are counted from the phase, rounding down also before zero" do
     wheel = Wheel.new(100, 7)
     assert Wheel.slot_at(wheel, 307) == 3
@@ -41,6 +44,54 @@ defmodule Grove.Actors.Herd.WheelTest do
     doubled = Wheel.map(wheel, fn {id, n} -> {id, 2 * n} end)
     assert Enum.sort(Wheel.entries(doubled)) == [{:a, 2}, {:b, 4}, {:c, 6}]
     assert {[{:c, 6}], _} = Wheel.pop(doubled, 9)
+  end
+
+  # Every offset of the span is as likely (the herd draws it uniformly),
+  # so the mean wait is the mean over all of them.
+  defp mean_wait(interval, jitter_percent, resolution) do
+    jitter_ms = round(interval * jitter_percent / 100)
+    wheel = Wheel.new(resolution, 0)
+    span = Wheel.wait_span(wheel, jitter_ms)
+    waits = for offset <- 0..(span - 1), do: Wheel.wait_slots(wheel, interval, jitter_ms, offset)
+    assert Enum.all?(waits, &(&1 >= 1))
+    Enum.sum(waits) * resolution / span
+  end
+
+  test "an actor waits its interval on average, exactly when the slot divides the interval" do
+    check(
+      forall(
+        {:proper_types.integer(1, 500), :proper_types.integer(2, 10),
+         :proper_types.integer(0, 50)},
+        fn {resolution, slots, jitter_percent} ->
+          interval = resolution * slots
+          assert mean_wait(interval, jitter_percent, resolution) == interval
+        end
+      ),
+      numtests: 200
+    )
+  end
+
+  test "with the default slot, an actor waits its interval on average, within 5 % where the slot does not divide it" do
+    check(
+      forall({:proper_types.integer(2, 5000), :proper_types.integer(0, 50)}, fn {interval,
+                                                                                 jitter_percent} ->
+        resolution = Grove.Actors.default_resolution(interval)
+        mean = mean_wait(interval, jitter_percent, resolution)
+
+        if rem(interval, resolution) == 0,
+          do: assert(mean == interval),
+          else: assert(abs(mean - interval) <= interval * 0.05)
+      end),
+      numtests: 200
+    )
+  end
+
+  test "the default slot divides every even interval up to a second" do
+    for interval <- 2..1000//2,
+        do: assert(rem(interval, Grove.Actors.default_resolution(interval)) == 0)
+
+    assert Grove.Actors.default_resolution(1000) == 500
+    assert Grove.Actors.default_resolution(3000) == 500
   end
 
   # Commands on a wheel and on a plain list of {slot, id}, side by side.
