@@ -81,7 +81,9 @@ defmodule Grove.Actors do
       the world has room (one that is not is logged with the reason and
       counted in the status line). Environment: `GROVE_SPAWN=blob:X,Y,SPREAD`
       or `GROVE_SPAWN=uniform` (default `:uniform`)
-    * `:per_herd` - actors per process at most (default `500`)
+    * `:per_herd` - actors per process at most (default `2000`: a herd
+      walks a block of about 6 x 6 zones on the default world, and fewer,
+      larger herds wake fewer times for the same moves)
     * `:resolution` - milliseconds of a herd's schedule slots; moves due in
       the same slot go out together (default half the `:interval`, at most
       `500`: a zone gets a herd's moves in two messages a second at the
@@ -145,7 +147,7 @@ defmodule Grove.Actors do
     interval: 1000,
     jitter: 0.2,
     spawn: :uniform,
-    per_herd: 500,
+    per_herd: 2000,
     resolution: nil,
     batch: true,
     max_in_flight: nil,
