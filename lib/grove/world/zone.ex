@@ -262,7 +262,14 @@ defmodule Grove.World.Zone do
       |> recover_subscribers()
       |> count_entities()
 
-    {:noreply, zone |> ensure_tick() |> schedule_game_tick() |> sync_game()}
+    zone = zone |> ensure_tick() |> schedule_game_tick() |> sync_game()
+    # Making a zone's ground from the seed leaves some 400 KB of garbage
+    # on its heap (the noise's floats and rows) for a state of a few KB;
+    # a zone that then sees little traffic would keep it for as long as
+    # it runs, since nothing else makes it collect its old heap. Dropped
+    # here, once: a world of zones on demand keeps thousands awake.
+    :erlang.garbage_collect()
+    {:noreply, zone}
   end
 
   # A zone that sleeps passes what still comes to its next run, woken by it.

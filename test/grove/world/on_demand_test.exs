@@ -349,6 +349,32 @@ defmodule Grove.World.OnDemandTest do
     eventually(fn -> assert World.awake_zones(world) == [] end)
   end
 
+  # Its ground made from the seed, as in a world too large to be made
+  # whole, whose zones wake by the thousand.
+  @tag world: [
+         width: 400,
+         height: 400,
+         zone_size: 50,
+         zones: :on_demand,
+         zone_idle: :manual,
+         wake_ahead: 0,
+         terrain: [whole_limit: 0]
+       ]
+  test "a zone that wakes and makes its ground keeps none of the making's garbage",
+       %{world: world} do
+    refute Grove.World.Terrain.whole?(World.terrain(world))
+    # Woken by what is sent to it, as by a move from a zone next to it.
+    index = zone_index(world, {75, 75})
+    pid = World.zone_address(World.fetch!(world), index)
+    assert World.awake_zones(world) == [index]
+    :ok = World.Zone.recovered(World.fetch!(world), index)
+
+    # Its state is a few thousand words; making its ground from the seed
+    # allocates some fifty thousand more, which it must not keep.
+    {:total_heap_size, words} = Process.info(pid, :total_heap_size)
+    assert words < 16_384
+  end
+
   test "the default world runs every zone from the start", %{world: world} do
     assert length(World.awake_zones(world)) == 16
     assert World.sleep_idle(world) == []
