@@ -263,7 +263,7 @@ defmodule Grove.Load.Player do
         message(player, message, env)
 
       {:error, _code, _text} ->
-        Stats.incr(env.stats, :protocol_errors)
+        Stats.error(env.stats, :undecodable)
         player
     end
   end
@@ -310,8 +310,8 @@ defmodule Grove.Load.Player do
   defp message(%__MODULE__{view: view} = player, %{type: :area_closed, area: zone}, _env),
     do: %{player | view: View.drop_area(view, zone)}
 
-  defp message(player, %{type: :error}, env) do
-    Stats.incr(env.stats, :protocol_errors)
+  defp message(player, %{type: :error, code: code}, env) do
+    Stats.error(env.stats, code)
     player
   end
 

@@ -10,7 +10,9 @@ defmodule Grove.Load.Stats do
   # from moves' (`act_latency`); so are lines said (`:says_sent`, `:said`,
   # those answered other than `ok` in `:says_refused`, round trip
   # `say_latency`), and the chat lines players heard (`:chat_heard`).
-  # Moves refused are counted by the world's reason (`refused`).
+  # Moves refused are counted by the world's reason (`refused`), the
+  # server's `error` frames by their code (`errors`; a frame the player
+  # could not decode is `:undecodable`).
 
   alias Grove.Metrics.Histogram
 
@@ -59,13 +61,15 @@ defmodule Grove.Load.Stats do
     :identity
   ]
   @refusals Grove.World.rejections()
+  @error_codes Grove.Protocol.error_codes() ++ [:undecodable]
 
   for {key, index} <-
         Enum.with_index(
           @keys ++
             Enum.map(@disconnect_reasons, &{:disconnect, &1}) ++
             Enum.map(@failures, &{:failure, &1}) ++
-            Enum.map(@refusals, &{:refused, &1}),
+            Enum.map(@refusals, &{:refused, &1}) ++
+            Enum.map(@error_codes, &{:error, &1}),
           1
         ) do
     defp index(unquote(Macro.escape(key))), do: unquote(index)
@@ -77,7 +81,9 @@ defmodule Grove.Load.Stats do
 
   @spec new() :: t()
   def new do
-    size = length(@keys) + length(@disconnect_reasons) + length(@failures) + length(@refusals)
+    size =
+      length(@keys) + length(@disconnect_reasons) + length(@failures) + length(@refusals) +
+        length(@error_codes)
 
     %__MODULE__{
       counters: :counters.new(size, [:write_concurrency]),
@@ -111,6 +117,14 @@ defmodule Grove.Load.Stats do
   @spec refused(t(), atom()) :: :ok
   def refused(stats, reason) when reason in @refusals, do: incr(stats, {:refused, reason})
 
+  @doc "An `error` frame from the server, by its code, or one that did not decode."
+  @spec error(t(), atom()) :: :ok
+  def error(stats, code) do
+    code = if code in @error_codes, do: code, else: :undecodable
+    incr(stats, :protocol_errors)
+    incr(stats, {:error, code})
+  end
+
   @doc """
   A reading of everything, to diff against a later one; of a list of
   stats, one reading of them all, as if they were one.
@@ -125,6 +139,7 @@ defmodule Grove.Load.Stats do
         Map.new(@disconnect_reasons, &{&1, :counters.get(c, index({:disconnect, &1}))}),
       failures: Map.new(@failures, &{&1, :counters.get(c, index({:failure, &1}))}),
       refused: Map.new(@refusals, &{&1, :counters.get(c, index({:refused, &1}))}),
+      errors: Map.new(@error_codes, &{&1, :counters.get(c, index({:error, &1}))}),
       latency: Histogram.snapshot(stats.latency),
       act_latency: Histogram.snapshot(stats.act_latency),
       say_latency: Histogram.snapshot(stats.say_latency),
@@ -140,6 +155,7 @@ defmodule Grove.Load.Stats do
       disconnects: Map.merge(a.disconnects, b.disconnects, fn _k, x, y -> x + y end),
       failures: Map.merge(a.failures, b.failures, fn _k, x, y -> x + y end),
       refused: Map.merge(a.refused, b.refused, fn _k, x, y -> x + y end),
+      errors: Map.merge(a.errors, b.errors, fn _k, x, y -> x + y end),
       latency: Histogram.merge(a.latency, b.latency),
       act_latency: Histogram.merge(a.act_latency, b.act_latency),
       say_latency: Histogram.merge(a.say_latency, b.say_latency),
@@ -155,6 +171,7 @@ defmodule Grove.Load.Stats do
       disconnects: Map.new(later.disconnects, fn {k, v} -> {k, v - earlier.disconnects[k]} end),
       failures: Map.new(later.failures, fn {k, v} -> {k, v - earlier.failures[k]} end),
       refused: Map.new(later.refused, fn {k, v} -> {k, v - earlier.refused[k]} end),
+      errors: Map.new(later.errors, fn {k, v} -> {k, v - earlier.errors[k]} end),
       latency: Histogram.diff(later.latency, earlier.latency),
       act_latency: Histogram.diff(later.act_latency, earlier.act_latency),
       say_latency: Histogram.diff(later.say_latency, earlier.say_latency),

@@ -802,6 +802,7 @@ defmodule Grove.Load.WsRun do
       timeouts: counts.timeouts,
       restored: counts.restored,
       protocol_errors: counts.protocol_errors,
+      error_codes: for({code, n} <- total.errors, n > 0, into: %{}, do: {code, n}),
       views_checked: counts.views_checked,
       disconnects: Map.put(total.disconnects, :total, counts.disconnects),
       correctness_failures: Map.put(total.failures, :total, counts.correctness_failures),
@@ -898,6 +899,8 @@ defmodule Grove.Load.WsRun do
     out.(
       "errors         #{r.errors} (protocol #{r.protocol_errors}, timeouts #{r.timeouts}, failed connects #{r.connect_failures})"
     )
+
+    if r.protocol_errors > 0, do: out.("error codes    #{inspect(r.error_codes)}")
 
     out.("correctness    #{inspect(r.correctness_failures)}")
     out.("cpu            #{inspect(r.cpu)}")

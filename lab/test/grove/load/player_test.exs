@@ -149,6 +149,28 @@ defmodule Grove.Load.PlayerTest do
     assert failures(env).position == 1
   end
 
+  for encoding <- [:json, :binary] do
+    test "the server's errors are counted by their code, what does not decode apart (#{encoding})",
+         %{env: env} do
+      player = Player.new(unquote(encoding), false)
+      refused = %{type: :error, code: :server_busy, message: "full"}
+      player = Player.receive_frame(player, frame(refused, unquote(encoding)), env)
+      _player = Player.receive_frame(player, frame(refused, unquote(encoding)), env)
+
+      reading = Stats.read(env.stats)
+      assert reading.counts.protocol_errors == 2
+      assert reading.errors.server_busy == 2
+      assert reading.errors |> Map.values() |> Enum.sum() == 2
+    end
+  end
+
+  test "a frame that does not decode is an error of its own", %{env: env} do
+    _player = Player.receive_frame(Player.new(:json, false), "{not json", env)
+    reading = Stats.read(env.stats)
+    assert reading.counts.protocol_errors == 1
+    assert reading.errors.undecodable == 1
+  end
+
   test "a welcome under another id, once joined, is a failure: the player would be two entities",
        %{env: env} do
     player = welcome(:json, false, env)
