@@ -262,8 +262,8 @@ defmodule Grove.Load.Player do
       {:ok, message} ->
         message(player, message, env)
 
-      {:error, _code, _text} ->
-        Stats.error(env.stats, :undecodable)
+      {:error, _code, text} ->
+        Stats.error(env.stats, :undecodable, text)
         player
     end
   end
@@ -310,8 +310,8 @@ defmodule Grove.Load.Player do
   defp message(%__MODULE__{view: view} = player, %{type: :area_closed, area: zone}, _env),
     do: %{player | view: View.drop_area(view, zone)}
 
-  defp message(player, %{type: :error, code: code}, env) do
-    Stats.error(env.stats, code)
+  defp message(player, %{type: :error, code: code, message: text}, env) do
+    Stats.error(env.stats, code, text)
     player
   end
 

@@ -12,7 +12,8 @@ defmodule Grove.Load.Stats do
   # `say_latency`), and the chat lines players heard (`:chat_heard`).
   # Moves refused are counted by the world's reason (`refused`), the
   # server's `error` frames by their code (`errors`; a frame the player
-  # could not decode is `:undecodable`).
+  # could not decode is `:undecodable`), with the first text of each
+  # (`error_texts`, which says why, such as a join's).
 
   alias Grove.Metrics.Histogram
 
@@ -75,7 +76,7 @@ defmodule Grove.Load.Stats do
     defp index(unquote(Macro.escape(key))), do: unquote(index)
   end
 
-  defstruct [:counters, :latency, :act_latency, :say_latency, :connect]
+  defstruct [:counters, :latency, :act_latency, :say_latency, :connect, :texts]
 
   @type t :: %__MODULE__{}
 
@@ -90,7 +91,8 @@ defmodule Grove.Load.Stats do
       latency: Histogram.new(),
       act_latency: Histogram.new(),
       say_latency: Histogram.new(),
-      connect: Histogram.new()
+      connect: Histogram.new(),
+      texts: :ets.new(:grove_load_error_texts, [:set, :public, write_concurrency: true])
     }
   end
 
@@ -118,9 +120,10 @@ defmodule Grove.Load.Stats do
   def refused(stats, reason) when reason in @refusals, do: incr(stats, {:refused, reason})
 
   @doc "An `error` frame from the server, by its code, or one that did not decode."
-  @spec error(t(), atom()) :: :ok
-  def error(stats, code) do
+  @spec error(t(), atom(), String.t()) :: :ok
+  def error(stats, code, text) do
     code = if code in @error_codes, do: code, else: :undecodable
+    :ets.insert_new(stats.texts, {code, text})
     incr(stats, :protocol_errors)
     incr(stats, {:error, code})
   end
@@ -140,6 +143,7 @@ defmodule Grove.Load.Stats do
       failures: Map.new(@failures, &{&1, :counters.get(c, index({:failure, &1}))}),
       refused: Map.new(@refusals, &{&1, :counters.get(c, index({:refused, &1}))}),
       errors: Map.new(@error_codes, &{&1, :counters.get(c, index({:error, &1}))}),
+      error_texts: Map.new(:ets.tab2list(stats.texts)),
       latency: Histogram.snapshot(stats.latency),
       act_latency: Histogram.snapshot(stats.act_latency),
       say_latency: Histogram.snapshot(stats.say_latency),
@@ -156,6 +160,7 @@ defmodule Grove.Load.Stats do
       failures: Map.merge(a.failures, b.failures, fn _k, x, y -> x + y end),
       refused: Map.merge(a.refused, b.refused, fn _k, x, y -> x + y end),
       errors: Map.merge(a.errors, b.errors, fn _k, x, y -> x + y end),
+      error_texts: Map.merge(b.error_texts, a.error_texts),
       latency: Histogram.merge(a.latency, b.latency),
       act_latency: Histogram.merge(a.act_latency, b.act_latency),
       say_latency: Histogram.merge(a.say_latency, b.say_latency),
@@ -172,6 +177,7 @@ defmodule Grove.Load.Stats do
       failures: Map.new(later.failures, fn {k, v} -> {k, v - earlier.failures[k]} end),
       refused: Map.new(later.refused, fn {k, v} -> {k, v - earlier.refused[k]} end),
       errors: Map.new(later.errors, fn {k, v} -> {k, v - earlier.errors[k]} end),
+      error_texts: later.error_texts,
       latency: Histogram.diff(later.latency, earlier.latency),
       act_latency: Histogram.diff(later.act_latency, earlier.act_latency),
       say_latency: Histogram.diff(later.say_latency, earlier.say_latency),

@@ -803,6 +803,7 @@ defmodule Grove.Load.WsRun do
       restored: counts.restored,
       protocol_errors: counts.protocol_errors,
       error_codes: for({code, n} <- total.errors, n > 0, into: %{}, do: {code, n}),
+      error_texts: total.error_texts,
       views_checked: counts.views_checked,
       disconnects: Map.put(total.disconnects, :total, counts.disconnects),
       correctness_failures: Map.put(total.failures, :total, counts.correctness_failures),
@@ -900,7 +901,12 @@ defmodule Grove.Load.WsRun do
       "errors         #{r.errors} (protocol #{r.protocol_errors}, timeouts #{r.timeouts}, failed connects #{r.connect_failures})"
     )
 
-    if r.protocol_errors > 0, do: out.("error codes    #{inspect(r.error_codes)}")
+    if r.protocol_errors > 0 do
+      out.("error codes    #{inspect(r.error_codes)}")
+
+      for {code, text} <- Enum.sort(r.error_texts),
+          do: out.("               the first #{code}: #{inspect(text)}")
+    end
 
     out.("correctness    #{inspect(r.correctness_failures)}")
     out.("cpu            #{inspect(r.cpu)}")

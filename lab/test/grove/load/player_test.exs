@@ -161,6 +161,7 @@ defmodule Grove.Load.PlayerTest do
       assert reading.counts.protocol_errors == 2
       assert reading.errors.server_busy == 2
       assert reading.errors |> Map.values() |> Enum.sum() == 2
+      assert reading.error_texts == %{server_busy: "full"}
     end
   end
 
