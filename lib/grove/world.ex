@@ -984,8 +984,9 @@ defmodule Grove.World do
   def awake_zones(world) do
     case fetch!(world) do
       %__MODULE__{zones_on_demand: true} = world ->
+        # Not a zone's stand-in, which runs nothing (`Grove.World.Zone.wake/3`).
         Registry.select(Grove.World.Supervisor.registry(world.name), [
-          {{:"$1", :_, :_}, [], [:"$1"]}
+          {{:"$1", :_, :"$2"}, [{:"=/=", :"$2", :stand_in}], [:"$1"]}
         ])
 
       world ->

@@ -103,6 +103,230 @@ defmodule Grove.ClusterOnDemandTest do
     assert :ok = World.audit(world)
   end
 
+  @tag timeout: 240_000
+  @tag :postgres
+  test "a zone that never ran, woken on its owner while that hands it to a node that joins, runs once, on the new owner, with what came to it" do
+    home = distribute!()
+    {_peer, first} = start_peer!(home, "never1")
+    nodes = Enum.sort([node(), first])
+    {third, {index, ^first}} = joining_with_zone(nodes, first)
+    all = Enum.sort([third | nodes])
+    {x0, y0, _x1, _y1} = Grid.zone_bounds(Grid.new(100, 100, 25), index)
+    opts = demand_instance(peers: all, connect_interval: 100)
+    for node <- nodes, do: start_instance!(node, opts)
+    world = Grove.world(Grove.DemandT)
+    placer = World.Placer.name(world)
+
+    eventually(
+      fn -> for n <- nodes, do: assert(zone_node(n, world, index) == first) end,
+      @wait
+    )
+
+    assert awake(first, world) == []
+
+    # The owner hears of the node that joins only once that node runs, and
+    # that node takes nothing until the owner has looked at the zone and
+    # asks it to: the owner starts the handover, and it waits there.
+    :ok = :erpc.call(first, :sys, :suspend, [placer])
+    start_instance!(third_node(home, third), opts)
+    :ok = :erpc.call(third, :sys, :suspend, [placer])
+    :ok = :erpc.call(first, :sys, :resume, [placer])
+
+    handover =
+      eventually(
+        fn ->
+          %{handovers: handovers} = :erpc.call(first, :sys, :get_state, [placer])
+          [pid] = for {pid, ^index} <- handovers, do: pid
+
+          assert :erpc.call(first, Process, :info, [pid, :current_function]) ==
+                   {:current_function, {:gen, :do_call, 4}}
+
+          pid
+        end,
+        @wait
+      )
+
+    assert is_pid(handover)
+
+    # Now an entity joins into it on the owner, where it is still placed.
+    joining =
+      Task.async(fn ->
+        start_mover!(first, world, at: {x0 + 5, y0 + 5}, updates: :none, link: false)
+      end)
+
+    :ok = :erpc.call(third, :sys, :resume, [placer])
+    {mover, id, cell} = Task.await(joining, 15_000)
+    assert cell == {x0 + 5, y0 + 5}
+
+    eventually(
+      fn -> for n <- all, do: assert(zone_node(n, world, index) == third) end,
+      @wait
+    )
+
+    # One run of it, on the new owner, holding the entity that came.
+    eventually(fn -> assert serving?(third, world, index) end, @wait)
+    refute serving?(first, world, index)
+    assert :erpc.call(third, World, :position, [world, id]) == cell
+    assert move!(mover, :e) == {:ok, {x0 + 6, y0 + 5}}
+    assert :erpc.call(third, World, :position, [world, id]) == {x0 + 6, y0 + 5}
+    assert :ok = World.audit(world)
+  end
+
+  for how <- [:killed, :stopped] do
+    @tag timeout: 240_000
+    @tag :postgres
+    test "a zone asleep on a node #{how} wakes on the node that owns it now, reading what it saved from the store: each entity whose owner lives, where it stood, once, and none told it was lost" do
+      home = distribute!()
+      peers = for name <- ["asleep1", "asleep2"], do: start_peer!(home, name)
+      nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
+      opts = demand_instance(peers: nodes, connect_interval: 100)
+      for node <- nodes, do: start_instance!(node, opts)
+      world = Grove.world(Grove.DemandT)
+
+      # A zone of a node to go (not this one, which runs the test), and who
+      # owns it once that node has gone.
+      {index, first} =
+        Enum.find_value(0..15, fn index ->
+          owner = Placement.owner(index, nodes)
+          if owner != node(), do: {index, owner}
+        end)
+
+      {peer, ^first} = List.keyfind(peers, first, 1)
+      [second] = nodes -- [node(), first]
+      survivors = nodes -- [first]
+      heir = Placement.owner(index, survivors)
+
+      eventually(
+        fn -> for n <- nodes, do: assert(zone_node(n, world, index) == first) end,
+        @wait
+      )
+
+      {x0, y0, _x1, _y1} = Grid.zone_bounds(Grid.new(100, 100, 25), index)
+
+      # Entities of a client of each node stand in it; it falls asleep there.
+      movers =
+        for {node, dx} <- [{node(), 5}, {second, 6}, {first, 7}] do
+          {mover, id, cell} =
+            start_mover!(node, world,
+              at: {x0 + dx, y0 + 5},
+              updates: :none,
+              # The one on the node to go goes with it, not with the test.
+              link: node != first
+            )
+
+          assert cell == {x0 + dx, y0 + 5}
+          {node, mover, id, cell}
+        end
+
+      assert :erpc.call(first, World, :sleep_idle, [world]) == [index]
+      assert :erpc.call(first, World, :stats, [world]).zone_saves >= 1
+      assert awake(first, world) == []
+
+      case unquote(how) do
+        :killed ->
+          kill!(first)
+
+        :stopped ->
+          :ok =
+            :erpc.call(first, Supervisor, :terminate_child, [
+              Grove.Application.Supervisor,
+              Grove.DemandT
+            ])
+
+          :peer.stop(peer)
+      end
+
+      for n <- survivors do
+        eventually(
+          fn ->
+            refute first in :erpc.call(n, Node, :list, [])
+            assert zone_node(n, world, index) == heir
+          end,
+          @wait
+        )
+      end
+
+      # Woken on its heir from the store, before anyone was told it runs.
+      assert index in awake(heir, world)
+      assert :erpc.call(heir, World, :stats, [world]).zone_loads == 1
+
+      # The entities of the clients that live are where they stood; the
+      # one whose client went with its node goes too.
+      [
+        {_, home_mover, home_id, home_cell},
+        {_, second_mover, second_id, second_cell},
+        {_, _, gone_id, _}
+      ] = movers
+
+      assert :erpc.call(heir, World, :position, [world, home_id]) == home_cell
+      assert :erpc.call(heir, World, :position, [world, second_id]) == second_cell
+
+      eventually(
+        fn ->
+          residents =
+            :erpc.call(heir, World.Audit, :residents, [:erpc.call(heir, World, :fetch!, [world])])
+
+          assert Enum.sort(residents) == Enum.sort([home_id, second_id])
+          refute gone_id in residents
+        end,
+        @wait
+      )
+
+      # Every node has settled what it lost; nobody was told its entity was.
+      for n <- survivors do
+        :erpc.call(n, :sys, :get_state, [World.Placer.name(world)])
+        :erpc.call(n, :sys, :get_state, [World.Relay.name(world)])
+      end
+
+      {hx, hy} = home_cell
+      {sx, sy} = second_cell
+      assert move!(home_mover, :n) == {:ok, {hx, hy - 1}}
+      assert move!(second_mover, :s) == {:ok, {sx, sy + 1}}
+      refute_received {:mover_lost, _, _}
+
+      # Awake on its heir, its save is no longer in the store.
+      refute :erpc.call(heir, World.Zone.Saves, :saved?, [
+               :erpc.call(heir, World, :fetch!, [world]),
+               index
+             ])
+
+      assert :ok = World.audit(world)
+    end
+  end
+
+  # The instance each node of a test runs: zones on demand that sleep when
+  # told, their saves in one PostgreSQL database.
+  defp demand_instance(cluster) do
+    server = Grove.PostgresServer.info()
+
+    store = [
+      adapter: :postgres,
+      host: server.host,
+      port: server.port,
+      username: server.username,
+      database: Grove.PostgresServer.create_database()
+    ]
+
+    small_instance(Grove.DemandT, cluster,
+      zones: :on_demand,
+      zone_idle: :manual,
+      wake_ahead: 0,
+      rules: [move_rate: nil],
+      terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
+    )
+    |> Keyword.merge(
+      store: store,
+      accounts: [secret: "one key for the whole cluster, in a test"]
+    )
+  end
+
+  # As `kill -9` would: no goodbye, the connections simply drop.
+  defp kill!(node) do
+    pid = :erpc.call(node, :os, :getpid, [])
+    {_, 0} = System.cmd("kill", ["-9", to_string(pid)])
+    eventually(fn -> refute node in Node.list() end, @wait)
+  end
+
   defp third_node(home, third) do
     {_peer, ^third} = start_peer!(home, Atom.to_string(node_name(third)), exact_name: true)
     third

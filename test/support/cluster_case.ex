@@ -175,10 +175,13 @@ defmodule Grove.ClusterCase do
   Starts, on `node` (this one or a peer), a client that joins `world` with
   `opts` (`Grove.World.join/2`) and then moves its entity when asked:
   `move!/3` from the test. Returns `{pid, id, cell}`. It stops when the
-  test process does, or with its node.
+  test process does (unless started with `link: false`), or with its node.
   """
   def start_mover!(node, world, opts) do
-    pid = Node.spawn_link(node, __MODULE__, :mover, [self(), world, opts])
+    # Unlinked (`link: false`), it may be killed with its node under a test that goes on.
+    {link, opts} = Keyword.pop(opts, :link, true)
+    spawn = if link, do: &Node.spawn_link/4, else: &Node.spawn/4
+    pid = spawn.(node, __MODULE__, :mover, [self(), world, opts])
 
     receive do
       {:mover, ^pid, {:ok, id, cell}} -> {pid, id, cell}
@@ -205,11 +208,17 @@ defmodule Grove.ClusterCase do
     result = Grove.World.join(world, opts)
     send(test, {:mover, self(), result})
     {:ok, id, _cell} = result
-    mover_loop(world, id)
+    mover_loop(test, world, id)
   end
 
-  defp mover_loop(world, id) do
+  # Told that its entity was lost with a node, it says so to the test:
+  # `{:mover_lost, mover, id}`.
+  defp mover_loop(test, world, id) do
     receive do
+      {:grove_lost, ^id} ->
+        send(test, {:mover_lost, self(), id})
+        mover_loop(test, world, id)
+
       {:move, direction, tag, from} ->
         :ok = Grove.World.move(world, id, direction, tag)
 
@@ -217,11 +226,11 @@ defmodule Grove.ClusterCase do
           {:grove_move, ^id, ^tag, outcome} -> send(from, {:moved, tag, outcome})
         end
 
-        mover_loop(world, id)
+        mover_loop(test, world, id)
 
       # Views it is sent as a viewer are not read.
       _other ->
-        mover_loop(world, id)
+        mover_loop(test, world, id)
     end
   end
 end

@@ -64,6 +64,7 @@ defmodule Grove.World.Placer do
   alias Grove.World
   alias Grove.World.{Directory, Entity, Feed, Grid, Minimap, Places, Relay, Slots, Stats, Zone}
   alias Grove.World.Placer.State
+  alias Grove.World.Zone.Saves
 
   require Logger
 
@@ -480,6 +481,39 @@ defmodule Grove.World.Placer do
 
   defp effect(placer, {:recovered, indexes}), do: tap(placer, &recovered(&1, indexes))
 
+  # A zone on demand that slept on the node lost, its state in the shared
+  # store: its save is read here, into its tables as a handover writes
+  # them, and the zone woken, before the nodes hear that it runs and ask
+  # who holds its entities; else their owners would be told they were
+  # lost, and place them again beside the ones its save gives back. One
+  # read of the store per zone the lost node ran; a save is there only
+  # while its zone sleeps (`Grove.World.Zone.Saves.drop/2`).
+  defp effect(
+         %__MODULE__{world: %World{zones_on_demand: true, game_store: store} = world} = placer,
+         {:wake_saved, index}
+       )
+       when store != nil do
+    case Saves.load(world, index) do
+      {:ok, {rows, life}} ->
+        wake_saved(world, index, rows, life)
+
+      {:error, :not_found} ->
+        :ok
+
+      {:error, reason} ->
+        Stats.incr(world.stats, :zone_load_failures)
+
+        Logger.error(
+          "zone #{index}: what it saved asleep on the node lost could not be read " <>
+            "(#{inspect(reason)}); the owners of its entities are told they are lost"
+        )
+    end
+
+    placer
+  end
+
+  defp effect(placer, {:wake_saved, _index}), do: placer
+
   defp effect(placer, {:send, node, message}) do
     send({name(placer.world.name), node}, message)
     placer
@@ -508,7 +542,16 @@ defmodule Grove.World.Placer do
     # that is woken next to find (`Grove.World.Slots`).
     {table, game_table} = Slots.open(world, index)
     if game_table, do: :ets.insert(game_table, layer)
+    put_rows(world, index, table, rows)
+    :ets.insert(world.subscriptions, subscriptions)
+    # Its viewers hold the numbers of its deltas: it carries on from its own.
+    Feed.carry_on(world.feed, index, seq)
+    placer
+  end
 
+  # Rows of entities new to this node: in the zone's table, and in this
+  # node's directory and counts (population, minimap).
+  defp put_rows(world, index, table, rows) do
     for row <- rows do
       entity = Entity.from_row(row)
       :ets.insert(table, row)
@@ -517,11 +560,30 @@ defmodule Grove.World.Placer do
       Places.add(world, index, entity.id, {entity.x, entity.y})
       Stats.incr(world.stats, if(entity.kind == 1, do: :players, else: :actors))
     end
+  end
 
-    :ets.insert(world.subscriptions, subscriptions)
-    # Its viewers hold the numbers of its deltas: it carries on from its own.
-    Feed.carry_on(world.feed, index, seq)
-    placer
+  # Its entities are written here as a handover's are, but one that this
+  # node's directory places in another zone, which is where it is; its
+  # bacteria's row goes back in the life table. An owner that was lost
+  # with its node is seen to be gone as the zone recovers, and its entity
+  # goes. The save goes from the store once the zone holds what it said.
+  defp wake_saved(world, index, rows, life) do
+    {table, _game_table} = Slots.open(world, index)
+
+    rows = for row <- rows, Directory.lookup(world.name, elem(row, 0)) in [nil, index], do: row
+
+    put_rows(world, index, table, rows)
+    if life, do: :ets.insert(world.life_table, life)
+    Stats.incr(world.stats, :zone_loads)
+    _pid = Zone.wake(world, index)
+    :ok = Zone.recovered(world, index)
+
+    with {:error, reason} <- Saves.drop(world, index),
+         do:
+           Logger.warning(
+             "zone #{index} woke with its save still in the store: " <>
+               "it could not be dropped (#{inspect(reason)})"
+           )
   end
 
   # Zones that run again, empty, after their node was lost: this node's
@@ -575,35 +637,39 @@ defmodule Grove.World.Placer do
 
   # The zone gives its rows and subscriptions, the new owner takes them. A
   # zone on demand that sleeps with something of its own (in its tables or
-  # the store) wakes to give it; one with nothing anywhere is only placed.
+  # the store) wakes to give it; one with nothing anywhere is only placed,
+  # but under its name here stands in a zone that holds nothing
+  # (`Grove.World.Zone.wake/3`, `:stand_in`) until the new owner runs it:
+  # a zone woken here meanwhile would be that stand-in, which holds what
+  # is sent to it and passes it on, and not a second run beside the new
+  # owner's.
   defp hand_over_now(world, index, to, epoch) do
-    case World.zone_pid(world, index) do
-      nil when world.zones_on_demand ->
-        if Zone.Saves.holds?(world, index),
-          do: hand_over_now(world, Zone.wake(world, index), index, to, epoch),
-          else: place_asleep(world, index, to, epoch)
+    zone =
+      case World.zone_pid(world, index) do
+        nil when world.zones_on_demand ->
+          if Saves.holds?(world, index),
+            do: Zone.wake(world, index),
+            else: Zone.wake(world, index, :stand_in)
 
-      zone ->
-        hand_over_now(world, zone, index, to, epoch)
-    end
-  end
+        zone ->
+          zone
+      end
 
-  defp place_asleep(world, index, to, epoch) do
+    taken =
+      case GenServer.call(zone, :hand_over, 30_000) do
+        :nothing ->
+          {:asleep, [], Feed.latest(world.feed, index)}
+
+        {rows, subscriptions, seq, layer} ->
+          {{rows, layer}, subscriptions, seq}
+      end
+
+    {rows, subscriptions, seq} = taken
+
     :ok =
       GenServer.call(
         {name(world.name), to},
-        {:take_over, index, :asleep, [], Feed.latest(world.feed, index), epoch},
-        30_000
-      )
-  end
-
-  defp hand_over_now(world, zone, index, to, epoch) do
-    {rows, subscriptions, seq, layer} = GenServer.call(zone, :hand_over, 30_000)
-
-    :ok =
-      GenServer.call(
-        {name(world.name), to},
-        {:take_over, index, {rows, layer}, subscriptions, seq, epoch},
+        {:take_over, index, rows, subscriptions, seq, epoch},
         30_000
       )
 

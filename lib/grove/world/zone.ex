@@ -132,6 +132,13 @@ defmodule Grove.World.Zone do
           GenServer.on_start()
   def start_link({%World{} = world, index}), do: start_link({world, index, :now})
 
+  # A stand-in is marked in the registry, where the zones awake are listed.
+  def start_link({%World{} = world, index, :stand_in}) do
+    {:via, Registry, {registry, ^index}} = name(world, index)
+    name = {:via, Registry, {registry, index, :stand_in}}
+    GenServer.start_link(__MODULE__, {world, index, :stand_in}, name: name)
+  end
+
   def start_link({%World{} = world, index, how}) do
     GenServer.start_link(__MODULE__, {world, index, how}, name: name(world, index))
   end
@@ -157,9 +164,13 @@ defmodule Grove.World.Zone do
   returns its process, or `nil` when the world is stopping. A zone woken
   `:ahead` (an entity came near it, `wake_ahead/3`) has nothing waiting for
   it yet: it makes its ground at low priority, behind the moves of the
-  zones that run.
+  zones that run. A `:stand_in` (a zone on demand of a cluster handed
+  over asleep, with nothing of its own) runs nothing: it holds what is
+  sent to it under the zone's name until the new owner runs the zone,
+  then passes it on there (`Grove.World.Placer`), so that no run of the
+  zone starts here meanwhile.
   """
-  @spec wake(World.t(), Grid.zone_index(), :now | :ahead) :: pid() | nil
+  @spec wake(World.t(), Grid.zone_index(), :now | :ahead | :stand_in) :: pid() | nil
   def wake(%World{} = world, index, how \\ :now) do
     spec = %{
       id: {__MODULE__, index},
@@ -170,7 +181,7 @@ defmodule Grove.World.Zone do
 
     case DynamicSupervisor.start_child(World.Supervisor.awake_supervisor(world.name), spec) do
       {:ok, pid} ->
-        Stats.incr(world.stats, :zone_wakes)
+        if how != :stand_in, do: Stats.incr(world.stats, :zone_wakes)
         if how == :ahead, do: Stats.incr(world.stats, :zone_wakes_ahead)
         pid
 
@@ -231,6 +242,16 @@ defmodule Grove.World.Zone do
   # Callbacks
 
   @impl true
+  def init({world, index, :stand_in}) do
+    {:ok,
+     %__MODULE__{
+       world: world,
+       index: index,
+       locate: &Directory.lookup(world.name, &1),
+       handed_over: {:holding, []}
+     }}
+  end
+
   def init({world, index, how}) do
     # Its core, with its ground, is made in `handle_continue/2`, once
     # whoever started it (a supervisor, which starts one zone at a time)
@@ -492,6 +513,10 @@ defmodule Grove.World.Zone do
     {:noreply, zone}
   end
 
+  # A stand-in (`wake/3`) has nothing to hand over.
+  def handle_call(:hand_over, _from, %__MODULE__{core: nil, handed_over: {:holding, _}} = zone),
+    do: {:reply, :nothing, zone}
+
   def handle_call(message, from, %__MODULE__{handed_over: handed} = zone) when handed != nil,
     do: {:noreply, pass_on(zone, {:"$gen_call", from, message})}
 
@@ -622,11 +647,28 @@ defmodule Grove.World.Zone do
   end
 
   # The new owner runs: this node's copy of the zone goes, and what waited
-  # (and whatever comes until the zone is stopped) follows it there.
+  # (and whatever comes until the zone is stopped) follows it there. A
+  # stand-in stops on its own too, at the time its placer would stop it:
+  # a node that pauses meanwhile forgets that.
   def handle_info({:handed_to, address}, %__MODULE__{handed_over: {:holding, held}} = zone) do
     _entities = forget(zone.world, zone.index)
     for raw <- Enum.reverse(held), do: forward(address, raw)
+
+    if zone.core == nil,
+      do: Process.send_after(self(), :stand_in_over, 10 * zone.world.handoff_timeout)
+
     {:noreply, %{zone | handed_over: {:forwarding, address}}}
+  end
+
+  def handle_info(:stand_in_over, %__MODULE__{core: nil, handed_over: {:forwarding, _}} = zone),
+    do: {:stop, :normal, zone}
+
+  # The new owner could not take it: a stand-in gives up the zone's name,
+  # and what waited goes to the zone, woken here as it would have been.
+  def handle_info(:keep, %__MODULE__{core: nil, handed_over: {:holding, held}} = zone) do
+    Registry.unregister(World.Supervisor.registry(zone.world.name), zone.index)
+    for raw <- Enum.reverse(held), do: World.send_zone(zone.world, zone.index, raw)
+    {:stop, :normal, zone}
   end
 
   # The new owner could not take it: the zone carries on here, with what waited.
@@ -1618,6 +1660,7 @@ defmodule Grove.World.Zone do
         :ets.insert(zone.table, rows)
         if life, do: :ets.insert(zone.world.life_table, life)
         Stats.incr(zone.world.stats, :zone_loads)
+        drop_save(zone)
         rows
 
       {:error, :unavailable} when tries > 1 ->
@@ -1633,6 +1676,25 @@ defmodule Grove.World.Zone do
         )
 
         []
+    end
+  end
+
+  # In a cluster, a zone's save is in the store only while it sleeps: one
+  # left there once it woke would be read again by the node that takes the
+  # zone after this one is lost (`Grove.World.Placer`), and give back
+  # entities that went on.
+  defp drop_save(%__MODULE__{world: %World{cluster: nil}}), do: :ok
+
+  defp drop_save(%__MODULE__{world: world, index: index}) do
+    case Saves.drop(world, index) do
+      :ok ->
+        :ok
+
+      {:error, reason} ->
+        Logger.warning(
+          "zone #{index} woke with its save still in the store: " <>
+            "it could not be dropped (#{inspect(reason)})"
+        )
     end
   end
 

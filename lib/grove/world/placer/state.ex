@@ -24,6 +24,10 @@ defmodule Grove.World.Placer.State do
   #   * `{:publish, locations}` and `{:locate, index, node, epoch}` - the
   #     whole placement, or one zone's, for `Grove.World.zone_address/2`;
   #   * `{:reset_feed, index}` - the zone's view numbers, past the lost run's;
+  #   * `{:wake_saved, index}` - a zone on demand started again after its
+  #     node was lost: woken now if it slept there with a save in the
+  #     store, before any node hears that it runs (and tells the owners of
+  #     what it held that they are lost);
   #   * `{:recovered, indexes}` - zones that run again, empty: this node's
   #     clients and viewers in them are told;
   #   * `{:send, node, message}` - to that node's placer;
@@ -83,6 +87,7 @@ defmodule Grove.World.Placer.State do
           | {:publish, [placement()]}
           | {:locate, index(), node(), epoch()}
           | {:reset_feed, index()}
+          | {:wake_saved, index()}
           | {:recovered, [index()]}
           | {:send, node(), tuple()}
           | {:send_self, tuple()}
@@ -578,7 +583,9 @@ defmodule Grove.World.Placer.State do
     {state, located} = locate(state, index, state.node, epoch(state, index) + 1)
 
     {state,
-     [{:reset_feed, index}] ++ dropped ++ start ++ located ++ announce(state, index, :restarted)}
+     [{:reset_feed, index}] ++
+       dropped ++
+       start ++ located ++ [{:wake_saved, index}] ++ announce(state, index, :restarted)}
   end
 
   @doc """

@@ -48,6 +48,20 @@ defmodule Grove.World.Zone.Saves do
       Storage.save_state(store, scope(world), [{Integer.to_string(index), encode({rows, life})}])
 
   @doc """
+  Drops a zone's save once it is awake again: in a cluster, a zone's save
+  is in the store only while it sleeps, so that the node that takes it
+  after its own is lost reads what it holds now (`Grove.World.Placer`).
+  """
+  @spec drop(World.t(), Grid.zone_index()) :: :ok | {:error, term()}
+  def drop(%World{game_store: store} = world, index),
+    do: Storage.save_state(store, scope(world), [{Integer.to_string(index), nil}])
+
+  @doc "True when the store holds a save of the zone (a read of the store)."
+  @spec saved?(World.t(), Grid.zone_index()) :: boolean()
+  def saved?(%World{game_store: nil}, _index), do: false
+  def saved?(world, index), do: match?({:ok, _}, load(world, index))
+
+  @doc """
   The rows a sleeping zone saved, as it wakes: `{:ok, rows}`, or
   `{:error, why}` (no save, a store that cannot answer, a save that
   cannot be read).

@@ -185,6 +185,10 @@ defmodule Grove.World.Placer.StateTest do
       for index <- lost do
         assert {:reset_feed, index} in effects
         assert State.placement(a, index) == {@a, 2}
+
+        # What it saved as it slept there is held before anyone is told it was lost.
+        assert Enum.find_index(effects, &(&1 == {:wake_saved, index})) <
+                 Enum.find_index(effects, &(&1 == {:recovered, lost}))
       end
     end
 
@@ -589,6 +593,15 @@ defmodule Grove.World.Placer.StateTest do
   end
 
   defp effects(sim, node, effects) do
+    # A zone started again after its node was lost is woken from its save
+    # before any node hears that it runs (and tells the owners of what it
+    # held that they are lost).
+    for {{:send, _to, {:zone_at, index, ^node, _epoch, :restarted}}, at} <-
+          Enum.with_index(effects) do
+      woken = Enum.find_index(effects, &(&1 == {:wake_saved, index}))
+      assert woken != nil and woken < at
+    end
+
     Enum.reduce(effects, sim, fn
       {:send, to, message}, sim ->
         if Map.has_key?(sim.cores, to), do: enqueue(sim, node, to, message), else: sim
