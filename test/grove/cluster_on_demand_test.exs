@@ -236,11 +236,14 @@ defmodule Grove.ClusterOnDemandTest do
           :peer.stop(peer)
       end
 
+      # Every zone of the node gone runs on a survivor, as each survivor
+      # sees it: the audits below ask every zone.
       for n <- survivors do
         eventually(
           fn ->
             refute first in :erpc.call(n, Node, :list, [])
             assert zone_node(n, world, index) == heir
+            for i <- 0..15, do: assert(zone_node(n, world, i) in survivors)
           end,
           @wait
         )
