@@ -91,6 +91,35 @@ async function acted(page, seq, timeout = 5000) {
   return handle.jsonValue();
 }
 
+/**
+ * Opens the game and waits until the page knows the world's game is the
+ * orchard and holds some of its cells. The page fetches the game's
+ * description once (again only after a reconnect) and warns when that
+ * fails: on a timeout, the error says what the page lacked and what it warned.
+ */
+async function openOrchard(browser, url) {
+  const warnings = [];
+  const { page, problems } = await openGame(browser, url, undefined, (page) =>
+    page.on("console", (message) => {
+      if (message.type() === "warning") warnings.push(message.text());
+    }),
+  );
+  await waitJoined(page);
+  try {
+    await page.waitForFunction(() => window.grove.game().game === "orchard" && window.grove.game().cells.length > 0);
+  } catch (error) {
+    const seen = await page.evaluate(() => {
+      const { connected, x, y } = window.grove.state();
+      const { game, cells } = window.grove.game();
+      return { connected, x, y, game: game ?? null, cells: cells.length };
+    });
+    throw new Error(`no orchard on the page: ${JSON.stringify(seen)}, warnings: ${JSON.stringify(warnings)}`, {
+      cause: error,
+    });
+  }
+  return { page, problems };
+}
+
 const nextSeq = (page) => page.evaluate(() => window.grove.game().acts.length + 1);
 
 describe("playing the orchard", { skip: mock ? "the mock server has no game" : skipReason, timeout: 300_000 }, () => {
@@ -119,9 +148,7 @@ describe("playing the orchard", { skip: mock ? "the mock server has no game" : s
   });
 
   test("pick apples from a tree, by key and by tap, and deliver them into a basket with Space", async () => {
-    const { page, problems } = await openGame(browser, server.url);
-    await waitJoined(page);
-    await page.waitForFunction(() => window.grove.game().game === "orchard" && window.grove.game().cells.length > 0);
+    const { page, problems } = await openOrchard(browser, server.url);
 
     // The panel explains the game and its keys.
     const panel = await page.evaluate(() => ({
@@ -204,9 +231,7 @@ describe("playing the orchard", { skip: mock ? "the mock server has no game" : s
   });
 
   test("without a keyboard, the pad's action button does what fits, as Space does", async () => {
-    const { page, problems } = await openGame(browser, `${server.url}?pad=on`);
-    await waitJoined(page);
-    await page.waitForFunction(() => window.grove.game().game === "orchard" && window.grove.game().cells.length > 0);
+    const { page, problems } = await openOrchard(browser, `${server.url}?pad=on`);
     await page.waitForFunction(() => document.querySelector("#pad .pad-act")?.textContent.includes("Act"));
 
     await walkNextTo(page, 1);
