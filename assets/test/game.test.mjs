@@ -4,7 +4,7 @@
 // deliver with Space; the panel, the board and the refusals say so.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { launchBrowser, openGame, pressForOutcome, waitJoined, ARROWS } from "./support/browser.mjs";
+import { launchBrowser, openGame, pressForOutcome, waitAreasGround, waitJoined, ARROWS } from "./support/browser.mjs";
 import { freePort, skipReason, startServer, TEST_SERVER } from "./support/server.mjs";
 
 const mock = TEST_SERVER.endsWith("mock-server.mjs");
@@ -93,9 +93,12 @@ async function acted(page, seq, timeout = 5000) {
 
 /**
  * Opens the game and waits until the page knows the world's game is the
- * orchard and holds some of its cells. The page fetches the game's
- * description once (again only after a reconnect) and warns when that
- * fails: on a timeout, the error says what the page lacked and what it warned.
+ * orchard and holds every area its view reaches. Not until it holds some
+ * game cells: areas are view tiles of ten cells a side, and those around a
+ * player on an open meadow may show none (no tree, no basket), which only
+ * walking changes. The page fetches the game's description once (again
+ * only after a reconnect) and warns when that fails: on a timeout, the
+ * error says what the page lacked and what it warned.
  */
 async function openOrchard(browser, url) {
   const warnings = [];
@@ -106,7 +109,8 @@ async function openOrchard(browser, url) {
   );
   await waitJoined(page);
   try {
-    await page.waitForFunction(() => window.grove.game().game === "orchard" && window.grove.game().cells.length > 0);
+    await waitAreasGround(page);
+    await page.waitForFunction(() => window.grove.game().game === "orchard");
   } catch (error) {
     const seen = await page.evaluate(() => {
       const { connected, x, y } = window.grove.state();
@@ -163,12 +167,12 @@ describe("playing the orchard", { skip: mock ? "the mock server has no game" : s
     assert.equal(await page.evaluate(() => document.querySelector("#game .game-board h3")?.textContent), "Best pickers");
     assert.match(panel.keys, /Space/);
 
-    // A tree that bears shows 🍎 in its corner.
+    // A tree that bears shows 🍎 in its corner: the walk ends next to one.
+    await walkNextTo(page, 1);
     const badges = await page.evaluate(() => [...document.querySelectorAll("#viewport .cell[data-badge]")].length);
     const apples = await page.evaluate(() => window.grove.game().cells.filter((cell) => cell.code === 1).length);
     assert.ok(apples > 0, "trees bear apples");
 
-    await walkNextTo(page, 1);
     let seq = await nextSeq(page);
     await page.keyboard.press("f");
     let answer = await acted(page, seq);
