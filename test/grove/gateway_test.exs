@@ -525,8 +525,13 @@ defmodule Grove.GatewayTest do
     test "others are seen moving without moving oneself", %{port: port, world: world} do
       conn = connect(port)
       {welcome, conn} = join(conn)
-
       {x, y} = {welcome.x, welcome.y}
+
+      # Every snapshot of the viewport first: one made after the other
+      # joined and moved shows it there too, as a snapshot and not a move.
+      held = Grid.view_tiles(World.grid(world), {x, y}, 8)
+      {_areas, conn} = collect_areas(conn, length(held))
+
       neighbour = if x < 30, do: {x + 2, y}, else: {x - 2, y}
       {:ok, other, _} = World.join(world, at: neighbour)
       # Towards the middle, so the step stays on the 60 x 60 world.
