@@ -52,6 +52,32 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     await page.close();
   });
 
+  test("a device login a busy server sheds is waited out and asked again, not counted a problem", async () => {
+    let asked = 0;
+    const { page, problems, shed } = await openGame(browser, server.url, undefined, (page) =>
+      page.route("**/api/device_login", (route) => {
+        asked += 1;
+        if (asked > 1) return route.continue();
+        return route.fulfill({
+          status: 503,
+          headers: { "retry-after": "0" },
+          contentType: "application/json",
+          body: JSON.stringify({ error: "busy", message: "the server is busy; try again shortly" }),
+        });
+      }),
+    );
+    await waitJoined(page);
+    assert.equal(asked, 2);
+    assert.equal(shed.logins, 1);
+    assert.deepEqual(problems, []);
+    // Any other failed resource is still a problem.
+    const logged = new Promise((resolve) => page.once("console", resolve));
+    await page.evaluate(() => fetch("/no-such-thing").catch(() => undefined));
+    await logged;
+    assert.equal(problems.length, 1, JSON.stringify(problems));
+    await page.close();
+  });
+
   test("the page speaks protocol 3, and draws each area's ground as it came with the area", async () => {
     const { page, problems } = await openGame(browser, server.url);
     const state = await waitJoined(page);

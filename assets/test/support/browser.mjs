@@ -36,21 +36,35 @@ export function launchBrowser({ env } = {}) {
   });
 }
 
+// A busy server answers the device login 503 (or 429) with Retry-After,
+// and the page waits it out and asks again, as it must; chromium reports
+// each such answer on the console all the same.
+const SHED = /^Failed to load resource: the server responded with a status of (503|429)\b/;
+const LOGIN = "/api/device_login";
+
 /**
  * Opens a page and collects what went wrong in it: uncaught exceptions and
- * console errors. `problems` is checked by the tests at their end.
+ * console errors. `problems` is checked by the tests at their end; `shed`
+ * counts the device logins a busy server asked the page to retry, which
+ * are not problems as long as the page then joins.
  */
 export async function openGame(browser, url, pageOptions = { viewport: { width: 1200, height: 900 } }, beforeGoto) {
   const page = await browser.newPage(pageOptions);
   // Listeners that must see the page's first requests and frames.
   if (beforeGoto) beforeGoto(page);
   const problems = [];
+  const shed = { logins: 0 };
   page.on("pageerror", (error) => problems.push(`pageerror: ${error.message}`));
   page.on("console", (message) => {
-    if (message.type() === "error") problems.push(`console error: ${message.text()}`);
+    if (message.type() !== "error") return;
+    if (SHED.test(message.text()) && new URL(message.location().url, url).pathname === LOGIN) {
+      shed.logins += 1;
+    } else {
+      problems.push(`console error: ${message.text()}`);
+    }
   });
   await page.goto(url);
-  return { page, problems };
+  return { page, problems, shed };
 }
 
 /** Waits until the page has joined: connected, with its own id known. */
