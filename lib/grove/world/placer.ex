@@ -398,19 +398,18 @@ defmodule Grove.World.Placer do
   defp effect(placer, {:start_zone, index}), do: tap(placer, &start_zone(&1, index))
   defp effect(placer, {:stop_zone, index}), do: tap(placer, &stop_zone(&1, index))
 
-  defp effect(placer, {:forget_lost, index}) do
+  # A stale copy that stops: the owners of its entities are told they are
+  # lost by their nodes' relays, unless those heard the entities live on
+  # in another copy (`Relay.lost_one/4`).
+  defp effect(placer, {:forget, index}) do
     world = placer.world
 
     for entity <- Zone.forget(world, index) do
-      Directory.release(world.name, entity.id, index)
+      # An entity of a client here is the relay's to settle, directory included.
+      if node(entity.owner) != node(), do: Directory.release(world.name, entity.id, index)
       Relay.lost_one(world, entity.id, index, entity.owner)
     end
 
-    placer
-  end
-
-  defp effect(placer, {:forget, index}) do
-    _entities = Zone.forget(placer.world, index)
     placer
   end
 
@@ -728,6 +727,10 @@ defmodule Grove.World.Placer do
             do: index
           )
 
+    # A zone being handed over may yet be taken: what it held is not
+    # known to be lost.
+    handing = placer.handovers |> Map.values() |> MapSet.new()
+
     told =
       Enum.reduce(running, 0, fn index, told ->
         stop_zone(placer, index)
@@ -736,9 +739,18 @@ defmodule Grove.World.Placer do
           Directory.release(world.name, entity.id, index)
           :counters.add(world.kind_counts, entity.kind + 1, -1)
 
-          if node(entity.owner) == node(),
-            do: send(entity.owner, {:grove_paused, entity.id}) && told + 1,
-            else: told
+          cond do
+            node(entity.owner) == node() ->
+              send(entity.owner, {:grove_paused, entity.id}) && told + 1
+
+            # The owner on another node, which runs on, is told by its
+            # relay, if it last heard the entity was in this copy.
+            index not in handing ->
+              Relay.lost_one(world, entity.id, index, entity.owner) && told
+
+            true ->
+              told
+          end
         end)
       end)
 

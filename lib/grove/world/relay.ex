@@ -114,18 +114,30 @@ defmodule Grove.World.Relay do
   def gone(%World{} = world, live), do: GenServer.cast(name(world.name), {:gone, live})
 
   @doc """
-  An entity in `zone` was lost with a copy of the zone that stopped here:
-  its owner is told (`{:grove_lost, id}`), through its node's relay when
-  it lives on another, unless that node has forgotten it already.
+  An entity in `zone` went with a copy of the zone that stopped here: its
+  owner's node's relay tells the owner (`{:grove_lost, id}`) if it last
+  heard the entity was in this copy (`lost_one?/3`), not if the entity
+  lives on in another node's copy (the zone was handed over, or a copy
+  here ran on after the zone was started again elsewhere, and the owner
+  was told already, or the entity stood where it was held).
   """
   @spec lost_one(World.t(), non_neg_integer(), non_neg_integer(), pid()) :: :ok
   def lost_one(%World{} = world, id, zone, owner) do
-    if node(owner) == node(),
-      do: send(owner, {:grove_lost, id}),
-      else: send({name(world.name), node(owner)}, {:lost_one, id, zone, owner})
-
+    send({name(world.name), node(owner)}, {:lost_one, id, zone, owner, node()})
     :ok
   end
+
+  @doc false
+  # The rule of `lost_one/4`, a plain function: the owner of an entity in
+  # a copy of `zone` on `holder` that stopped is told when this node's
+  # record of it (`rows`, what the `away` table holds for the id) is that
+  # copy, or when there is none and the copy was this node's own (an
+  # entity of a client here in a zone here has no record). A record of
+  # another zone or another holder means the entity lives on there; none,
+  # for a copy on another node, that its owner was told already.
+  @spec lost_one?([away()], away(), node()) :: boolean()
+  def lost_one?(rows, {_id, _zone, _owner, holder} = copy, here),
+    do: rows == [copy] or (rows == [] and holder == here)
 
   @doc """
   This node lost its quorum: tells the owners here of entities in other
@@ -160,13 +172,16 @@ defmodule Grove.World.Relay do
   @doc false
   # The rule of `lost/3`, a plain function: of this node's records, those
   # of a zone started again (`runs`, zone => the epoch it runs at now) or
-  # held on a node not `live` are in question; of these, an entity that
-  # another node holds (`held`: id => `{zone, epoch, holder}`) in a zone
-  # that runs stands, recorded where it is, and every other is lost. A
-  # node that still holds one in an older run of a zone started again (it
-  # was cut off from the node that started it, not from this one) holds
-  # nothing: that copy goes with the news, or with its node's quorum, and
-  # tells nobody here. Returns `{lost, standing}`.
+  # held on a node not `live` are in question; of these, an entity that a
+  # live node holds (`held`: id => `{zone, epoch, holder}`) stands,
+  # recorded where it is, and every other is lost. A live node that still
+  # holds one in an older run of a zone started again (it was cut off from
+  # the node that started it, not from this one) holds it still: that copy
+  # may yet be the one that runs (handed on at the new run's epoch, it
+  # wins by its node's name), and if it goes instead, with the news or
+  # with its node's quorum, its node tells the owner then (`lost_one/4`).
+  # Told now, the owner would place the entity again beside the one that
+  # lives on. Returns `{lost, standing}`.
   @spec judge([away()], %{non_neg_integer() => non_neg_integer()}, MapSet.t(node()), %{
           non_neg_integer() => {non_neg_integer(), non_neg_integer(), node()}
         }) :: {[away()], [away()]}
@@ -177,11 +192,10 @@ defmodule Grove.World.Relay do
     end)
     |> Enum.reduce({[], []}, fn {id, _zone, owner, _holder} = row, {lost, standing} ->
       case held do
-        %{^id => {zone, epoch, holder}} when epoch >= :erlang.map_get(zone, runs) ->
-          {lost, [{id, zone, owner, holder} | standing]}
-
-        %{^id => {zone, _epoch, holder}} when not is_map_key(runs, zone) ->
-          {lost, [{id, zone, owner, holder} | standing]}
+        %{^id => {zone, _epoch, holder}} ->
+          if holder in live,
+            do: {lost, [{id, zone, owner, holder} | standing]},
+            else: {[row | lost], standing}
 
         _ ->
           {[row | lost], standing}
@@ -294,11 +308,11 @@ defmodule Grove.World.Relay do
     {:noreply, name}
   end
 
-  def handle_info({:lost_one, id, zone, owner}, name) do
+  def handle_info({:lost_one, id, zone, owner, holder}, name) do
     world = World.fetch!(name)
 
-    if :ets.match_object(world.away, {id, zone, owner, :_}) != [] do
-      :ets.match_delete(world.away, {id, zone, owner, :_})
+    if lost_one?(:ets.lookup(world.away, id), {id, zone, owner, holder}, node()) do
+      :ets.delete(world.away, id)
       Directory.release(name, id, zone)
       send(owner, {:grove_lost, id})
     end

@@ -1,6 +1,7 @@
 defmodule Grove.World.RelayTest do
-  # The rule by which a node tells its clients that their entities in
-  # other nodes' zones were lost (`Grove.World.Relay.judge/4`), alone.
+  # The rules by which a node tells its clients that their entities in
+  # other nodes' zones were lost (`Grove.World.Relay.judge/4`,
+  # `Grove.World.Relay.lost_one?/3`), alone.
   use ExUnit.Case, async: true
 
   import Grove.PropCase
@@ -9,15 +10,35 @@ defmodule Grove.World.RelayTest do
 
   @nodes [:a@h, :b@h, :c@h, :d@h]
 
-  test "an entity still held in an older run of a zone started again is lost; in the new run it stands" do
+  test "an entity a live node holds stands, in an older run of a zone started again too; one nobody holds is lost" do
     owner = self()
-    rows = [{1, 3, owner, :b@h}, {2, 3, owner, :b@h}]
+    rows = [{1, 3, owner, :b@h}, {2, 3, owner, :b@h}, {3, 3, owner, :b@h}]
     # Zone 3 runs again at epoch 4 on c; b, cut off from c but not from
-    # here, still runs its copy at epoch 3 and holds 1; 2 crossed into the new run.
+    # here, still runs its copy at epoch 3 and holds 1 (it may yet hand
+    # that copy on at epoch 4, to a node whose name wins the tie); 2
+    # crossed into the new run; 3 is held nowhere.
     held = %{1 => {3, 3, :b@h}, 2 => {3, 4, :c@h}}
 
-    assert {[{1, 3, ^owner, :b@h}], [{2, 3, ^owner, :c@h}]} =
+    assert {[{3, 3, ^owner, :b@h}], standing} =
              Relay.judge(rows, %{3 => 4}, MapSet.new(@nodes), held)
+
+    assert Enum.sort(standing) == [{1, 3, owner, :b@h}, {2, 3, owner, :c@h}]
+  end
+
+  test "a copy that stops tells the owner of an entity it was last heard in, and of none that lives on elsewhere" do
+    owner = self()
+    copy = {1, 3, owner, :b@h}
+
+    # Recorded in this copy: lost with it.
+    assert Relay.lost_one?([copy], copy, :a@h)
+    # Taken by another node's copy of the zone (a handover), or gone on to another zone.
+    refute Relay.lost_one?([{1, 3, owner, :c@h}], copy, :a@h)
+    refute Relay.lost_one?([{1, 5, owner, :b@h}], copy, :a@h)
+    # No record: its owner was told already, or it left the world.
+    refute Relay.lost_one?([], copy, :a@h)
+    # A copy on the owner's own node: an entity in a zone there has no record.
+    assert Relay.lost_one?([], copy, :b@h)
+    refute Relay.lost_one?([{1, 3, owner, :c@h}], copy, :b@h)
   end
 
   test "an entity held on a node gone is lost, wherever it was last heard; one elsewhere stands" do
@@ -29,7 +50,7 @@ defmodule Grove.World.RelayTest do
              Relay.judge(rows, %{}, MapSet.new([:a@h, :c@h]), held)
   end
 
-  test "whatever is recorded, started again, gone and held: each record in question is lost or stands, once, and stands only where a zone that runs holds it" do
+  test "whatever is recorded, started again, gone and held: each record in question is lost or stands, once, and stands only where a live node holds it" do
     check(
       forall(case_(), fn {records, runs, live, held} ->
         rows =
@@ -48,11 +69,10 @@ defmodule Grove.World.RelayTest do
 
         for {id, _zone, owner, _holder} = row <- questioned do
           case held do
-            %{^id => {zone, epoch, holder}} when epoch >= :erlang.map_get(zone, runs) ->
-              assert {id, zone, owner, holder} in standing
-
-            %{^id => {zone, _epoch, holder}} when not is_map_key(runs, zone) ->
-              assert {id, zone, owner, holder} in standing
+            %{^id => {zone, _epoch, holder}} ->
+              if holder in live,
+                do: assert({id, zone, owner, holder} in standing),
+                else: assert(row in lost)
 
             _ ->
               assert row in lost

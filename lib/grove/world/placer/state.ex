@@ -8,8 +8,9 @@ defmodule Grove.World.Placer.State do
   # out, in order, as `Grove.World.Zone.Handoff` does for a zone:
   #
   #   * `{:start_zone, index}`, `{:stop_zone, index}` - the zone's process
-  #     here; `{:forget, index}` empties its table (a stale copy that stops);
-  #     `{:forget_lost, index}` too, and tells its entities' owners they are lost;
+  #     here; `{:forget, index}` empties its table (a stale copy that stops),
+  #     and its entities' owners are told they are lost, unless their nodes
+  #     heard they live on in another copy (`Grove.World.Relay.lost_one/4`);
   #   * `{:hand_over, index, to, epoch}` - a handover to `to`, in a process
   #     of its own;
   #   * `{:retire, index}` - a zone handed away passes on what comes late
@@ -413,7 +414,7 @@ defmodule Grove.World.Placer.State do
         {state, []}
 
       true ->
-        {state, effects} = drop_stale_copy(state, index, node, how)
+        {state, effects} = drop_stale_copy(state, index, node)
         {state, located} = locate(state, index, node, epoch)
         recovered = if how == :restarted, do: [{:recovered, [index]}], else: []
         {state, settled, _} = settle_zone(state, index, connected)
@@ -426,16 +427,18 @@ defmodule Grove.World.Placer.State do
   # kept it here too. The newer placement wins; this copy, which its
   # clients' entities have left with the rows it handed over, goes. Or
   # another node started it again, empty, without this node hearing (it
-  # lost the zone's node before this one did): the entities of this copy
-  # are lost with it, and their owners are told (`{:forget_lost, index}`).
-  defp drop_stale_copy(state, index, node, how) do
+  # lost the zone's node before this one did), which it may hear as a
+  # handover (a node that tells a newcomer what it runs does not say how
+  # it came to run it): the entities of this copy are lost with it. Which
+  # is which, per entity, the owners' nodes know: each has the holder it
+  # last heard of (`{:forget, index}`).
+  defp drop_stale_copy(state, index, node) do
     if node != state.node and serving?(state, index) do
       {state, stop} = stop_zone(state, index)
-      forget = if how == :restarted, do: {:forget_lost, index}, else: {:forget, index}
 
       {state,
        [{:log, :warning, "zone #{index}: runs on #{node} now; the copy here stops"}] ++
-         stop ++ [forget]}
+         stop ++ [{:forget, index}]}
     else
       {state, []}
     end
