@@ -234,6 +234,57 @@ defmodule Grove.ClusterRecoveryTest do
     assert :ok = :erpc.call(survivor, World, :audit, [world])
   end
 
+  @tag timeout: 240_000
+  test "an entity a live node still holds in an older run of a zone started again is not lost; its owner is told once that copy stops",
+       %{home: home} do
+    meadow = [terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]]
+    {nodes, [a, b, c], _peers} = three_nodes(home, gateway: [], actors: 0, world: meadow)
+    world = Grove.world(@instance)
+
+    eventually(
+      fn ->
+        assert_one_owner(nodes, world)
+        placed = Enum.map(World.Placer.locations(world, a), &elem(&1, 0))
+        assert placed == Tuple.to_list(Grove.Cluster.Placement.owners(@zones, nodes))
+      end,
+      @wait
+    )
+
+    # An entity of a client on a, in a zone b runs.
+    placements = World.Placer.locations(world, a)
+    zone = Enum.find_index(placements, &match?({^b, _epoch}, &1))
+    {^b, epoch} = Enum.at(placements, zone)
+
+    grid = :erpc.call(a, World, :grid, [world])
+    {x0, y0, _, _} = Grid.zone_bounds(grid, zone)
+    owner = start_forwarder!(a)
+
+    {:ok, id, _cell} =
+      :erpc.call(a, World, :join, [world, [at: {x0, y0}, owner: owner, updates: :none]])
+
+    # a hears that c started the zone again, one run later; b, which a
+    # still reaches, has not heard, and runs its copy on with the entity.
+    restarted = {:zone_at, zone, c, epoch + 1, :restarted}
+    send({World.Placer.name(world), a}, restarted)
+    _ = :erpc.call(a, :sys, :get_state, [World.Placer.name(world)])
+    assert zone_node(a, world, zone) == c
+
+    # Its owner is not told it is lost: a live copy holds it.
+    ref = make_ref()
+    send(owner, {:sync, ref})
+    assert_receive {:synced, ^ref}, @wait * 10
+    refute_received {:forwarded, ^owner, {:grove_lost, ^id}}
+
+    # b hears it too: its copy stops, and the owner is told, once.
+    send({World.Placer.name(world), b}, restarted)
+    assert_receive {:forwarded, ^owner, {:grove_lost, ^id}}, @wait * 10
+    _ = :erpc.call(b, :sys, :get_state, [World.Placer.name(world)])
+    _ = :erpc.call(a, :sys, :get_state, [World.Relay.name(world)])
+    send(owner, {:sync, ref})
+    assert_receive {:synced, ^ref}, @wait * 10
+    refute_received {:forwarded, ^owner, {:grove_lost, ^id}}
+  end
+
   ## Nodes
 
   # A cell of a zone that a survivor of `lost` runs, and a step from it into

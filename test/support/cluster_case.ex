@@ -203,6 +203,23 @@ defmodule Grove.ClusterCase do
     end
   end
 
+  @doc """
+  Starts, on `node`, a process that sends the test everything it gets,
+  as `{:forwarded, pid, message}`, and answers `{:sync, ref}` with
+  `{:synced, ref}` once what came before is forwarded. Returns its pid.
+  """
+  def start_forwarder!(node), do: Node.spawn_link(node, __MODULE__, :forwarder, [self()])
+
+  @doc false
+  def forwarder(test) do
+    receive do
+      {:sync, ref} -> send(test, {:synced, ref})
+      message -> send(test, {:forwarded, self(), message})
+    end
+
+    forwarder(test)
+  end
+
   @doc false
   def mover(test, world, opts) do
     result = Grove.World.join(world, opts)
