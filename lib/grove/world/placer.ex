@@ -590,8 +590,7 @@ defmodule Grove.World.Placer do
   # subscribe again, and what was on its way to them is lost too.
   defp recovered(placer, indexes) do
     # With the epoch each runs at now: this news may reach a zone after it
-    # sent an entity to the new run, which it must not count as lost; and
-    # a node that held an entity in an older run no longer holds it.
+    # sent an entity to the new run, which it must not count as lost.
     lost = for index <- indexes, do: {index, State.epoch(placer.core, index)}
     told = Relay.lost(placer.world, lost, placer.core.members ++ Node.list())
 
