@@ -405,13 +405,14 @@ defmodule Grove.World.Placer.State do
          [
            {:log, :info,
             "zone #{index}: a stale announcement from #{node} (epoch #{epoch}) ignored"}
+           | answer_stale(state, index, node, connected)
          ]}
 
       # Two nodes started it at once (each saw other members), or each
       # took it at the same epoch: the first by name keeps it, on every
       # node. This node's placement of its own counts only if it runs it.
       newer?(known, {node, epoch}) and (at != state.node or index in state.running) ->
-        {state, []}
+        {state, answer_stale(state, index, node, connected)}
 
       true ->
         {state, effects} = drop_stale_copy(state, index, node)
@@ -420,6 +421,22 @@ defmodule Grove.World.Placer.State do
         {state, settled, _} = settle_zone(state, index, connected)
         {state, effects ++ located ++ recovered ++ settled}
     end
+  end
+
+  # A node that announces an older placement than this one knows may run
+  # a copy of the zone nobody else sends to: one that took the zone while
+  # it did not see the node that started it again, and never heard of it
+  # (that news went to the members of the moment), or one that handed
+  # such a copy on. It hears the newer placement back, and its copy stops,
+  # its entities' owners told (`drop_stale_copy/3`); else it would run on
+  # for good, with whatever its own clients and neighbours send it. A node
+  # not connected is not called (a send would wait for the connection).
+  defp answer_stale(state, index, node, connected) do
+    {at, epoch} = placement(state, index)
+
+    if node != state.node and node in connected,
+      do: [{:send, node, {:zone_at, index, at, epoch, :handed}}],
+      else: []
   end
 
   # Another node announces a zone that still runs here, not handed away:

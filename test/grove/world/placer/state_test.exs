@@ -71,7 +71,9 @@ defmodule Grove.World.Placer.StateTest do
     test "an older placement is ignored, a newer one taken" do
       a = placed(@a, [@a])
       later = %{a | locations: put_elem(a.locations, 0, {@a, 3})}
-      assert {^later, [{:log, :info, _}]} = State.announced(later, 0, @b, 2, :handed, [@b])
+      # The node that announced it hears the newer one back.
+      assert {^later, [{:log, :info, _}, {:send, @b, {:zone_at, 0, @a, 3, :handed}}]} =
+               State.announced(later, 0, @b, 2, :handed, [@b])
 
       {a, effects} = State.announced(a, 0, @b, 2, :handed, [@b])
       assert State.placement(a, 0) == {@b, 2}
@@ -90,8 +92,38 @@ defmodule Grove.World.Placer.StateTest do
       assert State.placement(b, 0) == {@a, 1}
       assert {:stop_zone, 0} in effects
 
-      # a hears b's: it keeps its own.
-      assert {^a, []} = State.announced(a, 0, @b, 1, :started, [@b])
+      # a hears b's: it keeps its own, and tells b.
+      assert {^a, [{:send, @b, {:zone_at, 0, @a, 1, :handed}}]} =
+               State.announced(a, 0, @b, 1, :started, [@b])
+    end
+
+    test "a copy that nobody heard was started again stops once it is announced: the node that knows the newer run answers" do
+      # c, which did not see b, started b's zone 0 again at epoch 2 and
+      # told a; b never heard, and runs its copy on at epoch 1.
+      a = placed(@a, [@a, @b])
+
+      a = %{
+        a
+        | locations: put_elem(a.locations, 0, {@b, 1}),
+          running: MapSet.delete(a.running, 0)
+      }
+
+      b = %{placed(@b, [@b]) | members: [@a, @b]}
+      {a, _effects} = State.announced(a, 0, @c, 2, :restarted, [@b, @c])
+
+      # b announces its copy (to a newcomer, as it hands it on...): a answers.
+      assert {^a, [{:log, :info, _}, {:send, @b, answer}]} =
+               State.announced(a, 0, @b, 1, :handed, [@b, @c])
+
+      assert answer == {:zone_at, 0, @c, 2, :handed}
+      {:zone_at, 0, node, epoch, how} = answer
+      {b, effects} = State.announced(b, 0, node, epoch, how, [@a, @c])
+      assert State.placement(b, 0) == {@c, 2}
+      assert {:stop_zone, 0} in effects and {:forget, 0} in effects
+      refute 0 in b.running
+
+      # A node it does not reach is not answered: the send would wait for a connection.
+      assert {^a, [{:log, :info, _}]} = State.announced(a, 0, @b, 1, :handed, [@c])
     end
 
     test "this node's placement of its own counts only while the zone runs here" do
