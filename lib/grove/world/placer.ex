@@ -220,7 +220,8 @@ defmodule Grove.World.Placer do
 
   def handle_info({:EXIT, _pid, _reason}, placer), do: {:noreply, placer}
 
-  def handle_info({:nodeup, _node}, placer), do: {:noreply, placer}
+  def handle_info({:nodeup, node}, placer),
+    do: {:noreply, %{placer | core: State.nodeup(placer.core, node)}}
 
   # Its zones were waiting for it to be gone, out of the group and disconnected.
   def handle_info({:nodedown, _node}, placer),

@@ -67,6 +67,9 @@ defmodule Grove.World.Placer.State do
     running: MapSet.new(),
     # Announcements heard while paused or not placed yet: index => {node, epoch, how}.
     early: %{},
+    # Nodes this one has seen, as members or connected (or that another
+    # said it lost): only one of these can be gone.
+    seen: MapSet.new(),
     paused: false
   ]
 
@@ -106,6 +109,7 @@ defmodule Grove.World.Placer.State do
           retiring: MapSet.t(index()),
           running: MapSet.t(index()),
           early: %{index() => {node(), epoch(), how()}},
+          seen: MapSet.t(node()),
           paused: boolean()
         }
 
@@ -218,7 +222,7 @@ defmodule Grove.World.Placer.State do
       for {index, {node, epoch, how}} <- state.early,
           do: {:send_self, {:zone_at, index, node, epoch, how}}
 
-    {%{state | locations: List.to_tuple(locations), early: %{}},
+    {%{state | locations: List.to_tuple(locations), early: %{}} |> see(state.members),
      [{:publish, locations} | replays]}
   end
 
@@ -237,7 +241,10 @@ defmodule Grove.World.Placer.State do
     # lists it; once the group no longer does, it may come back.
     leaving = MapSet.filter(state.leaving, &(&1 in members))
     before = state.members
-    state = %{state | members: members -- MapSet.to_list(leaving), leaving: leaving}
+
+    state =
+      %{state | members: members -- MapSet.to_list(leaving), leaving: leaving}
+      |> see(members ++ connected)
 
     case {quorum?, state.paused} do
       {false, false} ->
@@ -271,7 +278,11 @@ defmodule Grove.World.Placer.State do
   @doc "A node went down: what was waiting for it to be gone settles."
   @spec nodedown(t(), [node()]) :: result()
   def nodedown(%__MODULE__{paused: true} = state, _connected), do: {state, []}
-  def nodedown(state, connected), do: rebalance(state, connected)
+  def nodedown(state, connected), do: rebalance(see(state, connected), connected)
+
+  @doc "A node came up: seen, so that it can be gone once it is not."
+  @spec nodeup(t(), node()) :: t()
+  def nodeup(state, node), do: see(state, [node])
 
   # Members changed: hand over what is no longer this node's, and start
   # again what was on a node that is gone and is now this node's.
@@ -325,9 +336,13 @@ defmodule Grove.World.Placer.State do
         {state, effects, :handing}
 
       # Gone means out of the members and disconnected: a member list may
-      # lag behind a zone's announcement, and a connection may not be up yet.
-      at != state.node and at not in state.members and at not in connected and
-          owner == state.node ->
+      # lag behind a zone's announcement, and a connection may not be up
+      # yet. And seen before: a node that joins reads where zones run
+      # before it reaches every node that runs them, and one it has not
+      # reached yet is no more gone than it is up (were it started again
+      # here, its copy would run on, unheard of, for good). If it is gone,
+      # those that saw it say so (below).
+      gone?(state, at, connected) and owner == state.node ->
         {state, effects} = restart_lost(state, index)
         {state, effects, :restarted}
 
@@ -336,7 +351,7 @@ defmodule Grove.World.Placer.State do
       # node but no longer that one), and would run its own, older copy
       # on, while this node sends to the gone one. It hears it from here,
       # and starts it again as its own.
-      at != state.node and at not in state.members and at not in connected ->
+      gone?(state, at, connected) ->
         message = {:zone_at, index, at, epoch(state, index), :restarted}
         {state, [{:send, owner, message}], nil}
 
@@ -394,9 +409,20 @@ defmodule Grove.World.Placer.State do
 
   def announced(state, index, node, epoch, how, connected) do
     {at, mine} = known = placement(state, index)
+    # A zone "restarted" on a node not connected here is word from a node
+    # that saw that one gone (`settle_zone/3`): so it is, here too.
+    state =
+      if how == :restarted and node != state.node and node not in connected,
+        do: see(state, [node]),
+        else: state
 
     cond do
-      # Nothing new (passed on by a third node, or heard twice).
+      # Passed on by a third node, or heard twice: nothing new, unless the
+      # node is gone and the zone this node's to start again.
+      known == {node, epoch} and how == :restarted and node != state.node ->
+        {state, effects, _} = settle_zone(state, index, connected)
+        {state, effects}
+
       known == {node, epoch} ->
         {state, []}
 
@@ -621,6 +647,13 @@ defmodule Grove.World.Placer.State do
   ## Helpers
 
   defp serving?(state, index), do: index in state.running and index not in state.retiring
+
+  defp see(state, nodes), do: %{state | seen: Enum.into(nodes, state.seen)}
+
+  defp gone?(state, node, connected) do
+    node != state.node and node not in state.members and node not in connected and
+      node in state.seen
+  end
 
   # A zone that starts again on a node that had handed it away: its old,
   # forwarding copy goes first.

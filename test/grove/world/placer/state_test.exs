@@ -224,6 +224,40 @@ defmodule Grove.World.Placer.StateTest do
       end
     end
 
+    test "a node that joins starts nothing again for a node it has not reached yet; it does once that node, seen, is gone, or on another's word" do
+      a = placed(@a, [@a, @b], 8)
+      running = Tuple.to_list(a.locations)
+      joining = %{State.new(@c, 8) | members: [@a, @c]}
+      {c, _} = State.join_or_start(joining, running)
+
+      # b's zones that c owns while it sees only a and itself.
+      ours =
+        for index <- 0..7,
+            State.location(c, index) == @b,
+            Placement.owner(index, [@a, @c]) == @c,
+            do: index
+
+      assert ours != []
+
+      # c has not reached b yet: b is no more gone than it is up.
+      {unreached, effects} = State.members(c, [@a, @c], true, [@a])
+      refute Enum.any?(effects, &match?({:recovered, _}, &1))
+      for index <- ours, do: assert(State.location(unreached, index) == @b)
+
+      # Reached, then lost: its zones start again here.
+      {c, _} = State.members(unreached, [@a, @b, @c], true, [@a, @b])
+      {c, effects} = State.members(c, [@a, @c], true, [@a])
+      assert {:recovered, ours} in effects
+      for index <- ours, do: assert(State.placement(c, index) == {@c, 2})
+
+      # Never reached, but a, which saw b go, says so (`{:zone_at, ..., :restarted}`
+      # naming the node gone): c starts the zone again as its own.
+      [index | _] = ours
+      {c, effects} = State.announced(unreached, index, @b, 1, :restarted, [@a])
+      assert {:start_zone, index} in effects
+      assert State.placement(c, index) == {@c, 2}
+    end
+
     test "a zone started again by a node cut off from its owner first is started again by its owner, once that node is gone" do
       members = [@a, @b, @c]
 
