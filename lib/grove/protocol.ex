@@ -1,6 +1,6 @@
 defmodule Grove.Protocol do
   @moduledoc """
-  The wire protocol between clients and the gateway, version 3: every
+  The wire protocol between clients and the gateway, version 4: every
   message defined once (below), with a JSON form for text frames and a
   compact binary form for binary frames, both derived from the definitions
   by `Grove.Protocol.Codec`. `docs/protocol.md` is the reference for client
@@ -13,7 +13,10 @@ defmodule Grove.Protocol do
 
   Versions: a client names the one it speaks in its `join`, and the
   session speaks it from then on (`negotiate/2`, the one place that
-  decides). Version 3 carries coordinates, area numbers and entity ids as
+  decides). Version 4 sends the areas that changed together in one
+  `areas` message, each area's part the same bytes for every player
+  holding it, where version 3 sends an `area` message per area. Version 3
+  carries coordinates, area numbers and entity ids as
   `:uvar` (any size a world may have, a million cells a side and more, in
   as few bytes as each needs) and each area's ground (`ground`, before its
   snapshot); version 2, where they are 16 and 32 bits, is still served in
@@ -45,11 +48,11 @@ defmodule Grove.Protocol do
 
   alias Grove.Protocol.Codec
 
-  @version 3
+  @version 4
   # Every version this server speaks, oldest first.
-  @versions [2, 3]
+  @versions [2, 3, 4]
   # Messages a version before this one does not have.
-  @since %{ground: 3}
+  @since %{ground: 3, areas: 4}
 
   @directions [:n, :ne, :e, :se, :s, :sw, :w, :nw]
   @patterns Grove.World.Life.patterns()
@@ -209,7 +212,17 @@ defmodule Grove.Protocol do
        {:height, :u16},
        {:cells, :bytes}
      ]},
-    {:places, 81, :server, [{:zone_size, :u16}, {:places, {:list, {:tuple, [:u16, :u16, :u16]}}}]}
+    {:places, 81, :server,
+     [{:zone_size, :u16}, {:places, {:list, {:tuple, [:u16, :u16, :u16]}}}]},
+    # Several areas' snapshots or deltas in one message, each as `area`
+    # without the game's fields: [area, full, entities, gone].
+    {:areas, 82, :server,
+     [
+       {:areas,
+        {:vlist,
+         {:tuple,
+          [:area_id, :bool, {:vlist, {:tuple, [:id, :coord, :coord, :u8]}}, {:vlist, :id}]}}}
+     ]}
   ]
 
   @type encoding :: :json | :binary

@@ -47,6 +47,11 @@ defmodule Grove.GatewayTest do
     )
   end
 
+  # Most tests read one area a frame, as version 3 sends them; version 4's
+  # `areas` has tests of its own ("version 4"), and the session's property
+  # tests (Grove.Gateway.SessionTilesTest) check both.
+  @version 3
+
   defp broadcaster, do: Gateway.broadcaster()
 
   defp connect(port, encoding \\ :json) do
@@ -105,7 +110,7 @@ defmodule Grove.GatewayTest do
     push(
       conn,
       Map.merge(
-        %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""},
+        %{type: :join, protocol: @version, view_radius: 8, name: "", token: ""},
         opts
       )
     )
@@ -502,6 +507,39 @@ defmodule Grove.GatewayTest do
       end
     end
 
+    for encoding <- [:json, :binary] do
+      test "version 4: the snapshots of the areas in view come in areas frames, each after its ground (#{encoding})",
+           %{port: port, world: world} do
+        conn = connect(port, unquote(encoding))
+        {welcome, conn} = join(conn, %{protocol: 4})
+        assert welcome.protocol == 4
+        grid = World.grid(world)
+        tiles = Grid.view_tiles(grid, {welcome.x, welcome.y}, 8)
+        {messages, _conn} = messages_until_snapshots(conn, length(tiles))
+        refute Enum.any?(messages, &(&1.type == :area))
+
+        snapshots =
+          for {%{type: :areas, areas: parts}, index} <- Enum.with_index(messages),
+              {area, true, entities, []} <- parts do
+            before = Enum.take(messages, index)
+            {x0, y0, _x1, _y1} = Grid.tile_bounds(grid, area)
+
+            assert %{x: ^x0, y: ^y0} =
+                     Enum.find(before, &(&1.type == :ground and &1.area == area))
+
+            assert {welcome.id, welcome.x, welcome.y, 1} in entities or
+                     area != Grid.tile_of(grid, welcome.x, welcome.y)
+
+            area
+          end
+
+        assert Enum.sort(snapshots) == Enum.sort(tiles)
+        # The snapshots of a zone's tiles come in one frame: as many frames as zones at most.
+        zones = tiles |> Enum.map(&Grid.tile_zone(grid, &1)) |> Enum.uniq()
+        assert Enum.count(messages, &(&1.type == :areas)) <= length(zones)
+      end
+    end
+
     test "a client of protocol version 2 is still served, as version 2 says it, in a world that fits",
          %{port: port, world: world} do
       {client, :binary} = connect(port, :binary)
@@ -759,7 +797,10 @@ defmodule Grove.GatewayTest do
 
         push_raw({client, encoding}, old)
         {error, conn} = expect(conn, :error)
-        assert error.code == :unsupported_protocol and error.message =~ "protocol 3"
+
+        assert error.code == :unsupported_protocol and
+                 error.message =~ "protocol #{Protocol.version()}"
+
         {bye, conn} = expect(conn, :bye)
         assert bye.reason == :unsupported_protocol
         assert {{:close, 1002, _}, _} = expect(conn, [])
@@ -1027,13 +1068,21 @@ defmodule Grove.GatewayTest do
 
   # Every message until `count` snapshots came, in order.
   defp messages_until_snapshots({client, encoding}, count, acc \\ []) do
-    if Enum.count(acc, &(&1.type == :area and &1.full)) == count do
+    if snapshots(acc) == count do
       {Enum.reverse(acc), {client, encoding}}
     else
       {:ok, {_kind, data}, client} = WsClient.recv(client, 2000)
       {:ok, message} = Protocol.decode(data, encoding)
       messages_until_snapshots({client, encoding}, count, [message | acc])
     end
+  end
+
+  defp snapshots(messages) do
+    Enum.reduce(messages, 0, fn
+      %{type: :area, full: true}, n -> n + 1
+      %{type: :areas, areas: parts}, n -> n + Enum.count(parts, &elem(&1, 1))
+      _other, n -> n
+    end)
   end
 
   # Binary frames decoded in a version of the protocol, until one passes `done?`.

@@ -69,8 +69,9 @@ defmodule Grove.ProtocolTest do
     assert Protocol.negotiate(3, {1_000_000, 1_000_000}) == {:ok, 3}
     assert {:error, text} = Protocol.negotiate(2, {65_536, 100})
     assert text =~ "65536 x 100" and text =~ "protocol 3"
+    assert Protocol.negotiate(4, {1_000_000, 1_000_000}) == {:ok, 4}
     assert {:error, text} = Protocol.negotiate(9, {100, 100})
-    assert text =~ "protocol 3, your client 9"
+    assert text =~ "protocol 4, your client 9"
   end
 
   test "ground is a message of version 3 only" do
@@ -157,16 +158,17 @@ defmodule Grove.ProtocolTest do
              Protocol.decode(~s({"type":"join","protocol":2}), :json)
   end
 
-  test "a join of protocol version 1 is told, in words, that the server speaks 3" do
+  test "a join of protocol version 1 is told, in words, the version the server speaks" do
     # Version 1's join: JSON without `protocol`; binary tag 1.
     for {frame, encoding} <- [{~s({"type":"join"}), :json}, {<<1, 8, 0, 0, 0, 0>>, :binary}] do
       assert {:error, :unsupported_protocol, text} = Protocol.decode(frame, encoding)
-      assert text =~ "protocol 3" and text =~ "reload"
+      assert text =~ "protocol #{Protocol.version()}" and text =~ "reload"
     end
   end
 
   test "the gateway's own encoders of areas and outcomes say what the definitions say" do
-    for version <- Protocol.versions() do
+    # Version 4's are the next test's.
+    for version <- Protocol.versions() -- [4] do
       property =
         forall(
           {ProtocolGenerators.message(:area, version),
@@ -230,6 +232,102 @@ defmodule Grove.ProtocolTest do
     end
   end
 
+  test "version 4 joins the parts of areas in one frame, as the definition of areas says" do
+    property =
+      forall(
+        {:proper_types.list(ProtocolGenerators.message(:area, 4)),
+         ProtocolGenerators.message(:names, 4)},
+        fn {areas, names} ->
+          for encoding <- [:json, :binary] do
+            kind = Frames.kind(encoding)
+            format = {encoding, 4}
+
+            parts =
+              for area <- areas do
+                what = if area.full, do: :snapshot, else: :delta
+                Frames.encode_view(format, what, area.area, area.entities, area.gone)
+              end
+
+            expected = %{
+              type: :areas,
+              areas: for(a <- areas, do: {a.area, a.full, a.entities, a.gone})
+            }
+
+            joined = IO.iodata_to_binary(Frames.join(parts, encoding))
+
+            # Byte for byte in binary; one message in either.
+            if areas == [],
+              do: assert(joined == ""),
+              else: assert(decode_frames(joined, encoding, 4) == [expected])
+
+            if encoding == :binary and areas != [],
+              do: assert(joined == WebSocket.frame(kind, Protocol.encode(expected, :binary, 4)))
+
+            for area <- areas do
+              what = if area.full, do: :snapshot, else: :delta
+
+              extra = %{
+                names: names.names,
+                cells: area.cells,
+                looks: area.looks,
+                events: area.events
+              }
+
+              frames =
+                Frames.encode_view(format, what, area.area, area.entities, area.gone, extra)
+
+              messages =
+                decode_frames(IO.iodata_to_binary(Frames.join(frames, encoding)), encoding, 4)
+
+              # The names first, in a frame of their own; then an area of
+              # its own when it shows a game, as in version 3, else a part.
+              {named, [last]} = Enum.split(messages, -1)
+              assert named == if(names.names == [], do: [], else: [%{names | area: area.area}])
+
+              if area.cells == [] and area.looks == [] and area.events == [],
+                do:
+                  assert(
+                    last == %{
+                      type: :areas,
+                      areas: [{area.area, area.full, area.entities, area.gone}]
+                    }
+                  ),
+                else: assert(last.type == :area and last.area == area.area)
+            end
+          end
+        end
+      )
+
+    check(property, numtests: 100, deep_numtests: 1000)
+  end
+
+  test "in version 4 the grounds of snapshots go ahead of their run, which stays one frame" do
+    ground = %Grove.World.Terrain.Area{x0: 50, y0: 0, x1: 52, y1: 2, cells: <<0, 1, 3, 4>>}
+
+    for encoding <- [:json, :binary] do
+      snapshot = fn area ->
+        Frames.encode_view({encoding, 4}, :snapshot, area, [{7, 50, 1, 1}], [], %{
+          names: [],
+          cells: [],
+          looks: [],
+          events: [],
+          ground: %{ground | x0: 50 + area}
+        })
+      end
+
+      frames = Frames.join([snapshot.(1), snapshot.(2)], encoding)
+      messages = decode_frames(IO.iodata_to_binary(frames), encoding, 4)
+
+      assert [%{type: :ground, area: 1, x: 51}, %{type: :ground, area: 2, x: 52}, areas] =
+               messages
+
+      assert areas == %{
+               type: :areas,
+               areas: [{1, true, [{7, 50, 1, 1}], []}, {2, true, [{7, 50, 1, 1}], []}]
+             }
+    end
+  end
+
   test "a snapshot of version 3 brings its area's ground first; version 2 has none" do
     ground = %Grove.World.Terrain.Area{x0: 50, y0: 0, x1: 52, y1: 2, cells: <<0, 1, 3, 4>>}
 
@@ -259,6 +357,13 @@ defmodule Grove.ProtocolTest do
 
   # Server frames as this server writes them (unmasked, unfragmented).
   defp decode_frames(<<>>, _encoding, _version), do: []
+
+  defp decode_frames(
+         <<_fin_op, 127, size::64, payload::binary-size(size), rest::binary>>,
+         encoding,
+         version
+       ),
+       do: [decoded(payload, encoding, version) | decode_frames(rest, encoding, version)]
 
   defp decode_frames(
          <<_fin_op, 126, size::16, payload::binary-size(size), rest::binary>>,

@@ -58,6 +58,7 @@ defmodule Grove.Test.ProtocolGenerators do
   def value(:text), do: :proper_unicode.utf8()
   def value(:bytes), do: :proper_types.binary()
   def value({:list, item}), do: :proper_types.list(value(item))
+  def value({:vlist, item}), do: :proper_types.list(value(item))
   def value({:tuple, codecs}), do: List.to_tuple(Enum.map(codecs, &value/1))
 
   def value(:data) do

@@ -8,8 +8,8 @@
 // flight at most, and counts the views it receives. Only the client side
 // differs:
 //
-//   * grove: Grove's WebSocket protocol (docs/protocol.md), version 2, in
-//     JSON or binary (--encoding), over a plain TCP socket with the few
+//   * grove: Grove's WebSocket protocol (docs/protocol.md), version 4, or
+//     2 or 3 (--protocol), in JSON or binary (--encoding), over a plain TCP socket with the few
 //     lines of RFC 6455 a client needs, so that it runs without any npm
 //     package (the test suite uses it);
 //   * colyseus: the official client, @colyseus/sdk, from
@@ -61,6 +61,7 @@ const defaults = {
   "server-pid": null,
   encoding: "json",
   minimap: "on",
+  protocol: 4,
   every: 5,
   json: null,
 };
@@ -75,6 +76,7 @@ function parseArgs(argv) {
   if (!["grove", "colyseus"].includes(opts.server)) fail("--server is grove or colyseus");
   if (!["json", "binary"].includes(opts.encoding)) fail("--encoding is json or binary");
   if (!["on", "off"].includes(opts.minimap)) fail("--minimap is on or off");
+  if (![2, 3, 4].includes(opts.protocol)) fail("--protocol is 2, 3 or 4");
   if (!opts.terrain) fail("--terrain FILE is needed (mix grove.export.terrain)");
   opts.stages = String(opts.stages).split(",").map(Number);
   return opts;
@@ -104,6 +106,32 @@ const STEPS = {
   s: [0, 1], sw: [-1, 1], w: [-1, 0], nw: [-1, -1],
 };
 const DIRECTIONS = Object.keys(STEPS); // in the protocol's order
+
+// A `uvar` at offset (seven bits a byte, least significant first): [value, next offset].
+function uvar(bytes, offset) {
+  let value = 0;
+  let scale = 1;
+  for (;;) {
+    const byte = bytes[offset++];
+    value += (byte & 0x7f) * scale;
+    if (byte < 0x80) return [value, offset];
+    scale *= 128;
+  }
+}
+
+// How many areas a JSON `areas` message carries: its parts are arrays
+// `[area, full, entities, gone]`, so a part is where the nesting comes
+// back to the depth of the list of parts.
+function areaCount(payload) {
+  let depth = 0;
+  let count = 0;
+  for (let i = 0; i < payload.length; i++) {
+    const c = payload[i];
+    if (c === 0x5b /* [ */) { if (++depth === 2) count++; }
+    else if (c === 0x5d /* ] */) depth--;
+  }
+  return count;
+}
 // An outcome's result by its binary code (docs/protocol.md, "result").
 const RESULTS = ["ok", "out_of_bounds", "blocked", "occupied", "rate_limited", "busy", "not_owner", "unknown_entity", "interrupted"];
 const inBounds = (x, y) => x >= 0 && y >= 0 && x < terrain.width && y < terrain.height;
@@ -116,7 +144,9 @@ const blocking = (x, y) => {
 
 const counts = {
   started: 0, connected: 0, connect_failures: 0, joined: 0, moves_sent: 0, moves_skipped: 0,
-  outcomes: 0, outcomes_ok: 0, views: 0, timeouts: 0, protocol_errors: 0, disconnects: 0,
+  // views: areas (one per `area`, one per part of an `areas`); view_frames:
+  // the frames that carried them.
+  outcomes: 0, outcomes_ok: 0, views: 0, view_frames: 0, timeouts: 0, protocol_errors: 0, disconnects: 0,
   failures: 0,
   // Grove's bytes in by what they carry (frame headers included): the
   // views (areas, their ground, names and closings) and the broadcasts
@@ -272,8 +302,9 @@ class GrovePlayer extends Player {
       counts.connected++;
       // With --minimap off, the join says `minimap` false (after an empty name and token).
       const off = opts.minimap === "off";
-      if (opts.encoding === "binary") this.sendFrame(0x2, Buffer.from(off ? [5, 2, 8, 0, 0, 0, 0, 0] : [5, 2, 8]));
-      else this.sendText(`{"type":"join","protocol":2,"view_radius":8${off ? ',"minimap":false' : ""}}`);
+      const version = opts.protocol;
+      if (opts.encoding === "binary") this.sendFrame(0x2, Buffer.from(off ? [5, version, 8, 0, 0, 0, 0, 0] : [5, version, 8]));
+      else this.sendText(`{"type":"join","protocol":${version},"view_radius":8${off ? ',"minimap":false' : ""}}`);
       buffer = buffer.subarray(end + 4);
     }
     let offset = 0;
@@ -307,8 +338,9 @@ class GrovePlayer extends Player {
   message(payload, size) {
     const c = payload[9];
     if (c === 0x61 /* a */) {
-      if (payload[13] === 0x22 /* "area" */) counts.views++;
-      // area, area_closed (announcement and acted do not come here)
+      if (payload[13] === 0x22 /* "area" */) { counts.views++; counts.view_frames++; }
+      else if (payload[13] === 0x73 /* "areas" */) { counts.views += areaCount(payload); counts.view_frames++; }
+      // area, areas, area_closed (announcement and acted do not come here)
       counts.bytes_views += size;
       return;
     }
@@ -335,16 +367,29 @@ class GrovePlayer extends Player {
     }
   }
 
-  // Version 2's binary messages: a tag, then the fields (docs/protocol.md).
+  // The binary messages: a tag, then the fields (docs/protocol.md); in
+  // version 2 ids are u32 and cells u16, from version 3 on both are uvar.
   binary(payload, size) {
     switch (payload[0]) {
-      case 72: counts.views++; counts.bytes_views += size; return; // area
+      case 72: counts.views++; counts.view_frames++; counts.bytes_views += size; return; // area
+      case 82: counts.views += uvar(payload, 1)[0]; counts.view_frames++; counts.bytes_views += size; return; // areas
       case 73: case 77: case 80: counts.bytes_views += size; return; // area_closed, names, ground
       case 70: case 74: case 81: counts.bytes_minimap += size; // density, colonies, places
       // falls through
       case 69: counts.bytes_broadcasts += size; return; // stats
-      case 64: return this.welcome(payload.readUInt16BE(6), payload.readUInt16BE(8)); // welcome: protocol, id u32, x, y
-      case 65: return this.outcome(payload.readUInt32BE(1), RESULTS[payload[5]], payload.readUInt16BE(6), payload.readUInt16BE(8));
+      case 64: { // welcome: protocol, id, x, y
+        if (opts.protocol === 2) return this.welcome(payload.readUInt16BE(6), payload.readUInt16BE(8));
+        const [, afterId] = uvar(payload, 2);
+        const [x, afterX] = uvar(payload, afterId);
+        return this.welcome(x, uvar(payload, afterX)[0]);
+      }
+      case 65: { // outcome: seq, result, x, y
+        if (opts.protocol === 2) {
+          return this.outcome(payload.readUInt32BE(1), RESULTS[payload[5]], payload.readUInt16BE(6), payload.readUInt16BE(8));
+        }
+        const [x, afterX] = uvar(payload, 6);
+        return this.outcome(payload.readUInt32BE(1), RESULTS[payload[5]], x, uvar(payload, afterX)[0]);
+      }
       case 67: counts.protocol_errors++; return; // error
       default: return;
     }
@@ -546,6 +591,7 @@ function window(before, after, sorted) {
     moves_per_s: Math.round(d("outcomes") / seconds),
     skipped_per_s: Math.round(d("moves_skipped") / seconds),
     views_per_s: Math.round(d("views") / seconds),
+    view_frames_per_s: Math.round(d("view_frames") / seconds),
     bytes_in_per_s: Math.round((after.bytes.in - before.bytes.in) / seconds),
     bytes_out_per_s: Math.round((after.bytes.out - before.bytes.out) / seconds),
     bytes_views_per_s: Math.round(d("bytes_views") / seconds),
@@ -659,6 +705,7 @@ async function main() {
       in_per_player_s: players > 0 ? Math.round(w.bytes_in_per_s / players) : 0,
       out_per_player_s: players > 0 ? Math.round(w.bytes_out_per_s / players) : 0,
       views_in_per_player_s: players > 0 ? Math.round(w.bytes_views_per_s / players) : 0,
+      view_frames_per_player_s: players > 0 ? Math.round((10 * w.view_frames_per_s) / players) / 10 : 0,
       broadcasts_in_per_player_s: players > 0 ? Math.round(w.bytes_broadcasts_per_s / players) : 0,
       minimap_in_per_player_s: players > 0 ? Math.round(w.bytes_minimap_per_s / players) : 0,
       server_us_per_player_s: perPlayer(base && w.server_percent != null ? w.server_percent - base.server_percent : null),
@@ -670,7 +717,7 @@ async function main() {
     report.stages.push(stage);
     out(
       `stage ${pad(players, 6)} players  ${pad(w.moves_per_s, 6)} moves/s  p50 ${fig(w.p50_ms)} p99 ${fig(w.p99_ms)} ` +
-      `max ${fig(w.max_ms)} ms  ${w.views_per_s} views/s  in ${stage.in_per_player_s} ` +
+      `max ${fig(w.max_ms)} ms  ${w.views_per_s} views/s (${stage.view_frames_per_player_s} frames/player/s)  in ${stage.in_per_player_s} ` +
       `(views ${stage.views_in_per_player_s}, broadcasts ${stage.broadcasts_in_per_player_s} of which minimap ` +
       `${stage.minimap_in_per_player_s}) out ${stage.out_per_player_s} B/player/s  ` +
       `server ${fig(w.server_percent)} % (${fig(stage.server_us_per_player_s)} us/player-s)  ` +

@@ -19,6 +19,7 @@ defmodule Grove.Gateway.Frames do
   alias Grove.World.Terrain.Area
 
   @area_tag 72
+  @areas_tag 82
   @outcome_tag 65
   @results [:ok | Grove.World.rejections()]
   # What an area shows of a game: its cells, entities' looks, and events
@@ -84,7 +85,14 @@ defmodule Grove.Gateway.Frames do
   @impl Grove.World.ViewFormat
   def tiled?(_format), do: true
 
+  # From version 4 on, an area's entities and departures are a part of an
+  # `areas` message rather than a frame of their own: the zone encodes the
+  # part once, and each session joins the parts it sends together into one
+  # frame (`join/2`).
   @impl Grove.World.ViewFormat
+  def encode_view({encoding, version}, what, zone, entries, departed) when version >= 4,
+    do: {:part, part(encoding, what, zone, entries, departed)}
+
   def encode_view({encoding, version}, what, zone, entries, departed),
     do: area(encoding, version, what, zone, entries, departed)
 
@@ -105,13 +113,93 @@ defmodule Grove.Gateway.Frames do
           []
       end
 
+    # From version 4 on, a ground may go ahead of the parts before it in
+    # the same `areas` (`join/2`): it is the ground's, whatever they say.
     ground =
       case extra do
-        %{ground: %Area{} = ground} when version >= 3 -> [ground(encoding, version, zone, ground)]
-        _none -> []
+        %{ground: %Area{} = ground} when version >= 4 ->
+          [{:before, ground(encoding, version, zone, ground)}]
+
+        %{ground: %Area{} = ground} when version >= 3 ->
+          [ground(encoding, version, zone, ground)]
+
+        _none ->
+          []
       end
 
-    [ground, names | area(encoding, version, what, zone, entries, departed, game(extra))]
+    [ground, names | area_or_part(encoding, version, what, zone, entries, departed, game(extra))]
+  end
+
+  # An area that shows something of a game is an `area` of its own in
+  # every version; the `areas` parts carry entities alone.
+  defp area_or_part(encoding, version, what, zone, entries, departed, game) do
+    if version >= 4 and game == %{cells: [], looks: [], events: []},
+      do: {:part, part(encoding, what, zone, entries, departed)},
+      else: area(encoding, version, what, zone, entries, departed, game)
+  end
+
+  @doc """
+  Views as version 4 sends them: each run of area parts side by side in
+  the frames given (a deep list, in order, of finished frames and
+  `{:part, part}` from `encode_view/5,6`) joined into one `areas` frame,
+  the other frames left where they stand, so that the order of what the
+  client reads is the order of the list; but a ground (`{:before,
+  frame}`) goes ahead of the run it is in, so that the snapshots of
+  several areas still come in one frame. A session only joins the parts:
+  each was encoded once, by its zone, for every session that holds it.
+  """
+  @spec join(term(), Protocol.encoding()) :: iodata()
+  def join(frames, encoding) do
+    {out, run} = join(frames, encoding, [], [])
+    flush(out, run, encoding)
+  end
+
+  defp join([], _encoding, out, run), do: {out, run}
+
+  defp join([head | tail], encoding, out, run) do
+    {out, run} = join(head, encoding, out, run)
+    join(tail, encoding, out, run)
+  end
+
+  defp join({:part, part}, _encoding, out, run), do: {out, [part | run]}
+  defp join({:before, frame}, _encoding, out, run), do: {[out | frame], run}
+  defp join(frame, encoding, out, run), do: {[flush(out, run, encoding) | frame], []}
+
+  defp flush(out, [], _encoding), do: out
+  defp flush(out, run, encoding), do: [out | areas(encoding, Enum.reverse(run))]
+
+  defp areas(:binary, parts),
+    do: WebSocket.frame(:binary, [@areas_tag, Codec.uvar(length(parts)) | parts])
+
+  defp areas(:json, parts),
+    do: WebSocket.frame(:text, [~s({"type":"areas","areas":[), Enum.intersperse(parts, ?,), "]}"])
+
+  # One area's part of an `areas` message: [area, full, entities, gone].
+  defp part(:binary, what, zone, entries, departed) do
+    IO.iodata_to_binary([
+      Codec.uvar(zone),
+      full(what),
+      Codec.uvar(length(entries)),
+      for(
+        {id, x, y, kind} <- entries,
+        into: <<>>,
+        do: <<Codec.uvar(id)::binary, Codec.uvar(x)::binary, Codec.uvar(y)::binary, kind::8>>
+      ),
+      Codec.uvar(length(departed)),
+      for(id <- departed, into: <<>>, do: Codec.uvar(id))
+    ])
+  end
+
+  defp part(:json, what, zone, entries, departed) do
+    IO.iodata_to_binary([
+      ?[,
+      Integer.to_string(zone),
+      if(what == :snapshot, do: ",true,[", else: ",false,["),
+      json_entries(entries),
+      "],[",
+      json_ids(departed),
+      "]]"
+    ])
   end
 
   defp ground(encoding, version, zone, %Area{x0: x0, y0: y0, x1: x1, y1: y1, cells: cells}) do

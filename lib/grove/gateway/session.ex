@@ -614,7 +614,7 @@ defmodule Grove.Gateway.Session do
           end)
 
         session = %{session | areas: Map.put(session.areas, zone, tiles)}
-        {session, if(frames == [], do: [], else: [{:send, frames}])}
+        {session, if(frames == [], do: [], else: [{:send, joined(session, frames)}])}
 
       _closed ->
         {session, []}
@@ -758,8 +758,15 @@ defmodule Grove.Gateway.Session do
   def views(%__MODULE__{} = session) do
     {session, shut} = retile(session)
     {session, frames} = read(session)
+    frames = if frames == [], do: [], else: joined(session, frames)
     {session, if(shut == [], do: frames, else: [shut | frames])}
   end
+
+  # From version 4 on, the areas' parts read together go out as one frame.
+  defp joined(%__MODULE__{version: version, encoding: encoding}, frames) when version >= 4,
+    do: Frames.join(frames, encoding)
+
+  defp joined(_session, frames), do: frames
 
   defp read(%__MODULE__{areas: areas} = session) when map_size(areas) == 0, do: {session, []}
 

@@ -21,6 +21,8 @@ defmodule Grove.Protocol.Codec do
       wrong with it, bad UTF-8 included, rather than refused as a frame)
     * `:bytes` - a u32 byte length then the bytes; JSON a base64 string
     * `{:list, codec}` - a u16 count then the items; JSON an array
+    * `{:vlist, codec}` - a `:uvar` count then the items (one byte for up
+      to 127 of them, where most lists are short); JSON an array
     * `{:tuple, [codec]}` - the items one after another; JSON an array
     * `:data` - a game's small data: a u8 count, then for each entry its
       name (a string) and its value, a type byte (0 a signed 32-bit
@@ -50,6 +52,7 @@ defmodule Grove.Protocol.Codec do
           | :bytes
           | {:enum, [atom()]}
           | {:list, t()}
+          | {:vlist, t()}
           | {:tuple, [t()]}
           | :data
 
@@ -80,6 +83,7 @@ defmodule Grove.Protocol.Codec do
   def versioned(:area_id, 2), do: :u32
   def versioned(codec, _version) when codec in [:coord, :id, :area_id], do: :uvar
   def versioned({:list, item}, version), do: {:list, versioned(item, version)}
+  def versioned({:vlist, item}, version), do: {:vlist, versioned(item, version)}
   def versioned({:tuple, items}, version), do: {:tuple, Enum.map(items, &versioned(&1, version))}
   def versioned(codec, _version), do: codec
 
@@ -111,6 +115,9 @@ defmodule Grove.Protocol.Codec do
 
   def encode({:list, item}, list) when is_list(list) and length(list) <= @max_u16,
     do: [<<length(list)::16>> | encode_items(item, list)]
+
+  def encode({:vlist, item}, list) when is_list(list) and length(list) <= @max_uvar,
+    do: [uvar(length(list)) | encode_items(item, list)]
 
   # Walked by position: views encode thousands of these tuples a second.
   def encode({:tuple, codecs}, tuple)
@@ -189,6 +196,16 @@ defmodule Grove.Protocol.Codec do
 
   def decode(:bytes, <<size::32, b::binary-size(size), rest::binary>>), do: {:ok, b, rest}
   def decode({:list, item}, <<count::16, rest::binary>>), do: decode_items(item, count, rest, [])
+
+  def decode({:vlist, item}, binary) when byte_size(binary) > 0 do
+    with {:ok, count, rest} <- decode_uvar(binary, 0, 0) do
+      # Each item takes a byte at least: a count over what is left is a lie.
+      if count <= byte_size(rest),
+        do: decode_items(item, count, rest, []),
+        else: {:error, "truncated: expected #{count} items"}
+    end
+  end
+
   def decode({:tuple, codecs}, binary), do: decode_tuple(codecs, binary, [])
 
   def decode(:data, <<count::8, rest::binary>>) when count <= @max_data,
@@ -262,6 +279,7 @@ defmodule Grove.Protocol.Codec do
   def to_json(:bytes, b), do: Base.encode64(b)
   def to_json({:enum, _values}, value), do: Atom.to_string(value)
   def to_json({:list, item}, list), do: Enum.map(list, &to_json(item, &1))
+  def to_json({:vlist, item}, list), do: Enum.map(list, &to_json(item, &1))
 
   def to_json({:tuple, codecs}, tuple), do: json_elements(codecs, tuple, 1)
 
@@ -304,6 +322,8 @@ defmodule Grove.Protocol.Codec do
 
   def from_json({:list, item}, list) when is_list(list) and length(list) <= @max_u16,
     do: map_ok(list, &from_json(item, &1))
+
+  def from_json({:vlist, item}, list) when is_list(list), do: map_ok(list, &from_json(item, &1))
 
   def from_json({:tuple, codecs}, list) when is_list(list) and length(list) == length(codecs) do
     codecs
@@ -365,6 +385,7 @@ defmodule Grove.Protocol.Codec do
   def describe(:bytes), do: "bytes (base64 in JSON)"
   def describe({:enum, values}), do: "one of " <> Enum.map_join(values, ", ", &Atom.to_string/1)
   def describe({:list, item}), do: "a list of " <> describe(item)
+  def describe({:vlist, item}), do: "a list of " <> describe(item)
   def describe({:tuple, codecs}), do: "[" <> Enum.map_join(codecs, ", ", &describe/1) <> "]"
 
   def describe(:data),

@@ -4,7 +4,9 @@ defmodule Grove.Gateway.SessionTilesTest do
   tiles: whatever the player and the entities around it do, once the world
   has ticked and the session has read, the areas the player was sent show,
   in its viewport, exactly the entities there, each once, none lost across
-  tile and zone borders.
+  tile and zone borders. In version 4, where the areas' parts read
+  together go out in one `areas` frame, as in version 3, where each area
+  is a frame of its own.
   """
   use ExUnit.Case, async: true
 
@@ -43,19 +45,19 @@ defmodule Grove.Gateway.SessionTilesTest do
     ])
   end
 
-  for encoding <- [:binary, :json] do
-    test "the player sees in its viewport exactly what is there, each entity once (#{encoding})" do
+  for encoding <- [:binary, :json], version <- [3, 4] do
+    test "the player sees in its viewport exactly what is there, each entity once (#{encoding}, version #{version})" do
       check(
         forall({:proper_types.integer(1, 1000), :proper_types.list(command())}, fn {seed,
                                                                                     commands} ->
-          run(unquote(encoding), seed, commands)
+          run(unquote(encoding), unquote(version), seed, commands)
         end),
         numtests: 25
       )
     end
   end
 
-  defp run(encoding, seed, commands) do
+  defp run(encoding, version, seed, commands) do
     name = :"tiles_world_#{System.unique_integer([:positive])}"
 
     # 30 x 30 cells in nine zones of 10, each cut into four tiles of 5.
@@ -82,12 +84,13 @@ defmodule Grove.Gateway.SessionTilesTest do
         end
 
       session = Session.new(name, encoding, config(), 0)
-      join = Protocol.encode(%{type: :join, protocol: 3, view_radius: @radius}, encoding)
+      join = Protocol.encode(%{type: :join, protocol: version, view_radius: @radius}, encoding)
       {session, actions} = Session.handle_frame(session, kind(encoding), bin(join), 0)
 
       st = %{
         world: name,
         encoding: encoding,
+        version: version,
         session: session,
         view: nil,
         walkers: List.to_tuple(walkers),
@@ -178,14 +181,28 @@ defmodule Grove.Gateway.SessionTilesTest do
   # `Grove.World.View` does (as the JavaScript client does), centred on
   # the cell of the latest outcome.
   defp apply_frames(st, frames) do
-    frames
-    |> bin()
-    |> parse([])
-    |> Enum.reduce(st, fn payload, st ->
-      {:ok, message} = Protocol.decode(payload, st.encoding)
-      client(st, message)
-    end)
+    messages =
+      for payload <- frames |> bin() |> parse([]) do
+        {:ok, message} = Protocol.decode(payload, st.encoding, st.version)
+        message
+      end
+
+    joined!(st.version, messages)
+    Enum.reduce(messages, st, &client(&2, &1))
   end
+
+  # Version 4 joins the parts a session sends at once: never two `areas`
+  # one after the other, and no `area` (this world has no game); version 3
+  # has no `areas`.
+  defp joined!(4, messages) do
+    types = Enum.map(messages, & &1.type)
+    refute :area in types, "an area of its own in version 4: #{inspect(types)}"
+
+    for [:areas, :areas] <- Enum.chunk_every(types, 2, 1),
+        do: flunk("two areas frames in a row: #{inspect(types)}")
+  end
+
+  defp joined!(3, messages), do: refute(Enum.any?(messages, &(&1.type == :areas)))
 
   defp parse(<<>>, acc), do: Enum.reverse(acc)
 
@@ -208,6 +225,12 @@ defmodule Grove.Gateway.SessionTilesTest do
 
   defp client(st, %{type: :area} = area),
     do: %{st | view: View.update_area(st.view, area.area, area.entities, area.gone)}
+
+  defp client(st, %{type: :areas, areas: parts}) do
+    Enum.reduce(parts, st, fn {area, full, entities, gone}, st ->
+      client(st, %{type: :area, area: area, full: full, entities: entities, gone: gone})
+    end)
+  end
 
   defp client(st, %{type: :area_closed, area: area}),
     do: %{st | view: View.drop_area(st.view, area)}

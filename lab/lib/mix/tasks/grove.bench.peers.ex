@@ -41,6 +41,8 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
       `json`; Colyseus's are binary whatever this says)
     * `--minimap on|off` - whether Grove's players ask for the minimap
       (default `on`; Colyseus's game has none)
+    * `--protocol 2|3|4` - the version of the protocol Grove's players speak
+      (default 4, the newest; `docs/protocol.md`, "Versions")
     * `--nice N` - run both servers and the runner at this niceness (for
       example `-10`, as root), so that other work on a shared machine
       disturbs them less; the same for both (default: unchanged)
@@ -70,7 +72,8 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     json: :string,
     report: :string,
     encoding: :string,
-    minimap: :string
+    minimap: :string,
+    protocol: :integer
   ]
 
   # The lab's bench/peers, wherever the task runs from (its servers run
@@ -232,7 +235,15 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
                json
              ] ++
                for(
-                 key <- [:stage_seconds, :settle, :baseline_seconds, :ramp, :encoding, :minimap],
+                 key <- [
+                     :stage_seconds,
+                     :settle,
+                     :baseline_seconds,
+                     :ramp,
+                     :encoding,
+                     :minimap,
+                     :protocol
+                   ],
                  value = opts[key],
                  do: ["--#{String.replace(to_string(key), "_", "-")}", to_string(value)]
                ))
