@@ -185,6 +185,7 @@ function receive(message: Message): void {
       renderNow();
       break;
     case "area":
+    case "areas":
     case "area_closed":
       renderSoon();
       break;

@@ -341,6 +341,10 @@ export class GroveClient {
             .filter((event) => !(event.name === "chat" && this.muted.has(event.id)));
         this.world.applyArea(message);
         break;
+      case "areas":
+        for (const [area, full, entities, gone] of message.areas)
+          this.world.applyArea({ type: "area", area, full, entities, gone, cells: [], looks: [], events: [] });
+        break;
       case "area_closed":
         this.world.closeArea(message.area);
         break;
@@ -376,6 +380,9 @@ export class GroveClient {
             });
           }
         }
+        this.viewChanged();
+        break;
+      case "areas":
         this.viewChanged();
         break;
       case "said": {

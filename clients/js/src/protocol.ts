@@ -1,7 +1,8 @@
 /**
- * Grove's wire protocol, version 3 (docs/protocol.md): coordinates, area
+ * Grove's wire protocol, version 4 (docs/protocol.md): coordinates, area
  * numbers and entity ids of any size a world may have, each in as few
- * bytes as it needs (`uvar`), and each area's ground before its snapshot.
+ * bytes as it needs (`uvar`), each area's ground before its snapshot, and
+ * the areas that changed together in one `areas` message.
  *
  * Every message is defined once, in `definitions` below, mirroring
  * `lib/grove/protocol.ex`; the JSON and binary encodings are both derived
@@ -9,7 +10,7 @@
  * field added there is one line added here.
  */
 
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 export type Encoding = "json" | "binary";
 
@@ -379,6 +380,31 @@ function tuple<const C extends readonly AnyCodec[]>(codecs: C): Codec<TupleOf<C>
   };
 }
 
+/** Like `list`, counted by a `uvar` (one byte for up to 127 items). */
+function vlist<T>(item: Codec<T>): Codec<T[]> {
+  const describe = `a list of ${item.describe}`;
+  return {
+    describe,
+    write: (w, items) => {
+      w.uvar(items.length);
+      for (const value of items) item.write(w, value);
+    },
+    read: (r) => {
+      const count = r.uvar();
+      // Each item takes a byte at least: a count over what is left is a lie.
+      if (count > r.remaining) throw new ProtocolError("bad_frame", `truncated: expected ${count} items`);
+      const items: T[] = new Array(count);
+      for (let i = 0; i < count; i++) items[i] = item.read(r);
+      return items;
+    },
+    toJson: (items) => items.map((value) => item.toJson(value)),
+    fromJson: (json) => {
+      if (!Array.isArray(json)) throw new Error(`expected ${describe}`);
+      return json.map((value) => item.fromJson(value));
+    },
+  };
+}
+
 // Chunked, because String.fromCharCode(...bytes) overflows the stack on a
 // large minimap.
 function toBase64(data: Uint8Array): string {
@@ -671,6 +697,12 @@ export const definitions = {
     from: "server",
     fields: { zone_size: required(u16), places: required(list(tuple([u16, u16, u16]))) },
   },
+  // Several areas' snapshots or deltas at once, each [area, full, entities, gone].
+  areas: {
+    tag: 82,
+    from: "server",
+    fields: { areas: required(vlist(tuple([uvar, bool, vlist(entityTuple), vlist(uvar)]))) },
+  },
 } as const satisfies Record<string, Definition>;
 
 type Definitions = typeof definitions;
@@ -705,6 +737,7 @@ export type Said = Message<"said">;
 export type Announcement = Message<"announcement">;
 export type Ground = Message<"ground">;
 export type Places = Message<"places">;
+export type Areas = Message<"areas">;
 
 const byTag = new Map<number, MessageType>();
 for (const name of Object.keys(definitions) as MessageType[]) byTag.set(definitions[name].tag, name);

@@ -83,6 +83,13 @@ const examples = {
     ],
   },
   ground: { type: "ground", area: 168, x: 400, y: 50, width: 2, height: 2, cells: bytes(0, 1, 3, 4) },
+  areas: {
+    type: "areas",
+    areas: [
+      [941, false, [[20001, 413, 96, 1], [377, 408, 99, 0]], [5, 4294967295]],
+      [399_999_999, true, [], []],
+    ],
+  },
 };
 
 describe("every message", () => {
@@ -109,6 +116,14 @@ describe("every message", () => {
 });
 
 describe("the documented forms", () => {
+  test("areas in binary: tag, then each count a uvar", () => {
+    const message = { type: "areas", areas: [[941, false, [[20001, 413, 96, 1]], [5]]] };
+    // 82, one area: 941 as uvar, not full, one entity (20001, 413, 96, kind 1), one gone (5).
+    const expected = bytes(82, 1, 0xad, 0x07, 0, 1, 0xa1, 0x9c, 0x01, 0x9d, 0x03, 0x60, 1, 1, 5);
+    assert.deepEqual(encode(message, "binary"), expected);
+    assert.deepEqual(decode(expected), message);
+  });
+
   test("move in binary is tag, u32 seq, direction byte", () => {
     assert.deepEqual(encode({ type: "move", seq: 1, dir: "e" }, "binary"), bytes(2, 0, 0, 0, 1, 2));
     assert.deepEqual(decode(bytes(2, 0, 0, 0, 7, 1)), { type: "move", seq: 7, dir: "ne" });
@@ -339,7 +354,7 @@ describe("docs/protocol.md", () => {
           tag: Number(tag),
           fields: [
             ...fields.matchAll(
-              /`(\w+)` (?:u8|u16|u32|uvar|bool|string|bytes|list|direction|target|act result|say result|result|seed result|pattern|error code|bye reason|data)/g,
+              /`(\w+)` (?:u8|u16|u32|uvar|bool|string|bytes|vlist|list|direction|target|act result|say result|result|seed result|pattern|error code|bye reason|data)/g,
             ),
           ].map((match) => match[1]),
         },

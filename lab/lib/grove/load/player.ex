@@ -69,6 +69,7 @@ defmodule Grove.Load.Player do
   @bye 71
   @area 72
   @area_closed 73
+  @areas 82
   @acted 76
   @said 78
 
@@ -223,6 +224,11 @@ defmodule Grove.Load.Player do
     if player.checks_views, do: decoded(player, payload, env), else: player
   end
 
+  defp binary_frame(player, <<@areas, _::binary>> = payload, env) do
+    Stats.incr(env.stats, :view_frames)
+    if player.checks_views, do: decoded(player, payload, env), else: player
+  end
+
   defp binary_frame(player, <<@area_closed, _::binary>> = payload, env),
     do: if(player.checks_views, do: decoded(player, payload, env), else: player)
 
@@ -236,6 +242,11 @@ defmodule Grove.Load.Player do
   defp json_frame(player, ~s({"type":"area") <> _ = payload, env) do
     Stats.incr(env.stats, :view_frames)
     if player.chats, do: count_chat(payload, ~s("chat",{), env)
+    if player.checks_views, do: decoded(player, payload, env), else: player
+  end
+
+  defp json_frame(player, ~s({"type":"areas") <> _ = payload, env) do
+    Stats.incr(env.stats, :view_frames)
     if player.checks_views, do: decoded(player, payload, env), else: player
   end
 
@@ -295,8 +306,15 @@ defmodule Grove.Load.Player do
     do: outcome(player, seq, result, {x, y}, env)
 
   defp message(%__MODULE__{view: nil} = player, %{type: type}, _env)
-       when type in [:area, :area_closed],
+       when type in [:area, :areas, :area_closed],
        do: player
+
+  # Version 4's areas at once: each part as an `area` of its own.
+  defp message(player, %{type: :areas, areas: parts}, env) do
+    Enum.reduce(parts, player, fn {area, full, entities, gone}, player ->
+      message(player, %{type: :area, area: area, full: full, entities: entities, gone: gone}, env)
+    end)
+  end
 
   defp message(%__MODULE__{view: view} = player, %{type: :area} = area, _env) do
     view =

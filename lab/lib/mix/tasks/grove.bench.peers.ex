@@ -236,14 +236,14 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
              ] ++
                for(
                  key <- [
-                     :stage_seconds,
-                     :settle,
-                     :baseline_seconds,
-                     :ramp,
-                     :encoding,
-                     :minimap,
-                     :protocol
-                   ],
+                   :stage_seconds,
+                   :settle,
+                   :baseline_seconds,
+                   :ramp,
+                   :encoding,
+                   :minimap,
+                   :protocol
+                 ],
                  value = opts[key],
                  do: ["--#{String.replace(to_string(key), "_", "-")}", to_string(value)]
                ))
