@@ -73,8 +73,11 @@ defmodule Grove.Test.ProtocolGenerators do
          :proper_types.boolean()
        ])}
 
+    # At most 16 entries, fewer where the generator is sized smaller.
+    entries = :proper_types.sized(&:proper_types.resize(min(&1, 16), :proper_types.list(entry)))
+
     :proper_types.bind(
-      :proper_types.resize(16, :proper_types.list(entry)),
+      entries,
       fn entries -> entries |> Enum.take(16) |> Map.new() end,
       false
     )
