@@ -534,9 +534,24 @@ defmodule Grove.GatewayTest do
           end
 
         assert Enum.sort(snapshots) == Enum.sort(tiles)
-        # The snapshots of a zone's tiles come in one frame: as many frames as zones at most.
-        zones = tiles |> Enum.map(&Grid.tile_zone(grid, &1)) |> Enum.uniq()
-        assert Enum.count(messages, &(&1.type == :areas)) <= length(zones)
+
+        # The snapshots of a zone's tiles are its one answer to the session,
+        # joined into one frame but where a `names` frame (the player's own,
+        # here) closes the run: between two frames holding them there is a
+        # names frame, and nothing else but the grounds of the next run.
+        # Deltas may come in frames of their own.
+        frames_of_zones =
+          for {%{type: :areas, areas: parts}, index} <- Enum.with_index(messages),
+              {area, true, _entities, _gone} <- parts,
+              uniq: true,
+              do: {Grid.tile_zone(grid, area), index}
+
+        for {zone, indexes} <- Enum.group_by(frames_of_zones, &elem(&1, 0), &elem(&1, 1)),
+            {from, to} <- Enum.zip(indexes, tl(indexes)) do
+          between = messages |> Enum.slice((from + 1)..(to - 1)//1) |> Enum.map(& &1.type)
+          assert {zone, :names in between} == {zone, true}
+          assert {zone, Enum.reject(between, &(&1 in [:names, :ground]))} == {zone, []}
+        end
       end
     end
 

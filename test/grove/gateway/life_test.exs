@@ -55,16 +55,22 @@ defmodule Grove.Gateway.LifeTest do
 
   defp type(type), do: &(&1.type == type)
 
-  # Reads areas until every cell of `cells` was shown with a bacterium.
+  # Reads views until every cell of `cells` was shown with a bacterium:
+  # an area's own frame (`area`) or a part of several (`areas`, version 4).
   defp until_bacteria(conn, cells) do
     if MapSet.size(cells) == 0 do
       conn
     else
-      {area, conn} = expect(conn, type(:area))
-      shown = for {_id, x, y, 2} <- area.entities, into: MapSet.new(), do: {x, y}
+      {view, conn} = expect(conn, &(&1.type in [:area, :areas]))
+      shown = for {_id, x, y, 2} <- entities(view), into: MapSet.new(), do: {x, y}
       until_bacteria(conn, MapSet.difference(cells, shown))
     end
   end
+
+  defp entities(%{type: :area, entities: entities}), do: entities
+
+  defp entities(%{type: :areas, areas: parts}),
+    do: Enum.flat_map(parts, fn {_area, _full, entities, _gone} -> entities end)
 
   for encoding <- [:json, :binary] do
     test "a player seeds a pattern, sees it live, and is refused with reasons (#{encoding})",
