@@ -78,10 +78,10 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     await page.close();
   });
 
-  test("the page speaks protocol 3, and draws each area's ground as it came with the area", async () => {
+  test("the page speaks protocol 4, and draws each area's ground as it came with the area", async () => {
     const { page, problems } = await openGame(browser, server.url);
     const state = await waitJoined(page);
-    assert.equal(state.protocol, 3);
+    assert.equal(state.protocol, 4);
     await page.waitForFunction(() => window.grove.state().terrainLoaded);
     await waitAreasGround(page);
 

@@ -75,7 +75,7 @@ export async function waitJoined(page, timeout = 15_000) {
   return page.evaluate(() => window.grove.state());
 }
 
-/** Waits until every area the viewport reaches has come with its ground (protocol 3). */
+/** Waits until every area the viewport reaches has come with its ground (protocol 3 on). */
 export async function waitAreasGround(page, timeout = 15_000) {
   await page.waitForFunction(
     () => {
