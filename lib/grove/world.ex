@@ -1295,6 +1295,9 @@ defmodule Grove.World do
   Checks the whole world for consistency: every entity in exactly one zone and
   in the directory, no cell shared, no entity on blocking ground, tables
   agreeing with zones. Asks every zone, so use it in tests and after benches.
+  The zones are asked one after the other: in a world whose entities move,
+  one that crosses between two answers is reported in both zones (or in
+  none); ask again, since a real fault stays.
   """
   @spec audit(name() | t(), timeout()) :: :ok | {:error, [String.t()]}
   def audit(world, timeout \\ 15_000), do: Audit.run(fetch!(world), timeout)
