@@ -7,6 +7,16 @@ import WebSocket, { WebSocketServer } from "ws";
 import { ConnectionLost, GroveClient, encode, socketUrl } from "../dist/index.js";
 import { freePort, skipReason, startServer } from "../../../assets/test/support/server.mjs";
 
+/**
+ * A client closed when its test ends, passed or failed: one left open after
+ * a failed assertion reconnects for ever and keeps the test file running.
+ */
+function clientFor(t, options) {
+  const client = new GroveClient({ WebSocket, ...options });
+  t.after(() => client.close());
+  return client;
+}
+
 /** Walks until a step succeeds, trying the directions in turn. */
 async function stepSomewhere(client) {
   const results = [];
@@ -38,8 +48,8 @@ describe("a client against a real server", { skip: skipReason, timeout: 300_000 
   });
 
   for (const encoding of ["binary", "json"]) {
-    test(`joins, walks and sees its viewport (${encoding})`, async () => {
-      const client = new GroveClient({ url: server.url, encoding, WebSocket, name: "tester" });
+    test(`joins, walks and sees its viewport (${encoding})`, async (t) => {
+      const client = clientFor(t, { url: server.url, encoding, name: "tester" });
       const views = [];
       client.on("view", (view) => views.push(view));
       const welcome = await client.connect();
@@ -64,8 +74,8 @@ describe("a client against a real server", { skip: skipReason, timeout: 300_000 
     });
   }
 
-  test("acts in the world's game (the orchard, make run's): one answer each, and the game's cells shown", async () => {
-    const client = new GroveClient({ url: server.url, encoding: "binary", WebSocket });
+  test("acts in the world's game (the orchard, make run's): one answer each, and the game's cells shown", async (t) => {
+    const client = clientFor(t, { url: server.url, encoding: "binary" });
     await client.connect();
     await client.once("view");
     // The orchard shows trees that bear and baskets in every area.
@@ -83,11 +93,10 @@ describe("a client against a real server", { skip: skipReason, timeout: 300_000 
     const bad = await client.act("pick", "here", { count: 1 });
     assert.equal(bad.result, "bad_args");
     assert.match(bad.reason, /count: not an argument/);
-    client.close();
   });
 
-  test("after a server restart it joins again by itself and gets every area again", async () => {
-    const client = new GroveClient({ url: server.url, WebSocket });
+  test("after a server restart it joins again by itself and gets every area again", async (t) => {
+    const client = clientFor(t, { url: server.url });
     const states = [];
     client.on("state", (state) => states.push(state));
     await client.connect();
@@ -104,11 +113,10 @@ describe("a client against a real server", { skip: skipReason, timeout: 300_000 
     const view = await client.once("view");
     assert.ok(view.entities.some((entity) => entity.id === welcome.id), "the new session's areas came");
     await stepSomewhere(client);
-    client.close();
   });
 
-  test("a move asked for while not connected, or left unanswered by close, is rejected", async () => {
-    const client = new GroveClient({ url: server.url, WebSocket });
+  test("a move asked for while not connected, or left unanswered by close, is rejected", async (t) => {
+    const client = clientFor(t, { url: server.url });
     await assert.rejects(client.move("e"), ConnectionLost);
     await client.connect();
     const pending = client.move("e");
@@ -145,7 +153,7 @@ describe("a client against a stand-in server", () => {
     avatar: "🙂",
   };
 
-  test("a frame it cannot read is reported, its areas forgotten, and a resync asked for", async () => {
+  test("a frame it cannot read is reported, its areas forgotten, and a resync asked for", async (t) => {
     const received = [];
     let resynced;
     const resync = new Promise((resolve) => (resynced = resolve));
@@ -160,7 +168,7 @@ describe("a client against a stand-in server", () => {
         }
       });
     });
-    const client = new GroveClient({ url, encoding: "json", WebSocket, name: "Ada" });
+    const client = clientFor(t, { url, encoding: "json", name: "Ada" });
     const errors = [];
     client.on("error", (error) => errors.push(error));
     await client.connect();
@@ -170,10 +178,9 @@ describe("a client against a stand-in server", () => {
     assert.equal(received[0].name, "Ada", "the guest's name goes in the join");
     assert.deepEqual(errors.map((error) => error.code), ["bad_field"]);
     assert.equal(client.world.entities.size, 0, "the areas held were forgotten, to come again");
-    client.close();
   });
 
-  test("a move over the server's rate limit is answered like any other, rate_limited", async () => {
+  test("a move over the server's rate limit is answered like any other, rate_limited", async (t) => {
     stand.once("connection", (socket) => {
       socket.on("message", (data) => {
         const message = JSON.parse(data.toString());
@@ -184,10 +191,9 @@ describe("a client against a stand-in server", () => {
         }
       });
     });
-    const client = new GroveClient({ url, encoding: "json", WebSocket });
+    const client = clientFor(t, { url, encoding: "json" });
     await client.connect();
     const outcome = await client.move("e");
     assert.equal(outcome.result, "rate_limited");
-    client.close();
   });
 });
