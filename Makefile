@@ -47,7 +47,13 @@ test-browser: client
 test-library: client
 	$(MAKE) suite-library
 
-# The suites, each once what it runs is built.
+# The suites, each once what it runs is built. A Node test file whose test
+# failed may keep a socket or a timer alive (a client reconnecting for
+# ever): --test-force-exit ends it once its tests are done, so the failure
+# is reported instead of the suite hanging, and --test-timeout fails a test
+# stuck waiting for something that never comes.
+NODE_TEST := node --test --test-force-exit --test-timeout=600000
+
 suite-product:
 	mix test
 
@@ -55,10 +61,10 @@ suite-lab: compile-lab
 	cd lab && mix test
 
 suite-browser: compile-servers
-	cd assets && node --test test/*.test.mjs
+	cd assets && $(NODE_TEST) test/*.test.mjs
 
 suite-library: compile-servers
-	cd clients/js && node --test test/*.test.mjs
+	cd clients/js && $(NODE_TEST) test/*.test.mjs
 
 compile-lab:
 	cd lab && MIX_ENV=test mix compile --warnings-as-errors --force
