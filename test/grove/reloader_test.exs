@@ -123,7 +123,7 @@ defmodule Grove.ReloaderTest do
         due =
           Enum.reduce(entries, %{wheel | slots: %{}}, &Grove.Actors.Herd.Wheel.add(&2, slot, &1))
 
-        %{herd | wheel: due, slot: slot - 1, late_ms: 3_600_000}
+        %{herd | wheel: due, slot: slot - 1, config: %{herd.config | late_ms: 3_600_000}}
       end)
 
       send(herd, {:beat, :sys.get_state(herd).beat})

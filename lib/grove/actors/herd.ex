@@ -86,38 +86,29 @@ defmodule Grove.Actors.Herd do
   @roll_bits Grove.Actor.roll_bits()
   @roll_mask Bitwise.bsl(1, @roll_bits) - 1
 
+  # The settings fixed at start are a map of their own (`config`), apart
+  # from what the herd updates as it runs: a map of more than 32 keys is a
+  # hash trie, slower to read and to update than a flat map, and a herd
+  # updates its state at every message.
   defstruct [
     :world,
     :api,
     :stats,
-    :count,
-    :interval,
-    :jitter,
-    :spawn,
-    :kind,
+    :config,
     :module,
     # The version of `module` its actors' states are of (see `code_change/3`).
     :version,
-    :kind_options,
     :senses,
     :terrain,
     :area,
-    :resolution,
-    :batch,
     :rand,
     :timer,
     :beat,
-    :native_per_us,
     :window,
     :wheel,
-    :late_ms,
-    :join_timeout,
-    :permits,
-    :join_backoff,
     :join_timer,
     # How far a blob spawn's square has grown (see `join_blob/3`).
     :blob_radius,
-    remote: false,
     to_join: 0,
     leaving: [],
     retiring: false,
@@ -125,6 +116,28 @@ defmodule Grove.Actors.Herd do
     slot: 0,
     paused: false
   ]
+
+  @typedoc """
+  The herd's settings, fixed at start: its actors' count, pace and kind,
+  the kind's options, how it spawns and joins, and whether its moves may
+  go to another node (`remote`).
+  """
+  @type config :: %{
+          count: non_neg_integer(),
+          interval: pos_integer(),
+          jitter: float(),
+          spawn: term(),
+          kind: byte(),
+          kind_options: keyword(),
+          resolution: pos_integer(),
+          batch: boolean(),
+          late_ms: non_neg_integer(),
+          join_timeout: timeout(),
+          permits: term(),
+          join_backoff: {pos_integer(), pos_integer()},
+          remote: boolean(),
+          native_per_us: pos_integer()
+        }
 
   @type t :: %__MODULE__{}
 
@@ -182,36 +195,40 @@ defmodule Grove.Actors.Herd do
            "#{inspect(module)} senses the game, and #{inspect(api)} cannot say what: it has no game_near/3 and attrs/2"
          )
 
-    herd = %__MODULE__{
-      world: world,
-      api: api,
-      module: module,
-      version: version,
-      kind_options: Keyword.get(opts, :kind_options, []),
-      senses: senses,
-      terrain: if(senses, do: api.terrain(world)),
-      stats: Keyword.fetch!(opts, :stats),
+    config = %{
       count: count,
       interval: interval,
       jitter: Keyword.get(opts, :jitter, 0.2),
       spawn: Keyword.get(opts, :spawn, :uniform),
       kind: Grove.World.kind_code(Keyword.get(opts, :kind, :actor)),
-      area: Keyword.get(opts, :area),
+      kind_options: Keyword.get(opts, :kind_options, []),
       resolution: resolution,
       batch: Keyword.get(opts, :batch, true),
       late_ms: Keyword.get(opts, :late_ms) || div(interval, 2),
       join_timeout: Keyword.get(opts, :join_timeout, 2000),
       permits: Keyword.get(opts, :join_permits),
       join_backoff: Keyword.get(opts, :join_backoff, {50, 5000}),
-      to_join: count,
       # Only a world of a cluster has moves to count as sent to another
       # node: a world alone pays nothing for the count.
       remote: api == Grove.World and Grove.World.fetch!(world).cluster != nil,
-      rand: :rand.seed_s(:exsss),
       native_per_us: :erlang.convert_time_unit(1, :microsecond, :native)
     }
 
-    {phase, rand} = :rand.uniform_s(herd.resolution, herd.rand)
+    herd = %__MODULE__{
+      world: world,
+      api: api,
+      stats: Keyword.fetch!(opts, :stats),
+      config: config,
+      module: module,
+      version: version,
+      senses: senses,
+      terrain: if(senses, do: api.terrain(world)),
+      area: Keyword.get(opts, :area),
+      to_join: count,
+      rand: :rand.seed_s(:exsss)
+    }
+
+    {phase, rand} = :rand.uniform_s(resolution, herd.rand)
     native = &:erlang.convert_time_unit(&1, :millisecond, :native)
 
     window =
@@ -232,7 +249,7 @@ defmodule Grove.Actors.Herd do
   @impl true
   def handle_info({:grove_moves, outcomes}, herd) do
     now = :erlang.monotonic_time()
-    %__MODULE__{stats: stats, native_per_us: native_per_us} = herd
+    %__MODULE__{stats: stats, config: %{native_per_us: native_per_us}} = herd
 
     {window, answered} = Window.answered(herd.window, outcomes, now)
     count_outcomes(outcomes, stats, now, native_per_us, nil, 0)
@@ -362,7 +379,7 @@ defmodule Grove.Actors.Herd do
         herd
 
       {due, wheel} ->
-        if now_ms - Wheel.due_ms(wheel, slot) > herd.late_ms do
+        if now_ms - Wheel.due_ms(wheel, slot) > herd.config.late_ms do
           skip_late(%{herd | wheel: wheel}, due, now_slot)
         else
           move_due(%{herd | wheel: wheel}, due, slot, now_slot)
@@ -371,7 +388,7 @@ defmodule Grove.Actors.Herd do
   end
 
   defp move_due(herd, due, slot, now_slot) do
-    jitter_ms = round(herd.interval * herd.jitter)
+    jitter_ms = round(herd.config.interval * herd.config.jitter)
     # The next wait, in ms, is drawn from an interval of this width that
     # starts `jitter_ms` before `interval`: the jitter, and a slot's width
     # more, so that rounding down to a slot keeps the average at `interval`
@@ -387,7 +404,10 @@ defmodule Grove.Actors.Herd do
                                  {moves, wheel, rand, in_flight, unanswered, full, stayed} ->
         # One draw gives both the step's random integer and the next wait.
         {draw, rand} = :rand.uniform_s(span <<< @roll_bits, rand)
-        wait = Wheel.wait_slots(herd.wheel, herd.interval, jitter_ms, (draw - 1) >>> @roll_bits)
+
+        wait =
+          Wheel.wait_slots(herd.wheel, herd.config.interval, jitter_ms, (draw - 1) >>> @roll_bits)
+
         # Counted from when the move was due, not from when the herd got
         # to it, so a herd running a little late keeps its actors' pace.
         next = max(slot + wait, now_slot + 1)
@@ -432,7 +452,7 @@ defmodule Grove.Actors.Herd do
     if full > 0, do: Stats.incr(herd.stats, :skipped_full, full)
     if stayed > 0, do: Stats.incr(herd.stats, :stayed, stayed)
 
-    if herd.remote and sent > 0,
+    if herd.config.remote and sent > 0,
       do: count_remote(herd, for({_id, _dir, _sent_at} = move <- moves, do: move))
 
     %{herd | wheel: wheel, rand: rand, window: Window.sent(window, sent_at, sent)}
@@ -452,7 +472,7 @@ defmodule Grove.Actors.Herd do
       at ->
         sensed = %Senses{
           id: id,
-          kind: herd.kind,
+          kind: herd.config.kind,
           at: at,
           radius: radius,
           terrain: herd.terrain,
@@ -531,7 +551,7 @@ defmodule Grove.Actors.Herd do
     end
   end
 
-  defp send_steps(%__MODULE__{batch: true} = herd, moves),
+  defp send_steps(%__MODULE__{config: %{batch: true}} = herd, moves),
     do: herd.api.move_many(herd.world, moves)
 
   defp send_steps(herd, moves) do
@@ -575,7 +595,7 @@ defmodule Grove.Actors.Herd do
   defp current_slot(herd), do: Wheel.slot_at(herd.wheel, System.monotonic_time(:millisecond))
 
   # Slots in an interval, rounded up: how far ahead spread moves may go.
-  defp interval_slots(herd), do: Wheel.slots(herd.wheel, herd.interval)
+  defp interval_slots(herd), do: Wheel.slots(herd.wheel, herd.config.interval)
 
   # A zone answers a batch's moves in one message, all sent at once: the
   # outcomes of a key with one round trip are counted together.
@@ -615,7 +635,7 @@ defmodule Grove.Actors.Herd do
     {chunk, rest} = Enum.split(herd.leaving, @join_chunk)
 
     outcome =
-      case herd.permits do
+      case herd.config.permits do
         nil ->
           {:ok, leave_chunk(herd, chunk, [])}
 
@@ -633,7 +653,7 @@ defmodule Grove.Actors.Herd do
 
       {:ok, refused} ->
         Stats.incr(herd.stats, :leave_retried, length(refused))
-        {first, most} = herd.join_backoff
+        {first, most} = herd.config.join_backoff
         backoff = herd.backoff |> Kernel.*(2) |> max(first) |> min(most)
         {extra, rand} = :rand.uniform_s(div(backoff, 2) + 1, herd.rand)
         Process.send_after(self(), :leave, div(backoff, 2) + extra)
@@ -674,7 +694,7 @@ defmodule Grove.Actors.Herd do
 
   defp join_some(herd) do
     {status, joined, herd} =
-      case herd.permits do
+      case herd.config.permits do
         nil ->
           join_chunk(herd, @join_chunk, [])
 
@@ -703,7 +723,7 @@ defmodule Grove.Actors.Herd do
 
       :refused ->
         Stats.incr(herd.stats, :join_retried)
-        {first, most} = herd.join_backoff
+        {first, most} = herd.config.join_backoff
         backoff = herd.backoff |> Kernel.*(2) |> max(first) |> min(most)
         # Half the backoff, plus up to as much again at random: herds
         # refused together do not come back together.
@@ -761,7 +781,7 @@ defmodule Grove.Actors.Herd do
       Enum.reduce(joined, {herd.wheel, herd.rand}, fn id, {wheel, rand} ->
         {offset, rand} = :rand.uniform_s(interval_slots, rand)
         {roll, rand} = :rand.uniform_s(@roll_mask + 1, rand)
-        state = herd.module.init(herd.kind_options, roll - 1)
+        state = herd.module.init(herd.config.kind_options, roll - 1)
         # No move yet: the batch of its last move is none.
         {Wheel.add(wheel, now_slot + offset, {id, 0, state}), rand}
       end)
@@ -769,7 +789,7 @@ defmodule Grove.Actors.Herd do
     reschedule(%{herd | wheel: wheel, rand: rand})
   end
 
-  defp join_one(%__MODULE__{spawn: {:blob, center, spread}} = herd, _attempts),
+  defp join_one(%__MODULE__{config: %{spawn: {:blob, center, spread}}} = herd, _attempts),
     do: join_blob(herd, center, spread)
 
   defp join_one(herd, attempts) do
@@ -795,8 +815,8 @@ defmodule Grove.Actors.Herd do
     herd.api.join(herd.world,
       at: at,
       updates: :none,
-      kind: herd.kind,
-      timeout: herd.join_timeout
+      kind: herd.config.kind,
+      timeout: herd.config.join_timeout
     )
   end
 
