@@ -70,6 +70,9 @@ defmodule Grove.Game do
       arrival from another zone), given as it stands there.
     * `tick/2` - every `:tick` milliseconds (the game's option, default
       `1000`) in every zone, with a random integer: regrowth, decay.
+    * `catch_up/3` - several ticks at once, `catch_up(area, ticks, roll)`:
+      a game that has it lets the zones nobody watches owe their ticks
+      and run them together (see "Ticks nobody watches").
     * `show/1` - what players see of a cell's value: `0` nothing, or a
       code from 1 to 255 that `legend/0` explains (default `0`).
     * `look/1` - what players see of an entity's attributes, likewise.
@@ -90,6 +93,39 @@ defmodule Grove.Game do
   Every callback must be pure: no messages, no clock, no process
   dictionary, no funs in the state (live reload replaces the code they
   would point to). Randomness comes in as integers.
+
+  ## Ticks nobody watches
+
+  Most zones of a big world have nobody looking at them, and a tick in
+  each of them every second, with its writes and saves, is most of what a
+  game costs. A game that defines `catch_up/3` lets them wait: a zone
+  nobody watches counts its ticks instead of running them, and runs those
+  it owes in one `catch_up(area, ticks, roll)` call (`roll` the last owed
+  tick's random integer)
+
+    * before anything that reads or changes the game's state in the zone:
+      a viewer's snapshot (someone comes to look), an action whose target
+      is in the zone, a `join/3` or `leave/2`, a handover or a sleep;
+    * when it owes `:catch_up` ticks (the game's option, default `10`),
+      so that what is saved and what actors sense lags little;
+    * and before the tick that falls due once the zone is watched.
+
+  So whoever looks, or acts, finds the zone as if every tick had run, on
+  two promises the game makes by defining `catch_up/3`:
+
+    * `catch_up(area, n, roll)` gives the state that `n` calls of
+      `tick/2` in a row would give, in law: each outcome with the chance
+      it would have after `n` ticks (a growth rule can draw it at once:
+      a tree short of apples gains the successes of `n` tries, capped);
+      and `catch_up(area, 1, roll)` is `tick(area, roll)`;
+    * what its ticks change, moves and `enter/2` do not read: a tick
+      does not change what blocks, nor what `enter/2` looks at (an
+      entity steps in without the zone catching up).
+
+  What is read without asking the zone may lag by the ticks it owes: the
+  cells actors sense, `Grove.World.cell/2`, the periodic save (after a
+  crash, a zone comes back as it was saved, as without owed ticks). A
+  game without `catch_up/3` has every tick run when it falls due.
 
   ## Effects
 
@@ -205,6 +241,7 @@ defmodule Grove.Game do
   @callback leave(Entity.t(), Area.t()) :: [effect()]
   @callback enter(Entity.t(), Area.t()) :: [effect()]
   @callback tick(Area.t(), roll :: non_neg_integer()) :: [effect()]
+  @callback catch_up(Area.t(), ticks :: pos_integer(), roll :: non_neg_integer()) :: [effect()]
   @callback show(value()) :: 0..255
   @callback look(attrs()) :: 0..255
   @callback blocks(value()) :: boolean() | nil
@@ -218,6 +255,7 @@ defmodule Grove.Game do
                       leave: 2,
                       enter: 2,
                       tick: 2,
+                      catch_up: 3,
                       show: 1,
                       look: 1,
                       blocks: 1,

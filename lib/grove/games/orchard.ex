@@ -116,26 +116,60 @@ defmodule Grove.Games.Orchard do
   def enter(_entity, _area), do: []
 
   # Trees bear again, flowers grow back: each by its own chance, from the
-  # tick's random integer and the cell.
+  # tick's random integer and the cell. A tick is the catch-up of one.
   @impl true
-  def tick(area, roll) do
+  def tick(area, roll), do: catch_up(area, 1, roll)
+
+  # `ticks` ticks at once, each cell's outcome drawn from what those ticks
+  # would have given it: a tree short of apples grows one at each tick
+  # with chance p until it has three, so it gains min(short, S) with S of
+  # the binomial law B(ticks, p); grazed flowers come back at the first
+  # tick of chance r that comes up, so within `ticks` with chance
+  # 1 - (1 - r)^ticks. One draw per cell, whatever the count.
+  @impl true
+  def catch_up(area, ticks, roll) do
     config = Area.config(area)
+    grow = config.grow / 1000
+    bears = bears(grow, ticks)
+    regrows = 1 - :math.pow(1 - config.regrow / 1000, ticks)
 
     for {cell, value} <- Area.cells(area),
-        effect = grow(value, cell, roll, config),
+        effect = grow(value, cell, draw(roll, cell), bears, regrows),
         effect != nil,
         do: effect
   end
 
-  defp grow({:tree, n}, cell, roll, config) when n < @most do
-    if :erlang.phash2({roll, cell}, 1000) < config.grow, do: {:cell, cell, {:tree, n + 1}}
+  # A uniform draw in [0, 1) for a cell at a tick.
+  @draws 1_000_000
+  defp draw(roll, cell), do: :erlang.phash2({roll, cell}, @draws) / @draws
+
+  # The chances that `ticks` ticks of chance p grow no apple, at most one,
+  # at most two: P(S <= 0), P(S <= 1), P(S <= 2).
+  defp bears(p, ticks) do
+    q = 1 - p
+    none = :math.pow(q, ticks)
+    one = ticks * p * :math.pow(q, ticks - 1)
+    two = ticks * (ticks - 1) / 2 * p * p * :math.pow(q, max(ticks - 2, 0))
+    {none, none + one, none + one + two}
   end
 
-  defp grow(:grazed, cell, roll, config) do
-    if :erlang.phash2({roll, cell}, 1000) < config.regrow, do: {:cell, cell, nil}
+  defp grow({:tree, n}, cell, u, {none, one, two}, _regrows) when n < @most do
+    grown =
+      cond do
+        u < none -> 0
+        u < one -> 1
+        u < two -> 2
+        true -> @most
+      end
+
+    if grown > 0, do: {:cell, cell, {:tree, min(n + grown, @most)}}
   end
 
-  defp grow(_value, _cell, _roll, _config), do: nil
+  defp grow(:grazed, cell, u, _bears, regrows) do
+    if u < regrows, do: {:cell, cell, nil}
+  end
+
+  defp grow(_value, _cell, _u, _bears, _regrows), do: nil
 
   @impl true
   def act(%Act{name: :pick, actor: %{attrs: attrs} = actor, target: target}, area) do

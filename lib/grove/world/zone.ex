@@ -446,19 +446,26 @@ defmodule Grove.World.Zone do
     {:noreply, zone |> carry_out(left) |> sync_game()}
   end
 
-  # Views: the rules are `Zone.Views`'s, the effects ours.
-  def handle_cast({:subscribe, pid, entity_id, format}, zone),
-    do: {:noreply, view(zone, Views.subscribe(zone.views, zone.core, pid, entity_id, format))}
+  # Views: the rules are `Zone.Views`'s, the effects ours. A snapshot
+  # shows the game's ticks this zone owed while nobody watched it.
+  def handle_cast({:subscribe, pid, entity_id, format}, zone) do
+    zone = settle_game(zone)
+    {:noreply, view(zone, Views.subscribe(zone.views, zone.core, pid, entity_id, format))}
+  end
 
   def handle_cast({:unsubscribe, pid, entity_id, format}, zone),
     do: {:noreply, view(zone, Views.unsubscribe(zone.views, pid, entity_id, format))}
 
   # A viewer that fell behind the feed, or lost track, asks for a snapshot.
-  def handle_cast({:snapshot, pid, format}, zone),
-    do: {:noreply, view(zone, Views.snapshot(zone.views, zone.core, pid, format))}
+  def handle_cast({:snapshot, pid, format}, zone) do
+    zone = settle_game(zone)
+    {:noreply, view(zone, Views.snapshot(zone.views, zone.core, pid, format))}
+  end
 
-  def handle_cast({:snapshot, pid, format, tiles}, zone),
-    do: {:noreply, view(zone, Views.snapshot_tiles(zone.views, zone.core, pid, format, tiles))}
+  def handle_cast({:snapshot, pid, format, tiles}, zone) do
+    zone = settle_game(zone)
+    {:noreply, view(zone, Views.snapshot_tiles(zone.views, zone.core, pid, format, tiles))}
+  end
 
   def handle_cast(:tick, zone), do: {:noreply, tick(zone)}
 
@@ -533,7 +540,7 @@ defmodule Grove.World.Zone do
     for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
     if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
     if zone.game_timer, do: Process.cancel_timer(zone.game_timer)
-    zone = sync_game(zone)
+    zone = settle_game(zone)
     rows = :ets.tab2list(zone.table)
     subscriptions = :ets.lookup(zone.world.subscriptions, zone.index)
     # The game's layer as its table holds it, readiness mark included.
@@ -779,7 +786,7 @@ defmodule Grove.World.Zone do
   # its tables. What was sent to its name before it gave it up is in its
   # mailbox, and is passed on from there.
   defp sleep(zone) do
-    zone = zone |> sync_game() |> count_entities() |> store_asleep()
+    zone = zone |> settle_game() |> count_entities() |> store_asleep()
     for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
     if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
     # A game's layer is in the store or its table; its ticks wait for the zone to wake.
@@ -1312,6 +1319,11 @@ defmodule Grove.World.Zone do
   end
 
   defp game_table(zone), do: zone.game_table
+
+  # The game's ticks owed while nobody watched, run before anything reads
+  # what they change from outside the zone's core (`GameRules.settle/1`).
+  defp settle_game(%__MODULE__{core: core} = zone),
+    do: sync_game(%{zone | core: GameRules.settle(core)})
 
   # The game's tick, spread over its interval like views' ticks.
   defp schedule_game_tick(%__MODULE__{game_timer: nil, core: %State{game: game}} = zone)

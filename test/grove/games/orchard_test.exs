@@ -29,8 +29,8 @@ defmodule Grove.Games.OrchardTest do
   end
 
   # A zone whose layer is the test's own: `layer` is {cell, value}.
-  defp zone(layer) do
-    spec = Spec.new!({Orchard, tick: :manual})
+  defp zone(layer, options \\ []) do
+    spec = Spec.new!({Orchard, [tick: :manual] ++ options})
     rows = for {{x, y}, value} <- layer, do: {Grid.cell_key(@grid, x, y), value}
     Game.setup(State.new(0, @grid, terrain(), Rules.new(move_rate: nil)), spec, rows)
   end
@@ -117,6 +117,68 @@ defmodule Grove.Games.OrchardTest do
     state = Enum.reduce(1..2000, state, fn roll, state -> Game.tick(state, roll) end)
     assert value(state, {5, 5}) == nil
     assert value(state, {2, 2}) == {:tree, 3}
+  end
+
+  # Every cell of the 10 x 10 zone holds `value`, with the game's options.
+  defp zone_of(value, options),
+    do: zone(for(x <- 0..9, y <- 0..9, do: {{x, y}, value}), options)
+
+  # How often each value comes out over the cells of `runs` zones.
+  defp outcomes(runs, run) do
+    counts =
+      Enum.reduce(1..runs, %{}, fn seed, acc ->
+        state = run.(seed)
+        Enum.reduce(Map.values(state.game.layer), acc, &Map.update(&2, &1, 1, fn n -> n + 1 end))
+      end)
+
+    total = Enum.sum(Map.values(counts))
+    Map.new(counts, fn {value, n} -> {value, n / total} end)
+  end
+
+  test "catching up n ticks at once gives what n ticks give, in law" do
+    options = [grow: 300, regrow: 150]
+
+    for {value, ticks} <- [{{:tree, 0}, 4}, {{:tree, 1}, 7}, {:grazed, 5}, {{:tree, 2}, 1}] do
+      # Ticks one by one, each with a roll of its own, in a zone that owes none.
+      one_by_one =
+        outcomes(200, fn seed ->
+          state = zone_of(value, [catch_up: 1] ++ options)
+          Enum.reduce(1..ticks, state, &Game.tick(&2, seed * 1000 + &1))
+        end)
+
+      # The same ticks owed by a zone nobody watches, run together.
+      at_once =
+        outcomes(200, fn seed ->
+          state = zone_of(value, [catch_up: ticks] ++ options)
+          Enum.reduce(1..ticks, state, &Game.tick(&2, seed * 1000 + &1))
+        end)
+
+      for key <- Enum.uniq(Map.keys(one_by_one) ++ Map.keys(at_once)) do
+        assert_in_delta Map.get(one_by_one, key, 0),
+                        Map.get(at_once, key, 0),
+                        0.02,
+                        "#{inspect(value)} after #{ticks} ticks: #{inspect(key)} " <>
+                          "#{inspect(one_by_one)} against #{inspect(at_once)}"
+      end
+    end
+  end
+
+  test "a zone nobody watches owes its ticks, and runs them before an action on it" do
+    # Trees that grow an apple at every tick; ticks owed up to 10 at a time.
+    state = zone([{{2, 2}, {:tree, 0}}], grow: 1000) |> join(1, {3, 2})
+    state = state |> Game.tick(1) |> Game.tick(2)
+    assert Game.owed(state) == 2
+    assert value(state, {2, 2}) == {:tree, 0}
+
+    # Two ticks of certain growth: two apples, one picked.
+    assert {:acted, {:ok, %{carrying: 1}}, state} = act(state, 1, :pick, :w)
+    assert Game.owed(state) == 0
+    assert value(state, {2, 2}) == {:tree, 1}
+
+    # Watched, it ticks when the tick falls due.
+    state = state |> State.watch(true) |> Game.tick(3)
+    assert Game.owed(state) == 0
+    assert value(state, {2, 2}) == {:tree, 2}
   end
 
   test "a player who leaves drops its apples where it stood, and whoever steps there takes them" do

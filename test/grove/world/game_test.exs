@@ -1,3 +1,40 @@
+defmodule Grove.World.GameTest.LazyApples do
+  @moduledoc false
+  # The apple game of the tests, whose zones nobody watches may owe their
+  # ticks: `catch_up/3` is `ticks` of its ticks, each an apple to every
+  # tree short of `:most`.
+  @behaviour Grove.Game
+
+  alias Grove.AppleGame
+  alias Grove.Game.Area
+
+  @impl true
+  defdelegate actions, to: AppleGame
+  @impl true
+  defdelegate init(options), to: AppleGame
+  @impl true
+  defdelegate cell(cell, ground, config), to: AppleGame
+  @impl true
+  defdelegate join(entity, info, area), to: AppleGame
+  @impl true
+  defdelegate act(act, area), to: AppleGame
+  @impl true
+  defdelegate show(value), to: AppleGame
+  @impl true
+  defdelegate look(attrs), to: AppleGame
+  @impl true
+  defdelegate tick(area, roll), to: AppleGame
+
+  @impl true
+  def catch_up(area, ticks, _roll) do
+    most = Area.config(area).most
+
+    for {cell, {:tree, n}} <- Area.cells(area),
+        n < most,
+        do: {:cell, cell, {:tree, min(n + ticks, most)}}
+  end
+end
+
 defmodule Grove.World.GameTest do
   @moduledoc "A game in a running world: actions through the client API, its state in ETS, views, failures."
   use Grove.WorldCase, async: true
@@ -159,6 +196,64 @@ defmodule Grove.World.GameTest do
     {:ok, _} = act(world, id, :pick, :e)
     World.Game.tick(world)
     eventually(fn -> assert World.cell(world, {9, 5}) == {{:tree, 1}, 1} end)
+  end
+
+  @lazy {__MODULE__.LazyApples, trees: [{9, 5}], tick: :manual, catch_up: 100}
+
+  @tag world: [game: @lazy]
+  test "a zone nobody watches owes its ticks, and a viewer's snapshot shows them run", %{
+    world: world
+  } do
+    id = join(world, {8, 5})
+    assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
+    World.Game.tick(world)
+    World.Game.tick(world)
+    zone = World.zone_pid(world, 0)
+    assert Grove.World.Zone.Game.owed(:sys.get_state(zone).core) == 2
+    # Read without asking the zone, the tree lags by what it owes.
+    assert World.cell(world, {9, 5}) == {{:tree, 0}, 0}
+
+    # Someone comes to look from the next zone: zone 0 runs the two ticks
+    # before its snapshot.
+    {:ok, viewer, _} = World.join(world, at: {13, 5}, updates: :view, view_radius: 4)
+    view = receive_snapshots(View.new({13, 5}, 4, viewer), 2)
+    assert View.game_cells(view)[{9, 5}] == 1
+    assert World.cell(world, {9, 5}) == {{:tree, 2}, 1}
+    assert Grove.World.Zone.Game.owed(:sys.get_state(zone).core) == 0
+
+    # Watched, the zone runs its ticks when they fall due.
+    World.Game.tick(world)
+    :sys.get_state(zone)
+    assert World.cell(world, {9, 5}) == {{:tree, 3}, 1}
+  end
+
+  @tag world: [game: @lazy]
+  test "a zone nobody watches runs the ticks it owes before an action", %{world: world} do
+    id = join(world, {8, 5})
+    assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
+    assert act(world, id, :pick, :e) == {:refused, :no_apples}
+    World.Game.tick(world)
+    World.Game.tick(world)
+    # Without them, the tree would have no apple to give.
+    assert act(world, id, :pick, :e) == {:ok, %{carrying: 2}}
+    assert World.cell(world, {9, 5}) == {{:tree, 1}, 1}
+  end
+
+  @tag world: [game: put_elem(@lazy, 1, Keyword.put(elem(@lazy, 1), :catch_up, 3))]
+  test "a zone nobody watches runs its ticks once it owes :catch_up of them", %{world: world} do
+    id = join(world, {8, 5})
+    assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
+    zone = World.zone_pid(world, 0)
+
+    for owed <- [1, 2] do
+      World.Game.tick(world)
+      assert Grove.World.Zone.Game.owed(:sys.get_state(zone).core) == owed
+      assert World.cell(world, {9, 5}) == {{:tree, 0}, 0}
+    end
+
+    World.Game.tick(world)
+    :sys.get_state(zone)
+    assert World.cell(world, {9, 5}) == {{:tree, 3}, 1}
   end
 
   @tag world: [game: @game]

@@ -15,6 +15,10 @@ defmodule Grove.World.Game.Spec do
       ignored when the game has no `tick/2`
     * `:save` - milliseconds between two saves of the zones' game state
       to the store, when the world has one (default `5000`)
+    * `:catch_up` - for a game with `catch_up/3`, how many ticks a zone
+      nobody watches may owe before it runs them together (default `10`;
+      `1` runs every tick when it falls due); see "Ticks nobody watches"
+      in `Grove.Game`
 
   A game's `legend/0` may name a leaderboard, `board: %{tally: name,
   title: text, unit: text}`: the tally (`{:tally, name, key, delta}`
@@ -31,13 +35,15 @@ defmodule Grove.World.Game.Spec do
     options: [],
     tick: 1000,
     save: 5000,
+    catch_up: 10,
     version: 0,
     hooks: %{}
   ]
 
   @typedoc "Which optional callbacks the module has."
   @type hooks :: %{
-          optional(:cell | :join | :leave | :enter | :tick | :show | :look | :blocks) => true
+          optional(:cell | :join | :leave | :enter | :tick | :catch_up | :show | :look | :blocks) =>
+            true
         }
 
   @type t :: %__MODULE__{
@@ -47,6 +53,7 @@ defmodule Grove.World.Game.Spec do
           options: keyword(),
           tick: pos_integer() | :manual,
           save: pos_integer(),
+          catch_up: pos_integer(),
           version: non_neg_integer(),
           hooks: hooks()
         }
@@ -55,7 +62,17 @@ defmodule Grove.World.Game.Spec do
   @max_data_string 255
   @int32 -2_147_483_648..2_147_483_647
 
-  @hooks [cell: 3, join: 3, leave: 2, enter: 2, tick: 2, show: 1, look: 1, blocks: 1]
+  @hooks [
+    cell: 3,
+    join: 3,
+    leave: 2,
+    enter: 2,
+    tick: 2,
+    catch_up: 3,
+    show: 1,
+    look: 1,
+    blocks: 1
+  ]
 
   @doc """
   Checks a game and makes its spec; `nil` and `false` are no game.
@@ -75,9 +92,9 @@ defmodule Grove.World.Game.Spec do
             "game #{inspect(module)} does not define #{fun}/#{arity} (see Grove.Game)"
     end
 
-    {own, game_options} = Keyword.split(options, [:tick, :save])
+    {own, game_options} = Keyword.split(options, [:tick, :save, :catch_up])
 
-    for key <- [:tick, :save],
+    for key <- [:tick, :save, :catch_up],
         value = own[key],
         not (is_integer(value) and value > 0) and not (key == :tick and value == :manual) do
       raise ArgumentError,
@@ -94,6 +111,7 @@ defmodule Grove.World.Game.Spec do
       options: options,
       tick: Keyword.get(own, :tick, 1000),
       save: Keyword.get(own, :save, 5000),
+      catch_up: Keyword.get(own, :catch_up, 10),
       version: if(function_exported?(module, :version, 0), do: module.version(), else: 0),
       hooks:
         for(

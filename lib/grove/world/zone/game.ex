@@ -52,7 +52,9 @@ defmodule Grove.World.Zone.Game do
     tallies: [],
     failures: [],
     shown: %{},
-    looks: %{}
+    looks: %{},
+    owed: 0,
+    roll: 0
   ]
 
   @type key :: non_neg_integer()
@@ -67,7 +69,9 @@ defmodule Grove.World.Zone.Game do
           tallies: [{atom(), integer() | String.t(), integer()}],
           failures: [failure()],
           shown: %{key() => byte()},
-          looks: %{Entity.id() => byte()}
+          looks: %{Entity.id() => byte()},
+          owed: non_neg_integer(),
+          roll: non_neg_integer()
         }
 
   @typedoc "A callback that failed: the module, the callback, and what happened."
@@ -259,6 +263,7 @@ defmodule Grove.World.Zone.Game do
   @doc "An entity was placed here: the game's `join/3`, told `info`."
   @spec joined(State.t(), Entity.id(), map()) :: {:ok, Entity.t(), State.t()}
   def joined(%State{game: %__MODULE__{spec: %{hooks: %{join: true}} = spec}} = state, id, info) do
+    state = settle(state)
     %{^id => entity} = state.entities
     state = hook(state, spec, :join, [entity, info, state], id)
     {:ok, Map.fetch!(state.entities, id), state}
@@ -283,6 +288,7 @@ defmodule Grove.World.Zone.Game do
   @doc "An entity is about to go for good: the game's `leave/2`."
   @spec left(State.t(), Entity.id()) :: State.t()
   def left(%State{game: %__MODULE__{spec: %{hooks: %{leave: true}} = spec}} = state, id) do
+    state = settle(state)
     %{^id => entity} = state.entities
     hook(state, spec, :leave, [entity, state], id)
   end
@@ -296,12 +302,48 @@ defmodule Grove.World.Zone.Game do
   @spec roll() :: non_neg_integer()
   def roll, do: :rand.uniform(@roll_max + 1) - 1
 
-  @doc "A game tick in this zone, with a random integer: the game's `tick/2`."
+  @doc """
+  A game tick in this zone, with a random integer: the game's `tick/2`;
+  or, in a zone nobody watches of a game with `catch_up/3`, a tick owed,
+  run with the others owed once `:catch_up` of them are, or before
+  anything reads what they change (`settle/1`).
+  """
   @spec tick(State.t(), non_neg_integer()) :: State.t()
-  def tick(%State{game: %__MODULE__{spec: %{hooks: %{tick: true}} = spec}} = state, roll),
-    do: hook(state, spec, :tick, [state, roll], 0)
+  def tick(
+        %State{watched: false, game: %__MODULE__{spec: %{hooks: %{catch_up: true}}}} = state,
+        roll
+      ) do
+    %{game: %__MODULE__{spec: spec, owed: owed} = game} = state
+    state = %{state | game: %{game | owed: owed + 1, roll: roll}}
+    if owed + 1 >= spec.catch_up, do: settle(state), else: state
+  end
+
+  def tick(%State{game: %__MODULE__{spec: %{hooks: %{tick: true}} = spec}} = state, roll) do
+    state = settle(state)
+    hook(state, spec, :tick, [state, roll], 0)
+  end
 
   def tick(state, _roll), do: state
+
+  @doc """
+  The ticks this zone owes, run now in one `catch_up/3` (with the last
+  owed tick's random integer): before a viewer's snapshot, an action, a
+  join or a leave, a handover or a sleep. A zone that owes none is left
+  as it is.
+  """
+  @spec settle(State.t()) :: State.t()
+  def settle(%State{game: %__MODULE__{owed: owed, roll: roll, spec: spec} = game} = state)
+      when owed > 0 do
+    state = %{state | game: %{game | owed: 0}}
+    hook(state, spec, :catch_up, [state, owed, roll], 0)
+  end
+
+  def settle(state), do: state
+
+  @doc "The ticks this zone owes (see `tick/2`)."
+  @spec owed(State.t()) :: non_neg_integer()
+  def owed(%State{game: %__MODULE__{owed: owed}}), do: owed
+  def owed(_state), do: 0
 
   @doc "An entity came in (placed, arrived, restored): viewers learn its look with it."
   @spec arrived(State.t(), Entity.t()) :: State.t()
@@ -530,6 +572,7 @@ defmodule Grove.World.Zone.Game do
   # collected to be sent back rather than applied here.
   defp run_act(%State{game: %__MODULE__{spec: spec}} = state, %Act{} = act, remote) do
     module = spec.module
+    state = settle(state)
 
     try do
       module.act(act, state)
