@@ -105,7 +105,7 @@ defmodule Grove.World.Metrics do
        "What sleeping zones held (entities, a game's layer) written to the store.",
        [{[], stats.zone_saves}]},
       {"grove_zone_save_failures_total", :counter,
-       "Sleeping zones' writes the store refused; what they held stays in memory.",
+       "Writes of zones falling asleep that the store refused; each such zone stays awake and tries again.",
        [{[], stats.zone_save_failures}]},
       {"grove_zone_loads_total", :counter,
        "Zones that read their entities back from the store as they woke.",

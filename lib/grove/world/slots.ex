@@ -4,7 +4,8 @@ defmodule Grove.World.Slots do
   # the table of its game's cell layer, and its counters (mailbox length as
   # last measured, moves handled, entities as of its last tick, changes of
   # its game's layer since the last save, the number of its last delta in
-  # the feed).
+  # the feed, and the count of changes at which its game's layer was laid
+  # anew from the game's first values).
   #
   # A world whose zones all run (`zones: :always`) has them for every zone
   # from the start, in tuples and arrays indexed by zone, as fast to read
@@ -30,7 +31,8 @@ defmodule Grove.World.Slots do
   @entities 3
   @changes 4
   @seq 5
-  @counters 5
+  @laid 6
+  @counters 6
 
   @typedoc "The table of a world of zones on demand, with a row per known zone."
   @type t :: :ets.tid()
@@ -247,6 +249,32 @@ defmodule Grove.World.Slots do
     do: :atomics.add(world.game_changes, index + 1, 1)
 
   def touched(world, index), do: add(world, index, @changes, 1)
+
+  @doc """
+  Records that a zone of a world of zones on demand has just laid its
+  game's layer anew from the game's first values (nothing was saved of
+  it): until it changes, it needs no save, since the game lays it again
+  the same (`Grove.Game`'s `cell/3` is deterministic).
+  """
+  @spec laid(World.t(), non_neg_integer()) :: :ok
+  def laid(%World{zones_on_demand: false}, _index), do: :ok
+  def laid(world, index), do: put(world, index, @laid, changes(world, index))
+
+  @doc "Forgets that a zone's layer is as the game laid it (`laid/2`): its next change is saved."
+  @spec unlaid(World.t(), non_neg_integer()) :: :ok
+  def unlaid(%World{zones_on_demand: false}, _index), do: :ok
+  def unlaid(world, index), do: put(world, index, @laid, 0)
+
+  @doc "True when a zone's game layer is as the game laid it, unchanged since (`laid/2`)."
+  @spec as_laid?(World.t(), non_neg_integer()) :: boolean()
+  def as_laid?(%World{zones_on_demand: false}, _index), do: false
+
+  def as_laid?(world, index) do
+    case counters(world, index) do
+      nil -> false
+      counters -> :atomics.get(counters, @laid) == :atomics.get(counters, @changes)
+    end
+  end
 
   @doc false
   # The counters' array and position of a zone's feed number, or nil.

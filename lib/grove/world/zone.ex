@@ -528,9 +528,12 @@ defmodule Grove.World.Zone do
     do: {:noreply, pass_on(zone, {:"$gen_call", from, message})}
 
   def handle_call(:sleep_if_idle, _from, zone) do
-    if zone.world.zones_on_demand and idle?(zone),
-      do: {:reply, :asleep, sleep(zone)},
-      else: {:reply, :awake, zone}
+    if zone.world.zones_on_demand and idle?(zone) do
+      {answer, zone} = sleep(zone)
+      {:reply, answer, zone}
+    else
+      {:reply, :awake, zone}
+    end
   end
 
   # The first step of a handover: what the new owner needs (the table's
@@ -645,7 +648,14 @@ defmodule Grove.World.Zone do
         {:noreply, %{zone | idle_since: now}}
 
       now - zone.idle_since >= zone.world.zone_idle ->
-        {:noreply, sleep(zone)}
+        case sleep(zone) do
+          {:asleep, zone} ->
+            {:noreply, zone}
+
+          {:awake, zone} ->
+            schedule_idle_check(zone)
+            {:noreply, zone}
+        end
 
       true ->
         schedule_idle_check(zone)
@@ -753,6 +763,8 @@ defmodule Grove.World.Zone do
       when before != nil do
     %State{game: %{spec: spec}} = zone.core
     :ets.insert(game_table(zone), {:ready, spec.version, 0, nil})
+    # Its layer is the new version's now, whatever it was laid as.
+    Slots.unlaid(zone.world, zone.index)
     zone = %{zone | game_before: nil, world: %{zone.world | game: spec}}
     {:ok, zone |> schedule_game_tick() |> sync_game()}
   end
@@ -783,10 +795,22 @@ defmodule Grove.World.Zone do
 
   # The directory keeps its entities; their rows and the game's layer go
   # to the store when the world has one (`Zone.Saves`), else they stay in
-  # its tables. What was sent to its name before it gave it up is in its
-  # mailbox, and is passed on from there.
+  # its tables. A game's layer as the game laid it, unchanged since, goes
+  # nowhere: the next wake lays it again the same. A zone whose store cannot
+  # take what it holds does not sleep: it stays awake, as it was, and tries
+  # again at its next idle check, so that nothing it held piles up in
+  # memory behind it. What was sent to its name before it gave it up is in
+  # its mailbox, and is passed on from there.
   defp sleep(zone) do
-    zone = zone |> settle_game() |> count_entities() |> store_asleep()
+    zone = zone |> settle_game() |> count_entities()
+
+    case store_asleep(zone) do
+      :ok -> {:asleep, fall_asleep(zone)}
+      :failed -> {:awake, zone}
+    end
+  end
+
+  defp fall_asleep(zone) do
     for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
     if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
     # A game's layer is in the store or its table; its ticks wait for the zone to wake.
@@ -810,10 +834,14 @@ defmodule Grove.World.Zone do
     }
   end
 
-  # Each table is emptied once the store has what it held, and only then:
-  # a store that cannot take it leaves it in memory, as a world without
-  # a store keeps it.
-  defp store_asleep(%__MODULE__{world: %World{game_store: nil}} = zone), do: zone
+  # Each table is emptied once the store has what it held (both saves),
+  # and only then: a zone whose store cannot take it stays awake with it.
+  # A world without a store keeps it in the tables, but a game's layer
+  # as the game laid it.
+  defp store_asleep(%__MODULE__{world: %World{game_store: nil}} = zone) do
+    if laid?(zone), do: :ets.delete_all_objects(game_table(zone))
+    :ok
+  end
 
   defp store_asleep(%__MODULE__{world: world, index: index} = zone) do
     # Its bacteria's cells go with its entities; its row keeps its borders.
@@ -823,45 +851,53 @@ defmodule Grove.World.Zone do
            do: row,
            else: (_ -> nil)
 
-    case :ets.tab2list(zone.table) do
-      [] when life == nil ->
-        :ok
+    layer = if laid?(zone), do: nil, else: game_layer(world, index)
+    rows = :ets.tab2list(zone.table)
 
-      rows ->
-        stored(zone, "its entities and bacteria", Saves.save(world, index, rows, life), fn ->
-          :ets.delete_all_objects(zone.table)
-          if life, do: :ets.insert(world.life_table, put_elem(life, 2, nil))
-        end)
+    with :ok <- stored(zone, "its game's layer", save_layer(world, index, layer)),
+         :ok <- stored(zone, "its entities and bacteria", save_rows(world, index, rows, life)) do
+      if rows != [] or life != nil do
+        :ets.delete_all_objects(zone.table)
+        if life, do: :ets.insert(world.life_table, put_elem(life, 2, nil))
+      end
+
+      if world.game, do: :ets.delete_all_objects(game_table(zone))
+      :ok
     end
-
-    with %World{game: spec} when spec != nil <- world,
-         layer when layer != nil <- World.Game.layer(world, index) do
-      save = [{Integer.to_string(index), World.Game.encode_save(world, layer)}]
-
-      stored(
-        zone,
-        "its game's layer",
-        Storage.save_state(world.game_store, World.Game.save_scope(world), save),
-        fn ->
-          :ets.delete_all_objects(game_table(zone))
-        end
-      )
-    end
-
-    zone
   end
 
-  defp stored(zone, _what, :ok, forget) do
-    forget.()
+  defp laid?(%__MODULE__{world: %World{game: nil}}), do: false
+  defp laid?(zone), do: Slots.as_laid?(zone.world, zone.index)
+
+  defp game_layer(%World{game: nil}, _index), do: nil
+  defp game_layer(world, index), do: World.Game.layer(world, index)
+
+  defp save_layer(_world, _index, nil), do: :nothing
+
+  defp save_layer(world, index, layer) do
+    save = [{Integer.to_string(index), World.Game.encode_save(world, layer)}]
+    Storage.save_state(world.game_store, World.Game.save_scope(world), save)
+  end
+
+  defp save_rows(_world, _index, [], nil), do: :nothing
+  defp save_rows(world, index, rows, life), do: Saves.save(world, index, rows, life)
+
+  defp stored(_zone, _what, :nothing), do: :ok
+
+  defp stored(zone, _what, :ok) do
     Stats.incr(zone.world.stats, :zone_saves)
+    :ok
   end
 
-  defp stored(zone, what, {:error, reason}, _forget) do
+  defp stored(zone, what, {:error, reason}) do
     Stats.incr(zone.world.stats, :zone_save_failures)
 
     Logger.warning(
-      "zone #{zone.index} sleeps with #{what} in memory: the store could not take it (#{inspect(reason)})"
+      "zone #{zone.index} stays awake with #{what}: the store could not take it (#{inspect(reason)}); " <>
+        "it tries again at its next idle check"
     )
+
+    :failed
   end
 
   # The casts and calls still in the mailbox of a zone asleep whose
@@ -1733,7 +1769,13 @@ defmodule Grove.World.Zone do
         %{zone | core: core}
 
       [] ->
-        core = GameRules.setup(zone.core, world.game, World.Game.load(world, zone.index))
+        loaded = World.Game.load(world, zone.index)
+        core = GameRules.setup(zone.core, world.game, loaded)
+        # A layer laid anew needs no save until it changes (`Slots.laid/2`).
+        if loaded == :generate,
+          do: Slots.laid(world, zone.index),
+          else: Slots.unlaid(world, zone.index)
+
         :ets.insert(table, GameRules.rows(core))
         :ets.insert(table, {:ready, world.game.version, 0, nil})
         %{zone | core: core}

@@ -6,7 +6,7 @@ defmodule Grove.World.OnDemandTest do
 
   alias Grove.{AppleGame, World}
   alias Grove.Test.MemoryStore
-  alias Grove.World.{Grid, Slots}
+  alias Grove.World.{Grid, Slots, Zone}
 
   # Zones wake only when something is sent to them, but where a test says otherwise.
   @on_demand [
@@ -199,25 +199,89 @@ defmodule Grove.World.OnDemandTest do
       assert World.audit(world) == :ok
     end
 
-    test "a zone whose state the store cannot take sleeps with it in memory, and wakes with it",
+    test "a zone whose state the store cannot take stays awake with it, and sleeps once the store takes it",
          %{world: world, store: store} do
       {:ok, id, _} = World.join(world, at: {15, 15}, updates: :none)
+      zone = zone_index(world, {15, 15})
       MemoryStore.refuse(store, true)
 
       log =
         ExUnit.CaptureLog.capture_log(fn ->
-          assert World.sleep_idle(world) == [zone_index(world, {15, 15})]
+          assert World.sleep_idle(world) == []
         end)
 
       assert log =~ "the store could not take it"
       assert World.stats(world).zone_save_failures >= 1
+      assert World.awake_zones(world) == [zone]
       assert World.position(world, id) == {15, 15}
-
-      MemoryStore.refuse(store, false)
       :ok = World.move(world, id, :e, :step)
       assert assert_outcome(id, :step) == {:ok, {16, 15}}
-      assert World.stats(world).zone_loads == 0
+
+      MemoryStore.refuse(store, false)
+      assert World.sleep_idle(world) == [zone]
+      assert Slots.table(World.fetch!(world), zone) == nil
+      :ok = World.move(world, id, :e, :woken)
+      assert assert_outcome(id, :woken) == {:ok, {17, 15}}
+      assert World.stats(world).zone_loads == 1
       assert World.audit(world) == :ok
+    end
+
+    test "zones woken and put to sleep again and again leave no table behind, whatever the store did",
+         %{world: world, store: store} do
+      w = World.fetch!(world)
+
+      for round <- 1..20 do
+        # Every other round the store refuses at first: the zones stay
+        # awake until it takes what they hold.
+        refuse? = rem(round, 2) == 0
+        MemoryStore.refuse(store, refuse?)
+
+        tables =
+          for index <- 0..15 do
+            _ = World.zone_address(w, index)
+            :ok = Zone.recovered(w, index)
+            {Slots.table(w, index), Slots.game_table(w, index)}
+          end
+
+        if refuse? do
+          ExUnit.CaptureLog.capture_log(fn -> World.sleep_idle(world) end)
+          MemoryStore.refuse(store, false)
+        end
+
+        World.sleep_idle(world)
+        assert World.awake_zones(world) == []
+        assert Slots.count(w) == 0
+
+        for {table, game_table} <- tables do
+          assert :ets.info(table) == :undefined
+          assert :ets.info(game_table) == :undefined
+        end
+      end
+
+      # The layers were as the game laid them: nothing of them was saved.
+      assert MemoryStore.keys(store, "game/") == []
+    end
+
+    test "a layer as the game laid it is laid again as it wakes, not saved; a changed one is saved",
+         %{world: world, store: store} do
+      {:ok, id, {8, 5}} = World.join(world, at: {8, 5}, updates: :none)
+      zone = zone_index(world, {8, 5})
+      assert World.sleep_idle(world) == [zone]
+      assert MemoryStore.keys(store, "game/") == []
+      assert World.cell(world, {9, 5}) == nil
+
+      :ok = World.move(world, id, :s, :woken)
+      assert assert_outcome(id, :woken) == {:ok, {8, 6}}
+      assert {{:tree, 1}, _code} = World.cell(world, {9, 5})
+      :ok = World.move(world, id, :n, :back)
+      assert assert_outcome(id, :back) == {:ok, {8, 5}}
+      assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
+
+      assert World.sleep_idle(world) == [zone]
+      assert MemoryStore.keys(store, "game/") == ["#{zone}"]
+      :ok = World.move(world, id, :s, :again)
+      assert assert_outcome(id, :again) == {:ok, {8, 6}}
+      assert {{:tree, 0}, _code} = World.cell(world, {9, 5})
     end
 
     test "a zone that slept and woke many times loses nothing", %{world: world} do

@@ -69,17 +69,30 @@ defmodule Grove.World.Game.Saver do
     end
   end
 
+  # The zones a world of zones on demand no longer knows have gone with
+  # their counts; a zone that wakes again counts from where no earlier run
+  # could, so what was saved of them is forgotten here too.
+  defp forget_unknown(state, %World{zones_on_demand: true}, known),
+    do: %{state | saved: Map.take(state.saved, known)}
+
+  defp forget_unknown(state, _world, _known), do: state
+
   defp schedule(state, %World{game: spec}),
     do: %{state | timer: Process.send_after(self(), :save, spec.save)}
 
   defp save(state) do
     world = World.fetch!(state.world)
+    known = Slots.known(world)
+    state = forget_unknown(state, world, known)
 
+    # A layer as the game laid it, unchanged since, needs no save
+    # (`Grove.World.Slots.laid/2`).
     dirty =
-      for index <- Slots.known(world),
+      for index <- known,
           World.zone_node(world, index) == node(),
           changes = Slots.changes(world, index),
           changes != Map.get(state.saved, index, 0),
+          not Slots.as_laid?(world, index),
           rows = World.Game.layer(world, index),
           rows != nil,
           do: {index, changes, rows}
