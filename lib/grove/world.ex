@@ -1169,7 +1169,7 @@ defmodule Grove.World do
   def wake_zone(%__MODULE__{} = world, index) do
     case zone_node(world, index) do
       here when here == node() ->
-        if zone_pid(world, index) == nil, do: Door.wake(world.name, index, here)
+        if zone_pid(world, index) == nil, do: Door.wake_once(world.name, index)
 
       other ->
         Door.wake(world.name, index, other)

@@ -12,6 +12,12 @@ defmodule Grove.World.Door do
   # the zone's owner if it has moved meanwhile. One hop more than a zone
   # that always runs, through one process per node.
   #
+  # A zone of this node is asked for once until it runs: the first to ask
+  # marks it in the door's table of wakes asked for, those after it find
+  # the mark and send nothing (walkers in step come near the same zone
+  # together, and each step of each would ask again), and the door wipes
+  # the mark once it has woken the zone.
+  #
   # To GenServer the door is a zone's address, `{:via, Door, {world, zone,
   # node}}`: a cast goes through the door; a call asks the owner for the
   # zone's process (waking it), then calls it.
@@ -41,6 +47,20 @@ defmodule Grove.World.Door do
     :ok
   end
 
+  @doc """
+  Wakes a zone of this node ahead, unless a wake of it was asked for
+  already and the door has not woken it yet: the door hears of each zone
+  once, however many ask.
+  """
+  @spec wake_once(atom(), non_neg_integer()) :: :ok
+  def wake_once(world, index) do
+    if :ets.insert_new(name(world), {index}), do: wake(world, index, node())
+    :ok
+  rescue
+    # The door restarts, or the world stops.
+    ArgumentError -> :ok
+  end
+
   ## As a `:via` registry
 
   @doc false
@@ -68,7 +88,11 @@ defmodule Grove.World.Door do
   ## The process
 
   @impl true
-  def init(world), do: {:ok, world}
+  def init(world) do
+    # The wakes asked for and not yet done (`wake_once/2`), by zone.
+    :ets.new(name(world), [:named_table, :public, :set, write_concurrency: true])
+    {:ok, world}
+  end
 
   @impl true
   def handle_info({:zone, index, message}, world) do
@@ -78,6 +102,7 @@ defmodule Grove.World.Door do
 
   def handle_info({:wake, index}, world) do
     World.wake_here(World.fetch!(world), index)
+    :ets.delete(name(world), index)
     {:noreply, world}
   end
 end

@@ -113,6 +113,26 @@ defmodule Grove.World.OnDemandTest do
       assert World.audit(world) == :ok
     end
 
+    test "the door hears once of a zone however many ask to wake it ahead, and again once it has slept",
+         %{world: world} do
+      w = World.fetch!(world)
+      door = Process.whereis(Grove.World.Door.name(world))
+      :ok = :sys.suspend(door)
+
+      for _ <- 1..10, do: World.wake_zone(w, 5)
+      for _ <- 1..3, do: World.wake_zone(w, 6)
+      assert {:message_queue_len, 2} = Process.info(door, :message_queue_len)
+
+      :ok = :sys.resume(door)
+      _ = :sys.get_state(door)
+      assert Enum.sort(World.awake_zones(world)) == [5, 6]
+
+      assert Enum.sort(World.sleep_idle(world)) == [5, 6]
+      World.wake_zone(w, 5)
+      _ = :sys.get_state(door)
+      assert World.awake_zones(world) == [5]
+    end
+
     test "a viewport that reaches a sleeping zone wakes it and gets its snapshot", %{world: world} do
       {:ok, actor, _} = World.join(world, at: {21, 15}, updates: :none)
       World.sleep_idle(world)
