@@ -129,21 +129,22 @@ defmodule Grove.World.Terrains.Woodland do
   def cells(%__MODULE__{} = params, {x0, y0, x1, y1}) when x1 > x0 and y1 > y0 do
     forest = field_rows(params.forest, x0, y0, x1, y1)
     lakes = field_rows(params.lakes, x0, y0, x1, y1)
+    %__MODULE__{seed: seed, forest_cut: fc, water_cut: wc, chances: chances} = params
+    cuts = {seed, fc, wc, chances}
 
     forest
     |> Enum.zip(lakes)
     |> Enum.with_index(y0)
     |> Enum.map(fn {{forest_row, lake_row}, y} ->
-      classify_row(forest_row, lake_row, params, x0, y, [])
+      classify_row(forest_row, lake_row, cuts, x0, y, [])
     end)
     |> IO.iodata_to_binary()
   end
 
   ## Classifying
 
-  defp classify_row([f | forest], [l | lakes], params, x, y, acc) do
-    %__MODULE__{seed: seed, forest_cut: fc, water_cut: wc, chances: chances} = params
-    {forest_tree, lone_tree, rock, flowers} = chances
+  defp classify_row([f | forest], [l | lakes], cuts, x, y, acc) do
+    {seed, fc, wc, {forest_tree, lone_tree, rock, flowers}} = cuts
 
     code =
       cond do
@@ -155,10 +156,10 @@ defmodule Grove.World.Terrains.Woodland do
         true -> @meadow
       end
 
-    classify_row(forest, lakes, params, x + 1, y, [acc | <<code>>])
+    classify_row(forest, lakes, cuts, x + 1, y, [acc | <<code>>])
   end
 
-  defp classify_row([], [], _params, _x, _y, acc), do: acc
+  defp classify_row([], [], _cuts, _x, _y, acc), do: acc
 
   # A chance as a threshold on a 32-bit hash, so a cell's roll is one integer compare.
   defp chance(p), do: round(min(max(p, 0.0), 1.0) * 0xFFFFFFFF)
@@ -260,11 +261,17 @@ defmodule Grove.World.Terrains.Woodland do
   end
 
   # The field's values over a rectangle, as rows of integers in 0..@noise_max.
+  #
+  # A cell's value in an octave is the lattice's four corners around it,
+  # interpolated along x on the lattice row above and on the one below,
+  # then between those two along y. The first step depends on the cell's
+  # column and its lattice row only, so it is done once for each column
+  # and lattice row the rectangle touches (`scale` rows of cells share it),
+  # and each row of cells does only the last step: the same operations on
+  # the same values as cell by cell, so the same bytes.
   defp field_rows(octaves, x0, y0, x1, y1) do
     total_weight = Enum.reduce(octaves, 0.0, fn {_, w, _, _}, acc -> acc + w end)
 
-    # For each octave: the lattice points the rectangle needs, as rows of
-    # tuples, and each column's lattice column and fade, once.
     prepared =
       for {scale, weight, salt, fades} <- octaves do
         i0 = div(x0, scale)
@@ -278,46 +285,86 @@ defmodule Grove.World.Terrains.Woodland do
           end
           |> List.to_tuple()
 
-        {scale, weight, fades, i0, j0, lattice}
-      end
+        columns = for x <- x0..(x1 - 1), do: {div(x, scale) - i0, elem(fades, rem(x, scale))}
 
-    columns =
-      for x <- x0..(x1 - 1) do
-        for {scale, _weight, fades, i0, _j0, _lattice} <- prepared,
-            do: {div(x, scale) - i0, elem(fades, rem(x, scale))}
+        spans =
+          for j <- 0..(j1 - j0 - 1) do
+            span(columns, elem(lattice, j), elem(lattice, j + 1))
+          end
+          |> List.to_tuple()
+
+        {scale, weight, fades, j0, spans}
       end
 
     for y <- y0..(y1 - 1) do
-      row =
-        for {scale, weight, fades, _i0, j0, lattice} <- prepared do
-          j = div(y, scale) - j0
-          {weight, elem(lattice, j), elem(lattice, j + 1), elem(fades, rem(y, scale))}
-        end
+      octaves =
+        for {scale, weight, fades, j0, spans} <- prepared,
+            do: {weight, elem(spans, div(y, scale) - j0), elem(fades, rem(y, scale))}
 
-      field_row(columns, row, total_weight)
+      field_row(octaves, total_weight)
     end
   end
 
-  defp field_row([column | columns], row, total_weight) do
-    [
-      round(blend(row, column, 0.0) / total_weight * @noise_max)
-      | field_row(columns, row, total_weight)
-    ]
+  # A row of cells: its octaves summed in order, scaled to 0..@noise_max.
+  # The fields' two and three octaves in one pass over the row, any other
+  # count an octave at a time: the same sums in the same order.
+  defp field_row([{w1, s1, fy1}, {w2, s2, fy2}], tw), do: row2(s1, s2, w1, w2, fy1, fy2, tw)
+
+  defp field_row([{w1, s1, fy1}, {w2, s2, fy2}, {w3, s3, fy3}], tw),
+    do: row3(s1, s2, s3, {w1, w2, w3}, {fy1, fy2, fy3}, tw)
+
+  defp field_row(octaves, tw) do
+    octaves
+    |> Enum.reduce(nil, fn {weight, span, fy}, acc -> add_octave(acc, span, weight, fy) end)
+    |> scaled(tw)
   end
 
-  defp field_row([], _row, _total_weight), do: []
+  defp row2([{u1, l1} | s1], [{u2, l2} | s2], w1, w2, fy1, fy2, tw) do
+    sum = 0.0 + w1 * (u1 + (l1 - u1) * fy1) + w2 * (u2 + (l2 - u2) * fy2)
+    [round(sum / tw * @noise_max) | row2(s1, s2, w1, w2, fy1, fy2, tw)]
+  end
 
-  defp blend([{weight, top, bottom, fy} | row], [{i, fx} | column], acc) do
+  defp row2([], [], _w1, _w2, _fy1, _fy2, _tw), do: []
+
+  defp row3([{u1, l1} | s1], [{u2, l2} | s2], [{u3, l3} | s3], {w1, w2, w3} = w, fy, tw) do
+    {fy1, fy2, fy3} = fy
+
+    sum =
+      0.0 + w1 * (u1 + (l1 - u1) * fy1) + w2 * (u2 + (l2 - u2) * fy2) +
+        w3 * (u3 + (l3 - u3) * fy3)
+
+    [round(sum / tw * @noise_max) | row3(s1, s2, s3, w, fy, tw)]
+  end
+
+  defp row3([], [], [], _w, _fy, _tw), do: []
+
+  # Each column's values interpolated along x on the lattice rows above
+  # and below it.
+  defp span([{i, fx} | columns], top, bottom) do
     a = elem(top, i)
     b = elem(top, i + 1)
     c = elem(bottom, i)
     d = elem(bottom, i + 1)
-    upper = a + (b - a) * fx
-    lower = c + (d - c) * fx
-    blend(row, column, acc + weight * (upper + (lower - upper) * fy))
+    [{a + (b - a) * fx, c + (d - c) * fx} | span(columns, top, bottom)]
   end
 
-  defp blend([], [], acc), do: acc
+  defp span([], _top, _bottom), do: []
+
+  # A row's sums over the octaves so far, with one more octave added.
+  defp add_octave(nil, [{upper, lower} | span], weight, fy),
+    do: [0.0 + weight * (upper + (lower - upper) * fy) | add_octave(nil, span, weight, fy)]
+
+  defp add_octave(nil, [], _weight, _fy), do: []
+
+  defp add_octave([acc | sums], [{upper, lower} | span], weight, fy),
+    do: [acc + weight * (upper + (lower - upper) * fy) | add_octave(sums, span, weight, fy)]
+
+  defp add_octave([], [], _weight, _fy), do: []
+
+  defp scaled([sum | sums], total_weight),
+    do: [round(sum / total_weight * @noise_max) | scaled(sums, total_weight)]
+
+  defp scaled([], _total_weight), do: []
 
   defp lattice_value(salt, i, j), do: (:erlang.phash2({salt, i, j}, 65_536) &&& 0xFFFF) / 65_535
 
