@@ -5,7 +5,7 @@ defmodule Grove.World.Slots do
   # last measured, moves handled, entities as of its last tick, changes of
   # its game's layer since the last save, the number of its last delta in
   # the feed, and the count of changes at which its game's layer was laid
-  # anew from the game's first values).
+  # anew from the game's first values, or last saved).
   #
   # A world whose zones all run (`zones: :always`) has them for every zone
   # from the start, in tuples and arrays indexed by zone, as fast to read
@@ -260,12 +260,24 @@ defmodule Grove.World.Slots do
   def laid(%World{zones_on_demand: false}, _index), do: :ok
   def laid(world, index), do: put(world, index, @laid, changes(world, index))
 
-  @doc "Forgets that a zone's layer is as the game laid it (`laid/2`): its next change is saved."
+  @doc """
+  Records that the store has a zone's layer as it was at `changes` (the
+  game's saver wrote it): as long as it has not changed since, it needs
+  no save as the zone falls asleep.
+  """
+  @spec saved(World.t(), non_neg_integer(), non_neg_integer()) :: :ok
+  def saved(%World{zones_on_demand: false}, _index, _changes), do: :ok
+  def saved(world, index, changes), do: put(world, index, @laid, changes)
+
+  @doc "Forgets that a zone's layer needs no save (`laid/2`, `saved/3`): it is saved as it sleeps."
   @spec unlaid(World.t(), non_neg_integer()) :: :ok
   def unlaid(%World{zones_on_demand: false}, _index), do: :ok
   def unlaid(world, index), do: put(world, index, @laid, 0)
 
-  @doc "True when a zone's game layer is as the game laid it, unchanged since (`laid/2`)."
+  @doc """
+  True when a zone's game layer needs no save: unchanged since the game
+  laid it (`laid/2`) or since the store took it (`saved/3`).
+  """
   @spec as_laid?(World.t(), non_neg_integer()) :: boolean()
   def as_laid?(%World{zones_on_demand: false}, _index), do: false
 

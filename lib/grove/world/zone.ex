@@ -652,9 +652,12 @@ defmodule Grove.World.Zone do
           {:asleep, zone} ->
             {:noreply, zone}
 
+          # The store could not take what it holds: tried again after
+          # another idle period, not at every check, so that a store that
+          # falls behind is not asked again by every zone at once.
           {:awake, zone} ->
             schedule_idle_check(zone)
-            {:noreply, zone}
+            {:noreply, %{zone | idle_since: now}}
         end
 
       true ->
@@ -796,9 +799,10 @@ defmodule Grove.World.Zone do
   # The directory keeps its entities; their rows and the game's layer go
   # to the store when the world has one (`Zone.Saves`), else they stay in
   # its tables. A game's layer as the game laid it, unchanged since, goes
-  # nowhere: the next wake lays it again the same. A zone whose store cannot
-  # take what it holds does not sleep: it stays awake, as it was, and tries
-  # again at its next idle check, so that nothing it held piles up in
+  # nowhere: the next wake lays it again the same; one the game's saver
+  # wrote, unchanged since, is in the store already. A zone whose store
+  # cannot take what it holds does not sleep: it stays awake, as it was,
+  # and tries again after another idle period, so that nothing it held piles up in
   # memory behind it. What was sent to its name before it gave it up is in
   # its mailbox, and is passed on from there.
   defp sleep(zone) do
@@ -894,7 +898,7 @@ defmodule Grove.World.Zone do
 
     Logger.warning(
       "zone #{zone.index} stays awake with #{what}: the store could not take it (#{inspect(reason)}); " <>
-        "it tries again at its next idle check"
+        "it tries again after its idle time"
     )
 
     :failed

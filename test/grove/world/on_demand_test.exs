@@ -246,6 +246,31 @@ defmodule Grove.World.OnDemandTest do
       assert World.audit(world) == :ok
     end
 
+    test "a layer the game's saver wrote, unchanged since, is not written again as its zone sleeps",
+         %{world: world, store: store} do
+      {:ok, id, {8, 5}} = World.join(world, at: {8, 5}, updates: :none)
+      zone = zone_index(world, {8, 5})
+      assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
+
+      {_, saver, _, _} =
+        world
+        |> Supervisor.which_children()
+        |> Enum.find(&(elem(&1, 0) == Grove.World.Game.Saver))
+
+      assert Grove.World.Game.Saver.save_now(saver) == :ok
+      assert MemoryStore.keys(store, "game/") == ["#{zone}"]
+      assert World.stats(world).zone_saves == 0
+
+      # Its entities are written as it sleeps; its layer is in the store already.
+      assert World.sleep_idle(world) == [zone]
+      assert World.stats(world).zone_saves == 1
+      assert Slots.game_table(World.fetch!(world), zone) == nil
+
+      :ok = World.move(world, id, :s, :woken)
+      assert assert_outcome(id, :woken) == {:ok, {8, 6}}
+      assert {{:tree, 0}, _code} = World.cell(world, {9, 5})
+    end
+
     test "zones woken and put to sleep again and again leave no table behind, whatever the store did",
          %{world: world, store: store} do
       w = World.fetch!(world)

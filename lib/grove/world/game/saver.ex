@@ -85,8 +85,8 @@ defmodule Grove.World.Game.Saver do
     known = Slots.known(world)
     state = forget_unknown(state, world, known)
 
-    # A layer as the game laid it, unchanged since, needs no save
-    # (`Grove.World.Slots.laid/2`).
+    # A layer as the game laid it, or as its zone saved it, unchanged
+    # since, needs no save (`Grove.World.Slots.as_laid?/2`).
     dirty =
       for index <- known,
           World.zone_node(world, index) == node(),
@@ -113,6 +113,8 @@ defmodule Grove.World.Game.Saver do
 
           saved =
             Enum.reduce(dirty, state.saved, fn {index, changes, _}, saved ->
+              # A zone on demand that falls asleep unchanged since needs not write it again.
+              Slots.saved(world, index, changes)
               Map.put(saved, index, changes)
             end)
 
