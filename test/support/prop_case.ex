@@ -40,18 +40,22 @@ defmodule Grove.PropCase do
 
   Options: `:numtests` (default 100), the cases `make test` runs;
   `:deep_numtests` (default ten times as many), those `make test-deep`
-  runs (`deep?/0`); and `:max_shrinks` (default PropEr's 500), to bound
+  runs (`deep?/0`); `:max_shrinks` (default PropEr's 500), to bound
   the tries at a smaller counterexample for properties whose every try is
-  slow.
+  slow; and `:max_size` (default PropEr's 42), the largest size PropEr
+  grows its cases to. `:proper_types.resize/2` sizes only the type it
+  wraps (a list's length), not the types inside it: a list of messages of
+  lists resized to 6 still holds lists that grow to 42 items, and strings
+  of 42 characters in them; `:max_size` bounds them all.
   """
   def check(property, opts \\ []) do
     numtests = Keyword.get(opts, :numtests, 100)
     numtests = if deep?(), do: Keyword.get(opts, :deep_numtests, 10 * numtests), else: numtests
     Process.delete(:grove_prop_failure)
     Process.delete(:grove_prop_first_failure)
-    shrinks = if max = opts[:max_shrinks], do: [{:max_shrinks, max}], else: []
+    limits = for key <- [:max_shrinks, :max_size], value = opts[key], do: {key, value}
 
-    case :proper.quickcheck(:proper.numtests(numtests, property), [:quiet | shrinks]) do
+    case :proper.quickcheck(:proper.numtests(numtests, property), [:quiet | limits]) do
       true ->
         true
 
