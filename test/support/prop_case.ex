@@ -26,8 +26,18 @@ defmodule Grove.PropCase do
           failure = Exception.format(kind, reason, __STACKTRACE__)
           # The first failure, before any shrinking, and the last (the
           # counterexample's): a slow property's shrinking may fail otherwise.
-          unless Process.get(:grove_prop_first_failure),
-            do: Process.put(:grove_prop_first_failure, {value, failure})
+          # The first is written out at once too: shrinking a property whose
+          # every failing try waits out a timeout can outlast the test's
+          # own, whose process then dies with what it kept.
+          unless Process.get(:grove_prop_first_failure) do
+            Process.put(:grove_prop_first_failure, {value, failure})
+
+            IO.puts(
+              :standard_error,
+              "A property failed; PropEr shrinks it now. The input, before shrinking:\n" <>
+                inspect(value, pretty: true, limit: :infinity) <> "\n" <> failure
+            )
+          end
 
           Process.put(:grove_prop_failure, failure)
           false
