@@ -154,6 +154,11 @@ defmodule Grove.ClusterOnDemandTest do
         start_mover!(first, world, at: {x0 + 5, y0 + 5}, updates: :none, link: false)
       end)
 
+    # The join reaches a process of the zone on the owner before the new
+    # owner takes the zone: held there, or taken by a run of the zone that
+    # would then be a second beside the new owner's.
+    eventually(fn -> assert reached?(first, world, index) end, @wait)
+
     :ok = :erpc.call(third, :sys, :resume, [placer])
     {mover, id, cell} = Task.await(joining, 15_000)
     assert cell == {x0 + 5, y0 + 5}
@@ -333,6 +338,22 @@ defmodule Grove.ClusterOnDemandTest do
   defp third_node(home, third) do
     {_peer, ^third} = start_peer!(home, Atom.to_string(node_name(third)), exact_name: true)
     third
+  end
+
+  # Whether a message came to the process under zone `index`'s name on
+  # `node`: held there while the zone is handed over, or an entity placed.
+  defp reached?(node, world, index) do
+    case :erpc.call(node, World, :zone_pid, [world, index]) do
+      nil ->
+        false
+
+      zone ->
+        case :erpc.call(node, :sys, :get_state, [zone]) do
+          %{handed_over: {:holding, [_ | _]}} -> true
+          %{core: %{entities: entities}} -> map_size(entities) > 0
+          _zone -> false
+        end
+    end
   end
 
   defp awake(node, world), do: :erpc.call(node, World, :awake_zones, [world])
