@@ -24,7 +24,7 @@ import Config
 #   GROVE_STORE_BATCH=1 (requests the store commits together; default 500)
 #   GROVE_ACCEPT_PRIORITY=normal (accept connections at normal priority, as
 #     Yaws does on its own, instead of high; for comparing the two)
-#   GROVE_LIFE=off (no bacteria; off by default in a cluster, which they do not span yet)
+#   GROVE_LIFE=off (no bacteria; off by default in a cluster, on to span its nodes)
 #   GROVE_LIFE_RULE=B36/S23 GROVE_LIFE_MS=500 (the bacteria's rule and the
 #     milliseconds between their generations; see Grove.World.Life)
 #   GROVE_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE (instead of SQLite)
@@ -315,9 +315,10 @@ config :grove,
           off when off in ["off", "false", "0"] ->
             false
 
-          # Bacteria do not span the nodes of a cluster yet (such a world
-          # refuses them, saying why), and stand still in a zone on demand
-          # that sleeps: these worlds run without them unless asked.
+          # Bacteria span the nodes of a cluster when asked for (not yet of
+          # one whose zones run on demand, which refuses them, saying why),
+          # and stand still in a zone on demand that sleeps: these worlds
+          # run without them unless asked.
           nil when clustered or zones == :on_demand ->
             false
 

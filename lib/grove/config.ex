@@ -186,17 +186,17 @@ defmodule Grove.Config do
              "SQLite keeps accounts in one node's file, which the others cannot reach"
          )
 
-    # Each node computes its own zones' generations from its neighbours'
-    # borders, read from its own node's table: a neighbour on another node
-    # never publishes there, and the zones along a node border, then all
-    # of them, would wait for it for good.
-    if Grove.Cluster.multi_node?(cluster) and world[:life] not in [nil, false],
-      do:
-        raise(
-          ArgumentError,
-          "bacteria do not span the nodes of a cluster yet: " <>
-            "start every node of a cluster without them (GROVE_LIFE=off)"
-        )
+    # A zone on demand takes a neighbour that runs on no node of its own
+    # for one asleep (`Grove.World.Zone.Bacteria`): it would read the
+    # borders of a neighbour awake on another node as frozen.
+    if Grove.Cluster.multi_node?(cluster) and world[:life] not in [nil, false] and
+         world[:zones] == :on_demand,
+       do:
+         raise(
+           ArgumentError,
+           "bacteria do not span the nodes of a cluster of zones on demand yet: " <>
+             "start every node of such a cluster without them (GROVE_LIFE=off)"
+         )
 
     # Nodes that each made a key of their own would refuse each other's tokens.
     if Grove.Cluster.multi_node?(cluster) and accounts != false and accounts[:secret] == nil and
@@ -265,7 +265,7 @@ defmodule Grove.Config do
   @doc """
   What nodes of one cluster must agree on (`Grove.Cluster.Fingerprint`),
   from a configuration and the world it describes: the world's size,
-  zones, terrain and rules, its game (module, options and version), the
+  zones, terrain and rules, its bacteria, its game (module, options and version), the
   store every node writes to, the key tokens
   are signed with (as a digest: the key itself never leaves the node), and
   Grove's version.
@@ -280,6 +280,8 @@ defmodule Grove.Config do
       terrain: world.terrain_options,
       rules: world.rules |> Map.from_struct() |> Map.delete(:move_limit),
       tick: world.tick,
+      # Zones beside each other on two nodes compute one automaton.
+      life: world.life,
       game: fingerprint_game(world.game),
       store: fingerprint_store(config.store),
       token_key: token_key(config.accounts),

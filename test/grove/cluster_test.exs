@@ -32,7 +32,7 @@ defmodule Grove.ClusterTest do
       end
     end
 
-    test "a cluster of several nodes refuses SQLite, a key each node would make and bacteria, and says why" do
+    test "a cluster of several nodes refuses SQLite, a key each node would make and bacteria in zones on demand, and says why" do
       assert_raise ArgumentError, ~r/needs PostgreSQL.*SQLite/, fn ->
         Grove.Config.new(store: [path: "x.db"], cluster: [peers: ["grove2@127.0.0.1"]])
       end
@@ -57,9 +57,22 @@ defmodule Grove.ClusterTest do
       # One node with SQLite is as before.
       assert %Grove.Config{} = Grove.Config.new(store: [path: "x.db"])
 
-      # Bacteria stay on one node.
+      # Bacteria span the nodes of a cluster, but not yet of one whose zones run on demand.
+      assert %Grove.Config{} =
+               Grove.Config.new(
+                 world: [life: [interval: 1000]],
+                 store: postgres,
+                 accounts: [secret: String.duplicate("k", 32)],
+                 cluster: [peers: ["grove2@127.0.0.1"]]
+               )
+
       assert_raise ArgumentError, ~r/bacteria do not span the nodes.*GROVE_LIFE=off/, fn ->
-        Grove.Config.new(world: [life: [interval: 1000]], cluster: [peers: ["grove2@127.0.0.1"]])
+        Grove.Config.new(
+          world: [life: [interval: 1000], zones: :on_demand],
+          store: postgres,
+          accounts: [secret: String.duplicate("k", 32)],
+          cluster: [peers: ["grove2@127.0.0.1"]]
+        )
       end
 
       assert %Grove.Config{} = Grove.Config.new(world: [life: [interval: 1000]])
@@ -97,6 +110,15 @@ defmodule Grove.ClusterTest do
       assert difference =~ "terrain differs"
       assert difference =~ "seed: 1"
       assert Fingerprint.group(here) != Fingerprint.group(there)
+
+      # Bacteria too: zones beside each other on two nodes compute one automaton.
+      assert [difference] =
+               Fingerprint.differences(
+                 fingerprint(Grove.Config.new(world: [life: [rule: "B3/S23"]])),
+                 fingerprint(Grove.Config.new(world: [life: [rule: "B36/S23"]]))
+               )
+
+      assert difference =~ "life differs"
 
       keyed = fn key ->
         fingerprint(

@@ -80,6 +80,18 @@ defmodule Grove.World.Bacteria do
     :ok
   end
 
+  @doc false
+  # A zone's row of another node (its neighbours' there, or its own handed
+  # over), into this node's life table, unless the row there is newer: a
+  # late row of the zone's run before it moved never overwrites its own.
+  @spec put_row(World.t(), Zone.Bacteria.row()) :: :ok
+  def put_row(%World{life_table: table}, {index, generation, _, _, _} = row) do
+    case :ets.lookup(table, index) do
+      [{_, newer, _, _, _}] when newer > generation -> :ok
+      _ -> :ets.insert(table, row) && :ok
+    end
+  end
+
   @doc """
   The generation every zone has reached (the slowest zone's), read from
   ETS; `nil` in a world without bacteria or before every zone has started.

@@ -18,6 +18,10 @@ defmodule Grove.World.Door do
   # together, and each step of each would ask again), and the door wipes
   # the mark once it has woken the zone.
   #
+  # And, in a cluster whose world has bacteria, how a zone's row of the
+  # automaton reaches the nodes that run its neighbours (`share_row/3`):
+  # the door writes it in its node's life table.
+  #
   # To GenServer the door is a zone's address, `{:via, Door, {world, zone,
   # node}}`: a cast goes through the door; a call asks the owner for the
   # zone's process (waking it), then calls it.
@@ -61,6 +65,16 @@ defmodule Grove.World.Door do
     ArgumentError -> :ok
   end
 
+  @doc """
+  Sends a zone's row of bacteria to `node`'s life table, where the zones
+  beside it that `node` runs read its borders (`Grove.World.Zone.Bacteria`).
+  """
+  @spec share_row(atom(), node(), tuple()) :: :ok
+  def share_row(world, node, row) do
+    Kernel.send({name(world), node}, {:life_row, row})
+    :ok
+  end
+
   ## As a `:via` registry
 
   @doc false
@@ -97,6 +111,11 @@ defmodule Grove.World.Door do
   @impl true
   def handle_info({:zone, index, message}, world) do
     World.send_zone(World.fetch!(world), index, message)
+    {:noreply, world}
+  end
+
+  def handle_info({:life_row, row}, world) do
+    World.Bacteria.put_row(World.fetch!(world), row)
     {:noreply, world}
   end
 

@@ -109,11 +109,22 @@ defmodule Grove.World.Keeper do
   # cells and borders per generation, the moment generation 0 began (the
   # zones count generations from it), the target of manual stepping, the
   # bacteria per block for minimaps, and the histogram of generation times.
+  # Alone, generations count from the world's start; in a cluster, from the
+  # system clock's epoch, which every node shares as far as their clocks
+  # agree: generation `g` is due at the same moment on each, however late
+  # a node started, and its zones start at the generation the others are
+  # at (`Grove.World.Zone`), rather than holding them up while they owe it.
+  # In the monotonic time that the zones' timers count in.
+  defp life_epoch(%World{cluster: nil}), do: System.monotonic_time(:millisecond)
+
+  defp life_epoch(_world),
+    do: System.monotonic_time(:millisecond) - System.system_time(:millisecond)
+
   defp with_life(world) do
     %{
       world
       | life_table: :ets.new(:grove_life, [:set, :public, read_concurrency: true]),
-        life_epoch: System.monotonic_time(:millisecond),
+        life_epoch: life_epoch(world),
         life_target: :atomics.new(1, signed: false),
         life_density: :atomics.new(world.density_cols * world.density_rows, signed: true),
         life_time: Grove.Metrics.Histogram.new()

@@ -452,8 +452,8 @@ defmodule Grove.World.Placer do
   # The zone's rows into this node's tables: its entities', and its game's
   # layer. A zone on demand starts at once, to take what its old owner
   # held for it.
-  defp effect(placer, {:take_rows, index, {rows, layer}, subscriptions, seq}) do
-    placer = take_rows(placer, index, {rows, layer}, subscriptions, seq)
+  defp effect(placer, {:take_rows, index, {rows, layer, life}, subscriptions, seq}) do
+    placer = take_rows(placer, index, {rows, layer, life}, subscriptions, seq)
     if placer.world.zones_on_demand, do: Zone.wake(placer.world, index)
     placer
   end
@@ -536,8 +536,10 @@ defmodule Grove.World.Placer do
     placer
   end
 
-  defp take_rows(placer, index, {rows, layer}, subscriptions, seq) do
+  defp take_rows(placer, index, {rows, layer, life}, subscriptions, seq) do
     world = placer.world
+    # Its bacteria's row, for it to carry on from (`Grove.World.Zone.Bacteria`).
+    for row <- life, do: Grove.World.Bacteria.put_row(world, row)
     # A zone on demand's tables are made here, in its slot, for the run
     # that is woken next to find (`Grove.World.Slots`).
     {table, game_table} = Slots.open(world, index)
@@ -660,7 +662,7 @@ defmodule Grove.World.Placer do
           {:asleep, [], Feed.latest(world.feed, index)}
 
         {rows, subscriptions, seq, layer} ->
-          {{rows, layer}, subscriptions, seq}
+          {{rows, layer, life_row(world, index)}, subscriptions, seq}
       end
 
     {rows, subscriptions, seq} = taken
@@ -675,6 +677,10 @@ defmodule Grove.World.Placer do
     send(zone, {:handed_to, address_on(world, index, to)})
     :ok
   end
+
+  # A zone's row of bacteria as it handed over, which it stopped writing.
+  defp life_row(%World{life_table: nil}, _index), do: []
+  defp life_row(world, index), do: :ets.lookup(world.life_table, index)
 
   # Where a zone handed over to node `to` is reached from here: its name
   # there, or that node's door for a zone on demand, which has no name a

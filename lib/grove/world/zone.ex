@@ -1400,8 +1400,10 @@ defmodule Grove.World.Zone do
         [] -> nil
       end
 
-    # A zone on demand that wakes resumes at the world's generation.
-    resume = if world.zones_on_demand, do: world_generation(world)
+    # A zone on demand that wakes resumes at the world's generation, and so
+    # does a zone of a cluster, whose generations count from the clock's
+    # epoch (`Grove.World.Keeper`), long before it started.
+    resume = if world.zones_on_demand or world.cluster != nil, do: world_generation(world)
 
     {effects, core, bacteria} =
       Bacteria.recover(
@@ -1454,6 +1456,24 @@ defmodule Grove.World.Zone do
   defp world_generation(%World{life: %Life{interval: interval}} = world),
     do: max(div(System.monotonic_time(:millisecond) - world.life_epoch, interval), 0)
 
+  # In a cluster, a neighbour that another node runs reads this zone's row
+  # in that node's life table: the row goes there, through its door, once
+  # to each node that runs a neighbour.
+  defp share_row(%__MODULE__{world: %World{cluster: nil}}, _row), do: :ok
+
+  defp share_row(%__MODULE__{world: world, bacteria: bacteria}, row) do
+    here = node()
+
+    owners =
+      for {_direction, index} when index != nil <- bacteria.neighbours,
+          owner = World.zone_node(world, index),
+          owner != here,
+          uniq: true,
+          do: owner
+
+    Enum.each(owners, &World.Door.share_row(world.name, &1, row))
+  end
+
   defp asleep?(%World{zones_on_demand: true} = world, index),
     do: World.zone_pid(world, index) == nil
 
@@ -1481,6 +1501,7 @@ defmodule Grove.World.Zone do
 
   defp run_life_effect(zone, {:row, row}, _started) do
     :ets.insert(zone.world.life_table, row)
+    share_row(zone, row)
     zone
   end
 
