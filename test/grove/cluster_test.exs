@@ -170,7 +170,10 @@ defmodule Grove.ClusterTest do
       eventually(
         fn ->
           owners = for node <- nodes, into: %{}, do: {node, owner_nodes(node, world)}
-          assert Enum.all?(nodes, fn node -> Enum.sort(Map.get(owners, node)) == nodes end)
+
+          assert Enum.all?(nodes, fn node -> Enum.sort(Map.get(owners, node)) == nodes end),
+                 "the nodes whose actors stand in each node's zones: #{inspect(owners)}; " <>
+                   "zones by node: #{inspect(zones_by_node(nodes, world))}"
         end,
         @wait
       )
@@ -264,6 +267,19 @@ defmodule Grove.ClusterTest do
   end
 
   # The nodes of the owners of the entities in one node's zones.
+  defp zones_by_node(nodes, world) do
+    for node <- nodes, into: %{} do
+      w = :erpc.call(node, Grove.World, :fetch!, [world])
+
+      {node,
+       for(
+         index <- 0..15,
+         :erpc.call(node, Grove.World, :zone_node, [w, index]) == node,
+         do: index
+       )}
+    end
+  end
+
   defp owner_nodes(node, world) do
     w = :erpc.call(node, Grove.World, :fetch!, [world])
 
