@@ -145,51 +145,67 @@ const blocking = new Set(["tree", "rock", "water"]);
 /**
  * Walks until a neighbouring cell is a tree, a rock or water, presses the
  * key toward it, and resolves with that move's outcome (the ground never
- * changes, so it is refused as `blocked`). Needs the terrain loaded.
+ * changes, so it is refused as `blocked`). Needs the terrain loaded. A
+ * target whose way in stays taken (pickers stand around trees) is given
+ * up for the next nearest, so the walk does not circle one crowded tree.
  */
 export async function refuseSomewhere(page, { keys: keyFor = ARROWS, attempts = 60 } = {}) {
+  const given = new Set();
+  const path = [];
   for (let i = 0; i < attempts; i++) {
     const { x, y } = await page.evaluate(() => window.grove.state());
+    path.push(`${x},${y}`);
     for (const [direction, [dx, dy]] of Object.entries(step)) {
       const cell = await page.evaluate(([cx, cy]) => window.grove.cellAt(cx, cy), [x + dx, y + dy]);
       if (blocking.has(cell.terrain)) return pressForOutcome(page, keyFor[direction]);
     }
-    await stepToward(page, await nearestBlocking(page, x, y), keyFor);
+    const target = await nearestBlocking(page, x, y, [...given]);
+    const closer = await stepToward(page, target, keyFor);
+    if (target !== null && !closer) given.add(`${target[0]},${target[1]}`);
   }
-  throw new Error(`no tree, rock or water next to the avatar in ${attempts} steps`);
+  throw new Error(
+    `no tree, rock or water next to the avatar in ${attempts} steps: it stood at ${path.join(" ")}; ` +
+      `targets given up: ${[...given].join(" ") || "none"}`,
+  );
 }
 
-// The nearest tree, rock or water the loaded terrain shows, by rings around a cell.
-async function nearestBlocking(page, x, y) {
+// The nearest tree, rock or water the loaded terrain shows, by rings around
+// a cell, other than the cells ("x,y") given up.
+async function nearestBlocking(page, x, y, givenUp) {
   return page.evaluate(
-    ([cx, cy, kinds]) => {
+    ([cx, cy, kinds, skip]) => {
       for (let r = 1; r <= 50; r++) {
         for (let dy = -r; dy <= r; dy++) {
           for (let dx = -r; dx <= r; dx++) {
             if (Math.max(Math.abs(dx), Math.abs(dy)) !== r) continue;
+            if (skip.includes(`${cx + dx},${cy + dy}`)) continue;
             if (kinds.includes(window.grove.cellAt(cx + dx, cy + dy).terrain)) return [cx + dx, cy + dy];
           }
         }
       }
       return null;
     },
-    [x, y, [...blocking]],
+    [x, y, [...blocking], givenUp],
   );
 }
 
-// One step that brings the avatar closer to a cell (any step if none will do).
+// One step that brings the avatar closer to a cell; true if it did, false
+// if no such step was taken (then it steps anywhere it can, to try again
+// from elsewhere).
 async function stepToward(page, target, keyFor) {
-  if (target === null) return moveSomewhere(page, { keys: keyFor });
-  const { x, y } = await page.evaluate(() => window.grove.state());
-  const distance = ([dx, dy]) => Math.abs(target[0] - (x + dx)) + Math.abs(target[1] - (y + dy));
-  const closer = Object.entries(step)
-    .filter(([, delta]) => distance(delta) < distance([0, 0]))
-    .map(([direction]) => keyFor[direction]);
-  for (const key of closer) {
-    const outcome = await pressForOutcome(page, key);
-    if (outcome.result === "ok") return { key, ...outcome };
+  if (target !== null) {
+    const { x, y } = await page.evaluate(() => window.grove.state());
+    const distance = ([dx, dy]) => Math.abs(target[0] - (x + dx)) + Math.abs(target[1] - (y + dy));
+    const closer = Object.entries(step)
+      .filter(([, delta]) => distance(delta) < distance([0, 0]))
+      .map(([direction]) => keyFor[direction]);
+    for (const key of closer) {
+      const outcome = await pressForOutcome(page, key);
+      if (outcome.result === "ok") return true;
+    }
   }
-  return moveSomewhere(page, { keys: keyFor });
+  await moveSomewhere(page, { keys: keyFor });
+  return false;
 }
 
 /** What the viewport shows: cell count, the own avatar's cell, and the actors' cells. */
