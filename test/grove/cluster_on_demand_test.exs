@@ -27,29 +27,9 @@ defmodule Grove.ClusterOnDemandTest do
     all = Enum.sort([third | nodes])
     grid = Grid.new(100, 100, 25)
     {x0, y0, _x1, _y1} = Grid.zone_bounds(grid, index)
-    server = Grove.PostgresServer.info()
-
-    store = [
-      adapter: :postgres,
-      host: server.host,
-      port: server.port,
-      username: server.username,
-      database: Grove.PostgresServer.create_database()
-    ]
-
-    opts = fn cluster ->
-      small_instance(Grove.DemandT, cluster,
-        zones: :on_demand,
-        zone_idle: :manual,
-        wake_ahead: 0,
-        rules: [move_rate: nil],
-        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
-      )
-      |> Keyword.merge(
-        store: store,
-        accounts: [secret: "one key for the whole cluster, in a test"]
-      )
-    end
+    # One database for every node, the third one's too.
+    store = demand_store()
+    opts = &demand_instance(&1, store)
 
     for node <- nodes, do: start_instance!(node, opts.(peers: nodes, connect_interval: 100))
     world = Grove.world(Grove.DemandT)
@@ -303,18 +283,8 @@ defmodule Grove.ClusterOnDemandTest do
   end
 
   # The instance each node of a test runs: zones on demand that sleep when
-  # told, their saves in one PostgreSQL database.
-  defp demand_instance(cluster) do
-    server = Grove.PostgresServer.info()
-
-    store = [
-      adapter: :postgres,
-      host: server.host,
-      port: server.port,
-      username: server.username,
-      database: Grove.PostgresServer.create_database()
-    ]
-
+  # told, their saves in one PostgreSQL database (a new one unless given).
+  defp demand_instance(cluster, store \\ demand_store()) do
     small_instance(Grove.DemandT, cluster,
       zones: :on_demand,
       zone_idle: :manual,
@@ -326,6 +296,18 @@ defmodule Grove.ClusterOnDemandTest do
       store: store,
       accounts: [secret: "one key for the whole cluster, in a test"]
     )
+  end
+
+  defp demand_store do
+    server = Grove.PostgresServer.info()
+
+    [
+      adapter: :postgres,
+      host: server.host,
+      port: server.port,
+      username: server.username,
+      database: Grove.PostgresServer.create_database()
+    ]
   end
 
   # As `kill -9` would: no goodbye, the connections simply drop.
