@@ -3,6 +3,7 @@ defmodule Grove.GatewayTest do
   use ExUnit.Case, async: false
 
   import Grove.WorldCase, only: [eventually: 1, eventually: 2]
+  import Grove.WsConn, only: [connect: 1, connect: 2, push: 2, push_raw: 2, expect: 2, expect: 3]
 
   alias Grove.{Gateway, Protocol, World}
   alias Grove.World.Grid
@@ -54,20 +55,6 @@ defmodule Grove.GatewayTest do
 
   defp broadcaster, do: Gateway.broadcaster()
 
-  defp connect(port, encoding \\ :json) do
-    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=#{encoding}")
-    {client, encoding}
-  end
-
-  defp push({client, encoding}, message) do
-    kind = if encoding == :json, do: :text, else: :binary
-
-    :ok =
-      WsClient.send_frame(client, {kind, IO.iodata_to_binary(Protocol.encode(message, encoding))})
-  end
-
-  defp push_raw({client, _encoding}, frame), do: :ok = WsClient.send_frame(client, frame)
-
   # Every message up to the first of `type`, that one included.
   defp read_until(conn, type, acc \\ []) do
     {message, conn} =
@@ -86,24 +73,6 @@ defmodule Grove.GatewayTest do
     if message.type == type,
       do: {Enum.reverse([message | acc]), conn},
       else: read_until(conn, type, [message | acc])
-  end
-
-  # The next message of one of `types`, skipping others (stats, density, views).
-  defp expect({client, encoding} = conn, types, timeout \\ 2000) do
-    case WsClient.recv(client, timeout) do
-      {:ok, {:close, code, reason}, client} ->
-        {{:close, code, reason}, {client, encoding}}
-
-      {:ok, {_kind, data}, client} ->
-        {:ok, message} = Protocol.decode(data, encoding)
-
-        if message.type in List.wrap(types),
-          do: {message, {client, encoding}},
-          else: expect({client, encoding}, types, timeout)
-
-      {:error, reason} ->
-        flunk("no #{inspect(types)} arrived on #{inspect(conn)}: #{inspect(reason)}")
-    end
   end
 
   defp join(conn, opts \\ %{}) do
@@ -695,7 +664,7 @@ defmodule Grove.GatewayTest do
       end)
 
       Process.exit(zone, :kill)
-      {outcome, conn} = expect(conn, :outcome, 15_000)
+      {outcome, conn} = expect(conn, :outcome, timeout: 15_000)
       assert %{seq: 1, result: :interrupted} = outcome
       assert {outcome.x, outcome.y} == {welcome.x, welcome.y}
 
@@ -1011,9 +980,9 @@ defmodule Grove.GatewayTest do
 
       # However long the client takes to read its way to the goodbye, it
       # reads, so it is not reset.
-      {bye, conn} = expect(conn, :bye, 5000)
+      {bye, conn} = expect(conn, :bye)
       assert bye.reason == :slow_consumer
-      assert {{:close, 1008, _}, _} = expect(conn, [], 5000)
+      assert {{:close, 1008, _}, _} = expect(conn, [])
       assert Gateway.stats().goodbyes_reset == before.goodbyes_reset
     end
   end

@@ -9,7 +9,9 @@ defmodule Grove.ReloaderTest do
   # Yaws runs one server per node, so these tests share one gateway and run alone.
   use ExUnit.Case, async: false
 
-  alias Grove.{Protocol, Reloader, World, WsClient}
+  import Grove.WsConn, only: [push: 2]
+
+  alias Grove.{Protocol, Reloader, World, WsConn}
 
   @moduletag :gateway
   # Refusals are logged as errors, as a developer must see them.
@@ -188,28 +190,11 @@ defmodule Grove.ReloaderTest do
     })
   end
 
-  defp push({client, encoding}, message) do
-    :ok =
-      WsClient.send_frame(
-        client,
-        {:text, IO.iodata_to_binary(Protocol.encode(message, encoding))}
-      )
-  end
-
   # The next message of `type`, skipping views and stats; never a goodbye.
-  defp expect({client, encoding}, type) do
-    case WsClient.recv(client, 5000) do
-      {:ok, {_kind, data}, client} ->
-        {:ok, message} = Protocol.decode(data, encoding)
-        refute message.type == :bye, "the player was sent away: #{inspect(message)}"
-
-        if message.type == type,
-          do: {message, {client, encoding}},
-          else: expect({client, encoding}, type)
-
-      other ->
-        flunk("no #{type} arrived: #{inspect(other)}")
-    end
+  defp expect(conn, type) do
+    {message, conn} = WsConn.expect(conn, [type, :bye])
+    refute message.type == :bye, "the player was sent away: #{inspect(message)}"
+    {message, conn}
   end
 
   defp count(conn, seq) do
@@ -225,8 +210,7 @@ defmodule Grove.ReloaderTest do
 
   test "a changed rule is followed by the next action of a player who stays connected; bad changes are refused",
        %{port: port, file: file, reloader: reloader, world: world} do
-    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=json")
-    conn = {client, :json}
+    conn = WsConn.connect(port, :json)
     push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
     {welcome, conn} = expect(conn, :welcome)
 

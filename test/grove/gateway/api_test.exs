@@ -3,6 +3,7 @@ defmodule Grove.Gateway.ApiTest do
   use ExUnit.Case, async: false
 
   import Grove.WorldCase, only: [eventually: 1]
+  import Grove.WsConn, only: [connect: 1, push: 2, expect: 2]
 
   alias Grove.{Protocol, World}
   alias Grove.WsClient
@@ -458,8 +459,7 @@ defmodule Grove.Gateway.ApiTest do
   defp about?(_message, _pid), do: false
 
   defp join(port, token, name \\ "") do
-    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
-    conn = {client, :json}
+    conn = connect(port)
 
     push(conn, %{
       type: :join,
@@ -471,22 +471,5 @@ defmodule Grove.Gateway.ApiTest do
 
     {welcome, conn} = expect(conn, :welcome)
     {conn, welcome}
-  end
-
-  defp push({client, encoding}, message) do
-    :ok =
-      WsClient.send_frame(
-        client,
-        {:text, IO.iodata_to_binary(Protocol.encode(message, encoding))}
-      )
-  end
-
-  defp expect({client, encoding}, type) do
-    {:ok, {:text, data}, client} = WsClient.recv(client, 3000)
-    {:ok, message} = Protocol.decode(data, encoding)
-
-    if message.type == type,
-      do: {message, {client, encoding}},
-      else: expect({client, encoding}, type)
   end
 end

@@ -8,6 +8,8 @@ defmodule Grove.Gateway.ChatTest do
   # Yaws runs one server per node, so these tests share one gateway and run alone.
   use ExUnit.Case, async: false
 
+  import Grove.WsConn, only: [connect: 2, push: 2, push_raw: 2, expect: 2, expect: 3]
+
   alias Grove.Protocol
   alias Grove.{Walk, WsClient}
 
@@ -43,48 +45,6 @@ defmodule Grove.Gateway.ChatTest do
     )
   end
 
-  defp connect(port, encoding) do
-    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=#{encoding}")
-    {client, encoding}
-  end
-
-  defp push({client, encoding}, message) do
-    kind = if encoding == :json, do: :text, else: :binary
-
-    :ok =
-      WsClient.send_frame(client, {kind, IO.iodata_to_binary(Protocol.encode(message, encoding))})
-  end
-
-  defp push_raw({client, encoding}, bytes) do
-    kind = if encoding == :json, do: :text, else: :binary
-    :ok = WsClient.send_frame(client, {kind, bytes})
-  end
-
-  # The next message of one of `types` that `pred` accepts; the others
-  # it passes over go to `seen` (a list, newest first) when asked for.
-  defp expect(conn, types, pred \\ fn _ -> true end, seen \\ nil)
-
-  defp expect({client, encoding} = conn, types, pred, seen) do
-    case WsClient.recv(client, 5000) do
-      {:ok, {_kind, data}, client} ->
-        {:ok, message} = Protocol.decode(data, encoding)
-
-        cond do
-          message.type in List.wrap(types) and pred.(message) ->
-            if seen, do: {message, {client, encoding}, seen}, else: {message, {client, encoding}}
-
-          seen ->
-            expect({client, encoding}, types, pred, [message | seen])
-
-          true ->
-            expect({client, encoding}, types, pred, nil)
-        end
-
-      other ->
-        flunk("no #{inspect(types)} arrived on #{inspect(conn)}: #{inspect(other)}")
-    end
-  end
-
   # A player with a viewport of radius 1, walked to `cell`.
   defp player_at(port, encoding, cell) do
     conn = connect(port, encoding)
@@ -97,13 +57,13 @@ defmodule Grove.Gateway.ChatTest do
   defp move(conn, dir) do
     seq = System.unique_integer([:positive])
     push(conn, %{type: :move, seq: seq, dir: dir})
-    {outcome, conn} = expect(conn, :outcome, &(&1.seq == seq))
+    {outcome, conn} = expect(conn, :outcome, where: &(&1.seq == seq))
     {if(outcome.result == :ok, do: {outcome.x, outcome.y}), conn}
   end
 
   defp say(conn, seq, text) do
     push(conn, %{type: :say, seq: seq, text: text})
-    expect(conn, :said, &(&1.seq == seq))
+    expect(conn, :said, where: &(&1.seq == seq))
   end
 
   defp chat_event?(message, id, text) do
@@ -165,15 +125,17 @@ defmodule Grove.Gateway.ChatTest do
 
       # Trimmed and squeezed, at the speaker's cell, to the speaker too.
       {x, y} = unquote(speaker_at)
-      {area, _near} = expect(near, :area, &chat_event?(&1, speaker, "hello there"))
+      {area, _near} = expect(near, :area, where: &chat_event?(&1, speaker, "hello there"))
       assert {speaker, x, y, "chat", %{"text" => "hello there"}} in area.events
-      {_area, _speaking} = expect(speaking, :area, &chat_event?(&1, speaker, "hello there"))
+
+      {_area, _speaking} =
+        expect(speaking, :area, where: &chat_event?(&1, speaker, "hello there"))
 
       # The near player has read the delta, so it is in the feed: a
       # viewer of that area would get it with its next write at the
       # latest. The far one's pong is such a write.
       push(far, %{type: :ping, t: 7})
-      {_pong, _far, before} = expect(far, :pong, fn _ -> true end, [])
+      {_pong, _far, before} = expect(far, :pong, seen: [])
       refute Enum.any?(before, &chat_event?(&1, speaker, "hello there"))
     end
   end
@@ -199,7 +161,7 @@ defmodule Grove.Gateway.ChatTest do
     {_id, binary} = player_at(port, :binary, {15, 2})
     # say, seq 5, a 3-byte text of which the last two are no UTF-8.
     push_raw(binary, <<8, 5::32, 3::16, ?a, 0xC3, 0x28>>)
-    {said, binary} = expect(binary, :said, &(&1.seq == 5))
+    {said, binary} = expect(binary, :said, where: &(&1.seq == 5))
     assert said == %{type: :said, seq: 5, result: :bad_utf8, reason: "a line must be valid UTF-8"}
 
     # The connection goes on.
@@ -294,9 +256,11 @@ defmodule Grove.Gateway.ChatTest do
     assert {202, _} =
              admin(port, :post, "/api/admin/announce", ~s({"text":"Second"}), bearer(@token))
 
-    {_announcement, _json, seen} = expect(json, :announcement, &(&1.text == "Second"), [])
+    {_announcement, _json, seen} =
+      expect(json, :announcement, where: &(&1.text == "Second"), seen: [])
+
     refute Enum.any?(seen, &(&1.type == :announcement))
-    {announcement, _late, seen} = expect(late, :announcement, fn _ -> true end, [])
+    {announcement, _late, seen} = expect(late, :announcement, seen: [])
     assert announcement.text == "Second"
     refute Enum.any?(seen, &(&1.type == :announcement))
 

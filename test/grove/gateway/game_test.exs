@@ -3,6 +3,8 @@ defmodule Grove.Gateway.GameTest do
   # Yaws runs one server per node, so these tests share one gateway and run alone.
   use ExUnit.Case, async: false
 
+  import Grove.WsConn, only: [connect: 2, push: 2, expect: 2, expect: 3]
+
   alias Grove.{Protocol, World}
   alias Grove.{Walk, WsClient}
 
@@ -31,32 +33,6 @@ defmodule Grove.Gateway.GameTest do
     )
   end
 
-  defp connect(port, encoding) do
-    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=#{encoding}")
-    {client, encoding}
-  end
-
-  defp push({client, encoding}, message) do
-    kind = if encoding == :json, do: :text, else: :binary
-
-    :ok =
-      WsClient.send_frame(client, {kind, IO.iodata_to_binary(Protocol.encode(message, encoding))})
-  end
-
-  defp expect({client, encoding} = conn, types, pred \\ fn _ -> true end) do
-    case WsClient.recv(client, 5000) do
-      {:ok, {_kind, data}, client} ->
-        {:ok, message} = Protocol.decode(data, encoding)
-
-        if message.type in List.wrap(types) and pred.(message),
-          do: {message, {client, encoding}},
-          else: expect({client, encoding}, types, pred)
-
-      other ->
-        flunk("no #{inspect(types)} arrived on #{inspect(conn)}: #{inspect(other)}")
-    end
-  end
-
   # A player joined anywhere, then walked to a cell.
   defp player_at(port, encoding, _world, cell) do
     conn = connect(port, encoding)
@@ -69,13 +45,13 @@ defmodule Grove.Gateway.GameTest do
   defp move(conn, dir) do
     seq = System.unique_integer([:positive])
     push(conn, %{type: :move, seq: seq, dir: dir})
-    {outcome, conn} = expect(conn, :outcome, &(&1.seq == seq))
+    {outcome, conn} = expect(conn, :outcome, where: &(&1.seq == seq))
     {if(outcome.result == :ok, do: {outcome.x, outcome.y}), conn}
   end
 
   defp act(conn, seq, action, dir, args \\ %{}) do
     push(conn, %{type: :act, seq: seq, action: action, dir: dir, args: args})
-    expect(conn, :acted, &(&1.seq == seq))
+    expect(conn, :acted, where: &(&1.seq == seq))
   end
 
   # Each encoding at a tree of its own.
@@ -99,7 +75,7 @@ defmodule Grove.Gateway.GameTest do
              }
 
       # The area tells of the tree (its code back to 0), the picker's look and the event.
-      {area, conn} = expect(conn, :area, &(&1.events != []))
+      {area, conn} = expect(conn, :area, where: &(&1.events != []))
       assert {unquote(tx), unquote(ty), 0} in area.cells
       assert {id, carried + 1} in area.looks
       assert [{^id, unquote(tx), unquote(ty), "picked", %{"left" => 0}}] = area.events

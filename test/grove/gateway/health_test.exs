@@ -3,6 +3,7 @@ defmodule Grove.Gateway.HealthTest do
   use ExUnit.Case, async: false
 
   import Grove.WorldCase, only: [eventually: 1]
+  import Grove.WsConn, only: [connect: 1, push: 2, expect: 2]
 
   alias Grove.Gateway.Drainer
   alias Grove.WsClient
@@ -47,11 +48,11 @@ defmodule Grove.Gateway.HealthTest do
     port: port,
     sup: sup
   } do
-    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+    conn = connect(port)
 
-    push(client, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
+    push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
 
-    {%{type: :welcome}, client} = expect(client, :welcome)
+    {%{type: :welcome}, conn} = expect(conn, :welcome)
 
     # Held still, the session cannot close, so the drain waits for it.
     [session] = Grove.Gateway.sessions()
@@ -64,7 +65,7 @@ defmodule Grove.Gateway.HealthTest do
     end)
 
     # Nothing was said to the player before that.
-    refute_bye(client)
+    refute_bye(conn)
 
     :ok = :sys.resume(session)
     assert :ok = Task.await(stopping, 70_000)
@@ -73,12 +74,12 @@ defmodule Grove.Gateway.HealthTest do
   # Stats are posted every two seconds: those posted before a player
   # joined said "0 players" to the one player there was.
   test "a player is counted in the first stats it is sent", %{port: port} do
-    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+    conn = connect(port)
 
-    push(client, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
+    push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
 
-    {%{type: :welcome}, client} = expect(client, :welcome)
-    assert {%{type: :stats, players: 1}, _client} = expect(client, :stats)
+    {%{type: :welcome}, conn} = expect(conn, :welcome)
+    assert {%{type: :stats, players: 1}, _conn} = expect(conn, :stats)
   end
 
   # The moment before the drain, as long as a test needs: the drainer is
@@ -87,11 +88,11 @@ defmodule Grove.Gateway.HealthTest do
   @tag gateway_opts: [unready_ms: 600_000]
   test "a stop answers /readyz 503 for a while first: its players play on, new ones are refused",
        %{port: port, sup: sup} do
-    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+    conn = connect(port)
 
-    push(client, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
+    push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
 
-    {%{type: :welcome}, client} = expect(client, :welcome)
+    {%{type: :welcome}, conn} = expect(conn, :welcome)
     {_, drainer, _, _} = List.keyfind(Supervisor.which_children(Grove.Gateway), Drainer, 0)
     stopping = Task.async(fn -> Supervisor.stop(sup, :normal, 70_000) end)
 
@@ -101,32 +102,21 @@ defmodule Grove.Gateway.HealthTest do
     end)
 
     assert {503, %{"error" => "server_stopping"}} = upgrade(port)
-    push(client, %{type: :move, seq: 1, dir: :e})
-    {%{type: :outcome, seq: 1}, client} = expect(client, :outcome)
-    refute_bye(client)
+    push(conn, %{type: :move, seq: 1, dir: :e})
+    {%{type: :outcome, seq: 1}, conn} = expect(conn, :outcome)
+    refute_bye(conn)
 
     Process.exit(drainer, :kill)
     assert :ok = Task.await(stopping, 70_000)
   end
 
-  defp push(client, message),
-    do:
-      :ok =
-        WsClient.send_frame(client, {:text, IO.iodata_to_binary(Protocol.encode(message, :json))})
-
-  defp expect(client, type) do
-    {:ok, {:text, data}, client} = WsClient.recv(client, 5000)
-    {:ok, message} = Protocol.decode(data, :json)
-    if message.type == type, do: {message, client}, else: expect(client, type)
-  end
-
   # What the connection sent so far says no goodbye.
-  defp refute_bye(client) do
+  defp refute_bye({client, encoding}) do
     case WsClient.recv(client, 0) do
       {:ok, {:text, data}, client} ->
-        assert {:ok, message} = Protocol.decode(data, :json)
+        assert {:ok, message} = Protocol.decode(data, encoding)
         refute message.type == :bye
-        refute_bye(client)
+        refute_bye({client, encoding})
 
       {:error, :timeout} ->
         :ok

@@ -2,10 +2,10 @@ defmodule Grove.Gateway.LifeTest do
   # Yaws runs one server per node, so these tests run alone.
   use ExUnit.Case, async: false
 
-  alias Grove.{Protocol, World}
-  alias Grove.WsClient
-
   import Grove.WorldCase, only: [eventually: 1]
+  import Grove.WsConn, only: [connect: 2, push: 2, expect: 2, expect: 3]
+
+  alias Grove.{Protocol, World}
 
   @moduletag :gateway
 
@@ -26,42 +26,13 @@ defmodule Grove.Gateway.LifeTest do
     )
   end
 
-  defp connect(port, encoding) do
-    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=#{encoding}")
-    {client, encoding}
-  end
-
-  defp push({client, encoding}, message) do
-    kind = if encoding == :json, do: :text, else: :binary
-
-    :ok =
-      WsClient.send_frame(client, {kind, IO.iodata_to_binary(Protocol.encode(message, encoding))})
-  end
-
-  # The next message that `match?` accepts, skipping others.
-  defp expect({client, encoding}, match?, timeout \\ 5000) do
-    case WsClient.recv(client, timeout) do
-      {:ok, {kind, data}, client} when kind in [:text, :binary] ->
-        {:ok, message} = Protocol.decode(data, encoding)
-
-        if match?.(message),
-          do: {message, {client, encoding}},
-          else: expect({client, encoding}, match?, timeout)
-
-      other ->
-        flunk("nothing expected arrived: #{inspect(other)}")
-    end
-  end
-
-  defp type(type), do: &(&1.type == type)
-
   # Reads views until every cell of `cells` was shown with a bacterium:
   # an area's own frame (`area`) or a part of several (`areas`, version 4).
   defp until_bacteria(conn, cells) do
     if MapSet.size(cells) == 0 do
       conn
     else
-      {view, conn} = expect(conn, &(&1.type in [:area, :areas]))
+      {view, conn} = expect(conn, [:area, :areas])
       shown = for {_id, x, y, 2} <- entities(view), into: MapSet.new(), do: {x, y}
       until_bacteria(conn, MapSet.difference(cells, shown))
     end
@@ -77,22 +48,22 @@ defmodule Grove.Gateway.LifeTest do
          %{port: port, world: world} do
       conn = connect(port, unquote(encoding))
       push(conn, %{type: :join, protocol: Protocol.version()})
-      {welcome, conn} = expect(conn, type(:welcome))
+      {welcome, conn} = expect(conn, :welcome)
       dir = if welcome.x < 20, do: :e, else: :w
       step = if dir == :e, do: 1, else: -1
       cells = for k <- 1..3, do: {welcome.x + k * step, welcome.y}
 
       push(conn, %{type: :seed, seq: 1, pattern: :blinker, dir: dir})
-      {seeded, conn} = expect(conn, type(:seeded))
+      {seeded, conn} = expect(conn, :seeded)
       assert seeded == %{type: :seeded, seq: 1, result: :ok}
 
       push(conn, %{type: :seed, seq: 2, pattern: :blinker, dir: dir})
-      {seeded, conn} = expect(conn, type(:seeded))
+      {seeded, conn} = expect(conn, :seeded)
       assert seeded == %{type: :seeded, seq: 2, result: :occupied}
 
       # Two a second at most (the burst here): the third at once is refused.
       push(conn, %{type: :seed, seq: 3, pattern: :block, dir: dir})
-      {seeded, conn} = expect(conn, type(:seeded))
+      {seeded, conn} = expect(conn, :seeded)
       assert seeded == %{type: :seeded, seq: 3, result: :rate_limited}
 
       World.step_life(world)
@@ -103,7 +74,7 @@ defmodule Grove.Gateway.LifeTest do
 
       # A step into the blinker is refused: the cell is occupied.
       push(conn, %{type: :move, seq: 9, dir: dir})
-      {outcome, conn} = expect(conn, type(:outcome))
+      {outcome, conn} = expect(conn, :outcome)
       assert outcome.result == :occupied
 
       # The minimap's layer of bacteria shows them.
@@ -119,7 +90,7 @@ defmodule Grove.Gateway.LifeTest do
   test "a seed whose zone dies holding it is answered: interrupted", %{port: port, world: world} do
     conn = connect(port, :json)
     push(conn, %{type: :join, protocol: Protocol.version()})
-    {welcome, conn} = expect(conn, type(:welcome))
+    {welcome, conn} = expect(conn, :welcome)
     id = welcome.id
     zone = World.zone_of(world, id)
     :ok = :sys.suspend(zone)
@@ -134,6 +105,6 @@ defmodule Grove.Gateway.LifeTest do
     Process.exit(zone, :kill)
 
     assert {%{type: :seeded, seq: 1, result: :interrupted}, _conn} =
-             expect(conn, type(:seeded), 15_000)
+             expect(conn, :seeded, timeout: 15_000)
   end
 end

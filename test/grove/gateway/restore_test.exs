@@ -3,10 +3,10 @@ defmodule Grove.Gateway.RestoreTest do
   use ExUnit.Case, async: false
 
   alias Grove.{Protocol, World}
-  alias Grove.WsClient
   alias Grove.World.{Directory, Entity}
 
   import Grove.WorldCase, only: [eventually: 1]
+  import Grove.WsConn, only: [connect: 1, push: 2, expect: 2]
 
   @moduletag :gateway
 
@@ -25,17 +25,17 @@ defmodule Grove.Gateway.RestoreTest do
 
   test "a player told its entity was lost is placed again under its id, its move in flight answered, once",
        %{port: port, world: world} do
-    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+    conn = connect(port)
 
-    push(client, %{type: :join, protocol: Protocol.version(), view_radius: 2, name: "", token: ""})
+    push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 2, name: "", token: ""})
 
-    {%{id: id, x: x, y: y}, client} = expect(client, :welcome)
+    {%{id: id, x: x, y: y}, conn} = expect(conn, :welcome)
 
     # The move waits in the zone's mailbox while the session hears its
     # entity was lost (as when the zone it moved into went with a node).
     zone = World.zone_pid(world, 0)
     :ok = :sys.suspend(zone)
-    push(client, %{type: :move, seq: 1, dir: if(x > 0, do: :w, else: :e)})
+    push(conn, %{type: :move, seq: 1, dir: if(x > 0, do: :w, else: :e)})
     # Its own timers may queue beside it: the move is looked for by its id.
     eventually(fn ->
       {:messages, messages} = Process.info(zone, :messages)
@@ -48,9 +48,9 @@ defmodule Grove.Gateway.RestoreTest do
     # The player is welcomed again and the move settled, `interrupted`:
     # the zone still held the entity (and took the move first), so it
     # stays where the zone has it, once.
-    {welcome, client} = expect(client, [:welcome, :outcome])
+    {welcome, conn} = expect(conn, [:welcome, :outcome])
     assert welcome.type == :welcome
-    {outcome, client} = expect(client, :outcome)
+    {outcome, conn} = expect(conn, :outcome)
     assert %{seq: 1, result: :interrupted} = outcome
     assert welcome.id == id
     assert {welcome.x, welcome.y} == World.position(world, id)
@@ -59,8 +59,8 @@ defmodule Grove.Gateway.RestoreTest do
     assert World.entity_count(world) == 1
 
     # The zone's own answer to the move, later, is not a second outcome.
-    push(client, %{type: :ping, t: 7})
-    {pong, _client} = expect(client, [:pong, :outcome])
+    push(conn, %{type: :ping, t: 7})
+    {pong, _conn} = expect(conn, [:pong, :outcome])
     assert pong.type == :pong
   end
 
@@ -80,21 +80,5 @@ defmodule Grove.Gateway.RestoreTest do
     w = World.fetch!(world)
     [row] = :ets.lookup(elem(w.tables, Directory.lookup(w.name, id)), id)
     Entity.from_row(row).owner
-  end
-
-  defp push(client, message),
-    do:
-      :ok =
-        WsClient.send_frame(client, {:text, IO.iodata_to_binary(Protocol.encode(message, :json))})
-
-  defp expect(client, types) do
-    case WsClient.recv(client, 5000) do
-      {:ok, {:text, data}, client} ->
-        {:ok, message} = Protocol.decode(data, :json)
-        if message.type in List.wrap(types), do: {message, client}, else: expect(client, types)
-
-      other ->
-        flunk("nothing expected arrived: #{inspect(other)}")
-    end
   end
 end

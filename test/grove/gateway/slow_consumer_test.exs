@@ -3,6 +3,7 @@ defmodule Grove.Gateway.SlowConsumerTest do
   use ExUnit.Case, async: false
 
   import Grove.WorldCase, only: [eventually: 2]
+  import Grove.WsConn, only: [connect: 3, push: 2, expect: 2]
 
   alias Grove.{Gateway, Protocol}
   alias Grove.WsClient
@@ -32,7 +33,7 @@ defmodule Grove.Gateway.SlowConsumerTest do
   test "a client that stops reading gets bye and a close frame behind what it had not read",
        %{port: port} do
     before = Gateway.stats()
-    {client, connection} = stop_reading(port)
+    {conn, connection} = stop_reading(port)
     eventually(fn -> assert Gateway.stats().slow_consumers > before.slow_consumers end, 1000)
 
     # While the goodbye waits for the client (or, were the connection to
@@ -44,9 +45,9 @@ defmodule Grove.Gateway.SlowConsumerTest do
       1000
     )
 
-    for t <- 1..50, do: push(client, %{type: :ping, t: t})
+    for t <- 1..50, do: push(conn, %{type: :ping, t: t})
 
-    {bye, client} = expect(client, :bye)
+    {bye, {client, _}} = expect(conn, :bye)
     assert bye.reason == :slow_consumer
     assert {:ok, {:close, 1008, _reason}, _client} = WsClient.recv(client, 5000)
     assert Gateway.stats().goodbyes_reset == before.goodbyes_reset
@@ -55,7 +56,7 @@ defmodule Grove.Gateway.SlowConsumerTest do
   @tag closing: [slow_seconds: 1]
   test "a client that does not take its goodbye is reset, and counted", %{port: port} do
     before = Gateway.stats()
-    {client, _connection} = stop_reading(port)
+    {{client, _}, _connection} = stop_reading(port)
     eventually(fn -> assert Gateway.stats().goodbyes_reset > before.goodbyes_reset end, 1000)
     assert Gateway.stats().slow_consumers > before.slow_consumers
     assert {:error, _reset} = read_all(client)
@@ -64,33 +65,17 @@ defmodule Grove.Gateway.SlowConsumerTest do
   # A player that joins, then sends pings and reads nothing: every answer
   # piles up, until the server gives up on it. With its connection.
   defp stop_reading(port) do
-    {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws?encoding=json", recbuf: 1024)
+    conn = connect(port, :json, recbuf: 1024)
 
-    push(client, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
+    push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 8, name: "", token: ""})
 
-    {%{type: :welcome}, client} = expect(client, :welcome)
+    {%{type: :welcome}, conn} = expect(conn, :welcome)
     [connection] = Gateway.sessions()
-    for t <- 1..600, do: push(client, %{type: :ping, t: t})
-    {client, connection}
+    for t <- 1..600, do: push(conn, %{type: :ping, t: t})
+    {conn, connection}
   end
 
   defp goodbye_queued?(connection), do: Map.get(:sys.get_state(connection), :goodbye_by) != nil
-
-  defp push(client, message) do
-    :ok =
-      WsClient.send_frame(client, {:text, IO.iodata_to_binary(Protocol.encode(message, :json))})
-  end
-
-  defp expect(client, type) do
-    case WsClient.recv(client, 5000) do
-      {:ok, {:text, data}, client} ->
-        {:ok, message} = Protocol.decode(data, :json)
-        if message.type == type, do: {message, client}, else: expect(client, type)
-
-      other ->
-        flunk("no #{type} came: #{inspect(other)}")
-    end
-  end
 
   defp read_all(client) do
     case WsClient.recv(client, 5000) do

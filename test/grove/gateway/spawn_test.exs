@@ -2,8 +2,9 @@ defmodule Grove.Gateway.SpawnTest do
   # Yaws runs one server per node, so these tests run alone.
   use ExUnit.Case, async: false
 
+  import Grove.WsConn, only: [connect: 1, push: 2, expect: 2]
+
   alias Grove.{Gateway, Protocol}
-  alias Grove.WsClient
 
   @moduletag :gateway
 
@@ -24,9 +25,9 @@ defmodule Grove.Gateway.SpawnTest do
   test "new players start in the spawn area while it has room, then anywhere", %{port: port} do
     cells =
       for _ <- 1..8 do
-        {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+        conn = connect(port)
 
-        push(client, %{
+        push(conn, %{
           type: :join,
           protocol: Protocol.version(),
           view_radius: 2,
@@ -34,7 +35,7 @@ defmodule Grove.Gateway.SpawnTest do
           token: ""
         })
 
-        %{x: x, y: y} = expect(client, :welcome)
+        {%{x: x, y: y}, _conn} = expect(conn, :welcome)
         {x, y}
       end
 
@@ -51,16 +52,5 @@ defmodule Grove.Gateway.SpawnTest do
         Gateway.start_link(instance: :nowhere, port: 0, spawn: bad)
       end
     end
-  end
-
-  defp push(client, message),
-    do:
-      :ok =
-        WsClient.send_frame(client, {:text, IO.iodata_to_binary(Protocol.encode(message, :json))})
-
-  defp expect(client, type) do
-    {:ok, {_kind, data}, client} = WsClient.recv(client, 5000)
-    {:ok, message} = Protocol.decode(data, :json)
-    if message.type == type, do: message, else: expect(client, type)
   end
 end
