@@ -315,10 +315,9 @@ config :grove,
           off when off in ["off", "false", "0"] ->
             false
 
-          # Bacteria span the nodes of a cluster when asked for (not yet of
-          # one whose zones run on demand, which refuses them, saying why),
-          # and stand still in a zone on demand that sleeps: these worlds
-          # run without them unless asked.
+          # Bacteria span the nodes of a cluster when asked for, and stand
+          # still in a zone on demand that sleeps: these worlds run without
+          # them unless asked.
           nil when clustered or zones == :on_demand ->
             false
 

@@ -186,18 +186,6 @@ defmodule Grove.Config do
              "SQLite keeps accounts in one node's file, which the others cannot reach"
          )
 
-    # A zone on demand takes a neighbour that runs on no node of its own
-    # for one asleep (`Grove.World.Zone.Bacteria`): it would read the
-    # borders of a neighbour awake on another node as frozen.
-    if Grove.Cluster.multi_node?(cluster) and world[:life] not in [nil, false] and
-         world[:zones] == :on_demand,
-       do:
-         raise(
-           ArgumentError,
-           "bacteria do not span the nodes of a cluster of zones on demand yet: " <>
-             "start every node of such a cluster without them (GROVE_LIFE=off)"
-         )
-
     # Nodes that each made a key of their own would refuse each other's tokens.
     if Grove.Cluster.multi_node?(cluster) and accounts != false and accounts[:secret] == nil and
          not (is_binary(accounts[:secret_path]) and File.exists?(accounts[:secret_path])),

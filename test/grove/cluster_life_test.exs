@@ -134,6 +134,244 @@ defmodule Grove.ClusterLifeTest do
     end
   end
 
+  @tag timeout: 180_000
+  test "generations by the clock: the zones of two nodes step them together, and the whole is one grid's" do
+    home = distribute!()
+    {_peer, other} = start_peer!(home, "clock1")
+    nodes = Enum.sort([node(), other])
+
+    opts =
+      small_instance(Grove.LifeT, [peers: nodes, connect_interval: 100],
+        life: [rule: "B3/S23", interval: 200, soup: 0.5],
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
+      )
+
+    start_instances!(for node <- nodes, do: {node, opts})
+    world = Grove.world(Grove.LifeT)
+    settled!(nodes, world)
+    owners = Placement.owners(@zones, nodes)
+    assert owners |> Tuple.to_list() |> Enum.uniq() |> length() == 2
+
+    # Every zone at one generation, read on the node that runs it: the
+    # same moment on both nodes' clocks, whenever each started.
+    {generation, start} = eventually(fn -> snapshot!(nodes, world, owners, nil) end, 1000)
+    assert MapSet.size(start) > 100
+    {later, cells} = eventually(fn -> snapshot!(nodes, world, owners, generation + 5) end, 1000)
+
+    assert cells ==
+             List.last(LifeReference.run(start, Rule.conway(), 100, 100, later - generation))
+  end
+
+  @tag timeout: 180_000
+  test "a node whose clock runs ahead waits for the other's rows: neighbours stay one generation apart, and the whole is one grid's" do
+    home = distribute!()
+    {_peer, other} = start_peer!(home, "skew1")
+    nodes = Enum.sort([node(), other])
+
+    opts =
+      small_instance(Grove.LifeT, [peers: nodes, connect_interval: 100],
+        life: [rule: "B3/S23", interval: :manual, soup: 0.5],
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
+      )
+
+    start_instances!(for node <- nodes, do: {node, opts})
+    world = Grove.world(Grove.LifeT)
+    settled!(nodes, world)
+    owners = Placement.owners(@zones, nodes)
+    step_to(nodes, world, 0)
+    start = live(nodes, world)
+    expected = LifeReference.run(start, Rule.conway(), 100, 100, 5)
+
+    # Stepped by hand, each node's target is its own, as each node's clock
+    # is: this one's says generation 5, the other's still 0.
+    [ahead, behind] = [node(), other]
+    for _ <- 1..5, do: :ok = World.step_life(world)
+
+    along_border =
+      for {index, ^ahead} <- indexed(owners), borders?(owners, index, behind), do: index
+
+    eventually(
+      fn ->
+        rows = generations(nodes, world, owners)
+        for index <- along_border, do: assert(rows[index] == 1)
+        for {index, ^behind} <- indexed(owners), do: assert(rows[index] == 0)
+
+        for {index, generation} <- rows,
+            {_direction, neighbour} <- World.Life.neighbours(Grid.new(100, 100, 25), index),
+            neighbour != nil,
+            do: assert(abs(generation - rows[neighbour]) <= 1)
+      end,
+      @wait
+    )
+
+    # The other node's clock comes to generation 5 too: every zone gets there.
+    for _ <- 1..5, do: :ok = :erpc.call(behind, World, :step_life, [world])
+
+    eventually(
+      fn -> assert Enum.all?(generations(nodes, world, owners), &(elem(&1, 1) == 5)) end,
+      @wait
+    )
+
+    assert live(nodes, world) == List.last(expected)
+  end
+
+  @tag timeout: 240_000
+  @tag :postgres
+  test "zones on demand: a glider crosses into a zone another node runs; asleep there, its neighbours read it frozen, and it wakes with every cell" do
+    home = distribute!()
+    {_peer, other} = start_peer!(home, "demandlife1")
+    nodes = Enum.sort([node(), other])
+    owners = Placement.owners(@zones, nodes)
+    grid = Grid.new(100, 100, 25)
+
+    {west, east} =
+      Enum.find_value(0..(@zones - 1), fn index ->
+        east = index + 1
+
+        if rem(east, 4) != 0 and elem(owners, index) != elem(owners, east),
+          do: {index, east}
+      end)
+
+    [west_node, east_node] = [elem(owners, west), elem(owners, east)]
+    opts = demand_instance([peers: nodes, connect_interval: 100], soup: 0.0)
+    start_instances!(for node <- nodes, do: {node, opts})
+    world = Grove.world(Grove.LifeT)
+
+    eventually(
+      fn ->
+        for n <- nodes,
+            index <- [west, east],
+            do: assert(zone_node(n, world, index) == elem(owners, index))
+      end,
+      @wait
+    )
+
+    # No zone runs until one is needed: an entity in each of the two wakes them.
+    {_x0, y0, x1, _y1} = Grid.zone_bounds(grid, west)
+    {:ok, id, seeder} = World.join(world, at: {x1 - 8, y0 + 4})
+    {:ok, still, {kx, _ky} = keeper} = World.join(world, at: {x1 + 20, y0 + 22})
+    assert awake(west_node, world) == [west] and awake(east_node, world) == [east]
+
+    :ok = World.seed(world, id, :glider, :se, :glider)
+    assert_receive {:grove_seed, ^id, :glider, :ok}
+    step_awake(nodes, world, 1)
+    start = live_awake(nodes, world)
+    assert MapSet.size(start) == 5
+    expected = LifeReference.run(start, Rule.conway(), 100, 100, 45, MapSet.new([seeder, keeper]))
+
+    for generation <- 2..40 do
+      step_awake(nodes, world, generation)
+
+      assert live_awake(nodes, world) == Enum.at(expected, generation - 1),
+             "generation #{generation}"
+    end
+
+    crossed = Enum.at(expected, 39)
+    assert Enum.all?(crossed, fn {x, y} -> Grid.zone_of(grid, x, y) == east end)
+
+    # The east zone falls asleep on its node, its cells into the store; the
+    # west zone's node is told, and reads its borders frozen: it goes on.
+    assert :erpc.call(east_node, World, :sleep_idle, [world]) == [east]
+    w = :erpc.call(west_node, World, :fetch!, [world])
+
+    eventually(
+      fn ->
+        assert [{^east, 40, nil, _edges, _}] =
+                 :erpc.call(west_node, :ets, :lookup, [w.life_table, east])
+      end,
+      @wait
+    )
+
+    for generation <- 41..43, do: step_awake(nodes, world, generation)
+    assert :erpc.call(west_node, World, :bacteria, [world])[west] == {43, []}
+    assert {40, cells} = :erpc.call(east_node, World, :bacteria, [world])[east]
+    assert MapSet.new(cells) == crossed
+
+    # Woken, it resumes at the world's generation with the board it slept
+    # with, and the glider goes on from there.
+    :ok = World.move(world, still, :n, :wake)
+    assert_receive {:grove_move, ^still, :wake, {:ok, {^kx, _}}}
+    assert east in awake(east_node, world)
+    step_awake(nodes, world, 44)
+    assert live_awake(nodes, world) == Enum.at(expected, 40)
+  end
+
+  @tag timeout: 240_000
+  @tag :postgres
+  test "zones on demand of a node killed start again on the survivors with their bacteria: a sleeping zone's from its save, an awake one's from its heir's copy" do
+    home = distribute!()
+    peers = for name <- ["lostlife1", "lostlife2"], do: start_peer!(home, name)
+    nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
+    opts = demand_instance([peers: nodes, connect_interval: 100], soup: 0.5)
+    for node <- nodes, do: start_instance!(node, opts)
+    world = Grove.world(Grove.LifeT)
+    grid = Grid.new(100, 100, 25)
+
+    # Two zones of a node to go (not this one, which runs the test).
+    first = Enum.find(nodes, &(&1 != node()))
+
+    [asleep, alive | _] =
+      for index <- 0..(@zones - 1), Placement.owner(index, nodes) == first, do: index
+
+    survivors = nodes -- [first]
+
+    eventually(
+      fn -> for n <- nodes, i <- [asleep, alive], do: assert(zone_node(n, world, i) == first) end,
+      @wait
+    )
+
+    # An actor wakes one, a player keeps the other awake; three generations
+    # on, their boards are no longer the soup they were laid with.
+    {ax, ay, _, _} = Grid.zone_bounds(grid, asleep)
+    {px, py, _, _} = Grid.zone_bounds(grid, alive)
+    {:ok, _, _} = World.join(world, at: {:within, {ax, ay, ax + 25, ay + 25}})
+    {:ok, _, _} = World.join(world, at: {:within, {px, py, px + 25, py + 25}}, kind: :player)
+    assert Enum.sort(awake(first, world)) == Enum.sort([asleep, alive])
+    soup = :erpc.call(first, World, :bacteria, [world])
+    for generation <- 1..3, do: step_awake(nodes, world, generation)
+    before = :erpc.call(first, World, :bacteria, [world])
+
+    for index <- [asleep, alive] do
+      assert {3, [_ | _] = cells} = before[index]
+      assert cells != elem(soup[index], 1)
+    end
+
+    assert :erpc.call(first, World, :sleep_idle, [world]) == [asleep]
+
+    # The heir of the awake one holds its row, as it was sent each generation.
+    heir = Placement.owner(alive, survivors)
+    h = :erpc.call(heir, World, :fetch!, [world])
+
+    eventually(
+      fn ->
+        assert [{^alive, 3, bits, _, _}] = :erpc.call(heir, :ets, :lookup, [h.life_table, alive])
+        assert bits != nil
+      end,
+      @wait
+    )
+
+    kill!(first)
+
+    for n <- survivors do
+      eventually(
+        fn ->
+          refute first in :erpc.call(n, Node, :list, [])
+
+          for i <- [asleep, alive],
+              do: assert(zone_node(n, world, i) == Placement.owner(i, survivors))
+        end,
+        @wait
+      )
+    end
+
+    # Each runs on its new owner with the board it had, not a new soup.
+    for index <- [asleep, alive] do
+      owner = Placement.owner(index, survivors)
+      eventually(fn -> assert index in awake(owner, world) end, @wait)
+      assert :erpc.call(owner, World, :bacteria, [world])[index] == before[index]
+    end
+  end
+
   # Every node runs the zones the placement gives it, and no other.
   defp settled!(nodes, world) do
     owners = Placement.owners(@zones, nodes)
@@ -180,6 +418,102 @@ defmodule Grove.ClusterLifeTest do
     for {index, row} <- :erpc.call(node, World, :bacteria, [world]),
         :erpc.call(node, World, :zone_node, [w, index]) == node,
         do: {index, row}
+  end
+
+  # The instance of a test of zones on demand: they sleep when told, their
+  # saves in one PostgreSQL database.
+  defp demand_instance(cluster, life) do
+    server = Grove.PostgresServer.info()
+
+    small_instance(Grove.LifeT, cluster,
+      zones: :on_demand,
+      zone_idle: :manual,
+      wake_ahead: 0,
+      rules: [move_rate: nil],
+      life: Keyword.merge([rule: "B3/S23", interval: :manual], life),
+      terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
+    )
+    |> Keyword.merge(
+      store: [
+        adapter: :postgres,
+        host: server.host,
+        port: server.port,
+        username: server.username,
+        database: Grove.PostgresServer.create_database()
+      ],
+      accounts: [secret: "one key for the whole cluster, in a test"]
+    )
+  end
+
+  # Every node steps the zones it has awake, to `generation`.
+  defp step_awake(nodes, world, generation) do
+    for n <- nodes, do: :ok = :erpc.call(n, World, :step_life, [world])
+
+    eventually(
+      fn ->
+        for n <- nodes,
+            {_index, {at, _cells}} <- awake_bacteria(n, world),
+            do: assert(at == generation)
+      end,
+      @wait
+    )
+  end
+
+  defp live_awake(nodes, world) do
+    for n <- nodes,
+        {_index, {_generation, cells}} <- awake_bacteria(n, world),
+        cell <- cells,
+        into: MapSet.new(),
+        do: cell
+  end
+
+  defp awake_bacteria(node, world) do
+    bacteria = :erpc.call(node, World, :bacteria, [world])
+    for index <- awake(node, world), do: {index, Map.fetch!(bacteria, index)}
+  end
+
+  defp awake(node, world), do: :erpc.call(node, World, :awake_zones, [world])
+
+  # As `kill -9` would: no goodbye, the connections simply drop.
+  defp kill!(node) do
+    pid = :erpc.call(node, :os, :getpid, [])
+    {_, 0} = System.cmd("kill", ["-9", to_string(pid)])
+    eventually(fn -> refute node in Node.list() end, @wait)
+  end
+
+  # The live cells of every zone, read on the node that runs it, when all
+  # are at one generation (`at_least` or later): `{generation, cells}`.
+  defp snapshot!(nodes, world, owners, at_least) do
+    rows =
+      for n <- nodes,
+          {index, row} <- :erpc.call(n, World, :bacteria, [world]),
+          elem(owners, index) == n,
+          do: {index, row}
+
+    assert length(rows) == @zones
+    [generation] = rows |> Enum.map(fn {_, {generation, _}} -> generation end) |> Enum.uniq()
+    if at_least, do: assert(generation >= at_least)
+    {generation, for({_, {_, cells}} <- rows, cell <- cells, into: MapSet.new(), do: cell)}
+  end
+
+  # The generation of every zone, read on the node that runs it.
+  defp generations(nodes, world, owners) do
+    for n <- nodes,
+        {index, {generation, _cells}} <- :erpc.call(n, World, :bacteria, [world]),
+        elem(owners, index) == n,
+        into: %{},
+        do: {index, generation}
+  end
+
+  defp indexed(owners),
+    do: owners |> Tuple.to_list() |> Enum.with_index(fn node, index -> {index, node} end)
+
+  # Whether a zone has a neighbour (of the eight) that `node` runs.
+  defp borders?(owners, index, node) do
+    Enum.any?(World.Life.neighbours(Grid.new(100, 100, 25), index), fn
+      {_direction, nil} -> false
+      {_direction, neighbour} -> elem(owners, neighbour) == node
+    end)
   end
 
   defp zone_node(node, world, index),

@@ -32,7 +32,7 @@ defmodule Grove.ClusterTest do
       end
     end
 
-    test "a cluster of several nodes refuses SQLite, a key each node would make and bacteria in zones on demand, and says why" do
+    test "a cluster of several nodes refuses SQLite and a key each node would make, and says why; it takes bacteria" do
       assert_raise ArgumentError, ~r/needs PostgreSQL.*SQLite/, fn ->
         Grove.Config.new(store: [path: "x.db"], cluster: [peers: ["grove2@127.0.0.1"]])
       end
@@ -57,22 +57,15 @@ defmodule Grove.ClusterTest do
       # One node with SQLite is as before.
       assert %Grove.Config{} = Grove.Config.new(store: [path: "x.db"])
 
-      # Bacteria span the nodes of a cluster, but not yet of one whose zones run on demand.
-      assert %Grove.Config{} =
-               Grove.Config.new(
-                 world: [life: [interval: 1000]],
-                 store: postgres,
-                 accounts: [secret: String.duplicate("k", 32)],
-                 cluster: [peers: ["grove2@127.0.0.1"]]
-               )
-
-      assert_raise ArgumentError, ~r/bacteria do not span the nodes.*GROVE_LIFE=off/, fn ->
-        Grove.Config.new(
-          world: [life: [interval: 1000], zones: :on_demand],
-          store: postgres,
-          accounts: [secret: String.duplicate("k", 32)],
-          cluster: [peers: ["grove2@127.0.0.1"]]
-        )
+      # Bacteria span the nodes of a cluster, whose zones run always or on demand.
+      for zones <- [:always, :on_demand] do
+        assert %Grove.Config{} =
+                 Grove.Config.new(
+                   world: [life: [interval: 1000], zones: zones],
+                   store: postgres,
+                   accounts: [secret: String.duplicate("k", 32)],
+                   cluster: [peers: ["grove2@127.0.0.1"]]
+                 )
       end
 
       assert %Grove.Config{} = Grove.Config.new(world: [life: [interval: 1000]])

@@ -84,11 +84,19 @@ defmodule Grove.World.Bacteria do
   # A zone's row of another node (its neighbours' there, or its own handed
   # over), into this node's life table, unless the row there is newer: a
   # late row of the zone's run before it moved never overwrites its own.
+  # A row without cells says its zone fell asleep on another node: late,
+  # it never covers the row of a run of that zone awake here.
   @spec put_row(World.t(), Zone.Bacteria.row()) :: :ok
-  def put_row(%World{life_table: table}, {index, generation, _, _, _} = row) do
+  def put_row(%World{life_table: table} = world, {index, generation, bits, _, _} = row) do
     case :ets.lookup(table, index) do
-      [{_, newer, _, _, _}] when newer > generation -> :ok
-      _ -> :ets.insert(table, row) && :ok
+      [{_, newer, _, _, _}] when newer > generation ->
+        :ok
+
+      _ ->
+        if bits == nil and World.zone_node(world, index) == node() and
+             World.zone_pid(world, index) != nil,
+           do: :ok,
+           else: :ets.insert(table, row) && :ok
     end
   end
 

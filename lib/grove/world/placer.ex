@@ -498,7 +498,7 @@ defmodule Grove.World.Placer do
         wake_saved(world, index, rows, life)
 
       {:error, :not_found} ->
-        :ok
+        wake_alive(world, index)
 
       {:error, reason} ->
         Stats.incr(world.stats, :zone_load_failures)
@@ -512,7 +512,10 @@ defmodule Grove.World.Placer do
     placer
   end
 
-  defp effect(placer, {:wake_saved, _index}), do: placer
+  defp effect(placer, {:wake_saved, index}) do
+    if placer.world.zones_on_demand, do: wake_alive(placer.world, index)
+    placer
+  end
 
   defp effect(placer, {:send, node, message}) do
     send({name(placer.world.name), node}, message)
@@ -586,6 +589,23 @@ defmodule Grove.World.Placer do
              "zone #{index} woke with its save still in the store: " <>
                "it could not be dropped (#{inspect(reason)})"
            )
+  end
+
+  # A zone on demand that was awake on the node lost, with bacteria whose
+  # row this node holds (it is the zone's heir, `Grove.World.Zone`): woken
+  # here, it goes on from that row, and falls asleep again when idle; else
+  # the nodes that run its neighbours would wait for its next row for good.
+  defp wake_alive(%World{life_table: nil}, _index), do: :ok
+
+  defp wake_alive(world, index) do
+    case :ets.lookup(world.life_table, index) do
+      [{_, _, bits, _, _}] when bits != nil ->
+        _pid = Zone.wake(world, index)
+        :ok = Zone.recovered(world, index)
+
+      _asleep_or_none ->
+        :ok
+    end
   end
 
   # Zones that run again, empty, after their node was lost: this node's

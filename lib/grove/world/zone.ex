@@ -59,6 +59,7 @@ defmodule Grove.World.Zone do
   use GenServer
 
   alias Grove.{Metrics, World}
+  alias Grove.Cluster.Placement
   alias Grove.Game.Act
 
   alias Grove.World.{
@@ -815,6 +816,7 @@ defmodule Grove.World.Zone do
   end
 
   defp fall_asleep(zone) do
+    share_asleep(zone)
     for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
     if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
     # A game's layer is in the store or its table; its ticks wait for the zone to wake.
@@ -1415,9 +1417,14 @@ defmodule Grove.World.Zone do
         resume
       )
 
-    %{zone | core: core, bacteria: bacteria}
-    |> run_life(effects, nil)
-    |> advance_life()
+    zone = run_life(%{zone | core: core, bacteria: bacteria}, effects, nil)
+
+    # Awake again, with its board as it slept or handed over: the other
+    # nodes that read it hear so, whether or not it computed a row here.
+    unless Enum.any?(effects, &match?({:row, _}, &1)),
+      do: share_row(zone, hd(:ets.lookup(world.life_table, index)))
+
+    advance_life(zone)
   end
 
   # The generations that are due, one per message, as far as the
@@ -1429,7 +1436,9 @@ defmodule Grove.World.Zone do
 
     # A neighbour on demand that sleeps shows its borders as they stand.
     read_row = fn index ->
-      case {:ets.lookup(table, index), asleep?(world, index)} do
+      row = :ets.lookup(table, index)
+
+      case {row, asleep?(world, index, row)} do
         {[row], false} -> row
         {[row], true} -> {:frozen, elem(row, 3)}
         {[], false} -> nil
@@ -1458,26 +1467,51 @@ defmodule Grove.World.Zone do
 
   # In a cluster, a neighbour that another node runs reads this zone's row
   # in that node's life table: the row goes there, through its door, once
-  # to each node that runs a neighbour.
+  # to each node that runs a neighbour, and to the zone's heir, the node
+  # that would own it were this one lost, for it to start again from there.
   defp share_row(%__MODULE__{world: %World{cluster: nil}}, _row), do: :ok
 
-  defp share_row(%__MODULE__{world: world, bacteria: bacteria}, row) do
+  defp share_row(%__MODULE__{world: world, bacteria: bacteria, index: index}, row) do
     here = node()
 
     owners =
-      for {_direction, index} when index != nil <- bacteria.neighbours,
-          owner = World.zone_node(world, index),
+      for {_direction, neighbour} when neighbour != nil <- bacteria.neighbours,
+          owner = World.zone_node(world, neighbour),
           owner != here,
-          uniq: true,
           do: owner
 
-    Enum.each(owners, &World.Door.share_row(world.name, &1, row))
+    owners =
+      case Grove.Cluster.members(world.cluster) -- [here] do
+        [] -> owners
+        others -> [Placement.owner(index, others) | owners]
+      end
+
+    owners |> Enum.uniq() |> Enum.each(&World.Door.share_row(world.name, &1, row))
   end
 
-  defp asleep?(%World{zones_on_demand: true} = world, index),
-    do: World.zone_pid(world, index) == nil
+  # A zone on demand that falls asleep tells the nodes that read its row:
+  # the row without its cells (in the store, or in this node's table),
+  # which says it sleeps, and its neighbours there read its borders frozen.
+  defp share_asleep(%__MODULE__{world: %World{cluster: nil}}), do: :ok
+  defp share_asleep(%__MODULE__{bacteria: nil}), do: :ok
 
-  defp asleep?(_world, _index), do: false
+  defp share_asleep(%__MODULE__{world: world, index: index} = zone) do
+    case :ets.lookup(world.life_table, index) do
+      [row] -> share_row(zone, put_elem(row, 2, nil))
+      [] -> :ok
+    end
+  end
+
+  # Whether a neighbour sleeps: one of this node's when it has no process;
+  # one of another node's when its row there says so (no cells: see
+  # `share_asleep/1`), or when no row of it came (it never ran).
+  defp asleep?(%World{zones_on_demand: true} = world, index, row) do
+    if World.zone_node(world, index) == node(),
+      do: World.zone_pid(world, index) == nil,
+      else: match?([], row) or match?([{_, _, nil, _, _}], row)
+  end
+
+  defp asleep?(_world, _index, _row), do: false
 
   defp seed(%__MODULE__{bacteria: nil} = zone, id, _pattern, _direction, owner, tag, _hops) do
     send(owner, {:grove_seed, id, tag, {:rejected, :disabled}})

@@ -35,6 +35,8 @@ defmodule Grove.World.Zone.Bacteria do
   # board it slept with (`recover/6`). Its neighbours may lag behind that
   # generation; until they catch up, the one it woke with is all they see
   # of it (a row more than one generation ahead gives its borders before).
+  # In a cluster, a neighbour another node runs is asleep when its row
+  # there has no cells, or when none came (`Grove.World.Zone`).
   #
   # The effects:
   #

@@ -67,6 +67,8 @@ defmodule Grove.World.Zone.Saves do
   cannot be read).
   """
   @spec load(World.t(), Grid.zone_index()) :: {:ok, save()} | {:error, term()}
+  def load(%World{game_store: nil}, _index), do: {:error, :not_found}
+
   def load(%World{game_store: store} = world, index) do
     with {:ok, binary} <- Storage.fetch_state(store, scope(world), Integer.to_string(index)),
          do: decode(binary)
