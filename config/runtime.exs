@@ -24,7 +24,7 @@ import Config
 #   GROVE_STORE_BATCH=1 (requests the store commits together; default 500)
 #   GROVE_ACCEPT_PRIORITY=normal (accept connections at normal priority, as
 #     Yaws does on its own, instead of high; for comparing the two)
-#   GROVE_LIFE=off (no bacteria; off by default in a cluster, on to span its nodes)
+#   GROVE_LIFE=off (no bacteria; off by default with GROVE_ZONES=on_demand)
 #   GROVE_LIFE_RULE=B36/S23 GROVE_LIFE_MS=500 (the bacteria's rule and the
 #     milliseconds between their generations; see Grove.World.Life)
 #   GROVE_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE (instead of SQLite)
@@ -268,8 +268,6 @@ kinds =
       {_module, _count, _options} = kind -> kind
     end)
 
-clustered = System.get_env("GROVE_PEERS", "") != "" or System.get_env("GROVE_PEERS_DNS", "") != ""
-
 zones =
   case System.get_env("GROVE_ZONES") do
     nil ->
@@ -315,10 +313,9 @@ config :grove,
           off when off in ["off", "false", "0"] ->
             false
 
-          # Bacteria span the nodes of a cluster when asked for, and stand
-          # still in a zone on demand that sleeps: these worlds run without
-          # them unless asked.
-          nil when clustered or zones == :on_demand ->
+          # Bacteria stand still in a zone on demand that sleeps: such a
+          # world runs without them unless asked, alone or in a cluster.
+          nil when zones == :on_demand ->
             false
 
           on when on in [nil, "on", "true", "1"] ->

@@ -73,13 +73,23 @@ defmodule Grove.RuntimeConfigTest do
     end
   end
 
-  test "GROVE_ZONES starts zones on demand, without bacteria unless asked, idle for GROVE_ZONE_IDLE_MS" do
+  test "GROVE_ZONES starts zones on demand, without bacteria unless asked (in a cluster too), idle for GROVE_ZONE_IDLE_MS" do
     on_demand = world(read([{"GROVE_ZONES", "on_demand"}, {"GROVE_ZONE_IDLE_MS", "5000"}]))
     assert on_demand[:zones] == :on_demand
     assert on_demand[:zone_idle] == 5000
     assert on_demand[:life] == false
 
     assert world(read([{"GROVE_ZONES", "always"}]))[:zones] == :always
+
+    # Alone or in a cluster, the same: bacteria span a cluster's nodes.
+    peers = {"GROVE_PEERS", "grove2@127.0.0.1"}
+    assert world(read([{"GROVE_ZONES", "on_demand"}, peers]))[:life] == false
+
+    assert world(read([{"GROVE_LIFE", "on"}, {"GROVE_ZONES", "on_demand"}, peers]))[:life] !=
+             false
+
+    assert world(read([peers]))[:life] != false
+    assert world(read([{"GROVE_LIFE", "off"}, peers]))[:life] == false
     assert world(read([]))[:zones] == nil
 
     assert_raise ArgumentError, ~r/GROVE_ZONES must be always or on_demand/, fn ->
