@@ -134,6 +134,63 @@ defmodule Grove.ClusterLifeTest do
     end
   end
 
+  @tag timeout: 240_000
+  test "the zones of a node killed start again on the survivors with their bacteria, from the rows their heirs hold" do
+    home = distribute!()
+    peers = for name <- ["lost1", "lost2"], do: start_peer!(home, name)
+    nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
+
+    opts =
+      small_instance(Grove.LifeT, [peers: nodes, connect_interval: 100],
+        life: [rule: "B3/S23", interval: :manual, soup: 0.5],
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
+      )
+
+    for node <- nodes, do: start_instance!(node, opts)
+    world = Grove.world(Grove.LifeT)
+    settled!(nodes, world)
+    step_to(nodes, world, 0)
+    soup = live(nodes, world)
+    for generation <- 1..3, do: step_to(nodes, world, generation)
+    before = live(nodes, world)
+    assert before != soup
+
+    # Each zone of the node to go has its row on its heir, as sent each generation.
+    first = Enum.find(nodes, &(&1 != node()))
+    survivors = nodes -- [first]
+    lost = for {index, ^first} <- indexed(Placement.owners(@zones, nodes)), do: index
+    assert lost != []
+
+    for index <- lost do
+      heir = Placement.owner(index, survivors)
+      table = :erpc.call(heir, World, :fetch!, [world]).life_table
+
+      eventually(
+        fn -> assert [{^index, 3, _, _, _}] = :erpc.call(heir, :ets, :lookup, [table, index]) end,
+        @wait
+      )
+    end
+
+    kill!(first)
+    settled!(survivors, world)
+
+    # The whole board as it was: none of the lost zones laid a new soup.
+    owners = Placement.owners(@zones, survivors)
+
+    eventually(
+      fn ->
+        assert Map.values(generations(survivors, world, owners)) == List.duplicate(3, @zones)
+      end,
+      @wait
+    )
+
+    assert live(survivors, world) == before
+    step_to(survivors, world, 4)
+
+    assert live(survivors, world) ==
+             List.last(LifeReference.run(before, Rule.conway(), 100, 100, 1))
+  end
+
   @tag timeout: 180_000
   test "generations by the clock: the zones of two nodes step them together, and the whole is one grid's" do
     home = distribute!()
