@@ -355,6 +355,44 @@ defmodule Grove.ClusterLifeTest do
 
   @tag timeout: 240_000
   @tag :postgres
+  test "zones on demand: a node that joins holds the row of a zone asleep beside one of its own, its borders frozen as they stand" do
+    home = distribute!()
+    {_peer, other} = start_peer!(home, "asleepjoin1")
+    nodes = Enum.sort([node(), other])
+    {third, asleep, beside} = joining_beside(nodes)
+    all = Enum.sort([third | nodes])
+    opts = demand_instance([peers: all, connect_interval: 100], soup: 0.5)
+    for node <- nodes, do: start_instance!(node, opts)
+    world = Grove.world(Grove.LifeT)
+    owner = Placement.owner(asleep, nodes)
+    eventually(fn -> for n <- nodes, do: assert(zone_node(n, world, asleep) == owner) end, @wait)
+
+    # Woken by an actor, two generations on, asleep with its board.
+    {x0, y0, _, _} = Grid.zone_bounds(Grid.new(100, 100, 25), asleep)
+    {:ok, _, _} = World.join(world, at: {:within, {x0, y0, x0 + 25, y0 + 25}})
+    for generation <- 1..2, do: step_awake(nodes, world, generation)
+    assert :erpc.call(owner, World, :sleep_idle, [world]) == [asleep]
+    table = :erpc.call(owner, World, :fetch!, [world]).life_table
+    assert [{^asleep, 2, nil, edges, _}] = :erpc.call(owner, :ets, :lookup, [table, asleep])
+
+    # The node that joins takes the zone beside it, and is told of it.
+    {_peer, ^third} =
+      start_peer!(home, third |> Atom.to_string() |> String.split("@") |> hd(), exact_name: true)
+
+    start_instance!(third, opts)
+    eventually(fn -> assert zone_node(third, world, beside) == third end, @wait)
+    table = :erpc.call(third, World, :fetch!, [world]).life_table
+
+    eventually(
+      fn ->
+        assert [{^asleep, 2, nil, ^edges, _}] = :erpc.call(third, :ets, :lookup, [table, asleep])
+      end,
+      @wait
+    )
+  end
+
+  @tag timeout: 240_000
+  @tag :postgres
   test "zones on demand of a node killed start again on the survivors with their bacteria: a sleeping zone's from its save, an awake one's from its heir's copy" do
     home = distribute!()
     peers = for name <- ["lostlife1", "lostlife2"], do: start_peer!(home, name)
@@ -571,6 +609,29 @@ defmodule Grove.ClusterLifeTest do
       {_direction, nil} -> false
       {_direction, neighbour} -> elem(owners, neighbour) == node
     end)
+  end
+
+  # A node to come, named now, that takes a zone beside one that stays
+  # where it is: `{node, the zone that stays, the zone it takes}`.
+  defp joining_beside(nodes) do
+    host = node() |> Atom.to_string() |> String.split("@") |> List.last()
+    third = :"#{peer_name("asleepjoin3")}@#{host}"
+    before = Placement.owners(@zones, nodes)
+    later = Placement.owners(@zones, Enum.sort([third | nodes]))
+
+    found =
+      Enum.find_value(0..(@zones - 1), fn index ->
+        beside =
+          for {_direction, neighbour} <- World.Life.neighbours(Grid.new(100, 100, 25), index),
+              neighbour != nil,
+              elem(later, neighbour) == third,
+              do: neighbour
+
+        if elem(before, index) == elem(later, index) and beside != [],
+          do: {third, index, hd(beside)}
+      end)
+
+    found || joining_beside(nodes)
   end
 
   defp zone_node(node, world, index),

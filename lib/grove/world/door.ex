@@ -75,6 +75,13 @@ defmodule Grove.World.Door do
     :ok
   end
 
+  @doc "Sends rows of several zones at once, as `share_row/3` sends one."
+  @spec share_rows(atom(), node(), [tuple()]) :: :ok
+  def share_rows(world, node, rows) do
+    Kernel.send({name(world), node}, {:life_rows, rows})
+    :ok
+  end
+
   ## As a `:via` registry
 
   @doc false
@@ -116,6 +123,12 @@ defmodule Grove.World.Door do
 
   def handle_info({:life_row, row}, world) do
     World.Bacteria.put_row(World.fetch!(world), row)
+    {:noreply, world}
+  end
+
+  def handle_info({:life_rows, rows}, world) do
+    fetched = World.fetch!(world)
+    for row <- rows, do: World.Bacteria.put_row(fetched, row)
     {:noreply, world}
   end
 

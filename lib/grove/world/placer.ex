@@ -62,7 +62,21 @@ defmodule Grove.World.Placer do
   use GenServer
 
   alias Grove.World
-  alias Grove.World.{Directory, Entity, Feed, Grid, Minimap, Places, Relay, Slots, Stats, Zone}
+
+  alias Grove.World.{
+    Directory,
+    Door,
+    Entity,
+    Feed,
+    Grid,
+    Minimap,
+    Places,
+    Relay,
+    Slots,
+    Stats,
+    Zone
+  }
+
   alias Grove.World.Placer.State
   alias Grove.World.Zone.Saves
 
@@ -207,8 +221,11 @@ defmodule Grove.World.Placer do
   def handle_info({:leaving, node}, placer),
     do: {:noreply, %{placer | core: State.leaving(placer.core, node)}}
 
-  def handle_info({:zone_at, index, node, epoch, how}, placer),
-    do: {:noreply, run(placer, &State.announced(&1, index, node, epoch, how, Node.list()))}
+  def handle_info({:zone_at, index, node, epoch, how}, placer) do
+    placer = run(placer, &State.announced(&1, index, node, epoch, how, Node.list()))
+    share_asleep(placer.world, index, node)
+    {:noreply, placer}
+  end
 
   # A handover finished, or failed.
   def handle_info({:EXIT, pid, reason}, %__MODULE__{handovers: handovers} = placer)
@@ -590,6 +607,28 @@ defmodule Grove.World.Placer do
                "it could not be dropped (#{inspect(reason)})"
            )
   end
+
+  # A zone that now runs on another node (handed over, or started again
+  # there) is told of the zones beside it that sleep here, by their rows
+  # of bacteria without cells, as each sent as it fell asleep to the nodes
+  # that ran its neighbours then (`Grove.World.Zone`): a zone that sleeps
+  # sends nothing more, and that node may hold none of its row, or an old
+  # one that says it runs, whose next row its zone would wait for for good.
+  defp share_asleep(%World{zones_on_demand: true, life_table: table} = world, index, to)
+       when table != nil and to != node() do
+    rows =
+      for {_direction, neighbour} <- Grove.World.Life.neighbours(world.grid, index),
+          neighbour != nil,
+          World.zone_node(world, neighbour) == node(),
+          World.zone_pid(world, neighbour) == nil,
+          row <- :ets.lookup(table, neighbour),
+          do: put_elem(row, 2, nil)
+
+    if rows != [], do: Door.share_rows(world.name, to, rows)
+    :ok
+  end
+
+  defp share_asleep(_world, _index, _to), do: :ok
 
   # A zone on demand that was awake on the node lost, with bacteria whose
   # row this node holds (it is the zone's heir, `Grove.World.Zone`): woken
