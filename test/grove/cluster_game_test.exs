@@ -20,9 +20,10 @@ defmodule Grove.ClusterGameTest do
        %{} do
     home = distribute!()
     {_peer, first} = start_peer!(home, "game1")
-    # The node to come, named now: the zones it will take are known.
-    third = :"#{peer_name("game3")}@#{host()}"
     nodes = Enum.sort([node(), first])
+    # The node to come, named now: the zones it will take are known (some:
+    # placement leaves a node none now and then).
+    third = :"#{peer_name_with_zones("game3", nodes)}@#{host()}"
     all = Enum.sort([third | nodes])
     grid = Grid.new(100, 100, 25)
     {index, _owner} = moving_zone(nodes, all)
@@ -73,7 +74,8 @@ defmodule Grove.ClusterGameTest do
   test "a node killed with kill -9: its zones come back on the survivors from their last save",
        %{} do
     home = distribute!()
-    peers = for n <- 1..3, do: start_peer!(home, "saves#{n}")
+    # The node killed runs zones of its own.
+    peers = start_peers_with_zones!(home, ["saves1", "saves2", "saves3"])
     nodes = peers |> Enum.map(&elem(&1, 1)) |> Enum.sort()
     [a, b, c] = nodes
     grid = Grid.new(100, 100, 25)

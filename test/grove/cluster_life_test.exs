@@ -93,8 +93,9 @@ defmodule Grove.ClusterLifeTest do
     {_peer, other} = start_peer!(home, "life2")
     nodes = Enum.sort([node(), other])
     # The node to come, named now: the cluster knows it from the start.
+    # Under a name that gives it zones to take.
     third =
-      :"#{peer_name("life3")}@#{node() |> Atom.to_string() |> String.split("@") |> List.last()}"
+      :"#{peer_name_with_zones("life3", nodes, @zones)}@#{node() |> Atom.to_string() |> String.split("@") |> List.last()}"
 
     all = Enum.sort([third | nodes])
 

@@ -133,7 +133,8 @@ defmodule Grove.ClusterTest do
     @tag timeout: 180_000
     test "runs each zone on one node; actors of every node move through all of them; a fourth node takes its zones and nothing is lost",
          %{home: home} do
-      peers = for n <- 1..2, do: start_peer!(home, "zones#{n}")
+      # Each of the three nodes, and the fourth that joins them, runs zones.
+      peers = start_peers_with_zones!(home, ["zones1", "zones2"], [node()])
       nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
       cluster = [peers: nodes, connect_interval: 100]
       # The cluster's total: 40 on each node.
@@ -186,7 +187,7 @@ defmodule Grove.ClusterTest do
       )
 
       # A fourth node joins: the zones it now owns are handed to it, with their entities.
-      {_peer, fourth} = start_peer!(home, "zones4")
+      {_peer, fourth} = start_peer!(home, peer_name_with_zones("zones4", nodes), exact_name: true)
 
       all = Enum.sort([fourth | nodes])
 
@@ -737,7 +738,7 @@ defmodule Grove.ClusterTest do
 
     test "join, agree on where every zone runs, refuse a node whose world differs, and see one go",
          %{home: home} do
-      peers = for n <- 1..2, do: start_peer!(home, "grove#{n}")
+      peers = start_peers_with_zones!(home, ["grove1", "grove2"], [node()])
       nodes = [node() | Enum.map(peers, &elem(&1, 1))]
       cluster = [peers: nodes, connect_interval: 100]
 

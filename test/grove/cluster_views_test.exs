@@ -30,7 +30,7 @@ defmodule Grove.ClusterViewsTest do
   test "viewers on two other nodes see an entity of the zone's node move, through deltas sent once per node and tick",
        %{home: home} do
     {_, c} = start_peer!(home, "views2")
-    {_, b} = start_peer!(home, name_with_zones("views1", [node(), c]), exact_name: true)
+    {_, b} = start_peer!(home, peer_name_with_zones("views1", [node(), c]), exact_name: true)
     nodes = Enum.sort([node(), b, c])
     world = start_world!(Grove.ViewsT, nodes)
 
@@ -100,7 +100,7 @@ defmodule Grove.ClusterViewsTest do
        %{home: home} do
     [{_, b}, {_, c}] = for n <- 1..2, do: start_peer!(home, "handover#{n}")
     nodes = Enum.sort([node(), b, c])
-    {_peer, d} = start_peer!(home, name_with_zones("handover3", nodes), exact_name: true)
+    {_peer, d} = start_peer!(home, peer_name_with_zones("handover3", nodes), exact_name: true)
     all = Enum.sort([d | nodes])
 
     # A zone of node b or c now that node d will take when it joins (any
@@ -218,17 +218,6 @@ defmodule Grove.ClusterViewsTest do
   # Zones go to nodes by their names (`Placement.owner/2`): with 16 zones
   # and three or four nodes, about one name in a hundred is given none. A
   # name under which a node that joins `others` is given at least one.
-  defp name_with_zones(base, others) do
-    name = peer_name(base)
-    [_, host] = node() |> Atom.to_string() |> String.split("@")
-    joining = :"#{name}@#{host}"
-    all = Enum.sort([joining | others])
-
-    if Enum.any?(0..15, &(Placement.owner(&1, all) == joining)),
-      do: name,
-      else: name_with_zones(base, others)
-  end
-
   defp start_world!(name, nodes) do
     cluster = [peers: nodes, connect_interval: 100]
     start_instances!(for node <- nodes, do: {node, small_instance(name, cluster, @open)})

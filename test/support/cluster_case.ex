@@ -108,6 +108,41 @@ defmodule Grove.ClusterCase do
   end
 
   @doc """
+  A name as `peer_name/1` makes one, under which the node it names, in a
+  cluster with `others`, leaves no member without a zone: placement
+  (`Grove.Cluster.Placement`) of a test world's 16 zones over a few nodes
+  whose names are drawn at random gives one of them none now and then
+  (three nodes: one run in 200; the fourth that joins them: one in 100),
+  and a test that waits for a node to run zones, or for actors in every
+  node's zones, would wait in vain.
+  """
+  def peer_name_with_zones(base, others, zones \\ 16) do
+    name = peer_name(base)
+    [_, host] = node() |> Atom.to_string() |> String.split("@")
+    members = [:"#{name}@#{host}" | others]
+    owners = Grove.Cluster.Placement.owners(zones, members)
+
+    if map_size(Grove.Cluster.Placement.shares(owners)) == length(Enum.uniq(members)),
+      do: name,
+      else: peer_name_with_zones(base, others, zones)
+  end
+
+  @doc """
+  Starts peers one after the other (`start_peer!/3`), each under a name
+  from `peer_name_with_zones/3` that leaves every member, `others` and
+  the peers before it, zones of its own. Returns `[{peer, node}]`.
+  """
+  def start_peers_with_zones!(home, bases, others \\ []) do
+    bases
+    |> Enum.reduce({[], others}, fn base, {peers, members} ->
+      {_, node} = peer = start_peer!(home, peer_name_with_zones(base, members), exact_name: true)
+      {[peer | peers], [node | members]}
+    end)
+    |> elem(0)
+    |> Enum.reverse()
+  end
+
+  @doc """
   True when a zone runs on the node and has not been handed away (a zone
   handed away lingers a while, passing on what comes late); false too when
   it stops as it is asked.
