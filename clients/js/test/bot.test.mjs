@@ -5,7 +5,7 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
-import { freePort, skipReason, startServer } from "../../../assets/test/support/server.mjs";
+import { skipReason, startServer } from "../../../assets/test/support/server.mjs";
 
 const bot = fileURLToPath(new URL("../examples/bot.mjs", import.meta.url));
 
@@ -28,7 +28,7 @@ describe("the bot", { skip: skipReason, timeout: 300_000 }, () => {
   let server;
 
   before(async () => {
-    server = await startServer({ port: await freePort(), actors: 100, width: 100, height: 100 });
+    server = await startServer({ port: 0, actors: 100, width: 100, height: 100 });
   });
 
   after(async () => {

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import WebSocket from "ws";
 import { GroveClient } from "../dist/index.js";
-import { freePort, skipReason, startServer } from "../../../assets/test/support/server.mjs";
+import { skipReason, startServer } from "../../../assets/test/support/server.mjs";
 
 const ADMIN_TOKEN = "chat-test-admin-token-19ab";
 
@@ -30,7 +30,7 @@ describe("chat through the client library", { skip: skipReason, timeout: 300_000
   before(async () => {
     // A world smaller than a viewport of radius 16: everyone sees everyone.
     server = await startServer({
-      port: await freePort(),
+      port: 0,
       actors: 0,
       width: 16,
       height: 16,
