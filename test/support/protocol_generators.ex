@@ -54,8 +54,8 @@ defmodule Grove.Test.ProtocolGenerators do
 
   def value(:bool), do: :proper_types.boolean()
   def value({:enum, values}), do: :proper_types.elements(values)
-  def value(:string), do: :proper_unicode.utf8()
-  def value(:text), do: :proper_unicode.utf8()
+  def value(:string), do: string()
+  def value(:text), do: string()
   def value(:bytes), do: :proper_types.binary()
   def value({:list, item}), do: :proper_types.list(value(item))
   def value({:vlist, item}), do: :proper_types.list(value(item))
@@ -69,7 +69,7 @@ defmodule Grove.Test.ProtocolGenerators do
       {name,
        :proper_types.oneof([
          :proper_types.integer(-2_147_483_648, 2_147_483_647),
-         :proper_unicode.utf8(),
+         string(),
          :proper_types.boolean()
        ])}
 
@@ -82,4 +82,16 @@ defmodule Grove.Test.ProtocolGenerators do
       false
     )
   end
+
+  # A string the wire carries: at most 65,535 bytes, so at most 16,383
+  # code points of up to 4 bytes each. PropEr's own `utf8()` has no bound,
+  # and drew now and then one past it (a name of 120,782 bytes), which no
+  # encoding takes: the property failed, and its shrinking outlasted the
+  # test. Mostly as long as the case's size, now and then up to the limit.
+  defp string,
+    do:
+      :proper_types.frequency([
+        {200, :proper_types.sized(&:proper_unicode.utf8(min(&1, 16_383)))},
+        {1, :proper_unicode.utf8(16_383)}
+      ])
 end
