@@ -221,8 +221,13 @@ defmodule Grove.Actors.HerdTest do
       eventually(fn -> assert World.entity_count(world) == 30 end)
 
       assert Herd.retire(herd, 10) == 10
-      eventually(fn -> assert World.entity_count(world) == 20 end)
-      assert counts(stats).left == 10
+      # The zone counts an entity out before its answer reaches the herd,
+      # which counts it as left then.
+      eventually(fn ->
+        assert World.entity_count(world) == 20
+        assert counts(stats).left == 10
+      end)
+
       assert length(wheel_ids(herd)) == 20
 
       # The others still walk.
