@@ -89,7 +89,7 @@ defmodule Grove.Store do
 
   ## The game's state
 
-  `save_state/4`, `fetch_state/4` and `list_state/3` keep what a game
+  `save_state/4`, `fetch_state/4`, `list_state/3` and `list_keys/3` keep what a game
   wants kept across restarts: values (any binary, typically
   `:erlang.term_to_binary/1` of a zone's state) under a key within a scope
   (`"zones"`, `"quests"`...), both UTF-8 strings. One `save_state/4` call
@@ -294,6 +294,9 @@ defmodule Grove.Store do
   @doc "Every key of a scope with its value, ordered by key."
   @callback list_state(conn(), state_key()) ::
               {:ok, [{state_key(), binary()}]} | {:error, :unavailable}
+
+  @doc "Every key of a scope, without its value, in no order."
+  @callback list_keys(conn(), state_key()) :: {:ok, [state_key()]} | {:error, :unavailable}
 
   @adapters %{sqlite: Grove.Store.SQLite, postgres: Grove.Store.Postgres}
   @store_options [:name, :adapter, :pool_size, :queue_limit, :timeout, :max_batch]
@@ -663,6 +666,14 @@ defmodule Grove.Store do
   def list_state(store, scope, opts \\ []) do
     check_state_key!(:scope, scope)
     Queue.call(store, :list_state, [scope], opts)
+  end
+
+  @doc "Every key of a scope, without its value, in no order."
+  @spec list_keys(name(), state_key(), call_opts()) ::
+          {:ok, [state_key()]} | {:error, :unavailable}
+  def list_keys(store, scope, opts \\ []) do
+    check_state_key!(:scope, scope)
+    Queue.call(store, :list_keys, [scope], opts)
   end
 
   defp state_entry!({key, value} = entry) when is_binary(value) or is_nil(value) do

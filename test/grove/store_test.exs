@@ -231,7 +231,8 @@ for adapter <- [:sqlite, :postgres] do
     end
 
     describe "the game's state" do
-      test "is saved in batches, fetched and listed by scope; nil deletes", %{store: store} do
+      test "is saved in batches, fetched and listed by scope (keys alone too); nil deletes",
+           %{store: store} do
         bytes = <<0, 255, 1, 0>>
 
         assert :ok =
@@ -255,6 +256,9 @@ for adapter <- [:sqlite, :postgres] do
         assert :ok = Store.save_state(store, "zones", [{"3,7", "new"}, {"0,0", nil}, {"x", nil}])
         assert {:ok, [{"3,7", "new"}, {"名前 🙂", ""}]} = Store.list_state(store, "zones")
         assert {:ok, []} = Store.list_state(store, "nobody")
+        assert {:ok, keys} = Store.list_keys(store, "zones")
+        assert Enum.sort(keys) == ["3,7", "名前 🙂"]
+        assert {:ok, []} = Store.list_keys(store, "nobody")
         assert :ok = Store.save_state(store, "zones", [])
       end
 

@@ -121,6 +121,9 @@ defmodule Grove.Test.StallingStore do
   @impl true
   def list_state(conn, _scope), do: read(conn, {:ok, []})
 
+  @impl true
+  def list_keys(conn, _scope), do: read(conn, {:ok, []})
+
   defp read(_conn, answer) do
     pass(current_gate())
     answer

@@ -109,7 +109,8 @@ defmodule Grove.Store.Postgres do
     """,
     delete_state: "DELETE FROM game_state WHERE scope = $1 AND key = $2",
     select_state: "SELECT value FROM game_state WHERE scope = $1 AND key = $2",
-    list_state: ~S|SELECT key, value FROM game_state WHERE scope = $1 ORDER BY key COLLATE "C"|
+    list_state: ~S|SELECT key, value FROM game_state WHERE scope = $1 ORDER BY key COLLATE "C"|,
+    list_keys: "SELECT key FROM game_state WHERE scope = $1"
   ]
 
   @names Map.new(@statements, fn {key, _sql} -> {key, "grove_#{key}"} end)
@@ -536,6 +537,14 @@ defmodule Grove.Store.Postgres do
     case execute(conn, :list_state, [scope]) do
       {:ok, rows} -> {:ok, for([key, value] <- rows, do: {value(key), value(value)})}
       {:error, error} -> unavailable(:list_state, error)
+    end
+  end
+
+  @impl true
+  def list_keys(conn, scope) do
+    case execute(conn, :list_keys, [scope]) do
+      {:ok, rows} -> {:ok, for([key] <- rows, do: value(key))}
+      {:error, error} -> unavailable(:list_keys, error)
     end
   end
 

@@ -107,6 +107,8 @@ defmodule Grove.Store.SQLite do
 
   @list_state "SELECT key, value FROM game_state WHERE scope = ?1 ORDER BY key"
 
+  @list_keys "SELECT key FROM game_state WHERE scope = ?1"
+
   @record_migration "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)"
 
   ## Connections
@@ -447,6 +449,14 @@ defmodule Grove.Store.SQLite do
     case query(db, @list_state, [scope]) do
       {:ok, rows} -> {:ok, for({key, value} <- rows, do: {key, value(value)})}
       error -> unavailable(:list_state, error)
+    end
+  end
+
+  @impl true
+  def list_keys(db, scope) do
+    case query(db, @list_keys, [scope]) do
+      {:ok, rows} -> {:ok, for({key} <- rows, do: key)}
+      error -> unavailable(:list_keys, error)
     end
   end
 

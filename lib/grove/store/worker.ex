@@ -96,7 +96,7 @@ defmodule Grove.Store.Worker do
     :ok
   end
 
-  @reads [:fetch_account, :fetch_token, :fetch_position, :fetch_state, :list_state]
+  @reads [:fetch_account, :fetch_token, :fetch_position, :fetch_state, :list_state, :list_keys]
 
   defp read?(request), do: elem(Queue.operation(request), 0) in @reads
 

@@ -359,7 +359,18 @@ defmodule Grove.World.Game do
   @spec load(World.t(), Grid.zone_index()) :: [{non_neg_integer(), term()}] | :generate
   def load(%World{game_store: nil}, _index), do: :generate
 
-  def load(%World{game: spec, game_store: store} = world, index) do
+  def load(%World{game_saves: saves} = world, index) when saves != nil do
+    if :ets.member(saves, index) do
+      read_save(world, index)
+    else
+      Stats.incr(world.stats, :game_loads_skipped)
+      :generate
+    end
+  end
+
+  def load(world, index), do: read_save(world, index)
+
+  defp read_save(%World{game: spec, game_store: store} = world, index) do
     case Storage.fetch_state(store, save_scope(world), Integer.to_string(index)) do
       {:ok, binary} ->
         case decode_save(spec, binary) do
@@ -398,6 +409,47 @@ defmodule Grove.World.Game do
           {{:"$1", :"$2", :_, :_}, [{:is_integer, :"$1"}], [{{:"$1", :"$2"}}]}
         ])
     end
+  end
+
+  @doc false
+  # Which zones have a save of their layer in the store, for a world of
+  # zones on demand on one node: read once as it starts (`list_keys/2`),
+  # and kept as its zones and its saver write, so that a zone that wakes
+  # for the first time lays its layer without asking the store. Nil (each
+  # wake asks) without a store that lists its keys, or in a cluster, where
+  # other nodes write saves too.
+  @spec known_saves(World.t()) :: :ets.tid() | nil
+  def known_saves(%World{game_store: nil}), do: nil
+  def known_saves(%World{cluster: cluster}) when cluster != nil, do: nil
+
+  def known_saves(%World{game_store: store} = world) do
+    case Storage.list_keys(store, save_scope(world)) do
+      {:ok, keys} ->
+        table = :ets.new(:grove_game_saves, [:set, :public, write_concurrency: true])
+        :ets.insert(table, for(key <- keys, {index, ""} <- [Integer.parse(key)], do: {index}))
+        table
+
+      {:error, :not_supported} ->
+        nil
+
+      {:error, reason} ->
+        Logger.warning(
+          "game: the store could not list the zones' saves (#{inspect(reason)}); " <>
+            "every zone asks it as it wakes"
+        )
+
+        nil
+    end
+  end
+
+  @doc false
+  # Zones whose layer the store now has.
+  @spec has_saves(World.t(), [Grid.zone_index()]) :: :ok
+  def has_saves(%World{game_saves: nil}, _indexes), do: :ok
+
+  def has_saves(%World{game_saves: saves}, indexes) do
+    :ets.insert(saves, for(index <- indexes, do: {index}))
+    :ok
   end
 
   @doc false

@@ -138,7 +138,12 @@ defmodule Grove.World.Keeper do
   # zone's count of layer changes (for the saver), and the log's pace.
   defp with_game(%World{zones_on_demand: true} = world, _count) do
     # Each zone's table is in its slot; one counter: when the saver last wrote.
-    %{world | game_changes: :atomics.new(1, signed: false), game_log: game_log()}
+    %{
+      world
+      | game_changes: :atomics.new(1, signed: false),
+        game_log: game_log(),
+        game_saves: Grove.World.Game.known_saves(world)
+    }
   end
 
   defp with_game(world, count) do

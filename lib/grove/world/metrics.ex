@@ -83,6 +83,9 @@ defmodule Grove.World.Metrics do
       {"grove_game_zones_loaded_total", :counter,
        "Zones that started from their save in the store (a world starting again, a lost node's zones).",
        [{[], stats.game_zones_loaded}]},
+      {"grove_game_loads_skipped_total", :counter,
+       "Zones on demand whose game layer was laid anew without a read of the store, known to have no save there.",
+       [{[], stats.game_loads_skipped}]},
       {"grove_game_save_age_seconds", :gauge,
        "Seconds since the zones' game state was last saved: what a zone lost with its node would miss, at most.",
        case World.Game.saved_at(world) do

@@ -882,7 +882,9 @@ defmodule Grove.World.Zone do
 
   defp save_layer(world, index, layer) do
     save = [{Integer.to_string(index), World.Game.encode_save(world, layer)}]
-    Storage.save_state(world.game_store, World.Game.save_scope(world), save)
+
+    with :ok <- Storage.save_state(world.game_store, World.Game.save_scope(world), save),
+         do: World.Game.has_saves(world, [index])
   end
 
   defp save_rows(_world, _index, [], nil), do: :nothing

@@ -333,6 +333,62 @@ defmodule Grove.World.OnDemandTest do
       assert {{:tree, 0}, _code} = World.cell(world, {9, 5})
     end
 
+    test "a zone that never had a save lays its game's layer without asking the store; one with a save reads it",
+         %{world: world, store: store} do
+      {:ok, id, {8, 5}} = World.join(world, at: {8, 5}, updates: :none)
+      zone = zone_index(world, {8, 5})
+      assert MemoryStore.reads(store, "game/") == 0
+      assert World.stats(world).game_loads_skipped == 1
+      assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
+
+      # Its layer changed: saved as it sleeps, and read back as it wakes.
+      assert World.sleep_idle(world) == [zone]
+      assert MemoryStore.keys(store, "game/") == ["#{zone}"]
+      :ok = World.move(world, id, :s, :woken)
+      assert assert_outcome(id, :woken) == {:ok, {8, 6}}
+      assert MemoryStore.reads(store, "game/") == 1
+      assert {{:tree, 0}, _code} = World.cell(world, {9, 5})
+
+      # Another zone, never saved, still asks nothing.
+      {:ok, _other, {25, 25}} = World.join(world, at: {25, 25}, updates: :none)
+      assert MemoryStore.reads(store, "game/") == 1
+      assert World.stats(world).game_loads_skipped == 2
+    end
+
+    test "a world that starts again on its store knows which zones have a save of their layer",
+         %{world: world, store: store} do
+      {:ok, id, {8, 5}} = World.join(world, at: {8, 5}, updates: :none)
+      zone = zone_index(world, {8, 5})
+      assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
+      assert World.sleep_idle(world) == [zone]
+      :ok = stop_supervised(world)
+
+      # The same world (its game, shape and seed) on the same store.
+      again = :"on_demand_again_#{System.unique_integer([:positive])}"
+      game = {AppleGame, trees: [{9, 5}, {10, 5}], tick: :manual, save: 3_600_000}
+
+      start_supervised!(
+        {World,
+         Keyword.merge(@on_demand,
+           name: again,
+           store: store,
+           game: game,
+           tick: :manual,
+           terrain: @meadow,
+           rules: [move_rate: nil]
+         )},
+        id: again
+      )
+
+      reads = MemoryStore.reads(store, "game/")
+      {:ok, _, {8, 5}} = World.join(again, at: {8, 5}, updates: :none)
+      assert MemoryStore.reads(store, "game/") == reads + 1
+      assert World.cell(again, {9, 5}) == {{:tree, 0}, 0}
+      {:ok, _, {25, 25}} = World.join(again, at: {25, 25}, updates: :none)
+      assert MemoryStore.reads(store, "game/") == reads + 1
+      assert World.stats(again).game_loads_skipped == 1
+    end
+
     test "a zone that slept and woke many times loses nothing", %{world: world} do
       ids = for x <- [1, 4, 7], do: elem(World.join(world, at: {x, 3}, updates: :none), 1)
 

@@ -106,6 +106,7 @@ defmodule Grove.World.Game.Saver do
 
       case Storage.save_state(state.store, World.Game.save_scope(world), entries) do
         :ok ->
+          World.Game.has_saves(world, for({index, _, _} <- dirty, do: index))
           Stats.incr(world.stats, :game_saves)
           Stats.incr(world.stats, :game_zones_saved, length(dirty))
           World.Game.saved(world)

@@ -27,6 +27,16 @@ defmodule Grove.World.Game.Storage do
   @callback list_state(name :: term(), scope :: String.t()) ::
               {:ok, [{String.t(), binary()}]} | {:error, term()}
 
+  @doc """
+  Every key of a scope, without its value. Optional: a world whose store
+  has it knows which zones have a save of their game's layer from its
+  start, and wakes the others without asking the store.
+  """
+  @callback list_keys(name :: term(), scope :: String.t()) ::
+              {:ok, [String.t()]} | {:error, term()}
+
+  @optional_callbacks list_keys: 2
+
   @doc "An account by id: its name (or its avatar) for the leaderboards."
   @callback fetch_account(name :: term(), {:id, pos_integer()}) ::
               {:ok, %{optional(:name) => String.t() | nil, optional(:avatar) => String.t()}}
@@ -43,6 +53,15 @@ defmodule Grove.World.Game.Storage do
   @doc false
   @spec list_state(t(), String.t()) :: {:ok, [{String.t(), binary()}]} | {:error, term()}
   def list_state({module, name}, scope), do: module.list_state(name, scope)
+
+  @doc false
+  # `{:error, :not_supported}` for a store without `list_keys/2`.
+  @spec list_keys(t(), String.t()) :: {:ok, [String.t()]} | {:error, term()}
+  def list_keys({module, name}, scope) do
+    if Code.ensure_loaded?(module) and function_exported?(module, :list_keys, 2),
+      do: module.list_keys(name, scope),
+      else: {:error, :not_supported}
+  end
 
   @doc false
   @spec fetch_account(t(), pos_integer()) :: {:ok, map()} | {:error, term()}
