@@ -126,24 +126,34 @@ defmodule Grove.World.Terrains.Woodland do
   end
 
   @impl true
-  def cells(%__MODULE__{} = params, {x0, y0, x1, y1}) when x1 > x0 and y1 > y0 do
-    forest = field_rows(params.forest, x0, y0, x1, y1)
-    lakes = field_rows(params.lakes, x0, y0, x1, y1)
+  def cells(%__MODULE__{} = params, rect), do: cells(params, rect, true)
+
+  @doc false
+  # With `false`, every row of both fields computed, none skipped for
+  # lying on one side of its cut: what `cells/2` must give (its tests).
+  @spec cells(t(), {integer(), integer(), integer(), integer()}, boolean()) :: binary()
+  def cells(%__MODULE__{} = params, {x0, y0, x1, y1}, skip?) when x1 > x0 and y1 > y0 do
     %__MODULE__{seed: seed, forest_cut: fc, water_cut: wc, chances: chances} = params
+    forest = field_rows(params.forest, x0, y0, x1, y1, skip? && {:forest, fc})
+    lakes = field_rows(params.lakes, x0, y0, x1, y1, skip? && {:water, wc})
     cuts = {seed, fc, wc, chances}
 
-    forest
-    |> Enum.zip(lakes)
-    |> Enum.with_index(y0)
-    |> Enum.map(fn {{forest_row, lake_row}, y} ->
-      classify_row(forest_row, lake_row, cuts, x0, y, [])
-    end)
-    |> IO.iodata_to_binary()
+    classify_rows(forest, lakes, cuts, x0, y0, [])
   end
 
   ## Classifying
 
-  defp classify_row([f | forest], [l | lakes], cuts, x, y, acc) do
+  # Each cell a byte of a list (two words, where a binary of one byte
+  # took five), made into the area's binary once.
+  defp classify_rows([forest_row | forest], [lake_row | lakes], cuts, x0, y, acc),
+    do:
+      classify_rows(forest, lakes, cuts, x0, y + 1, [
+        acc | classify_row(forest_row, lake_row, cuts, x0, y)
+      ])
+
+  defp classify_rows([], [], _cuts, _x0, _y, acc), do: :erlang.list_to_binary(acc)
+
+  defp classify_row([f | forest], [l | lakes], cuts, x, y) do
     {seed, fc, wc, {forest_tree, lone_tree, rock, flowers}} = cuts
 
     code =
@@ -156,10 +166,10 @@ defmodule Grove.World.Terrains.Woodland do
         true -> @meadow
       end
 
-    classify_row(forest, lakes, cuts, x + 1, y, [acc | <<code>>])
+    [code | classify_row(forest, lakes, cuts, x + 1, y)]
   end
 
-  defp classify_row([], [], _cuts, _x, _y, acc), do: acc
+  defp classify_row([], [], _cuts, _x, _y), do: []
 
   # A chance as a threshold on a 32-bit hash, so a cell's roll is one integer compare.
   defp chance(p), do: round(min(max(p, 0.0), 1.0) * 0xFFFFFFFF)
@@ -269,7 +279,19 @@ defmodule Grove.World.Terrains.Woodland do
   # and lattice row the rectangle touches (`scale` rows of cells share it),
   # and each row of cells does only the last step: the same operations on
   # the same values as cell by cell, so the same bytes.
-  defp field_rows(octaves, x0, y0, x1, y1) do
+  #
+  # A cell is classified by its fields' values only against a cut (water
+  # at or under the water cut, forest at or over the forest cut). Given
+  # one (`{:water, cut}` or `{:forest, cut}`), a row whose values all lie on
+  # one side of it is not computed: it is one value on that side, which
+  # classifies each cell the same. Its bounds come from the values
+  # interpolated along x: a cell's value in an octave lies between the two
+  # its column has on the lattice rows above and below it, so the row's
+  # sum lies between the sums of the least and the greatest of those
+  # over the row's columns. A unit of margin on each side covers the
+  # floats' rounding. Most rows of a zone of a large world have no water
+  # near, and many no forest.
+  defp field_rows(octaves, x0, y0, x1, y1, cut \\ nil) do
     total_weight = Enum.reduce(octaves, 0.0, fn {_, w, _, _}, acc -> acc + w end)
 
     prepared =
@@ -293,17 +315,60 @@ defmodule Grove.World.Terrains.Woodland do
           end
           |> List.to_tuple()
 
-        {scale, weight, fades, j0, spans}
+        bounds =
+          if cut, do: spans |> Tuple.to_list() |> Enum.map(&span_bounds/1) |> List.to_tuple()
+
+        {scale, weight, fades, j0, spans, bounds}
       end
 
-    for y <- y0..(y1 - 1) do
-      octaves =
-        for {scale, weight, fades, j0, spans} <- prepared,
-            do: {weight, elem(spans, div(y, scale) - j0), elem(fades, rem(y, scale))}
+    same = if cut, do: %{}
 
-      field_row(octaves, total_weight)
+    {rows, _same} =
+      Enum.map_reduce(y0..(y1 - 1), same, fn y, same ->
+        case cut && on_one_side(prepared, y, total_weight, cut) do
+          value when is_integer(value) ->
+            row = Map.get_lazy(same, value, fn -> List.duplicate(value, x1 - x0) end)
+            {row, Map.put(same, value, row)}
+
+          _computed ->
+            octaves =
+              for {scale, weight, fades, j0, spans, _bounds} <- prepared,
+                  do: {weight, elem(spans, div(y, scale) - j0), elem(fades, rem(y, scale))}
+
+            {field_row(octaves, total_weight), same}
+        end
+      end)
+
+    rows
+  end
+
+  # The value that stands for a whole row on one side of the cut, or nil.
+  defp on_one_side(prepared, y, total_weight, cut) do
+    {low, high} =
+      Enum.reduce(prepared, {0.0, 0.0}, fn {scale, weight, _fades, j0, _spans, bounds},
+                                           {low, high} ->
+        {least, most} = elem(bounds, div(y, scale) - j0)
+        {low + weight * least, high + weight * most}
+      end)
+
+    low = floor(low / total_weight * @noise_max) - 1
+    high = ceil(high / total_weight * @noise_max) + 1
+
+    case cut do
+      {:water, cut} when low > cut -> cut + 1
+      {:forest, cut} when high < cut -> cut - 1
+      {:forest, cut} when low >= cut -> cut
+      _across -> nil
     end
   end
+
+  defp span_bounds([{upper, lower} | span]),
+    do: span_bounds(span, min(upper, lower), max(upper, lower))
+
+  defp span_bounds([{upper, lower} | span], least, most),
+    do: span_bounds(span, min(least, min(upper, lower)), max(most, max(upper, lower)))
+
+  defp span_bounds([], least, most), do: {least, most}
 
   # A row of cells: its octaves summed in order, scaled to 0..@noise_max.
   # The fields' two and three octaves in one pass over the row, any other

@@ -55,6 +55,31 @@ defmodule Grove.World.Terrains.WoodlandTest do
     check(property, numtests: 20, deep_numtests: 600)
   end
 
+  test "an area's rows that lie on one side of a field's cut, not computed, give the bytes computed ones give (property)" do
+    # Made once each: a world this large takes its cuts from a sample.
+    worlds =
+      for opts <- [
+            [seed: 1],
+            [seed: 7, tree_density: 0.4, water_density: 0.2],
+            [seed: 3, water_density: 0.0],
+            [seed: 5, tree_density: 0.0, water_density: 0.1]
+          ],
+          do: Woodland.init(1_000_000, 1_000_000, opts)
+
+    property =
+      forall(
+        {:proper_types.oneof(worlds), :proper_types.integer(0, 999_900),
+         :proper_types.integer(0, 999_900), :proper_types.integer(1, 100),
+         :proper_types.integer(1, 100)},
+        fn {params, x0, y0, w, h} ->
+          rect = {x0, y0, x0 + w, y0 + h}
+          Woodland.cells(params, rect) == Woodland.cells(params, rect, false)
+        end
+      )
+
+    check(property, numtests: 200, deep_numtests: 5000)
+  end
+
   test "a world too large to be made whole makes the same areas in any order, on any node" do
     terrain = Terrain.for_world(100_000, 80_000, 50, seed: 3)
     refute Terrain.whole?(terrain)
