@@ -143,17 +143,27 @@ defmodule Grove.World.Zone.Game do
     end
   end
 
-  # The first value of every cell of the zone. A cell whose `cell/3` fails
-  # has none; the first such failure is kept, to be logged.
-  defp generate(%State{bounds: {x0, y0, x1, y1}} = state, %Spec{hooks: %{cell: true}} = spec) do
-    %State{grid: grid, terrain: terrain} = state
+  # The first value of every cell of the zone, row by row along its
+  # ground's bytes (a zone on demand lays it at each first wake). A cell
+  # whose `cell/3` fails has none; the first such failure is kept, to be
+  # logged.
+  defp generate(
+         %State{bounds: {x0, y0, x1, _y1} = bounds} = state,
+         %Spec{hooks: %{cell: true}} = spec
+       ) do
+    %Terrain.Area{cells: ground} = Terrain.crop(state.terrain, bounds)
+    kinds = Terrain.kinds() |> Map.new(fn {kind, code} -> {code, kind} end)
+    lay(ground, x0, y0, {x0, x1, kinds, state.grid, spec}, {[], state})
+  end
+
+  defp generate(state, _spec), do: {[], state}
+
+  defp lay(<<code, ground::binary>>, x, y, {x0, x1, kinds, grid, spec} = zone, {pairs, state}) do
     module = spec.module
 
-    cells = for y <- y0..(y1 - 1)//1, x <- x0..(x1 - 1)//1, do: {x, y}
-
-    Enum.reduce(cells, {[], state}, fn {x, y} = cell, {pairs, state} ->
+    laid =
       try do
-        module.cell(cell, Terrain.at(terrain, x, y), spec.config)
+        module.cell({x, y}, Map.fetch!(kinds, code), spec.config)
       catch
         kind, reason ->
           state =
@@ -166,10 +176,13 @@ defmodule Grove.World.Zone.Game do
         nil -> {pairs, state}
         value -> {[{Grid.cell_key(grid, x, y), value} | pairs], state}
       end
-    end)
+
+    if x + 1 < x1,
+      do: lay(ground, x + 1, y, zone, laid),
+      else: lay(ground, x0, y + 1, zone, laid)
   end
 
-  defp generate(state, _spec), do: {[], state}
+  defp lay(<<>>, _x, _y, _zone, laid), do: laid
 
   @doc """
   The zone's layer as its table's rows: `{key, value, code, walk}`, where

@@ -55,6 +55,33 @@ defmodule Grove.World.Zone.GameTest do
            ]
   end
 
+  # The apple game, but for a cell whose cell/3 raises.
+  defmodule Stumbling do
+    @moduledoc false
+    @behaviour Grove.Game
+    @impl true
+    defdelegate actions(), to: AppleGame
+    @impl true
+    defdelegate init(options), to: AppleGame
+    @impl true
+    defdelegate act(act, area), to: AppleGame
+    @impl true
+    defdelegate show(value), to: AppleGame
+
+    @impl true
+    def cell({5, 2}, _ground, _config), do: raise("no orchard here")
+    def cell(cell, ground, config), do: AppleGame.cell(cell, ground, config)
+  end
+
+  test "a cell whose cell/3 fails has no value; the rest of the zone is laid, and the failure kept" do
+    spec = Spec.new!({Stumbling, baskets: [{6, 2}], tick: :manual})
+    state = Game.setup(State.new(1, @grid, terrain(), Rules.new(move_rate: nil)), spec, :generate)
+    assert state.game.layer == %{key({4, 1}) => {:tree, 1}, key({6, 2}) => :basket}
+
+    assert [{Stumbling, :cell, :error, %RuntimeError{message: "no orchard here"}, _stack}] =
+             state.game.failures
+  end
+
   test "join/3 sets an entity's attributes from what its client said" do
     {entity, state} = join(zone(0), 1, {0, 0})
     assert entity.attrs == %{carrying: 0, score: 0, account: 7}
