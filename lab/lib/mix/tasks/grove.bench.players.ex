@@ -39,6 +39,10 @@ defmodule Mix.Tasks.Grove.Bench.Players do
       milliseconds (nearby chat); the stages give the lines' round trip
       beside the moves' (default none); with `--crowd`, chat in a crowd
     * `--cores SERVER,LOAD` - the cores to pin them to (default `0,1`)
+    * `--shared` - for a load one core cannot hold: the server on both
+      cores with two schedulers, and the load, still an OS process of its
+      own with one scheduler, on both cores beside it (the load's own CPU
+      is printed, so what the server had is known)
     * `--json PATH`, `--report PATH` - the load's reports, as for `mix grove.load`
     * `--sample-every S` - a soak: sample the server's gauges every S seconds
       and report which grow (see `mix help grove.load`); for example half
@@ -88,6 +92,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     act_every: :integer,
     say_every: :integer,
     cores: :string,
+    shared: :boolean,
     json: :string,
     report: :string,
     sample_every: :integer,
@@ -114,7 +119,12 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     if System.schedulers_online() < 2,
       do: Mix.raise("needs two cores, one for the server and one for the load")
 
-    {server_core, load_core} = cores(opts[:cores] || "0,1")
+    {server_core, load_core} =
+      if opts[:shared], do: {"0,1", "0,1"}, else: cores(opts[:cores] || "0,1")
+
+    server_erl =
+      if opts[:shared], do: two_cores_erl_options(), else: Server.one_core_erl_options()
+
     Mix.Task.run("compile")
 
     port = Grove.Ports.free()
@@ -130,11 +140,15 @@ defmodule Mix.Tasks.Grove.Bench.Players do
         {"GROVE_PORT", to_string(port)},
         {"GROVE_DATA", data},
         {"GROVE_ACTORS", to_string(opts[:actors] || 20_000)},
-        {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
+        {"ELIXIR_ERL_OPTIONS", server_erl},
         {"MIX_ENV", to_string(Mix.env())}
       ] ++ crowd_spawn(opts) ++ world_env(opts)
 
-    info("bench: server on core #{server_core} (port #{port}), load on core #{load_core}")
+    info(
+      "bench: server on core#{if opts[:shared], do: "s"} #{server_core} (port #{port}), " <>
+        "load on core#{if opts[:shared], do: "s"} #{load_core}"
+    )
+
     server = Server.start(core: server_core, env: server_env, label: "server")
 
     try do
@@ -265,6 +279,9 @@ defmodule Mix.Tasks.Grove.Bench.Players do
           value = opts[key],
           do: {name, to_string(value)}
   end
+
+  # As `make run` would run on both cores, without idle schedulers spinning.
+  defp two_cores_erl_options, do: "+S 2:2 +sbwt none +sbwtdcpu none +sbwtdio none"
 
   defp cores(text) do
     case String.split(text, ",") |> Enum.map(&Integer.parse/1) do
