@@ -68,6 +68,11 @@ defmodule Grove.Game do
       the last chance to put what it held back into the world.
     * `enter/2` - an entity has just stepped onto a cell (a move, or an
       arrival from another zone), given as it stands there.
+    * `enter_cells/0` - which cells `enter/2` is called on: `:all` (the
+      default), or `:layer`, only those whose layer holds a value. A step
+      is the world's hot path: a game whose `enter/2` does nothing where
+      the layer is `nil` (the orchard's picks up what lies there) says
+      `:layer`, and the zones skip the call on every other step.
     * `tick/2` - every `:tick` milliseconds (the game's option, default
       `1000`) in every zone, with a random integer: regrowth, decay.
     * `catch_up/3` - several ticks at once, `catch_up(area, ticks, roll)`:
@@ -240,6 +245,7 @@ defmodule Grove.Game do
   @callback join(Entity.t(), info :: map(), Area.t()) :: [effect()]
   @callback leave(Entity.t(), Area.t()) :: [effect()]
   @callback enter(Entity.t(), Area.t()) :: [effect()]
+  @callback enter_cells() :: :all | :layer
   @callback tick(Area.t(), roll :: non_neg_integer()) :: [effect()]
   @callback catch_up(Area.t(), ticks :: pos_integer(), roll :: non_neg_integer()) :: [effect()]
   @callback show(value()) :: 0..255
@@ -254,6 +260,7 @@ defmodule Grove.Game do
                       join: 3,
                       leave: 2,
                       enter: 2,
+                      enter_cells: 0,
                       tick: 2,
                       catch_up: 3,
                       show: 1,

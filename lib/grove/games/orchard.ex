@@ -115,6 +115,11 @@ defmodule Grove.Games.Orchard do
 
   def enter(_entity, _area), do: []
 
+  # Only apples on the ground are picked up as one steps there: a step
+  # onto a cell whose layer holds nothing needs no call.
+  @impl true
+  def enter_cells, do: :layer
+
   # Trees bear again, flowers grow back: each by its own chance, from the
   # tick's random integer and the cell. A tick is the catch-up of one.
   @impl true

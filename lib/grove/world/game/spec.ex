@@ -40,10 +40,14 @@ defmodule Grove.World.Game.Spec do
     hooks: %{}
   ]
 
-  @typedoc "Which optional callbacks the module has."
+  @typedoc """
+  Which optional callbacks the module has; `enter` is `:layer` when the
+  game's `enter_cells/0` says `enter/2` is called only on cells whose
+  layer holds a value.
+  """
   @type hooks :: %{
-          optional(:cell | :join | :leave | :enter | :tick | :catch_up | :show | :look | :blocks) =>
-            true
+          optional(:cell | :join | :leave | :tick | :catch_up | :show | :look | :blocks) => true,
+          optional(:enter) => true | :layer
         }
 
   @type t :: %__MODULE__{
@@ -113,18 +117,39 @@ defmodule Grove.World.Game.Spec do
       save: Keyword.get(own, :save, 5000),
       catch_up: Keyword.get(own, :catch_up, 10),
       version: if(function_exported?(module, :version, 0), do: module.version(), else: 0),
-      hooks:
-        for(
-          {fun, arity} <- @hooks,
-          function_exported?(module, fun, arity),
-          into: %{},
-          do: {fun, true}
-        )
+      hooks: hooks!(module)
     }
   end
 
   def new!(other),
     do: raise(ArgumentError, "a game is a module or {module, options}, got: #{inspect(other)}")
+
+  defp hooks!(module) do
+    hooks =
+      for {fun, arity} <- @hooks,
+          function_exported?(module, fun, arity),
+          into: %{},
+          do: {fun, true}
+
+    case hooks do
+      %{enter: true} -> %{hooks | enter: enter_cells!(module)}
+      _ -> hooks
+    end
+  end
+
+  defp enter_cells!(module) do
+    case if function_exported?(module, :enter_cells, 0), do: module.enter_cells(), else: :all do
+      :all ->
+        true
+
+      :layer ->
+        :layer
+
+      other ->
+        raise ArgumentError,
+              "game #{inspect(module)}'s enter_cells/0 must answer :all or :layer, got: #{inspect(other)}"
+    end
+  end
 
   @doc "The spec of the same game and options once its module's code changed."
   @spec renew!(t()) :: t()

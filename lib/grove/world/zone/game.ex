@@ -293,6 +293,23 @@ defmodule Grove.World.Zone.Game do
     {:moved, Map.fetch!(state.entities, id), from, state}
   end
 
+  # A game whose `enter/2` acts only where the layer holds a value
+  # (`enter_cells/0` says `:layer`) is not called on any other step.
+  def entered(
+        %State{game: %__MODULE__{spec: %{hooks: %{enter: :layer}} = spec, layer: layer}} = state,
+        id,
+        from
+      ) do
+    %{^id => %Entity{x: x, y: y} = entity} = state.entities
+
+    if is_map_key(layer, Grid.cell_key(state.grid, x, y)) do
+      state = hook(state, spec, :enter, [entity, state], id)
+      {:moved, Map.fetch!(state.entities, id), from, state}
+    else
+      {:moved, entity, from, state}
+    end
+  end
+
   def entered(%State{entities: entities} = state, id, from) do
     %{^id => entity} = entities
     {:moved, entity, from, state}

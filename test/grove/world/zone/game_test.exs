@@ -321,4 +321,40 @@ defmodule Grove.World.Zone.GameTest do
     assert {%{failures: [{FailingJoin, :join, :error, %RuntimeError{}, _}]}, _} =
              Game.take_output(state)
   end
+
+  defmodule CountingEnters do
+    @behaviour Grove.Game
+    def init(options), do: Map.new(options)
+    def actions, do: %{}
+    def act(_act, _area), do: {:error, :never}
+    # A mark on every cell of column 2, nothing elsewhere.
+    def cell({2, _y}, _ground, _config), do: :mark
+    def cell(_cell, _ground, _config), do: nil
+    def join(entity, _info, _area), do: [{:attrs, entity.id, 0}]
+    def enter(entity, _area), do: [{:attrs, entity.id, entity.attrs + 1}]
+    def enter_cells, do: Process.get(:enter_cells, :all)
+  end
+
+  defp enters(enter_cells) do
+    Process.put(:enter_cells, enter_cells)
+    spec = Spec.new!(CountingEnters)
+    state = Game.setup(State.new(0, @grid, terrain(), Rules.new(move_rate: nil)), spec, :generate)
+    {:ok, _entity, state} = State.place(state, %Entity{id: 1, owner: self()}, [{0, 0}])
+
+    # East along row 0: {1, 0}, then the mark at {2, 0}, then {3, 0}.
+    Enum.reduce(1..3, state, fn _, state ->
+      {:moved, _entity, _from, state} = State.apply_move(state, 1, :e, self(), :m, 0)
+      state
+    end).entities[1]
+  end
+
+  test "enter/2 runs at every step, or only on cells whose layer holds a value when the game says :layer" do
+    assert %Entity{x: 3, attrs: 3} = enters(:all)
+    assert %Entity{x: 3, attrs: 1} = enters(:layer)
+
+    assert_raise ArgumentError, ~r/enter_cells\/0 must answer :all or :layer/, fn ->
+      Process.put(:enter_cells, :some)
+      Spec.new!(CountingEnters)
+    end
+  end
 end
