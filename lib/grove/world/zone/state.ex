@@ -36,6 +36,12 @@ defmodule Grove.World.Zone.State do
   #
   # `events` are short messages to the zone's viewers (a game's, a
   # chat's), published with the next delta; only collected while watched.
+  #
+  # `cells`, who stands where (in a world whose entities do not share
+  # cells), is a tuple with one map per row of the zone, from x to the
+  # entity's id: every move updates it, and a map of more than 32 keys (a
+  # zone's whole occupancy in one map) is a hash trie whose updates cost
+  # several times a small flat map's and a tuple's copy.
 
   alias Grove.RateLimit
   alias Grove.World.{Entity, Grid, Life, Rules, Terrain, ViewFormat}
@@ -54,7 +60,7 @@ defmodule Grove.World.Zone.State do
     bacteria: nil,
     game: nil,
     entities: %{},
-    cells: %{},
+    cells: {},
     leaving: %{},
     acting: %{},
     changed: %{},
@@ -102,7 +108,7 @@ defmodule Grove.World.Zone.State do
           bacteria: Board.t() | nil,
           game: Game.t() | nil,
           entities: %{Entity.id() => Entity.t()},
-          cells: %{non_neg_integer() => Entity.id()},
+          cells: tuple(),
           leaving: %{Entity.id() => leaving()},
           acting: %{Entity.id() => acting()},
           changed: %{Entity.id() => {non_neg_integer(), non_neg_integer(), byte()}},
@@ -126,8 +132,14 @@ defmodule Grove.World.Zone.State do
       bounds: Grid.zone_bounds(grid, index),
       grid: grid,
       terrain: terrain,
-      rules: rules
+      rules: rules,
+      cells: Tuple.duplicate(%{}, zone_height(grid, index))
     }
+  end
+
+  defp zone_height(grid, index) do
+    {_x0, y0, _x1, y1} = Grid.zone_bounds(grid, index)
+    y1 - y0
   end
 
   @doc """
@@ -219,7 +231,7 @@ defmodule Grove.World.Zone.State do
           blocked?(state, x, y) ->
             {:rejected, :blocked, put_entity(state, entity)}
 
-          rules.exclusive and is_map_key(state.cells, Grid.cell_key(grid, x, y)) ->
+          rules.exclusive and taken?(state, x, y) ->
             {:rejected, :occupied, put_entity(state, entity)}
 
           live?(state, x, y) ->
@@ -250,17 +262,13 @@ defmodule Grove.World.Zone.State do
 
   # The common case, a step inside the zone, in one update of the state:
   # every move goes through here.
-  defp relocate(%__MODULE__{grid: grid, rules: rules} = state, %Entity{id: id} = entity, x, y) do
+  defp relocate(%__MODULE__{rules: rules} = state, %Entity{id: id} = entity, x, y) do
     moved = %{entity | x: x, y: y}
 
     cells =
-      if rules.exclusive do
-        state.cells
-        |> Map.delete(Grid.cell_key(grid, entity.x, entity.y))
-        |> Map.put(Grid.cell_key(grid, x, y), id)
-      else
-        state.cells
-      end
+      if rules.exclusive,
+        do: move_cell(state, entity.x, entity.y, x, y, id),
+        else: state.cells
 
     state = record(%{state | entities: Map.put(state.entities, id, moved), cells: cells}, moved)
 
@@ -308,7 +316,7 @@ defmodule Grove.World.Zone.State do
       is_map_key(state.entities, id) ->
         {:rejected, :occupied}
 
-      rules.exclusive and is_map_key(state.cells, Grid.cell_key(grid, x, y)) ->
+      rules.exclusive and taken?(state, x, y) ->
         {:rejected, :occupied}
 
       live?(state, x, y) ->
@@ -647,13 +655,13 @@ defmodule Grove.World.Zone.State do
 
   @doc "True when an entity stands on the cell (in a world where they do not share cells)."
   @spec occupied?(t(), non_neg_integer(), non_neg_integer()) :: boolean()
-  def occupied?(%__MODULE__{grid: grid} = state, x, y),
-    do: is_map_key(state.cells, Grid.cell_key(grid, x, y))
+  def occupied?(%__MODULE__{} = state, x, y), do: inside?(state, x, y) and taken?(state, x, y)
 
   @doc "The id of an entity on the cell, which must lie in the zone, or nil."
   @spec occupant(t(), non_neg_integer(), non_neg_integer()) :: Entity.id() | nil
-  def occupant(%__MODULE__{rules: %Rules{exclusive: true}, grid: grid} = state, x, y),
-    do: Map.get(state.cells, Grid.cell_key(grid, x, y))
+  def occupant(%__MODULE__{rules: %Rules{exclusive: true}} = state, x, y) do
+    if inside?(state, x, y), do: Map.get(row(state, y), x)
+  end
 
   def occupant(%__MODULE__{} = state, x, y) do
     Enum.find_value(state.entities, fn
@@ -708,8 +716,15 @@ defmodule Grove.World.Zone.State do
 
     cell_problems =
       if rules.exclusive do
+        {_x0, y0, _x1, _y1} = state.bounds
+
+        held =
+          for {row, i} <- state.cells |> Tuple.to_list() |> Enum.with_index(),
+              {x, id} <- row,
+              do: {Grid.cell_key(grid, x, y0 + i), id}
+
         indexed =
-          for {key, id} <- state.cells,
+          for {key, id} <- held,
               not match?(%{^id => %Entity{}}, state.entities) or
                 Grid.cell_key(grid, state.entities[id].x, state.entities[id].y) != key,
               do: "cell #{key} claims entity #{id}, which is elsewhere"
@@ -721,9 +736,9 @@ defmodule Grove.World.Zone.State do
           |> Enum.map(fn {cell, ids} -> "entities #{inspect(ids)} share #{inspect(cell)}" end)
 
         count =
-          if map_size(state.cells) == map_size(state.entities),
+          if length(held) == map_size(state.entities),
             do: [],
-            else: ["#{map_size(state.cells)} cells held for #{map_size(state.entities)} entities"]
+            else: ["#{length(held)} cells held for #{map_size(state.entities)} entities"]
 
         indexed ++ sharing ++ count
       else
@@ -765,13 +780,32 @@ defmodule Grove.World.Zone.State do
 
   defp occupy(%__MODULE__{rules: %Rules{exclusive: false}} = state, _entity), do: state
 
-  defp occupy(%__MODULE__{grid: grid} = state, %Entity{id: id, x: x, y: y}),
-    do: %{state | cells: Map.put(state.cells, Grid.cell_key(grid, x, y), id)}
+  defp occupy(state, %Entity{id: id, x: x, y: y}),
+    do: %{state | cells: put_row(state, y, Map.put(row(state, y), x, id))}
 
   defp vacate(%__MODULE__{rules: %Rules{exclusive: false}} = state, _entity), do: state
 
-  defp vacate(%__MODULE__{grid: grid} = state, %Entity{x: x, y: y}),
-    do: %{state | cells: Map.delete(state.cells, Grid.cell_key(grid, x, y))}
+  defp vacate(state, %Entity{x: x, y: y}),
+    do: %{state | cells: put_row(state, y, Map.delete(row(state, y), x))}
+
+  # Who stands where, by row (`cells`): the cell must lie in the zone.
+  defp taken?(state, x, y), do: is_map_key(row(state, y), x)
+
+  defp row(%__MODULE__{cells: cells, bounds: {_x0, y0, _x1, _y1}}, y), do: elem(cells, y - y0)
+
+  defp put_row(%__MODULE__{cells: cells, bounds: {_x0, y0, _x1, _y1}}, y, row),
+    do: put_elem(cells, y - y0, row)
+
+  # A step from one cell of the zone to another: within a row, one update
+  # of it.
+  defp move_cell(state, fx, y, x, y, id),
+    do: put_row(state, y, state |> row(y) |> Map.delete(fx) |> Map.put(x, id))
+
+  defp move_cell(%__MODULE__{cells: cells, bounds: {_x0, y0, _x1, _y1}}, fx, fy, x, y, id) do
+    cells
+    |> put_elem(fy - y0, Map.delete(elem(cells, fy - y0), fx))
+    |> then(&put_elem(&1, y - y0, Map.put(elem(&1, y - y0), x, id)))
+  end
 
   defp record(%__MODULE__{watched: false} = state, _entity), do: state
 
