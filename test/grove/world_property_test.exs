@@ -92,6 +92,95 @@ defmodule Grove.WorldPropertyTest do
     true
   end
 
+  # A zone applies a batch in one pass (`Zone`'s `apply_batch/7`), the
+  # common step apart from the rest: each move must come out as it would
+  # alone, in order. One zone, so that nothing but the order of the moves
+  # decides; entities that watch (their moves go the other way), unknown
+  # ids and refused steps mixed in.
+  test "a batch of moves gives each move the outcome it gets sent one at a time" do
+    property =
+      forall(
+        {:proper_types.integer(1, 1000),
+         :proper_types.resize(
+           60,
+           :proper_types.list(
+             {:proper_types.integer(0, 5), :proper_types.elements(Grid.directions())}
+           )
+         )},
+        fn {seed, moves} ->
+          {batch, cells} = one_zone(seed, moves, :batch, List.duplicate(:random, 5))
+          {single, ^cells} = one_zone(seed, moves, :single, cells)
+          batch == single
+        end
+      )
+
+    check(property, numtests: 40)
+  end
+
+  # The outcomes, by the moves' tags, and the audit of a world of one zone
+  # where five entities (two of them viewers) and one that left are
+  # moved; with the cells the entities joined at.
+  defp one_zone(seed, moves, how, cells) do
+    name = :"prop_zone_#{System.unique_integer([:positive])}"
+
+    {:ok, sup} =
+      World.start_link(
+        name: name,
+        width: 8,
+        height: 8,
+        zone_size: 8,
+        seed: seed,
+        tick: :manual,
+        terrain: [tree_density: 0.2],
+        rules: [move_rate: nil]
+      )
+
+    try do
+      {ids, cells} =
+        cells
+        |> Enum.with_index()
+        |> Enum.map(fn {at, n} ->
+          {:ok, id, cell} = World.join(name, at: at, updates: if(n < 2, do: :view, else: :none))
+          {id, cell}
+        end)
+        |> Enum.unzip()
+
+      # One more, gone: an id the world no longer knows.
+      {:ok, gone, _cell} = World.join(name, updates: :none)
+      World.leave(name, gone)
+      ids = List.to_tuple(ids ++ [gone])
+
+      sent =
+        for {{n, direction}, tag} <- Enum.with_index(moves), do: {elem(ids, n), direction, tag}
+
+      case how do
+        :batch ->
+          World.move_many(name, sent)
+          collect(length(sent), [])
+
+        :single ->
+          for {id, direction, tag} <- sent do
+            World.move(name, id, direction, tag)
+            [outcome] = collect(1, [])
+            outcome
+          end
+      end
+      |> Enum.sort()
+      |> then(&{{&1, World.audit(name)}, cells})
+    after
+      Supervisor.stop(sup)
+      flush_views()
+    end
+  end
+
+  defp flush_views do
+    receive do
+      {:grove_view, _, _, _, _} -> flush_views()
+    after
+      0 -> :ok
+    end
+  end
+
   defp spawn_opts, do: [updates: :none]
 
   defp collect(0, acc), do: acc

@@ -317,21 +317,7 @@ defmodule Grove.World.Zone do
   def handle_cast({:moves, owner, moves}, zone) do
     zone = sample_mailbox(zone)
     now = :erlang.monotonic_time(:millisecond)
-
-    {outcomes, ok, zone} =
-      Enum.reduce(moves, {[], 0, zone}, fn {id, direction, tag}, {outcomes, ok, zone} ->
-        case apply_one(zone, id, direction, owner, tag, 0, now) do
-          {:pending, zone} ->
-            {outcomes, ok, zone}
-
-          {{:ok, _cell} = outcome, zone} ->
-            {[{id, tag, outcome} | outcomes], ok + 1, zone}
-
-          {outcome, zone} ->
-            count_outcome(zone, outcome)
-            {[{id, tag, outcome} | outcomes], ok, zone}
-        end
-      end)
+    {outcomes, ok, zone} = apply_batch(moves, zone, zone.core, owner, now, [], 0)
 
     # The batch's steps taken, counted at once (the common outcome).
     if ok > 0 do
@@ -339,8 +325,10 @@ defmodule Grove.World.Zone do
       Stats.incr(zone.world.stats, :moves_ok, ok)
     end
 
+    # What the game's hooks changed is written before the outcomes go out.
+    zone = sync_game(zone)
     if outcomes != [], do: send(owner, {:grove_moves, outcomes})
-    {:noreply, sync_game(zone)}
+    {:noreply, zone}
   end
 
   # Actions (a game's): decided here, or run in the zone of their target.
@@ -976,6 +964,57 @@ defmodule Grove.World.Zone do
 
       {:pending, effects, core} ->
         {:pending, carry_out(zone, {effects, core})}
+    end
+  end
+
+  # A batch's moves in one pass over the zone's core, each as `apply_one/7`
+  # would apply it: the common step inside the zone (an entity that does
+  # not watch) updates the core alone, with no copy of the zone's state
+  # and no write of the game's changes until the batch is done; anything
+  # else goes through `apply_one/7` with the zone as it stands.
+  defp apply_batch([], zone, core, _owner, _now, outcomes, ok),
+    do: {outcomes, ok, %{zone | core: core}}
+
+  defp apply_batch(moves, %__MODULE__{overloaded: true} = zone, core, _owner, _now, outcomes, ok) do
+    zone = %{zone | core: core}
+    busy = for {id, _direction, tag} <- moves, do: {id, tag, {:rejected, :busy}}
+    for _ <- busy, do: count_outcome(zone, {:rejected, :busy})
+    {Enum.reverse(busy, outcomes), ok, zone}
+  end
+
+  defp apply_batch([{id, direction, tag} | rest], zone, core, owner, now, outcomes, ok) do
+    case Handoff.move(core, id, direction, owner, tag, 0, now, zone.locate) do
+      {:moved, %Entity{updates: updates} = entity, from, core} when updates != :view ->
+        moved(zone, entity, from)
+        outcomes = [{id, tag, {:ok, {entity.x, entity.y}}} | outcomes]
+        apply_batch(rest, zone, core, owner, now, outcomes, ok + 1)
+
+      {:rejected, reason, core} ->
+        outcome = {:rejected, reason}
+        count_outcome(zone, outcome)
+        apply_batch(rest, zone, core, owner, now, [{id, tag, outcome} | outcomes], ok)
+
+      _other ->
+        # Undone: `apply_one/7` applies it again on the zone as it stood.
+        case apply_one(%{zone | core: core}, id, direction, owner, tag, 0, now) do
+          {:pending, zone} ->
+            apply_batch(rest, zone, zone.core, owner, now, outcomes, ok)
+
+          {{:ok, _cell} = outcome, zone} ->
+            apply_batch(
+              rest,
+              zone,
+              zone.core,
+              owner,
+              now,
+              [{id, tag, outcome} | outcomes],
+              ok + 1
+            )
+
+          {outcome, zone} ->
+            count_outcome(zone, outcome)
+            apply_batch(rest, zone, zone.core, owner, now, [{id, tag, outcome} | outcomes], ok)
+        end
     end
   end
 
