@@ -617,40 +617,13 @@ defmodule Grove.World do
   @spec move_many(name() | t(), [{Entity.id(), Grid.direction(), term()}]) :: :ok
   def move_many(world, moves) when is_list(moves) do
     world = fetch!(world)
-    require Grid
-
-    {by_zone, unknown} =
-      Enum.reduce(moves, {%{}, []}, fn {id, direction, tag}, {by_zone, unknown} ->
-        unless Grid.is_direction(direction) do
-          raise ArgumentError, "not a direction: #{inspect(direction)}"
-        end
-
-        case Directory.lookup(world.name, id) do
-          nil ->
-            {by_zone, [{id, tag, {:rejected, :unknown_entity}} | unknown]}
-
-          index ->
-            {Map.update(by_zone, index, [{id, direction, tag}], &[{id, direction, tag} | &1]),
-             unknown}
-        end
-      end)
-
+    {routed, unknown} = route_moves(moves, world.name, [], [])
     Stats.incr(world.stats, :unknown_entity, length(unknown))
 
-    busy =
-      Enum.flat_map(by_zone, fn {index, zone_moves} ->
-        if Slots.load(world, index) > world.mailbox_limit do
-          Stats.incr(world.stats, :busy, length(zone_moves))
-          for {id, _direction, tag} <- zone_moves, do: {id, tag, {:rejected, :busy}}
-        else
-          GenServer.cast(
-            zone_address(world, index),
-            {:moves, self(), Enum.reverse(zone_moves)}
-          )
-
-          []
-        end
-      end)
+    # Sorted by zone (a stable sort: each zone's moves keep their order),
+    # then one batch per run of a zone: cheaper than a map of the zones,
+    # a hash trie once a client's moves reach more than 32 of them.
+    busy = send_batches(:lists.keysort(1, routed), world, [])
 
     case unknown ++ busy do
       [] -> :ok
@@ -659,6 +632,41 @@ defmodule Grove.World do
 
     :ok
   end
+
+  defp route_moves([{id, direction, tag} = move | rest], name, routed, unknown) do
+    require Grid
+
+    unless Grid.is_direction(direction) do
+      raise ArgumentError, "not a direction: #{inspect(direction)}"
+    end
+
+    case Directory.lookup(name, id) do
+      nil -> route_moves(rest, name, routed, [{id, tag, {:rejected, :unknown_entity}} | unknown])
+      index -> route_moves(rest, name, [{index, move} | routed], unknown)
+    end
+  end
+
+  defp route_moves([], _name, routed, unknown), do: {:lists.reverse(routed), unknown}
+
+  # One batch per zone, in the order the moves came; the moves of a zone
+  # that is busy are answered `busy` here.
+  defp send_batches([], _world, busy), do: busy
+
+  defp send_batches([{index, _move} | _] = routed, world, busy) do
+    {zone_moves, rest} = zone_run(routed, index, [])
+
+    if Slots.load(world, index) > world.mailbox_limit do
+      Stats.incr(world.stats, :busy, length(zone_moves))
+      busy = for({id, _direction, tag} <- zone_moves, do: {id, tag, {:rejected, :busy}}) ++ busy
+      send_batches(rest, world, busy)
+    else
+      GenServer.cast(zone_address(world, index), {:moves, self(), zone_moves})
+      send_batches(rest, world, busy)
+    end
+  end
+
+  defp zone_run([{index, move} | rest], index, moves), do: zone_run(rest, index, [move | moves])
+  defp zone_run(rest, _index, moves), do: {:lists.reverse(moves), rest}
 
   @doc """
   Asks for an action of the world's game (`Grove.Game`) by an entity the

@@ -542,7 +542,7 @@ defmodule Grove.Actors.Herd do
 
   # Moves (3-tuples) and actions (5-tuples) go in a batch each.
   defp send_moves(herd, sent) do
-    {acts, moves} = Enum.split_with(sent, &(tuple_size(&1) == 5))
+    {acts, moves} = split_acts(sent, [], [])
     if moves != [], do: send_steps(herd, moves)
 
     if acts != [] do
@@ -550,6 +550,13 @@ defmodule Grove.Actors.Herd do
       herd.api.act_many(herd.world, acts)
     end
   end
+
+  # In one pass, keeping each list's order (most of a slot is moves).
+  defp split_acts([{_id, _direction, _sent_at} = move | rest], acts, moves),
+    do: split_acts(rest, acts, [move | moves])
+
+  defp split_acts([act | rest], acts, moves), do: split_acts(rest, [act | acts], moves)
+  defp split_acts([], acts, moves), do: {:lists.reverse(acts), :lists.reverse(moves)}
 
   defp send_steps(%__MODULE__{config: %{batch: true}} = herd, moves),
     do: herd.api.move_many(herd.world, moves)

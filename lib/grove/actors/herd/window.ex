@@ -81,23 +81,38 @@ defmodule Grove.Actors.Herd.Window do
   """
   @spec answered(t(), [{term(), time(), term()}], time()) :: {t(), non_neg_integer()}
   def answered(window, outcomes, now) do
-    decreased_at = window.decreased_at
-
     {pending, answered, slowest} =
-      Enum.reduce(outcomes, {window.pending, 0, nil}, fn {_id, sent_at, _outcome},
-                                                         {pending, answered, slowest} ->
-        elapsed = now - sent_at
-        slowest = if sent_at > decreased_at, do: max(elapsed, slowest || 0), else: slowest
-
-        case pending do
-          %{^sent_at => 1} -> {Map.delete(pending, sent_at), answered + 1, slowest}
-          %{^sent_at => left} -> {%{pending | sent_at => left - 1}, answered + 1, slowest}
-          _ -> {pending, answered, slowest}
-        end
-      end)
+      answer(outcomes, window.decreased_at, now, {window.pending, 0, nil})
 
     window = %{window | pending: pending, in_flight: window.in_flight - answered}
     {timed(window, slowest), answered}
+  end
+
+  # A zone answers a batch's moves together, all sent at the same time:
+  # each run of outcomes with one `sent_at` is counted off at once.
+  defp answer([{_id, sent_at, _outcome} | rest], decreased_at, now, acc) do
+    {count, rest} = run(rest, sent_at, 1)
+    answer(rest, decreased_at, now, answer_run(sent_at, count, decreased_at, now, acc))
+  end
+
+  defp answer([], _decreased_at, _now, acc), do: acc
+
+  defp run([{_id, sent_at, _outcome} | rest], sent_at, count), do: run(rest, sent_at, count + 1)
+  defp run(rest, _sent_at, count), do: {count, rest}
+
+  defp answer_run(sent_at, count, decreased_at, now, {pending, answered, slowest}) do
+    slowest = if sent_at > decreased_at, do: max(now - sent_at, slowest || 0), else: slowest
+
+    case pending do
+      %{^sent_at => left} when left <= count ->
+        {Map.delete(pending, sent_at), answered + left, slowest}
+
+      %{^sent_at => left} ->
+        {%{pending | sent_at => left - count}, answered + count, slowest}
+
+      _ ->
+        {pending, answered, slowest}
+    end
   end
 
   defp timed(window, nil), do: window
