@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openGame, waitJoined } from "./support/browser.mjs";
-import { freePort, skipReason, startServer } from "./support/server.mjs";
+import { skipReason, startServer } from "./support/server.mjs";
 
 const ADMIN_TOKEN = "browser-chat-admin-token-7d2e";
 const PHONE = { viewport: { width: 390, height: 844 }, hasTouch: true, isMobile: true, deviceScaleFactor: 2 };
@@ -42,7 +42,6 @@ describe("chat", { skip: skipReason, timeout: 300_000 }, () => {
   before(async () => {
     // One small area: everyone sees everyone.
     server = await startServer({
-      port: await freePort(),
       actors: 4,
       width: 8,
       height: 8,

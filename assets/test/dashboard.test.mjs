@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openGame, waitJoined } from "./support/browser.mjs";
 import { importSource } from "./support/compile.mjs";
-import { freePort, skipReason, startServer, TEST_SERVER } from "./support/server.mjs";
+import { skipReason, startServer, TEST_SERVER } from "./support/server.mjs";
 
 const data = await importSource("dashboard/data");
 const poller = await importSource("dashboard/poller");
@@ -263,7 +263,7 @@ describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_00
     process.env.GROVE_ADMIN_TOKEN = TOKEN;
     try {
       // 200 x 150 cells in zones of 50: 4 x 3 zones.
-      server = await startServer({ port: await freePort(), actors: 300, width: 200, height: 150 });
+      server = await startServer({ actors: 300, width: 200, height: 150 });
     } finally {
       if (previous === undefined) delete process.env.GROVE_ADMIN_TOKEN;
       else process.env.GROVE_ADMIN_TOKEN = previous;

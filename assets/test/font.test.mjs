@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openGame, waitJoined } from "./support/browser.mjs";
-import { freePort, skipReason, startServer } from "./support/server.mjs";
+import { skipReason, startServer } from "./support/server.mjs";
 
 const DEJAVU = "/usr/share/fonts/truetype/dejavu";
 
@@ -63,7 +63,7 @@ describe("the board's emoji font", { skip: skipReason, timeout: 300_000 }, () =>
 
   before(async () => {
     fontDir = mkdtempSync(join(tmpdir(), "grove-fonts-"));
-    server = await startServer({ port: await freePort(), actors: 50, width: 100, height: 100 });
+    server = await startServer({ actors: 50, width: 100, height: 100 });
     browser = await launchBrowser({ env: { FONTCONFIG_FILE: fontconfigWithoutEmoji(fontDir) } });
   });
 

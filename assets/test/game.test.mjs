@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openGame, pressForOutcome, waitAreasGround, waitJoined, ARROWS } from "./support/browser.mjs";
-import { freePort, skipReason, startServer, TEST_SERVER } from "./support/server.mjs";
+import { skipReason, startServer, TEST_SERVER } from "./support/server.mjs";
 
 const mock = TEST_SERVER.endsWith("mock-server.mjs");
 
@@ -137,7 +137,6 @@ describe("playing the orchard", { skip: mock ? "the mock server has no game" : s
   // would send nothing at all), and the walk's tree stays where it was.
   before(async () => {
     server = await startServer({
-      port: await freePort(),
       actors: 100,
       width: 100,
       height: 100,

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openGame, waitJoined } from "./support/browser.mjs";
-import { freePort, skipReason, startServer } from "./support/server.mjs";
+import { skipReason, startServer } from "./support/server.mjs";
 
 const BACKGROUND = [16, 21, 26];
 
@@ -43,7 +43,6 @@ describe("the minimap of a world too large to picture whole", { skip: skipReason
 
   before(async () => {
     server = await startServer({
-      port: await freePort(),
       actors: 300,
       width: 2000,
       height: 2000,

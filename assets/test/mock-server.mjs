@@ -355,7 +355,7 @@ server.on("upgrade", (request, socket, head) => {
 });
 
 server.listen(port, "127.0.0.1", () => {
-  console.log(`grove: listening on http://127.0.0.1:${port} (mock, ${actors.length} actors, ${width} x ${height})`);
+  console.log(`grove: listening on http://127.0.0.1:${server.address().port} (mock, ${actors.length} actors, ${width} x ${height})`);
 });
 
 process.on("SIGTERM", () => {

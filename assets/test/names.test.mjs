@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, moveSomewhere, openGame, waitJoined } from "./support/browser.mjs";
-import { freePort, skipReason, startServer } from "./support/server.mjs";
+import { skipReason, startServer } from "./support/server.mjs";
 
 /** Every frame a page receives, decoded (the page speaks JSON), by type. */
 function recordFrames(page, frames) {
@@ -32,7 +32,7 @@ describe("names", { skip: skipReason, timeout: 300_000 }, () => {
   let browser;
 
   before(async () => {
-    server = await startServer({ port: await freePort(), actors: 4, width: 8, height: 8 });
+    server = await startServer({ actors: 4, width: 8, height: 8 });
     browser = await launchBrowser();
   });
 

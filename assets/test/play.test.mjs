@@ -13,14 +13,14 @@ import {
   waitAreasGround,
   waitJoined,
 } from "./support/browser.mjs";
-import { freePort, skipReason, startServer } from "./support/server.mjs";
+import { skipReason, startServer } from "./support/server.mjs";
 
 describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
   let server;
   let browser;
 
   before(async () => {
-    server = await startServer({ port: await freePort(), actors: 2000, width: 100, height: 100 });
+    server = await startServer({ actors: 2000, width: 100, height: 100 });
     browser = await launchBrowser();
   });
 

@@ -1,9 +1,12 @@
 // The page outlives its server: when the server restarts, the page
-// reconnects by itself, joins again and shows the world.
+// reconnects by itself, joins again and shows the world. The page knows the
+// server by a relay's address, held for the whole test, so that the new
+// server may take any free port and still be where the page looks.
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { launchBrowser, moveSomewhere, openGame, screen, waitJoined } from "./support/browser.mjs";
-import { freePort, skipReason, startServer } from "./support/server.mjs";
+import { startRelay } from "./support/relay.mjs";
+import { skipReason, startServer } from "./support/server.mjs";
 
 // Chromium reports each refused reconnection attempt on the console; those
 // are expected while the server is down, and nothing else is.
@@ -12,27 +15,32 @@ const expectedWhileDown = /WebSocket connection to .* failed|Failed to load reso
 describe("a server restart", { skip: skipReason, timeout: 400_000 }, () => {
   let server;
   let browser;
+  let relay;
 
   after(async () => {
     await browser?.close();
     await server?.stop();
+    await relay?.close();
   });
 
   test("the page reconnects, joins again and shows the world", async () => {
-    const port = await freePort();
-    server = await startServer({ port, actors: 200, width: 100, height: 100 });
+    relay = await startRelay();
+    server = await startServer({ actors: 200, width: 100, height: 100 });
+    relay.to(server.port);
     browser = await launchBrowser();
-    const { page, problems } = await openGame(browser, server.url);
+    const { page, problems } = await openGame(browser, relay.url);
     const first = await waitJoined(page);
     assert.equal(first.welcomes, 1);
 
     await server.stop();
+    relay.to(null);
     await page.waitForFunction(() => document.getElementById("hud-state").dataset.state === "reconnecting", null, {
       timeout: 15_000,
     });
     assert.equal((await page.evaluate(() => window.grove.state())).connected, false);
 
-    server = await startServer({ port, actors: 200, width: 100, height: 100 });
+    server = await startServer({ actors: 200, width: 100, height: 100 });
+    relay.to(server.port);
     await page.waitForFunction(() => window.grove.state().welcomes === 2 && window.grove.state().connected, null, {
       timeout: 30_000,
     });

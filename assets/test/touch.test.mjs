@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, openGame, waitJoined } from "./support/browser.mjs";
-import { freePort, skipReason, startServer } from "./support/server.mjs";
+import { skipReason, startServer } from "./support/server.mjs";
 
 const PHONE = { viewport: { width: 390, height: 844 }, hasTouch: true, isMobile: true, deviceScaleFactor: 2 };
 const STEP = { n: [0, -1], ne: [1, -1], e: [1, 0], se: [1, 1], s: [0, 1], sw: [-1, 1], w: [-1, 0], nw: [-1, -1] };
@@ -72,7 +72,6 @@ describe("on a phone", { skip: skipReason, timeout: 300_000 }, () => {
     // refused; without a game, whose client would give the pad's button
     // its own action (game.test.mjs tests that).
     server = await startServer({
-      port: await freePort(),
       actors: 100,
       width: 100,
       height: 100,

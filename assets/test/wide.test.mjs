@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { launchBrowser, moveSomewhere, openGame, screen, waitAreasGround, waitJoined } from "./support/browser.mjs";
-import { freePort, skipReason, startServer } from "./support/server.mjs";
+import { skipReason, startServer } from "./support/server.mjs";
 
 const worlds = [
   { title: "a world past 16 bits, zones on demand", width: 70_000, height: 70, env: { GROVE_ZONES: "on_demand" } },
@@ -22,7 +22,6 @@ for (const world of worlds) {
 
     before(async () => {
       server = await startServer({
-        port: await freePort(),
         actors: 20,
         width: world.width,
         height: world.height,

@@ -11,7 +11,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { freePort, startServer, TEST_SERVER } from "./server.mjs";
+import { startServer, TEST_SERVER } from "./server.mjs";
 
 const run = promisify(execFile);
 
@@ -48,15 +48,9 @@ export async function startCluster({ size = 3, width, height, actors = 0, env = 
   };
 
   try {
-    const ports = [];
-    while (ports.length < size) {
-      const port = await freePort();
-      if (!ports.includes(port)) ports.push(port);
-    }
     const started = await Promise.allSettled(
       names.map((name, index) =>
         startServer({
-          port: ports[index],
           actors,
           width,
           height,

@@ -5,7 +5,6 @@
 // out), ready once it prints "grove: listening on http://...".
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { createServer } from "node:net";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -22,23 +21,13 @@ export const skipReason = existsSync(TEST_SERVER)
 
 const READY = /grove: listening on (http:\/\/\S+?)\/?(?:\s|$)/;
 
-/** A port that was free a moment ago, on the loopback interface. */
-export function freePort() {
-  return new Promise((resolvePort, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address();
-      probe.close(() => resolvePort(port));
-    });
-  });
-}
-
 /**
- * Starts the server and resolves once it is listening, with its base URL
- * and stop(). Start-up may include compiling, hence the generous limit.
+ * Starts the server and resolves once it is listening, with its base URL,
+ * its port and stop(). It takes a port of its own (GROVE_PORT 0) unless
+ * told one: a port found free and asked for again later may be taken
+ * meanwhile. Start-up may include compiling, hence the generous limit.
  */
-export function startServer({ port, actors, width = 100, height = 100, env = {}, readyTimeoutMs = 180_000 }) {
+export function startServer({ port = 0, actors, width = 100, height = 100, env = {}, readyTimeoutMs = 180_000 }) {
   const environment = {
     ...process.env,
     ...env,
@@ -79,7 +68,8 @@ export function startServer({ port, actors, width = 100, height = 100, env = {},
       if (ready) {
         started = true;
         clearTimeout(timer);
-        resolveStart({ url: `${ready[1]}/`, port, stop, output: () => output });
+        const url = new URL(`${ready[1]}/`);
+        resolveStart({ url: url.href, port: Number(url.port), stop, output: () => output });
       }
     };
     child.stdout.setEncoding("utf8").on("data", scan);
