@@ -21,7 +21,10 @@ import { importLibrary } from "./support/compile.mjs";
 
 const { encode, decode, ProtocolError, directions } = await importLibrary();
 
-const env = (name, fallback) => Number.parseInt(process.env[name] ?? "", 10) || fallback;
+const env = (name, fallback) => {
+  const value = Number.parseInt(process.env[name] ?? "", 10);
+  return Number.isNaN(value) ? fallback : value;
+};
 const port = env("GROVE_PORT", 4000);
 const width = env("GROVE_WIDTH", 100);
 const height = env("GROVE_HEIGHT", 100);
