@@ -262,6 +262,9 @@ defmodule Grove.ClusterLifeTest do
       @wait
     )
 
+    # Waits its operators see.
+    eventually(fn -> assert World.stats(world).life_waits > 0 end, @wait)
+
     # The other node's clock comes to generation 5 too: every zone gets there.
     for _ <- 1..5, do: :ok = :erpc.call(behind, World, :step_life, [world])
 

@@ -150,6 +150,9 @@ defmodule Grove.World.Metrics do
       {"grove_life_deaths_total", :counter, "Bacteria that died.", [{[], stats.deaths}]},
       {"grove_life_generations_total", :counter, "Generations computed, summed over zones.",
        [{[], stats.generations}]},
+      {"grove_life_waits_total", :counter,
+       "Looks of a zone at its neighbours' rows of bacteria that found one lagging, each 10 ms apart.",
+       [{[], stats.life_waits}]},
       {"grove_life_generation_duration_seconds", :histogram,
        "Time a zone takes to compute one generation of bacteria.",
        case world.life_time do

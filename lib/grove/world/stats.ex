@@ -35,12 +35,14 @@ defmodule Grove.World.Stats do
             :zone_loads,
             :zone_load_failures,
             # Bacteria: generations computed (by all zones), cells born and
-            # dead, patterns seeded and refused.
+            # dead, patterns seeded and refused, looks at the neighbours'
+            # rows that found one lagging (tried again 10 ms later).
             :generations,
             :births,
             :deaths,
             :seeds,
             :seeds_refused,
+            :life_waits,
             # A game's actions by outcome (done, refused by the game,
             # refused by the world, interrupted), those run across a zone
             # border, those whose answer never came or came too late; its

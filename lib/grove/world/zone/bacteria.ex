@@ -52,7 +52,9 @@ defmodule Grove.World.Zone.Bacteria do
   #     while (a neighbour lags);
   #   * `{:seeded, owner, id, tag, outcome}` - a seeding's outcome to its owner;
   #   * `{:send, zone, {:seed, ...}}` - a seeding that follows its entity;
-  #   * `{:count, stat}` - one more in a `Grove.World.Stats` counter.
+  #   * `{:count, stat}` - one more in a `Grove.World.Stats` counter (a
+  #     pattern seeded or refused; a look at the neighbours' rows that
+  #     found one lagging).
 
   alias Grove.World.{Entity, Grid, Life, Terrain}
   alias Grove.World.Life.Board
@@ -109,7 +111,7 @@ defmodule Grove.World.Zone.Bacteria do
           | {:wake, :now | {:at, integer()} | {:after, pos_integer()}}
           | {:seeded, pid(), Entity.id(), term(), outcome()}
           | {:send, Grid.zone_index(), tuple()}
-          | {:count, :seeds | :seeds_refused}
+          | {:count, :seeds | :seeds_refused | :life_waits}
 
   @doc """
   The zone's cells of the automaton, put in `core`: from its `row` in the
@@ -190,8 +192,9 @@ defmodule Grove.World.Zone.Bacteria do
         wake = if bacteria.generation < target, do: [{:wake, :now}], else: due(bacteria)
         {effects ++ wake, core, bacteria}
 
+      # Counted: in a cluster, a node whose clock runs ahead shows here.
       :wait ->
-        {[{:wake, {:after, @life_retry}}], core, bacteria}
+        {[{:count, :life_waits}, {:wake, {:after, @life_retry}}], core, bacteria}
     end
   end
 

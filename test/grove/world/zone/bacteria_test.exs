@@ -128,7 +128,7 @@ defmodule Grove.World.Zone.BacteriaTest do
       {core, bacteria} = zone(4, [{4, 5}, {5, 5}, {6, 5}])
       behind = fn _ -> nil end
 
-      assert {[{:wake, {:after, _}}], ^core, ^bacteria} =
+      assert {[{:count, :life_waits}, {:wake, {:after, _}}], ^core, ^bacteria} =
                Bacteria.advance(bacteria, core, 1, behind)
 
       # The western neighbour is at generation 1 already, its row keeping
