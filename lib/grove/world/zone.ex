@@ -1444,9 +1444,15 @@ defmodule Grove.World.Zone do
       end
 
     # A zone on demand that wakes resumes at the world's generation, and so
-    # does a zone of a cluster, whose generations count from the clock's
-    # epoch (`Grove.World.Keeper`), long before it started.
-    resume = if world.zones_on_demand or world.cluster != nil, do: world_generation(world)
+    # does a zone of a cluster that starts without a row: its generations
+    # count from the clock's epoch (`Grove.World.Keeper`), long before it
+    # started. One with a row (handed over, or started again from its
+    # heir's copy after its node was lost) catches up from it, as a zone
+    # that restarts does: its neighbours wait for its rows, and the
+    # generations it owes come out as on one grid.
+    resume =
+      if world.zones_on_demand or (world.cluster != nil and row == nil),
+        do: world_generation(world)
 
     {effects, core, bacteria} =
       Bacteria.recover(
