@@ -221,11 +221,8 @@ defmodule Grove.World.Placer do
   def handle_info({:leaving, node}, placer),
     do: {:noreply, %{placer | core: State.leaving(placer.core, node)}}
 
-  def handle_info({:zone_at, index, node, epoch, how}, placer) do
-    placer = run(placer, &State.announced(&1, index, node, epoch, how, Node.list()))
-    share_asleep(placer.world, index, node)
-    {:noreply, placer}
-  end
+  def handle_info({:zone_at, index, node, epoch, how}, placer),
+    do: {:noreply, run(placer, &State.announced(&1, index, node, epoch, how, Node.list()))}
 
   # A handover finished, or failed.
   def handle_info({:EXIT, pid, reason}, %__MODULE__{handovers: handovers} = placer)
@@ -488,7 +485,11 @@ defmodule Grove.World.Placer do
   end
 
   defp effect(placer, {:publish, locations}), do: publish(placer, locations)
-  defp effect(placer, {:locate, index, node, epoch}), do: locate(placer, index, node, epoch)
+
+  defp effect(placer, {:locate, index, node, epoch}) do
+    share_asleep(placer.world, index, node)
+    locate(placer, index, node, epoch)
+  end
 
   defp effect(placer, {:reset_feed, index}) do
     feed = placer.world.feed
@@ -609,11 +610,13 @@ defmodule Grove.World.Placer do
   end
 
   # A zone that now runs on another node (handed over, or started again
-  # there) is told of the zones beside it that sleep here, by their rows
-  # of bacteria without cells, as each sent as it fell asleep to the nodes
-  # that ran its neighbours then (`Grove.World.Zone`): a zone that sleeps
-  # sends nothing more, and that node may hold none of its row, or an old
-  # one that says it runs, whose next row its zone would wait for for good.
+  # there; heard of by whatever way, and that node's door runs, since it
+  # is a member) is told of the zones beside it that sleep here, by their
+  # rows of bacteria without cells, as each sent as it fell asleep to the
+  # nodes that ran its neighbours then (`Grove.World.Zone`): a zone that
+  # sleeps sends nothing more, and that node may hold none of its row, or
+  # an old one that says it runs, whose next row its zone would wait for
+  # for good.
   defp share_asleep(%World{zones_on_demand: true, life_table: table} = world, index, to)
        when table != nil and to != node() do
     rows =
