@@ -1056,21 +1056,24 @@ defmodule Grove.Load.WsRun do
   end
 
   # What else ran on the cores the server is pinned to, in per cent of
-  # one: their busy time less the server's own. A figure is the server's
-  # only while this stays near 0 (the machine may be shared).
-  defp others(%{cores: {busy0, total0, n}, server: s0}, %{cores: {busy1, total1, n}, server: s1})
-       when total1 > total0,
-       do: Float.round(max(busy1 - busy0 - (s1 - s0), 0) / ((total1 - total0) / n) * 100, 1)
+  # one: their busy time less the server's own, and less the load's when
+  # the server has every core (the load then runs beside it). A figure
+  # is the server's only while this stays near 0 (the machine may be
+  # shared).
+  defp others(%{cores: {busy0, total0, n}} = before, %{cores: {busy1, total1, n}} = now)
+       when total1 > total0 do
+    load = if n == online_cores(), do: now.load - before.load, else: 0
+    busy = busy1 - busy0 - (now.server - before.server) - load
+    Float.round(max(busy, 0) / ((total1 - total0) / n) * 100, 1)
+  end
 
   defp others(_before, _now), do: nil
 
-  # The cores the server may run on, when it is pinned to fewer than all.
+  # The cores the server may run on.
   defp server_cores(pid) do
     with {:ok, status} <- File.read("/proc/#{pid}/status"),
-         [_, list] <- Regex.run(~r/^Cpus_allowed_list:\s*(\S+)$/m, status),
-         cores = parse_cores(list),
-         true <- length(cores) < online_cores() do
-      cores
+         [_, list] <- Regex.run(~r/^Cpus_allowed_list:\s*(\S+)$/m, status) do
+      parse_cores(list)
     else
       _ -> nil
     end
