@@ -478,9 +478,15 @@ describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_00
         { node: "grove3@c", self: false, member: true, reachable: false, zones: 3, players: null, actors: null, sessions: null },
       ],
     };
+    // The page polls on its own: an answer on its way when the page closes
+    // is dropped (its response disposed), and only then.
     await page.route("**/dashboard/data*", async (route) => {
-      const response = await route.fetch();
-      await route.fulfill({ response, json: { ...(await response.json()), cluster } });
+      try {
+        const response = await route.fetch();
+        await route.fulfill({ response, json: { ...(await response.json()), cluster } });
+      } catch (error) {
+        if (!page.isClosed()) throw error;
+      }
     });
     await page.waitForFunction(() => document.getElementById("cluster")?.dataset.members === "3", null, {
       timeout: 15_000,
@@ -504,6 +510,7 @@ describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_00
     // The zones add up; counts a node did not give cannot be totalled.
     assert.deepEqual(panel.total, ["all", "12", "–", "–", "–"]);
     assert.deepEqual(problems, []);
+    await page.unrouteAll({ behavior: "wait" });
     await page.close();
   });
 
