@@ -333,7 +333,7 @@ defmodule Grove.World.Zone do
 
   # Actions (a game's): decided here, or run in the zone of their target.
   def handle_cast({:act, id, request, owner, tag, hops}, zone) do
-    zone = sample_mailbox(zone)
+    zone = zone |> sample_mailbox() |> owe_game()
 
     case act_one(zone, id, request, owner, tag, hops, :erlang.monotonic_time(:millisecond)) do
       {:pending, zone} -> {:noreply, sync_game(zone)}
@@ -343,7 +343,7 @@ defmodule Grove.World.Zone do
 
   # A batch of one owner's actions, answered in one message, like moves.
   def handle_cast({:acts, owner, acts}, zone) do
-    zone = sample_mailbox(zone)
+    zone = zone |> sample_mailbox() |> owe_game()
     now = :erlang.monotonic_time(:millisecond)
 
     {outcomes, zone} =
@@ -393,7 +393,7 @@ defmodule Grove.World.Zone do
 
   # An action of an entity of zone `from` whose target is one of our cells.
   def handle_cast({:act_at, act, from, owner, tag}, zone) do
-    zone = sample_mailbox(zone)
+    zone = zone |> sample_mailbox() |> owe_game()
 
     {:noreply,
      zone |> carry_out(GameRules.act_at(zone.core, act, from, owner, tag)) |> sync_game()}
@@ -431,6 +431,7 @@ defmodule Grove.World.Zone do
   end
 
   def handle_cast({:leave, id, owner, from, hops}, zone) do
+    zone = owe_game(zone)
     left = Handoff.leave(zone.core, id, owner, from, hops, zone.locate)
     {:noreply, zone |> carry_out(left) |> sync_game()}
   end
@@ -559,12 +560,13 @@ defmodule Grove.World.Zone do
         {:reply, {:error, :occupied}, zone}
 
       :error ->
-        {:reply, reply, zone} = join(zone, entity, candidates, deadline, info)
+        {:reply, reply, zone} = join(owe_game(zone), entity, candidates, deadline, info)
         {:reply, reply, sync_game(zone)}
     end
   end
 
   def handle_call({:leave, id, owner, hops}, from, zone) do
+    zone = owe_game(zone)
     left = Handoff.leave(zone.core, id, owner, from, hops, zone.locate)
     {:noreply, zone |> carry_out(left) |> sync_game()}
   end
@@ -712,10 +714,22 @@ defmodule Grove.World.Zone do
   def handle_info(:generation, zone),
     do: {:noreply, advance_life(%{zone | life_timer: nil})}
 
-  def handle_info(:game_tick, zone) do
+  # A tick of a game that ticks on its clock: its timer (one cancelled
+  # as it went off is let be).
+  def handle_info({:timeout, timer, :game_tick}, %__MODULE__{game_timer: timer} = zone) do
     zone = %{zone | game_timer: nil}
-    core = GameRules.tick(zone.core, GameRules.roll())
+    {interval, phase} = game_clock(zone)
+    index = game_tick_index(interval, phase)
+    core = GameRules.tick_at(zone.core, index, GameRules.roll())
     {:noreply, %{zone | core: core} |> ensure_tick() |> schedule_game_tick() |> sync_game()}
+  end
+
+  def handle_info({:timeout, _timer, :game_tick}, zone), do: {:noreply, zone}
+
+  # A tick asked for by hand (`Grove.World.Game.tick/1`).
+  def handle_info(:game_tick, zone) do
+    core = GameRules.tick(zone.core, GameRules.roll())
+    {:noreply, %{zone | core: core} |> ensure_tick() |> sync_game()}
   end
 
   def handle_info({:DOWN, ref, :process, pid, _reason}, zone) do
@@ -1168,8 +1182,11 @@ defmodule Grove.World.Zone do
     zone
   end
 
-  defp run_effect(zone, {:watch, watched}),
-    do: ensure_tick(%{zone | core: State.watch(zone.core, watched)})
+  defp run_effect(zone, {:watch, watched}) do
+    %{zone | core: State.watch(zone.core, watched)}
+    |> ensure_tick()
+    |> reschedule_game_tick()
+  end
 
   defp env(zone),
     do: %{locate: zone.locate, now: :erlang.monotonic_time(:millisecond), busy: zone.overloaded}
@@ -1405,24 +1422,63 @@ defmodule Grove.World.Zone do
 
   # The game's ticks owed while nobody watched, run before anything reads
   # what they change from outside the zone's core (`GameRules.settle/1`).
-  defp settle_game(%__MODULE__{core: core} = zone),
-    do: sync_game(%{zone | core: GameRules.settle(core)})
+  defp settle_game(zone) do
+    %__MODULE__{core: core} = zone = owe_game(zone)
+    sync_game(%{zone | core: GameRules.settle(core)})
+  end
 
-  # The game's tick, spread over its interval like views' ticks.
-  defp schedule_game_tick(%__MODULE__{game_timer: nil, core: %State{game: game}} = zone)
-       when game != nil do
-    if is_map_key(game.spec.hooks, :tick) and game.spec.tick != :manual do
-      interval = game.spec.tick
-      phase = div(zone.index * interval, Grid.zone_count(zone.world.grid))
-      now = System.monotonic_time(:millisecond)
-      next = (div(now - phase, interval) + 1) * interval + phase
-      %{zone | game_timer: Process.send_after(self(), :game_tick, next, abs: true)}
-    else
-      zone
+  # The ticks of the game's clock that fell due since the zone last
+  # looked, counted as owed where nobody watches (`GameRules.due/3`): before
+  # an action, a join or a leave, a look, a handover or a sleep, since such
+  # a zone has no timer at each tick.
+  defp owe_game(zone) do
+    case game_clock(zone) do
+      {interval, phase} ->
+        index = game_tick_index(interval, phase)
+        %{zone | core: GameRules.due(zone.core, index, GameRules.roll())}
+
+      nil ->
+        zone
+    end
+  end
+
+  # A game that ticks on its clock: every `interval` ms, its ticks spread
+  # over the zones like views' ticks (zone `index`'s tick `k` falls due at
+  # `k * interval + phase` of the monotonic clock).
+  defp game_clock(%__MODULE__{core: %State{game: %GameRules{spec: %{tick: tick} = spec}}} = zone)
+       when is_integer(tick) and is_map_key(spec.hooks, :tick),
+       do: {tick, div(zone.index * tick, Grid.zone_count(zone.world.grid))}
+
+  defp game_clock(_zone), do: nil
+
+  defp game_tick_index(interval, phase),
+    do: Integer.floor_div(System.monotonic_time(:millisecond) - phase, interval)
+
+  # The timer of the game's next tick, or, in a zone that counts the ticks
+  # it owes, of the tick at which it owes `:catch_up` of them.
+  defp schedule_game_tick(%__MODULE__{game_timer: nil} = zone) do
+    case game_clock(zone) do
+      {interval, phase} ->
+        %__MODULE__{core: core} = zone = owe_game(zone)
+        next = GameRules.next_tick(core, game_tick_index(interval, phase))
+        timer = :erlang.start_timer(next * interval + phase, self(), :game_tick, abs: true)
+        %{zone | game_timer: timer}
+
+      nil ->
+        zone
     end
   end
 
   defp schedule_game_tick(zone), do: zone
+
+  # Watched or not any more: the game's timer is set again, for the next
+  # tick or for the tick at which the zone owes `:catch_up`.
+  defp reschedule_game_tick(%__MODULE__{game_timer: nil} = zone), do: zone
+
+  defp reschedule_game_tick(zone) do
+    Process.cancel_timer(zone.game_timer)
+    schedule_game_tick(%{zone | game_timer: nil})
+  end
 
   defp outcome_key({:ok, _cell}), do: :moves_ok
   defp outcome_key({:rejected, reason}), do: Stats.outcome_key(reason)

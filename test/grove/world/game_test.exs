@@ -256,6 +256,27 @@ defmodule Grove.World.GameTest do
     assert World.cell(world, {9, 5}) == {{:tree, 3}, 1}
   end
 
+  @tag world: [game: {__MODULE__.LazyApples, trees: [{9, 5}], tick: 1000, catch_up: 100}]
+  test "a zone nobody watches has no timer at each tick of its game, but one at :catch_up ticks owed",
+       %{world: world} do
+    id = join(world, {8, 5})
+    zone = World.zone_pid(world, 0)
+    # Its next wake is the tick at which it owes 100, some 100 s away.
+    assert Process.read_timer(:sys.get_state(zone).game_timer) > 50_000
+    # What it owes is counted on the clock when someone acts there.
+    assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
+    assert Grove.World.Zone.Game.owed(:sys.get_state(zone).core) < 100
+
+    # Watched, its timer goes off at the next tick.
+    {:ok, viewer, _} = World.join(world, at: {13, 5}, updates: :view, view_radius: 4)
+    receive_snapshots(View.new({13, 5}, 4, viewer), 2)
+    assert Process.read_timer(:sys.get_state(zone).game_timer) <= 1000
+
+    # Nobody watches any more: back to one wake at :catch_up ticks owed.
+    :ok = World.leave(world, viewer)
+    eventually(fn -> assert Process.read_timer(:sys.get_state(zone).game_timer) > 50_000 end)
+  end
+
   @tag world: [game: @game]
   test "actions in a batch are answered together", %{world: world} do
     a = join(world, {8, 5})

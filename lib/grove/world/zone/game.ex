@@ -54,7 +54,8 @@ defmodule Grove.World.Zone.Game do
     shown: %{},
     looks: %{},
     owed: 0,
-    roll: 0
+    roll: 0,
+    at: nil
   ]
 
   @type key :: non_neg_integer()
@@ -71,7 +72,8 @@ defmodule Grove.World.Zone.Game do
           shown: %{key() => byte()},
           looks: %{Entity.id() => byte()},
           owed: non_neg_integer(),
-          roll: non_neg_integer()
+          roll: non_neg_integer(),
+          at: integer() | nil
         }
 
   @typedoc "A callback that failed: the module, the callback, and what happened."
@@ -354,6 +356,85 @@ defmodule Grove.World.Zone.Game do
   end
 
   def tick(state, _roll), do: state
+
+  @doc """
+  The game's ticks on its clock (a game that ticks every `interval` ms,
+  its tick `index` falling due at `index * interval + phase`): every
+  tick up to `index` has fallen due. In a zone nobody watches of a game
+  with `catch_up/3`, they are owed since the last one counted (and run
+  once `:catch_up` are owed, as by `tick/2`), so such a zone needs no
+  timer at each tick: it counts what fell due whenever it is asked.
+  Anywhere else nothing changes, as a tick's timer runs it
+  (`tick_at/3`). The first call only starts the count.
+  """
+  @spec due(State.t(), integer(), non_neg_integer()) :: State.t()
+  def due(%State{game: %__MODULE__{at: nil} = game} = state, index, _roll),
+    do: %{state | game: %{game | at: index}}
+
+  def due(
+        %State{watched: false, game: %__MODULE__{spec: %{hooks: %{catch_up: true}}}} = state,
+        index,
+        roll
+      ) do
+    %{game: %__MODULE__{spec: spec, owed: owed, at: at} = game} = state
+
+    if index > at do
+      owed = owed + index - at
+      state = %{state | game: %{game | owed: owed, roll: roll, at: index}}
+      if owed >= spec.catch_up, do: settle(state), else: state
+    else
+      state
+    end
+  end
+
+  def due(state, _index, _roll), do: state
+
+  @doc """
+  Tick `index` of the game's clock: its timer went off. Where the zone
+  counts ticks owed (`due/3`), it counts; otherwise it runs the ticks
+  owed, and those its timer missed, and then this one's `tick/2`, once:
+  a tick already run (a timer that went off late, after the next) is
+  not run again.
+  """
+  @spec tick_at(State.t(), integer(), non_neg_integer()) :: State.t()
+  def tick_at(
+        %State{watched: false, game: %__MODULE__{spec: %{hooks: %{catch_up: true}}}} = state,
+        index,
+        roll
+      ),
+      do: due(state, index, roll)
+
+  def tick_at(%State{game: %__MODULE__{at: at} = game} = state, index, roll)
+      when at == nil or index > at do
+    missed = if at == nil, do: 0, else: index - at - 1
+
+    game =
+      if missed > 0 and is_map_key(game.spec.hooks, :catch_up),
+        do: %{game | owed: game.owed + missed, roll: roll},
+        else: game
+
+    tick(%{state | game: %{game | at: index}}, roll)
+  end
+
+  def tick_at(state, _index, _roll), do: state
+
+  @doc """
+  The index of the tick whose timer the zone sets next, at tick `index`
+  of the game's clock: the next one; in a zone that counts ticks owed
+  (`due/3`), the one at which it owes `:catch_up` of them.
+  """
+  @spec next_tick(State.t(), integer()) :: integer()
+  def next_tick(
+        %State{
+          watched: false,
+          game: %__MODULE__{spec: %{hooks: %{catch_up: true}} = spec, at: at, owed: owed}
+        },
+        index
+      )
+      when at != nil,
+      do: max(at + spec.catch_up - owed, index + 1)
+
+  def next_tick(_state, index), do: index + 1
 
   @doc """
   The ticks this zone owes, run now in one `catch_up/3` (with the last

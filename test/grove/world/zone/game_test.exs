@@ -2,6 +2,8 @@ defmodule Grove.World.Zone.GameTest do
   @moduledoc "The game's rules on a zone's pure core: actions, effects, hooks, layer, failures."
   use ExUnit.Case, async: true
 
+  import Grove.PropCase
+
   alias Grove.AppleGame
   alias Grove.World.Game.Spec
   alias Grove.World.{Entity, Grid, Rules, Terrain}
@@ -193,6 +195,119 @@ defmodule Grove.World.Zone.GameTest do
     assert state.entities[1].attrs == %{carrying: 0, score: 1, account: 42}
     assert {%{tallies: [{:apples, 42, 1}]}, _} = Game.take_output(state)
     assert {:acted, {:refused, :nothing_to_deliver}, _} = act(state, 1, :deliver, :e)
+  end
+
+  # The apple game, whose zones nobody watches may owe their ticks:
+  # `catch_up/3` is `ticks` of its ticks at once.
+  defmodule LazyApples do
+    @moduledoc false
+    @behaviour Grove.Game
+
+    alias Grove.Game.Area
+
+    @impl true
+    defdelegate actions, to: AppleGame
+    @impl true
+    defdelegate init(options), to: AppleGame
+    @impl true
+    defdelegate cell(cell, ground, config), to: AppleGame
+    @impl true
+    defdelegate act(act, area), to: AppleGame
+    @impl true
+    defdelegate show(value), to: AppleGame
+    @impl true
+    defdelegate tick(area, roll), to: AppleGame
+
+    @impl true
+    def catch_up(area, ticks, _roll) do
+      most = Area.config(area).most
+
+      for {cell, {:tree, n}} <- Area.cells(area),
+          n < most,
+          do: {:cell, cell, {:tree, min(n + ticks, most)}}
+    end
+  end
+
+  defp lazy_zone(catch_up) do
+    options = [baskets: [{2, 2}], tick: 1000, catch_up: catch_up, most: 1_000_000]
+    state = State.new(0, @grid, terrain(), Rules.new(move_rate: nil))
+    Game.setup(state, Spec.new!({LazyApples, options}), :generate)
+  end
+
+  test "a zone nobody watches counts the ticks that fell due on its clock, and asks to be woken at :catch_up" do
+    state = lazy_zone(10) |> Game.due(100, 0)
+    assert Game.owed(state) == 0
+    assert Game.next_tick(state, 100) == 110
+
+    state = Game.due(state, 104, 0)
+    assert Game.owed(state) == 4
+    assert state.game.layer[key({1, 1})] == {:tree, 1}
+    assert Game.next_tick(state, 104) == 110
+
+    # Counted once: the same tick again owes nothing more.
+    assert state |> Game.due(104, 0) |> Game.owed() == 4
+
+    # Its timer goes off at 110: ten ticks owed, run at once.
+    state = Game.tick_at(state, 110, 0)
+    assert Game.owed(state) == 0
+    assert state.game.layer[key({1, 1})] == {:tree, 11}
+
+    # Watched, a timer at each tick; a tick already run is not run again.
+    state = State.watch(state, true)
+    assert Game.next_tick(state, 110) == 111
+    state = state |> Game.tick_at(111, 0) |> Game.tick_at(111, 0)
+    assert state.game.layer[key({1, 1})] == {:tree, 12}
+  end
+
+  test "ticks owed on the clock and caught up give what the same ticks run one by one give" do
+    # Steps: the clock moves on some ticks, the timers going off at each
+    # (or late, only at the last); the zone is watched or not any more;
+    # someone looks or acts (the ticks owed are run).
+    step =
+      :proper_types.oneof([
+        {:clock, :proper_types.range(0, 25), :proper_types.boolean()},
+        {:watch, :proper_types.boolean()},
+        :look
+      ])
+
+    property =
+      forall({:proper_types.range(1, 12), :proper_types.list(step)}, fn {catch_up, steps} ->
+        start = 1_000
+        zone = lazy_zone(catch_up) |> Game.due(start, 0)
+
+        {zone, index} =
+          Enum.reduce(steps, {zone, start}, fn
+            {:clock, ticks, late}, {zone, index} ->
+              zone =
+                Enum.reduce((index + 1)..(index + ticks)//1, zone, fn at, zone ->
+                  timer_at = Game.next_tick(zone, at - 1)
+
+                  cond do
+                    late and at < index + ticks -> zone
+                    zone.watched or at >= timer_at -> Game.tick_at(zone, at, 0)
+                    true -> zone
+                  end
+                end)
+
+              {zone, index + ticks}
+
+            {:watch, watched}, {zone, index} ->
+              {State.watch(zone, watched), index}
+
+            :look, {zone, index} ->
+              {zone |> Game.due(index, 0) |> Game.settle(), index}
+          end)
+
+        # At the end, what is owed is run, and a watched zone's timer of
+        # the last tick has gone off.
+        caught_up = zone |> Game.due(index, 0) |> Game.tick_at(index, 0) |> Game.settle()
+        watched = State.watch(lazy_zone(1), true)
+        one_by_one = Enum.reduce(1..(index - start)//1, watched, &Game.tick(&2, &1))
+        assert caught_up.game.layer == one_by_one.game.layer
+        assert Game.owed(caught_up) == 0
+      end)
+
+    check(property, numtests: 300)
   end
 
   test "tick/2 regrows the trees" do
