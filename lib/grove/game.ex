@@ -104,7 +104,8 @@ defmodule Grove.Game do
   Most zones of a big world have nobody looking at them, and a tick in
   each of them every second, with its writes and saves, is most of what a
   game costs. A game that defines `catch_up/3` lets them wait: a zone
-  nobody watches counts its ticks instead of running them, and runs those
+  nobody watches counts its ticks instead of running them (on the game's
+  clock, whenever it is asked: it has no timer at each tick), and runs those
   it owes in one `catch_up(area, ticks, roll)` call (`roll` the last owed
   tick's random integer)
 

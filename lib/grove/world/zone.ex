@@ -54,7 +54,8 @@ defmodule Grove.World.Zone do
   # keeper, like its entities' table; entities' attributes are in their
   # rows), writes what each operation changed (`sync_game/1`), sends the
   # tallies on, logs failures, ticks the game on a timer of its own
-  # (`game_timer`) and carries actions that run in another zone.
+  # (`game_timer`; where nobody watches, set only for the tick at which it
+  # owes `:catch_up`) and carries actions that run in another zone.
 
   use GenServer
 
