@@ -85,15 +85,7 @@ defmodule Grove.ClusterGameTest do
     {x0, y0, _, _} = Grid.zone_bounds(grid, index)
     [saved, unsaved] = [{x0 + 5, y0 + 5}, {x0 + 5, y0 + 15}]
 
-    server = Grove.PostgresServer.info()
-
-    store = [
-      adapter: :postgres,
-      host: server.host,
-      port: server.port,
-      username: server.username,
-      database: Grove.PostgresServer.create_database()
-    ]
+    store = Grove.PostgresServer.store()
 
     for node <- nodes do
       instance =

@@ -321,15 +321,15 @@ defmodule Grove.ClusterLifeTest do
 
     :ok = World.seed(world, id, :glider, :se, :glider)
     assert_receive {:grove_seed, ^id, :glider, :ok}
-    step_awake(nodes, world, 1)
-    start = live_awake(nodes, world)
+    step_to(nodes, world, 1, &awake_bacteria/2)
+    start = live(nodes, world, &awake_bacteria/2)
     assert MapSet.size(start) == 5
     expected = LifeReference.run(start, Rule.conway(), 100, 100, 45, MapSet.new([seeder, keeper]))
 
     for generation <- 2..40 do
-      step_awake(nodes, world, generation)
+      step_to(nodes, world, generation, &awake_bacteria/2)
 
-      assert live_awake(nodes, world) == Enum.at(expected, generation - 1),
+      assert live(nodes, world, &awake_bacteria/2) == Enum.at(expected, generation - 1),
              "generation #{generation}"
     end
 
@@ -349,7 +349,7 @@ defmodule Grove.ClusterLifeTest do
       @wait
     )
 
-    for generation <- 41..43, do: step_awake(nodes, world, generation)
+    for generation <- 41..43, do: step_to(nodes, world, generation, &awake_bacteria/2)
     assert :erpc.call(west_node, World, :bacteria, [world])[west] == {43, []}
     assert {40, cells} = :erpc.call(east_node, World, :bacteria, [world])[east]
     assert MapSet.new(cells) == crossed
@@ -359,8 +359,8 @@ defmodule Grove.ClusterLifeTest do
     :ok = World.move(world, still, :n, :wake)
     assert_receive {:grove_move, ^still, :wake, {:ok, {^kx, _}}}
     assert east in awake(east_node, world)
-    step_awake(nodes, world, 44)
-    assert live_awake(nodes, world) == Enum.at(expected, 40)
+    step_to(nodes, world, 44, &awake_bacteria/2)
+    assert live(nodes, world, &awake_bacteria/2) == Enum.at(expected, 40)
   end
 
   @tag timeout: 240_000
@@ -380,7 +380,7 @@ defmodule Grove.ClusterLifeTest do
     # Woken by an actor, two generations on, asleep with its board.
     {x0, y0, _, _} = Grid.zone_bounds(Grid.new(100, 100, 25), asleep)
     {:ok, _, _} = World.join(world, at: {:within, {x0, y0, x0 + 25, y0 + 25}})
-    for generation <- 1..2, do: step_awake(nodes, world, generation)
+    for generation <- 1..2, do: step_to(nodes, world, generation, &awake_bacteria/2)
     assert :erpc.call(owner, World, :sleep_idle, [world]) == [asleep]
     table = :erpc.call(owner, World, :fetch!, [world]).life_table
     assert [{^asleep, 2, nil, edges, _}] = :erpc.call(owner, :ets, :lookup, [table, asleep])
@@ -433,7 +433,7 @@ defmodule Grove.ClusterLifeTest do
     {:ok, _, _} = World.join(world, at: {:within, {px, py, px + 25, py + 25}}, kind: :player)
     assert Enum.sort(awake(first, world)) == Enum.sort([asleep, alive])
     soup = :erpc.call(first, World, :bacteria, [world])
-    for generation <- 1..3, do: step_awake(nodes, world, generation)
+    for generation <- 1..3, do: step_to(nodes, world, generation, &awake_bacteria/2)
     before = :erpc.call(first, World, :bacteria, [world])
 
     for index <- [asleep, alive] do
@@ -492,28 +492,28 @@ defmodule Grove.ClusterLifeTest do
     )
   end
 
-  # Every node steps its own zones: the target of manual stepping is each node's.
-  defp step_to(nodes, world, generation) do
+  # Every node steps its own zones: the target of manual stepping is each
+  # node's. `zones` reads the bacteria of a node's zones: those it runs, or
+  # (`&awake_bacteria/2`) those it has awake.
+  defp step_to(nodes, world, generation, zones \\ &running_bacteria/2) do
     if generation > 0, do: for(n <- nodes, do: :ok = :erpc.call(n, World, :step_life, [world]))
-    reached!(nodes, world, generation)
+    reached!(nodes, world, generation, zones)
   end
 
   # Every zone of the nodes at `generation`.
-  defp reached!(nodes, world, generation) do
+  defp reached!(nodes, world, generation, zones \\ &running_bacteria/2) do
     eventually(
       fn ->
-        for n <- nodes,
-            {_index, {at, _cells}} <- running_bacteria(n, world),
-            do: assert(at == generation)
+        for n <- nodes, {_index, {at, _cells}} <- zones.(n, world), do: assert(at == generation)
       end,
       @wait
     )
   end
 
   # The live cells of the whole world, each zone's read on the node that runs it.
-  defp live(nodes, world) do
+  defp live(nodes, world, zones \\ &running_bacteria/2) do
     for n <- nodes,
-        {_index, {_generation, cells}} <- running_bacteria(n, world),
+        {_index, {_generation, cells}} <- zones.(n, world),
         cell <- cells,
         into: MapSet.new(),
         do: cell
@@ -532,8 +532,6 @@ defmodule Grove.ClusterLifeTest do
   # The instance of a test of zones on demand: they sleep when told, their
   # saves in one PostgreSQL database.
   defp demand_instance(cluster, life) do
-    server = Grove.PostgresServer.info()
-
     small_instance(Grove.LifeT, cluster,
       zones: :on_demand,
       zone_idle: :manual,
@@ -543,37 +541,9 @@ defmodule Grove.ClusterLifeTest do
       terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
     )
     |> Keyword.merge(
-      store: [
-        adapter: :postgres,
-        host: server.host,
-        port: server.port,
-        username: server.username,
-        database: Grove.PostgresServer.create_database()
-      ],
+      store: Grove.PostgresServer.store(),
       accounts: [secret: "one key for the whole cluster, in a test"]
     )
-  end
-
-  # Every node steps the zones it has awake, to `generation`.
-  defp step_awake(nodes, world, generation) do
-    for n <- nodes, do: :ok = :erpc.call(n, World, :step_life, [world])
-
-    eventually(
-      fn ->
-        for n <- nodes,
-            {_index, {at, _cells}} <- awake_bacteria(n, world),
-            do: assert(at == generation)
-      end,
-      @wait
-    )
-  end
-
-  defp live_awake(nodes, world) do
-    for n <- nodes,
-        {_index, {_generation, cells}} <- awake_bacteria(n, world),
-        cell <- cells,
-        into: MapSet.new(),
-        do: cell
   end
 
   defp awake_bacteria(node, world) do

@@ -28,7 +28,7 @@ defmodule Grove.ClusterOnDemandTest do
     grid = Grid.new(100, 100, 25)
     {x0, y0, _x1, _y1} = Grid.zone_bounds(grid, index)
     # One database for every node, the third one's too.
-    store = demand_store()
+    store = Grove.PostgresServer.store()
     opts = &demand_instance(&1, store)
 
     for node <- nodes, do: start_instance!(node, opts.(peers: nodes, connect_interval: 100))
@@ -284,7 +284,7 @@ defmodule Grove.ClusterOnDemandTest do
 
   # The instance each node of a test runs: zones on demand that sleep when
   # told, their saves in one PostgreSQL database (a new one unless given).
-  defp demand_instance(cluster, store \\ demand_store()) do
+  defp demand_instance(cluster, store \\ Grove.PostgresServer.store()) do
     small_instance(Grove.DemandT, cluster,
       zones: :on_demand,
       zone_idle: :manual,
@@ -296,18 +296,6 @@ defmodule Grove.ClusterOnDemandTest do
       store: store,
       accounts: [secret: "one key for the whole cluster, in a test"]
     )
-  end
-
-  defp demand_store do
-    server = Grove.PostgresServer.info()
-
-    [
-      adapter: :postgres,
-      host: server.host,
-      port: server.port,
-      username: server.username,
-      database: Grove.PostgresServer.create_database()
-    ]
   end
 
   # As `kill -9` would: no goodbye, the connections simply drop.

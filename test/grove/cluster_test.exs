@@ -624,8 +624,6 @@ defmodule Grove.ClusterTest do
     @tag timeout: 120_000
     test "a token made on one node is good on the other, until it is revoked on either; another key's is refused",
          %{home: home} do
-      server = Grove.PostgresServer.info()
-      database = Grove.PostgresServer.create_database()
       key = Path.join(home, "token-key")
       File.write!(key, :crypto.strong_rand_bytes(32))
 
@@ -635,14 +633,7 @@ defmodule Grove.ClusterTest do
       opts =
         small_instance(Grove.AccountsT, peers: nodes, connect_interval: 100)
         |> Keyword.merge(
-          store: [
-            adapter: :postgres,
-            host: server.host,
-            port: server.port,
-            username: server.username,
-            database: database,
-            pool_size: 2
-          ],
+          store: Grove.PostgresServer.store(pool_size: 2),
           accounts: [secret_path: key, password_cost: 1000],
           gateway: [port: 0]
         )

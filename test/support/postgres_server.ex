@@ -71,6 +71,20 @@ defmodule Grove.PostgresServer do
     GenServer.call(__MODULE__, :create_database, 30_000)
   end
 
+  @doc "A store's options for a new, empty database on the server, with `extra` options of its own."
+  @spec store(keyword()) :: keyword()
+  def store(extra \\ []) do
+    server = info()
+
+    [
+      adapter: :postgres,
+      host: server.host,
+      port: server.port,
+      username: server.username,
+      database: create_database()
+    ] ++ extra
+  end
+
   @doc "Stops the server and deletes its directory (also done when the VM exits)."
   @spec stop() :: :ok
   def stop do
