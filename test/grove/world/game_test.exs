@@ -1,40 +1,3 @@
-defmodule Grove.World.GameTest.LazyApples do
-  @moduledoc false
-  # The apple game of the tests, whose zones nobody watches may owe their
-  # ticks: `catch_up/3` is `ticks` of its ticks, each an apple to every
-  # tree short of `:most`.
-  @behaviour Grove.Game
-
-  alias Grove.AppleGame
-  alias Grove.Game.Area
-
-  @impl true
-  defdelegate actions, to: AppleGame
-  @impl true
-  defdelegate init(options), to: AppleGame
-  @impl true
-  defdelegate cell(cell, ground, config), to: AppleGame
-  @impl true
-  defdelegate join(entity, info, area), to: AppleGame
-  @impl true
-  defdelegate act(act, area), to: AppleGame
-  @impl true
-  defdelegate show(value), to: AppleGame
-  @impl true
-  defdelegate look(attrs), to: AppleGame
-  @impl true
-  defdelegate tick(area, roll), to: AppleGame
-
-  @impl true
-  def catch_up(area, ticks, _roll) do
-    most = Area.config(area).most
-
-    for {cell, {:tree, n}} <- Area.cells(area),
-        n < most,
-        do: {:cell, cell, {:tree, min(n + ticks, most)}}
-  end
-end
-
 defmodule Grove.World.GameTest do
   @moduledoc "A game in a running world: actions through the client API, its state in ETS, views, failures."
   use Grove.WorldCase, async: true
@@ -198,7 +161,7 @@ defmodule Grove.World.GameTest do
     eventually(fn -> assert World.cell(world, {9, 5}) == {{:tree, 1}, 1} end)
   end
 
-  @lazy {__MODULE__.LazyApples, trees: [{9, 5}], tick: :manual, catch_up: 100}
+  @lazy {Grove.LazyApples, trees: [{9, 5}], tick: :manual, catch_up: 100}
 
   @tag world: [game: @lazy]
   test "a zone nobody watches owes its ticks, and a viewer's snapshot shows them run", %{
@@ -256,7 +219,7 @@ defmodule Grove.World.GameTest do
     assert World.cell(world, {9, 5}) == {{:tree, 3}, 1}
   end
 
-  @tag world: [game: {__MODULE__.LazyApples, trees: [{9, 5}], tick: 1000, catch_up: 100}]
+  @tag world: [game: {Grove.LazyApples, trees: [{9, 5}], tick: 1000, catch_up: 100}]
   test "a zone nobody watches has no timer at each tick of its game, but one at :catch_up ticks owed",
        %{world: world} do
     id = join(world, {8, 5})

@@ -197,41 +197,10 @@ defmodule Grove.World.Zone.GameTest do
     assert {:acted, {:refused, :nothing_to_deliver}, _} = act(state, 1, :deliver, :e)
   end
 
-  # The apple game, whose zones nobody watches may owe their ticks:
-  # `catch_up/3` is `ticks` of its ticks at once.
-  defmodule LazyApples do
-    @moduledoc false
-    @behaviour Grove.Game
-
-    alias Grove.Game.Area
-
-    @impl true
-    defdelegate actions, to: AppleGame
-    @impl true
-    defdelegate init(options), to: AppleGame
-    @impl true
-    defdelegate cell(cell, ground, config), to: AppleGame
-    @impl true
-    defdelegate act(act, area), to: AppleGame
-    @impl true
-    defdelegate show(value), to: AppleGame
-    @impl true
-    defdelegate tick(area, roll), to: AppleGame
-
-    @impl true
-    def catch_up(area, ticks, _roll) do
-      most = Area.config(area).most
-
-      for {cell, {:tree, n}} <- Area.cells(area),
-          n < most,
-          do: {:cell, cell, {:tree, min(n + ticks, most)}}
-    end
-  end
-
   defp lazy_zone(catch_up) do
     options = [baskets: [{2, 2}], tick: 1000, catch_up: catch_up, most: 1_000_000]
     state = State.new(0, @grid, terrain(), Rules.new(move_rate: nil))
-    Game.setup(state, Spec.new!({LazyApples, options}), :generate)
+    Game.setup(state, Spec.new!({Grove.LazyApples, options}), :generate)
   end
 
   test "a zone nobody watches counts the ticks that fell due on its clock, and asks to be woken at :catch_up" do
