@@ -26,14 +26,7 @@ defmodule Grove.ClusterLifeTest do
     owners = Placement.owners(@zones, nodes)
     grid = Grid.new(100, 100, 25)
 
-    # A zone whose east neighbour another node runs.
-    {west, east} =
-      Enum.find_value(0..(@zones - 1), fn index ->
-        east = index + 1
-
-        if rem(east, 4) != 0 and elem(owners, index) != elem(owners, east),
-          do: {index, east}
-      end)
+    {west, east} = across_nodes(owners)
 
     cluster = [peers: nodes, connect_interval: 100]
 
@@ -291,13 +284,7 @@ defmodule Grove.ClusterLifeTest do
     owners = Placement.owners(@zones, nodes)
     grid = Grid.new(100, 100, 25)
 
-    {west, east} =
-      Enum.find_value(0..(@zones - 1), fn index ->
-        east = index + 1
-
-        if rem(east, 4) != 0 and elem(owners, index) != elem(owners, east),
-          do: {index, east}
-      end)
+    {west, east} = across_nodes(owners)
 
     [west_node, east_node] = [elem(owners, west), elem(owners, east)]
     opts = demand_instance([peers: nodes, connect_interval: 100], soup: 0.0)
@@ -490,6 +477,15 @@ defmodule Grove.ClusterLifeTest do
       end,
       @wait
     )
+  end
+
+  # A zone, and its east neighbour in the same row of the 4 x 4 zones,
+  # that different nodes own.
+  defp across_nodes(owners) do
+    Enum.find_value(0..(@zones - 1), fn index ->
+      east = index + 1
+      if rem(east, 4) != 0 and elem(owners, index) != elem(owners, east), do: {index, east}
+    end)
   end
 
   # Every node steps its own zones: the target of manual stepping is each
