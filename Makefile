@@ -126,7 +126,7 @@ bench-players: setup
 # bench-peers-setup, never by `make test`: exact versions from the lock, no
 # optional native add-ons, no install scripts.
 bench-peers-setup:
-	npm install --prefix lab/bench/peers/colyseus --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error
+	npm ci --prefix lab/bench/peers/colyseus --omit=optional --ignore-scripts --no-audit --no-fund --loglevel=error
 
 bench-peers: setup
 	cd lab && mix grove.bench.peers $(BENCH_ARGS)

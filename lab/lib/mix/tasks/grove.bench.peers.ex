@@ -79,7 +79,7 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
   # The lab's bench/peers, wherever the task runs from (its servers run
   # in Grove's own directory).
   @peers Path.expand("../../../bench/peers", __DIR__)
-  @install "make bench-peers-setup (npm install --prefix lab/bench/peers/colyseus --omit=optional --ignore-scripts)"
+  @install "make bench-peers-setup (npm ci --prefix lab/bench/peers/colyseus --omit=optional --ignore-scripts)"
 
   @impl true
   def run(args) do
