@@ -29,7 +29,7 @@ defmodule Grove.World.Game do
   """
 
   alias Grove.World
-  alias Grove.World.Game.{Spec, Storage}
+  alias Grove.World.Game.{Save, Spec, Storage}
   alias Grove.World.{Directory, Entity, Grid, Slots, Stats}
 
   require Logger
@@ -352,11 +352,13 @@ defmodule Grove.World.Game do
   @doc false
   # Where a zone's layer comes from when its table has none (a world that
   # starts, or a lost node's zone starting again on a survivor): its last
-  # save in the store when the world has one, else the game lays it anew.
-  # A save of another version of the game is passed through `upgrade/3`;
-  # one that cannot be read or upgraded, or a store that cannot answer,
-  # and the game lays the zone anew (logged).
-  @spec load(World.t(), Grid.zone_index()) :: [{non_neg_integer(), term()}] | :generate
+  # save in the store when the world has one (`Grove.World.Game.Save`: a
+  # base and the cells changed since), as `{rows, changed_keys}`, else the
+  # game lays it anew. A save of another version of the game is passed
+  # through `upgrade/3`; one that cannot be read or upgraded, or a store
+  # that cannot answer, and the game lays the zone anew (logged).
+  @spec load(World.t(), Grid.zone_index()) ::
+          {[{non_neg_integer(), term()}], [non_neg_integer()]} | :generate
   def load(%World{game_store: nil}, _index), do: :generate
 
   def load(%World{game_saves: saves} = world, index) when saves != nil do
@@ -371,27 +373,37 @@ defmodule Grove.World.Game do
   def load(world, index), do: read_save(world, index)
 
   defp read_save(%World{game: spec, game_store: store} = world, index) do
-    case Storage.fetch_state(store, save_scope(world), Integer.to_string(index)) do
-      {:ok, binary} ->
-        case decode_save(spec, binary) do
-          {:ok, rows, saved_at} ->
-            Stats.incr(world.stats, :game_zones_loaded)
-            age = System.system_time(:millisecond) - saved_at
-            Logger.info("game: zone #{index} restored from its save of #{age} ms ago")
-            rows
+    scope = save_scope(world)
 
-          {:error, why} ->
-            Logger.warning("game: zone #{index}'s save cannot be read (#{why}); laid anew")
-            :generate
-        end
+    with {:ok, base} <- Storage.fetch_state(store, scope, Save.base_key(index)),
+         {:ok, changes} <- fetch_changes(store, scope, index) do
+      case decode_save(spec, base, changes) do
+        {:ok, rows, changed, saved_at} ->
+          Stats.incr(world.stats, :game_zones_loaded)
+          age = System.system_time(:millisecond) - saved_at
+          Logger.info("game: zone #{index} restored from its save of #{age} ms ago")
+          {rows, changed}
 
+        {:error, why} ->
+          Logger.warning("game: zone #{index}'s save cannot be read (#{why}); laid anew")
+          :generate
+      end
+    else
       {:error, :not_found} ->
         :generate
 
-      {:error, :unavailable} ->
+      {:error, _unavailable} ->
         Stats.incr(world.stats, :game_save_failures)
         Logger.warning("game: the store could not give zone #{index}'s save; laid anew")
         :generate
+    end
+  end
+
+  defp fetch_changes(store, scope, index) do
+    case Storage.fetch_state(store, scope, Save.changes_key(index)) do
+      {:ok, changes} -> {:ok, changes}
+      {:error, :not_found} -> {:ok, nil}
+      {:error, _unavailable} = error -> error
     end
   end
 
@@ -409,6 +421,47 @@ defmodule Grove.World.Game do
           {{:"$1", :"$2", :_, :_}, [{:is_integer, :"$1"}], [{{:"$1", :"$2"}}]}
         ])
     end
+  end
+
+  @doc false
+  # A zone's mark, in its layer's table, of a cell that changed since the
+  # base of its save (the zone writes it after the cell's value).
+  @spec changed_mark(non_neg_integer()) :: tuple()
+  def changed_mark(key), do: {{:changed, key}, nil, 0, nil}
+
+  @doc false
+  # The cells of a zone marked as changed since the base of its save, with
+  # their values now (`nil`: the cell has none now), or nil when the zone
+  # has not laid its layer (or no longer runs here).
+  @spec changed(World.t(), Grid.zone_index()) :: [{non_neg_integer(), term()}] | nil
+  def changed(%World{} = world, index) do
+    case Slots.game_table(world, index) do
+      nil ->
+        nil
+
+      table ->
+        try do
+          keys = :ets.select(table, [{{{:changed, :"$1"}, :_, :_, :_}, [], [:"$1"]}])
+
+          for key <- keys do
+            case :ets.lookup(table, key) do
+              [{^key, value, _code, _walk}] -> {key, value}
+              [] -> {key, nil}
+            end
+          end
+        rescue
+          ArgumentError -> nil
+        end
+    end
+  end
+
+  @doc false
+  # Forgets a zone's marks of changed cells, before its whole layer is read
+  # for a new base: a cell that changes after is marked again.
+  @spec forget_changed(World.t(), Grid.zone_index()) :: :ok
+  def forget_changed(%World{} = world, index) do
+    Slots.game_select_delete(world, index, [{{{:changed, :_}, :_, :_, :_}, [], [true]}])
+    :ok
   end
 
   @doc false
@@ -463,31 +516,34 @@ defmodule Grove.World.Game do
   end
 
   @doc false
-  @spec encode_save(World.t(), [{non_neg_integer(), term()}]) :: binary()
-  def encode_save(%World{game: spec}, rows) do
-    save = %{version: spec.version, saved_at: System.system_time(:millisecond), rows: rows}
-    :erlang.term_to_binary(save, [:compressed])
+  # A zone's whole layer as a base of its save (`Grove.World.Game.Save`),
+  # with the removal of the changes of any earlier base: the entries to
+  # write in one `save_state/3`, and the base's id.
+  @spec base_entries(World.t(), Grid.zone_index(), [{non_neg_integer(), term()}]) ::
+          {[{String.t(), binary() | nil}], pos_integer()}
+  def base_entries(%World{game: spec}, index, rows) do
+    id = Save.new_id()
+
+    {[
+       {Save.base_key(index), Save.encode_base(spec.version, rows, id)},
+       {Save.changes_key(index), nil}
+     ], id}
   end
 
-  defp decode_save(spec, binary) do
-    case :erlang.binary_to_term(binary, [:safe]) do
-      %{version: version, saved_at: saved_at, rows: rows} when version == spec.version ->
-        {:ok, rows, saved_at}
-
-      %{version: version, saved_at: saved_at, rows: rows} ->
-        if function_exported?(spec.module, :upgrade, 3) do
-          {:ok, for({key, value} <- rows, do: {key, spec.module.upgrade(:cell, value, version)}),
-           saved_at}
-        else
-          {:error,
-           "it is of version #{version} of the game, which runs #{spec.version} and has no upgrade/3"}
-        end
-
-      _other ->
-        {:error, "it is not a zone's save"}
+  defp decode_save(spec, base, changes) do
+    upgrade = fn value, from ->
+      if function_exported?(spec.module, :upgrade, 3),
+        do: spec.module.upgrade(:cell, value, from),
+        else: throw({:no_upgrade, from})
     end
+
+    Save.decode(base, changes, spec.version, upgrade)
   rescue
     error -> {:error, Exception.message(error)}
+  catch
+    {:no_upgrade, from} ->
+      {:error,
+       "it is of version #{from} of the game, which runs #{spec.version} and has no upgrade/3"}
   end
 
   @doc false

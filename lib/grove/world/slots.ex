@@ -182,6 +182,11 @@ defmodule Grove.World.Slots do
   def game_select(world, index, spec),
     do: read(game_table(world, index), &:ets.select(&1, spec), [])
 
+  @doc "Deletes what matches `spec` from a zone's game layer; 0 when it has none."
+  @spec game_select_delete(World.t(), non_neg_integer(), :ets.match_spec()) :: non_neg_integer()
+  def game_select_delete(world, index, spec),
+    do: read(game_table(world, index), &:ets.select_delete(&1, spec), 0)
+
   # A table dropped by its zone between the row's read and this one reads
   # as empty: the zone fell asleep with nothing in it.
   defp read(nil, _fun, none), do: none

@@ -64,11 +64,13 @@ defmodule Grove.World.Stats do
             :reloads_put_off,
             :reload_zones_late,
             # The game's state in the store: batches saved, zones saved in
-            # them, zones loaded from a save, zones laid anew without asking
+            # them (of which whole bases, the others their changed cells
+            # alone), zones loaded from a save, zones laid anew without asking
             # the store (the world knows they have no save), saves (and
             # loads) that failed, tallies written.
             :game_saves,
             :game_zones_saved,
+            :game_bases_saved,
             :game_zones_loaded,
             :game_loads_skipped,
             :game_save_failures,

@@ -883,8 +883,10 @@ defmodule Grove.World.Zone do
 
   defp save_layer(_world, _index, nil), do: :nothing
 
+  # A whole base, which drops the changes of the saver's base: the saver
+  # writes a base of its own for the zone's next run.
   defp save_layer(world, index, layer) do
-    save = [{Integer.to_string(index), World.Game.encode_save(world, layer)}]
+    {save, _id} = World.Game.base_entries(world, index, layer)
 
     with :ok <- Storage.save_state(world.game_store, World.Game.save_scope(world), save),
          do: World.Game.has_saves(world, [index])
@@ -1404,7 +1406,10 @@ defmodule Grove.World.Zone do
           if value == nil, do: :ets.delete(table, key), else: :ets.insert(table, row)
         end
 
-        if output.cells != [], do: World.Game.touched(zone.world, zone.index)
+        if output.cells != [] do
+          mark_changed(zone, for({key, _, _, _} <- output.cells, do: key))
+          World.Game.touched(zone.world, zone.index)
+        end
 
         for %Entity{} = entity <- output.entities do
           :ets.update_element(zone.table, entity.id, [
@@ -1420,6 +1425,16 @@ defmodule Grove.World.Zone do
   end
 
   defp game_table(zone), do: zone.game_table
+
+  # Which cells changed since the base of the zone's save, for the game's
+  # saver to write only those (`Grove.World.Game.Saver`): marks in the
+  # layer's table, after the values they mark, so that a saver that takes
+  # a mark reads the value it marks, or a newer one.
+  defp mark_changed(%__MODULE__{world: %World{game_store: nil}}, _keys), do: :ok
+  defp mark_changed(_zone, []), do: :ok
+
+  defp mark_changed(zone, keys),
+    do: :ets.insert(game_table(zone), for(key <- keys, do: World.Game.changed_mark(key)))
 
   # The game's ticks owed while nobody watched, run before anything reads
   # what they change from outside the zone's core (`GameRules.settle/1`).
@@ -1932,14 +1947,21 @@ defmodule Grove.World.Zone do
         %{zone | core: core}
 
       [] ->
-        loaded = World.Game.load(world, zone.index)
-        core = GameRules.setup(zone.core, world.game, loaded)
-        # A layer laid anew needs no save until it changes (`Slots.laid/2`).
-        if loaded == :generate,
-          do: Slots.laid(world, zone.index),
-          else: Slots.unlaid(world, zone.index)
+        {core, changed} =
+          case World.Game.load(world, zone.index) do
+            # A layer laid anew needs no save until it changes (`Slots.laid/2`).
+            :generate ->
+              Slots.laid(world, zone.index)
+              {GameRules.setup(zone.core, world.game, :generate), []}
+
+            {rows, changed} ->
+              Slots.unlaid(world, zone.index)
+              {GameRules.setup(zone.core, world.game, rows), changed}
+          end
 
         :ets.insert(table, GameRules.rows(core))
+        # The cells its save's base does not hold as they are: changed still.
+        mark_changed(zone, changed)
         :ets.insert(table, {:ready, world.game.version, 0, nil})
         %{zone | core: core}
     end

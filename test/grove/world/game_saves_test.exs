@@ -66,6 +66,53 @@ defmodule Grove.World.GameSavesTest.Cases do
         assert World.stats(again).game_zones_loaded == 1
       end
 
+      test "a zone's layer is written whole once, then only its changed cells, until they are worth a new base",
+           %{store: store} do
+        # Twenty trees in zone 0, bare, that a tick grows all at once.
+        trees = for x <- 0..9, y <- 1..2, do: {x, y}
+        game = {AppleGame, trees: trees, apples: 0, tick: :manual, save: 3_600_000}
+        world = start_world(store, game)
+        scope = World.Game.save_scope(World.fetch!(world))
+        {:ok, id, _} = World.join(world, at: {5, 3})
+        tick = fn -> World.Game.tick(world) && :sys.get_state(World.zone_pid(world, 0)) end
+
+        tick.()
+        assert :ok = Saver.save_now(saver(world))
+        assert %{game_zones_saved: 1, game_bases_saved: 1} = World.stats(world)
+
+        # One cell changed: its changes alone.
+        assert act(world, id, :pick, :n) == {:ok, %{carrying: 1}}
+        assert act(world, id, :drop, :e) == {:ok, %{}}
+        assert :ok = Saver.save_now(saver(world))
+        assert %{game_zones_saved: 2, game_bases_saved: 1} = World.stats(world)
+        assert {:ok, _changes} = Grove.Store.fetch_state(store, scope, "0/changes")
+
+        # Twenty changed of twenty-one: a new base, without changes beside it.
+        tick.()
+        assert :ok = Saver.save_now(saver(world))
+        assert %{game_zones_saved: 3, game_bases_saved: 2} = World.stats(world)
+        assert {:error, :not_found} = Grove.Store.fetch_state(store, scope, "0/changes")
+
+        assert act(world, id, :pick, :n) == {:ok, %{carrying: 1}}
+        assert :ok = Saver.save_now(saver(world))
+        assert %{game_zones_saved: 4, game_bases_saved: 2} = World.stats(world)
+        layer = World.Game.layer(World.fetch!(world), 0)
+        stop_world(world)
+
+        # Base and changes, applied: the layer as it was.
+        again = start_world(store, game)
+        assert World.cell(again, {5, 2}) == {{:tree, 0}, 0}
+        assert World.cell(again, {4, 2}) == {{:tree, 2}, 1}
+        assert World.cell(again, {6, 3}) |> elem(0) == {:apples, 1}
+        assert World.Game.layer(World.fetch!(again), 0) == layer
+        assert World.stats(again).game_zones_loaded == 1
+        # A new run of the zone: its next save is a base.
+        {:ok, id, _} = World.join(again, at: {4, 3})
+        assert act(again, id, :pick, :n) == {:ok, %{carrying: 1}}
+        assert :ok = Saver.save_now(saver(again))
+        assert %{game_zones_saved: 1, game_bases_saved: 1} = World.stats(again)
+      end
+
       test "the last changes are saved as the world stops", %{store: store} do
         world = start_world(store)
         {:ok, id, _} = World.join(world, at: {11, 5})

@@ -3,10 +3,14 @@ defmodule Grove.World.Game.Saver do
   # Saves the game's state of this node's zones to the store, in batches:
   # every `save` milliseconds (the game's option, default 5 s) it looks at
   # each zone's count of layer changes (`Grove.World.Game.touched/2`, in
-  # :atomics), reads the layer of those that changed since it last saved
-  # them from their tables (no message to any zone), and writes them all
-  # in one `save_state/3` call (`Grove.World.Game.Storage`), which the store commits in one
-  # transaction with whatever else waits. A zone that starts with nothing
+  # :atomics), reads what changed of those that changed since it last
+  # saved them from their tables (no message to any zone), and writes them
+  # all in one `save_state/3` call (`Grove.World.Game.Storage`), which the
+  # store commits in one transaction with whatever else waits. What it
+  # writes of a zone is a base (its whole layer) once per run of the zone,
+  # then only the cells changed since, which the zone marks in its table
+  # (`Grove.World.Game.Save`): a few cells every few seconds where a whole
+  # layer was encoded and written. A zone that starts with nothing
   # in its table (a new world, or a lost node's zone on a survivor) loads
   # its last save (`Grove.World.Game.load/2`).
   #
@@ -19,12 +23,12 @@ defmodule Grove.World.Game.Saver do
   use GenServer
 
   alias Grove.World
-  alias Grove.World.Game.Storage
+  alias Grove.World.Game.{Save, Storage}
   alias Grove.World.{Slots, Stats}
 
   require Logger
 
-  defstruct [:world, :store, :timer, saved: %{}, failing: false]
+  defstruct [:world, :store, :timer, saved: %{}, bases: %{}, failing: false]
 
   def start_link(world_name), do: GenServer.start_link(__MODULE__, world_name)
 
@@ -73,7 +77,7 @@ defmodule Grove.World.Game.Saver do
   # their counts; a zone that wakes again counts from where no earlier run
   # could, so what was saved of them is forgotten here too.
   defp forget_unknown(state, %World{zones_on_demand: true}, known),
-    do: %{state | saved: Map.take(state.saved, known)}
+    do: %{state | saved: Map.take(state.saved, known), bases: Map.take(state.bases, known)}
 
   defp forget_unknown(state, _world, _known), do: state
 
@@ -93,45 +97,103 @@ defmodule Grove.World.Game.Saver do
           changes = Slots.changes(world, index),
           changes != Map.get(state.saved, index, 0),
           not Slots.as_laid?(world, index),
-          rows = World.Game.layer(world, index),
-          rows != nil,
-          do: {index, changes, rows}
+          save = zone_save(state, world, index),
+          save != nil,
+          do: {index, changes, save}
 
-    if dirty == [] do
-      {:ok, state}
-    else
-      entries =
-        for {index, _changes, rows} <- dirty,
-            do: {Integer.to_string(index), World.Game.encode_save(world, rows)}
+    if dirty == [], do: {:ok, state}, else: write(state, world, dirty)
+  end
 
-      case Storage.save_state(state.store, World.Game.save_scope(world), entries) do
-        :ok ->
-          World.Game.has_saves(world, for({index, _, _} <- dirty, do: index))
-          Stats.incr(world.stats, :game_saves)
-          Stats.incr(world.stats, :game_zones_saved, length(dirty))
-          World.Game.saved(world)
-          if state.failing, do: Logger.info("game: saving the zones' state again")
+  # What to write of a zone: the cells changed since the base this saver
+  # wrote for the zone's run now (`{:changes, entries, base}`), or a new
+  # base, when it wrote none for this run (a zone that starts, wakes or
+  # arrives takes a base first), when its game's version changed, or when
+  # the changes are worth a new base (`Grove.World.Game.Save.compact?/2`).
+  defp zone_save(state, %World{game: spec} = world, index) do
+    pid = World.zone_pid(world, index)
 
-          saved =
-            Enum.reduce(dirty, state.saved, fn {index, changes, _}, saved ->
-              # A zone on demand that falls asleep unchanged since needs not write it again.
-              Slots.saved(world, index, changes)
-              Map.put(saved, index, changes)
-            end)
+    case Map.get(state.bases, index) do
+      {^pid, version, id, size} = base when pid != nil and version == spec.version ->
+        case World.Game.changed(world, index) do
+          nil ->
+            nil
 
-          {:ok, %{state | saved: saved, failing: false}}
+          cells ->
+            if Save.compact?(length(cells), size),
+              do: base_save(world, index, pid),
+              else:
+                {:changes, [{Save.changes_key(index), Save.encode_changes(version, cells, id)}],
+                 base}
+        end
 
-        {:error, _reason} = error ->
-          Stats.incr(world.stats, :game_save_failures)
+      _none_for_this_run ->
+        base_save(world, index, pid)
+    end
+  end
 
-          unless state.failing,
-            do:
-              Logger.warning(
-                "game: the store could not take the zones' state; trying again every #{world.game.save} ms"
-              )
+  # The marks go before the layer is read: a cell that changes after is
+  # marked again, for the next changes.
+  defp base_save(world, index, pid) do
+    World.Game.forget_changed(world, index)
 
-          {error, %{state | failing: true}}
-      end
+    case World.Game.layer(world, index) do
+      nil ->
+        nil
+
+      rows ->
+        {entries, id} = World.Game.base_entries(world, index, rows)
+        {:base, entries, {pid, world.game.version, id, length(rows)}}
+    end
+  end
+
+  defp write(state, world, dirty) do
+    entries = Enum.flat_map(dirty, fn {_index, _changes, {_kind, entries, _base}} -> entries end)
+
+    case Storage.save_state(state.store, World.Game.save_scope(world), entries) do
+      :ok ->
+        World.Game.has_saves(world, for({index, _, _} <- dirty, do: index))
+        Stats.incr(world.stats, :game_saves)
+        Stats.incr(world.stats, :game_zones_saved, length(dirty))
+
+        Stats.incr(
+          world.stats,
+          :game_bases_saved,
+          Enum.count(dirty, &match?({_, _, {:base, _, _}}, &1))
+        )
+
+        World.Game.saved(world)
+        if state.failing, do: Logger.info("game: saving the zones' state again")
+
+        state =
+          Enum.reduce(dirty, state, fn {index, changes, {_kind, _entries, base}}, state ->
+            # A zone on demand that falls asleep unchanged since needs not write it again.
+            Slots.saved(world, index, changes)
+
+            %{
+              state
+              | saved: Map.put(state.saved, index, changes),
+                bases: Map.put(state.bases, index, base)
+            }
+          end)
+
+        {:ok, %{state | failing: false}}
+
+      {:error, _reason} = error ->
+        Stats.incr(world.stats, :game_save_failures)
+
+        unless state.failing,
+          do:
+            Logger.warning(
+              "game: the store could not take the zones' state; trying again every #{world.game.save} ms"
+            )
+
+        # A base not written took its zone's marks: the next save is a base again.
+        bases =
+          for {index, _changes, {:base, _entries, _base}} <- dirty,
+              reduce: state.bases,
+              do: (bases -> Map.delete(bases, index))
+
+        {error, %{state | failing: true, bases: bases}}
     end
   end
 end
