@@ -138,11 +138,19 @@ defmodule Grove.Games.Orchard do
     bears = bears(grow, ticks)
     regrows = 1 - :math.pow(1 - config.regrow / 1000, ticks)
 
+    # Only trees short of apples and grazed flowers can change: the
+    # others (most of a layer, once its trees bear their three) are
+    # passed over without a draw.
     for {cell, value} <- Area.cells(area),
+        grows?(value),
         effect = grow(value, cell, draw(roll, cell), bears, regrows),
         effect != nil,
         do: effect
   end
+
+  defp grows?({:tree, n}), do: n < @most
+  defp grows?(:grazed), do: true
+  defp grows?(_value), do: false
 
   # A uniform draw in [0, 1) for a cell at a tick.
   @draws 1_000_000
