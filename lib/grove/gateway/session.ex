@@ -834,15 +834,26 @@ defmodule Grove.Gateway.Session do
     take(rows, seq + 1, tiles, acc)
   end
 
-  # The viewport moved since the tiles were last fitted to it: the tiles it
-  # now overlaps, in the zones subscribed to, are asked for; those out of
-  # it by more than the margin are closed.
-  defp retile(%__MODULE__{cell: cell, tiled_at: cell} = session), do: {session, []}
+  # The viewport moved over other tiles since they were last fitted to it:
+  # the tiles it now overlaps, in the zones subscribed to, are asked for;
+  # those out of it by more than the margin are closed. Most steps leave
+  # both spans of tiles (the viewport's, and the viewport's with the
+  # margin) as they were, and so every tile held: that is told by two
+  # tuples, the rest is done only when one of them changed.
   defp retile(%__MODULE__{cell: nil} = session), do: {session, []}
 
   defp retile(%__MODULE__{grid: grid, cell: cell} = session) do
+    radius = radius(session)
     margin = Map.get(session.config, :view_margin, 2)
-    kept = Map.new(Grid.view_tiles(grid, cell, radius(session) + margin), &{&1, true})
+    spans = {Grid.tile_span(grid, cell, radius), Grid.tile_span(grid, cell, radius + margin)}
+
+    if spans == session.tiled_at,
+      do: {session, []},
+      else: retile(session, grid, cell, radius + margin, spans)
+  end
+
+  defp retile(session, grid, cell, kept_radius, spans) do
+    kept = Map.new(Grid.view_tiles(grid, cell, kept_radius), &{&1, true})
     wanted = Enum.group_by(in_view(session), &Grid.tile_zone(grid, &1))
 
     {areas, shut} =
@@ -854,7 +865,7 @@ defmodule Grove.Gateway.Session do
         {Map.put(areas, zone, tiles), [shut | closing(session, for({tile, _} <- out, do: tile))]}
       end)
 
-    {%{session | areas: areas, tiled_at: cell}, shut}
+    {%{session | areas: areas, tiled_at: spans}, shut}
   end
 
   defp in_view(session), do: Grid.view_tiles(session.grid, session.cell, radius(session))

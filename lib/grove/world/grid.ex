@@ -209,7 +209,26 @@ defmodule Grove.World.Grid do
   """
   @spec view_span(t(), cell(), non_neg_integer()) ::
           {non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer()}
-  def view_span(%__MODULE__{width: w, height: h, zone_size: s}, {x, y}, radius) do
+  def view_span(%__MODULE__{zone_size: s} = grid, center, radius),
+    do: span(grid, center, radius, s)
+
+  @doc """
+  The range of view tile columns and rows a viewport overlaps, as
+  `view_span/3` for zones: two viewports overlap the same tiles exactly
+  when these are equal.
+
+      iex> grid = Grove.World.Grid.new(100, 100, 50, 10)
+      iex> Grove.World.Grid.tile_span(grid, {10, 10}, 8) == Grove.World.Grid.tile_span(grid, {11, 10}, 8)
+      true
+      iex> Grove.World.Grid.tile_span(grid, {11, 10}, 8) == Grove.World.Grid.tile_span(grid, {12, 10}, 8)
+      false
+  """
+  @spec tile_span(t(), cell(), non_neg_integer()) ::
+          {non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer()}
+  def tile_span(%__MODULE__{tile_size: s} = grid, center, radius),
+    do: span(grid, center, radius, s)
+
+  defp span(%__MODULE__{width: w, height: h}, {x, y}, radius, s) do
     {div(max(x - radius, 0), s), div(min(x + radius, w - 1), s), div(max(y - radius, 0), s),
      div(min(y + radius, h - 1), s)}
   end
