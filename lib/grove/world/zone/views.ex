@@ -206,7 +206,8 @@ defmodule Grove.World.Zone.Views do
   def snapshot_tiles(%__MODULE__{} = views, core, pid, format, tiles) do
     if member?(views, {pid, format}) do
       tiles = for tile <- tiles, Grid.tile_zone(views.grid, tile) == views.index, do: tile
-      {tiles_effects(views, core, pid, format, tiles), show(views, core, tiles)}
+      entries = in_tiles(views.grid, core, tiles)
+      {tiles_effects(views, core, pid, format, tiles, entries), show(views, entries)}
     else
       {[], views}
     end
@@ -442,22 +443,43 @@ defmodule Grove.World.Zone.Views do
 
   # The entities a snapshot of `tiles` shows, by tile: the next delta
   # takes them from there too, should they have moved or left meanwhile.
-  defp show(%__MODULE__{placed: nil} = views, _core, _tiles), do: views
-  defp show(views, _core, []), do: views
+  # The entities a snapshot of tiles shows (`in_tiles/3`) are remembered
+  # as shown there.
+  defp show(%__MODULE__{placed: nil} = views, _entries), do: views
 
-  defp show(%__MODULE__{grid: grid} = views, core, tiles) do
-    wanted = Map.new(tiles, &{&1, true})
-
+  defp show(views, entries) do
     shown =
-      Enum.reduce(State.snapshot(core), views.shown, fn {id, x, y, _kind}, shown ->
-        tile = Grid.tile_of(grid, x, y)
-
-        if is_map_key(wanted, tile),
-          do: Map.update(shown, id, [tile], &[tile | &1]),
-          else: shown
-      end)
+      :maps.fold(
+        fn tile, there, shown ->
+          Enum.reduce(there, shown, fn {id, _x, _y, _kind}, shown ->
+            Map.update(shown, id, [tile], &[tile | &1])
+          end)
+        end,
+        views.shown,
+        entries
+      )
 
     %{views | shown: shown}
+  end
+
+  # The zone's entities in the given tiles, by tile, in the order of
+  # `State.snapshot/1`; tiles with none are left out. One pass over the
+  # zone serves both the snapshot and what it showed.
+  defp in_tiles(_grid, _core, []), do: %{}
+
+  defp in_tiles(grid, core, tiles) do
+    wanted = Map.new(tiles, &{&1, true})
+
+    core
+    |> State.snapshot()
+    |> Enum.reduce(%{}, fn {_id, x, y, _kind} = entry, acc ->
+      tile = Grid.tile_of(grid, x, y)
+
+      if is_map_key(wanted, tile),
+        do: Map.update(acc, tile, [entry], &[entry | &1]),
+        else: acc
+    end)
+    |> Map.new(fn {tile, entries} -> {tile, Enum.reverse(entries)} end)
   end
 
   # Where a viewer may hold an entity now, but in `now`: the tile of the
@@ -485,9 +507,9 @@ defmodule Grove.World.Zone.Views do
 
   # Each tile as it is now, as a snapshot of its own (its entities, the
   # names, cells and looks in it, its ground), all in one message.
-  defp tiles_effects(_views, _core, _pid, _format, []), do: []
+  defp tiles_effects(_views, _core, _pid, _format, [], _entries), do: []
 
-  defp tiles_effects(%__MODULE__{grid: grid} = views, core, pid, format, tiles) do
+  defp tiles_effects(%__MODULE__{grid: grid} = views, core, pid, format, tiles, entries) do
     wanted = Map.new(tiles, &{&1, true})
     extra = State.snapshot_extra(core) || %{names: [], cells: [], looks: [], events: []}
 
@@ -496,9 +518,18 @@ defmodule Grove.World.Zone.Views do
       if is_map_key(wanted, tile), do: tile
     end
 
-    all = State.snapshot(core)
-    entries = Enum.group_by(all, fn {_id, x, y, _kind} -> in_tile.(x, y) end)
-    where = for {id, x, y, _kind} <- all, into: %{}, do: {id, in_tile.(x, y)}
+    # The tile of each entity shown; the others' names and looks are not.
+    where =
+      :maps.fold(
+        fn tile, there, where ->
+          Enum.reduce(there, where, fn {id, _x, _y, _kind}, where ->
+            Map.put(where, id, tile)
+          end)
+        end,
+        %{},
+        entries
+      )
+
     names = Enum.group_by(extra.names, &where[elem(&1, 0)])
     looks = Enum.group_by(extra.looks, &where[elem(&1, 0)])
     cells = Enum.group_by(extra.cells, fn {x, y, _code} -> in_tile.(x, y) end)
