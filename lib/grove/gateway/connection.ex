@@ -526,5 +526,5 @@ defmodule Grove.Gateway.Connection do
     }
   end
 
-  defp now_ms, do: System.monotonic_time(:millisecond)
+  defp now_ms, do: :erlang.monotonic_time(:millisecond)
 end
