@@ -372,7 +372,21 @@ defmodule Grove.Gateway.Connection do
           ArgumentError -> :ok
         end
 
+        taken(conn.socket)
         conn
+    end
+  end
+
+  # The socket answers every write it took with an `inet_reply`, in the
+  # writer's mailbox before `port_command/2` returns unless the port was
+  # busy: taken here, a write costs one turn of the process's loop, not
+  # two. An error, or an answer that comes later, is left to
+  # `handle_info/2`.
+  defp taken(socket) do
+    receive do
+      {:inet_reply, ^socket, :ok} -> :ok
+    after
+      0 -> :ok
     end
   end
 
