@@ -786,10 +786,13 @@ defmodule Grove.Gateway.Session do
                 taken = take(rows, since + 1, tiles, [])
 
                 tiles =
-                  Map.new(tiles, fn
-                    {tile, :awaiting} -> {tile, :awaiting}
-                    {tile, _seq} -> {tile, latest}
-                  end)
+                  :maps.map(
+                    fn
+                      _tile, :awaiting -> :awaiting
+                      _tile, _seq -> latest
+                    end,
+                    tiles
+                  )
 
                 {%{session | areas: Map.put(session.areas, zone, tiles)}, [frames | taken]}
 
