@@ -51,6 +51,7 @@ defmodule Grove.Gateway.Session do
     :join_opts,
     :grid,
     tiled_at: nil,
+    tile_spans: nil,
     moves_booked: nil,
     seeds_booked: nil,
     acts_booked: nil,
@@ -844,14 +845,15 @@ defmodule Grove.Gateway.Session do
   # margin) as they were, and so every tile held: that is told by two
   # tuples, the rest is done only when one of them changed.
   defp retile(%__MODULE__{cell: nil} = session), do: {session, []}
+  defp retile(%__MODULE__{cell: cell, tiled_at: cell} = session), do: {session, []}
 
   defp retile(%__MODULE__{grid: grid, cell: cell} = session) do
     radius = radius(session)
     margin = Map.get(session.config, :view_margin, 2)
     spans = {Grid.tile_span(grid, cell, radius), Grid.tile_span(grid, cell, radius + margin)}
 
-    if spans == session.tiled_at,
-      do: {session, []},
+    if spans == session.tile_spans,
+      do: {%{session | tiled_at: cell}, []},
       else: retile(session, grid, cell, radius + margin, spans)
   end
 
@@ -868,7 +870,7 @@ defmodule Grove.Gateway.Session do
         {Map.put(areas, zone, tiles), [shut | closing(session, for({tile, _} <- out, do: tile))]}
       end)
 
-    {%{session | areas: areas, tiled_at: spans}, shut}
+    {%{session | areas: areas, tiled_at: cell, tile_spans: spans}, shut}
   end
 
   defp in_view(session), do: Grid.view_tiles(session.grid, session.cell, radius(session))
