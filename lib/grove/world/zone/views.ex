@@ -484,9 +484,19 @@ defmodule Grove.World.Zone.Views do
 
   # Where a viewer may hold an entity now, but in `now`: the tile of the
   # last delta, and those of snapshots since.
+  # Nearly every change is of an entity no snapshot showed since the last
+  # delta, which stays in its tile: told without building a list.
   defp held_in(placed, shown, id, now) do
-    before = Map.get(shown, id, [])
-    before = if tile = Map.get(placed, id), do: [tile | before], else: before
+    case {shown, placed} do
+      {%{^id => before}, _placed} -> held_in(before, Map.get(placed, id), now)
+      {_none, %{^id => ^now}} -> []
+      {_none, %{^id => tile}} -> [tile]
+      _never_placed -> []
+    end
+  end
+
+  defp held_in(before, tile, now) do
+    before = if tile, do: [tile | before], else: before
     before |> Enum.uniq() |> List.delete(now)
   end
 
