@@ -4,8 +4,10 @@
 # run queue and the message queues of every process, by what it is (a
 # registered name, a gen_server's module, or its initial call), sums their
 # reductions by the same, and prints them with the scheduler utilization;
-# then it runs `:eprof` over every process for 3 s and prints its 30
-# costliest functions. Lines start with `PROBE`. `knee_probe.sh` runs it
+# then over 5 s it counts what reaches up to 200 players' connections (the
+# messages by kind, their turns on the scheduler, their garbage
+# collections); then it runs `:eprof` over every process for 3 s and
+# prints its 30 costliest functions. Lines start with `PROBE`. `knee_probe.sh` runs it
 # beside a stage of players; by hand:
 #
 #   KNEE_PROBE_AFTER=60 GROVE_PORT=0 taskset -c 0 elixir --erl "+S 1:1" -S mix run --no-halt -r lab/bench/knee_probe.exs
@@ -92,6 +94,50 @@ spawn(fn ->
         IO.puts(
           "PROBE queue #{inspect(k)}: largest #{max}, mean total #{Float.round(sum / 100, 1)}"
         )
+
+  # What a player's connection handles: over 5 s, the messages that reach
+  # up to 200 of them, by kind, and their garbage collections, each a
+  # player-second.
+  connections = for {p, {Grove.Gateway.Connection, :init, 1}} <- labels, Process.alive?(p), do: p
+
+  sample = connections |> Enum.shuffle() |> Enum.take(200)
+  me = self()
+
+  for p <- sample,
+      do: :erlang.trace(p, true, [:receive, :garbage_collection, :running, {:tracer, me}])
+
+  kind = fn
+    m when is_atom(m) ->
+      m
+
+    m when is_tuple(m) and tuple_size(m) > 2 and elem(m, 0) == :grove_view ->
+      {:grove_view, elem(m, 2)}
+
+    m when is_tuple(m) and is_atom(elem(m, 0)) ->
+      elem(m, 0)
+
+    _other ->
+      :other
+  end
+
+  count = fn count, until, acc ->
+    receive do
+      {:trace, _p, :receive, m} -> count.(count, until, Map.update(acc, kind.(m), 1, &(&1 + 1)))
+      {:trace, _p, :in, _} -> count.(count, until, Map.update(acc, :scheduled_in, 1, &(&1 + 1)))
+      {:trace, _p, :gc_major_start, _} -> count.(count, until, Map.update(acc, :gc, 1, &(&1 + 1)))
+      {:trace, _p, :gc_minor_start, _} -> count.(count, until, Map.update(acc, :gc, 1, &(&1 + 1)))
+      _other -> count.(count, until, acc)
+    after
+      max(until - System.monotonic_time(:millisecond), 0) -> acc
+    end
+  end
+
+  counted = count.(count, System.monotonic_time(:millisecond) + 5_000, %{})
+  for p <- sample, do: :erlang.trace(p, false, [:all])
+  per = max(length(sample), 1) * 5
+
+  for {k, n} <- Enum.sort_by(counted, &(-elem(&1, 1))),
+      do: IO.puts("PROBE connection #{inspect(k)}: #{Float.round(n / per, 2)} a player-second")
 
   :eprof.start()
   :eprof.start_profiling(Process.list())

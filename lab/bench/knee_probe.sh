@@ -11,7 +11,9 @@
 #   SPAWN=460,460,541,541 LOAD_ARGS="--crowd mill --crowd-at corner" lab/bench/knee_probe.sh 1000 30
 #
 # Environment: SPAWN (the server's GROVE_PLAYER_SPAWN, for a crowd),
-# LOAD_ARGS (more options for the load).
+# LOAD_ARGS (more options for the load), ENCODING (the players', default
+# binary), WORLD=peers for the world of `mix grove.bench.peers` (20,000
+# walkers, no bacteria, no game) instead of the default one.
 set -euo pipefail
 PLAYERS=${1:-4000}; SETTLE=${2:-20}; STAGE=${3:-40}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,8 +25,12 @@ PORT=$((20000 + RANDOM % 20000))
 cd "$ROOT"
 # The probe starts once the players have joined (1,000 a second) and settled.
 AFTER=$(( 20 + 5 + PLAYERS / 1000 + SETTLE + 5 ))
+WORLD_ENV=()
+if [ "${WORLD:-default}" = peers ]; then
+  WORLD_ENV=(GROVE_ACTOR_KINDS=walker:20000 GROVE_LIFE=off GROVE_GAME=off GROVE_SEED=1)
+fi
 env GROVE_PORT=$PORT GROVE_DATA="$DIR/data" GROVE_ACTORS=20000 KNEE_PROBE_AFTER=$AFTER \
-  ${SPAWN:+GROVE_PLAYER_SPAWN=$SPAWN} \
+  ${SPAWN:+GROVE_PLAYER_SPAWN=$SPAWN} "${WORLD_ENV[@]}" \
   ELIXIR_ERL_OPTIONS="+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none" \
   taskset -c 0 mix run --no-halt -r lab/bench/knee_probe.exs > "$DIR/server.log" 2>&1 &
 SERVER=$!
@@ -35,7 +41,7 @@ echo "knee probe: server up on port $PORT (OS pid $SERVER), files in $DIR"
 
 cd "$ROOT/lab"
 ELIXIR_ERL_OPTIONS="+S 1:1" taskset -c 1 mix grove.load ws --url ws://127.0.0.1:$PORT/ws \
-  --server-pid $SERVER --stages $PLAYERS --encoding binary --stage-seconds $STAGE \
+  --server-pid $SERVER --stages $PLAYERS --encoding ${ENCODING:-binary} --stage-seconds $STAGE \
   --settle $SETTLE --baseline-seconds 5 --ramp 1000 ${LOAD_ARGS:-} > "$DIR/load.log" 2>&1 || true
 
 sed -n '/^== load/,$p' "$DIR/load.log"
