@@ -191,6 +191,72 @@ defmodule Grove.ClusterLifeTest do
              List.last(LifeReference.run(before, Rule.conway(), 100, 100, 1))
   end
 
+  @tag timeout: 240_000
+  test "a zone of a node killed after another joined starts again from its row, though the heir its rows went to is not its owner now" do
+    home = distribute!()
+    peers = for name <- ["gap1", "gap2"], do: start_peer!(home, name)
+    nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
+    first = Enum.find(nodes, &(&1 != node()))
+    # The node to join, named now: a zone of the node to go stays there as
+    # it joins, and would be its own were that node lost, where the heir
+    # its rows went to before it joined is another.
+    {fourth, index} = heir_gap(nodes, first)
+    all = Enum.sort([fourth | nodes])
+    survivors = all -- [first]
+
+    opts =
+      small_instance(Grove.LifeT, [peers: all, connect_interval: 100],
+        life: [rule: "B3/S23", interval: :manual, soup: 0.5],
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
+      )
+
+    for node <- nodes, do: start_instance!(node, opts)
+    world = Grove.world(Grove.LifeT)
+    settled!(nodes, world)
+    for generation <- 0..3, do: step_to(nodes, world, generation)
+
+    heir = Placement.owner(index, nodes -- [first])
+    table = :erpc.call(heir, World, :fetch!, [world]).life_table
+
+    eventually(
+      fn -> assert [{^index, 3, _, _, _}] = :erpc.call(heir, :ets, :lookup, [table, index]) end,
+      @wait
+    )
+
+    {_peer, ^fourth} =
+      start_peer!(home, fourth |> Atom.to_string() |> String.split("@") |> hd(), exact_name: true)
+
+    start_instance!(fourth, opts)
+    # Its clock to the others' (steps by hand count on each node).
+    for _ <- 1..3, do: :ok = :erpc.call(fourth, World, :step_life, [world])
+    settled!(all, world)
+    reached!(all, world, 3)
+    before = live(all, world)
+
+    # No generation since it joined: the zone's row went nowhere new, and
+    # the node that joined holds none of it.
+    table = :erpc.call(fourth, World, :fetch!, [world]).life_table
+    assert :erpc.call(fourth, :ets, :lookup, [table, index]) == []
+
+    kill!(first)
+    settled!(survivors, world)
+    owners = Placement.owners(@zones, survivors)
+    assert elem(owners, index) == fourth
+
+    eventually(
+      fn ->
+        assert Map.values(generations(survivors, world, owners)) == List.duplicate(3, @zones)
+      end,
+      @wait
+    )
+
+    assert live(survivors, world) == before
+    step_to(survivors, world, 4)
+
+    assert live(survivors, world) ==
+             List.last(LifeReference.run(before, Rule.conway(), 100, 100, 1))
+  end
+
   @tag timeout: 180_000
   test "generations by the clock: the zones of two nodes step them together, and the whole is one grid's" do
     home = distribute!()
@@ -589,6 +655,24 @@ defmodule Grove.ClusterLifeTest do
       {_direction, nil} -> false
       {_direction, neighbour} -> elem(owners, neighbour) == node
     end)
+  end
+
+  # A node to come, named now, and a zone of `lost` that stays there when
+  # it joins `nodes`, whose owner it would be were `lost` gone then, where
+  # the heir of the zone's rows before it joined is another node:
+  # `{node, zone}`.
+  defp heir_gap(nodes, lost) do
+    host = node() |> Atom.to_string() |> String.split("@") |> List.last()
+    fourth = :"#{peer_name("gap4")}@#{host}"
+    all = Enum.sort([fourth | nodes])
+
+    found =
+      Enum.find(0..(@zones - 1), fn index ->
+        Placement.owner(index, nodes) == lost and Placement.owner(index, all) == lost and
+          Placement.owner(index, all -- [lost]) == fourth
+      end)
+
+    if found, do: {fourth, found}, else: heir_gap(nodes, lost)
   end
 
   # A node to come, named now, that takes a zone beside one that stays

@@ -100,6 +100,16 @@ defmodule Grove.World.Bacteria do
     end
   end
 
+  @doc false
+  # This node's rows of those zones, for the node that starts them again
+  # after their node was lost (`Grove.World.Placer`): it may not be the
+  # heir they were sent to.
+  @spec rows(World.name(), [Grid.zone_index()]) :: [Zone.Bacteria.row()]
+  def rows(world, indexes) do
+    %World{life_table: table} = World.fetch!(world)
+    if table == nil, do: [], else: Enum.flat_map(indexes, &:ets.lookup(table, &1))
+  end
+
   @doc """
   The generation every zone has reached (the slowest zone's), read from
   ETS; `nil` in a world without bacteria or before every zone has started.

@@ -499,6 +499,8 @@ defmodule Grove.World.Placer do
 
   defp effect(placer, {:recovered, indexes}), do: tap(placer, &recovered(&1, indexes))
 
+  defp effect(placer, {:fetch_life, indexes}), do: tap(placer, &fetch_life(&1, indexes))
+
   # A zone on demand that slept on the node lost, its state in the shared
   # store: its save is read here, into its tables as a handover writes
   # them, and the zone woken, before the nodes hear that it runs and ask
@@ -632,6 +634,30 @@ defmodule Grove.World.Placer do
   end
 
   defp share_asleep(_world, _index, _to), do: :ok
+
+  # Zones about to start again here after their node was lost: each goes
+  # on from the last row of its bacteria, which went to the zone's heir
+  # (the member that would own it were its node lost) and to the nodes
+  # that ran its neighbours, as the members stood when it was computed.
+  # They may have changed since: this node, its owner now, may hold no
+  # row of it, or an old one, and without it the zone would start over at
+  # the clock's generation, while its neighbours on other nodes wait for
+  # the rows it skipped, for good. Every member is asked at once; the
+  # newest row is kept, one with cells before one that says it slept.
+  defp fetch_life(%__MODULE__{world: %World{life_table: nil}}, _indexes), do: :ok
+
+  defp fetch_life(%__MODULE__{world: world, core: core}, indexes) do
+    others = Enum.filter(core.members, &(&1 != node() and &1 in Node.list()))
+
+    others
+    |> :erpc.multicall(Grove.World.Bacteria, :rows, [world.name, indexes], world.handoff_timeout)
+    |> Enum.flat_map(fn
+      {:ok, rows} -> rows
+      _failed -> []
+    end)
+    |> Enum.sort_by(fn {_index, generation, bits, _, _} -> {generation, bits != nil} end)
+    |> Enum.each(&Grove.World.Bacteria.put_row(world, &1))
+  end
 
   # A zone on demand that was awake on the node lost, with bacteria whose
   # row this node holds (it is the zone's heir, `Grove.World.Zone`): woken

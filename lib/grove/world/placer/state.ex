@@ -25,6 +25,10 @@ defmodule Grove.World.Placer.State do
   #   * `{:publish, locations}` and `{:locate, index, node, epoch}` - the
   #     whole placement, or one zone's, for `Grove.World.zone_address/2`;
   #   * `{:reset_feed, index}` - the zone's view numbers, past the lost run's;
+  #   * `{:fetch_life, indexes}` - zones about to start again after their
+  #     node was lost: the rows of their bacteria, asked of every member
+  #     (the heir they were sent to may be another node than their owner
+  #     now, if the members changed since), newest kept;
   #   * `{:wake_saved, index}` - a zone on demand started again after its
   #     node was lost: woken now if it slept there with a save in the
   #     store, before any node hears that it runs (and tells the owners of
@@ -302,9 +306,11 @@ defmodule Grove.World.Placer.State do
       {state, effects}
     else
       restarted = Enum.reverse(restarted)
+      # The rows of all the zones started again, asked of the members at once.
+      {_each, effects} = Enum.split_with(effects, &match?({:fetch_life, _}, &1))
 
       {state,
-       effects ++
+       [{:fetch_life, restarted} | effects] ++
          [
            {:log, :warning,
             "zones #{inspect(restarted, charlists: :as_lists)}: their node is gone; started again here, empty"},
@@ -631,6 +637,7 @@ defmodule Grove.World.Placer.State do
     {state,
      [{:reset_feed, index}] ++
        dropped ++
+       [{:fetch_life, [index]}] ++
        start ++ located ++ [{:wake_saved, index}] ++ announce(state, index, :restarted)}
   end
 

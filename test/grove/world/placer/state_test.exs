@@ -221,7 +221,14 @@ defmodule Grove.World.Placer.StateTest do
         # What it saved as it slept there is held before anyone is told it was lost.
         assert Enum.find_index(effects, &(&1 == {:wake_saved, index})) <
                  Enum.find_index(effects, &(&1 == {:recovered, lost}))
+
+        # The rows of its bacteria, asked of the members, are here before it starts.
+        assert Enum.find_index(effects, &(&1 == {:fetch_life, lost})) <
+                 Enum.find_index(effects, &(&1 == {:start_zone, index}))
       end
+
+      # Asked once for them all.
+      assert length(for {:fetch_life, _} <- effects, do: 1) == 1
     end
 
     test "a node that joins starts nothing again for a node it has not reached yet; it does once that node, seen, is gone, or on another's word" do
