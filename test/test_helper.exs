@@ -9,6 +9,12 @@
 # not wait longer; only a failing one does.
 {:ok, _} = Application.ensure_all_started(:inets)
 
+# Every module loaded now, in one batch, as a release loads them as it
+# boots: loaded one by one as tests first call them, on a machine whose
+# cores are busy, a world's first start waited seconds on the code server
+# (`Grove.Preload`).
+Grove.Preload.load()
+
 ExUnit.start(
   exclude: if(Grove.PropCase.deep?(), do: [], else: [:deep]),
   assert_receive_timeout: 5000
