@@ -563,7 +563,12 @@ defmodule Grove.World.OnDemandTest do
 
   # Entities walk across zone borders while another process puts every
   # idle zone to sleep, over and over: none is lost or duplicated, and
-  # every move gets one outcome.
+  # every move gets one outcome. It puts them to sleep once more each time
+  # a move is answered, not in a loop that never waits: a run woken to
+  # take a move that came to a zone asleep may be put to sleep before the
+  # move reaches it, and pass it on to the next run, and such a loop, on
+  # a busy machine, kept a move going from run to run for longer than
+  # the test waited for its outcome.
   # With a store, each zone that sleeps puts its entities there and reads
   # them back as it wakes.
   for store? <- [false, true] do
@@ -621,6 +626,7 @@ defmodule Grove.World.OnDemandTest do
       tags =
         for _ <- walks do
           assert_receive {:grove_move, _id, tag, _outcome}, 5000
+          send(sleeper, :again)
           tag
         end
 
@@ -668,9 +674,8 @@ defmodule Grove.World.OnDemandTest do
     World.sleep_idle(world)
 
     receive do
+      :again -> sleep_until_stopped(world)
       :stop -> :ok
-    after
-      0 -> sleep_until_stopped(world)
     end
   end
 end
