@@ -113,6 +113,46 @@ defmodule Grove.World.GameSavesTest.Cases do
         assert %{game_zones_saved: 1, game_bases_saved: 1} = World.stats(again)
       end
 
+      test "a zone's changes give way to a new base after twelve saves, however few cells changed",
+           %{store: store} do
+        game =
+          {AppleGame, trees: [{4, 2}, {5, 2}, {6, 2}], apples: 3, tick: :manual, save: 3_600_000}
+
+        world = start_world(store, game)
+        {:ok, id, _} = World.join(world, at: {5, 3})
+        assert act(world, id, :pick, :n) == {:ok, %{carrying: 1}}
+        assert :ok = Saver.save_now(saver(world))
+        assert World.stats(world).game_bases_saved == 1
+
+        # Picks and drops on four cells in all, a save after each.
+        steps = [
+          n: :pick,
+          n: :pick,
+          e: :drop,
+          e: :drop,
+          e: :drop,
+          ne: :pick,
+          ne: :pick,
+          ne: :pick
+        ]
+
+        steps = steps ++ [e: :drop, e: :drop, e: :drop, nw: :pick]
+
+        for {direction, action} <- steps do
+          assert {:ok, _} = act(world, id, action, direction)
+          assert :ok = Saver.save_now(saver(world))
+        end
+
+        assert %{game_zones_saved: 13, game_bases_saved: 1} = World.stats(world)
+        assert {:ok, _} = act(world, id, :pick, :nw)
+        assert :ok = Saver.save_now(saver(world))
+        assert %{game_zones_saved: 14, game_bases_saved: 2} = World.stats(world)
+        layer = World.Game.layer(World.fetch!(world), 0)
+        stop_world(world)
+
+        assert World.Game.layer(World.fetch!(start_world(store, game)), 0) == layer
+      end
+
       test "the last changes are saved as the world stops", %{store: store} do
         world = start_world(store)
         {:ok, id, _} = World.join(world, at: {11, 5})

@@ -28,6 +28,10 @@ defmodule Grove.World.Game.Saver do
 
   require Logger
 
+  # Changes written of a base before the next is a base again, whatever
+  # their size: a minute at the default interval.
+  @changes_per_base 12
+
   defstruct [:world, :store, :timer, saved: %{}, bases: %{}, failing: false]
 
   def start_link(world_name), do: GenServer.start_link(__MODULE__, world_name)
@@ -107,13 +111,17 @@ defmodule Grove.World.Game.Saver do
   # What to write of a zone: the cells changed since the base this saver
   # wrote for the zone's run now (`{:changes, entries, base}`), or a new
   # base, when it wrote none for this run (a zone that starts, wakes or
-  # arrives takes a base first), when its game's version changed, or when
-  # the changes are worth a new base (`Grove.World.Game.Save.compact?/2`).
+  # arrives takes a base first), when its game's version changed, when
+  # the changes are worth a new base (`Grove.World.Game.Save.compact?/2`),
+  # or after `@changes_per_base` changes: a base that another writer
+  # replaced in a race (a node that handed the zone over, still saving
+  # it) leaves this saver's changes unapplied at most that long.
   defp zone_save(state, %World{game: spec} = world, index) do
     pid = World.zone_pid(world, index)
 
     case Map.get(state.bases, index) do
-      {^pid, version, id, size} = base when pid != nil and version == spec.version ->
+      {^pid, version, id, size, written} = base
+      when pid != nil and version == spec.version and written < @changes_per_base ->
         case World.Game.changed(world, index) do
           nil ->
             nil
@@ -123,7 +131,7 @@ defmodule Grove.World.Game.Saver do
               do: base_save(world, index, pid),
               else:
                 {:changes, [{Save.changes_key(index), Save.encode_changes(version, cells, id)}],
-                 base}
+                 put_elem(base, 4, written + 1)}
         end
 
       _none_for_this_run ->
@@ -142,7 +150,7 @@ defmodule Grove.World.Game.Saver do
 
       rows ->
         {entries, id} = World.Game.base_entries(world, index, rows)
-        {:base, entries, {pid, world.game.version, id, length(rows)}}
+        {:base, entries, {pid, world.game.version, id, length(rows), 0}}
     end
   end
 
