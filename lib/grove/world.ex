@@ -1176,29 +1176,21 @@ defmodule Grove.World do
   # near it (`:wake_ahead`), unless it runs already, through the door of
   # the node that owns it (`Grove.World.Door`): whoever asks goes on at once.
   @spec wake_zone(t(), Grid.zone_index()) :: :ok
-  def wake_zone(%__MODULE__{} = world, index) do
-    case zone_node(world, index) do
-      here when here == node() ->
-        if zone_pid(world, index) == nil, do: Door.wake_once(world.name, index)
-
-      other ->
-        Door.wake(world.name, index, other)
-    end
-
-    :ok
-  end
+  def wake_zone(%__MODULE__{} = world, index),
+    do: wake(world, index, fn -> Door.wake_once(world.name, index) end)
 
   @doc false
   # What a door does when asked to wake a zone of its node ahead.
   @spec wake_here(t(), Grid.zone_index()) :: :ok
-  def wake_here(%__MODULE__{} = world, index) do
-    case zone_node(world, index) do
-      here when here == node() ->
-        if zone_pid(world, index) == nil, do: Zone.wake(world, index, :ahead)
+  def wake_here(%__MODULE__{} = world, index),
+    do: wake(world, index, fn -> Zone.wake(world, index, :ahead) end)
 
-      # It moved meanwhile.
-      other ->
-        Door.wake(world.name, index, other)
+  # A zone of this node that does not run is woken by `here`; one of
+  # another node (or that moved there meanwhile), through that node's door.
+  defp wake(world, index, here) do
+    case zone_node(world, index) do
+      this when this == node() -> if zone_pid(world, index) == nil, do: here.()
+      other -> Door.wake(world.name, index, other)
     end
 
     :ok
