@@ -178,7 +178,7 @@ defmodule Grove.World do
     :game_changes,
     :slots,
     :game_log,
-    :game_store,
+    :store,
     :game_saves,
     :tally,
     :tick_time,
@@ -232,7 +232,9 @@ defmodule Grove.World do
           slots: Grove.World.Slots.t() | nil,
           game_log: :atomics.atomics_ref() | nil,
           chat_log: ChatLog.t() | non_neg_integer(),
-          game_store: Grove.World.Game.Storage.t() | nil,
+          # Where what outlasts a run goes: the game's state and the
+          # entities of zones that sleep (the `:store` option), or nil.
+          store: Grove.World.Game.Storage.t() | nil,
           game_saves: :ets.tid() | nil,
           tally: atom() | nil,
           tick_time: Grove.Metrics.Histogram.t() | nil,

@@ -359,7 +359,7 @@ defmodule Grove.World.Game do
   # that cannot answer, and the game lays the zone anew (logged).
   @spec load(World.t(), Grid.zone_index()) ::
           {[{non_neg_integer(), term()}], [non_neg_integer()]} | :generate
-  def load(%World{game_store: nil}, _index), do: :generate
+  def load(%World{store: nil}, _index), do: :generate
 
   def load(%World{game_saves: saves} = world, index) when saves != nil do
     if :ets.member(saves, index) do
@@ -372,7 +372,7 @@ defmodule Grove.World.Game do
 
   def load(world, index), do: read_save(world, index)
 
-  defp read_save(%World{game: spec, game_store: store} = world, index) do
+  defp read_save(%World{game: spec, store: store} = world, index) do
     scope = save_scope(world)
 
     with {:ok, base} <- Storage.fetch_state(store, scope, Save.base_key(index)),
@@ -472,10 +472,10 @@ defmodule Grove.World.Game do
   # wake asks) without a store that lists its keys, or in a cluster, where
   # other nodes write saves too.
   @spec known_saves(World.t()) :: :ets.tid() | nil
-  def known_saves(%World{game_store: nil}), do: nil
+  def known_saves(%World{store: nil}), do: nil
   def known_saves(%World{cluster: cluster}) when cluster != nil, do: nil
 
-  def known_saves(%World{game_store: store} = world) do
+  def known_saves(%World{store: store} = world) do
     case Storage.list_keys(store, save_scope(world)) do
       {:ok, keys} ->
         table = :ets.new(:grove_game_saves, [:set, :public, write_concurrency: true])

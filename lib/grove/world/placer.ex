@@ -509,7 +509,7 @@ defmodule Grove.World.Placer do
   # read of the store per zone the lost node ran; a save is there only
   # while its zone sleeps (`Grove.World.Zone.Saves.drop/2`).
   defp effect(
-         %__MODULE__{world: %World{zones_on_demand: true, game_store: store} = world} = placer,
+         %__MODULE__{world: %World{zones_on_demand: true, store: store} = world} = placer,
          {:wake_saved, index}
        )
        when store != nil do

@@ -143,7 +143,7 @@ defmodule Grove.World.Supervisor do
       chat_log: opts[:chat_log],
       life: Life.new!(opts[:life]),
       game: Grove.World.Game.Spec.new!(opts[:game]),
-      game_store: store!(opts[:store]),
+      store: store!(opts[:store]),
       density_cols: div(opts[:width] + block - 1, block),
       density_rows: div(opts[:height] + block - 1, block),
       terrain_options: Keyword.put(opts[:terrain], :seed, opts[:seed]),
@@ -168,7 +168,7 @@ defmodule Grove.World.Supervisor do
 
   # A game with a store to keep it has a tally of its own.
   defp tally(%World{game: nil} = world), do: world
-  defp tally(%World{game_store: nil} = world), do: world
+  defp tally(%World{store: nil} = world), do: world
   defp tally(world), do: %{world | tally: Grove.World.Game.Tally.name(world.name)}
 
   # Blocks of 10 cells, but never more than a thousand a side: a million

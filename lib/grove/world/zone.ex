@@ -847,7 +847,7 @@ defmodule Grove.World.Zone do
   # and only then: a zone whose store cannot take it stays awake with it.
   # A world without a store keeps it in the tables, but a game's layer
   # as the game laid it.
-  defp store_asleep(%__MODULE__{world: %World{game_store: nil}} = zone) do
+  defp store_asleep(%__MODULE__{world: %World{store: nil}} = zone) do
     if laid?(zone), do: :ets.delete_all_objects(game_table(zone))
     :ok
   end
@@ -888,7 +888,7 @@ defmodule Grove.World.Zone do
   defp save_layer(world, index, layer) do
     {save, _id} = World.Game.base_entries(world, index, layer)
 
-    with :ok <- Storage.save_state(world.game_store, World.Game.save_scope(world), save),
+    with :ok <- Storage.save_state(world.store, World.Game.save_scope(world), save),
          do: World.Game.has_saves(world, [index])
   end
 
@@ -1430,7 +1430,7 @@ defmodule Grove.World.Zone do
   # saver to write only those (`Grove.World.Game.Saver`): marks in the
   # layer's table, after the values they mark, so that a saver that takes
   # a mark reads the value it marks, or a newer one.
-  defp mark_changed(%__MODULE__{world: %World{game_store: nil}}, _keys), do: :ok
+  defp mark_changed(%__MODULE__{world: %World{store: nil}}, _keys), do: :ok
   defp mark_changed(_zone, []), do: :ok
 
   defp mark_changed(zone, keys),

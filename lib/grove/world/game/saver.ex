@@ -48,7 +48,7 @@ defmodule Grove.World.Game.Saver do
   def init(world_name) do
     Process.flag(:trap_exit, true)
     world = World.fetch!(world_name)
-    state = %__MODULE__{world: world_name, store: world.game_store}
+    state = %__MODULE__{world: world_name, store: world.store}
     {:ok, schedule(state, world)}
   end
 

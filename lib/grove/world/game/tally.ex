@@ -76,7 +76,7 @@ defmodule Grove.World.Game.Tally do
     Process.flag(:trap_exit, true)
     world = World.fetch!(world_name)
     table = :ets.new(name(world_name), [:named_table, :protected, read_concurrency: true])
-    state = %__MODULE__{world: world_name, store: world.game_store, table: table}
+    state = %__MODULE__{world: world_name, store: world.store, table: table}
     Process.send_after(self(), :reread, @reread_every)
     Process.send_after(self(), :names, @names_every)
     {:ok, state}

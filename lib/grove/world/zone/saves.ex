@@ -43,7 +43,7 @@ defmodule Grove.World.Zone.Saves do
   @doc "Writes the rows of a zone's entities, and its bacteria's, as it falls asleep."
   @spec save(World.t(), Grid.zone_index(), [Entity.row()], Bacteria.row() | nil) ::
           :ok | {:error, term()}
-  def save(%World{game_store: store} = world, index, rows, life \\ nil),
+  def save(%World{store: store} = world, index, rows, life \\ nil),
     do:
       Storage.save_state(store, scope(world), [{Integer.to_string(index), encode({rows, life})}])
 
@@ -53,12 +53,12 @@ defmodule Grove.World.Zone.Saves do
   after its own is lost reads what it holds now (`Grove.World.Placer`).
   """
   @spec drop(World.t(), Grid.zone_index()) :: :ok | {:error, term()}
-  def drop(%World{game_store: store} = world, index),
+  def drop(%World{store: store} = world, index),
     do: Storage.save_state(store, scope(world), [{Integer.to_string(index), nil}])
 
   @doc "True when the store holds a save of the zone (a read of the store)."
   @spec saved?(World.t(), Grid.zone_index()) :: boolean()
-  def saved?(%World{game_store: nil}, _index), do: false
+  def saved?(%World{store: nil}, _index), do: false
   def saved?(world, index), do: match?({:ok, _}, load(world, index))
 
   @doc """
@@ -67,9 +67,9 @@ defmodule Grove.World.Zone.Saves do
   cannot be read).
   """
   @spec load(World.t(), Grid.zone_index()) :: {:ok, save()} | {:error, term()}
-  def load(%World{game_store: nil}, _index), do: {:error, :not_found}
+  def load(%World{store: nil}, _index), do: {:error, :not_found}
 
-  def load(%World{game_store: store} = world, index) do
+  def load(%World{store: store} = world, index) do
     with {:ok, binary} <- Storage.fetch_state(store, scope(world), Integer.to_string(index)),
          do: decode(binary)
   end
@@ -93,7 +93,7 @@ defmodule Grove.World.Zone.Saves do
 
   @doc "True when a zone's entities, or its bacteria, are in the store, not in its tables."
   @spec asleep_in_store?(World.t(), Grid.zone_index()) :: boolean()
-  def asleep_in_store?(%World{zones_on_demand: true, game_store: store} = world, index)
+  def asleep_in_store?(%World{zones_on_demand: true, store: store} = world, index)
       when store != nil do
     (Slots.entities(world, index) > 0 and Slots.size(world, index) == 0) or
       life_in_store?(world, index)
