@@ -103,8 +103,16 @@ spawn(fn ->
   sample = connections |> Enum.shuffle() |> Enum.take(200)
   me = self()
 
-  for p <- sample,
-      do: :erlang.trace(p, true, [:receive, :garbage_collection, :running, {:tracer, me}])
+  # A connection that ended since it was listed cannot be traced.
+  trace = fn p, how, flags ->
+    try do
+      :erlang.trace(p, how, flags)
+    rescue
+      ArgumentError -> 0
+    end
+  end
+
+  for p <- sample, do: trace.(p, true, [:receive, :garbage_collection, :running, {:tracer, me}])
 
   kind = fn
     m when is_atom(m) ->
@@ -133,7 +141,7 @@ spawn(fn ->
   end
 
   counted = count.(count, System.monotonic_time(:millisecond) + 5_000, %{})
-  for p <- sample, do: :erlang.trace(p, false, [:all])
+  for p <- sample, do: trace.(p, false, [:all])
   per = max(length(sample), 1) * 5
 
   for {k, n} <- Enum.sort_by(counted, &(-elem(&1, 1))),
