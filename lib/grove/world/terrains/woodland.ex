@@ -376,7 +376,7 @@ defmodule Grove.World.Terrains.Woodland do
   defp field_row([{w1, s1, fy1}, {w2, s2, fy2}], tw), do: row2(s1, s2, w1, w2, fy1, fy2, tw)
 
   defp field_row([{w1, s1, fy1}, {w2, s2, fy2}, {w3, s3, fy3}], tw),
-    do: row3(s1, s2, s3, {w1, w2, w3}, {fy1, fy2, fy3}, tw)
+    do: row3(s1, s2, s3, w1, w2, w3, fy1, fy2, fy3, tw)
 
   defp field_row(octaves, tw) do
     octaves
@@ -384,36 +384,45 @@ defmodule Grove.World.Terrains.Woodland do
     |> scaled(tw)
   end
 
-  defp row2([{u1, l1} | s1], [{u2, l2} | s2], w1, w2, fy1, fy2, tw) do
+  # Every value is a float, and the guards say so: the compiler then keeps
+  # the sums in the floating-point registers instead of allocating each
+  # intermediate result on the heap, with the same operations in the same
+  # order, so the same values.
+  defp row2([{u1, l1} | s1], [{u2, l2} | s2], w1, w2, fy1, fy2, tw)
+       when is_float(u1) and is_float(l1) and is_float(u2) and is_float(l2) and is_float(w1) and
+              is_float(w2) and is_float(fy1) and is_float(fy2) and is_float(tw) do
     sum = 0.0 + w1 * (u1 + (l1 - u1) * fy1) + w2 * (u2 + (l2 - u2) * fy2)
     [round(sum / tw * @noise_max) | row2(s1, s2, w1, w2, fy1, fy2, tw)]
   end
 
   defp row2([], [], _w1, _w2, _fy1, _fy2, _tw), do: []
 
-  defp row3([{u1, l1} | s1], [{u2, l2} | s2], [{u3, l3} | s3], {w1, w2, w3} = w, fy, tw) do
-    {fy1, fy2, fy3} = fy
-
+  defp row3([{u1, l1} | s1], [{u2, l2} | s2], [{u3, l3} | s3], w1, w2, w3, fy1, fy2, fy3, tw)
+       when is_float(u1) and is_float(l1) and is_float(u2) and is_float(l2) and is_float(u3) and
+              is_float(l3) and is_float(w1) and is_float(w2) and is_float(w3) and is_float(fy1) and
+              is_float(fy2) and is_float(fy3) and is_float(tw) do
     sum =
       0.0 + w1 * (u1 + (l1 - u1) * fy1) + w2 * (u2 + (l2 - u2) * fy2) +
         w3 * (u3 + (l3 - u3) * fy3)
 
-    [round(sum / tw * @noise_max) | row3(s1, s2, s3, w, fy, tw)]
+    [round(sum / tw * @noise_max) | row3(s1, s2, s3, w1, w2, w3, fy1, fy2, fy3, tw)]
   end
 
-  defp row3([], [], [], _w, _fy, _tw), do: []
+  defp row3([], [], [], _w1, _w2, _w3, _fy1, _fy2, _fy3, _tw), do: []
 
   # Each column's values interpolated along x on the lattice rows above
   # and below it.
   defp span([{i, fx} | columns], top, bottom) do
-    a = elem(top, i)
-    b = elem(top, i + 1)
-    c = elem(bottom, i)
-    d = elem(bottom, i + 1)
-    [{a + (b - a) * fx, c + (d - c) * fx} | span(columns, top, bottom)]
+    pair = interpolated(elem(top, i), elem(top, i + 1), elem(bottom, i), elem(bottom, i + 1), fx)
+    [pair | span(columns, top, bottom)]
   end
 
   defp span([], _top, _bottom), do: []
+
+  # Floats, as the rows' sums are (`row2/7`).
+  defp interpolated(a, b, c, d, fx)
+       when is_float(a) and is_float(b) and is_float(c) and is_float(d) and is_float(fx),
+       do: {a + (b - a) * fx, c + (d - c) * fx}
 
   # A row's sums over the octaves so far, with one more octave added.
   defp add_octave(nil, [{upper, lower} | span], weight, fy),
