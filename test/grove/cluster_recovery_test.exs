@@ -178,12 +178,17 @@ defmodule Grove.ClusterRecoveryTest do
     {nodes, [_, _, c], _peers} = three_nodes(home, gateway: [], actors: 0, world: meadow)
     world = Grove.world(@instance)
 
-    # Every node runs its share.
+    # Every node runs its share, and every node places the zones so
+    # (`crossing/3` reads a survivor's placement, not the lost node's).
     eventually(
       fn ->
         assert_one_owner(nodes, world)
-        placed = Enum.map(World.Placer.locations(world, c), &elem(&1, 0))
-        assert placed == Tuple.to_list(Grove.Cluster.Placement.owners(@zones, nodes))
+
+        for node <- nodes do
+          assert is_list(locations = World.Placer.locations(world, node))
+          placed = Enum.map(locations, &elem(&1, 0))
+          assert placed == Tuple.to_list(Grove.Cluster.Placement.owners(@zones, nodes))
+        end
       end,
       @wait
     )
@@ -321,7 +326,12 @@ defmodule Grove.ClusterRecoveryTest do
     # tests the cut is clean without it.
     args = [~c"-kernel", ~c"prevent_overlapping_partitions", ~c"false"]
 
-    peers = for n <- 1..3, do: start_peer!(home, "recovery#{n}", control: :stdio, args: args)
+    # Each of the three runs zones of its own, whatever names they drew.
+    peers =
+      start_peers_with_zones!(home, ["recovery1", "recovery2", "recovery3"], [],
+        control: :stdio,
+        args: args
+      )
 
     nodes = Enum.map(peers, &elem(&1, 1))
     cluster = [peers: nodes, connect_interval: 100]

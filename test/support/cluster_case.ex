@@ -131,11 +131,14 @@ defmodule Grove.ClusterCase do
   Starts peers one after the other (`start_peer!/3`), each under a name
   from `peer_name_with_zones/3` that leaves every member, `others` and
   the peers before it, zones of its own. Returns `[{peer, node}]`.
+  `opts` are `start_peer!/3`'s.
   """
-  def start_peers_with_zones!(home, bases, others \\ []) do
+  def start_peers_with_zones!(home, bases, others \\ [], opts \\ []) do
+    opts = Keyword.put(opts, :exact_name, true)
+
     bases
     |> Enum.reduce({[], others}, fn base, {peers, members} ->
-      {_, node} = peer = start_peer!(home, peer_name_with_zones(base, members), exact_name: true)
+      {_, node} = peer = start_peer!(home, peer_name_with_zones(base, members), opts)
       {[peer | peers], [node | members]}
     end)
     |> elem(0)
