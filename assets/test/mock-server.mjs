@@ -195,9 +195,9 @@ function handle(session, message) {
       if (!entity) return send(session, { type: "error", code: "join_failed", message: "the world is full" });
       session.entity = entity;
       session.radius = Math.min(message.view_radius, 16);
-      // Versions 3 and 4 differ only in what it never sends (`areas`).
-      if (message.protocol !== 3 && message.protocol !== 4) {
-        send(session, { type: "error", code: "unsupported_protocol", message: "this server speaks protocol 4" });
+      // The library's version: its JSON is what the library encodes.
+      if (message.protocol !== 5) {
+        send(session, { type: "error", code: "unsupported_protocol", message: "this server speaks protocol 5" });
         return session.socket.close(1002);
       }
       send(session, {

@@ -78,10 +78,10 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     await page.close();
   });
 
-  test("the page speaks protocol 4, and draws each area's ground as it came with the area", async () => {
+  test("the page speaks protocol 5, and draws each area's ground as it came with the area", async () => {
     const { page, problems } = await openGame(browser, server.url);
     const state = await waitJoined(page);
-    assert.equal(state.protocol, 4);
+    assert.equal(state.protocol, 5);
     await page.waitForFunction(() => window.grove.state().terrainLoaded);
     await waitAreasGround(page);
 
@@ -104,6 +104,24 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     const inside = seen.filter(([x, y]) => x >= 0 && y >= 0 && x < 100 && y < 100);
     assert.ok(inside.length > 0);
     for (const [x, y, kind] of inside) assert.equal(kind, kinds[whole[y * 100 + x]], `the ground at ${x}, ${y}`);
+
+    // Version 5 places the areas' entities from their area's corner: the
+    // player on its own cell, and every entity in view on free ground.
+    const placed = await page.evaluate(
+      ([x, y]) => {
+        const found = [];
+        for (let dy = -8; dy <= 8; dy++) {
+          for (let dx = -8; dx <= 8; dx++) {
+            const entity = window.grove.cellAt(x + dx, y + dy).entity;
+            if (entity) found.push([x + dx, y + dy, entity.id]);
+          }
+        }
+        return found;
+      },
+      [state.x, state.y],
+    );
+    assert.ok(placed.some(([x, y, id]) => x === state.x && y === state.y && id === state.id), "the player on its cell");
+    for (const [x, y] of placed) assert.ok([0, 4].includes(whole[y * 100 + x]), `an entity at ${x}, ${y} on free ground`);
     assert.deepEqual(problems, []);
     await page.close();
   });

@@ -48,9 +48,9 @@ defmodule Grove.Protocol do
 
   alias Grove.Protocol.Codec
 
-  @version 4
+  @version 5
   # Every version this server speaks, oldest first.
-  @versions [2, 3, 4]
+  @versions [2, 3, 4, 5]
   # Messages a version before this one does not have.
   @since %{ground: 3, areas: 4}
 
@@ -128,6 +128,9 @@ defmodule Grove.Protocol do
     :unsupported_protocol,
     :rejoin
   ]
+
+  # The first version whose server messages are arrays in JSON.
+  @compact_json 5
 
   # Version 1's `join` (tag 1; in JSON a join without `protocol`), recognised
   # only to tell an old client, in words, that it must be updated.
@@ -210,19 +213,15 @@ defmodule Grove.Protocol do
        {:y, :coord},
        {:width, :u16},
        {:height, :u16},
-       {:cells, :bytes}
+       {:cells, :ground_cells}
      ]},
     {:places, 81, :server,
      [{:zone_size, :u16}, {:places, {:list, {:tuple, [:u16, :u16, :u16]}}}]},
     # Several areas' snapshots or deltas in one message, each as `area`
-    # without the game's fields: [area, full, entities, gone].
-    {:areas, 82, :server,
-     [
-       {:areas,
-        {:vlist,
-         {:tuple,
-          [:area_id, :bool, {:vlist, {:tuple, [:id, :coord, :coord, :u8]}}, {:vlist, :id}]}}}
-     ]}
+    # without the game's fields: [area, full, entities, gone]; from
+    # version 5 on, each entity's cell counted from the area's corner
+    # (`:parts`, see `Grove.Protocol.Codec`).
+    {:areas, 82, :server, [{:areas, :area_parts}]}
   ]
 
   @type encoding :: :json | :binary
@@ -314,8 +313,9 @@ defmodule Grove.Protocol do
     defp json_key(unquote(name)), do: unquote(Atom.to_string(name))
   end
 
-  for {type, _tag, _from, _fields} <- @messages do
+  for {type, _tag, from, _fields} <- @messages do
     defp json_type(unquote(type)), do: unquote(Atom.to_string(type))
+    defp server?(unquote(type)), do: unquote(from == :server)
   end
 
   @doc """
@@ -326,9 +326,29 @@ defmodule Grove.Protocol do
   @spec encode(message(), encoding(), pos_integer()) :: iodata()
   def encode(%{type: type} = message, encoding, version \\ @version) do
     case definition(type, version) do
-      nil -> raise ArgumentError, "no message type #{inspect(type)} in version #{version}"
-      {tag, fields} -> encode_fields(encoding, type, tag, fields, message)
+      nil ->
+        raise ArgumentError, "no message type #{inspect(type)} in version #{version}"
+
+      {tag, fields} when encoding == :json and version >= @compact_json ->
+        if server?(type),
+          do: compact_fields(tag, fields, message),
+          else: encode_fields(encoding, type, tag, fields, message)
+
+      {tag, fields} ->
+        encode_fields(encoding, type, tag, fields, message)
     end
+  end
+
+  # From version 5 on, a server's message in JSON is an array: its tag,
+  # then its fields in order, those at the end that take their defaults
+  # left out, as in binary.
+  defp compact_fields(tag, fields, message) do
+    values =
+      fields
+      |> without_defaults_at_end(message)
+      |> Enum.map(fn field -> Codec.to_json(codec(field), fetch_field!(message, field)) end)
+
+    :jiffy.encode([tag | values])
   end
 
   defp encode_fields(:binary, _type, tag, fields, message) do
@@ -415,6 +435,12 @@ defmodule Grove.Protocol do
             {:error, :bad_message, "a message is a JSON object with a \"type\" string"}
         end
 
+      {:ok, [tag | values]} when is_integer(tag) and version >= @compact_json ->
+        case by_tag(tag, version) do
+          {type, fields} -> if server?(type), do: compact_json_fields(type, fields, values)
+          nil -> nil
+        end || {:error, :unknown_type, "unknown message tag #{tag}"}
+
       {:ok, _other} ->
         {:error, :bad_message, "a message is a JSON object with a \"type\" string"}
 
@@ -469,6 +495,26 @@ defmodule Grove.Protocol do
           {:ok, value} -> json_fields(fields, object, Map.put(acc, name(field), value))
           {:error, why} -> {:error, :bad_field, "#{key}: #{why}"}
         end
+    end
+  end
+
+  defp compact_json_fields(type, fields, values), do: compact_json(fields, values, %{type: type})
+
+  defp compact_json([], [], acc), do: {:ok, acc}
+
+  defp compact_json([], values, _acc),
+    do: {:error, :bad_field, "#{length(values)} values after the message's fields"}
+
+  defp compact_json([field | fields], [], acc) do
+    if tuple_size(field) == 3 and Enum.all?(fields, &(tuple_size(&1) == 3)),
+      do: {:ok, Enum.reduce([field | fields], acc, &put_default/2)},
+      else: {:error, :bad_field, "#{name(field)}: missing"}
+  end
+
+  defp compact_json([field | fields], [json | values], acc) do
+    case Codec.from_json(codec(field), json) do
+      {:ok, value} -> compact_json(fields, values, Map.put(acc, name(field), value))
+      {:error, why} -> {:error, :bad_field, "#{name(field)}: #{why}"}
     end
   end
 

@@ -7,7 +7,7 @@ defmodule Grove.GatewayTest do
 
   alias Grove.{Gateway, Protocol, World}
   alias Grove.World.Grid
-  alias Grove.WsClient
+  alias Grove.{WsClient, WsConn}
 
   @moduletag :gateway
 
@@ -1059,7 +1059,7 @@ defmodule Grove.GatewayTest do
       {Enum.reverse(acc), {client, encoding}}
     else
       {:ok, {_kind, data}, client} = WsClient.recv(client, 2000)
-      {:ok, message} = Protocol.decode(data, encoding)
+      {:ok, message} = WsConn.decode({client, encoding}, data)
       messages_until_snapshots({client, encoding}, count, [message | acc])
     end
   end
@@ -1086,7 +1086,7 @@ defmodule Grove.GatewayTest do
   # Every message until an area shows entity `id` at `cell`, that one included.
   defp frames_until_shown({client, encoding}, id, cell, acc \\ []) do
     {:ok, {_kind, data}, client} = WsClient.recv(client, 2000)
-    {:ok, message} = Protocol.decode(data, encoding)
+    {:ok, message} = WsConn.decode({client, encoding}, data)
     acc = [message | acc]
 
     shown? =

@@ -72,8 +72,9 @@ defmodule Grove.ProtocolTest do
     assert {:error, text} = Protocol.negotiate(2, {65_536, 100})
     assert text =~ "65536 x 100" and text =~ "protocol 3"
     assert Protocol.negotiate(4, {1_000_000, 1_000_000}) == {:ok, 4}
+    assert Protocol.negotiate(5, {1_000_000, 1_000_000}) == {:ok, 5}
     assert {:error, text} = Protocol.negotiate(9, {100, 100})
-    assert text =~ "protocol 4, your client 9"
+    assert text =~ "protocol 5, your client 9"
   end
 
   test "ground is a message of version 3 only" do
@@ -85,7 +86,9 @@ defmodule Grove.ProtocolTest do
   end
 
   test "the binary form is smaller than the JSON form of every message" do
-    for version <- Protocol.versions() do
+    # Version 5's JSON writes a small number in fewer bytes than binary's
+    # fixed sizes: the next test compares it with version 4's.
+    for version <- Protocol.versions() -- [5] do
       property =
         forall(ProtocolGenerators.message(version), fn message ->
           assert byte_size(binary_frame(message, version)) <
@@ -94,6 +97,73 @@ defmodule Grove.ProtocolTest do
 
       check(property, numtests: 1000)
     end
+  end
+
+  test "in version 5 a server's message in JSON is an array, smaller than version 4's object" do
+    server = for {type, _tag, :server, _fields} <- Protocol.messages(5), type != :areas, do: type
+
+    property =
+      forall(
+        :proper_types.oneof(Enum.map(server, &ProtocolGenerators.message(&1, 5))),
+        fn message ->
+          compact = json_frame(message, 5)
+          assert [tag | _] = :jiffy.decode(compact)
+          assert is_integer(tag)
+          assert byte_size(compact) < byte_size(json_frame(message, 4))
+        end
+      )
+
+    check(property, numtests: 1000)
+
+    # What a client sends stays an object, in every version.
+    move = %{type: :move, seq: 7, dir: :ne}
+    assert json_frame(move, 5) == json_frame(move, 4)
+
+    assert Protocol.decode(~s([2,7,"ne"]), :json) ==
+             {:error, :unknown_type, "unknown message tag 2"}
+
+    # An array names its message by tag; its optional fields at the end may be left out.
+    assert Protocol.decode(~s([65,7,"ok",413,96]), :json) ==
+             {:ok, %{type: :outcome, seq: 7, result: :ok, x: 413, y: 96}}
+
+    assert Protocol.decode(~s([82,[941,[20001,36,1],942,[],[377],943,[],[],true]]), :json) ==
+             {:ok,
+              %{
+                type: :areas,
+                areas: [
+                  {941, false, [{20001, 36, 1}], []},
+                  {942, false, [], [377]},
+                  {943, true, [], []}
+                ]
+              }}
+
+    assert {:error, :bad_field, "areas: " <> _} =
+             Protocol.decode(~s([82,[941,[20001,36]]]), :json)
+
+    assert {:error, :bad_field, "areas: " <> _} = Protocol.decode(~s([82,[941]]), :json)
+
+    # Two ground cells a character: 8 x 0 + 1 is "B", 8 x 3 + 4 "c", and
+    # an odd count ends with "=".
+    ground = %{
+      type: :ground,
+      area: 5,
+      x: 250,
+      y: 0,
+      width: 5,
+      height: 1,
+      cells: <<0, 1, 3, 4, 2>>
+    }
+
+    assert json_frame(ground, 5) == ~s([80,5,250,0,5,1,"BcQ="])
+    assert Protocol.decode(json_frame(ground, 5), :json) == {:ok, ground}
+
+    assert {:error, :bad_field, "cells: " <> _} =
+             Protocol.decode(~s([80,5,250,0,5,1,"B=c"]), :json)
+
+    assert {:error, :bad_field, "x: missing"} = Protocol.decode(~s([65,7,"ok"]), :json)
+    assert {:error, :bad_field, "1 values after" <> _} = Protocol.decode(~s([73,7,8]), :json)
+    assert {:error, :unknown_type, _} = Protocol.decode(~s([99]), :json)
+    assert {:error, :bad_message, _} = Protocol.decode(~s([65,7,"ok",4,9]), :json, 4)
   end
 
   test "random bytes never crash the decoders" do
@@ -178,8 +248,8 @@ defmodule Grove.ProtocolTest do
   end
 
   test "the gateway's own encoders of areas and outcomes say what the definitions say" do
-    # Version 4's are the next test's.
-    for version <- Protocol.versions() -- [4] do
+    # Version 4's and 5's areas are the next tests'.
+    for version <- Protocol.versions() -- [4, 5] do
       property =
         forall(
           {ProtocolGenerators.message(:area, version),
@@ -321,6 +391,102 @@ defmodule Grove.ProtocolTest do
       )
 
     check(property, numtests: 100, deep_numtests: 1000, max_size: 6)
+  end
+
+  test "version 5 places a part's entities from its area's corner, and joins the parts in one frame" do
+    # Worlds whose width is not a multiple of the tile's side: the tiles
+    # at the east edge are narrower.
+    cases =
+      :proper_types.bind(
+        {:proper_types.integer(1, 12), :proper_types.integer(1, 60),
+         :proper_types.integer(1, 60)},
+        fn {side, width, height} ->
+          grid = Grove.World.Grid.new(width, height, side * 2, side)
+          tiles = grid.tiles_x * div(height + side - 1, side)
+          tile = :proper_types.integer(0, tiles - 1)
+          kinds = :proper_types.list(:proper_types.integer(0, 255))
+
+          {grid, :proper_types.list({tile, :proper_types.boolean(), kinds}),
+           ProtocolGenerators.message(:outcome, 5)}
+        end,
+        false
+      )
+
+    property =
+      forall(cases, fn {grid, areas, outcome} ->
+        areas =
+          for {tile, full, kinds} <- Enum.take(areas, 6) do
+            {x0, y0, x1, y1} = Grove.World.Grid.tile_bounds(grid, tile)
+            cells = for y <- y0..(y1 - 1), x <- x0..(x1 - 1), do: {x, y}
+
+            entities =
+              for {kind, n} <- Enum.with_index(Enum.take(kinds, 6)) do
+                {x, y} = Enum.at(cells, rem(n * 7, length(cells)))
+                {n * 1000 + tile, x, y, kind}
+              end
+
+            {tile, full, entities, if(full, do: [], else: Enum.map(kinds, &(&1 + 1)))}
+          end
+
+        for encoding <- [:json, :binary] do
+          {Frames, format} = Frames.view_format(encoding, 5, grid)
+          kind = Frames.kind(encoding)
+
+          parts =
+            for {tile, full, entities, gone} <- areas do
+              what = if full, do: :snapshot, else: :delta
+              Frames.encode_view(format, what, tile, entities, gone, %{names: [], events: []})
+            end
+
+          joined = IO.iodata_to_binary(Frames.join(parts, encoding, 5))
+
+          if areas == [] do
+            assert joined == ""
+          else
+            assert [%{type: :areas, areas: decoded} = message] =
+                     decode_frames(joined, encoding, 5)
+
+            # Each entity where it stands, once its area's corner and width are known.
+            placed =
+              for {tile, full, entities, gone} <- decoded do
+                {x0, y0, x1, _y1} = Grove.World.Grid.tile_bounds(grid, tile)
+                width = x1 - x0
+
+                {tile, full,
+                 for(
+                   {id, at, k} <- entities,
+                   do: {id, x0 + rem(at, width), y0 + div(at, width), k}
+                 ), gone}
+              end
+
+            assert placed == areas
+
+            assert joined == WebSocket.frame(kind, Protocol.encode(message, encoding, 5))
+          end
+
+          assert Frames.outcome(encoding, 5, outcome.seq, outcome.result, outcome.x, outcome.y) ==
+                   WebSocket.frame(kind, Protocol.encode(outcome, encoding, 5))
+        end
+      end)
+
+    check(property, numtests: 200, deep_numtests: 2000, max_size: 12)
+  end
+
+  test "version 5's JSON is a third of version 4's for a walker's step" do
+    grid = Grove.World.Grid.new(1000, 1000, 50, 10)
+    step = [{20_001, 413, 96, 3}]
+
+    sizes =
+      for version <- [4, 5] do
+        {Frames, format} = Frames.view_format(:json, version, grid)
+        part = Frames.encode_view(format, :delta, 941, step, [])
+        byte_size(IO.iodata_to_binary(Frames.join([part], :json, version)))
+      end
+
+    assert sizes == [
+             byte_size(~s({"type":"areas","areas":[[941,false,[[20001,413,96,3]],[]]]})) + 2,
+             byte_size(~s([82,[941,[20001,63,3]]])) + 2
+           ]
   end
 
   test "in version 4 a part's lists of more than 127 items are counted in two bytes" do

@@ -61,6 +61,22 @@ defmodule Grove.Test.ProtocolGenerators do
   def value({:vlist, item}), do: :proper_types.list(value(item))
   def value({:tuple, codecs}), do: List.to_tuple(Enum.map(codecs, &value/1))
 
+  def value(:parts),
+    do:
+      value(
+        {:vlist,
+         {:tuple, [:uvar, :bool, {:vlist, {:tuple, [:uvar, :uvar, :u8]}}, {:vlist, :uvar}]}}
+      )
+
+  # Ground cell codes, 0 to 7.
+  def value(:ground),
+    do:
+      :proper_types.bind(
+        :proper_types.list(:proper_types.integer(0, 7)),
+        &:erlang.list_to_binary/1,
+        false
+      )
+
   def value(:data) do
     # At most 8 code points: at most 32 bytes.
     name = :proper_unicode.utf8(8)

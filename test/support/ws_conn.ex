@@ -10,6 +10,11 @@ defmodule Grove.WsConn do
   `expect/3` reads until a message it is asked for comes and passes over
   the others (views, stats, the minimap), so a test names only what it
   waits for.
+
+  Messages are decoded in the version the connection's `join` named (the
+  newest before it), and, as a client does, the entities of version 5's
+  `areas` are placed on their cells from their area's `ground`: a test
+  reads `{id, x, y, kind}` in every version (`decode/2`).
   """
 
   import ExUnit.Assertions, only: [flunk: 1]
@@ -27,8 +32,57 @@ defmodule Grove.WsConn do
 
   @doc "Sends a message, encoded as the connection speaks."
   @spec push(t(), Protocol.message()) :: :ok
-  def push({client, encoding}, message),
-    do: push_raw({client, encoding}, IO.iodata_to_binary(Protocol.encode(message, encoding)))
+  def push({client, encoding}, message) do
+    # The first join names the version; a second one is refused.
+    key = {__MODULE__, :version, client.socket}
+
+    if message.type == :join and is_integer(message[:protocol]) and Process.get(key) == nil,
+      do: Process.put(key, message.protocol)
+
+    push_raw({client, encoding}, IO.iodata_to_binary(Protocol.encode(message, encoding)))
+  end
+
+  @doc """
+  A frame's payload read as the connection reads it: in the version its
+  `join` named, version 5's `areas` placed on their cells (a part whose
+  area's ground has not come yet is left out, as a client may ignore a
+  delta of an area it holds no snapshot of).
+  """
+  @spec decode(t(), binary()) :: {:ok, map()} | {:error, atom(), String.t()}
+  def decode({client, encoding}, data) do
+    version = Process.get({__MODULE__, :version, client.socket}, Protocol.version())
+
+    with {:ok, message} <- Protocol.decode(data, encoding, version),
+         do: {:ok, placed(client, version, message)}
+  end
+
+  defp placed(client, _version, %{type: :ground} = ground) do
+    Process.put(
+      {__MODULE__, :ground, client.socket, ground.area},
+      {ground.x, ground.y, ground.width}
+    )
+
+    ground
+  end
+
+  defp placed(client, version, %{type: :areas, areas: parts} = areas) when version >= 5 do
+    parts =
+      for {area, full, entities, gone} <- parts,
+          corner = Process.get({__MODULE__, :ground, client.socket, area}),
+          corner != nil or full do
+        {x0, y0, width} = corner || raise("a snapshot of area #{area} before its ground")
+
+        {area, full,
+         for(
+           {id, at, kind} <- entities,
+           do: {id, x0 + rem(at, width), y0 + div(at, width), kind}
+         ), gone}
+      end
+
+    %{areas | areas: parts}
+  end
+
+  defp placed(_client, _version, message), do: message
 
   @doc """
   Sends bytes as they are: a frame given whole (`{:text, bytes}`,
@@ -69,8 +123,8 @@ defmodule Grove.WsConn do
         {{:close, code, reason}, {client, encoding}}
 
       {:ok, {_kind, data}, client} ->
-        {:ok, message} = Protocol.decode(data, encoding)
         conn = {client, encoding}
+        {:ok, message} = decode(conn, data)
 
         case {wait.wanted?.(message), seen} do
           {true, nil} -> {message, conn}

@@ -342,8 +342,7 @@ export class GroveClient {
         this.world.applyArea(message);
         break;
       case "areas":
-        for (const [area, full, entities, gone] of message.areas)
-          this.world.applyArea({ type: "area", area, full, entities, gone, cells: [], looks: [], events: [] });
+        for (const part of message.areas) this.world.applyPart(part);
         break;
       case "area_closed":
         this.world.closeArea(message.area);

@@ -1,8 +1,10 @@
 /**
- * Grove's wire protocol, version 4 (docs/protocol.md): coordinates, area
+ * Grove's wire protocol, version 5 (docs/protocol.md): coordinates, area
  * numbers and entity ids of any size a world may have, each in as few
- * bytes as it needs (`uvar`), each area's ground before its snapshot, and
- * the areas that changed together in one `areas` message.
+ * bytes as it needs (`uvar`), each area's ground before its snapshot, the
+ * areas that changed together in one `areas` message, each entity there
+ * placed by its cell counted from its area's corner (`placeEntities`), and
+ * in JSON every message of the server an array: its tag, then its fields.
  *
  * Every message is defined once, in `definitions` below, mirroring
  * `lib/grove/protocol.ex`; the JSON and binary encodings are both derived
@@ -10,7 +12,7 @@
  * field added there is one line added here.
  */
 
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 
 export type Encoding = "json" | "binary";
 
@@ -405,6 +407,122 @@ function vlist<T>(item: Codec<T>): Codec<T[]> {
   };
 }
 
+/** An entity in an `areas` part: its id, its cell counted row by row from the area's corner, its kind. */
+export type PartEntity = [id: number, at: number, kind: number];
+
+/** One area's part of an `areas` message. */
+export type AreaPart = [area: number, full: boolean, entities: PartEntity[], gone: number[]];
+
+const partEntities = vlist(tuple([uvar, uvar, u8]));
+const goneIds = vlist(uvar);
+
+const PARTS = "the areas' parts, each an area, its entities [id, at, kind, ...], perhaps its gone ids and true";
+
+/**
+ * The parts of an `areas` message: in binary a counted list, each part the
+ * area, `full`, the entities (each id, cell, kind) and the gone ids, each
+ * list counted; in JSON one array of the parts one after another, each the
+ * area, its entities as one flat array `[id, at, kind, ...]`, then its gone
+ * ids unless there are none and it is no snapshot, then `true` if it is one.
+ */
+const areaParts: Codec<AreaPart[]> = {
+  describe: PARTS,
+  write: (w, parts) => {
+    w.uvar(parts.length);
+    for (const [area, full, entities, gone] of parts) {
+      uvar.write(w, area);
+      bool.write(w, full);
+      partEntities.write(w, entities);
+      goneIds.write(w, gone);
+    }
+  },
+  read: (r) => {
+    const count = r.uvar();
+    if (count > r.remaining) throw new ProtocolError("bad_frame", `truncated: expected ${count} items`);
+    const parts: AreaPart[] = new Array(count);
+    for (let i = 0; i < count; i++) parts[i] = [uvar.read(r), bool.read(r), partEntities.read(r), goneIds.read(r)];
+    return parts;
+  },
+  toJson: (parts) =>
+    parts.flatMap(([area, full, entities, gone]) => {
+      const flat = entities.flat();
+      return full ? [area, flat, gone, true] : gone.length > 0 ? [area, flat, gone] : [area, flat];
+    }),
+  fromJson: (json) => {
+    if (!Array.isArray(json)) throw new Error(`expected ${PARTS}`);
+    const parts: AreaPart[] = [];
+    let i = 0;
+    while (i < json.length) {
+      const area = json[i];
+      const flat = json[i + 1];
+      if (!Array.isArray(flat) || flat.length % 3 !== 0) throw new Error(`expected ${PARTS}`);
+      i += 2;
+      let gone: unknown = [];
+      let full = false;
+      if (Array.isArray(json[i])) gone = json[i++];
+      if (json[i] === true) {
+        full = true;
+        i++;
+      }
+      const entities: PartEntity[] = [];
+      for (let k = 0; k < flat.length; k += 3) {
+        entities.push([uvar.fromJson(flat[k]), uvar.fromJson(flat[k + 1]), u8.fromJson(flat[k + 2])]);
+      }
+      parts.push([uvar.fromJson(area), full, entities, goneIds.fromJson(gone)]);
+    }
+    return parts;
+  },
+};
+
+const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const GROUND = "ground cells, two a character of base64's alphabet";
+
+/**
+ * An area's ground cells (codes 0 to 7): in binary as `bytes`; in JSON two
+ * cells a character, the character of base64's alphabet at 8 x the first +
+ * the second, and `=` after the last character when the count is odd.
+ */
+const groundCells: Codec<Uint8Array> = {
+  describe: GROUND,
+  write: (w, b) => bytes.write(w, b),
+  read: (r) => bytes.read(r),
+  toJson: (cells) => {
+    let text = "";
+    for (let i = 0; i < cells.length; i += 2) {
+      const a = cells[i] as number;
+      const b = i + 1 < cells.length ? (cells[i + 1] as number) : 0;
+      if (a > 7 || b > 7) throw new Error("a ground cell's code is over 7");
+      text += ALPHABET[a * 8 + b];
+    }
+    return cells.length % 2 === 1 ? text + "=" : text;
+  },
+  fromJson: (json) => {
+    if (typeof json !== "string") throw new Error(`expected ${GROUND}`);
+    const odd = json.endsWith("=");
+    const chars = odd ? json.slice(0, -1) : json;
+    const cells = new Uint8Array(chars.length * 2 - (odd ? 1 : 0));
+    for (let i = 0; i < chars.length; i++) {
+      const pair = ALPHABET.indexOf(chars[i] as string);
+      if (pair < 0) throw new Error(`expected ${GROUND}`);
+      cells[2 * i] = pair >> 3;
+      if (2 * i + 1 < cells.length) cells[2 * i + 1] = pair & 7;
+      else if ((pair & 7) !== 0) throw new Error(`expected ${GROUND}`);
+    }
+    return cells;
+  },
+};
+
+/**
+ * A part's entities on their cells, `[id, x, y, kind]`, from the corner and
+ * width of the area's ground (which comes before its snapshot).
+ */
+export function placeEntities(
+  entities: readonly PartEntity[],
+  ground: { readonly x: number; readonly y: number; readonly width: number },
+): [id: number, x: number, y: number, kind: number][] {
+  return entities.map(([id, at, kind]) => [id, ground.x + (at % ground.width), ground.y + Math.floor(at / ground.width), kind]);
+}
+
 // Chunked, because String.fromCharCode(...bytes) overflows the stack on a
 // large minimap.
 function toBase64(data: Uint8Array): string {
@@ -689,7 +807,7 @@ export const definitions = {
       y: required(uvar),
       width: required(u16),
       height: required(u16),
-      cells: required(bytes),
+      cells: required(groundCells),
     },
   },
   places: {
@@ -697,11 +815,12 @@ export const definitions = {
     from: "server",
     fields: { zone_size: required(u16), places: required(list(tuple([u16, u16, u16]))) },
   },
-  // Several areas' snapshots or deltas at once, each [area, full, entities, gone].
+  // Several areas' snapshots or deltas at once, each [area, full, entities, gone],
+  // each entity [id, at, kind] with its cell counted from the area's corner.
   areas: {
     tag: 82,
     from: "server",
-    fields: { areas: required(vlist(tuple([uvar, bool, vlist(entityTuple), vlist(uvar)]))) },
+    fields: { areas: required(areaParts) },
   },
 } as const satisfies Record<string, Definition>;
 
@@ -796,6 +915,12 @@ export function encode(message: Outgoing, encoding: Encoding): string | Uint8Arr
     return writer.finish();
   }
 
+  // The server's messages are arrays: the tag, then the fields.
+  if (definition.from === "server") {
+    const fields = withoutDefaultsAtEnd(fieldsOf(message.type), values);
+    return JSON.stringify([definition.tag, ...fields.map(([name, field]) => field.codec.toJson(valueFor(values, name, field)))]);
+  }
+
   const json: Record<string, unknown> = { type: message.type };
   for (const [name, field] of fieldsOf(message.type)) {
     json[name] = field.codec.toJson(valueFor(values, name, field));
@@ -846,6 +971,7 @@ function decodeJson(frame: string): Message {
   } catch {
     throw new ProtocolError("bad_json", "the frame is not valid JSON");
   }
+  if (Array.isArray(object) && typeof object[0] === "number") return decodeArray(object);
   if (typeof object !== "object" || object === null || Array.isArray(object)) {
     throw new ProtocolError("bad_message", 'a message is a JSON object with a "type" string');
   }
@@ -867,6 +993,31 @@ function decodeJson(frame: string): Message {
     }
     try {
       message[name] = field.codec.fromJson(json[name]);
+    } catch (error) {
+      throw new ProtocolError("bad_field", `${name}: ${(error as Error).message}`);
+    }
+  }
+  return message as Message;
+}
+
+// A server's message in JSON: its tag, then its fields in order, those at
+// the end that take their defaults perhaps left out.
+function decodeArray([tag, ...values]: unknown[]): Message {
+  const type = byTag.get(tag as number);
+  if (!type || definitions[type].from !== "server") throw new ProtocolError("unknown_type", `unknown message tag ${String(tag)}`);
+  const fields = fieldsOf(type);
+  if (values.length > fields.length) {
+    throw new ProtocolError("bad_field", `${values.length - fields.length} values after the message's fields`);
+  }
+  const message: Record<string, unknown> = { type };
+  for (const [index, [name, field]] of fields.entries()) {
+    if (index >= values.length) {
+      if (!field.default) throw new ProtocolError("bad_field", `${name}: missing`);
+      message[name] = field.default.value;
+      continue;
+    }
+    try {
+      message[name] = field.codec.fromJson(values[index]);
     } catch (error) {
       throw new ProtocolError("bad_field", `${name}: ${(error as Error).message}`);
     }

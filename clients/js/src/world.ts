@@ -1,7 +1,9 @@
 import {
   PLAYER,
+  placeEntities,
   terrainKinds,
   type Area,
+  type AreaPart,
   type Data,
   type Ground,
   type Names,
@@ -126,6 +128,17 @@ export class WorldModel {
   applyNames(names: Names): void {
     const pending = this.pendingNames.get(names.area);
     this.pendingNames.set(names.area, pending ? pending.concat(names.names) : names.names);
+  }
+
+  /**
+   * An area's part of an `areas` message, its entities placed from the
+   * area's ground (its corner and width); a delta of an area whose ground
+   * has not come is one not held, and is left for its snapshot to cover.
+   */
+  applyPart([area, full, entities, gone]: AreaPart): void {
+    const ground = this.ground.get(area);
+    if (!ground) return;
+    this.applyArea({ type: "area", area, full, entities: placeEntities(entities, ground), gone, cells: [], looks: [], events: [] });
   }
 
   /** A full area replaces what we had of it; a delta moves entities and erases `gone`. */

@@ -86,7 +86,7 @@ const examples = {
   areas: {
     type: "areas",
     areas: [
-      [941, false, [[20001, 413, 96, 1], [377, 408, 99, 0]], [5, 4294967295]],
+      [941, false, [[20001, 63, 1], [377, 98, 0]], [5, 4294967295]],
       [399_999_999, true, [], []],
     ],
   },
@@ -117,11 +117,61 @@ describe("every message", () => {
 
 describe("the documented forms", () => {
   test("areas in binary: tag, then each count a uvar", () => {
-    const message = { type: "areas", areas: [[941, false, [[20001, 413, 96, 1]], [5]]] };
-    // 82, one area: 941 as uvar, not full, one entity (20001, 413, 96, kind 1), one gone (5).
-    const expected = bytes(82, 1, 0xad, 0x07, 0, 1, 0xa1, 0x9c, 0x01, 0x9d, 0x03, 0x60, 1, 1, 5);
+    const message = { type: "areas", areas: [[941, false, [[20001, 63, 1]], [5]]] };
+    // 82, one area: 941 as uvar, not full, one entity (20001, at 63, kind 1), one gone (5).
+    const expected = bytes(82, 1, 0xad, 0x07, 0, 1, 0xa1, 0x9c, 0x01, 63, 1, 1, 5);
     assert.deepEqual(encode(message, "binary"), expected);
     assert.deepEqual(decode(expected), message);
+  });
+
+  test("areas in JSON: the parts one after another, each the area, its entities flat, then gone and true while not empty and no snapshot", () => {
+    const text = "[82,[941,[20001,63,1,377,98,0],942,[],[377],943,[],[],true]]";
+    const message = {
+      type: "areas",
+      areas: [
+        [941, false, [[20001, 63, 1], [377, 98, 0]], []],
+        [942, false, [], [377]],
+        [943, true, [], []],
+      ],
+    };
+    assert.equal(encode(message, "json"), text);
+    assert.deepEqual(decode(text), message);
+    fails("[82,[941,[20001,63]]]", "bad_field");
+    fails("[82,[941]]", "bad_field");
+  });
+
+  test("ground cells in JSON: two a character of base64's alphabet, = after an odd count", () => {
+    const ground = { type: "ground", area: 5, x: 250, y: 0, width: 5, height: 1, cells: bytes(0, 1, 3, 4, 2) };
+    assert.equal(encode(ground, "json"), '[80,5,250,0,5,1,"BcQ="]');
+    assert.deepEqual(decode('[80,5,250,0,5,1,"BcQ="]'), ground);
+    fails('[80,5,250,0,5,1,"B=c"]', "bad_field");
+    fails('[80,5,250,0,5,1,"R="]', "bad_field");
+  });
+
+  test("a part's entities are placed from their area's corner and width", () => {
+    // At 63 in an area 10 wide: row 6, column 3.
+    const ground = { x: 410, y: 90, width: 10 };
+    assert.deepEqual(protocol.placeEntities([[20001, 63, 1], [377, 0, 0]], ground), [
+      [20001, 413, 96, 1],
+      [377, 410, 90, 0],
+    ]);
+    // A narrower area at the world's east edge.
+    assert.deepEqual(protocol.placeEntities([[7, 5, 3]], { x: 990, y: 0, width: 2 }), [[7, 991, 2, 3]]);
+  });
+
+  test("the server's messages in JSON are arrays: the tag, then the fields; a client's are objects", () => {
+    assert.equal(encode({ type: "outcome", seq: 1, result: "ok", x: 413, y: 96 }, "json"), '[65,1,"ok",413,96]');
+    assert.equal(encode({ type: "area_closed", area: 941 }, "json"), "[73,941]");
+    assert.equal(encode({ type: "pong", t: 5 }, "json"), "[68,5]");
+    // The optional fields at the end that take their defaults are left out.
+    assert.equal(
+      encode({ type: "area", area: 1, full: false, entities: [], gone: [], cells: [], looks: [], events: [] }, "json"),
+      "[72,1,false,[],[]]",
+    );
+    assert.equal(encode({ type: "ping", t: 5 }, "json"), '{"type":"ping","t":5}');
+    fails('[65,1,"ok"]', "bad_field", "x: missing");
+    fails("[73,1,2]", "bad_field", "1 values after the message's fields");
+    fails('[2,7,"ne"]', "unknown_type");
   });
 
   test("move in binary is tag, u32 seq, direction byte", () => {
@@ -191,6 +241,8 @@ describe("the documented forms", () => {
       y: 96,
     });
     assert.deepEqual(decode('{"type":"pong","t":123456}'), { type: "pong", t: 123456 });
+    assert.deepEqual(decode('[65,1,"ok",413,96]'), { type: "outcome", seq: 1, result: "ok", x: 413, y: 96 });
+    assert.deepEqual(decode("[82,[941,[20001,63,1]]]"), { type: "areas", areas: [[941, false, [[20001, 63, 1]], []]] });
   });
 
   test("an area in binary: uvar area, bool, counted entity tuples, counted ids, counted game fields up to the last not empty", () => {
@@ -259,7 +311,7 @@ describe("the documented forms", () => {
 
   test("bytes are base64 in JSON and length-prefixed in binary", () => {
     const density = { type: "density", cols: 2, rows: 1, cells: bytes(0, 255) };
-    assert.equal(JSON.parse(encode(density, "json")).cells, "AP8=");
+    assert.equal(JSON.parse(encode(density, "json"))[3], "AP8=");
     assert.deepEqual(encode(density, "binary"), bytes(70, 0, 2, 0, 1, 0, 0, 0, 2, 0, 255));
   });
 
@@ -301,7 +353,8 @@ describe("the documented forms", () => {
 describe("frames that cannot be read", () => {
   test("JSON that is not JSON, not an object, or of no known type", () => {
     fails("{nope", "bad_json");
-    fails("[1, 2]", "bad_message");
+    fails("[1, 2]", "unknown_type");
+    fails('["move", 2]', "bad_message");
     fails('{"seq": 1}', "bad_message");
     fails('{"type": 3}', "bad_message");
     fails('{"type": "dance"}', "unknown_type");

@@ -8,8 +8,8 @@
 // flight at most, and counts the views it receives. Only the client side
 // differs:
 //
-//   * grove: Grove's WebSocket protocol (docs/protocol.md), version 4, or
-//     2 or 3 (--protocol), in JSON or binary (--encoding), over a plain TCP socket with the few
+//   * grove: Grove's WebSocket protocol (docs/protocol.md), version 5, or
+//     2, 3 or 4 (--protocol), in JSON or binary (--encoding), over a plain TCP socket with the few
 //     lines of RFC 6455 a client needs, so that it runs without any npm
 //     package (the test suite uses it);
 //   * colyseus: the official client, @colyseus/sdk, from
@@ -61,9 +61,10 @@ const defaults = {
   "server-pid": null,
   encoding: "json",
   minimap: "on",
-  protocol: 4,
+  protocol: 5,
   every: 5,
   json: null,
+  sample: null,
 };
 
 function parseArgs(argv) {
@@ -76,7 +77,7 @@ function parseArgs(argv) {
   if (!["grove", "colyseus"].includes(opts.server)) fail("--server is grove or colyseus");
   if (!["json", "binary"].includes(opts.encoding)) fail("--encoding is json or binary");
   if (!["on", "off"].includes(opts.minimap)) fail("--minimap is on or off");
-  if (![2, 3, 4].includes(opts.protocol)) fail("--protocol is 2, 3 or 4");
+  if (![2, 3, 4, 5].includes(opts.protocol)) fail("--protocol is 2, 3, 4 or 5");
   if (!opts.terrain) fail("--terrain FILE is needed (mix grove.export.terrain)");
   opts.stages = String(opts.stages).split(",").map(Number);
   return opts;
@@ -132,6 +133,28 @@ function areaCount(payload) {
   }
   return count;
 }
+// The same in version 5, where a server's message is an array `[82,
+// [area, entities, ..., area, entities, ...]]`: a part starts with the
+// number of its area, in the list at the second depth.
+function partCount(payload) {
+  let depth = 0;
+  let count = 0;
+  for (let i = 0; i < payload.length; i++) {
+    const c = payload[i];
+    if (c === 0x5b /* [ */) depth++;
+    else if (c === 0x5d /* ] */) depth--;
+    else if (depth === 2 && c >= 0x30 && c <= 0x39 && (payload[i - 1] === 0x5b || payload[i - 1] === 0x2c)) count++;
+  }
+  return count;
+}
+
+// A version 5 JSON message's tag: the number after its opening bracket.
+function tagOf(payload) {
+  let tag = 0;
+  for (let i = 1; i < payload.length && payload[i] >= 0x30 && payload[i] <= 0x39; i++) tag = tag * 10 + payload[i] - 0x30;
+  return tag;
+}
+
 // An outcome's result by its binary code (docs/protocol.md, "result").
 const RESULTS = ["ok", "out_of_bounds", "blocked", "occupied", "rate_limited", "busy", "not_owner", "unknown_entity", "interrupted"];
 const inBounds = (x, y) => x >= 0 && y >= 0 && x < terrain.width && y < terrain.height;
@@ -273,6 +296,9 @@ class Player {
 class GrovePlayer extends Player {
   constructor(host, port) {
     super();
+    // With --sample FILE, every frame one player in 20 reads while a stage
+    // is measured is written there: what the bytes are made of.
+    this.sampled = opts.sample !== null && counts.started % 20 === 1;
     this.buffer = null;
     this.upgraded = false;
     this.socket = net.connect(port, host);
@@ -325,6 +351,7 @@ class GrovePlayer extends Player {
       const payload = buffer.subarray(start, start + length);
       const size = start + length - offset;
       offset = start + length;
+      if (this.sampled && measuring) sampled.push(`${op} ${size} ${payload.toString("base64")}`);
       if (op === 1) this.message(payload, size);
       else if (op === 2) this.binary(payload, size);
       else if (op === 9) this.sendFrame(0xa, payload);
@@ -333,9 +360,37 @@ class GrovePlayer extends Player {
     this.buffer = offset < buffer.length ? Buffer.from(buffer.subarray(offset)) : null;
   }
 
+  // From version 5 on, a message is an array, its tag first: the tag
+  // tells the type without a parse; only what is checked is parsed.
+  array(payload, size) {
+    const tag = tagOf(payload);
+    switch (tag) {
+      case 72: counts.views++; counts.view_frames++; counts.bytes_views += size; return; // area
+      case 82: counts.views += partCount(payload); counts.view_frames++; counts.bytes_views += size; return; // areas
+      case 73: case 77: case 80: counts.bytes_views += size; return; // area_closed, names, ground
+      case 70: case 74: case 81: counts.bytes_minimap += size; // density, colonies, places
+      // falls through
+      case 69: counts.bytes_broadcasts += size; return; // stats
+      case 68: return; // pong
+      case 65: case 64: case 67: break; // outcome, welcome, error: read below
+      default: return;
+    }
+    let message;
+    try {
+      message = JSON.parse(payload.toString());
+    } catch {
+      counts.protocol_errors++;
+      return;
+    }
+    if (tag === 65) return this.outcome(message[1], message[2], message[3], message[4]);
+    if (tag === 64) return this.welcome(message[3], message[4]); // protocol, id, x, y
+    counts.protocol_errors++;
+  }
+
   // The server writes `type` first: `{"type":"` is 9 bytes, and what
   // follows tells the type without a parse; only what is checked is parsed.
   message(payload, size) {
+    if (payload[0] === 0x5b /* [ */) return this.array(payload, size);
     const c = payload[9];
     if (c === 0x61 /* a */) {
       if (payload[13] === 0x22 /* "area" */) { counts.views++; counts.view_frames++; }
@@ -538,6 +593,8 @@ const round1 = (n) => (n == null ? null : Math.round(n * 10) / 10);
 // ---------------------------------------------------------------- the run
 
 let stopping = false;
+let measuring = false;
+const sampled = [];
 let closedBytes = { in: 0, out: 0 };
 const started = performance.now();
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -694,7 +751,9 @@ async function main() {
     takeLatencies();
     const before = snapshot();
     const wanted = counts.outcomes + opts["stage-outcomes"];
+    measuring = true;
     const sorted = await hold(opts["stage-seconds"] * 1000, () => counts.outcomes >= wanted);
+    measuring = false;
     const w = window(before, snapshot(), sorted);
     const base = report.baseline;
     const players = w.players;
@@ -735,6 +794,7 @@ async function main() {
   report.failures = { ...failures };
   out(`knee ${report.knee ?? "none"} players; ${counts.outcomes} outcomes checked, failures ${JSON.stringify(failures)}`);
   if (opts.json) writeFileSync(opts.json, JSON.stringify(report, null, 1));
+  if (opts.sample) writeFileSync(opts.sample, sampled.join("\n") + "\n");
   await sleep(200);
   process.exit(0);
 }

@@ -3,7 +3,8 @@ defmodule Grove.Gateway.Broadcaster do
   # What every client gets alike, `stats` every `stats_interval` and
   # `density` (the minimap; with `colonies`, its layer of bacteria, where
   # the world has them) every `density_interval`, encoded once per
-  # encoding as finished frames and posted on the gateway's bulletin: an ETS
+  # encoding (JSON's as objects, before version 5 of the protocol, and as
+  # arrays, from it on) as finished frames and posted on the gateway's bulletin: an ETS
   # table and a version number per item. Nobody is sent a message. Each
   # connection checks the versions whenever it writes (at least once per
   # view interval) and adds what is new to that write, so a broadcast costs
@@ -55,7 +56,7 @@ defmodule Grove.Gateway.Broadcaster do
   bring the reader to; without the minimap (`density`, with `colonies`, or
   `places`) for a reader that asked not to be sent it (`minimap` false).
   """
-  @spec news(bulletin(), seen(), Grove.Protocol.encoding(), boolean()) :: {seen(), [binary()]}
+  @spec news(bulletin(), seen(), Frames.bulletin_encoding(), boolean()) :: {seen(), [binary()]}
   def news(bulletin, seen, encoding, minimap \\ true)
 
   def news(%{versions: versions} = bulletin, {stats_seen, _density_seen, told}, encoding, false),
@@ -104,10 +105,7 @@ defmodule Grove.Gateway.Broadcaster do
     # Numbered and written before the version says it is there.
     n = :ets.update_counter(table, :announcements, 1, {:announcements, 0})
 
-    :ets.insert(
-      table,
-      {{:announcement, n}, Frames.message(message, :json), Frames.message(message, :binary)}
-    )
+    :ets.insert(table, {{:announcement, n}, encoded(message)})
 
     :ets.delete(table, {:announcement, n - @kept_announcements})
     raise_to(versions, 3, n)
@@ -130,12 +128,20 @@ defmodule Grove.Gateway.Broadcaster do
 
   defp announcements(bulletin, told, announced, encoding) do
     for n <- max(told + 1, announced - @kept_announcements + 1)..announced//1,
-        [{_key, json, binary}] <- [:ets.lookup(bulletin.table, {:announcement, n})],
-        do: if(encoding == :json, do: json, else: binary)
+        [{_key, frames}] <- [:ets.lookup(bulletin.table, {:announcement, n})],
+        do: Map.fetch!(frames, encoding)
   end
 
-  defp frame(bulletin, item, :json), do: :ets.lookup_element(bulletin.table, item, 2)
-  defp frame(bulletin, item, :binary), do: :ets.lookup_element(bulletin.table, item, 3)
+  defp frame(bulletin, item, encoding),
+    do: Map.fetch!(:ets.lookup_element(bulletin.table, item, 2), encoding)
+
+  # A message as a frame in each of the forms connections read it in.
+  defp encoded(message),
+    do: %{
+      json: Frames.message(message, :json, 4),
+      json_arrays: Frames.message(message, :json, 5),
+      binary: Frames.message(message, :binary)
+    }
 
   # One gateway a node, so one broadcaster, by name.
   def start_link(config), do: GenServer.start_link(__MODULE__, config, name: __MODULE__)
@@ -243,10 +249,11 @@ defmodule Grove.Gateway.Broadcaster do
   defp post(bulletin, item, messages) do
     messages = List.wrap(messages)
 
+    frames = Enum.map(messages, &encoded/1)
+
     :ets.insert(
       bulletin.table,
-      {item, Enum.map(messages, &Frames.message(&1, :json)),
-       Enum.map(messages, &Frames.message(&1, :binary))}
+      {item, Map.new([:json, :json_arrays, :binary], &{&1, Enum.map(frames, fn f -> f[&1] end)})}
     )
 
     :atomics.add(bulletin.versions, Keyword.fetch!(@items, item), 1)

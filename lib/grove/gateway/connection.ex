@@ -327,7 +327,7 @@ defmodule Grove.Gateway.Connection do
           Broadcaster.news(
             config.bulletin,
             conn.bulletin,
-            conn.session.encoding,
+            Session.bulletin_encoding(conn.session),
             Session.minimap?(conn.session)
           )
 

@@ -16,6 +16,7 @@ defmodule Grove.Gateway.Frames do
   alias Grove.Gateway.WebSocket
   alias Grove.Protocol
   alias Grove.Protocol.Codec
+  alias Grove.World.Grid
   alias Grove.World.Terrain.Area
 
   @area_tag 72
@@ -54,6 +55,20 @@ defmodule Grove.Gateway.Frames do
         Codec.uvar(y)
       ])
 
+  def outcome(:json, version, seq, result, x, y) when version >= 5 do
+    WebSocket.frame(:text, [
+      "[65,",
+      Integer.to_string(seq),
+      ~s(,"),
+      Atom.to_string(result),
+      ~s(",),
+      Integer.to_string(x),
+      ?,,
+      Integer.to_string(y),
+      "]"
+    ])
+  end
+
   def outcome(:json, _version, seq, result, x, y) do
     WebSocket.frame(:text, [
       ~s({"type":"outcome","seq":),
@@ -72,14 +87,36 @@ defmodule Grove.Gateway.Frames do
     defp result_code(unquote(result)), do: unquote(code)
   end
 
+  @typedoc "What a broadcast is read in: JSON as objects (before version 5), as arrays (from it on), or binary."
+  @type bulletin_encoding :: :json | :json_arrays | :binary
+
+  @doc "The form a connection of this encoding and version reads broadcasts in."
+  @spec bulletin_encoding(Protocol.encoding(), pos_integer()) :: bulletin_encoding()
+  def bulletin_encoding(:json, version) when version >= 5, do: :json_arrays
+  def bulletin_encoding(encoding, _version), do: encoding
+
   @doc "The frame type a connection of this encoding speaks in."
   @spec kind(Protocol.encoding()) :: :text | :binary
   def kind(:json), do: :text
   def kind(:binary), do: :binary
 
-  @doc "The view format of a connection of this encoding and version of the protocol."
-  @spec view_format(Protocol.encoding(), pos_integer()) :: Grove.World.Feed.format()
-  def view_format(encoding, version \\ Protocol.version()), do: {__MODULE__, {encoding, version}}
+  @doc """
+  The view format of a connection of this encoding and version of the
+  protocol, in a world cut as `grid` is: from version 5 on, a part places
+  its entities from its area's corner, so the format knows the tiles'
+  side and the world's width.
+  """
+  @spec view_format(Protocol.encoding(), pos_integer(), Grid.t() | nil) ::
+          Grove.World.Feed.format()
+  def view_format(encoding, version \\ Protocol.version(), grid \\ nil)
+
+  def view_format(encoding, version, %Grid{tile_size: side, width: width}) when version >= 5,
+    do: {__MODULE__, {encoding, version, {side, width}}}
+
+  def view_format(_encoding, version, nil) when version >= 5,
+    do: raise(ArgumentError, "version #{version}'s view format needs the world's grid")
+
+  def view_format(encoding, version, _grid), do: {__MODULE__, {encoding, version}}
 
   # Players are sent the view tiles their viewport overlaps, not whole zones.
   @impl Grove.World.ViewFormat
@@ -90,6 +127,9 @@ defmodule Grove.Gateway.Frames do
   # part once, and each session joins the parts it sends together into one
   # frame (`join/2`).
   @impl Grove.World.ViewFormat
+  def encode_view({encoding, _version, geometry}, what, zone, entries, departed),
+    do: {:part, part(encoding, geometry, what, zone, entries, departed)}
+
   def encode_view({encoding, version}, what, zone, entries, departed) when version >= 4,
     do: {:part, part(encoding, what, zone, entries, departed)}
 
@@ -103,7 +143,9 @@ defmodule Grove.Gateway.Frames do
   # fields (left out when empty: an area without them is byte for byte an
   # area of a world without a game).
   @impl Grove.World.ViewFormat
-  def encode_view({encoding, version}, what, zone, entries, departed, extra) do
+  def encode_view(format, what, zone, entries, departed, extra) do
+    {encoding, version} = {elem(format, 0), elem(format, 1)}
+
     names =
       case extra do
         %{names: [_ | _] = names} ->
@@ -127,15 +169,15 @@ defmodule Grove.Gateway.Frames do
           []
       end
 
-    [ground, names | area_or_part(encoding, version, what, zone, entries, departed, game(extra))]
+    [ground, names | area_or_part(format, what, zone, entries, departed, game(extra))]
   end
 
   # An area that shows something of a game is an `area` of its own in
   # every version; the `areas` parts carry entities alone.
-  defp area_or_part(encoding, version, what, zone, entries, departed, game) do
-    if version >= 4 and game == %{cells: [], looks: [], events: []},
-      do: {:part, part(encoding, what, zone, entries, departed)},
-      else: area(encoding, version, what, zone, entries, departed, game)
+  defp area_or_part(format, what, zone, entries, departed, game) do
+    if elem(format, 1) >= 4 and game == %{cells: [], looks: [], events: []},
+      do: encode_view(format, what, zone, entries, departed),
+      else: area(elem(format, 0), elem(format, 1), what, zone, entries, departed, game)
   end
 
   @doc """
@@ -148,8 +190,15 @@ defmodule Grove.Gateway.Frames do
   several areas still come in one frame. A session only joins the parts:
   each was encoded once, by its zone, for every session that holds it.
   """
-  @spec join(term(), Protocol.encoding()) :: iodata()
-  def join(frames, encoding) do
+  @spec join(term(), Protocol.encoding(), pos_integer()) :: iodata()
+  def join(frames, encoding, version \\ 4)
+
+  def join(frames, :json, version) when version >= 5 do
+    {out, run} = join(frames, :json5, [], [])
+    flush(out, run, :json5)
+  end
+
+  def join(frames, encoding, _version) do
     {out, run} = join(frames, encoding, [], [])
     flush(out, run, encoding)
   end
@@ -173,6 +222,61 @@ defmodule Grove.Gateway.Frames do
 
   defp areas(:json, parts),
     do: WebSocket.frame(:text, [~s({"type":"areas","areas":[), Enum.intersperse(parts, ?,), "]}"])
+
+  defp areas(:json5, parts),
+    do: WebSocket.frame(:text, [~s([82,[), Enum.intersperse(parts, ?,), "]]"])
+
+  # From version 5 on, an area's part places each entity by its cell
+  # counted row by row from the area's north-west corner (`Codec`'s
+  # `:part`): one or two digits in JSON, one byte in binary, in a tile of
+  # 10 x 10. Tiles start at multiples of their side; those at the world's
+  # east edge may be narrower.
+  defp part(encoding, {side, width}, what, zone, entries, departed) do
+    at = fn x, y ->
+      dx = rem(x, side)
+      rem(y, side) * min(side, width - (x - dx)) + dx
+    end
+
+    part5(encoding, what, zone, entries, departed, at)
+  end
+
+  defp part5(:binary, what, zone, entries, departed, at) do
+    IO.iodata_to_binary([
+      Codec.uvar(zone),
+      full(what),
+      Codec.uvar(length(entries)),
+      for(
+        {id, x, y, kind} <- entries,
+        into: <<>>,
+        do: <<Codec.uvar(id)::binary, Codec.uvar(at.(x, y))::binary, kind::8>>
+      ),
+      Codec.uvar(length(departed)),
+      for(id <- departed, into: <<>>, do: Codec.uvar(id))
+    ])
+  end
+
+  # The parts follow one another in the message's list (`Codec`'s
+  # `:parts`): the area, its entities, then its gone ids and `true` when
+  # there are any and for a snapshot.
+  defp part5(:json, what, zone, entries, departed, at) do
+    IO.iodata_to_binary([
+      Integer.to_string(zone),
+      ",[",
+      json_flat(entries, at),
+      case {what, departed} do
+        {:snapshot, _} -> ["],[", json_ids(departed), "],true"]
+        {:delta, []} -> "]"
+        {:delta, _} -> ["],[", json_ids(departed), "]"]
+      end
+    ])
+  end
+
+  defp json_flat([], _at), do: []
+  defp json_flat([entry], at), do: json_triple(entry, at)
+  defp json_flat([entry | rest], at), do: [json_triple(entry, at), ?, | json_flat(rest, at)]
+
+  defp json_triple({id, x, y, kind}, at),
+    do: [Integer.to_string(id), ?,, Integer.to_string(at.(x, y)), ?,, Integer.to_string(kind)]
 
   # One area's part of an `areas` message: [area, full, entities, gone].
   defp part(:binary, what, zone, entries, departed) do

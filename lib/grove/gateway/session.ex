@@ -100,15 +100,20 @@ defmodule Grove.Gateway.Session do
 
   @type t :: %__MODULE__{areas: areas()}
 
+  # What the session speaks until a `join` names its version: the newest
+  # whose JSON messages are objects, which a client of any version reads
+  # (an error before the join, an old client told to update).
+  @before_join 4
+
   @spec new(World.name(), Protocol.encoding(), config(), integer()) :: t()
   def new(world, encoding, config, now_ms) do
     %__MODULE__{
       world: world,
       feed: World.fetch!(world).feed,
       grid: World.fetch!(world).grid,
-      format: Frames.view_format(encoding),
+      format: Frames.view_format(encoding, @before_join, World.fetch!(world).grid),
       encoding: encoding,
-      version: Protocol.version(),
+      version: @before_join,
       config: config,
       move_limit: RateLimit.new(config.move_rate, config.move_burst),
       seed_limit: RateLimit.new(Map.get(config, :seed_rate, 1), Map.get(config, :seed_burst, 3)),
@@ -169,7 +174,7 @@ defmodule Grove.Gateway.Session do
         session = %{
           session
           | version: version,
-            format: Frames.view_format(session.encoding, version)
+            format: Frames.view_format(session.encoding, version, grid)
         }
 
         with {:ok, account} <- identify(session, join.token),
@@ -765,7 +770,7 @@ defmodule Grove.Gateway.Session do
 
   # From version 4 on, the areas' parts read together go out as one frame.
   defp joined(%__MODULE__{version: version, encoding: encoding}, frames) when version >= 4,
-    do: Frames.join(frames, encoding)
+    do: Frames.join(frames, encoding, version)
 
   defp joined(_session, frames), do: frames
 
@@ -894,6 +899,11 @@ defmodule Grove.Gateway.Session do
   @doc "False when the player asked not to be sent the minimap (`join`'s `minimap`)."
   @spec minimap?(t()) :: boolean()
   def minimap?(%__MODULE__{minimap: minimap}), do: minimap
+
+  @doc "The form the connection reads broadcasts in (`Frames.bulletin_encoding/2`)."
+  @spec bulletin_encoding(t()) :: Frames.bulletin_encoding()
+  def bulletin_encoding(%__MODULE__{encoding: encoding, version: version}),
+    do: Frames.bulletin_encoding(encoding, version)
 
   @doc "The connection's encoding."
   @spec encoding(t()) :: Protocol.encoding()

@@ -24,6 +24,22 @@ defmodule Grove.Protocol.Codec do
     * `{:vlist, codec}` - a `:uvar` count then the items (one byte for up
       to 127 of them, where most lists are short); JSON an array
     * `{:tuple, [codec]}` - the items one after another; JSON an array
+    * `:parts` - the areas' parts of an `areas` message from version 5
+      on, each `{area, full, entities, gone}`, each entity `{id, at, kind}`
+      with `at` its cell counted row by row from the area's north-west
+      corner (`dy * width + dx`, the area's width as its ground gives it);
+      in binary a `:uvar` count, then each part: the area (`:uvar`),
+      `full` (`:bool`), the entities (a `:vlist` of `:uvar`, `:uvar`,
+      `:u8`) and the gone ids (a `:vlist` of `:uvar`); in JSON one array
+      of the parts one after another, each the area, its entities as one
+      flat array `[id, at, kind, id, at, kind, ...]`, then its gone ids
+      unless there are none and the part is no snapshot, then `true` if
+      it is one: `[941, [20001, 63, 3], 942, [], [377], 943, [], [], true]`
+    * `:ground` - an area's ground cells (codes 0 to 7) from version 5 on:
+      in binary as `:bytes`; in JSON a string of two cells a character,
+      the character of base64's alphabet (`A`-`Z`, `a`-`z`, `0`-`9`, `+`,
+      `/`) at 8 x the first cell + the second, and `=` after the last
+      character when the count is odd (its second cell is none)
     * `:data` - a game's small data: a u8 count, then for each entry its
       name (a string) and its value, a type byte (0 a signed 32-bit
       integer, 1 a string, 2 a boolean) and the value; JSON an object.
@@ -54,6 +70,8 @@ defmodule Grove.Protocol.Codec do
           | {:list, t()}
           | {:vlist, t()}
           | {:tuple, [t()]}
+          | :parts
+          | :ground
           | :data
 
   import Bitwise
@@ -68,11 +86,20 @@ defmodule Grove.Protocol.Codec do
 
   @max_uvar 0x1FFFFFFFFFFFFF
 
+  # An area's entities in a part of `areas` from version 5 on: id, cell, kind.
+  @part_entities {:vlist, {:tuple, [:uvar, :uvar, :u8]}}
+
+  # Two ground cells a character, in JSON from version 5 on.
+  @alphabet ~c"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
   @doc """
   The codec a versioned one of the protocol's definitions is in a version
   of the protocol: `:coord` (a coordinate or a size of the world), `:id`
   (an entity's id) and `:area_id` (an area's number) are 16, 32 and 32
-  bits in version 2, `:uvar` from version 3 on; any other is itself.
+  bits in version 2, `:uvar` from version 3 on; `:area_part` (an area's
+  part of `areas`) is `:part` from version 5 on, before it a tuple of the
+  area, `full`, its entities with their cells and its gone ids; any other
+  is itself.
 
       iex> Grove.Protocol.Codec.versioned({:list, {:tuple, [:id, :coord, :u8]}}, 2)
       {:list, {:tuple, [:u32, :u16, :u8]}}
@@ -82,6 +109,22 @@ defmodule Grove.Protocol.Codec do
   def versioned(:id, 2), do: :u32
   def versioned(:area_id, 2), do: :u32
   def versioned(codec, _version) when codec in [:coord, :id, :area_id], do: :uvar
+  # The parts of `areas`: their entities' cells counted from their
+  # area's corner from version 5 on.
+  def versioned(:area_parts, version) when version >= 5, do: :parts
+
+  def versioned(:area_parts, version),
+    do:
+      versioned(
+        {:vlist,
+         {:tuple,
+          [:area_id, :bool, {:vlist, {:tuple, [:id, :coord, :coord, :u8]}}, {:vlist, :id}]}},
+        version
+      )
+
+  def versioned(:ground_cells, version) when version >= 5, do: :ground
+  def versioned(:ground_cells, _version), do: :bytes
+
   def versioned({:list, item}, version), do: {:list, versioned(item, version)}
   def versioned({:vlist, item}, version), do: {:vlist, versioned(item, version)}
   def versioned({:tuple, items}, version), do: {:tuple, Enum.map(items, &versioned(&1, version))}
@@ -124,10 +167,26 @@ defmodule Grove.Protocol.Codec do
       when is_tuple(tuple) and tuple_size(tuple) == length(codecs),
       do: encode_elements(codecs, tuple, 1)
 
+  def encode(:parts, parts) when is_list(parts),
+    do: [uvar(length(parts)) | Enum.map(parts, &encode_part/1)]
+
+  def encode(:ground, cells), do: encode(:bytes, cells)
+
   def encode(:data, data) when is_map(data) and map_size(data) <= @max_data,
     do: [<<map_size(data)::8>> | Enum.map(data, &encode_entry/1)]
 
   def encode(codec, value), do: bad(codec, value)
+
+  defp encode_part({area, full, entities, gone})
+       when is_boolean(full) and is_list(entities) and is_list(gone),
+       do: [
+         encode(:uvar, area),
+         encode(:bool, full),
+         encode({:vlist, {:tuple, [:uvar, :uvar, :u8]}}, entities),
+         encode({:vlist, :uvar}, gone)
+       ]
+
+  defp encode_part(part), do: bad(:parts, part)
 
   defp encode_entry({name, value}) do
     name = name_string(name)
@@ -208,6 +267,11 @@ defmodule Grove.Protocol.Codec do
 
   def decode({:tuple, codecs}, binary), do: decode_tuple(codecs, binary, [])
 
+  def decode(:parts, binary),
+    do: decode({:vlist, {:tuple, [:uvar, :bool, @part_entities, {:vlist, :uvar}]}}, binary)
+
+  def decode(:ground, binary), do: decode(:bytes, binary)
+
   def decode(:data, <<count::8, rest::binary>>) when count <= @max_data,
     do: decode_data(count, rest, %{})
 
@@ -283,10 +347,74 @@ defmodule Grove.Protocol.Codec do
 
   def to_json({:tuple, codecs}, tuple), do: json_elements(codecs, tuple, 1)
 
+  def to_json(:parts, parts), do: Enum.flat_map(parts, &json_part/1)
+  def to_json(:ground, cells), do: ground_text(cells, [])
+
   def to_json(:data, data),
     do: {Enum.map(data, fn {name, value} -> {name_string(name), value} end)}
 
   def to_json(_codec, value), do: value
+
+  defp json_part({area, full, entities, gone}) do
+    flat = Enum.flat_map(entities, fn {id, at, kind} -> [id, at, kind] end)
+
+    cond do
+      full -> [area, flat, gone, true]
+      gone != [] -> [area, flat, gone]
+      true -> [area, flat]
+    end
+  end
+
+  for {char, index} <- Enum.with_index(@alphabet) do
+    defp pair_char(unquote(index)), do: unquote(char)
+    defp char_pair(unquote(char)), do: {:ok, unquote(index)}
+  end
+
+  defp char_pair(_char), do: :error
+
+  defp ground_text(<<a, b, rest::binary>>, acc) when a < 8 and b < 8,
+    do: ground_text(rest, [pair_char(a * 8 + b) | acc])
+
+  defp ground_text(<<a>>, acc) when a < 8, do: ground_text(<<>>, [?=, pair_char(a * 8) | acc])
+  defp ground_text(<<>>, acc), do: acc |> Enum.reverse() |> List.to_string()
+  defp ground_text(_cells, _acc), do: bad(:ground, "a cell code over 7")
+
+  defp ground_cells(<<>>, acc), do: {:ok, IO.iodata_to_binary(Enum.reverse(acc))}
+
+  defp ground_cells(<<char, ?=>>, acc) do
+    case char_pair(char) do
+      {:ok, pair} when rem(pair, 8) == 0 -> ground_cells(<<>>, [div(pair, 8) | acc])
+      _ -> {:error, "expected #{describe(:ground)}"}
+    end
+  end
+
+  defp ground_cells(<<char, rest::binary>>, acc) do
+    case char_pair(char) do
+      {:ok, pair} -> ground_cells(rest, [<<div(pair, 8), rem(pair, 8)>> | acc])
+      :error -> {:error, "expected #{describe(:ground)}"}
+    end
+  end
+
+  # The parts of `areas` in JSON, one after another: each an area, its
+  # entities, then perhaps its gone ids, then perhaps `true`.
+  defp json_parts([], acc), do: {:ok, Enum.reverse(acc)}
+
+  defp json_parts([area, flat | rest], acc) when is_list(flat) do
+    {gone, full, rest} =
+      case rest do
+        [gone, true | rest] when is_list(gone) -> {gone, true, rest}
+        [gone | rest] when is_list(gone) -> {gone, false, rest}
+        rest -> {[], false, rest}
+      end
+
+    with {:ok, area} <- from_json(:uvar, area),
+         {:ok, entities} <- json_triples(flat, []),
+         {:ok, gone} <- from_json({:vlist, :uvar}, gone) do
+      json_parts(rest, [{area, full, entities, gone} | acc])
+    end
+  end
+
+  defp json_parts(_rest, _acc), do: {:error, "expected #{describe(:parts)}"}
 
   defp json_elements([], _tuple, _index), do: []
 
@@ -335,6 +463,9 @@ defmodule Grove.Protocol.Codec do
     end)
   end
 
+  def from_json(:parts, list) when is_list(list), do: json_parts(list, [])
+  def from_json(:ground, text) when is_binary(text), do: ground_cells(text, [])
+
   def from_json(:data, {pairs}) when is_list(pairs) and length(pairs) <= @max_data do
     Enum.reduce_while(pairs, {:ok, %{}}, fn {name, value}, {:ok, acc} ->
       cond do
@@ -352,6 +483,18 @@ defmodule Grove.Protocol.Codec do
   end
 
   def from_json(codec, _value), do: {:error, "expected #{describe(codec)}"}
+
+  defp json_triples([], acc), do: {:ok, Enum.reverse(acc)}
+
+  defp json_triples([id, at, kind | rest], acc) do
+    case from_json({:tuple, [:uvar, :uvar, :u8]}, [id, at, kind]) do
+      {:ok, entity} -> json_triples(rest, [entity | acc])
+      error -> error
+    end
+  end
+
+  defp json_triples(_rest, _acc),
+    do: {:error, "expected an area's entities as id, cell, kind, one after another"}
 
   # Every enumeration's values are atoms already: a name that is no atom is no value.
   defp existing_atom(s) do
@@ -387,6 +530,12 @@ defmodule Grove.Protocol.Codec do
   def describe({:list, item}), do: "a list of " <> describe(item)
   def describe({:vlist, item}), do: "a list of " <> describe(item)
   def describe({:tuple, codecs}), do: "[" <> Enum.map_join(codecs, ", ", &describe/1) <> "]"
+
+  def describe(:parts),
+    do:
+      "the areas' parts, each an area, its entities [id, at, kind, ...], perhaps its gone ids and true"
+
+  def describe(:ground), do: "ground cells, two a character of base64's alphabet"
 
   def describe(:data),
     do: "an object of at most #{@max_data} names to 32-bit integers, strings or booleans"

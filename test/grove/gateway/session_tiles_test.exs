@@ -6,7 +6,9 @@ defmodule Grove.Gateway.SessionTilesTest do
   in its viewport, exactly the entities there, each once, none lost across
   tile and zone borders. In version 4, where the areas' parts read
   together go out in one `areas` frame, as in version 3, where each area
-  is a frame of its own.
+  is a frame of its own, and in version 5, where a part places its
+  entities from its area's corner (in a world whose east and south tiles
+  are narrower than the others).
   """
   use ExUnit.Case, async: true
 
@@ -45,7 +47,7 @@ defmodule Grove.Gateway.SessionTilesTest do
     ])
   end
 
-  for encoding <- [:binary, :json], version <- [3, 4] do
+  for encoding <- [:binary, :json], version <- [3, 4, 5] do
     test "the player sees in its viewport exactly what is there, each entity once (#{encoding}, version #{version})" do
       check(
         forall({:proper_types.integer(1, 1000), :proper_types.list(command())}, fn {seed,
@@ -60,12 +62,16 @@ defmodule Grove.Gateway.SessionTilesTest do
   defp run(encoding, version, seed, commands) do
     name = :"tiles_world_#{System.unique_integer([:positive])}"
 
-    # 30 x 30 cells in nine zones of 10, each cut into four tiles of 5.
+    # 30 x 30 cells in nine zones of 10, each cut into four tiles of 5;
+    # in version 5, 32 x 31: the tiles at the east and south edges are
+    # 2 cells wide and 1 high.
+    size = if version >= 5, do: {32, 31}, else: {30, 30}
+
     {:ok, sup} =
       World.start_link(
         name: name,
-        width: 30,
-        height: 30,
+        width: elem(size, 0),
+        height: elem(size, 1),
         zone_size: 10,
         view_tile: 5,
         seed: seed,
@@ -94,6 +100,7 @@ defmodule Grove.Gateway.SessionTilesTest do
         session: session,
         view: nil,
         walkers: List.to_tuple(walkers),
+        grounds: %{},
         seq: 0,
         tag: 0
       }
@@ -194,7 +201,7 @@ defmodule Grove.Gateway.SessionTilesTest do
   # Version 4 joins the parts a session sends at once: never two `areas`
   # one after the other, and no `area` (this world has no game); version 3
   # has no `areas`.
-  defp joined!(4, messages) do
+  defp joined!(version, messages) when version >= 4 do
     types = Enum.map(messages, & &1.type)
     refute :area in types, "an area of its own in version 4: #{inspect(types)}"
 
@@ -225,6 +232,22 @@ defmodule Grove.Gateway.SessionTilesTest do
 
   defp client(st, %{type: :area} = area),
     do: %{st | view: View.update_area(st.view, area.area, area.entities, area.gone)}
+
+  # From version 5 on, a part's entities are placed from its area's
+  # corner, which its ground gives.
+  defp client(st, %{type: :ground} = ground),
+    do: %{st | grounds: Map.put(st.grounds, ground.area, {ground.x, ground.y, ground.width})}
+
+  defp client(%{version: 5} = st, %{type: :areas, areas: parts}) do
+    Enum.reduce(parts, st, fn {area, full, entities, gone}, st ->
+      {x0, y0, width} = Map.fetch!(st.grounds, area)
+
+      placed =
+        for {id, at, kind} <- entities, do: {id, x0 + rem(at, width), y0 + div(at, width), kind}
+
+      client(st, %{type: :area, area: area, full: full, entities: placed, gone: gone})
+    end)
+  end
 
   defp client(st, %{type: :areas, areas: parts}) do
     Enum.reduce(parts, st, fn {area, full, entities, gone}, st ->

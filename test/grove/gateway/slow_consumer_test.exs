@@ -63,7 +63,9 @@ defmodule Grove.Gateway.SlowConsumerTest do
   end
 
   # A player that joins, then sends pings and reads nothing: every answer
-  # piles up, until the server gives up on it. With its connection.
+  # piles up, until the server gives up on it. With its connection. The
+  # answers are some 20 KB (a `pong` is 10 or 11 bytes in version 5's
+  # JSON), past what the socket's buffers and the queue hold.
   defp stop_reading(port) do
     conn = connect(port, :json, recbuf: 1024)
 
@@ -71,7 +73,7 @@ defmodule Grove.Gateway.SlowConsumerTest do
 
     {%{type: :welcome}, conn} = expect(conn, :welcome)
     [connection] = Gateway.sessions()
-    for t <- 1..600, do: push(conn, %{type: :ping, t: t})
+    for t <- 1..2000, do: push(conn, %{type: :ping, t: t})
     {conn, connection}
   end
 

@@ -70,6 +70,7 @@ defmodule Grove.Load.Player do
   @area 72
   @area_closed 73
   @areas 82
+  @ground 80
   @acted 76
   @said 78
 
@@ -83,6 +84,9 @@ defmodule Grove.Load.Player do
     :size,
     :view,
     :bye,
+    # The corner and width of each area held, from its ground: version
+    # 5 places an area's entities from them.
+    grounds: %{},
     seq: 0,
     settled_at: 0,
     settle_us: 0,
@@ -229,6 +233,9 @@ defmodule Grove.Load.Player do
     if player.checks_views, do: decoded(player, payload, env), else: player
   end
 
+  defp binary_frame(player, <<@ground, _::binary>> = payload, env),
+    do: if(player.checks_views, do: decoded(player, payload, env), else: player)
+
   defp binary_frame(player, <<@area_closed, _::binary>> = payload, env),
     do: if(player.checks_views, do: decoded(player, payload, env), else: player)
 
@@ -238,7 +245,11 @@ defmodule Grove.Load.Player do
 
   defp binary_frame(player, _other, _env), do: player
 
-  # The server writes `type` first, so a prefix tells the type without a parse.
+  # From version 5 on a message is an array, its tag first: a prefix
+  # tells the type without a parse.
+  defp json_frame(player, "[" <> _ = payload, env), do: json_array(player, payload, env)
+
+  # Before it, the server writes `type` first, so a prefix tells the type without a parse.
   defp json_frame(player, ~s({"type":"area") <> _ = payload, env) do
     Stats.incr(env.stats, :view_frames)
     if player.chats, do: count_chat(payload, ~s("chat",{), env)
@@ -264,9 +275,41 @@ defmodule Grove.Load.Player do
   end
 
   defp json_frame(player, ~s({"type":"stats") <> _, _env), do: player
+
   defp json_frame(player, ~s({"type":"density") <> _, _env), do: player
   defp json_frame(player, ~s({"type":"pong") <> _, _env), do: player
   defp json_frame(player, payload, env), do: decoded(player, payload, env)
+
+  defp json_array(player, "[72," <> _ = payload, env) do
+    Stats.incr(env.stats, :view_frames)
+    if player.chats, do: count_chat(payload, ~s("chat",{), env)
+    if player.checks_views, do: decoded(player, payload, env), else: player
+  end
+
+  defp json_array(player, "[82," <> _ = payload, env) do
+    Stats.incr(env.stats, :view_frames)
+    if player.checks_views, do: decoded(player, payload, env), else: player
+  end
+
+  defp json_array(player, <<"[", tag::binary-size(2), ",">> <> _ = payload, env)
+       when tag in ["73", "80"],
+       do: if(player.checks_views, do: decoded(player, payload, env), else: player)
+
+  defp json_array(player, "[76," <> rest, env) do
+    {seq, _} = Integer.parse(rest)
+    acted(player, seq, env)
+  end
+
+  defp json_array(player, "[78," <> rest, env) do
+    {seq, rest} = Integer.parse(rest)
+    said(player, seq, String.starts_with?(rest, ~s(,"ok")), env)
+  end
+
+  defp json_array(player, <<"[", tag::binary-size(2), ",">> <> _, _env)
+       when tag in ["68", "69", "70", "74", "77", "81"],
+       do: player
+
+  defp json_array(player, payload, env), do: decoded(player, payload, env)
 
   defp decoded(player, payload, env) do
     case Protocol.decode(payload, player.encoding) do
@@ -309,10 +352,26 @@ defmodule Grove.Load.Player do
        when type in [:area, :areas, :area_closed],
        do: player
 
-  # Version 4's areas at once: each part as an `area` of its own.
+  defp message(player, %{type: :ground, area: area, x: x, y: y, width: width}, _env),
+    do: %{player | grounds: Map.put(player.grounds, area, {x, y, width})}
+
+  # The areas at once (the player speaks the newest version): each part
+  # as an `area` of its own, its entities placed from its area's corner
+  # (a delta of an area whose ground has not come is of one not held).
   defp message(player, %{type: :areas, areas: parts}, env) do
     Enum.reduce(parts, player, fn {area, full, entities, gone}, player ->
-      message(player, %{type: :area, area: area, full: full, entities: entities, gone: gone}, env)
+      case Map.fetch(player.grounds, area) do
+        {:ok, {x0, y0, width}} ->
+          entities =
+            for {id, at, kind} <- entities,
+                do: {id, x0 + rem(at, width), y0 + div(at, width), kind}
+
+          area = %{type: :area, area: area, full: full, entities: entities, gone: gone}
+          message(player, area, env)
+
+        :error ->
+          player
+      end
     end)
   end
 
@@ -326,7 +385,7 @@ defmodule Grove.Load.Player do
   end
 
   defp message(%__MODULE__{view: view} = player, %{type: :area_closed, area: zone}, _env),
-    do: %{player | view: View.drop_area(view, zone)}
+    do: %{player | view: View.drop_area(view, zone), grounds: Map.delete(player.grounds, zone)}
 
   defp message(player, %{type: :error, code: code, message: text}, env) do
     Stats.error(env.stats, code, text)

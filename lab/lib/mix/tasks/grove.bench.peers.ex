@@ -41,8 +41,11 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
       `json`; Colyseus's are binary whatever this says)
     * `--minimap on|off` - whether Grove's players ask for the minimap
       (default `on`; Colyseus's game has none)
-    * `--protocol 2|3|4` - the version of the protocol Grove's players speak
-      (default 4, the newest; `docs/protocol.md`, "Versions")
+    * `--protocol 2|3|4|5` - the version of the protocol Grove's players speak
+      (default 5, the newest; `docs/protocol.md`, "Versions")
+    * `--sample PATH` - writes there every frame one Grove player in 20
+      reads while a stage is measured, a line each (`OPCODE SIZE BASE64`):
+      what the bytes are made of
     * `--nice N` - run both servers and the runner at this niceness (for
       example `-10`, as root), so that other work on a shared machine
       disturbs them less; the same for both (default: unchanged)
@@ -73,7 +76,8 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     report: :string,
     encoding: :string,
     minimap: :string,
-    protocol: :integer
+    protocol: :integer,
+    sample: :string
   ]
 
   # The lab's bench/peers, wherever the task runs from (its servers run
@@ -242,7 +246,8 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
                    :ramp,
                    :encoding,
                    :minimap,
-                   :protocol
+                   :protocol,
+                   :sample
                  ],
                  value = opts[key],
                  do: ["--#{String.replace(to_string(key), "_", "-")}", to_string(value)]
