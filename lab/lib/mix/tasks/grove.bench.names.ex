@@ -26,7 +26,10 @@ defmodule Mix.Tasks.Grove.Bench.Names do
 
   @switches [walkers: :integer, seconds: :integer, rounds: :integer, tick: :integer]
   @instance BenchNames
-  @formats [Grove.Gateway.Frames.view_format(:binary, 4), Grove.Gateway.Frames.view_format(:json, 4)]
+  @formats [
+    Grove.Gateway.Frames.view_format(:binary, 4),
+    Grove.Gateway.Frames.view_format(:json, 4)
+  ]
   @directions [:n, :ne, :e, :se, :s, :sw, :w, :nw]
 
   @impl true
