@@ -7,12 +7,19 @@ import { after, before, describe, test } from "node:test";
 import { launchBrowser, moveSomewhere, openGame, waitJoined } from "./support/browser.mjs";
 import { skipReason, startServer } from "./support/server.mjs";
 
-/** Every frame a page receives, decoded (the page speaks JSON), by type. */
+// The server's messages of protocol 5 (the page's) are arrays, the tag first.
+const TYPES = { 72: "area", 77: "names", 82: "areas" };
+
+/** Every frame a page receives, decoded (the page speaks JSON), by type: names with their fields, areas as they came. */
 function recordFrames(page, frames) {
   page.on("websocket", (socket) =>
     socket.on("framereceived", ({ payload }) => {
       const message = JSON.parse(String(payload));
-      (frames[message.type] ??= []).push(message);
+      if (!Array.isArray(message)) return void (frames[message.type] ??= []).push(message);
+      const type = TYPES[message[0]];
+      if (!type) return;
+      const decoded = type === "names" ? { type, area: message[1], names: message[2] } : { type, fields: message.slice(1) };
+      (frames[type] ??= []).push(decoded);
     }),
   );
 }
@@ -86,7 +93,7 @@ describe("names", { skip: skipReason, timeout: 300_000 }, () => {
   });
 
   test("a name crosses the wire when its player comes into view, never with its moves", async () => {
-    // Protocol 4 (the page's) sends deltas as parts of `areas`; an area that shows a game as `area`.
+    // Protocol 5 (the page's) sends deltas as parts of `areas`; an area that shows a game as `area`.
     const frames = { names: [], area: [], areas: [] };
     const watcher = await player(frames);
     const { names } = frames;
