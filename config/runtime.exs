@@ -325,7 +325,18 @@ config :grove,
             raise ArgumentError, "GROVE_LIFE must be on or off, got: #{inspect(other)}"
         end
     ),
-  actors: set.(kinds: kinds, spawn: spawn),
+  actors:
+    set.(
+      kinds: kinds,
+      spawn: spawn,
+      resident:
+        case System.get_env("GROVE_RESIDENT") do
+          nil -> nil
+          on when on in ["on", "true", "1"] -> true
+          off when off in ["off", "false", "0"] -> false
+          other -> raise ArgumentError, "GROVE_RESIDENT must be on or off, got: #{inspect(other)}"
+        end
+    ),
   gateway:
     set.(
       port: integer.("GROVE_PORT"),

@@ -150,6 +150,7 @@ defmodule Grove.Actors do
     per_herd: 2000,
     resolution: nil,
     batch: true,
+    resident: false,
     max_in_flight: nil,
     target_ms: 100,
     late_ms: nil,
@@ -265,6 +266,7 @@ defmodule Grove.Actors do
         spawn: opts[:spawn],
         resolution: opts[:resolution],
         batch: opts[:batch],
+        resident: opts[:resident] and kind.senses == nil,
         max_in_flight: opts[:max_in_flight],
         target_ms: opts[:target_ms],
         late_ms: opts[:late_ms],
@@ -544,6 +546,9 @@ defmodule Grove.Actors do
       raise ArgumentError,
             "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"
     end
+
+    unless is_boolean(opts[:resident]),
+      do: raise(ArgumentError, ":resident must be true or false, got: #{inspect(opts[:resident])}")
 
     for key <- [:max_in_flight, :late_ms, :join_concurrency],
         not (opts[key] == nil or (is_integer(opts[key]) and opts[key] > 0)) do

@@ -397,6 +397,11 @@ defmodule Grove.World do
     * `:info` - what the game's `join/3` hook is told of the entity, a map
       (the gateway tells it a player's `%{account: id, name: name}`;
       default `%{}`)
+    * `:walk` - `{kind, state, interval}`: a resident actor, which its
+      zone steps itself every `interval` ms, asking the `Grove.Actor`
+      `kind` (one that senses nothing) where to, from its `state`; its
+      owner sends no moves and hears of none (`Grove.Actors`'
+      `:resident`; default `nil`: the owner moves it)
   """
   @impl Grove.World.Client
   @spec join(name() | t(), keyword()) ::
@@ -421,7 +426,8 @@ defmodule Grove.World do
         timeout: 5000,
         id: nil,
         label: nil,
-        info: %{}
+        info: %{},
+        walk: nil
       )
 
     id = opts[:id] || next_id(world)
@@ -436,7 +442,8 @@ defmodule Grove.World do
       updates: validate_updates(opts[:updates]),
       view_radius: validate_radius(opts[:view_radius]),
       view_format: validate_format(opts[:view_format]),
-      label: validate_label(opts[:label])
+      label: validate_label(opts[:label]),
+      walk: validate_walk(opts[:walk])
     }
 
     # The zone may run on another node, whose monotonic clock starts
@@ -464,6 +471,26 @@ defmodule Grove.World do
         raise ArgumentError, ":at must be {x, y} or :random, got: #{inspect(other)}"
     end
   end
+
+  defp validate_walk(nil), do: nil
+
+  defp validate_walk({module, _state, interval} = walk)
+       when is_atom(module) and is_integer(interval) and interval > 0 do
+    case Grove.Actor.describe!(module) do
+      %{senses: nil} ->
+        walk
+
+      _senses ->
+        raise ArgumentError, ":walk: #{inspect(module)} senses; only a kind that does not may reside"
+    end
+  end
+
+  defp validate_walk(other),
+    do:
+      raise(
+        ArgumentError,
+        ":walk must be {kind, state, interval_ms}, got: #{inspect(other)}"
+      )
 
   defp next_id(%__MODULE__{id_span: nil} = world), do: :atomics.add_get(world.ids, 1, 1)
   defp next_id(world), do: next_id(world, 1000)

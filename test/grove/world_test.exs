@@ -582,7 +582,7 @@ defmodule Grove.WorldTest do
 
       rows =
         for table <- Tuple.to_list(w.tables),
-            {id, x, y, _owner, kind, _, _, _, _, _, _} <- :ets.tab2list(table),
+            {id, x, y, _owner, kind, _, _, _, _, _, _, _} <- :ets.tab2list(table),
             do: {id, x, y, kind}
 
       Grove.PropCase.check(

@@ -110,6 +110,8 @@ defmodule Grove.Actors.Herd do
     # How far a blob spawn's square has grown (see `join_blob/3`).
     :blob_radius,
     to_join: 0,
+    # Resident actors (`:resident`): walked by their zones, not on the wheel.
+    residents: [],
     leaving: [],
     retiring: false,
     backoff: 0,
@@ -204,6 +206,7 @@ defmodule Grove.Actors.Herd do
       kind_options: Keyword.get(opts, :kind_options, []),
       resolution: resolution,
       batch: Keyword.get(opts, :batch, true),
+      resident: Keyword.get(opts, :resident, false),
       late_ms: Keyword.get(opts, :late_ms) || div(interval, 2),
       join_timeout: Keyword.get(opts, :join_timeout, 2000),
       permits: Keyword.get(opts, :join_permits),
@@ -257,6 +260,9 @@ defmodule Grove.Actors.Herd do
     {:noreply, %{herd | window: window}}
   end
 
+  # A resident's step is answered to no one; a zone of an older release may answer it.
+  def handle_info({:grove_move, _id, :walk, _outcome}, herd), do: {:noreply, herd}
+
   def handle_info({:grove_move, id, sent_at, outcome}, herd),
     do: handle_info({:grove_moves, [{id, sent_at, outcome}]}, herd)
 
@@ -290,9 +296,15 @@ defmodule Grove.Actors.Herd do
   # of its cluster's quorum): off the wheel, and another joins in its
   # place, now or, while the node is paused, once it runs again.
   def handle_info({reason, id}, herd) when reason in [:grove_lost, :grove_paused] do
-    case Wheel.drop(herd.wheel, id) do
+    case Wheel.drop(herd.wheel, id) || drop_resident(herd, id) do
       nil ->
         {:noreply, herd}
+
+      %__MODULE__{} = herd ->
+        Stats.incr(herd.stats, :lost)
+        Stats.incr(herd.stats, :joined, -1)
+        herd = %{herd | to_join: herd.to_join + 1}
+        {:noreply, if(herd.join_timer, do: herd, else: join_some(herd))}
 
       wheel ->
         Stats.incr(herd.stats, :lost)
@@ -310,12 +322,15 @@ defmodule Grove.Actors.Herd do
   def handle_call({:retire, count}, _from, herd) do
     unjoined = min(count, herd.to_join)
     {ids, wheel} = Wheel.take(herd.wheel, count - unjoined)
+    {resident, residents} = Enum.split(herd.residents, count - unjoined - length(ids))
+    ids = resident ++ ids
     if herd.leaving == [] and ids != [], do: send(self(), :leave)
 
     herd = %{
       herd
       | to_join: herd.to_join - unjoined,
         wheel: wheel,
+        residents: residents,
         leaving: ids ++ herd.leaving,
         retiring: true
     }
@@ -687,7 +702,9 @@ defmodule Grove.Actors.Herd do
   end
 
   defp done_or_not(%__MODULE__{retiring: true, to_join: 0, leaving: []} = herd) do
-    if Wheel.empty?(herd.wheel), do: {:stop, :normal, herd}, else: {:noreply, herd}
+    if Wheel.empty?(herd.wheel) and herd.residents == [],
+      do: {:stop, :normal, herd},
+      else: {:noreply, herd}
   end
 
   defp done_or_not(herd), do: {:noreply, herd}
@@ -780,6 +797,10 @@ defmodule Grove.Actors.Herd do
   # together do not move together.
   defp start_walking(herd, []), do: herd
 
+  # Residents walk in their zones: the herd only keeps them, to retire them.
+  defp start_walking(%__MODULE__{config: %{resident: true}} = herd, joined),
+    do: %{herd | residents: joined ++ herd.residents}
+
   defp start_walking(herd, joined) do
     now_slot = current_slot(herd)
     interval_slots = interval_slots(herd)
@@ -819,12 +840,23 @@ defmodule Grove.Actors.Herd do
   defp start_cell(%__MODULE__{area: area} = herd), do: {{:within, area}, herd}
 
   defp join_at(herd, at) do
-    herd.api.join(herd.world,
-      at: at,
-      updates: :none,
-      kind: herd.config.kind,
-      timeout: herd.config.join_timeout
-    )
+    {walk, herd} = walk(herd)
+
+    opts = [at: at, updates: :none, kind: herd.config.kind, timeout: herd.config.join_timeout]
+    herd.api.join(herd.world, if(walk, do: [{:walk, walk} | opts], else: opts))
+  end
+
+  # A resident's walk: its kind, its first state and its pace.
+  defp walk(%__MODULE__{config: %{resident: false}} = herd), do: {nil, herd}
+
+  defp walk(%__MODULE__{config: config} = herd) do
+    {roll, rand} = :rand.uniform_s(@roll_mask + 1, herd.rand)
+    state = herd.module.init(config.kind_options, roll - 1)
+    {{herd.module, state, config.interval}, %{herd | rand: rand}}
+  end
+
+  defp drop_resident(herd, id) do
+    if id in herd.residents, do: %{herd | residents: List.delete(herd.residents, id)}
   end
 
   # A blob: first a cell drawn around the centre (normally, `spread` cells

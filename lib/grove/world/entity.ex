@@ -34,7 +34,8 @@ defmodule Grove.World.Entity do
     paced_until: nil,
     label: nil,
     look: 0,
-    attrs: nil
+    attrs: nil,
+    walk: nil
   ]
 
   @type id :: non_neg_integer()
@@ -53,8 +54,17 @@ defmodule Grove.World.Entity do
           paced_until: integer() | nil,
           label: label() | nil,
           look: 0..255,
-          attrs: term()
+          attrs: term(),
+          walk: walk() | nil
         }
+
+  @typedoc """
+  How a resident actor walks (`Grove.Actors`' `:resident`): its kind, the
+  kind's state, and the ms between its steps. Its zone steps it on its
+  own schedule; `nil` for everyone else, whose moves come from their
+  owner.
+  """
+  @type walk :: {module(), term(), pos_integer()}
 
   @typedoc "A player's name and avatar (an emoji), as others see them."
   @type label :: {String.t(), String.t()}
@@ -67,28 +77,31 @@ defmodule Grove.World.Entity do
   """
   @type row ::
           {id(), non_neg_integer(), non_neg_integer(), pid(), 0..255, updates(),
-           non_neg_integer(), Grove.World.Feed.format(), label() | nil, 0..255, term()}
+           non_neg_integer(), Grove.World.Feed.format(), label() | nil, 0..255, term(),
+           walk() | nil}
 
   @doc false
   @spec to_row(t()) :: row()
   def to_row(%__MODULE__{} = e),
     do:
       {e.id, e.x, e.y, e.owner, e.kind, e.updates, e.view_radius, e.view_format, e.label, e.look,
-       e.attrs}
+       e.attrs, e.walk}
 
   @doc false
   @spec row_cell(row()) :: Grove.World.Grid.cell()
-  def row_cell({_id, x, y, _owner, _kind, _updates, _radius, _format, _label, _look, _attrs}),
-    do: {x, y}
+  def row_cell(row), do: {elem(row, 1), elem(row, 2)}
 
   @doc false
   @spec row_label(row()) :: label() | nil
-  def row_label({_id, _x, _y, _owner, _kind, _updates, _radius, _format, label, _look, _attrs}),
-    do: label
+  def row_label(row), do: elem(row, 8)
 
   @doc false
   @spec from_row(row()) :: t()
+  # A row of an older release, saved before residents walked: no walk.
   def from_row({id, x, y, owner, kind, updates, view_radius, view_format, label, look, attrs}),
+    do: from_row({id, x, y, owner, kind, updates, view_radius, view_format, label, look, attrs, nil})
+
+  def from_row({id, x, y, owner, kind, updates, view_radius, view_format, label, look, attrs, walk}),
     do: %__MODULE__{
       id: id,
       x: x,
@@ -100,7 +113,8 @@ defmodule Grove.World.Entity do
       view_format: view_format,
       label: label,
       look: look,
-      attrs: attrs
+      attrs: attrs,
+      walk: walk
     }
 
   @doc false

@@ -86,7 +86,7 @@ defmodule Grove.World.Places do
     for by <- div(y0, side)..div(y1, side)//1,
         bx <- div(x0, side)..div(x1, side)//1,
         {_block, id, zone} <- :ets.lookup(table, by * cols + bx),
-        {^id, x, y, _owner, kind, _, _, _, _, _, _} <- Slots.lookup(world, zone, id),
+        {^id, x, y, _owner, kind, _, _, _, _, _, _, _} <- Slots.lookup(world, zone, id),
         x >= x0 and x <= x1 and y >= y0 and y <= y1,
         div(x, side) == bx and div(y, side) == by,
         do: {id, x, y, kind}

@@ -22,6 +22,10 @@ defmodule Grove.World.Stats do
             :deltas_relayed,
             :deltas_dropped,
             :zone_restarts,
+            # Resident actors' steps their zone skipped (due too long ago,
+            # or while it shed load) and those in which they stood still.
+            :resident_skipped,
+            :resident_stayed,
             # Zones on demand: started when first needed, and put to sleep;
             # sleeping zones' entities or game's layers written to the store
             # (and writes it refused), zones that read their entities back

@@ -78,13 +78,19 @@ defmodule Grove.World.Zone do
   }
 
   alias Grove.World.Game.Storage
-  alias Grove.World.Zone.{Bacteria, Chat, Handoff, Saves, State, Views}
+  alias Grove.World.Zone.{Bacteria, Chat, Handoff, Residents, Saves, State, Views}
   alias Grove.World.Zone.Game, as: GameRules
 
   require Logger
 
   # How often (in handled messages) the zone measures its own mailbox.
   @measure_every 16
+
+  # Resident actors: the width of a zone's schedule slots (ms), and how
+  # late a step may come before it is skipped rather than taken late.
+  @walk_resolution 250
+  @walk_late_ms 500
+  @roll_range Grove.Actor.roll_max() + 1
 
   defstruct [
     :world,
@@ -102,6 +108,10 @@ defmodule Grove.World.Zone do
     # The core as it was before the game's code was reloaded, while the
     # reload is undecided (`code_change/3`).
     :game_before,
+    # Resident actors (`Zone.Residents`), and the timer of their next steps.
+    :residents,
+    :walk_timer,
+    :walk_beat,
     overloaded: false,
     monitors: %{},
     idle_since: nil,
@@ -727,6 +737,12 @@ defmodule Grove.World.Zone do
 
   def handle_info({:timeout, _timer, :game_tick}, zone), do: {:noreply, zone}
 
+  # The residents due step (a timer cancelled as it went off is let be).
+  def handle_info({:timeout, timer, :walk}, %__MODULE__{walk_timer: timer} = zone),
+    do: {:noreply, zone |> walk() |> schedule_walk()}
+
+  def handle_info({:timeout, _timer, :walk}, zone), do: {:noreply, zone}
+
   # A tick asked for by hand (`Grove.World.Game.tick/1`).
   def handle_info(:game_tick, zone) do
     core = GameRules.tick(zone.core, GameRules.roll())
@@ -1237,7 +1253,7 @@ defmodule Grove.World.Zone do
     Stats.incr(zone.world.stats, :departures)
     Stats.incr(zone.world.stats, population_key(entity), -1)
     :counters.add(zone.world.kind_counts, entity.kind + 1, -1)
-    zone = zone |> forget_monitor(entity.monitor) |> count_entities()
+    zone = zone |> forget_monitor(entity.monitor) |> count_entities() |> move_out(entity)
     if entity.updates == :view, do: view(zone, Views.drop(zone.views, entity)), else: zone
   end
 
@@ -1268,7 +1284,7 @@ defmodule Grove.World.Zone do
   defp let_go(zone, %Entity{} = entity) do
     :ets.delete(zone.table, entity.id)
     add_density(zone, entity, -1)
-    zone |> forget_monitor(entity.monitor) |> count_entities()
+    zone |> forget_monitor(entity.monitor) |> count_entities() |> move_out(entity)
   end
 
   # Each node counts the players and actors in its own zones: one that
@@ -1300,6 +1316,7 @@ defmodule Grove.World.Zone do
       | core: State.put_entity(zone.core, entity),
         monitors: Map.put(zone.monitors, ref, {:entity, entity.id})
     })
+    |> reside(entity)
   end
 
   # The zone's population, for heat maps, as it changes.
@@ -1342,6 +1359,9 @@ defmodule Grove.World.Zone do
 
   defp population_key(%Entity{kind: 1}), do: :players
   defp population_key(%Entity{}), do: :actors
+
+  # A resident's step is nobody's request: it is counted, and answered to no one.
+  defp reply(zone, _owner, _id, :walk, outcome), do: count_outcome(zone, outcome)
 
   defp reply(zone, owner, id, tag, outcome) do
     count_outcome(zone, outcome)
@@ -1782,6 +1802,134 @@ defmodule Grove.World.Zone do
     %{zone | tick_timer: Process.send_after(self(), :tick, next, abs: true)}
   end
 
+  ## Resident actors
+
+  # A resident that joins, arrives or is recovered here comes onto the
+  # zone's schedule; one that goes (to another zone, or out of the world)
+  # comes off it.
+  defp reside(zone, %Entity{walk: nil}), do: zone
+
+  defp reside(zone, %Entity{id: id, walk: {_module, _state, interval}}) do
+    residents =
+      zone.residents ||
+        Residents.new(
+          @walk_resolution,
+          div(zone.index * @walk_resolution, Grid.zone_count(zone.world.grid))
+        )
+
+    start_walking(%{zone | residents: Residents.add(residents, id, interval)})
+  end
+
+  defp move_out(zone, %Entity{walk: nil}), do: zone
+  defp move_out(%__MODULE__{residents: nil} = zone, _entity), do: zone
+
+  defp move_out(zone, %Entity{id: id, walk: {_module, _state, interval}}),
+    do: %{zone | residents: Residents.drop(zone.residents, id, interval)}
+
+  # The beats start with the first resident, from the next one on.
+  defp start_walking(%__MODULE__{walk_timer: nil} = zone) do
+    beat = Residents.slot_at(zone.residents, :erlang.monotonic_time(:millisecond))
+    schedule_walk(%{zone | walk_beat: beat})
+  end
+
+  defp start_walking(zone), do: zone
+
+  # The next beat, while anyone is on the schedule.
+  defp schedule_walk(zone) do
+    if Residents.empty?(zone.residents) do
+      %{zone | walk_timer: nil}
+    else
+      at = Residents.due_ms(zone.residents, zone.walk_beat + 1)
+      %{zone | walk_timer: :erlang.start_timer(at, self(), :walk, abs: true)}
+    end
+  end
+
+  # The residents of each beat since the last, each stepped through the
+  # move rules as a client's move would be (`Zone.Handoff.move/8`),
+  # counted like one and answered to no one: a step across the border is
+  # a handoff like any other, and the zone on the other side puts the
+  # resident on its own schedule. A beat more than `@walk_late_ms` late,
+  # or one while the zone sheds load, is skipped and counted.
+  defp walk(%__MODULE__{residents: residents} = zone) do
+    now = :erlang.monotonic_time(:millisecond)
+    now_beat = Residents.slot_at(residents, now)
+
+    {ok, stayed, skipped, zone} =
+      Enum.reduce((zone.walk_beat + 1)..now_beat//1, {0, 0, 0, zone}, fn beat,
+                                                                        {ok, stayed, skipped,
+                                                                         zone} ->
+        due = Residents.due(zone.residents, beat)
+
+        if zone.overloaded or now - Residents.due_ms(residents, beat) > @walk_late_ms do
+          {ok, stayed, skipped + length(due), zone}
+        else
+          step(due, zone, zone.core, beat, now, ok, stayed, skipped)
+        end
+      end)
+
+    if ok > 0 do
+      Slots.add_move(zone.world, zone.index, ok)
+      Stats.incr(zone.world.stats, :moves_ok, ok)
+    end
+
+    if skipped > 0, do: Stats.incr(zone.world.stats, :resident_skipped, skipped)
+    if stayed > 0, do: Stats.incr(zone.world.stats, :resident_stayed, stayed)
+    sync_game(%{zone | walk_beat: max(now_beat, zone.walk_beat)})
+  end
+
+  defp step([], zone, core, _beat, _now, ok, stayed, skipped),
+    do: {ok, stayed, skipped, %{zone | core: core}}
+
+  defp step([id | rest], zone, core, beat, now, ok, stayed, skipped) do
+    case core.entities do
+      %{^id => %Entity{walk: {module, state, _interval} = walk, owner: owner} = entity} ->
+        roll = :erlang.phash2({id, beat}, @roll_range)
+        {direction, next} = module.step(state, nil, roll)
+
+        core =
+          if next === state,
+            do: core,
+            else: State.put_entity(core, %{entity | walk: put_elem(walk, 1, next)})
+
+        if is_atom(direction) and direction != :stay do
+          case Handoff.move(core, id, direction, owner, :walk, 0, now, zone.locate) do
+            {:moved, %Entity{updates: updates} = entity, from, core} when updates != :view ->
+              moved(zone, entity, from)
+              step(rest, zone, core, beat, now, ok + 1, stayed, skipped)
+
+            {:rejected, reason, core} ->
+              count_outcome(zone, {:rejected, reason})
+              step(rest, zone, core, beat, now, ok, stayed, skipped)
+
+            # Its handoff still waits for an answer: it steps from its next zone.
+            _other when is_map_key(core.leaving, id) ->
+              step(rest, zone, core, beat, now, ok, stayed + 1, skipped)
+
+            _other ->
+              # Undone: `apply_one/7` applies it again on the zone as it stood.
+              case apply_one(%{zone | core: core}, id, direction, owner, :walk, 0, now) do
+                {:pending, zone} ->
+                  step(rest, zone, zone.core, beat, now, ok, stayed, skipped)
+
+                {{:ok, _cell}, zone} ->
+                  step(rest, zone, zone.core, beat, now, ok + 1, stayed, skipped)
+
+                {outcome, zone} ->
+                  count_outcome(zone, outcome)
+                  step(rest, zone, zone.core, beat, now, ok, stayed, skipped)
+              end
+          end
+        else
+          # Standing still, or anything but a step: a resident kind does not act.
+          step(rest, zone, core, beat, now, ok, stayed + 1, skipped)
+        end
+
+      # Handed over and not let go yet, or gone: not stepped here.
+      _other ->
+        step(rest, zone, core, beat, now, ok, stayed, skipped)
+    end
+  end
+
   ## Load
 
   # Reading one's own queue length takes the lock senders take, so a busy
@@ -1853,6 +2001,7 @@ defmodule Grove.World.Zone do
           monitors: Map.put(zone.monitors, ref, {:entity, entity.id})
       }
 
+      zone = reside(zone, entity)
       # Subscriptions are idempotent, so a viewer's are simply asserted again.
       if entity.updates == :view, do: follow(zone, entity, nil), else: zone
     end)
