@@ -548,7 +548,8 @@ defmodule Grove.Actors do
     end
 
     unless is_boolean(opts[:resident]),
-      do: raise(ArgumentError, ":resident must be true or false, got: #{inspect(opts[:resident])}")
+      do:
+        raise(ArgumentError, ":resident must be true or false, got: #{inspect(opts[:resident])}")
 
     for key <- [:max_in_flight, :late_ms, :join_concurrency],
         not (opts[key] == nil or (is_integer(opts[key]) and opts[key] > 0)) do

@@ -481,7 +481,8 @@ defmodule Grove.World do
         walk
 
       _senses ->
-        raise ArgumentError, ":walk: #{inspect(module)} senses; only a kind that does not may reside"
+        raise ArgumentError,
+              ":walk: #{inspect(module)} senses; only a kind that does not may reside"
     end
   end
 
@@ -1012,6 +1013,18 @@ defmodule Grove.World do
   def tick(world) do
     world = fetch!(world)
     for index <- awake_zones(world), do: GenServer.cast(zone_address(world, index), :tick)
+    :ok
+  end
+
+  @doc """
+  Makes every resident actor of every zone that runs take one step now
+  (`join/2`'s `:walk`); for worlds started with `tick: :manual`, whose
+  zones step their residents only when told.
+  """
+  @spec walk(name() | t()) :: :ok
+  def walk(world) do
+    world = fetch!(world)
+    for index <- awake_zones(world), do: GenServer.cast(zone_address(world, index), :walk)
     :ok
   end
 

@@ -99,26 +99,32 @@ defmodule Grove.World.Entity do
   @spec from_row(row()) :: t()
   # A row of an older release, saved before residents walked: no walk.
   def from_row({id, x, y, owner, kind, updates, view_radius, view_format, label, look, attrs}),
-    do: from_row({id, x, y, owner, kind, updates, view_radius, view_format, label, look, attrs, nil})
+    do:
+      from_row(
+        {id, x, y, owner, kind, updates, view_radius, view_format, label, look, attrs, nil}
+      )
 
-  def from_row({id, x, y, owner, kind, updates, view_radius, view_format, label, look, attrs, walk}),
-    do: %__MODULE__{
-      id: id,
-      x: x,
-      y: y,
-      owner: owner,
-      kind: kind,
-      updates: updates,
-      view_radius: view_radius,
-      view_format: view_format,
-      label: label,
-      look: look,
-      attrs: attrs,
-      walk: walk
-    }
+  def from_row(
+        {id, x, y, owner, kind, updates, view_radius, view_format, label, look, attrs, walk}
+      ),
+      do: %__MODULE__{
+        id: id,
+        x: x,
+        y: y,
+        owner: owner,
+        kind: kind,
+        updates: updates,
+        view_radius: view_radius,
+        view_format: view_format,
+        label: label,
+        look: look,
+        attrs: attrs,
+        walk: walk
+      }
 
   @doc false
   # The row's places of the look and the attributes, for `:ets.update_element/3`.
   def look_position, do: 10
   def attrs_position, do: 11
+  def walk_position, do: 12
 end

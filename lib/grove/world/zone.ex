@@ -88,7 +88,8 @@ defmodule Grove.World.Zone do
 
   # Resident actors: the width of a zone's schedule slots (ms), and how
   # late a step may come before it is skipped rather than taken late.
-  @walk_resolution 250
+  @walk_resolution 500
+  @walk_groups 4
   @walk_late_ms 500
   @roll_range Grove.Actor.roll_max() + 1
 
@@ -469,6 +470,19 @@ defmodule Grove.World.Zone do
   end
 
   def handle_cast(:tick, zone), do: {:noreply, tick(zone)}
+
+  # Every resident steps once, by hand (`Grove.World.walk/1`).
+  def handle_cast(:walk, %__MODULE__{residents: nil} = zone), do: {:noreply, zone}
+
+  def handle_cast(:walk, zone) do
+    beat = zone.walk_beat + 1
+    now = :erlang.monotonic_time(:millisecond)
+
+    {ok, stayed, _skipped, zone} =
+      step(Residents.all(zone.residents), zone, zone.core, beat, now, 0, 0, 0)
+
+    {:noreply, count_walk(%{zone | walk_beat: beat}, ok, stayed, 0)}
+  end
 
   # Manual stepping (`Grove.World.Bacteria.step_life/1`): the target moved on.
   def handle_cast(:generation, %__MODULE__{life_timer: nil} = zone),
@@ -1813,12 +1827,15 @@ defmodule Grove.World.Zone do
     residents =
       zone.residents ||
         Residents.new(
-          @walk_resolution,
-          div(zone.index * @walk_resolution, Grid.zone_count(zone.world.grid))
+          walk_res(),
+          rem(zone.index, walk_groups()) * div(walk_res(), walk_groups())
         )
 
     start_walking(%{zone | residents: Residents.add(residents, id, interval)})
   end
+
+  defp walk_res, do: String.to_integer(System.get_env("WALK_RES", "#{@walk_resolution}"))
+  defp walk_groups, do: String.to_integer(System.get_env("WALK_GROUPS", "#{@walk_groups}"))
 
   defp move_out(zone, %Entity{walk: nil}), do: zone
   defp move_out(%__MODULE__{residents: nil} = zone, _entity), do: zone
@@ -1826,7 +1843,13 @@ defmodule Grove.World.Zone do
   defp move_out(zone, %Entity{id: id, walk: {_module, _state, interval}}),
     do: %{zone | residents: Residents.drop(zone.residents, id, interval)}
 
-  # The beats start with the first resident, from the next one on.
+  # The beats start with the first resident, from the next one on; a world
+  # that ticks by hand steps its residents by hand too (`Grove.World.walk/1`).
+  defp start_walking(%__MODULE__{world: %World{tick: :manual}, walk_beat: nil} = zone),
+    do: %{zone | walk_beat: 0}
+
+  defp start_walking(%__MODULE__{world: %World{tick: :manual}} = zone), do: zone
+
   defp start_walking(%__MODULE__{walk_timer: nil} = zone) do
     beat = Residents.slot_at(zone.residents, :erlang.monotonic_time(:millisecond))
     schedule_walk(%{zone | walk_beat: beat})
@@ -1856,8 +1879,8 @@ defmodule Grove.World.Zone do
 
     {ok, stayed, skipped, zone} =
       Enum.reduce((zone.walk_beat + 1)..now_beat//1, {0, 0, 0, zone}, fn beat,
-                                                                        {ok, stayed, skipped,
-                                                                         zone} ->
+                                                                         {ok, stayed, skipped,
+                                                                          zone} ->
         due = Residents.due(zone.residents, beat)
 
         if zone.overloaded or now - Residents.due_ms(residents, beat) > @walk_late_ms do
@@ -1867,6 +1890,10 @@ defmodule Grove.World.Zone do
         end
       end)
 
+    count_walk(%{zone | walk_beat: max(now_beat, zone.walk_beat)}, ok, stayed, skipped)
+  end
+
+  defp count_walk(zone, ok, stayed, skipped) do
     if ok > 0 do
       Slots.add_move(zone.world, zone.index, ok)
       Stats.incr(zone.world.stats, :moves_ok, ok)
@@ -1874,7 +1901,7 @@ defmodule Grove.World.Zone do
 
     if skipped > 0, do: Stats.incr(zone.world.stats, :resident_skipped, skipped)
     if stayed > 0, do: Stats.incr(zone.world.stats, :resident_stayed, stayed)
-    sync_game(%{zone | walk_beat: max(now_beat, zone.walk_beat)})
+    zone |> sync_game() |> ensure_tick()
   end
 
   defp step([], zone, core, _beat, _now, ok, stayed, skipped),
@@ -1887,9 +1914,7 @@ defmodule Grove.World.Zone do
         {direction, next} = module.step(state, nil, roll)
 
         core =
-          if next === state,
-            do: core,
-            else: State.put_entity(core, %{entity | walk: put_elem(walk, 1, next)})
+          if next === state, do: core, else: walked(zone, core, entity, put_elem(walk, 1, next))
 
         if is_atom(direction) and direction != :stay do
           case Handoff.move(core, id, direction, owner, :walk, 0, now, zone.locate) do
@@ -1928,6 +1953,12 @@ defmodule Grove.World.Zone do
       _other ->
         step(rest, zone, core, beat, now, ok, stayed, skipped)
     end
+  end
+
+  # A kind's new state, kept in the core and the row (a restarted zone walks on from it).
+  defp walked(zone, core, entity, walk) do
+    :ets.update_element(zone.table, entity.id, {Entity.walk_position(), walk})
+    State.put_entity(core, %{entity | walk: walk})
   end
 
   ## Load

@@ -115,6 +115,12 @@ defmodule Grove.World.Zone.Residents do
     end)
   end
 
+  @doc "Every resident on the schedule, in no order."
+  @spec all(t()) :: [non_neg_integer()]
+  def all(%__MODULE__{rings: rings}) do
+    for {_interval, ring} <- rings, ids <- Tuple.to_list(ring), id <- ids, do: id
+  end
+
   # Slots of a ring: the interval in whole beats, at least one.
   defp slots(%__MODULE__{resolution: resolution}, interval),
     do: max(div(interval + div(resolution, 2), resolution), 1)

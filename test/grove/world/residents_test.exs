@@ -1,0 +1,197 @@
+defmodule Grove.World.ResidentsTest do
+  @moduledoc """
+  Resident actors (`Grove.World.join/2`'s `:walk`): their zone steps them,
+  through the same rules as anyone's moves, with no message to or from
+  their owner; they cross borders by the zones' handoff with their kind's
+  state, come back after a zone's restart, and go with their owner.
+  """
+  use Grove.WorldCase, async: true
+
+  import Grove.PropCase
+
+  alias Grove.World
+  alias Grove.World.Grid
+
+  defmodule East do
+    @moduledoc false
+    # Steps east, then west, then east...: its state says which.
+    @behaviour Grove.Actor
+    @impl true
+    def init(_opts, _roll), do: :e
+    @impl true
+    def step(:e, nil, _roll), do: {:e, :w}
+    def step(:w, nil, _roll), do: {:w, :e}
+  end
+
+  defmodule Looker do
+    @moduledoc false
+    @behaviour Grove.Actor
+    @impl true
+    def init(_opts, _roll), do: nil
+    @impl true
+    def senses, do: [radius: 1]
+    @impl true
+    def step(state, _senses, _roll), do: {:stay, state}
+  end
+
+  # Every step taken or refused, counted where it was decided.
+  defp steps(world) do
+    stats = World.stats(world)
+    stats.moves_ok + Enum.sum(for reason <- World.rejections(), do: stats[reason])
+  end
+
+  # Handoffs answer in a few messages between zones: a round of calls to
+  # every zone passes one of them on; the world is sound once none waits.
+  defp settle(world, rounds \\ 10) do
+    case World.audit(world) do
+      :ok -> :ok
+      problems when rounds == 1 -> problems
+      _waiting -> settle(world, rounds - 1)
+    end
+  end
+
+  defp walk(world) do
+    :ok = World.walk(world)
+    :ok = settle(world)
+  end
+
+  test "a resident steps when its zone walks, and its owner hears nothing of it", %{world: world} do
+    {:ok, id, {12, 12}} = World.join(world, at: {12, 12}, updates: :none, walk: {East, :e, 1000})
+
+    walk(world)
+    assert World.position(world, id) == {13, 12}
+    walk(world)
+    assert World.position(world, id) == {12, 12}
+    assert World.stats(world).moves_ok == 2
+    refute_received {:grove_move, ^id, _tag, _outcome}
+    refute_received {:grove_moves, _outcomes}
+  end
+
+  test "a resident crosses into the next zone with its kind's state, and walks on from there",
+       %{world: world} do
+    {:ok, id, {9, 3}} = World.join(world, at: {9, 3}, updates: :none, walk: {East, :e, 1000})
+    walk(world)
+    assert World.position(world, id) == {10, 3}
+    assert World.stats(world).handoffs == 1
+    # Its state came along: it steps back west, from its new zone.
+    walk(world)
+    assert World.position(world, id) == {9, 3}
+    assert World.stats(world).handoffs == 2
+    assert World.entity_count(world) == 1
+    refute_received {:grove_move, ^id, _tag, _outcome}
+  end
+
+  test "a resident's refused step is counted like anyone's", %{world: world} do
+    {:ok, _wall, {13, 12}} = World.join(world, at: {13, 12}, updates: :none)
+    {:ok, id, {12, 12}} = World.join(world, at: {12, 12}, updates: :none, walk: {East, :e, 1000})
+    walk(world)
+    assert World.position(world, id) == {12, 12}
+    assert World.stats(world).occupied == 1
+  end
+
+  test "a resident that leaves, or whose owner dies, steps no more", %{world: world} do
+    {:ok, gone, _} = World.join(world, at: {2, 2}, updates: :none, walk: {East, :e, 1000})
+    :ok = World.leave(world, gone)
+
+    owner = spawn(fn -> receive do: (:never -> :ok) end)
+
+    {:ok, orphan, _} =
+      World.join(world, at: {22, 2}, updates: :none, owner: owner, walk: {East, :e, 1000})
+
+    ref = Process.monitor(owner)
+    Process.exit(owner, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^owner, :killed}
+    :ok = settle(world)
+    assert World.position(world, orphan) == nil
+
+    walk(world)
+    assert steps(world) == 0
+    assert World.entity_count(world) == 0
+  end
+
+  test "a killed zone restarts with its residents, which walk on", %{world: world} do
+    {:ok, id, {3, 3}} = World.join(world, at: {3, 3}, updates: :none, walk: {East, :e, 1000})
+    zone = World.zone_pid(world, 0)
+    ref = Process.monitor(zone)
+    Process.exit(zone, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^zone, :killed}
+
+    eventually(fn ->
+      assert is_pid(World.zone_pid(world, 0)) and World.zone_pid(world, 0) != zone
+    end)
+
+    walk(world)
+    assert World.position(world, id) == {4, 3}
+  end
+
+  test "only a kind that senses nothing may reside", %{world: world} do
+    assert_raise ArgumentError, ~r/senses/, fn ->
+      World.join(world, updates: :none, walk: {Looker, nil, 1000})
+    end
+
+    assert_raise ArgumentError, ~r/:walk must be/, fn ->
+      World.join(world, updates: :none, walk: {East, :e, 0})
+    end
+  end
+
+  # Residents and clients' moves in any order, over zones of 5 x 5 cells
+  # with trees: each step of a resident is counted exactly once, wherever
+  # it was decided, and nothing is lost or doubled.
+  test "residents walk beside clients' moves: one outcome a step, nothing lost or doubled" do
+    property =
+      forall(
+        {:proper_types.integer(1, 1000), :proper_types.integer(1, 12),
+         :proper_types.resize(
+           30,
+           :proper_types.list(
+             :proper_types.oneof([
+               :walk,
+               {:move, :proper_types.integer(0, 3), :proper_types.elements(Grid.directions())}
+             ])
+           )
+         )},
+        fn {seed, residents, operations} ->
+          name = :"prop_residents_#{System.unique_integer([:positive])}"
+
+          {:ok, sup} =
+            World.start_link(
+              name: name,
+              width: 20,
+              height: 20,
+              zone_size: 5,
+              seed: seed,
+              tick: :manual,
+              terrain: [tree_density: 0.2],
+              rules: [move_rate: nil]
+            )
+
+          try do
+            walk = {Grove.Actors.Walker, nil, 1000}
+            for _ <- 1..residents, do: {:ok, _, _} = World.join(name, updates: :none, walk: walk)
+            clients = for _ <- 1..4, do: elem(World.join(name, updates: :none), 1)
+            clients = List.to_tuple(clients)
+
+            {walks, moves} =
+              Enum.reduce(operations, {0, 0}, fn
+                :walk, {walks, moves} ->
+                  :ok = World.walk(name)
+                  :ok = settle(name)
+                  {walks + 1, moves}
+
+                {:move, n, direction}, {walks, moves} ->
+                  :ok = World.move(name, elem(clients, n), direction, moves)
+                  assert_receive {:grove_move, _id, ^moves, _outcome}, 2000
+                  {walks, moves + 1}
+              end)
+
+            :ok = settle(name)
+            steps(name) == walks * residents + moves and World.entity_count(name) == residents + 4
+          after
+            Supervisor.stop(sup)
+          end
+        end
+      )
+
+    check(property, numtests: 30)
+  end
+end
