@@ -266,7 +266,7 @@ defmodule Grove.Actors do
         spawn: opts[:spawn],
         resolution: opts[:resolution],
         batch: opts[:batch],
-        resident: opts[:resident] and kind.senses == nil,
+        resident: opts[:resident],
         max_in_flight: opts[:max_in_flight],
         target_ms: opts[:target_ms],
         late_ms: opts[:late_ms],

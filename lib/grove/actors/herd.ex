@@ -206,7 +206,8 @@ defmodule Grove.Actors.Herd do
       kind_options: Keyword.get(opts, :kind_options, []),
       resolution: resolution,
       batch: Keyword.get(opts, :batch, true),
-      resident: Keyword.get(opts, :resident, false),
+      # Only a kind that senses nothing resides (its zone could not sense for it).
+      resident: Keyword.get(opts, :resident, false) and senses == nil,
       late_ms: Keyword.get(opts, :late_ms) || div(interval, 2),
       join_timeout: Keyword.get(opts, :join_timeout, 2000),
       permits: Keyword.get(opts, :join_permits),

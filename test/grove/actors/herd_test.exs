@@ -254,6 +254,69 @@ defmodule Grove.Actors.HerdTest do
     end
   end
 
+  describe "residents" do
+    test "a resident herd's actors join with their walk, and their zones walk them", %{
+      world: world
+    } do
+      stats = Stats.new()
+
+      herd =
+        start_supervised!(
+          Supervisor.child_spec(
+            {Herd,
+             world: world, stats: stats, count: 12, interval: 100, resolution: 10, resident: true},
+            id: make_ref(),
+            restart: :transient
+          )
+        )
+
+      eventually(fn -> assert counts(stats).joined == 12 end)
+      assert wheel_ids(herd) == []
+      assert length(:sys.get_state(herd).residents) == 12
+
+      # The world ticks by hand here: one walk, one step each, none sent by the herd.
+      before = World.stats(world)
+      :ok = World.walk(world)
+      eventually(fn -> assert World.audit(world) == :ok end)
+      after_walk = World.stats(world)
+
+      steps =
+        for key <- [:moves_ok | World.rejections()], reduce: 0 do
+          sum -> sum + after_walk[key] - before[key]
+        end
+
+      assert steps == 12
+      assert counts(stats).sent == 0
+
+      # Retired like any: they leave the world, and the herd stops.
+      ref = Process.monitor(herd)
+      assert Herd.retire(herd, 12) == 12
+      assert_receive {:DOWN, ^ref, :process, ^herd, :normal}, 10_000
+      assert World.entity_count(world) == 0
+      assert counts(stats).left == 12
+    end
+
+    test "a kind that senses is walked by its herd, resident or not", %{world: world} do
+      stats = Stats.new()
+
+      herd =
+        start_supervised!(
+          {Herd,
+           world: world,
+           stats: stats,
+           count: 5,
+           interval: 100,
+           resolution: 10,
+           module: Grove.Actors.Wanderer,
+           resident: true},
+          id: make_ref()
+        )
+
+      eventually(fn -> assert counts(stats).sent >= 5 end)
+      assert :sys.get_state(herd).residents == []
+    end
+  end
+
   describe "joining" do
     test "a join refused busy is tried again later, and nobody is counted as failed", %{
       world: world

@@ -98,6 +98,7 @@ defmodule Grove.Bench.Actors do
     hog_for: nil,
     life: false,
     act: false,
+    resident: false,
     peers: [],
     out: &IO.puts/1
   ]
@@ -275,7 +276,20 @@ defmodule Grove.Bench.Actors do
     actors = [name: :"#{name}.Actors", world: world] ++ kinds ++ actor_options(opts)
     {:ok, _} = Supervisor.start_child(sup, {Actors, actors})
 
+    # Resident walkers (`Grove.Actors`' `:resident`) are stepped by their
+    # zones and answered to no one: their steps are read from the world's
+    # counters (the probe's few among them), their skipped steps are those
+    # their zones skipped, and the round trip is the probe's, a player's
+    # move beside them.
+    probe_latency = if opts[:resident], do: Histogram.new()
+
+    read =
+      if opts[:resident],
+        do: fn -> resident_reading(world, actors[:name], probe_latency) end
+
     new_bench(if(opts[:act], do: :act, else: :grove), World, world, actors[:name], sup,
+      read: read,
+      probe_latency: probe_latency,
       queues: fn ->
         for i <- 0..(tuple_size(World.fetch!(world).zones) - 1), do: World.zone_pid(world, i)
       end,
@@ -309,7 +323,12 @@ defmodule Grove.Bench.Actors do
 
   defp actor_options(opts) do
     # The herds' own defaults unless the run names them.
-    [interval: opts[:interval], per_herd: opts[:per_herd], batch: opts[:batch]] ++
+    [
+      interval: opts[:interval],
+      per_herd: opts[:per_herd],
+      batch: opts[:batch],
+      resident: opts[:resident]
+    ] ++
       for key <- [:max_in_flight, :target_ms, :late_ms, :resolution],
           opts[key] != nil,
           do: {key, opts[key]}
@@ -467,10 +486,33 @@ defmodule Grove.Bench.Actors do
       audit: funs[:audit],
       peers: funs[:peers] || [],
       read: funs[:read] || fn -> Stats.read(stats.()) end,
+      probe_latency: funs[:probe_latency],
       add: funs[:add] || (&Actors.add(actors, &1)),
       pause: funs[:pause] || fn -> Actors.pause(actors) end,
       memory_before: 0
     }
+  end
+
+  # The counts of resident walkers, as the herds' would read: their
+  # steps and refusals from the world's counters, those their zones
+  # skipped as late, none in flight; the latency is the probe's.
+  defp resident_reading(world, actors, probe_latency) do
+    reading = Stats.read(Actors.stats(actors))
+    world_stats = World.stats(world)
+    outcomes = Map.new(Stats.outcomes(), &{&1, world_stats[if(&1 == :ok, do: :moves_ok, else: &1)]})
+    answered = outcomes |> Map.values() |> Enum.sum()
+
+    counts =
+      reading.counts
+      |> Map.merge(outcomes)
+      |> Map.merge(%{
+        sent: answered,
+        in_flight: 0,
+        stayed: world_stats.resident_stayed,
+        skipped_late: world_stats.resident_skipped
+      })
+
+    %{counts: counts, latency: Histogram.snapshot(probe_latency)}
   end
 
   ## Start-up
@@ -526,7 +568,7 @@ defmodule Grove.Bench.Actors do
   # reads too, so the world's answer to a player can be judged from outside
   # the actors, while they join and all through the run.
   defp start_probe(bench) do
-    histogram = Histogram.new()
+    histogram = bench[:probe_latency] || Histogram.new()
     timeouts = :counters.new(1, [])
 
     pid =

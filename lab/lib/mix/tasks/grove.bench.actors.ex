@@ -27,6 +27,9 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
       as an action gets, every actor acting instead of moving (each step
       a `poke` of its own cell, `Grove.Bench.Actors.Poke`), in the same
       run, and print the ratio: what an action costs beside a move
+    * `--resident` - walkers that live in their zones (`Grove.Actors`'
+      `:resident`): stepped by their zones, no message per move; the
+      round trip reported is then the probe's, a player's move beside them
     * `--json PATH` - write the report as JSON
     * `--width`, `--height`, `--zone-size`, `--seed` - the world (defaults
       1000, 1000, 50, 1)
@@ -61,6 +64,7 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     ramp: :boolean,
     baseline: :boolean,
     act: :boolean,
+    resident: :boolean,
     json: :string,
     width: :integer,
     height: :integer,
