@@ -1029,6 +1029,21 @@ defmodule Grove.World do
   end
 
   @doc """
+  Makes every resident actor of every zone that runs stand still from
+  now on (a bench stops them so, before it audits the world); returns
+  once every zone has.
+  """
+  @spec halt_walks(name() | t()) :: :ok
+  def halt_walks(world) do
+    world = fetch!(world)
+
+    for index <- awake_zones(world),
+        do: :ok = GenServer.call(zone_address(world, index), :halt_walks, :infinity)
+
+    :ok
+  end
+
+  @doc """
   The zones that run now, by index: every zone, but in a world of zones
   on demand (`:zones`), where only those awake run.
   """

@@ -113,6 +113,7 @@ defmodule Grove.World.Zone do
     :residents,
     :walk_timer,
     :walk_beat,
+    walk_halted: false,
     overloaded: false,
     monitors: %{},
     idle_since: nil,
@@ -570,6 +571,12 @@ defmodule Grove.World.Zone do
 
   # Answered only once `handle_continue/2` has run.
   def handle_call(:recovered, _from, zone), do: {:reply, :ok, zone}
+
+  # Its residents stand still from now on (`Grove.World.halt_walks/1`).
+  def handle_call(:halt_walks, _from, zone) do
+    if zone.walk_timer, do: :erlang.cancel_timer(zone.walk_timer)
+    {:reply, :ok, %{zone | walk_halted: true, walk_timer: nil}}
+  end
 
   def handle_call({:join, entity, candidates, deadline}, from, zone),
     do: handle_call({:join, entity, candidates, deadline, %{}}, from, zone)
@@ -1850,6 +1857,8 @@ defmodule Grove.World.Zone do
 
   defp start_walking(%__MODULE__{world: %World{tick: :manual}} = zone), do: zone
 
+  defp start_walking(%__MODULE__{walk_halted: true} = zone), do: zone
+
   defp start_walking(%__MODULE__{walk_timer: nil} = zone) do
     beat = Residents.slot_at(zone.residents, :erlang.monotonic_time(:millisecond))
     schedule_walk(%{zone | walk_beat: beat})
@@ -1859,7 +1868,7 @@ defmodule Grove.World.Zone do
 
   # The next beat, while anyone is on the schedule.
   defp schedule_walk(zone) do
-    if Residents.empty?(zone.residents) do
+    if zone.walk_halted or Residents.empty?(zone.residents) do
       %{zone | walk_timer: nil}
     else
       at = Residents.due_ms(zone.residents, zone.walk_beat + 1)

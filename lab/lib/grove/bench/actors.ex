@@ -287,8 +287,17 @@ defmodule Grove.Bench.Actors do
       if opts[:resident],
         do: fn -> resident_reading(world, actors[:name], probe_latency) end
 
+    # Residents are stopped by their zones, before the audit.
+    pause =
+      if opts[:resident],
+        do: fn ->
+          Actors.pause(actors[:name])
+          World.halt_walks(world)
+        end
+
     new_bench(if(opts[:act], do: :act, else: :grove), World, world, actors[:name], sup,
       read: read,
+      pause: pause,
       probe_latency: probe_latency,
       queues: fn ->
         for i <- 0..(tuple_size(World.fetch!(world).zones) - 1), do: World.zone_pid(world, i)
