@@ -27,6 +27,9 @@ import Config
 #   GROVE_LIFE=off (no bacteria; off by default with GROVE_ZONES=on_demand)
 #   GROVE_LIFE_RULE=B36/S23 GROVE_LIFE_MS=500 (the bacteria's rule and the
 #     milliseconds between their generations; see Grove.World.Life)
+#   GROVE_RESIDENT=on GROVE_RESIDENT_BEAT_MS=500 GROVE_RESIDENT_PHASES=4
+#     (walkers that live in their zones, stepped by them on beats this many
+#     ms apart, spread over this many phases; see Grove.Actors, :resident)
 #   GROVE_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE (instead of SQLite)
 #   GROVE_NODE=grove1@10.0.0.5 GROVE_COOKIE_FILE=/etc/grove/cookie
 #     GROVE_PEERS=grove2@10.0.0.6,grove3@10.0.0.7 (or GROVE_PEERS_DNS=grove.internal):
@@ -48,6 +51,13 @@ integer = fn name ->
 end
 
 set = fn pairs -> for {key, value} <- pairs, value != nil, do: {key, value} end
+
+positive = fn name ->
+  case integer.(name) do
+    n when n == nil or n > 0 -> n
+    n -> raise ArgumentError, "#{name} must be a positive integer, got: #{n}"
+  end
+end
 
 # Where the embedded database and the token key live.
 data = System.get_env("GROVE_DATA", "data")
@@ -308,6 +318,8 @@ config :grove,
       zones: zones,
       zone_idle: integer.("GROVE_ZONE_IDLE_MS"),
       view_tile: integer.("GROVE_VIEW_TILE"),
+      resident_beat: positive.("GROVE_RESIDENT_BEAT_MS"),
+      resident_phases: positive.("GROVE_RESIDENT_PHASES"),
       life:
         case System.get_env("GROVE_LIFE") do
           off when off in ["off", "false", "0"] ->

@@ -93,6 +93,12 @@ defmodule Grove.Actors do
       average, exactly so when the interval is a multiple of the slot
     * `:batch` - send a slot's moves with `move_many/2`, one message per zone,
       rather than one `move/4` each (default `true`)
+    * `:resident` - walkers that live in their zones: each joins with its
+      walk (`Grove.World.join/2`'s `:walk`) and its zone steps it on the
+      world's beats (`:resident_beat`, `:resident_phases`) through the same
+      move rules and handoff as a client's move, with no message per move;
+      the herd only joins, keeps and retires them. A kind that senses is
+      walked by its herd as ever (default `false`)
     * `:max_in_flight` - moves a herd may have unanswered at once; more are
       skipped (default twice the moves a herd sends in one slot, which the
       world answers long before the next slot while it keeps up)

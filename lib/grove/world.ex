@@ -75,6 +75,14 @@ defmodule Grove.World do
       zone that sleeps an entity that moves wakes it, so that the zone has
       made its ground before the entity steps in; `0` wakes a zone only
       when something is sent to it (default `4`)
+    * `:resident_beat` - milliseconds between the beats on which zones step
+      their resident actors (`join/2`'s `:walk`): a resident steps on one
+      beat in every `interval / resident_beat` (its interval rounded to
+      whole beats), so a zone's steps come in bursts this far apart
+      (default `500`)
+    * `:resident_phases` - how many groups the zones' beats are spread over,
+      each group's beats `resident_beat / resident_phases` ms after the
+      last's, so that all zones do not step at once (default `4`)
 
   ## The client API
 
@@ -192,6 +200,8 @@ defmodule Grove.World do
     zones_on_demand: false,
     zone_idle: 60_000,
     wake_ahead: 4,
+    resident_beat: 500,
+    resident_phases: 4,
     id_base: 0,
     id_span: nil
   ]
@@ -246,6 +256,8 @@ defmodule Grove.World do
           zones_on_demand: boolean(),
           zone_idle: pos_integer() | :manual,
           wake_ahead: non_neg_integer(),
+          resident_beat: pos_integer(),
+          resident_phases: pos_integer(),
           id_base: non_neg_integer(),
           id_span: pos_integer() | nil
         }

@@ -97,6 +97,36 @@ defmodule Grove.RuntimeConfigTest do
     end
   end
 
+  test "GROVE_RESIDENT walks the walkers in their zones, on GROVE_RESIDENT_BEAT_MS beats in GROVE_RESIDENT_PHASES phases" do
+    config =
+      read([
+        {"GROVE_RESIDENT", "on"},
+        {"GROVE_RESIDENT_BEAT_MS", "1000"},
+        {"GROVE_RESIDENT_PHASES", "2"}
+      ])
+
+    assert actors(config)[:resident] == true
+    assert world(config)[:resident_beat] == 1000
+    assert world(config)[:resident_phases] == 2
+    assert actors(read([{"GROVE_RESIDENT", "off"}]))[:resident] == false
+
+    # Unset: the defaults of Grove.Actors and Grove.World, residents off.
+    refute Keyword.has_key?(actors(read([])), :resident)
+    refute Keyword.has_key?(world(read([])), :resident_beat)
+
+    assert_raise ArgumentError, ~r/GROVE_RESIDENT must be on or off/, fn ->
+      read([{"GROVE_RESIDENT", "maybe"}])
+    end
+
+    assert_raise ArgumentError, ~r/GROVE_RESIDENT_BEAT_MS must be a positive integer/, fn ->
+      read([{"GROVE_RESIDENT_BEAT_MS", "0"}])
+    end
+
+    assert_raise ArgumentError, ~r/GROVE_RESIDENT_PHASES must be an integer/, fn ->
+      read([{"GROVE_RESIDENT_PHASES", "four"}])
+    end
+  end
+
   test "GROVE_VIEW_TILE sets the side of the view tiles" do
     assert world(read([{"GROVE_VIEW_TILE", "5"}]))[:view_tile] == 5
     assert world(read([]))[:view_tile] == nil

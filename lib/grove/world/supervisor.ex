@@ -31,7 +31,9 @@ defmodule Grove.World.Supervisor do
     zones: :always,
     zone_idle: 60_000,
     view_tile: nil,
-    wake_ahead: 4
+    wake_ahead: 4,
+    resident_beat: 500,
+    resident_phases: 4
   ]
 
   # Coordinates travel as integers below 2^53 (protocol version 3); a
@@ -117,6 +119,18 @@ defmodule Grove.World.Supervisor do
             ":tick must be a positive integer or :manual, got: #{inspect(opts[:tick])}"
     end
 
+    unless is_integer(opts[:resident_beat]) and opts[:resident_beat] > 0 do
+      raise ArgumentError,
+            ":resident_beat must be a positive integer (ms), got: #{inspect(opts[:resident_beat])}"
+    end
+
+    unless is_integer(opts[:resident_phases]) and opts[:resident_phases] > 0 and
+             opts[:resident_phases] <= opts[:resident_beat] do
+      raise ArgumentError,
+            ":resident_phases must be a positive integer, at most :resident_beat " <>
+              "(#{inspect(opts[:resident_beat])}), got: #{inspect(opts[:resident_phases])}"
+    end
+
     tile = opts[:view_tile] || Grid.default_tile(opts[:zone_size])
 
     unless is_integer(tile) and tile > 0 and rem(opts[:zone_size], tile) == 0 do
@@ -150,7 +164,9 @@ defmodule Grove.World.Supervisor do
       cluster: opts[:cluster],
       zones_on_demand: opts[:zones] == :on_demand,
       zone_idle: opts[:zone_idle],
-      wake_ahead: opts[:wake_ahead]
+      wake_ahead: opts[:wake_ahead],
+      resident_beat: opts[:resident_beat],
+      resident_phases: opts[:resident_phases]
     }
     |> tally()
     |> id_range()

@@ -86,10 +86,8 @@ defmodule Grove.World.Zone do
   # How often (in handled messages) the zone measures its own mailbox.
   @measure_every 16
 
-  # Resident actors: the width of a zone's schedule slots (ms), and how
-  # late a step may come before it is skipped rather than taken late.
-  @walk_resolution 500
-  @walk_groups 4
+  # Resident actors: how late a step may come before it is skipped rather
+  # than taken late (the beats and their phases are the world's options).
   @walk_late_ms 500
   @roll_range Grove.Actor.roll_max() + 1
 
@@ -1831,18 +1829,10 @@ defmodule Grove.World.Zone do
   defp reside(zone, %Entity{walk: nil}), do: zone
 
   defp reside(zone, %Entity{id: id, walk: {_module, _state, interval}}) do
-    residents =
-      zone.residents ||
-        Residents.new(
-          walk_res(),
-          rem(zone.index, walk_groups()) * div(walk_res(), walk_groups())
-        )
-
+    %World{resident_beat: beat, resident_phases: phases} = zone.world
+    residents = zone.residents || Residents.new(beat, rem(zone.index, phases) * div(beat, phases))
     start_walking(%{zone | residents: Residents.add(residents, id, interval)})
   end
-
-  defp walk_res, do: String.to_integer(System.get_env("WALK_RES", "#{@walk_resolution}"))
-  defp walk_groups, do: String.to_integer(System.get_env("WALK_GROUPS", "#{@walk_groups}"))
 
   defp move_out(zone, %Entity{walk: nil}), do: zone
   defp move_out(%__MODULE__{residents: nil} = zone, _entity), do: zone
