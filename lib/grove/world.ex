@@ -68,8 +68,9 @@ defmodule Grove.World do
       that sleeps is handed over with what it holds when its owner changes
       (default `:always`)
     * `:zone_idle` - in a world of zones on demand, milliseconds a zone
-      stays awake without a player's entity, a viewer or a handoff before
-      it sleeps, or `:manual` to put idle zones to sleep with
+      stays awake without a player's entity, a viewer, a handoff or a
+      resident actor (`join/2`'s `:walk`, which its zone steps) before it
+      sleeps, or `:manual` to put idle zones to sleep with
       `sleep_idle/1` only (default `60000`)
     * `:wake_ahead` - in a world of zones on demand, how many cells from a
       zone that sleeps an entity that moves wakes it, so that the zone has

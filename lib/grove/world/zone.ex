@@ -819,9 +819,12 @@ defmodule Grove.World.Zone do
 
   ## Sleep
 
-  # Idle: nothing a player holds or watches, nothing in flight.
+  # Idle: nothing a player holds or watches, nothing in flight, no
+  # resident that walks (a zone steps its residents itself: asleep, they
+  # would stand still, where an actor its herd walks wakes it).
   defp idle?(%__MODULE__{handed_over: nil, core: core} = zone) do
     map_size(core.leaving) == 0 and not Views.watched?(zone.views) and
+      (zone.residents == nil or Residents.empty?(zone.residents)) and
       not Enum.any?(core.entities, fn {_id, entity} -> entity.kind == 1 end)
   end
 
