@@ -39,6 +39,8 @@ defmodule Grove.World.Keeper do
           stats: Stats.new(),
           # The zones' ticks, in microseconds, for the world's metrics.
           tick_time: Grove.Metrics.Histogram.new(),
+          # Resident actors' steps: how late each came, in microseconds.
+          resident_lateness: Grove.Metrics.Histogram.new(),
           # The option's size, until here: the log itself.
           chat_log: ChatLog.new(world.chat_log)
       }

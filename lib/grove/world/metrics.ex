@@ -146,6 +146,19 @@ defmodule Grove.World.Metrics do
       {"grove_zone_tick_duration_seconds", :histogram,
        "Time a zone takes for its tick (deltas and upkeep).",
        [{[], Histogram.export(world.tick_time, 1_000_000)}]},
+      {"grove_resident_steps_total", :counter,
+       "Resident actors' steps: taken by their zones (whatever came of them), or skipped " <>
+         "(due too long ago, or while the zone shed load).",
+       [
+         {[result: :taken], Histogram.count(world.resident_lateness)},
+         {[result: :skipped], stats.resident_skipped}
+       ]},
+      {"grove_resident_stood_total", :counter,
+       "Of the resident actors' steps taken, those in which they stood still.",
+       [{[], stats.resident_stayed}]},
+      {"grove_resident_step_lateness_seconds", :histogram,
+       "How late a resident actor's step came: from when its beat was due to when its zone took it.",
+       [{[], Histogram.export(world.resident_lateness, 1_000_000)}]},
       {"grove_bacteria", :gauge, "Live bacteria (cells of the Game of Life) in the world.",
        [{[], stats.bacteria}]},
       {"grove_life_births_total", :counter, "Bacteria born, seeded ones included.",

@@ -476,9 +476,11 @@ defmodule Grove.World.Zone do
   def handle_cast(:walk, zone) do
     beat = zone.walk_beat + 1
     now = :erlang.monotonic_time(:millisecond)
+    # Due as it is asked for: its lateness is the time the zone takes to step each.
+    due = {beat, :erlang.monotonic_time(:microsecond)}
 
     {ok, stayed, _skipped, zone} =
-      step(Residents.all(zone.residents), zone, zone.core, beat, now, 0, 0, 0)
+      step(Residents.all(zone.residents), zone, zone.core, due, now, 0, 0, 0)
 
     {:noreply, count_walk(%{zone | walk_beat: beat}, ok, stayed, 0)}
   end
@@ -1874,7 +1876,10 @@ defmodule Grove.World.Zone do
   # counted like one and answered to no one: a step across the border is
   # a handoff like any other, and the zone on the other side puts the
   # resident on its own schedule. A beat more than `@walk_late_ms` late,
-  # or one while the zone sheds load, is skipped and counted.
+  # or one while the zone sheds load, is skipped and counted. Each step's
+  # lateness, from when its beat was due to when the zone took it, goes
+  # to the world's histogram (`grove_resident_step_lateness_seconds`): a
+  # resident has no round trip, and this is what stands for one.
   defp walk(%__MODULE__{residents: residents} = zone) do
     now = :erlang.monotonic_time(:millisecond)
     now_beat = Residents.slot_at(residents, now)
@@ -1888,7 +1893,16 @@ defmodule Grove.World.Zone do
         if zone.overloaded or now - Residents.due_ms(residents, beat) > @walk_late_ms do
           {ok, stayed, skipped + length(due), zone}
         else
-          step(due, zone, zone.core, beat, now, ok, stayed, skipped)
+          step(
+            due,
+            zone,
+            zone.core,
+            {beat, Residents.due_ms(residents, beat) * 1000},
+            now,
+            ok,
+            stayed,
+            skipped
+          )
         end
       end)
 
@@ -1906,12 +1920,14 @@ defmodule Grove.World.Zone do
     zone |> sync_game() |> ensure_tick()
   end
 
-  defp step([], zone, core, _beat, _now, ok, stayed, skipped),
+  defp step([], zone, core, _due, _now, ok, stayed, skipped),
     do: {ok, stayed, skipped, %{zone | core: core}}
 
-  defp step([id | rest], zone, core, beat, now, ok, stayed, skipped) do
+  defp step([id | rest], zone, core, {beat, due_us} = due, now, ok, stayed, skipped) do
     case core.entities do
       %{^id => %Entity{walk: {module, state, _interval} = walk, owner: owner} = entity} ->
+        late = max(:erlang.monotonic_time(:microsecond) - due_us, 0)
+        Grove.Metrics.Histogram.record(zone.world.resident_lateness, late)
         roll = :erlang.phash2({id, beat}, @roll_range)
         {direction, next} = module.step(state, nil, roll)
 
@@ -1922,38 +1938,38 @@ defmodule Grove.World.Zone do
           case Handoff.move(core, id, direction, owner, :walk, 0, now, zone.locate) do
             {:moved, %Entity{updates: updates} = entity, from, core} when updates != :view ->
               moved(zone, entity, from)
-              step(rest, zone, core, beat, now, ok + 1, stayed, skipped)
+              step(rest, zone, core, due, now, ok + 1, stayed, skipped)
 
             {:rejected, reason, core} ->
               count_outcome(zone, {:rejected, reason})
-              step(rest, zone, core, beat, now, ok, stayed, skipped)
+              step(rest, zone, core, due, now, ok, stayed, skipped)
 
             # Its handoff still waits for an answer: it steps from its next zone.
             _other when is_map_key(core.leaving, id) ->
-              step(rest, zone, core, beat, now, ok, stayed + 1, skipped)
+              step(rest, zone, core, due, now, ok, stayed + 1, skipped)
 
             _other ->
               # Undone: `apply_one/7` applies it again on the zone as it stood.
               case apply_one(%{zone | core: core}, id, direction, owner, :walk, 0, now) do
                 {:pending, zone} ->
-                  step(rest, zone, zone.core, beat, now, ok, stayed, skipped)
+                  step(rest, zone, zone.core, due, now, ok, stayed, skipped)
 
                 {{:ok, _cell}, zone} ->
-                  step(rest, zone, zone.core, beat, now, ok + 1, stayed, skipped)
+                  step(rest, zone, zone.core, due, now, ok + 1, stayed, skipped)
 
                 {outcome, zone} ->
                   count_outcome(zone, outcome)
-                  step(rest, zone, zone.core, beat, now, ok, stayed, skipped)
+                  step(rest, zone, zone.core, due, now, ok, stayed, skipped)
               end
           end
         else
           # Standing still, or anything but a step: a resident kind does not act.
-          step(rest, zone, core, beat, now, ok, stayed + 1, skipped)
+          step(rest, zone, core, due, now, ok, stayed + 1, skipped)
         end
 
       # Handed over and not let go yet, or gone: not stepped here.
       _other ->
-        step(rest, zone, core, beat, now, ok, stayed, skipped)
+        step(rest, zone, core, due, now, ok, stayed, skipped)
     end
   end
 

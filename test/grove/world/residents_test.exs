@@ -134,6 +134,86 @@ defmodule Grove.World.ResidentsTest do
     end
   end
 
+  test "each step taken is timed against its beat and counted in the world's metrics",
+       %{world: world} do
+    {:ok, _id, _} = World.join(world, at: {12, 12}, updates: :none, walk: {East, :e, 1000})
+    {:ok, _id, _} = World.join(world, at: {2, 2}, updates: :none, walk: {East, :e, 1000})
+    walk(world)
+    walk(world)
+
+    metrics =
+      Map.new(Grove.World.Metrics.metrics(world), fn {name, _, _, rows} -> {name, rows} end)
+
+    assert metrics["grove_resident_steps_total"] == [
+             {[result: :taken], 4},
+             {[result: :skipped], 0}
+           ]
+
+    assert [{[], lateness}] = metrics["grove_resident_step_lateness_seconds"]
+    assert lateness.count == 4
+    assert metrics["grove_resident_stood_total"] == [{[], 0}]
+  end
+
+  describe "on their world's beats" do
+    @describetag world: [tick: 100, resident_beat: 20, resident_phases: 2]
+
+    test "a resident walks on its own, each step timed", %{world: world} do
+      {:ok, id, {12, 12}} = World.join(world, at: {12, 12}, updates: :none, walk: {East, :e, 20})
+
+      eventually(fn -> assert World.stats(world).moves_ok >= 2 end)
+      assert World.position(world, id) in [{12, 12}, {13, 12}]
+      lateness = World.fetch!(world).resident_lateness
+      assert Grove.Metrics.Histogram.count(lateness) >= 2
+      refute_received {:grove_move, ^id, _tag, _outcome}
+    end
+  end
+
+  test "the beats and their phases are checked as the world starts" do
+    for {opts, message} <- [
+          {[resident_beat: 0], ~r/:resident_beat must be a positive integer/},
+          {[resident_phases: 0], ~r/:resident_phases must be a positive integer/},
+          {[resident_beat: 2, resident_phases: 3], ~r/at most :resident_beat/}
+        ] do
+      assert_raise ArgumentError, message, fn -> World.new!([name: :residents] ++ opts) end
+    end
+  end
+
+  describe "in zones on demand" do
+    @describetag world: [zones: :on_demand, zone_idle: :manual, wake_ahead: 0]
+
+    test "a zone with a resident stays awake, and sleeps once it has none", %{world: world} do
+      {:ok, id, {12, 12}} =
+        World.join(world, at: {12, 12}, updates: :none, walk: {East, :e, 1000})
+
+      zone = Grid.zone_of(World.grid(world), 12, 12)
+      assert World.sleep_idle(world) == []
+      assert World.awake_zones(world) == [zone]
+
+      walk(world)
+      assert World.position(world, id) == {13, 12}
+
+      :ok = World.leave(world, id)
+      assert World.sleep_idle(world) == [zone]
+    end
+
+    test "a resident that steps into a zone that sleeps wakes it, and walks on from there",
+         %{world: world} do
+      {:ok, id, {19, 12}} =
+        World.join(world, at: {19, 12}, updates: :none, walk: {East, :e, 1000})
+
+      east = Grid.zone_of(World.grid(world), 20, 12)
+      refute east in World.awake_zones(world)
+
+      walk(world)
+      assert World.position(world, id) == {20, 12}
+      assert east in World.awake_zones(world)
+      # The zone it left has no resident now: it sleeps; the one it is in does not.
+      assert World.sleep_idle(world) == [Grid.zone_of(World.grid(world), 19, 12)]
+      walk(world)
+      assert World.position(world, id) == {19, 12}
+    end
+  end
+
   # Residents and clients' moves in any order, over zones of 5 x 5 cells
   # with trees: each step of a resident is counted exactly once, wherever
   # it was decided, and nothing is lost or doubled.
