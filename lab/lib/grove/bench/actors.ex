@@ -504,11 +504,16 @@ defmodule Grove.Bench.Actors do
 
   # The counts of resident walkers, as the herds' would read: their
   # steps and refusals from the world's counters, those their zones
-  # skipped as late, none in flight; the latency is the probe's.
+  # skipped as late, none in flight; the latency is the probe's, and each
+  # step's lateness against its beat (its zone's, in microseconds) is
+  # read beside it.
   defp resident_reading(world, actors, probe_latency) do
     reading = Stats.read(Actors.stats(actors))
     world_stats = World.stats(world)
-    outcomes = Map.new(Stats.outcomes(), &{&1, world_stats[if(&1 == :ok, do: :moves_ok, else: &1)]})
+
+    outcomes =
+      Map.new(Stats.outcomes(), &{&1, world_stats[if(&1 == :ok, do: :moves_ok, else: &1)]})
+
     answered = outcomes |> Map.values() |> Enum.sum()
 
     counts =
@@ -521,7 +526,11 @@ defmodule Grove.Bench.Actors do
         skipped_late: world_stats.resident_skipped
       })
 
-    %{counts: counts, latency: Histogram.snapshot(probe_latency)}
+    %{
+      counts: counts,
+      latency: Histogram.snapshot(probe_latency),
+      lateness: Histogram.snapshot(World.fetch!(world).resident_lateness)
+    }
   end
 
   ## Start-up
@@ -669,6 +678,8 @@ defmodule Grove.Bench.Actors do
 
     %{
       diff: Stats.diff(last, first),
+      # Residents' steps: how late each came against its beat.
+      lateness: if(last[:lateness], do: Histogram.diff(last.lateness, first.lateness)),
       seconds: seconds_measured,
       utilization: normal_utilization(scheduler),
       node_utilization:
@@ -993,7 +1004,10 @@ defmodule Grove.Bench.Actors do
       node_utilization: window.node_utilization,
       sent_remote_percent: percent(Map.get(diff.counts, :sent_remote, 0), diff.counts.sent),
       network_bytes_per_s: window.network_bytes_per_s,
-      mailbox_max: window.mailbox_max
+      mailbox_max: window.mailbox_max,
+      resident_lateness_p99_ms:
+        if(window[:lateness], do: to_ms(Histogram.percentile(window.lateness, 99))),
+      resident_lateness_max_ms: if(window[:lateness], do: to_ms(Histogram.max(window.lateness)))
     }
   end
 
@@ -1114,6 +1128,13 @@ defmodule Grove.Bench.Actors do
     out.(
       "round trip ms  p50 #{figure(r.p50_ms)}  p95 #{figure(r.p95_ms)}  p99 #{figure(r.p99_ms)}  max #{figure(r.max_ms)}"
     )
+
+    if r.resident_lateness_p99_ms,
+      do:
+        out.(
+          "resident steps late ms (beat due to step taken)  p99 #{figure(r.resident_lateness_p99_ms)}  " <>
+            "max #{figure(r.resident_lateness_max_ms)}; the round trip above is the probe's"
+        )
 
     out.("outcomes       #{Enum.map_join(r.outcomes, ", ", fn {k, v} -> "#{k} #{v}" end)}")
 

@@ -29,7 +29,9 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
       run, and print the ratio: what an action costs beside a move
     * `--resident` - walkers that live in their zones (`Grove.Actors`'
       `:resident`): stepped by their zones, no message per move; the
-      round trip reported is then the probe's, a player's move beside them
+      round trip reported is then the probe's, a player's move beside them,
+      and beside it the p99 of how late the residents' steps came against
+      their beats (`grove_resident_step_lateness_seconds`)
     * `--json PATH` - write the report as JSON
     * `--width`, `--height`, `--zone-size`, `--seed` - the world (defaults
       1000, 1000, 50, 1)

@@ -52,4 +52,27 @@ defmodule Grove.Bench.ActorsTest do
     assert report.outcomes.acted > 0 and Map.get(report.outcomes, :ok, 0) == 0
     assert report.moves_per_s > 0
   end
+
+  test "resident walkers are walked by their zones, their lateness reported beside the probe's round trip" do
+    {:ok, lines} = Agent.start_link(fn -> [] end)
+
+    report =
+      Bench.run(:grove,
+        actors: 200,
+        duration: 2,
+        warmup: 1,
+        every: 1,
+        width: 100,
+        height: 100,
+        zone_size: 25,
+        resident: true,
+        out: fn line -> Agent.update(lines, &[line | &1]) end
+      )
+
+    assert report.audit == :ok and report.entities == 200 and report.errors == 0
+    assert report.outcomes.ok > 0
+    assert is_float(report.resident_lateness_p99_ms)
+    printed = lines |> Agent.get(& &1) |> Enum.reverse()
+    assert Enum.any?(printed, &String.starts_with?(&1, "resident steps late ms"))
+  end
 end
