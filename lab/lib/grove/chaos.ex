@@ -101,7 +101,7 @@ defmodule Grove.Chaos do
     world = World.fetch!(Grove.world(name))
     table = elem(world.tables, World.Grid.zone_of(world.grid, x, y))
 
-    case :ets.match(table, {:"$1", x, y, :_, :_, :_, :_, :_, :_, :_, :_}) do
+    case :ets.match(table, {:"$1", x, y, :_, :_, :_, :_, :_, :_, :_, :_, :_}) do
       [[id] | _] -> id
       [] -> nil
     end
