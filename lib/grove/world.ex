@@ -489,15 +489,20 @@ defmodule Grove.World do
 
   defp validate_walk(nil), do: nil
 
+  # The world is below the actors (docs/architecture.md): it asks the
+  # kind's module itself, as its zone will, not `Grove.Actor`.
   defp validate_walk({module, _state, interval} = walk)
        when is_atom(module) and is_integer(interval) and interval > 0 do
-    case Grove.Actor.describe!(module) do
-      %{senses: nil} ->
-        walk
+    cond do
+      not (Code.ensure_loaded?(module) and function_exported?(module, :step, 3)) ->
+        raise ArgumentError, ":walk: #{inspect(module)} is not an actor's kind (no step/3)"
 
-      _senses ->
+      function_exported?(module, :senses, 0) and module.senses() not in [[], nil] ->
         raise ArgumentError,
               ":walk: #{inspect(module)} senses; only a kind that does not may reside"
+
+      true ->
+        walk
     end
   end
 

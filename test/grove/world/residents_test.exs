@@ -129,6 +129,10 @@ defmodule Grove.World.ResidentsTest do
       World.join(world, updates: :none, walk: {Looker, nil, 1000})
     end
 
+    assert_raise ArgumentError, ~r/not an actor's kind/, fn ->
+      World.join(world, updates: :none, walk: {Grove.World, nil, 1000})
+    end
+
     assert_raise ArgumentError, ~r/:walk must be/, fn ->
       World.join(world, updates: :none, walk: {East, :e, 0})
     end
