@@ -232,9 +232,14 @@ const SAMPLE_FIELDS = [
 ];
 
 /** What the charts show: per chart, its points, plotted series and legend values. */
-function chartState(page) {
-  return page.evaluate(() =>
-    [...document.querySelectorAll(".chart")].map((chart) => ({
+// What each chart shows, read in the page. With `whole`, it waits for a
+// moment at which every legend shows a value and reads that moment (one
+// read, so no new sample comes between the check and the read): a second
+// in which the walking player's moves happened to miss the sample rightly
+// shows "–" for the players' p99.
+function chartState(page, { whole = false } = {}) {
+  const read = (whole) => {
+    const charts = [...document.querySelectorAll(".chart")].map((chart) => ({
       id: chart.dataset.chart,
       points: Number(chart.dataset.points),
       plotted: Number(chart.dataset.series),
@@ -246,8 +251,16 @@ function chartState(page) {
       values: Object.fromEntries(
         [...chart.querySelectorAll(".legend li")].map((item) => [item.dataset.series, item.querySelector(".value").textContent]),
       ),
-    })),
-  );
+    }));
+    return !whole || charts.every((chart) => !Object.values(chart.values).includes("–")) ? charts : null;
+  };
+  if (!whole) return page.evaluate(read, false);
+  // If no such moment comes, what the page shows then, so that the test's
+  // assertions name the chart without a value.
+  return page
+    .waitForFunction(read, true, { timeout: 20_000 })
+    .then((handle) => handle.jsonValue())
+    .catch(() => page.evaluate(read, false));
 }
 
 describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_000 }, () => {
@@ -322,7 +335,7 @@ describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_00
     const latest = await (await fetch(url(`dashboard/data?since=0&token=${TOKEN}`))).json();
     for (const field of SAMPLE_FIELDS) assert.ok(field in latest.samples.at(-1), `samples have ${field}`);
 
-    const charts = await chartState(page);
+    const charts = await chartState(page, { whole: true });
     assert.deepEqual(charts.map((c) => c.id), CHART_IDS);
     for (const chart of charts) {
       assert.equal(chart.plotted, chart.paths.length, `${chart.id}: every series is plotted`);
