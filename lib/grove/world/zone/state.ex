@@ -144,12 +144,30 @@ defmodule Grove.World.Zone.State do
 
   @doc """
   Puts an entity on a free cell of this zone, trying each candidate cell in
-  turn. With a game, its `join/3` hook is told of it, with `info`.
+  turn, those with a neighbour it could step to first (a cell boxed in by
+  what blocks and what stands around it would leave a player unable to
+  move). With a game, its `join/3` hook is told of it, with `info`.
   """
   @spec place(t(), Entity.t(), [Grid.cell()], map()) ::
           {:ok, Entity.t(), t()} | {:rejected, :out_of_bounds | :blocked | :occupied, t()}
   def place(%__MODULE__{} = state, %Entity{} = entity, candidates, info \\ %{}) do
-    place_first(state, entity, candidates, :occupied, info)
+    {open, boxed} = Enum.split_with(candidates, fn {x, y} -> open_beside?(state, x, y) end)
+    place_first(state, entity, open ++ boxed, :occupied, info)
+  end
+
+  # A cell north, east, south or west of it (where the arrow keys step)
+  # that an entity could step to, as far as this zone knows: one in
+  # another zone counts, since only that zone can tell.
+  defp open_beside?(state, x, y) do
+    Enum.any?([:n, :e, :s, :w], fn direction ->
+      {nx, ny} = Grid.step({x, y}, direction)
+
+      cond do
+        not Grid.in_bounds?(state.grid, nx, ny) -> false
+        not inside?(state, nx, ny) -> true
+        true -> check_arrival(state, nil, nx, ny) == :ok
+      end
+    end)
   end
 
   defp place_first(state, _entity, [], last_reason, _info), do: {:rejected, last_reason, state}

@@ -58,6 +58,29 @@ defmodule Grove.World.Zone.StateTest do
       state = zone() |> place!(1, {2, 2})
       assert {:rejected, :occupied, _} = State.place(state, entity(2), [{2, 2}])
     end
+
+    test "prefers a cell with a neighbour to step to over one boxed in, and takes a boxed one when no other is free" do
+      # {3, 3}: a tree north, entities east, south and west.
+      state =
+        zone(0, [], with_trees(meadow(20, 20), [{3, 2}]))
+        |> place!(1, {4, 3})
+        |> place!(2, {3, 4})
+        |> place!(3, {2, 3})
+
+      assert {:ok, %Entity{x: 7, y: 7}, _} = State.place(state, entity(4), [{3, 3}, {7, 7}])
+      assert {:ok, %Entity{x: 3, y: 3}, _} = State.place(state, entity(4), [{3, 3}, {4, 3}])
+    end
+
+    test "counts a neighbour in another zone as one to step to, and the world's edge as none" do
+      # {9, 0}, at zone 0's east edge and the world's north edge: west and
+      # south taken, east in zone 1.
+      state = zone() |> place!(1, {8, 0}) |> place!(2, {9, 1})
+      assert {:ok, %Entity{x: 9, y: 0}, _} = State.place(state, entity(3), [{9, 0}, {5, 5}])
+
+      # {0, 0}, the world's corner: east and south taken, nothing beyond.
+      state = zone() |> place!(1, {1, 0}) |> place!(2, {0, 1})
+      assert {:ok, %Entity{x: 5, y: 5}, _} = State.place(state, entity(3), [{0, 0}, {5, 5}])
+    end
   end
 
   describe "apply_move/6 inside the zone" do
