@@ -92,11 +92,7 @@ defmodule Grove.ClusterLifeTest do
 
     all = Enum.sort([third | nodes])
 
-    opts =
-      small_instance(Grove.LifeT, [peers: all, connect_interval: 100],
-        life: [rule: "B3/S23", interval: :manual, soup: 0.5],
-        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
-      )
+    opts = soup_instance(all)
 
     for node <- nodes, do: start_instance!(node, opts)
     world = Grove.world(Grove.LifeT)
@@ -140,11 +136,7 @@ defmodule Grove.ClusterLifeTest do
     peers = for name <- ["lost1", "lost2"], do: start_peer!(home, name)
     nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
 
-    opts =
-      small_instance(Grove.LifeT, [peers: nodes, connect_interval: 100],
-        life: [rule: "B3/S23", interval: :manual, soup: 0.5],
-        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
-      )
+    opts = soup_instance(nodes)
 
     for node <- nodes, do: start_instance!(node, opts)
     world = Grove.world(Grove.LifeT)
@@ -192,11 +184,7 @@ defmodule Grove.ClusterLifeTest do
     all = Enum.sort([fourth | nodes])
     survivors = all -- [first]
 
-    opts =
-      small_instance(Grove.LifeT, [peers: all, connect_interval: 100],
-        life: [rule: "B3/S23", interval: :manual, soup: 0.5],
-        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
-      )
+    opts = soup_instance(all)
 
     for node <- nodes, do: start_instance!(node, opts)
     world = Grove.world(Grove.LifeT)
@@ -240,11 +228,7 @@ defmodule Grove.ClusterLifeTest do
     {_peer, other} = start_peer!(home, "clock1")
     nodes = Enum.sort([node(), other])
 
-    opts =
-      small_instance(Grove.LifeT, [peers: nodes, connect_interval: 100],
-        life: [rule: "B3/S23", interval: 200, soup: 0.5],
-        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
-      )
+    opts = soup_instance(nodes, 200)
 
     start_instances!(for node <- nodes, do: {node, opts})
     world = Grove.world(Grove.LifeT)
@@ -268,11 +252,7 @@ defmodule Grove.ClusterLifeTest do
     {_peer, other} = start_peer!(home, "skew1")
     nodes = Enum.sort([node(), other])
 
-    opts =
-      small_instance(Grove.LifeT, [peers: nodes, connect_interval: 100],
-        life: [rule: "B3/S23", interval: :manual, soup: 0.5],
-        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
-      )
+    opts = soup_instance(nodes)
 
     start_instances!(for node <- nodes, do: {node, opts})
     world = Grove.world(Grove.LifeT)
@@ -585,6 +565,15 @@ defmodule Grove.ClusterLifeTest do
     for {index, row} <- :erpc.call(node, World, :bacteria, [world]),
         :erpc.call(node, World, :zone_node, [w, index]) == node,
         do: {index, row}
+  end
+
+  # The instance of a cluster of `members` on a meadow, its bacteria a
+  # random soup, stepped by hand unless `interval` (ms) says otherwise.
+  defp soup_instance(members, interval \\ :manual) do
+    small_instance(Grove.LifeT, [peers: members, connect_interval: 100],
+      life: [rule: "B3/S23", interval: interval, soup: 0.5],
+      terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
+    )
   end
 
   # The instance of a test of zones on demand: they sleep when told, their
