@@ -15,7 +15,9 @@ defmodule Grove.Bench.Actors do
   second, the round trip's p50 and p99, errors, the probe's longest round
   trip, moves in flight, memory,
   the run queue, the longest zone and herd mailboxes, how busy the
-  schedulers were, and whether the hog ran. The report ends with the same
+  schedulers were, how much of the machine's cores other OS processes
+  took (`Grove.Load.Cpu`: on a shared machine, what bends a figure from
+  outside), and whether the hog ran. The report ends with the same
   lines as a Markdown table.
 
   With `:hog` (a number of OS processes that spin, `Grove.Load.Hog`), the
@@ -62,7 +64,7 @@ defmodule Grove.Bench.Actors do
   alias Grove.{Actors, World}
   alias Grove.Actors.Stats
   alias Grove.Bench.Baseline
-  alias Grove.Load.Hog
+  alias Grove.Load.{Cpu, Hog}
   alias Grove.Metrics.Histogram
 
   @timeout_us 5_000_000
@@ -658,6 +660,7 @@ defmodule Grove.Bench.Actors do
     :erlang.system_flag(:scheduler_wall_time, true)
     first = bench.read.()
     scheduler_first = :scheduler.sample()
+    cpu_first = Cpu.sample()
     peers_busy = start_peer_utilization(bench, max(seconds, 1))
     network_first = network_bytes(bench)
     memory = :erlang.memory(:total)
@@ -674,6 +677,7 @@ defmodule Grove.Bench.Actors do
     seconds_measured = (System.monotonic_time(:millisecond) - started) / 1000
 
     scheduler = :scheduler.utilization(scheduler_first)
+    others_percent = Cpu.others_percent(cpu_first, Cpu.sample())
     mailbox_max = stop_sampler(sampler)
 
     %{
@@ -687,6 +691,7 @@ defmodule Grove.Bench.Actors do
       network_bytes_per_s:
         if(network_first, do: round((network_last - network_first) / seconds_measured)),
       mailbox_max: mailbox_max,
+      others_percent: others_percent,
       memory: memory
     }
   end
@@ -739,6 +744,7 @@ defmodule Grove.Bench.Actors do
         probe: probe,
         probe_last: probe_reading(probe),
         scheduler: :scheduler.sample(),
+        cpu: Cpu.sample(),
         phase: :joining,
         herds: [],
         windows: [],
@@ -778,6 +784,7 @@ defmodule Grove.Bench.Actors do
     counts = diff.counts
     probe_now = probe_reading(state.probe)
     probe = probe_report(probe_now, state.probe_last)
+    cpu = Cpu.sample()
 
     window = %{
       t: round((now_ms - state.started) / 1000),
@@ -806,6 +813,7 @@ defmodule Grove.Bench.Actors do
       herd_queue_max: queue_max(state.herds),
       scheduler_utilization:
         normal_utilization(:scheduler.utilization(state.scheduler, scheduler)),
+      others_percent: Cpu.others_percent(state.cpu, cpu),
       bacteria: bacteria(state.bench)
     }
 
@@ -817,6 +825,7 @@ defmodule Grove.Bench.Actors do
         last_at: now_ms,
         probe_last: probe_now,
         scheduler: scheduler,
+        cpu: cpu,
         windows: [window | state.windows]
     }
   end
@@ -856,7 +865,8 @@ defmodule Grove.Bench.Actors do
       "probe max #{pad(figure(w.probe_max_ms), 7)} ms  " <>
       "in flight #{pad(w.in_flight, 7)}  #{pad(w.memory_mb, 5)} MB  run queue #{pad(w.run_queue, 5)}  " <>
       "mailboxes zone #{pad(w.zone_queue_max, 6)} herd #{pad(w.herd_queue_max, 6)}  " <>
-      "busy #{pad(round(w.scheduler_utilization * 100), 3)} %#{if w.hog, do: "  HOG", else: ""}" <>
+      "busy #{pad(round(w.scheduler_utilization * 100), 3)} %  " <>
+      "others #{pad(figure(w.others_percent), 5)} %#{if w.hog, do: "  HOG", else: ""}" <>
       bacteria_text(w.bacteria)
   end
 
@@ -880,12 +890,12 @@ defmodule Grove.Bench.Actors do
     out.("")
 
     out.(
-      "| t s | phase | hog | joined | moves/s | skipped/s | p50 ms | p99 ms | errors | probe max ms | in flight | MB | run queue | zone mailbox | herd mailbox | schedulers busy |" <>
+      "| t s | phase | hog | joined | moves/s | skipped/s | p50 ms | p99 ms | errors | probe max ms | in flight | MB | run queue | zone mailbox | herd mailbox | schedulers busy | other processes % |" <>
         if(report[:life], do: " bacteria (generation) |", else: "")
     )
 
     out.(
-      "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" <>
+      "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |" <>
         if(report[:life], do: " ---: |", else: "")
     )
 
@@ -895,7 +905,7 @@ defmodule Grove.Bench.Actors do
           "#{w.skipped_per_s} | #{figure(w.p50_ms)} | #{figure(w.p99_ms)} | #{w.errors} | " <>
           "#{figure(w.probe_max_ms)}#{if w.probe_timeouts > 0, do: " (#{w.probe_timeouts} timeouts)", else: ""} | #{w.in_flight} | " <>
           "#{w.memory_mb} | #{w.run_queue} | #{w.zone_queue_max} | #{w.herd_queue_max} | " <>
-          "#{round(w.scheduler_utilization * 100)} % |" <>
+          "#{round(w.scheduler_utilization * 100)} % | #{figure(w.others_percent)} |" <>
           case(w.bacteria,
             do:
               (
@@ -907,10 +917,17 @@ defmodule Grove.Bench.Actors do
     end
   end
 
-  # Samples the longest mailbox among the design's serving processes every 100 ms.
+  # Samples the longest mailbox among the design's serving processes every
+  # 100 ms; of high priority, as the ticker, so that it answers when the
+  # machine is overloaded (it once did not within 5 s, and the report
+  # gave no figure).
   defp start_sampler(bench) do
     parent = self()
-    spawn_link(fn -> sampler_loop(bench, 0, parent) end)
+
+    spawn_link(fn ->
+      Process.flag(:priority, :high)
+      sampler_loop(bench, 0, parent)
+    end)
   end
 
   defp sampler_loop(bench, max_seen, parent) do
@@ -1005,6 +1022,7 @@ defmodule Grove.Bench.Actors do
       sent_remote_percent: percent(Map.get(diff.counts, :sent_remote, 0), diff.counts.sent),
       network_bytes_per_s: window.network_bytes_per_s,
       mailbox_max: window.mailbox_max,
+      others_percent: window.others_percent,
       resident_lateness_p99_ms:
         if(window[:lateness], do: to_ms(Histogram.percentile(window.lateness, 99))),
       resident_lateness_max_ms: if(window[:lateness], do: to_ms(Histogram.max(window.lateness)))
@@ -1158,6 +1176,13 @@ defmodule Grove.Bench.Actors do
     out.(
       "schedulers     #{figure(r.scheduler_utilization * 100)} % busy; largest mailbox seen #{r.mailbox_max}"
     )
+
+    if r.others_percent,
+      do:
+        out.(
+          "machine        other processes kept #{figure(r.others_percent)} % of the cores busy while measured " <>
+            "(a figure of this VM's only while that stays near 0)"
+        )
 
     if r.network_bytes_per_s do
       busy = Enum.map_join(r.node_utilization, ", ", fn {n, u} -> "#{n} #{figure(u * 100)} %" end)
