@@ -1039,7 +1039,9 @@ defmodule Grove.World do
   @doc """
   Makes every resident actor of every zone that runs take one step now
   (`join/2`'s `:walk`); for worlds started with `tick: :manual`, whose
-  zones step their residents only when told.
+  zones step their residents only when told. In a cluster, that is every
+  zone of the world wherever it runs, but with zones on demand only those
+  awake on this node (as `awake_zones/1` and `tick/1`).
   """
   @spec walk(name() | t()) :: :ok
   def walk(world) do
