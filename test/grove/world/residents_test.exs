@@ -9,19 +9,9 @@ defmodule Grove.World.ResidentsTest do
 
   import Grove.PropCase
 
+  alias Grove.Shuttle
   alias Grove.World
   alias Grove.World.Grid
-
-  defmodule East do
-    @moduledoc false
-    # Steps east, then west, then east...: its state says which.
-    @behaviour Grove.Actor
-    @impl true
-    def init(_opts, _roll), do: :e
-    @impl true
-    def step(:e, nil, _roll), do: {:e, :w}
-    def step(:w, nil, _roll), do: {:w, :e}
-  end
 
   defmodule Looker do
     @moduledoc false
@@ -56,7 +46,8 @@ defmodule Grove.World.ResidentsTest do
   end
 
   test "a resident steps when its zone walks, and its owner hears nothing of it", %{world: world} do
-    {:ok, id, {12, 12}} = World.join(world, at: {12, 12}, updates: :none, walk: {East, :e, 1000})
+    {:ok, id, {12, 12}} =
+      World.join(world, at: {12, 12}, updates: :none, walk: {Shuttle, :e, 1000})
 
     walk(world)
     assert World.position(world, id) == {13, 12}
@@ -69,7 +60,7 @@ defmodule Grove.World.ResidentsTest do
 
   test "a resident crosses into the next zone with its kind's state, and walks on from there",
        %{world: world} do
-    {:ok, id, {9, 3}} = World.join(world, at: {9, 3}, updates: :none, walk: {East, :e, 1000})
+    {:ok, id, {9, 3}} = World.join(world, at: {9, 3}, updates: :none, walk: {Shuttle, :e, 1000})
     walk(world)
     assert World.position(world, id) == {10, 3}
     assert World.stats(world).handoffs == 1
@@ -83,20 +74,23 @@ defmodule Grove.World.ResidentsTest do
 
   test "a resident's refused step is counted like anyone's", %{world: world} do
     {:ok, _wall, {13, 12}} = World.join(world, at: {13, 12}, updates: :none)
-    {:ok, id, {12, 12}} = World.join(world, at: {12, 12}, updates: :none, walk: {East, :e, 1000})
+
+    {:ok, id, {12, 12}} =
+      World.join(world, at: {12, 12}, updates: :none, walk: {Shuttle, :e, 1000})
+
     walk(world)
     assert World.position(world, id) == {12, 12}
     assert World.stats(world).occupied == 1
   end
 
   test "a resident that leaves, or whose owner dies, steps no more", %{world: world} do
-    {:ok, gone, _} = World.join(world, at: {2, 2}, updates: :none, walk: {East, :e, 1000})
+    {:ok, gone, _} = World.join(world, at: {2, 2}, updates: :none, walk: {Shuttle, :e, 1000})
     :ok = World.leave(world, gone)
 
     owner = spawn(fn -> receive do: (:never -> :ok) end)
 
     {:ok, orphan, _} =
-      World.join(world, at: {22, 2}, updates: :none, owner: owner, walk: {East, :e, 1000})
+      World.join(world, at: {22, 2}, updates: :none, owner: owner, walk: {Shuttle, :e, 1000})
 
     ref = Process.monitor(owner)
     Process.exit(owner, :kill)
@@ -110,7 +104,7 @@ defmodule Grove.World.ResidentsTest do
   end
 
   test "a killed zone restarts with its residents, which walk on", %{world: world} do
-    {:ok, id, {3, 3}} = World.join(world, at: {3, 3}, updates: :none, walk: {East, :e, 1000})
+    {:ok, id, {3, 3}} = World.join(world, at: {3, 3}, updates: :none, walk: {Shuttle, :e, 1000})
     zone = World.zone_pid(world, 0)
     ref = Process.monitor(zone)
     Process.exit(zone, :kill)
@@ -134,14 +128,14 @@ defmodule Grove.World.ResidentsTest do
     end
 
     assert_raise ArgumentError, ~r/:walk must be/, fn ->
-      World.join(world, updates: :none, walk: {East, :e, 0})
+      World.join(world, updates: :none, walk: {Shuttle, :e, 0})
     end
   end
 
   test "each step taken is timed against its beat and counted in the world's metrics",
        %{world: world} do
-    {:ok, _id, _} = World.join(world, at: {12, 12}, updates: :none, walk: {East, :e, 1000})
-    {:ok, _id, _} = World.join(world, at: {2, 2}, updates: :none, walk: {East, :e, 1000})
+    {:ok, _id, _} = World.join(world, at: {12, 12}, updates: :none, walk: {Shuttle, :e, 1000})
+    {:ok, _id, _} = World.join(world, at: {2, 2}, updates: :none, walk: {Shuttle, :e, 1000})
     walk(world)
     walk(world)
 
@@ -162,7 +156,8 @@ defmodule Grove.World.ResidentsTest do
     @describetag world: [tick: 100, resident_beat: 20, resident_phases: 2]
 
     test "a resident walks on its own, each step timed", %{world: world} do
-      {:ok, id, {12, 12}} = World.join(world, at: {12, 12}, updates: :none, walk: {East, :e, 20})
+      {:ok, id, {12, 12}} =
+        World.join(world, at: {12, 12}, updates: :none, walk: {Shuttle, :e, 20})
 
       eventually(fn -> assert World.stats(world).moves_ok >= 2 end)
       assert World.position(world, id) in [{12, 12}, {13, 12}]
@@ -187,7 +182,7 @@ defmodule Grove.World.ResidentsTest do
 
     test "a zone with a resident stays awake, and sleeps once it has none", %{world: world} do
       {:ok, id, {12, 12}} =
-        World.join(world, at: {12, 12}, updates: :none, walk: {East, :e, 1000})
+        World.join(world, at: {12, 12}, updates: :none, walk: {Shuttle, :e, 1000})
 
       zone = Grid.zone_of(World.grid(world), 12, 12)
       assert World.sleep_idle(world) == []
@@ -203,7 +198,7 @@ defmodule Grove.World.ResidentsTest do
     test "a resident that steps into a zone that sleeps wakes it, and walks on from there",
          %{world: world} do
       {:ok, id, {19, 12}} =
-        World.join(world, at: {19, 12}, updates: :none, walk: {East, :e, 1000})
+        World.join(world, at: {19, 12}, updates: :none, walk: {Shuttle, :e, 1000})
 
       east = Grid.zone_of(World.grid(world), 20, 12)
       refute east in World.awake_zones(world)
