@@ -288,7 +288,7 @@ defmodule Grove.World.Terrain do
         area
 
       [] ->
-        area = area(terrain, area_rect(terrain, x, y))
+        area = made(terrain, area_rect(terrain, x, y))
         if :ets.info(areas, :size) >= @cached_areas, do: shrink(areas)
         :ets.insert(areas, {key, area})
         area
@@ -305,6 +305,52 @@ defmodule Grove.World.Terrain do
   def forget_area(%__MODULE__{areas: areas, area_size: size}, x, y) do
     :ets.delete(areas, {div(x, size), div(y, size)})
     :ok
+  end
+
+  # An area made from the seed leaves some 24 words of garbage per cell
+  # (the noise's floats and rows; about 400 KB for a zone of 50 with its
+  # border) for a binary of a byte per cell. Made on the caller's heap, a
+  # zone's small one, that is a dozen collections while it is made, and
+  # the garbage kept until the next. So it is made in a process of its
+  # own, at the caller's priority, whose heap is sized for it from the
+  # start: no collection while it runs, its garbage gone with it, and the
+  # binary, off-heap, handed over without a copy. A generator that raises
+  # raises in the caller.
+  @garbage_words_per_cell 24
+  @most_making_heap 1_048_576
+
+  defp made(terrain, {x0, y0, x1, y1} = rect) do
+    caller = self()
+    {:priority, priority} = Process.info(caller, :priority)
+    heap = min(max((x1 - x0) * (y1 - y0), 0) * @garbage_words_per_cell, @most_making_heap)
+
+    {pid, ref} =
+      :erlang.spawn_opt(
+        fn ->
+          result =
+            try do
+              {:ok, area(terrain, rect)}
+            catch
+              kind, reason -> {:raised, kind, reason, __STACKTRACE__}
+            end
+
+          send(caller, {self(), result})
+        end,
+        [:monitor, priority: priority, min_heap_size: heap]
+      )
+
+    receive do
+      {^pid, {:ok, area}} ->
+        Process.demonitor(ref, [:flush])
+        area
+
+      {^pid, {:raised, kind, reason, stacktrace}} ->
+        Process.demonitor(ref, [:flush])
+        :erlang.raise(kind, reason, stacktrace)
+
+      {:DOWN, ^ref, :process, ^pid, reason} ->
+        exit(reason)
+    end
   end
 
   defp area_rect(%__MODULE__{width: w, height: h, area_size: size}, x, y) do

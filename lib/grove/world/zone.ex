@@ -296,11 +296,12 @@ defmodule Grove.World.Zone do
       |> count_entities()
 
     zone = zone |> ensure_tick() |> schedule_game_tick() |> sync_game()
-    # Making a zone's ground from the seed leaves some 400 KB of garbage
-    # on its heap (the noise's floats and rows) for a state of a few KB;
-    # a zone that then sees little traffic would keep it for as long as
-    # it runs, since nothing else makes it collect its old heap. Dropped
-    # here, once: a world of zones on demand keeps thousands awake.
+    # Waking leaves garbage on the zone's heap (its game's layer laid,
+    # its rows read; the ground is made on a heap of its own,
+    # `Terrain.area_of/3`) for a state of a few KB; a zone that then sees
+    # little traffic would keep it for as long as it runs, since nothing
+    # else makes it collect its old heap. Dropped here, once: a world of
+    # zones on demand keeps thousands awake.
     :erlang.garbage_collect()
     {:noreply, zone}
   end

@@ -136,6 +136,52 @@ defmodule Grove.World.TerrainTest do
     MapSet.size(mainland) == largest and (largest == 0 or mainland in regions)
   end
 
+  # A generator that tells the test which process made each area, and
+  # at which priority, and raises for the rectangles asked to.
+  defmodule Telling do
+    @behaviour Terrain
+
+    @impl true
+    def init(_width, _height, opts), do: Map.new(opts)
+
+    @impl true
+    def cells(%{test: test, raise_at: raise_at}, {x0, y0, x1, y1} = rect) do
+      if x0 == raise_at, do: raise(ArgumentError, "no ground here")
+      {:priority, priority} = Process.info(self(), :priority)
+      send(test, {:made, rect, self(), priority})
+      :binary.copy(<<0>>, (x1 - x0) * (y1 - y0))
+    end
+  end
+
+  test "a large world's area is made in a process of its own, at its caller's priority, and a generator's error raised in the caller" do
+    terrain =
+      Terrain.for_world(100_000, 100_000, 50,
+        generator: Telling,
+        whole_limit: 0,
+        test: self(),
+        raise_at: 999
+      )
+
+    area = Terrain.area_of(terrain, 120, 70)
+    assert_received {:made, {99, 49, 151, 101}, maker, :normal}
+    assert maker != self()
+    refute Process.alive?(maker)
+    assert area == Terrain.area(terrain, {99, 49, 151, 101})
+    assert_received {:made, {99, 49, 151, 101}, _caller, :normal}
+
+    # Read again from the cache, made once.
+    assert Terrain.area_of(terrain, 101, 99) == area
+    refute_received {:made, _, _, _}
+
+    previous = Process.flag(:priority, :low)
+    Terrain.area_of(terrain, 5000, 5000)
+    Process.flag(:priority, previous)
+    assert_received {:made, {4999, 4999, 5051, 5051}, _maker, :low}
+
+    assert_raise ArgumentError, "no ground here", fn -> Terrain.area_of(terrain, 1000, 0) end
+    refute_received {:DOWN, _, _, _, _}
+  end
+
   defp regions(free, found) do
     case Enum.take(free, 1) do
       [] ->
