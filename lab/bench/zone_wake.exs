@@ -1,0 +1,62 @@
+# What waking a zone and putting it to sleep costs the core, whole: a
+# world of a million cells a side in zones of 50, on demand, with the
+# orchard and the default ground (seed 1), no store; 400 zones spread
+# over it woken one after the other (`Zone.wake/2`, then `Zone.recovered/2`:
+# its ground made, its game's layer laid, its tables filled), then all
+# put to sleep (`World.sleep_idle/2`); three rounds of other zones. The
+# VM's CPU time (`:erlang.statistics(:runtime)`) per zone, so run it with
+# one scheduler, from the checkout to measure:
+#
+#     elixir --erl "+S 1:1" -S mix run --no-start lab/bench/zone_wake.exs
+
+alias Grove.World
+alias Grove.World.Zone
+
+name = :bench_zone_wake
+
+{:ok, sup} =
+  World.start_link(
+    name: name,
+    width: 1_000_000,
+    height: 1_000_000,
+    zone_size: 50,
+    zones: :on_demand,
+    zone_idle: :manual,
+    handoff_timeout: 50,
+    game: {Grove.Games.Orchard, tick: :manual},
+    rules: [move_rate: nil]
+  )
+
+world = World.fetch!(name)
+grid = world.grid
+count = 400
+
+rounds =
+  for round <- 1..3 do
+    zones =
+      for k <- 0..(count - 1),
+          do:
+            rem((round * 1000 + k) * 37, grid.zones_y) * grid.zones_x +
+              rem(k * 7919, grid.zones_x)
+
+    {_, _} = :erlang.statistics(:runtime)
+
+    for index <- zones do
+      Zone.wake(world, index)
+      Zone.recovered(world, index)
+    end
+
+    {_, wake_ms} = :erlang.statistics(:runtime)
+    World.sleep_idle(name, 600_000)
+    {_, sleep_ms} = :erlang.statistics(:runtime)
+    # They linger for the handoff timeout, then stop.
+    Process.sleep(200)
+    {wake_ms * 1000 / count, sleep_ms * 1000 / count}
+  end
+
+Supervisor.stop(sup)
+
+IO.puts(
+  "CPU us per zone, 3 rounds of #{count}: woken #{inspect(Enum.map(rounds, &elem(&1, 0)))}, " <>
+    "put to sleep #{inspect(Enum.map(rounds, &elem(&1, 1)))}"
+)
