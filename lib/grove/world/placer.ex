@@ -24,7 +24,13 @@ defmodule Grove.World.Placer do
   # each other.
   #
   # A node that starts while others already run the world runs nothing
-  # until they hand it its share. When none runs it yet, the first of the
+  # until they hand it its share, but what their placement gives it (it
+  # read it from one of them) it starts, and announces: the placement
+  # read may be older than another's (a placer its supervisor started
+  # again read it while another node started the zones its old one
+  # abandoned), and that node answers with the newer one, which stops the
+  # copy here. It also tells the others it joined, since one may count it
+  # as leaving still: the group may never have shown it the node gone. When none runs it yet, the first of the
   # members by name starts it and the others wait for its placement: nodes
   # that start together see the others join at different moments, and
   # each starting a world over the members it saw would leave them with
@@ -221,6 +227,9 @@ defmodule Grove.World.Placer do
   def handle_info({:leaving, node}, placer),
     do: {:noreply, %{placer | core: State.leaving(placer.core, node)}}
 
+  def handle_info({:joined, node}, placer),
+    do: {:noreply, run(placer, &State.joined(&1, node, Node.list()))}
+
   def handle_info({:zone_at, index, node, epoch, how}, placer),
     do: {:noreply, run(placer, &State.announced(&1, index, node, epoch, how, Node.list()))}
 
@@ -242,7 +251,7 @@ defmodule Grove.World.Placer do
     do: {:noreply, placer |> run(&State.nodedown(&1, Node.list())) |> lost_with_gone()}
 
   def handle_info({:abandoned, index, from}, placer),
-    do: {:noreply, run(placer, &State.abandoned(&1, index, from))}
+    do: {:noreply, run(placer, &State.abandoned(&1, index, from, Node.list()))}
 
   # Waiting for the first member to place the zones: is it done?
   def handle_info(:place, %__MODULE__{core: %State{paused: false, locations: nil}} = placer),

@@ -35,7 +35,8 @@ defmodule Grove.World.Placer.State do
   #     what it held that they are lost);
   #   * `{:recovered, indexes}` - zones that run again, empty: this node's
   #     clients and viewers in them are told;
-  #   * `{:send, node, message}` - to that node's placer;
+  #   * `{:send, node, message}` - to that node's placer (`{:zone_at, ...}`,
+  #     `{:joined, node}`, `{:abandoned, ...}`);
   #     `{:send_self, message}` and `{:send_after, message, ms}` - to this one;
   #   * `{:pause}` - the world stops here until a quorum is back;
   #   * `{:log, level, text}`.
@@ -174,13 +175,16 @@ defmodule Grove.World.Placer.State do
       owners = Placement.owners(state.zone_count, state.members)
       {state, effects} = publish(state, for(node <- Tuple.to_list(owners), do: {node, 1}))
 
-      for index <- 0..(state.zone_count - 1),
-          elem(owners, index) == state.node,
-          reduce: {state, effects} do
-        {state, effects} ->
-          {state, start} = start_zone(state, index)
-          {state, effects ++ start ++ announce(state, index, :started)}
-      end
+      {state, effects} =
+        for index <- 0..(state.zone_count - 1),
+            elem(owners, index) == state.node,
+            reduce: {state, effects} do
+          {state, effects} ->
+            {state, start} = start_zone(state, index)
+            {state, effects ++ start ++ announce(state, index, :started)}
+        end
+
+      {state, effects ++ say_joined(state)}
     end
   end
 
@@ -192,6 +196,13 @@ defmodule Grove.World.Placer.State do
   # another, it hands over at once. Only that: a node it does not count
   # among its members yet may well be up (the others see it), so its zones
   # are not started again here.
+  #
+  # What it starts it announces, and it tells the others it joined: the
+  # placement it read may be older than what another knows (a placer
+  # started again here read it while another started this node's zones
+  # again, as the old placer asked), and a node that answers with the
+  # newer placement stops the copy here (`announced/6`); and another that
+  # still counts this node as leaving counts it again (`joined/3`).
   defp join_running(state, locations) do
     {state, effects} = publish(state, locations)
 
@@ -199,11 +210,13 @@ defmodule Grove.World.Placer.State do
       Enum.reduce(Enum.with_index(locations), {state, effects}, fn
         {{at, _epoch}, index}, {state, effects} when at == state.node ->
           {state, start} = start_zone(state, index)
-          {state, effects ++ start}
+          {state, effects ++ start ++ announce(state, index, :handed)}
 
         _other, acc ->
           acc
       end)
+
+    effects = effects ++ say_joined(state)
 
     Enum.reduce(0..(state.zone_count - 1), {state, effects}, fn index, {state, effects} ->
       owner = Placement.owner(index, state.members)
@@ -228,6 +241,13 @@ defmodule Grove.World.Placer.State do
 
     {%{state | locations: List.to_tuple(locations), early: %{}} |> see(state.members),
      [{:publish, locations} | replays]}
+  end
+
+  # A placer started again while its node stayed up may be counted as
+  # leaving still by others that never saw the group drop its node
+  # (`joined/3`).
+  defp say_joined(state) do
+    for member <- state.members, member != state.node, do: {:send, member, {:joined, state.node}}
   end
 
   ## Members
@@ -277,6 +297,36 @@ defmodule Grove.World.Placer.State do
     if node in state.members,
       do: %{state | leaving: MapSet.put(state.leaving, node), members: state.members -- [node]},
       else: state
+  end
+
+  @doc """
+  A node's placer joined the placement, started again while its node
+  stayed up (its supervisor restarted it): the old one said it leaves,
+  and the group may never have shown this node the node gone (its old
+  process and its new one changed places before this node's membership
+  looked), so that nothing else would ever make it a member again here.
+  It is one again, and gets its share.
+  """
+  @spec joined(t(), node(), [node()]) :: result()
+  def joined(state, node, connected) do
+    if node in state.leaving do
+      state =
+        %{
+          state
+          | leaving: MapSet.delete(state.leaving, node),
+            members: Enum.sort([node | state.members])
+        }
+        |> see([node])
+
+      if state.paused do
+        {state, []}
+      else
+        {state, effects} = rebalance(state, connected)
+        {state, effects ++ introduce(state, [node])}
+      end
+    else
+      {state, []}
+    end
   end
 
   @doc "A node went down: what was waiting for it to be gone settles."
@@ -496,26 +546,29 @@ defmodule Grove.World.Placer.State do
   @doc """
   A node that stopped on purpose could not hand this zone over, and stays
   up (its world stopped, not its node): the zone's new owner starts it
-  again, empty, as it would a lost node's.
+  again, empty, as it would a lost node's. That node may be a member
+  again already (its placer started again by its supervisor): the zone
+  is its own then, and goes to it at once.
   """
-  @spec abandoned(t(), index(), node()) :: result()
-  def abandoned(state, index, from)
+  @spec abandoned(t(), index(), node(), [node()]) :: result()
+  def abandoned(state, index, from, connected)
       when not state.paused and state.locations != nil do
     if location(state, index) == from do
       {state, effects} = restart_lost(state, index)
+      {state, settled, _} = settle_zone(state, index, connected)
 
       {state,
        [
          {:log, :warning,
           "zone #{index}: #{from} stopped without handing it over; started again here, empty"}
          | effects
-       ] ++ [{:recovered, [index]}]}
+       ] ++ [{:recovered, [index]}] ++ settled}
     else
       {state, []}
     end
   end
 
-  def abandoned(state, _index, _from), do: {state, []}
+  def abandoned(state, _index, _from, _connected), do: {state, []}
 
   ## Handovers
 

@@ -312,6 +312,102 @@ defmodule Grove.World.Placer.StateTest do
     end
   end
 
+  describe "a placer started again on a node that stays up" do
+    # Its supervisor restarted it (its zones' supervisor died): the old
+    # placer left the cluster as a node that stops does, and said that a
+    # zone whose process it still saw, dying, was abandoned; the new one
+    # joins the group under a process of its own, and reads the placement
+    # from a member.
+    test "runs each zone on one node once the two have spoken, though the group never showed it gone and it read the placement before its zone was started again elsewhere" do
+      members = [@a, @b]
+      a = placed(@a, members, 8)
+      running = Tuple.to_list(a.locations)
+      {b, _} = State.join_or_start(%{State.new(@b, 8) | members: members}, running)
+      [zone | _] = for index <- 0..7, State.location(a, index) == @b, do: index
+      assert zone in b.running
+
+      # b's old placer says it leaves; the group dropped its process and
+      # took the new one's before a's membership looked: a hears the same
+      # members again, never b gone.
+      a = State.leaving(a, @b)
+      {a, _} = State.members(a, members, true, [@b])
+
+      # b's new placer reads a's placement before a has heard that the zone
+      # was abandoned (or while a asks the members for its bacteria), and
+      # starts it; a then starts it again, as b's old placer asked.
+      {b, b_said} = State.join_or_start(%{State.new(@b, 8) | members: members}, running)
+      assert zone in b.running
+      {a, a_said} = State.abandoned(a, zone, @b, [@b])
+      assert zone in a.running
+
+      cores = exchange(%{@a => a, @b => b}, sends(@a, a_said) ++ sends(@b, b_said))
+
+      for index <- 0..7 do
+        serving =
+          for {node, core} <- cores, index in core.running, index not in core.retiring, do: node
+
+        assert serving == [State.location(cores[@a], index)],
+               "zone #{index} served by #{inspect(serving)}"
+
+        assert State.location(cores[@a], index) == Placement.owner(index, members)
+      end
+
+      for core <- Map.values(cores), do: assert(core.members == members)
+      assert cores[@a].locations == cores[@b].locations
+    end
+  end
+
+  # The messages of `effects` from `node`, in order.
+  defp sends(node, effects) do
+    for effect <- effects, message = outgoing(node, effect), do: message
+  end
+
+  defp outgoing(_node, {:send, to, message}), do: {to, message}
+  defp outgoing(node, {:send_self, message}), do: {node, message}
+  defp outgoing(node, {:hand_over, index, to, epoch}), do: {node, {:hand_over, index, to, epoch}}
+  defp outgoing(_node, _effect), do: nil
+
+  # Two or three placers that hear each other's messages in the order sent,
+  # until none is left; a handover is taken at once.
+  defp exchange(cores, []), do: cores
+
+  defp exchange(cores, [{to, message} | rest]) do
+    connected = Map.keys(cores) -- [to]
+    core = cores[to]
+
+    {cores, more} =
+      case message do
+        {:zone_at, index, node, epoch, how} ->
+          {core, effects} = State.announced(core, index, node, epoch, how, connected)
+          {Map.put(cores, to, core), sends(to, effects)}
+
+        {:joined, node} ->
+          {core, effects} = State.joined(core, node, connected)
+          {Map.put(cores, to, core), sends(to, effects)}
+
+        {:hand_over, index, new_owner, epoch} ->
+          {:ok, taker, taken} =
+            State.take_over(
+              cores[new_owner],
+              index,
+              [],
+              [],
+              0,
+              epoch,
+              Map.keys(cores) -- [new_owner]
+            )
+
+          {core, ended} = State.handover_ended(core, index, :normal)
+          cores = cores |> Map.put(new_owner, taker) |> Map.put(to, core)
+          {cores, sends(new_owner, taken) ++ sends(to, ended)}
+
+        _timer ->
+          {cores, []}
+      end
+
+    exchange(cores, rest ++ more)
+  end
+
   ## A cluster of placers, the network simulated
 
   # Nodes of a cluster of three start (each seeing some of the others at
@@ -340,6 +436,7 @@ defmodule Grove.World.Placer.StateTest do
       :proper_types.frequency([
         {4, {:start, node, :proper_types.list(:proper_types.boolean()), seed}},
         {1, {:stop, node, seed}},
+        {2, {:restart, node, :proper_types.list(:proper_types.boolean()), seed}},
         {2, {:kill, node, seed}},
         {2, {:split, node, seed}}
       ])
@@ -400,6 +497,67 @@ defmodule Grove.World.Placer.StateTest do
       %{^node => core}
       when map_size(sim.cores) > 1 and core.locations != nil and not core.paused ->
         stop(sim, node)
+
+      _ ->
+        sim
+    end
+  end
+
+  # A node's placer started again by its supervisor (its zones' supervisor
+  # died), while the node stays up: the old one says it leaves, and each
+  # zone it serves whose process it still saw, dying (`dying`), it says is
+  # abandoned, to start again on its owner among the others; those whose
+  # process it saw gone already it says nothing of. What was on its way to
+  # it is lost. The group may show the others the node gone, then back, or
+  # never (its old process and its new one changed places before they
+  # looked). The new placer reads the placement from a member at any moment
+  # among the others' events.
+  defp command(sim, {:restart, n, dying, seed}) do
+    node = Enum.at(@nodes, n)
+
+    case sim.cores[node] do
+      %State{locations: locations, paused: false}
+      when map_size(sim.cores) > 1 and locations != nil ->
+        :rand.seed(:exsss, seed)
+        sim = Enum.reduce(for({^node, _, _, _} = job <- sim.jobs, do: job), sim, &run_job(&2, &1))
+        core = sim.cores[node]
+        others = core.members -- [node]
+        # It says it leaves before it leaves the group (`Grove.World.Placer`),
+        # and this comes before the group shows its new process.
+        sim =
+          Enum.reduce(others, sim, fn other, sim ->
+            sim |> enqueue(node, other, {:leaving, node}) |> deliver_channel({node, other})
+          end)
+
+        sim =
+          core
+          |> State.leave()
+          |> Enum.zip(dying ++ List.duplicate(true, @zones))
+          |> Enum.reduce(sim, fn
+            {{index, to, _epoch}, true}, sim -> enqueue(sim, node, to, {:abandoned, index, node})
+            {_zone, false}, sim -> sim
+          end)
+
+        channels = Map.reject(sim.channels, fn {{_from, to}, _} -> to == node end)
+        jobs = Enum.reject(sim.jobs, fn {from, _, _, _} -> from == node end)
+        timers = Enum.reject(sim.timers, fn {at, _} -> at == node end)
+        sim = %{sim | channels: channels, jobs: jobs, timers: timers}
+
+        # Its new placer, a member of the group again.
+        members = members_of(sim, node)
+        sim = put_in(sim.cores[node], %{State.new(node, @zones) | members: members})
+
+        sim =
+          if :rand.uniform(2) == 1 do
+            Enum.reduce(others, sim, fn other, sim ->
+              enqueue(sim, :group, other, {:members, members_of(sim, other) -- [node]})
+            end)
+            |> membership()
+          else
+            sim
+          end
+
+        sim |> steps(:rand.uniform(10) - 1) |> place(node)
 
       _ ->
         sim
@@ -624,8 +782,11 @@ defmodule Grove.World.Placer.StateTest do
   defp handle(sim, node, core, {:zone_at, index, at, epoch, how}),
     do: rule(sim, node, State.announced(core, index, at, epoch, how, connected(sim, node)))
 
+  defp handle(sim, node, core, {:joined, from}),
+    do: rule(sim, node, State.joined(core, from, connected(sim, node)))
+
   defp handle(sim, node, core, {:abandoned, index, from}),
-    do: rule(sim, node, State.abandoned(core, index, from))
+    do: rule(sim, node, State.abandoned(core, index, from, connected(sim, node)))
 
   defp handle(sim, node, core, :place) do
     if core.locations == nil and not core.paused, do: place(sim, node), else: sim
