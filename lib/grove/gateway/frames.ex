@@ -126,7 +126,13 @@ defmodule Grove.Gateway.Frames do
   # `areas` message rather than a frame of their own: the zone encodes the
   # part once, and each session joins the parts it sends together into one
   # frame (`join/2`).
+  #
+  # A delta of a tile tells which of its entities stayed in it (`{:delta,
+  # stayed}`, from the zone's cut by tile); these versions send it whole.
   @impl Grove.World.ViewFormat
+  def encode_view(format, {:delta, _stayed}, zone, entries, departed),
+    do: encode_view(format, :delta, zone, entries, departed)
+
   def encode_view({encoding, _version, geometry}, what, zone, entries, departed),
     do: {:part, part(encoding, geometry, what, zone, entries, departed)}
 
@@ -177,8 +183,11 @@ defmodule Grove.Gateway.Frames do
   defp area_or_part(format, what, zone, entries, departed, game) do
     if elem(format, 1) >= 4 and game == %{cells: [], looks: [], events: []},
       do: encode_view(format, what, zone, entries, departed),
-      else: area(elem(format, 0), elem(format, 1), what, zone, entries, departed, game)
+      else: area(elem(format, 0), elem(format, 1), plain(what), zone, entries, departed, game)
   end
+
+  defp plain({:delta, _stayed}), do: :delta
+  defp plain(what), do: what
 
   @doc """
   Views as version 4 sends them: each run of area parts side by side in

@@ -69,7 +69,7 @@ defmodule Grove.World.ViewFormat do
   """
   @callback encode_view(
               format :: term(),
-              :snapshot | :delta,
+              :snapshot | :delta | {:delta, %{Entity.id() => true}},
               Grid.zone_index(),
               entries :: [entry()],
               departed :: [Entity.id()]
@@ -82,7 +82,7 @@ defmodule Grove.World.ViewFormat do
   """
   @callback encode_view(
               format :: term(),
-              :snapshot | :delta,
+              :snapshot | :delta | {:delta, %{Entity.id() => true}},
               Grid.zone_index(),
               entries :: [entry()],
               departed :: [Entity.id()],
@@ -97,6 +97,14 @@ defmodule Grove.World.ViewFormat do
   `{:grove_view, zone, :subscribed, seq}` instead of a snapshot, and asks
   for the tiles it wants (`Grove.World.request_tiles/4`). A format without
   this callback reads whole zones.
+
+  A tiled format's deltas come as `{:delta, stayed}` rather than
+  `:delta`: `stayed` holds (as keys of a map) the ids of the entries that
+  were in the tile already, which every viewer of the tile knows, so that
+  the format may leave out what does not change (their kind); an entry
+  not in it came into the tile (joined, or crossed from another tile or
+  zone), or was away from it when a snapshot of the tile was taken since
+  the last delta.
   """
   @callback tiled?(format :: term()) :: boolean()
 

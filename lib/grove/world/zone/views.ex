@@ -35,7 +35,13 @@ defmodule Grove.World.Zone.Views do
   # (named there, when it has a name); to tell, the zone keeps each
   # entity's tile (`placed`) while it is watched, and the tiles a snapshot
   # showed it in since the last delta (`shown`: it may have moved since
-  # that delta, and move or leave again before the next).
+  # that delta, and move or leave again before the next). A tiled delta
+  # also tells which of its entities were in the tile already, so that a
+  # format may leave out what a viewer of the tile knows of them (their
+  # kind): those that did not cross into it, unless a snapshot of their
+  # tile was taken since the last delta while they were away from it
+  # (`away`: that snapshot's viewer does not know them; they are named
+  # there, too, as if they had crossed).
   #
   # The effects:
   #
@@ -66,7 +72,7 @@ defmodule Grove.World.Zone.Views do
   alias Grove.World.{Entity, Feed, Grid, Terrain, ViewFormat}
   alias Grove.World.Zone.{State, Subscriptions}
 
-  defstruct [:index, :grid, :subscriptions, seq: 0, placed: nil, shown: %{}]
+  defstruct [:index, :grid, :subscriptions, seq: 0, placed: nil, shown: %{}, away: %{}]
 
   @type t :: %__MODULE__{
           index: Grid.zone_index(),
@@ -74,7 +80,8 @@ defmodule Grove.World.Zone.Views do
           subscriptions: Subscriptions.t(),
           seq: non_neg_integer(),
           placed: %{Entity.id() => Grid.tile_index()} | nil,
-          shown: %{Entity.id() => [Grid.tile_index()]}
+          shown: %{Entity.id() => [Grid.tile_index()]},
+          away: %{Entity.id() => true}
         }
 
   @type message ::
@@ -207,6 +214,7 @@ defmodule Grove.World.Zone.Views do
     if member?(views, {pid, format}) do
       tiles = for tile <- tiles, Grid.tile_zone(views.grid, tile) == views.index, do: tile
       entries = in_tiles(views.grid, core, tiles)
+      views = away(views, core, tiles)
       {tiles_effects(views, core, pid, format, tiles, entries), show(views, entries)}
     else
       {[], views}
@@ -296,8 +304,8 @@ defmodule Grove.World.Zone.Views do
             do:
               {format,
                for(
-                 {tile, entries, gone, tile_extra} <- cut,
-                 do: {tile, encode(format, :delta, tile, entries, gone, tile_extra)}
+                 {tile, entries, gone, tile_extra, stayed} <- cut,
+                 do: {tile, encode(format, {:delta, stayed}, tile, entries, gone, tile_extra)}
                )}
 
     relays = for node <- Subscriptions.nodes(subs), do: {:relay, node, seq, encoded}
@@ -322,7 +330,7 @@ defmodule Grove.World.Zone.Views do
          departed,
          extra
        ),
-       do: {[{tile_of_zone(views), changes, departed, extra}], views}
+       do: {[{tile_of_zone(views), changes, departed, extra, %{}}], views}
 
   # The delta cut by tile: an entity that crossed from one tile into
   # another within the zone is gone from the first and comes into the
@@ -332,6 +340,7 @@ defmodule Grove.World.Zone.Views do
     entities = core.entities
     placed = views.placed || %{}
     shown = views.shown
+    away = views.away
 
     {tiles, placed} =
       Enum.reduce(changes, {%{}, placed}, fn {id, x, y, _kind} = entry, {tiles, placed} ->
@@ -340,11 +349,14 @@ defmodule Grove.World.Zone.Views do
 
         tiles = Enum.reduce(held_in(placed, shown, id, tile), tiles, &add(&2, &1, 1, id))
 
-        # Crossed from another tile: named in this one.
+        # Stayed in its tile, and no snapshot of it was taken while it was
+        # away: every viewer of the tile knows it. Else it crossed from
+        # another tile, or such a snapshot did not show it: named in this
+        # one.
         tiles =
           case {placed, entities} do
-            {%{^id => ^tile}, _} ->
-              tiles
+            {%{^id => ^tile}, _} when not is_map_key(away, id) ->
+              add(tiles, tile, 6, id)
 
             {%{^id => _}, %{^id => %Entity{label: {name, avatar}}}} ->
               add(tiles, tile, 2, {id, name, avatar})
@@ -382,7 +394,7 @@ defmodule Grove.World.Zone.Views do
       end
 
     cut =
-      for {tile, {entries, gone, names, cells, looks, events}} <- tiles do
+      for {tile, {entries, gone, names, cells, looks, events, stayed}} <- tiles do
         tile_extra =
           if extra == nil and names == [],
             do: nil,
@@ -393,21 +405,23 @@ defmodule Grove.World.Zone.Views do
               events: Enum.reverse(events)
             }
 
-        {tile, Enum.reverse(entries), Enum.reverse(gone), tile_extra}
+        {tile, Enum.reverse(entries), Enum.reverse(gone), tile_extra,
+         Map.new(stayed, &{&1, true})}
       end
 
-    {cut, %{views | placed: placed, shown: %{}}}
+    {cut, %{views | placed: placed, shown: %{}, away: %{}}}
   end
 
   # One more item in a tile's part of the delta: its entries (0), gone
-  # (1), names (2), cells (3), looks (4) or events (5), newest first.
+  # (1), names (2), cells (3), looks (4), events (5) or the ids of entries
+  # that were in the tile already (6), newest first.
   defp add(tiles, tile, at, item) do
     case tiles do
       %{^tile => parts} ->
         %{tiles | tile => put_elem(parts, at, [item | elem(parts, at)])}
 
       _none ->
-        Map.put(tiles, tile, put_elem({[], [], [], [], [], []}, at, [item]))
+        Map.put(tiles, tile, put_elem({[], [], [], [], [], [], []}, at, [item]))
     end
   end
 
@@ -424,6 +438,34 @@ defmodule Grove.World.Zone.Views do
   defp tile_of_zone(%__MODULE__{grid: grid, index: index}) do
     {x0, y0, _x1, _y1} = Grid.zone_bounds(grid, index)
     Grid.tile_of(grid, x0, y0)
+  end
+
+  # The entities a snapshot of `tiles` leaves out though the last delta
+  # had them there: they moved away (or out of the zone) since, and may
+  # come back before the next delta, which must then bring them to the
+  # snapshot's viewer whole, kind and name.
+  defp away(%__MODULE__{placed: nil} = views, _core, _tiles), do: views
+
+  defp away(%__MODULE__{placed: placed, grid: grid, away: away} = views, core, tiles) do
+    wanted = Map.new(tiles, &{&1, true})
+    entities = core.entities
+
+    away =
+      :maps.fold(
+        fn id, tile, away ->
+          here =
+            case entities do
+              %{^id => %Entity{x: x, y: y}} -> Grid.tile_of(grid, x, y) == tile
+              _gone -> false
+            end
+
+          if is_map_key(wanted, tile) and not here, do: Map.put(away, id, true), else: away
+        end,
+        away,
+        placed
+      )
+
+    %{views | away: away}
   end
 
   # Where each entity of the zone is, by tile, from the moment it is
@@ -501,7 +543,7 @@ defmodule Grove.World.Zone.Views do
   end
 
   defp unplace(views),
-    do: if(watched?(views), do: views, else: %{views | placed: nil, shown: %{}})
+    do: if(watched?(views), do: views, else: %{views | placed: nil, shown: %{}, away: %{}})
 
   # The zone as it is now, for a viewer that starts (or starts again) from
   # the number of the last delta published: the deltas after it complete
@@ -587,7 +629,7 @@ defmodule Grove.World.Zone.Views do
   @doc false
   @spec encode(
           Feed.format(),
-          :snapshot | :delta,
+          :snapshot | :delta | {:delta, %{Entity.id() => true}},
           Grid.zone_index(),
           [ViewFormat.entry()],
           [Entity.id()],

@@ -92,10 +92,61 @@ defmodule Grove.World.Zone.ViewsTilesTest do
       {[{:publish, 1, [{@format, cut}]} | _], _views} =
         Views.publish(views, core, changes, departed, extra)
 
+      # It came into tile 40: nothing stayed there.
       assert Enum.sort(cut) == [
-               {39, {:delta, 39, [], [2], []}},
-               {40, {:delta, 40, [{2, 40, 45, 2}], [], [{2, "p2", "🙂"}]}}
+               {39, {{:delta, %{}}, 39, [], [2], []}},
+               {40, {{:delta, %{}}, 40, [{2, 40, 45, 2}], [], [{2, "p2", "🙂"}]}}
              ]
+    end
+
+    test "is told which entities of a delta stayed in their tile, unless a snapshot of it was taken while they were away" do
+      me = self()
+      {:ok, _entity, core} = State.place(core(), entity(2), [{48, 45}])
+      {:ok, _entity, core} = State.place(core, entity(3), [{35, 35}])
+
+      {_effects, views} =
+        Views.subscribe(Views.new(@index, @grid, node(), 0), core, me, 1, @format)
+
+      core = State.watch(core, true)
+      step = fn core, id, dir -> elem(State.apply_move(core, id, dir, me, 1, 0), 3) end
+
+      delta = fn views, core ->
+        {changes, departed, labels, core} = State.flush(core)
+        {extra, core} = State.flush_extra(core, labels)
+
+        {[{:publish, _seq, [{@format, cut}]} | _], views} =
+          Views.publish(views, core, changes, departed, extra)
+
+        # Each tile's stayed ids, entries and names, highest tile first.
+        cut =
+          for {tile, {{:delta, stayed}, tile, entries, [], names}} <-
+                Enum.sort_by(cut, &elem(&1, 0), :desc),
+              do: {tile, Map.keys(stayed), entries, names}
+
+        {cut, views, core}
+      end
+
+      # Both step within their tiles: both stayed.
+      core = core |> step.(2, :e) |> step.(3, :e)
+      {cut, views, core} = delta.(views, core)
+      assert cut == [{40, [2], [{2, 49, 45, 2}], []}, {30, [3], [{3, 36, 35, 0}], []}]
+
+      # A snapshot of tile 40 that shows it: it stays.
+      {_effects, views} = Views.snapshot_tiles(views, core, me, @format, [40])
+      {cut, views, core} = delta.(views, step.(core, 2, :w))
+      assert cut == [{40, [2], [{2, 48, 45, 2}], []}]
+
+      # Out of tile 40 into 41, a snapshot of 40 without it, and back: its
+      # next delta brings it to 40 as come, kind and name, for that
+      # snapshot's viewer does not know it.
+      core = core |> step.(2, :e) |> step.(2, :e)
+      {_effects, views} = Views.snapshot_tiles(views, core, me, @format, [40])
+      {cut, views, core} = delta.(views, step.(core, 2, :w))
+      assert cut == [{40, [], [{2, 49, 45, 2}], [{2, "p2", "🙂"}]}]
+
+      # And the delta after it, as before.
+      {cut, _views, _core} = delta.(views, step.(core, 2, :w))
+      assert cut == [{40, [2], [{2, 48, 45, 2}], []}]
     end
   end
 
@@ -113,6 +164,7 @@ defmodule Grove.World.Zone.ViewsTilesTest do
       {8, {:move, id, dir}},
       {2, {:arrive, id, :proper_types.integer(30, 59), :proper_types.integer(30, 59)}},
       {2, {:want, tile}},
+      {1, {:away_and_back, id, dir}},
       {1, {:drop, tile}},
       {1, :subscribe},
       {3, :tick}
@@ -189,6 +241,26 @@ defmodule Grove.World.Zone.ViewsTilesTest do
     end
   end
 
+  # A step out of a tile, a snapshot of that tile taken while it is
+  # away, and a step back, all between two deltas: the next delta must
+  # tell it to the snapshot's viewer as come into the tile, kind and all.
+  defp step({:away_and_back, id, dir}, sim) do
+    case sim.core.entities do
+      %{^id => %Entity{x: x, y: y}} ->
+        k = Enum.find_index(tiles_of_zone(), &(&1 == Grid.tile_of(@grid, x, y)))
+
+        back =
+          Enum.at(Grid.directions(), rem(Enum.find_index(Grid.directions(), &(&1 == dir)) + 4, 8))
+
+        sim = step({:move, id, dir}, sim)
+        sim = if k, do: step({:want, k}, sim), else: sim
+        step({:move, id, back}, sim)
+
+      _gone ->
+        sim
+    end
+  end
+
   defp step(:subscribe, sim) do
     {_effects, views} = Views.subscribe(sim.views, sim.core, self(), 1, @format)
     %{sim | views: views}
@@ -237,9 +309,17 @@ defmodule Grove.World.Zone.ViewsTilesTest do
         cut = encoded |> List.keyfind(@format, 0, {@format, []}) |> elem(1)
         assert length(Enum.uniq_by(cut, &elem(&1, 0))) == length(cut), "a tile twice in a delta"
 
-        Enum.reduce(cut, sim, fn {tile, {:delta, tile, entries, gone, names}}, sim ->
+        Enum.reduce(cut, sim, fn {tile, {{:delta, stayed}, tile, entries, gone, names}}, sim ->
           case sim.held do
             %{^tile => held} when held < seq ->
+              # What stayed in the tile, the viewer knows there: its
+              # kind may be left out (version 6 of the protocol does).
+              mirror = Map.get(sim.view.mirrors, tile, %{})
+
+              for {id, _x, _y, _kind} <- entries,
+                  is_map_key(stayed, id),
+                  do: assert(is_map_key(mirror, id), "#{id} stayed in #{tile}, not known there")
+
               %{
                 sim
                 | view: View.update_area(sim.view, tile, entries, gone),
