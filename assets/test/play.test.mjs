@@ -78,10 +78,10 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     await page.close();
   });
 
-  test("the page speaks protocol 5, and draws each area's ground as it came with the area", async () => {
+  test("the page speaks protocol 6, and draws each area's ground as it came with the area", async () => {
     const { page, problems } = await openGame(browser, server.url);
     const state = await waitJoined(page);
-    assert.equal(state.protocol, 5);
+    assert.equal(state.protocol, 6);
     await page.waitForFunction(() => window.grove.state().terrainLoaded);
     await waitAreasGround(page);
 
@@ -105,7 +105,7 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     assert.ok(inside.length > 0);
     for (const [x, y, kind] of inside) assert.equal(kind, kinds[whole[y * 100 + x]], `the ground at ${x}, ${y}`);
 
-    // Version 5 places the areas' entities from their area's corner: the
+    // Version 5 on places the areas' entities from their area's corner: the
     // player on its own cell, and every entity in view on free ground.
     const placed = await page.evaluate(
       ([x, y]) => {
@@ -122,6 +122,62 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     );
     assert.ok(placed.some(([x, y, id]) => x === state.x && y === state.y && id === state.id), "the player on its cell");
     for (const [x, y] of placed) assert.ok([0, 4].includes(whole[y * 100 + x]), `an entity at ${x}, ${y} on free ground`);
+    assert.deepEqual(problems, []);
+    await page.close();
+  });
+
+  test("an area's ground comes once a connection, and walkers that stay in their area come without their kind", async () => {
+    // Every frame the page reads, in order: grounds and the areas' parts (protocol 6's JSON arrays).
+    const frames = [];
+    const { page, problems } = await openGame(browser, server.url, undefined, (page) =>
+      page.on("websocket", (socket) =>
+        socket.on("framereceived", ({ payload }) => {
+          const message = JSON.parse(String(payload));
+          if (Array.isArray(message) && (message[0] === 80 || message[0] === 82)) frames.push(message);
+        }),
+      ),
+    );
+    const state = await waitJoined(page);
+    await waitAreasGround(page);
+    // A walk about, out of some areas and back into others.
+    for (let step = 0; step < 12; step++) await moveSomewhere(page);
+    await waitAreasGround(page);
+
+    const grounds = new Set();
+    let stayed = 0;
+    for (const message of frames) {
+      if (message[0] === 80) {
+        assert.ok(!grounds.has(message[1]), `area ${message[1]}'s ground came twice`);
+        grounds.add(message[1]);
+        continue;
+      }
+      // The parts one after another: the area, its entities, then gone ids or true.
+      const parts = message[1];
+      for (let i = 0; i < parts.length; ) {
+        const [area, flat] = [parts[i], parts[i + 1]];
+        i += 2;
+        const full = parts[i] === true;
+        if (full || Array.isArray(parts[i])) i++;
+        assert.ok(grounds.has(area), `area ${area}'s part came before its ground`);
+        if (full) continue;
+        for (let k = 0; k < flat.length; k += flat[k] < 0 ? 3 : 2) if (flat[k] > 0) stayed++;
+      }
+    }
+    assert.ok(stayed > 0, "some walker stayed in its area, and came without its kind");
+
+    // Each area's ground drawn as /terrain has it, after the walk.
+    const whole = await page.evaluate(async () => Array.from(new Uint8Array(await (await fetch("/terrain")).arrayBuffer())));
+    const kinds = ["meadow", "tree", "rock", "water", "flowers"];
+    const now = await page.evaluate(() => window.grove.state());
+    for (let dy = -8; dy <= 8; dy++) {
+      for (let dx = -8; dx <= 8; dx++) {
+        const [x, y] = [now.x + dx, now.y + dy];
+        if (x < 0 || y < 0 || x >= 100 || y >= 100) continue;
+        const kind = await page.evaluate(([x, y]) => window.grove.areaGroundAt(x, y), [x, y]);
+        assert.equal(kind, kinds[whole[y * 100 + x]], `the ground at ${x}, ${y}`);
+      }
+    }
+    assert.equal(state.protocol, 6);
     assert.deepEqual(problems, []);
     await page.close();
   });

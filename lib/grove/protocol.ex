@@ -1,6 +1,6 @@
 defmodule Grove.Protocol do
   @moduledoc """
-  The wire protocol between clients and the gateway, version 4: every
+  The wire protocol between clients and the gateway, version 6: every
   message defined once (below), with a JSON form for text frames and a
   compact binary form for binary frames, both derived from the definitions
   by `Grove.Protocol.Codec`. `docs/protocol.md` is the reference for client
@@ -13,7 +13,11 @@ defmodule Grove.Protocol do
 
   Versions: a client names the one it speaks in its `join`, and the
   session speaks it from then on (`negotiate/2`, the one place that
-  decides). Version 4 sends the areas that changed together in one
+  decides). Version 6 sends an entity's kind only with a snapshot and
+  when it comes into an area, not with every step, and an area's ground
+  once a connection (`Grove.Gateway.Session`); version 5 sends the
+  server's JSON as arrays and places an area's entities from its corner.
+  Version 4 sends the areas that changed together in one
   `areas` message, each area's part the same bytes for every player
   holding it, where version 3 sends an `area` message per area. Version 3
   carries coordinates, area numbers and entity ids as
@@ -48,9 +52,9 @@ defmodule Grove.Protocol do
 
   alias Grove.Protocol.Codec
 
-  @version 5
+  @version 6
   # Every version this server speaks, oldest first.
-  @versions [2, 3, 4, 5]
+  @versions [2, 3, 4, 5, 6]
   # Messages a version before this one does not have.
   @since %{ground: 3, areas: 4}
 
@@ -220,7 +224,9 @@ defmodule Grove.Protocol do
     # Several areas' snapshots or deltas in one message, each as `area`
     # without the game's fields: [area, full, entities, gone]; from
     # version 5 on, each entity's cell counted from the area's corner
-    # (`:parts`, see `Grove.Protocol.Codec`).
+    # (`:parts`, see `Grove.Protocol.Codec`); from version 6 on, a
+    # delta's entity that was in the area already without its kind
+    # (`:lean_parts`).
     {:areas, 82, :server, [{:areas, :area_parts}]}
   ]
 

@@ -7,6 +7,7 @@ defmodule Grove.ProtocolTest do
 
   alias Grove.Gateway.{Frames, WebSocket}
   alias Grove.Protocol
+  alias Grove.Protocol.Codec
   alias Grove.Test.ProtocolGenerators
 
   # Every frame in the version it is checked in: a message of one version
@@ -73,8 +74,9 @@ defmodule Grove.ProtocolTest do
     assert text =~ "65536 x 100" and text =~ "protocol 3"
     assert Protocol.negotiate(4, {1_000_000, 1_000_000}) == {:ok, 4}
     assert Protocol.negotiate(5, {1_000_000, 1_000_000}) == {:ok, 5}
+    assert Protocol.negotiate(6, {1_000_000, 1_000_000}) == {:ok, 6}
     assert {:error, text} = Protocol.negotiate(9, {100, 100})
-    assert text =~ "protocol 5, your client 9"
+    assert text =~ "protocol 6, your client 9"
   end
 
   test "ground is a message of version 3 only" do
@@ -86,9 +88,9 @@ defmodule Grove.ProtocolTest do
   end
 
   test "the binary form is smaller than the JSON form of every message" do
-    # Version 5's JSON writes a small number in fewer bytes than binary's
-    # fixed sizes: the next test compares it with version 4's.
-    for version <- Protocol.versions() -- [5] do
+    # Version 5's JSON (and 6's) writes a small number in fewer bytes than
+    # binary's fixed sizes: the next test compares it with version 4's.
+    for version <- Protocol.versions() -- [5, 6] do
       property =
         forall(ProtocolGenerators.message(version), fn message ->
           assert byte_size(binary_frame(message, version)) <
@@ -119,14 +121,14 @@ defmodule Grove.ProtocolTest do
     move = %{type: :move, seq: 7, dir: :ne}
     assert json_frame(move, 5) == json_frame(move, 4)
 
-    assert Protocol.decode(~s([2,7,"ne"]), :json) ==
+    assert Protocol.decode(~s([2,7,"ne"]), :json, 5) ==
              {:error, :unknown_type, "unknown message tag 2"}
 
     # An array names its message by tag; its optional fields at the end may be left out.
-    assert Protocol.decode(~s([65,7,"ok",413,96]), :json) ==
+    assert Protocol.decode(~s([65,7,"ok",413,96]), :json, 5) ==
              {:ok, %{type: :outcome, seq: 7, result: :ok, x: 413, y: 96}}
 
-    assert Protocol.decode(~s([82,[941,[20001,36,1],942,[],[377],943,[],[],true]]), :json) ==
+    assert Protocol.decode(~s([82,[941,[20001,36,1],942,[],[377],943,[],[],true]]), :json, 5) ==
              {:ok,
               %{
                 type: :areas,
@@ -138,9 +140,9 @@ defmodule Grove.ProtocolTest do
               }}
 
     assert {:error, :bad_field, "areas: " <> _} =
-             Protocol.decode(~s([82,[941,[20001,36]]]), :json)
+             Protocol.decode(~s([82,[941,[20001,36]]]), :json, 5)
 
-    assert {:error, :bad_field, "areas: " <> _} = Protocol.decode(~s([82,[941]]), :json)
+    assert {:error, :bad_field, "areas: " <> _} = Protocol.decode(~s([82,[941]]), :json, 5)
 
     # Two ground cells a character: 8 x 0 + 1 is "B", 8 x 3 + 4 "c", and
     # an odd count ends with "=".
@@ -249,7 +251,7 @@ defmodule Grove.ProtocolTest do
 
   test "the gateway's own encoders of areas and outcomes say what the definitions say" do
     # Version 4's and 5's areas are the next tests'.
-    for version <- Protocol.versions() -- [4, 5] do
+    for version <- Protocol.versions() -- [4, 5, 6] do
       property =
         forall(
           {ProtocolGenerators.message(:area, version),
@@ -393,7 +395,7 @@ defmodule Grove.ProtocolTest do
     check(property, numtests: 100, deep_numtests: 1000, max_size: 6)
   end
 
-  test "version 5 places a part's entities from its area's corner, and joins the parts in one frame" do
+  test "versions 5 and 6 place a part's entities from its area's corner, and join the parts in one frame; 6 leaves out the kind of what stayed in its area" do
     # Worlds whose width is not a multiple of the tile's side: the tiles
     # at the east edge are narrower.
     cases =
@@ -422,29 +424,52 @@ defmodule Grove.ProtocolTest do
             entities =
               for {kind, n} <- Enum.with_index(Enum.take(kinds, 6)) do
                 {x, y} = Enum.at(cells, rem(n * 7, length(cells)))
-                {n * 1000 + tile, x, y, kind}
+                {n * 1000 + tile + 1, x, y, kind}
               end
 
             {tile, full, entities, if(full, do: [], else: Enum.map(kinds, &(&1 + 1)))}
           end
 
-        for encoding <- [:json, :binary] do
-          {Frames, format} = Frames.view_format(encoding, 5, grid)
+        # Every other entity of a delta stayed in its area.
+        stayed =
+          for {_tile, false, entities, _gone} <- areas,
+              {{id, _x, _y, _kind}, n} <- Enum.with_index(entities),
+              rem(n, 2) == 0,
+              into: %{},
+              do: {id, true}
+
+        for version <- [5, 6], encoding <- [:json, :binary] do
+          {Frames, format} = Frames.view_format(encoding, version, grid)
           kind = Frames.kind(encoding)
 
           parts =
             for {tile, full, entities, gone} <- areas do
-              what = if full, do: :snapshot, else: :delta
+              what = if full, do: :snapshot, else: {:delta, stayed}
               Frames.encode_view(format, what, tile, entities, gone, %{names: [], events: []})
             end
 
-          joined = IO.iodata_to_binary(Frames.join(parts, encoding, 5))
+          joined = IO.iodata_to_binary(Frames.join(parts, encoding, version))
+
+          # Version 6 leaves out the kind of what stayed.
+          areas =
+            if version >= 6,
+              do:
+                for(
+                  {tile, full, entities, gone} <- areas,
+                  do:
+                    {tile, full,
+                     for(
+                       {id, x, y, k} <- entities,
+                       do: {id, x, y, if(not full and is_map_key(stayed, id), do: nil, else: k)}
+                     ), gone}
+                ),
+              else: areas
 
           if areas == [] do
             assert joined == ""
           else
             assert [%{type: :areas, areas: decoded} = message] =
-                     decode_frames(joined, encoding, 5)
+                     decode_frames(joined, encoding, version)
 
             # Each entity where it stands, once its area's corner and width are known.
             placed =
@@ -461,15 +486,54 @@ defmodule Grove.ProtocolTest do
 
             assert placed == areas
 
-            assert joined == WebSocket.frame(kind, Protocol.encode(message, encoding, 5))
+            assert joined == WebSocket.frame(kind, Protocol.encode(message, encoding, version))
           end
 
-          assert Frames.outcome(encoding, 5, outcome.seq, outcome.result, outcome.x, outcome.y) ==
-                   WebSocket.frame(kind, Protocol.encode(outcome, encoding, 5))
+          assert Frames.outcome(
+                   encoding,
+                   version,
+                   outcome.seq,
+                   outcome.result,
+                   outcome.x,
+                   outcome.y
+                 ) ==
+                   WebSocket.frame(kind, Protocol.encode(outcome, encoding, version))
         end
       end)
 
     check(property, numtests: 200, deep_numtests: 2000, max_size: 12)
+  end
+
+  test "in version 6 a delta's entity comes with its kind only when it came into its area, a snapshot's always" do
+    json = ~s([82,[941,[20001,63],942,[-20002,7,3],[377],943,[20003,12,3],true]])
+
+    parts = [
+      {941, false, [{20_001, 63, nil}], []},
+      {942, false, [{20_002, 7, 3}], [377]},
+      {943, true, [{20_003, 12, 3}], []}
+    ]
+
+    assert Protocol.decode(json, :json, 6) == {:ok, %{type: :areas, areas: parts}}
+    assert json_frame(%{type: :areas, areas: parts}, 6) == json
+
+    # In binary a delta's cell is doubled, plus one when the kind follows.
+    assert binary_frame(%{type: :areas, areas: parts}, 6) ==
+             IO.iodata_to_binary([
+               <<82, 3>>,
+               [Codec.uvar(941), 0, 1, Codec.uvar(20_001), Codec.uvar(126), 0],
+               [Codec.uvar(942), 0, 1, Codec.uvar(20_002), Codec.uvar(15), 3, 1, Codec.uvar(377)],
+               [Codec.uvar(943), 1, 1, Codec.uvar(20_003), Codec.uvar(12), 3, 0]
+             ])
+
+    # A snapshot lists every kind, and has no gone ids.
+    for bad <- [{943, true, [{20_003, 12, nil}], []}, {943, true, [], [5]}],
+        encoding <- [:json, :binary] do
+      assert_raise ArgumentError, fn ->
+        Protocol.encode(%{type: :areas, areas: [bad]}, encoding, 6)
+      end
+    end
+
+    assert {:error, :bad_field, _} = Protocol.decode(~s([82,[943,[20003,12],true]]), :json, 6)
   end
 
   test "version 5's JSON is a third of version 4's for a walker's step" do
@@ -477,15 +541,17 @@ defmodule Grove.ProtocolTest do
     step = [{20_001, 413, 96, 3}]
 
     sizes =
-      for version <- [4, 5] do
+      for version <- [4, 5, 6] do
         {Frames, format} = Frames.view_format(:json, version, grid)
-        part = Frames.encode_view(format, :delta, 941, step, [])
+        part = Frames.encode_view(format, {:delta, %{20_001 => true}}, 941, step, [])
         byte_size(IO.iodata_to_binary(Frames.join([part], :json, version)))
       end
 
+    # Version 6 leaves out the kind of a walker that stayed in its area.
     assert sizes == [
              byte_size(~s({"type":"areas","areas":[[941,false,[[20001,413,96,3]],[]]]})) + 2,
-             byte_size(~s([82,[941,[20001,63,3]]])) + 2
+             byte_size(~s([82,[941,[20001,63,3]]])) + 2,
+             byte_size(~s([82,[941,[20001,63]]])) + 2
            ]
   end
 

@@ -68,6 +68,30 @@ defmodule Grove.Test.ProtocolGenerators do
          {:tuple, [:uvar, :bool, {:vlist, {:tuple, [:uvar, :uvar, :u8]}}, {:vlist, :uvar}]}}
       )
 
+  # Version 6's: a snapshot lists every entity with its kind and no gone
+  # ids; a delta's entities may come without their kind (nil). An
+  # entity's id is at least 1.
+  def value(:lean_parts) do
+    id =
+      :proper_types.oneof([
+        :proper_types.integer(1, 300),
+        :proper_types.integer(1, 9_007_199_254_740_991)
+      ])
+
+    at = value(:uvar)
+    kind = value(:u8)
+
+    part =
+      :proper_types.oneof([
+        {value(:uvar), true, :proper_types.list({id, at, kind}), []},
+        {value(:uvar), false,
+         :proper_types.list({id, at, :proper_types.oneof([kind, :proper_types.exactly(nil)])}),
+         :proper_types.list(value(:uvar))}
+      ])
+
+    :proper_types.list(part)
+  end
+
   # Ground cell codes, 0 to 7.
   def value(:ground),
     do:

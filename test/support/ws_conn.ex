@@ -13,8 +13,9 @@ defmodule Grove.WsConn do
 
   Messages are decoded in the version the connection's `join` named (the
   newest before it), and, as a client does, the entities of version 5's
-  `areas` are placed on their cells from their area's `ground`: a test
-  reads `{id, x, y, kind}` in every version (`decode/2`).
+  `areas` are placed on their cells from their area's `ground` (and in
+  version 6 given the kind they were shown with): a test reads `{id, x,
+  y, kind}` in every version (`decode/2`).
   """
 
   import ExUnit.Assertions, only: [flunk: 1]
@@ -75,7 +76,7 @@ defmodule Grove.WsConn do
         {area, full,
          for(
            {id, at, kind} <- entities,
-           do: {id, x0 + rem(at, width), y0 + div(at, width), kind}
+           do: {id, x0 + rem(at, width), y0 + div(at, width), kind(client, id, kind)}
          ), gone}
       end
 
@@ -83,6 +84,18 @@ defmodule Grove.WsConn do
   end
 
   defp placed(_client, _version, message), do: message
+
+  # From version 6 on, a delta's entity that stayed in its area comes
+  # without its kind: the one it was shown with.
+  defp kind(client, id, nil),
+    do:
+      Process.get({__MODULE__, :kind, client.socket, id}) ||
+        raise("entity #{id} moved without its kind, never shown with one")
+
+  defp kind(client, id, kind) do
+    Process.put({__MODULE__, :kind, client.socket, id}, kind)
+    kind
+  end
 
   @doc """
   Sends bytes as they are: a frame given whole (`{:text, bytes}`,

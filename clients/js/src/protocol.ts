@@ -1,10 +1,12 @@
 /**
- * Grove's wire protocol, version 5 (docs/protocol.md): coordinates, area
+ * Grove's wire protocol, version 6 (docs/protocol.md): coordinates, area
  * numbers and entity ids of any size a world may have, each in as few
- * bytes as it needs (`uvar`), each area's ground before its snapshot, the
- * areas that changed together in one `areas` message, each entity there
- * placed by its cell counted from its area's corner (`placeEntities`), and
- * in JSON every message of the server an array: its tag, then its fields.
+ * bytes as it needs (`uvar`), each area's ground before its first snapshot
+ * on the connection, the areas that changed together in one `areas`
+ * message, each entity there placed by its cell counted from its area's
+ * corner (`placeEntities`) and with its kind only when it comes into the
+ * area, and in JSON every message of the server an array: its tag, then
+ * its fields.
  *
  * Every message is defined once, in `definitions` below, mirroring
  * `lib/grove/protocol.ex`; the JSON and binary encodings are both derived
@@ -12,7 +14,7 @@
  * field added there is one line added here.
  */
 
-export const PROTOCOL_VERSION = 5;
+export const PROTOCOL_VERSION = 6;
 
 export type Encoding = "json" | "binary";
 
@@ -407,23 +409,29 @@ function vlist<T>(item: Codec<T>): Codec<T[]> {
   };
 }
 
-/** An entity in an `areas` part: its id, its cell counted row by row from the area's corner, its kind. */
-export type PartEntity = [id: number, at: number, kind: number];
+/**
+ * An entity in an `areas` part: its id, its cell counted row by row from the
+ * area's corner, and its kind; in a delta, an entity that was in the area
+ * already comes without its kind (`undefined`: the area showed it).
+ */
+export type PartEntity = [id: number, at: number, kind: number | undefined];
 
 /** One area's part of an `areas` message. */
 export type AreaPart = [area: number, full: boolean, entities: PartEntity[], gone: number[]];
 
-const partEntities = vlist(tuple([uvar, uvar, u8]));
+const snapshotEntities = vlist(tuple([uvar, uvar, u8]));
 const goneIds = vlist(uvar);
 
-const PARTS = "the areas' parts, each an area, its entities [id, at, kind, ...], perhaps its gone ids and true";
+const PARTS = "the areas' parts, each an area, its entities [id, at, ...] (-id, at, kind with a kind), perhaps its gone ids or true";
 
 /**
  * The parts of an `areas` message: in binary a counted list, each part the
- * area, `full`, the entities (each id, cell, kind) and the gone ids, each
- * list counted; in JSON one array of the parts one after another, each the
- * area, its entities as one flat array `[id, at, kind, ...]`, then its gone
- * ids unless there are none and it is no snapshot, then `true` if it is one.
+ * area, `full`, the entities and the gone ids, each list counted; a
+ * snapshot's entity is its id, cell and kind, a delta's its id, then twice
+ * its cell, plus one and its kind when it has one. In JSON one array of the
+ * parts one after another, each the area, its entities as one flat array
+ * (a snapshot's `id, at, kind`, a delta's `id, at` or `-id, at, kind`),
+ * then a delta's gone ids unless it has none, or `true` for a snapshot.
  */
 const areaParts: Codec<AreaPart[]> = {
   describe: PARTS,
@@ -432,7 +440,17 @@ const areaParts: Codec<AreaPart[]> = {
     for (const [area, full, entities, gone] of parts) {
       uvar.write(w, area);
       bool.write(w, full);
-      partEntities.write(w, entities);
+      if (full) {
+        if (gone.length > 0) throw new Error("a snapshot has no gone ids");
+        snapshotEntities.write(w, entities.map(([id, at, kind]) => [id, at, known(kind)]));
+      } else {
+        w.uvar(entities.length);
+        for (const [id, at, kind] of entities) {
+          uvar.write(w, id);
+          uvar.write(w, kind === undefined ? 2 * at : 2 * at + 1);
+          if (kind !== undefined) u8.write(w, kind);
+        }
+      }
       goneIds.write(w, gone);
     }
   },
@@ -440,13 +458,40 @@ const areaParts: Codec<AreaPart[]> = {
     const count = r.uvar();
     if (count > r.remaining) throw new ProtocolError("bad_frame", `truncated: expected ${count} items`);
     const parts: AreaPart[] = new Array(count);
-    for (let i = 0; i < count; i++) parts[i] = [uvar.read(r), bool.read(r), partEntities.read(r), goneIds.read(r)];
+    for (let i = 0; i < count; i++) {
+      const area = uvar.read(r);
+      const full = bool.read(r);
+      let entities: PartEntity[];
+      if (full) {
+        entities = snapshotEntities.read(r);
+      } else {
+        const n = r.uvar();
+        if (n > r.remaining) throw new ProtocolError("bad_frame", `truncated: expected ${n} items`);
+        entities = new Array(n);
+        for (let k = 0; k < n; k++) {
+          const id = uvar.read(r);
+          const at2 = uvar.read(r);
+          entities[k] = [id, Math.floor(at2 / 2), at2 % 2 === 1 ? u8.read(r) : undefined];
+        }
+      }
+      const gone = goneIds.read(r);
+      if (full && gone.length > 0) throw new Error("a snapshot with gone ids");
+      parts[i] = [area, full, entities, gone];
+    }
     return parts;
   },
   toJson: (parts) =>
     parts.flatMap(([area, full, entities, gone]) => {
-      const flat = entities.flat();
-      return full ? [area, flat, gone, true] : gone.length > 0 ? [area, flat, gone] : [area, flat];
+      if (full) {
+        if (gone.length > 0) throw new Error("a snapshot has no gone ids");
+        return [area, entities.flatMap(([id, at, kind]) => [id, at, known(kind)]), true];
+      }
+      const flat = entities.flatMap(([id, at, kind]) => {
+        if (kind === undefined) return [id, at];
+        if (id < 1) throw new Error("an entity's id is at least 1");
+        return [-id, at, kind];
+      });
+      return gone.length > 0 ? [area, flat, gone] : [area, flat];
     }),
   fromJson: (json) => {
     if (!Array.isArray(json)) throw new Error(`expected ${PARTS}`);
@@ -455,24 +500,48 @@ const areaParts: Codec<AreaPart[]> = {
     while (i < json.length) {
       const area = json[i];
       const flat = json[i + 1];
-      if (!Array.isArray(flat) || flat.length % 3 !== 0) throw new Error(`expected ${PARTS}`);
+      if (!Array.isArray(flat)) throw new Error(`expected ${PARTS}`);
       i += 2;
       let gone: unknown = [];
       let full = false;
-      if (Array.isArray(json[i])) gone = json[i++];
       if (json[i] === true) {
         full = true;
         i++;
+      } else if (Array.isArray(json[i])) {
+        gone = json[i++];
       }
       const entities: PartEntity[] = [];
-      for (let k = 0; k < flat.length; k += 3) {
-        entities.push([uvar.fromJson(flat[k]), uvar.fromJson(flat[k + 1]), u8.fromJson(flat[k + 2])]);
+      if (full) {
+        if (flat.length % 3 !== 0) throw new Error(`expected ${PARTS}`);
+        for (let k = 0; k < flat.length; k += 3) {
+          entities.push([uvar.fromJson(flat[k]), uvar.fromJson(flat[k + 1]), u8.fromJson(flat[k + 2])]);
+        }
+      } else {
+        let k = 0;
+        while (k < flat.length) {
+          const id = flat[k];
+          if (typeof id === "number" && id < 0) {
+            if (k + 3 > flat.length) throw new Error(`expected ${PARTS}`);
+            entities.push([uvar.fromJson(-id), uvar.fromJson(flat[k + 1]), u8.fromJson(flat[k + 2])]);
+            k += 3;
+          } else {
+            if (k + 2 > flat.length) throw new Error(`expected ${PARTS}`);
+            entities.push([uvar.fromJson(id), uvar.fromJson(flat[k + 1]), undefined]);
+            k += 2;
+          }
+        }
       }
       parts.push([uvar.fromJson(area), full, entities, goneIds.fromJson(gone)]);
     }
     return parts;
   },
 };
+
+// A snapshot's entity has its kind.
+function known(kind: number | undefined): number {
+  if (kind === undefined) throw new Error("a snapshot's entity has its kind");
+  return kind;
+}
 
 const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 const GROUND = "ground cells, two a character of base64's alphabet";
@@ -514,13 +583,21 @@ const groundCells: Codec<Uint8Array> = {
 
 /**
  * A part's entities on their cells, `[id, x, y, kind]`, from the corner and
- * width of the area's ground (which comes before its snapshot).
+ * width of the area's ground (which comes before its first snapshot); an
+ * entity without its kind (one that stayed in its area) takes the one
+ * `kindOf` gives (what the area showed of it), else 0.
  */
 export function placeEntities(
   entities: readonly PartEntity[],
   ground: { readonly x: number; readonly y: number; readonly width: number },
+  kindOf: (id: number) => number | undefined = () => undefined,
 ): [id: number, x: number, y: number, kind: number][] {
-  return entities.map(([id, at, kind]) => [id, ground.x + (at % ground.width), ground.y + Math.floor(at / ground.width), kind]);
+  return entities.map(([id, at, kind]) => [
+    id,
+    ground.x + (at % ground.width),
+    ground.y + Math.floor(at / ground.width),
+    kind ?? kindOf(id) ?? 0,
+  ]);
 }
 
 // Chunked, because String.fromCharCode(...bytes) overflows the stack on a
@@ -816,7 +893,8 @@ export const definitions = {
     fields: { zone_size: required(u16), places: required(list(tuple([u16, u16, u16]))) },
   },
   // Several areas' snapshots or deltas at once, each [area, full, entities, gone],
-  // each entity [id, at, kind] with its cell counted from the area's corner.
+  // each entity [id, at, kind] with its cell counted from the area's corner,
+  // a delta's without its kind when it was in the area already.
   areas: {
     tag: 82,
     from: "server",

@@ -82,7 +82,11 @@ export class WorldModel {
   private readonly pendingNames = new Map<number, Names["names"]>();
   private readonly codes = new Map<number, Map<number, number>>();
   private readonly looks = new Map<number, number>();
-  /** Each area's ground, as its `ground` message gave it (from version 3 of the protocol). */
+  /**
+   * Each area's ground, as its `ground` message gave it: kept for as long
+   * as the connection (until a welcome or a resync), as the server sends
+   * it once a connection.
+   */
   private readonly ground = new Map<number, Ground>();
 
   applyWelcome(welcome: Welcome): void {
@@ -100,7 +104,7 @@ export class WorldModel {
     this.forgetAreas();
   }
 
-  /** An area's ground, which comes before its snapshot; kept while the area is. */
+  /** An area's ground, which comes before its first snapshot on the connection; kept until a welcome or a resync. */
   applyGround(ground: Ground): void {
     this.ground.set(ground.area, ground);
   }
@@ -111,7 +115,9 @@ export class WorldModel {
    * 2 rock, 3 water, 4 flowers), `groundAt` by name.
    */
   groundCode(x: number, y: number): number | undefined {
-    for (const ground of this.ground.values()) {
+    for (const area of this.areas.keys()) {
+      const ground = this.ground.get(area);
+      if (!ground) continue;
       const dx = x - ground.x;
       const dy = y - ground.y;
       if (dx >= 0 && dy >= 0 && dx < ground.width && dy < ground.height) return ground.cells[dy * ground.width + dx];
@@ -132,13 +138,17 @@ export class WorldModel {
 
   /**
    * An area's part of an `areas` message, its entities placed from the
-   * area's ground (its corner and width); a delta of an area whose ground
-   * has not come is one not held, and is left for its snapshot to cover.
+   * area's ground (its corner and width), each that stayed in the area
+   * (a delta's entity without its kind) of the kind the area showed it
+   * with; a delta of an area not held is left for its snapshot to cover.
    */
   applyPart([area, full, entities, gone]: AreaPart): void {
     const ground = this.ground.get(area);
-    if (!ground) return;
-    this.applyArea({ type: "area", area, full, entities: placeEntities(entities, ground), gone, cells: [], looks: [], events: [] });
+    const mirror = this.areas.get(area);
+    if (!ground || (!full && !mirror)) return;
+    const kindOf = (id: number): number | undefined => mirror?.get(id)?.kind ?? this.entities.get(id)?.kind;
+    const placed = placeEntities(entities, ground, kindOf);
+    this.applyArea({ type: "area", area, full, entities: placed, gone, cells: [], looks: [], events: [] });
   }
 
   /** A full area replaces what we had of it; a delta moves entities and erases `gone`. */
@@ -234,13 +244,12 @@ export class WorldModel {
     return cells;
   }
 
-  /** The viewport left an area: what only it reported is gone. */
+  /** The viewport left an area: what only it reported is gone (its ground is kept: it does not come again). */
   closeArea(area: number): void {
     const mirror = this.areas.get(area);
     this.areas.delete(area);
     this.pendingNames.delete(area);
     this.codes.delete(area);
-    this.ground.delete(area);
     if (mirror) for (const id of mirror.keys()) this.release(area, id);
   }
 

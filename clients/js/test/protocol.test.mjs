@@ -86,8 +86,9 @@ const examples = {
   areas: {
     type: "areas",
     areas: [
-      [941, false, [[20001, 63, 1], [377, 98, 0]], [5, 4294967295]],
+      [941, false, [[20001, 63, 1], [377, 98, undefined]], [5, 4294967295]],
       [399_999_999, true, [], []],
+      [942, true, [[20003, 12, 3]], []],
     ],
   },
 };
@@ -116,27 +117,30 @@ describe("every message", () => {
 });
 
 describe("the documented forms", () => {
-  test("areas in binary: tag, then each count a uvar", () => {
-    const message = { type: "areas", areas: [[941, false, [[20001, 63, 1]], [5]]] };
-    // 82, one area: 941 as uvar, not full, one entity (20001, at 63, kind 1), one gone (5).
-    const expected = bytes(82, 1, 0xad, 0x07, 0, 1, 0xa1, 0x9c, 0x01, 63, 1, 1, 5);
+  test("areas in binary: tag, then each count a uvar; a delta's cell doubled, plus one when its kind follows", () => {
+    const message = { type: "areas", areas: [[941, false, [[20001, 63, 1], [377, 5, undefined]], [5]], [942, true, [[7, 9, 3]], []]] };
+    // 82, two areas: 941 as uvar, not full, two entities (20001, at 63 as
+    // 127 with kind 1; 377 at 5 as 10, no kind), one gone (5); then 942, a
+    // snapshot, one entity (7, at 9, kind 3), none gone.
+    const expected = bytes(82, 2, 0xad, 0x07, 0, 2, 0xa1, 0x9c, 0x01, 127, 1, 0xf9, 0x02, 10, 1, 5, 0xae, 0x07, 1, 1, 7, 9, 3, 0);
     assert.deepEqual(encode(message, "binary"), expected);
     assert.deepEqual(decode(expected), message);
   });
 
-  test("areas in JSON: the parts one after another, each the area, its entities flat, then gone and true while not empty and no snapshot", () => {
-    const text = "[82,[941,[20001,63,1,377,98,0],942,[],[377],943,[],[],true]]";
+  test("areas in JSON: the parts one after another, each the area, its entities flat (a delta's kind only for one that came in, its id negated), then gone or true", () => {
+    const text = "[82,[941,[-20001,63,1,377,98],942,[],[377],943,[20003,12,3],true]]";
     const message = {
       type: "areas",
       areas: [
-        [941, false, [[20001, 63, 1], [377, 98, 0]], []],
+        [941, false, [[20001, 63, 1], [377, 98, undefined]], []],
         [942, false, [], [377]],
-        [943, true, [], []],
+        [943, true, [[20003, 12, 3]], []],
       ],
     };
     assert.equal(encode(message, "json"), text);
     assert.deepEqual(decode(text), message);
-    fails("[82,[941,[20001,63]]]", "bad_field");
+    fails("[82,[941,[-20001,63]]]", "bad_field");
+    fails("[82,[943,[20003,12],true]]", "bad_field");
     fails("[82,[941]]", "bad_field");
   });
 
@@ -157,6 +161,8 @@ describe("the documented forms", () => {
     ]);
     // A narrower area at the world's east edge.
     assert.deepEqual(protocol.placeEntities([[7, 5, 3]], { x: 990, y: 0, width: 2 }), [[7, 991, 2, 3]]);
+    // One that stayed in its area, without its kind: the one the area showed.
+    assert.deepEqual(protocol.placeEntities([[7, 5, undefined]], ground, (id) => (id === 7 ? 4 : undefined)), [[7, 415, 90, 4]]);
   });
 
   test("the server's messages in JSON are arrays: the tag, then the fields; a client's are objects", () => {
@@ -242,7 +248,7 @@ describe("the documented forms", () => {
     });
     assert.deepEqual(decode('{"type":"pong","t":123456}'), { type: "pong", t: 123456 });
     assert.deepEqual(decode('[65,1,"ok",413,96]'), { type: "outcome", seq: 1, result: "ok", x: 413, y: 96 });
-    assert.deepEqual(decode("[82,[941,[20001,63,1]]]"), { type: "areas", areas: [[941, false, [[20001, 63, 1]], []]] });
+    assert.deepEqual(decode("[82,[941,[20001,63]]]"), { type: "areas", areas: [[941, false, [[20001, 63, undefined]], []]] });
   });
 
   test("an area in binary: uvar area, bool, counted entity tuples, counted ids, counted game fields up to the last not empty", () => {

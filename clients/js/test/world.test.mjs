@@ -92,6 +92,30 @@ describe("WorldModel", () => {
     assert.deepEqual(ids(world), []);
   });
 
+  test("parts: a delta's entity without its kind keeps the one its area showed; a ground comes once a connection", () => {
+    const ground = (number, x) => ({ type: "ground", area: number, x, y: 10, width: 10, height: 10, cells: new Uint8Array(100).fill(1) });
+    world.applyGround(ground(1, 10));
+    world.applyPart([1, true, [[7, 0, 1], [3, 5, 4]], []]);
+    world.applyPart([1, false, [[3, 6, undefined], [9, 7, 5]], []]);
+    assert.deepEqual(world.entities.get(3), { id: 3, x: 16, y: 10, kind: 4 });
+    assert.deepEqual(world.entities.get(9), { id: 9, x: 17, y: 10, kind: 5 });
+    assert.equal(world.groundAt(12, 12), "tree");
+
+    // Closed, the area's ground is kept: its next snapshot comes without one.
+    world.closeArea(1);
+    assert.equal(world.groundAt(12, 12), undefined, "the ground of an area not held is not drawn");
+    world.applyPart([1, true, [[3, 8, 4]], []]);
+    assert.deepEqual(world.entities.get(3), { id: 3, x: 18, y: 10, kind: 4 });
+    assert.equal(world.groundAt(12, 12), "tree");
+
+    // A delta of an area not held waits for its snapshot; a resync forgets the grounds too.
+    world.applyPart([2, false, [[4, 1, 0]], []]);
+    assert.equal(world.entities.has(4), false);
+    world.forgetAreas();
+    world.applyPart([1, true, [[3, 8, 4]], []]);
+    assert.equal(world.entities.has(3), false, "no ground, no area: it comes again after a resync");
+  });
+
   test("a game's cells and looks: snapshots replace, deltas change, code 0 clears; looks follow entities", () => {
     const game = (number, full, entities, cells, looks, gone = []) => ({
       ...area(number, full, entities, gone),

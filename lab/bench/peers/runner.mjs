@@ -8,8 +8,8 @@
 // flight at most, and counts the views it receives. Only the client side
 // differs:
 //
-//   * grove: Grove's WebSocket protocol (docs/protocol.md), version 5, or
-//     2, 3 or 4 (--protocol), in JSON or binary (--encoding), over a plain TCP socket with the few
+//   * grove: Grove's WebSocket protocol (docs/protocol.md), version 6, or
+//     2, 3, 4 or 5 (--protocol), in JSON or binary (--encoding), over a plain TCP socket with the few
 //     lines of RFC 6455 a client needs, so that it runs without any npm
 //     package (the test suite uses it);
 //   * colyseus: the official client, @colyseus/sdk, from
@@ -61,7 +61,7 @@ const defaults = {
   "server-pid": null,
   encoding: "json",
   minimap: "on",
-  protocol: 5,
+  protocol: 6,
   every: 5,
   json: null,
   sample: null,
@@ -77,7 +77,7 @@ function parseArgs(argv) {
   if (!["grove", "colyseus"].includes(opts.server)) fail("--server is grove or colyseus");
   if (!["json", "binary"].includes(opts.encoding)) fail("--encoding is json or binary");
   if (!["on", "off"].includes(opts.minimap)) fail("--minimap is on or off");
-  if (![2, 3, 4, 5].includes(opts.protocol)) fail("--protocol is 2, 3, 4 or 5");
+  if (![2, 3, 4, 5, 6].includes(opts.protocol)) fail("--protocol is 2, 3, 4, 5 or 6");
   if (!opts.terrain) fail("--terrain FILE is needed (mix grove.export.terrain)");
   opts.stages = String(opts.stages).split(",").map(Number);
   return opts;
@@ -133,9 +133,10 @@ function areaCount(payload) {
   }
   return count;
 }
-// The same in version 5, where a server's message is an array `[82,
+// The same from version 5 on, where a server's message is an array `[82,
 // [area, entities, ..., area, entities, ...]]`: a part starts with the
-// number of its area, in the list at the second depth.
+// number of its area, in the list at the second depth (an entity's
+// negative id, in version 6, is at the third).
 function partCount(payload) {
   let depth = 0;
   let count = 0;

@@ -127,9 +127,15 @@ defmodule Grove.Gateway.Frames do
   # part once, and each session joins the parts it sends together into one
   # frame (`join/2`).
   #
-  # A delta of a tile tells which of its entities stayed in it (`{:delta,
-  # stayed}`, from the zone's cut by tile); these versions send it whole.
+  # From version 6 on, a delta's part leaves out the kind of each entity
+  # that was in its tile already (`{:delta, stayed}`, from the zone's cut
+  # by tile): every viewer of the tile knows it. Before, a delta is a
+  # delta.
   @impl Grove.World.ViewFormat
+  def encode_view({encoding, version, geometry}, what, zone, entries, departed)
+      when version >= 6,
+      do: {:part, lean_part(encoding, geometry, what, zone, entries, departed)}
+
   def encode_view(format, {:delta, _stayed}, zone, entries, departed),
     do: encode_view(format, :delta, zone, entries, departed)
 
@@ -190,6 +196,15 @@ defmodule Grove.Gateway.Frames do
   defp plain(what), do: what
 
   @doc """
+  A tile's snapshot (`encode_view/6`'s) without the ground that goes
+  ahead of it: from version 6 on, a session sends an area's ground once
+  a connection.
+  """
+  @spec without_ground(term()) :: term()
+  def without_ground([[{:before, _ground}] | rest]), do: [[] | rest]
+  def without_ground(frames), do: frames
+
+  @doc """
   Views as version 4 sends them: each run of area parts side by side in
   the frames given (a deep list, in order, of finished frames and
   `{:part, part}` from `encode_view/5,6`) joined into one `areas` frame,
@@ -240,13 +255,87 @@ defmodule Grove.Gateway.Frames do
   # `:part`): one or two digits in JSON, one byte in binary, in a tile of
   # 10 x 10. Tiles start at multiples of their side; those at the world's
   # east edge may be narrower.
-  defp part(encoding, {side, width}, what, zone, entries, departed) do
-    at = fn x, y ->
+  defp part(encoding, {side, width}, what, zone, entries, departed),
+    do: part5(encoding, what, zone, entries, departed, at(side, width))
+
+  # Version 6's part (`Codec`'s `:lean_parts`): a snapshot as version
+  # 5's, without its empty gone ids in JSON; in a delta, an entity that
+  # was in the tile already without its kind.
+  defp lean_part(encoding, geometry, :snapshot, zone, entries, departed),
+    do: lean_part(encoding, geometry, {:snapshot, nil}, zone, entries, departed)
+
+  defp lean_part(encoding, geometry, :delta, zone, entries, departed),
+    do: lean_part(encoding, geometry, {:delta, %{}}, zone, entries, departed)
+
+  defp lean_part(:binary, {side, width}, {what, stayed}, zone, entries, departed) do
+    at = at(side, width)
+
+    IO.iodata_to_binary([
+      Codec.uvar(zone),
+      if(what == :snapshot, do: 1, else: 0),
+      Codec.uvar(length(entries)),
+      for(
+        {id, x, y, kind} <- entries,
+        into: <<>>,
+        do:
+          cond do
+            what == :snapshot ->
+              <<Codec.uvar(id)::binary, Codec.uvar(at.(x, y))::binary, kind::8>>
+
+            is_map_key(stayed, id) ->
+              <<Codec.uvar(id)::binary, Codec.uvar(2 * at.(x, y))::binary>>
+
+            true ->
+              <<Codec.uvar(id)::binary, Codec.uvar(2 * at.(x, y) + 1)::binary, kind::8>>
+          end
+      ),
+      Codec.uvar(length(departed)),
+      for(id <- departed, into: <<>>, do: Codec.uvar(id))
+    ])
+  end
+
+  defp lean_part(:json, {side, width}, {:snapshot, _}, zone, entries, _departed) do
+    at = at(side, width)
+    IO.iodata_to_binary([Integer.to_string(zone), ",[", json_flat(entries, at), "],true"])
+  end
+
+  defp lean_part(:json, {side, width}, {:delta, stayed}, zone, entries, departed) do
+    at = at(side, width)
+
+    IO.iodata_to_binary([
+      Integer.to_string(zone),
+      ",[",
+      json_lean(entries, stayed, at),
+      if(departed == [], do: "]", else: ["],[", json_ids(departed), "]"])
+    ])
+  end
+
+  defp json_lean([], _stayed, _at), do: []
+  defp json_lean([entry], stayed, at), do: json_lean_entry(entry, stayed, at)
+
+  defp json_lean([entry | rest], stayed, at),
+    do: [json_lean_entry(entry, stayed, at), ?, | json_lean(rest, stayed, at)]
+
+  defp json_lean_entry({id, x, y, kind}, stayed, at) do
+    if is_map_key(stayed, id),
+      do: [Integer.to_string(id), ?,, Integer.to_string(at.(x, y))],
+      else: [
+        ?-,
+        Integer.to_string(id),
+        ?,,
+        Integer.to_string(at.(x, y)),
+        ?,,
+        Integer.to_string(kind)
+      ]
+  end
+
+  # A cell counted row by row from its tile's north-west corner; the tiles
+  # at the world's east edge may be narrower.
+  defp at(side, width) do
+    fn x, y ->
       dx = rem(x, side)
       rem(y, side) * min(side, width - (x - dx)) + dx
     end
-
-    part5(encoding, what, zone, entries, departed, at)
   end
 
   defp part5(:binary, what, zone, entries, departed, at) do

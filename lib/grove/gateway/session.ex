@@ -20,6 +20,11 @@ defmodule Grove.Gateway.Session do
   # closes those that are out of it by more than `view_margin` cells (so
   # that a player pacing along a tile's edge does not fetch it again and
   # again); a zone's `:closed` closes its tiles.
+  #
+  # From version 6 on, an area's ground goes once a connection: the session
+  # remembers the tiles whose ground it sent (`grounds`, forgotten on a
+  # welcome, a resync, and when it holds `grounds_kept` of them, after
+  # which each goes once more), and sends their snapshots without it.
 
   require Logger
 
@@ -60,6 +65,7 @@ defmodule Grove.Gateway.Session do
     errors_since: 0,
     joined: false,
     minimap: true,
+    grounds: nil,
     areas: %{},
     in_flight: %{},
     seeds_in_flight: %{},
@@ -312,10 +318,11 @@ defmodule Grove.Gateway.Session do
     end
   end
 
-  # The client forgets its areas; each comes back as a snapshot.
+  # The client forgets its areas; each comes back as a snapshot, with its
+  # ground.
   defp handle_message(session, %{type: :resync}, _now_ms) do
     areas = Map.new(session.areas, fn {zone, tiles} -> {zone, request(session, zone, tiles)} end)
-    {%{session | areas: areas}, []}
+    {%{session | areas: areas, grounds: no_grounds(session)}, []}
   end
 
   defp handle_message(session, %{type: :ping, t: t}, _now_ms),
@@ -437,6 +444,7 @@ defmodule Grove.Gateway.Session do
           session
           | joined: true,
             minimap: join.minimap,
+            grounds: no_grounds(session),
             id: id,
             cell: cell,
             account_id: account && account.id,
@@ -577,7 +585,7 @@ defmodule Grove.Gateway.Session do
         # one that no longer knows the player's place: it is settled now.
         {session, settled} = settle_all(session, cell)
         welcome = %{session.welcome | x: x, y: y}
-        session = %{session | cell: cell, welcome: welcome}
+        session = %{session | cell: cell, welcome: welcome, grounds: no_grounds(session)}
         # The welcome first: it says where the player stands, from which
         # these answers are read.
         {session, [send_message(session, welcome) | settled]}
@@ -612,14 +620,18 @@ defmodule Grove.Gateway.Session do
   def handle_info(%__MODULE__{} = session, {:grove_view, zone, :tiles, seq, data}) do
     case session.areas do
       %{^zone => tiles} ->
-        {tiles, frames} =
-          Enum.reduce(data, {tiles, []}, fn {tile, frame}, {tiles, frames} ->
-            if is_map_key(tiles, tile),
-              do: {Map.put(tiles, tile, seq), [frames | frame]},
-              else: {tiles, frames}
+        {tiles, frames, grounds} =
+          Enum.reduce(data, {tiles, [], session.grounds}, fn {tile, frame},
+                                                             {tiles, frames, grounds} ->
+            if is_map_key(tiles, tile) do
+              {frame, grounds} = ground_once(session, grounds, tile, frame)
+              {Map.put(tiles, tile, seq), [frames | frame], grounds}
+            else
+              {tiles, frames, grounds}
+            end
           end)
 
-        session = %{session | areas: Map.put(session.areas, zone, tiles)}
+        session = %{session | areas: Map.put(session.areas, zone, tiles), grounds: grounds}
         {session, if(frames == [], do: [], else: [{:send, joined(session, frames)}])}
 
       _closed ->
@@ -637,6 +649,24 @@ defmodule Grove.Gateway.Session do
   end
 
   def handle_info(_session, _message), do: :unknown
+
+  # Version 6 remembers the grounds it sent (see the top of this module).
+  defp no_grounds(%__MODULE__{version: version}) when version >= 6, do: %{}
+  defp no_grounds(_session), do: nil
+
+  defp ground_once(_session, nil, _tile, frame), do: {frame, nil}
+
+  defp ground_once(_session, grounds, tile, frame) when is_map_key(grounds, tile),
+    do: {Frames.without_ground(frame), grounds}
+
+  defp ground_once(session, grounds, tile, frame) do
+    grounds =
+      if map_size(grounds) >= Map.get(session.config, :grounds_kept, 4096),
+        do: %{},
+        else: grounds
+
+    {frame, Map.put(grounds, tile, true)}
+  end
 
   defp settle_all(session, {x, y}) do
     moves =

@@ -35,6 +35,18 @@ defmodule Grove.Protocol.Codec do
       flat array `[id, at, kind, id, at, kind, ...]`, then its gone ids
       unless there are none and the part is no snapshot, then `true` if
       it is one: `[941, [20001, 63, 3], 942, [], [377], 943, [], [], true]`
+    * `:lean_parts` - the areas' parts of an `areas` message from version 6
+      on: as `:parts`, but in a delta an entity that was in the area
+      already comes without its kind (`{id, at, nil}`: the client knows
+      it), and only one that came into the area with it; a snapshot
+      lists every entity with its kind, and no gone ids. In binary a
+      delta's entity is its id (`:uvar`), then `2 * at + 1` and its kind
+      (`:u8`) when it has one, else `2 * at` (`:uvar`); a snapshot's as in
+      `:parts`. In JSON a delta's entity is `id, at` or, with its kind,
+      `-id, at, kind` (an entity's id is at least 1), all in its area's
+      one flat array; a snapshot's `id, at, kind`, the part ending in
+      `true` with no gone ids: `[941, [20001, 63], 942, [-20002, 7, 3],
+      [377], 943, [20003, 12, 3], true]`
     * `:ground` - an area's ground cells (codes 0 to 7) from version 5 on:
       in binary as `:bytes`; in JSON a string of two cells a character,
       the character of base64's alphabet (`A`-`Z`, `a`-`z`, `0`-`9`, `+`,
@@ -71,6 +83,7 @@ defmodule Grove.Protocol.Codec do
           | {:vlist, t()}
           | {:tuple, [t()]}
           | :parts
+          | :lean_parts
           | :ground
           | :data
 
@@ -111,7 +124,8 @@ defmodule Grove.Protocol.Codec do
   def versioned(codec, _version) when codec in [:coord, :id, :area_id], do: :uvar
   # The parts of `areas`: their entities' cells counted from their
   # area's corner from version 5 on.
-  def versioned(:area_parts, version) when version >= 5, do: :parts
+  def versioned(:area_parts, version) when version >= 6, do: :lean_parts
+  def versioned(:area_parts, 5), do: :parts
 
   def versioned(:area_parts, version),
     do:
@@ -170,6 +184,9 @@ defmodule Grove.Protocol.Codec do
   def encode(:parts, parts) when is_list(parts),
     do: [uvar(length(parts)) | Enum.map(parts, &encode_part/1)]
 
+  def encode(:lean_parts, parts) when is_list(parts),
+    do: [uvar(length(parts)) | Enum.map(parts, &encode_lean_part/1)]
+
   def encode(:ground, cells), do: encode(:bytes, cells)
 
   def encode(:data, data) when is_map(data) and map_size(data) <= @max_data,
@@ -187,6 +204,30 @@ defmodule Grove.Protocol.Codec do
        ]
 
   defp encode_part(part), do: bad(:parts, part)
+
+  defp encode_lean_part({area, true, entities, []}) when is_list(entities),
+    do: [encode(:uvar, area), 1, encode(@part_entities, entities), 0]
+
+  defp encode_lean_part({area, false, entities, gone})
+       when is_list(entities) and is_list(gone),
+       do: [
+         encode(:uvar, area),
+         0,
+         uvar(length(entities)),
+         Enum.map(entities, &encode_lean_entity/1),
+         encode({:vlist, :uvar}, gone)
+       ]
+
+  defp encode_lean_part(part), do: bad(:lean_parts, part)
+
+  defp encode_lean_entity({id, at, nil}) when is_integer(at) and at >= 0 and at < @max_uvar / 2,
+    do: [encode(:uvar, id), uvar(2 * at)]
+
+  defp encode_lean_entity({id, at, kind})
+       when is_integer(at) and at >= 0 and at < @max_uvar / 2,
+       do: [encode(:uvar, id), uvar(2 * at + 1), encode(:u8, kind)]
+
+  defp encode_lean_entity(entity), do: bad(:lean_parts, entity)
 
   defp encode_entry({name, value}) do
     name = name_string(name)
@@ -270,6 +311,14 @@ defmodule Grove.Protocol.Codec do
   def decode(:parts, binary),
     do: decode({:vlist, {:tuple, [:uvar, :bool, @part_entities, {:vlist, :uvar}]}}, binary)
 
+  def decode(:lean_parts, binary) when byte_size(binary) > 0 do
+    with {:ok, count, rest} <- decode_uvar(binary, 0, 0) do
+      if count <= byte_size(rest),
+        do: decode_lean_parts(count, rest, []),
+        else: {:error, "truncated: expected #{count} items"}
+    end
+  end
+
   def decode(:ground, binary), do: decode(:bytes, binary)
 
   def decode(:data, <<count::8, rest::binary>>) when count <= @max_data,
@@ -279,6 +328,41 @@ defmodule Grove.Protocol.Codec do
     do: {:error, "#{count} entries, at most #{@max_data}"}
 
   def decode(codec, _binary), do: {:error, "truncated: expected #{describe(codec)}"}
+
+  defp decode_lean_parts(0, rest, acc), do: {:ok, Enum.reverse(acc), rest}
+
+  defp decode_lean_parts(count, binary, acc) do
+    with {:ok, area, rest} <- decode(:uvar, binary),
+         {:ok, full, rest} <- decode(:bool, rest),
+         {:ok, entities, rest} <- lean_entities(full, rest),
+         {:ok, gone, rest} <- decode({:vlist, :uvar}, rest) do
+      if full and gone != [],
+        do: {:error, "a snapshot with gone ids"},
+        else: decode_lean_parts(count - 1, rest, [{area, full, entities, gone} | acc])
+    end
+  end
+
+  defp lean_entities(true, binary), do: decode(@part_entities, binary)
+
+  defp lean_entities(false, binary) when byte_size(binary) > 0 do
+    with {:ok, count, rest} <- decode_uvar(binary, 0, 0) do
+      if count <= byte_size(rest),
+        do: lean_entities(count, rest, []),
+        else: {:error, "truncated: expected #{count} items"}
+    end
+  end
+
+  defp lean_entities(false, _binary), do: {:error, "truncated: expected #{describe(:uvar)}"}
+
+  defp lean_entities(0, rest, acc), do: {:ok, Enum.reverse(acc), rest}
+
+  defp lean_entities(count, binary, acc) do
+    with {:ok, id, rest} <- decode(:uvar, binary),
+         {:ok, at2, rest} <- decode(:uvar, rest),
+         {:ok, kind, rest} <- if(rem(at2, 2) == 1, do: decode(:u8, rest), else: {:ok, nil, rest}) do
+      lean_entities(count - 1, rest, [{id, div(at2, 2), kind} | acc])
+    end
+  end
 
   # At most eight bytes: 56 bits hold 2^53 - 1.
   defp decode_uvar(<<byte, rest::binary>>, shift, acc) when shift <= 49 do
@@ -348,6 +432,7 @@ defmodule Grove.Protocol.Codec do
   def to_json({:tuple, codecs}, tuple), do: json_elements(codecs, tuple, 1)
 
   def to_json(:parts, parts), do: Enum.flat_map(parts, &json_part/1)
+  def to_json(:lean_parts, parts), do: Enum.flat_map(parts, &json_lean_part/1)
   def to_json(:ground, cells), do: ground_text(cells, [])
 
   def to_json(:data, data),
@@ -364,6 +449,27 @@ defmodule Grove.Protocol.Codec do
       true -> [area, flat]
     end
   end
+
+  defp json_lean_part({area, true, entities, []}),
+    do: [area, json_snapshot_entities(entities), true]
+
+  defp json_lean_part({area, false, entities, gone}) do
+    flat = Enum.flat_map(entities, &json_lean_entity/1)
+    if gone == [], do: [area, flat], else: [area, flat, gone]
+  end
+
+  defp json_lean_part(part), do: bad(:lean_parts, part)
+
+  defp json_snapshot_entities(entities) do
+    Enum.flat_map(entities, fn
+      {id, at, kind} when is_integer(kind) -> [id, at, kind]
+      entity -> bad(:lean_parts, entity)
+    end)
+  end
+
+  defp json_lean_entity({id, at, nil}), do: [id, at]
+  defp json_lean_entity({id, at, kind}) when is_integer(id) and id > 0, do: [-id, at, kind]
+  defp json_lean_entity(entity), do: bad(:lean_parts, entity)
 
   for {char, index} <- Enum.with_index(@alphabet) do
     defp pair_char(unquote(index)), do: unquote(char)
@@ -416,6 +522,48 @@ defmodule Grove.Protocol.Codec do
 
   defp json_parts(_rest, _acc), do: {:error, "expected #{describe(:parts)}"}
 
+  # Version 6's parts in JSON: each an area, its entities, then perhaps
+  # its gone ids (a delta's) or `true` (a snapshot, which has none).
+  defp json_lean_parts([], acc), do: {:ok, Enum.reverse(acc)}
+
+  defp json_lean_parts([area, flat | rest], acc) when is_list(flat) do
+    {gone, full, rest} =
+      case rest do
+        [true | rest] -> {[], true, rest}
+        [gone | rest] when is_list(gone) -> {gone, false, rest}
+        rest -> {[], false, rest}
+      end
+
+    entities = if full, do: json_triples(flat, []), else: json_lean_entities(flat, [])
+
+    with {:ok, area} <- from_json(:uvar, area),
+         {:ok, entities} <- entities,
+         {:ok, gone} <- from_json({:vlist, :uvar}, gone) do
+      json_lean_parts(rest, [{area, full, entities, gone} | acc])
+    end
+  end
+
+  defp json_lean_parts(_rest, _acc), do: {:error, "expected #{describe(:lean_parts)}"}
+
+  defp json_lean_entities([], acc), do: {:ok, Enum.reverse(acc)}
+
+  defp json_lean_entities([id, at, kind | rest], acc) when is_integer(id) and id < 0 do
+    case from_json({:tuple, [:uvar, :uvar, :u8]}, [-id, at, kind]) do
+      {:ok, entity} -> json_lean_entities(rest, [entity | acc])
+      error -> error
+    end
+  end
+
+  defp json_lean_entities([id, at | rest], acc) do
+    case from_json({:tuple, [:uvar, :uvar]}, [id, at]) do
+      {:ok, {id, at}} -> json_lean_entities(rest, [{id, at, nil} | acc])
+      error -> error
+    end
+  end
+
+  defp json_lean_entities(_rest, _acc),
+    do: {:error, "expected a delta's entities as id, cell or -id, cell, kind, one after another"}
+
   defp json_elements([], _tuple, _index), do: []
 
   defp json_elements([codec | codecs], tuple, index),
@@ -464,6 +612,7 @@ defmodule Grove.Protocol.Codec do
   end
 
   def from_json(:parts, list) when is_list(list), do: json_parts(list, [])
+  def from_json(:lean_parts, list) when is_list(list), do: json_lean_parts(list, [])
   def from_json(:ground, text) when is_binary(text), do: ground_cells(text, [])
 
   def from_json(:data, {pairs}) when is_list(pairs) and length(pairs) <= @max_data do
@@ -534,6 +683,10 @@ defmodule Grove.Protocol.Codec do
   def describe(:parts),
     do:
       "the areas' parts, each an area, its entities [id, at, kind, ...], perhaps its gone ids and true"
+
+  def describe(:lean_parts),
+    do:
+      "the areas' parts, each an area, its entities [id, at, ...] (-id, at, kind with a kind), perhaps its gone ids or true"
 
   def describe(:ground), do: "ground cells, two a character of base64's alphabet"
 

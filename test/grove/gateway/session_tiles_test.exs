@@ -6,9 +6,11 @@ defmodule Grove.Gateway.SessionTilesTest do
   in its viewport, exactly the entities there, each once, none lost across
   tile and zone borders. In version 4, where the areas' parts read
   together go out in one `areas` frame, as in version 3, where each area
-  is a frame of its own, and in version 5, where a part places its
+  is a frame of its own, in version 5, where a part places its
   entities from its area's corner (in a world whose east and south tiles
-  are narrower than the others).
+  are narrower than the others), and in version 6, where a delta leaves
+  out the kind of an entity that was in its area already and an area's
+  ground comes once a connection: each entity shown with its own kind.
   """
   use ExUnit.Case, async: true
 
@@ -47,7 +49,7 @@ defmodule Grove.Gateway.SessionTilesTest do
     ])
   end
 
-  for encoding <- [:binary, :json], version <- [3, 4, 5] do
+  for encoding <- [:binary, :json], version <- [3, 4, 5, 6] do
     test "the player sees in its viewport exactly what is there, each entity once (#{encoding}, version #{version})" do
       check(
         forall({:proper_types.integer(1, 1000), :proper_types.list(command())}, fn {seed,
@@ -83,9 +85,10 @@ defmodule Grove.Gateway.SessionTilesTest do
     try do
       :rand.seed(:exsss, {seed, seed, seed})
 
+      # Of kinds 3 to 5: each must be shown with its own.
       walkers =
-        for _ <- 1..@walkers do
-          {:ok, id, _cell} = World.join(name, updates: :none)
+        for k <- 1..@walkers do
+          {:ok, id, _cell} = World.join(name, updates: :none, kind: 3 + rem(k, 3))
           id
         end
 
@@ -94,6 +97,7 @@ defmodule Grove.Gateway.SessionTilesTest do
       {session, actions} = Session.handle_frame(session, kind(encoding), bin(join), 0)
 
       st = %{
+        kinds: Map.new(Enum.with_index(walkers, 1), fn {id, k} -> {id, 3 + rem(k, 3)} end),
         world: name,
         encoding: encoding,
         version: version,
@@ -235,8 +239,41 @@ defmodule Grove.Gateway.SessionTilesTest do
 
   # From version 5 on, a part's entities are placed from its area's
   # corner, which its ground gives.
-  defp client(st, %{type: :ground} = ground),
-    do: %{st | grounds: Map.put(st.grounds, ground.area, {ground.x, ground.y, ground.width})}
+  # From version 6 on, it comes once a connection: the client keeps it.
+  defp client(st, %{type: :ground} = ground) do
+    if st.version >= 6 and is_map_key(st.grounds, ground.area),
+      do: flunk("area #{ground.area}'s ground sent twice")
+
+    %{st | grounds: Map.put(st.grounds, ground.area, {ground.x, ground.y, ground.width})}
+  end
+
+  # From version 6 on, a delta's entity that was in its area already
+  # comes without its kind: the area showed it, and the client keeps it.
+  defp client(%{version: 6} = st, %{type: :areas, areas: parts}) do
+    Enum.reduce(parts, st, fn {area, full, entities, gone}, st ->
+      {x0, y0, width} = Map.fetch!(st.grounds, area)
+      mirror = Map.get(st.view.mirrors, area, %{})
+
+      placed =
+        for {id, at, kind} <- entities do
+          kind =
+            case {kind, mirror} do
+              {nil, %{^id => {_x, _y, kind}}} ->
+                kind
+
+              {nil, _} ->
+                flunk("area #{area} moved #{id} without its kind, never having shown it")
+
+              {kind, _} ->
+                kind
+            end
+
+          {id, x0 + rem(at, width), y0 + div(at, width), kind}
+        end
+
+      client(st, %{type: :area, area: area, full: full, entities: placed, gone: gone})
+    end)
+  end
 
   defp client(%{version: 5} = st, %{type: :areas, areas: parts}) do
     Enum.reduce(parts, st, fn {area, full, entities, gone}, st ->
@@ -277,6 +314,9 @@ defmodule Grove.Gateway.SessionTilesTest do
     # missing, so none twice.
     for {area, mirror} <- view.mirrors do
       shown = Map.new(mirror, fn {id, {x, y, _kind}} -> {id, {x, y}} end)
+
+      for {id, {_x, _y, kind}} <- mirror,
+          do: assert(kind == Map.get(st.kinds, id, 1), "area #{area} shows #{id} as kind #{kind}")
 
       inside =
         for {id, {x, y} = cell} <- truth,

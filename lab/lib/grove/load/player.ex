@@ -84,8 +84,9 @@ defmodule Grove.Load.Player do
     :size,
     :view,
     :bye,
-    # The corner and width of each area held, from its ground: version
-    # 5 places an area's entities from them.
+    # The corner and width of each area whose ground came: version 5
+    # places an area's entities from them; from version 6 on a ground
+    # comes once a connection, and is kept until a welcome.
     grounds: %{},
     seq: 0,
     settled_at: 0,
@@ -329,7 +330,7 @@ defmodule Grove.Load.Player do
     pending =
       with {seq, sent_at, direction, _from} <- player.pending, do: {seq, sent_at, direction, nil}
 
-    %{player | cell: {w.x, w.y}, view: view, pending: pending, settled_at: env.now}
+    %{player | cell: {w.x, w.y}, view: view, pending: pending, settled_at: env.now, grounds: %{}}
   end
 
   defp message(%__MODULE__{joined: true} = player, %{type: :welcome}, env) do
@@ -357,14 +358,26 @@ defmodule Grove.Load.Player do
 
   # The areas at once (the player speaks the newest version): each part
   # as an `area` of its own, its entities placed from its area's corner
-  # (a delta of an area whose ground has not come is of one not held).
+  # (a delta of an area whose ground has not come is of one not held),
+  # each that stayed in its area (without its kind) of the kind the area
+  # showed.
   defp message(player, %{type: :areas, areas: parts}, env) do
     Enum.reduce(parts, player, fn {area, full, entities, gone}, player ->
       case Map.fetch(player.grounds, area) do
         {:ok, {x0, y0, width}} ->
+          mirror = Map.get(player.view.mirrors, area, %{})
+
           entities =
-            for {id, at, kind} <- entities,
-                do: {id, x0 + rem(at, width), y0 + div(at, width), kind}
+            for {id, at, kind} <- entities do
+              kind =
+                case {kind, mirror} do
+                  {nil, %{^id => {_x, _y, kind}}} -> kind
+                  {nil, _unknown} -> 0
+                  {kind, _} -> kind
+                end
+
+              {id, x0 + rem(at, width), y0 + div(at, width), kind}
+            end
 
           area = %{type: :area, area: area, full: full, entities: entities, gone: gone}
           message(player, area, env)
@@ -385,7 +398,7 @@ defmodule Grove.Load.Player do
   end
 
   defp message(%__MODULE__{view: view} = player, %{type: :area_closed, area: zone}, _env),
-    do: %{player | view: View.drop_area(view, zone), grounds: Map.delete(player.grounds, zone)}
+    do: %{player | view: View.drop_area(view, zone)}
 
   defp message(player, %{type: :error, code: code, message: text}, env) do
     Stats.error(env.stats, code, text)
