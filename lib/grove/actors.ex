@@ -93,12 +93,15 @@ defmodule Grove.Actors do
       average, exactly so when the interval is a multiple of the slot
     * `:batch` - send a slot's moves with `move_many/2`, one message per zone,
       rather than one `move/4` each (default `true`)
-    * `:resident` - walkers that live in their zones: each joins with its
+    * `:resident` - actors that live in their zones: each joins with its
       walk (`Grove.World.join/2`'s `:walk`) and its zone steps it on the
       world's beats (`:resident_beat`, `:resident_phases`) through the same
-      move rules and handoff as a client's move, with no message per move;
-      the herd only joins, keeps and retires them. A kind that senses is
-      walked by its herd as ever (default `false`)
+      move rules, handoff and actions as a client's, with no message per
+      move; the herd only joins, keeps and retires them. A kind that
+      senses resides in a world that makes senses (`Grove.World`'s
+      `:senses`, which an instance gives its world): its zone reads them
+      as the herd would; elsewhere its herd walks it (default `false`;
+      `make run`'s default world sets it)
     * `:max_in_flight` - moves a herd may have unanswered at once; more are
       skipped (default twice the moves a herd sends in one slot, which the
       world answers long before the next slot while it keeps up)

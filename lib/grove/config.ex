@@ -107,12 +107,14 @@ defmodule Grove.Config do
 
     world_name = :"#{name}.World"
 
-    # A world with a store keeps its game's state there.
+    # A world with a store keeps its game's state there; its zones make
+    # resident actors' senses as their herds would (`Grove.Actor.Senses`).
     world =
       opts[:world]
       |> Keyword.put(:name, world_name)
       |> Keyword.put(:cluster, if(Grove.Cluster.multi_node?(opts[:cluster]), do: name))
       |> Keyword.put(:store, if(opts[:store], do: {Grove.Store, :"#{name}.Store"}))
+      |> Keyword.put_new(:senses, Grove.Actor.Senses)
 
     # Fail now, with the option's name, rather than deep in a supervisor.
     Grove.World.new!(world)

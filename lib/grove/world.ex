@@ -84,6 +84,12 @@ defmodule Grove.World do
     * `:resident_phases` - how many groups the zones' beats are spread over,
       each group's beats `resident_beat / resident_phases` ms after the
       last's, so that all zones do not step at once (default `4`)
+    * `:senses` - the module that makes what a resident kind senses into
+      its senses (`from_sight/1`, given a map of `:id`, `:kind`, `:at`,
+      `:radius`, `:terrain`, `:entities`, `:cells`, `:walk` and `:attrs`,
+      read by its zone as a herd reads them): a kind that senses may
+      reside only in a world that has one (default `nil`; an instance
+      gives its world `Grove.Actor.Senses`, which sits above the world)
 
   ## The client API
 
@@ -204,6 +210,7 @@ defmodule Grove.World do
     wake_ahead: 4,
     resident_beat: 500,
     resident_phases: 4,
+    senses: nil,
     id_base: 0,
     id_span: nil
   ]
@@ -261,6 +268,7 @@ defmodule Grove.World do
           wake_ahead: non_neg_integer(),
           resident_beat: pos_integer(),
           resident_phases: pos_integer(),
+          senses: module() | nil,
           id_base: non_neg_integer(),
           id_span: pos_integer() | nil
         }
@@ -458,7 +466,7 @@ defmodule Grove.World do
       view_radius: validate_radius(opts[:view_radius]),
       view_format: validate_format(opts[:view_format]),
       label: validate_label(opts[:label]),
-      walk: validate_walk(opts[:walk])
+      walk: validate_walk(world, opts[:walk])
     }
 
     # The zone may run on another node, whose monotonic clock starts
@@ -487,31 +495,44 @@ defmodule Grove.World do
     end
   end
 
-  defp validate_walk(nil), do: nil
+  defp validate_walk(_world, nil), do: nil
 
   # The world is below the actors (docs/architecture.md): it asks the
   # kind's module itself, as its zone will, not `Grove.Actor`.
-  defp validate_walk({module, _state, interval} = walk)
+  defp validate_walk(world, {module, _state, interval} = walk)
        when is_atom(module) and is_integer(interval) and interval > 0 do
     cond do
       not (Code.ensure_loaded?(module) and function_exported?(module, :step, 3)) ->
         raise ArgumentError, ":walk: #{inspect(module)} is not an actor's kind (no step/3)"
 
-      function_exported?(module, :senses, 0) and module.senses() not in [[], nil] ->
+      sight(module) != nil and world.senses == nil ->
         raise ArgumentError,
-              ":walk: #{inspect(module)} senses; only a kind that does not may reside"
+              ":walk: #{inspect(module)} senses, and this world has no :senses to make its senses with"
 
       true ->
         walk
     end
   end
 
-  defp validate_walk(other),
+  defp validate_walk(_world, other),
     do:
       raise(
         ArgumentError,
         ":walk must be {kind, state, interval_ms}, got: #{inspect(other)}"
       )
+
+  @doc false
+  # What a resident kind senses (its `senses/0`, as `Grove.Actor`
+  # describes it): `{radius, entities?, game?}`, or `nil` for nothing.
+  @spec sight(module()) :: {pos_integer(), boolean(), boolean()} | nil
+  def sight(module) do
+    with true <- function_exported?(module, :senses, 0),
+         [_ | _] = senses <- module.senses() do
+      {Keyword.fetch!(senses, :radius), senses[:entities] == true, senses[:game] == true}
+    else
+      _ -> nil
+    end
+  end
 
   defp next_id(%__MODULE__{id_span: nil} = world), do: :atomics.add_get(world.ids, 1, 1)
   defp next_id(world), do: next_id(world, 1000)
@@ -862,9 +883,13 @@ defmodule Grove.World do
     :ok
   end
 
-  defp check_act(%__MODULE__{game: nil}, _action, _args), do: {:error, :disabled}
+  @doc false
+  # An action and its arguments checked against the game's spec, as
+  # `act/6` checks them (a zone checks its residents' the same way).
+  @spec check_act(t(), atom() | String.t(), map()) :: {:ok, {atom(), map()}} | {:error, atom()}
+  def check_act(%__MODULE__{game: nil}, _action, _args), do: {:error, :disabled}
 
-  defp check_act(%__MODULE__{game: spec}, action, args) do
+  def check_act(%__MODULE__{game: spec}, action, args) do
     case Grove.World.Game.Spec.check(spec, action, args) do
       {:ok, name, args} -> {:ok, {name, args}}
       {:error, reason, _text} -> {:error, reason}

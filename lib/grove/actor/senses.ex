@@ -127,6 +127,15 @@ defmodule Grove.Actor.Senses do
   end
 
   @doc """
+  The senses a resident actor's zone read for it (`Grove.World`'s
+  `:senses`): a map of every field but the struct's, each already within
+  the radius, as the herd reads them.
+  """
+  @spec from_sight(map()) :: t()
+  def from_sight(%{at: _, radius: _, terrain: _} = sight),
+    do: Map.put(sight, :__struct__, __MODULE__)
+
+  @doc """
   The game's layer at a cell within the radius: its value, or `nil` for
   none, a cell beyond the radius, or a kind that does not sense the game.
   """

@@ -206,8 +206,9 @@ defmodule Grove.Actors.Herd do
       kind_options: Keyword.get(opts, :kind_options, []),
       resolution: resolution,
       batch: Keyword.get(opts, :batch, true),
-      # Only a kind that senses nothing resides (its zone could not sense for it).
-      resident: Keyword.get(opts, :resident, false) and senses == nil,
+      # A kind that senses resides only where its zones can sense for it.
+      resident:
+        Keyword.get(opts, :resident, false) and (senses == nil or senses_here?(api, world)),
       late_ms: Keyword.get(opts, :late_ms) || div(interval, 2),
       join_timeout: Keyword.get(opts, :join_timeout, 2000),
       permits: Keyword.get(opts, :join_permits),
@@ -261,7 +262,7 @@ defmodule Grove.Actors.Herd do
     {:noreply, %{herd | window: window}}
   end
 
-  # A resident's step is answered to no one; a zone of an older release may answer it.
+  # A resident's step or action is answered to no one; a zone of an older release may answer it.
   def handle_info({:grove_move, _id, :walk, _outcome}, herd), do: {:noreply, herd}
 
   def handle_info({:grove_move, id, sent_at, outcome}, herd),
@@ -269,6 +270,8 @@ defmodule Grove.Actors.Herd do
 
   # A game's actions are answered like moves, and counted with them.
   def handle_info({:grove_acts, outcomes}, herd), do: handle_info({:grove_moves, outcomes}, herd)
+
+  def handle_info({:grove_act, _id, :walk, _outcome}, herd), do: {:noreply, herd}
 
   def handle_info({:grove_act, id, sent_at, outcome}, herd),
     do: handle_info({:grove_moves, [{id, sent_at, outcome}]}, herd)
@@ -846,6 +849,10 @@ defmodule Grove.Actors.Herd do
     opts = [at: at, updates: :none, kind: herd.config.kind, timeout: herd.config.join_timeout]
     herd.api.join(herd.world, if(walk, do: [{:walk, walk} | opts], else: opts))
   end
+
+  # Zones sense for their residents in a world given `:senses`.
+  defp senses_here?(Grove.World, world), do: Grove.World.fetch!(world).senses != nil
+  defp senses_here?(_api, _world), do: false
 
   # A resident's walk: its kind, its first state and its pace.
   defp walk(%__MODULE__{config: %{resident: false}} = herd), do: {nil, herd}

@@ -33,7 +33,8 @@ defmodule Grove.World.Supervisor do
     view_tile: nil,
     wake_ahead: 4,
     resident_beat: 500,
-    resident_phases: 4
+    resident_phases: 4,
+    senses: nil
   ]
 
   # Coordinates travel as integers below 2^53 (protocol version 3); a
@@ -139,6 +140,13 @@ defmodule Grove.World.Supervisor do
               "got: #{inspect(tile)}"
     end
 
+    unless opts[:senses] == nil or
+             (is_atom(opts[:senses]) and Code.ensure_loaded?(opts[:senses]) and
+                function_exported?(opts[:senses], :from_sight, 1)) do
+      raise ArgumentError,
+            ":senses must be nil or a module with from_sight/1, got: #{inspect(opts[:senses])}"
+    end
+
     block = opts[:density_block] || density_block(opts[:width], opts[:height])
 
     unless is_integer(block) and block > 0 do
@@ -166,7 +174,8 @@ defmodule Grove.World.Supervisor do
       zone_idle: opts[:zone_idle],
       wake_ahead: opts[:wake_ahead],
       resident_beat: opts[:resident_beat],
-      resident_phases: opts[:resident_phases]
+      resident_phases: opts[:resident_phases],
+      senses: opts[:senses]
     }
     |> tally()
     |> id_range()

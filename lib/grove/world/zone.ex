@@ -1412,6 +1412,12 @@ defmodule Grove.World.Zone do
     end
   end
 
+  # A resident's action, like its step, is answered to no one.
+  defp reply_act(zone, _owner, _id, :walk, outcome) do
+    count_act(zone, outcome)
+    zone
+  end
+
   defp reply_act(zone, owner, id, tag, outcome) do
     count_act(zone, outcome)
     send(owner, {:grove_act, id, tag, outcome})
@@ -1930,7 +1936,7 @@ defmodule Grove.World.Zone do
         late = max(:erlang.monotonic_time(:microsecond) - due_us, 0)
         Grove.Metrics.Histogram.record(zone.world.resident_lateness, late)
         roll = :erlang.phash2({id, beat}, @roll_range)
-        {direction, next} = module.step(state, nil, roll)
+        {direction, next} = module.step(state, sense(zone, entity, module), roll)
 
         core =
           if next === state, do: core, else: walked(zone, core, entity, put_elem(walk, 1, next))
@@ -1964,13 +1970,92 @@ defmodule Grove.World.Zone do
               end
           end
         else
-          # Standing still, or anything but a step: a resident kind does not act.
-          step(rest, zone, core, due, now, ok, stayed + 1, skipped)
+          case direction do
+            {:act, action, target} ->
+              zone = resident_act(%{zone | core: core}, id, action, target, %{}, owner, now)
+              step(rest, zone, zone.core, due, now, ok, stayed, skipped)
+
+            {:act, action, target, args} ->
+              zone = resident_act(%{zone | core: core}, id, action, target, args, owner, now)
+              step(rest, zone, zone.core, due, now, ok, stayed, skipped)
+
+            _stay ->
+              step(rest, zone, core, due, now, ok, stayed + 1, skipped)
+          end
         end
 
       # Handed over and not let go yet, or gone: not stepped here.
       _other ->
         step(rest, zone, core, due, now, ok, stayed, skipped)
+    end
+  end
+
+  # What a resident kind senses, read here as its herd would read it
+  # (`Grove.Actor.Senses`), with no message: the entities near it from
+  # the world's index of places and the zones' tables (this zone's rows
+  # are written as each step is taken, so a resident sees the steps taken
+  # before its own in the same beat), the game's layer near it, and its
+  # own attributes from the core. The world's `:senses` module makes them
+  # into the kind's senses; a kind that senses nothing is given `nil`.
+  defp sense(zone, %Entity{id: id, x: x, y: y, kind: kind} = entity, module) do
+    case sight(module) do
+      nil ->
+        nil
+
+      {radius, entities, game} ->
+        world = zone.world
+        at = {x, y}
+
+        {cells, walk} = if game, do: Grove.World.Game.near(world, at, radius), else: {nil, %{}}
+
+        world.senses.from_sight(%{
+          id: id,
+          kind: kind,
+          at: at,
+          radius: radius,
+          terrain: world.terrain,
+          entities: if(entities, do: nearby(world, id, at, radius)),
+          cells: cells,
+          walk: walk,
+          attrs: if(game, do: entity.attrs)
+        })
+    end
+  end
+
+  defp nearby(world, id, at, radius),
+    do: for({other, _, _, _} = seen <- World.nearby(world, at, radius), other != id, do: seen)
+
+  # A kind's senses (`senses/0`) as `{radius, entities?, game?}`, or `nil`
+  # for none, read once per kind and process.
+  defp sight(module) do
+    case Process.get({:grove_sight, module}, :unknown) do
+      :unknown ->
+        sight = World.sight(module)
+        Process.put({:grove_sight, module}, sight)
+        sight
+
+      sight ->
+        sight
+    end
+  end
+
+  # A resident's action, checked as `World.act/6` checks a client's, run
+  # here or in the zone of its target, counted and answered to no one.
+  defp resident_act(zone, id, action, target, args, owner, now) do
+    case World.check_act(zone.world, action, args) do
+      {:ok, {name, args}} ->
+        case act_one(zone, id, {name, target, args}, owner, :walk, 0, now) do
+          {:pending, zone} ->
+            zone
+
+          {outcome, zone} ->
+            count_act(zone, outcome)
+            zone
+        end
+
+      {:error, reason} ->
+        count_act(zone, {:rejected, reason})
+        zone
     end
   end
 

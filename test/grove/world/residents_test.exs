@@ -24,6 +24,21 @@ defmodule Grove.World.ResidentsTest do
     def step(state, _senses, _roll), do: {:stay, state}
   end
 
+  defmodule Shy do
+    @moduledoc false
+    # Steps east where it sees the cell free, else stands; its state
+    # counts the others it saw.
+    @behaviour Grove.Actor
+    alias Grove.Actor.Senses
+    @impl true
+    def init(_opts, _roll), do: 0
+    @impl true
+    def senses, do: [radius: 1, entities: true]
+    @impl true
+    def step(_seen, %Senses{at: {x, y}, entities: entities} = senses, _roll),
+      do: {if(Senses.free?(senses, {x + 1, y}), do: :e, else: :stay), length(entities)}
+  end
+
   # Every step taken or refused, counted where it was decided.
   defp steps(world) do
     stats = World.stats(world)
@@ -43,6 +58,14 @@ defmodule Grove.World.ResidentsTest do
   defp walk(world) do
     :ok = World.walk(world)
     :ok = settle(world)
+  end
+
+  # A resident's walk as its row holds it: its kind, state and interval.
+  defp resident_walk(world, id) do
+    world = World.fetch!(world)
+    index = Grove.World.Directory.lookup(world.name, id)
+    [row] = Grove.World.Slots.lookup(world, index, id)
+    Grove.World.Entity.from_row(row).walk
   end
 
   test "a resident steps when its zone walks, and its owner hears nothing of it", %{world: world} do
@@ -118,8 +141,8 @@ defmodule Grove.World.ResidentsTest do
     assert World.position(world, id) == {4, 3}
   end
 
-  test "only a kind that senses nothing may reside", %{world: world} do
-    assert_raise ArgumentError, ~r/senses/, fn ->
+  test "a kind that senses resides only in a world that makes senses", %{world: world} do
+    assert_raise ArgumentError, ~r/senses, and this world has no :senses/, fn ->
       World.join(world, updates: :none, walk: {Looker, nil, 1000})
     end
 
@@ -129,6 +152,34 @@ defmodule Grove.World.ResidentsTest do
 
     assert_raise ArgumentError, ~r/:walk must be/, fn ->
       World.join(world, updates: :none, walk: {Shuttle, :e, 0})
+    end
+  end
+
+  describe "in a world that makes senses" do
+    @describetag world: [senses: Grove.Actor.Senses]
+
+    test "its zone senses for a resident: it sees who stands next to it, across a border too",
+         %{world: world} do
+      # Zones of 10 cells: the shy one at the east edge of zone 0, the
+      # other across the border, in zone 1.
+      {:ok, _other, {10, 4}} = World.join(world, at: {10, 4}, updates: :none)
+      {:ok, id, {9, 4}} = World.join(world, at: {9, 4}, updates: :none, walk: {Shy, 0, 1000})
+
+      walk(world)
+      assert World.position(world, id) == {9, 4}
+      # It saw the cell taken and did not ask: nothing refused, one stood.
+      assert World.stats(world).occupied == 0
+      assert World.stats(world).resident_stayed == 1
+      assert {Shy, 1, 1000} = resident_walk(world, id)
+    end
+
+    test "a resident that sees the way free steps", %{world: world} do
+      {:ok, id, {9, 4}} = World.join(world, at: {9, 4}, updates: :none, walk: {Shy, 0, 1000})
+      walk(world)
+      assert World.position(world, id) == {10, 4}
+      walk(world)
+      assert World.position(world, id) == {11, 4}
+      assert {Shy, 0, 1000} = resident_walk(world, id)
     end
   end
 
@@ -213,9 +264,10 @@ defmodule Grove.World.ResidentsTest do
     end
   end
 
-  # Residents and clients' moves in any order, over zones of 5 x 5 cells
-  # with trees: each step of a resident is counted exactly once, wherever
-  # it was decided, and nothing is lost or doubled.
+  # Residents (walkers, and wanderers and sheep whose zones sense for
+  # them) and clients' moves in any order, over zones of 5 x 5 cells with
+  # trees: each step of a resident is counted exactly once, wherever it
+  # was decided, and nothing is lost or doubled.
   test "residents walk beside clients' moves: one outcome a step, nothing lost or doubled" do
     property =
       forall(
@@ -241,12 +293,19 @@ defmodule Grove.World.ResidentsTest do
               seed: seed,
               tick: :manual,
               terrain: [tree_density: 0.2],
-              rules: [move_rate: nil]
+              rules: [move_rate: nil],
+              senses: Grove.Actor.Senses
             )
 
           try do
-            walk = {Grove.Actors.Walker, nil, 1000}
-            for _ <- 1..residents, do: {:ok, _, _} = World.join(name, updates: :none, walk: walk)
+            # Walkers, and kinds whose zone senses for them.
+            kinds = [Grove.Actors.Walker, Grove.Actors.Wanderer, Grove.Actors.Sheep]
+
+            for n <- 1..residents do
+              walk = {Enum.at(kinds, rem(n, 3)), 0, 1000}
+              {:ok, _, _} = World.join(name, updates: :none, walk: walk)
+            end
+
             clients = for _ <- 1..4, do: elem(World.join(name, updates: :none), 1)
             clients = List.to_tuple(clients)
 
@@ -264,7 +323,11 @@ defmodule Grove.World.ResidentsTest do
               end)
 
             :ok = settle(name)
-            steps(name) == walks * residents + moves and World.entity_count(name) == residents + 4
+            # A kind that senses may see no way and stand: counted apart.
+            stood = World.stats(name).resident_stayed
+
+            steps(name) + stood == walks * residents + moves and
+              World.entity_count(name) == residents + 4
           after
             Supervisor.stop(sup)
           end
