@@ -2006,7 +2006,7 @@ defmodule Grove.World.Zone do
         world = zone.world
         at = {x, y}
 
-        {cells, walk} = if game, do: Grove.World.Game.near(world, at, radius), else: {nil, %{}}
+        {cells, walk} = if game, do: game_near(zone, at, radius), else: {nil, %{}}
 
         world.senses.from_sight(%{
           id: id,
@@ -2020,6 +2020,16 @@ defmodule Grove.World.Zone do
           attrs: if(game, do: entity.attrs)
         })
     end
+  end
+
+  # The layer near a cell: from the core when the square lies in the
+  # zone, else from the tables of the zones it covers.
+  defp game_near(%__MODULE__{core: core} = zone, {x, y} = at, radius) do
+    {x0, y0, x1, y1} = core.bounds
+
+    if x - radius >= x0 and y - radius >= y0 and x + radius < x1 and y + radius < y1,
+      do: GameRules.near(core, {x - radius, y - radius, x + radius, y + radius}),
+      else: Grove.World.Game.near(zone.world, at, radius)
   end
 
   defp nearby(world, id, at, radius),

@@ -183,6 +183,44 @@ defmodule Grove.World.ResidentsTest do
     end
   end
 
+  # What a resident that senses the game reads of the layer near it, from
+  # its zone's core where the square lies in the zone, is what a herd
+  # reads of the zone's table.
+  @tag world: [
+         width: 60,
+         height: 60,
+         zone_size: 20,
+         terrain: [
+           tree_density: 0.15,
+           water_density: 0.05,
+           rock_density: 0.0,
+           flower_density: 0.2
+         ],
+         game: {Grove.Games.Orchard, baskets: 20, tick: :manual}
+       ]
+  test "a zone's layer near a cell, read from its core, is what its table says", %{world: world} do
+    cores =
+      for zone <- 0..8, into: %{}, do: {zone, :sys.get_state(World.zone_pid(world, zone)).core}
+
+    # A square of radius 1 to 5 that lies in one of the nine zones of 20 x 20.
+    property =
+      forall(
+        {:proper_types.integer(0, 8), :proper_types.integer(1, 5), :proper_types.integer(0, 9),
+         :proper_types.integer(0, 9)},
+        fn {zone, radius, dx, dy} ->
+          core = Map.fetch!(cores, zone)
+          {x0, y0, _x1, _y1} = core.bounds
+          {x, y} = {x0 + radius + dx, y0 + radius + dy}
+          square = {x - radius, y - radius, x + radius, y + radius}
+
+          Grove.World.Zone.Game.near(core, square) ==
+            Grove.World.Game.near(world, {x, y}, radius)
+        end
+      )
+
+    check(property, numtests: 200)
+  end
+
   test "each step taken is timed against its beat and counted in the world's metrics",
        %{world: world} do
     {:ok, _id, _} = World.join(world, at: {12, 12}, updates: :none, walk: {Shuttle, :e, 1000})

@@ -259,6 +259,30 @@ defmodule Grove.World.Zone.Game do
 
   ## Reading
 
+  @doc """
+  The layer within a square of the zone's cells (`{x0, y0, x1, y1}`,
+  inclusive), as `Grove.World.Game.near/3` reads it from the zone's
+  table: the values by cell, and where they block or free the ground.
+  The layer is small beside the zone (a few cells in a hundred), so one
+  pass over it costs less than a lookup per cell of the square.
+  """
+  @spec near(State.t(), {integer(), integer(), integer(), integer()}) ::
+          {%{Grid.cell() => Game.value()}, %{Grid.cell() => boolean()}}
+  def near(%State{game: %__MODULE__{layer: layer, walk: walk}, grid: grid}, {x0, y0, x1, y1}) do
+    Enum.reduce(layer, {%{}, %{}}, fn {key, value}, {cells, walls} = acc ->
+      {x, y} = cell = Grid.cell_of_key(grid, key)
+
+      if x >= x0 and x <= x1 and y >= y0 and y <= y1 do
+        case walk do
+          %{^key => blocks} -> {Map.put(cells, cell, value), Map.put(walls, cell, blocks)}
+          _ -> {Map.put(cells, cell, value), walls}
+        end
+      else
+        acc
+      end
+    end)
+  end
+
   @doc "True when nothing may step onto the cell (which lies in the zone): layer, then ground."
   @spec blocked?(State.t(), non_neg_integer(), non_neg_integer()) :: boolean()
   def blocked?(%State{game: %__MODULE__{walk: walk}} = state, x, y) when map_size(walk) > 0 do
