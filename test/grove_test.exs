@@ -31,6 +31,33 @@ defmodule GroveTest do
     assert line =~ "zone mailbox max"
   end
 
+  test "an instance's resident actors walk in their zones, and its status says so" do
+    name = :"grove_#{System.unique_integer([:positive])}"
+
+    start_supervised!({
+      Grove,
+      name: name,
+      world: [width: 60, height: 60, zone_size: 20, tick: :manual],
+      actors: [resident: true, kinds: [{Grove.Actors.Walker, 15}, {Grove.Actors.Wanderer, 10}]],
+      gateway: false,
+      status_interval: false
+    })
+
+    world = Grove.world(name)
+    eventually(fn -> assert Grove.World.entity_count(world) == 25 end)
+    {_line, since} = Grove.Status.line(name)
+
+    # The world ticks by hand: its zones step their residents, the
+    # wanderers too (the instance's world makes their senses).
+    :ok = Grove.World.walk(world)
+    eventually(fn -> assert Grove.World.stats(world).moves_ok > 0 end)
+
+    {line, _reading} = Grove.Status.line(name, since)
+    assert line =~ "walker 15: in their zones"
+    assert line =~ "wanderer 10: in their zones"
+    assert line =~ ~r/residents' steps late p50 [\d.]+ ms p99/
+  end
+
   test "a crash of the metrics restarts them alone, not what comes after them" do
     name = :"grove_#{System.unique_integer([:positive])}"
 

@@ -47,20 +47,26 @@ defmodule Grove.Status do
       |> Enum.filter(fn {_, n} -> n > 0 end)
       |> Enum.map_join(", ", fn {key, n} -> "#{round(100 * n / max(total, 1))}% #{key}" end)
 
-    latency =
-      case Histogram.count(moves.latency) do
-        0 ->
-          "no actor moves yet"
+    # Residents have no round trip: how late their steps came stands for one.
+    resident = Histogram.diff(now.resident, since.resident)
 
-        _ ->
+    latency =
+      cond do
+        Histogram.count(moves.latency) > 0 ->
           "round trip p50 #{ms(Histogram.percentile(moves.latency, 50))} p99 #{ms(Histogram.percentile(moves.latency, 99))}"
+
+        Histogram.count(resident) > 0 ->
+          "residents' steps late p50 #{ms(Histogram.percentile(resident, 50))} p99 #{ms(Histogram.percentile(resident, 99))}"
+
+        true ->
+          "no actor moves yet"
       end
 
     text =
       "grove#{cluster(name)}: #{world.entities} entities (#{now.actors.counts.joined} actors joined#{failed(now.actors.counts)}) | " <>
         "#{round(total / seconds)} moves/s#{if shares != "", do: ": " <> shares, else: ""} | " <>
         acts(world, since.world, seconds) <>
-        kinds(now.kinds, since.kinds, seconds) <>
+        kinds(now.kinds, since.kinds, seconds, Histogram.count(resident) > 0) <>
         "#{latency} | zone mailbox max #{world.zone_mailbox_max} | " <>
         "#{div(:erlang.memory(:total), 1_000_000)} MB"
 
@@ -95,8 +101,10 @@ defmodule Grove.Status do
   end
 
   # Each kind: how many are in the world, their moves answered per second
-  # and the share that went through, and the steps they chose not to take.
-  defp kinds(now, since, seconds) do
+  # and the share that went through, and the steps they chose not to take;
+  # a kind whose herds send nothing while zones step residents lives in
+  # its zones, whose steps are the world's, counted above.
+  defp kinds(now, since, seconds, residents?) do
     earlier = Map.new(since, &{&1.name, &1.counts})
 
     parts =
@@ -113,7 +121,10 @@ defmodule Grove.Status do
             do: ", #{round(acted / seconds)} acts/s #{round(100 * diff.(:acted) / acted)}% done",
             else: ""
 
-        "#{kind.name} #{kind.actors || "?"}: #{round(answered / seconds)} moves/s#{ok}#{stays}#{acts}"
+        if answered == 0 and acted == 0 and residents?,
+          do: "#{kind.name} #{kind.actors || "?"}: in their zones",
+          else:
+            "#{kind.name} #{kind.actors || "?"}: #{round(answered / seconds)} moves/s#{ok}#{stays}#{acts}"
       end
 
     if parts == [], do: "", else: Enum.join(parts, "; ") <> " | "
@@ -123,6 +134,7 @@ defmodule Grove.Status do
     %{
       at: System.monotonic_time(:millisecond),
       world: Grove.World.stats(Grove.world(name)),
+      resident: Histogram.snapshot(Grove.World.fetch!(Grove.world(name)).resident_lateness),
       actors: Actors.Stats.read(Actors.stats(Grove.actors(name))),
       kinds: Actors.by_kind(Grove.actors(name))
     }
