@@ -28,7 +28,7 @@ import Config
 #   GROVE_LIFE_RULE=B36/S23 GROVE_LIFE_MS=500 (the bacteria's rule and the
 #     milliseconds between their generations; see Grove.World.Life)
 #   GROVE_RESIDENT=on GROVE_RESIDENT_BEAT_MS=500 GROVE_RESIDENT_PHASES=4
-#     (walkers that live in their zones, stepped by them on beats this many
+#     (actors that live in their zones, stepped by them on beats this many
 #     ms apart, spread over this many phases; see Grove.Actors, :resident)
 #   GROVE_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE (instead of SQLite)
 #   GROVE_NODE=grove1@10.0.0.5 GROVE_COOKIE_FILE=/etc/grove/cookie

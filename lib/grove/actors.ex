@@ -100,8 +100,7 @@ defmodule Grove.Actors do
       move; the herd only joins, keeps and retires them. A kind that
       senses resides in a world that makes senses (`Grove.World`'s
       `:senses`, which an instance gives its world): its zone reads them
-      as the herd would; elsewhere its herd walks it (default `false`;
-      `make run`'s default world sets it)
+      as the herd would; elsewhere its herd walks it (default `false`)
     * `:max_in_flight` - moves a herd may have unanswered at once; more are
       skipped (default twice the moves a herd sends in one slot, which the
       world answers long before the next slot while it keeps up)

@@ -422,8 +422,9 @@ defmodule Grove.World do
       default `%{}`)
     * `:walk` - `{kind, state, interval}`: a resident actor, which its
       zone steps itself every `interval` ms, asking the `Grove.Actor`
-      `kind` (one that senses nothing) where to, from its `state`; its
-      owner sends no moves and hears of none (`Grove.Actors`'
+      `kind` where to (or what to do), from its `state` and, for a kind
+      that senses, what its zone reads for it (in a world with
+      `:senses`); its owner sends no moves and hears of none (`Grove.Actors`'
       `:resident`; default `nil`: the owner moves it)
   """
   @impl Grove.World.Client

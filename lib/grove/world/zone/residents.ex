@@ -2,9 +2,9 @@ defmodule Grove.World.Zone.Residents do
   @moduledoc false
   # The resident actors of one zone and when each steps: plain data the
   # zone process keeps beside its core. A resident is an actor whose
-  # entity carries a walk (`Grove.World.Entity`'s `walk`: a kind that
-  # senses nothing, its state and its interval): its zone steps it, on
-  # this schedule, through the same move rules as any client's move, with
+  # entity carries a walk (`Grove.World.Entity`'s `walk`: its kind, its
+  # state and its interval): its zone steps it, on this schedule, through
+  # the same move rules as any client's move (and runs its actions), with
   # no message per move. It comes onto a zone's schedule when it joins,
   # arrives or is recovered there, and goes off it when it leaves the
   # zone in any way.
