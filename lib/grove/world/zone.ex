@@ -2023,7 +2023,9 @@ defmodule Grove.World.Zone do
   end
 
   # The layer near a cell: from the core when the square lies in the
-  # zone, else from the tables of the zones it covers.
+  # zone, else from the tables of the zones it covers; none without a game.
+  defp game_near(%__MODULE__{core: %State{game: nil}}, _at, _radius), do: {%{}, %{}}
+
   defp game_near(%__MODULE__{core: core} = zone, {x, y} = at, radius) do
     {x0, y0, x1, y1} = core.bounds
 

@@ -173,6 +173,15 @@ defmodule Grove.World.ResidentsTest do
       assert {Shy, 1, 1000} = resident_walk(world, id)
     end
 
+    test "a resident that senses the game, in a world without one, sees no layer and walks",
+         %{world: world} do
+      walk = {Grove.Games.Orchard.Picker, 2, 1000}
+      {:ok, id, {12, 12}} = World.join(world, at: {12, 12}, updates: :none, walk: walk)
+      walk(world)
+      # No tree or basket in sight: it wanders on its heading (east).
+      assert World.position(world, id) == {13, 12}
+    end
+
     test "a resident that sees the way free steps", %{world: world} do
       {:ok, id, {9, 4}} = World.join(world, at: {9, 4}, updates: :none, walk: {Shy, 0, 1000})
       walk(world)
