@@ -241,6 +241,9 @@ defmodule Grove.World.SlotsTest do
   # each, the zones it knows are those awake and those asleep with
   # entities, each zone's table holds its entities and its count says so,
   # and no entity is lost.
+  # Forty worlds started and run: a few seconds on a quiet machine, past
+  # ExUnit's minute when the machine is loaded many times over.
+  @tag timeout: 300_000
   test "the zones it knows are those awake or holding entities, whatever happens" do
     ops =
       :proper_types.list(
