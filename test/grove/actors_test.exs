@@ -31,7 +31,7 @@ defmodule Grove.ActorsTest do
 
   defp joined(count) do
     for _ <- 1..count do
-      assert_receive {:world_join, herd, _opts, {:ok, id, cell}}, 2000
+      assert_receive {:world_join, herd, _opts, {:ok, id, cell}}, 15_000
       {herd, id, cell}
     end
   end

@@ -576,6 +576,9 @@ defmodule Grove.World.OnDemandTest do
   # them back as it wakes.
   for store? <- [false, true] do
     @tag store: store?
+    # Worlds started and run over and over: past ExUnit's minute when the
+    # machine is loaded many times over.
+    @tag timeout: 300_000
     test "entities crossing into zones as they fall asleep are never lost or duplicated#{if store?, do: " (their state in the store)"}",
          context do
       property_never_lost(context.store)
