@@ -30,12 +30,14 @@ defmodule Grove.World.Placer do
   # again read it while another node started the zones its old one
   # abandoned), and that node answers with the newer one, which stops the
   # copy here. It also tells the others it joined, since one may count it
-  # as leaving still: the group may never have shown it the node gone. When none runs it yet, the first of the
-  # members by name starts it and the others wait for its placement: nodes
-  # that start together see the others join at different moments, and
-  # each starting a world over the members it saw would leave them with
-  # placements that disagree, at the same epoch. A node of a cluster that
-  # sees none of its peers within its `:boot_wait` starts the world alone.
+  # as leaving still: the group may never have shown it the node gone.
+  #
+  # When none runs it yet, the first of the members by name starts it and
+  # the others wait for its placement: nodes that start together see the
+  # others join at different moments, and each starting a world over the
+  # members it saw would leave them with placements that disagree, at the
+  # same epoch. A node of a cluster that sees none of its peers within its
+  # `:boot_wait` starts the world alone.
   #
   # Every placement of a zone has an epoch, one more than the one before
   # (a handover's, or a start after its node was lost), announced with it:
