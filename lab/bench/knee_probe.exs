@@ -13,29 +13,18 @@
 #   KNEE_PROBE_AFTER=60 GROVE_PORT=0 taskset -c 0 elixir --erl "+S 1:1" -S mix run --no-halt -r lab/bench/knee_probe.exs
 #
 # A profile, not a benchmark: eprof slows what it watches, for its 3 s.
+Code.require_file("process_kind.exs", __DIR__)
+
 spawn(fn ->
   Process.sleep(String.to_integer(System.get_env("KNEE_PROBE_AFTER", "60")) * 1000)
   Process.flag(:priority, :high)
 
-  label = fn p ->
-    case Process.info(p, [:registered_name, :dictionary, :initial_call]) do
-      nil ->
-        :gone
-
-      [{:registered_name, name} | _] when name != [] ->
-        name |> Atom.to_string() |> String.replace(~r/\.\d+$/, ".N")
-
-      [_, {:dictionary, d}, {:initial_call, i}] ->
-        Keyword.get(d, :"$initial_call", i)
-    end
-  end
+  label = &Grove.Bench.ProcessKind.of/1
 
   labels = Map.new(Process.list(), &{&1, label.(&1)})
   labelled = fn p -> Map.get_lazy(labels, p, fn -> label.(p) end) end
 
-  reductions = fn ->
-    Map.new(Process.list(), fn p -> {p, (Process.info(p, :reductions) || {:r, 0}) |> elem(1)} end)
-  end
+  reductions = &Grove.Bench.ProcessKind.reductions/0
 
   :erlang.system_flag(:scheduler_wall_time, true)
   s0 = :scheduler.sample()

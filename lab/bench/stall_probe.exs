@@ -21,25 +21,19 @@
 # process with signals pending answers when it next runs); with
 # `STALL_PROBE_SCANS=0` it asks no process anything (the lateness, the
 # run queue, the reductions of the whole VM) and costs next to nothing.
+Code.require_file("process_kind.exs", __DIR__)
+
 spawn(fn ->
   seconds = String.to_integer(System.get_env("STALL_PROBE_SECONDS", "360"))
   limit = String.to_integer(System.get_env("STALL_PROBE_SCHEDULE_MS", "40"))
   Process.flag(:priority, :max)
   me = self()
 
+  # A gen_server's kind by its module alone.
   label = fn p ->
-    case Process.info(p, [:registered_name, :dictionary, :initial_call]) do
-      nil ->
-        :gone
-
-      [{:registered_name, name} | _] when name != [] ->
-        name |> Atom.to_string() |> String.replace(~r/\.\d+$/, ".N")
-
-      [_, {:dictionary, d}, {:initial_call, i}] ->
-        case Keyword.get(d, :"$initial_call", i) do
-          {m, _f, _a} -> m
-          other -> other
-        end
+    case Grove.Bench.ProcessKind.of(p) do
+      {m, _f, _a} -> m
+      other -> other
     end
   end
 

@@ -8,25 +8,14 @@
 #   GROVE_PORT=0 taskset -c 0 elixir --erl "+S 1:1" -S mix run --no-halt -r lab/bench/world_profile.exs
 #
 # A profile, not a benchmark: eprof slows what it watches.
+Code.require_file("process_kind.exs", __DIR__)
+
 spawn(fn ->
   Process.sleep(20_000)
 
-  label = fn p ->
-    case Process.info(p, [:registered_name, :dictionary, :initial_call]) do
-      nil ->
-        :gone
+  label = &Grove.Bench.ProcessKind.of/1
 
-      [{:registered_name, name} | _] when name != [] ->
-        name |> Atom.to_string() |> String.replace(~r/\.\d+$/, ".N")
-
-      [_, {:dictionary, d}, {:initial_call, i}] ->
-        Keyword.get(d, :"$initial_call", i)
-    end
-  end
-
-  snap = fn ->
-    Map.new(Process.list(), fn p -> {p, (Process.info(p, :reductions) || {:r, 0}) |> elem(1)} end)
-  end
+  snap = &Grove.Bench.ProcessKind.reductions/0
 
   :erlang.system_flag(:scheduler_wall_time, true)
   s0 = :scheduler.sample()
