@@ -196,8 +196,8 @@ function handle(session, message) {
       session.entity = entity;
       session.radius = Math.min(message.view_radius, 16);
       // The library's version: its JSON is what the library encodes.
-      if (message.protocol !== 6) {
-        send(session, { type: "error", code: "unsupported_protocol", message: "this server speaks protocol 6" });
+      if (message.protocol !== 7) {
+        send(session, { type: "error", code: "unsupported_protocol", message: "this server speaks protocol 7" });
         return session.socket.close(1002);
       }
       send(session, {

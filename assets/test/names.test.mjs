@@ -7,7 +7,7 @@ import { after, before, describe, test } from "node:test";
 import { launchBrowser, moveSomewhere, openGame, waitJoined } from "./support/browser.mjs";
 import { skipReason, startServer } from "./support/server.mjs";
 
-// The server's messages of protocol 6 (the page's) are arrays, the tag first.
+// The server's messages of protocol 7 (the page's) are arrays, the tag first.
 const TYPES = { 72: "area", 77: "names", 82: "areas" };
 
 /** Every frame a page receives, decoded (the page speaks JSON), by type: names with their fields, areas as they came. */

@@ -78,10 +78,10 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
     await page.close();
   });
 
-  test("the page speaks protocol 6, and draws each area's ground as it came with the area", async () => {
+  test("the page speaks protocol 7, and draws each area's ground as it came with the area", async () => {
     const { page, problems } = await openGame(browser, server.url);
     const state = await waitJoined(page);
-    assert.equal(state.protocol, 6);
+    assert.equal(state.protocol, 7);
     await page.waitForFunction(() => window.grove.state().terrainLoaded);
     await waitAreasGround(page);
 
@@ -127,7 +127,7 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
   });
 
   test("an area's ground comes once a connection, and walkers that stay in their area come without their kind", async () => {
-    // Every frame the page reads, in order: grounds and the areas' parts (protocol 6's JSON arrays).
+    // Every frame the page reads, in order: grounds and the areas' parts (protocol 7's JSON arrays).
     const frames = [];
     const { page, problems } = await openGame(browser, server.url, undefined, (page) =>
       page.on("websocket", (socket) =>
@@ -151,8 +151,10 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
         grounds.add(message[1]);
         continue;
       }
-      // The parts one after another: the area, its entities, then gone ids or true.
-      const parts = message[1];
+      // The parts one after another, after the tag: the area, its
+      // entities, then gone ids or true.
+      const parts = message.slice(1);
+      assert.ok(parts.length > 0 && typeof parts[0] === "number", "the parts spread in the message");
       for (let i = 0; i < parts.length; ) {
         const [area, flat] = [parts[i], parts[i + 1]];
         i += 2;
@@ -177,7 +179,7 @@ describe("playing", { skip: skipReason, timeout: 300_000 }, () => {
         assert.equal(kind, kinds[whole[y * 100 + x]], `the ground at ${x}, ${y}`);
       }
     }
-    assert.equal(state.protocol, 6);
+    assert.equal(state.protocol, 7);
     assert.deepEqual(problems, []);
     await page.close();
   });

@@ -35,10 +35,10 @@ for (const world of worlds) {
       await server?.stop();
     });
 
-    test("the page joins in protocol 6, draws each area's ground and walks", async () => {
+    test("the page joins in protocol 7, draws each area's ground and walks", async () => {
       const { page, problems } = await openGame(browser, server.url);
       const state = await waitJoined(page);
-      assert.equal(state.protocol, 6);
+      assert.equal(state.protocol, 7);
       assert.equal(state.width, world.width);
       assert.equal(state.height, world.height);
 

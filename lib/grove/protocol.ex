@@ -1,6 +1,6 @@
 defmodule Grove.Protocol do
   @moduledoc """
-  The wire protocol between clients and the gateway, version 6: every
+  The wire protocol between clients and the gateway, version 7: every
   message defined once (below), with a JSON form for text frames and a
   compact binary form for binary frames, both derived from the definitions
   by `Grove.Protocol.Codec`. `docs/protocol.md` is the reference for client
@@ -13,10 +13,13 @@ defmodule Grove.Protocol do
 
   Versions: a client names the one it speaks in its `join`, and the
   session speaks it from then on (`negotiate/2`, the one place that
-  decides). Version 6 sends an entity's kind only with a snapshot and
-  when it comes into an area, not with every step, and an area's ground
-  once a connection (`Grove.Gateway.Session`); version 5 sends the
-  server's JSON as arrays and places an area's entities from its corner.
+  decides). Version 7's JSON spreads an `areas` message's parts in its
+  own array and writes a server's enumerations as their codes, as binary
+  does (its binary is version 6's). Version 6 sends an entity's kind
+  only with a snapshot and when it comes into an area, not with every
+  step, and an area's ground once a connection (`Grove.Gateway.Session`);
+  version 5 sends the server's JSON as arrays and places an area's
+  entities from its corner.
   Version 4 sends the areas that changed together in one
   `areas` message, each area's part the same bytes for every player
   holding it, where version 3 sends an `area` message per area. Version 3
@@ -52,9 +55,9 @@ defmodule Grove.Protocol do
 
   alias Grove.Protocol.Codec
 
-  @version 6
+  @version 7
   # Every version this server speaks, oldest first.
-  @versions [2, 3, 4, 5, 6]
+  @versions [2, 3, 4, 5, 6, 7]
   # Messages a version before this one does not have.
   @since %{ground: 3, areas: 4}
 
@@ -135,6 +138,9 @@ defmodule Grove.Protocol do
 
   # The first version whose server messages are arrays in JSON.
   @compact_json 5
+  # The first version whose server messages carry an enumeration's
+  # position in JSON, as in binary, where its name was.
+  @coded_json 7
 
   # Version 1's `join` (tag 1; in JSON a join without `protocol`), recognised
   # only to tell an old client, in words, that it must be updated.
@@ -239,7 +245,11 @@ defmodule Grove.Protocol do
                    for {type, tag, from, fields} <- @messages,
                        Map.get(@since, type, 0) <= version do
                      {type, tag, from,
-                      Enum.map(fields, &put_elem(&1, 1, Codec.versioned(elem(&1, 1), version)))}
+                      Enum.map(fields, fn field ->
+                        codec = Codec.versioned(elem(field, 1), version)
+                        coded? = from == :server and version >= @coded_json
+                        put_elem(field, 1, if(coded?, do: Codec.coded(codec), else: codec))
+                      end)}
                    end}
                 end)
                |> Map.new()
@@ -347,12 +357,16 @@ defmodule Grove.Protocol do
 
   # From version 5 on, a server's message in JSON is an array: its tag,
   # then its fields in order, those at the end that take their defaults
-  # left out, as in binary.
+  # left out, as in binary; a field spread (`{:spread, codec}`, the
+  # last) puts its array's items in the message's own.
   defp compact_fields(tag, fields, message) do
     values =
       fields
       |> without_defaults_at_end(message)
-      |> Enum.map(fn field -> Codec.to_json(codec(field), fetch_field!(message, field)) end)
+      |> Enum.flat_map(fn field ->
+        json = Codec.to_json(codec(field), fetch_field!(message, field))
+        if match?({:spread, _}, codec(field)), do: json, else: [json]
+      end)
 
     :jiffy.encode([tag | values])
   end
@@ -505,6 +519,14 @@ defmodule Grove.Protocol do
   end
 
   defp compact_json_fields(type, fields, values), do: compact_json(fields, values, %{type: type})
+
+  # A field spread takes every value left.
+  defp compact_json([{name, {:spread, _} = codec}], values, acc) do
+    case Codec.from_json(codec, values) do
+      {:ok, value} -> {:ok, Map.put(acc, name, value)}
+      {:error, why} -> {:error, :bad_field, "#{name}: #{why}"}
+    end
+  end
 
   defp compact_json([], [], acc), do: {:ok, acc}
 

@@ -75,8 +75,9 @@ defmodule Grove.ProtocolTest do
     assert Protocol.negotiate(4, {1_000_000, 1_000_000}) == {:ok, 4}
     assert Protocol.negotiate(5, {1_000_000, 1_000_000}) == {:ok, 5}
     assert Protocol.negotiate(6, {1_000_000, 1_000_000}) == {:ok, 6}
+    assert Protocol.negotiate(7, {1_000_000, 1_000_000}) == {:ok, 7}
     assert {:error, text} = Protocol.negotiate(9, {100, 100})
-    assert text =~ "protocol 6, your client 9"
+    assert text =~ "protocol 7, your client 9"
   end
 
   test "ground is a message of version 3 only" do
@@ -88,9 +89,10 @@ defmodule Grove.ProtocolTest do
   end
 
   test "the binary form is smaller than the JSON form of every message" do
-    # Version 5's JSON (and 6's) writes a small number in fewer bytes than
-    # binary's fixed sizes: the next test compares it with version 4's.
-    for version <- Protocol.versions() -- [5, 6] do
+    # Version 5's JSON (and 6's and 7's) writes a small number in fewer
+    # bytes than binary's fixed sizes: the next test compares it with
+    # version 4's.
+    for version <- Protocol.versions() -- [5, 6, 7] do
       property =
         forall(ProtocolGenerators.message(version), fn message ->
           assert byte_size(binary_frame(message, version)) <
@@ -162,7 +164,7 @@ defmodule Grove.ProtocolTest do
     assert {:error, :bad_field, "cells: " <> _} =
              Protocol.decode(~s([80,5,250,0,5,1,"B=c"]), :json)
 
-    assert {:error, :bad_field, "x: missing"} = Protocol.decode(~s([65,7,"ok"]), :json)
+    assert {:error, :bad_field, "x: missing"} = Protocol.decode(~s([65,7,"ok"]), :json, 5)
     assert {:error, :bad_field, "1 values after" <> _} = Protocol.decode(~s([73,7,8]), :json)
     assert {:error, :unknown_type, _} = Protocol.decode(~s([99]), :json)
     assert {:error, :bad_message, _} = Protocol.decode(~s([65,7,"ok",4,9]), :json, 4)
@@ -251,7 +253,7 @@ defmodule Grove.ProtocolTest do
 
   test "the gateway's own encoders of areas and outcomes say what the definitions say" do
     # Version 4's and 5's areas are the next tests'.
-    for version <- Protocol.versions() -- [4, 5, 6] do
+    for version <- Protocol.versions() -- [4, 5, 6, 7] do
       property =
         forall(
           {ProtocolGenerators.message(:area, version),
@@ -395,7 +397,7 @@ defmodule Grove.ProtocolTest do
     check(property, numtests: 100, deep_numtests: 1000, max_size: 6)
   end
 
-  test "versions 5 and 6 place a part's entities from its area's corner, and join the parts in one frame; 6 leaves out the kind of what stayed in its area" do
+  test "versions 5 to 7 place a part's entities from its area's corner, and join the parts in one frame; 6 and 7 leave out the kind of what stayed in its area" do
     # Worlds whose width is not a multiple of the tile's side: the tiles
     # at the east edge are narrower.
     cases =
@@ -438,7 +440,7 @@ defmodule Grove.ProtocolTest do
               into: %{},
               do: {id, true}
 
-        for version <- [5, 6], encoding <- [:json, :binary] do
+        for version <- [5, 6, 7], encoding <- [:json, :binary] do
           {Frames, format} = Frames.view_format(encoding, version, grid)
           kind = Frames.kind(encoding)
 
@@ -450,7 +452,7 @@ defmodule Grove.ProtocolTest do
 
           joined = IO.iodata_to_binary(Frames.join(parts, encoding, version))
 
-          # Version 6 leaves out the kind of what stayed.
+          # Versions 6 and 7 leave out the kind of what stayed.
           areas =
             if version >= 6,
               do:
@@ -536,22 +538,86 @@ defmodule Grove.ProtocolTest do
     assert {:error, :bad_field, _} = Protocol.decode(~s([82,[943,[20003,12],true]]), :json, 6)
   end
 
+  test "in version 7 an `areas` message's parts are spread in its array, and a server's enumerations are their codes in JSON" do
+    json = ~s([82,941,[20001,63],942,[-20002,7,3],[377],943,[20003,12,3],true])
+
+    parts = [
+      {941, false, [{20_001, 63, nil}], []},
+      {942, false, [{20_002, 7, 3}], [377]},
+      {943, true, [{20_003, 12, 3}], []}
+    ]
+
+    assert Protocol.decode(json, :json, 7) == {:ok, %{type: :areas, areas: parts}}
+    assert json_frame(%{type: :areas, areas: parts}, 7) == json
+
+    # Binary is version 6's, byte for byte.
+    for message <- [
+          %{type: :areas, areas: parts},
+          %{type: :outcome, seq: 7, result: :blocked, x: 413, y: 96}
+        ] do
+      assert binary_frame(message, 7) == binary_frame(message, 6)
+    end
+
+    outcome = %{type: :outcome, seq: 7, result: :ok, x: 413, y: 96}
+    assert json_frame(outcome, 7) == ~s([65,7,0,413,96])
+    assert Protocol.decode(~s([65,7,0,413,96]), :json, 7) == {:ok, outcome}
+
+    # Every server enumeration is its position in its list, as in binary.
+    blocked = Enum.find_index(Protocol.messages(7) |> outcome_results(), &(&1 == :blocked))
+    assert json_frame(%{outcome | result: :blocked}, 7) == ~s([65,7,#{blocked},413,96])
+
+    bye = %{type: :bye, reason: :replaced, message: "elsewhere"}
+    assert json_frame(bye, 7) == ~s([71,3,"elsewhere"])
+    assert json_frame(bye, 6) == ~s([71,"replaced","elsewhere"])
+
+    # A code past the list, or a name not in it, is refused; a name in it
+    # is read (an error before a `join` is version 4's object).
+    assert {:error, :bad_field, "result: " <> _} = Protocol.decode(~s([65,7,99,413,96]), :json, 7)
+
+    assert {:error, :bad_field, "result: " <> _} =
+             Protocol.decode(~s([65,7,"fine",413,96]), :json, 7)
+
+    error = ~s({"type":"error","code":"unsupported_protocol","message":"m"})
+
+    assert Protocol.decode(error, :json, 7) ==
+             {:ok, %{type: :error, code: :unsupported_protocol, message: "m"}}
+
+    # A client's message is an object with names, in every version.
+    move = %{type: :move, seq: 7, dir: :ne}
+    assert json_frame(move, 7) == ~s({"type":"move","seq":7,"dir":"ne"})
+    assert Protocol.decode(~s({"type":"move","seq":7,"dir":"ne"}), :json, 7) == {:ok, move}
+
+    # Parts that do not end where the message does are refused.
+    assert {:error, :bad_field, "areas: " <> _} = Protocol.decode(~s([82,941]), :json, 7)
+
+    assert {:error, :bad_field, "areas: " <> _} =
+             Protocol.decode(~s([82,[941,[20001,63]]]), :json, 7)
+  end
+
+  defp outcome_results(definitions) do
+    [{:outcome, _tag, :server, fields}] = for {:outcome, _, _, _} = d <- definitions, do: d
+    {:result, {:coded, results}} = List.keyfind(fields, :result, 0)
+    results
+  end
+
   test "version 5's JSON is a third of version 4's for a walker's step" do
     grid = Grove.World.Grid.new(1000, 1000, 50, 10)
     step = [{20_001, 413, 96, 3}]
 
     sizes =
-      for version <- [4, 5, 6] do
+      for version <- [4, 5, 6, 7] do
         {Frames, format} = Frames.view_format(:json, version, grid)
         part = Frames.encode_view(format, {:delta, %{20_001 => true}}, 941, step, [])
         byte_size(IO.iodata_to_binary(Frames.join([part], :json, version)))
       end
 
-    # Version 6 leaves out the kind of a walker that stayed in its area.
+    # Version 6 leaves out the kind of a walker that stayed in its area;
+    # 7 the brackets around the parts.
     assert sizes == [
              byte_size(~s({"type":"areas","areas":[[941,false,[[20001,413,96,3]],[]]]})) + 2,
              byte_size(~s([82,[941,[20001,63,3]]])) + 2,
-             byte_size(~s([82,[941,[20001,63]]])) + 2
+             byte_size(~s([82,[941,[20001,63]]])) + 2,
+             byte_size(~s([82,941,[20001,63]])) + 2
            ]
   end
 

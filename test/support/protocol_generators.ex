@@ -54,6 +54,8 @@ defmodule Grove.Test.ProtocolGenerators do
 
   def value(:bool), do: :proper_types.boolean()
   def value({:enum, values}), do: :proper_types.elements(values)
+  def value({:coded, values}), do: :proper_types.elements(values)
+  def value({:spread, codec}), do: value(codec)
   def value(:string), do: string()
   def value(:text), do: string()
   def value(:bytes), do: :proper_types.binary()

@@ -1,12 +1,13 @@
 /**
- * Grove's wire protocol, version 6 (docs/protocol.md): coordinates, area
+ * Grove's wire protocol, version 7 (docs/protocol.md): coordinates, area
  * numbers and entity ids of any size a world may have, each in as few
  * bytes as it needs (`uvar`), each area's ground before its first snapshot
  * on the connection, the areas that changed together in one `areas`
  * message, each entity there placed by its cell counted from its area's
  * corner (`placeEntities`) and with its kind only when it comes into the
  * area, and in JSON every message of the server an array: its tag, then
- * its fields.
+ * its fields, an enumeration's value as its code (as in binary) and the
+ * parts of `areas` spread in its array.
  *
  * Every message is defined once, in `definitions` below, mirroring
  * `lib/grove/protocol.ex`; the JSON and binary encodings are both derived
@@ -14,7 +15,7 @@
  * field added there is one line added here.
  */
 
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 
 export type Encoding = "json" | "binary";
 
@@ -323,6 +324,31 @@ const data: Codec<Data> = {
   },
 };
 
+/**
+ * A server's enumeration: in binary as `enumeration`, in JSON its code too
+ * (its place in the list), a number; a name is read as well, as an error
+ * sent before a `join` (an object, version 4's) names it.
+ */
+function coded<const V extends readonly string[]>(values: V): Codec<V[number]> {
+  const named = enumeration(values);
+  return {
+    ...named,
+    describe: `the code of one of ${values.join(", ")}, counted from 0`,
+    toJson: (value) => {
+      const index = values.indexOf(value);
+      if (index < 0) throw new Error(`${JSON.stringify(value)} is not ${named.describe}`);
+      return index;
+    },
+    fromJson: (json) => {
+      if (typeof json === "string") return named.fromJson(json);
+      if (!Number.isInteger(json) || (json as number) < 0 || (json as number) >= values.length) {
+        throw new Error(`${JSON.stringify(json)} is not the code of one of ${values.join(", ")}`);
+      }
+      return values[json as number] as V[number];
+    },
+  };
+}
+
 function enumeration<const V extends readonly string[]>(values: V): Codec<V[number]> {
   const describe = `one of ${values.join(", ")}`;
   const indexOf = (value: unknown): number => {
@@ -431,7 +457,8 @@ const PARTS = "the areas' parts, each an area, its entities [id, at, ...] (-id, 
  * its cell, plus one and its kind when it has one. In JSON one array of the
  * parts one after another, each the area, its entities as one flat array
  * (a snapshot's `id, at, kind`, a delta's `id, at` or `-id, at, kind`),
- * then a delta's gone ids unless it has none, or `true` for a snapshot.
+ * then a delta's gone ids unless it has none, or `true` for a snapshot;
+ * the `areas` message spreads them in its own array, after its tag.
  */
 const areaParts: Codec<AreaPart[]> = {
   describe: PARTS,
@@ -732,9 +759,12 @@ interface Field<T> {
   readonly codec: Codec<T>;
   /** Present when JSON may leave the field out. */
   readonly default?: { readonly value: T };
+  /** A message's last field, whose JSON array is spread in the message's own. */
+  readonly spread?: true;
 }
 
 const required = <T>(codec: Codec<T>): Field<T> => ({ codec });
+const spread = <T>(codec: Codec<T>): Field<T> => ({ codec, spread: true });
 const optional = <T>(codec: Codec<T>, value: T): Field<T> & { default: { value: T } } => ({
   codec,
   default: { value },
@@ -807,12 +837,12 @@ export const definitions = {
   outcome: {
     tag: 65,
     from: "server",
-    fields: { seq: required(u32), result: required(enumeration(results)), x: required(uvar), y: required(uvar) },
+    fields: { seq: required(u32), result: required(coded(results)), x: required(uvar), y: required(uvar) },
   },
   error: {
     tag: 67,
     from: "server",
-    fields: { code: required(enumeration(errorCodes)), message: required(string) },
+    fields: { code: required(coded(errorCodes)), message: required(string) },
   },
   pong: { tag: 68, from: "server", fields: { t: required(u32) } },
   stats: {
@@ -828,7 +858,7 @@ export const definitions = {
   bye: {
     tag: 71,
     from: "server",
-    fields: { reason: required(enumeration(byeReasons)), message: required(string) },
+    fields: { reason: required(coded(byeReasons)), message: required(string) },
   },
   area: {
     tag: 72,
@@ -852,14 +882,14 @@ export const definitions = {
   seeded: {
     tag: 75,
     from: "server",
-    fields: { seq: required(u32), result: required(enumeration(seedResults)) },
+    fields: { seq: required(u32), result: required(coded(seedResults)) },
   },
   acted: {
     tag: 76,
     from: "server",
     fields: {
       seq: required(u32),
-      result: required(enumeration(actResults)),
+      result: required(coded(actResults)),
       data: required(data),
       reason: required(string),
     },
@@ -872,7 +902,7 @@ export const definitions = {
   said: {
     tag: 78,
     from: "server",
-    fields: { seq: required(u32), result: required(enumeration(sayResults)), reason: required(string) },
+    fields: { seq: required(u32), result: required(coded(sayResults)), reason: required(string) },
   },
   announcement: { tag: 79, from: "server", fields: { text: required(string) } },
   ground: {
@@ -894,11 +924,12 @@ export const definitions = {
   },
   // Several areas' snapshots or deltas at once, each [area, full, entities, gone],
   // each entity [id, at, kind] with its cell counted from the area's corner,
-  // a delta's without its kind when it was in the area already.
+  // a delta's without its kind when it was in the area already; in JSON the
+  // parts follow the tag in the message's array.
   areas: {
     tag: 82,
     from: "server",
-    fields: { areas: required(areaParts) },
+    fields: { areas: spread(areaParts) },
   },
 } as const satisfies Record<string, Definition>;
 
@@ -993,10 +1024,17 @@ export function encode(message: Outgoing, encoding: Encoding): string | Uint8Arr
     return writer.finish();
   }
 
-  // The server's messages are arrays: the tag, then the fields.
+  // The server's messages are arrays: the tag, then the fields (a field
+  // spread, its items).
   if (definition.from === "server") {
     const fields = withoutDefaultsAtEnd(fieldsOf(message.type), values);
-    return JSON.stringify([definition.tag, ...fields.map(([name, field]) => field.codec.toJson(valueFor(values, name, field)))]);
+    return JSON.stringify([
+      definition.tag,
+      ...fields.flatMap(([name, field]) => {
+        const json = field.codec.toJson(valueFor(values, name, field));
+        return field.spread ? (json as unknown[]) : [json];
+      }),
+    ]);
   }
 
   const json: Record<string, unknown> = { type: message.type };
@@ -1084,6 +1122,11 @@ function decodeArray([tag, ...values]: unknown[]): Message {
   const type = byTag.get(tag as number);
   if (!type || definitions[type].from !== "server") throw new ProtocolError("unknown_type", `unknown message tag ${String(tag)}`);
   const fields = fieldsOf(type);
+  const spreadAt = fields.findIndex(([, field]) => field.spread);
+  if (spreadAt >= 0) {
+    // The last field takes every value left.
+    values = [...values.slice(0, spreadAt), values.slice(spreadAt)];
+  }
   if (values.length > fields.length) {
     throw new ProtocolError("bad_field", `${values.length - fields.length} values after the message's fields`);
   }

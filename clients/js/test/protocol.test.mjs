@@ -127,8 +127,8 @@ describe("the documented forms", () => {
     assert.deepEqual(decode(expected), message);
   });
 
-  test("areas in JSON: the parts one after another, each the area, its entities flat (a delta's kind only for one that came in, its id negated), then gone or true", () => {
-    const text = "[82,[941,[-20001,63,1,377,98],942,[],[377],943,[20003,12,3],true]]";
+  test("areas in JSON: the parts one after another in the message's array, each the area, its entities flat (a delta's kind only for one that came in, its id negated), then gone or true", () => {
+    const text = "[82,941,[-20001,63,1,377,98],942,[],[377],943,[20003,12,3],true]";
     const message = {
       type: "areas",
       areas: [
@@ -139,9 +139,11 @@ describe("the documented forms", () => {
     };
     assert.equal(encode(message, "json"), text);
     assert.deepEqual(decode(text), message);
-    fails("[82,[941,[-20001,63]]]", "bad_field");
-    fails("[82,[943,[20003,12],true]]", "bad_field");
-    fails("[82,[941]]", "bad_field");
+    fails("[82,941,[-20001,63]]", "bad_field");
+    fails("[82,943,[20003,12],true]", "bad_field");
+    fails("[82,941]", "bad_field");
+    // Version 6's parts, in a list of their own, are not version 7's.
+    fails("[82,[941,[20001,63]]]", "bad_field");
   });
 
   test("ground cells in JSON: two a character of base64's alphabet, = after an odd count", () => {
@@ -165,8 +167,19 @@ describe("the documented forms", () => {
     assert.deepEqual(protocol.placeEntities([[7, 5, undefined]], ground, (id) => (id === 7 ? 4 : undefined)), [[7, 415, 90, 4]]);
   });
 
-  test("the server's messages in JSON are arrays: the tag, then the fields; a client's are objects", () => {
-    assert.equal(encode({ type: "outcome", seq: 1, result: "ok", x: 413, y: 96 }, "json"), '[65,1,"ok",413,96]');
+  test("the server's messages in JSON are arrays: the tag, then the fields, an enumeration as its code; a client's are objects", () => {
+    assert.equal(encode({ type: "outcome", seq: 1, result: "ok", x: 413, y: 96 }, "json"), "[65,1,0,413,96]");
+    assert.equal(encode({ type: "outcome", seq: 1, result: "blocked", x: 413, y: 96 }, "json"), "[65,1,2,413,96]");
+    assert.equal(encode({ type: "bye", reason: "replaced", message: "m" }, "json"), '[71,3,"m"]');
+    assert.deepEqual(decode('[71,3,"m"]'), { type: "bye", reason: "replaced", message: "m" });
+    // A code past the list is refused; a name is read (an error before a
+    // join is an object, as in version 4).
+    fails("[65,1,99,413,96]", "bad_field");
+    assert.deepEqual(decode('{"type":"error","code":"unsupported_protocol","message":"m"}'), {
+      type: "error",
+      code: "unsupported_protocol",
+      message: "m",
+    });
     assert.equal(encode({ type: "area_closed", area: 941 }, "json"), "[73,941]");
     assert.equal(encode({ type: "pong", t: 5 }, "json"), "[68,5]");
     // The optional fields at the end that take their defaults are left out.
@@ -175,7 +188,7 @@ describe("the documented forms", () => {
       "[72,1,false,[],[]]",
     );
     assert.equal(encode({ type: "ping", t: 5 }, "json"), '{"type":"ping","t":5}');
-    fails('[65,1,"ok"]', "bad_field", "x: missing");
+    fails("[65,1,0]", "bad_field", "x: missing");
     fails("[73,1,2]", "bad_field", "1 values after the message's fields");
     fails('[2,7,"ne"]', "unknown_type");
   });
@@ -247,8 +260,8 @@ describe("the documented forms", () => {
       y: 96,
     });
     assert.deepEqual(decode('{"type":"pong","t":123456}'), { type: "pong", t: 123456 });
-    assert.deepEqual(decode('[65,1,"ok",413,96]'), { type: "outcome", seq: 1, result: "ok", x: 413, y: 96 });
-    assert.deepEqual(decode("[82,[941,[20001,63]]]"), { type: "areas", areas: [[941, false, [[20001, 63, undefined]], []]] });
+    assert.deepEqual(decode("[65,1,0,413,96]"), { type: "outcome", seq: 1, result: "ok", x: 413, y: 96 });
+    assert.deepEqual(decode("[82,941,[20001,63]]"), { type: "areas", areas: [[941, false, [[20001, 63, undefined]], []]] });
   });
 
   test("an area in binary: uvar area, bool, counted entity tuples, counted ids, counted game fields up to the last not empty", () => {

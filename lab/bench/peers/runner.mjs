@@ -8,8 +8,8 @@
 // flight at most, and counts the views it receives. Only the client side
 // differs:
 //
-//   * grove: Grove's WebSocket protocol (docs/protocol.md), version 6, or
-//     2, 3, 4 or 5 (--protocol), in JSON or binary (--encoding), over a plain TCP socket with the few
+//   * grove: Grove's WebSocket protocol (docs/protocol.md), version 7, or
+//     2, 3, 4, 5 or 6 (--protocol), in JSON or binary (--encoding), over a plain TCP socket with the few
 //     lines of RFC 6455 a client needs, so that it runs without any npm
 //     package (the test suite uses it);
 //   * colyseus: the official client, @colyseus/sdk, from
@@ -61,7 +61,7 @@ const defaults = {
   "server-pid": null,
   encoding: "json",
   minimap: "on",
-  protocol: 6,
+  protocol: 7,
   every: 5,
   json: null,
   sample: null,
@@ -77,7 +77,7 @@ function parseArgs(argv) {
   if (!["grove", "colyseus"].includes(opts.server)) fail("--server is grove or colyseus");
   if (!["json", "binary"].includes(opts.encoding)) fail("--encoding is json or binary");
   if (!["on", "off"].includes(opts.minimap)) fail("--minimap is on or off");
-  if (![2, 3, 4, 5, 6].includes(opts.protocol)) fail("--protocol is 2, 3, 4, 5 or 6");
+  if (![2, 3, 4, 5, 6, 7].includes(opts.protocol)) fail("--protocol is 2, 3, 4, 5, 6 or 7");
   if (!opts.terrain) fail("--terrain FILE is needed (mix grove.export.terrain)");
   opts.stages = String(opts.stages).split(",").map(Number);
   return opts;
@@ -137,14 +137,20 @@ function areaCount(payload) {
 // [area, entities, ..., area, entities, ...]]`: a part starts with the
 // number of its area, in the list at the second depth (an entity's
 // negative id, in version 6, is at the third).
+// From version 7 on the parts follow the tag in the message's own array
+// (`[82, area, entities, ...]`): a part starts with a number at the
+// first depth after a comma.
 function partCount(payload) {
+  const at = opts.protocol >= 7 ? 1 : 2;
   let depth = 0;
   let count = 0;
   for (let i = 0; i < payload.length; i++) {
     const c = payload[i];
     if (c === 0x5b /* [ */) depth++;
     else if (c === 0x5d /* ] */) depth--;
-    else if (depth === 2 && c >= 0x30 && c <= 0x39 && (payload[i - 1] === 0x5b || payload[i - 1] === 0x2c)) count++;
+    else if (depth === at && c >= 0x30 && c <= 0x39 && (payload[i - 1] === 0x5b || payload[i - 1] === 0x2c)) {
+      if (at === 2 || payload[i - 1] === 0x2c) count++;
+    }
   }
   return count;
 }
@@ -383,7 +389,11 @@ class GrovePlayer extends Player {
       counts.protocol_errors++;
       return;
     }
-    if (tag === 65) return this.outcome(message[1], message[2], message[3], message[4]);
+    // From version 7 on, an outcome's result is its code, as in binary.
+    if (tag === 65) {
+      const result = typeof message[2] === "number" ? RESULTS[message[2]] : message[2];
+      return this.outcome(message[1], result, message[3], message[4]);
+    }
     if (tag === 64) return this.welcome(message[3], message[4]); // protocol, id, x, y
     counts.protocol_errors++;
   }

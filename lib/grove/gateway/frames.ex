@@ -55,6 +55,21 @@ defmodule Grove.Gateway.Frames do
         Codec.uvar(y)
       ])
 
+  # From version 7 on, the result is its code in JSON, as in binary.
+  def outcome(:json, version, seq, result, x, y) when version >= 7 do
+    WebSocket.frame(:text, [
+      "[65,",
+      Integer.to_string(seq),
+      ?,,
+      Integer.to_string(result_code(result)),
+      ?,,
+      Integer.to_string(x),
+      ?,,
+      Integer.to_string(y),
+      "]"
+    ])
+  end
+
   def outcome(:json, version, seq, result, x, y) when version >= 5 do
     WebSocket.frame(:text, [
       "[65,",
@@ -217,6 +232,12 @@ defmodule Grove.Gateway.Frames do
   @spec join(term(), Protocol.encoding(), pos_integer()) :: iodata()
   def join(frames, encoding, version \\ 4)
 
+  # From version 7 on, JSON's parts are spread in the message's array.
+  def join(frames, :json, version) when version >= 7 do
+    {out, run} = join(frames, :json7, [], [])
+    flush(out, run, :json7)
+  end
+
   def join(frames, :json, version) when version >= 5 do
     {out, run} = join(frames, :json5, [], [])
     flush(out, run, :json5)
@@ -249,6 +270,9 @@ defmodule Grove.Gateway.Frames do
 
   defp areas(:json5, parts),
     do: WebSocket.frame(:text, [~s([82,[), Enum.intersperse(parts, ?,), "]]"])
+
+  defp areas(:json7, parts),
+    do: WebSocket.frame(:text, [~s([82,), Enum.intersperse(parts, ?,), "]"])
 
   # From version 5 on, an area's part places each entity by its cell
   # counted row by row from the area's north-west corner (`Codec`'s

@@ -15,6 +15,9 @@ defmodule Grove.Protocol.Codec do
       2,097,151 three
     * `:bool` - one byte, 0 or 1; JSON `true`/`false`
     * `{:enum, [atom]}` - one byte, the atom's position; JSON the atom's name
+    * `{:coded, [atom]}` - as `{:enum, [atom]}` in binary; JSON the atom's
+      position too, a number (a server's enumerations from version 7 on;
+      its name is read too, as a message sent as an object names it)
     * `:string` - UTF-8, a u16 byte length then the bytes; JSON a string
     * `:text` - like `:string` on the wire, but its bytes are left for the
       message's handler to check (a `say`'s line is answered with what is
@@ -47,6 +50,10 @@ defmodule Grove.Protocol.Codec do
       one flat array; a snapshot's `id, at, kind`, the part ending in
       `true` with no gone ids: `[941, [20001, 63], 942, [-20002, 7, 3],
       [377], 943, [20003, 12, 3], true]`
+    * `{:spread, codec}` - the last field of a server's message whose JSON
+      array is spread into the message's own array (from version 7 on,
+      an `areas` message's parts: `[82, 941, [20001, 63], 942, [], [377]]`);
+      in binary the codec itself
     * `:ground` - an area's ground cells (codes 0 to 7) from version 5 on:
       in binary as `:bytes`; in JSON a string of two cells a character,
       the character of base64's alphabet (`A`-`Z`, `a`-`z`, `0`-`9`, `+`,
@@ -79,6 +86,8 @@ defmodule Grove.Protocol.Codec do
           | :text
           | :bytes
           | {:enum, [atom()]}
+          | {:coded, [atom()]}
+          | {:spread, t()}
           | {:list, t()}
           | {:vlist, t()}
           | {:tuple, [t()]}
@@ -124,7 +133,9 @@ defmodule Grove.Protocol.Codec do
   def versioned(codec, _version) when codec in [:coord, :id, :area_id], do: :uvar
   # The parts of `areas`: their entities' cells counted from their
   # area's corner from version 5 on.
-  def versioned(:area_parts, version) when version >= 6, do: :lean_parts
+  # From version 7 on, spread into the message's array in JSON.
+  def versioned(:area_parts, version) when version >= 7, do: {:spread, :lean_parts}
+  def versioned(:area_parts, 6), do: :lean_parts
   def versioned(:area_parts, 5), do: :parts
 
   def versioned(:area_parts, version),
@@ -144,6 +155,21 @@ defmodule Grove.Protocol.Codec do
   def versioned({:tuple, items}, version), do: {:tuple, Enum.map(items, &versioned(&1, version))}
   def versioned(codec, _version), do: codec
 
+  @doc """
+  A server's codec from version 7 on, where an enumeration is its position
+  in JSON as in binary (`{:coded, values}`), a number where its name took
+  a string.
+
+      iex> Grove.Protocol.Codec.coded({:tuple, [:u32, {:enum, [:ok, :blocked]}]})
+      {:tuple, [:u32, {:coded, [:ok, :blocked]}]}
+  """
+  @spec coded(t()) :: t()
+  def coded({:enum, values}), do: {:coded, values}
+  def coded({:list, item}), do: {:list, coded(item)}
+  def coded({:vlist, item}), do: {:vlist, coded(item)}
+  def coded({:tuple, items}), do: {:tuple, Enum.map(items, &coded/1)}
+  def coded(codec), do: codec
+
   ## Binary
 
   @doc "Encodes a value; raises `ArgumentError` when it does not fit the codec."
@@ -162,6 +188,8 @@ defmodule Grove.Protocol.Codec do
     end
   end
 
+  def encode({:coded, values}, value), do: encode({:enum, values}, value)
+  def encode({:spread, codec}, value), do: encode(codec, value)
   def encode(:text, s), do: encode(:string, s)
 
   def encode(:string, s) when is_binary(s) and byte_size(s) <= @max_u16,
@@ -287,6 +315,9 @@ defmodule Grove.Protocol.Codec do
       value -> {:ok, value, rest}
     end
   end
+
+  def decode({:coded, values}, binary), do: decode({:enum, values}, binary)
+  def decode({:spread, codec}, binary), do: decode(codec, binary)
 
   def decode(:string, <<size::16, s::binary-size(size), rest::binary>>) do
     if String.valid?(s), do: {:ok, s, rest}, else: {:error, "a string is not valid UTF-8"}
@@ -426,6 +457,15 @@ defmodule Grove.Protocol.Codec do
   @spec to_json(t(), term()) :: term()
   def to_json(:bytes, b), do: Base.encode64(b)
   def to_json({:enum, _values}, value), do: Atom.to_string(value)
+
+  def to_json({:coded, values} = codec, value) do
+    case Enum.find_index(values, &(&1 == value)) do
+      nil -> bad(codec, value)
+      index -> index
+    end
+  end
+
+  def to_json({:spread, codec}, value), do: to_json(codec, value)
   def to_json({:list, item}, list), do: Enum.map(list, &to_json(item, &1))
   def to_json({:vlist, item}, list), do: Enum.map(list, &to_json(item, &1))
 
@@ -586,6 +626,15 @@ defmodule Grove.Protocol.Codec do
         {:error, "#{inspect(s)} is not one of #{Enum.map_join(values, ", ", &Atom.to_string/1)}"}
   end
 
+  def from_json({:coded, values}, n) when is_integer(n) and n >= 0 and n < length(values),
+    do: {:ok, Enum.at(values, n)}
+
+  # A message sent as an object (an error before a `join`, in version 4's
+  # JSON, which a client of any version reads) names the value.
+  def from_json({:coded, values}, s) when is_binary(s), do: from_json({:enum, values}, s)
+
+  def from_json({:spread, codec}, list), do: from_json(codec, list)
+
   def from_json(:string, s) when is_binary(s) and byte_size(s) <= @max_u16, do: {:ok, s}
   def from_json(:text, s), do: from_json(:string, s)
 
@@ -676,6 +725,13 @@ defmodule Grove.Protocol.Codec do
   def describe(:text), do: "a string"
   def describe(:bytes), do: "bytes (base64 in JSON)"
   def describe({:enum, values}), do: "one of " <> Enum.map_join(values, ", ", &Atom.to_string/1)
+
+  def describe({:coded, values}),
+    do:
+      "the position of one of " <>
+        Enum.map_join(values, ", ", &Atom.to_string/1) <> ", counted from 0"
+
+  def describe({:spread, codec}), do: describe(codec)
   def describe({:list, item}), do: "a list of " <> describe(item)
   def describe({:vlist, item}), do: "a list of " <> describe(item)
   def describe({:tuple, codecs}), do: "[" <> Enum.map_join(codecs, ", ", &describe/1) <> "]"

@@ -10,7 +10,8 @@ defmodule Grove.Gateway.SessionTilesTest do
   entities from its area's corner (in a world whose east and south tiles
   are narrower than the others), and in version 6, where a delta leaves
   out the kind of an entity that was in its area already and an area's
-  ground comes once a connection: each entity shown with its own kind.
+  ground comes once a connection: each entity shown with its own kind;
+  and in version 7, whose JSON spreads the parts in the `areas` message.
   """
   use ExUnit.Case, async: true
 
@@ -49,7 +50,7 @@ defmodule Grove.Gateway.SessionTilesTest do
     ])
   end
 
-  for encoding <- [:binary, :json], version <- [3, 4, 5, 6] do
+  for encoding <- [:binary, :json], version <- [3, 4, 5, 6, 7] do
     test "the player sees in its viewport exactly what is there, each entity once (#{encoding}, version #{version})" do
       check(
         forall({:proper_types.integer(1, 1000), :proper_types.list(command())}, fn {seed,
@@ -249,7 +250,7 @@ defmodule Grove.Gateway.SessionTilesTest do
 
   # From version 6 on, a delta's entity that was in its area already
   # comes without its kind: the area showed it, and the client keeps it.
-  defp client(%{version: 6} = st, %{type: :areas, areas: parts}) do
+  defp client(%{version: version} = st, %{type: :areas, areas: parts}) when version >= 6 do
     Enum.reduce(parts, st, fn {area, full, entities, gone}, st ->
       {x0, y0, width} = Map.fetch!(st.grounds, area)
       mirror = Map.get(st.view.mirrors, area, %{})

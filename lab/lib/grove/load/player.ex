@@ -301,9 +301,10 @@ defmodule Grove.Load.Player do
     acted(player, seq, env)
   end
 
+  # The player speaks the newest version, whose result is its code (`ok` 0).
   defp json_array(player, "[78," <> rest, env) do
     {seq, rest} = Integer.parse(rest)
-    said(player, seq, String.starts_with?(rest, ~s(,"ok")), env)
+    said(player, seq, String.starts_with?(rest, [",0]", ",0,"]), env)
   end
 
   defp json_array(player, <<"[", tag::binary-size(2), ",">> <> _, _env)

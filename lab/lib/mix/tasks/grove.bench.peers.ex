@@ -41,8 +41,8 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
       `json`; Colyseus's are binary whatever this says)
     * `--minimap on|off` - whether Grove's players ask for the minimap
       (default `on`; Colyseus's game has none)
-    * `--protocol 2|3|4|5|6` - the version of the protocol Grove's players speak
-      (default 6, the newest; `docs/protocol.md`, "Versions")
+    * `--protocol 2|3|4|5|6|7` - the version of the protocol Grove's players speak
+      (default 7, the newest; `docs/protocol.md`, "Versions")
     * `--sample PATH` - writes there every frame one Grove player in 20
       reads while a stage is measured, a line each (`OPCODE SIZE BASE64`):
       what the bytes are made of
