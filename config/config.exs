@@ -25,7 +25,9 @@ config :grove,
       {Grove.Actors.Wanderer, 3_000},
       {Grove.Games.Orchard.Grazer, 2_000},
       {Grove.Games.Orchard.Picker, 2_000}
-    ]
+    ],
+    # Where nobody watches, an actor takes one turn in four (docs/decisions.md).
+    unseen_every: 4
   ],
   gateway: [port: 4000, listen: :loopback],
   # Accounts in an embedded SQLite file; see config/runtime.exs for GROVE_DATA.

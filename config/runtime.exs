@@ -30,6 +30,8 @@ import Config
 #   GROVE_RESIDENT=on GROVE_RESIDENT_BEAT_MS=500 GROVE_RESIDENT_PHASES=4
 #     (actors that live in their zones, stepped by them on beats this many
 #     ms apart, spread over this many phases; see Grove.Actors, :resident)
+#   GROVE_UNSEEN_EVERY=1 (herds' actors where nobody watches take one turn in
+#     this many; 1 rests none; see Grove.Actors, :unseen_every)
 #   GROVE_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/DATABASE (instead of SQLite)
 #   GROVE_NODE=grove1@10.0.0.5 GROVE_COOKIE_FILE=/etc/grove/cookie
 #     GROVE_PEERS=grove2@10.0.0.6,grove3@10.0.0.7 (or GROVE_PEERS_DNS=grove.internal):
@@ -341,6 +343,7 @@ config :grove,
     set.(
       kinds: kinds,
       spawn: spawn,
+      unseen_every: positive.("GROVE_UNSEEN_EVERY"),
       resident:
         case System.get_env("GROVE_RESIDENT") do
           nil -> nil

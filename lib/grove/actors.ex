@@ -101,6 +101,15 @@ defmodule Grove.Actors do
       senses resides in a world that makes senses (`Grove.World`'s
       `:senses`, which an instance gives its world): its zone reads them
       as the herd would; elsewhere its herd walks it (default `false`)
+    * `:unseen_every` - where nobody watches (no viewer's viewport
+      overlaps the actor's zone), an actor takes one turn in this many on
+      average and lets the others pass, counted as rested: nothing is
+      sensed, decided or sent. Each turn asks again, so an actor where
+      someone watches steps as before, from its first turn after they come.
+      A world of several nodes never rests its actors (its zones may be
+      watched from another node). `1` rests none (default `1`; `make run`'s
+      world rests three turns in four, see `docs/decisions.md`).
+      Environment: `GROVE_UNSEEN_EVERY`
     * `:max_in_flight` - moves a herd may have unanswered at once; more are
       skipped (default twice the moves a herd sends in one slot, which the
       world answers long before the next slot while it keeps up)
@@ -159,6 +168,7 @@ defmodule Grove.Actors do
     resolution: nil,
     batch: true,
     resident: false,
+    unseen_every: 1,
     max_in_flight: nil,
     target_ms: 100,
     late_ms: nil,
@@ -275,6 +285,7 @@ defmodule Grove.Actors do
         resolution: opts[:resolution],
         batch: opts[:batch],
         resident: opts[:resident],
+        unseen_every: opts[:unseen_every],
         max_in_flight: opts[:max_in_flight],
         target_ms: opts[:target_ms],
         late_ms: opts[:late_ms],
@@ -549,7 +560,7 @@ defmodule Grove.Actors do
 
     for key <-
           [:interval, :per_herd, :resolution, :move_timeout, :join_timeout, :target_ms] ++
-            [:settle],
+            [:settle, :unseen_every],
         not (is_integer(opts[key]) and opts[key] > 0) do
       raise ArgumentError,
             "#{inspect(key)} must be a positive integer, got: #{inspect(opts[key])}"

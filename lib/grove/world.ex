@@ -177,6 +177,7 @@ defmodule Grove.World do
     :stats,
     :zone_moves,
     :zone_entities,
+    :zone_watched,
     :kind_counts,
     :density,
     :places,
@@ -233,6 +234,7 @@ defmodule Grove.World do
           stats: Stats.t() | nil,
           zone_moves: :counters.counters_ref() | nil,
           zone_entities: :atomics.atomics_ref() | nil,
+          zone_watched: :atomics.atomics_ref() | nil,
           kind_counts: :counters.counters_ref() | nil,
           density: :atomics.atomics_ref() | nil,
           places: :ets.tid() | nil,
@@ -992,6 +994,28 @@ defmodule Grove.World do
         [row] -> Entity.row_cell(row)
         [] -> asleep_position(world, index, id)
       end
+    end
+  end
+
+  @doc """
+  True when someone watches the zone an entity is in (a viewer's viewport
+  overlaps it), read without a message; also true for an entity this
+  world does not know and in a world of several nodes, whose zones may be
+  watched from another. What herds read to rest their actors where nobody
+  sees them (`Grove.Actors`' `:unseen_every`).
+  """
+  @impl Grove.World.Client
+  @spec seen?(name() | t(), Entity.id()) :: boolean()
+  def seen?(world, id) do
+    case fetch!(world) do
+      %__MODULE__{cluster: nil} = world ->
+        case Directory.lookup(world.name, id) do
+          nil -> true
+          index -> Slots.watched?(world, index)
+        end
+
+      _clustered ->
+        true
     end
   end
 

@@ -134,6 +134,7 @@ defmodule Grove.Actors.Herd do
           resolution: pos_integer(),
           batch: boolean(),
           late_ms: non_neg_integer(),
+          unseen_every: pos_integer(),
           join_timeout: timeout(),
           permits: term(),
           join_backoff: {pos_integer(), pos_integer()},
@@ -216,6 +217,7 @@ defmodule Grove.Actors.Herd do
       # Only a world of a cluster has moves to count as sent to another
       # node: a world alone pays nothing for the count.
       remote: api == Grove.World and Grove.World.fetch!(world).cluster != nil,
+      unseen_every: unseen_every(api, world, Keyword.get(opts, :unseen_every, 1)),
       native_per_us: :erlang.convert_time_unit(1, :microsecond, :native)
     }
 
@@ -415,12 +417,12 @@ defmodule Grove.Actors.Herd do
     span = Wheel.wait_span(herd.wheel, jitter_ms)
     sent_at = :erlang.monotonic_time()
     %__MODULE__{window: window} = herd
-    start = {[], herd.wheel, herd.rand, window.in_flight, 0, 0, 0}
+    start = {[], herd.wheel, herd.rand, window.in_flight, 0, 0, 0, 0}
 
     # Moves and a game's actions, both tagged with when they were sent.
-    {moves, wheel, rand, in_flight, unanswered, full, stayed} =
+    {moves, wheel, rand, in_flight, unanswered, full, stayed, rested} =
       Enum.reduce(due, start, fn {id, last, state} = entry,
-                                 {moves, wheel, rand, in_flight, unanswered, full, stayed} ->
+                                 {moves, wheel, rand, in_flight, unanswered, full, stayed, rested} ->
         # One draw gives both the step's random integer and the next wait.
         {draw, rand} = :rand.uniform_s(span <<< @roll_bits, rand)
 
@@ -431,33 +433,41 @@ defmodule Grove.Actors.Herd do
         # to it, so a herd running a little late keeps its actors' pace.
         next = max(slot + wait, now_slot + 1)
 
+        {rests, rand} = rests_unseen(herd, id, rand)
+
         cond do
           Window.unanswered?(window, last) ->
-            {moves, Wheel.add(wheel, next, entry), rand, in_flight, unanswered + 1, full, stayed}
+            {moves, Wheel.add(wheel, next, entry), rand, in_flight, unanswered + 1, full, stayed,
+             rested}
 
           in_flight >= window.size ->
-            {moves, Wheel.add(wheel, next, entry), rand, in_flight, unanswered, full + 1, stayed}
+            {moves, Wheel.add(wheel, next, entry), rand, in_flight, unanswered, full + 1, stayed,
+             rested}
+
+          rests ->
+            {moves, Wheel.add(wheel, next, entry), rand, in_flight, unanswered, full, stayed,
+             rested + 1}
 
           true ->
             case decide(herd, id, state, draw - 1 &&& @roll_mask) do
               {:stay, state} ->
                 wheel = Wheel.add(wheel, next, {id, last, state})
-                {moves, wheel, rand, in_flight, unanswered, full, stayed + 1}
+                {moves, wheel, rand, in_flight, unanswered, full, stayed + 1, rested}
 
               {{:act, action, target}, state} ->
                 wheel = Wheel.add(wheel, next, {id, sent_at, state})
                 act = {id, action, target, %{}, sent_at}
-                {[act | moves], wheel, rand, in_flight + 1, unanswered, full, stayed}
+                {[act | moves], wheel, rand, in_flight + 1, unanswered, full, stayed, rested}
 
               {{:act, action, target, args}, state} ->
                 wheel = Wheel.add(wheel, next, {id, sent_at, state})
                 act = {id, action, target, args, sent_at}
-                {[act | moves], wheel, rand, in_flight + 1, unanswered, full, stayed}
+                {[act | moves], wheel, rand, in_flight + 1, unanswered, full, stayed, rested}
 
               {direction, state} ->
                 wheel = Wheel.add(wheel, next, {id, sent_at, state})
                 move = {id, direction, sent_at}
-                {[move | moves], wheel, rand, in_flight + 1, unanswered, full, stayed}
+                {[move | moves], wheel, rand, in_flight + 1, unanswered, full, stayed, rested}
             end
         end
       end)
@@ -470,11 +480,40 @@ defmodule Grove.Actors.Herd do
     if unanswered > 0, do: Stats.incr(herd.stats, :skipped_unanswered, unanswered)
     if full > 0, do: Stats.incr(herd.stats, :skipped_full, full)
     if stayed > 0, do: Stats.incr(herd.stats, :stayed, stayed)
+    if rested > 0, do: Stats.incr(herd.stats, :rested, rested)
 
     if herd.config.remote and sent > 0,
       do: count_remote(herd, for({_id, _dir, _sent_at} = move <- moves, do: move))
 
     %{herd | wheel: wheel, rand: rand, window: Window.sent(window, sent_at, sent)}
+  end
+
+  # Where nobody watches, an actor takes one turn in `unseen_every` on
+  # average and rests the others: nothing is decided, sensed or sent. It
+  # asks again at every turn, so an actor steps as before from its first
+  # turn after someone comes to watch its zone. Its own draw, apart from
+  # the step's: a step's roll stays uniform.
+  defp rests_unseen(%__MODULE__{config: %{unseen_every: 1}}, _id, rand), do: {false, rand}
+
+  defp rests_unseen(%__MODULE__{config: %{unseen_every: every}} = herd, id, rand) do
+    if herd.api.seen?(herd.world, id) do
+      {false, rand}
+    else
+      {draw, rand} = :rand.uniform_s(every, rand)
+      {draw != 1, rand}
+    end
+  end
+
+  # Resting unseen actors needs a world that says where it is watched; a
+  # world of several nodes may be watched from another, so it never rests.
+  defp unseen_every(_api, _world, 1), do: 1
+
+  defp unseen_every(api, world, every) do
+    cond do
+      not (Code.ensure_loaded?(api) and function_exported?(api, :seen?, 2)) -> 1
+      api == Grove.World and Grove.World.fetch!(world).cluster != nil -> 1
+      true -> every
+    end
   end
 
   # The kind's step. A kind that senses nothing is given nothing; one that

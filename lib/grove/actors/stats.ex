@@ -16,7 +16,9 @@ defmodule Grove.Actors.Stats do
   # take off what is answered or given up (`:expired`: no outcome within
   # `move_timeout`). `:join_retried` counts joins refused `:busy` or timed
   # out and tried again later; they are not lost. `:stayed` counts steps
-  # whose kind chose not to move (nothing was sent). `:left` counts actors
+  # whose kind chose not to move (nothing was sent); `:rested`, turns an
+  # actor let pass where nobody watches (`:unseen_every`; nothing was
+  # decided or sent). `:left` counts actors
   # a herd retired (they left the world: the cluster's members changed),
   # and `:leave_retried` their leaves refused `:busy` or timed out and
   # tried again; `:joined` minus `:left` is how many of this node's actors
@@ -41,7 +43,7 @@ defmodule Grove.Actors.Stats do
   # (done), `:refused` (by the game), or the world's reason, beside moves'.
   @keys [:sent, :joined, :join_failed, :ok | Grove.World.rejections()] ++
           [:timeout, :skipped_unanswered, :skipped_full, :skipped_late] ++
-          [:in_flight, :expired, :join_retried, :stayed, :sent_remote] ++
+          [:in_flight, :expired, :join_retried, :stayed, :rested, :sent_remote] ++
           [:left, :leave_retried, :lost] ++
           [:acts_sent, :acted, :refused, :unknown_action, :bad_args, :out_of_reach, :disabled]
   @size length(@keys)

@@ -32,6 +32,11 @@ defmodule Grove.World.Client do
   @callback nearby(world(), Grid.cell(), non_neg_integer()) ::
               [{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}]
 
+  # Whether anyone watches where an entity is: herds rest their actors
+  # where nobody does (`Grove.Actors`' `:unseen_every`); a world without it
+  # is taken as watched everywhere.
+  @callback seen?(world(), Entity.id()) :: boolean()
+
   # How many entities of each kind code are in the world, for per-kind counts.
   @callback kind_counts(world()) :: %{byte() => pos_integer()}
 
@@ -50,6 +55,7 @@ defmodule Grove.World.Client do
 
   @optional_callbacks position: 2,
                       nearby: 3,
+                      seen?: 2,
                       kind_counts: 1,
                       act: 6,
                       act_many: 2,

@@ -103,7 +103,8 @@ defmodule Grove.World.Keeper do
         feed: Feed.new(count, world.view_history),
         load: :atomics.new(count, signed: false),
         zone_moves: :counters.new(count, [:write_concurrency]),
-        zone_entities: :atomics.new(count, signed: false)
+        zone_entities: :atomics.new(count, signed: false),
+        zone_watched: :atomics.new(count, signed: false)
     }
   end
 

@@ -4,8 +4,9 @@ defmodule Grove.World.Slots do
   # the table of its game's cell layer, and its counters (mailbox length as
   # last measured, moves handled, entities as of its last tick, changes of
   # its game's layer since the last save, the number of its last delta in
-  # the feed, and the count of changes at which its game's layer was laid
-  # anew from the game's first values, or last saved).
+  # the feed, the count of changes at which its game's layer was laid
+  # anew from the game's first values, or last saved, and whether anyone
+  # watches it).
   #
   # A world whose zones all run (`zones: :always`) has them for every zone
   # from the start, in tuples and arrays indexed by zone, as fast to read
@@ -32,7 +33,8 @@ defmodule Grove.World.Slots do
   @changes 4
   @seq 5
   @laid 6
-  @counters 6
+  @watched 7
+  @counters 7
 
   @typedoc "The table of a world of zones on demand, with a row per known zone."
   @type t :: :ets.tid()
@@ -240,6 +242,24 @@ defmodule Grove.World.Slots do
     do: :atomics.put(world.zone_entities, index + 1, value)
 
   def put_entities(world, index, value), do: put(world, index, @entities, value)
+
+  @doc """
+  True when someone watches the zone (a viewer subscribed to it), as the
+  zone last said; false for a zone asleep or unknown.
+  """
+  @spec watched?(World.t(), non_neg_integer()) :: boolean()
+  def watched?(%World{zones_on_demand: false} = world, index),
+    do: :atomics.get(world.zone_watched, index + 1) == 1
+
+  def watched?(world, index), do: get(world, index, @watched) == 1
+
+  @doc "Records whether someone watches a zone; only the zone itself writes it."
+  @spec put_watched(World.t(), non_neg_integer(), boolean()) :: :ok
+  def put_watched(%World{zones_on_demand: false} = world, index, watched),
+    do: :atomics.put(world.zone_watched, index + 1, if(watched, do: 1, else: 0))
+
+  def put_watched(world, index, watched),
+    do: put(world, index, @watched, if(watched, do: 1, else: 0))
 
   @doc "Changes of a zone's game layer, for the saver."
   @spec changes(World.t(), non_neg_integer()) :: non_neg_integer()

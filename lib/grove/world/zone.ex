@@ -269,6 +269,8 @@ defmodule Grove.World.Zone do
     # whoever started it (a supervisor, which starts one zone at a time)
     # has moved on.
     {table, game_table} = Slots.open(world, index)
+    # Nobody watches a zone that starts; its subscribers, recovered, say so again.
+    Slots.put_watched(world, index, false)
 
     zone = %__MODULE__{
       world: world,
@@ -1226,7 +1228,11 @@ defmodule Grove.World.Zone do
     zone
   end
 
+  # Published for the herds, which rest their actors where nobody watches
+  # (`Grove.Actors`' `:unseen_every`).
   defp run_effect(zone, {:watch, watched}) do
+    Slots.put_watched(zone.world, zone.index, watched)
+
     %{zone | core: State.watch(zone.core, watched)}
     |> ensure_tick()
     |> reschedule_game_tick()
