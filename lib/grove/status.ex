@@ -114,6 +114,12 @@ defmodule Grove.Status do
         answered = Enum.reduce(Actors.Stats.outcomes(), 0, &(&2 + diff.(&1)))
         ok = if answered > 0, do: " #{round(100 * diff.(:ok) / answered)}% ok", else: ""
         stays = if diff.(:stayed) > 0, do: ", #{round(diff.(:stayed) / seconds)} stay/s", else: ""
+
+        stays =
+          if diff.(:rested) > 0,
+            do: stays <> ", #{round(diff.(:rested) / seconds)} rest/s unseen",
+            else: stays
+
         acted = diff.(:acted) + diff.(:refused)
 
         acts =

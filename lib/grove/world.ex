@@ -998,24 +998,21 @@ defmodule Grove.World do
   end
 
   @doc """
-  True when someone watches the zone an entity is in (a viewer's viewport
-  overlaps it), read without a message; also true for an entity this
-  world does not know and in a world of several nodes, whose zones may be
-  watched from another. What herds read to rest their actors where nobody
-  sees them (`Grove.Actors`' `:unseen_every`).
+  The zone an entity is in when nobody watches it (no viewer's viewport
+  overlaps the zone), read without a message; nil when someone does, for
+  an entity this world does not know, and in a world of several nodes,
+  whose zones may be watched from another. What herds read to rest their
+  actors where nobody sees them (`Grove.Actors`' `:unseen_every`).
   """
   @impl Grove.World.Client
-  @spec seen?(name() | t(), Entity.id()) :: boolean()
-  def seen?(world, id) do
-    case fetch!(world) do
-      %__MODULE__{cluster: nil} = world ->
-        case Directory.lookup(world.name, id) do
-          nil -> true
-          index -> Slots.watched?(world, index)
-        end
-
-      _clustered ->
-        true
+  @spec unseen_zone(name() | t(), Entity.id()) :: Grid.zone_index() | nil
+  def unseen_zone(world, id) do
+    with %__MODULE__{cluster: nil} = world <- fetch!(world),
+         index when index != nil <- Directory.lookup(world.name, id),
+         false <- Slots.watched?(world, index) do
+      index
+    else
+      _seen_or_unknown -> nil
     end
   end
 

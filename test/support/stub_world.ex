@@ -14,6 +14,8 @@ defmodule Grove.Test.StubWorld do
       wait at once; see `max_joining/1`)
     * `:moves` - `:silent` (moves are never answered) or `:answer` (each
       gets `{:ok, {0, 0}}` at once)
+    * `:seen` - whether anyone watches every entity, until `see/2` changes
+      it (`unseen_zone/2` answers zone 0 when nobody does; default `true`)
 
   Every batch of moves is reported as `{:stub_moves, herd, moves}`, every
   finished join as `{:stub_join, herd, result}`.
@@ -23,7 +25,7 @@ defmodule Grove.Test.StubWorld do
 
   alias Grove.World
 
-  defstruct [:test, :world, :joins, :moves, :refusals, :joining]
+  defstruct [:test, :world, :joins, :moves, :refusals, :joining, :seen]
 
   @doc "A stub world in front of the real world `world`, reporting to the calling process."
   def new(world, opts) do
@@ -43,9 +45,17 @@ defmodule Grove.Test.StubWorld do
             nil
         end,
       # Joins waiting now, and the most that ever waited at once.
-      joining: :atomics.new(2, signed: true)
+      joining: :atomics.new(2, signed: true),
+      seen: tap(:atomics.new(1, []), &:atomics.put(&1, 1, seen(Keyword.get(opts, :seen, true))))
     }
   end
+
+  @doc "Makes every entity seen, or not, from now on."
+  def see(%__MODULE__{seen: seen}, value) when is_boolean(value),
+    do: :atomics.put(seen, 1, seen(value))
+
+  defp seen(true), do: 1
+  defp seen(false), do: 0
 
   @doc "The most joins that were waiting at once (`joins: :block`)."
   def max_joining(%__MODULE__{joining: joining}), do: :atomics.get(joining, 2)
@@ -96,6 +106,10 @@ defmodule Grove.Test.StubWorld do
 
   @impl true
   def leave(_stub, _id), do: :ok
+
+  @impl true
+  def unseen_zone(%__MODULE__{seen: seen}, _id),
+    do: if(:atomics.get(seen, 1) == 1, do: nil, else: 0)
 
   @impl true
   def grid(stub), do: World.grid(stub.world)

@@ -433,7 +433,7 @@ defmodule Grove.Actors.Herd do
         # to it, so a herd running a little late keeps its actors' pace.
         next = max(slot + wait, now_slot + 1)
 
-        {rests, rand} = rests_unseen(herd, id, rand)
+        rests = rests_unseen?(herd, id, slot)
 
         cond do
           Window.unanswered?(window, last) ->
@@ -491,16 +491,20 @@ defmodule Grove.Actors.Herd do
   # Where nobody watches, an actor takes one turn in `unseen_every` on
   # average and rests the others: nothing is decided, sensed or sent. It
   # asks again at every turn, so an actor steps as before from its first
-  # turn after someone comes to watch its zone. Its own draw, apart from
-  # the step's: a step's roll stays uniform.
-  defp rests_unseen(%__MODULE__{config: %{unseen_every: 1}}, _id, rand), do: {false, rand}
+  # turn after someone comes to watch its zone. The turns taken are those
+  # that fall in one slot in `unseen_every` of the actor's zone (the zone's
+  # index staggers them across zones): a zone nobody watches gets a herd's
+  # batch that often, each as full as before, where resting turns at
+  # random would leave it a batch every slot with a quarter of the moves;
+  # a batch's messages cost as much as its moves. An actor's waits vary by
+  # a slot either way, so its turns fall in every slot of the cycle in
+  # turn.
+  defp rests_unseen?(%__MODULE__{config: %{unseen_every: 1}}, _id, _slot), do: false
 
-  defp rests_unseen(%__MODULE__{config: %{unseen_every: every}} = herd, id, rand) do
-    if herd.api.seen?(herd.world, id) do
-      {false, rand}
-    else
-      {draw, rand} = :rand.uniform_s(every, rand)
-      {draw != 1, rand}
+  defp rests_unseen?(%__MODULE__{config: %{unseen_every: every}} = herd, id, slot) do
+    case herd.api.unseen_zone(herd.world, id) do
+      nil -> false
+      zone -> rem(slot + zone, every) != 0
     end
   end
 
@@ -510,7 +514,7 @@ defmodule Grove.Actors.Herd do
 
   defp unseen_every(api, world, every) do
     cond do
-      not (Code.ensure_loaded?(api) and function_exported?(api, :seen?, 2)) -> 1
+      not (Code.ensure_loaded?(api) and function_exported?(api, :unseen_zone, 2)) -> 1
       api == Grove.World and Grove.World.fetch!(world).cluster != nil -> 1
       true -> every
     end

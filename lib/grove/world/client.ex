@@ -32,10 +32,10 @@ defmodule Grove.World.Client do
   @callback nearby(world(), Grid.cell(), non_neg_integer()) ::
               [{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}]
 
-  # Whether anyone watches where an entity is: herds rest their actors
-  # where nobody does (`Grove.Actors`' `:unseen_every`); a world without it
-  # is taken as watched everywhere.
-  @callback seen?(world(), Entity.id()) :: boolean()
+  # The zone an entity stands in where nobody watches it, or nil where
+  # anyone may: herds rest their actors where nobody does (`Grove.Actors`'
+  # `:unseen_every`); a world without it is taken as watched everywhere.
+  @callback unseen_zone(world(), Entity.id()) :: Grid.zone_index() | nil
 
   # How many entities of each kind code are in the world, for per-kind counts.
   @callback kind_counts(world()) :: %{byte() => pos_integer()}
@@ -55,7 +55,7 @@ defmodule Grove.World.Client do
 
   @optional_callbacks position: 2,
                       nearby: 3,
-                      seen?: 2,
+                      unseen_zone: 2,
                       kind_counts: 1,
                       act: 6,
                       act_many: 2,

@@ -84,6 +84,48 @@ defmodule Grove.Actors.HerdTest do
     end
   end
 
+  describe "where nobody watches" do
+    test "an actor takes one turn in unseen_every and rests the others, and every turn once seen",
+         %{world: world} do
+      stub = StubWorld.new(world, moves: :answer, seen: false)
+
+      {herd, stats} =
+        start_herd(stub,
+          count: 50,
+          unseen_every: 4,
+          move_timeout: 600_000,
+          target_ms: 600_000,
+          late_ms: 600_000
+        )
+
+      eventually(fn -> assert counts(stats).rested >= 400 end)
+      unseen = counts(stats)
+      turns = unseen.sent + unseen.rested + Stats.skipped(unseen)
+      # One turn in four on average: well inside a tenth to two fifths.
+      assert unseen.sent > turns / 10 and unseen.sent < turns * 2 / 5
+
+      # Seen from now on (the herd's next beat reads it): no turn rests.
+      StubWorld.see(stub, true)
+      _ = :sys.get_state(herd)
+      rested = counts(stats).rested
+      eventually(fn -> assert counts(stats).sent >= unseen.sent + 400 end)
+      assert counts(stats).rested == rested
+    end
+
+    test "rests nobody by default, seen or not", %{world: world} do
+      {_herd, stats} =
+        start_herd(StubWorld.new(world, moves: :answer, seen: false),
+          count: 50,
+          move_timeout: 600_000,
+          target_ms: 600_000,
+          late_ms: 600_000
+        )
+
+      eventually(fn -> assert counts(stats).sent >= 200 end)
+      assert counts(stats).rested == 0
+    end
+  end
+
   describe "against a world that never answers" do
     test "a herd keeps at most max_in_flight moves out and counts every move it skips", %{
       world: world
