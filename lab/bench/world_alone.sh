@@ -3,7 +3,10 @@
 # one pinned core: the default world, then the peers bench's (20,000
 # random walkers, no bacteria, no game), each build in turn, ROUNDS times;
 # WORLDS="default walkers orchard_walkers" adds the walkers with the
-# orchard on.
+# orchard on; default_full and walkers_full are the default world and the
+# walkers with every actor taking every turn, seen or not
+# (GROVE_UNSEEN_EVERY=1, as the peers bench runs them; a build older than
+# the setting ignores it).
 #
 #   lab/bench/world_alone.sh BEFORE_DIR AFTER_DIR [ROUNDS]
 #
@@ -37,6 +40,8 @@ for round in $(seq 1 "$rounds"); do
       default) world_env=() ;;
       walkers) world_env=(GROVE_ACTOR_KINDS=walker:20000 GROVE_LIFE=off GROVE_GAME=off) ;;
       orchard_walkers) world_env=(GROVE_ACTOR_KINDS=walker:20000 GROVE_LIFE=off) ;;
+      default_full) world_env=(GROVE_UNSEEN_EVERY=1) ;;
+      walkers_full) world_env=(GROVE_ACTOR_KINDS=walker:20000 GROVE_LIFE=off GROVE_GAME=off GROVE_UNSEEN_EVERY=1) ;;
       *) echo "unknown world: $world" >&2 && exit 1 ;;
     esac
     run "before $world $round" "$before" "${world_env[@]}"

@@ -187,10 +187,12 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
               {"GROVE_DATA", Path.join(dir, "data")},
               # The same game as the Colyseus room: random walkers, no
               # bacteria, and no game of Grove's on top (the default world
-              # plays the orchard, which the room does not).
+              # plays the orchard, which the room does not); every walker
+              # takes every turn, seen or not, as the room's do.
               {"GROVE_ACTOR_KINDS", "walker:#{actors}"},
               {"GROVE_LIFE", "off"},
               {"GROVE_GAME", "off"},
+              {"GROVE_UNSEEN_EVERY", "1"},
               {"GROVE_SEED", to_string(opts[:seed] || 1)},
               {"ELIXIR_ERL_OPTIONS", Server.one_core_erl_options()},
               {"MIX_ENV", to_string(Mix.env())}
