@@ -492,19 +492,19 @@ defmodule Grove.Actors.Herd do
   # average and rests the others: nothing is decided, sensed or sent. It
   # asks again at every turn, so an actor steps as before from its first
   # turn after someone comes to watch its zone. The turns taken are those
-  # that fall in one slot in `unseen_every` of the actor's zone (the zone's
-  # index staggers them across zones): a zone nobody watches gets a herd's
+  # that fall in the slots its zone takes, one in `unseen_every`, drawn by
+  # a hash of the slot and the zone: a zone nobody watches gets a herd's
   # batch that often, each as full as before, where resting turns at
-  # random would leave it a batch every slot with a quarter of the moves;
-  # a batch's messages cost as much as its moves. An actor's waits vary by
-  # a slot either way, so its turns fall in every slot of the cycle in
-  # turn.
+  # random would leave it a batch every slot with a quarter of the moves
+  # (a batch's messages cost as much as its moves). A hash, not every
+  # `unseen_every`th slot: an actor whose waits are all the same length
+  # (no jitter) could otherwise fall in none of its zone's slots.
   defp rests_unseen?(%__MODULE__{config: %{unseen_every: 1}}, _id, _slot), do: false
 
   defp rests_unseen?(%__MODULE__{config: %{unseen_every: every}} = herd, id, slot) do
     case herd.api.unseen_zone(herd.world, id) do
       nil -> false
-      zone -> rem(slot + zone, every) != 0
+      zone -> :erlang.phash2({slot, zone}, every) != 0
     end
   end
 
