@@ -52,6 +52,21 @@ defmodule Grove.Actors.HerdTest do
     end
   end
 
+  # The actors seen in the herd's batches until `want` of them have moved,
+  # or the deadline (monotonic ms) has passed.
+  defp movers(seen, want, deadline) do
+    if MapSet.size(seen) >= want do
+      seen
+    else
+      receive do
+        {:stub_moves, _herd, moves} ->
+          movers(Enum.into(moves, seen, &elem(&1, 0)), want, deadline)
+      after
+        max(deadline - System.monotonic_time(:millisecond), 0) -> seen
+      end
+    end
+  end
+
   defp wheel_ids(herd) do
     %Herd{wheel: wheel} = :sys.get_state(herd)
     wheel.slots |> Map.values() |> List.flatten() |> Enum.map(&elem(&1, 0)) |> Enum.sort()
@@ -110,6 +125,23 @@ defmodule Grove.Actors.HerdTest do
       rested = counts(stats).rested
       eventually(fn -> assert counts(stats).sent >= unseen.sent + 400 end)
       assert counts(stats).rested == rested
+    end
+
+    test "every actor takes turns unseen, even with waits that never vary", %{world: world} do
+      # No jitter: each actor comes back exactly ten slots later, always.
+      {_herd, stats} =
+        start_herd(StubWorld.new(world, moves: :answer, seen: false),
+          count: 20,
+          jitter: 0.0,
+          unseen_every: 4,
+          move_timeout: 600_000,
+          target_ms: 600_000,
+          late_ms: 600_000
+        )
+
+      eventually(fn -> assert counts(stats).joined == 20 end)
+      deadline = System.monotonic_time(:millisecond) + 10_000
+      assert MapSet.size(movers(MapSet.new(), 20, deadline)) == 20
     end
 
     test "rests nobody by default, seen or not", %{world: world} do
