@@ -111,7 +111,10 @@ defmodule Grove do
   # supervisor of their own: at this level a crash of theirs would restart
   # everything after them, the gateway and its sessions included.
   defp metrics(config) do
-    collector = Keyword.put(config.metrics, :sources, metric_sources(config))
+    collector =
+      config.metrics
+      |> Keyword.delete(:mailbox_sample)
+      |> Keyword.put(:sources, metric_sources(config))
 
     children =
       [{Grove.Metrics.Collector, collector}] ++
@@ -135,6 +138,6 @@ defmodule Grove do
       if(config.store, do: [{Grove.Store.Metrics, store(name)}], else: []) ++
       if(config.accounts, do: [{Grove.Accounts.Metrics, config.accounts[:name]}], else: []) ++
       if(config.gateway, do: [{Grove.Gateway.Metrics, nil}], else: []) ++
-      [{Grove.Metrics.BEAM, name}]
+      [{Grove.Metrics.BEAM, {name, config.metrics[:mailbox_sample]}}]
   end
 end

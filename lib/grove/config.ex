@@ -19,8 +19,10 @@ defmodule Grove.Config do
     * `:gateway` - options for `Grove.Gateway` (HTTP and WebSocket), or
       `false` to run without one (default `[]`; `:instance` is derived)
     * `:metrics` - options for `Grove.Metrics.Collector` (`:interval`,
-      `:history`) and `:statsd` (options for `Grove.Metrics.StatsD`, or
-      `false`, the default)
+      `:history`), `:mailbox_sample` (how many processes besides the named
+      ones a scrape of `/metrics` looks at for the longest mailbox, see
+      `Grove.Metrics.BEAM`; default `1000`) and `:statsd` (options for
+      `Grove.Metrics.StatsD`, or `false`, the default)
     * `:status_interval` - milliseconds between status lines in the log, or
       `false` for none (default `10_000`)
     * `:cluster` - options for `Grove.Cluster` (the node's name, cookie and
@@ -198,7 +200,20 @@ defmodule Grove.Config do
              "create it (head -c 32 /dev/urandom > FILE) and give every node GROVE_TOKEN_KEY_FILE=FILE"
          )
 
-    metrics = Keyword.validate!(opts[:metrics], interval: 1000, history: 3600, statsd: false)
+    metrics =
+      Keyword.validate!(opts[:metrics],
+        interval: 1000,
+        history: 3600,
+        mailbox_sample: 1000,
+        statsd: false
+      )
+
+    unless is_integer(metrics[:mailbox_sample]) and metrics[:mailbox_sample] >= 0,
+      do:
+        raise(
+          ArgumentError,
+          ":mailbox_sample must be a non-negative integer, got: #{inspect(metrics[:mailbox_sample])}"
+        )
 
     statsd =
       case metrics[:statsd] do
@@ -235,7 +250,12 @@ defmodule Grove.Config do
       store: store,
       accounts: accounts,
       gateway: gateway,
-      metrics: [instance: name, interval: metrics[:interval], history: metrics[:history]],
+      metrics: [
+        instance: name,
+        interval: metrics[:interval],
+        history: metrics[:history],
+        mailbox_sample: metrics[:mailbox_sample]
+      ],
       statsd: statsd,
       status_interval: opts[:status_interval],
       cluster: cluster,

@@ -67,6 +67,8 @@ defmodule Grove.Metrics.CollectorTest do
     assert text =~ ~s(grove_zone_tick_duration_seconds_bucket{le="+Inf"})
     assert text =~ "grove_zone_tick_duration_seconds_count"
     assert text =~ "grove_beam_processes"
+    assert text =~ "grove_beam_mailbox_max"
+    assert text =~ "grove_beam_mailbox_sampled"
     # What the actors shed is exported, by reason, beside what they sent.
     assert text =~ ~s(grove_actor_moves_skipped_total{reason="unanswered"})
     assert text =~ ~s(grove_actor_moves_skipped_total{reason="late"})
