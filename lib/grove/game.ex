@@ -133,6 +133,14 @@ defmodule Grove.Game do
   crash, a zone comes back as it was saved, as without owed ticks). A
   game without `catch_up/3` has every tick run when it falls due.
 
+  In a world of zones on demand, what ticks alone changed is not saved:
+  a zone whose layer no action, join, leave or step changed since the
+  game laid it (or since its last save) falls asleep without writing it,
+  and wakes with it laid anew by `cell/3` (or as last saved), as if those
+  ticks had not run; the game does not tick while its zone sleeps
+  either. A change by anything else is saved, with every tick's change
+  since.
+
   ## Effects
 
   What `act/2` and the hooks return, applied in order once the callback

@@ -756,7 +756,8 @@ defmodule Grove.World.Zone do
     {interval, phase} = game_clock(zone)
     index = game_tick_index(interval, phase)
     core = GameRules.tick_at(zone.core, index, GameRules.roll())
-    {:noreply, %{zone | core: core} |> ensure_tick() |> schedule_game_tick() |> sync_game()}
+    zone = sync_game(%{zone | core: core}, :ticks)
+    {:noreply, zone |> ensure_tick() |> schedule_game_tick()}
   end
 
   def handle_info({:timeout, _timer, :game_tick}, zone), do: {:noreply, zone}
@@ -770,7 +771,7 @@ defmodule Grove.World.Zone do
   # A tick asked for by hand (`Grove.World.Game.tick/1`).
   def handle_info(:game_tick, zone) do
     core = GameRules.tick(zone.core, GameRules.roll())
-    {:noreply, %{zone | core: core} |> ensure_tick() |> sync_game()}
+    {:noreply, %{zone | core: core} |> sync_game(:ticks) |> ensure_tick()}
   end
 
   def handle_info({:DOWN, ref, :process, pid, _reason}, zone) do
@@ -845,15 +846,18 @@ defmodule Grove.World.Zone do
 
   # The directory keeps its entities; their rows and the game's layer go
   # to the store when the world has one (`Zone.Saves`), else they stay in
-  # its tables. A game's layer as the game laid it, unchanged since, goes
-  # nowhere: the next wake lays it again the same; one the game's saver
-  # wrote, unchanged since, is in the store already. A zone whose store
+  # its tables. A game's layer as the game laid it, unchanged since but by
+  # the game's own ticks, goes nowhere: the next wake lays it again the
+  # same; one the store holds (the saver wrote it, or the zone woke from
+  # it), unchanged since but by ticks, is in the store already. A zone whose store
   # cannot take what it holds does not sleep: it stays awake, as it was,
   # and tries again after another idle period, so that nothing it held piles up in
   # memory behind it. What was sent to its name before it gave it up is in
   # its mailbox, and is passed on from there.
   defp sleep(zone) do
-    zone = zone |> settle_game() |> count_entities()
+    # Ticks owed to a layer that needs no save would be run for nothing.
+    zone = if laid?(zone), do: zone, else: settle_game(zone)
+    zone = count_entities(zone)
 
     case store_asleep(zone) do
       :ok -> {:asleep, fall_asleep(zone)}
@@ -1447,10 +1451,12 @@ defmodule Grove.World.Zone do
   # without a message, and a restarted zone rebuilds from them), tallies to
   # the world's tally, failures to the log. Nothing to do without a game.
   @doc false
-  @spec sync_game(t()) :: t()
-  def sync_game(%__MODULE__{core: %State{game: nil}} = zone), do: zone
+  @spec sync_game(t(), :entities | :ticks) :: t()
+  def sync_game(zone, by \\ :entities)
 
-  def sync_game(zone) do
+  def sync_game(%__MODULE__{core: %State{game: nil}} = zone, _by), do: zone
+
+  def sync_game(zone, by) do
     case GameRules.take_output(zone.core) do
       {nil, _core} ->
         zone
@@ -1465,7 +1471,7 @@ defmodule Grove.World.Zone do
 
         if output.cells != [] do
           mark_changed(zone, for({key, _, _, _} <- output.cells, do: key))
-          World.Game.touched(zone.world, zone.index)
+          touched(zone, by)
         end
 
         for %Entity{} = entity <- output.entities do
@@ -1483,6 +1489,14 @@ defmodule Grove.World.Zone do
 
   defp game_table(zone), do: zone.game_table
 
+  # What the game's own ticks alone changed in a zone on demand is not
+  # counted as a change of its layer: the saver does not write it, and the
+  # zone falls asleep without writing it, to wake as it was last laid or
+  # saved (docs/decisions.md, "Zones on demand"). What an entity or an
+  # action changed is counted, and with it every cell changed since.
+  defp touched(%__MODULE__{world: %World{zones_on_demand: true}}, :ticks), do: :ok
+  defp touched(zone, _by), do: World.Game.touched(zone.world, zone.index)
+
   # Which cells changed since the base of the zone's save, for the game's
   # saver to write only those (`Grove.World.Game.Saver`): marks in the
   # layer's table, after the values they mark, so that a saver that takes
@@ -1497,7 +1511,7 @@ defmodule Grove.World.Zone do
   # what they change from outside the zone's core (`GameRules.settle/1`).
   defp settle_game(zone) do
     %__MODULE__{core: core} = zone = owe_game(zone)
-    sync_game(%{zone | core: GameRules.settle(core)})
+    sync_game(%{zone | core: GameRules.settle(core)}, :ticks)
   end
 
   # The ticks of the game's clock that fell due since the zone last
@@ -1508,7 +1522,7 @@ defmodule Grove.World.Zone do
     case game_clock(zone) do
       {interval, phase} ->
         index = game_tick_index(interval, phase)
-        %{zone | core: GameRules.due(zone.core, index, GameRules.roll())}
+        sync_game(%{zone | core: GameRules.due(zone.core, index, GameRules.roll())}, :ticks)
 
       nil ->
         zone
@@ -2255,6 +2269,13 @@ defmodule Grove.World.Zone do
             :generate ->
               Slots.laid(world, zone.index)
               {GameRules.setup(zone.core, world.game, :generate), []}
+
+            # A save with no changes beside its base holds the layer as it
+            # is laid now: it needs no save until it changes, as one laid
+            # anew; one with changes is written whole as the zone sleeps.
+            {rows, []} ->
+              Slots.saved(world, zone.index, Slots.changes(world, zone.index))
+              {GameRules.setup(zone.core, world.game, rows), []}
 
             {rows, changed} ->
               Slots.unlaid(world, zone.index)

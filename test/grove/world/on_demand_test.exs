@@ -7,6 +7,7 @@ defmodule Grove.World.OnDemandTest do
   alias Grove.{AppleGame, World}
   alias Grove.Test.MemoryStore
   alias Grove.World.{Grid, Slots, Zone}
+  alias Grove.World.Game.Saver
 
   # Zones wake only when something is sent to them, but where a test says otherwise.
   @on_demand [
@@ -331,6 +332,56 @@ defmodule Grove.World.OnDemandTest do
       :ok = World.move(world, id, :s, :again)
       assert assert_outcome(id, :again) == {:ok, {8, 6}}
       assert {{:tree, 0}, _code} = World.cell(world, {9, 5})
+    end
+
+    test "a layer only the game's ticks changed is not saved: its zone sleeps without writing it and wakes with it laid, or as last saved",
+         %{world: world, store: store} do
+      {:ok, id, {8, 5}} = World.join(world, at: {8, 5}, updates: :none)
+      zone = zone_index(world, {8, 5})
+
+      {_, saver, _, _} =
+        world |> Supervisor.which_children() |> Enum.find(&(elem(&1, 0) == Saver))
+
+      # Two ticks grow the tree's apples from one to three.
+      World.Game.tick(world)
+      World.Game.tick(world)
+      eventually(fn -> assert {{:tree, 3}, _code} = World.cell(world, {9, 5}) end)
+      assert Saver.save_now(saver) == :ok
+      assert World.stats(world).game_zones_saved == 0
+
+      # Its entity is written as it sleeps (one save), its layer not.
+      assert World.sleep_idle(world) == [zone]
+      assert World.stats(world).zone_saves == 1
+      assert MemoryStore.keys(store, "game/") == []
+      :ok = World.move(world, id, :s, :woken)
+      assert assert_outcome(id, :woken) == {:ok, {8, 6}}
+      assert {{:tree, 1}, _code} = World.cell(world, {9, 5})
+
+      # A pick changes it: what the ticks did after it is saved with it.
+      :ok = World.move(world, id, :n, :back)
+      assert assert_outcome(id, :back) == {:ok, {8, 5}}
+      assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
+      World.Game.tick(world)
+      World.Game.tick(world)
+      eventually(fn -> assert {{:tree, 2}, _code} = World.cell(world, {9, 5}) end)
+      assert World.sleep_idle(world) == [zone]
+      assert World.stats(world).zone_saves == 3
+      assert MemoryStore.keys(store, "game/") == ["#{zone}"]
+
+      # Woken from that save, ticked, and put to sleep: nothing of its
+      # layer written again, and it wakes as saved.
+      :ok = World.move(world, id, :s, :again)
+      assert assert_outcome(id, :again) == {:ok, {8, 6}}
+      assert {{:tree, 2}, _code} = World.cell(world, {9, 5})
+      World.Game.tick(world)
+      eventually(fn -> assert {{:tree, 3}, _code} = World.cell(world, {9, 5}) end)
+      assert Saver.save_now(saver) == :ok
+      assert World.stats(world).game_zones_saved == 0
+      assert World.sleep_idle(world) == [zone]
+      assert World.stats(world).zone_saves == 4
+      :ok = World.move(world, id, :n, :last)
+      assert assert_outcome(id, :last) == {:ok, {8, 5}}
+      assert {{:tree, 2}, _code} = World.cell(world, {9, 5})
     end
 
     test "a zone that never had a save lays its game's layer without asking the store; one with a save reads it",
