@@ -301,7 +301,8 @@ defmodule Grove.World.Slots do
 
   @doc """
   True when a zone's game layer needs no save: unchanged since the game
-  laid it (`laid/2`) or since the store took it (`saved/3`).
+  laid it (`laid/2`) or since the store took it (`saved/3`), but by the
+  game's own ticks, which a zone on demand does not count (`touched/2`).
   """
   @spec as_laid?(World.t(), non_neg_integer()) :: boolean()
   def as_laid?(%World{zones_on_demand: false}, _index), do: false
