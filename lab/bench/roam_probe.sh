@@ -1,0 +1,80 @@
+#!/bin/bash
+# Where a roaming walker's server time goes: the server as `mix
+# grove.bench.players` starts it on a world a million cells a side in zones
+# of 50 on demand (asleep after 20 s idle, the orchard, no actors), one
+# scheduler pinned to core 0, with `+JPperf true` and `knee_probe.exs`
+# loaded; PLAYERS walkers walking straight at five steps a second (`mix
+# grove.load ws --walk straight`) on core 1. Once they have joined, `perf`
+# samples the server for 20 s; at the end it prints the load's lines, the
+# probe's (reductions by kind of process, a connection's messages), the
+# world's counters of wakes, sleeps and saves, and the perf samples by
+# what their Erlang call chain says they were for (the first of the
+# kinds below whose function is on the chain; a sample with no Erlang
+# frame is the runtime's or the kernel's). From the repository's root:
+#
+#   lab/bench/roam_probe.sh 500 100          # PLAYERS [STAGE seconds]
+#
+# A profile, not a benchmark: perf and the probe slow what they watch.
+set -euo pipefail
+PLAYERS=${1:-500}; STAGE=${2:-100}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+DIR=$(mktemp -d /tmp/grove-roam-probe.XXXXXX)
+PORT=$((20000 + RANDOM % 20000))
+
+(cd "$ROOT" && mix compile >/dev/null && cd lab && mix compile >/dev/null)
+
+cd "$ROOT"
+# The probe starts once the players have joined (20 a second) and walked a while.
+AFTER=$(( 5 + PLAYERS / 20 + 40 ))
+env GROVE_PORT=$PORT GROVE_DATA="$DIR/data" GROVE_ACTORS=0 KNEE_PROBE_AFTER=$AFTER \
+  GROVE_WIDTH=1000000 GROVE_HEIGHT=1000000 GROVE_ZONES=on_demand GROVE_ZONE_IDLE_MS=20000 \
+  ELIXIR_ERL_OPTIONS="+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none +JPperf true" \
+  taskset -c 0 mix run --no-halt -r lab/bench/knee_probe.exs > "$DIR/server.log" 2>&1 &
+SERVER=$!
+trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do curl -sf -o /dev/null http://127.0.0.1:$PORT/readyz && break; sleep 1; done
+BEAM=$SERVER
+[ "$(cat /proc/$SERVER/comm)" = beam.smp ] || BEAM=$(pgrep -P $SERVER -n)
+echo "roam probe: server up on port $PORT (OS pid $BEAM), files in $DIR"
+
+cd "$ROOT/lab"
+ELIXIR_ERL_OPTIONS="+S 1:1" taskset -c 1 mix grove.load ws --url ws://127.0.0.1:$PORT/ws \
+  --server-pid $SERVER --stages $PLAYERS --encoding binary --stage-seconds $STAGE \
+  --walk straight --move-every 200 --settle 5 --baseline-seconds 5 --ramp 20 --every 30 \
+  > "$DIR/load.log" 2>&1 &
+LOAD=$!
+sleep $(( PLAYERS / 20 + 20 ))
+perf record -F 499 -g -p "$BEAM" -o "$DIR/perf.data" -- sleep 20 > "$DIR/perf.log" 2>&1 || true
+wait $LOAD || true
+curl -s http://127.0.0.1:$PORT/metrics |
+  grep -E '^grove_(zone_(wakes|sleeps|saves|save_failures)_total|game_(zones_saved|bases_saved|zones_loaded|loads_skipped)_total|game_saves_total)' || true
+
+grep -E '^(load|stage) ' "$DIR/load.log" || true
+for _ in $(seq 1 60); do grep -q "PROBE done" "$DIR/server.log" && break; sleep 1; done
+grep '^PROBE' "$DIR/server.log" | grep -v '^PROBE eprof' || true
+
+echo "perf samples by what they were for:"
+perf script -i "$DIR/perf.data" 2>/dev/null | awk '
+  function kind() {
+    if (erl ~ /Terrain.:.(-made|area)|Woodland/) return "wake: the ground"
+    if (erl ~ /Zone.:(recover_|make_core|handle_continue)|Zone\.Game.:setup|Slots.:open/) return "wake: the layer, the tables"
+    if (erl ~ /Zone.:(sleep|fall_asleep|store_asleep|pass_on_mailbox)/) return "sleep"
+    if (erl ~ /Saver|Storage|sqlite|Store\.|SQLite/) return "the store, the saver"
+    if (erl ~ /Orchard.:(catch_up|tick)|Zone\.Game.:(settle|tick|due)/) return "the game ticks"
+    if (erl ~ /Zone\.Views|Zone.:tick|State.:flush|snapshot/) return "the zones views"
+    if (erl ~ /Zone.:(handle_move|apply_one|apply_batch|moved|run_effect)|Handoff|wake_ahead/) return "the moves"
+    if (erl ~ /Gateway|Connection|Session|Protocol|yaws|inet/) return "the connections"
+    if (erl ~ /Door|Placer|[Ss]upervisor|Registry/) return "door, placer, supervisors"
+    if (erl ~ /Metrics|Collector|Status/) return "metrics"
+    if (erl ~ /Grove\.World\.Zone/) return "zones, other"
+    if (erl != "") return "other Erlang"
+    if (other ~ /writev|tcp|sock|epoll/) return "kernel network, no Erlang chain"
+    return "runtime or kernel, no Erlang chain"
+  }
+  function flush() { if (n) { c[kind()]++; total++ } erl = ""; other = ""; n = 0 }
+  /^[^ \t]/ { flush(); next }
+  /^[ \t]+[0-9a-f]+ / { n++; if ($2 ~ /^\$/) erl = erl " " $2; else other = other " " $2; next }
+  /^$/ { flush() }
+  END { flush()
+        for (k in c) printf "%6.1f %%  %s\n", 100 * c[k] / total, k | "sort -rn"
+        close("sort -rn"); printf "%d samples\n", total }'
