@@ -44,7 +44,8 @@ defmodule Mix.Tasks.Grove.Soak.Zones do
         "(#{Float.round(result.millis * 1000 / max(result.cycles, 1), 1)} us each): " <>
         "entities lost #{result.lost}, zones woken with other than they held #{result.changed}, " <>
         "tables kept asleep #{result.kept_tables}, audits #{result.audits} " <>
-        "(#{result.audit_failures} failed), actors' steps #{result.moves}"
+        "(#{result.audit_failures} failed), actors' steps #{result.moves}, " <>
+        "layers an action changed, saved #{result.layer_saves}"
     )
 
     if result.lost + result.changed + result.kept_tables + result.audit_failures > 0,
