@@ -42,7 +42,11 @@ defmodule Grove.ReleaseTest do
       )
 
     File.mkdir_p!(Path.join(root, "tmp"))
-    epmd_before = epmd_running?()
+    # The release's epmd on a port of its own: the other suites' nodes,
+    # running beside this test, start and stop the machine's epmd as they
+    # go, so whether one ran before could not say who started the one
+    # that was running after (and one was left behind).
+    epmd_port = Grove.Ports.free()
 
     on_exit(fn ->
       # Whatever happened, nothing of the release may outlive the test.
@@ -50,15 +54,14 @@ defmodule Grove.ReleaseTest do
         System.cmd("kill", ["-KILL", File.read!(pid_file)], stderr_to_stdout: true)
       end
 
-      epmd = Path.wildcard(Path.join(release, "erts-*/bin/epmd"))
-
-      if not epmd_before and epmd != [],
-        do: System.cmd(hd(epmd), ["-kill"], stderr_to_stdout: true)
+      for epmd <- Path.wildcard(Path.join(release, "erts-*/bin/epmd")) do
+        System.cmd(epmd, ["-port", "#{epmd_port}", "-kill"], stderr_to_stdout: true)
+      end
 
       File.rm_rf!(root)
     end)
 
-    %{root: root, env: env(root, Grove.Ports.free())}
+    %{root: root, env: env(root, Grove.Ports.free(), epmd_port)}
   end
 
   test "a release starts without Elixir on the PATH and without an error, plays a move, reports and stops cleanly",
@@ -142,7 +145,7 @@ defmodule Grove.ReleaseTest do
   # As an operator starts it: none of this test runner's VM flags (`make`
   # gives the benches a process table of five million, with which a VM
   # takes a minute to stop).
-  defp env(root, port) do
+  defp env(root, port, epmd_port) do
     %{
       "ERL_AFLAGS" => nil,
       "ERL_ZFLAGS" => nil,
@@ -151,6 +154,7 @@ defmodule Grove.ReleaseTest do
       "TMPDIR" => Path.join(root, "tmp"),
       "GROVE_DATA" => Path.join(root, "data"),
       "GROVE_PORT" => Integer.to_string(port),
+      "ERL_EPMD_PORT" => Integer.to_string(epmd_port),
       "GROVE_ACTORS" => "50",
       "GROVE_WIDTH" => "60",
       "GROVE_HEIGHT" => "60",
@@ -258,8 +262,6 @@ defmodule Grove.ReleaseTest do
 
     dir
   end
-
-  defp epmd_running?, do: match?({_, 0}, System.cmd("pgrep", ["-x", "epmd"]))
 
   # A fresh connection each time: the answer of the moment, not a kept-alive one's.
   defp get(port, path) do
