@@ -1001,18 +1001,42 @@ defmodule Grove.World do
   The zone an entity is in when nobody watches it (no viewer's viewport
   overlaps the zone), read without a message; nil when someone does, for
   an entity this world does not know, and in a world of several nodes,
-  whose zones may be watched from another. What herds read to rest their
-  actors where nobody sees them (`Grove.Actors`' `:unseen_every`).
+  whose zones may be watched from another: `zone_index/2` and
+  `zone_watched?/2` in one.
   """
-  @impl Grove.World.Client
   @spec unseen_zone(name() | t(), Entity.id()) :: Grid.zone_index() | nil
   def unseen_zone(world, id) do
     with %__MODULE__{cluster: nil} = world <- fetch!(world),
-         index when index != nil <- Directory.lookup(world.name, id),
-         false <- Slots.watched?(world, index) do
+         index when index != nil <- zone_index(world, id),
+         false <- zone_watched?(world, index) do
       index
     else
       _seen_or_unknown -> nil
+    end
+  end
+
+  @doc """
+  The index of the zone an entity stands in as this node's directory
+  says, read without a message; nil for an entity it does not know.
+  """
+  @impl Grove.World.Client
+  @spec zone_index(name() | t(), Entity.id()) :: Grid.zone_index() | nil
+  def zone_index(name, id) when is_atom(name), do: Directory.lookup(name, id)
+  def zone_index(%__MODULE__{name: name}, id), do: Directory.lookup(name, id)
+
+  @doc """
+  True when someone may watch a zone: a viewer's viewport overlaps it, or
+  the world is of several nodes, whose zones may be watched from another.
+  Read without a message. With `zone_index/2`, what herds read to rest
+  their actors where nobody sees them (`Grove.Actors`' `:unseen_every`),
+  once per zone in a batch of turns.
+  """
+  @impl Grove.World.Client
+  @spec zone_watched?(name() | t(), Grid.zone_index()) :: boolean()
+  def zone_watched?(world, index) do
+    case fetch!(world) do
+      %__MODULE__{cluster: nil} = world -> Slots.watched?(world, index)
+      _several_nodes -> true
     end
   end
 

@@ -15,7 +15,10 @@ defmodule Grove.Test.StubWorld do
     * `:moves` - `:silent` (moves are never answered) or `:answer` (each
       gets `{:ok, {0, 0}}` at once)
     * `:seen` - whether anyone watches every entity, until `see/2` changes
-      it (`unseen_zone/2` answers zone 0 when nobody does; default `true`)
+      it (`zone_watched?/2`; default `true`)
+    * `:zones` - how many zones the entities stand in, an entity's zone its
+      id modulo that (default 1: all in zone 0)
+    * `:seen_zones` - zones watched whatever `:seen` says (default none)
 
   Every batch of moves is reported as `{:stub_moves, herd, moves}`, every
   finished join as `{:stub_join, herd, result}`.
@@ -25,7 +28,7 @@ defmodule Grove.Test.StubWorld do
 
   alias Grove.World
 
-  defstruct [:test, :world, :joins, :moves, :refusals, :joining, :seen]
+  defstruct [:test, :world, :joins, :moves, :refusals, :joining, :seen, :zones, :seen_zones]
 
   @doc "A stub world in front of the real world `world`, reporting to the calling process."
   def new(world, opts) do
@@ -46,7 +49,9 @@ defmodule Grove.Test.StubWorld do
         end,
       # Joins waiting now, and the most that ever waited at once.
       joining: :atomics.new(2, signed: true),
-      seen: tap(:atomics.new(1, []), &:atomics.put(&1, 1, seen(Keyword.get(opts, :seen, true))))
+      seen: tap(:atomics.new(1, []), &:atomics.put(&1, 1, seen(Keyword.get(opts, :seen, true)))),
+      zones: Keyword.get(opts, :zones, 1),
+      seen_zones: Keyword.get(opts, :seen_zones, [])
     }
   end
 
@@ -108,8 +113,11 @@ defmodule Grove.Test.StubWorld do
   def leave(_stub, _id), do: :ok
 
   @impl true
-  def unseen_zone(%__MODULE__{seen: seen}, _id),
-    do: if(:atomics.get(seen, 1) == 1, do: nil, else: 0)
+  def zone_index(%__MODULE__{zones: zones}, id), do: rem(id, zones)
+
+  @impl true
+  def zone_watched?(%__MODULE__{seen: seen, seen_zones: seen_zones}, zone),
+    do: zone in seen_zones or :atomics.get(seen, 1) == 1
 
   @impl true
   def grid(stub), do: World.grid(stub.world)

@@ -417,12 +417,13 @@ defmodule Grove.Actors.Herd do
     span = Wheel.wait_span(herd.wheel, jitter_ms)
     sent_at = :erlang.monotonic_time()
     %__MODULE__{window: window} = herd
-    start = {[], herd.wheel, herd.rand, window.in_flight, 0, 0, 0, 0}
+    start = {[], herd.wheel, herd.rand, window.in_flight, 0, 0, 0, 0, %{}}
 
     # Moves and a game's actions, both tagged with when they were sent.
-    {moves, wheel, rand, in_flight, unanswered, full, stayed, rested} =
+    {moves, wheel, rand, in_flight, unanswered, full, stayed, rested, _zones} =
       Enum.reduce(due, start, fn {id, last, state} = entry,
-                                 {moves, wheel, rand, in_flight, unanswered, full, stayed, rested} ->
+                                 {moves, wheel, rand, in_flight, unanswered, full, stayed, rested,
+                                  zones} ->
         # One draw gives both the step's random integer and the next wait.
         {draw, rand} = :rand.uniform_s(span <<< @roll_bits, rand)
 
@@ -433,41 +434,47 @@ defmodule Grove.Actors.Herd do
         # to it, so a herd running a little late keeps its actors' pace.
         next = max(slot + wait, now_slot + 1)
 
-        rests = rests_unseen?(herd, id, slot)
+        {rests, zones} = rests_unseen?(herd, id, slot, zones)
 
         cond do
           Window.unanswered?(window, last) ->
             {moves, Wheel.add(wheel, next, entry), rand, in_flight, unanswered + 1, full, stayed,
-             rested}
+             rested, zones}
 
           in_flight >= window.size ->
             {moves, Wheel.add(wheel, next, entry), rand, in_flight, unanswered, full + 1, stayed,
-             rested}
+             rested, zones}
 
           rests ->
             {moves, Wheel.add(wheel, next, entry), rand, in_flight, unanswered, full, stayed,
-             rested + 1}
+             rested + 1, zones}
 
           true ->
             case decide(herd, id, state, draw - 1 &&& @roll_mask) do
               {:stay, state} ->
                 wheel = Wheel.add(wheel, next, {id, last, state})
-                {moves, wheel, rand, in_flight, unanswered, full, stayed + 1, rested}
+                {moves, wheel, rand, in_flight, unanswered, full, stayed + 1, rested, zones}
 
               {{:act, action, target}, state} ->
                 wheel = Wheel.add(wheel, next, {id, sent_at, state})
                 act = {id, action, target, %{}, sent_at}
-                {[act | moves], wheel, rand, in_flight + 1, unanswered, full, stayed, rested}
+
+                {[act | moves], wheel, rand, in_flight + 1, unanswered, full, stayed, rested,
+                 zones}
 
               {{:act, action, target, args}, state} ->
                 wheel = Wheel.add(wheel, next, {id, sent_at, state})
                 act = {id, action, target, args, sent_at}
-                {[act | moves], wheel, rand, in_flight + 1, unanswered, full, stayed, rested}
+
+                {[act | moves], wheel, rand, in_flight + 1, unanswered, full, stayed, rested,
+                 zones}
 
               {direction, state} ->
                 wheel = Wheel.add(wheel, next, {id, sent_at, state})
                 move = {id, direction, sent_at}
-                {[move | moves], wheel, rand, in_flight + 1, unanswered, full, stayed, rested}
+
+                {[move | moves], wheel, rand, in_flight + 1, unanswered, full, stayed, rested,
+                 zones}
             end
         end
       end)
@@ -489,9 +496,11 @@ defmodule Grove.Actors.Herd do
   end
 
   # Where nobody watches, an actor takes one turn in `unseen_every` on
-  # average and rests the others: nothing is decided, sensed or sent. It
-  # asks again at every turn, so an actor steps as before from its first
-  # turn after someone comes to watch its zone. The turns taken are those
+  # average and rests the others: nothing is decided, sensed or sent. Its
+  # zone is read at every turn, and whether anyone watches that zone once
+  # per zone in a batch (`zones`, zone => rests?, built as the batch
+  # meets them; a batch is one slot of one instant), so an actor steps as
+  # before from its first batch after someone comes to watch its zone. The turns taken are those
   # that fall in the slots its zone takes, one in `unseen_every`, drawn by
   # a hash of the slot and the zone: a zone nobody watches gets a herd's
   # batch that often, each as full as before, where resting turns at
@@ -499,12 +508,26 @@ defmodule Grove.Actors.Herd do
   # (a batch's messages cost as much as its moves). A hash, not every
   # `unseen_every`th slot: an actor whose waits are all the same length
   # (no jitter) could otherwise fall in none of its zone's slots.
-  defp rests_unseen?(%__MODULE__{config: %{unseen_every: 1}}, _id, _slot), do: false
+  defp rests_unseen?(%__MODULE__{config: %{unseen_every: 1}}, _id, _slot, zones),
+    do: {false, zones}
 
-  defp rests_unseen?(%__MODULE__{config: %{unseen_every: every}} = herd, id, slot) do
-    case herd.api.unseen_zone(herd.world, id) do
-      nil -> false
-      zone -> :erlang.phash2({slot, zone}, every) != 0
+  defp rests_unseen?(%__MODULE__{config: %{unseen_every: every}} = herd, id, slot, zones) do
+    case herd.api.zone_index(herd.world, id) do
+      nil ->
+        {false, zones}
+
+      zone ->
+        case zones do
+          %{^zone => rests} ->
+            {rests, zones}
+
+          %{} ->
+            rests =
+              :erlang.phash2({slot, zone}, every) != 0 and
+                not herd.api.zone_watched?(herd.world, zone)
+
+            {rests, Map.put(zones, zone, rests)}
+        end
     end
   end
 
@@ -514,9 +537,15 @@ defmodule Grove.Actors.Herd do
 
   defp unseen_every(api, world, every) do
     cond do
-      not (Code.ensure_loaded?(api) and function_exported?(api, :unseen_zone, 2)) -> 1
-      api == Grove.World and Grove.World.fetch!(world).cluster != nil -> 1
-      true -> every
+      not (Code.ensure_loaded?(api) and function_exported?(api, :zone_index, 2) and
+               function_exported?(api, :zone_watched?, 2)) ->
+        1
+
+      api == Grove.World and Grove.World.fetch!(world).cluster != nil ->
+        1
+
+      true ->
+        every
     end
   end
 

@@ -32,10 +32,13 @@ defmodule Grove.World.Client do
   @callback nearby(world(), Grid.cell(), non_neg_integer()) ::
               [{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}]
 
-  # The zone an entity stands in where nobody watches it, or nil where
-  # anyone may: herds rest their actors where nobody does (`Grove.Actors`'
-  # `:unseen_every`); a world without it is taken as watched everywhere.
-  @callback unseen_zone(world(), Entity.id()) :: Grid.zone_index() | nil
+  # The zone an entity stands in (nil for one the world does not know),
+  # and whether anyone may watch a zone: herds rest their actors where
+  # nobody does (`Grove.Actors`' `:unseen_every`), asking the second once
+  # per zone in a batch of turns; a world without them is taken as watched
+  # everywhere.
+  @callback zone_index(world(), Entity.id()) :: Grid.zone_index() | nil
+  @callback zone_watched?(world(), Grid.zone_index()) :: boolean()
 
   # How many entities of each kind code are in the world, for per-kind counts.
   @callback kind_counts(world()) :: %{byte() => pos_integer()}
@@ -55,7 +58,8 @@ defmodule Grove.World.Client do
 
   @optional_callbacks position: 2,
                       nearby: 3,
-                      unseen_zone: 2,
+                      zone_index: 2,
+                      zone_watched?: 2,
                       kind_counts: 1,
                       act: 6,
                       act_many: 2,

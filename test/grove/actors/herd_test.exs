@@ -67,6 +67,21 @@ defmodule Grove.Actors.HerdTest do
     end
   end
 
+  # Moves sent by each actor, until `want` in all or the deadline.
+  defp moves_per_actor(counts, want, deadline) do
+    if Enum.sum(Map.values(counts)) >= want do
+      counts
+    else
+      receive do
+        {:stub_moves, _herd, moves} ->
+          counts = Enum.reduce(moves, counts, &Map.update(&2, elem(&1, 0), 1, fn n -> n + 1 end))
+          moves_per_actor(counts, want, deadline)
+      after
+        max(deadline - System.monotonic_time(:millisecond), 0) -> counts
+      end
+    end
+  end
+
   defp wheel_ids(herd) do
     %Herd{wheel: wheel} = :sys.get_state(herd)
     wheel.slots |> Map.values() |> List.flatten() |> Enum.map(&elem(&1, 0)) |> Enum.sort()
@@ -125,6 +140,28 @@ defmodule Grove.Actors.HerdTest do
       rested = counts(stats).rested
       eventually(fn -> assert counts(stats).sent >= unseen.sent + 400 end)
       assert counts(stats).rested == rested
+    end
+
+    test "in one batch, actors of a zone watched take every turn and those of one unwatched rest",
+         %{world: world} do
+      # Zone 1 (odd ids) is watched, zone 0 (even ids) is not: the herd's
+      # batches hold both, and whether a zone is watched is asked once per
+      # zone in a batch.
+      {_herd, _stats} =
+        start_herd(StubWorld.new(world, moves: :answer, seen: false, zones: 2, seen_zones: [1]),
+          count: 40,
+          unseen_every: 4,
+          move_timeout: 600_000,
+          target_ms: 600_000,
+          late_ms: 600_000
+        )
+
+      per_actor = moves_per_actor(%{}, 2_000, System.monotonic_time(:millisecond) + 20_000)
+      {watched, unwatched} = Enum.split_with(per_actor, fn {id, _} -> rem(id, 2) == 1 end)
+      assert watched != [] and unwatched != []
+      mean = fn actors -> Enum.sum(Enum.map(actors, &elem(&1, 1))) / length(actors) end
+      # Every turn against one in four on average: well over twice as many.
+      assert mean.(watched) > 2 * mean.(unwatched)
     end
 
     test "every actor takes turns unseen, even with waits that never vary", %{world: world} do

@@ -16,6 +16,7 @@ defmodule Grove.World.SeenTest do
 
     {:ok, viewer, _} = World.join(world, at: {33, 33}, updates: :view, view_radius: 2)
     eventually(fn -> assert World.unseen_zone(world, actor) == nil end)
+    assert {World.zone_index(world, actor), World.zone_watched?(world, zone)} == {zone, true}
     # A zone the viewport does not reach is not seen.
     assert World.unseen_zone(world, far) == 0
 
@@ -25,5 +26,6 @@ defmodule Grove.World.SeenTest do
 
   test "an entity the world does not know counts as seen", %{world: world} do
     assert World.unseen_zone(world, 987_654_321) == nil
+    assert World.zone_index(world, 987_654_321) == nil
   end
 end
