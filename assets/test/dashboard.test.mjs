@@ -536,9 +536,16 @@ describe("the dashboard page", { skip: skipReason || mockServer, timeout: 300_00
     });
     assert.ok(beforeReload.count >= 5, `${beforeReload.count} samples`);
 
+    // Only the reloaded page's requests: until the reload commits, the old
+    // page still polls (since its last t), and on a loaded machine one of
+    // its polls can go out between here and the reload.
     const requests = [];
+    let reloaded = false;
+    page.on("framenavigated", (frame) => {
+      if (frame === page.mainFrame()) reloaded = true;
+    });
     page.on("request", (request) => {
-      if (request.url().includes("/dashboard/data")) requests.push(new URL(request.url()).searchParams);
+      if (reloaded && request.url().includes("/dashboard/data")) requests.push(new URL(request.url()).searchParams);
     });
     await page.reload();
     await page.waitForFunction(() => window.groveDashboard?.state().updates >= 3, null, { timeout: 15_000 });
