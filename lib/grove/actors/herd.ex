@@ -500,14 +500,15 @@ defmodule Grove.Actors.Herd do
   # zone is read at every turn, and whether anyone watches that zone once
   # per zone in a batch (`zones`, zone => rests?, built as the batch
   # meets them; a batch is one slot of one instant), so an actor steps as
-  # before from its first batch after someone comes to watch its zone. The turns taken are those
-  # that fall in the slots its zone takes, one in `unseen_every`, drawn by
-  # a hash of the slot and the zone: a zone nobody watches gets a herd's
-  # batch that often, each as full as before, where resting turns at
-  # random would leave it a batch every slot with a quarter of the moves
-  # (a batch's messages cost as much as its moves). A hash, not every
-  # `unseen_every`th slot: an actor whose waits are all the same length
-  # (no jitter) could otherwise fall in none of its zone's slots.
+  # before from its first batch after someone comes to watch its zone.
+  # The turns taken are those that fall in the slots its zone takes, one
+  # in `unseen_every`, drawn by a hash of the slot and the zone: a zone
+  # nobody watches gets a herd's batch that often, each as full as
+  # before, where resting turns at random would leave it a batch every
+  # slot with a quarter of the moves (a batch's messages cost as much as
+  # its moves). A hash, not every `unseen_every`th slot: an actor whose
+  # waits are all the same length (no jitter) could otherwise fall in
+  # none of its zone's slots.
   defp rests_unseen?(%__MODULE__{config: %{unseen_every: 1}}, _id, _slot, zones),
     do: {false, zones}
 
