@@ -32,7 +32,8 @@ test: setup-test client
 	cd lab && mix format --check-formatted
 	MIX_ENV=test mix compile --warnings-as-errors --force
 	@echo "make test: the product's, the lab's, the browser's and the client library's suites run at once; each prints its output as it ends"
-	$(MAKE) --jobs=4 --output-sync=target suite-product suite-lab suite-browser suite-library
+	ports="$$(scripts/free-ports 4 | tr '\n' ' ')" && \
+	  $(MAKE) --jobs=4 --output-sync=target suite-product suite-lab suite-browser suite-library EPMD_PORTS="$$ports"
 
 # The same, deeper: every property with many more cases, and the long runs
 # (many nodes, the benches at a small size) tagged :deep.
@@ -55,17 +56,24 @@ test-library: client
 # whole suite for a file that never ends.
 NODE_TEST := $(CURDIR)/scripts/node-test
 
+# Each suite's nodes find each other through an epmd of the suite's own
+# (ERL_EPMD_PORT, a port `make test` found free): a suite's cluster tests
+# start the machine's epmd when none runs and stop it when they end, and
+# with the suites at once one suite stopped the epmd another's nodes were
+# using (a node could not become distributed: `nodistribution`).
+epmd_port = $(if $(EPMD_PORTS),ERL_EPMD_PORT=$(word $(1),$(EPMD_PORTS)))
+
 suite-product:
-	mix test
+	$(call epmd_port,1) mix test
 
 suite-lab: compile-lab
-	cd lab && mix test
+	cd lab && $(call epmd_port,2) mix test
 
 suite-browser: compile-servers
-	cd assets && $(NODE_TEST) test/*.test.mjs
+	cd assets && $(call epmd_port,3) $(NODE_TEST) test/*.test.mjs
 
 suite-library: compile-servers
-	cd clients/js && $(NODE_TEST) test/*.test.mjs
+	cd clients/js && $(call epmd_port,4) $(NODE_TEST) test/*.test.mjs
 
 compile-lab:
 	cd lab && MIX_ENV=test mix compile --warnings-as-errors --force
