@@ -79,6 +79,10 @@ defmodule Grove.ClusterCase do
 
     # The application without its default instance: tests start their own.
     :ok = :erpc.call(node, Application, :load, [:grove])
+    # Its modules in one batch, as this VM's (`Grove.Preload`): loaded one by
+    # one on first call, a loaded machine spends seconds of a peer's first
+    # join or handoff waiting on its code server.
+    _ = :erpc.call(node, Grove.Preload, :load, [])
     :ok = :erpc.call(node, Application, :put_env, [:grove, :start, false])
     {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:grove])
     :ok = :erpc.call(node, Logger, :configure, [[level: :warning]])
