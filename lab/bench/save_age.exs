@@ -69,8 +69,31 @@ defmodule SaveAge do
     {:ok, entries} = Grove.Store.list_state(store, scope)
     Supervisor.stop(sup)
 
-    saved = for {_key, value} <- entries, do: :erlang.binary_to_term(value).saved_at
-    {length(saved), Enum.max(saved, fn -> nil end)}
+    # A zone's save is a base and, after it, the cells changed since
+    # (`KEY` and `KEY/changes`): the zones are the keys before the slash.
+    saved = for {key, value} <- entries, do: {key, :erlang.binary_to_term(value).saved_at}
+    zones = saved |> Enum.map(fn {key, _} -> key |> String.split("/") |> hd() end) |> Enum.uniq()
+    times = Enum.map(saved, &elem(&1, 1))
+    {length(zones), length(saved), Enum.max(times, fn -> nil end), batches(times)}
+  end
+
+  # The saver's last batches: the saves' times grouped where more than a
+  # second apart (a batch's zones are encoded within it), newest first.
+  def batches(times) do
+    times
+    |> Enum.sort(:desc)
+    |> Enum.chunk_while(
+      [],
+      fn
+        time, [] -> {:cont, [time]}
+        time, [last | _] = batch when last - time <= 1000 -> {:cont, [time | batch]}
+        time, batch -> {:cont, Enum.max(batch), [time]}
+      end,
+      fn
+        [] -> {:cont, []}
+        batch -> {:cont, Enum.max(batch), []}
+      end
+    )
   end
 end
 
@@ -84,8 +107,14 @@ ages =
     System.cmd("kill", ["-KILL", to_string(pid)])
     killed_at = System.system_time(:millisecond)
     SaveAge.drain(server)
-    {zones, newest} = SaveAge.newest_save(data)
+    {zones, entries, newest, batches} = SaveAge.newest_save(data)
     age = killed_at - newest
+
+    gaps =
+      batches
+      |> Enum.take(4)
+      |> Enum.chunk_every(2, 1, :discard)
+      |> Enum.map(fn [a, b] -> a - b end)
 
     # Started again on what the killed one left: its zones come back.
     again_port = Grove.Ports.free()
@@ -95,7 +124,8 @@ ages =
     File.rm_rf!(data)
 
     IO.puts(
-      "round #{round}: killed; the newest save, of #{zones} zones saved, #{age} ms older than the kill; " <>
+      "round #{round}: killed; the newest save, of #{zones} zones saved (#{entries} bases and changes), " <>
+        "#{age} ms older than the kill; the last batches #{Enum.join(gaps, ", ")} ms apart; " <>
         "started again: #{restored} zones restored from their saves"
     )
 
