@@ -372,6 +372,7 @@ config :grove,
       admin_token: System.get_env("GROVE_ADMIN_TOKEN"),
       view_ms: integer.("GROVE_VIEW_MS"),
       view_ms_max: integer.("GROVE_VIEW_MS_MAX"),
+      view_wait_ms: integer.("GROVE_VIEW_WAIT_MS"),
       unready_ms: integer.("GROVE_UNREADY_MS"),
       minimap_zones: integer.("GROVE_MINIMAP_ZONES"),
       spawn:

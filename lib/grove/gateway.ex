@@ -68,6 +68,11 @@ defmodule Grove.Gateway do
       room, stretching to `:view_ms_max` as its schedulers get busy (see
       `:pace_low`); a player's own move outcome carries the views due at
       once, whatever the pace (defaults `250`, `1000`; equal values fix it)
+    * `:view_wait_ms` - how long past its view interval a player who moved
+      less than `:view_ms_max` ago waits for its next move's outcome to
+      carry its views, before they go out alone (a move in flight is always
+      waited for, up to `:lost_move_ms`); `0` sends them at the interval
+      (default `250`)
     * `:pace_low`, `:pace_high` - the scheduler utilization (0 to 1) below
       which views go out every `:view_ms`, and above which every
       `:view_ms_max` (defaults `0.5`, `0.8`)
@@ -181,6 +186,7 @@ defmodule Grove.Gateway do
     spawn: nil,
     view_ms: 250,
     view_ms_max: 1000,
+    view_wait_ms: 250,
     pace_low: 0.5,
     pace_high: 0.8,
     view_backlog: 32_768,
@@ -627,6 +633,13 @@ defmodule Grove.Gateway do
         raise(
           ArgumentError,
           ":minimap_places must be at most 65535, got: #{inspect(opts[:minimap_places])}"
+        )
+
+    unless is_integer(opts[:view_wait_ms]) and opts[:view_wait_ms] >= 0,
+      do:
+        raise(
+          ArgumentError,
+          ":view_wait_ms must be a non-negative integer, got: #{inspect(opts[:view_wait_ms])}"
         )
 
     unless is_integer(opts[:unready_ms]) and opts[:unready_ms] >= 0,

@@ -767,6 +767,36 @@ defmodule Grove.GatewayTest do
     end
   end
 
+  describe "views and moves" do
+    test "a player who moved and stopped still gets what changes around it, without moving again",
+         %{port: port, world: world} do
+      conn = connect(port)
+      {welcome, conn} = join(conn)
+      {x, y} = {welcome.x, welcome.y}
+      grid = World.grid(world)
+      {zx0, zy0, zx1, _} = Grid.tile_bounds(grid, Grid.tile_of(grid, x, y))
+
+      # The player steps once along its area and stands: its views waited
+      # for its outcome, and wait a little longer for a next move that
+      # does not come.
+      step = if x + 4 < zx1, do: 1, else: -1
+      push(conn, %{type: :move, seq: 1, dir: if(step == 1, do: :e, else: :w)})
+      {outcome, conn} = expect(conn, :outcome)
+      assert %{seq: 1, result: :ok} = outcome
+
+      # Someone walks in its area meanwhile: shown without another move.
+      near = {outcome.x + 2 * step, y}
+      {:ok, bo, _} = World.join(world, at: near, kind: :player, label: {"Bo", "🐻"})
+      {_area, conn} = wait_for_entity(conn, bo, near)
+      towards = if y > zy0 + 2, do: :n, else: :s
+      :ok = World.move(world, bo, towards, 1)
+      assert_receive {:grove_move, ^bo, 1, {:ok, cell}}
+      frames = frames_until_shown(conn, bo, cell)
+      refute Enum.any?(frames, &(&1.type == :outcome))
+      assert zx0 < zx1
+    end
+  end
+
   describe "an old client" do
     for encoding <- [:json, :binary] do
       test "of protocol version 1 is told in words to update, then let go (#{encoding})", %{

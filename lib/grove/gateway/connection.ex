@@ -17,7 +17,10 @@ defmodule Grove.Gateway.Connection do
   #     once and wakes nobody.
   #
   # So an idle player costs one wake-up and at most one write per view
-  # interval, and a moving player's views ride on its outcomes. Nothing
+  # interval, and a moving player's views ride on its outcomes: while a
+  # move waits for its outcome, and for `view_wait_ms` past the interval
+  # after a move, the views wait for the outcome rather than wake the
+  # process on their own (Grove.Gateway.Pacer.views_due/5). Nothing
   # here decodes or merges a view: the zones' frames are written as they
   # were published, the same bytes for every player.
   #
@@ -331,12 +334,14 @@ defmodule Grove.Gateway.Connection do
             Session.minimap?(conn.session)
           )
 
-        conn = %{conn | session: session, bulletin: bulletin, slow_since: nil}
-
-        conn =
-          if views != [] or news != [],
-            do: %{conn | view_at: now + Pacer.interval(config.view_pace)},
-            else: conn
+        # The feed is read to now: what it gets next is due an interval on.
+        conn = %{
+          conn
+          | session: session,
+            bulletin: bulletin,
+            slow_since: nil,
+            view_at: now + Pacer.interval(config.view_pace)
+        }
 
         conn |> send_data([frames, views | news], now) |> idle()
 
@@ -510,9 +515,21 @@ defmodule Grove.Gateway.Connection do
     do: {:noreply, conn, max(min(@queue_check, conn.goodbye_by - now_ms()), 0)}
 
   defp idle(conn) do
-    keepalive = Grove.Gateway.config().keepalive
+    config = Grove.Gateway.config()
+    now = now_ms()
+    keepalive = config.keepalive
     due = if conn.pinged, do: conn.heard_at + 2 * keepalive, else: conn.heard_at + keepalive
-    {:noreply, conn, max(min(conn.view_at, due) - now_ms(), 0)}
+    {:noreply, conn, max(min(views_due(conn, config, now), due) - now, 0)}
+  end
+
+  defp views_due(conn, config, now) do
+    Pacer.views_due(
+      conn.view_at,
+      Session.awaiting_since(conn.session),
+      Session.moved_at(conn.session),
+      now,
+      config
+    )
   end
 
   defp session_config(config) do

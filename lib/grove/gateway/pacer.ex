@@ -8,7 +8,8 @@ defmodule Grove.Gateway.Pacer do
   # in proportion. A player who moves gets the views due with each outcome
   # whatever the pace. The pace lives in an `:atomics` the connections read
   # when they schedule their next view; this process measures the
-  # schedulers once a second and sets it.
+  # schedulers once a second and sets it. When a player's views are due
+  # without an outcome to carry them is `views_due/5`.
 
   use GenServer
 
@@ -46,6 +47,50 @@ defmodule Grove.Gateway.Pacer do
       true -> round(fastest + (slowest - fastest) * (utilization - low) / (high - low))
     end
   end
+
+  @doc """
+  When a connection's views are due without an outcome to carry them: at
+  `view_at` (its last write of views and the interval), unless the player
+  moves. A player who moves gets its views with each outcome, so a
+  wake-up of its own for them is a turn and a write more a move:
+
+    * while a move waits for its outcome (sent at `awaiting_since`, ms),
+      the views wait for it too, up to `lost_move_ms` after it was sent,
+      when a move whose zone died is settled;
+    * a player whose last move (`moved_at`, ms) is less than
+      `view_ms_max` old is given `view_wait_ms` past `view_at` for its
+      next one, whose outcome carries them: moves about an interval apart
+      would otherwise race it, and every other view go out alone.
+
+  A player who has not moved for `view_ms_max` gets them at `view_at`.
+
+      iex> limits = %{view_ms_max: 1000, view_wait_ms: 250, lost_move_ms: 2000}
+      iex> Grove.Gateway.Pacer.views_due(5000, nil, nil, 4500, limits)
+      5000
+      iex> Grove.Gateway.Pacer.views_due(5000, nil, 4000, 4500, limits)
+      5250
+      iex> Grove.Gateway.Pacer.views_due(5000, nil, 3000, 4500, limits)
+      5000
+      iex> Grove.Gateway.Pacer.views_due(5000, 4990, 4990, 4995, limits)
+      6991
+  """
+  @spec views_due(integer(), integer() | nil, integer() | nil, integer(), %{
+          view_ms_max: pos_integer(),
+          view_wait_ms: non_neg_integer(),
+          lost_move_ms: pos_integer()
+        }) :: integer()
+  def views_due(view_at, nil, nil, _now, _limits), do: view_at
+
+  def views_due(view_at, nil, moved_at, now, limits) do
+    if now - moved_at < limits.view_ms_max,
+      do: view_at + limits.view_wait_ms,
+      else: view_at
+  end
+
+  # A millisecond past `lost_move_ms`: the move is lost only once it is
+  # older than that, to the microsecond.
+  def views_due(view_at, awaiting_since, _moved_at, _now, limits),
+    do: max(view_at, awaiting_since + limits.lost_move_ms + 1)
 
   def start_link(config), do: GenServer.start_link(__MODULE__, config)
 

@@ -57,6 +57,7 @@ defmodule Grove.Gateway.Session do
     :grid,
     tiled_at: nil,
     tile_spans: nil,
+    moved_at: nil,
     moves_booked: nil,
     seeds_booked: nil,
     acts_booked: nil,
@@ -214,8 +215,12 @@ defmodule Grove.Gateway.Session do
         started = System.monotonic_time(:microsecond)
         flight = {started, zone, direction}
 
-        {%{session | moves_booked: booked, in_flight: Map.put(session.in_flight, seq, flight)},
-         []}
+        {%{
+           session
+           | moves_booked: booked,
+             moved_at: now_ms,
+             in_flight: Map.put(session.in_flight, seq, flight)
+         }, []}
 
       # Answered here, as the world answers a move: one outcome a move,
       # where the player stands.
@@ -223,7 +228,7 @@ defmodule Grove.Gateway.Session do
         if session.config.stats, do: Stats.incr(session.config.stats, :rate_limited)
         {x, y} = session.cell
 
-        {session,
+        {%{session | moved_at: now_ms},
          [{:send, Frames.outcome(session.encoding, session.version, seq, :rate_limited, x, y)}]}
     end
   end
@@ -697,6 +702,34 @@ defmodule Grove.Gateway.Session do
        send_message(session, %{type: :bye, reason: :rejoin, message: text}),
        {:close, 1012, "rejoin"}
      ]}
+  end
+
+  @doc """
+  When the player last sent a move (the `now_ms` it was handled at), or
+  nil before its first.
+  """
+  @spec moved_at(t()) :: integer() | nil
+  def moved_at(%__MODULE__{moved_at: at}), do: at
+
+  @doc """
+  When the oldest move still waiting for its outcome was sent to its zone,
+  in milliseconds of `:erlang.monotonic_time/1`, or nil when none waits.
+  """
+  @spec awaiting_since(t()) :: integer() | nil
+  def awaiting_since(%__MODULE__{in_flight: in_flight}) when map_size(in_flight) == 0, do: nil
+
+  def awaiting_since(%__MODULE__{in_flight: in_flight}) do
+    started =
+      :maps.fold(
+        fn
+          _seq, {started, _zone, _dir}, nil -> started
+          _seq, {started, _zone, _dir}, low -> min(started, low)
+        end,
+        nil,
+        in_flight
+      )
+
+    System.convert_time_unit(started, :microsecond, :millisecond)
   end
 
   @doc """

@@ -15,6 +15,41 @@ defmodule Grove.Gateway.PacerTest do
     assert Pacer.interval(pace) == 250
   end
 
+  describe "when a player's views are due without an outcome" do
+    import Grove.PropCase
+
+    @limits %{view_ms_max: 1000, view_wait_ms: 250, lost_move_ms: 2000}
+
+    test "never before the interval; at it for a player who has not moved for view_ms_max; " <>
+           "no later than the wait, or than a move in flight's settling" do
+      maybe = fn type -> :proper_types.union([:proper_types.exactly(nil), type]) end
+
+      check(
+        forall(
+          {:proper_types.integer(0, 10_000), maybe.(:proper_types.integer(0, 3000)),
+           maybe.(:proper_types.integer(0, 3000)), :proper_types.integer(0, 3000)},
+          fn {view_at, sent_ago, moved_ago, now} ->
+            awaiting = sent_ago && now - sent_ago
+            moved = moved_ago && now - moved_ago
+            due = Pacer.views_due(view_at, awaiting, moved, now, @limits)
+
+            assert due >= view_at
+            if awaiting == nil and (moved == nil or moved_ago >= 1000), do: assert(due == view_at)
+            if awaiting == nil, do: assert(due <= view_at + 250)
+            if awaiting, do: assert(due <= max(view_at, awaiting + 2001))
+            # A move in flight is waited for until it could be lost.
+            if awaiting, do: assert(due > awaiting + 2000)
+          end
+        )
+      )
+    end
+
+    test "view_wait_ms 0 sends a moving player's views at the interval" do
+      limits = %{@limits | view_wait_ms: 0}
+      assert Pacer.views_due(700, nil, 100, 300, limits) == 700
+    end
+  end
+
   test "the gateway refuses a pace that makes no sense, naming the options" do
     assert_raise ArgumentError, ~r/view_ms_max/, fn ->
       Grove.Gateway.start_link(instance: :nowhere, view_ms: 500, view_ms_max: 100)
@@ -22,6 +57,10 @@ defmodule Grove.Gateway.PacerTest do
 
     assert_raise ArgumentError, ~r/pace_low/, fn ->
       Grove.Gateway.start_link(instance: :nowhere, pace_low: 0.9, pace_high: 0.5)
+    end
+
+    assert_raise ArgumentError, ~r/view_wait_ms/, fn ->
+      Grove.Gateway.start_link(instance: :nowhere, view_wait_ms: -1)
     end
   end
 end
