@@ -373,6 +373,7 @@ config :grove,
       view_ms: integer.("GROVE_VIEW_MS"),
       view_ms_max: integer.("GROVE_VIEW_MS_MAX"),
       view_wait_ms: integer.("GROVE_VIEW_WAIT_MS"),
+      connection_heap: integer.("GROVE_CONNECTION_HEAP"),
       unready_ms: integer.("GROVE_UNREADY_MS"),
       minimap_zones: integer.("GROVE_MINIMAP_ZONES"),
       spawn:

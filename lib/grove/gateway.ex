@@ -73,6 +73,9 @@ defmodule Grove.Gateway do
       carry its views, before they go out alone (a move in flight is always
       waited for, up to `:lost_move_ms`); `0` sends them at the interval
       (default `250`)
+    * `:connection_heap` - the words of heap each connection process starts
+      with and keeps at least (`min_heap_size`): the garbage a connection
+      makes between two collections (default `4181`)
     * `:pace_low`, `:pace_high` - the scheduler utilization (0 to 1) below
       which views go out every `:view_ms`, and above which every
       `:view_ms_max` (defaults `0.5`, `0.8`)
@@ -187,6 +190,7 @@ defmodule Grove.Gateway do
     view_ms: 250,
     view_ms_max: 1000,
     view_wait_ms: 250,
+    connection_heap: 4181,
     pace_low: 0.5,
     pace_high: 0.8,
     view_backlog: 32_768,
@@ -619,6 +623,7 @@ defmodule Grove.Gateway do
           :minimap_places,
           :view_ms,
           :view_ms_max,
+          :connection_heap,
           :keepalive,
           :max_sessions
         ],

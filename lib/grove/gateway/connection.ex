@@ -78,12 +78,18 @@ defmodule Grove.Gateway.Connection do
   @doc "Starts a connection for a socket that its caller will hand over with `handover/2`."
   @spec start_link({Grove.Protocol.encoding(), :gen_tcp.socket()}) :: GenServer.on_start()
   def start_link({encoding, socket}) do
-    # A connection lives on about a hundred words of state, but what passes
+    # A connection lives on a few hundred words of state, but what passes
     # through it (frames read from the feed, parsed messages) grows its heap;
     # with the default generational GC that heap, and an old heap beside it,
     # stay grown. Sweeping fully every time keeps each connection's memory
-    # near its live data, for the price of collecting a tiny heap.
-    GenServer.start_link(__MODULE__, {encoding, socket}, spawn_opt: [fullsweep_after: 0])
+    # near its live data; a heap of `connection_heap` words at least holds
+    # the garbage of a few messages, so that it is swept every few seconds
+    # of a moving player rather than twice a second.
+    heap = Grove.Gateway.config().connection_heap
+
+    GenServer.start_link(__MODULE__, {encoding, socket},
+      spawn_opt: [fullsweep_after: 0, min_heap_size: heap]
+    )
   end
 
   @doc """

@@ -62,5 +62,9 @@ defmodule Grove.Gateway.PacerTest do
     assert_raise ArgumentError, ~r/view_wait_ms/, fn ->
       Grove.Gateway.start_link(instance: :nowhere, view_wait_ms: -1)
     end
+
+    assert_raise ArgumentError, ~r/connection_heap/, fn ->
+      Grove.Gateway.start_link(instance: :nowhere, connection_heap: 0)
+    end
   end
 end
