@@ -10,8 +10,9 @@
 #   lab/bench/knee_probe.sh 4000            # PLAYERS [SETTLE] [STAGE]
 #   SPAWN=460,460,541,541 LOAD_ARGS="--crowd mill --crowd-at corner" lab/bench/knee_probe.sh 1000 30
 #
-# Environment: SPAWN (the server's GROVE_PLAYER_SPAWN, for a crowd),
-# LOAD_ARGS (more options for the load), ENCODING (the players', default
+# Environment: PROBE (the script loaded into the server: knee_probe.exs
+# by default, zone_knee_probe.exs for the zones alone), SPAWN (the
+# server's GROVE_PLAYER_SPAWN, for a crowd), LOAD_ARGS (more options for the load), ENCODING (the players', default
 # binary), WORLD=peers for the world of `mix grove.bench.peers` (20,000
 # walkers, no bacteria, no game) instead of the default one.
 set -euo pipefail
@@ -32,7 +33,7 @@ fi
 env GROVE_PORT=$PORT GROVE_DATA="$DIR/data" GROVE_ACTORS=20000 KNEE_PROBE_AFTER=$AFTER \
   ${SPAWN:+GROVE_PLAYER_SPAWN=$SPAWN} "${WORLD_ENV[@]}" \
   ELIXIR_ERL_OPTIONS="+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none" \
-  taskset -c 0 mix run --no-halt -r lab/bench/knee_probe.exs > "$DIR/server.log" 2>&1 &
+  taskset -c 0 mix run --no-halt -r "${PROBE:-lab/bench/knee_probe.exs}" > "$DIR/server.log" 2>&1 &
 SERVER=$!
 trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
 for _ in $(seq 1 300); do curl -sf -o /dev/null http://127.0.0.1:$PORT/readyz && break; sleep 1; done
