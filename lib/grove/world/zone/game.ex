@@ -886,15 +886,20 @@ defmodule Grove.World.Zone.Game do
 
   @doc "Every visible cell and every entity's look other than 0, for a snapshot."
   @spec snapshot(State.t()) :: %{cells: list(), looks: list(), events: []}
-  def snapshot(%State{game: game, grid: grid} = state) do
-    cells =
-      for {key, code} <- game.codes do
-        {x, y} = Grid.cell_of_key(grid, key)
-        {x, y, code}
-      end
-
+  def snapshot(%State{} = state) do
     looks = for {id, %Entity{look: look}} <- state.entities, look != 0, do: {id, look}
-    %{cells: cells, looks: looks, events: []}
+    %{cells: cells(state), looks: looks, events: []}
+  end
+
+  @doc "Every visible cell as `{x, y, code}` (none without a game)."
+  @spec cells(State.t()) :: [{non_neg_integer(), non_neg_integer(), 1..255}]
+  def cells(%State{game: nil}), do: []
+
+  def cells(%State{game: game, grid: grid}) do
+    for {key, code} <- game.codes do
+      {x, y} = Grid.cell_of_key(grid, key)
+      {x, y, code}
+    end
   end
 
   @doc "Nobody watches any more: what was kept for the next delta goes."

@@ -620,6 +620,10 @@ defmodule Grove.World.Zone.State do
     {changes, Map.keys(departed), labels, %{state | changed: %{}, departed: %{}, arrived: %{}}}
   end
 
+  @doc "The game's visible cells as `{x, y, code}`, for a snapshot (none without a game)."
+  @spec cells(t()) :: [{non_neg_integer(), non_neg_integer(), 1..255}]
+  def cells(%__MODULE__{} = state), do: Game.cells(state)
+
   @doc "The label of every labelled entity in the zone, for a snapshot."
   @spec labels(t()) :: [label_entry()]
   def labels(%__MODULE__{entities: entities}) do
@@ -637,6 +641,17 @@ defmodule Grove.World.Zone.State do
 
     bacteria ++ for {id, %Entity{x: x, y: y, kind: kind}} <- entities, do: {id, x, y, kind}
   end
+
+  @doc """
+  The zone's bacteria within `{x0, y0, x1, y1}` (upper bounds exclusive),
+  as `snapshot/1` lists them.
+  """
+  @spec bacteria_within(t(), {integer(), integer(), integer(), integer()}) ::
+          [{Entity.id(), non_neg_integer(), non_neg_integer(), byte()}]
+  def bacteria_within(%__MODULE__{bacteria: nil}, _bounds), do: []
+
+  def bacteria_within(%__MODULE__{bacteria: board} = state, bounds),
+    do: for({x, y} <- Board.cells_within(board, bounds), do: bacterium(state, x, y))
 
   @doc "Puts the zone's bacteria (a restored or initial generation) without recording changes."
   @spec put_bacteria(t(), Board.t()) :: t()

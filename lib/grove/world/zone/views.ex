@@ -506,22 +506,29 @@ defmodule Grove.World.Zone.Views do
 
   # The zone's entities in the given tiles, by tile, in the order of
   # `State.snapshot/1`; tiles with none are left out. One pass over the
-  # zone serves both the snapshot and what it showed.
+  # zone's entities serves both the snapshot and what it showed; its
+  # bacteria are read from the tiles' rectangles alone, not listed whole
+  # (a zone of 50 cells a side has 25 tiles, and a viewer asks for few).
   defp in_tiles(_grid, _core, []), do: %{}
 
   defp in_tiles(grid, core, tiles) do
     wanted = Map.new(tiles, &{&1, true})
 
-    core
-    |> State.snapshot()
-    |> Enum.reduce(%{}, fn {_id, x, y, _kind} = entry, acc ->
-      tile = Grid.tile_of(grid, x, y)
+    entities =
+      for {id, %Entity{x: x, y: y, kind: kind}} <- core.entities,
+          tile = Grid.tile_of(grid, x, y),
+          is_map_key(wanted, tile),
+          reduce: %{},
+          do: (acc -> Map.update(acc, tile, [{id, x, y, kind}], &[{id, x, y, kind} | &1]))
 
-      if is_map_key(wanted, tile),
-        do: Map.update(acc, tile, [entry], &[entry | &1]),
-        else: acc
+    Enum.reduce(Map.keys(wanted), %{}, fn tile, acc ->
+      bacteria = State.bacteria_within(core, Grid.tile_bounds(grid, tile))
+
+      case bacteria ++ Enum.reverse(Map.get(entities, tile, [])) do
+        [] -> acc
+        there -> Map.put(acc, tile, there)
+      end
     end)
-    |> Map.new(fn {tile, entries} -> {tile, Enum.reverse(entries)} end)
   end
 
   # Where a viewer may hold an entity now, but in `now`: the tile of the
@@ -563,14 +570,14 @@ defmodule Grove.World.Zone.Views do
 
   defp tiles_effects(%__MODULE__{grid: grid} = views, core, pid, format, tiles, entries) do
     wanted = Map.new(tiles, &{&1, true})
-    extra = State.snapshot_extra(core) || %{names: [], cells: [], looks: [], events: []}
 
     in_tile = fn x, y ->
       tile = Grid.tile_of(grid, x, y)
       if is_map_key(wanted, tile), do: tile
     end
 
-    # The tile of each entity shown; the others' names and looks are not.
+    # The tile of each entity shown; the others' names and looks are not
+    # read (as `State.snapshot_extra/1` lists them, for those shown alone).
     where =
       :maps.fold(
         fn tile, there, where ->
@@ -582,9 +589,17 @@ defmodule Grove.World.Zone.Views do
         entries
       )
 
-    names = Enum.group_by(extra.names, &where[elem(&1, 0)])
-    looks = Enum.group_by(extra.looks, &where[elem(&1, 0)])
-    cells = Enum.group_by(extra.cells, fn {x, y, _code} -> in_tile.(x, y) end)
+    shown = for {id, entity} <- core.entities, is_map_key(where, id), do: {id, entity}
+    names = for {id, %Entity{label: {name, avatar}}} <- shown, do: {id, name, avatar}
+
+    looks =
+      if core.game == nil,
+        do: [],
+        else: for({id, %Entity{look: look}} <- shown, look != 0, do: {id, look})
+
+    names = Enum.group_by(names, &where[elem(&1, 0)])
+    looks = Enum.group_by(looks, &where[elem(&1, 0)])
+    cells = Enum.group_by(State.cells(core), fn {x, y, _code} -> in_tile.(x, y) end)
 
     data =
       for tile <- tiles do

@@ -149,5 +149,37 @@ defmodule Grove.World.Life.BoardTest do
       refute Board.alive?(board, 11, 21)
       assert Board.cells(Board.clear(board, [{13, 20}])) == [{10, 20}, {12, 21}, {10, 22}]
     end
+
+    test "the live cells within a rectangle are those of the whole board inside it, in its order" do
+      generator =
+        :proper_types.bind(
+          {:proper_types.integer(1, 20), :proper_types.integer(1, 20)},
+          fn {w, h} ->
+            cell = {:proper_types.integer(5, 4 + w), :proper_types.integer(7, 6 + h)}
+            # Rectangles that overlap the board, lie past it or hold nothing.
+            side = :proper_types.integer(0, 30)
+            {w, h, :proper_types.list(cell), side, side, side, side}
+          end,
+          false
+        )
+
+      check(
+        forall(generator, fn {w, h, live, x0, y0, dx, dy} ->
+          board = Board.put(Board.new({5, 7, 5 + w, 7 + h}), live)
+          bounds = {x0, y0, x0 + dx, y0 + dy}
+
+          expected =
+            for {x, y} <- Board.cells(board),
+                x >= x0,
+                x < x0 + dx,
+                y >= y0,
+                y < y0 + dy,
+                do: {x, y}
+
+          Board.cells_within(board, bounds) == expected
+        end),
+        numtests: 500
+      )
+    end
   end
 end

@@ -150,6 +150,96 @@ defmodule Grove.World.Zone.ViewsTilesTest do
     end
   end
 
+  # A format read tile by tile that gives back everything a tile's
+  # snapshot carries but its ground.
+  defmodule Extra do
+    @moduledoc false
+    @behaviour Grove.World.ViewFormat
+
+    @impl true
+    def tiled?(_name), do: true
+
+    @impl true
+    def encode_view(_name, what, tile, entries, departed),
+      do: {what, tile, entries, departed, nil}
+
+    @impl true
+    def encode_view(_name, what, tile, entries, departed, extra),
+      do: {what, tile, entries, departed, Map.delete(extra, :ground)}
+  end
+
+  describe "a snapshot of tiles" do
+    test "shows in each tile what the zone's whole snapshot shows there: entities, bacteria, names, the game's cells" do
+      cell = {:proper_types.integer(30, 59), :proper_types.integer(30, 59)}
+      tile = :proper_types.elements(tiles_of_zone() ++ [0])
+
+      check(
+        forall(
+          {:proper_types.list(cell), :proper_types.list(cell), :proper_types.list(cell),
+           :proper_types.non_empty(:proper_types.list(tile))},
+          fn {at, bacteria, baskets, tiles} ->
+            format = {Extra, :x}
+            spec = Grove.World.Game.Spec.new!({Grove.AppleGame, baskets: baskets, tick: :manual})
+            core = Grove.World.Zone.Game.setup(core(), spec, :generate)
+
+            core =
+              at
+              |> Enum.with_index(1)
+              |> Enum.reduce(core, fn {cell, id}, core ->
+                case State.place(core, entity(id), [cell]) do
+                  {:ok, _entity, core} -> core
+                  {:rejected, _reason, core} -> core
+                end
+              end)
+
+            board = Grove.World.Life.Board.put(Grove.World.Life.Board.new(core.bounds), bacteria)
+            core = State.put_bacteria(core, board)
+
+            {_effects, views} =
+              Views.subscribe(Views.new(@index, @grid, node(), 0), core, self(), 1, format)
+
+            ours = Enum.filter(tiles, &(Grid.tile_zone(@grid, &1) == @index))
+
+            data =
+              case Views.snapshot_tiles(views, core, self(), format, tiles) do
+                {[{:count, :snapshots_sent}, {:tell, _, {:grove_view, @index, :tiles, 0, data}}],
+                 _views} ->
+                  data
+
+                # None of this zone's tiles asked: nothing.
+                {[], _views} when ours == [] ->
+                  []
+              end
+
+            whole = State.snapshot_extra(core)
+            tile_of = fn x, y -> Grid.tile_of(@grid, x, y) end
+            where = Map.new(State.snapshot(core), fn {id, x, y, _} -> {id, tile_of.(x, y)} end)
+            assert Enum.map(data, &elem(&1, 0)) == ours
+
+            for {t, {:snapshot, shown, entries, [], extra}} <- data do
+              assert shown == t
+
+              assert entries ==
+                       for(
+                         {_id, x, y, _kind} = e <- State.snapshot(core),
+                         tile_of.(x, y) == t,
+                         do: e
+                       )
+
+              assert extra.names == for({id, _, _} = n <- whole.names, where[id] == t, do: n)
+              assert extra.looks == for({id, _} = l <- whole.looks, where[id] == t, do: l)
+              assert extra.cells == for({x, y, _} = c <- whole.cells, tile_of.(x, y) == t, do: c)
+              assert extra.events == []
+            end
+
+            true
+          end
+        ),
+        numtests: 200
+      )
+    end
+  end
+
   ## The property: whatever entities do (move within the zone, across its
   ## tiles and out of it, come into it) and whatever tiles a viewer holds,
   ## each tile it holds shows, after each delta, exactly the entities in it,
