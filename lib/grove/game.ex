@@ -78,6 +78,13 @@ defmodule Grove.Game do
     * `catch_up/3` - several ticks at once, `catch_up(area, ticks, roll)`:
       a game that has it lets the zones nobody watches owe their ticks
       and run them together (see "Ticks nobody watches").
+    * `ticks?/1` - whether a tick may change a cell holding this value
+      (default: any value may). A tick that reads the cells it may change
+      through `Grove.Game.Area.ticking/1` gets those alone, kept by the
+      zone as the layer changes, where `Grove.Game.Area.cells/1` lists
+      every cell with a value: the orchard's ticks, in every watched zone
+      every second, look at its trees short of apples and its grazed
+      flowers, not at every tree, basket and apple on the ground.
     * `show/1` - what players see of a cell's value: `0` nothing, or a
       code from 1 to 255 that `legend/0` explains (default `0`).
     * `look/1` - what players see of an entity's attributes, likewise.
@@ -257,6 +264,7 @@ defmodule Grove.Game do
   @callback enter_cells() :: :all | :layer
   @callback tick(Area.t(), roll :: non_neg_integer()) :: [effect()]
   @callback catch_up(Area.t(), ticks :: pos_integer(), roll :: non_neg_integer()) :: [effect()]
+  @callback ticks?(value()) :: boolean()
   @callback show(value()) :: 0..255
   @callback look(attrs()) :: 0..255
   @callback blocks(value()) :: boolean() | nil
@@ -272,6 +280,7 @@ defmodule Grove.Game do
                       enter_cells: 0,
                       tick: 2,
                       catch_up: 3,
+                      ticks?: 1,
                       show: 1,
                       look: 1,
                       blocks: 1,

@@ -64,6 +64,21 @@ defmodule Grove.Game.Area do
 
   def cells(%State{game: nil}), do: []
 
+  @doc """
+  The cells of the area whose value a tick may change, as `cells/1`
+  gives them: those whose value the game's `ticks?/1` keeps, or, for a
+  game without it, every cell whose layer holds a value.
+  """
+  @spec ticking(t()) :: [{Grid.cell(), Game.value()}]
+  def ticking(%State{game: %{spec: %{hooks: %{ticks?: true}}} = game, grid: grid}),
+    do:
+      for(
+        {key, _} <- game.ticking,
+        do: {Grid.cell_of_key(grid, key), Map.fetch!(game.layer, key)}
+      )
+
+  def ticking(%State{} = state), do: cells(state)
+
   @doc "An entity of the area by id, or nil."
   @spec entity(t(), Entity.id()) :: Entity.t() | nil
   def entity(%State{} = state, id) do

@@ -138,19 +138,19 @@ defmodule Grove.Games.Orchard do
     bears = bears(grow, ticks)
     regrows = 1 - :math.pow(1 - config.regrow / 1000, ticks)
 
-    # Only trees short of apples and grazed flowers can change: the
-    # others (most of a layer, once its trees bear their three) are
-    # passed over without a draw.
-    for {cell, value} <- Area.cells(area),
-        grows?(value),
+    # Only trees short of apples and grazed flowers can change
+    # (`ticks?/1`): the zone lists those alone, not the rest of the layer
+    # (every other tree, the baskets, apples on the ground).
+    for {cell, value} <- Area.ticking(area),
         effect = grow(value, cell, draw(roll, cell), bears, regrows),
         effect != nil,
         do: effect
   end
 
-  defp grows?({:tree, n}), do: n < @most
-  defp grows?(:grazed), do: true
-  defp grows?(_value), do: false
+  @impl true
+  def ticks?({:tree, n}), do: n < @most
+  def ticks?(:grazed), do: true
+  def ticks?(_value), do: false
 
   # A uniform draw in [0, 1) for a cell at a tick.
   @draws 1_000_000

@@ -119,6 +119,61 @@ defmodule Grove.Games.OrchardTest do
     assert value(state, {2, 2}) == {:tree, 3}
   end
 
+  test "a tick is given the trees short of apples and the grazed flowers alone, as the layer changes" do
+    value =
+      :proper_types.oneof([
+        {:tree, :proper_types.integer(0, 3)},
+        :basket,
+        :grazed,
+        {:apples, :proper_types.integer(1, 5)}
+      ])
+
+    cell = {:proper_types.integer(0, 9), :proper_types.integer(0, 9)}
+    # Ticks grow trees to three and bring flowers back; a picker beside
+    # the tree at {2, 2} takes its apples, a sheep beside the flowers at
+    # {5, 5} grazes them; the code reloaded lists the cells anew.
+    change = :proper_types.elements([:tick, :tick, :pick, :graze, :renew])
+
+    check(
+      forall(
+        {:proper_types.list({cell, value}), {:tree, :proper_types.integer(0, 3)},
+         :proper_types.list(change)},
+        fn {layer, tree, changes} ->
+          around = [{2, 2}, {2, 3}, {5, 4}, {5, 5}]
+          layer = [{{2, 2}, tree} | Enum.reject(layer, fn {cell, _} -> cell in around end)]
+          state = zone(layer) |> join(1, {2, 3}) |> join(2, {5, 4})
+
+          state =
+            changes
+            |> Enum.with_index()
+            |> Enum.reduce(state, fn
+              {:tick, roll}, state ->
+                Game.tick(state, roll * 7919)
+
+              {:pick, _}, state ->
+                state |> act(1, :pick, :n) |> elem(2)
+
+              {:graze, _}, state ->
+                state |> act(2, :graze, :s) |> elem(2)
+
+              {:renew, _}, state ->
+                {:ok, state} = Game.renew(state, state.game.spec)
+                state
+            end)
+
+          expected =
+            for {cell, value} <- Grove.Game.Area.cells(state),
+                Orchard.ticks?(value),
+                do: {cell, value}
+
+          assert Enum.sort(Grove.Game.Area.ticking(state)) == Enum.sort(expected)
+          true
+        end
+      ),
+      numtests: 300
+    )
+  end
+
   # Every cell of the 10 x 10 zone holds `value`, with the game's options.
   defp zone_of(value, options),
     do: zone(for(x <- 0..9, y <- 0..9, do: {{x, y}, value}), options)

@@ -46,7 +46,8 @@ defmodule Grove.World.Game.Spec do
   layer holds a value.
   """
   @type hooks :: %{
-          optional(:cell | :join | :leave | :tick | :catch_up | :show | :look | :blocks) => true,
+          optional(:cell | :join | :leave | :tick | :catch_up | :ticks? | :show | :look | :blocks) =>
+            true,
           optional(:enter) => true | :layer
         }
 
@@ -73,6 +74,7 @@ defmodule Grove.World.Game.Spec do
     enter: 2,
     tick: 2,
     catch_up: 3,
+    ticks?: 1,
     show: 1,
     look: 1,
     blocks: 1

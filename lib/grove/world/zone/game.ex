@@ -47,6 +47,8 @@ defmodule Grove.World.Zone.Game do
     layer: %{},
     codes: %{},
     walk: %{},
+    # The keys of the cells a tick may change (the game's `ticks?/1`).
+    ticking: %{},
     cells_out: %{},
     entities_out: %{},
     tallies: [],
@@ -241,7 +243,7 @@ defmodule Grove.World.Zone.Game do
   # Codes, walls and looks again from the values, as the code says now;
   # what changed shows in the next delta.
   defp recode(%State{game: game} = state) do
-    state = %{state | game: %{game | codes: %{}, walk: %{}}}
+    state = %{state | game: %{game | codes: %{}, walk: %{}, ticking: %{}}}
 
     state =
       Enum.reduce(game.layer, state, fn {key, value}, state ->
@@ -815,8 +817,7 @@ defmodule Grove.World.Zone.Game do
 
     old = Map.get(game.codes, key, 0)
     codes = if code == 0, do: Map.delete(game.codes, key), else: Map.put(game.codes, key, code)
-
-    game = %{game | layer: layer, codes: codes, walk: walk}
+    game = %{game | layer: layer, codes: codes, walk: walk, ticking: ticking(game, key, value)}
 
     game = if record?, do: %{game | cells_out: Map.put(game.cells_out, key, true)}, else: game
 
@@ -827,6 +828,17 @@ defmodule Grove.World.Zone.Game do
 
     %{state | game: game}
   end
+
+  # Whether a tick may change the cell, kept for a game with `ticks?/1`.
+  defp ticking(%__MODULE__{spec: %{hooks: %{ticks?: true}} = spec, ticking: ticking}, key, value) do
+    case value != nil and spec.module.ticks?(value) do
+      true -> Map.put(ticking, key, true)
+      false -> Map.delete(ticking, key)
+      other -> throw({:bad_effect, {:bad_ticks?, other}})
+    end
+  end
+
+  defp ticking(%__MODULE__{ticking: ticking}, _key, _value), do: ticking
 
   defp set_attrs(%State{game: game} = state, id, attrs, look) do
     %{^id => %Entity{look: old}} = state.entities

@@ -57,6 +57,12 @@ defmodule Grove.World.Zone.GameTest do
            ]
   end
 
+  test "a game without ticks?/1 has its ticks given every cell whose layer holds a value" do
+    state = zone(0)
+    assert Grove.Game.Area.ticking(state) == Grove.Game.Area.cells(state)
+    assert length(Grove.Game.Area.ticking(state)) == 2
+  end
+
   # The apple game, but for a cell whose cell/3 raises.
   defmodule Stumbling do
     @moduledoc false
