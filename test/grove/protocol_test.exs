@@ -677,9 +677,6 @@ defmodule Grove.ProtocolTest do
     end
   end
 
-  # Server frames as this server writes them (unmasked, unfragmented).
-  defp decode_frames(<<>>, _encoding, _version), do: []
-
   # The outcome's hand encoder (`Frames.outcome/6`) writes what its
   # definition does.
   defp assert_outcome_by_hand(outcome, encoding, version, kind) do
@@ -687,6 +684,9 @@ defmodule Grove.ProtocolTest do
 
     assert by_hand == WebSocket.frame(kind, Protocol.encode(outcome, encoding, version))
   end
+
+  # Server frames as this server writes them (unmasked, unfragmented).
+  defp decode_frames(<<>>, _encoding, _version), do: []
 
   defp decode_frames(
          <<_fin_op, 127, size::64, payload::binary-size(size), rest::binary>>,
