@@ -144,6 +144,22 @@ defmodule Grove.Actors.HerdTest do
     end
   end
 
+  describe "pace" do
+    # Slots of half the interval (the default), where every actor comes
+    # back one to three slots on; the other tests' slots of a tenth of it
+    # bring actors back eight to thirteen slots on.
+    test "with slots of half the interval, every actor moves, again and again, and is on the wheel once",
+         %{world: world} do
+      {herd, stats} = start_herd(StubWorld.new(world, moves: :answer), count: 20, resolution: 50)
+
+      per_actor = moves_per_actor(%{}, 200, System.monotonic_time(:millisecond) + 30_000)
+      assert map_size(per_actor) == 20
+      assert Enum.all?(Map.values(per_actor), &(&1 >= 2))
+      assert wheel_ids(herd) == Enum.sort(Map.keys(per_actor))
+      assert counts(stats).joined == 20
+    end
+  end
+
   describe "where nobody watches" do
     test "an actor takes one turn in unseen_every and rests the others, and every turn once seen",
          %{world: world} do

@@ -89,6 +89,21 @@ defmodule Grove.Actors.Herd.Wheel do
   end
 
   @doc """
+  Puts actors in a slot at once, ahead of those already in it, as many
+  `add/3` calls would in the list's reverse order (a herd's turns gather
+  the actors that come back in the same slot).
+  """
+  @spec add_all(t(), slot(), [entry()]) :: t()
+  def add_all(wheel, _slot, []), do: wheel
+
+  def add_all(%__MODULE__{slots: slots} = wheel, slot, entries) do
+    case slots do
+      %{^slot => present} -> %{wheel | slots: %{slots | slot => entries ++ present}}
+      _ -> %{wheel | slots: Map.put(slots, slot, entries)}
+    end
+  end
+
+  @doc """
   Every entry put through `fun`, each in its slot (an actor kind's new
   code upgrading its actors' states).
   """

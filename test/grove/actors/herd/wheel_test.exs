@@ -37,6 +37,14 @@ defmodule Grove.Actors.Herd.WheelTest do
     assert Wheel.next_due(Wheel.drop(wheel, :c), 0, 5) == nil
   end
 
+  test "actors put in a slot at once are where one by one, in the reverse order, would put them" do
+    wheel = Wheel.new(100, 0) |> Wheel.add(3, {:a, 0})
+    one_by_one = wheel |> Wheel.add(3, {:b, 0}) |> Wheel.add(3, {:c, 0}) |> Wheel.add(4, {:d, 0})
+    at_once = wheel |> Wheel.add_all(3, [{:c, 0}, {:b, 0}]) |> Wheel.add_all(4, [{:d, 0}])
+    assert at_once == one_by_one
+    assert Wheel.add_all(wheel, 5, []) == wheel
+  end
+
   test "every entry can be changed where it is, and listed" do
     wheel =
       Wheel.new(100, 0) |> Wheel.add(3, {:a, 1}) |> Wheel.add(3, {:b, 2}) |> Wheel.add(9, {:c, 3})
@@ -126,6 +134,7 @@ defmodule Grove.Actors.Herd.WheelTest do
 
     :proper_types.oneof([
       {:add, slot, id},
+      {:add_all, slot, :proper_types.list(id)},
       {:drop, id},
       {:take, :proper_types.integer(0, 5)},
       {:pop, slot}
@@ -137,6 +146,12 @@ defmodule Grove.Actors.Herd.WheelTest do
     if List.keymember?(model, id, 1),
       do: {wheel, model},
       else: {Wheel.add(wheel, slot, {id, 0}), [{slot, id} | model]}
+  end
+
+  defp run({:add_all, slot, ids}, wheel, model) do
+    ids = ids |> Enum.uniq() |> Enum.reject(&List.keymember?(model, &1, 1))
+    entries = for id <- ids, do: {id, 0}
+    {Wheel.add_all(wheel, slot, entries), model ++ for(id <- ids, do: {slot, id})}
   end
 
   defp run({:drop, id}, wheel, model) do
