@@ -20,6 +20,7 @@ defmodule Grove.ReloaderTest do
   @game Grove.ReloaderTest.Counter
   @kind Grove.ReloaderTest.Stayer
   @racer Grove.ReloaderTest.Racer
+  @extra Grove.ReloaderTest.Extra
 
   # The game, as a developer would write it: `count` counts on the actor's
   # cell and answers with a word. Its count is an integer (`:integer`) or, from
@@ -160,7 +161,7 @@ defmodule Grove.ReloaderTest do
     on_exit(fn ->
       File.rm_rf(dir)
 
-      for module <- [@game, @kind, @racer] do
+      for module <- [@game, @kind, @racer, @extra] do
         :code.purge(module)
         :code.delete(module)
       end
@@ -253,6 +254,30 @@ defmodule Grove.ReloaderTest do
     {pong, _conn} = expect(conn, :pong)
     assert pong.t == 7
     assert World.position(world, welcome.id) != nil
+  end
+
+  # A look walks the directories again only when one of them changed:
+  # what it must still see is a file added where there was none, one
+  # changed in place, and one gone.
+  test "a file added in a new directory is loaded at the next look, changed in place again, and forgotten once removed",
+       %{file: file, reloader: reloader} do
+    assert Reloader.check(reloader) == {:ok, []}
+    extra = Path.join([Path.dirname(file), "more", "extra.ex"])
+    File.mkdir_p!(Path.dirname(extra))
+    extra_source = &"defmodule #{inspect(@extra)} do\n  def word, do: #{inspect(&1)}\nend\n"
+    File.write!(extra, extra_source.(:one))
+    # (A module that is neither the game nor a kind is loaded, not listed.)
+    assert {:ok, _} = Reloader.check(reloader)
+    assert @extra.word() == :one
+
+    rewrite(extra, extra_source.(:two))
+    assert {:ok, _} = Reloader.check(reloader)
+    assert @extra.word() == :two
+
+    File.rm!(extra)
+    assert Reloader.check(reloader) == {:ok, []}
+    refute Map.has_key?(:sys.get_state(reloader).files, extra)
+    assert Map.has_key?(:sys.get_state(reloader).files, file)
   end
 
   test "an actor kind changed in a running world: its actors' states go through upgrade/2",
