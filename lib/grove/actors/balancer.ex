@@ -118,9 +118,9 @@ defmodule Grove.Actors.Balancer do
     if Grove.Cluster.quorum?(state.instance), do: rebalance(state), else: state
   end
 
+  # The new share is said before the kinds are started or retired to it, so
+  # whoever sees the actors running can find the line that says why.
   defp rebalance(%State{members: members} = state) do
-    state = Enum.reduce(state.kinds, state, &balance_kind(&2, &1, members))
-
     share =
       Enum.sum(for kind <- state.kinds, do: Share.of(kind.count, members, node(), kind.index))
 
@@ -133,6 +133,7 @@ defmodule Grove.Actors.Balancer do
           "actors: this node now runs #{share} of #{total} (#{length(members)} members)"
         )
 
+    state = Enum.reduce(state.kinds, state, &balance_kind(&2, &1, members))
     %{state | last: now}
   end
 
