@@ -14,6 +14,7 @@
 #
 # A profile, not a benchmark: eprof slows what it watches, for its 3 s.
 Code.require_file("process_kind.exs", __DIR__)
+Code.require_file("eprof.exs", __DIR__)
 
 spawn(fn ->
   Process.sleep(String.to_integer(System.get_env("KNEE_PROBE_AFTER", "60")) * 1000)
@@ -136,22 +137,6 @@ spawn(fn ->
   for {k, n} <- Enum.sort_by(counted, &(-elem(&1, 1))),
       do: IO.puts("PROBE connection #{inspect(k)}: #{Float.round(n / per, 2)} a player-second")
 
-  :eprof.start()
-  :eprof.start_profiling(Process.list())
-  Process.sleep(3_000)
-  :eprof.stop_profiling()
-  file = Path.join(System.tmp_dir!(), "knee-probe-eprof-#{System.pid()}.txt")
-  :eprof.log(String.to_charlist(file))
-  :eprof.analyze(:total, [{:sort, :time}])
-  :eprof.stop()
-
-  file
-  |> File.read!()
-  |> String.split("\n")
-  |> Enum.filter(&String.contains?(&1, ":"))
-  |> Enum.take(-32)
-  |> Enum.each(&IO.puts("PROBE eprof #{&1}"))
-
-  File.rm(file)
+  Grove.Bench.Eprof.print(Process.list(), 3_000, 32, "PROBE eprof")
   IO.puts("PROBE done")
 end)

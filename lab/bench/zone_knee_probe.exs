@@ -9,6 +9,8 @@
 # 3 s and prints their 40 costliest functions. Lines start with `PROBE`.
 #
 # A profile, not a benchmark: the trace and eprof slow what they watch.
+Code.require_file("eprof.exs", __DIR__)
+
 spawn(fn ->
   Process.sleep(String.to_integer(System.get_env("KNEE_PROBE_AFTER", "60")) * 1000)
   Process.flag(:priority, :high)
@@ -101,22 +103,6 @@ spawn(fn ->
     "PROBE zone heaps (words): median #{Enum.at(Enum.sort(heaps), div(length(heaps), 2))}, max #{Enum.max(heaps, fn -> 0 end)}"
   )
 
-  :eprof.start()
-  :eprof.start_profiling(zones)
-  Process.sleep(3_000)
-  :eprof.stop_profiling()
-  file = Path.join(System.tmp_dir!(), "zone-knee-probe-eprof-#{System.pid()}.txt")
-  :eprof.log(String.to_charlist(file))
-  :eprof.analyze(:total, [{:sort, :time}])
-  :eprof.stop()
-
-  file
-  |> File.read!()
-  |> String.split("\n")
-  |> Enum.filter(&String.contains?(&1, ":"))
-  |> Enum.take(-42)
-  |> Enum.each(&IO.puts("PROBE eprof #{&1}"))
-
-  File.rm(file)
+  Grove.Bench.Eprof.print(zones, 3_000, 42, "PROBE eprof")
   IO.puts("PROBE done")
 end)
