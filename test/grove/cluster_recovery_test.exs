@@ -249,7 +249,9 @@ defmodule Grove.ClusterRecoveryTest do
     eventually(
       fn ->
         assert_one_owner(nodes, world)
-        placed = Enum.map(World.Placer.locations(world, a), &elem(&1, 0))
+        # A placer still starting (or paused) says so: asked again.
+        assert is_list(locations = World.Placer.locations(world, a))
+        placed = Enum.map(locations, &elem(&1, 0))
         assert placed == Tuple.to_list(Grove.Cluster.Placement.owners(@zones, nodes))
       end,
       @wait
@@ -403,9 +405,17 @@ defmodule Grove.ClusterRecoveryTest do
     for node <- nodes, {index, at} <- running do
       assert zone_node(node, world, index) == at,
              "#{node} places zone #{index} on #{zone_node(node, world, index)}, it runs on #{at}; " <>
-               inspect(
-                 for n <- nodes, do: {n, Enum.at(Grove.World.Placer.locations(world, n), index)}
-               )
+               inspect(for n <- nodes, do: {n, placed_at(world, n, index)})
+    end
+  end
+
+  # Where a node's placer places a zone, or `:starting` while it starts
+  # (or is paused): for a failed assertion's message, which must not fail
+  # itself, since `eventually` retries only a failed assertion.
+  defp placed_at(world, node, index) do
+    case World.Placer.locations(world, node) do
+      locations when is_list(locations) -> Enum.at(locations, index)
+      :starting -> :starting
     end
   end
 
