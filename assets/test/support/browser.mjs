@@ -145,67 +145,70 @@ const blocking = new Set(["tree", "rock", "water"]);
 /**
  * Walks until a neighbouring cell is a tree, a rock or water, presses the
  * key toward it, and resolves with that move's outcome (the ground never
- * changes, so it is refused as `blocked`). Needs the terrain loaded. A
- * target whose way in stays taken (pickers stand around trees) is given
- * up for the next nearest, so the walk does not circle one crowded tree.
+ * changes, so it is refused as `blocked`). Needs the terrain loaded. Each
+ * step follows the shortest way the page knows to a cell beside such
+ * ground, around the players and actors it shows; a step the world
+ * refuses (an actor moved in) is avoided for a few steps, so the walk
+ * goes round a crowd instead of back and forth in front of it.
  */
 export async function refuseSomewhere(page, { keys: keyFor = ARROWS, attempts = 60 } = {}) {
-  const given = new Set();
+  const avoided = new Map(); // "x,y" -> the step until which it is avoided
   const path = [];
   for (let i = 0; i < attempts; i++) {
     const { x, y } = await page.evaluate(() => window.grove.state());
-    path.push(`${x},${y}`);
     for (const [direction, [dx, dy]] of Object.entries(step)) {
       const cell = await page.evaluate(([cx, cy]) => window.grove.cellAt(cx, cy), [x + dx, y + dy]);
       if (blocking.has(cell.terrain)) return pressForOutcome(page, keyFor[direction]);
     }
-    const target = await nearestBlocking(page, x, y, [...given]);
-    const closer = await stepToward(page, target, keyFor);
-    if (target !== null && !closer) given.add(`${target[0]},${target[1]}`);
+    for (const [cell, until] of avoided) if (until <= i) avoided.delete(cell);
+    const way = await firstStepBeside(page, x, y, [...avoided.keys()]);
+    // Nothing known leads there now (a crowd all round): any key, in turn.
+    const direction = way ?? Object.keys(step)[i % 4];
+    const outcome = await pressForOutcome(page, keyFor[direction]);
+    path.push(`${x},${y} ${direction} ${outcome.result}`);
+    if (outcome.result !== "ok") {
+      const [dx, dy] = step[direction];
+      avoided.set(`${x + dx},${y + dy}`, i + 5);
+    }
   }
-  throw new Error(
-    `no tree, rock or water next to the avatar in ${attempts} steps: it stood at ${path.join(" ")}; ` +
-      `targets given up: ${[...given].join(" ") || "none"}`,
-  );
+  throw new Error(`no tree, rock or water next to the avatar in ${attempts} steps: ${path.join(", ")}`);
 }
 
-// The nearest tree, rock or water the loaded terrain shows, by rings around
-// a cell, other than the cells ("x,y") given up.
-async function nearestBlocking(page, x, y, givenUp) {
+// The first step ("n", "e", "s" or "w") of the shortest way over free cells
+// (ground that does not block, no entity the page shows, none of the cells
+// "x,y" avoided) from a cell to one beside a tree, rock or water; null if
+// none is known within 40 cells.
+async function firstStepBeside(page, x, y, avoid) {
   return page.evaluate(
-    ([cx, cy, kinds, skip]) => {
-      for (let r = 1; r <= 50; r++) {
-        for (let dy = -r; dy <= r; dy++) {
-          for (let dx = -r; dx <= r; dx++) {
-            if (Math.max(Math.abs(dx), Math.abs(dy)) !== r) continue;
-            if (skip.includes(`${cx + dx},${cy + dy}`)) continue;
-            if (kinds.includes(window.grove.cellAt(cx + dx, cy + dy).terrain)) return [cx + dx, cy + dy];
+    ([sx, sy, steps, kinds, avoided]) => {
+      const skip = new Set(avoided);
+      const first = new Map([[`${sx},${sy}`, null]]);
+      let frontier = [[sx, sy]];
+      for (let distance = 0; distance < 40 && frontier.length > 0; distance++) {
+        const next = [];
+        for (const [cx, cy] of frontier) {
+          const from = first.get(`${cx},${cy}`);
+          if (from !== null) {
+            const beside = Object.values(steps).some(([dx, dy]) =>
+              kinds.includes(window.grove.cellAt(cx + dx, cy + dy).terrain),
+            );
+            if (beside) return from;
+          }
+          for (const [direction, [dx, dy]] of Object.entries(steps)) {
+            const key = `${cx + dx},${cy + dy}`;
+            if (first.has(key) || skip.has(key)) continue;
+            const cell = window.grove.cellAt(cx + dx, cy + dy);
+            if (cell.terrain === undefined || kinds.includes(cell.terrain) || cell.entity) continue;
+            first.set(key, from ?? direction);
+            next.push([cx + dx, cy + dy]);
           }
         }
+        frontier = next;
       }
       return null;
     },
-    [x, y, [...blocking], givenUp],
+    [x, y, step, [...blocking], avoid],
   );
-}
-
-// One step that brings the avatar closer to a cell; true if it did, false
-// if no such step was taken (then it steps anywhere it can, to try again
-// from elsewhere).
-async function stepToward(page, target, keyFor) {
-  if (target !== null) {
-    const { x, y } = await page.evaluate(() => window.grove.state());
-    const distance = ([dx, dy]) => Math.abs(target[0] - (x + dx)) + Math.abs(target[1] - (y + dy));
-    const closer = Object.entries(step)
-      .filter(([, delta]) => distance(delta) < distance([0, 0]))
-      .map(([direction]) => keyFor[direction]);
-    for (const key of closer) {
-      const outcome = await pressForOutcome(page, key);
-      if (outcome.result === "ok") return true;
-    }
-  }
-  await moveSomewhere(page, { keys: keyFor });
-  return false;
 }
 
 /** What the viewport shows: cell count, the own avatar's cell, and the actors' cells. */
