@@ -446,25 +446,31 @@ defmodule Grove.World.Zone.Views do
   # snapshot's viewer whole, kind and name.
   defp away(%__MODULE__{placed: nil} = views, _core, _tiles), do: views
 
+  # Only an entity that moved or left since the last delta can be away
+  # from the tile it had there: the core's changes since then (`changed`,
+  # `departed`, which the next delta takes) name every one, so those alone
+  # are looked at, not every entity and bacterium the zone placed.
   defp away(%__MODULE__{placed: placed, grid: grid, away: away} = views, core, tiles) do
     wanted = Map.new(tiles, &{&1, true})
     entities = core.entities
 
-    away =
-      :maps.fold(
-        fn id, tile, away ->
+    away_of = fn id, _value, away ->
+      case placed do
+        %{^id => tile} when is_map_key(wanted, tile) ->
           here =
             case entities do
               %{^id => %Entity{x: x, y: y}} -> Grid.tile_of(grid, x, y) == tile
               _gone -> false
             end
 
-          if is_map_key(wanted, tile) and not here, do: Map.put(away, id, true), else: away
-        end,
-        away,
-        placed
-      )
+          if here, do: away, else: Map.put(away, id, true)
 
+        _elsewhere ->
+          away
+      end
+    end
+
+    away = :maps.fold(away_of, :maps.fold(away_of, away, core.changed), core.departed)
     %{views | away: away}
   end
 
