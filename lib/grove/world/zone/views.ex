@@ -213,9 +213,9 @@ defmodule Grove.World.Zone.Views do
   def snapshot_tiles(%__MODULE__{} = views, core, pid, format, tiles) do
     if member?(views, {pid, format}) do
       tiles = for tile <- tiles, Grid.tile_zone(views.grid, tile) == views.index, do: tile
-      entries = in_tiles(views.grid, core, tiles)
+      shown = in_tiles(views.grid, core, tiles)
       views = away(views, core, tiles)
-      {tiles_effects(views, core, pid, format, tiles, entries), show(views, entries)}
+      {tiles_effects(views, core, pid, format, tiles, shown), show(views, shown)}
     else
       {[], views}
     end
@@ -489,50 +489,65 @@ defmodule Grove.World.Zone.Views do
     %{views | placed: placed}
   end
 
-  # The entities a snapshot of `tiles` shows, by tile: the next delta
-  # takes them from there too, should they have moved or left meanwhile.
-  # The entities a snapshot of tiles shows (`in_tiles/3`) are remembered
-  # as shown there.
-  defp show(%__MODULE__{placed: nil} = views, _entries), do: views
+  # The entities a snapshot of `tiles` shows, by tile (`in_tiles/3`), are
+  # remembered as shown there: the next delta takes them from there too,
+  # should they have moved or left meanwhile.
+  defp show(%__MODULE__{placed: nil} = views, _shown), do: views
 
-  defp show(views, entries) do
+  defp show(views, shown_by_tile) do
     shown =
       :maps.fold(
-        fn tile, there, shown ->
+        fn tile, {there, _names, _looks}, shown ->
           Enum.reduce(there, shown, fn {id, _x, _y, _kind}, shown ->
             Map.update(shown, id, [tile], &[tile | &1])
           end)
         end,
         views.shown,
-        entries
+        shown_by_tile
       )
 
     %{views | shown: shown}
   end
 
-  # The zone's entities in the given tiles, by tile, in the order of
-  # `State.snapshot/1`; tiles with none are left out. One pass over the
-  # zone's entities serves both the snapshot and what it showed; its
+  # What a snapshot of `tiles` shows in each, by tile: its entries (the
+  # zone's bacteria there, then its entities, in the order of
+  # `State.snapshot/1`), and the names and looks (with a game) of the
+  # entities among them, as `State.snapshot_extra/1` lists them for those
+  # shown alone; tiles with no entry are left out. One pass over the
+  # zone's entities finds each one's tile once for all three; its
   # bacteria are read from the tiles' rectangles alone, not listed whole
   # (a zone of 50 cells a side has 25 tiles, and a viewer asks for few).
   defp in_tiles(_grid, _core, []), do: %{}
 
   defp in_tiles(grid, core, tiles) do
     wanted = Map.new(tiles, &{&1, true})
+    looks? = core.game != nil
 
     entities =
-      for {id, %Entity{x: x, y: y, kind: kind}} <- core.entities,
+      for {id, %Entity{x: x, y: y} = entity} <- core.entities,
           tile = Grid.tile_of(grid, x, y),
           is_map_key(wanted, tile),
-          reduce: %{},
-          do: (acc -> Map.update(acc, tile, [{id, x, y, kind}], &[{id, x, y, kind} | &1]))
+          reduce: %{} do
+        acc ->
+          {there, names, looks} = Map.get(acc, tile, {[], [], []})
+
+          names =
+            case entity.label do
+              {name, avatar} -> [{id, name, avatar} | names]
+              nil -> names
+            end
+
+          looks = if looks? and entity.look != 0, do: [{id, entity.look} | looks], else: looks
+          Map.put(acc, tile, {[{id, x, y, entity.kind} | there], names, looks})
+      end
 
     Enum.reduce(Map.keys(wanted), %{}, fn tile, acc ->
       bacteria = State.bacteria_within(core, Grid.tile_bounds(grid, tile))
+      {there, names, looks} = Map.get(entities, tile, {[], [], []})
 
-      case bacteria ++ Enum.reverse(Map.get(entities, tile, [])) do
+      case bacteria ++ Enum.reverse(there) do
         [] -> acc
-        there -> Map.put(acc, tile, there)
+        there -> Map.put(acc, tile, {there, Enum.reverse(names), Enum.reverse(looks)})
       end
     end)
   end
@@ -572,9 +587,9 @@ defmodule Grove.World.Zone.Views do
 
   # Each tile as it is now, as a snapshot of its own (its entities, the
   # names, cells and looks in it, its ground), all in one message.
-  defp tiles_effects(_views, _core, _pid, _format, [], _entries), do: []
+  defp tiles_effects(_views, _core, _pid, _format, [], _shown), do: []
 
-  defp tiles_effects(%__MODULE__{grid: grid} = views, core, pid, format, tiles, entries) do
+  defp tiles_effects(%__MODULE__{grid: grid} = views, core, pid, format, tiles, shown) do
     wanted = Map.new(tiles, &{&1, true})
 
     in_tile = fn x, y ->
@@ -582,42 +597,21 @@ defmodule Grove.World.Zone.Views do
       if is_map_key(wanted, tile), do: tile
     end
 
-    # The tile of each entity shown; the others' names and looks are not
-    # read (as `State.snapshot_extra/1` lists them, for those shown alone).
-    where =
-      :maps.fold(
-        fn tile, there, where ->
-          Enum.reduce(there, where, fn {id, _x, _y, _kind}, where ->
-            Map.put(where, id, tile)
-          end)
-        end,
-        %{},
-        entries
-      )
-
-    shown = for {id, entity} <- core.entities, is_map_key(where, id), do: {id, entity}
-    names = for {id, %Entity{label: {name, avatar}}} <- shown, do: {id, name, avatar}
-
-    looks =
-      if core.game == nil,
-        do: [],
-        else: for({id, %Entity{look: look}} <- shown, look != 0, do: {id, look})
-
-    names = Enum.group_by(names, &where[elem(&1, 0)])
-    looks = Enum.group_by(looks, &where[elem(&1, 0)])
     cells = Enum.group_by(State.cells(core), fn {x, y, _code} -> in_tile.(x, y) end)
 
     data =
       for tile <- tiles do
+        {there, names, looks} = Map.get(shown, tile, {[], [], []})
+
         tile_extra = %{
-          names: Map.get(names, tile, []),
+          names: names,
           cells: Map.get(cells, tile, []),
-          looks: Map.get(looks, tile, []),
+          looks: looks,
           events: [],
           ground: Terrain.crop(core.terrain, Grid.tile_bounds(grid, tile))
         }
 
-        {tile, encode(format, :snapshot, tile, Map.get(entries, tile, []), [], tile_extra)}
+        {tile, encode(format, :snapshot, tile, there, [], tile_extra)}
       end
 
     [
