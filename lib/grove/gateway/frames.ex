@@ -182,22 +182,32 @@ defmodule Grove.Gateway.Frames do
           []
       end
 
-    # From version 4 on, a ground may go ahead of the parts before it in
-    # the same `areas` (`join/2`): it is the ground's, whatever they say.
     ground =
       case extra do
-        %{ground: %Area{} = ground} when version >= 4 ->
-          [{:before, ground(encoding, version, zone, ground)}]
-
-        %{ground: %Area{} = ground} when version >= 3 ->
-          [ground(encoding, version, zone, ground)]
-
-        _none ->
-          []
+        %{ground: %Area{} = ground} -> ground_part(encoding, version, zone, ground)
+        %{ground: {:encoded, part}} -> part
+        _none -> []
       end
 
     [ground, names | area_or_part(format, what, zone, entries, departed, game(extra))]
   end
+
+  # A snapshot's ground, as `encode_view/6` puts it first: a zone keeps it
+  # for each view tile (the ground does not change) and passes it back as
+  # `{:encoded, part}`.
+  @impl Grove.World.ViewFormat
+  def encode_ground(format, zone, %Area{} = ground),
+    do: ground_part(elem(format, 0), elem(format, 1), zone, ground)
+
+  # From version 4 on, a ground may go ahead of the parts before it in
+  # the same `areas` (`join/2`): it is the ground's, whatever they say.
+  defp ground_part(encoding, version, zone, ground) when version >= 4,
+    do: [{:before, ground(encoding, version, zone, ground)}]
+
+  defp ground_part(encoding, version, zone, ground) when version >= 3,
+    do: [ground(encoding, version, zone, ground)]
+
+  defp ground_part(_encoding, _version, _zone, _ground), do: []
 
   # An area that shows something of a game is an `area` of its own in
   # every version; the `areas` parts carry entities alone.

@@ -50,7 +50,8 @@ defmodule Grove.World.ViewFormat do
   `{x, y, code}`, entities' `looks` as `{id, code}`, and `events` as `{id,
   x, y, name, data}` (who caused it, 0 for nobody; where; what; small
   data). A snapshot also carries the zone's `ground` (its own cells,
-  `Grove.World.Terrain.crop/2`), for formats that send it.
+  `Grove.World.Terrain.crop/2`), for formats that send it, or that ground
+  as the format encoded it before (`encode_ground/3`).
   """
   @type extra :: %{
           required(:names) => [name()],
@@ -59,7 +60,7 @@ defmodule Grove.World.ViewFormat do
           required(:events) => [
             {Entity.id(), non_neg_integer(), non_neg_integer(), atom(), map()}
           ],
-          optional(:ground) => Grove.World.Terrain.Area.t()
+          optional(:ground) => Grove.World.Terrain.Area.t() | {:encoded, term()}
         }
 
   @doc """
@@ -108,5 +109,16 @@ defmodule Grove.World.ViewFormat do
   """
   @callback tiled?(format :: term()) :: boolean()
 
-  @optional_callbacks encode_view: 6, tiled?: 1
+  @doc """
+  A snapshot's `ground`, encoded as `encode_view/6` would encode it within
+  the snapshot, for zone or tile `index`. A zone keeps what it returns for
+  each of its view tiles and format (the ground does not change) and
+  passes it back in the snapshots of that tile as `ground: {:encoded,
+  part}`, which `encode_view/6` then puts where it puts the ground; a
+  format without this callback gets the ground itself in every snapshot.
+  """
+  @callback encode_ground(format :: term(), Grid.zone_index(), Grove.World.Terrain.Area.t()) ::
+              term()
+
+  @optional_callbacks encode_view: 6, tiled?: 1, encode_ground: 3
 end

@@ -72,7 +72,16 @@ defmodule Grove.World.Zone.Views do
   alias Grove.World.{Entity, Feed, Grid, Terrain, ViewFormat}
   alias Grove.World.Zone.{State, Subscriptions}
 
-  defstruct [:index, :grid, :subscriptions, seq: 0, placed: nil, shown: %{}, away: %{}]
+  defstruct [
+    :index,
+    :grid,
+    :subscriptions,
+    seq: 0,
+    placed: nil,
+    shown: %{},
+    away: %{},
+    grounds: %{}
+  ]
 
   @type t :: %__MODULE__{
           index: Grid.zone_index(),
@@ -81,7 +90,8 @@ defmodule Grove.World.Zone.Views do
           seq: non_neg_integer(),
           placed: %{Entity.id() => Grid.tile_index()} | nil,
           shown: %{Entity.id() => [Grid.tile_index()]},
-          away: %{Entity.id() => true}
+          away: %{Entity.id() => true},
+          grounds: %{{Feed.format(), Grid.tile_index()} => term()}
         }
 
   @type message ::
@@ -215,7 +225,8 @@ defmodule Grove.World.Zone.Views do
       tiles = for tile <- tiles, Grid.tile_zone(views.grid, tile) == views.index, do: tile
       shown = in_tiles(views.grid, core, tiles)
       views = away(views, core, tiles)
-      {tiles_effects(views, core, pid, format, tiles, shown), show(views, shown)}
+      {grounds, views} = grounds(views, core, format, tiles)
+      {tiles_effects(views, core, pid, format, grounds, shown), show(views, shown)}
     else
       {[], views}
     end
@@ -589,8 +600,8 @@ defmodule Grove.World.Zone.Views do
   # names, cells and looks in it, its ground), all in one message.
   defp tiles_effects(_views, _core, _pid, _format, [], _shown), do: []
 
-  defp tiles_effects(%__MODULE__{grid: grid} = views, core, pid, format, tiles, shown) do
-    wanted = Map.new(tiles, &{&1, true})
+  defp tiles_effects(%__MODULE__{grid: grid} = views, core, pid, format, grounds, shown) do
+    wanted = Map.new(grounds, &{elem(&1, 0), true})
 
     in_tile = fn x, y ->
       tile = Grid.tile_of(grid, x, y)
@@ -600,7 +611,7 @@ defmodule Grove.World.Zone.Views do
     cells = Enum.group_by(State.cells(core), fn {x, y, _code} -> in_tile.(x, y) end)
 
     data =
-      for tile <- tiles do
+      for {tile, ground} <- grounds do
         {there, names, looks} = Map.get(shown, tile, {[], [], []})
 
         tile_extra = %{
@@ -608,7 +619,7 @@ defmodule Grove.World.Zone.Views do
           cells: Map.get(cells, tile, []),
           looks: looks,
           events: [],
-          ground: Terrain.crop(core.terrain, Grid.tile_bounds(grid, tile))
+          ground: ground
         }
 
         {tile, encode(format, :snapshot, tile, there, [], tile_extra)}
@@ -618,6 +629,31 @@ defmodule Grove.World.Zone.Views do
       {:count, :snapshots_sent},
       {:tell, pid, {:grove_view, views.index, :tiles, views.seq, data}}
     ]
+  end
+
+  # Each tile's ground, for a snapshot of it: encoded by a format that
+  # encodes it apart (`ViewFormat.encode_ground/3`), the first time alone,
+  # and kept for the snapshots after (a tile's ground never changes; the
+  # zone keeps at most one a tile for each format read); else the ground
+  # itself, cut from the zone's each time.
+  defp grounds(%__MODULE__{grid: grid} = views, core, {module, name} = format, tiles) do
+    if function_exported?(module, :encode_ground, 3) do
+      Enum.map_reduce(tiles, views, fn tile, views ->
+        case views.grounds do
+          %{{^format, ^tile} => part} ->
+            {{tile, {:encoded, part}}, views}
+
+          _first ->
+            ground = Terrain.crop(core.terrain, Grid.tile_bounds(grid, tile))
+            part = module.encode_ground(name, tile, ground)
+            grounds = Map.put(views.grounds, {format, tile}, part)
+            {{tile, {:encoded, part}}, %{views | grounds: grounds}}
+        end
+      end)
+    else
+      {for(tile <- tiles, do: {tile, Terrain.crop(core.terrain, Grid.tile_bounds(grid, tile))}),
+       views}
+    end
   end
 
   defp whole_snapshot(views, core, pid, format) do
