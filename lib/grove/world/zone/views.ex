@@ -356,27 +356,36 @@ defmodule Grove.World.Zone.Views do
     {tiles, placed} =
       Enum.reduce(changes, {%{}, placed}, fn {id, x, y, _kind} = entry, {tiles, placed} ->
         tile = Grid.tile_of(grid, x, y)
-        tiles = add(tiles, tile, 0, entry)
 
-        tiles = Enum.reduce(held_in(placed, shown, id, tile), tiles, &add(&2, &1, 1, id))
+        case placed do
+          # Nearly every change: an entity that stays in its tile, which
+          # no snapshot showed since the last delta: its entry, and that
+          # it stayed, in one update of the tile's part.
+          %{^id => ^tile} when not is_map_key(shown, id) and not is_map_key(away, id) ->
+            {stayed(tiles, tile, entry, id), placed}
 
-        # Stayed in its tile, and no snapshot of it was taken while it was
-        # away: every viewer of the tile knows it. Else it crossed from
-        # another tile, or such a snapshot did not show it: named in this
-        # one.
-        tiles =
-          case {placed, entities} do
-            {%{^id => ^tile}, _} when not is_map_key(away, id) ->
-              add(tiles, tile, 6, id)
+          _moved_or_shown ->
+            tiles = add(tiles, tile, 0, entry)
+            tiles = Enum.reduce(held_in(placed, shown, id, tile), tiles, &add(&2, &1, 1, id))
 
-            {%{^id => _}, %{^id => %Entity{label: {name, avatar}}}} ->
-              add(tiles, tile, 2, {id, name, avatar})
+            # Stayed in its tile, and no snapshot of it was taken while it
+            # was away: every viewer of the tile knows it. Else it crossed
+            # from another tile, or such a snapshot did not show it: named
+            # in this one.
+            tiles =
+              case {placed, entities} do
+                {%{^id => ^tile}, _} when not is_map_key(away, id) ->
+                  add(tiles, tile, 6, id)
 
-            _new_or_unnamed ->
-              tiles
-          end
+                {%{^id => _}, %{^id => %Entity{label: {name, avatar}}}} ->
+                  add(tiles, tile, 2, {id, name, avatar})
 
-        {tiles, Map.put(placed, id, tile)}
+                _new_or_unnamed ->
+                  tiles
+              end
+
+            {tiles, Map.put(placed, id, tile)}
+        end
       end)
 
     {tiles, placed} =
@@ -417,7 +426,7 @@ defmodule Grove.World.Zone.Views do
             }
 
         {tile, Enum.reverse(entries), Enum.reverse(gone), tile_extra,
-         Map.new(stayed, &{&1, true})}
+         :maps.from_keys(stayed, true)}
       end
 
     {cut, %{views | placed: placed, shown: %{}, away: %{}}}
@@ -433,6 +442,17 @@ defmodule Grove.World.Zone.Views do
 
       _none ->
         Map.put(tiles, tile, put_elem({[], [], [], [], [], [], []}, at, [item]))
+    end
+  end
+
+  # An entry that stayed in its tile (0 and 6 at once).
+  defp stayed(tiles, tile, entry, id) do
+    case tiles do
+      %{^tile => {entries, gone, names, cells, looks, events, stayed}} ->
+        %{tiles | tile => {[entry | entries], gone, names, cells, looks, events, [id | stayed]}}
+
+      _none ->
+        Map.put(tiles, tile, {[entry], [], [], [], [], [], [id]})
     end
   end
 
