@@ -13,6 +13,8 @@ defmodule Grove.Gateway.Frames do
 
   @behaviour Grove.World.ViewFormat
 
+  import Bitwise, only: [&&&: 2, |||: 2, >>>: 2]
+
   alias Grove.Gateway.WebSocket
   alias Grove.Protocol
   alias Grove.Protocol.Codec
@@ -301,31 +303,13 @@ defmodule Grove.Gateway.Frames do
   defp lean_part(encoding, geometry, :delta, zone, entries, departed),
     do: lean_part(encoding, geometry, {:delta, %{}}, zone, entries, departed)
 
+  # Binary: written into one binary as it grows, entry by entry (a zone
+  # encodes a part for every tile that changed at each of its ticks).
   defp lean_part(:binary, {side, width}, {what, stayed}, zone, entries, departed) do
-    at = at(side, width)
-
-    IO.iodata_to_binary([
-      Codec.uvar(zone),
-      if(what == :snapshot, do: 1, else: 0),
-      Codec.uvar(length(entries)),
-      for(
-        {id, x, y, kind} <- entries,
-        into: <<>>,
-        do:
-          cond do
-            what == :snapshot ->
-              <<Codec.uvar(id)::binary, Codec.uvar(at.(x, y))::binary, kind::8>>
-
-            is_map_key(stayed, id) ->
-              <<Codec.uvar(id)::binary, Codec.uvar(2 * at.(x, y))::binary>>
-
-            true ->
-              <<Codec.uvar(id)::binary, Codec.uvar(2 * at.(x, y) + 1)::binary, kind::8>>
-          end
-      ),
-      Codec.uvar(length(departed)),
-      for(id <- departed, into: <<>>, do: Codec.uvar(id))
-    ])
+    part = <<Codec.uvar(zone)::binary, if(what == :snapshot, do: 1, else: 0)>>
+    part = put_uvar(part, length(entries))
+    part = lean_entries(entries, what, stayed, side, width, part)
+    lean_ids(departed, put_uvar(part, length(departed)))
   end
 
   defp lean_part(:json, {side, width}, {:snapshot, _}, zone, entries, _departed) do
@@ -362,6 +346,30 @@ defmodule Grove.Gateway.Frames do
         Integer.to_string(kind)
       ]
   end
+
+  defp lean_entries([], _what, _stayed, _side, _width, part), do: part
+
+  defp lean_entries([{id, x, y, kind} | rest], what, stayed, side, width, part) do
+    dx = rem(x, side)
+    at = rem(y, side) * min(side, width - (x - dx)) + dx
+
+    part =
+      cond do
+        what == :snapshot -> <<put_uvar(put_uvar(part, id), at)::binary, kind::8>>
+        is_map_key(stayed, id) -> put_uvar(put_uvar(part, id), 2 * at)
+        true -> <<put_uvar(put_uvar(part, id), 2 * at + 1)::binary, kind::8>>
+      end
+
+    lean_entries(rest, what, stayed, side, width, part)
+  end
+
+  defp lean_ids([], part), do: part
+  defp lean_ids([id | rest], part), do: lean_ids(rest, put_uvar(part, id))
+
+  # `Codec.uvar/1`, appended to a binary.
+  defp put_uvar(part, n) when n < 0x80, do: <<part::binary, n>>
+  defp put_uvar(part, n) when n < 0x4000, do: <<part::binary, (n &&& 0x7F) ||| 0x80, n >>> 7>>
+  defp put_uvar(part, n), do: <<part::binary, Codec.uvar(n)::binary>>
 
   # A cell counted row by row from its tile's north-west corner; the tiles
   # at the world's east edge may be narrower.
