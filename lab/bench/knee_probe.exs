@@ -14,7 +14,7 @@
 #
 # A profile, not a benchmark: eprof slows what it watches, for its 3 s.
 Code.require_file("process_kind.exs", __DIR__)
-Code.require_file("eprof.exs", __DIR__)
+Code.require_file("probe.exs", __DIR__)
 
 spawn(fn ->
   Process.sleep(String.to_integer(System.get_env("KNEE_PROBE_AFTER", "60")) * 1000)
@@ -91,18 +91,6 @@ spawn(fn ->
   connections = for {p, {Grove.Gateway.Connection, :init, 1}} <- labels, Process.alive?(p), do: p
 
   sample = connections |> Enum.shuffle() |> Enum.take(200)
-  me = self()
-
-  # A connection that ended since it was listed cannot be traced.
-  trace = fn p, how, flags ->
-    try do
-      :erlang.trace(p, how, flags)
-    rescue
-      ArgumentError -> 0
-    end
-  end
-
-  for p <- sample, do: trace.(p, true, [:receive, :garbage_collection, :running, {:tracer, me}])
 
   kind = fn
     m when is_atom(m) ->
@@ -118,25 +106,20 @@ spawn(fn ->
       :other
   end
 
-  count = fn count, until, acc ->
-    receive do
-      {:trace, _p, :receive, m} -> count.(count, until, Map.update(acc, kind.(m), 1, &(&1 + 1)))
-      {:trace, _p, :in, _} -> count.(count, until, Map.update(acc, :scheduled_in, 1, &(&1 + 1)))
-      {:trace, _p, :gc_major_start, _} -> count.(count, until, Map.update(acc, :gc, 1, &(&1 + 1)))
-      {:trace, _p, :gc_minor_start, _} -> count.(count, until, Map.update(acc, :gc, 1, &(&1 + 1)))
-      _other -> count.(count, until, acc)
-    after
-      max(until - System.monotonic_time(:millisecond), 0) -> acc
-    end
+  count = fn
+    {:receive, m}, acc -> Map.update(acc, kind.(m), 1, &(&1 + 1))
+    {:in, _}, acc -> Map.update(acc, :scheduled_in, 1, &(&1 + 1))
+    {:gc_major_start, _}, acc -> Map.update(acc, :gc, 1, &(&1 + 1))
+    {:gc_minor_start, _}, acc -> Map.update(acc, :gc, 1, &(&1 + 1))
+    _other, acc -> acc
   end
 
-  counted = count.(count, System.monotonic_time(:millisecond) + 5_000, %{})
-  for p <- sample, do: trace.(p, false, [:all])
+  counted = Grove.Bench.Probe.trace(sample, 5_000, %{}, count)
   per = max(length(sample), 1) * 5
 
   for {k, n} <- Enum.sort_by(counted, &(-elem(&1, 1))),
       do: IO.puts("PROBE connection #{inspect(k)}: #{Float.round(n / per, 2)} a player-second")
 
-  Grove.Bench.Eprof.print(Process.list(), 3_000, 32, "PROBE eprof")
+  Grove.Bench.Probe.eprof(Process.list(), 3_000, 32, "PROBE eprof")
   IO.puts("PROBE done")
 end)

@@ -9,7 +9,7 @@
 # 3 s and prints their 40 costliest functions. Lines start with `PROBE`.
 #
 # A profile, not a benchmark: the trace and eprof slow what they watch.
-Code.require_file("eprof.exs", __DIR__)
+Code.require_file("probe.exs", __DIR__)
 
 spawn(fn ->
   Process.sleep(String.to_integer(System.get_env("KNEE_PROBE_AFTER", "60")) * 1000)
@@ -24,15 +24,6 @@ spawn(fn ->
         do: pid
 
   IO.puts("PROBE zones traced: #{length(zones)}")
-  me = self()
-
-  trace = fn p, how, flags ->
-    try do
-      :erlang.trace(p, how, flags)
-    rescue
-      ArgumentError -> 0
-    end
-  end
 
   # A message's kind, and the moves in it.
   kind = fn
@@ -55,34 +46,26 @@ spawn(fn ->
   r0 = reds.()
   all0 = :erlang.statistics(:exact_reductions) |> elem(0)
 
-  for p <- zones,
-      do: trace.(p, true, [:receive, :garbage_collection, :running, {:tracer, me}])
+  count = fn
+    {:receive, m}, acc ->
+      {k, moves} = kind.(m)
+      acc = Map.update(acc, k, 1, &(&1 + 1))
+      Map.update(acc, :moves, moves, &(&1 + moves))
 
-  count = fn count, until, acc ->
-    receive do
-      {:trace, _p, :receive, m} ->
-        {k, moves} = kind.(m)
-        acc = Map.update(acc, k, 1, &(&1 + 1))
-        count.(count, until, Map.update(acc, :moves, moves, &(&1 + moves)))
+    {:in, _}, acc ->
+      Map.update(acc, :scheduled_in, 1, &(&1 + 1))
 
-      {:trace, _p, :in, _} ->
-        count.(count, until, Map.update(acc, :scheduled_in, 1, &(&1 + 1)))
+    {:gc_major_start, _}, acc ->
+      Map.update(acc, :gc_major, 1, &(&1 + 1))
 
-      {:trace, _p, :gc_major_start, _} ->
-        count.(count, until, Map.update(acc, :gc_major, 1, &(&1 + 1)))
+    {:gc_minor_start, _}, acc ->
+      Map.update(acc, :gc_minor, 1, &(&1 + 1))
 
-      {:trace, _p, :gc_minor_start, _} ->
-        count.(count, until, Map.update(acc, :gc_minor, 1, &(&1 + 1)))
-
-      _other ->
-        count.(count, until, acc)
-    after
-      max(until - System.monotonic_time(:millisecond), 0) -> acc
-    end
+    _other, acc ->
+      acc
   end
 
-  counted = count.(count, System.monotonic_time(:millisecond) + 5_000, %{})
-  for p <- zones, do: trace.(p, false, [:all])
+  counted = Grove.Bench.Probe.trace(zones, 5_000, %{}, count)
   r1 = reds.()
   all1 = :erlang.statistics(:exact_reductions) |> elem(0)
   moves = max(Map.get(counted, :moves, 0), 1)
@@ -103,6 +86,6 @@ spawn(fn ->
     "PROBE zone heaps (words): median #{Enum.at(Enum.sort(heaps), div(length(heaps), 2))}, max #{Enum.max(heaps, fn -> 0 end)}"
   )
 
-  Grove.Bench.Eprof.print(zones, 3_000, 42, "PROBE eprof")
+  Grove.Bench.Probe.eprof(zones, 3_000, 42, "PROBE eprof")
   IO.puts("PROBE done")
 end)
