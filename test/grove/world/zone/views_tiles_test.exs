@@ -7,7 +7,10 @@ defmodule Grove.World.Zone.ViewsTilesTest do
   alias Grove.World.Zone.{State, Views}
 
   # A format read tile by tile, as the gateway's is, that says what it was
-  # given: a tile's entries, the ids gone from it and the names it carries.
+  # given: a tile's entries, the ids gone from it and, by the format's name,
+  # what else it carries: `:names` the names alone (`[]` where there are
+  # none), `:extra` everything a tile's snapshot carries but its ground
+  # (`nil` where there is nothing).
   defmodule Tiled do
     @moduledoc false
     @behaviour Grove.World.ViewFormat
@@ -16,12 +19,17 @@ defmodule Grove.World.Zone.ViewsTilesTest do
     def tiled?(_name), do: true
 
     @impl true
-    def encode_view(_name, what, tile, entries, departed),
-      do: {what, tile, entries, departed, []}
+    def encode_view(name, what, tile, entries, departed),
+      do: {what, tile, entries, departed, extra(name, nil)}
 
     @impl true
-    def encode_view(_name, what, tile, entries, departed, extra),
-      do: {what, tile, entries, departed, extra.names}
+    def encode_view(name, what, tile, entries, departed, extra),
+      do: {what, tile, entries, departed, extra(name, extra)}
+
+    defp extra(:names, nil), do: []
+    defp extra(:names, extra), do: extra.names
+    defp extra(:extra, nil), do: nil
+    defp extra(:extra, extra), do: Map.delete(extra, :ground)
   end
 
   # A format read zone by zone.
@@ -33,7 +41,7 @@ defmodule Grove.World.Zone.ViewsTilesTest do
     def encode_view(_name, what, zone, entries, departed), do: {what, zone, entries, departed}
   end
 
-  @format {Tiled, :t}
+  @format {Tiled, :names}
 
   # A 90 x 90 meadow cut into nine 30 x 30 zones, each into nine 10 x 10
   # tiles; the zone is the middle one, cells 30 to 59 each way.
@@ -150,24 +158,6 @@ defmodule Grove.World.Zone.ViewsTilesTest do
     end
   end
 
-  # A format read tile by tile that gives back everything a tile's
-  # snapshot carries but its ground.
-  defmodule Extra do
-    @moduledoc false
-    @behaviour Grove.World.ViewFormat
-
-    @impl true
-    def tiled?(_name), do: true
-
-    @impl true
-    def encode_view(_name, what, tile, entries, departed),
-      do: {what, tile, entries, departed, nil}
-
-    @impl true
-    def encode_view(_name, what, tile, entries, departed, extra),
-      do: {what, tile, entries, departed, Map.delete(extra, :ground)}
-  end
-
   describe "a snapshot of tiles" do
     test "shows in each tile what the zone's whole snapshot shows there: entities, bacteria, names, the game's cells" do
       cell = {:proper_types.integer(30, 59), :proper_types.integer(30, 59)}
@@ -178,7 +168,7 @@ defmodule Grove.World.Zone.ViewsTilesTest do
           {:proper_types.list(cell), :proper_types.list(cell), :proper_types.list(cell),
            :proper_types.non_empty(:proper_types.list(tile))},
           fn {at, bacteria, baskets, tiles} ->
-            format = {Extra, :x}
+            format = {Tiled, :extra}
             spec = Grove.World.Game.Spec.new!({Grove.AppleGame, baskets: baskets, tick: :manual})
             core = Grove.World.Zone.Game.setup(core(), spec, :generate)
 
