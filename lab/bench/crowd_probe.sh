@@ -22,29 +22,20 @@ case "$AT" in
   corner) ZONE=${ZONE:-210,209,190,189}; SPAWN=${SPAWN:-460,460,541,541} ;;
   *) ZONE=${ZONE:-210}; SPAWN=${SPAWN:-485,485,566,566} ;;
 esac
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-DIR=$(mktemp -d /tmp/grove-crowd-probe.XXXXXX)
+source "$(dirname "$0")/probe.sh"
+probe_setup crowd
 mkdir -p "$DIR/home"
 head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' > "$DIR/home/.erlang.cookie"
 chmod 400 "$DIR/home/.erlang.cookie"
-PORT=$((20000 + RANDOM % 20000))
 NAME=crowd$$
 HOST=$(hostname -s)
 
-(cd "$ROOT" && mix compile >/dev/null && cd lab && mix compile >/dev/null)
-
-cd "$ROOT"
-env HOME="$DIR/home" GROVE_PORT=$PORT GROVE_DATA="$DIR/data" GROVE_ACTORS=20000 \
-  GROVE_PLAYER_SPAWN=$SPAWN ELIXIR_ERL_OPTIONS="+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none" \
-  taskset -c 0 elixir --sname $NAME -S mix run --no-halt > "$DIR/server.log" 2>&1 &
-SERVER=$!
-trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do curl -sf -o /dev/null http://127.0.0.1:$PORT/readyz && break; sleep 1; done
+probe_server HOME="$DIR/home" GROVE_ACTORS=20000 GROVE_PLAYER_SPAWN=$SPAWN \
+  -- elixir --sname $NAME -S mix run --no-halt
 echo "crowd probe: server up on port $PORT (OS pid $SERVER), files in $DIR"
 
 cd "$ROOT/lab"
-ELIXIR_ERL_OPTIONS="+S 1:1" taskset -c 1 mix grove.load ws --url ws://127.0.0.1:$PORT/ws \
-  --server-pid $SERVER --stages 1000 --encoding binary --stage-seconds ${STAGE:-60} \
+probe_load --stages 1000 --encoding binary --stage-seconds ${STAGE:-60} \
   --settle ${SETTLE:-40} --baseline-seconds 5 --ramp 1000 --check-views ${CHECK:-100} \
   --crowd $MODE --crowd-at $AT > "$DIR/load.log" 2>&1 &
 LOAD=$!

@@ -17,29 +17,21 @@
 # A profile, not a benchmark: perf and the probe slow what they watch.
 set -euo pipefail
 PLAYERS=${1:-500}; STAGE=${2:-100}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-DIR=$(mktemp -d /tmp/grove-roam-probe.XXXXXX)
-PORT=$((20000 + RANDOM % 20000))
+source "$(dirname "$0")/probe.sh"
+probe_setup roam
 
-(cd "$ROOT" && mix compile >/dev/null && cd lab && mix compile >/dev/null)
-
-cd "$ROOT"
 # The probe starts once the players have joined (20 a second) and walked a while.
 AFTER=$(( 5 + PLAYERS / 20 + 40 ))
-env GROVE_PORT=$PORT GROVE_DATA="$DIR/data" GROVE_ACTORS=0 KNEE_PROBE_AFTER=$AFTER \
+probe_server GROVE_ACTORS=0 KNEE_PROBE_AFTER=$AFTER \
   GROVE_WIDTH=1000000 GROVE_HEIGHT=1000000 GROVE_ZONES=on_demand GROVE_ZONE_IDLE_MS=20000 \
-  ELIXIR_ERL_OPTIONS="+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none +JPperf true" \
-  taskset -c 0 mix run --no-halt -r lab/bench/knee_probe.exs > "$DIR/server.log" 2>&1 &
-SERVER=$!
-trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do curl -sf -o /dev/null http://127.0.0.1:$PORT/readyz && break; sleep 1; done
+  ELIXIR_ERL_OPTIONS="$SERVER_ERL +JPperf true" \
+  -- mix run --no-halt -r lab/bench/knee_probe.exs
 BEAM=$SERVER
 [ "$(cat /proc/$SERVER/comm)" = beam.smp ] || BEAM=$(pgrep -P $SERVER -n)
 echo "roam probe: server up on port $PORT (OS pid $BEAM), files in $DIR"
 
 cd "$ROOT/lab"
-ELIXIR_ERL_OPTIONS="+S 1:1" taskset -c 1 mix grove.load ws --url ws://127.0.0.1:$PORT/ws \
-  --server-pid $SERVER --stages $PLAYERS --encoding binary --stage-seconds $STAGE \
+probe_load --stages $PLAYERS --encoding binary --stage-seconds $STAGE \
   --walk straight --move-every 200 --settle 5 --baseline-seconds 5 --ramp 20 --every 30 \
   > "$DIR/load.log" 2>&1 &
 LOAD=$!
@@ -50,7 +42,7 @@ curl -s http://127.0.0.1:$PORT/metrics |
   grep -E '^grove_(zone_(wakes|sleeps|saves|save_failures)_total|game_(zones_saved|bases_saved|zones_loaded|loads_skipped)_total|game_saves_total)' || true
 
 grep -E '^(load|stage) ' "$DIR/load.log" || true
-for _ in $(seq 1 60); do grep -q "PROBE done" "$DIR/server.log" && break; sleep 1; done
+probe_wait_done
 grep '^PROBE' "$DIR/server.log" | grep -v '^PROBE eprof' || true
 
 echo "perf samples by what they were for:"

@@ -16,22 +16,14 @@
 # in `perf.data`, perf itself on the load's core.
 set -euo pipefail
 PLAYERS=${1:-4000}; STAGE=${2:-300}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-DIR=$(mktemp -d /tmp/grove-stall-probe.XXXXXX)
-PORT=$((20000 + RANDOM % 20000))
+source "$(dirname "$0")/probe.sh"
+probe_setup stall
 
-(cd "$ROOT" && mix compile >/dev/null && cd lab && mix compile >/dev/null)
-
-cd "$ROOT"
 # SERVER_ENV is split into words on purpose.
 # shellcheck disable=SC2086
-env GROVE_PORT=$PORT GROVE_DATA="$DIR/data" GROVE_ACTORS=20000 \
+probe_server GROVE_ACTORS=20000 \
   STALL_PROBE_SECONDS=$(( 40 + PLAYERS / 1000 + STAGE )) ${SERVER_ENV:-} \
-  ELIXIR_ERL_OPTIONS="+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none" \
-  taskset -c 0 mix run --no-halt -r lab/bench/stall_probe.exs > "$DIR/server.log" 2>&1 &
-SERVER=$!
-trap 'kill -TERM $SERVER 2>/dev/null || true' EXIT
-for _ in $(seq 1 300); do curl -sf -o /dev/null http://127.0.0.1:$PORT/readyz && break; sleep 1; done
+  -- mix run --no-halt -r lab/bench/stall_probe.exs
 echo "stall probe: server up on port $PORT (OS pid $SERVER), files in $DIR"
 if [ -n "${PERF:-}" ]; then
   taskset -c 1 perf record -q -F 999 -C 0 -g -o "$DIR/perf.data" -- sleep $(( 30 + PLAYERS / 1000 + STAGE )) \
@@ -39,8 +31,7 @@ if [ -n "${PERF:-}" ]; then
 fi
 
 cd "$ROOT/lab"
-ELIXIR_ERL_OPTIONS="+S 1:1" taskset -c 1 mix grove.load ws --url ws://127.0.0.1:$PORT/ws \
-  --server-pid $SERVER --stages $PLAYERS --encoding ${ENCODING:-binary} --stage-seconds $STAGE \
+probe_load --stages $PLAYERS --encoding ${ENCODING:-binary} --stage-seconds $STAGE \
   --settle 5 --baseline-seconds 15 --ramp 1000 2>&1 |
   while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%1N)" "$line"; done > "$DIR/load.log" || true
 
