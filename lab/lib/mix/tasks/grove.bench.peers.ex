@@ -173,7 +173,7 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
     actors = to_string(opts[:actors] || 20_000)
     info("peers: #{server} on core #{server_core} (port #{port}), runner on core #{load_core}")
 
-    nice = if n = opts[:nice], do: ["nice", "-n", to_string(n)], else: []
+    nice = nice(opts)
 
     started =
       case server do
@@ -223,38 +223,7 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
         Server.start(
           core: load_core,
           label: "runner",
-          command:
-            ([
-               "node",
-               Path.join(@peers, "runner.mjs"),
-               "--server",
-               to_string(server),
-               "--url",
-               "http://127.0.0.1:#{port}",
-               "--terrain",
-               terrain,
-               "--server-pid",
-               to_string(pid),
-               "--stages",
-               opts[:stages] || "250,500,1000,2000,3000,4000,5000",
-               "--json",
-               json
-             ] ++
-               for(
-                 key <- [
-                   :stage_seconds,
-                   :settle,
-                   :baseline_seconds,
-                   :ramp,
-                   :encoding,
-                   :minimap,
-                   :protocol,
-                   :sample
-                 ],
-                 value = opts[key],
-                 do: ["--#{String.replace(to_string(key), "_", "-")}", to_string(value)]
-               ))
-            |> List.flatten()
+          command: runner_command(opts, server, port, terrain, pid, json)
         )
 
       status = relay(server, runner, started)
@@ -264,6 +233,49 @@ defmodule Mix.Tasks.Grove.Bench.Peers do
       Server.stop(started)
     end
   end
+
+  # The runner's command line: at the servers' niceness (`--nice`), the
+  # runner's own options from the task's.
+  @doc false
+  def runner_command(opts, server, port, terrain, pid, json) do
+    nice(opts) ++
+      [
+        "node",
+        Path.join(@peers, "runner.mjs"),
+        "--server",
+        to_string(server),
+        "--url",
+        "http://127.0.0.1:#{port}",
+        "--terrain",
+        terrain,
+        "--server-pid",
+        to_string(pid),
+        "--stages",
+        opts[:stages] || "250,500,1000,2000,3000,4000,5000",
+        "--json",
+        json
+      ] ++
+      Enum.flat_map(
+        [
+          :stage_seconds,
+          :settle,
+          :baseline_seconds,
+          :ramp,
+          :encoding,
+          :minimap,
+          :protocol,
+          :sample
+        ],
+        fn key ->
+          case opts[key] do
+            nil -> []
+            value -> ["--#{String.replace(to_string(key), "_", "-")}", to_string(value)]
+          end
+        end
+      )
+  end
+
+  defp nice(opts), do: if(n = opts[:nice], do: ["nice", "-n", to_string(n)], else: [])
 
   defp await_line(%Server{port: port} = server, text) do
     receive do
