@@ -231,46 +231,50 @@ defmodule Grove.World.Zone.State do
     end
   end
 
+  # The step's booking on the rate (`paced`) is written with the step
+  # itself, in one update of the entity where the step is taken (the
+  # common case), and on its own where it is not.
   defp move_entity(state, entity, direction, tag, now) do
-    case take_token(state.rules, entity, now) do
-      {:ok, entity} ->
+    case book(state.rules, entity, now) do
+      {:ok, paced} ->
         {x, y} = Grid.step({entity.x, entity.y}, direction)
-        move_to(state, entity, x, y, tag, now)
+        move_to(state, entity, paced, x, y, tag, now)
 
       :empty ->
         {:rejected, :rate_limited, state}
     end
   end
 
-  defp move_to(%__MODULE__{grid: grid, rules: rules} = state, entity, x, y, tag, now) do
+  defp move_to(%__MODULE__{grid: grid, rules: rules} = state, entity, paced, x, y, tag, now) do
     cond do
       inside?(state, x, y) ->
         cond do
           blocked?(state, x, y) ->
-            {:rejected, :blocked, put_entity(state, entity)}
+            {:rejected, :blocked, put_paced(state, entity, paced)}
 
           rules.exclusive and taken?(state, x, y) ->
-            {:rejected, :occupied, put_entity(state, entity)}
+            {:rejected, :occupied, put_paced(state, entity, paced)}
 
           live?(state, x, y) ->
-            {:rejected, :occupied, put_entity(state, entity)}
+            {:rejected, :occupied, put_paced(state, entity, paced)}
 
           true ->
-            relocate(state, entity, x, y)
+            relocate(state, entity, paced, x, y)
         end
 
       not Grid.in_bounds?(grid, x, y) ->
         if rules.bounds do
-          {:rejected, :out_of_bounds, put_entity(state, entity)}
+          {:rejected, :out_of_bounds, put_paced(state, entity, paced)}
         else
           {x, y} = Grid.wrap(grid, x, y)
-          move_to(state, entity, x, y, tag, now)
+          move_to(state, entity, paced, x, y, tag, now)
         end
 
       blocked_elsewhere?(state, x, y) ->
-        {:rejected, :blocked, put_entity(state, entity)}
+        {:rejected, :blocked, put_paced(state, entity, paced)}
 
       true ->
+        entity = %{entity | paced_until: paced}
         to = Grid.zone_of(grid, x, y)
         leaving = %{to: to, target: {x, y}, tag: tag, since: now, deferred: [], epoch: 0}
         state = %{put_entity(state, entity) | leaving: Map.put(state.leaving, entity.id, leaving)}
@@ -278,10 +282,12 @@ defmodule Grove.World.Zone.State do
     end
   end
 
-  # The common case, a step inside the zone, in one update of the state:
-  # every move goes through here.
-  defp relocate(%__MODULE__{rules: rules} = state, %Entity{id: id} = entity, x, y) do
-    moved = %{entity | x: x, y: y}
+  defp put_paced(state, entity, paced), do: put_entity(state, %{entity | paced_until: paced})
+
+  # The common case, a step inside the zone, in one update of the state
+  # and one of the entity: every move goes through here.
+  defp relocate(%__MODULE__{rules: rules} = state, %Entity{id: id} = entity, paced, x, y) do
+    moved = %{entity | x: x, y: y, paced_until: paced}
 
     cells =
       if rules.exclusive,
@@ -863,11 +869,19 @@ defmodule Grove.World.Zone.State do
   defp deferred(nil), do: []
   defp deferred(%{deferred: deferred}), do: Enum.reverse(deferred)
 
-  defp take_token(%Rules{move_limit: nil}, entity, _now), do: {:ok, entity}
+  defp take_token(rules, entity, now) do
+    case book(rules, entity, now) do
+      {:ok, paced} -> {:ok, %{entity | paced_until: paced}}
+      :empty -> :empty
+    end
+  end
 
-  defp take_token(%Rules{move_limit: limit}, %Entity{} = entity, now) do
-    case RateLimit.allow(limit, entity.paced_until, now) do
-      {:ok, booked} -> {:ok, %{entity | paced_until: booked}}
+  # The entity's booking on its rate after one more step, not yet written.
+  defp book(%Rules{move_limit: nil}, entity, _now), do: {:ok, entity.paced_until}
+
+  defp book(%Rules{move_limit: limit}, %Entity{paced_until: paced_until}, now) do
+    case RateLimit.allow(limit, paced_until, now) do
+      {:ok, booked} -> {:ok, booked}
       :limited -> :empty
     end
   end
