@@ -68,8 +68,14 @@ defmodule Grove.Actors.Herd.Wheel do
       [1, 1, 2, 2, 3, 3]
   """
   @spec wait_slots(t(), pos_integer(), non_neg_integer(), non_neg_integer()) :: pos_integer()
-  def wait_slots(wheel, interval, jitter_ms, offset),
-    do: max(Integer.floor_div(interval - jitter_ms + offset, wheel.resolution), 1)
+  def wait_slots(%__MODULE__{resolution: resolution}, interval, jitter_ms, offset) do
+    # `div/2`, not a floor: a wait short of one slot is one slot, however
+    # it rounds (a herd's every turn comes here).
+    case div(interval - jitter_ms + offset, resolution) do
+      slots when slots > 1 -> slots
+      _short -> 1
+    end
+  end
 
   @doc "True when no actor is on the wheel."
   @spec empty?(t()) :: boolean()
