@@ -691,7 +691,8 @@ defmodule Grove.World do
   @spec move_many(name() | t(), [{Entity.id(), Grid.direction(), term()}]) :: :ok
   def move_many(world, moves) when is_list(moves) do
     world = fetch!(world)
-    {routed, unknown} = route_moves(moves, world.name, [], [])
+    # The directory's chunks read once for the batch, not at each move.
+    {routed, unknown} = route_moves(moves, Directory.reader(world.name), [], [])
     Stats.incr(world.stats, :unknown_entity, length(unknown))
 
     # Sorted by zone (a stable sort: each zone's moves keep their order),
@@ -707,16 +708,20 @@ defmodule Grove.World do
     :ok
   end
 
-  defp route_moves([{id, direction, tag} = move | rest], name, routed, unknown) do
+  defp route_moves([{id, direction, tag} = move | rest], directory, routed, unknown) do
     require Grid
 
     unless Grid.is_direction(direction) do
       raise ArgumentError, "not a direction: #{inspect(direction)}"
     end
 
-    case Directory.lookup(name, id) do
-      nil -> route_moves(rest, name, routed, [{id, tag, {:rejected, :unknown_entity}} | unknown])
-      index -> route_moves(rest, name, [{index, move} | routed], unknown)
+    case Directory.read(directory, id) do
+      nil ->
+        unknown = [{id, tag, {:rejected, :unknown_entity}} | unknown]
+        route_moves(rest, directory, routed, unknown)
+
+      index ->
+        route_moves(rest, directory, [{index, move} | routed], unknown)
     end
   end
 
@@ -1020,9 +1025,28 @@ defmodule Grove.World do
   says, read without a message; nil for an entity it does not know.
   """
   @impl Grove.World.Client
-  @spec zone_index(name() | t(), Entity.id()) :: Grid.zone_index() | nil
+  @spec zone_index(name() | t() | zones_now(), Entity.id()) :: Grid.zone_index() | nil
   def zone_index(name, id) when is_atom(name), do: Directory.lookup(name, id)
   def zone_index(%__MODULE__{name: name}, id), do: Directory.lookup(name, id)
+  def zone_index({%__MODULE__{}, directory}, id), do: Directory.read(directory, id)
+
+  @typedoc "The world as `zones_now/1` reads it for a batch of questions."
+  @opaque zones_now :: {t(), Directory.reader()}
+
+  @doc """
+  The world read once for a batch of `zone_index/2` and `zone_watched?/2`
+  questions, which take it in its place: its settings and its directory's
+  chunks are not looked up again at each question (the zones an entity
+  stands in and whether they are watched are read as they are at each).
+  For one batch (a herd's turns of one slot), not to be kept: settings
+  changed since are not seen.
+  """
+  @impl Grove.World.Client
+  @spec zones_now(name() | t()) :: zones_now()
+  def zones_now(world) do
+    world = fetch!(world)
+    {world, Directory.reader(world.name)}
+  end
 
   @doc """
   True when someone may watch a zone: a viewer's viewport overlaps it, or
@@ -1032,7 +1056,9 @@ defmodule Grove.World do
   once per zone in a batch of turns.
   """
   @impl Grove.World.Client
-  @spec zone_watched?(name() | t(), Grid.zone_index()) :: boolean()
+  @spec zone_watched?(name() | t() | zones_now(), Grid.zone_index()) :: boolean()
+  def zone_watched?({%__MODULE__{} = world, _directory}, index), do: zone_watched?(world, index)
+
   def zone_watched?(world, index) do
     case fetch!(world) do
       %__MODULE__{cluster: nil} = world -> Slots.watched?(world, index)

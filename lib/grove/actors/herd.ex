@@ -135,6 +135,7 @@ defmodule Grove.Actors.Herd do
           batch: boolean(),
           late_ms: non_neg_integer(),
           unseen_every: pos_integer(),
+          zones_now: boolean(),
           join_timeout: timeout(),
           permits: term(),
           join_backoff: {pos_integer(), pos_integer()},
@@ -218,6 +219,7 @@ defmodule Grove.Actors.Herd do
       # node: a world alone pays nothing for the count.
       remote: api == Grove.World and Grove.World.fetch!(world).cluster != nil,
       unseen_every: unseen_every(api, world, Keyword.get(opts, :unseen_every, 1)),
+      zones_now: Code.ensure_loaded?(api) and function_exported?(api, :zones_now, 1),
       native_per_us: :erlang.convert_time_unit(1, :microsecond, :native)
     }
 
@@ -437,7 +439,11 @@ defmodule Grove.Actors.Herd do
       draws: Wheel.wait_span(wheel, jitter_ms) <<< @roll_bits,
       interval: config.interval,
       jitter_ms: jitter_ms,
-      sent_at: sent_at
+      sent_at: sent_at,
+      # Where nobody watches, how often an actor takes its turn, and the
+      # world read once for the batch's questions of where each actor is.
+      every: config.unseen_every,
+      where: zones_now(herd)
     }
 
     {moves, {back1, back2, back3, later}, rand, in_flight, rested, skipped} =
@@ -474,7 +480,7 @@ defmodule Grove.Actors.Herd do
   # that stayed, which are few.
   defp turns([entry | due], turn, moves, back, rand, in_flight, rested, skipped, zones) do
     %{window: window, slot: slot} = turn
-    {id, last, state} = entry
+    {id, last, _state} = entry
     {draw, rand} = :rand.uniform_s(turn.draws, rand)
 
     wait =
@@ -482,8 +488,7 @@ defmodule Grove.Actors.Herd do
 
     # Counted from when the move was due, not from when the herd got to
     # it, so a herd running a little late keeps its actors' pace.
-    next = max(slot + wait, turn.first)
-    {rests, zones} = rests_unseen?(turn.herd, id, slot, zones)
+    next = if slot + wait > turn.first, do: slot + wait, else: turn.first
 
     cond do
       Window.unanswered?(window, last) ->
@@ -498,40 +503,75 @@ defmodule Grove.Actors.Herd do
         back = back(back, next, turn, entry)
         turns(due, turn, moves, back, rand, in_flight, rested, skipped, zones)
 
-      rests ->
-        back = back(back, next, turn, entry)
-        turns(due, turn, moves, back, rand, in_flight, rested + 1, skipped, zones)
-
       true ->
-        %{sent_at: sent_at} = turn
+        case rests_unseen?(turn, id, slot, zones) do
+          {true, zones} ->
+            back = back(back, next, turn, entry)
+            turns(due, turn, moves, back, rand, in_flight, rested + 1, skipped, zones)
 
-        case decide(turn.herd, id, state, draw - 1 &&& @roll_mask) do
-          {:stay, state} ->
-            {unanswered, full, stayed} = skipped
-            skipped = {unanswered, full, stayed + 1}
-            back = back(back, next, turn, {id, last, state})
-            turns(due, turn, moves, back, rand, in_flight, rested, skipped, zones)
-
-          {{:act, action, target}, state} ->
-            moves = [{id, action, target, %{}, sent_at} | moves]
-            back = back(back, next, turn, {id, sent_at, state})
-            turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
-
-          {{:act, action, target, args}, state} ->
-            moves = [{id, action, target, args, sent_at} | moves]
-            back = back(back, next, turn, {id, sent_at, state})
-            turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
-
-          {direction, state} ->
-            moves = [{id, direction, sent_at} | moves]
-            back = back(back, next, turn, {id, sent_at, state})
-            turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
+          {false, zones} ->
+            take_turn(
+              due,
+              turn,
+              moves,
+              back,
+              rand,
+              in_flight,
+              rested,
+              skipped,
+              zones,
+              next,
+              entry,
+              draw
+            )
         end
     end
   end
 
   defp turns([], _turn, moves, back, rand, in_flight, rested, skipped, _zones),
     do: {moves, back, rand, in_flight, rested, skipped}
+
+  # A turn taken: the kind decides, and a move or an action joins the batch.
+  defp take_turn(
+         due,
+         turn,
+         moves,
+         back,
+         rand,
+         in_flight,
+         rested,
+         skipped,
+         zones,
+         next,
+         entry,
+         draw
+       ) do
+    {id, last, state} = entry
+    %{sent_at: sent_at} = turn
+
+    case decide(turn.herd, id, state, draw - 1 &&& @roll_mask) do
+      {:stay, state} ->
+        {unanswered, full, stayed} = skipped
+        skipped = {unanswered, full, stayed + 1}
+        back = back(back, next, turn, {id, last, state})
+        turns(due, turn, moves, back, rand, in_flight, rested, skipped, zones)
+
+      {{:act, action, target}, state} ->
+        moves = [{id, action, target, %{}, sent_at} | moves]
+        back = back(back, next, turn, {id, sent_at, state})
+        turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
+
+      {{:act, action, target, args}, state} ->
+        moves = [{id, action, target, args, sent_at} | moves]
+        back = back(back, next, turn, {id, sent_at, state})
+        turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
+
+      {direction, state} ->
+        moves = [{id, direction, sent_at} | moves]
+        back = back(back, next, turn, {id, sent_at, state})
+        turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
+    end
+  end
 
   # An actor in the list of the slot it comes back in.
   defp back({back1, back2, back3, later}, next, %{first: first}, entry) do
@@ -557,11 +597,13 @@ defmodule Grove.Actors.Herd do
   # its moves). A hash, not every `unseen_every`th slot: an actor whose
   # waits are all the same length (no jitter) could otherwise fall in
   # none of its zone's slots.
-  defp rests_unseen?(%__MODULE__{config: %{unseen_every: 1}}, _id, _slot, zones),
-    do: {false, zones}
+  # The world is read once a batch (`zones_now/1`, in `turn`), where the
+  # world offers it: a lookup of the world's settings and directory at
+  # each turn cost as much as the rest of a resting turn.
+  defp rests_unseen?(%{every: 1}, _id, _slot, zones), do: {false, zones}
 
-  defp rests_unseen?(%__MODULE__{config: %{unseen_every: every}} = herd, id, slot, zones) do
-    case herd.api.zone_index(herd.world, id) do
+  defp rests_unseen?(%{every: every, where: where, herd: %__MODULE__{api: api}}, id, slot, zones) do
+    case api.zone_index(where, id) do
       nil ->
         {false, zones}
 
@@ -572,13 +614,16 @@ defmodule Grove.Actors.Herd do
 
           %{} ->
             rests =
-              :erlang.phash2({slot, zone}, every) != 0 and
-                not herd.api.zone_watched?(herd.world, zone)
+              :erlang.phash2({slot, zone}, every) != 0 and not api.zone_watched?(where, zone)
 
             {rests, Map.put(zones, zone, rests)}
         end
     end
   end
+
+  defp zones_now(%__MODULE__{config: %{unseen_every: 1}}), do: nil
+  defp zones_now(%__MODULE__{config: %{zones_now: false}, world: world}), do: world
+  defp zones_now(%__MODULE__{api: api, world: world}), do: api.zones_now(world)
 
   # Resting unseen actors needs a world that says where it is watched; a
   # world of several nodes may be watched from another, so it never rests.

@@ -39,6 +39,9 @@ defmodule Grove.World.Client do
   # everywhere.
   @callback zone_index(world(), Entity.id()) :: Grid.zone_index() | nil
   @callback zone_watched?(world(), Grid.zone_index()) :: boolean()
+  # The world read once for a batch of those two questions, which then
+  # take it in the world's place (a world without it is asked as it is).
+  @callback zones_now(world()) :: world()
 
   # How many entities of each kind code are in the world, for per-kind counts.
   @callback kind_counts(world()) :: %{byte() => pos_integer()}
@@ -60,6 +63,7 @@ defmodule Grove.World.Client do
                       nearby: 3,
                       zone_index: 2,
                       zone_watched?: 2,
+                      zones_now: 1,
                       kind_counts: 1,
                       act: 6,
                       act_many: 2,

@@ -30,6 +30,45 @@ defmodule Grove.World.Directory do
     end
   end
 
+  @typedoc """
+  The directory as it stands, for many lookups in a row (`reader/1`): the
+  chunks from the first on, read once, where `lookup/2` reads one at each
+  lookup.
+  """
+  @type reader :: {atom(), tuple()}
+
+  @doc """
+  A reader of the world's directory for a batch of lookups (`read/2`):
+  the chunks that exist now, from the first up to the first missing. An
+  id past them (a chunk made since, or of another node's range) is looked
+  up as `lookup/2` does, so a reader is never wrong, only slower; it is
+  not meant to be kept past the batch.
+  """
+  @spec reader(atom()) :: reader()
+  def reader(world), do: {world, chunks_from(world, 0, [])}
+
+  defp chunks_from(world, n, chunks) do
+    case :persistent_term.get({__MODULE__, world, n}, nil) do
+      nil -> chunks |> :lists.reverse() |> List.to_tuple()
+      chunk -> chunks_from(world, n + 1, [chunk | chunks])
+    end
+  end
+
+  @doc "The zone that owns an entity, or nil, as `lookup/2` says, through a `reader/1`."
+  @spec read(reader(), non_neg_integer()) :: non_neg_integer() | nil
+  def read({world, chunks}, id) do
+    n = div(id, @chunk)
+
+    if n < tuple_size(chunks) do
+      case :atomics.get(elem(chunks, n), rem(id, @chunk) + 1) do
+        0 -> nil
+        zone -> zone - 1
+      end
+    else
+      lookup(world, id)
+    end
+  end
+
   @doc "Records the zone that now owns an entity (its slot must exist)."
   @spec assign(atom(), non_neg_integer(), non_neg_integer()) :: :ok
   def assign(world, id, zone),
