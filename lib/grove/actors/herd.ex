@@ -603,7 +603,7 @@ defmodule Grove.Actors.Herd do
   defp rests_unseen?(%{every: 1}, _id, _slot, zones), do: {false, zones}
 
   defp rests_unseen?(%{every: every, where: where, herd: %__MODULE__{api: api}}, id, slot, zones) do
-    case api.zone_index(where, id) do
+    case zone_index(api, where, id) do
       nil ->
         {false, zones}
 
@@ -620,6 +620,11 @@ defmodule Grove.Actors.Herd do
         end
     end
   end
+
+  # Grove.World's called by name, not through the module in a variable,
+  # which looks the function up at each call: this runs at every turn.
+  defp zone_index(Grove.World, where, id), do: Grove.World.zone_index(where, id)
+  defp zone_index(api, where, id), do: api.zone_index(where, id)
 
   defp zones_now(%__MODULE__{config: %{unseen_every: 1}}), do: nil
   defp zones_now(%__MODULE__{config: %{zones_now: false}, world: world}), do: world
