@@ -37,11 +37,30 @@ defmodule Grove.ClusterCase do
 
     on_exit(fn ->
       Node.stop()
-      if epmd == :started, do: System.cmd("epmd", ["-kill"], stderr_to_stdout: true)
+      if epmd == :started, do: stop_epmd(100)
       File.rm_rf!(home)
     end)
 
     home
+  end
+
+  # epmd refuses to stop while a node is registered with it ("Killing not
+  # allowed - living nodes in database."), and a peer stopped a moment ago
+  # may still be: ask again until it stops, for ten seconds at most, so
+  # that no epmd outlives the tests that started it.
+  defp stop_epmd(0), do: :ok
+
+  defp stop_epmd(tries) do
+    case System.cmd("epmd", ["-kill"], stderr_to_stdout: true) do
+      {_killed, 0} ->
+        :ok
+
+      {_refused, _status} ->
+        receive do
+        after
+          100 -> stop_epmd(tries - 1)
+        end
+    end
   end
 
   @doc """
