@@ -23,10 +23,16 @@ defmodule Grove.World.Directory do
         nil
 
       chunk ->
-        case :atomics.get(chunk, rem(id, @chunk) + 1) do
-          0 -> nil
-          zone -> zone - 1
-        end
+        zone_in(chunk, id)
+    end
+  end
+
+  # A chunk keeps each of its ids' zone plus one, 0 for none.
+  @compile {:inline, zone_in: 2}
+  defp zone_in(chunk, id) do
+    case :atomics.get(chunk, rem(id, @chunk) + 1) do
+      0 -> nil
+      zone -> zone - 1
     end
   end
 
@@ -60,10 +66,7 @@ defmodule Grove.World.Directory do
     n = div(id, @chunk)
 
     if n < tuple_size(chunks) do
-      case :atomics.get(elem(chunks, n), rem(id, @chunk) + 1) do
-        0 -> nil
-        zone -> zone - 1
-      end
+      zone_in(elem(chunks, n), id)
     else
       lookup(world, id)
     end
