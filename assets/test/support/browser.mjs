@@ -126,18 +126,49 @@ export async function pressForOutcome(page, key, timeout = 5000) {
   return { seq, ...(await handle.jsonValue()) };
 }
 
-/** Moves the avatar one cell, trying directions until the world says ok. */
-export async function moveSomewhere(page, { keys: keyFor = ARROWS, attempts = 30 } = {}) {
+/**
+ * Moves the avatar one cell, trying directions until the world says ok.
+ * When every way has been refused (a player can join in a nook of trees
+ * whose one way out an actor stands in), it waits for the page to show a
+ * neighbouring cell change, an actor's next turn, before trying again, and
+ * gives up after `timeout` ms, saying what surrounds the avatar.
+ */
+export async function moveSomewhere(page, { keys: keyFor = ARROWS, timeout = 30_000 } = {}) {
+  const deadline = Date.now() + timeout;
   const results = [];
-  for (let i = 0; i < attempts; i++) {
+  for (let i = 0; Date.now() < deadline; i++) {
     const keys = await movementKeysByPromise(page, keyFor);
     // The likeliest first; if it keeps failing (a crowd), the others in turn.
     const key = keys[i % keys.length];
     const outcome = await pressForOutcome(page, key);
     if (outcome.result === "ok") return { key, ...outcome };
     results.push(`${key}: ${outcome.result}`);
+    if (i % keys.length === keys.length - 1) await neighboursChange(page, Math.min(2000, deadline - Date.now()));
   }
-  throw new Error(`no move succeeded in ${attempts} tries: ${results.join(", ")}`);
+  throw new Error(`no move succeeded in ${timeout} ms: ${results.join(", ")}; around: ${await around(page)}`);
+}
+
+// The four cells beside the avatar as the page shows them.
+function besideAvatar(steps) {
+  const { x, y } = window.grove.state();
+  return JSON.stringify(Object.values(steps).map(([dx, dy]) => window.grove.cellAt(x + dx, y + dy)));
+}
+
+// Resolves once the page shows a cell beside the avatar change, or after
+// `timeout` ms with none changed.
+async function neighboursChange(page, timeout) {
+  if (timeout <= 0) return;
+  const before = await page.evaluate(besideAvatar, step);
+  await page
+    .waitForFunction(`(${besideAvatar})(${JSON.stringify(step)}) !== ${JSON.stringify(before)}`, null, { timeout })
+    .catch((error) => {
+      if (error.name !== "TimeoutError") throw error;
+    });
+}
+
+async function around(page) {
+  const { x, y } = await page.evaluate(() => window.grove.state());
+  return `${x},${y} ${await page.evaluate(besideAvatar, step)}`;
 }
 
 const blocking = new Set(["tree", "rock", "water"]);
