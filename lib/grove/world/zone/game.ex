@@ -148,19 +148,54 @@ defmodule Grove.World.Zone.Game do
   end
 
   # The first value of every cell of the zone, row by row along its
-  # ground's bytes (a zone on demand lays it at each first wake). A cell
-  # whose `cell/3` fails has none; the first such failure is kept, to be
-  # logged.
+  # ground's bytes (a zone on demand lays it at each first wake: a call of
+  # `cell/3` for each of a zone of 50's 2,500 cells, the most of a wake
+  # after its ground). The hook is called through a fun made once, not
+  # through its module at each cell, which looks the function up at every
+  # call, and with no handler of its own per cell. A cell whose `cell/3`
+  # fails has none: the zone is then laid again cell by cell (`lay/5`),
+  # and the first such failure kept, to be logged.
   defp generate(
          %State{bounds: {x0, y0, x1, _y1} = bounds} = state,
          %Spec{hooks: %{cell: true}} = spec
        ) do
     %Terrain.Area{cells: ground} = Terrain.crop(state.terrain, bounds)
-    kinds = Terrain.kinds() |> Map.new(fn {kind, code} -> {code, kind} end)
-    lay(ground, x0, y0, {x0, x1, kinds, state.grid, spec}, {[], state})
+    cell = Function.capture(spec.module, :cell, 3)
+    by_code = Terrain.kinds() |> Enum.sort_by(&elem(&1, 1)) |> Enum.map(&elem(&1, 0))
+    zone = {x0, x1, state.grid, List.to_tuple(by_code), cell, spec.config}
+
+    try do
+      {lay_all(ground, x0, y0, zone, []), state}
+    catch
+      _kind, _reason ->
+        kinds = Terrain.kinds() |> Map.new(fn {kind, code} -> {code, kind} end)
+        lay(ground, x0, y0, {x0, x1, kinds, state.grid, spec}, {[], state})
+    end
   end
 
   defp generate(state, _spec), do: {[], state}
+
+  # The pairs of the cells `cell/3` gives a value, last cell first, as
+  # `lay/5` lays them (a ground's codes are its kinds' places in `by_code`).
+  defp lay_all(
+         <<code, ground::binary>>,
+         x,
+         y,
+         {x0, x1, grid, by_code, cell, config} = zone,
+         pairs
+       ) do
+    pairs =
+      case cell.({x, y}, elem(by_code, code), config) do
+        nil -> pairs
+        value -> [{Grid.cell_key(grid, x, y), value} | pairs]
+      end
+
+    if x + 1 < x1,
+      do: lay_all(ground, x + 1, y, zone, pairs),
+      else: lay_all(ground, x0, y + 1, zone, pairs)
+  end
+
+  defp lay_all(<<>>, _x, _y, _zone, pairs), do: pairs
 
   defp lay(<<code, ground::binary>>, x, y, {x0, x1, kinds, grid, spec} = zone, {pairs, state}) do
     module = spec.module
