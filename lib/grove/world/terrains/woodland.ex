@@ -362,11 +362,21 @@ defmodule Grove.World.Terrains.Woodland do
     end
   end
 
-  defp span_bounds([{upper, lower} | span]),
-    do: span_bounds(span, min(upper, lower), max(upper, lower))
+  defp span_bounds([{upper, lower} | span]) when upper > lower,
+    do: span_bounds(span, lower, upper)
 
-  defp span_bounds([{upper, lower} | span], least, most),
-    do: span_bounds(span, min(least, min(upper, lower)), max(most, max(upper, lower)))
+  defp span_bounds([{upper, lower} | span]), do: span_bounds(span, upper, lower)
+
+  # The least and the greatest by comparisons, where `min/2` and `max/2`
+  # are four calls a column (of a zone of 50's thousand columns and
+  # lattice rows): the same values.
+  defp span_bounds([{upper, lower} | span], least, most) do
+    low = if upper > lower, do: lower, else: upper
+    high = if upper < lower, do: lower, else: upper
+    least = if least > low, do: low, else: least
+    most = if most < high, do: high, else: most
+    span_bounds(span, least, most)
+  end
 
   defp span_bounds([], least, most), do: {least, most}
 
