@@ -10,7 +10,12 @@
 # world's counters of wakes, sleeps and saves, and the perf samples by
 # what their Erlang call chain says they were for (the first of the
 # kinds below whose function is on the chain; a sample with no Erlang
-# frame is the runtime's or the kernel's). From the repository's root:
+# frame is the runtime's or the kernel's); then, from 10 s more recorded
+# with the stacks copied and unwound through the runtime's own frames,
+# the samples by the runtime's function the Erlang code called into
+# (phash2_2, ets_lookup_2, a socket's send, scheduling, a collection),
+# which names what the first table leaves as "no Erlang chain". From the
+# repository's root:
 #
 #   lab/bench/roam_probe.sh 500 100          # PLAYERS [STAGE seconds]
 #
@@ -37,6 +42,13 @@ probe_load --stages $PLAYERS --encoding binary --stage-seconds $STAGE \
 LOAD=$!
 sleep $(( PLAYERS / 20 + 20 ))
 perf record -F 499 -g -p "$BEAM" -o "$DIR/perf.data" -- sleep 20 > "$DIR/perf.log" 2>&1 || true
+# Then 10 s more with each sample's stack copied, unwound afterwards by
+# the runtime's own unwind tables (`.eh_frame`, present in a stripped
+# beam.smp): through the runtime's frames up to the first of the JIT's,
+# where the frame pointers of the first record stop at the runtime's
+# first function, and name nothing above it.
+perf record -F 199 --call-graph dwarf,16384 -p "$BEAM" -o "$DIR/perf-dwarf.data" -- sleep 10 \
+  > "$DIR/perf-dwarf.log" 2>&1 || true
 wait $LOAD || true
 curl -s http://127.0.0.1:$PORT/metrics |
   grep -E '^grove_(zone_(wakes|sleeps|saves|save_failures)_total|game_(zones_saved|bases_saved|zones_loaded|loads_skipped)_total|game_saves_total)' || true
@@ -70,3 +82,30 @@ perf script -i "$DIR/perf.data" 2>/dev/null | awk '
   END { flush()
         for (k in c) printf "%6.1f %%  %s\n", 100 * c[k] / total, k | "sort -rn"
         close("sort -rn"); printf "%d samples\n", total }'
+
+# The second record's samples by the runtime's function the Erlang code
+# called into (the outermost of the runtime's frames that has a name: a
+# BIF such as phash2_2 or ets_lookup_2, erts_internal_port_command_3 for
+# a socket's sends, erts_schedule, erts_garbage_collect*), else by the
+# JIT's function they were in, else by the kernel's outermost function.
+echo "perf samples by the runtime function entered (stacks unwound, $DIR/perf-dwarf.data):"
+perf script -i "$DIR/perf-dwarf.data" 2>/dev/null | awk '
+  function flush() {
+    if (n) {
+      k = named != "" ? named : (jit != "" ? "Erlang " jit : (kernel != "" ? "kernel " kernel : "runtime, unnamed"))
+      c[k]++; total++
+    }
+    n = 0; named = ""; jit = ""; kernel = ""
+  }
+  /^[^ \t]/ { flush(); next }
+  /^[ \t]+[0-9a-f]+ / {
+    n++; s = $2; sub(/\+0x[0-9a-f]+$/, "", s)
+    if ($0 ~ /beam\.smp/ && s != "[unknown]") named = s
+    else if ($0 ~ /perf-[0-9]+\.map/ && jit == "") jit = s
+    else if ($0 ~ /kernel/) kernel = s
+    next
+  }
+  /^$/ { flush() }
+  END { flush()
+        for (k in c) if (c[k] * 200 >= total) printf "%6.1f %%  %s\n", 100 * c[k] / total, k | "sort -rn"
+        close("sort -rn"); printf "%d samples (entries under 0.5 %% left out)\n", total }'
