@@ -90,6 +90,66 @@ defmodule Grove.World.Zone.GameTest do
              state.game.failures
   end
 
+  # The orchard, but for the flowers, whose every cell/3 throws.
+  defmodule Wilting do
+    @moduledoc false
+    @behaviour Grove.Game
+    @impl true
+    defdelegate actions(), to: Grove.Games.Orchard
+    @impl true
+    defdelegate init(options), to: Grove.Games.Orchard
+    @impl true
+    defdelegate act(act, area), to: Grove.Games.Orchard
+    @impl true
+    defdelegate show(value), to: Grove.Games.Orchard
+
+    @impl true
+    def cell(_cell, :flowers, _config), do: throw(:wilted)
+    def cell(cell, ground, config), do: Grove.Games.Orchard.cell(cell, ground, config)
+  end
+
+  test "a zone's layer is cell/3's value at each of its cells that has one, on any ground (property)" do
+    kinds = Map.new(Terrain.kinds(), fn {kind, code} -> {code, kind} end)
+
+    property =
+      forall(
+        {:proper_types.vector(64, :proper_types.range(0, 4)), :proper_types.range(0, 3),
+         :proper_types.boolean()},
+        fn {codes, index, wilting?} ->
+          module = if wilting?, do: Wilting, else: Grove.Games.Orchard
+          spec = Spec.new!({module, fruit: 2, baskets: 3, tick: :manual})
+          terrain = %Terrain{width: 8, height: 8, cells: :erlang.list_to_binary(codes)}
+
+          state =
+            Game.setup(
+              State.new(index, @grid, terrain, Rules.new(move_rate: nil)),
+              spec,
+              :generate
+            )
+
+          {x0, y0, x1, y1} = Grid.zone_bounds(@grid, index)
+
+          cells =
+            for y <- y0..(y1 - 1), x <- x0..(x1 - 1) do
+              {{x, y}, Map.fetch!(kinds, Enum.at(codes, y * 8 + x))}
+            end
+
+          expected =
+            for {cell, kind} <- cells,
+                not (wilting? and kind == :flowers),
+                value = Grove.Games.Orchard.cell(cell, kind, spec.config),
+                into: %{},
+                do: {key(cell), value}
+
+          assert state.game.layer == expected
+          failed = wilting? and Enum.any?(cells, &match?({_, :flowers}, &1))
+          assert length(state.game.failures) == if(failed, do: 1, else: 0)
+        end
+      )
+
+    check(property, numtests: 200)
+  end
+
   test "join/3 sets an entity's attributes from what its client said" do
     {entity, state} = join(zone(0), 1, {0, 0})
     assert entity.attrs == %{carrying: 0, score: 0, account: 7}
