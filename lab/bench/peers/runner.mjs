@@ -188,6 +188,17 @@ const failures = { unexpected_outcome: 0, position: 0, rules: 0 };
 let latencies = []; // ms, of the outcomes since the last take
 const bots = new Set();
 
+// A JSON message's payload parsed, or undefined (counted as a protocol
+// error) when it does not parse.
+function parsed(payload) {
+  try {
+    return JSON.parse(payload.toString());
+  } catch {
+    counts.protocol_errors++;
+    return undefined;
+  }
+}
+
 function failure(kind) {
   failures[kind]++;
   counts.failures++;
@@ -382,13 +393,8 @@ class GrovePlayer extends Player {
       case 65: case 64: case 67: break; // outcome, welcome, error: read below
       default: return;
     }
-    let message;
-    try {
-      message = JSON.parse(payload.toString());
-    } catch {
-      counts.protocol_errors++;
-      return;
-    }
+    const message = parsed(payload);
+    if (message === undefined) return;
     // From version 7 on, an outcome's result is its code, as in binary.
     if (tag === 65) {
       const result = typeof message[2] === "number" ? RESULTS[message[2]] : message[2];
@@ -418,13 +424,8 @@ class GrovePlayer extends Player {
     }
     if (c === 0x73 /* stats */) return void (counts.bytes_broadcasts += size);
     if (c === 0x70 /* pong */) return;
-    let message;
-    try {
-      message = JSON.parse(payload.toString());
-    } catch {
-      counts.protocol_errors++;
-      return;
-    }
+    const message = parsed(payload);
+    if (message === undefined) return;
     switch (message.type) {
       case "outcome": return this.outcome(message.seq, message.result, message.x, message.y);
       case "welcome": return this.welcome(message.x, message.y);
