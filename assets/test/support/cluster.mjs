@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as delay } from "node:timers/promises";
 import { promisify } from "node:util";
 import { startServer, TEST_SERVER } from "./server.mjs";
 
@@ -44,7 +45,7 @@ export async function startCluster({ size = 3, width, height, actors = 0, env = 
     await Promise.all(servers.map((server) => server.stop()));
     await rm(home, { recursive: true, force: true });
     // An epmd the nodes started for want of one is theirs to take along.
-    if (!epmdWasUp && (await epmdUp())) await run("epmd", ["-kill"]).catch(() => {});
+    if (!epmdWasUp && (await epmdUp())) await stopEpmd(100);
   };
 
   try {
@@ -154,6 +155,21 @@ async function idSlots(names) {
     ...names,
   ]);
   return JSON.parse(stdout.trim());
+}
+
+// epmd refuses to stop while a node is registered with it ("Killing not
+// allowed - living nodes in database."), and a node stopped a moment ago
+// may still be: ask again until it stops, for ten seconds at most, so
+// that no epmd outlives the tests that started it.
+async function stopEpmd(tries) {
+  for (let left = tries; left > 0; left--) {
+    try {
+      await run("epmd", ["-kill"]);
+      return;
+    } catch {
+      await delay(100);
+    }
+  }
 }
 
 async function epmdUp() {
