@@ -114,7 +114,7 @@ defmodule Grove.ClusterResidentsTest do
     assert World.sleep_idle(world) == []
 
     # Its step wakes the zone there, on the other node, and it resides there.
-    walk_all(nodes, world)
+    walk_on(node(), world)
     eventually(fn -> assert :erpc.call(other, World, :position, [world, id]) == to end, @wait)
     assert :erpc.call(other, World, :awake_zones, [world]) == [there]
     eventually(fn -> assert resident?(other, world, there, id) end, @wait)
@@ -125,7 +125,7 @@ defmodule Grove.ClusterResidentsTest do
     assert World.awake_zones(world) == []
 
     # Stepped back by the other node's zone, it wakes this node's zone again.
-    walk_all(nodes, world)
+    walk_on(other, world)
     eventually(fn -> assert World.position(world, id) == from end, @wait)
     assert World.awake_zones(world) == [here]
     eventually(fn -> assert resident?(node(), world, here, id) end, @wait)
@@ -141,9 +141,12 @@ defmodule Grove.ClusterResidentsTest do
   # every node, a zone would step them once for each)...
   defp walk(world), do: :ok = World.walk(world)
 
-  # ...but zones on demand by the node where they are awake.
-  defp walk_all(nodes, world),
-    do: for(node <- nodes, do: :ok = :erpc.call(node, World, :walk, [world]))
+  # ...but zones on demand by the node where they are awake (`World.walk/1`
+  # walks the zones awake on its node as it is called), and by that node
+  # alone: the resident's step wakes its next zone on another node, which
+  # that node's walk, were it told next, would find awake with the
+  # resident just arrived, and step back again.
+  defp walk_on(node, world), do: :ok = :erpc.call(node, World, :walk, [world])
 
   defp placed?(nodes, world) do
     owners = for node <- nodes, do: owners(node, world)
