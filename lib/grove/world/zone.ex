@@ -331,7 +331,7 @@ defmodule Grove.World.Zone do
   def handle_cast({:moves, owner, moves}, zone) do
     zone = sample_mailbox(zone)
     now = :erlang.monotonic_time(:millisecond)
-    {outcomes, ok, zone} = apply_batch(moves, zone, zone.core, owner, now, [], 0)
+    {outcomes, ok, zone} = apply_batch(moves, zone, zone.core, owner, now, [], 0, written(zone))
 
     # The batch's steps taken, counted at once (the common outcome).
     if ok > 0 do
@@ -1035,51 +1035,72 @@ defmodule Grove.World.Zone do
   # would apply it: the common step inside the zone (an entity that does
   # not watch) updates the core alone, with no copy of the zone's state
   # and no write of the game's changes until the batch is done; anything
-  # else goes through `apply_one/7` with the zone as it stands.
-  defp apply_batch([], zone, core, _owner, _now, outcomes, ok),
+  # else goes through `apply_one/7` with the zone as it stands. What a
+  # step writes besides the core (`written/1`) is read once for the batch.
+  defp apply_batch([], zone, core, _owner, _now, outcomes, ok, _written),
     do: {outcomes, ok, %{zone | core: core}}
 
-  defp apply_batch(moves, %__MODULE__{overloaded: true} = zone, core, _owner, _now, outcomes, ok) do
+  defp apply_batch(
+         moves,
+         %__MODULE__{overloaded: true} = zone,
+         core,
+         _owner,
+         _now,
+         outcomes,
+         ok,
+         _written
+       ) do
     zone = %{zone | core: core}
     busy = for {id, _direction, tag} <- moves, do: {id, tag, {:rejected, :busy}}
     for _ <- busy, do: count_outcome(zone, {:rejected, :busy})
     {Enum.reverse(busy, outcomes), ok, zone}
   end
 
-  defp apply_batch([{id, direction, tag} | rest], zone, core, owner, now, outcomes, ok) do
+  defp apply_batch([{id, direction, tag} | rest], zone, core, owner, now, outcomes, ok, written) do
     case Handoff.move(core, id, direction, owner, tag, 0, now, zone.locate) do
       {:moved, %Entity{updates: updates} = entity, from, core} when updates != :view ->
-        moved(zone, entity, from)
+        step_written(written, zone, entity, from)
         outcomes = [{id, tag, {:ok, {entity.x, entity.y}}} | outcomes]
-        apply_batch(rest, zone, core, owner, now, outcomes, ok + 1)
+        apply_batch(rest, zone, core, owner, now, outcomes, ok + 1, written)
 
       {:rejected, reason, core} ->
         outcome = {:rejected, reason}
         count_outcome(zone, outcome)
-        apply_batch(rest, zone, core, owner, now, [{id, tag, outcome} | outcomes], ok)
+        apply_batch(rest, zone, core, owner, now, [{id, tag, outcome} | outcomes], ok, written)
 
       _other ->
         # Undone: `apply_one/7` applies it again on the zone as it stood.
         case apply_one(%{zone | core: core}, id, direction, owner, tag, 0, now) do
           {:pending, zone} ->
-            apply_batch(rest, zone, zone.core, owner, now, outcomes, ok)
+            apply_batch(rest, zone, zone.core, owner, now, outcomes, ok, written)
 
           {{:ok, _cell} = outcome, zone} ->
-            apply_batch(
-              rest,
-              zone,
-              zone.core,
-              owner,
-              now,
-              [{id, tag, outcome} | outcomes],
-              ok + 1
-            )
+            outcomes = [{id, tag, outcome} | outcomes]
+            apply_batch(rest, zone, zone.core, owner, now, outcomes, ok + 1, written)
 
           {outcome, zone} ->
             count_outcome(zone, outcome)
-            apply_batch(rest, zone, zone.core, owner, now, [{id, tag, outcome} | outcomes], ok)
+            outcomes = [{id, tag, outcome} | outcomes]
+            apply_batch(rest, zone, zone.core, owner, now, outcomes, ok, written)
         end
     end
+  end
+
+  # What a step writes besides the core, as `moved/3` reads it from the
+  # zone and its world (a map of more than 32 keys, a hash trie) at each
+  # step: the table, the density's block, and whether zones wake ahead.
+  defp written(%__MODULE__{table: table, world: world}),
+    do: {table, world.density_block, world.zones_on_demand}
+
+  # `moved/3`, with what it reads read once for a batch.
+  defp step_written({table, block, on_demand}, zone, %Entity{id: id, x: x, y: y}, {fx, fy} = from) do
+    :ets.update_element(table, id, [{2, x}, {3, y}])
+
+    if div(fx, block) != div(x, block) or div(fy, block) != div(y, block),
+      do: density_step(zone.world, zone.index, id, from, {x, y})
+
+    if on_demand, do: wake_ahead(zone, from, {x, y})
+    :ok
   end
 
   defp moved(zone, %Entity{id: id, x: x, y: y}, from) do
@@ -1377,11 +1398,15 @@ defmodule Grove.World.Zone do
   defp shift_density(%__MODULE__{world: world} = zone, id, {fx, fy} = from, {tx, ty} = to) do
     block = world.density_block
 
-    if div(fx, block) != div(tx, block) or div(fy, block) != div(ty, block) do
-      World.Minimap.add(world, from, -1)
-      World.Minimap.add(world, to, 1)
-      Places.step(world, zone.index, id, from, to)
-    end
+    if div(fx, block) != div(tx, block) or div(fy, block) != div(ty, block),
+      do: density_step(world, zone.index, id, from, to)
+  end
+
+  # A step from one density block to another.
+  defp density_step(world, index, id, from, to) do
+    World.Minimap.add(world, from, -1)
+    World.Minimap.add(world, to, 1)
+    Places.step(world, index, id, from, to)
   end
 
   defp add_density(%__MODULE__{world: world} = zone, %Entity{id: id, x: x, y: y}, by) do
