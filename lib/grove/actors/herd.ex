@@ -234,7 +234,8 @@ defmodule Grove.Actors.Herd do
       terrain: if(senses, do: api.terrain(world)),
       area: Keyword.get(opts, :area),
       to_join: count,
-      rand: :rand.seed_s(:exsss)
+      # exsp: its next word is read directly at every turn (`turns/9`).
+      rand: :rand.seed_s(:exsp)
     }
 
     {phase, rand} = :rand.uniform_s(resolution, herd.rand)
@@ -420,13 +421,16 @@ defmodule Grove.Actors.Herd do
   # copied the wheel's map of slots; the others (a slower pace, a herd
   # running late) gather by slot in a map of their own.
   defp move_due(herd, due, slot, now_slot) do
-    %__MODULE__{config: config, window: window, wheel: wheel} = herd
+    %__MODULE__{config: config, window: window, wheel: wheel, rand: {rand_alg, rand}} = herd
     jitter_ms = round(config.interval * config.jitter)
     sent_at = :erlang.monotonic_time()
 
     turn = %{
       herd: herd,
       window: window,
+      # The batches whose moves are not all answered, and how many may be.
+      pending: window.pending,
+      size: window.size,
       slot: slot,
       # The earliest an actor comes back: the slot after the one walked now.
       first: now_slot + 1,
@@ -447,7 +451,7 @@ defmodule Grove.Actors.Herd do
     }
 
     {moves, {back1, back2, back3, later}, rand, in_flight, rested, skipped} =
-      turns(due, turn, [], {[], [], [], %{}}, herd.rand, window.in_flight, 0, {0, 0, 0}, %{})
+      turns(due, turn, [], {[], [], [], %{}}, rand, window.in_flight, 0, {0, 0, 0}, %{})
 
     {unanswered, full, stayed} = skipped
 
@@ -471,37 +475,60 @@ defmodule Grove.Actors.Herd do
     if herd.config.remote and sent > 0,
       do: count_remote(herd, for({_id, _dir, _sent_at} = move <- moves, do: move))
 
-    %{herd | wheel: wheel, rand: rand, window: Window.sent(window, sent_at, sent)}
+    %{herd | wheel: wheel, rand: {rand_alg, rand}, window: Window.sent(window, sent_at, sent)}
   end
 
   # Moves and a game's actions, both tagged with when they were sent
   # (`moves`, newest first); the actors by the slot they come back in
   # (`back`); `skipped`, the turns skipped as unanswered or full and those
   # that stayed, which are few.
+  # `rand` is the state of the herd's exsp generator, whose next word
+  # (58 bits) is read directly: `:rand.uniform_s/2`, through the
+  # algorithm's handler and its checks of the range, cost twice as much at
+  # every turn. The draw is that word modulo `draws` (its bias, about one
+  # in 20 million at the default pace, is nothing a walk shows).
   defp turns([entry | due], turn, moves, back, rand, in_flight, rested, skipped, zones) do
-    %{window: window, slot: slot} = turn
+    %{pending: pending, slot: slot, first: first} = turn
     {id, last, _state} = entry
-    {draw, rand} = :rand.uniform_s(turn.draws, rand)
+    {word, rand} = :rand.exsp_next(rand)
+    draw = rem(word, turn.draws)
 
-    wait =
-      Wheel.wait_slots(turn.herd.wheel, turn.interval, turn.jitter_ms, (draw - 1) >>> @roll_bits)
+    wait = Wheel.wait_slots(turn.herd.wheel, turn.interval, turn.jitter_ms, draw >>> @roll_bits)
 
     # Counted from when the move was due, not from when the herd got to
     # it, so a herd running a little late keeps its actors' pace.
-    next = if slot + wait > turn.first, do: slot + wait, else: turn.first
+    next = if slot + wait > first, do: slot + wait, else: first
 
     cond do
-      Window.unanswered?(window, last) ->
+      # Its batch not fully answered (`Window.unanswered?/2`).
+      is_map_key(pending, last) ->
         {unanswered, full, stayed} = skipped
         skipped = {unanswered + 1, full, stayed}
         back = back(back, next, turn, entry)
         turns(due, turn, moves, back, rand, in_flight, rested, skipped, zones)
 
-      in_flight >= window.size ->
+      in_flight >= turn.size ->
         {unanswered, full, stayed} = skipped
         skipped = {unanswered, full + 1, stayed}
         back = back(back, next, turn, entry)
         turns(due, turn, moves, back, rand, in_flight, rested, skipped, zones)
+
+      # Every turn taken, seen or not: nothing to ask.
+      turn.every == 1 ->
+        take_turn(
+          due,
+          turn,
+          moves,
+          back,
+          rand,
+          in_flight,
+          rested,
+          skipped,
+          zones,
+          next,
+          entry,
+          draw
+        )
 
       true ->
         case rests_unseen?(turn, id, slot, zones) do
@@ -549,7 +576,7 @@ defmodule Grove.Actors.Herd do
     {id, last, state} = entry
     %{sent_at: sent_at} = turn
 
-    case decide(turn.herd, id, state, draw - 1 &&& @roll_mask) do
+    case decide(turn.herd, id, state, draw &&& @roll_mask) do
       {:stay, state} ->
         {unanswered, full, stayed} = skipped
         skipped = {unanswered, full, stayed + 1}
