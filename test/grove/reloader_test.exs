@@ -322,7 +322,7 @@ defmodule Grove.ReloaderTest do
   defp states(actors, module) do
     for herd <- Grove.Actors.herds_of(actors),
         %{module: ^module, wheel: wheel} <- [:sys.get_state(herd)],
-        {_id, _last, state} <- Grove.Actors.Herd.Wheel.entries(wheel),
+        {_id, _last, state, _zone} <- Grove.Actors.Herd.Wheel.entries(wheel),
         do: state
   end
 end

@@ -20,6 +20,8 @@ defmodule Grove.Test.StubWorld do
       id modulo that (default 1: all in zone 0)
     * `:seen_zones` - zones watched whatever `:seen` says (default none)
 
+  It counts the times it was asked an entity's zone (`lookups/1`).
+
   Every batch of moves is reported as `{:stub_moves, herd, moves}`, every
   finished join as `{:stub_join, herd, result}`.
   """
@@ -28,7 +30,18 @@ defmodule Grove.Test.StubWorld do
 
   alias Grove.World
 
-  defstruct [:test, :world, :joins, :moves, :refusals, :joining, :seen, :zones, :seen_zones]
+  defstruct [
+    :test,
+    :world,
+    :joins,
+    :moves,
+    :refusals,
+    :joining,
+    :seen,
+    :zones,
+    :seen_zones,
+    :lookups
+  ]
 
   @doc "A stub world in front of the real world `world`, reporting to the calling process."
   def new(world, opts) do
@@ -51,9 +64,13 @@ defmodule Grove.Test.StubWorld do
       joining: :atomics.new(2, signed: true),
       seen: tap(:atomics.new(1, []), &:atomics.put(&1, 1, seen(Keyword.get(opts, :seen, true)))),
       zones: Keyword.get(opts, :zones, 1),
-      seen_zones: Keyword.get(opts, :seen_zones, [])
+      seen_zones: Keyword.get(opts, :seen_zones, []),
+      lookups: :counters.new(1, [])
     }
   end
+
+  @doc "How many times an entity's zone was asked (`zone_index/2`)."
+  def lookups(%__MODULE__{lookups: lookups}), do: :counters.get(lookups, 1)
 
   @doc "Makes every entity seen, or not, from now on."
   def see(%__MODULE__{seen: seen}, value) when is_boolean(value),
@@ -113,7 +130,10 @@ defmodule Grove.Test.StubWorld do
   def leave(_stub, _id), do: :ok
 
   @impl true
-  def zone_index(%__MODULE__{zones: zones}, id), do: rem(id, zones)
+  def zone_index(%__MODULE__{zones: zones, lookups: lookups}, id) do
+    :counters.add(lookups, 1, 1)
+    rem(id, zones)
+  end
 
   @impl true
   def zone_watched?(%__MODULE__{seen: seen, seen_zones: seen_zones}, zone),

@@ -371,8 +371,8 @@ defmodule Grove.Actors.Herd do
           herd.wheel
 
         from ->
-          Wheel.map(herd.wheel, fn {id, last, state} ->
-            {id, last, module.upgrade(state, from)}
+          Wheel.map(herd.wheel, fn {id, last, state, zone} ->
+            {id, last, module.upgrade(state, from), zone}
           end)
       end
 
@@ -489,7 +489,7 @@ defmodule Grove.Actors.Herd do
   # in 20 million at the default pace, is nothing a walk shows).
   defp turns([entry | due], turn, moves, back, rand, in_flight, rested, skipped, zones) do
     %{pending: pending, slot: slot, first: first} = turn
-    {id, last, _state} = entry
+    {_id, last, _state, _zone} = entry
     {word, rand} = :rand.exsp_next(rand)
     draw = rem(word, turn.draws)
 
@@ -531,12 +531,12 @@ defmodule Grove.Actors.Herd do
         )
 
       true ->
-        case rests_unseen?(turn, id, slot, zones) do
-          {true, zones} ->
+        case rests_unseen?(turn, entry, slot, zones) do
+          {true, zones, entry} ->
             back = back(back, next, turn, entry)
             turns(due, turn, moves, back, rand, in_flight, rested + 1, skipped, zones)
 
-          {false, zones} ->
+          {false, zones, entry} ->
             take_turn(
               due,
               turn,
@@ -573,29 +573,29 @@ defmodule Grove.Actors.Herd do
          entry,
          draw
        ) do
-    {id, last, state} = entry
+    {id, last, state, zone} = entry
     %{sent_at: sent_at} = turn
 
     case decide(turn.herd, id, state, draw &&& @roll_mask) do
       {:stay, state} ->
         {unanswered, full, stayed} = skipped
         skipped = {unanswered, full, stayed + 1}
-        back = back(back, next, turn, {id, last, state})
+        back = back(back, next, turn, {id, last, state, zone})
         turns(due, turn, moves, back, rand, in_flight, rested, skipped, zones)
 
       {{:act, action, target}, state} ->
         moves = [{id, action, target, %{}, sent_at} | moves]
-        back = back(back, next, turn, {id, sent_at, state})
+        back = back(back, next, turn, {id, sent_at, state, nil})
         turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
 
       {{:act, action, target, args}, state} ->
         moves = [{id, action, target, args, sent_at} | moves]
-        back = back(back, next, turn, {id, sent_at, state})
+        back = back(back, next, turn, {id, sent_at, state, nil})
         turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
 
       {direction, state} ->
         moves = [{id, direction, sent_at} | moves]
-        back = back(back, next, turn, {id, sent_at, state})
+        back = back(back, next, turn, {id, sent_at, state, nil})
         turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
     end
   end
@@ -611,11 +611,11 @@ defmodule Grove.Actors.Herd do
   end
 
   # Where nobody watches, an actor takes one turn in `unseen_every` on
-  # average and rests the others: nothing is decided, sensed or sent. Its
-  # zone is read at every turn, and whether anyone watches that zone once
-  # per zone in a batch (`zones`, zone => rests?, built as the batch
-  # meets them; a batch is one slot of one instant), so an actor steps as
-  # before from its first batch after someone comes to watch its zone.
+  # average and rests the others: nothing is decided, sensed or sent.
+  # Whether anyone watches its zone is asked once per zone in a batch
+  # (`zones`, zone => rests?, built as the batch meets them; a batch is
+  # one slot of one instant), so an actor steps as before from its first
+  # batch after someone comes to watch its zone.
   # The turns taken are those that fall in the slots its zone takes, one
   # in `unseen_every`, drawn by a hash of the slot and the zone: a zone
   # nobody watches gets a herd's batch that often, each as full as
@@ -624,27 +624,36 @@ defmodule Grove.Actors.Herd do
   # its moves). A hash, not every `unseen_every`th slot: an actor whose
   # waits are all the same length (no jitter) could otherwise fall in
   # none of its zone's slots.
+  # The actor's zone is read from the world once after each move and kept
+  # with it on the wheel (its entry's last element, nil until read): only
+  # its own moves change the zone an entity stands in, and a turn comes to
+  # this question only once its last move is answered (or given up on), so
+  # what was read since is what the world would say now. A resting turn,
+  # three in four where nobody watches, reads nothing of the world's
+  # directory.
   # The world is read once a batch (`zones_now/1`, in `turn`), where the
   # world offers it: a lookup of the world's settings and directory at
   # each turn cost as much as the rest of a resting turn.
-  defp rests_unseen?(%{every: 1}, _id, _slot, zones), do: {false, zones}
+  defp rests_unseen?(%{every: 1}, entry, _slot, zones), do: {false, zones, entry}
 
-  defp rests_unseen?(%{every: every, where: where, herd: %__MODULE__{api: api}}, id, slot, zones) do
+  defp rests_unseen?(turn, {id, last, state, nil} = entry, slot, zones) do
+    %{where: where, herd: %__MODULE__{api: api}} = turn
+
     case zone_index(api, where, id) do
-      nil ->
-        {false, zones}
+      nil -> {false, zones, entry}
+      zone -> rests_unseen?(turn, {id, last, state, zone}, slot, zones)
+    end
+  end
 
-      zone ->
-        case zones do
-          %{^zone => rests} ->
-            {rests, zones}
+  defp rests_unseen?(turn, {_id, _last, _state, zone} = entry, slot, zones) do
+    case zones do
+      %{^zone => rests} ->
+        {rests, zones, entry}
 
-          %{} ->
-            rests =
-              :erlang.phash2({slot, zone}, every) != 0 and not api.zone_watched?(where, zone)
-
-            {rests, Map.put(zones, zone, rests)}
-        end
+      %{} ->
+        %{every: every, where: where, herd: %__MODULE__{api: api}} = turn
+        rests = :erlang.phash2({slot, zone}, every) != 0 and not api.zone_watched?(where, zone)
+        {rests, Map.put(zones, zone, rests), entry}
     end
   end
 
@@ -791,7 +800,8 @@ defmodule Grove.Actors.Herd do
     end
   end
 
-  # Each actor is on the wheel once, as `{id, sent_at of its last move, its kind's state}`.
+  # Each actor is on the wheel once, as `{id, sent_at of its last move,
+  # its kind's state, its zone if read since its last move}`.
   defp schedule(herd) do
     case Wheel.next_due(herd.wheel, herd.slot + 1, herd.slot + 2 * interval_slots(herd) + 2) do
       nil ->
@@ -1013,7 +1023,7 @@ defmodule Grove.Actors.Herd do
         {roll, rand} = :rand.uniform_s(@roll_mask + 1, rand)
         state = herd.module.init(herd.config.kind_options, roll - 1)
         # No move yet: the batch of its last move is none.
-        {Wheel.add(wheel, now_slot + offset, {id, 0, state}), rand}
+        {Wheel.add(wheel, now_slot + offset, {id, 0, state, nil}), rand}
       end)
 
     reschedule(%{herd | wheel: wheel, rand: rand})

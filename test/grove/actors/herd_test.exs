@@ -210,6 +210,32 @@ defmodule Grove.Actors.HerdTest do
       assert mean.(watched) > 2 * mean.(unwatched)
     end
 
+    test "an actor's zone is asked once after each of its moves, not at every turn it rests",
+         %{world: world} do
+      stub = StubWorld.new(world, moves: :answer, seen: false)
+
+      {herd, stats} =
+        start_herd(stub,
+          count: 50,
+          unseen_every: 4,
+          move_timeout: 600_000,
+          target_ms: 600_000,
+          late_ms: 600_000
+        )
+
+      eventually(fn -> assert counts(stats).rested >= 400 end)
+      # Between two of the herd's messages, so that its lookups and its
+      # counts are of the same turns.
+      :ok = :sys.suspend(herd)
+      lookups = StubWorld.lookups(stub)
+      %{sent: sent, rested: rested} = counts(stats)
+      :ok = :sys.resume(herd)
+      # Once for each actor's first turn, and once for each turn after a
+      # move: about one turn in four, where every turn was a lookup.
+      assert lookups <= sent + 50
+      assert lookups < (sent + rested) / 2
+    end
+
     test "every actor takes turns unseen, even with waits that never vary", %{world: world} do
       # No jitter: each actor comes back exactly ten slots later, always.
       {_herd, stats} =
