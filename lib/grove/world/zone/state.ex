@@ -245,6 +245,51 @@ defmodule Grove.World.Zone.State do
     end
   end
 
+  # The common step, first: inside the zone, with no game and no
+  # bacteria, among entities that do not share cells. What the clause
+  # after it checks in turn (`inside?/3`, `blocked?/3`, `taken?/3`,
+  # `live?/3`) and `relocate/5` writes, read from the state at once, where
+  # each check read its fields of it again.
+  defp move_to(
+         %__MODULE__{
+           bounds: {x0, y0, x1, y1},
+           game: nil,
+           bacteria: nil,
+           rules: %Rules{exclusive: true, blocking: blocking},
+           terrain: terrain,
+           cells: cells,
+           entities: entities
+         } = state,
+         %Entity{id: id, x: fx, y: fy} = entity,
+         paced,
+         x,
+         y,
+         _tag,
+         _now
+       )
+       when x >= x0 and x < x1 and y >= y0 and y < y1 do
+    row = elem(cells, y - y0)
+
+    cond do
+      blocking and Terrain.blocked?(terrain, x, y) ->
+        {:rejected, :blocked, put_paced(state, entity, paced)}
+
+      is_map_key(row, x) ->
+        {:rejected, :occupied, put_paced(state, entity, paced)}
+
+      true ->
+        moved = %{entity | x: x, y: y, paced_until: paced}
+
+        cells =
+          if fy == y,
+            do: put_elem(cells, y - y0, row |> Map.delete(fx) |> Map.put(x, id)),
+            else: move_cell(state, fx, fy, x, y, id)
+
+        state = record(%{state | entities: Map.put(entities, id, moved), cells: cells}, moved)
+        {:moved, moved, {fx, fy}, state}
+    end
+  end
+
   defp move_to(%__MODULE__{grid: grid, rules: rules} = state, entity, paced, x, y, tag, now) do
     cond do
       inside?(state, x, y) ->
