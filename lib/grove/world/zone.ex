@@ -331,13 +331,18 @@ defmodule Grove.World.Zone do
   def handle_cast({:moves, owner, moves}, zone) do
     zone = sample_mailbox(zone)
     now = :erlang.monotonic_time(:millisecond)
-    {outcomes, ok, zone} = apply_batch(moves, zone, zone.core, owner, now, [], 0, written(zone))
 
-    # The batch's steps taken, counted at once (the common outcome).
-    if ok > 0 do
-      Slots.add_move(zone.world, zone.index, ok)
-      Stats.incr(zone.world.stats, :moves_ok, ok)
-    end
+    {outcomes, {ok, occupied, blocked}, zone} =
+      apply_batch(moves, zone, zone.core, owner, now, [], {0, 0, 0}, written(zone))
+
+    # The batch's steps taken, and those refused on a taken or blocking
+    # cell (a third of them in a crowd), counted at once.
+    if ok + occupied + blocked > 0,
+      do: Slots.add_move(zone.world, zone.index, ok + occupied + blocked)
+
+    if ok > 0, do: Stats.incr(zone.world.stats, :moves_ok, ok)
+    if occupied > 0, do: Stats.incr(zone.world.stats, :occupied, occupied)
+    if blocked > 0, do: Stats.incr(zone.world.stats, :blocked, blocked)
 
     # What the game's hooks changed is written before the outcomes go out.
     zone = sync_game(zone)
@@ -1037,8 +1042,8 @@ defmodule Grove.World.Zone do
   # and no write of the game's changes until the batch is done; anything
   # else goes through `apply_one/7` with the zone as it stands. What a
   # step writes besides the core (`written/1`) is read once for the batch.
-  defp apply_batch([], zone, core, _owner, _now, outcomes, ok, _written),
-    do: {outcomes, ok, %{zone | core: core}}
+  defp apply_batch([], zone, core, _owner, _now, outcomes, counts, _written),
+    do: {outcomes, counts, %{zone | core: core}}
 
   defp apply_batch(
          moves,
@@ -1047,44 +1052,83 @@ defmodule Grove.World.Zone do
          _owner,
          _now,
          outcomes,
-         ok,
+         counts,
          _written
        ) do
     zone = %{zone | core: core}
     busy = for {id, _direction, tag} <- moves, do: {id, tag, {:rejected, :busy}}
     for _ <- busy, do: count_outcome(zone, {:rejected, :busy})
-    {Enum.reverse(busy, outcomes), ok, zone}
+    {Enum.reverse(busy, outcomes), counts, zone}
   end
 
-  defp apply_batch([{id, direction, tag} | rest], zone, core, owner, now, outcomes, ok, written) do
+  defp apply_batch(
+         [{id, direction, tag} | rest],
+         zone,
+         core,
+         owner,
+         now,
+         outcomes,
+         counts,
+         written
+       ) do
     case Handoff.move(core, id, direction, owner, tag, 0, now, zone.locate) do
       {:moved, %Entity{updates: updates} = entity, from, core} when updates != :view ->
         step_written(written, zone, entity, from)
         outcomes = [{id, tag, {:ok, {entity.x, entity.y}}} | outcomes]
-        apply_batch(rest, zone, core, owner, now, outcomes, ok + 1, written)
+        apply_batch(rest, zone, core, owner, now, outcomes, counted(counts, :ok), written)
+
+      {:rejected, reason, core} when reason in [:occupied, :blocked] ->
+        outcomes = [{id, tag, {:rejected, reason}} | outcomes]
+        apply_batch(rest, zone, core, owner, now, outcomes, counted(counts, reason), written)
 
       {:rejected, reason, core} ->
         outcome = {:rejected, reason}
         count_outcome(zone, outcome)
-        apply_batch(rest, zone, core, owner, now, [{id, tag, outcome} | outcomes], ok, written)
+
+        apply_batch(
+          rest,
+          zone,
+          core,
+          owner,
+          now,
+          [{id, tag, outcome} | outcomes],
+          counts,
+          written
+        )
 
       _other ->
         # Undone: `apply_one/7` applies it again on the zone as it stood.
         case apply_one(%{zone | core: core}, id, direction, owner, tag, 0, now) do
           {:pending, zone} ->
-            apply_batch(rest, zone, zone.core, owner, now, outcomes, ok, written)
+            apply_batch(rest, zone, zone.core, owner, now, outcomes, counts, written)
 
           {{:ok, _cell} = outcome, zone} ->
             outcomes = [{id, tag, outcome} | outcomes]
-            apply_batch(rest, zone, zone.core, owner, now, outcomes, ok + 1, written)
+
+            apply_batch(
+              rest,
+              zone,
+              zone.core,
+              owner,
+              now,
+              outcomes,
+              counted(counts, :ok),
+              written
+            )
 
           {outcome, zone} ->
             count_outcome(zone, outcome)
             outcomes = [{id, tag, outcome} | outcomes]
-            apply_batch(rest, zone, zone.core, owner, now, outcomes, ok, written)
+            apply_batch(rest, zone, zone.core, owner, now, outcomes, counts, written)
         end
     end
   end
+
+  # The batch's steps taken, and its moves refused on a taken or a
+  # blocking cell: counted once for the batch (`handle_cast/2`).
+  defp counted({ok, occupied, blocked}, :ok), do: {ok + 1, occupied, blocked}
+  defp counted({ok, occupied, blocked}, :occupied), do: {ok, occupied + 1, blocked}
+  defp counted({ok, occupied, blocked}, :blocked), do: {ok, occupied, blocked + 1}
 
   # What a step writes besides the core, as `moved/3` reads it from the
   # zone and its world (a map of more than 32 keys, a hash trie) at each
