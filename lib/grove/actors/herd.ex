@@ -262,7 +262,7 @@ defmodule Grove.Actors.Herd do
     %__MODULE__{stats: stats, config: %{native_per_us: native_per_us}} = herd
 
     {window, answered} = Window.answered(herd.window, outcomes, now)
-    count_outcomes(outcomes, stats, now, native_per_us, nil, 0)
+    count_outcomes(outcomes, stats, now, native_per_us, nil, nil, 0)
     if answered > 0, do: Stats.incr(herd.stats, :in_flight, -answered)
     {:noreply, %{herd | window: window}}
   end
@@ -832,24 +832,25 @@ defmodule Grove.Actors.Herd do
   defp interval_slots(herd), do: Wheel.slots(herd.wheel, herd.config.interval)
 
   # A zone answers a batch's moves in one message, all sent at once: the
-  # outcomes of a key with one round trip are counted together.
-  defp count_outcomes([{_id, sent_at, outcome} | rest], stats, now, per_us, run, count) do
-    case {sent_at, outcome_key(outcome)} do
-      ^run ->
-        count_outcomes(rest, stats, now, per_us, run, count + 1)
+  # outcomes of a key with one round trip are counted together (the run's
+  # time and key apart, not a tuple of both made at each outcome).
+  defp count_outcomes([{_id, sent_at, outcome} | rest], stats, now, per_us, at, key, count) do
+    case outcome_key(outcome) do
+      ^key when sent_at == at ->
+        count_outcomes(rest, stats, now, per_us, at, key, count + 1)
 
       next ->
-        flush_outcomes(stats, now, per_us, run, count)
-        count_outcomes(rest, stats, now, per_us, next, 1)
+        flush_outcomes(stats, now, per_us, at, key, count)
+        count_outcomes(rest, stats, now, per_us, sent_at, next, 1)
     end
   end
 
-  defp count_outcomes([], stats, now, per_us, run, count),
-    do: flush_outcomes(stats, now, per_us, run, count)
+  defp count_outcomes([], stats, now, per_us, at, key, count),
+    do: flush_outcomes(stats, now, per_us, at, key, count)
 
-  defp flush_outcomes(_stats, _now, _per_us, nil, _count), do: :ok
+  defp flush_outcomes(_stats, _now, _per_us, _at, _key, 0), do: :ok
 
-  defp flush_outcomes(stats, now, per_us, {sent_at, key}, count),
+  defp flush_outcomes(stats, now, per_us, sent_at, key, count),
     do: Stats.outcomes(stats, key, div(now - sent_at, per_us), count)
 
   defp outcome_key({:ok, {_x, _y}}), do: :ok
