@@ -427,6 +427,7 @@ defmodule Grove.Actors.Herd do
 
     turn = %{
       herd: herd,
+      wheel: wheel,
       window: window,
       # The batches whose moves are not all answered, and how many may be.
       pending: window.pending,
@@ -487,13 +488,26 @@ defmodule Grove.Actors.Herd do
   # algorithm's handler and its checks of the range, cost twice as much at
   # every turn. The draw is that word modulo `draws` (its bias, about one
   # in 20 million at the default pace, is nothing a walk shows).
+  # What a turn reads of `turn` is read in one match, one pass over the
+  # map's keys, where a read of each field searched them again.
   defp turns([entry | due], turn, moves, back, rand, in_flight, rested, skipped, zones) do
-    %{pending: pending, slot: slot, first: first} = turn
+    %{
+      pending: pending,
+      slot: slot,
+      first: first,
+      draws: draws,
+      wheel: wheel,
+      interval: interval,
+      jitter_ms: jitter_ms,
+      size: size,
+      every: every
+    } = turn
+
     {_id, last, _state, _zone} = entry
     {word, rand} = :rand.exsp_next(rand)
-    draw = rem(word, turn.draws)
+    draw = rem(word, draws)
 
-    wait = Wheel.wait_slots(turn.herd.wheel, turn.interval, turn.jitter_ms, draw >>> @roll_bits)
+    wait = Wheel.wait_slots(wheel, interval, jitter_ms, draw >>> @roll_bits)
 
     # Counted from when the move was due, not from when the herd got to
     # it, so a herd running a little late keeps its actors' pace.
@@ -507,14 +521,14 @@ defmodule Grove.Actors.Herd do
         back = back(back, next, turn, entry)
         turns(due, turn, moves, back, rand, in_flight, rested, skipped, zones)
 
-      in_flight >= turn.size ->
+      in_flight >= size ->
         {unanswered, full, stayed} = skipped
         skipped = {unanswered, full + 1, stayed}
         back = back(back, next, turn, entry)
         turns(due, turn, moves, back, rand, in_flight, rested, skipped, zones)
 
       # Every turn taken, seen or not: nothing to ask.
-      turn.every == 1 ->
+      every == 1 ->
         take_turn(
           due,
           turn,
