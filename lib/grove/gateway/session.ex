@@ -840,52 +840,55 @@ defmodule Grove.Gateway.Session do
   defp read(%__MODULE__{areas: areas} = session) when map_size(areas) == 0, do: {session, []}
 
   defp read(%__MODULE__{areas: areas, feed: feed, format: format} = session) do
-    :maps.fold(
-      fn zone, tiles, {session, frames} ->
-        case oldest(tiles) do
-          nil ->
-            {session, frames}
+    {areas, frames} =
+      :maps.fold(
+        fn zone, tiles, {areas, frames} ->
+          case oldest(:maps.values(tiles), nil, false) do
+            {nil, _awaiting} ->
+              {areas, frames}
 
-          since ->
-            case Feed.since(feed, zone, since, format) do
-              {[], _seq} ->
-                {session, frames}
+            {since, awaiting} ->
+              case Feed.since(feed, zone, since, format) do
+                {[], _seq} ->
+                  {areas, frames}
 
-              {rows, latest} ->
-                taken = take(rows, since + 1, tiles, [])
+                {rows, latest} ->
+                  taken = take(rows, since + 1, tiles, [])
+                  {Map.put(areas, zone, read_to(tiles, latest, awaiting)), [frames | taken]}
 
-                tiles =
-                  :maps.map(
-                    fn
-                      _tile, :awaiting -> :awaiting
-                      _tile, _seq -> latest
-                    end,
-                    tiles
-                  )
+                :gone ->
+                  held = for {tile, seq} <- tiles, seq != :awaiting, into: %{}, do: {tile, seq}
+                  {Map.put(areas, zone, Map.merge(tiles, request(session, zone, held))), frames}
+              end
+          end
+        end,
+        {areas, []},
+        areas
+      )
 
-                {%{session | areas: Map.put(session.areas, zone, tiles)}, [frames | taken]}
-
-              :gone ->
-                held = for {tile, seq} <- tiles, seq != :awaiting, into: %{}, do: {tile, seq}
-                tiles = Map.merge(tiles, request(session, zone, held))
-                {%{session | areas: Map.put(session.areas, zone, tiles)}, frames}
-            end
-        end
-      end,
-      {session, []},
-      areas
-    )
+    {%{session | areas: areas}, frames}
   end
 
-  # The oldest number a tile held was read to; nil when all await snapshots.
-  defp oldest(tiles) do
-    :maps.fold(
+  # The oldest number a tile held was read to (nil when all await
+  # snapshots), and whether any awaits one.
+  defp oldest([], low, awaiting), do: {low, awaiting}
+  defp oldest([:awaiting | seqs], low, _awaiting), do: oldest(seqs, low, true)
+
+  defp oldest([seq | seqs], low, awaiting) when low == nil or seq < low,
+    do: oldest(seqs, seq, awaiting)
+
+  defp oldest([_seq | seqs], low, awaiting), do: oldest(seqs, low, awaiting)
+
+  # Every tile held is read to `latest`; one awaiting its snapshot still
+  # awaits it.
+  defp read_to(tiles, latest, false), do: :maps.from_keys(:maps.keys(tiles), latest)
+
+  defp read_to(tiles, latest, true) do
+    :maps.map(
       fn
-        _tile, :awaiting, low -> low
-        _tile, seq, nil -> seq
-        _tile, seq, low -> min(seq, low)
+        _tile, :awaiting -> :awaiting
+        _tile, _seq -> latest
       end,
-      nil,
       tiles
     )
   end
@@ -894,16 +897,19 @@ defmodule Grove.Gateway.Session do
   # first row's number), that each tile has not had yet.
   defp take([], _seq, _tiles, acc), do: acc
 
-  defp take([row | rows], seq, tiles, acc) do
-    acc =
-      Enum.reduce(row, acc, fn {tile, frame}, acc ->
-        case tiles do
-          %{^tile => held} when is_integer(held) and held < seq -> [acc | frame]
-          _other -> acc
-        end
-      end)
+  defp take([row | rows], seq, tiles, acc),
+    do: take(rows, seq + 1, tiles, take_row(row, seq, tiles, acc))
 
-    take(rows, seq + 1, tiles, acc)
+  defp take_row([], _seq, _tiles, acc), do: acc
+
+  defp take_row([{tile, frame} | row], seq, tiles, acc) do
+    case tiles do
+      %{^tile => held} when is_integer(held) and held < seq ->
+        take_row(row, seq, tiles, [acc | frame])
+
+      _other ->
+        take_row(row, seq, tiles, acc)
+    end
   end
 
   # The viewport moved over other tiles since they were last fitted to it:
