@@ -38,6 +38,10 @@ defmodule Grove.Gateway.Session do
   # A guest's face (accounts have an avatar of their own, see docs/api.md).
   @guest_avatar "😀"
 
+  # At most 31 fields: a struct of more than 32 keys is a hash map, whose
+  # every read and update of a field hashes its key and copies a node of
+  # the map's tree, where a flat map's finds it in place; a session is
+  # read and updated at every message (paired fields are kept as one).
   defstruct [
     :world,
     :feed,
@@ -55,15 +59,15 @@ defmodule Grove.Gateway.Session do
     :welcome,
     :join_opts,
     :grid,
-    tiled_at: nil,
-    tile_spans: nil,
+    # The cell the tiles were last fitted to, and the spans of tiles then.
+    tiled: {nil, nil},
     moved_at: nil,
     moves_booked: nil,
     seeds_booked: nil,
     acts_booked: nil,
     says_booked: nil,
-    errors: 0,
-    errors_since: 0,
+    # The errors counted in the window, and when the window began.
+    errors: {0, 0},
     joined: false,
     minimap: true,
     grounds: nil,
@@ -126,7 +130,7 @@ defmodule Grove.Gateway.Session do
       seed_limit: RateLimit.new(Map.get(config, :seed_rate, 1), Map.get(config, :seed_burst, 3)),
       act_limit: RateLimit.new(Map.get(config, :act_rate, 10), Map.get(config, :act_burst, 5)),
       say_limit: RateLimit.new(Map.get(config, :say_rate, 1), Map.get(config, :say_burst, 3)),
-      errors_since: now_ms
+      errors: {0, now_ms}
     }
   end
 
@@ -919,15 +923,15 @@ defmodule Grove.Gateway.Session do
   # margin) as they were, and so every tile held: that is told by two
   # tuples, the rest is done only when one of them changed.
   defp retile(%__MODULE__{cell: nil} = session), do: {session, []}
-  defp retile(%__MODULE__{cell: cell, tiled_at: cell} = session), do: {session, []}
+  defp retile(%__MODULE__{cell: cell, tiled: {cell, _spans}} = session), do: {session, []}
 
   defp retile(%__MODULE__{grid: grid, cell: cell} = session) do
     radius = radius(session)
     margin = Map.get(session.config, :view_margin, 2)
     spans = {Grid.tile_span(grid, cell, radius), Grid.tile_span(grid, cell, radius + margin)}
 
-    if spans == session.tile_spans,
-      do: {%{session | tiled_at: cell}, []},
+    if spans == elem(session.tiled, 1),
+      do: {%{session | tiled: {cell, spans}}, []},
       else: retile(session, grid, cell, radius + margin, spans)
   end
 
@@ -944,7 +948,7 @@ defmodule Grove.Gateway.Session do
         {Map.put(areas, zone, tiles), [shut | closing(session, for({tile, _} <- out, do: tile))]}
       end)
 
-    {%{session | areas: areas, tiled_at: cell, tile_spans: spans}, shut}
+    {%{session | areas: areas, tiled: {cell, spans}}, shut}
   end
 
   defp in_view(session), do: Grid.view_tiles(session.grid, session.cell, radius(session))
@@ -1035,12 +1039,14 @@ defmodule Grove.Gateway.Session do
     # A held-down key runs into the rate limit; that is no reason to cut anyone off.
     counted = if code == :rate_limited, do: 0, else: 1
 
-    {errors, since} =
-      if now_ms - session.errors_since > @error_window_ms,
-        do: {counted, now_ms},
-        else: {session.errors + counted, session.errors_since}
+    {errors, since} = session.errors
 
-    session = %{session | errors: errors, errors_since: since}
+    {errors, since} =
+      if now_ms - since > @error_window_ms,
+        do: {counted, now_ms},
+        else: {errors + counted, since}
+
+    session = %{session | errors: {errors, since}}
     report = send_message(session, %{type: :error, code: code, message: text})
 
     if errors > session.config.max_errors do
