@@ -510,8 +510,13 @@ defmodule Grove.Actors.Herd do
     wait = Wheel.wait_slots(wheel, interval, jitter_ms, draw >>> @roll_bits)
 
     # Counted from when the move was due, not from when the herd got to
-    # it, so a herd running a little late keeps its actors' pace.
-    next = if slot + wait > first, do: slot + wait, else: first
+    # it, so a herd running a little late keeps its actors' pace. One due
+    # before the herd's next slot comes back in the first slot of its own
+    # pace after it: a herd that stalled for longer than a wait spreads
+    # its actors over the slots they came in before, where putting them all
+    # in the next slot would bunch them there for good when their waits
+    # never vary, and its window of moves would let the same few through.
+    next = if slot + wait > first, do: slot + wait, else: first + Integer.mod(slot - first, wait)
 
     cond do
       # Its batch not fully answered (`Window.unanswered?/2`).

@@ -97,6 +97,14 @@ defmodule Grove.Actors.HerdTest do
     end
   end
 
+  defp drain_moves do
+    receive do
+      {:stub_moves, _herd, _moves} -> drain_moves()
+    after
+      0 -> :ok
+    end
+  end
+
   # Moves sent by each actor, until `want` in all or the deadline.
   defp moves_per_actor(counts, want, deadline) do
     if Enum.sum(Map.values(counts)) >= want do
@@ -253,6 +261,35 @@ defmodule Grove.Actors.HerdTest do
       # beats. Eighty turns an actor leave one that takes a fair share of
       # them moveless with odds of 20 x 0.75^80 (about 2e-9).
       assert MapSet.size(movers_within_turns(MapSet.new(), 20, stats, 20 * 80)) == 20
+    end
+
+    test "actors whose waits never vary keep their own slots after the herd stalls", %{
+      world: world
+    } do
+      # A stall of five waits (a loaded machine, a long collection): the
+      # herd walks the slots it missed at once. Were every actor put back
+      # in the next slot, none would ever leave it, and the window (four
+      # moves for 20 actors) would let the same few of them through.
+      {herd, stats} =
+        start_herd(StubWorld.new(world, moves: :answer, seen: false),
+          count: 20,
+          jitter: 0.0,
+          unseen_every: 4,
+          move_timeout: 600_000,
+          target_ms: 600_000,
+          late_ms: 600_000
+        )
+
+      eventually(fn -> assert counts(stats).joined == 20 end)
+      :ok = :sys.suspend(herd)
+      Process.sleep(500)
+      # Only the moves after the stall count.
+      drain_moves()
+      :ok = :sys.resume(herd)
+      %{sent: sent, rested: rested} = counts(stats)
+
+      assert MapSet.size(movers_within_turns(MapSet.new(), 20, stats, sent + rested + 20 * 80)) ==
+               20
     end
 
     test "rests nobody by default, seen or not", %{world: world} do
