@@ -9,35 +9,20 @@
 #
 #     elixir --erl "+S 1:1" -S mix run --no-start lab/bench/zone_wake.exs
 
+Code.require_file("zone_wake_world.exs", __DIR__)
+
+alias Grove.Bench.ZoneWakeWorld
 alias Grove.World
 alias Grove.World.Zone
 
 name = :bench_zone_wake
-
-{:ok, sup} =
-  World.start_link(
-    name: name,
-    width: 1_000_000,
-    height: 1_000_000,
-    zone_size: 50,
-    zones: :on_demand,
-    zone_idle: :manual,
-    handoff_timeout: 50,
-    game: {Grove.Games.Orchard, tick: :manual},
-    rules: [move_rate: nil]
-  )
-
-world = World.fetch!(name)
+{sup, world} = ZoneWakeWorld.start(name)
 grid = world.grid
 count = 400
 
 rounds =
   for round <- 1..3 do
-    zones =
-      for k <- 0..(count - 1),
-          do:
-            rem((round * 1000 + k) * 37, grid.zones_y) * grid.zones_x +
-              rem(k * 7919, grid.zones_x)
+    zones = ZoneWakeWorld.zones(grid, round, count)
 
     {_, _} = :erlang.statistics(:runtime)
 

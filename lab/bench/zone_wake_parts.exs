@@ -13,33 +13,20 @@
 #
 # The parts are made in this process, the whole wakes in the zones' own.
 
+Code.require_file("zone_wake_world.exs", __DIR__)
+
+alias Grove.Bench.ZoneWakeWorld
 alias Grove.World
 alias Grove.World.{Zone, Terrain, Grid}
 alias Grove.World.Zone.{State}
 alias Grove.World.Zone.Game, as: GameRules
+
 name = :bench_zone_wake
-
-{:ok, sup} =
-  World.start_link(
-    name: name,
-    width: 1_000_000,
-    height: 1_000_000,
-    zone_size: 50,
-    zones: :on_demand,
-    zone_idle: :manual,
-    handoff_timeout: 50,
-    game: {Grove.Games.Orchard, tick: :manual},
-    rules: [move_rate: nil]
-  )
-
-world = World.fetch!(name)
+{sup, world} = ZoneWakeWorld.start(name)
 grid = world.grid
 count = 400
 
-zones = fn r ->
-  for k <- 0..(count - 1),
-      do: rem((r * 1000 + k) * 37, grid.zones_y) * grid.zones_x + rem(k * 7919, grid.zones_x)
-end
+zones = fn r -> ZoneWakeWorld.zones(grid, r, count) end
 
 t = fn f ->
   {_, _} = :erlang.statistics(:runtime)
