@@ -22,6 +22,11 @@ defmodule Grove.Actors.HerdTest do
     {herd, stats}
   end
 
+  # A herd that never gives up on a move, nor on a turn that came late:
+  # what it does is decided by its turns alone, whatever the machine's load.
+  defp start_patient_herd(stub, opts),
+    do: start_herd(stub, [move_timeout: 600_000, target_ms: 600_000, late_ms: 600_000] ++ opts)
+
   defp counts(stats), do: Stats.read(stats).counts
 
   # The herd's moves in flight, read inside it, as one moment: those its
@@ -128,11 +133,8 @@ defmodule Grove.Actors.HerdTest do
   describe "outcomes" do
     test "a batch's outcomes are counted by kind, each with its round trip", %{world: world} do
       {herd, stats} =
-        start_herd(StubWorld.new(world, moves: :silent),
-          count: 20,
-          move_timeout: 600_000,
-          target_ms: 600_000,
-          late_ms: 600_000
+        start_patient_herd(StubWorld.new(world, moves: :silent),
+          count: 20
         )
 
       eventually(fn -> assert counts(stats).sent >= 2 end)
@@ -174,12 +176,9 @@ defmodule Grove.Actors.HerdTest do
       stub = StubWorld.new(world, moves: :answer, seen: false)
 
       {herd, stats} =
-        start_herd(stub,
+        start_patient_herd(stub,
           count: 50,
-          unseen_every: 4,
-          move_timeout: 600_000,
-          target_ms: 600_000,
-          late_ms: 600_000
+          unseen_every: 4
         )
 
       eventually(fn -> assert counts(stats).rested >= 400 end)
@@ -202,12 +201,10 @@ defmodule Grove.Actors.HerdTest do
       # batches hold both, and whether a zone is watched is asked once per
       # zone in a batch.
       {_herd, _stats} =
-        start_herd(StubWorld.new(world, moves: :answer, seen: false, zones: 2, seen_zones: [1]),
+        start_patient_herd(
+          StubWorld.new(world, moves: :answer, seen: false, zones: 2, seen_zones: [1]),
           count: 40,
-          unseen_every: 4,
-          move_timeout: 600_000,
-          target_ms: 600_000,
-          late_ms: 600_000
+          unseen_every: 4
         )
 
       per_actor = moves_per_actor(%{}, 2_000, System.monotonic_time(:millisecond) + 20_000)
@@ -223,12 +220,9 @@ defmodule Grove.Actors.HerdTest do
       stub = StubWorld.new(world, moves: :answer, seen: false)
 
       {herd, stats} =
-        start_herd(stub,
+        start_patient_herd(stub,
           count: 50,
-          unseen_every: 4,
-          move_timeout: 600_000,
-          target_ms: 600_000,
-          late_ms: 600_000
+          unseen_every: 4
         )
 
       eventually(fn -> assert counts(stats).rested >= 400 end)
@@ -247,13 +241,10 @@ defmodule Grove.Actors.HerdTest do
     test "every actor takes turns unseen, even with waits that never vary", %{world: world} do
       # No jitter: each actor comes back exactly ten slots later, always.
       {_herd, stats} =
-        start_herd(StubWorld.new(world, moves: :answer, seen: false),
+        start_patient_herd(StubWorld.new(world, moves: :answer, seen: false),
           count: 20,
           jitter: 0.0,
-          unseen_every: 4,
-          move_timeout: 600_000,
-          target_ms: 600_000,
-          late_ms: 600_000
+          unseen_every: 4
         )
 
       eventually(fn -> assert counts(stats).joined == 20 end)
@@ -271,13 +262,10 @@ defmodule Grove.Actors.HerdTest do
       # in the next slot, none would ever leave it, and the window (four
       # moves for 20 actors) would let the same few of them through.
       {herd, stats} =
-        start_herd(StubWorld.new(world, moves: :answer, seen: false),
+        start_patient_herd(StubWorld.new(world, moves: :answer, seen: false),
           count: 20,
           jitter: 0.0,
-          unseen_every: 4,
-          move_timeout: 600_000,
-          target_ms: 600_000,
-          late_ms: 600_000
+          unseen_every: 4
         )
 
       eventually(fn -> assert counts(stats).joined == 20 end)
@@ -294,11 +282,8 @@ defmodule Grove.Actors.HerdTest do
 
     test "rests nobody by default, seen or not", %{world: world} do
       {_herd, stats} =
-        start_herd(StubWorld.new(world, moves: :answer, seen: false),
-          count: 50,
-          move_timeout: 600_000,
-          target_ms: 600_000,
-          late_ms: 600_000
+        start_patient_herd(StubWorld.new(world, moves: :answer, seen: false),
+          count: 50
         )
 
       eventually(fn -> assert counts(stats).sent >= 200 end)
@@ -312,12 +297,9 @@ defmodule Grove.Actors.HerdTest do
     } do
       # Nothing is ever given up on or slowed down for here: only the bound is at work.
       {herd, stats} =
-        start_herd(StubWorld.new(world, moves: :silent),
+        start_patient_herd(StubWorld.new(world, moves: :silent),
           count: 50,
-          max_in_flight: 20,
-          move_timeout: 600_000,
-          target_ms: 600_000,
-          late_ms: 600_000
+          max_in_flight: 20
         )
 
       # Each actor comes due every interval or so; let them come due several times.
@@ -349,12 +331,9 @@ defmodule Grove.Actors.HerdTest do
 
     test "an outcome frees its actor and a place in flight", %{world: world} do
       {herd, stats} =
-        start_herd(StubWorld.new(world, moves: :silent),
+        start_patient_herd(StubWorld.new(world, moves: :silent),
           count: 10,
-          max_in_flight: 4,
-          move_timeout: 600_000,
-          target_ms: 600_000,
-          late_ms: 600_000
+          max_in_flight: 4
         )
 
       eventually(fn -> assert counts(stats).sent == 4 and Stats.skipped(counts(stats)) > 0 end)
