@@ -148,9 +148,12 @@ defmodule Grove.ClusterLifeTest do
     assert before != soup
 
     # Each zone of the node to go has its row on its heir, as sent each generation.
-    first = Enum.find(nodes, &(&1 != node()))
+    # A peer that owns zones: placement by the nodes' names, which are new
+    # each run, can give one of three nodes none of the 16.
+    owners = indexed(Placement.owners(@zones, nodes))
+    first = Enum.find(nodes, &(&1 != node() and List.keymember?(owners, &1, 1)))
     survivors = nodes -- [first]
-    lost = for {index, ^first} <- indexed(Placement.owners(@zones, nodes)), do: index
+    lost = for {index, ^first} <- owners, do: index
     assert lost != []
 
     for index <- lost do
