@@ -34,7 +34,15 @@ defmodule Grove.Gateway.SlowConsumerTest do
        %{port: port} do
     before = Gateway.stats()
     {conn, connection} = stop_reading(port)
-    eventually(fn -> assert Gateway.stats().slow_consumers > before.slow_consumers end, 1000)
+    socket = :sys.get_state(connection).socket
+
+    eventually(
+      fn ->
+        assert Gateway.stats().slow_consumers > before.slow_consumers,
+               "not found slow: #{inspect(doing(connection, socket))}"
+      end,
+      1000
+    )
 
     # While the goodbye waits for the client (or, were the connection to
     # give up on it, once it is gone), the client still sends: bytes nobody
@@ -75,6 +83,16 @@ defmodule Grove.Gateway.SlowConsumerTest do
     [connection] = Gateway.sessions()
     for t <- 1..2000, do: push(conn, %{type: :ping, t: t})
     {conn, connection}
+  end
+
+  # What the connection is doing, for a failure's message.
+  defp doing(connection, socket) do
+    [
+      process:
+        Process.info(connection, [:status, :message_queue_len, :current_stacktrace, :reductions]),
+      queued: :erlang.port_info(socket, :queue_size),
+      stats: Map.take(Gateway.stats(), [:writes_json, :bytes_out_json, :views_held, :frames_in])
+    ]
   end
 
   defp goodbye_queued?(connection), do: Map.get(:sys.get_state(connection), :goodbye_by) != nil
