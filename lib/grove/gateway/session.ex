@@ -932,23 +932,52 @@ defmodule Grove.Gateway.Session do
 
     if spans == elem(session.tiled, 1),
       do: {%{session | tiled: {cell, spans}}, []},
-      else: retile(session, grid, cell, radius + margin, spans)
+      else: retile(session, grid, cell, spans)
   end
 
-  defp retile(session, grid, cell, kept_radius, spans) do
-    kept = Map.new(Grid.view_tiles(grid, cell, kept_radius), &{&1, true})
-    wanted = Enum.group_by(in_view(session), &Grid.tile_zone(grid, &1))
+  # The spans are the tiles' columns and rows, first and last (those of
+  # `Grid.view_tiles/3` for the viewport, and with the margin): a tile is
+  # kept when its column and row lie within the margin's, and those in
+  # view are listed once, each with its zone. A zone whose tiles all stay
+  # and none comes into view is left as it was.
+  defp retile(session, grid, cell, {{c0, c1, r0, r1}, kept} = spans) do
+    per_row = grid.tiles_x
+    in_view = for row <- r0..r1, col <- c0..c1, do: in_zone(grid, row * per_row + col)
 
     {areas, shut} =
-      Enum.reduce(session.areas, {%{}, []}, fn {zone, tiles}, {areas, shut} ->
-        {tiles, out} = Enum.split_with(tiles, fn {tile, _seq} -> is_map_key(kept, tile) end)
-        tiles = Map.new(tiles)
-        new = for tile <- Map.get(wanted, zone, []), not is_map_key(tiles, tile), do: tile
-        tiles = Map.merge(tiles, request(session, zone, Map.new(new, &{&1, :awaiting})))
-        {Map.put(areas, zone, tiles), [shut | closing(session, for({tile, _} <- out, do: tile))]}
-      end)
+      :maps.fold(
+        fn zone, tiles, {areas, shut} ->
+          out = out_of(:maps.keys(tiles), per_row, kept, [])
+          new = for {^zone, tile} <- in_view, not is_map_key(tiles, tile), do: {tile, :awaiting}
+
+          case {out, new} do
+            {[], []} ->
+              {areas, shut}
+
+            {out, new} ->
+              tiles = Map.merge(Map.drop(tiles, out), request(session, zone, Map.new(new)))
+              {Map.put(areas, zone, tiles), [shut | closing(session, out)]}
+          end
+        end,
+        {session.areas, []},
+        session.areas
+      )
 
     {%{session | areas: areas, tiled: {cell, spans}}, shut}
+  end
+
+  defp in_zone(grid, tile), do: {Grid.tile_zone(grid, tile), tile}
+
+  # The tiles whose column or row lies outside the span.
+  defp out_of([], _per_row, _span, out), do: out
+
+  defp out_of([tile | tiles], per_row, {c0, c1, r0, r1} = span, out) do
+    col = rem(tile, per_row)
+    row = div(tile, per_row)
+
+    if col >= c0 and col <= c1 and row >= r0 and row <= r1,
+      do: out_of(tiles, per_row, span, out),
+      else: out_of(tiles, per_row, span, [tile | out])
   end
 
   defp in_view(session), do: Grid.view_tiles(session.grid, session.cell, radius(session))
