@@ -454,6 +454,40 @@ defmodule Grove.WorldTest do
       send(viewer, :stop)
       eventually(fn -> :sys.get_state(zone).tick_timer == nil end)
     end
+
+    # Ticks a minute apart: a tick set for a handoff would still be pending.
+    @tag world: [tick: 60_000]
+    test "a zone nobody watches keeps no timer once its handoff is answered", %{world: world} do
+      {:ok, id, _} = World.join(world, at: {9, 5})
+      zone = World.zone_pid(world, 0)
+      :ok = World.move(world, id, :e, :cross)
+      assert assert_outcome(id, :cross) == {:ok, {10, 5}}
+
+      eventually(fn -> assert :sys.get_state(zone).core.leaving == %{} end)
+      assert %{tick_timer: nil, expiry_timer: nil} = :sys.get_state(zone)
+    end
+
+    @tag world: [tick: 60_000, handoff_timeout: 100]
+    test "a zone nobody watches settles a handoff left with no answer, with no tick", %{
+      world: world
+    } do
+      {:ok, id, _} = World.join(world, at: {9, 5})
+      [from, to] = for i <- [0, 1], do: World.zone_pid(world, i)
+      # The target takes the entity and never answers: it dies with it.
+      :ok = :sys.suspend(to)
+      :ok = World.move(world, id, :e, :cross)
+      eventually(fn -> assert State.leaving?(:sys.get_state(from).core, id) end)
+      assert %{tick_timer: nil, expiry_timer: timer} = :sys.get_state(from)
+      assert timer != nil
+
+      # Settled by the directory, which still places the entity here.
+      assert assert_outcome(id, :cross, 5000) == {:rejected, :busy}
+      assert World.position(world, id) == {9, 5}
+      assert %{tick_timer: nil, expiry_timer: nil} = :sys.get_state(from)
+      Process.exit(to, :kill)
+      eventually(fn -> assert World.zone_pid(world, 1) not in [nil, to] end)
+      assert World.audit(world) == :ok
+    end
   end
 
   describe "density/1 and population" do

@@ -98,6 +98,9 @@ defmodule Grove.World.Zone do
     :table,
     :game_table,
     :tick_timer,
+    # Where nobody watches: the timer that settles handoffs and actions
+    # left with no answer (`ensure_tick/1`).
+    :expiry_timer,
     :life_timer,
     :game_timer,
     :handed_over,
@@ -129,6 +132,7 @@ defmodule Grove.World.Zone do
           game_table: :ets.tid() | nil,
           locate: Handoff.locate(),
           tick_timer: reference() | nil,
+          expiry_timer: reference() | nil,
           life_timer: reference() | nil,
           game_timer: reference() | nil,
           bacteria: Bacteria.t() | nil,
@@ -566,6 +570,7 @@ defmodule Grove.World.Zone do
   def handle_call(:hand_over, _from, zone) do
     for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
     if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
+    if zone.expiry_timer, do: Process.cancel_timer(zone.expiry_timer)
     if zone.game_timer, do: Process.cancel_timer(zone.game_timer)
     zone = settle_game(zone)
     rows = :ets.tab2list(zone.table)
@@ -574,7 +579,14 @@ defmodule Grove.World.Zone do
     layer = if zone.game_table, do: :ets.tab2list(zone.game_table), else: []
 
     {:reply, {rows, subscriptions, zone.views.seq, layer},
-     %{zone | handed_over: {:holding, []}, monitors: %{}, tick_timer: nil, game_timer: nil}}
+     %{
+       zone
+       | handed_over: {:holding, []},
+         monitors: %{},
+         tick_timer: nil,
+         expiry_timer: nil,
+         game_timer: nil
+     }}
   end
 
   # Answered only once `handle_continue/2` has run.
@@ -767,6 +779,12 @@ defmodule Grove.World.Zone do
 
   def handle_info({:timeout, _timer, :game_tick}, zone), do: {:noreply, zone}
 
+  # Handoffs and actions with no answer, where nobody watches (`ensure_tick/1`).
+  def handle_info({:timeout, timer, :expire}, %__MODULE__{expiry_timer: timer} = zone),
+    do: {:noreply, %{zone | expiry_timer: nil} |> expire_handoffs() |> ensure_tick()}
+
+  def handle_info({:timeout, _timer, :expire}, zone), do: {:noreply, zone}
+
   # The residents due step (a timer cancelled as it went off is let be).
   def handle_info({:timeout, timer, :walk}, %__MODULE__{walk_timer: timer} = zone),
     do: {:noreply, zone |> walk() |> schedule_walk()}
@@ -874,6 +892,7 @@ defmodule Grove.World.Zone do
     share_asleep(zone)
     for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
     if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
+    if zone.expiry_timer, do: Process.cancel_timer(zone.expiry_timer)
     # A game's layer is in the store or its table; its ticks wait for the zone to wake.
     if zone.game_timer, do: Process.cancel_timer(zone.game_timer)
     Slots.put_load(zone.world, zone.index, 0)
@@ -889,6 +908,7 @@ defmodule Grove.World.Zone do
       | asleep: true,
         monitors: %{},
         tick_timer: nil,
+        expiry_timer: nil,
         game_timer: nil,
         core: nil,
         bacteria: nil
@@ -1898,20 +1918,48 @@ defmodule Grove.World.Zone do
   end
 
   # A zone ticks only while it has something to do at a tick: deltas for
-  # its viewers, handoffs to settle, or an overload to measure again (moves
-  # are refused unsent while it lasts, so no message would re-measure it).
+  # its viewers, or an overload to measure again (moves are refused unsent
+  # while it lasts, so no message would re-measure it); a tick settles
+  # handoffs and actions left with no answer too. Where nobody watches,
+  # those wait for a timer of their own instead, set for when the oldest
+  # of them could be given up on and cancelled once none awaits an answer
+  # (one comes within milliseconds): a tick every 100 ms only to find
+  # nothing stale woke the zone, and the scheduler, a hundred times a
+  # second in a world with nobody connected.
   @doc false
   @spec ensure_tick(t()) :: t()
-  def ensure_tick(%__MODULE__{tick_timer: nil, world: %World{tick: tick}} = zone)
+  def ensure_tick(%__MODULE__{world: %World{tick: tick}, core: %State{} = core} = zone)
       when is_integer(tick) do
-    core = zone.core
+    zone =
+      if zone.tick_timer == nil and (core.watched or zone.overloaded),
+        do: schedule_tick(zone),
+        else: zone
 
-    if core.watched or map_size(core.leaving) > 0 or map_size(core.acting) > 0 or zone.overloaded,
-      do: schedule_tick(zone),
-      else: zone
+    awaiting = map_size(core.leaving) > 0 or map_size(core.acting) > 0
+
+    case zone do
+      %__MODULE__{expiry_timer: nil, tick_timer: nil} when awaiting ->
+        %{zone | expiry_timer: :erlang.start_timer(expiry_due(zone), self(), :expire, abs: true)}
+
+      %__MODULE__{expiry_timer: timer} when timer != nil and not awaiting ->
+        :erlang.cancel_timer(timer, async: true, info: false)
+        %{zone | expiry_timer: nil}
+
+      zone ->
+        zone
+    end
   end
 
   def ensure_tick(zone), do: zone
+
+  # Just past the moment the oldest handoff or action awaiting an answer
+  # is stale (`expire_handoffs/1`'s cutoff).
+  defp expiry_due(%__MODULE__{core: %State{leaving: leaving, acting: acting}, world: world}) do
+    oldest = fn _id, %{since: since}, oldest -> min(since, oldest) end
+    now = System.monotonic_time(:millisecond)
+    since = :maps.fold(oldest, :maps.fold(oldest, now, leaving), acting)
+    since + world.handoff_timeout + 1
+  end
 
   defp schedule_tick(%__MODULE__{world: %World{tick: tick}} = zone) do
     # Zones tick at the same rate but spread over the period, so the work of
