@@ -1637,7 +1637,12 @@ defmodule Grove.World.Zone do
       {interval, phase} ->
         %__MODULE__{core: core} = zone = owe_game(zone)
         next = GameRules.next_tick(core, game_tick_index(interval, phase))
-        timer = :erlang.start_timer(next * interval + phase, self(), :game_tick, abs: true)
+
+        timer =
+          :erlang.start_timer(game_tick_at(core, next, interval, phase), self(), :game_tick,
+            abs: true
+          )
+
         %{zone | game_timer: timer}
 
       nil ->
@@ -1646,6 +1651,15 @@ defmodule Grove.World.Zone do
   end
 
   defp schedule_game_tick(zone), do: zone
+
+  # When the timer of tick `next` goes off: at the tick, spread over the
+  # zones, where someone watches; where nobody does, at the first whole
+  # interval after it (still within tick `next` of the zone's clock), the
+  # same instant for every zone nobody watches, so that the scheduler
+  # wakes once for all of them rather than once for each.
+  defp game_tick_at(%State{watched: true}, next, interval, phase), do: next * interval + phase
+  defp game_tick_at(_core, next, interval, 0), do: next * interval
+  defp game_tick_at(_core, next, interval, _phase), do: (next + 1) * interval
 
   # Watched or not any more: the game's timer is set again, for the next
   # tick or for the tick at which the zone owes `:catch_up`.

@@ -240,6 +240,27 @@ defmodule Grove.World.GameTest do
     eventually(fn -> assert Process.read_timer(:sys.get_state(zone).game_timer) > 50_000 end)
   end
 
+  @tag world: [game: {Grove.LazyApples, trees: [{9, 5}], tick: 1000, catch_up: 100}]
+  test "zones nobody watches wake for their game on the whole second, whatever their phase", %{
+    world: world
+  } do
+    # Zones 1, 5 and 10 of 16 tick at 62, 312 and 625 ms past the second
+    # where someone watches.
+    for index <- [1, 5, 10] do
+      timer = :sys.get_state(World.zone_pid(world, index)).game_timer
+      due = System.monotonic_time(:millisecond) + Process.read_timer(timer)
+      # Within the timer's own rounding of a millisecond either way.
+      assert Integer.mod(due + 2, 1000) <= 4
+    end
+
+    # Watched, zone 1 ticks at its own phase again.
+    {:ok, viewer, _} = World.join(world, at: {13, 5}, updates: :view, view_radius: 1)
+    receive_snapshots(View.new({13, 5}, 1, viewer), 1)
+    timer = :sys.get_state(World.zone_pid(world, 1)).game_timer
+    due = System.monotonic_time(:millisecond) + Process.read_timer(timer)
+    assert Integer.mod(due - 62 + 2, 1000) <= 4
+  end
+
   @tag world: [game: @game]
   test "actions in a batch are answered together", %{world: world} do
     a = join(world, {8, 5})
