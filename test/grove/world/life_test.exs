@@ -28,7 +28,8 @@ defmodule Grove.World.LifeTest do
            zone_size: 7,
            seed: 5,
            terrain: [tree_density: 0.1, water_density: 0.0, rock_density: 0.02],
-           life: [interval: :manual, soup: 0.5, soup_density: 0.4]
+           life: [interval: :manual, soup: 0.5, soup_density: 0.4],
+           density_block: 3
          ]
     test "computes every generation a single grid computes, around the terrain", %{world: world} do
       eventually(fn -> assert World.generation(world) == 0 end)
@@ -53,6 +54,12 @@ defmodule Grove.World.LifeTest do
 
       assert World.stats(world).bacteria == MapSet.size(List.last(expected))
       assert World.stats(world).generations == 12 * 20
+
+      # The minimap's layer of bacteria counts them block by block (of 3
+      # cells a side, so that runs of a row's cells cross blocks and zones).
+      %{counts: counts} = World.Minimap.sums(world, nil, :bacteria)
+      by_block = Enum.frequencies_by(List.last(expected), fn {x, y} -> {div(x, 3), div(y, 3)} end)
+      assert counts == for(row <- 0..8, col <- 0..10, do: Map.get(by_block, {col, row}, 0))
     end
 
     @tag world: [
