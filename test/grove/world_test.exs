@@ -438,21 +438,46 @@ defmodule Grove.WorldTest do
     end
 
     @tag world: [tick: 20]
-    test "a zone nobody watches has no tick; one that is watched ticks until it is not", %{
-      world: world
-    } do
+    test "a zone ticks while it has a delta to publish: not while nobody watches, nor while nothing changes",
+         %{world: world} do
       zone = World.zone_pid(world, 0)
+      {:ok, actor, _} = World.join(world, at: {2, 2})
       assert :sys.get_state(zone).tick_timer == nil
+
+      test = self()
 
       viewer =
         spawn_link(fn ->
           {:ok, _, _} = World.join(world, at: {5, 5}, updates: :view, view_radius: 1)
+          send(test, :joined)
           receive do: (:stop -> :ok)
         end)
 
-      eventually(fn -> :sys.get_state(zone).tick_timer != nil end)
+      assert_receive :joined
+      eventually(fn -> assert :sys.get_state(zone).core.watched end)
+      # Watched, with whatever its viewer's arrival changed published: no tick.
+      eventually(fn -> assert :sys.get_state(zone).tick_timer == nil end)
+      published = World.stats(world).deltas_published
+      seq = :sys.get_state(zone).views.seq
+
+      # A move sets it again; its delta goes out, and the tick with it.
+      for tag <- 1..3 do
+        :ok = World.move(world, actor, :e, tag)
+        assert_outcome(actor, tag)
+        eventually(fn -> assert World.stats(world).deltas_published == published + tag end)
+        eventually(fn -> assert :sys.get_state(zone).tick_timer == nil end)
+        assert :sys.get_state(zone).core.watched
+      end
+
+      # One delta a move, none between them.
+      assert {[_, _, _], latest} = World.view_deltas(world, 0, seq, {View, :raw})
+      assert latest == seq + 3
+
       send(viewer, :stop)
-      eventually(fn -> :sys.get_state(zone).tick_timer == nil end)
+      eventually(fn -> assert not :sys.get_state(zone).core.watched end)
+      :ok = World.move(world, actor, :e, 4)
+      assert_outcome(actor, 4)
+      assert :sys.get_state(zone).tick_timer == nil
     end
 
     # Ticks a minute apart: a tick set for a handoff would still be pending.

@@ -326,7 +326,7 @@ defmodule Grove.World.Zone do
 
   def handle_cast({:move, id, direction, owner, tag, hops}, zone) do
     zone = zone |> sample_mailbox() |> handle_move(id, direction, owner, tag, hops)
-    {:noreply, sync_game(zone)}
+    {:noreply, zone |> sync_game() |> ensure_tick()}
   end
 
   # A batch of one owner's moves: one message in, one message out for every
@@ -351,7 +351,7 @@ defmodule Grove.World.Zone do
     # What the game's hooks changed is written before the outcomes go out.
     zone = sync_game(zone)
     if outcomes != [], do: send(owner, {:grove_moves, outcomes})
-    {:noreply, zone}
+    {:noreply, ensure_tick(zone)}
   end
 
   # Actions (a game's): decided here, or run in the zone of their target.
@@ -359,8 +359,11 @@ defmodule Grove.World.Zone do
     zone = zone |> sample_mailbox() |> owe_game()
 
     case act_one(zone, id, request, owner, tag, hops, :erlang.monotonic_time(:millisecond)) do
-      {:pending, zone} -> {:noreply, sync_game(zone)}
-      {outcome, zone} -> {:noreply, sync_game(reply_act(zone, owner, id, tag, outcome))}
+      {:pending, zone} ->
+        {:noreply, zone |> sync_game() |> ensure_tick()}
+
+      {outcome, zone} ->
+        {:noreply, zone |> reply_act(owner, id, tag, outcome) |> sync_game() |> ensure_tick()}
     end
   end
 
@@ -382,7 +385,7 @@ defmodule Grove.World.Zone do
       end)
 
     if outcomes != [], do: send(owner, {:grove_acts, outcomes})
-    {:noreply, sync_game(zone)}
+    {:noreply, zone |> sync_game() |> ensure_tick()}
   end
 
   # A line said (chat): an event at the speaker's cell for the next delta,
@@ -400,7 +403,7 @@ defmodule Grove.World.Zone do
         ChatLog.record(zone.world.chat_log, id, cell, text)
         Stats.incr(zone.world.stats, :chat_lines)
         send(owner, {:grove_say, id, tag, :ok})
-        {:noreply, %{zone | core: core}}
+        {:noreply, ensure_tick(%{zone | core: core})}
 
       {:forward, to, _core} ->
         Stats.incr(zone.world.stats, :forwards)
@@ -463,7 +466,8 @@ defmodule Grove.World.Zone do
   # shows the game's ticks this zone owed while nobody watched it.
   def handle_cast({:subscribe, pid, entity_id, format}, zone) do
     zone = settle_game(zone)
-    {:noreply, view(zone, Views.subscribe(zone.views, zone.core, pid, entity_id, format))}
+    zone = view(zone, Views.subscribe(zone.views, zone.core, pid, entity_id, format))
+    {:noreply, ensure_tick(zone)}
   end
 
   def handle_cast({:unsubscribe, pid, entity_id, format}, zone),
@@ -505,7 +509,8 @@ defmodule Grove.World.Zone do
   def handle_cast(:generation, zone), do: {:noreply, zone}
 
   def handle_cast({:seed, id, pattern, direction, owner, tag, hops}, zone) do
-    {:noreply, zone |> sample_mailbox() |> seed(id, pattern, direction, owner, tag, hops)}
+    {:noreply,
+     zone |> sample_mailbox() |> seed(id, pattern, direction, owner, tag, hops) |> ensure_tick()}
   end
 
   # Zones that run again, empty, after their node was lost (each with the
@@ -658,7 +663,7 @@ defmodule Grove.World.Zone do
           Stats.incr(zone.world.stats, population_key(placed))
           :counters.add(zone.world.kind_counts, placed.kind + 1, 1)
           zone = if placed.updates == :view, do: follow(zone, placed, nil), else: zone
-          {:reply, {:ok, placed.id, {placed.x, placed.y}}, zone}
+          {:reply, {:ok, placed.id, {placed.x, placed.y}}, ensure_tick(zone)}
 
         {:rejected, reason, core} ->
           {:reply, {:error, reason}, %{zone | core: core}}
@@ -837,7 +842,7 @@ defmodule Grove.World.Zone do
     # Its layer is the new version's now, whatever it was laid as.
     Slots.unlaid(zone.world, zone.index)
     zone = %{zone | game_before: nil, world: %{zone.world | game: spec}}
-    {:ok, zone |> schedule_game_tick() |> sync_game()}
+    {:ok, zone |> schedule_game_tick() |> sync_game() |> ensure_tick()}
   end
 
   def code_change(_old, %__MODULE__{game_before: before} = zone, {:grove_game, :abort})
@@ -1947,21 +1952,26 @@ defmodule Grove.World.Zone do
     %{zone | core: core} |> sync_game() |> run_effects(effects)
   end
 
-  # A zone ticks only while it has something to do at a tick: deltas for
-  # its viewers, or an overload to measure again (moves are refused unsent
-  # while it lasts, so no message would re-measure it); a tick settles
-  # handoffs and actions left with no answer too. Where nobody watches,
-  # those wait for a timer of their own instead, set for when the oldest
-  # of them could be given up on and cancelled once none awaits an answer
-  # (one comes within milliseconds): a tick every 100 ms only to find
-  # nothing stale woke the zone, and the scheduler, a hundred times a
-  # second in a world with nobody connected.
+  # A zone ticks only while it has something to do at a tick: a delta for
+  # its viewers (something changed since the last), or an overload to
+  # measure again (moves are refused unsent while it lasts, so no message
+  # would re-measure it); a tick settles handoffs and actions left with no
+  # answer too. A watched zone where nothing changes has no tick, as one
+  # nobody watches: the next change sets it, at the same slot of the
+  # zone's period as a tick that ran all along (`schedule_tick/1`), so
+  # that the delta goes out when it would have. Whatever may change what
+  # a delta carries ends with this call. With no tick, handoffs and
+  # actions that await an answer wait for a timer of their own instead,
+  # set for when the oldest of them could be given up on and cancelled
+  # once none awaits an answer (one comes within milliseconds): a tick
+  # every 100 ms only to find nothing stale woke the zone, and the
+  # scheduler, a hundred times a second in a world with nobody connected.
   @doc false
   @spec ensure_tick(t()) :: t()
   def ensure_tick(%__MODULE__{world: %World{tick: tick}, core: %State{} = core} = zone)
       when is_integer(tick) do
     zone =
-      if zone.tick_timer == nil and (core.watched or zone.overloaded),
+      if zone.tick_timer == nil and ((core.watched and State.pending?(core)) or zone.overloaded),
         do: schedule_tick(zone),
         else: zone
 

@@ -931,6 +931,13 @@ defmodule Grove.World.Zone.Game do
     {cells, looks, %{state | game: %{game | shown: %{}, looks: %{}}}}
   end
 
+  @doc "True when a visible cell or a look changed since the last flush."
+  @spec pending?(State.t()) :: boolean()
+  def pending?(%State{game: nil}), do: false
+
+  def pending?(%State{game: %__MODULE__{shown: shown, looks: looks}}),
+    do: map_size(shown) > 0 or map_size(looks) > 0
+
   @doc "Every visible cell and every entity's look other than 0, for a snapshot."
   @spec snapshot(State.t()) :: %{cells: list(), looks: list(), events: []}
   def snapshot(%State{} = state) do

@@ -658,6 +658,18 @@ defmodule Grove.World.Zone.State do
     do: Map.put(Game.snapshot(state), :names, labels(state))
 
   @doc """
+  True when the next delta has something to carry: an entity that moved,
+  arrived or left, a label, an event, or a game's cell or look that
+  changed since the last flush (nothing is collected while nobody
+  watches).
+  """
+  @spec pending?(t()) :: boolean()
+  def pending?(%__MODULE__{changed: changed, departed: departed, arrived: arrived} = state),
+    do:
+      map_size(changed) > 0 or map_size(departed) > 0 or map_size(arrived) > 0 or
+        state.events != [] or Game.pending?(state)
+
+  @doc """
   Hands over what changed since the last flush: entities that moved or
   arrived, with their final cell and kind, ids that left or disappeared,
   and the labels of the labelled entities that arrived.
