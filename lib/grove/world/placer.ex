@@ -498,8 +498,9 @@ defmodule Grove.World.Placer do
   defp effect(placer, {:publish, locations}), do: publish(placer, locations)
 
   defp effect(placer, {:locate, index, node, epoch}) do
-    share_asleep(placer.world, index, node)
-    locate(placer, index, node, epoch)
+    placer = locate(placer, index, node, epoch)
+    share_beside(placer.world, index, node)
+    placer
   end
 
   defp effect(placer, {:reset_feed, index}) do
@@ -624,27 +625,34 @@ defmodule Grove.World.Placer do
 
   # A zone that now runs on another node (handed over, or started again
   # there; heard of by whatever way, and that node's door runs, since it
-  # is a member) is told of the zones beside it that sleep here, by their
-  # rows of bacteria without cells, as each sent as it fell asleep to the
-  # nodes that ran its neighbours then (`Grove.World.Zone`): a zone that
-  # sleeps sends nothing more, and that node may hold none of its row, or
-  # an old one that says it runs, whose next row its zone would wait for
-  # for good.
-  defp share_asleep(%World{zones_on_demand: true, life_table: table} = world, index, to)
+  # is a member) is told of the zones beside it that run here, by their
+  # rows of bacteria as they stand (placed first: a zone of this node that
+  # writes its row after this read sends it there itself). A zone sends
+  # its row only as it computes one, or starts, to the nodes that run its
+  # neighbours as this node knows them then, and that node may hold none
+  # of it, or an old one, whose next row its zone would wait for for good:
+  # two zones side by side of a node lost, started again at once on two
+  # nodes, each before it heard of the other, each sent its row to the
+  # node lost, and neither moved again. A zone on demand that sleeps
+  # sends nothing more: its row goes without its cells, as it sent it
+  # when it fell asleep, which says it sleeps (`Grove.World.Zone`).
+  defp share_beside(%World{life_table: table} = world, index, to)
        when table != nil and to != node() do
     rows =
       for {_direction, neighbour} <- Grove.World.Life.neighbours(world.grid, index),
           neighbour != nil,
           World.zone_node(world, neighbour) == node(),
-          World.zone_pid(world, neighbour) == nil,
           row <- :ets.lookup(table, neighbour),
-          do: put_elem(row, 2, nil)
+          do: if(asleep_here?(world, neighbour), do: put_elem(row, 2, nil), else: row)
 
     if rows != [], do: Door.share_rows(world.name, to, rows)
     :ok
   end
 
-  defp share_asleep(_world, _index, _to), do: :ok
+  defp share_beside(_world, _index, _to), do: :ok
+
+  defp asleep_here?(world, index),
+    do: world.zones_on_demand and World.zone_pid(world, index) == nil
 
   # Zones about to start again here after their node was lost: each goes
   # on from the last row of its bacteria, which went to the zone's heir
