@@ -1138,12 +1138,21 @@ defmodule Grove.World do
   (`join/2`'s `:walk`); for worlds started with `tick: :manual`, whose
   zones step their residents only when told. In a cluster, that is every
   zone of the world wherever it runs, but with zones on demand only those
-  awake on this node (as `awake_zones/1` and `tick/1`).
+  awake on this node (as `awake_zones/1` and `tick/1`). A resident steps
+  once a round, wherever its step takes it: one that crosses into a zone
+  the round has not reached yet takes no second step there.
   """
   @spec walk(name() | t()) :: :ok
   def walk(world) do
     world = fetch!(world)
-    for index <- awake_zones(world), do: GenServer.cast(zone_address(world, index), :walk)
+    # One round, whose steps are told apart from the next one's: a
+    # resident that crosses into a zone the round has not reached yet
+    # steps there no more in it (`Grove.World.Zone`).
+    round = System.unique_integer([:monotonic])
+
+    for index <- awake_zones(world),
+        do: GenServer.cast(zone_address(world, index), {:walk, round})
+
     :ok
   end
 

@@ -114,6 +114,12 @@ defmodule Grove.World.Zone do
     :residents,
     :walk_timer,
     :walk_beat,
+    # The round of `Grove.World.walk/1` under way or last done, and the
+    # residents that arrived here stepped already in a round this zone has
+    # not walked yet: id => round (rounds are numbered in the order they
+    # are asked for).
+    :walk_round,
+    walked: %{},
     walk_halted: false,
     overloaded: false,
     monitors: %{},
@@ -442,7 +448,7 @@ defmodule Grove.World.Zone do
       end
 
     for {:adopt, arrived} <- effects, do: across_nodes(zone, arrived, from, 1)
-    {:noreply, zone |> carry_out({effects, core}) |> sync_game()}
+    {:noreply, zone |> carry_out({effects, core}) |> walked_here(effects, tag) |> sync_game()}
   end
 
   def handle_cast({:arrived, id, to}, zone) do
@@ -486,17 +492,22 @@ defmodule Grove.World.Zone do
 
   def handle_cast(:tick, zone), do: {:noreply, tick(zone)}
 
-  # Every resident steps once, by hand (`Grove.World.walk/1`).
-  def handle_cast(:walk, %__MODULE__{residents: nil} = zone), do: {:noreply, zone}
+  # Every resident steps once in a round, by hand (`Grove.World.walk/1`):
+  # one that arrived here from a zone that walked the round first, by the
+  # step it took there, steps no more in it. The round goes out to the
+  # zones one by one, and that step may come before the round does.
+  def handle_cast({:walk, _round}, %__MODULE__{residents: nil} = zone), do: {:noreply, zone}
 
-  def handle_cast(:walk, zone) do
+  def handle_cast({:walk, round}, zone) do
     beat = zone.walk_beat + 1
     now = :erlang.monotonic_time(:millisecond)
     # Due as it is asked for: its lateness is the time the zone takes to step each.
     due = {beat, :erlang.monotonic_time(:microsecond)}
+    ids = Enum.reject(Residents.all(zone.residents), &(Map.get(zone.walked, &1) == round))
+    waiting = Map.filter(zone.walked, fn {_id, at} -> at > round end)
 
     {ok, stayed, _skipped, zone} =
-      step(Residents.all(zone.residents), zone, zone.core, due, now, 0, 0, 0)
+      step(ids, %{zone | walk_round: round, walked: waiting}, zone.core, due, now, 0, 0, 0)
 
     {:noreply, count_walk(%{zone | walk_beat: beat}, ok, stayed, 0)}
   end
@@ -1491,6 +1502,7 @@ defmodule Grove.World.Zone do
 
   # A resident's step is nobody's request: it is counted, and answered to no one.
   defp reply(zone, _owner, _id, :walk, outcome), do: count_outcome(zone, outcome)
+  defp reply(zone, _owner, _id, {:walk, _round}, outcome), do: count_outcome(zone, outcome)
 
   defp reply(zone, owner, id, tag, outcome) do
     count_outcome(zone, outcome)
@@ -2026,8 +2038,34 @@ defmodule Grove.World.Zone do
   defp move_out(zone, %Entity{walk: nil}), do: zone
   defp move_out(%__MODULE__{residents: nil} = zone, _entity), do: zone
 
-  defp move_out(zone, %Entity{id: id, walk: {_module, _state, interval}}),
-    do: %{zone | residents: Residents.drop(zone.residents, id, interval)}
+  defp move_out(zone, %Entity{id: id, walk: {_module, _state, interval}}) do
+    %{
+      zone
+      | residents: Residents.drop(zone.residents, id, interval),
+        walked: Map.delete(zone.walked, id)
+    }
+  end
+
+  # Residents that arrived by a step of a round of `Grove.World.walk/1`
+  # that this zone has not walked yet (the tag of its move says which)
+  # have taken their step of it.
+  defp walked_here(%__MODULE__{walk_round: walked} = zone, _effects, {:walk, round})
+       when walked != nil and round <= walked,
+       do: zone
+
+  defp walked_here(zone, effects, {:walk, round}) do
+    Enum.reduce(effects, zone, fn
+      {:adopt, %Entity{id: id}}, zone -> %{zone | walked: Map.put(zone.walked, id, round)}
+      _effect, zone -> zone
+    end)
+  end
+
+  defp walked_here(zone, _effects, _tag), do: zone
+
+  # A resident's step is tagged with the round of `Grove.World.walk/1` it
+  # belongs to, which goes with it into the zone it crosses into.
+  defp walk_tag(%__MODULE__{walk_round: nil}), do: :walk
+  defp walk_tag(%__MODULE__{walk_round: round}), do: {:walk, round}
 
   # The beats start with the first resident, from the next one on; a world
   # that ticks by hand steps its residents by hand too (`Grove.World.walk/1`).
@@ -2119,7 +2157,7 @@ defmodule Grove.World.Zone do
           if next === state, do: core, else: walked(zone, core, entity, put_elem(walk, 1, next))
 
         if is_atom(direction) and direction != :stay do
-          case Handoff.move(core, id, direction, owner, :walk, 0, now, zone.locate) do
+          case Handoff.move(core, id, direction, owner, walk_tag(zone), 0, now, zone.locate) do
             {:moved, %Entity{updates: updates} = entity, from, core} when updates != :view ->
               moved(zone, entity, from)
               step(rest, zone, core, due, now, ok + 1, stayed, skipped)
@@ -2134,7 +2172,7 @@ defmodule Grove.World.Zone do
 
             _other ->
               # Undone: `apply_one/7` applies it again on the zone as it stood.
-              case apply_one(%{zone | core: core}, id, direction, owner, :walk, 0, now) do
+              case apply_one(%{zone | core: core}, id, direction, owner, walk_tag(zone), 0, now) do
                 {:pending, zone} ->
                   step(rest, zone, zone.core, due, now, ok, stayed, skipped)
 

@@ -95,6 +95,31 @@ defmodule Grove.World.ResidentsTest do
     refute_received {:grove_move, ^id, _tag, _outcome}
   end
 
+  # `World.walk/1` sends its round to the zones one by one: the step that
+  # takes a resident across a border may reach the zone beyond before the
+  # round does, as here, where each zone hears the round by hand.
+  test "a resident that crosses into a zone its round has not reached yet takes no second step in it",
+       %{world: world} do
+    {:ok, id, {9, 3}} = World.join(world, at: {9, 3}, updates: :none, walk: {Shuttle, :e, 1000})
+    fetched = World.fetch!(world)
+    [west, east] = for x <- [9, 10], do: Grid.zone_of(World.grid(world), x, 3)
+    round = System.unique_integer([:monotonic])
+
+    GenServer.cast(World.zone_address(fetched, west), {:walk, round})
+    :ok = settle(world)
+    assert World.position(world, id) == {10, 3}
+
+    GenServer.cast(World.zone_address(fetched, east), {:walk, round})
+    :ok = settle(world)
+    assert World.position(world, id) == {10, 3}
+    assert steps(world) == 1
+
+    # The next round steps it back, from its new zone.
+    walk(world)
+    assert World.position(world, id) == {9, 3}
+    assert steps(world) == 2
+  end
+
   test "a resident's refused step is counted like anyone's", %{world: world} do
     {:ok, _wall, {13, 12}} = World.join(world, at: {13, 12}, updates: :none)
 
