@@ -1502,7 +1502,9 @@ defmodule Grove.World.Zone do
 
   # A resident's step is nobody's request: it is counted, and answered to no one.
   defp reply(zone, _owner, _id, :walk, outcome), do: count_outcome(zone, outcome)
-  defp reply(zone, _owner, _id, {:walk, _round}, outcome), do: count_outcome(zone, outcome)
+
+  defp reply(zone, _owner, _id, {__MODULE__, :walk, _round}, outcome),
+    do: count_outcome(zone, outcome)
 
   defp reply(zone, owner, id, tag, outcome) do
     count_outcome(zone, outcome)
@@ -2049,11 +2051,11 @@ defmodule Grove.World.Zone do
   # Residents that arrived by a step of a round of `Grove.World.walk/1`
   # that this zone has not walked yet (the tag of its move says which)
   # have taken their step of it.
-  defp walked_here(%__MODULE__{walk_round: walked} = zone, _effects, {:walk, round})
+  defp walked_here(%__MODULE__{walk_round: walked} = zone, _effects, {__MODULE__, :walk, round})
        when walked != nil and round <= walked,
        do: zone
 
-  defp walked_here(zone, effects, {:walk, round}) do
+  defp walked_here(zone, effects, {__MODULE__, :walk, round}) do
     Enum.reduce(effects, zone, fn
       {:adopt, %Entity{id: id}}, zone -> %{zone | walked: Map.put(zone.walked, id, round)}
       _effect, zone -> zone
@@ -2063,9 +2065,11 @@ defmodule Grove.World.Zone do
   defp walked_here(zone, _effects, _tag), do: zone
 
   # A resident's step is tagged with the round of `Grove.World.walk/1` it
-  # belongs to, which goes with it into the zone it crosses into.
+  # belongs to, which goes with it into the zone it crosses into; the tag
+  # names this module, so that no caller's tag of a move (a `{:walk, n}`
+  # of its own) is taken for it and its outcome kept from the caller.
   defp walk_tag(%__MODULE__{walk_round: nil}), do: :walk
-  defp walk_tag(%__MODULE__{walk_round: round}), do: {:walk, round}
+  defp walk_tag(%__MODULE__{walk_round: round}), do: {__MODULE__, :walk, round}
 
   # The beats start with the first resident, from the next one on; a world
   # that ticks by hand steps its residents by hand too (`Grove.World.walk/1`).
