@@ -585,9 +585,7 @@ defmodule Grove.World.Zone do
   # on, nothing is handled here.
   def handle_call(:hand_over, _from, zone) do
     for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
-    if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
-    if zone.expiry_timer, do: Process.cancel_timer(zone.expiry_timer)
-    if zone.game_timer, do: Process.cancel_timer(zone.game_timer)
+    cancel_timers(zone)
     zone = settle_game(zone)
     rows = :ets.tab2list(zone.table)
     subscriptions = :ets.lookup(zone.world.subscriptions, zone.index)
@@ -904,13 +902,21 @@ defmodule Grove.World.Zone do
     end
   end
 
+  # The zone's view tick, its handoffs' expiry and its game's tick, as it
+  # hands itself over or falls asleep.
+  defp cancel_timers(zone) do
+    for timer <- [zone.tick_timer, zone.expiry_timer, zone.game_timer],
+        timer != nil,
+        do: Process.cancel_timer(timer)
+
+    :ok
+  end
+
   defp fall_asleep(zone) do
     share_asleep(zone)
     for {ref, _} <- zone.monitors, do: Process.demonitor(ref, [:flush])
-    if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
-    if zone.expiry_timer, do: Process.cancel_timer(zone.expiry_timer)
     # A game's layer is in the store or its table; its ticks wait for the zone to wake.
-    if zone.game_timer, do: Process.cancel_timer(zone.game_timer)
+    cancel_timers(zone)
     Slots.put_load(zone.world, zone.index, 0)
     # What it holds no more goes before its name: a run that wakes after
     # it finds its slot as this one leaves it.
