@@ -20,7 +20,11 @@ defmodule Grove.Gateway.Connection do
   # interval, and a moving player's views ride on its outcomes: while a
   # move waits for its outcome, and for `view_wait_ms` past the interval
   # after a move, the views wait for the outcome rather than wake the
-  # process on their own (Grove.Gateway.Pacer.views_due/5). Nothing
+  # process on their own (Grove.Gateway.Pacer.views_due/5). The snapshots
+  # of tiles that come into view as it moves (a zone's `:tiles`), and the
+  # closings of a zone it left, wait the same way, kept (`held`,
+  # `closings`) for the next write, where they go ahead of the deltas read
+  # with it: each was a write of its own, one in six of a walker's. Nothing
   # here decodes or merges a view: the zones' frames are written as they
   # were published, the same bytes for every player.
   #
@@ -70,6 +74,10 @@ defmodule Grove.Gateway.Connection do
     :goodbye_left,
     started: false,
     pinged: false,
+    # `:tiles` messages kept for the next write, newest first, and the
+    # `area_closed` frames of zones closed meanwhile.
+    held: [],
+    closings: [],
     bulletin: {0, 0, nil}
   ]
 
@@ -225,7 +233,37 @@ defmodule Grove.Gateway.Connection do
     goodbye(conn, :shutdown, "the server is shutting down", 1001, "going away")
   end
 
-  def handle_info(message, conn) do
+  # A moving player's snapshots go with its next outcome (see the top).
+  def handle_info({:grove_view, _zone, :tiles, _seq, _data} = message, conn) do
+    if views_wait?(conn, Grove.Gateway.config(), now_ms()),
+      do: idle(%{conn | held: [message | conn.held]}),
+      else: session_info(message, conn)
+  end
+
+  # A zone watched again: what it sent before is stale.
+  def handle_info(
+        {:grove_view, zone, :subscribed, _seq} = message,
+        %__MODULE__{held: [_ | _]} = conn
+      ),
+      do: session_info(message, %{conn | held: drop_held(conn.held, zone)})
+
+  # A zone closed: what it sent is stale, and its tiles' closings wait
+  # with the snapshots.
+  def handle_info({:grove_view, zone, :closed} = message, conn) do
+    conn = %{conn | held: drop_held(conn.held, zone)}
+
+    if views_wait?(conn, Grove.Gateway.config(), now_ms()) do
+      {session, actions} = Session.handle_info(conn.session, message)
+      frames = for {:send, frame} <- actions, do: frame
+      idle(%{conn | session: session, closings: [conn.closings | frames]})
+    else
+      session_info(message, conn)
+    end
+  end
+
+  def handle_info(message, conn), do: session_info(message, conn)
+
+  defp session_info(message, conn) do
     case Session.handle_info(conn.session, message) do
       {session, actions} ->
         act(%{conn | session: session}, actions, now_ms())
@@ -330,7 +368,8 @@ defmodule Grove.Gateway.Connection do
 
     case backlog(conn, config) do
       :ok ->
-        {session, views} = Session.views(conn.session)
+        {session, views} = Session.views(conn.session, Enum.reverse(conn.held))
+        closings = conn.closings
 
         {bulletin, news} =
           Broadcaster.news(
@@ -344,12 +383,14 @@ defmodule Grove.Gateway.Connection do
         conn = %{
           conn
           | session: session,
+            held: [],
+            closings: [],
             bulletin: bulletin,
             slow_since: nil,
             view_at: now + Pacer.interval(config.view_pace)
         }
 
-        conn |> send_data([frames, views | news], now) |> idle()
+        conn |> send_data([closings, frames, views | news], now) |> idle()
 
       :behind ->
         Stats.incr(config.stats, :views_held)
@@ -527,6 +568,17 @@ defmodule Grove.Gateway.Connection do
     due = if conn.pinged, do: conn.heard_at + 2 * keepalive, else: conn.heard_at + keepalive
     {:noreply, conn, max(min(views_due(conn, config, now), due) - now, 0)}
   end
+
+  # Whether the views wait for an outcome now (`views_due/3`): a move
+  # waits for its own, or the player moved less than `view_ms_max` ago.
+  defp views_wait?(conn, config, now) do
+    moved_at = Session.moved_at(conn.session)
+
+    Session.awaiting_since(conn.session) != nil or
+      (moved_at != nil and now - moved_at < config.view_ms_max)
+  end
+
+  defp drop_held(held, zone), do: Enum.reject(held, &(elem(&1, 1) == zone))
 
   defp views_due(conn, config, now) do
     Pacer.views_due(

@@ -627,6 +627,24 @@ defmodule Grove.Gateway.Session do
   # Snapshots of tiles, each a finished run of frames in this session's
   # encoding; a tile given up since it was asked for is left out.
   def handle_info(%__MODULE__{} = session, {:grove_view, zone, :tiles, seq, data}) do
+    {session, frames} = take_tiles(session, zone, seq, data)
+    {session, if(frames == [], do: [], else: [{:send, joined(session, frames)}])}
+  end
+
+  def handle_info(%__MODULE__{} = session, {:grove_view, zone, :closed}) do
+    {tiles, areas} = Map.pop(session.areas, zone, %{})
+
+    case closing(session, Map.keys(tiles)) do
+      [] -> {%{session | areas: areas}, []}
+      frames -> {%{session | areas: areas}, [{:send, frames}]}
+    end
+  end
+
+  def handle_info(_session, _message), do: :unknown
+
+  # A zone's snapshots of tiles taken: the frames of those still held (not
+  # yet joined), each tile read to `seq` from now on.
+  defp take_tiles(session, zone, seq, data) do
     case session.areas do
       %{^zone => tiles} ->
         {tiles, frames, grounds} =
@@ -640,24 +658,12 @@ defmodule Grove.Gateway.Session do
             end
           end)
 
-        session = %{session | areas: Map.put(session.areas, zone, tiles), grounds: grounds}
-        {session, if(frames == [], do: [], else: [{:send, joined(session, frames)}])}
+        {%{session | areas: Map.put(session.areas, zone, tiles), grounds: grounds}, frames}
 
       _closed ->
         {session, []}
     end
   end
-
-  def handle_info(%__MODULE__{} = session, {:grove_view, zone, :closed}) do
-    {tiles, areas} = Map.pop(session.areas, zone, %{})
-
-    case closing(session, Map.keys(tiles)) do
-      [] -> {%{session | areas: areas}, []}
-      frames -> {%{session | areas: areas}, [{:send, frames}]}
-    end
-  end
-
-  def handle_info(_session, _message), do: :unknown
 
   # Version 6 remembers the grounds it sent (see the top of this module).
   defp no_grounds(%__MODULE__{version: version}) when version >= 6, do: %{}
@@ -826,13 +832,32 @@ defmodule Grove.Gateway.Session do
   ready to write (oldest first per area), and the session that remembers
   having taken them. An area too far behind for the feed is asked for a
   snapshot instead, which coalesces everything it missed.
+
+  `held` are `:tiles` messages (`{:grove_view, zone, :tiles, seq, data}`,
+  oldest first) that the connection kept for this write rather than write
+  each alone: taken as `handle_info/2` takes them, after the viewport's
+  tiles are fitted (a tile given up since is left out), and their
+  snapshots go ahead of what the feed has since, in the same frame.
   """
-  @spec views(t()) :: {t(), iodata()}
-  def views(%__MODULE__{} = session) do
+  @spec views(t(), [tuple()]) :: {t(), iodata()}
+  def views(%__MODULE__{} = session, held \\ []) do
     {session, shut} = retile(session)
+    {session, snapshots} = take_held(session, held, [])
     {session, frames} = read(session)
-    frames = if frames == [], do: [], else: joined(session, frames)
+
+    frames =
+      if frames == [] and snapshots == [], do: [], else: joined(session, [snapshots | frames])
+
     {session, if(shut == [], do: frames, else: [shut | frames])}
+  end
+
+  defp take_held(session, [], acc), do: {session, acc}
+
+  defp take_held(session, [{:grove_view, zone, :tiles, seq, data} | held], acc) do
+    case take_tiles(session, zone, seq, data) do
+      {session, []} -> take_held(session, held, acc)
+      {session, frames} -> take_held(session, held, [acc | frames])
+    end
   end
 
   # From version 4 on, the areas' parts read together go out as one frame.
