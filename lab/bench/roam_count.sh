@@ -6,8 +6,9 @@
 # second on core 1; once they have walked a while, the world's counters
 # read from `/metrics` twice, 30 s apart, each as a rate a second and a
 # walker-second: the moves, the handoffs across zones, the wakes and
-# sleeps, the view deltas published and the snapshots sent, and the
-# zones' view ticks (`grove_zone_tick_duration_seconds_count`). Counts,
+# sleeps, the view deltas published and the snapshots sent, the zones'
+# view ticks (`grove_zone_tick_duration_seconds_count`) and the writes to
+# the walkers' sockets (`grove_socket_writes_total`). Counts,
 # not speed: run it under the shared lock. From the repository's root,
 # the server and the load of this checkout or of another (built) one:
 #
@@ -32,7 +33,7 @@ LOAD=$!
 sleep $(( PLAYERS / 20 + 40 ))
 counters() {
   curl -s "http://127.0.0.1:$PORT/metrics" |
-    grep -E '^grove_(zone_tick_duration_seconds_count|view_deltas_total|view_snapshots_total|zone_wakes_total|zone_sleeps_total|handoffs_total|moves_total\{outcome="(ok|blocked)"\})'
+    grep -E '^grove_(zone_tick_duration_seconds_count|view_deltas_total|view_snapshots_total|zone_wakes_total|zone_sleeps_total|handoffs_total|moves_total\{outcome="(ok|blocked)"\}|socket_writes_total\{encoding="binary"\})'
 }
 counters > "$DIR/first"; T0=$(date +%s.%N)
 sleep 30
