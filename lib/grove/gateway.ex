@@ -70,7 +70,9 @@ defmodule Grove.Gateway do
       once, whatever the pace (defaults `250`, `1000`; equal values fix it)
     * `:view_wait_ms` - how long past its view interval a player who moved
       less than `:view_ms_max` ago waits for its next move's outcome to
-      carry its views, before they go out alone (a move in flight is always
+      carry its views (the snapshots of tiles that came into view, and
+      the closings of those it left, with them), before they go out
+      alone (a move in flight is always
       waited for, up to `:lost_move_ms`); `0` sends them at the interval
       (default `250`)
     * `:connection_heap` - the words of heap each connection process starts
