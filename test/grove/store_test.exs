@@ -262,6 +262,27 @@ for adapter <- [:sqlite, :postgres] do
         assert :ok = Store.save_state(store, "zones", [])
       end
 
+      test "are saved in large batches, deletions among the values in their place",
+           %{store: store} do
+        keys = for n <- 1..1201, do: "zone #{n}"
+        assert :ok = Store.save_state(store, "zones", for(key <- keys, do: {key, "old " <> key}))
+
+        # Values past one statement's rows, a deletion between two runs of them.
+        entries =
+          for {key, n} <- Enum.with_index(keys, 1),
+              do: {key, if(rem(n, 600) == 0, do: nil, else: "new " <> key)}
+
+        assert :ok = Store.save_state(store, "zones", entries)
+        assert {:ok, saved} = Store.list_state(store, "zones")
+        assert length(saved) == 1199
+
+        assert Map.new(saved) ==
+                 Map.new(for {key, value} <- entries, value != nil, do: {key, value})
+
+        assert {:error, :not_found} = Store.fetch_state(store, "zones", "zone 600")
+        assert {:ok, "new zone 1201"} = Store.fetch_state(store, "zones", "zone 1201")
+      end
+
       test "refuses scopes, keys and values of the wrong shape", %{store: store} do
         for {scope, entries} <- [
               {"", [{"k", "v"}]},

@@ -96,10 +96,9 @@ defmodule Grove.Store.SQLite do
 
   @select_position "SELECT x, y FROM positions WHERE account_id = ?1"
 
-  @upsert_state """
-  INSERT INTO game_state (scope, key, value, updated_at) VALUES (?1, ?2, ?3, ?4)
-  ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
-  """
+  # Rows of one upsert of the game's state: 2 parameters each, well under
+  # SQLite's 32,766.
+  @rows_per_upsert 500
 
   @delete_state "DELETE FROM game_state WHERE scope = ?1 AND key = ?2"
 
@@ -418,21 +417,53 @@ defmodule Grove.Store.SQLite do
 
   ## The game's state
 
+  # Entries in order: each run of values written in statements of up to
+  # `@rows_per_upsert` rows, each deletion on its own. A statement per
+  # value cost a call to the driver's thread and a statement compiled
+  # each: the game's saver writes every zone's changes every few seconds
+  # (docs/benchmarks.md, "The world alone").
   @impl true
   def save_state(db, scope, entries) do
-    now = now()
+    save_runs(db, scope, entries, now())
+  end
 
-    Enum.reduce_while(entries, :ok, fn {key, value}, :ok ->
-      result =
-        if value == nil,
-          do: query(db, @delete_state, [scope, key]),
-          else: query(db, @upsert_state, [scope, key, blob(value), now])
+  defp save_runs(_db, _scope, [], _now), do: :ok
 
-      case result do
-        {:ok, _} -> {:cont, :ok}
-        error -> {:halt, unavailable(:save_state, error)}
-      end
-    end)
+  defp save_runs(db, scope, [{key, nil} | rest], now) do
+    case query(db, @delete_state, [scope, key]) do
+      {:ok, _} -> save_runs(db, scope, rest, now)
+      error -> unavailable(:save_state, error)
+    end
+  end
+
+  defp save_runs(db, scope, entries, now) do
+    {run, rest} = upsert_run(entries, @rows_per_upsert, [])
+
+    case query(db, upsert_rows(length(run)), [scope, now | run]) do
+      {:ok, _} -> save_runs(db, scope, rest, now)
+      error -> unavailable(:save_state, error)
+    end
+  end
+
+  # Up to `left` values from the head of `entries`, as the statement's
+  # parameters after the scope and the time: key, value, key, value, ...
+  defp upsert_run([{key, value} | rest], left, run) when value != nil and left > 0,
+    do: upsert_run(rest, left - 1, [{:blob, value}, key | run])
+
+  defp upsert_run(rest, _left, run), do: {Enum.reverse(run), rest}
+
+  # An upsert of `params` / 2 rows: ?1 the scope, ?2 the time, then each
+  # row's key and value. Rows of one statement are written in order, so
+  # a key given twice keeps its last value, as one statement each did.
+  defp upsert_rows(params) do
+    rows =
+      Enum.map_join(0..(div(params, 2) - 1), ", ", fn row ->
+        "(?1, ?#{3 + 2 * row}, ?#{4 + 2 * row}, ?2)"
+      end)
+
+    "INSERT INTO game_state (scope, key, value, updated_at) VALUES " <>
+      rows <>
+      " ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
   end
 
   @impl true
