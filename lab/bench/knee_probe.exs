@@ -6,7 +6,8 @@
 # reductions by the same, and prints them with the scheduler utilization;
 # then over 5 s it counts what reaches up to 200 players' connections (the
 # messages by kind, their turns on the scheduler, their garbage
-# collections); then it runs `:eprof` over every process for 3 s and
+# collections), and over 5 s more what reaches every zone, a
+# player-second; then it runs `:eprof` over every process for 3 s and
 # prints its 30 costliest functions. Lines start with `PROBE`. `knee_probe.sh` runs it
 # beside a stage of players; by hand:
 #
@@ -119,6 +120,35 @@ spawn(fn ->
 
   for {k, n} <- Enum.sort_by(counted, &(-elem(&1, 1))),
       do: IO.puts("PROBE connection #{inspect(k)}: #{Float.round(n / per, 2)} a player-second")
+
+  # What every zone running now handles over 5 s more (the messages by
+  # kind, turns, collections), each a player-second of the players
+  # connected: with the connections' above, the turns a player's move
+  # costs end to end.
+  zones = for p <- Process.list(), label.(p) == {Grove.World.Zone, :init, 1}, do: p
+  players = max(length(connections), 1)
+
+  zone_kind = fn
+    {:"$gen_cast", m} when is_tuple(m) -> {:cast, elem(m, 0)}
+    {:"$gen_cast", m} -> {:cast, m}
+    {:"$gen_call", _from, m} when is_tuple(m) -> {:call, elem(m, 0)}
+    {:"$gen_call", _from, m} -> {:call, m}
+    m -> kind.(m)
+  end
+
+  zone_count = fn
+    {:receive, m}, acc -> Map.update(acc, zone_kind.(m), 1, &(&1 + 1))
+    other, acc -> count.(other, acc)
+  end
+
+  counted = Grove.Bench.Probe.trace(zones, 5_000, %{}, zone_count)
+
+  for {k, n} <- Enum.sort_by(counted, &(-elem(&1, 1))) |> Enum.take(20),
+      do:
+        IO.puts(
+          "PROBE zones (#{length(zones)}) #{inspect(k)}: " <>
+            "#{Float.round(n / (players * 5), 2)} a player-second"
+        )
 
   Grove.Bench.Probe.eprof(Process.list(), 3_000, 32, "PROBE eprof")
   IO.puts("PROBE done")
