@@ -818,4 +818,49 @@ defmodule Grove.ProtocolTest do
     assert_raise ArgumentError, fn -> Protocol.encode(%{type: :move, dir: :n}, :json) end
     assert_raise ArgumentError, fn -> Protocol.encode(%{type: :nope}, :json) end
   end
+
+  test "a move in JSON as clients write it decodes as any other JSON does, or fails as it would" do
+    # The text a client writes, with what may go wrong in each part; the
+    # same text after a space goes through the JSON parser.
+    seq =
+      :proper_types.tuple([
+        :proper_types.elements([:plain, :zero, :minus, :none, :float]),
+        :proper_types.integer(0, 8_589_934_592)
+      ])
+
+    dir =
+      :proper_types.elements(["n", "ne", "e", "se", "s", "sw", "w", "nw", "x", "north", "", "N"])
+
+    tail = :proper_types.elements([~s("}), ~s("} ), ~s(","x":1}), ~s("}}), ~s("), ""])
+
+    property =
+      forall(
+        :proper_types.tuple([seq, dir, tail, :proper_types.elements(Protocol.versions())]),
+        fn {{form, n}, dir, tail, version} ->
+          digits =
+            case form do
+              :plain -> Integer.to_string(n)
+              :zero -> "0" <> Integer.to_string(n)
+              :minus -> "-" <> Integer.to_string(n)
+              :none -> ""
+              :float -> Integer.to_string(n) <> ".5"
+            end
+
+          frame = ~s({"type":"move","seq":#{digits},"dir":"#{dir}#{tail})
+
+          assert Protocol.decode(frame, :json, version) ==
+                   Protocol.decode(" " <> frame, :json, version)
+        end
+      )
+
+    check(property, numtests: 2000)
+
+    assert Protocol.decode(~s({"type":"move","seq":4294967295,"dir":"nw"}), :json) ==
+             {:ok, %{type: :move, seq: 4_294_967_295, dir: :nw}}
+
+    assert {:error, :bad_field, _} =
+             Protocol.decode(~s({"type":"move","seq":4294967296,"dir":"nw"}), :json)
+
+    assert {:error, :bad_json, _} = Protocol.decode(~s({"type":"move","seq":07,"dir":"n"}), :json)
+  end
 end
