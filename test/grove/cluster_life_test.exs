@@ -156,15 +156,7 @@ defmodule Grove.ClusterLifeTest do
     lost = for {index, ^first} <- owners, do: index
     assert lost != []
 
-    for index <- lost do
-      heir = Placement.owner(index, survivors)
-      table = :erpc.call(heir, World, :fetch!, [world]).life_table
-
-      eventually(
-        fn -> assert [{^index, 3, _, _, _}] = :erpc.call(heir, :ets, :lookup, [table, index]) end,
-        @wait
-      )
-    end
+    for index <- lost, do: row_on_heir!(world, index, Placement.owner(index, survivors))
 
     kill!(first)
     settled!(survivors, world)
@@ -194,13 +186,7 @@ defmodule Grove.ClusterLifeTest do
     settled!(nodes, world)
     for generation <- 0..3, do: step_to(nodes, world, generation)
 
-    heir = Placement.owner(index, nodes -- [first])
-    table = :erpc.call(heir, World, :fetch!, [world]).life_table
-
-    eventually(
-      fn -> assert [{^index, 3, _, _, _}] = :erpc.call(heir, :ets, :lookup, [table, index]) end,
-      @wait
-    )
+    row_on_heir!(world, index, Placement.owner(index, nodes -- [first]))
 
     {_peer, ^fourth} =
       start_peer!(home, fourth |> Atom.to_string() |> String.split("@") |> hd(), exact_name: true)
@@ -508,6 +494,16 @@ defmodule Grove.ClusterLifeTest do
 
     assert live(survivors, world) ==
              List.last(LifeReference.run(before, Rule.conway(), 100, 100, 1))
+  end
+
+  # The zone's row at generation 3 on its heir, as sent each generation.
+  defp row_on_heir!(world, index, heir) do
+    table = :erpc.call(heir, World, :fetch!, [world]).life_table
+
+    eventually(
+      fn -> assert [{^index, 3, _, _, _}] = :erpc.call(heir, :ets, :lookup, [table, index]) end,
+      @wait
+    )
   end
 
   defp settled!(nodes, world) do
