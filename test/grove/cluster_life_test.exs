@@ -167,6 +167,56 @@ defmodule Grove.ClusterLifeTest do
   end
 
   @tag timeout: 240_000
+  test "two zones side by side of a node killed, started again on two nodes that each hear of the other only after theirs sent its row, step on" do
+    home = distribute!()
+    {peers, lost} = border_race_names()
+
+    for name <- peers,
+        do: {_peer, ^name} = start_peer!(home, short_name(name), exact_name: true)
+
+    nodes = Enum.sort([node() | peers])
+    survivors = nodes -- [lost]
+
+    opts = soup_instance(nodes)
+
+    start_instances!(for node <- nodes, do: {node, opts})
+    world = Grove.world(Grove.LifeT)
+    settled!(nodes, world)
+    for generation <- 0..3, do: step_to(nodes, world, generation)
+    before = live(nodes, world)
+
+    for {index, ^lost} <- indexed(Placement.owners(@zones, nodes)),
+        do: row_on_heir!(world, index, Placement.owner(index, survivors))
+
+    # Every survivor hears the node go before it hears of any zone another
+    # started again, and hears of those only once its own have started and
+    # sent their rows: to the node lost, for a zone beside them that it
+    # still runs as far as they know.
+    for node <- survivors, do: hold_placer!(node, world)
+    kill!(lost)
+
+    for node <- survivors do
+      eventually(
+        fn ->
+          messages = placer_messages(node, world)
+          assert {:nodedown, lost} in messages
+
+          assert Enum.any?(messages, fn
+                   {:grove_cluster, _instance, members} -> lost not in members
+                   _other -> false
+                 end)
+        end,
+        @wait
+      )
+    end
+
+    for node <- survivors, do: release_placer!(node, world)
+    settled!(survivors, world)
+
+    assert_restored!(survivors, world, Placement.owners(@zones, survivors), before)
+  end
+
+  @tag timeout: 240_000
   test "a zone of a node killed after another joined starts again from its row, though the heir its rows went to is not its owner now" do
     home = distribute!()
     peers = for name <- ["gap1", "gap2"], do: start_peer!(home, name)
@@ -640,6 +690,54 @@ defmodule Grove.ClusterLifeTest do
       {_direction, neighbour} -> elem(owners, neighbour) == node
     end)
   end
+
+  # Three peers to come, named now, and the one of them to kill, under
+  # which two zones side by side of that node start again on two others,
+  # neither of which holds the other's row as it stands: no zone beside
+  # either runs on the other's node, and the heir of each (where its row
+  # goes as it starts again) is the third: `{peers, lost}`.
+  defp border_race_names do
+    host = node() |> Atom.to_string() |> String.split("@") |> List.last()
+    slots = Process.get(:grove_cluster_slots)
+    peers = for base <- ["race1", "race2", "race3"], do: :"#{peer_name(base)}@#{host}"
+    nodes = Enum.sort([node() | peers])
+
+    case Enum.find(peers, &rows_missed?(nodes, &1)) do
+      nil ->
+        # Their ranges of ids are free again for the next names.
+        if slots,
+          do: Process.put(:grove_cluster_slots, slots),
+          else: Process.delete(:grove_cluster_slots)
+
+        border_race_names()
+
+      lost ->
+        {peers, lost}
+    end
+  end
+
+  defp rows_missed?(nodes, lost) do
+    survivors = nodes -- [lost]
+    grid = Grid.new(100, 100, 25)
+    beside = fn index -> for {_direction, n} <- World.Life.neighbours(grid, index), n, do: n end
+    owner = &Placement.owner(&1, survivors)
+
+    missed? = fn index, node ->
+      node != Placement.owner(index, survivors -- [owner.(index)]) and
+        not Enum.any?(beside.(index), &(Placement.owner(&1, nodes) == node))
+    end
+
+    zones = for index <- 0..(@zones - 1), Placement.owner(index, nodes) == lost, do: index
+
+    Enum.any?(zones, fn a ->
+      Enum.any?(beside.(a), fn b ->
+        b in zones and owner.(a) != owner.(b) and missed?.(a, owner.(b)) and
+          missed?.(b, owner.(a))
+      end)
+    end)
+  end
+
+  defp short_name(node), do: node |> Atom.to_string() |> String.split("@") |> hd()
 
   # A node to come, named now, and a zone of `lost` that stays there when
   # it joins `nodes`, whose owner it would be were `lost` gone then, where

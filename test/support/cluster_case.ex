@@ -233,6 +233,61 @@ defmodule Grove.ClusterCase do
   end
 
   @doc """
+  Holds `node`'s placer (`Grove.World.Placer`) of `world` still, as OTP's
+  `:sys.suspend/1` does: what it is sent waits, in the order it came,
+  until `release_placer!/2`. From then on, until its node stops, word
+  that a zone started again on another node (an announcement
+  `{:zone_at, index, at, epoch, :restarted}`) is taken only once every
+  zone of `node` has recovered: the zones it started again itself have
+  sent their rows to the nodes that ran their neighbours as far as it
+  knew then. A hook in the placer's process (`:sys.install/2`) that runs
+  before it takes a message, so that the order does not depend on which
+  process a busy machine runs first.
+  """
+  def hold_placer!(node, world) do
+    placer = Grove.World.Placer.name(world)
+    :ok = :erpc.call(node, :sys, :install, [placer, {&__MODULE__.restarts_after_own/3, world}])
+    :ok = :erpc.call(node, :sys, :suspend, [placer])
+  end
+
+  @doc "Lets a placer held by `hold_placer!/2` take what waits for it."
+  def release_placer!(node, world),
+    do: :ok = :erpc.call(node, :sys, :resume, [Grove.World.Placer.name(world)])
+
+  @doc "The messages waiting for `node`'s placer of `world`."
+  def placer_messages(node, world) do
+    pid = :erpc.call(node, Process, :whereis, [Grove.World.Placer.name(world)])
+    {:messages, messages} = :erpc.call(node, Process, :info, [pid, :messages])
+    messages
+  end
+
+  @doc false
+  # `hold_placer!/2`'s hook, in the placer's process: before it takes word
+  # of a zone started again elsewhere, each zone placed here answers once
+  # it has recovered (`Grove.World.Zone.recovered/2`; a zone handed away
+  # holds what it is sent, and is not asked).
+  def restarts_after_own(world, {:in, {:zone_at, _index, at, _epoch, :restarted}}, _name)
+      when at != node() do
+    fetched = Grove.World.fetch!(world)
+
+    for index <- 0..(Grove.World.Grid.zone_count(fetched.grid) - 1),
+        Grove.World.zone_node(fetched, index) == node(),
+        pid = Grove.World.zone_pid(fetched, index),
+        pid != nil do
+      try do
+        GenServer.call(pid, :recovered, 10_000)
+      catch
+        # One that stops has nothing more to send.
+        :exit, _ -> :ok
+      end
+    end
+
+    world
+  end
+
+  def restarts_after_own(world, _event, _name), do: world
+
+  @doc """
   Starts, on `node` (this one or a peer), a client that joins `world` with
   `opts` (`Grove.World.join/2`) and then moves its entity when asked:
   `move!/3` from the test. Returns `{pid, id, cell}`. It stops when the
