@@ -110,16 +110,11 @@ defmodule Grove.World.Zone do
     # The core as it was before the game's code was reloaded, while the
     # reload is undecided (`code_change/3`).
     :game_before,
-    # Resident actors (`Zone.Residents`), and the timer of their next steps.
+    # Resident actors (`Zone.Residents`, with the rounds of
+    # `Grove.World.walk/1`), and the timer of their next steps.
     :residents,
     :walk_timer,
     :walk_beat,
-    # The round of `Grove.World.walk/1` under way or last done, and the
-    # residents that arrived here stepped already in a round this zone has
-    # not walked yet: id => round (rounds are numbered in the order they
-    # are asked for).
-    :walk_round,
-    walked: %{},
     walk_halted: false,
     overloaded: false,
     monitors: %{},
@@ -503,11 +498,10 @@ defmodule Grove.World.Zone do
     now = :erlang.monotonic_time(:millisecond)
     # Due as it is asked for: its lateness is the time the zone takes to step each.
     due = {beat, :erlang.monotonic_time(:microsecond)}
-    ids = Enum.reject(Residents.all(zone.residents), &(Map.get(zone.walked, &1) == round))
-    waiting = Map.filter(zone.walked, fn {_id, at} -> at > round end)
+    {ids, residents} = Residents.start_round(zone.residents, round)
 
     {ok, stayed, _skipped, zone} =
-      step(ids, %{zone | walk_round: round, walked: waiting}, zone.core, due, now, 0, 0, 0)
+      step(ids, %{zone | residents: residents}, zone.core, due, now, 0, 0, 0)
 
     {:noreply, count_walk(%{zone | walk_beat: beat}, ok, stayed, 0)}
   end
@@ -2046,25 +2040,22 @@ defmodule Grove.World.Zone do
   defp move_out(zone, %Entity{walk: nil}), do: zone
   defp move_out(%__MODULE__{residents: nil} = zone, _entity), do: zone
 
-  defp move_out(zone, %Entity{id: id, walk: {_module, _state, interval}}) do
-    %{
-      zone
-      | residents: Residents.drop(zone.residents, id, interval),
-        walked: Map.delete(zone.walked, id)
-    }
-  end
+  defp move_out(zone, %Entity{id: id, walk: {_module, _state, interval}}),
+    do: %{zone | residents: Residents.drop(zone.residents, id, interval)}
 
   # Residents that arrived by a step of a round of `Grove.World.walk/1`
-  # that this zone has not walked yet (the tag of its move says which)
-  # have taken their step of it.
-  defp walked_here(%__MODULE__{walk_round: walked} = zone, _effects, {__MODULE__, :walk, round})
-       when walked != nil and round <= walked,
-       do: zone
-
-  defp walked_here(zone, effects, {__MODULE__, :walk, round}) do
+  # (the tag of its move says which) have taken their step of it.
+  defp walked_here(
+         %__MODULE__{residents: %Residents{}} = zone,
+         effects,
+         {__MODULE__, :walk, round}
+       ) do
     Enum.reduce(effects, zone, fn
-      {:adopt, %Entity{id: id}}, zone -> %{zone | walked: Map.put(zone.walked, id, round)}
-      _effect, zone -> zone
+      {:adopt, %Entity{id: id}}, zone ->
+        %{zone | residents: Residents.arrived(zone.residents, id, round)}
+
+      _effect, zone ->
+        zone
     end)
   end
 
@@ -2074,8 +2065,12 @@ defmodule Grove.World.Zone do
   # belongs to, which goes with it into the zone it crosses into; the tag
   # names this module, so that no caller's tag of a move (a `{:walk, n}`
   # of its own) is taken for it and its outcome kept from the caller.
-  defp walk_tag(%__MODULE__{walk_round: nil}), do: :walk
-  defp walk_tag(%__MODULE__{walk_round: round}), do: {__MODULE__, :walk, round}
+  defp walk_tag(zone) do
+    case Residents.current_round(zone.residents) do
+      nil -> :walk
+      round -> {__MODULE__, :walk, round}
+    end
+  end
 
   # The beats start with the first resident, from the next one on; a world
   # that ticks by hand steps its residents by hand too (`Grove.World.walk/1`).

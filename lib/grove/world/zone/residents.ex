@@ -19,6 +19,13 @@ defmodule Grove.World.Zone.Residents do
   # a phase of its own, so that zones do not all step at once. Taking one
   # off the schedule looks through its slot only.
   #
+  # Rounds by hand (`Grove.World.walk/1`, a world that ticks by hand): a
+  # round, numbered in the order rounds are asked for, reaches the zones
+  # one by one, and a resident that steps across a border may reach the
+  # zone beyond before the round does. It took its step of that round:
+  # the zone keeps it (`arrived/3`) until it walks the round
+  # (`start_round/2`), which passes it by.
+  #
   #     iex> alias Grove.World.Zone.Residents
   #     iex> residents = Residents.new(250, 0) |> Residents.add(7, 1000)
   #     iex> Residents.size(residents)
@@ -32,12 +39,14 @@ defmodule Grove.World.Zone.Residents do
   #     iex> residents |> Residents.drop(7, 1000) |> Residents.size()
   #     0
 
-  defstruct rings: %{}, resolution: 250, phase: 0
+  defstruct rings: %{}, resolution: 250, phase: 0, round: nil, stepped: %{}
 
   @type t :: %__MODULE__{
           rings: %{pos_integer() => tuple()},
           resolution: pos_integer(),
-          phase: integer()
+          phase: integer(),
+          round: integer() | nil,
+          stepped: %{non_neg_integer() => integer()}
         }
 
   @doc "No resident yet, on beats `resolution` ms apart offset by `phase` ms."
@@ -71,6 +80,10 @@ defmodule Grove.World.Zone.Residents do
 
   @doc "A resident goes off the schedule (nothing when it is not on it)."
   @spec drop(t(), non_neg_integer(), pos_integer()) :: t()
+  def drop(%__MODULE__{stepped: stepped} = residents, id, interval)
+      when is_map_key(stepped, id),
+      do: drop(%{residents | stepped: Map.delete(stepped, id)}, id, interval)
+
   def drop(%__MODULE__{rings: rings} = residents, id, interval) do
     case rings do
       %{^interval => ring} ->
@@ -120,6 +133,45 @@ defmodule Grove.World.Zone.Residents do
   def all(%__MODULE__{rings: rings}) do
     for {_interval, ring} <- rings, ids <- Tuple.to_list(ring), id <- ids, do: id
   end
+
+  @doc """
+  A round by hand: the residents that step in it (those that took their
+  step of it already in the zone they came from excepted), and the round
+  under way (`current_round/1`).
+
+      iex> alias Grove.World.Zone.Residents
+      iex> residents = Residents.new(250, 0) |> Residents.add(7, 1000) |> Residents.add(8, 1000)
+      iex> residents = Residents.arrived(residents, 8, 5)
+      iex> {ids, residents} = Residents.start_round(residents, 5)
+      iex> {ids, Residents.current_round(residents)}
+      {[7], 5}
+      iex> {ids, _residents} = Residents.start_round(residents, 6)
+      iex> Enum.sort(ids)
+      [7, 8]
+  """
+  @spec start_round(t(), integer()) :: {[non_neg_integer()], t()}
+  def start_round(%__MODULE__{stepped: stepped} = residents, round) do
+    ids = Enum.reject(all(residents), &(Map.get(stepped, &1) == round))
+    later = Map.filter(stepped, fn {_id, at} -> at > round end)
+    {ids, %{residents | round: round, stepped: later}}
+  end
+
+  @doc "The round by hand under way or last walked; nil before the first."
+  @spec current_round(t()) :: integer() | nil
+  def current_round(%__MODULE__{round: round}), do: round
+
+  @doc """
+  A resident arrived by its step of `round`, which this zone has not
+  walked yet: it steps no more in it here. One of a round walked already
+  is nothing to keep.
+  """
+  @spec arrived(t(), non_neg_integer(), integer()) :: t()
+  def arrived(%__MODULE__{round: walked} = residents, _id, round)
+      when walked != nil and round <= walked,
+      do: residents
+
+  def arrived(%__MODULE__{stepped: stepped} = residents, id, round),
+    do: %{residents | stepped: Map.put(stepped, id, round)}
 
   # Slots of a ring: the interval in whole beats, at least one.
   defp slots(%__MODULE__{resolution: resolution}, interval),
