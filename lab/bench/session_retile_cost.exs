@@ -27,21 +27,7 @@ name = :retile_bench
     rules: [move_rate: nil]
   )
 
-config = %{
-  max_frame: 4096,
-  move_rate: 1000,
-  move_burst: 1000,
-  max_errors: 1000,
-  max_view_radius: 16,
-  spawn: nil,
-  tick_ms: 100,
-  view_ms: 1000,
-  stats: nil,
-  move_time: nil,
-  accounts: nil
-}
-
-session = Session.new(name, :json, config, 0)
+session = Session.new(name, :json, Grove.SessionConfig.loose(), 0)
 join = Protocol.encode(%{type: :join, protocol: 7, view_radius: 8}, :json)
 {session, _} = Session.handle_frame(session, :text, IO.iodata_to_binary(join), 0)
 

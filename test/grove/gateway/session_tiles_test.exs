@@ -24,22 +24,6 @@ defmodule Grove.Gateway.SessionTilesTest do
   @walkers 10
   @radius 3
 
-  defp config do
-    %{
-      max_frame: 4096,
-      move_rate: 1000,
-      move_burst: 1000,
-      max_errors: 1000,
-      max_view_radius: 16,
-      spawn: nil,
-      tick_ms: 100,
-      view_ms: 1000,
-      stats: nil,
-      move_time: nil,
-      accounts: nil
-    }
-  end
-
   defp command do
     dir = :proper_types.elements(Grid.directions())
 
@@ -93,7 +77,7 @@ defmodule Grove.Gateway.SessionTilesTest do
           id
         end
 
-      session = Session.new(name, encoding, config(), 0)
+      session = Session.new(name, encoding, Grove.SessionConfig.loose(), 0)
       join = Protocol.encode(%{type: :join, protocol: version, view_radius: @radius}, encoding)
       {session, actions} = Session.handle_frame(session, kind(encoding), bin(join), 0)
 
