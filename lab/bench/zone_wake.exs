@@ -7,9 +7,7 @@
 # VM's CPU time (`:erlang.statistics(:runtime)`) per zone, so run it with
 # one scheduler, from the checkout to measure:
 #
-#     elixir --erl "+S 1:1" -S mix run --no-start lab/bench/zone_wake.exs
-
-Code.require_file("zone_wake_world.exs", __DIR__)
+#     cd lab && elixir --erl "+S 1:1" -S mix run --no-start bench/zone_wake.exs
 
 alias Grove.Bench.ZoneWakeWorld
 alias Grove.World

@@ -9,11 +9,9 @@
 # (`:erlang.statistics(:runtime)`) per zone, so run it with one
 # scheduler, from the checkout to measure:
 #
-#     elixir --erl "+S 1:1" -S mix run --no-start lab/bench/zone_wake_parts.exs
+#     cd lab && elixir --erl "+S 1:1" -S mix run --no-start bench/zone_wake_parts.exs
 #
 # The parts are made in this process, the whole wakes in the zones' own.
-
-Code.require_file("zone_wake_world.exs", __DIR__)
 
 alias Grove.Bench.ZoneWakeWorld
 alias Grove.World

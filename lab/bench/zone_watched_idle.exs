@@ -7,9 +7,7 @@
 # and second and per tick at ten a second. Run it with one scheduler,
 # from the checkout to measure:
 #
-#     taskset -c 1 elixir --erl "+S 1:1" -S mix run --no-start lab/bench/zone_watched_idle.exs
-
-Code.require_file("zone_wake_world.exs", __DIR__)
+#     cd lab && taskset -c 1 elixir --erl "+S 1:1" -S mix run --no-start bench/zone_watched_idle.exs
 
 alias Grove.Bench.ZoneWakeWorld
 alias Grove.World

@@ -43,22 +43,15 @@ defmodule Grove.Bench.ZoneSoak do
     name = :"zone_soak_#{System.unique_integer([:positive])}"
 
     {:ok, sup} =
-      World.start_link(
-        name: name,
-        width: 1_000_000,
-        height: 1_000_000,
-        zone_size: 50,
-        zones: :on_demand,
-        zone_idle: :manual,
-        # Its last run lingers this long after it sleeps: not a pile of them.
-        handoff_timeout: 50,
+      name
+      |> Grove.Bench.ZoneWakeWorld.options(
         tick: :manual,
-        rules: [move_rate: nil],
         # Every tick run when it is sent (none owed while nobody watches):
         # the layer read before a sleep is then the one it saves.
         game: {Grove.Games.Orchard, [tick: :manual, save: 3_600_000, catch_up: 1]},
         store: {Grove.Bench.EtsStore, store}
       )
+      |> World.start_link()
 
     try do
       world = World.fetch!(name)
