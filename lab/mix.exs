@@ -5,8 +5,9 @@ defmodule Grove.Lab.MixProject do
   # and their Mix tasks. A project of its own that depends on Grove by path,
   # so that none of it is compiled into the product or shipped in its
   # release. Its WebSocket client and port picker are the tests' own
-  # (../test/support/net), and so is the config of a session its benches
-  # drive by hand (../test/support/session), compiled here too rather than
+  # (../test/support/net), and so are the config of a session its benches
+  # drive by hand and the world of a million cells a side its benches of
+  # zones wake in (../test/support/shared), compiled here too rather than
   # copied; its tests use the rest of the product's test helpers the same
   # way. (Mix takes a source path outside the project as an absolute
   # directory.)
@@ -33,5 +34,5 @@ defmodule Grove.Lab.MixProject do
   defp test_applications(_), do: []
 
   defp elixirc_paths(:test), do: ["lib", @support]
-  defp elixirc_paths(_), do: ["lib", Path.join(@support, "net"), Path.join(@support, "session")]
+  defp elixirc_paths(_), do: ["lib", Path.join(@support, "net"), Path.join(@support, "shared")]
 end

@@ -202,15 +202,11 @@ defmodule Grove.World.SlotsTest do
 
     start_supervised!(
       {World,
-       name: name,
-       width: 1_000_000,
-       height: 1_000_000,
-       zone_size: 50,
-       zones: :on_demand,
-       zone_idle: :manual,
-       tick: :manual,
-       terrain: @meadow,
-       rules: [move_rate: nil]}
+       Grove.MillionWorld.options(name,
+         tick: :manual,
+         terrain: @meadow,
+         rules: [move_rate: nil]
+       )}
     )
 
     w = World.fetch!(name)

@@ -14,19 +14,16 @@ defmodule Grove.Bench.ZoneWakeWorld do
   @doc "The world's options (`Grove.World.start_link/1`), with `more` over them."
   @spec options(atom(), keyword()) :: keyword()
   def options(name, more \\ []) do
-    Keyword.merge(
-      [
-        name: name,
-        width: 1_000_000,
-        height: 1_000_000,
-        zone_size: 50,
-        zones: :on_demand,
-        zone_idle: :manual,
-        handoff_timeout: 50,
-        game: {Grove.Games.Orchard, tick: :manual},
-        rules: [move_rate: nil]
-      ],
-      more
+    Grove.MillionWorld.options(
+      name,
+      Keyword.merge(
+        [
+          handoff_timeout: 50,
+          game: {Grove.Games.Orchard, tick: :manual},
+          rules: [move_rate: nil]
+        ],
+        more
+      )
     )
   end
 
