@@ -235,7 +235,7 @@ defmodule Grove.Gateway.Connection do
 
   # A moving player's snapshots go with its next outcome (see the top).
   def handle_info({:grove_view, _zone, :tiles, _seq, _data} = message, conn) do
-    if views_wait?(conn, Grove.Gateway.config(), now_ms()),
+    if hold?(conn, Grove.Gateway.config(), now_ms()),
       do: idle(%{conn | held: [message | conn.held]}),
       else: session_info(message, conn)
   end
@@ -252,10 +252,10 @@ defmodule Grove.Gateway.Connection do
   def handle_info({:grove_view, zone, :closed} = message, conn) do
     conn = %{conn | held: drop_held(conn.held, zone)}
 
-    if views_wait?(conn, Grove.Gateway.config(), now_ms()) do
+    if hold?(conn, Grove.Gateway.config(), now_ms()) do
       {session, actions} = Session.handle_info(conn.session, message)
-      frames = for {:send, frame} <- actions, do: frame
-      idle(%{conn | session: session, closings: [conn.closings | frames]})
+      closings = for {:send, frame} <- actions, reduce: conn.closings, do: (c -> [c | frame])
+      idle(%{conn | session: session, closings: closings})
     else
       session_info(message, conn)
     end
@@ -569,13 +569,22 @@ defmodule Grove.Gateway.Connection do
     {:noreply, conn, max(min(views_due(conn, config, now), due) - now, 0)}
   end
 
-  # Whether the views wait for an outcome now (`views_due/3`): a move
-  # waits for its own, or the player moved less than `view_ms_max` ago.
-  defp views_wait?(conn, config, now) do
-    moved_at = Session.moved_at(conn.session)
+  # Whether a snapshot or a closing waits for the next write: while the
+  # views wait for an outcome (Pacer.views_wait?/4), and while anything
+  # else is held, so that they go out in the order they came: a snapshot
+  # written at once while a closing of its tiles is held (the socket
+  # behind, where outcomes go out and held views wait) would be undone
+  # by that closing, and a newer snapshot of a tile by an older one.
+  defp hold?(%__MODULE__{held: [_ | _]}, _config, _now), do: true
+  defp hold?(%__MODULE__{closings: [_ | _]}, _config, _now), do: true
 
-    Session.awaiting_since(conn.session) != nil or
-      (moved_at != nil and now - moved_at < config.view_ms_max)
+  defp hold?(conn, config, now) do
+    Pacer.views_wait?(
+      Session.awaiting_since(conn.session),
+      Session.moved_at(conn.session),
+      now,
+      config
+    )
   end
 
   defp drop_held(held, zone), do: Enum.reject(held, &(elem(&1, 1) == zone))

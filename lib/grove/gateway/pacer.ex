@@ -82,7 +82,7 @@ defmodule Grove.Gateway.Pacer do
   def views_due(view_at, nil, nil, _now, _limits), do: view_at
 
   def views_due(view_at, nil, moved_at, now, limits) do
-    if now - moved_at < limits.view_ms_max,
+    if views_wait?(nil, moved_at, now, limits),
       do: view_at + limits.view_wait_ms,
       else: view_at
   end
@@ -91,6 +91,28 @@ defmodule Grove.Gateway.Pacer do
   # older than that, to the microsecond.
   def views_due(view_at, awaiting_since, _moved_at, _now, limits),
     do: max(view_at, awaiting_since + limits.lost_move_ms + 1)
+
+  @doc """
+  Whether a player's views wait for an outcome now: a move of its awaits
+  its outcome (`awaiting_since` not nil), or it moved less than
+  `view_ms_max` ago. The rule `views_due/5` times the views by, and the
+  one a connection holds a moving player's snapshots and closings by.
+
+      iex> limits = %{view_ms_max: 1000}
+      iex> Grove.Gateway.Pacer.views_wait?(4990, 4990, 9000, limits)
+      true
+      iex> Grove.Gateway.Pacer.views_wait?(nil, 4000, 4500, limits)
+      true
+      iex> Grove.Gateway.Pacer.views_wait?(nil, 3000, 4500, limits)
+      false
+      iex> Grove.Gateway.Pacer.views_wait?(nil, nil, 4500, limits)
+      false
+  """
+  @spec views_wait?(integer() | nil, integer() | nil, integer(), %{view_ms_max: pos_integer()}) ::
+          boolean()
+  def views_wait?(nil, nil, _now, _limits), do: false
+  def views_wait?(nil, moved_at, now, limits), do: now - moved_at < limits.view_ms_max
+  def views_wait?(_awaiting_since, _moved_at, _now, _limits), do: true
 
   def start_link(config), do: GenServer.start_link(__MODULE__, config)
 
