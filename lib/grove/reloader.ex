@@ -3,8 +3,8 @@ defmodule Grove.Reloader do
   Live reload, for development: saving a changed source file recompiles it
   and loads it into the running world within a second or two, with every
   connection, entity and zone kept (the first save of a file untouched for
-  ten minutes or more within `:sweep` seconds: see the option). `make run` starts one (`reload: true`
-  in `config/dev.exs`); a release never does.
+  ten minutes or more within `:sweep` looks: see the option). `make run`
+  starts one (`reload: true` in `config/dev.exs`); a release never does.
 
   BEAM code loading does the work: zones call the game's module, and herds
   their kinds', by name, so the next action or step after the load runs
