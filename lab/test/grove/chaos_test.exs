@@ -37,7 +37,7 @@ defmodule Grove.ChaosTest do
       assert length(now -- before) == 1
     end)
 
-    assert Chaos.audit(instance) == :ok
+    audit_settles(instance)
     assert World.entity_count(world) == 20
   end
 
@@ -55,7 +55,7 @@ defmodule Grove.ChaosTest do
     assert {:ok, "a session" <> _} = Chaos.inject(instance, :session, 1)
     assert {:error, _} = drain(client)
     eventually(fn -> assert Chaos.positions(instance, [id]) == %{id => nil} end)
-    assert Chaos.audit(instance) == :ok
+    audit_settles(instance)
   end
 
   test "a killed broadcaster and a killed saver are started again", %{instance: instance} do
@@ -73,6 +73,14 @@ defmodule Grove.ChaosTest do
     eventually(fn -> assert Grove.Gateway.sessions() == [] end)
     assert {:skipped, "a session: none running"} = Chaos.inject(instance, :session, 1)
   end
+
+  # The audit asks the zones one after another while the actors walk: an
+  # entity handed from a zone not yet asked to one already asked is seen in
+  # neither, and one handed to the killed zone just before it died stays
+  # with its old zone, awaiting an answer, until the handoff times out. So
+  # the audit is asked again until it holds; an entity lost for good, or
+  # in two zones, fails it every time.
+  defp audit_settles(instance), do: eventually(fn -> assert Chaos.audit(instance) == :ok end)
 
   defp welcome_id(client) do
     {:ok, {:text, data}, client} = WsClient.recv(client, 5000)
