@@ -36,13 +36,7 @@ defmodule Grove.Gateway.WalkerWritesTest do
 
   test "a walker's snapshots and closings ride with its outcomes: one write a move, no tile lost",
        %{port: port, world: world} do
-    conn = connect(port)
-
-    push(conn, %{type: :join, protocol: 3, view_radius: 8, name: "", token: ""})
-    {welcome, conn} = expect(conn, :welcome)
-    grid = World.grid(world)
-    start = Grid.view_tiles(grid, {welcome.x, welcome.y}, 8)
-    {shown, conn} = snapshots(conn, MapSet.new(start), MapSet.new())
+    {conn, welcome, grid, _start, shown} = joined(port, world)
 
     # Across the world's middle: through a zone's border, out of one
     # zone's tiles and into another's.
@@ -75,14 +69,8 @@ defmodule Grove.Gateway.WalkerWritesTest do
   # and undo it. Here a closing that writes nothing stands for the held one.
   test "a snapshot that comes while a closing is held waits behind it, then goes with the next write",
        %{port: port, world: world} do
-    conn = connect(port)
-
-    push(conn, %{type: :join, protocol: 3, view_radius: 8, name: "", token: ""})
-    {welcome, conn} = expect(conn, :welcome)
-    grid = World.grid(world)
-    start = Grid.view_tiles(grid, {welcome.x, welcome.y}, 8)
+    {conn, _welcome, grid, start, _shown} = joined(port, world)
     zones = start |> Enum.map(&Grid.tile_zone(grid, &1)) |> Enum.uniq()
-    {_shown, conn} = snapshots(conn, MapSet.new(start), MapSet.new())
     [connection] = Gateway.sessions()
 
     :sys.replace_state(connection, &%{&1 | closings: [[] | ""]})
@@ -95,6 +83,17 @@ defmodule Grove.Gateway.WalkerWritesTest do
     {_shown, _conn} = snapshots(conn, MapSet.new(start), MapSet.new())
     state = :sys.get_state(connection)
     assert {state.held, state.closings} == {[], []}
+  end
+
+  # A player joined, with every tile of its first view shown.
+  defp joined(port, world) do
+    conn = connect(port)
+    push(conn, %{type: :join, protocol: 3, view_radius: 8, name: "", token: ""})
+    {welcome, conn} = expect(conn, :welcome)
+    grid = World.grid(world)
+    start = Grid.view_tiles(grid, {welcome.x, welcome.y}, 8)
+    {shown, conn} = snapshots(conn, MapSet.new(start), MapSet.new())
+    {conn, welcome, grid, start, shown}
   end
 
   # Reads until the outcome, noting the snapshots and closings before it.
