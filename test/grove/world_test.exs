@@ -68,6 +68,17 @@ defmodule Grove.WorldTest do
   end
 
   describe "move/4" do
+    # A zone answers a resident's step to no one; a caller's own tag, any
+    # term, is never taken for one.
+    test "a caller's move or action tagged :walk gets its outcome", %{world: world} do
+      {:ok, id, {x, y}} = World.join(world, at: {3, 4})
+      :ok = World.move(world, id, :e, :walk)
+      assert_receive {:grove_move, ^id, :walk, {:ok, {nx, ^y}}}
+      assert nx == x + 1
+      :ok = World.act(world, id, :no_such_action, :here, %{}, :walk)
+      assert_receive {:grove_act, ^id, :walk, {:rejected, _reason}}
+    end
+
     test "every move gets exactly one outcome with the new cell", %{world: world} do
       {:ok, id, {5, 5}} = World.join(world, at: {5, 5})
       :ok = World.move(world, id, :se, :first)

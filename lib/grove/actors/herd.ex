@@ -73,6 +73,12 @@ defmodule Grove.Actors.Herd do
 
   require Logger
 
+  # The tags a zone gives a resident's step or action (`Grove.World.Zone`).
+  defguardp is_walk(tag)
+            when tag == :walk or
+                   (is_tuple(tag) and tuple_size(tag) == 3 and
+                      elem(tag, 0) == Grove.World.Zone and elem(tag, 1) == :walk)
+
   # Tries of a join that fails for its cell (occupied, blocked) before it counts as failed.
   @join_attempts 10
   @blob_attempts 20
@@ -267,8 +273,10 @@ defmodule Grove.Actors.Herd do
     {:noreply, %{herd | window: window}}
   end
 
-  # A resident's step or action is answered to no one; a zone of an older release may answer it.
-  def handle_info({:grove_move, _id, :walk, _outcome}, herd), do: {:noreply, herd}
+  # A resident's step or action is answered to no one; a zone of another
+  # release may answer it, by either tag it was ever given.
+  def handle_info({:grove_move, _id, tag, _outcome}, herd) when is_walk(tag),
+    do: {:noreply, herd}
 
   def handle_info({:grove_move, id, sent_at, outcome}, herd),
     do: handle_info({:grove_moves, [{id, sent_at, outcome}]}, herd)
@@ -276,7 +284,8 @@ defmodule Grove.Actors.Herd do
   # A game's actions are answered like moves, and counted with them.
   def handle_info({:grove_acts, outcomes}, herd), do: handle_info({:grove_moves, outcomes}, herd)
 
-  def handle_info({:grove_act, _id, :walk, _outcome}, herd), do: {:noreply, herd}
+  def handle_info({:grove_act, _id, tag, _outcome}, herd) when is_walk(tag),
+    do: {:noreply, herd}
 
   def handle_info({:grove_act, id, sent_at, outcome}, herd),
     do: handle_info({:grove_moves, [{id, sent_at, outcome}]}, herd)

@@ -1500,9 +1500,8 @@ defmodule Grove.World.Zone do
   defp population_key(%Entity{kind: 1}), do: :players
   defp population_key(%Entity{}), do: :actors
 
-  # A resident's step is nobody's request: it is counted, and answered to no one.
-  defp reply(zone, _owner, _id, :walk, outcome), do: count_outcome(zone, outcome)
-
+  # A resident's step is nobody's request: it is counted, and answered to
+  # no one (`walk_tag/1`).
   defp reply(zone, _owner, _id, {__MODULE__, :walk, _round}, outcome),
     do: count_outcome(zone, outcome)
 
@@ -1531,7 +1530,7 @@ defmodule Grove.World.Zone do
   end
 
   # A resident's action, like its step, is answered to no one.
-  defp reply_act(zone, _owner, _id, :walk, outcome) do
+  defp reply_act(zone, _owner, _id, {__MODULE__, :walk, _round}, outcome) do
     count_act(zone, outcome)
     zone
   end
@@ -2049,7 +2048,8 @@ defmodule Grove.World.Zone do
          %__MODULE__{residents: %Residents{}} = zone,
          effects,
          {__MODULE__, :walk, round}
-       ) do
+       )
+       when is_integer(round) do
     Enum.reduce(effects, zone, fn
       {:adopt, %Entity{id: id}}, zone ->
         %{zone | residents: Residents.arrived(zone.residents, id, round)}
@@ -2061,16 +2061,13 @@ defmodule Grove.World.Zone do
 
   defp walked_here(zone, _effects, _tag), do: zone
 
-  # A resident's step is tagged with the round of `Grove.World.walk/1` it
-  # belongs to, which goes with it into the zone it crosses into; the tag
-  # names this module, so that no caller's tag of a move (a `{:walk, n}`
-  # of its own) is taken for it and its outcome kept from the caller.
-  defp walk_tag(zone) do
-    case Residents.current_round(zone.residents) do
-      nil -> :walk
-      round -> {__MODULE__, :walk, round}
-    end
-  end
+  # A resident's step or action is tagged with the round of
+  # `Grove.World.walk/1` it belongs to (nil where residents walk by their
+  # own beats), which goes with it into the zone it crosses into; the tag
+  # names this module, so that no caller's tag of a move or an action (a
+  # `:walk` or a `{:walk, n}` of its own) is taken for it and its outcome
+  # kept from the caller.
+  defp walk_tag(zone), do: {__MODULE__, :walk, Residents.current_round(zone.residents)}
 
   # The beats start with the first resident, from the next one on; a world
   # that ticks by hand steps its residents by hand too (`Grove.World.walk/1`).
@@ -2276,7 +2273,7 @@ defmodule Grove.World.Zone do
   defp resident_act(zone, id, action, target, args, owner, now) do
     case World.check_act(zone.world, action, args) do
       {:ok, {name, args}} ->
-        case act_one(zone, id, {name, target, args}, owner, :walk, 0, now) do
+        case act_one(zone, id, {name, target, args}, owner, walk_tag(zone), 0, now) do
           {:pending, zone} ->
             zone
 
