@@ -491,6 +491,42 @@ defmodule Grove.WorldTest do
       assert :sys.get_state(zone).tick_timer == nil
     end
 
+    # Ticks a minute apart: a delta left for the tick is not published yet.
+    @tag world: [tick: 60_000]
+    test "a move of a zone's only viewer is published before its outcome, with no tick; with another viewer, at the tick",
+         %{world: world} do
+      zone = World.zone_pid(world, 0)
+      {:ok, me, _} = World.join(world, at: {5, 5}, updates: :view, view_radius: 1)
+      view = receive_view(View.new({5, 5}, 1), 1)
+      seq = :sys.get_state(zone).views.seq
+
+      # Its arrival and its first step in one delta, then one a step.
+      for {tag, x} <- [{1, 6}, {2, 7}] do
+        :ok = World.move(world, me, :e, tag)
+        assert assert_outcome(me, tag) == {:ok, {x, 5}}
+
+        assert {[{moved, <<>>}], latest} =
+                 World.view_deltas(world, 0, seq + tag - 1, {View, :raw})
+
+        assert latest == seq + tag
+        assert {me, x, 5, 0} in for(<<i::32, x::16, y::16, k <- moved>>, do: {i, x, y, k})
+        assert :sys.get_state(zone).tick_timer == nil
+      end
+
+      # Seen where it stands, once.
+      view = View.catch_up(View.recenter(view, {7, 5}), world)
+      assert {%{shown: [{^me, 7, 5, 0}], gone: []}, _view} = View.take_changes(view)
+
+      # Another viewer sees the zone: a step waits for the tick, as before.
+      {client, _other, _} = spawn_client(world, at: {2, 2}, updates: :view, view_radius: 1)
+      :ok = World.move(world, me, :e, 3)
+      assert assert_outcome(me, 3) == {:ok, {8, 5}}
+      assert %{tick_timer: timer, views: %{seq: seq_now}} = :sys.get_state(zone)
+      assert timer != nil
+      assert seq_now == seq + 2
+      Process.exit(client, :kill)
+    end
+
     # Ticks a minute apart: a tick set for a handoff would still be pending.
     @tag world: [tick: 60_000]
     test "a zone nobody watches keeps no timer once its handoff is answered", %{world: world} do

@@ -782,7 +782,7 @@ defmodule Grove.World.Zone do
     index = game_tick_index(interval, phase)
     core = GameRules.tick_at(zone.core, index, GameRules.roll())
     zone = sync_game(%{zone | core: core}, :ticks)
-    {:noreply, zone |> ensure_tick() |> schedule_game_tick()}
+    {:noreply, zone |> publish_alone(:any) |> ensure_tick() |> schedule_game_tick()}
   end
 
   def handle_info({:timeout, _timer, :game_tick}, zone), do: {:noreply, zone}
@@ -802,7 +802,7 @@ defmodule Grove.World.Zone do
   # A tick asked for by hand (`Grove.World.Game.tick/1`).
   def handle_info(:game_tick, zone) do
     core = GameRules.tick(zone.core, GameRules.roll())
-    {:noreply, %{zone | core: core} |> sync_game(:ticks) |> ensure_tick()}
+    {:noreply, %{zone | core: core} |> sync_game(:ticks) |> publish_alone(:any) |> ensure_tick()}
   end
 
   def handle_info({:DOWN, ref, :process, pid, _reason}, zone) do
@@ -1042,10 +1042,36 @@ defmodule Grove.World.Zone do
         zone
 
       {outcome, zone} ->
+        zone = publish_alone(zone, owner)
         reply(zone, owner, id, tag, outcome)
         zone
     end
   end
+
+  # A zone with one viewer publishes what changed in the turn that changed
+  # it, where the tick would have taken a turn of its own to publish it:
+  # a move of that viewer's (before its outcome, whose write is the
+  # viewer's first read of it anyway, since a moving player's views ride
+  # on its outcomes: it reads the delta with this outcome rather than the
+  # next), or its game's tick (`viewer` `:any`). Nobody else sees the
+  # zone, so nobody sees its delta sooner than at a tick but that viewer;
+  # a tick set for what changed before goes with it, and a zone with more
+  # viewers gathers its changes for its tick, as before. Where the world
+  # is ticked by hand, or the zone sheds load, the tick publishes.
+  defp publish_alone(
+         %__MODULE__{world: %World{tick: tick}, overloaded: false, core: %State{} = core} = zone,
+         viewer
+       )
+       when is_integer(tick) and core.watched do
+    if State.pending?(core) and Views.alone?(zone.views, viewer) do
+      if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
+      publish_delta(%{zone | tick_timer: nil})
+    else
+      zone
+    end
+  end
+
+  defp publish_alone(zone, _owner), do: zone
 
   # Applies one move and returns its outcome, or `:pending` when another
   # zone will give it (a handoff, a forward, a move deferred meanwhile).
@@ -1922,32 +1948,33 @@ defmodule Grove.World.Zone do
 
   defp tick(zone) do
     zone = zone |> measure_mailbox() |> expire_handoffs()
+    if zone.core.watched, do: publish_delta(zone), else: zone
+  end
 
-    if zone.core.watched do
-      started = System.monotonic_time()
-      {changes, departed, labels, core} = State.flush(zone.core)
-      {extra, core} = State.flush_extra(core, labels)
-      # Encoded once per format, whatever the number of viewers.
-      zone = view(%{zone | core: core}, Views.publish(zone.views, core, changes, departed, extra))
+  # What changed since the last delta, published: at a tick, or in the
+  # turn that changed it in a zone with one viewer (`publish_alone/2`).
+  defp publish_delta(zone) do
+    started = System.monotonic_time()
+    {changes, departed, labels, core} = State.flush(zone.core)
+    {extra, core} = State.flush_extra(core, labels)
+    # Encoded once per format, whatever the number of viewers.
+    zone = view(%{zone | core: core}, Views.publish(zone.views, core, changes, departed, extra))
 
-      # The world's own histogram (its metrics), and the event for anyone listening.
-      duration = System.monotonic_time() - started
-      micros = System.convert_time_unit(duration, :native, :microsecond)
-      Grove.Metrics.Histogram.record(zone.world.tick_time, micros)
+    # The world's own histogram (its metrics), and the event for anyone listening.
+    duration = System.monotonic_time() - started
+    micros = System.convert_time_unit(duration, :native, :microsecond)
+    Grove.Metrics.Histogram.record(zone.world.tick_time, micros)
 
-      Metrics.execute(
-        [:grove, :zone, :tick],
-        %{
-          duration: duration,
-          changes: length(changes) + length(departed)
-        },
-        %{zone: zone.index, world: zone.world.name}
-      )
+    Metrics.execute(
+      [:grove, :zone, :tick],
+      %{
+        duration: duration,
+        changes: length(changes) + length(departed)
+      },
+      %{zone: zone.index, world: zone.world.name}
+    )
 
-      zone
-    else
-      zone
-    end
+    zone
   end
 
   # A handoff with no answer for too long: the target zone died with it. The

@@ -219,6 +219,38 @@ defmodule Grove.World.GameTest do
     assert World.cell(world, {9, 5}) == {{:tree, 3}, 1}
   end
 
+  # The zone's own ticks a minute apart: what waits for one is not published
+  # yet. A tree in zone 0, watched by one viewer; one in zone 1, by two.
+  @tag world: [
+         tick: 60_000,
+         game: {AppleGame, trees: [{5, 5}, {15, 5}], apples: 0, tick: :manual}
+       ]
+  test "a game's tick in a zone with one viewer publishes what it changed in its own turn; with two, at the tick",
+       %{world: world} do
+    [alone, shared] = for index <- [0, 1], do: World.zone_pid(world, index)
+    {:ok, _viewer, _} = World.join(world, at: {3, 3}, updates: :view, view_radius: 1)
+    assert_receive {:grove_view, 0, :snapshot, seq, _}
+
+    clients =
+      for cell <- [{13, 3}, {16, 3}] do
+        {pid, _id, _cell} = spawn_client(world, at: cell, updates: :view, view_radius: 1)
+        pid
+      end
+
+    shared_seq = :sys.get_state(shared).views.seq
+    World.Game.tick(world)
+
+    # Each tree grew its first apple, which shows.
+    assert %{views: %{seq: seq_now}, tick_timer: nil} = :sys.get_state(alone)
+    assert seq_now == seq + 1
+    assert {[{"", "", %{cells: [{5, 5, 1}]}}], _} = World.view_deltas(world, 0, seq, {View, :raw})
+
+    assert %{views: %{seq: ^shared_seq}, tick_timer: timer} = :sys.get_state(shared)
+    assert timer != nil
+    assert World.cell(world, {15, 5}) == {{:tree, 1}, 1}
+    for pid <- clients, do: Process.exit(pid, :kill)
+  end
+
   @tag world: [game: {Grove.LazyApples, trees: [{9, 5}], tick: 1000, catch_up: 100}]
   test "a zone nobody watches has no timer at each tick of its game, but one at :catch_up ticks owed",
        %{world: world} do

@@ -41,6 +41,18 @@ defmodule Grove.World.Zone.Subscriptions do
   @spec watched?(t()) :: boolean()
   def watched?(%__MODULE__{viewers: viewers}), do: map_size(viewers) > 0
 
+  @doc """
+  True when the process `pid` is the only viewer (in one format); with
+  `:any`, when there is one viewer, whoever it is.
+  """
+  @spec only?(t(), pid() | :any) :: boolean()
+  def only?(%__MODULE__{viewers: viewers}, :any), do: map_size(viewers) == 1
+
+  def only?(%__MODULE__{viewers: viewers}, pid) when map_size(viewers) == 1,
+    do: match?([{^pid, _format}], Map.keys(viewers))
+
+  def only?(_subs, _pid), do: false
+
   @doc "True when the viewer watches the zone."
   @spec member?(t(), viewer()) :: boolean()
   def member?(subs, viewer), do: is_map_key(subs.viewers, viewer)

@@ -128,6 +128,10 @@ defmodule Grove.World.Zone.Views do
   @spec watched?(t()) :: boolean()
   def watched?(%__MODULE__{subscriptions: subs}), do: Subscriptions.watched?(subs)
 
+  @doc "True when the process `pid` is the zone's only viewer (`:any`: when it has one)."
+  @spec alone?(t(), pid() | :any) :: boolean()
+  def alone?(%__MODULE__{subscriptions: subs}, pid), do: Subscriptions.only?(subs, pid)
+
   @doc "True when the viewer (its process and format) watches the zone."
   @spec member?(t(), Subscriptions.viewer()) :: boolean()
   def member?(%__MODULE__{subscriptions: subs}, viewer), do: Subscriptions.member?(subs, viewer)
