@@ -101,6 +101,9 @@ defmodule Grove.World.Zone do
     # Where nobody watches: the timer that settles handoffs and actions
     # left with no answer (`ensure_tick/1`).
     :expiry_timer,
+    # Zones on demand: the check that puts the zone to sleep once it has
+    # been idle for `zone_idle` (`watch_idle/1`).
+    :idle_timer,
     :life_timer,
     :game_timer,
     :handed_over,
@@ -134,6 +137,7 @@ defmodule Grove.World.Zone do
           locate: Handoff.locate(),
           tick_timer: reference() | nil,
           expiry_timer: reference() | nil,
+          idle_timer: reference() | nil,
           life_timer: reference() | nil,
           game_timer: reference() | nil,
           bacteria: Bacteria.t() | nil,
@@ -287,8 +291,7 @@ defmodule Grove.World.Zone do
       views: Views.new(index, world.grid, node(), Feed.latest(world.feed, index))
     }
 
-    schedule_idle_check(zone)
-    {:ok, zone, {:continue, {:recover, how}}}
+    {:ok, schedule_idle_check(zone), {:continue, {:recover, how}}}
   end
 
   @impl true
@@ -593,7 +596,8 @@ defmodule Grove.World.Zone do
          monitors: %{},
          tick_timer: nil,
          expiry_timer: nil,
-         game_timer: nil
+         game_timer: nil,
+         idle_timer: nil
      }}
   end
 
@@ -686,17 +690,18 @@ defmodule Grove.World.Zone do
   # Its own timers and monitors are nobody else's business now.
   def handle_info(_message, %__MODULE__{asleep: true} = zone), do: {:noreply, zone}
 
-  def handle_info(:idle_check, zone) do
+  # The zone's idle check (`watch_idle/1`; one cancelled as it went off is let be).
+  def handle_info({:timeout, timer, :idle_check}, %__MODULE__{idle_timer: timer} = zone) do
+    zone = %{zone | idle_timer: nil}
     now = System.monotonic_time(:millisecond)
 
     cond do
       not idle?(zone) ->
-        schedule_idle_check(%{zone | idle_since: nil})
-        {:noreply, %{zone | idle_since: nil}}
+        {:noreply, schedule_idle_check(%{zone | idle_since: nil})}
 
+      # Idle, with no check set as it became so: from now.
       zone.idle_since == nil ->
-        schedule_idle_check(zone)
-        {:noreply, %{zone | idle_since: now}}
+        {:noreply, schedule_idle_check(%{zone | idle_since: now})}
 
       now - zone.idle_since >= zone.world.zone_idle ->
         case sleep(zone) do
@@ -707,15 +712,15 @@ defmodule Grove.World.Zone do
           # another idle period, not at every check, so that a store that
           # falls behind is not asked again by every zone at once.
           {:awake, zone} ->
-            schedule_idle_check(zone)
-            {:noreply, %{zone | idle_since: now}}
+            {:noreply, schedule_idle_check(%{zone | idle_since: now})}
         end
 
       true ->
-        schedule_idle_check(zone)
-        {:noreply, zone}
+        {:noreply, schedule_idle_check(zone, zone.idle_since + zone.world.zone_idle - now)}
     end
   end
+
+  def handle_info({:timeout, _timer, :idle_check}, zone), do: {:noreply, zone}
 
   # The new owner runs: this node's copy of the zone goes, and what waited
   # (and whatever comes until the zone is stopped) follows it there. A
@@ -758,7 +763,7 @@ defmodule Grove.World.Zone do
       end)
 
     zone = view(zone, Views.monitor_all(zone.views))
-    {:noreply, ensure_tick(%{zone | handed_over: nil})}
+    {:noreply, ensure_tick(schedule_idle_check(%{zone | handed_over: nil, idle_since: nil}))}
   end
 
   def handle_info(_message, %__MODULE__{handed_over: handed} = zone) when handed != nil,
@@ -867,13 +872,55 @@ defmodule Grove.World.Zone do
 
   defp idle?(_zone), do: false
 
-  # Checked a few times per idle period, so a zone sleeps between one and
-  # one and a quarter periods after it became idle.
-  defp schedule_idle_check(%__MODULE__{world: %World{zones_on_demand: true, zone_idle: idle}})
-       when is_integer(idle),
-       do: Process.send_after(self(), :idle_check, max(div(idle, 4), 1))
+  # A zone that becomes idle is checked once, when its idle time is up
+  # (`watch_idle/1` sets the check as it becomes idle, and whatever may
+  # make it so ends with `ensure_tick/1`, which calls it): it sleeps then,
+  # unless it was busy meanwhile. A zone that is not idle is checked once
+  # an idle period too, which finds a zone that became idle by a way that
+  # set no check. Checked every quarter of a period, a roaming walker's
+  # zones left behind took four or five turns each before they slept, and
+  # each it watched one every quarter period.
+  defp schedule_idle_check(zone, after_ms \\ nil)
 
-  defp schedule_idle_check(_zone), do: nil
+  defp schedule_idle_check(
+         %__MODULE__{world: %World{zones_on_demand: true, zone_idle: idle}} = zone,
+         after_ms
+       )
+       when is_integer(idle) do
+    if zone.idle_timer, do: :erlang.cancel_timer(zone.idle_timer, async: true, info: false)
+    timer = :erlang.start_timer(max(after_ms || idle, 1), self(), :idle_check)
+    %{zone | idle_timer: timer}
+  end
+
+  defp schedule_idle_check(zone, _after_ms), do: zone
+
+  # Whether the zone became idle (its check is set for when its idle time
+  # is up) or busy again since it was (what it does is in its turns), told
+  # from what it holds at the end of a turn that may change it. Where
+  # anyone watches or a handoff is under way it is busy, told at once;
+  # else the zone's entities are looked through for a player's, once as
+  # it becomes idle.
+  defp watch_idle(
+         %__MODULE__{
+           world: %World{zones_on_demand: true, zone_idle: idle},
+           idle_since: nil,
+           handed_over: nil,
+           core: %State{watched: false, leaving: leaving}
+         } = zone
+       )
+       when is_integer(idle) and map_size(leaving) == 0 do
+    if idle?(zone),
+      do: schedule_idle_check(%{zone | idle_since: System.monotonic_time(:millisecond)}),
+      else: zone
+  end
+
+  defp watch_idle(
+         %__MODULE__{idle_since: since, core: %State{watched: watched, leaving: leaving}} = zone
+       )
+       when since != nil and (watched or map_size(leaving) > 0),
+       do: %{zone | idle_since: nil}
+
+  defp watch_idle(zone), do: zone
 
   # The directory keeps its entities; their rows and the game's layer go
   # to the store when the world has one (`Zone.Saves`), else they stay in
@@ -899,9 +946,9 @@ defmodule Grove.World.Zone do
   # The zone's view tick, its handoffs' expiry and its game's tick, as it
   # hands itself over or falls asleep.
   defp cancel_timers(zone) do
-    for timer <- [zone.tick_timer, zone.expiry_timer, zone.game_timer],
+    for timer <- [zone.tick_timer, zone.expiry_timer, zone.game_timer, zone.idle_timer],
         timer != nil,
-        do: Process.cancel_timer(timer)
+        do: :erlang.cancel_timer(timer)
 
     :ok
   end
@@ -926,6 +973,7 @@ defmodule Grove.World.Zone do
         tick_timer: nil,
         expiry_timer: nil,
         game_timer: nil,
+        idle_timer: nil,
         core: nil,
         bacteria: nil
     }
@@ -2008,8 +2056,10 @@ defmodule Grove.World.Zone do
   # scheduler, a hundred times a second in a world with nobody connected.
   @doc false
   @spec ensure_tick(t()) :: t()
-  def ensure_tick(%__MODULE__{world: %World{tick: tick}, core: %State{} = core} = zone)
-      when is_integer(tick) do
+  def ensure_tick(zone), do: zone |> watch_idle() |> ensure_timers()
+
+  defp ensure_timers(%__MODULE__{world: %World{tick: tick}, core: %State{} = core} = zone)
+       when is_integer(tick) do
     zone =
       if zone.tick_timer == nil and ((core.watched and State.pending?(core)) or zone.overloaded),
         do: schedule_tick(zone),
@@ -2030,7 +2080,7 @@ defmodule Grove.World.Zone do
     end
   end
 
-  def ensure_tick(zone), do: zone
+  defp ensure_timers(zone), do: zone
 
   # Just past the moment the oldest handoff or action awaiting an answer
   # is stale (`expire_handoffs/1`'s cutoff).

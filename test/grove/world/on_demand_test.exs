@@ -574,6 +574,39 @@ defmodule Grove.World.OnDemandTest do
     assert World.stats(world).zone_sleeps == 1
   end
 
+  # A viewer keeps its zone awake; once it has gone, the zone's idle time
+  # is counted from then, by one check.
+  @tag world: Keyword.merge(@on_demand, zone_idle: 2_000, handoff_timeout: 100)
+  test "a zone that becomes idle takes one check before it sleeps, when its idle time is up",
+       %{world: world} do
+    {client, _id, _} = spawn_client(world, at: {15, 15}, updates: :view, view_radius: 1)
+    zone = World.zone_pid(world, zone_index(world, {15, 15}))
+    ref = Process.monitor(zone)
+    :erlang.trace(zone, true, [:receive])
+    Process.exit(client, :kill)
+
+    # It sleeps, lingers and stops; what it got meanwhile, traced, says
+    # how often it looked.
+    assert_receive {:DOWN, ^ref, :process, ^zone, :normal}, 10_000
+    assert World.stats(world).zone_sleeps == 1
+
+    checks =
+      count_traced(zone, fn message ->
+        message == :idle_check or match?({:timeout, _, :idle_check}, message)
+      end)
+
+    assert checks == 1
+  end
+
+  defp count_traced(pid, check, count \\ 0) do
+    receive do
+      {:trace, ^pid, :receive, message} ->
+        count_traced(pid, check, if(check.(message), do: count + 1, else: count))
+    after
+      0 -> count
+    end
+  end
+
   # Its ground made from the seed, as in a world too large to be made
   # whole, whose zones wake by the thousand.
   @tag world: [
