@@ -128,7 +128,10 @@ spawn(fn ->
   zones = for p <- Process.list(), label.(p) == {Grove.World.Zone, :init, 1}, do: p
   players = max(length(connections), 1)
 
+  # A timer of `:erlang.start_timer/3` by what it is for (the game's
+  # tick, a handoff's expiry, the idle check, the residents' steps).
   zone_kind = fn
+    {:timeout, _ref, what} when is_atom(what) -> {:timeout, what}
     {:"$gen_cast", m} when is_tuple(m) -> {:cast, elem(m, 0)}
     {:"$gen_cast", m} -> {:cast, m}
     {:"$gen_call", _from, m} when is_tuple(m) -> {:call, elem(m, 0)}
