@@ -1090,7 +1090,7 @@ defmodule Grove.World.Zone do
         zone
 
       {outcome, zone} ->
-        zone = publish_alone(zone, owner)
+        zone = zone |> game_due_alone(owner) |> publish_alone(owner)
         reply(zone, owner, id, tag, outcome)
         zone
     end
@@ -1730,11 +1730,8 @@ defmodule Grove.World.Zone do
         %__MODULE__{core: core} = zone = owe_game(zone)
         next = GameRules.next_tick(core, game_tick_index(interval, phase))
 
-        timer =
-          :erlang.start_timer(game_tick_at(core, next, interval, phase), self(), :game_tick,
-            abs: true
-          )
-
+        at = game_tick_at(core, next, interval, phase) + game_tick_late(zone, interval)
+        timer = :erlang.start_timer(at, self(), :game_tick, abs: true)
         %{zone | game_timer: timer}
 
       nil ->
@@ -1752,6 +1749,37 @@ defmodule Grove.World.Zone do
   defp game_tick_at(%State{watched: true}, next, interval, phase), do: next * interval + phase
   defp game_tick_at(_core, next, interval, 0), do: next * interval
   defp game_tick_at(_core, next, interval, _phase), do: (next + 1) * interval
+
+  # Where one viewer watches, the timer goes off a quarter of an interval
+  # after the tick: a move of that viewer's meanwhile runs the tick in its
+  # own turn (`game_due_alone/2`), and the timer is set for the next. A
+  # player who walks reads what the tick changed with its next outcome
+  # whichever turn ran it; one who stands reads it that much later.
+  defp game_tick_late(%__MODULE__{core: %State{watched: true}, views: views}, interval) do
+    if Views.alone?(views, :any), do: div(interval, 4), else: 0
+  end
+
+  defp game_tick_late(_zone, _interval), do: 0
+
+  # A move of a zone's only viewer, after a tick of its game fell due:
+  # the tick runs now, in the move's turn, where its timer, set a little
+  # after it (`game_tick_late/2`), would have taken a turn of its own.
+  defp game_due_alone(%__MODULE__{core: %State{watched: true}, game_timer: timer} = zone, owner)
+       when timer != nil do
+    with {interval, phase} <- game_clock(zone),
+         %State{game: %GameRules{at: at}} when at != nil <- zone.core,
+         index when index > at <- game_tick_index(interval, phase),
+         true <- Views.alone?(zone.views, owner) do
+      :erlang.cancel_timer(timer, async: true, info: false)
+      core = GameRules.tick_at(zone.core, index, GameRules.roll())
+      zone = sync_game(%{zone | core: core, game_timer: nil}, :ticks)
+      schedule_game_tick(zone)
+    else
+      _not_due -> zone
+    end
+  end
+
+  defp game_due_alone(zone, _owner), do: zone
 
   # Watched or not any more: the game's timer is set again, for the next
   # tick or for the tick at which the zone owes `:catch_up`.

@@ -251,6 +251,49 @@ defmodule Grove.World.GameTest do
     for pid <- clients, do: Process.exit(pid, :kill)
   end
 
+  # The game ticks every 2 s; its timer, where one viewer watches, half a
+  # second after each tick.
+  @tag world: [game: {AppleGame, trees: [{5, 5}], apples: 0, tick: 2000}]
+  test "a game's tick that falls due while a zone's only viewer walks runs in that viewer's move, not on its timer",
+       %{world: world} do
+    zone = World.zone_pid(world, 0)
+    {:ok, me, _} = World.join(world, at: {3, 3}, updates: :view, view_radius: 1)
+    assert_receive {:grove_view, 0, :snapshot, _seq, _}
+    # The game's timers the zone gets, counted by a tracer of its own.
+    tracer = spawn_link(fn -> count_game_timers(zone, 0) end)
+    :erlang.trace(zone, true, [:receive, {:tracer, tracer}])
+
+    # Steps back and forth, each waiting for its outcome, until the tree's
+    # first apple shows.
+    steps =
+      Stream.cycle([:e, :w])
+      |> Stream.with_index()
+      |> Enum.reduce_while(0, fn {direction, tag}, steps ->
+        :ok = World.move(world, me, direction, tag)
+        assert {:ok, _} = assert_outcome(me, tag)
+
+        if World.cell(world, {5, 5}) == {{:tree, 1}, 1},
+          do: {:halt, steps + 1},
+          else: {:cont, steps + 1}
+      end)
+
+    assert steps > 0
+    :erlang.trace(zone, false, [:receive])
+    # Every message traced so far is with the tracer.
+    delivered = :erlang.trace_delivered(zone)
+    assert_receive {:trace_delivered, ^zone, ^delivered}
+    send(tracer, {:count, self()})
+    assert_receive {:game_timers, 0}
+  end
+
+  defp count_game_timers(zone, count) do
+    receive do
+      {:trace, ^zone, :receive, {:timeout, _, :game_tick}} -> count_game_timers(zone, count + 1)
+      {:trace, ^zone, :receive, _message} -> count_game_timers(zone, count)
+      {:count, to} -> send(to, {:game_timers, count})
+    end
+  end
+
   @tag world: [game: {Grove.LazyApples, trees: [{9, 5}], tick: 1000, catch_up: 100}]
   test "a zone nobody watches has no timer at each tick of its game, but one at :catch_up ticks owed",
        %{world: world} do
@@ -280,10 +323,12 @@ defmodule Grove.World.GameTest do
     # where someone watches.
     for index <- [1, 5, 10], do: assert_due_at(world, index, 0)
 
-    # Watched, zone 1 ticks at its own phase again.
+    # Watched, zone 1 ticks at its own phase again; by one viewer, its
+    # timer a quarter of an interval later (that viewer's move may run
+    # the tick first).
     {:ok, viewer, _} = World.join(world, at: {13, 5}, updates: :view, view_radius: 1)
     receive_snapshots(View.new({13, 5}, 1, viewer), 1)
-    assert_due_at(world, 1, 62)
+    assert_due_at(world, 1, 62 + 250)
   end
 
   # The zone's game timer goes off `phase` ms past a whole second: read
