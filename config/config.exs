@@ -16,6 +16,9 @@ config :grove,
     zone_size: 50,
     seed: 1,
     life: [rule: "B3/S23", interval: 1000, soup: 0.1],
+    # The zones tick every 100 ms, stretching to 250 as the server gets busy
+    # (Grove.World.pace_ticks/2, by the gateway's pacer); GROVE_TICK_MAX_MS.
+    tick_max: 250,
     # GROVE_GAME picks another, or none (config/runtime.exs).
     game: {Grove.Games.Orchard, []}
   ],

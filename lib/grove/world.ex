@@ -30,6 +30,10 @@ defmodule Grove.World do
     * `:rules` - move rules, see `Grove.World.Rules` (default `[]`)
     * `:tick` - milliseconds between view deltas, or `:manual` to tick with
       `tick/1` (default `100`)
+    * `:tick_max` - the most milliseconds between view deltas when whoever
+      measures the server's load (the gateway's pacer) stretches the ticks
+      as it gets busy (`pace_ticks/2`); at least `:tick` (default `:tick`:
+      they do not stretch; the server's configuration sets `250`)
     * `:mailbox_limit` - messages a zone may have queued before moves are
       answered `:busy` at once (default `5000`)
     * `:view_history` - ticks of view deltas each zone keeps in the feed for
@@ -200,6 +204,10 @@ defmodule Grove.World do
     :tick_time,
     :resident_lateness,
     :chat_log,
+    :tick_max,
+    # The milliseconds between a watched zone's ticks now, from `:tick`
+    # to `:tick_max` (`pace_ticks/2`); nil with `tick: :manual`.
+    :tick_pace,
     density_block: 10,
     mailbox_limit: 5000,
     view_history: 32,
@@ -223,6 +231,8 @@ defmodule Grove.World do
           terrain: Terrain.t() | nil,
           rules: Rules.t(),
           tick: pos_integer() | :manual,
+          tick_max: pos_integer() | nil,
+          tick_pace: :atomics.atomics_ref() | nil,
           zones: tuple() | nil,
           tables: tuple() | nil,
           keeper: atom() | nil,
@@ -1124,6 +1134,40 @@ defmodule Grove.World do
   @impl Grove.World.Client
   @spec grid(name() | t()) :: Grid.t()
   def grid(world), do: fetch!(world).grid
+
+  @doc """
+  The milliseconds between a watched zone's ticks now: `:tick`, stretched
+  towards `:tick_max` while the server is busy (`pace_ticks/2`).
+  """
+  @spec tick_interval(name() | t()) :: pos_integer() | :manual
+  def tick_interval(%__MODULE__{tick_pace: nil, tick: tick}), do: tick
+  def tick_interval(%__MODULE__{tick_pace: pace}), do: :atomics.get(pace, 1)
+  def tick_interval(name) when is_atom(name), do: tick_interval(fetch!(name))
+
+  @doc """
+  Stretches the zones' ticks by how busy the server is, `busy` from `0.0`
+  (every `:tick`, with room) to `1.0` (every `:tick_max`): a tick is a
+  turn of every watched zone, a delta encoded and a row of the feed each
+  viewer reads, and a server past its view pace (Grove.Gateway.Pacer)
+  sends its players their views once a second at most, so that ten
+  deltas a second of a zone were read by each of them ten at a time. A
+  zone takes the interval at its next tick; one of a world not running,
+  or ticked by hand, is left as it is.
+  """
+  @spec pace_ticks(name() | t(), float()) :: :ok
+  def pace_ticks(world, busy) when is_number(busy) do
+    case fetch(world) do
+      %__MODULE__{tick_pace: pace, tick: tick, tick_max: longest} when pace != nil ->
+        busy = busy |> max(0.0) |> min(1.0)
+        :atomics.put(pace, 1, tick + round((longest - tick) * busy))
+
+      _other ->
+        :ok
+    end
+  end
+
+  defp fetch(%__MODULE__{} = world), do: world
+  defp fetch(name) when is_atom(name), do: lookup(name)
 
   @doc "Makes every zone that runs tick now; for worlds started with `tick: :manual`."
   @spec tick(name() | t()) :: :ok

@@ -40,6 +40,15 @@ defmodule Grove.RuntimeConfigTest do
     end
   end
 
+  test "GROVE_TICK_MAX_MS is the most the zones' ticks stretch to under load" do
+    assert world(read([{"GROVE_TICK_MAX_MS", "400"}]))[:tick_max] == 400
+    refute Keyword.has_key?(world(read([])), :tick_max)
+
+    assert_raise ArgumentError, ~r/GROVE_TICK_MAX_MS must be a positive integer/, fn ->
+      read([{"GROVE_TICK_MAX_MS", "0"}])
+    end
+  end
+
   test "GROVE_ACTOR_KINDS and GROVE_ACTORS choose the kinds and their total" do
     config = read([{"GROVE_ACTOR_KINDS", "walker:3,sheep:1"}, {"GROVE_ACTORS", "8"}])
 

@@ -527,6 +527,56 @@ defmodule Grove.WorldTest do
       Process.exit(client, :kill)
     end
 
+    @tag world: [tick: 20, tick_max: 4_000_000_000]
+    test "a watched zone's ticks stretch towards :tick_max while the server is busy", %{
+      world: world
+    } do
+      zone = World.zone_pid(world, 0)
+      {:ok, actor, _} = World.join(world, at: {2, 2})
+      test = self()
+
+      viewer =
+        spawn_link(fn ->
+          {:ok, _, _} = World.join(world, at: {5, 5}, updates: :view, view_radius: 1)
+          send(test, :joined)
+          receive do: (:stop -> :ok)
+        end)
+
+      assert_receive :joined
+      # Two viewers: a zone's only viewer has its moves published at once.
+      {client, _other, _} = spawn_client(world, at: {8, 8}, updates: :view, view_radius: 1)
+      eventually(fn -> assert :sys.get_state(zone).core.watched end)
+      eventually(fn -> assert :sys.get_state(zone).tick_timer == nil end)
+      published = World.stats(world).deltas_published
+
+      assert World.tick_interval(world) == 20
+      :ok = World.pace_ticks(world, 0.5)
+      assert World.tick_interval(world) == 2_000_000_010
+      :ok = World.pace_ticks(world, 1.0)
+      assert World.tick_interval(world) == 4_000_000_000
+
+      # A move sets the tick at the stretched pace: its delta waits for it.
+      :ok = World.move(world, actor, :e, 1)
+      assert_outcome(actor, 1)
+      assert %{tick_timer: timer} = :sys.get_state(zone)
+      assert is_reference(timer) and :erlang.read_timer(timer) > 60_000
+      assert World.stats(world).deltas_published == published
+
+      # Idle again, the pace is the tick's: the next tick set is due within it.
+      :ok = World.pace_ticks(world, 0.0)
+      assert World.tick_interval(world) == 20
+      :ok = World.pace_ticks(world, -1.0)
+      assert World.tick_interval(world) == 20
+      send(viewer, :stop)
+      Process.exit(client, :kill)
+    end
+
+    @tag world: [tick: 20]
+    test "a world without :tick_max keeps its ticks however busy", %{world: world} do
+      :ok = World.pace_ticks(world, 1.0)
+      assert World.tick_interval(world) == 20
+    end
+
     # Ticks a minute apart: a tick set for a handoff would still be pending.
     @tag world: [tick: 60_000]
     test "a zone nobody watches keeps no timer once its handoff is answered", %{world: world} do
@@ -712,6 +762,10 @@ defmodule Grove.WorldTest do
     assert_raise ArgumentError, ~r/:zone_size/, fn -> World.new!(name: :w, zone_size: 0) end
     assert_raise ArgumentError, ~r/:tick/, fn -> World.new!(name: :w, tick: :sometimes) end
     assert_raise ArgumentError, ~r/:name/, fn -> World.new!([]) end
+
+    assert_raise ArgumentError, ~r/:tick_max must be an integer of at least :tick/, fn ->
+      World.new!(name: :w, tick: 100, tick_max: 50)
+    end
 
     assert_raise ArgumentError, ~r/move_rate/, fn ->
       World.new!(name: :w, rules: [move_rate: 0])

@@ -10,6 +10,11 @@ defmodule Grove.Gateway.Pacer do
   # when they schedule their next view; this process measures the
   # schedulers once a second and sets it. When a player's views are due
   # without an outcome to carry them is `views_due/5`.
+  #
+  # The world's ticks are paced by the same measure (Grove.World.pace_ticks/2):
+  # every `:tick` below `pace_low`, every `:tick_max` past `pace_high`. A
+  # player gets views once a second at most past `pace_high`, so a zone's
+  # ten deltas a second were read ten at a time by each of its viewers.
 
   use GenServer
 
@@ -128,15 +133,32 @@ defmodule Grove.Gateway.Pacer do
     Process.send_after(self(), :measure, @every_ms)
     now = wall_time()
 
-    interval =
-      pace(
-        utilization(before, now),
-        {config.view_ms, config.view_ms_max},
-        {config.pace_low, config.pace_high}
-      )
+    utilization = utilization(before, now)
+    limits = {config.pace_low, config.pace_high}
 
+    interval = pace(utilization, {config.view_ms, config.view_ms_max}, limits)
     :atomics.put(config.view_pace, 1, interval)
+    :ok = Grove.World.pace_ticks(config.world, busy(utilization, limits))
     {:noreply, {config, now}}
+  end
+
+  @doc """
+  How far a scheduler utilization is between `low` (0.0) and `high` (1.0).
+
+      iex> Grove.Gateway.Pacer.busy(0.3, {0.5, 0.8})
+      0.0
+      iex> Grove.Gateway.Pacer.busy(0.5, {0.25, 0.75})
+      0.5
+      iex> Grove.Gateway.Pacer.busy(0.95, {0.5, 0.8})
+      1.0
+  """
+  @spec busy(float(), {float(), float()}) :: float()
+  def busy(utilization, {low, high}) do
+    cond do
+      utilization <= low -> 0.0
+      utilization >= high -> 1.0
+      true -> (utilization - low) / (high - low)
+    end
   end
 
   # Busy share of the normal schedulers between two readings.

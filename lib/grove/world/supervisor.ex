@@ -19,6 +19,7 @@ defmodule Grove.World.Supervisor do
     terrain: [],
     rules: [],
     tick: 100,
+    tick_max: nil,
     mailbox_limit: 5000,
     view_history: 32,
     handoff_timeout: 5000,
@@ -132,6 +133,7 @@ defmodule Grove.World.Supervisor do
               "(#{inspect(opts[:resident_beat])}), got: #{inspect(opts[:resident_phases])}"
     end
 
+    tick_max = tick_max!(opts[:tick], opts[:tick_max])
     tile = opts[:view_tile] || Grid.default_tile(opts[:zone_size])
 
     unless is_integer(tile) and tile > 0 and rem(opts[:zone_size], tile) == 0 do
@@ -158,6 +160,8 @@ defmodule Grove.World.Supervisor do
       grid: Grid.new(opts[:width], opts[:height], opts[:zone_size], tile),
       rules: Rules.new(opts[:rules]),
       tick: opts[:tick],
+      tick_max: tick_max,
+      tick_pace: tick_pace(opts[:tick]),
       mailbox_limit: opts[:mailbox_limit],
       view_history: opts[:view_history],
       handoff_timeout: opts[:handoff_timeout],
@@ -179,6 +183,26 @@ defmodule Grove.World.Supervisor do
     }
     |> tally()
     |> id_range()
+  end
+
+  # The ticks stretch to `:tick_max` under load; not at all unless asked.
+  defp tick_max!(:manual, _max), do: nil
+  defp tick_max!(tick, nil), do: tick
+  defp tick_max!(tick, max) when is_integer(max) and max >= tick, do: max
+
+  defp tick_max!(tick, other),
+    do:
+      raise(
+        ArgumentError,
+        ":tick_max must be an integer of at least :tick (#{tick}), got: #{inspect(other)}"
+      )
+
+  defp tick_pace(:manual), do: nil
+
+  defp tick_pace(tick) do
+    pace = :atomics.new(1, signed: false)
+    :atomics.put(pace, 1, tick)
+    pace
   end
 
   defp store!(nil), do: nil

@@ -2119,9 +2119,11 @@ defmodule Grove.World.Zone do
     since + world.handoff_timeout + 1
   end
 
-  defp schedule_tick(%__MODULE__{world: %World{tick: tick}} = zone) do
+  defp schedule_tick(zone) do
     # Zones tick at the same rate but spread over the period, so the work of
-    # publishing deltas does not arrive all at once.
+    # publishing deltas does not arrive all at once; the period stretches
+    # while the server is busy (`World.pace_ticks/2`).
+    tick = World.tick_interval(zone.world)
     phase = div(zone.index * tick, Grid.zone_count(zone.world.grid))
     now = System.monotonic_time(:millisecond)
     next = (div(now - phase, tick) + 1) * tick + phase
