@@ -455,14 +455,18 @@ defmodule Grove.Store.SQLite do
   # An upsert of `params` / 2 rows: ?1 the scope, ?2 the time, then each
   # row's key and value. Rows of one statement are written in order, so
   # a key given twice keeps its last value, as one statement each did.
-  defp upsert_rows(params) do
-    rows =
-      Enum.map_join(0..(div(params, 2) - 1), ", ", fn row ->
-        "(?1, ?#{3 + 2 * row}, ?#{4 + 2 * row}, ?2)"
-      end)
+  # The rows of a full statement are written out once, here; one of fewer
+  # rows takes the first of them, up to where its last one ends.
+  @upsert_rows for row <- 0..(@rows_per_upsert - 1),
+                   do: "(?1, ?#{3 + 2 * row}, ?#{4 + 2 * row}, ?2)"
+  @upsert_values Enum.join(@upsert_rows, ", ")
+  @upsert_ends @upsert_rows
+               |> Enum.scan(-2, &(&2 + 2 + byte_size(&1)))
+               |> List.to_tuple()
 
+  defp upsert_rows(params) do
     "INSERT INTO game_state (scope, key, value, updated_at) VALUES " <>
-      rows <>
+      binary_part(@upsert_values, 0, elem(@upsert_ends, div(params, 2) - 1)) <>
       " ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
   end
 
