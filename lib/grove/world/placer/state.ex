@@ -586,16 +586,26 @@ defmodule Grove.World.Placer.State do
   A handover ended: `:normal` when the new owner took the zone; else it
   failed, unless the new owner took it and said so though its answer did
   not come back in time. A zone that stays is tried again a little later.
+
+  The new owner may have handed the zone on already (its members changed
+  as it took it), and the node it went to may have said so first: a
+  newer placement heard before the end stays. Placed on the new owner at
+  that later epoch instead, the zone would be where it no longer runs,
+  and at one epoch a node first by name wins: the true one would be
+  ignored, here for good.
   """
   @spec handover_ended(t(), index(), term()) :: result()
   def handover_ended(state, index, reason) do
     {{to, epoch}, handing} = Map.pop!(state.handing, index)
     state = %{state | handing: handing}
-    taken = epoch(state, index) >= epoch and location(state, index) == to
+    {at, _} = known = placement(state, index)
+    taken = at != state.node and not newer?({to, epoch}, known)
 
     case reason do
       :normal ->
-        {state, located} = locate(state, index, to, max(epoch, epoch(state, index)))
+        {state, located} =
+          if newer?(known, {to, epoch}), do: {state, []}, else: locate(state, index, to, epoch)
+
         {state, located ++ [{:retire, index}]}
 
       _reason when taken ->

@@ -185,6 +185,27 @@ defmodule Grove.World.Placer.StateTest do
       refute {:keep, index} in effects
     end
 
+    test "a handover that ends after the zone went on from the new owner, as its next owner said first, leaves it there" do
+      for reason <- [:normal, :timeout] do
+        a = placed(@a, [@a], 8)
+        {a, effects} = State.members(a, [@a, @b], true, [@b])
+        [index | _] = for {:hand_over, index, @b, 2} <- effects, do: index
+
+        # The new owner handed it on to a third node at once, which said
+        # so before the handover's answer came back.
+        {a, _} = State.announced(a, index, @c, 3, :handed, [@b, @c])
+        {a, effects} = State.handover_ended(a, index, reason)
+        assert State.placement(a, index) == {@c, 3}
+        refute Enum.any?(effects, &match?({:locate, _, _, _}, &1))
+        refute {:keep, index} in effects
+        assert {:retire, index} in effects
+
+        # Placed on the new owner at that epoch, the first by name, the
+        # third node's word would be stale here.
+        assert State.announced(a, index, @c, 3, :handed, [@b, @c]) == {a, []}
+      end
+    end
+
     test "a zone is taken over only once placed and not paused" do
       assert State.take_over(State.new(@b, 4), 0, [], [], 0, 2, []) == {:error, :starting}
       {paused, [{:pause}]} = State.pause(placed(@b, [@b]))
