@@ -222,6 +222,23 @@ defmodule Grove.ClusterLifeTest do
     assert_restored!(survivors, world, Placement.owners(@zones, survivors), before)
   end
 
+  @tag timeout: 180_000
+  test "four nodes started at once settle: every node places each zone where that node says it runs, at the same epoch" do
+    home = distribute!()
+    peers = start_peers_with_zones!(home, ["four1", "four2", "four3"], [node()])
+    nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
+
+    start_instances!(for node <- nodes, do: {node, soup_instance(nodes)})
+    world = Grove.world(Grove.LifeT)
+
+    # Zones handed on as the members grew, one node's word on where one
+    # went reaching another before the end of its own handover, or sent
+    # before that node's world ran, left a node placing a zone where it
+    # no longer ran, for good.
+    eventually(fn -> placed_alike!(nodes, world) end, @wait)
+    settled!(nodes, world)
+  end
+
   @tag timeout: 240_000
   test "a zone of a node killed after another joined starts again from its row, though the heir its rows went to is not its owner now" do
     home = distribute!()
@@ -574,6 +591,22 @@ defmodule Grove.ClusterLifeTest do
       end,
       @wait
     )
+  end
+
+  # Where each node places every zone, and at which epoch, is where the
+  # node it names places it itself.
+  defp placed_alike!(nodes, world) do
+    placements = Map.new(nodes, &{&1, World.Placer.locations(world, &1)})
+
+    for {node, placed} <- placements do
+      assert is_list(placed), "#{node} is not placed"
+
+      for {{at, epoch}, index} <- Enum.with_index(placed) do
+        assert is_list(placements[at]) and Enum.at(placements[at], index) == {at, epoch},
+               "#{node} places zone #{index} on #{at} at epoch #{epoch}, " <>
+                 "where #{at} places it: #{inspect(is_list(placements[at]) && Enum.at(placements[at], index))}"
+      end
+    end
   end
 
   # A zone, and its east neighbour in the same row of the 4 x 4 zones,

@@ -244,7 +244,9 @@ defmodule Grove.World.Placer.State do
   end
 
   # A placer started again while its node stayed up may be counted as
-  # leaving still by others that never saw the group drop its node
+  # leaving still by others that never saw the group drop its node; and
+  # the placement it read may be older than what others announced to it
+  # before it ran, or before it paused: each answers with what it serves
   # (`joined/3`).
   defp say_joined(state) do
     for member <- state.members, member != state.node, do: {:send, member, {:joined, state.node}}
@@ -283,9 +285,18 @@ defmodule Grove.World.Placer.State do
 
       {true, false} ->
         {state, effects} = rebalance(state, connected)
-        {state, effects ++ introduce(state, state.members -- before)}
+        newcomers = state.members -- before
+        {state, effects ++ introduce(state, newcomers) ++ ask(state, newcomers)}
     end
   end
+
+  # A member new here may have told this node what it serves before this
+  # node's placer ran, or while it was paused (it saw this node first):
+  # this node says it joined, and hears it again (`joined/3`).
+  defp ask(%__MODULE__{locations: nil}, _newcomers), do: []
+
+  defp ask(state, newcomers),
+    do: for(newcomer <- newcomers, do: {:send, newcomer, {:joined, state.node}})
 
   @doc """
   A node said it leaves, before it hands its zones over and stops: nothing
@@ -300,12 +311,19 @@ defmodule Grove.World.Placer.State do
   end
 
   @doc """
-  A node's placer joined the placement, started again while its node
-  stayed up (its supervisor restarted it): the old one said it leaves,
-  and the group may never have shown this node the node gone (its old
-  process and its new one changed places before this node's membership
-  looked), so that nothing else would ever make it a member again here.
-  It is one again, and gets its share.
+  A node's placer joined the placement: it hears of every zone this node
+  serves. What this node announced may never have reached it: sent
+  before its placer ran (its node is a member from the moment its
+  membership runs, before its world), or heard before it paused and
+  started over from a placement read from a member that had not heard
+  of it yet; nothing else would tell it again.
+
+  Or started again while its node stayed up (its supervisor restarted
+  it): the old one said it leaves, and the group may never have shown
+  this node the node gone (its old process and its new one changed
+  places before this node's membership looked), so that nothing else
+  would ever make it a member again here. It is one again, and gets its
+  share.
   """
   @spec joined(t(), node(), [node()]) :: result()
   def joined(state, node, connected) do
@@ -325,7 +343,7 @@ defmodule Grove.World.Placer.State do
         {state, effects ++ introduce(state, [node])}
       end
     else
-      {state, []}
+      {state, introduce(state, [node])}
     end
   end
 

@@ -333,6 +333,32 @@ defmodule Grove.World.Placer.StateTest do
     end
   end
 
+  describe "nodes that start at once" do
+    # A node is a member as soon as its membership runs, before its world:
+    # what another tells its placer then is lost. And one that pauses and
+    # resumes reads the placement again, from a member that may not have
+    # heard what it was told.
+    test "a node that says it joined hears of every zone this one serves" do
+      a = placed(@a, [@a, @b], 8)
+      {_a, effects} = State.joined(a, @b, [@b])
+      serves = for index <- 0..7, Placement.owner(index, [@a, @b]) == @a, do: index
+      assert serves != []
+      assert effects == for(index <- serves, do: {:send, @b, {:zone_at, index, @a, 1, :handed}})
+
+      # Not placed yet, it has nothing to tell.
+      assert State.joined(%{State.new(@a, 8) | members: [@a, @b]}, @b, [@b]) ==
+               {%{State.new(@a, 8) | members: [@a, @b]}, []}
+    end
+
+    test "a member new here is told what this node serves, and asked what it serves" do
+      a = placed(@a, [@a, @b], 8)
+      {_a, effects} = State.members(a, [@a, @b, @c], true, [@b, @c])
+      assert {:send, @c, {:joined, @a}} in effects
+      refute {:send, @b, {:joined, @a}} in effects
+      assert Enum.any?(effects, &match?({:send, @c, {:zone_at, _, @a, _, :handed}}, &1))
+    end
+  end
+
   describe "a placer started again on a node that stays up" do
     # Its supervisor restarted it (its zones' supervisor died): the old
     # placer left the cluster as a node that stops does, and said that a
