@@ -23,7 +23,7 @@ defmodule Grove.ClusterGameTest do
     nodes = Enum.sort([node(), first])
     # The node to come, named now: the zones it will take are known (some:
     # placement leaves a node none now and then).
-    third = :"#{peer_name_with_zones("game3", nodes)}@#{host()}"
+    third = on_host(peer_name_with_zones("game3", nodes))
     all = Enum.sort([third | nodes])
     grid = Grid.new(100, 100, 25)
     {index, _owner} = moving_zone(nodes, all)
@@ -49,7 +49,7 @@ defmodule Grove.ClusterGameTest do
     assert_receive {:grove_act, ^id, ^tag, {:ok, %{carrying: 1}}}, 5000
 
     # A third node joins and is handed that zone, rows and layer.
-    {_peer, ^third} = start_peer!(home, Atom.to_string(node_name(third)), exact_name: true)
+    {_peer, ^third} = start_peer_as!(home, third)
     start_instance!(third, opts.(peers: all, connect_interval: 100))
 
     eventually(
@@ -151,9 +151,4 @@ defmodule Grove.ClusterGameTest do
       if elem(now, index) in new, do: {index, elem(was, index)}
     end)
   end
-
-  defp host, do: node() |> Atom.to_string() |> String.split("@") |> List.last()
-
-  defp node_name(node),
-    do: node |> Atom.to_string() |> String.split("@") |> hd() |> String.to_atom()
 end

@@ -87,8 +87,7 @@ defmodule Grove.ClusterLifeTest do
     nodes = Enum.sort([node(), other])
     # The node to come, named now: the cluster knows it from the start.
     # Under a name that gives it zones to take.
-    third =
-      :"#{peer_name_with_zones("life3", nodes, @zones)}@#{node() |> Atom.to_string() |> String.split("@") |> List.last()}"
+    third = on_host(peer_name_with_zones("life3", nodes, @zones))
 
     all = Enum.sort([third | nodes])
 
@@ -108,8 +107,7 @@ defmodule Grove.ClusterLifeTest do
     end
 
     # The third node joins and takes its share of the zones, bacteria and all.
-    {_peer, ^third} =
-      start_peer!(home, third |> Atom.to_string() |> String.split("@") |> hd(), exact_name: true)
+    {_peer, ^third} = start_peer_as!(home, third)
 
     start_instance!(third, opts)
     # Steps by hand count on each node, as each node's clock would: the new
@@ -171,8 +169,7 @@ defmodule Grove.ClusterLifeTest do
     home = distribute!()
     {peers, lost} = border_race_names()
 
-    for name <- peers,
-        do: {_peer, ^name} = start_peer!(home, short_name(name), exact_name: true)
+    for name <- peers, do: {_peer, ^name} = start_peer_as!(home, name)
 
     nodes = Enum.sort([node() | peers])
     survivors = nodes -- [lost]
@@ -261,8 +258,7 @@ defmodule Grove.ClusterLifeTest do
 
     row_on_heir!(world, index, Placement.owner(index, nodes -- [first]))
 
-    {_peer, ^fourth} =
-      start_peer!(home, fourth |> Atom.to_string() |> String.split("@") |> hd(), exact_name: true)
+    {_peer, ^fourth} = start_peer_as!(home, fourth)
 
     start_instance!(fourth, opts)
     # Its clock to the others' (steps by hand count on each node).
@@ -458,8 +454,7 @@ defmodule Grove.ClusterLifeTest do
     assert [{^asleep, 2, nil, edges, _}] = :erpc.call(owner, :ets, :lookup, [table, asleep])
 
     # The node that joins takes the zone beside it, and is told of it.
-    {_peer, ^third} =
-      start_peer!(home, third |> Atom.to_string() |> String.split("@") |> hd(), exact_name: true)
+    {_peer, ^third} = start_peer_as!(home, third)
 
     start_instance!(third, opts)
     eventually(fn -> assert zone_node(third, world, beside) == third end, @wait)
@@ -736,9 +731,8 @@ defmodule Grove.ClusterLifeTest do
   # either runs on the other's node, and the heir of each (where its row
   # goes as it starts again) is the third: `{peers, lost}`.
   defp border_race_names do
-    host = node() |> Atom.to_string() |> String.split("@") |> List.last()
     slots = Process.get(:grove_cluster_slots)
-    peers = for base <- ["race1", "race2", "race3"], do: :"#{peer_name(base)}@#{host}"
+    peers = for base <- ["race1", "race2", "race3"], do: on_host(peer_name(base))
     nodes = Enum.sort([node() | peers])
 
     case Enum.find(peers, &rows_missed?(nodes, &1)) do
@@ -776,16 +770,13 @@ defmodule Grove.ClusterLifeTest do
     end)
   end
 
-  defp short_name(node), do: node |> Atom.to_string() |> String.split("@") |> hd()
-
   # A node to come, named now, and a zone of `lost` that stays there when
   # it joins `nodes`, whose owner it would be were `lost` gone then, where
   # the heir of the zone's rows before it joined is another node, and
   # beside none of the zones it takes (whose rows of the zones beside them
   # are sent to it as it takes them): `{node, zone}`.
   defp heir_gap(nodes, lost) do
-    host = node() |> Atom.to_string() |> String.split("@") |> List.last()
-    fourth = :"#{peer_name("gap4")}@#{host}"
+    fourth = on_host(peer_name("gap4"))
     all = Enum.sort([fourth | nodes])
 
     found =
@@ -804,8 +795,7 @@ defmodule Grove.ClusterLifeTest do
   # A node to come, named now, that takes a zone beside one that stays
   # where it is: `{node, the zone that stays, the zone it takes}`.
   defp joining_beside(nodes) do
-    host = node() |> Atom.to_string() |> String.split("@") |> List.last()
-    third = :"#{peer_name("asleepjoin3")}@#{host}"
+    third = on_host(peer_name("asleepjoin3"))
     before = Placement.owners(@zones, nodes)
     later = Placement.owners(@zones, Enum.sort([third | nodes]))
 

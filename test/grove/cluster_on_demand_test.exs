@@ -306,7 +306,7 @@ defmodule Grove.ClusterOnDemandTest do
   end
 
   defp third_node(home, third) do
-    {_peer, ^third} = start_peer!(home, Atom.to_string(node_name(third)), exact_name: true)
+    {_peer, ^third} = start_peer_as!(home, third)
     third
   end
 
@@ -335,7 +335,7 @@ defmodule Grove.ClusterOnDemandTest do
   # name of a node that joins takes a zone of `owner`: a name that does,
   # with that zone.
   defp joining_with_zone(nodes, owner) do
-    joining = :"#{peer_name("demand3")}@#{host()}"
+    joining = on_host(peer_name("demand3"))
 
     case moving_zone(nodes, Enum.sort([joining | nodes]), owner) do
       nil -> joining_with_zone(nodes, owner)
@@ -354,9 +354,4 @@ defmodule Grove.ClusterOnDemandTest do
         do: {index, owner}
     end)
   end
-
-  defp host, do: node() |> Atom.to_string() |> String.split("@") |> List.last()
-
-  defp node_name(node),
-    do: node |> Atom.to_string() |> String.split("@") |> hd() |> String.to_atom()
 end

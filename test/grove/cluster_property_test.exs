@@ -34,9 +34,8 @@ defmodule Grove.ClusterPropertyTest do
   @tag timeout: 1_800_000
   test "whatever joins, moves, leaves, stops, dies and starts again, every zone runs on one node and the world holds exactly the live clients' entities, each where its client was last told",
        %{home: home} do
-    [_, host] = node() |> Atom.to_string() |> String.split("@")
     names = for n <- 1..@slots, do: peer_name("prop#{n}")
-    pool = %{home: home, names: names, nodes: Enum.map(names, &:"#{&1}@#{host}"), peers: %{}}
+    pool = %{home: home, names: names, nodes: Enum.map(names, &on_host/1), peers: %{}}
     Process.put(:pool, pool)
 
     check(forall(commands(), &run/1), numtests: 6, deep_numtests: 100, max_shrinks: 20)

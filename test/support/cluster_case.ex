@@ -116,11 +116,10 @@ defmodule Grove.ClusterCase do
   of entity ids none of this test's other nodes has.
   """
   def peer_name(name) do
-    [_, host] = node() |> Atom.to_string() |> String.split("@")
     taken = Process.get(:grove_cluster_slots, [Grove.Cluster.id_slot(node())])
     candidate = :"#{name}_#{System.pid()}_#{System.unique_integer([:positive])}"
 
-    slot = Grove.Cluster.id_slot(:"#{candidate}@#{host}")
+    slot = Grove.Cluster.id_slot(on_host(candidate))
 
     if slot in taken do
       peer_name(name)
@@ -141,13 +140,30 @@ defmodule Grove.ClusterCase do
   """
   def peer_name_with_zones(base, others, zones \\ 16) do
     name = peer_name(base)
-    [_, host] = node() |> Atom.to_string() |> String.split("@")
-    members = [:"#{name}@#{host}" | others]
+    members = [on_host(name) | others]
     owners = Grove.Cluster.Placement.owners(zones, members)
 
     if map_size(Grove.Cluster.Placement.shares(owners)) == length(Enum.uniq(members)),
       do: name,
       else: peer_name_with_zones(base, others, zones)
+  end
+
+  @doc """
+  The node a name (as `peer_name/1` makes one) names on this node's host:
+  a node to come, named now, to start later (`start_peer_as!/3`).
+  """
+  def on_host(name) do
+    [_, host] = node() |> Atom.to_string() |> String.split("@")
+    :"#{name}@#{host}"
+  end
+
+  @doc """
+  Starts a peer as `node`, named beforehand (`on_host/1`), or named as
+  it was when it ran before: `start_peer!/3` under that exact name.
+  """
+  def start_peer_as!(home, node, opts \\ []) do
+    [name, _host] = node |> Atom.to_string() |> String.split("@")
+    start_peer!(home, name, Keyword.put(opts, :exact_name, true))
   end
 
   @doc """
