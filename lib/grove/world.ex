@@ -1149,8 +1149,8 @@ defmodule Grove.World do
   (every `:tick`, with room) to `1.0` (every `:tick_max`): a tick is a
   turn of every watched zone, a delta encoded and a row of the feed each
   viewer reads, and a server past its view pace (Grove.Gateway.Pacer)
-  sends its players their views once a second at most, so that ten
-  deltas a second of a zone were read by each of them ten at a time. A
+  sends its players their views once a second at most, so that up to
+  ten deltas a second of a zone were read by each of them at once. A
   zone takes the interval at its next tick; one of a world not running,
   or ticked by hand, is left as it is.
   """

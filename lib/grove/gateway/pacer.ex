@@ -14,7 +14,7 @@ defmodule Grove.Gateway.Pacer do
   # The world's ticks are paced by the same measure (Grove.World.pace_ticks/2):
   # every `:tick` below `pace_low`, every `:tick_max` past `pace_high`. A
   # player gets views once a second at most past `pace_high`, so a zone's
-  # ten deltas a second were read ten at a time by each of its viewers.
+  # deltas, up to ten a second, were read several at once by each viewer.
 
   use GenServer
 
