@@ -36,7 +36,12 @@ defmodule Grove.Actors do
   With uniform spawn every zone gets its share of the actors, and each herd
   starts its actors in one block of neighbouring zones (as many zones as it
   takes to fill it), so the moves a herd sends at once go to few zones and
-  travel several to a message. A herd per zone would send one message per
+  travel several to a message. The herds a group starts with walk their
+  block's actors of every kind, each actor stepping by its own kind
+  (`add_kinds/3`; `add/3` starts herds of one kind): a zone gets one batch
+  of a slot's moves from its block's herd, where a herd per kind, each
+  covering the world in blocks of its own, sent one each (four times the
+  messages in `make run`'s world of four kinds; see `docs/decisions.md`). A herd per zone would send one message per
   zone just as well, but with a few moves in each: at 20,000 actors on
   400 zones that is a wake-up of the herd, of the zone and of the herd
   again for every five moves.
@@ -212,9 +217,10 @@ defmodule Grove.Actors do
         # Starts and retires this node's share as the members change.
         {Balancer, name: name, instance: opts[:cluster], kinds: kinds, settle: opts[:settle]}
       else
-        # Populates the world after the tree is up, so start-up never waits on it.
+        # Populates the world after the tree is up, so start-up never waits
+        # on it: herds that each walk an area's actors of every kind.
         Supervisor.child_spec(
-          {Task, fn -> for kind <- kinds, do: add(name, kind.count, kind: kind.module) end},
+          {Task, fn -> add_kinds(name, for(kind <- kinds, do: {kind.module, kind.count})) end},
           restart: :temporary
         )
       end
@@ -253,31 +259,71 @@ defmodule Grove.Actors do
   # `add/3`, with each herd's size.
   @spec add_herds(atom(), non_neg_integer(), keyword()) :: [{pid(), pos_integer()}]
   def add_herds(name, count, overrides \\ []) do
-    %{stats: stats, opts: opts} = :persistent_term.get({__MODULE__, name})
     {module, overrides} = Keyword.pop(overrides, :kind)
+    {opts, [kind]} = kinds_and_opts(name, [{module, count}], overrides)
+    start_herds(name, opts, [{kind, count}])
+  end
+
+  @doc """
+  Starts more actors of several of the group's kinds at once,
+  `[{module, count}]`, in herds that each walk an area's actors of every
+  kind: a zone then gets one batch of a slot's moves from the herd of its
+  area, where herds of one kind each sent their own. Other options as for
+  `add/3`. Returns the herds started.
+  """
+  @spec add_kinds(atom(), [{module(), non_neg_integer()}], keyword()) :: [pid()]
+  def add_kinds(name, counts, overrides \\ []) do
+    {opts, kinds} = kinds_and_opts(name, counts, overrides)
+
+    name
+    |> start_herds(opts, Enum.zip(kinds, Enum.map(counts, &elem(&1, 1))))
+    |> Enum.map(&elem(&1, 0))
+  end
+
+  # The group's options with `overrides`, and the kind of each module of
+  # `counts` (nil: the first kind).
+  defp kinds_and_opts(name, counts, overrides) do
+    %{opts: opts} = :persistent_term.get({__MODULE__, name})
     opts = validate!(Keyword.merge(opts, Keyword.put(overrides, :name, name)))
 
-    kind =
-      case module do
-        nil ->
-          hd(opts[:kinds])
+    kinds =
+      for {module, _count} <- counts do
+        case module do
+          nil ->
+            hd(opts[:kinds])
 
-        module ->
-          Enum.find(opts[:kinds], &(&1.module == module)) ||
-            raise ArgumentError,
-                  "#{inspect(module)} is not one of the kinds of #{inspect(name)}: " <>
-                    inspect(Enum.map(opts[:kinds], & &1.module))
+          module ->
+            Enum.find(opts[:kinds], &(&1.module == module)) ||
+              raise ArgumentError,
+                    "#{inspect(module)} is not one of the kinds of #{inspect(name)}: " <>
+                      inspect(Enum.map(opts[:kinds], & &1.module))
+        end
       end
 
-    for {{size, area}, n} <- Enum.with_index(herd_plan(opts, count)) do
+    {opts, kinds}
+  end
+
+  # Herds for `counts` (`[{kind, count}]`), each walking its area's share of
+  # every kind.
+  defp start_herds(name, opts, counts) do
+    %{stats: stats} = :persistent_term.get({__MODULE__, name})
+
+    for {{area, parts}, n} <- Enum.with_index(herd_plan(opts, counts)) do
+      kinds =
+        for {kind, size} <- parts do
+          %{
+            module: kind.module,
+            kind: kind.code,
+            kind_options: kind.options,
+            stats: Stats.for_kind(stats, kind.index),
+            count: size
+          }
+        end
+
       herd_opts = [
         world: opts[:world],
         api: opts[:api],
-        stats: Stats.for_kind(stats, kind.index),
-        module: kind.module,
-        kind_options: kind.options,
-        kind: kind.code,
-        count: size,
+        kinds: kinds,
         area: area,
         interval: opts[:interval],
         jitter: opts[:jitter],
@@ -303,17 +349,19 @@ defmodule Grove.Actors do
           restart: :transient
         })
 
-      {pid, size}
+      {pid, parts |> Enum.map(&elem(&1, 1)) |> Enum.sum()}
     end
   end
 
-  # Herd sizes with their home areas. Uniform spawn gives every block of
-  # zones a share of the actors in proportion to its walkable cells (forest
-  # and lake hold fewer), split into herds of at most `per_herd`; a block is
-  # as many zones on a side as fill a herd on average. A blob has no areas,
-  # only sizes.
-  defp herd_plan(opts, count) do
+  # Herds with their home areas, each with its share of every kind
+  # (`{area, [{kind, count}]}`). Uniform spawn gives every block of zones a
+  # share of each kind in proportion to its walkable cells (forest and lake
+  # hold fewer), split into herds of at most `per_herd`; a block is as many
+  # zones on a side as fill a herd on average. A blob has no areas, only
+  # sizes.
+  defp herd_plan(opts, counts) do
     per_herd = opts[:per_herd]
+    count = counts |> Enum.map(&elem(&1, 1)) |> Enum.sum()
 
     case opts[:spawn] do
       :uniform ->
@@ -325,14 +373,46 @@ defmodule Grove.Actors do
             do: spread_areas(grid, terrain, div(count + per_herd - 1, per_herd)),
             else: block_areas(grid, terrain, count, per_herd)
 
-        for {area, quota} <- apportion(areas, count),
-            size <- split(quota, per_herd),
-            do: {size, area}
+        # Each kind apportioned over the areas alike, then each area's
+        # share dealt into its herds.
+        quotas =
+          for {kind, kind_count} <- counts,
+              {area, quota} <- apportion(areas, kind_count),
+              quota > 0,
+              reduce: %{} do
+            acc -> Map.update(acc, area, [{kind, quota}], &[{kind, quota} | &1])
+          end
+
+        for area <- areas |> Enum.map(&elem(&1, 0)) |> Enum.uniq(),
+            shares = Enum.reverse(Map.get(quotas, area, [])),
+            shares != [],
+            parts <-
+              deal(shares, split(shares |> Enum.map(&elem(&1, 1)) |> Enum.sum(), per_herd)),
+            do: {area, parts}
 
       {:blob, _center, _spread} ->
-        for size <- split(count, per_herd), do: {size, nil}
+        for parts <- deal(Enum.filter(counts, &(elem(&1, 1) > 0)), split(count, per_herd)),
+            do: {nil, parts}
     end
   end
+
+  # `shares` (`[{kind, count}]`) dealt in order into herds of `sizes`: each
+  # herd's `[{kind, count}]`.
+  defp deal(_shares, []), do: []
+
+  defp deal(shares, [size | sizes]) do
+    {parts, rest} = take_parts(shares, size, [])
+    [parts | deal(rest, sizes)]
+  end
+
+  defp take_parts(shares, 0, parts), do: {Enum.reverse(parts), shares}
+  defp take_parts([], _size, parts), do: {Enum.reverse(parts), []}
+
+  defp take_parts([{kind, count} | rest], size, parts) when count <= size,
+    do: take_parts(rest, size - count, [{kind, count} | parts])
+
+  defp take_parts([{kind, count} | rest], size, parts),
+    do: {Enum.reverse([{kind, size} | parts]), [{kind, count - size} | rest]}
 
   # Every block of zones, weighed by its walkable cells.
   defp block_areas(grid, terrain, count, per_herd) do

@@ -231,6 +231,46 @@ defmodule Grove.ActorsTest do
       eventually(fn -> assert World.audit(world) == :ok end)
     end
 
+    test "herds walk an area's actors of every kind, each kind stepping by its own module", %{
+      world: world
+    } do
+      # 10 actors a zone of two kinds and herds of up to 100: blocks of 3 x 3
+      # zones, as for one kind, each herd with both kinds of its block.
+      name =
+        start_actors(world,
+          kinds: [{Grove.Actors.Walker, 80}, {Grove.Actors.Wanderer, 80}],
+          per_herd: 100
+        )
+
+      actors =
+        for _ <- 1..160 do
+          assert_receive {:world_join, herd, opts, {:ok, id, _cell}}, @wait
+          {herd, id, opts[:kind]}
+        end
+
+      herds = Enum.group_by(actors, &elem(&1, 0), &elem(&1, 2))
+      assert length(Actors.herds_of(name)) == 4
+      assert herds |> Map.values() |> Enum.map(&length/1) |> Enum.sort() == [10, 30, 30, 90]
+      assert Enum.all?(Map.values(herds), &(Enum.sort(Enum.uniq(&1)) == [3, 4]))
+
+      # Only wanderers sense: the world is asked where they are, never a walker.
+      wanderers = MapSet.new(for {_herd, id, 4} <- actors, do: id)
+      assert_receive {:world_position, _herd, id}, @wait
+      assert MapSet.member?(wanderers, id)
+
+      eventually(fn ->
+        for kind <- Actors.by_kind(name) do
+          assert kind.counts.joined == 80
+          assert kind.counts.sent > 0
+          assert kind.counts.ok + kind.counts.occupied + kind.counts.out_of_bounds > 0
+        end
+      end)
+
+      :ok = Actors.pause(name)
+      positions = for {:world_position, _herd, id} <- drain([]), do: id
+      assert Enum.all?(positions, &MapSet.member?(wanderers, &1))
+    end
+
     test "only kinds that sense read the world, and never by message", %{world: world} do
       start_actors(world, kinds: [{Grove.Actors.Walker, 5}])
       joined(5)
@@ -305,6 +345,15 @@ defmodule Grove.ActorsTest do
       assert_receive {:world_move, _herd, id, _direction}, @wait
       assert MapSet.member?(ids, id)
       receive_moves(MapSet.put(seen, id), ids)
+    end
+  end
+
+  # Every message in the mailbox now.
+  defp drain(acc) do
+    receive do
+      message -> drain([message | acc])
+    after
+      0 -> Enum.reverse(acc)
     end
   end
 

@@ -118,8 +118,7 @@ defmodule Grove.ReloaderTest do
   # Every actor of `module` due now, and a beat to walk them: each of its
   # herds steps them as soon as it runs (at once, unless it is held).
   def step_now(actors, module) do
-    for herd <- Grove.Actors.herds_of(actors),
-        match?(%{module: ^module}, :sys.get_state(herd)) do
+    for herd <- Grove.Actors.herds_of(actors), walks?(:sys.get_state(herd), module) do
       :sys.replace_state(herd, fn %Grove.Actors.Herd{wheel: wheel, slot: slot} = herd ->
         entries = Grove.Actors.Herd.Wheel.entries(wheel)
 
@@ -319,10 +318,17 @@ defmodule Grove.ReloaderTest do
     refute_received {:stepped_unconverted, _}
   end
 
+  # The states of the actors of `module`, each herd walking actors of any
+  # kinds: an entry's last tag has its kind's index in its low byte.
   defp states(actors, module) do
     for herd <- Grove.Actors.herds_of(actors),
-        %{module: ^module, wheel: wheel} <- [:sys.get_state(herd)],
-        {_id, _last, state, _zone} <- Grove.Actors.Herd.Wheel.entries(wheel),
+        %{kinds: kinds, wheel: wheel} <- [:sys.get_state(herd)],
+        {_id, last, state, _zone} <- Grove.Actors.Herd.Wheel.entries(wheel),
+        elem(kinds, Bitwise.band(last, 255)).module == module,
         do: state
   end
+
+  @doc false
+  def walks?(%Grove.Actors.Herd{kinds: kinds}, module),
+    do: Enum.any?(Tuple.to_list(kinds), &(&1.module == module))
 end

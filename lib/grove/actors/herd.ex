@@ -1,10 +1,21 @@
 defmodule Grove.Actors.Herd do
   @moduledoc false
-  # One process that walks many actors of one kind (a `Grove.Actor`). Each
-  # actor is an entity of its own, joined and moved through the public
-  # client API with its own schedule; the herd only shares the process, the
-  # timer and the mailbox between them, and asks the kind where each actor
-  # steps when its turn comes.
+  # One process that walks many actors, of one kind or of several (each a
+  # `Grove.Actor`). Each actor is an entity of its own, joined and moved
+  # through the public client API with its own schedule; the herd only
+  # shares the process, the timer and the mailbox between them, and asks
+  # the actor's kind where it steps when its turn comes.
+  #
+  # A herd of several kinds (`:kinds`) walks an area's actors of every
+  # kind, so that a zone gets one batch of a slot's moves from it where a
+  # herd per kind sent one each: each kind keeps its module, senses,
+  # options and counts (`Grove.Actors.Stats`, a row each), and the slot's
+  # turns are taken kind by kind, then sent together. Every tag a herd
+  # gives a move carries its kind's index in its low byte (`tag/2`): the
+  # time the batch was sent, to a quarter of a microsecond, and which
+  # kind's counts an outcome goes to, with nothing kept per actor; an
+  # actor's entry on the wheel keeps its last move's tag, and a new
+  # actor's is its kind's index alone (a tag of time 0: no move yet).
   #
   # The kind decides, the herd does the I/O: for a kind that senses, the
   # herd reads the actor's cell and, if asked, its neighbours from the
@@ -91,6 +102,8 @@ defmodule Grove.Actors.Herd do
   # The random integer a step gets, from the low bits of the herd's draw.
   @roll_bits Grove.Actor.roll_bits()
   @roll_mask Bitwise.bsl(1, @roll_bits) - 1
+  # The low byte of a herd's tags: the index of the kind whose move it is.
+  @kind_mask 255
 
   # The settings fixed at start are a map of their own (`config`), apart
   # from what the herd updates as it runs: a map of more than 32 keys is a
@@ -99,13 +112,13 @@ defmodule Grove.Actors.Herd do
   defstruct [
     :world,
     :api,
-    :stats,
     :config,
-    :module,
-    # The version of `module` its actors' states are of (see `code_change/3`).
-    :version,
-    :senses,
-    :terrain,
+    # Its kinds, a tuple by the index its tags carry: each a map of the
+    # kind's module, the `version` of it its actors' states are of (see
+    # `code_change/3`), what it senses, the world's terrain when it
+    # senses, its kind code and options, its counts (`stats`) and whether
+    # its actors are residents.
+    :kinds,
     :area,
     :rand,
     :timer,
@@ -116,7 +129,10 @@ defmodule Grove.Actors.Herd do
     # How far a blob spawn's square has grown (see `join_blob/3`).
     :blob_radius,
     to_join: 0,
-    # Resident actors (`:resident`): walked by their zones, not on the wheel.
+    # Who is still to join: `{kind index, how many}`, first joined first.
+    joins: [],
+    # Resident actors (`:resident`), each `{id, kind index}`: walked by
+    # their zones, not on the wheel.
     residents: [],
     leaving: [],
     retiring: false,
@@ -135,8 +151,6 @@ defmodule Grove.Actors.Herd do
           interval: pos_integer(),
           jitter: float(),
           spawn: term(),
-          kind: byte(),
-          kind_options: keyword(),
           resolution: pos_integer(),
           batch: boolean(),
           late_ms: non_neg_integer(),
@@ -179,44 +193,41 @@ defmodule Grove.Actors.Herd do
 
   @impl true
   def init(opts) do
-    count = Keyword.fetch!(opts, :count)
     interval = Keyword.get(opts, :interval, 1000)
     resolution = Keyword.get(opts, :resolution, 100)
-
-    module = Keyword.get(opts, :module, Grove.Actors.Walker)
     world = Keyword.fetch!(opts, :world)
     api = Keyword.get(opts, :api, Grove.World)
-    %{senses: senses, version: version} = Grove.Actor.describe!(module)
 
-    if senses != nil and
-         not (Code.ensure_loaded?(api) and function_exported?(api, :position, 2) and
-                function_exported?(api, :nearby, 3)),
-       do:
-         raise(
-           ArgumentError,
-           "#{inspect(module)} senses, and #{inspect(api)} cannot say what: it has no position/2 and nearby/3"
-         )
+    # A herd of one kind is given it as a herd's options of old (`:module`,
+    # `:kind`, `:kind_options`, `:stats`, `:count`); one of several, as
+    # `:kinds`, a list of maps of those keys.
+    specs =
+      Keyword.get_lazy(opts, :kinds, fn ->
+        [
+          %{
+            module: Keyword.get(opts, :module, Grove.Actors.Walker),
+            kind: Keyword.get(opts, :kind, :actor),
+            kind_options: Keyword.get(opts, :kind_options, []),
+            stats: Keyword.fetch!(opts, :stats),
+            count: Keyword.fetch!(opts, :count)
+          }
+        ]
+      end)
 
-    if senses != nil and senses.game and
-         not (function_exported?(api, :game_near, 3) and function_exported?(api, :attrs, 2)),
-       do:
-         raise(
-           ArgumentError,
-           "#{inspect(module)} senses the game, and #{inspect(api)} cannot say what: it has no game_near/3 and attrs/2"
-         )
+    if length(specs) > @kind_mask + 1,
+      do: raise(ArgumentError, "a herd walks at most #{@kind_mask + 1} kinds")
+
+    resident = Keyword.get(opts, :resident, false)
+    kinds = specs |> Enum.map(&kind!(&1, api, world, resident)) |> List.to_tuple()
+    count = specs |> Enum.map(& &1.count) |> Enum.sum()
 
     config = %{
       count: count,
       interval: interval,
       jitter: Keyword.get(opts, :jitter, 0.2),
       spawn: Keyword.get(opts, :spawn, :uniform),
-      kind: Grove.World.kind_code(Keyword.get(opts, :kind, :actor)),
-      kind_options: Keyword.get(opts, :kind_options, []),
       resolution: resolution,
       batch: Keyword.get(opts, :batch, true),
-      # A kind that senses resides only where its zones can sense for it.
-      resident:
-        Keyword.get(opts, :resident, false) and (senses == nil or senses_here?(api, world)),
       late_ms: Keyword.get(opts, :late_ms) || div(interval, 2),
       join_timeout: Keyword.get(opts, :join_timeout, 2000),
       permits: Keyword.get(opts, :join_permits),
@@ -232,14 +243,12 @@ defmodule Grove.Actors.Herd do
     herd = %__MODULE__{
       world: world,
       api: api,
-      stats: Keyword.fetch!(opts, :stats),
       config: config,
-      module: module,
-      version: version,
-      senses: senses,
-      terrain: if(senses, do: api.terrain(world)),
+      kinds: kinds,
       area: Keyword.get(opts, :area),
       to_join: count,
+      joins:
+        for({spec, index} <- Enum.with_index(specs), spec.count > 0, do: {index, spec.count}),
       # exsp: its next word is read directly at every turn (`turns/9`).
       rand: :rand.seed_s(:exsp)
     }
@@ -259,17 +268,52 @@ defmodule Grove.Actors.Herd do
     {:ok, %{herd | slot: current_slot(herd)}, {:continue, :join}}
   end
 
+  # A kind as the herd keeps it, checked against what the world can say.
+  defp kind!(spec, api, world, resident) do
+    module = spec.module
+    %{senses: senses, version: version} = Grove.Actor.describe!(module)
+
+    if senses != nil and
+         not (Code.ensure_loaded?(api) and function_exported?(api, :position, 2) and
+                function_exported?(api, :nearby, 3)),
+       do:
+         raise(
+           ArgumentError,
+           "#{inspect(module)} senses, and #{inspect(api)} cannot say what: it has no position/2 and nearby/3"
+         )
+
+    if senses != nil and senses.game and
+         not (function_exported?(api, :game_near, 3) and function_exported?(api, :attrs, 2)),
+       do:
+         raise(
+           ArgumentError,
+           "#{inspect(module)} senses the game, and #{inspect(api)} cannot say what: it has no game_near/3 and attrs/2"
+         )
+
+    %{
+      module: module,
+      version: version,
+      senses: senses,
+      terrain: if(senses, do: api.terrain(world)),
+      code: Grove.World.kind_code(spec.kind),
+      options: Map.get(spec, :kind_options, []),
+      stats: spec.stats,
+      # A kind that senses resides only where its zones can sense for it.
+      resident: resident and (senses == nil or senses_here?(api, world))
+    }
+  end
+
   @impl true
   def handle_continue(:join, herd), do: {:noreply, join_some(herd)}
 
   @impl true
   def handle_info({:grove_moves, outcomes}, herd) do
     now = :erlang.monotonic_time()
-    %__MODULE__{stats: stats, config: %{native_per_us: native_per_us}} = herd
+    %__MODULE__{kinds: kinds, config: %{native_per_us: native_per_us}} = herd
 
-    {window, answered} = Window.answered(herd.window, outcomes, now)
-    count_outcomes(outcomes, stats, now, native_per_us, nil, nil, 0)
-    if answered > 0, do: Stats.incr(herd.stats, :in_flight, -answered)
+    {window, answered} = Window.answered_runs(herd.window, outcomes, now)
+    count_outcomes(outcomes, kinds, now, native_per_us, nil, nil, 0)
+    for {tag, count} <- answered, do: Stats.incr(stats_of(herd, tag), :in_flight, -count)
     {:noreply, %{herd | window: window}}
   end
 
@@ -314,21 +358,15 @@ defmodule Grove.Actors.Herd do
   # of its cluster's quorum): off the wheel, and another joins in its
   # place, now or, while the node is paused, once it runs again.
   def handle_info({reason, id}, herd) when reason in [:grove_lost, :grove_paused] do
-    case Wheel.drop(herd.wheel, id) || drop_resident(herd, id) do
+    case Wheel.drop_entry(herd.wheel, id) || drop_resident(herd, id) do
       nil ->
         {:noreply, herd}
 
-      %__MODULE__{} = herd ->
-        Stats.incr(herd.stats, :lost)
-        Stats.incr(herd.stats, :joined, -1)
-        herd = %{herd | to_join: herd.to_join + 1}
-        {:noreply, if(herd.join_timer, do: herd, else: join_some(herd))}
+      {{^id, last, _state, _zone}, wheel} ->
+        {:noreply, rejoin(%{herd | wheel: wheel}, kind_of(last))}
 
-      wheel ->
-        Stats.incr(herd.stats, :lost)
-        Stats.incr(herd.stats, :joined, -1)
-        herd = %{herd | wheel: wheel, to_join: herd.to_join + 1}
-        {:noreply, if(herd.join_timer, do: herd, else: join_some(herd))}
+      {index, residents} ->
+        {:noreply, rejoin(%{herd | residents: residents}, index)}
     end
   end
 
@@ -336,17 +374,28 @@ defmodule Grove.Actors.Herd do
   # from an actor kind that joined with views on, and is not for the herd.
   def handle_info(message, herd) when elem(message, 0) == :grove_view, do: {:noreply, herd}
 
+  # An actor lost is counted so, and one of its kind joins in its place.
+  defp rejoin(herd, index) do
+    stats = elem(herd.kinds, index).stats
+    Stats.incr(stats, :lost)
+    Stats.incr(stats, :joined, -1)
+    herd = %{herd | to_join: herd.to_join + 1, joins: [{index, 1} | herd.joins]}
+    if herd.join_timer, do: herd, else: join_some(herd)
+  end
+
   @impl true
   def handle_call({:retire, count}, _from, herd) do
     unjoined = min(count, herd.to_join)
-    {ids, wheel} = Wheel.take(herd.wheel, count - unjoined)
-    {resident, residents} = Enum.split(herd.residents, count - unjoined - length(ids))
-    ids = resident ++ ids
+    {entries, wheel} = Wheel.take_entries(herd.wheel, count - unjoined)
+    taken = for {id, last, _state, _zone} <- entries, do: {id, kind_of(last)}
+    {resident, residents} = Enum.split(herd.residents, count - unjoined - length(taken))
+    ids = resident ++ taken
     if herd.leaving == [] and ids != [], do: send(self(), :leave)
 
     herd = %{
       herd
       | to_join: herd.to_join - unjoined,
+        joins: drop_last(herd.joins, unjoined),
         wheel: wheel,
         residents: residents,
         leaving: ids ++ herd.leaving,
@@ -371,28 +420,42 @@ defmodule Grove.Actors.Herd do
   # states are of is the herd's own: a herd started after the new code
   # was loaded has nothing to upgrade.
   @impl true
-  def code_change(_old, %__MODULE__{module: module} = herd, {:grove_renew, module, description}) do
+  def code_change(_old, herd, {:grove_renew, module, description}) do
     %{version: version} = description
 
-    wheel =
-      case herd.version do
-        ^version ->
-          herd.wheel
+    renewed =
+      for index <- 0..(tuple_size(herd.kinds) - 1),
+          %{module: ^module} = kind <- [elem(herd.kinds, index)],
+          do: {index, kind}
 
-        from ->
-          Wheel.map(herd.wheel, fn {id, last, state, zone} ->
-            {id, last, module.upgrade(state, from), zone}
-          end)
-      end
+    herd =
+      Enum.reduce(renewed, herd, fn {index, kind}, herd ->
+        wheel =
+          case kind.version do
+            ^version ->
+              herd.wheel
 
-    {:ok,
-     %{
-       herd
-       | wheel: wheel,
-         version: version,
-         senses: description.senses,
-         terrain: if(description.senses, do: herd.api.terrain(herd.world))
-     }}
+            from ->
+              Wheel.map(herd.wheel, fn
+                {id, last, state, zone} when (last &&& @kind_mask) == index ->
+                  {id, last, module.upgrade(state, from), zone}
+
+                other ->
+                  other
+              end)
+          end
+
+        kind = %{
+          kind
+          | version: version,
+            senses: description.senses,
+            terrain: if(description.senses, do: herd.api.terrain(herd.world))
+        }
+
+        %{herd | wheel: wheel, kinds: put_elem(herd.kinds, index, kind)}
+      end)
+
+    {:ok, herd}
   end
 
   def code_change(_old, herd, _extra), do: {:ok, herd}
@@ -401,7 +464,24 @@ defmodule Grove.Actors.Herd do
   # killed cannot; the gauge then stays high by its last count).
   @impl true
   def terminate(_reason, herd) do
-    Stats.incr(herd.stats, :in_flight, -herd.window.in_flight)
+    for {tag, left} <- herd.window.pending, do: Stats.incr(stats_of(herd, tag), :in_flight, -left)
+  end
+
+  # A tag of the herd's: the time a batch was sent (native units), its low
+  # byte the index of the kind whose moves it carries.
+  defp tag(sent_at, index), do: (sent_at &&& bnot(@kind_mask)) ||| index
+
+  defp kind_of(tag), do: tag &&& @kind_mask
+
+  defp stats_of(herd, tag), do: kind_stats(herd.kinds, tag)
+
+  # An answer to a tag of no kind of the herd's (not one it made) is
+  # counted with its first kind.
+  defp kind_stats(kinds, tag) do
+    case kind_of(tag) do
+      index when index < tuple_size(kinds) -> elem(kinds, index).stats
+      _none -> elem(kinds, 0).stats
+    end
   end
 
   ## Walking
@@ -453,17 +533,37 @@ defmodule Grove.Actors.Herd do
       draws: Wheel.wait_span(wheel, jitter_ms) <<< @roll_bits,
       interval: config.interval,
       jitter_ms: jitter_ms,
-      sent_at: sent_at,
+      # The kind whose turns these are, and the tag of its moves (set for
+      # each kind's turns below).
+      kind: nil,
+      tag: sent_at,
       # Where nobody watches, how often an actor takes its turn, and the
       # world read once for the batch's questions of where each actor is.
       every: config.unseen_every,
       where: zones_now(herd)
     }
 
-    {moves, {back1, back2, back3, later}, rand, in_flight, rested, skipped} =
-      turns(due, turn, [], {[], [], [], %{}}, rand, window.in_flight, 0, {0, 0, 0}, %{})
+    # Each kind's turns in a pass of their own, with its counts; the moves
+    # of all go out together.
+    {moves, back, rand, in_flight, _zones, sent_by_kind} =
+      Enum.reduce(
+        by_kind(due, tuple_size(herd.kinds)),
+        {[], {[], [], [], %{}}, rand, window.in_flight, %{}, []},
+        fn {index, due}, {moves, back, rand, in_flight, zones, sent_by_kind} ->
+          kind = elem(herd.kinds, index)
+          tag = tag(sent_at, index)
+          turn = %{turn | kind: kind, tag: tag}
 
-    {unanswered, full, stayed} = skipped
+          {kind_moves, back, rand, kind_in_flight, rested, skipped, zones} =
+            turns(due, turn, moves, back, rand, in_flight, 0, {0, 0, 0}, zones)
+
+          sent = kind_in_flight - in_flight
+          count_turns(herd, kind.stats, sent, rested, skipped, kind_moves)
+          {kind_moves, back, rand, kind_in_flight, zones, [{tag, sent} | sent_by_kind]}
+        end
+      )
+
+    {back1, back2, back3, later} = back
 
     wheel =
       later
@@ -475,17 +575,45 @@ defmodule Grove.Actors.Herd do
     sent = in_flight - window.in_flight
     if sent > 0, do: send_moves(herd, moves)
 
-    Stats.incr(herd.stats, :sent, sent)
-    Stats.incr(herd.stats, :in_flight, sent)
-    if unanswered > 0, do: Stats.incr(herd.stats, :skipped_unanswered, unanswered)
-    if full > 0, do: Stats.incr(herd.stats, :skipped_full, full)
-    if stayed > 0, do: Stats.incr(herd.stats, :stayed, stayed)
-    if rested > 0, do: Stats.incr(herd.stats, :rested, rested)
+    window =
+      Enum.reduce(sent_by_kind, window, fn {tag, sent}, window ->
+        Window.sent(window, tag, sent)
+      end)
+
+    %{herd | wheel: wheel, rand: {rand_alg, rand}, window: window}
+  end
+
+  # A slot's actors by kind, each kind's in the order they came: `{index,
+  # entries}`, by index. A herd of one kind has them all at once.
+  defp by_kind(due, 1), do: [{0, due}]
+
+  defp by_kind(due, _kinds) do
+    due
+    |> Enum.reduce(%{}, fn {_id, last, _state, _zone} = entry, groups ->
+      index = kind_of(last)
+      Map.update(groups, index, [entry], &[entry | &1])
+    end)
+    |> Enum.sort()
+    |> Enum.map(fn {index, entries} -> {index, :lists.reverse(entries)} end)
+  end
+
+  # A kind's turns of a slot counted: moves sent, skipped, stayed and
+  # rested (its moves are the first `sent` of `moves`, newest first).
+  defp count_turns(herd, stats, sent, rested, {unanswered, full, stayed}, moves) do
+    Stats.incr(stats, :sent, sent)
+    Stats.incr(stats, :in_flight, sent)
+    if unanswered > 0, do: Stats.incr(stats, :skipped_unanswered, unanswered)
+    if full > 0, do: Stats.incr(stats, :skipped_full, full)
+    if stayed > 0, do: Stats.incr(stats, :stayed, stayed)
+    if rested > 0, do: Stats.incr(stats, :rested, rested)
 
     if herd.config.remote and sent > 0,
-      do: count_remote(herd, for({_id, _dir, _sent_at} = move <- moves, do: move))
-
-    %{herd | wheel: wheel, rand: {rand_alg, rand}, window: Window.sent(window, sent_at, sent)}
+      do:
+        count_remote(
+          herd,
+          stats,
+          for({_id, _dir, _tag} = move <- Enum.take(moves, sent), do: move)
+        )
   end
 
   # Moves and a game's actions, both tagged with when they were sent
@@ -583,8 +711,8 @@ defmodule Grove.Actors.Herd do
     end
   end
 
-  defp turns([], _turn, moves, back, rand, in_flight, rested, skipped, _zones),
-    do: {moves, back, rand, in_flight, rested, skipped}
+  defp turns([], _turn, moves, back, rand, in_flight, rested, skipped, zones),
+    do: {moves, back, rand, in_flight, rested, skipped, zones}
 
   # A turn taken: the kind decides, and a move or an action joins the batch.
   defp take_turn(
@@ -602,9 +730,9 @@ defmodule Grove.Actors.Herd do
          draw
        ) do
     {id, last, state, zone} = entry
-    %{sent_at: sent_at} = turn
+    %{tag: tag} = turn
 
-    case decide(turn.herd, id, state, draw &&& @roll_mask) do
+    case decide(turn.herd, turn.kind, id, state, draw &&& @roll_mask) do
       {:stay, state} ->
         {unanswered, full, stayed} = skipped
         skipped = {unanswered, full, stayed + 1}
@@ -612,18 +740,18 @@ defmodule Grove.Actors.Herd do
         turns(due, turn, moves, back, rand, in_flight, rested, skipped, zones)
 
       {{:act, action, target}, state} ->
-        moves = [{id, action, target, %{}, sent_at} | moves]
-        back = back(back, next, turn, {id, sent_at, state, nil})
+        moves = [{id, action, target, %{}, tag} | moves]
+        back = back(back, next, turn, {id, tag, state, nil})
         turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
 
       {{:act, action, target, args}, state} ->
-        moves = [{id, action, target, args, sent_at} | moves]
-        back = back(back, next, turn, {id, sent_at, state, nil})
+        moves = [{id, action, target, args, tag} | moves]
+        back = back(back, next, turn, {id, tag, state, nil})
         turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
 
       {direction, state} ->
-        moves = [{id, direction, sent_at} | moves]
-        back = back(back, next, turn, {id, sent_at, state, nil})
+        moves = [{id, direction, tag} | moves]
+        back = back(back, next, turn, {id, tag, state, nil})
         turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
     end
   end
@@ -715,10 +843,10 @@ defmodule Grove.Actors.Herd do
   # The kind's step. A kind that senses nothing is given nothing; one that
   # senses gets what the zones' tables say now, and an actor whose cell
   # cannot be read (in the instant of a handoff) stays this turn.
-  defp decide(%__MODULE__{senses: nil, module: module}, _id, state, roll),
+  defp decide(_herd, %{senses: nil, module: module}, _id, state, roll),
     do: module.step(state, nil, roll)
 
-  defp decide(%__MODULE__{senses: %{radius: radius} = senses} = herd, id, state, roll) do
+  defp decide(herd, %{senses: %{radius: radius} = senses} = kind, id, state, roll) do
     case herd.api.position(herd.world, id) do
       nil ->
         {:stay, state}
@@ -726,14 +854,14 @@ defmodule Grove.Actors.Herd do
       at ->
         sensed = %Senses{
           id: id,
-          kind: herd.config.kind,
+          kind: kind.code,
           at: at,
           radius: radius,
-          terrain: herd.terrain,
+          terrain: kind.terrain,
           entities: if(senses.entities, do: neighbours(herd, id, at, radius))
         }
 
-        herd.module.step(state, game_senses(herd, sensed, senses.game), roll)
+        kind.module.step(state, game_senses(herd, sensed, senses.game), roll)
     end
   end
 
@@ -771,7 +899,12 @@ defmodule Grove.Actors.Herd do
         {Wheel.add(wheel, now_slot + offset, entry), rand}
       end)
 
-    Stats.incr(herd.stats, :skipped_late, length(due))
+    due
+    |> Enum.frequencies_by(fn {_id, last, _state, _zone} -> kind_of(last) end)
+    |> Enum.each(fn {index, count} ->
+      Stats.incr(elem(herd.kinds, index).stats, :skipped_late, count)
+    end)
+
     %{herd | wheel: wheel, rand: rand}
   end
 
@@ -783,13 +916,16 @@ defmodule Grove.Actors.Herd do
   # Batches still not fully answered after `move_timeout` are given up on:
   # their actors may move again.
   defp expire(herd) do
-    case Window.expire(herd.window, :erlang.monotonic_time()) do
-      {_window, 0} ->
+    case Window.expire_batches(herd.window, :erlang.monotonic_time()) do
+      {_window, []} ->
         herd
 
-      {window, expired} ->
-        Stats.incr(herd.stats, :expired, expired)
-        Stats.incr(herd.stats, :in_flight, -expired)
+      {window, batches} ->
+        for {tag, expired} <- batches do
+          Stats.incr(stats_of(herd, tag), :expired, expired)
+          Stats.incr(stats_of(herd, tag), :in_flight, -expired)
+        end
+
         %{herd | window: window}
     end
   end
@@ -800,7 +936,10 @@ defmodule Grove.Actors.Herd do
     if moves != [], do: send_steps(herd, moves)
 
     if acts != [] do
-      Stats.incr(herd.stats, :acts_sent, length(acts))
+      acts
+      |> Enum.frequencies_by(fn {_id, _action, _target, _args, tag} -> tag end)
+      |> Enum.each(fn {tag, count} -> Stats.incr(stats_of(herd, tag), :acts_sent, count) end)
+
       herd.api.act_many(herd.world, acts)
     end
   end
@@ -821,15 +960,16 @@ defmodule Grove.Actors.Herd do
 
   # Where the moves just sent went is read as `move_many/2` read it, from
   # the directory and the zones' locations (no message).
-  defp count_remote(herd, moves) do
+  defp count_remote(herd, stats, moves) do
     case Grove.World.remote_moves(herd.world, moves) do
       0 -> :ok
-      remote -> Stats.incr(herd.stats, :sent_remote, remote)
+      remote -> Stats.incr(stats, :sent_remote, remote)
     end
   end
 
-  # Each actor is on the wheel once, as `{id, sent_at of its last move,
-  # its kind's state, its zone if read since its last move}`.
+  # Each actor is on the wheel once, as `{id, the tag of its last move (its
+  # kind's index alone before its first), its kind's state, its zone if
+  # read since its last move}`.
   defp schedule(herd) do
     case Wheel.next_due(herd.wheel, herd.slot + 1, herd.slot + 2 * interval_slots(herd) + 2) do
       nil ->
@@ -861,25 +1001,27 @@ defmodule Grove.Actors.Herd do
 
   # A zone answers a batch's moves in one message, all sent at once: the
   # outcomes of a key with one round trip are counted together (the run's
-  # time and key apart, not a tuple of both made at each outcome).
-  defp count_outcomes([{_id, sent_at, outcome} | rest], stats, now, per_us, at, key, count) do
+  # time and key apart, not a tuple of both made at each outcome), in the
+  # counts of the kind their tag names.
+  defp count_outcomes([{_id, tag, outcome} | rest], kinds, now, per_us, at, key, count) do
     case outcome_key(outcome) do
-      ^key when sent_at == at ->
-        count_outcomes(rest, stats, now, per_us, at, key, count + 1)
+      ^key when tag == at ->
+        count_outcomes(rest, kinds, now, per_us, at, key, count + 1)
 
       next ->
-        flush_outcomes(stats, now, per_us, at, key, count)
-        count_outcomes(rest, stats, now, per_us, sent_at, next, 1)
+        flush_outcomes(kinds, now, per_us, at, key, count)
+        count_outcomes(rest, kinds, now, per_us, tag, next, 1)
     end
   end
 
-  defp count_outcomes([], stats, now, per_us, at, key, count),
-    do: flush_outcomes(stats, now, per_us, at, key, count)
+  defp count_outcomes([], kinds, now, per_us, at, key, count),
+    do: flush_outcomes(kinds, now, per_us, at, key, count)
 
-  defp flush_outcomes(_stats, _now, _per_us, _at, _key, 0), do: :ok
+  defp flush_outcomes(_kinds, _now, _per_us, _at, _key, 0), do: :ok
 
-  defp flush_outcomes(stats, now, per_us, sent_at, key, count),
-    do: Stats.outcomes(stats, key, div(now - sent_at, per_us), count)
+  defp flush_outcomes(kinds, now, per_us, tag, key, count) do
+    Stats.outcomes(kind_stats(kinds, tag), key, div(now - tag, per_us), count)
+  end
 
   defp outcome_key({:ok, {_x, _y}}), do: :ok
   defp outcome_key({:ok, data}) when is_map(data), do: :acted
@@ -915,7 +1057,12 @@ defmodule Grove.Actors.Herd do
         %{herd | leaving: rest, backoff: 0}
 
       {:ok, refused} ->
-        Stats.incr(herd.stats, :leave_retried, length(refused))
+        refused
+        |> Enum.frequencies_by(&elem(&1, 1))
+        |> Enum.each(fn {index, count} ->
+          Stats.incr(elem(herd.kinds, index).stats, :leave_retried, count)
+        end)
+
         {first, most} = herd.config.join_backoff
         backoff = herd.backoff |> Kernel.*(2) |> max(first) |> min(most)
         {extra, rand} = :rand.uniform_s(div(backoff, 2) + 1, herd.rand)
@@ -931,14 +1078,15 @@ defmodule Grove.Actors.Herd do
 
   defp leave_chunk(_herd, [], refused), do: refused
 
-  defp leave_chunk(herd, [id | ids], refused) do
+  # Each leaving actor is `{id, kind index}`.
+  defp leave_chunk(herd, [{id, index} = leaving | rest], refused) do
     case herd.api.leave(herd.world, id) do
       {:error, reason} when reason in [:busy, :timeout] ->
-        leave_chunk(herd, ids, [id | refused])
+        leave_chunk(herd, rest, [leaving | refused])
 
       _left_or_gone ->
-        Stats.incr(herd.stats, :left)
-        leave_chunk(herd, ids, refused)
+        Stats.incr(elem(herd.kinds, index).stats, :left)
+        leave_chunk(herd, rest, refused)
     end
   end
 
@@ -951,6 +1099,20 @@ defmodule Grove.Actors.Herd do
   defp done_or_not(herd), do: {:noreply, herd}
 
   ## Joining
+
+  # The joins to come less the last `count`.
+  defp drop_last(joins, 0), do: joins
+
+  defp drop_last(joins, count) do
+    joins
+    |> Enum.reverse()
+    |> Enum.flat_map_reduce(count, fn
+      {_index, n}, left when left >= n -> {[], left - n}
+      {index, n}, left -> {[{index, n - left}], 0}
+    end)
+    |> elem(0)
+    |> Enum.reverse()
+  end
 
   # Joins a chunk under a permit, puts the new actors on the wheel, and
   # says when to go on: at once (after the mailbox), after a pause when no
@@ -987,7 +1149,7 @@ defmodule Grove.Actors.Herd do
         later(%{herd | rand: rand}, pause)
 
       :refused ->
-        Stats.incr(herd.stats, :join_retried)
+        Stats.incr(joining_stats(herd), :join_retried)
         {first, most} = herd.config.join_backoff
         backoff = herd.backoff |> Kernel.*(2) |> max(first) |> min(most)
         # Half the backoff, plus up to as much again at random: herds
@@ -1003,12 +1165,15 @@ defmodule Grove.Actors.Herd do
   defp join_chunk(%__MODULE__{to_join: 0} = herd, _left, joined), do: {:more, joined, herd}
 
   defp join_chunk(herd, left, joined) do
+    [{index, _} | _] = herd.joins
+    stats = elem(herd.kinds, index).stats
     {result, herd} = join_one(herd, @join_attempts)
 
     case result do
       {:ok, id, _cell} ->
-        Stats.incr(herd.stats, :joined)
-        join_chunk(%{herd | to_join: herd.to_join - 1, backoff: 0}, left - 1, [id | joined])
+        Stats.incr(stats, :joined)
+        herd = %{herd | to_join: herd.to_join - 1, joins: joined_one(herd.joins), backoff: 0}
+        join_chunk(herd, left - 1, [{id, index} | joined])
 
       # Busy, or paused until its cluster is whole again: later.
       {:error, reason} when reason in [:busy, :timeout, :paused] ->
@@ -1016,17 +1181,26 @@ defmodule Grove.Actors.Herd do
 
       {:error, reason} ->
         # Counted for whoever watches; one log line per herd is enough to say why.
-        if Stats.read(herd.stats).counts.join_failed == 0,
+        if Stats.read(stats).counts.join_failed == 0,
           do:
             Logger.warning(
               "actors: an actor could not join (#{reason}): #{why_not_joined(reason)}; " <>
                 "the status line counts those that could not"
             )
 
-        Stats.incr(herd.stats, :join_failed)
-        join_chunk(%{herd | to_join: herd.to_join - 1}, left - 1, joined)
+        Stats.incr(stats, :join_failed)
+        herd = %{herd | to_join: herd.to_join - 1, joins: joined_one(herd.joins)}
+        join_chunk(herd, left - 1, joined)
     end
   end
+
+  # The joins to come once the first has joined (or failed to).
+  defp joined_one([{_index, 1} | rest]), do: rest
+  defp joined_one([{index, n} | rest]), do: [{index, n - 1} | rest]
+
+  # The counts of the kind joining next.
+  defp joining_stats(%__MODULE__{joins: [{index, _} | _], kinds: kinds}),
+    do: elem(kinds, index).stats
 
   defp why_not_joined(:no_free_cell), do: "the world has no free cell left for it"
   defp why_not_joined(:out_of_bounds), do: "its cell is off the world"
@@ -1039,23 +1213,25 @@ defmodule Grove.Actors.Herd do
   defp start_walking(herd, []), do: herd
 
   # Residents walk in their zones: the herd only keeps them, to retire them.
-  defp start_walking(%__MODULE__{config: %{resident: true}} = herd, joined),
-    do: %{herd | residents: joined ++ herd.residents}
-
+  # Residents walk in their zones: the herd only keeps them, to retire them.
   defp start_walking(herd, joined) do
     now_slot = current_slot(herd)
     interval_slots = interval_slots(herd)
 
+    {residents, walked} = Enum.split_with(joined, &elem(herd.kinds, elem(&1, 1)).resident)
+
     {wheel, rand} =
-      Enum.reduce(joined, {herd.wheel, herd.rand}, fn id, {wheel, rand} ->
+      Enum.reduce(walked, {herd.wheel, herd.rand}, fn {id, index}, {wheel, rand} ->
+        %{module: module, options: options} = elem(herd.kinds, index)
         {offset, rand} = :rand.uniform_s(interval_slots, rand)
         {roll, rand} = :rand.uniform_s(@roll_mask + 1, rand)
-        state = herd.module.init(herd.config.kind_options, roll - 1)
-        # No move yet: the batch of its last move is none.
-        {Wheel.add(wheel, now_slot + offset, {id, 0, state, nil}), rand}
+        state = module.init(options, roll - 1)
+        # No move yet: the tag of its last move is its kind's alone.
+        {Wheel.add(wheel, now_slot + offset, {id, index, state, nil}), rand}
       end)
 
-    reschedule(%{herd | wheel: wheel, rand: rand})
+    herd = %{herd | residents: residents ++ herd.residents}
+    if walked == [], do: herd, else: reschedule(%{herd | wheel: wheel, rand: rand})
   end
 
   defp join_one(%__MODULE__{config: %{spawn: {:blob, center, spread}}} = herd, _attempts),
@@ -1081,9 +1257,11 @@ defmodule Grove.Actors.Herd do
   defp start_cell(%__MODULE__{area: area} = herd), do: {{:within, area}, herd}
 
   defp join_at(herd, at) do
-    {walk, herd} = walk(herd)
+    [{index, _} | _] = herd.joins
+    kind = elem(herd.kinds, index)
+    {walk, herd} = walk(herd, kind)
 
-    opts = [at: at, updates: :none, kind: herd.config.kind, timeout: herd.config.join_timeout]
+    opts = [at: at, updates: :none, kind: kind.code, timeout: herd.config.join_timeout]
     herd.api.join(herd.world, if(walk, do: [{:walk, walk} | opts], else: opts))
   end
 
@@ -1092,16 +1270,20 @@ defmodule Grove.Actors.Herd do
   defp senses_here?(_api, _world), do: false
 
   # A resident's walk: its kind, its first state and its pace.
-  defp walk(%__MODULE__{config: %{resident: false}} = herd), do: {nil, herd}
+  defp walk(herd, %{resident: false}), do: {nil, herd}
 
-  defp walk(%__MODULE__{config: config} = herd) do
+  defp walk(herd, %{module: module, options: options}) do
     {roll, rand} = :rand.uniform_s(@roll_mask + 1, herd.rand)
-    state = herd.module.init(config.kind_options, roll - 1)
-    {{herd.module, state, config.interval}, %{herd | rand: rand}}
+    state = module.init(options, roll - 1)
+    {{module, state, herd.config.interval}, %{herd | rand: rand}}
   end
 
+  # A resident's kind index and the residents left, or nil if `id` is none.
   defp drop_resident(herd, id) do
-    if id in herd.residents, do: %{herd | residents: List.delete(herd.residents, id)}
+    case List.keytake(herd.residents, id, 0) do
+      {{^id, index}, residents} -> {index, residents}
+      nil -> nil
+    end
   end
 
   # A blob: first a cell drawn around the centre (normally, `spread` cells

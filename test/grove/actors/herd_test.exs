@@ -154,6 +154,91 @@ defmodule Grove.Actors.HerdTest do
     end
   end
 
+  describe "several kinds" do
+    defmodule North do
+      @behaviour Grove.Actor
+      @impl true
+      def init(_opts, _roll), do: 0
+      @impl true
+      def step(steps, _senses, _roll), do: {:n, steps + 1}
+    end
+
+    defmodule South do
+      @behaviour Grove.Actor
+      @impl true
+      def init(_opts, _roll), do: 0
+      @impl true
+      def step(steps, _senses, _roll), do: {:s, steps + 1}
+    end
+
+    test "a herd of two kinds steps each by its own, sends a slot's moves of both in one batch and counts each apart",
+         %{world: world} do
+      stats = Stats.new(2)
+
+      kinds =
+        for {module, index} <- [{North, 0}, {South, 1}] do
+          %{module: module, kind: 3 + index, stats: Stats.for_kind(stats, index), count: 10}
+        end
+
+      herd =
+        start_supervised!(
+          {Herd,
+           world: StubWorld.new(world, moves: :answer),
+           api: StubWorld,
+           kinds: kinds,
+           interval: 100,
+           resolution: 10,
+           move_timeout: 600_000,
+           target_ms: 600_000,
+           late_ms: 600_000},
+          id: make_ref()
+        )
+
+      # Joined in order: North's ten, then South's.
+      ids =
+        for _ <- 1..20 do
+          assert_receive {:stub_join, ^herd, {:ok, id, _cell}}, 5000
+          id
+        end
+
+      {north, south} = Enum.split(ids, 10)
+
+      eventually(fn ->
+        assert Stats.read_kind(stats, 0).ok >= 20 and Stats.read_kind(stats, 1).ok >= 20
+      end)
+
+      :ok = Herd.pause(herd)
+      batches = for {:stub_moves, ^herd, moves} <- collect_batches([]), do: moves
+
+      # Each actor steps by its kind's module.
+      for moves <- batches, {id, direction, _tag} <- moves do
+        assert direction == if(id in north, do: :n, else: :s)
+        assert id in north or id in south
+      end
+
+      # A slot's moves of both kinds go in one batch, where a herd per kind
+      # sent one each.
+      assert Enum.any?(batches, fn moves ->
+               Enum.any?(moves, &(elem(&1, 1) == :n)) and Enum.any?(moves, &(elem(&1, 1) == :s))
+             end)
+
+      # Each kind's moves and outcomes in its own row.
+      for index <- [0, 1] do
+        counts = Stats.read_kind(stats, index)
+        assert counts.joined == 10
+        assert counts.sent >= counts.ok and counts.ok >= 20
+      end
+    end
+  end
+
+  defp collect_batches(acc) do
+    receive do
+      {:stub_moves, _herd, _moves} = batch -> collect_batches([batch | acc])
+    after
+      0 -> Enum.reverse(acc)
+    end
+  end
+
   describe "pace" do
     # Slots of half the interval (the default), where every actor comes
     # back one to three slots on; the other tests' slots of a tenth of it

@@ -131,28 +131,45 @@ defmodule Grove.Actors.Herd.Wheel do
   @doc "The wheel without the actor `id`, or nil when it is not on it."
   @spec drop(t(), term()) :: t() | nil
   def drop(wheel, id) do
+    case drop_entry(wheel, id) do
+      nil -> nil
+      {_entry, wheel} -> wheel
+    end
+  end
+
+  @doc "`drop/2`, with the actor's entry: `{entry, wheel}`, or nil when it is not on it."
+  @spec drop_entry(t(), term()) :: {entry(), t()} | nil
+  def drop_entry(wheel, id) do
     Enum.find_value(wheel.slots, fn {slot, entries} ->
       case List.keytake(entries, id, 0) do
         nil -> nil
-        {_entry, []} -> %{wheel | slots: Map.delete(wheel.slots, slot)}
-        {_entry, rest} -> %{wheel | slots: %{wheel.slots | slot => rest}}
+        {entry, []} -> {entry, %{wheel | slots: Map.delete(wheel.slots, slot)}}
+        {entry, rest} -> {entry, %{wheel | slots: %{wheel.slots | slot => rest}}}
       end
     end)
   end
 
   @doc "Takes up to `count` actors off the wheel: their ids and the wheel left."
   @spec take(t(), non_neg_integer()) :: {[term()], t()}
-  def take(wheel, count), do: take(wheel, count, [])
+  def take(wheel, count) do
+    {entries, wheel} = take_entries(wheel, count)
+    {Enum.map(entries, &elem(&1, 0)), wheel}
+  end
 
-  defp take(wheel, count, ids) when count <= 0 or map_size(wheel.slots) == 0, do: {ids, wheel}
+  @doc "`take/2`, with the actors' entries rather than their ids."
+  @spec take_entries(t(), non_neg_integer()) :: {[entry()], t()}
+  def take_entries(wheel, count), do: take_entries(wheel, count, [])
 
-  defp take(wheel, count, ids) do
+  defp take_entries(wheel, count, taken) when count <= 0 or map_size(wheel.slots) == 0,
+    do: {taken, wheel}
+
+  defp take_entries(wheel, count, taken_before) do
     {slot, entries} = Enum.at(wheel.slots, 0)
     {taken, kept} = Enum.split(entries, count)
 
     slots = if kept == [], do: Map.delete(wheel.slots, slot), else: %{wheel.slots | slot => kept}
 
-    take(%{wheel | slots: slots}, count - length(taken), Enum.map(taken, &elem(&1, 0)) ++ ids)
+    take_entries(%{wheel | slots: slots}, count - length(taken), taken ++ taken_before)
   end
 
   @doc """

@@ -81,11 +81,24 @@ defmodule Grove.Actors.Herd.Window do
   """
   @spec answered(t(), [{term(), time(), term()}], time()) :: {t(), non_neg_integer()}
   def answered(window, outcomes, now) do
-    {pending, answered, slowest} =
-      answer(outcomes, window.decreased_at, now, {window.pending, 0, nil})
+    {window, runs} = answered_runs(window, outcomes, now)
+    {window, runs |> Enum.map(&elem(&1, 1)) |> Enum.sum()}
+  end
 
+  @doc """
+  `answered/3`, with how many moves were still counted for each batch
+  (`{sent_at, count}`, a batch once or more), where a herd of several
+  kinds tells its kinds' batches apart.
+  """
+  @spec answered_runs(t(), [{term(), time(), term()}], time()) ::
+          {t(), [{time(), non_neg_integer()}]}
+  def answered_runs(window, outcomes, now) do
+    {pending, runs, slowest} =
+      answer(outcomes, window.decreased_at, now, {window.pending, [], nil})
+
+    answered = runs |> Enum.map(&elem(&1, 1)) |> Enum.sum()
     window = %{window | pending: pending, in_flight: window.in_flight - answered}
-    {timed(window, slowest), answered}
+    {timed(window, slowest), runs}
   end
 
   # A zone answers a batch's moves together, all sent at the same time:
@@ -100,18 +113,18 @@ defmodule Grove.Actors.Herd.Window do
   defp run([{_id, sent_at, _outcome} | rest], sent_at, count), do: run(rest, sent_at, count + 1)
   defp run(rest, _sent_at, count), do: {count, rest}
 
-  defp answer_run(sent_at, count, decreased_at, now, {pending, answered, slowest}) do
+  defp answer_run(sent_at, count, decreased_at, now, {pending, runs, slowest}) do
     slowest = if sent_at > decreased_at, do: max(now - sent_at, slowest || 0), else: slowest
 
     case pending do
       %{^sent_at => left} when left <= count ->
-        {Map.delete(pending, sent_at), answered + left, slowest}
+        {Map.delete(pending, sent_at), [{sent_at, left} | runs], slowest}
 
       %{^sent_at => left} ->
-        {%{pending | sent_at => left - count}, answered + count, slowest}
+        {%{pending | sent_at => left - count}, [{sent_at, count} | runs], slowest}
 
       _ ->
-        {pending, answered, slowest}
+        {pending, runs, slowest}
     end
   end
 
@@ -125,15 +138,25 @@ defmodule Grove.Actors.Herd.Window do
   moves were given up on.
   """
   @spec expire(t(), time()) :: {t(), non_neg_integer()}
-  def expire(%__MODULE__{pending: pending} = window, _now) when map_size(pending) == 0,
-    do: {window, 0}
-
   def expire(window, now) do
+    {window, old} = expire_batches(window, now)
+    {window, old |> Enum.map(&elem(&1, 1)) |> Enum.sum()}
+  end
+
+  @doc """
+  `expire/2`, with the batches given up on (`{sent_at, moves}`), where a
+  herd of several kinds tells its kinds' batches apart.
+  """
+  @spec expire_batches(t(), time()) :: {t(), [{time(), pos_integer()}]}
+  def expire_batches(%__MODULE__{pending: pending} = window, _now) when map_size(pending) == 0,
+    do: {window, []}
+
+  def expire_batches(window, now) do
     cutoff = now - window.timeout
 
     case for({sent_at, left} <- window.pending, sent_at <= cutoff, do: {sent_at, left}) do
       [] ->
-        {window, 0}
+        {window, []}
 
       old ->
         expired = old |> Enum.map(&elem(&1, 1)) |> Enum.sum()
@@ -142,7 +165,7 @@ defmodule Grove.Actors.Herd.Window do
            window
            | pending: Map.drop(window.pending, Enum.map(old, &elem(&1, 0))),
              in_flight: window.in_flight - expired
-         }, expired}
+         }, old}
     end
   end
 
