@@ -160,7 +160,8 @@ defmodule Grove.Actors.Herd do
           permits: term(),
           join_backoff: {pos_integer(), pos_integer()},
           remote: boolean(),
-          native_per_us: pos_integer()
+          native_per_us: pos_integer(),
+          steps: boolean()
         }
 
   @type t :: %__MODULE__{}
@@ -237,6 +238,12 @@ defmodule Grove.Actors.Herd do
       remote: api == Grove.World and Grove.World.fetch!(world).cluster != nil,
       unseen_every: unseen_every(api, world, Keyword.get(opts, :unseen_every, 1)),
       zones_now: Code.ensure_loaded?(api) and function_exported?(api, :zones_now, 1),
+      # Moves and actions to a zone in one message, in a world alone (a
+      # cluster's nodes may run a release that does not take them).
+      steps:
+        Keyword.get(opts, :batch, true) and Code.ensure_loaded?(api) and
+          function_exported?(api, :step_many, 3) and
+          not (api == Grove.World and Grove.World.fetch!(world).cluster != nil),
       native_per_us: :erlang.convert_time_unit(1, :microsecond, :native)
     }
 
@@ -325,8 +332,10 @@ defmodule Grove.Actors.Herd do
   def handle_info({:grove_move, id, sent_at, outcome}, herd),
     do: handle_info({:grove_moves, [{id, sent_at, outcome}]}, herd)
 
-  # A game's actions are answered like moves, and counted with them.
+  # A game's actions are answered like moves, and counted with them, alone
+  # or with moves.
   def handle_info({:grove_acts, outcomes}, herd), do: handle_info({:grove_moves, outcomes}, herd)
+  def handle_info({:grove_steps, outcomes}, herd), do: handle_info({:grove_moves, outcomes}, herd)
 
   def handle_info({:grove_act, _id, tag, _outcome}, herd) when is_walk(tag),
     do: {:noreply, herd}
@@ -533,9 +542,10 @@ defmodule Grove.Actors.Herd do
       draws: Wheel.wait_span(wheel, jitter_ms) <<< @roll_bits,
       interval: config.interval,
       jitter_ms: jitter_ms,
-      # The kind whose turns these are, and the tag of its moves (set for
-      # each kind's turns below).
+      # The kind whose turns these are, its index and the tag of its moves
+      # (set for each run of its actors, `runs/4`).
       kind: nil,
+      index: 0,
       tag: sent_at,
       # Where nobody watches, how often an actor takes its turn, and the
       # world read once for the batch's questions of where each actor is.
@@ -543,25 +553,10 @@ defmodule Grove.Actors.Herd do
       where: zones_now(herd)
     }
 
-    # Each kind's turns in a pass of their own, with its counts; the moves
-    # of all go out together.
-    {moves, back, rand, in_flight, _zones, sent_by_kind} =
-      Enum.reduce(
-        by_kind(due, tuple_size(herd.kinds)),
-        {[], {[], [], [], %{}}, rand, window.in_flight, %{}, []},
-        fn {index, due}, {moves, back, rand, in_flight, zones, sent_by_kind} ->
-          kind = elem(herd.kinds, index)
-          tag = tag(sent_at, index)
-          turn = %{turn | kind: kind, tag: tag}
-
-          {kind_moves, back, rand, kind_in_flight, rested, skipped, zones} =
-            turns(due, turn, moves, back, rand, in_flight, 0, {0, 0, 0}, zones)
-
-          sent = kind_in_flight - in_flight
-          count_turns(herd, kind.stats, sent, rested, skipped, kind_moves)
-          {kind_moves, back, rand, kind_in_flight, zones, [{tag, sent} | sent_by_kind]}
-        end
-      )
+    # The slot's turns run by run of one kind, each run counted in its
+    # kind's row; the moves of all go out together.
+    {moves, back, rand, in_flight, sent_by_kind} =
+      runs(due, turn, {[], {[], [], [], %{}}, rand, window.in_flight, %{}, []}, sent_at)
 
     {back1, back2, back3, later} = back
 
@@ -583,25 +578,36 @@ defmodule Grove.Actors.Herd do
     %{herd | wheel: wheel, rand: {rand_alg, rand}, window: window}
   end
 
-  # A slot's actors by kind, each kind's in the order they came: `{index,
-  # entries}`, by index. A herd of one kind has them all at once.
-  defp by_kind(due, 1), do: [{0, due}]
+  # A slot's turns, one run of actors of one kind after another: an
+  # actor comes back on the wheel in a list of those walked with it, its
+  # kind's among them in a run of their own (`turns/9` takes a kind's
+  # actors until the next is of another), so a slot of a herd of several
+  # kinds holds a few runs, and is never sorted by kind.
+  defp runs([], _turn, {moves, back, rand, in_flight, _zones, sent_by_kind}, _sent_at),
+    do: {moves, back, rand, in_flight, sent_by_kind}
 
-  defp by_kind(due, _kinds) do
-    due
-    |> Enum.reduce(%{}, fn {_id, last, _state, _zone} = entry, groups ->
-      index = kind_of(last)
-      Map.update(groups, index, [entry], &[entry | &1])
-    end)
-    |> Enum.sort()
-    |> Enum.map(fn {index, entries} -> {index, :lists.reverse(entries)} end)
+  defp runs([{_id, last, _state, _zone} | _] = due, turn, acc, sent_at) do
+    %{herd: herd} = turn
+    {moves, back, rand, in_flight, zones, sent_by_kind} = acc
+    index = kind_of(last)
+    kind = elem(herd.kinds, index)
+    tag = tag(sent_at, index)
+    turn = %{turn | kind: kind, index: index, tag: tag}
+
+    {run_moves, back, rand, run_in_flight, rested, skipped, zones, rest} =
+      turns(due, turn, moves, back, rand, in_flight, 0, {0, 0, 0}, zones)
+
+    sent = run_in_flight - in_flight
+    count_turns(herd, kind.stats, sent, rested, skipped, run_moves)
+    acc = {run_moves, back, rand, run_in_flight, zones, [{tag, sent} | sent_by_kind]}
+    runs(rest, turn, acc, sent_at)
   end
 
-  # A kind's turns of a slot counted: moves sent, skipped, stayed and
-  # rested (its moves are the first `sent` of `moves`, newest first).
+  # A run's turns counted in its kind's row: moves sent, skipped, stayed
+  # and rested (its moves are the first `sent` of `moves`, newest first).
   defp count_turns(herd, stats, sent, rested, {unanswered, full, stayed}, moves) do
-    Stats.incr(stats, :sent, sent)
-    Stats.incr(stats, :in_flight, sent)
+    if sent > 0, do: Stats.incr(stats, :sent, sent)
+    if sent > 0, do: Stats.incr(stats, :in_flight, sent)
     if unanswered > 0, do: Stats.incr(stats, :skipped_unanswered, unanswered)
     if full > 0, do: Stats.incr(stats, :skipped_full, full)
     if stayed > 0, do: Stats.incr(stats, :stayed, stayed)
@@ -627,6 +633,22 @@ defmodule Grove.Actors.Herd do
   # in 20 million at the default pace, is nothing a walk shows).
   # What a turn reads of `turn` is read in one match, one pass over the
   # map's keys, where a read of each field searched them again.
+  # A run ends at the first actor of another kind: the rest of the slot is
+  # given back with the run's results.
+  defp turns(
+         [{_id, last, _state, _zone} | _] = due,
+         %{index: index},
+         moves,
+         back,
+         rand,
+         in_flight,
+         rested,
+         skipped,
+         zones
+       )
+       when (last &&& @kind_mask) != index,
+       do: {moves, back, rand, in_flight, rested, skipped, zones, due}
+
   defp turns([entry | due], turn, moves, back, rand, in_flight, rested, skipped, zones) do
     %{
       pending: pending,
@@ -712,7 +734,7 @@ defmodule Grove.Actors.Herd do
   end
 
   defp turns([], _turn, moves, back, rand, in_flight, rested, skipped, zones),
-    do: {moves, back, rand, in_flight, rested, skipped, zones}
+    do: {moves, back, rand, in_flight, rested, skipped, zones, []}
 
   # A turn taken: the kind decides, and a move or an action joins the batch.
   defp take_turn(
@@ -930,17 +952,27 @@ defmodule Grove.Actors.Herd do
     end
   end
 
-  # Moves (3-tuples) and actions (5-tuples) go in a batch each.
+  # Moves (3-tuples) and actions (5-tuples) go in a batch each, or, where
+  # the world takes both at once (`step_many/3`), in one a zone.
   defp send_moves(herd, sent) do
     {acts, moves} = split_acts(sent, [], [])
-    if moves != [], do: send_steps(herd, moves)
 
     if acts != [] do
       acts
       |> Enum.frequencies_by(fn {_id, _action, _target, _args, tag} -> tag end)
       |> Enum.each(fn {tag, count} -> Stats.incr(stats_of(herd, tag), :acts_sent, count) end)
+    end
 
-      herd.api.act_many(herd.world, acts)
+    cond do
+      acts == [] ->
+        send_steps(herd, moves)
+
+      moves != [] and herd.config.steps ->
+        herd.api.step_many(herd.world, moves, acts)
+
+      true ->
+        if moves != [], do: send_steps(herd, moves)
+        herd.api.act_many(herd.world, acts)
     end
   end
 
