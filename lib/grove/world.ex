@@ -901,6 +901,79 @@ defmodule Grove.World do
     :ok
   end
 
+  @doc """
+  Moves and actions of the calling process's entities at once, as
+  `move_many/2` and `act_many/2` take them: a zone with both gets them in
+  one message, moves first, and answers both in one `{:grove_steps,
+  [{id, tag, outcome}]}`, a move's outcome or an action's; a zone with only
+  one or the other gets and answers them as those two do. Each move and
+  action still gets exactly one outcome, one that runs or lands in another
+  zone alone, as there.
+  """
+  @impl Grove.World.Client
+  @spec step_many(
+          name() | t(),
+          [{Entity.id(), Grid.direction(), term()}],
+          [{Entity.id(), atom() | String.t(), term(), map(), term()}]
+        ) :: :ok
+  def step_many(world, moves, []), do: move_many(world, moves)
+  def step_many(world, [], acts), do: act_many(world, acts)
+
+  def step_many(world, moves, acts) when is_list(moves) and is_list(acts) do
+    world = fetch!(world)
+    {routed, unknown} = route_moves(moves, Directory.reader(world.name), [], [])
+    Stats.incr(world.stats, :unknown_entity, length(unknown))
+
+    {acts_by_zone, refused} =
+      Enum.reduce(acts, {%{}, []}, fn {id, action, target, args, tag}, {by_zone, refused} ->
+        with {:ok, {name, args}} <- check_act(world, action, args),
+             index when index != nil <- Directory.lookup(world.name, id) do
+          act = {id, {name, target, args}, tag}
+          {Map.update(by_zone, index, [act], &[act | &1]), refused}
+        else
+          nil -> {by_zone, [{id, tag, {:rejected, :unknown_entity}} | refused]}
+          {:error, reason} -> {by_zone, [{id, tag, {:rejected, reason}} | refused]}
+        end
+      end)
+
+    moves_by_zone =
+      Enum.reduce(:lists.reverse(routed), %{}, fn {index, move}, by_zone ->
+        Map.update(by_zone, index, [move], &[move | &1])
+      end)
+
+    zones = Enum.uniq(Map.keys(moves_by_zone) ++ Map.keys(acts_by_zone))
+
+    busy =
+      Enum.flat_map(zones, fn index ->
+        zone_moves = Map.get(moves_by_zone, index, [])
+        zone_acts = acts_by_zone |> Map.get(index, []) |> :lists.reverse()
+
+        if Slots.load(world, index) > world.mailbox_limit do
+          Stats.incr(world.stats, :busy, length(zone_moves) + length(zone_acts))
+
+          for({id, _direction, tag} <- zone_moves, do: {id, tag, {:rejected, :busy}}) ++
+            for {id, _request, tag} <- zone_acts, do: {id, tag, {:rejected, :busy}}
+        else
+          message =
+            case {zone_moves, zone_acts} do
+              {moves, []} -> {:moves, self(), moves}
+              {[], acts} -> {:acts, self(), acts}
+              {moves, acts} -> {:steps, self(), moves, acts}
+            end
+
+          GenServer.cast(zone_address(world, index), message)
+          []
+        end
+      end)
+
+    case unknown ++ refused ++ busy do
+      [] -> :ok
+      outcomes -> send(self(), {:grove_steps, outcomes})
+    end
+
+    :ok
+  end
+
   @doc false
   # An action and its arguments checked against the game's spec, as
   # `act/6` checks them (a zone checks its residents' the same way).

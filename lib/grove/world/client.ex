@@ -51,6 +51,13 @@ defmodule Grove.World.Client do
   @callback act(world(), Entity.id(), atom() | String.t(), term(), map(), tag :: term()) :: :ok
   @callback act_many(world(), [{Entity.id(), atom() | String.t(), term(), map(), tag :: term()}]) ::
               :ok
+  # Moves and actions at once, a zone's of both in one message and one
+  # answer, `{:grove_steps, outcomes}` (`Grove.World.step_many/3`).
+  @callback step_many(
+              world(),
+              [{Entity.id(), Grid.direction(), tag :: term()}],
+              [{Entity.id(), atom() | String.t(), term(), map(), tag :: term()}]
+            ) :: :ok
   @callback game_near(world(), Grid.cell(), non_neg_integer()) ::
               {%{Grid.cell() => term()}, %{Grid.cell() => boolean()}}
   @callback attrs(world(), Entity.id()) :: {term(), byte()} | nil
@@ -67,6 +74,7 @@ defmodule Grove.World.Client do
                       kind_counts: 1,
                       act: 6,
                       act_many: 2,
+                      step_many: 3,
                       game_near: 3,
                       attrs: 2,
                       say: 4

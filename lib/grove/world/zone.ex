@@ -337,20 +337,7 @@ defmodule Grove.World.Zone do
   # outcome decided here. Moves that cross into another zone get their outcome
   # from that zone, on their own.
   def handle_cast({:moves, owner, moves}, zone) do
-    zone = sample_mailbox(zone)
-    now = :erlang.monotonic_time(:millisecond)
-
-    {outcomes, {ok, occupied, blocked}, zone} =
-      apply_batch(moves, zone, zone.core, owner, now, [], {0, 0, 0}, written(zone))
-
-    # The batch's steps taken, and those refused on a taken or blocking
-    # cell (a third of them in a crowd), counted at once.
-    if ok + occupied + blocked > 0,
-      do: Slots.add_move(zone.world, zone.index, ok + occupied + blocked)
-
-    if ok > 0, do: Stats.incr(zone.world.stats, :moves_ok, ok)
-    if occupied > 0, do: Stats.incr(zone.world.stats, :occupied, occupied)
-    if blocked > 0, do: Stats.incr(zone.world.stats, :blocked, blocked)
+    {outcomes, zone} = zone |> sample_mailbox() |> batch_moves(owner, moves)
 
     # What the game's hooks changed is written before the outcomes go out.
     zone = sync_game(zone)
@@ -373,23 +360,21 @@ defmodule Grove.World.Zone do
 
   # A batch of one owner's actions, answered in one message, like moves.
   def handle_cast({:acts, owner, acts}, zone) do
-    zone = zone |> sample_mailbox() |> owe_game()
-    now = :erlang.monotonic_time(:millisecond)
-
-    {outcomes, zone} =
-      Enum.reduce(acts, {[], zone}, fn {id, request, tag}, {outcomes, zone} ->
-        case act_one(zone, id, request, owner, tag, 0, now) do
-          {:pending, zone} ->
-            {outcomes, zone}
-
-          {outcome, zone} ->
-            count_act(zone, outcome)
-            {[{id, tag, outcome} | outcomes], zone}
-        end
-      end)
-
+    {outcomes, zone} = zone |> sample_mailbox() |> batch_acts(owner, acts)
     if outcomes != [], do: send(owner, {:grove_acts, outcomes})
     {:noreply, zone |> sync_game() |> ensure_tick()}
+  end
+
+  # A batch of one owner's moves and actions (`World.step_many/3`): the
+  # moves, then the actions, as the two batches would be taken one after
+  # the other, answered in one message.
+  def handle_cast({:steps, owner, moves, acts}, zone) do
+    zone = sample_mailbox(zone)
+    {moved, zone} = batch_moves(zone, owner, moves)
+    {acted, zone} = batch_acts(sync_game(zone), owner, acts)
+    zone = sync_game(zone)
+    if moved != [] or acted != [], do: send(owner, {:grove_steps, moved ++ acted})
+    {:noreply, ensure_tick(zone)}
   end
 
   # A line said (chat): an event at the speaker's cell for the next delta,
@@ -1144,6 +1129,42 @@ defmodule Grove.World.Zone do
       {:pending, effects, core} ->
         {:pending, carry_out(zone, {effects, core})}
     end
+  end
+
+  # A batch's moves taken: their outcomes decided here, and the zone.
+  defp batch_moves(zone, owner, moves) do
+    now = :erlang.monotonic_time(:millisecond)
+
+    {outcomes, {ok, occupied, blocked}, zone} =
+      apply_batch(moves, zone, zone.core, owner, now, [], {0, 0, 0}, written(zone))
+
+    # The batch's steps taken, and those refused on a taken or blocking
+    # cell (a third of them in a crowd), counted at once.
+    if ok + occupied + blocked > 0,
+      do: Slots.add_move(zone.world, zone.index, ok + occupied + blocked)
+
+    if ok > 0, do: Stats.incr(zone.world.stats, :moves_ok, ok)
+    if occupied > 0, do: Stats.incr(zone.world.stats, :occupied, occupied)
+    if blocked > 0, do: Stats.incr(zone.world.stats, :blocked, blocked)
+    {outcomes, zone}
+  end
+
+  # A batch's actions taken: the outcomes decided here (one run in another
+  # zone is answered from there), and the zone.
+  defp batch_acts(zone, owner, acts) do
+    zone = owe_game(zone)
+    now = :erlang.monotonic_time(:millisecond)
+
+    Enum.reduce(acts, {[], zone}, fn {id, request, tag}, {outcomes, zone} ->
+      case act_one(zone, id, request, owner, tag, 0, now) do
+        {:pending, zone} ->
+          {outcomes, zone}
+
+        {outcome, zone} ->
+          count_act(zone, outcome)
+          {[{id, tag, outcome} | outcomes], zone}
+      end
+    end)
   end
 
   # A batch's moves in one pass over the zone's core, each as `apply_one/7`

@@ -365,6 +365,40 @@ defmodule Grove.World.GameTest do
            ]
   end
 
+  @tag world: [game: @game]
+  test "a zone's moves and actions in one batch are answered in one message, moves first", %{
+    world: world
+  } do
+    picker = join(world, {8, 5})
+    walker = join(world, {3, 3})
+    # In zone 1: its move gets a message of its own.
+    other = join(world, {15, 5})
+
+    :ok =
+      World.step_many(
+        world,
+        [{walker, :e, :walked}, {other, :s, :other}, {picker, :n, :moved}],
+        [{picker, :pick, :e, %{}, :picked}, {walker, :fly, :here, %{}, :flew}]
+      )
+
+    # An action the game does not have is refused at once, as by
+    # `act_many/2`; zone 0 answers the rest in one message.
+    assert_receive {:grove_steps, [{^walker, :flew, {:rejected, :unknown_action}}]}, 1000
+    assert_receive {:grove_steps, outcomes}, 1000
+    outcomes = Map.new(outcomes, fn {_id, tag, outcome} -> {tag, outcome} end)
+
+    # The picker moved north first: east of it now is no tree.
+    assert outcomes == %{
+             walked: {:ok, {4, 3}},
+             moved: {:ok, {8, 4}},
+             picked: {:refused, :not_a_tree}
+           }
+
+    assert_receive {:grove_moves, [{^other, :other, {:ok, {15, 6}}}]}, 1000
+    refute_received {:grove_acts, _}
+    refute_received {:grove_steps, _}
+  end
+
   test "a world without a game refuses actions", %{world: world} do
     {:ok, id, _} = World.join(world)
     assert act(world, id, :pick, :here) == {:rejected, :disabled}
