@@ -757,9 +757,13 @@ defmodule Grove.World.Zone do
   # A handover given up on before the zone was asked for anything.
   def handle_info(:keep, zone), do: {:noreply, zone}
 
-  def handle_info(:tick, zone) do
+  # The view tick (a timer cancelled as it went off is let be: a zone
+  # with one viewer publishes in its turns and cancels it).
+  def handle_info({:timeout, timer, :tick}, %__MODULE__{tick_timer: timer} = zone) do
     {:noreply, %{zone | tick_timer: nil} |> tick() |> ensure_tick()}
   end
+
+  def handle_info({:timeout, _timer, :tick}, zone), do: {:noreply, zone}
 
   def handle_info(:generation, zone),
     do: {:noreply, advance_life(%{zone | life_timer: nil})}
@@ -1069,13 +1073,18 @@ defmodule Grove.World.Zone do
 
   ## Moves
 
+  # A tick of the game that fell due before the move came runs before it
+  # (`game_due_alone/2`), so the move, its `enter/2` and its outcome come
+  # after the tick, as they would have had the tick's timer gone off first.
   defp handle_move(zone, id, direction, owner, tag, hops) do
+    zone = game_due_alone(zone, owner)
+
     case apply_one(zone, id, direction, owner, tag, hops, :erlang.monotonic_time(:millisecond)) do
       {:pending, zone} ->
         zone
 
       {outcome, zone} ->
-        zone = zone |> game_due_alone(owner) |> publish_alone(owner)
+        zone = publish_alone(zone, owner)
         reply(zone, owner, id, tag, outcome)
         zone
     end
@@ -1096,8 +1105,10 @@ defmodule Grove.World.Zone do
          viewer
        )
        when is_integer(tick) and core.watched do
-    if State.pending?(core) and Views.alone?(zone.views, viewer) do
-      if zone.tick_timer, do: Process.cancel_timer(zone.tick_timer)
+    if Views.alone?(zone.views, viewer) and State.pending?(core) do
+      if zone.tick_timer,
+        do: :erlang.cancel_timer(zone.tick_timer, async: true, info: false)
+
       publish_delta(%{zone | tick_timer: nil})
     else
       zone
@@ -1453,7 +1464,17 @@ defmodule Grove.World.Zone do
   end
 
   # What `Zone.Views` decided, carried out in order.
-  defp view(zone, {effects, views}), do: run_effects(%{zone | views: views}, effects)
+  # A zone one viewer watched that a second comes to watch sets its game's
+  # timer again, for the tick itself: it went off a quarter interval late
+  # for that viewer's moves to run the tick (`game_tick_late/2`).
+  defp view(zone, {effects, views}) do
+    alone = Views.alone?(zone.views, :any)
+    zone = run_effects(%{zone | views: views}, effects)
+
+    if alone and Views.watched?(zone.views) and not Views.alone?(zone.views, :any),
+      do: reschedule_game_tick(zone),
+      else: zone
+  end
 
   # What a zone tells one viewer (a snapshot, the end of its subscription)
   # goes to a viewer on another node through that node's relay, like the
@@ -1787,10 +1808,10 @@ defmodule Grove.World.Zone do
   # after it (`game_tick_late/2`), would have taken a turn of its own.
   defp game_due_alone(%__MODULE__{core: %State{watched: true}, game_timer: timer} = zone, owner)
        when timer != nil do
-    with {interval, phase} <- game_clock(zone),
+    with true <- Views.alone?(zone.views, owner),
+         {interval, phase} <- game_clock(zone),
          %State{game: %GameRules{at: at}} when at != nil <- zone.core,
-         index when index > at <- game_tick_index(interval, phase),
-         true <- Views.alone?(zone.views, owner) do
+         index when index > at <- game_tick_index(interval, phase) do
       :erlang.cancel_timer(timer, async: true, info: false)
       core = GameRules.tick_at(zone.core, index, GameRules.roll())
       zone = sync_game(%{zone | core: core, game_timer: nil}, :ticks)
@@ -2148,7 +2169,7 @@ defmodule Grove.World.Zone do
     phase = div(zone.index * tick, Grid.zone_count(zone.world.grid))
     now = System.monotonic_time(:millisecond)
     next = (div(now - phase, tick) + 1) * tick + phase
-    %{zone | tick_timer: Process.send_after(self(), :tick, next, abs: true)}
+    %{zone | tick_timer: :erlang.start_timer(next, self(), :tick, abs: true)}
   end
 
   ## Resident actors

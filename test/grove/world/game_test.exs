@@ -286,6 +286,55 @@ defmodule Grove.World.GameTest do
     assert_receive {:game_timers, 0}
   end
 
+  # A game whose tick counts up on two cells, and whose `enter/2` keeps,
+  # as the entity's attributes, the count of the cell it steps onto.
+  defmodule Counts do
+    @moduledoc false
+    @behaviour Grove.Game
+
+    alias Grove.Game.Area
+
+    @impl true
+    def actions, do: %{}
+
+    @impl true
+    def act(_act, _area), do: {:error, :nothing}
+
+    @impl true
+    def cell(cell, _ground, _config) when cell in [{3, 3}, {4, 3}], do: 0
+    def cell(_cell, _ground, _config), do: nil
+
+    @impl true
+    def tick(area, _roll), do: for({cell, n} <- Area.cells(area), do: {:cell, cell, n + 1})
+
+    @impl true
+    def enter(entity, area), do: [{:attrs, entity.id, Area.cell(area, {entity.x, entity.y})}]
+  end
+
+  # A move of the zone's only viewer that comes after a tick fell due
+  # runs the tick first: the cell it steps onto is as the tick left it.
+  @tag world: [game: {Counts, tick: 2000}]
+  test "a move of a zone's only viewer after its game's tick fell due comes after the tick",
+       %{world: world} do
+    {:ok, me, _} = World.join(world, at: {3, 3}, updates: :view, view_radius: 1)
+    assert_receive {:grove_view, 0, :snapshot, _seq, _}
+
+    # Steps back and forth, each waiting for its outcome, until the first
+    # tick shows on the cell it stands on.
+    cell =
+      Stream.cycle([{:e, {4, 3}}, {:w, {3, 3}}])
+      |> Stream.with_index()
+      |> Enum.reduce_while(nil, fn {{direction, cell}, tag}, nil ->
+        :ok = World.move(world, me, direction, tag)
+        assert {:ok, ^cell} = assert_outcome(me, tag)
+        if World.cell(world, cell) == {1, 0}, do: {:halt, cell}, else: {:cont, nil}
+      end)
+
+    # `enter/2` saw the tick's count where the entity stepped.
+    assert World.cell(world, cell) == {1, 0}
+    assert World.attrs(world, me) == {1, 0}
+  end
+
   defp count_game_timers(zone, count) do
     receive do
       {:trace, ^zone, :receive, {:timeout, _, :game_tick}} -> count_game_timers(zone, count + 1)
@@ -305,10 +354,11 @@ defmodule Grove.World.GameTest do
     assert act(world, id, :pick, :e) == {:ok, %{carrying: 1}}
     assert Grove.World.Zone.Game.owed(:sys.get_state(zone).core) < 100
 
-    # Watched, its timer goes off at the next tick.
+    # Watched, its timer goes off at the next tick: by one viewer, a
+    # quarter of an interval after it.
     {:ok, viewer, _} = World.join(world, at: {13, 5}, updates: :view, view_radius: 4)
     receive_snapshots(View.new({13, 5}, 4, viewer), 2)
-    assert Process.read_timer(:sys.get_state(zone).game_timer) <= 1000
+    assert Process.read_timer(:sys.get_state(zone).game_timer) <= 1000 + 250
 
     # Nobody watches any more: back to one wake at :catch_up ticks owed.
     :ok = World.leave(world, viewer)
@@ -329,6 +379,11 @@ defmodule Grove.World.GameTest do
     {:ok, viewer, _} = World.join(world, at: {13, 5}, updates: :view, view_radius: 1)
     receive_snapshots(View.new({13, 5}, 1, viewer), 1)
     assert_due_at(world, 1, 62 + 250)
+
+    # A second viewer: the timer is set for the tick itself again.
+    {other, _id, _cell} = spawn_client(world, at: {16, 5}, updates: :view, view_radius: 1)
+    assert_due_at(world, 1, 62)
+    Process.exit(other, :kill)
   end
 
   # The zone's game timer goes off `phase` ms past a whole second: read
