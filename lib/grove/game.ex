@@ -33,7 +33,8 @@ defmodule Grove.Game do
       may be shown (`look/1`).
     * **Hooks**: `join/3` and `leave/2` as entities come and go,
       `enter/2` as one steps onto a cell, `tick/2` every `:tick`
-      milliseconds in every zone.
+      milliseconds in every zone (up to a quarter of it late where one
+      viewer watches; see "When a tick runs").
     * **Events**: short messages to the players who see a cell (a sound,
       a splash), published with the zone's next view like its moves.
     * **Tallies**: numbers kept world-wide, such as a leaderboard, added
@@ -74,7 +75,8 @@ defmodule Grove.Game do
       the layer is `nil` (the orchard's picks up what lies there) says
       `:layer`, and the zones skip the call on every other step.
     * `tick/2` - every `:tick` milliseconds (the game's option, default
-      `1000`) in every zone, with a random integer: regrowth, decay.
+      `1000`) in every zone, with a random integer: regrowth, decay (see
+      "When a tick runs" for when exactly).
     * `catch_up/3` - several ticks at once, `catch_up(area, ticks, roll)`:
       a game that has it lets the zones nobody watches owe their ticks
       and run them together (see "Ticks nobody watches").
@@ -138,7 +140,24 @@ defmodule Grove.Game do
   What is read without asking the zone may lag by the ticks it owes: the
   cells actors sense, `Grove.World.cell/2`, the periodic save (after a
   crash, a zone comes back as it was saved, as without owed ticks). A
-  game without `catch_up/3` has every tick run when it falls due.
+  game without `catch_up/3` has every tick run on its timer, in every
+  zone (for a zone with one viewer, see "When a tick runs").
+
+  ## When a tick runs
+
+  A zone that more than one player watches, or (without `catch_up/3`)
+  that nobody watches, runs each tick on its timer, when it falls due. A zone with one viewer sets the timer a quarter of
+  `:tick` after the tick falls due, and a move of that viewer's made
+  meanwhile runs the tick first, in its own turn, then the move: it
+  saves the zone a turn of its own for the tick. So in such a zone a tick
+  may run up to a quarter interval late (250 ms for a tick a second):
+  till it runs, actions whose target is in the zone, `enter/2`, actors' senses and `Grove.World.cell/2` find
+  the zone as before the tick. A neighbouring zone the viewer watches
+  without standing in it waits for its timer, and so do the moves of
+  other entities there (actors, players who do not view) made
+  meanwhile: they find the zone as before the tick. A move of the viewer
+  itself comes after the tick: it runs the tick before it steps, and
+  what the tick changed goes out before that move's outcome.
 
   In a world of zones on demand, what ticks alone changed is not saved:
   a zone whose layer no action, join, leave or step changed since the

@@ -28,6 +28,11 @@ defmodule Grove.Metrics do
   | `[:grove, :session, :protocol_error]` | | `code`, `instance` |
   | `[:grove, :load, :report]` | `players`, `moves_per_s`, `p50_ms`, `p99_ms`, `errors` | `knee`, `phase`, `instance` |
 
+  `[:grove, :zone, :tick]` is emitted for every delta a zone publishes: at
+  its tick, or, in a zone with one viewer, in the turn of each of that
+  viewer's moves, or each game tick, that changed it (a lone walker's zone
+  emits one a move).
+
   The hottest things are counted in place, in `:counters`, by the code that
   does them, and read by their part's source rather than dispatched one by one:
   moves by outcome, handoffs and views per zone (`Grove.World.stats/1` and

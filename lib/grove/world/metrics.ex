@@ -144,7 +144,8 @@ defmodule Grove.World.Metrics do
        |> Enum.take(5)
        |> Enum.map(&{[zone: &1.zone], &1.mailbox})},
       {"grove_zone_tick_duration_seconds", :histogram,
-       "Time a zone takes for its tick (deltas and upkeep).",
+       "Time a zone takes to publish a delta: at its tick, or, in a zone with one viewer, " <>
+         "in the turn of each move or game tick that changed it.",
        [{[], Histogram.export(world.tick_time, 1_000_000)}]},
       {"grove_resident_steps_total", :counter,
        "Resident actors' steps: taken by their zones (whatever came of them), or skipped " <>
