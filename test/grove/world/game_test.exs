@@ -247,6 +247,10 @@ defmodule Grove.World.GameTest do
 
     assert %{views: %{seq: ^shared_seq}, tick_timer: timer} = :sys.get_state(shared)
     assert timer != nil
+    # A view tick's timer that went off as it was cancelled is let be: the
+    # zone keeps the one it set since.
+    send(shared, {:timeout, make_ref(), :tick})
+    assert %{views: %{seq: ^shared_seq}, tick_timer: ^timer} = :sys.get_state(shared)
     assert World.cell(world, {15, 5}) == {{:tree, 1}, 1}
     for pid <- clients, do: Process.exit(pid, :kill)
   end
