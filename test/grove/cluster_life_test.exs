@@ -175,14 +175,9 @@ defmodule Grove.ClusterLifeTest do
     survivors = nodes -- [lost]
 
     opts = soup_instance(nodes)
-    world = Grove.world(Grove.LifeT)
 
-    # Three, then the fourth, which takes its share from them: four started
-    # at once did not always settle within the wait.
-    [last | three] = Enum.reverse(nodes)
-    start_instances!(for node <- Enum.reverse(three), do: {node, opts})
-    settled!(Enum.sort(three), world)
-    start_instance!(last, opts)
+    start_instances!(for node <- nodes, do: {node, opts})
+    world = Grove.world(Grove.LifeT)
     settled!(nodes, world)
 
     for generation <- 0..3, do: step_to(nodes, world, generation)
