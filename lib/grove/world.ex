@@ -870,17 +870,7 @@ defmodule Grove.World do
   def act_many(world, acts) when is_list(acts) do
     world = fetch!(world)
 
-    {by_zone, refused} =
-      Enum.reduce(acts, {%{}, []}, fn {id, action, target, args, tag}, {by_zone, refused} ->
-        with {:ok, {name, args}} <- check_act(world, action, args),
-             index when index != nil <- Directory.lookup(world.name, id) do
-          act = {id, {name, target, args}, tag}
-          {Map.update(by_zone, index, [act], &[act | &1]), refused}
-        else
-          nil -> {by_zone, [{id, tag, {:rejected, :unknown_entity}} | refused]}
-          {:error, reason} -> {by_zone, [{id, tag, {:rejected, reason}} | refused]}
-        end
-      end)
+    {by_zone, refused} = acts_by_zone(world, acts)
 
     busy =
       Enum.flat_map(by_zone, fn {index, zone_acts} ->
@@ -924,17 +914,7 @@ defmodule Grove.World do
     {routed, unknown} = route_moves(moves, Directory.reader(world.name), [], [])
     Stats.incr(world.stats, :unknown_entity, length(unknown))
 
-    {acts_by_zone, refused} =
-      Enum.reduce(acts, {%{}, []}, fn {id, action, target, args, tag}, {by_zone, refused} ->
-        with {:ok, {name, args}} <- check_act(world, action, args),
-             index when index != nil <- Directory.lookup(world.name, id) do
-          act = {id, {name, target, args}, tag}
-          {Map.update(by_zone, index, [act], &[act | &1]), refused}
-        else
-          nil -> {by_zone, [{id, tag, {:rejected, :unknown_entity}} | refused]}
-          {:error, reason} -> {by_zone, [{id, tag, {:rejected, reason}} | refused]}
-        end
-      end)
+    {acts_by_zone, refused} = acts_by_zone(world, acts)
 
     moves_by_zone =
       Enum.reduce(:lists.reverse(routed), %{}, fn {index, move}, by_zone ->
@@ -972,6 +952,22 @@ defmodule Grove.World do
     end
 
     :ok
+  end
+
+  # Actions checked and grouped by the zone of their entity, each zone's
+  # newest first, with the outcomes of those refused before any zone sees
+  # them (an unknown entity, an action the game does not have).
+  defp acts_by_zone(world, acts) do
+    Enum.reduce(acts, {%{}, []}, fn {id, action, target, args, tag}, {by_zone, refused} ->
+      with {:ok, {name, args}} <- check_act(world, action, args),
+           index when index != nil <- Directory.lookup(world.name, id) do
+        act = {id, {name, target, args}, tag}
+        {Map.update(by_zone, index, [act], &[act | &1]), refused}
+      else
+        nil -> {by_zone, [{id, tag, {:rejected, :unknown_entity}} | refused]}
+        {:error, reason} -> {by_zone, [{id, tag, {:rejected, reason}} | refused]}
+      end
+    end)
   end
 
   @doc false
