@@ -571,6 +571,26 @@ defmodule Grove.WorldTest do
       Process.exit(client, :kill)
     end
 
+    @tag world: [tick: 60_000]
+    test "a watched zone's next tick is due within one tick, whatever the clock's sign", %{
+      world: world
+    } do
+      zone = World.zone_pid(world, 0)
+      {:ok, actor, _} = World.join(world, at: {2, 2})
+      # Two viewers: a zone's only viewer has its moves published at once.
+      {one, _, _} = spawn_client(world, at: {5, 5}, updates: :view, view_radius: 1)
+      {two, _, _} = spawn_client(world, at: {8, 8}, updates: :view, view_radius: 1)
+      eventually(fn -> assert :sys.get_state(zone).core.watched end)
+
+      :ok = World.move(world, actor, :e, 1)
+      assert_outcome(actor, 1)
+      assert %{tick_timer: timer} = :sys.get_state(zone)
+      assert is_reference(timer)
+      assert :erlang.read_timer(timer) <= 60_000
+      Process.exit(one, :kill)
+      Process.exit(two, :kill)
+    end
+
     @tag world: [tick: 20]
     test "a world without :tick_max keeps its ticks however busy", %{world: world} do
       :ok = World.pace_ticks(world, 1.0)

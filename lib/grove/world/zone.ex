@@ -2167,8 +2167,10 @@ defmodule Grove.World.Zone do
     # while the server is busy (`World.pace_ticks/2`).
     tick = World.tick_interval(zone.world)
     phase = div(zone.index * tick, Grid.zone_count(zone.world.grid))
+    # The clock may be negative: floored, so the tick is due within one
+    # period (`div/2` rounds towards zero, one to two periods out).
     now = System.monotonic_time(:millisecond)
-    next = (div(now - phase, tick) + 1) * tick + phase
+    next = (Integer.floor_div(now - phase, tick) + 1) * tick + phase
     %{zone | tick_timer: :erlang.start_timer(next, self(), :tick, abs: true)}
   end
 
