@@ -65,7 +65,7 @@ defmodule Grove.Load.Fuzz do
     * `:count` - rounds (default `100`)
     * `:seed` - the random stream's seed (default a random one)
     * `:deadline` - milliseconds the server has to answer an input
-      (default `5000`)
+      (default `5000`); a connection has at least a second
     * `:cases` - the cases to draw from (default all)
     * `:max_violations` - violations kept in the report (default `100`)
     * `:progress` - a function called with each round's number, case and
@@ -826,7 +826,7 @@ defmodule Grove.Load.Fuzz do
   end
 
   defp http(host, port, input, deadline, end_ours) do
-    case :gen_tcp.connect(host, port, [:binary, active: false], deadline) do
+    case :gen_tcp.connect(host, port, [:binary, active: false], connect_timeout(deadline)) do
       {:ok, socket} ->
         sent = :gen_tcp.send(socket, input)
         if end_ours, do: :gen_tcp.shutdown(socket, :write)
@@ -840,6 +840,11 @@ defmodule Grove.Load.Fuzz do
   end
 
   defp deadline(ms), do: System.monotonic_time(:millisecond) + ms
+
+  # A connection is the kernel's to accept, not an answer to an input: a
+  # short deadline does not cut it below a second, where a client's own
+  # stall of a few hundred milliseconds read as the server's silence.
+  defp connect_timeout(deadline), do: max(deadline, 1_000)
 
   defp response(socket, acc, deadline) do
     left = max(deadline - System.monotonic_time(:millisecond), 0)
