@@ -103,11 +103,19 @@ defmodule Grove.Store.Postgres do
     SET x = excluded.x, y = excluded.y, updated_at = excluded.updated_at
     """,
     select_position: "SELECT x, y FROM positions WHERE account_id = $1",
-    upsert_state: """
-    INSERT INTO game_state (scope, key, value, updated_at) VALUES ($1, $2, $3, $4)
+    # A save of any size in one statement: the keys to delete in one array,
+    # the keys and values to upsert in two more, zipped back into rows by
+    # unnest. The keys of the two parts are distinct, so the deletion and
+    # the upsert never touch one row.
+    save_state: """
+    WITH deleted AS (
+      DELETE FROM game_state WHERE scope = $1::text AND key = ANY ($2::text[])
+    )
+    INSERT INTO game_state (scope, key, value, updated_at)
+    SELECT $1::text, s.key, s.value, $5::bigint
+    FROM unnest($3::text[], $4::bytea[]) AS s (key, value)
     ON CONFLICT (scope, key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
     """,
-    delete_state: "DELETE FROM game_state WHERE scope = $1 AND key = $2",
     select_state: "SELECT value FROM game_state WHERE scope = $1 AND key = $2",
     list_state: ~S|SELECT key, value FROM game_state WHERE scope = $1 ORDER BY key COLLATE "C"|,
     list_keys: "SELECT key FROM game_state WHERE scope = $1"
@@ -506,21 +514,45 @@ defmodule Grove.Store.Postgres do
 
   ## The game's state
 
+  # The types of an array's elements, by their OIDs.
+  @text_oid 25
+  @bytea_oid 17
+
+  # One statement, whatever the number of entries: a statement per entry
+  # was a round trip each, and a save of a thousand zones took seconds of
+  # a busy machine. Each key ends as its last entry says.
   @impl true
   def save_state(conn, scope, entries) do
-    now = now()
+    {deleted, saved} =
+      entries
+      |> Map.new()
+      |> Enum.split_with(fn {_key, value} -> value == nil end)
 
-    Enum.reduce_while(entries, :ok, fn {key, value}, :ok ->
-      result =
-        if value == nil,
-          do: execute(conn, :delete_state, [scope, key]),
-          else: execute(conn, :upsert_state, [scope, key, value, now])
+    params = [
+      scope,
+      binary_array(@text_oid, for({key, nil} <- deleted, do: key)),
+      binary_array(@text_oid, for({key, _value} <- saved, do: key)),
+      binary_array(@bytea_oid, for({_key, value} <- saved, do: value)),
+      now()
+    ]
 
-      case result do
-        {:ok, _} -> {:cont, :ok}
-        {:error, error} -> {:halt, unavailable(:save_state, error)}
-      end
-    end)
+    case execute(conn, :save_state, params) do
+      {:ok, _} -> :ok
+      {:error, error} -> unavailable(:save_state, error)
+    end
+  end
+
+  # A one-dimensional array of binaries in PostgreSQL's binary format (what
+  # array_recv reads): its dimensions, no NULL among them, the type of its
+  # elements, then each element's length and bytes as they are. Bytes go
+  # through untouched, where a text literal would need escaping.
+  defp binary_array(type, []), do: <<0::32, 0::32, type::32>>
+
+  defp binary_array(type, elements) do
+    IO.iodata_to_binary([
+      <<1::32, 0::32, type::32, length(elements)::32, 1::32>>
+      | Enum.map(elements, &[<<byte_size(&1)::32>>, &1])
+    ])
   end
 
   @impl true
