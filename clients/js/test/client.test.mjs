@@ -29,6 +29,17 @@ async function stepSomewhere(client) {
   throw new Error(`no step succeeded: ${results.join(", ")}`);
 }
 
+/** A direction from where the welcome put the player to a cell inside the world. */
+function insideDirection({ x, y, width, height }) {
+  const steps = { n: [0, -1], ne: [1, -1], e: [1, 0], se: [1, 1], s: [0, 1], sw: [-1, 1], w: [-1, 0], nw: [-1, -1] };
+  const inside = Object.keys(steps).find((direction) => {
+    const [dx, dy] = steps[direction];
+    return x + dx >= 0 && x + dx < width && y + dy >= 0 && y + dy < height;
+  });
+  assert.ok(inside, `no cell of a ${width} by ${height} world next to ${x}, ${y}`);
+  return inside;
+}
+
 /**
  * A TCP relay on a port of its own, kept for the whole test, that passes
  * each connection on to the server of the moment (`to(port)`): a server
@@ -127,7 +138,7 @@ describe("a client against a real server", { skip: skipReason, timeout: 300_000 
     // orchard lays a basket on one meadow cell in 250 and fruit on a
     // tree in four, whatever its pickers took since.
     const client = clientFor(t, { url: server.url, encoding: "binary", viewRadius: 16 });
-    await client.connect();
+    const welcome = await client.connect();
     // The areas of the viewport come in one view or over several.
     let views = 0;
     while (!client.world.gameCells().some((cell) => cell.code === 1 || cell.code === 2) && views < 30) {
@@ -140,7 +151,11 @@ describe("a client against a real server", { skip: skipReason, timeout: 300_000 
       `no tree that bears nor basket in ${views} views around ${client.world.x}, ${client.world.y}: ${JSON.stringify(shown)}`,
     );
 
-    const answer = await client.act("deliver", "e");
+    // Towards a cell of the world: a player that starts on its edge would
+    // be answered out_of_bounds the other way, never the game's refusal.
+    // It has not moved, so it is where it joined.
+    const inside = insideDirection(welcome);
+    const answer = await client.act("deliver", inside);
     assert.equal(answer.type, "acted");
     assert.equal(answer.result, "refused");
     assert.ok(["not_a_basket", "empty_hands"].includes(answer.reason), answer.reason);
