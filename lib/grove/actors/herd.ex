@@ -271,7 +271,9 @@ defmodule Grove.Actors.Herd do
         :erlang.monotonic_time()
       )
 
-    herd = %{herd | rand: rand, window: window, wheel: Wheel.new(resolution, phase - 1)}
+    # A lane of the wheel a kind: a slot's turns are a run of each kind.
+    wheel = Wheel.new(resolution, phase - 1, tuple_size(kinds))
+    herd = %{herd | rand: rand, window: window, wheel: wheel}
     {:ok, %{herd | slot: current_slot(herd)}, {:continue, :join}}
   end
 
@@ -482,6 +484,14 @@ defmodule Grove.Actors.Herd do
 
   defp kind_of(tag), do: tag &&& @kind_mask
 
+  # The wheel's lane of an actor whose last tag is `tag`: its kind's.
+  defp lane(wheel, tag) do
+    case kind_of(tag) do
+      index when index < wheel.lanes -> index
+      _none -> 0
+    end
+  end
+
   defp stats_of(herd, tag), do: kind_stats(herd.kinds, tag)
 
   # An answer to a tag of no kind of the herd's (not one it made) is
@@ -496,13 +506,13 @@ defmodule Grove.Actors.Herd do
   ## Walking
 
   defp walk_slot(herd, slot, now_slot, now_ms) do
-    case Wheel.pop(herd.wheel, slot) do
+    case Wheel.pop_runs(herd.wheel, slot) do
       {nil, _wheel} ->
         herd
 
       {due, wheel} ->
         if now_ms - Wheel.due_ms(wheel, slot) > herd.config.late_ms do
-          skip_late(%{herd | wheel: wheel}, due, now_slot)
+          skip_late(%{herd | wheel: wheel}, Enum.concat(due), now_slot)
         else
           move_due(%{herd | wheel: wheel}, due, slot, now_slot)
         end
@@ -515,7 +525,7 @@ defmodule Grove.Actors.Herd do
   # `turn`, the counts are arguments rather than a tuple rebuilt at each
   # turn, and the actors that come back one, two or three slots after the
   # one walked now (every actor, at the default pace) gather in three
-  # lists put on the wheel once at the end, where a wheel update per turn
+  # lists put on the wheel once a run, where a wheel update per turn
   # copied the wheel's map of slots; the others (a slower pace, a herd
   # running late) gather by slot in a map of their own.
   defp move_due(herd, due, slot, now_slot) do
@@ -554,18 +564,10 @@ defmodule Grove.Actors.Herd do
     }
 
     # The slot's turns run by run of one kind, each run counted in its
-    # kind's row; the moves of all go out together.
-    {moves, back, rand, in_flight, sent_by_kind} =
-      runs(due, turn, {[], {[], [], [], %{}}, rand, window.in_flight, %{}, []}, sent_at)
-
-    {back1, back2, back3, later} = back
-
-    wheel =
-      later
-      |> Enum.reduce(wheel, fn {next, entries}, wheel -> Wheel.add_all(wheel, next, entries) end)
-      |> Wheel.add_all(now_slot + 1, back1)
-      |> Wheel.add_all(now_slot + 2, back2)
-      |> Wheel.add_all(now_slot + 3, back3)
+    # kind's row and put back in its kind's lane; the moves of all go out
+    # together.
+    {moves, wheel, rand, in_flight, sent_by_kind} =
+      runs(due, turn, {[], wheel, rand, window.in_flight, %{}, []}, sent_at)
 
     sent = in_flight - window.in_flight
     if sent > 0, do: send_moves(herd, moves)
@@ -578,29 +580,44 @@ defmodule Grove.Actors.Herd do
     %{herd | wheel: wheel, rand: {rand_alg, rand}, window: window}
   end
 
-  # A slot's turns, one run of actors of one kind after another: an
-  # actor comes back on the wheel in a list of those walked with it, its
-  # kind's among them in a run of their own (`turns/9` takes a kind's
-  # actors until the next is of another), so a slot of a herd of several
-  # kinds holds a few runs, and is never sorted by kind.
-  defp runs([], _turn, {moves, back, rand, in_flight, _zones, sent_by_kind}, _sent_at),
-    do: {moves, back, rand, in_flight, sent_by_kind}
+  # A slot's turns, one run of actors of one kind after another: the
+  # wheel keeps a lane a kind, so a slot comes as a run of each (`due`, a
+  # list a lane), and each run's actors go back in its kind's lane, in
+  # lists by the slot they come back in. A run ends at the first actor of
+  # another kind (`turns/9`), so a lane that holds another kind's actors
+  # (put there by hand) is taken as several runs.
+  defp runs([], _turn, {moves, wheel, rand, in_flight, _zones, sent_by_kind}, _sent_at),
+    do: {moves, wheel, rand, in_flight, sent_by_kind}
 
-  defp runs([{_id, last, _state, _zone} | _] = due, turn, acc, sent_at) do
-    %{herd: herd} = turn
-    {moves, back, rand, in_flight, zones, sent_by_kind} = acc
+  defp runs([[] | lanes], turn, acc, sent_at), do: runs(lanes, turn, acc, sent_at)
+
+  defp runs([[{_id, last, _state, _zone} | _] = due | lanes], turn, acc, sent_at) do
+    %{herd: herd, first: first} = turn
+    {moves, wheel, rand, in_flight, zones, sent_by_kind} = acc
     index = kind_of(last)
     kind = elem(herd.kinds, index)
     tag = tag(sent_at, index)
     turn = %{turn | kind: kind, index: index, tag: tag}
 
     {run_moves, back, rand, run_in_flight, rested, skipped, zones, rest} =
-      turns(due, turn, moves, back, rand, in_flight, 0, {0, 0, 0}, zones)
+      turns(due, turn, moves, {[], [], [], %{}}, rand, in_flight, 0, {0, 0, 0}, zones)
 
     sent = run_in_flight - in_flight
     count_turns(herd, kind.stats, sent, rested, skipped, run_moves)
-    acc = {run_moves, back, rand, run_in_flight, zones, [{tag, sent} | sent_by_kind]}
-    runs(rest, turn, acc, sent_at)
+    {back1, back2, back3, later} = back
+    lane = lane(wheel, last)
+
+    wheel =
+      later
+      |> Enum.reduce(wheel, fn {next, entries}, wheel ->
+        Wheel.add_all(wheel, next, entries, lane)
+      end)
+      |> Wheel.add_all(first, back1, lane)
+      |> Wheel.add_all(first + 1, back2, lane)
+      |> Wheel.add_all(first + 2, back3, lane)
+
+    acc = {run_moves, wheel, rand, run_in_flight, zones, [{tag, sent} | sent_by_kind]}
+    runs([rest | lanes], turn, acc, sent_at)
   end
 
   # A run's turns counted in its kind's row: moves sent, skipped, stayed
@@ -916,9 +933,10 @@ defmodule Grove.Actors.Herd do
     interval_slots = interval_slots(herd)
 
     {wheel, rand} =
-      Enum.reduce(due, {herd.wheel, herd.rand}, fn entry, {wheel, rand} ->
+      Enum.reduce(due, {herd.wheel, herd.rand}, fn {_id, last, _state, _zone} = entry,
+                                                   {wheel, rand} ->
         {offset, rand} = :rand.uniform_s(interval_slots, rand)
-        {Wheel.add(wheel, now_slot + offset, entry), rand}
+        {Wheel.add(wheel, now_slot + offset, entry, lane(wheel, last)), rand}
       end)
 
     due
@@ -1259,7 +1277,7 @@ defmodule Grove.Actors.Herd do
         {roll, rand} = :rand.uniform_s(@roll_mask + 1, rand)
         state = module.init(options, roll - 1)
         # No move yet: the tag of its last move is its kind's alone.
-        {Wheel.add(wheel, now_slot + offset, {id, index, state, nil}), rand}
+        {Wheel.add(wheel, now_slot + offset, {id, index, state, nil}, index), rand}
       end)
 
     herd = %{herd | residents: residents ++ herd.residents}

@@ -231,6 +231,73 @@ defmodule Grove.Actors.HerdTest do
     end
   end
 
+  describe "a slot's kinds" do
+    defmodule East do
+      @behaviour Grove.Actor
+      @impl true
+      def init(_opts, _roll), do: 0
+      @impl true
+      def step(steps, _senses, _roll), do: {:e, steps + 1}
+    end
+
+    defmodule West do
+      @behaviour Grove.Actor
+      @impl true
+      def init(_opts, _roll), do: 0
+      @impl true
+      def step(steps, _senses, _roll), do: {:w, steps + 1}
+    end
+
+    # Actors come back eight to thirteen slots on, so each slot gathers
+    # the actors of several walks: kept in one list, joined end to end, a
+    # slot's kinds would tend to random order, a run of one kind or two.
+    test "stay in runs, a run of each kind at most in every slot, after many turns",
+         %{world: world} do
+      stats = Stats.new(4)
+      modules = [__MODULE__.North, __MODULE__.South, East, West]
+
+      kinds =
+        for {module, index} <- Enum.with_index(modules) do
+          %{module: module, kind: 3 + index, stats: Stats.for_kind(stats, index), count: 50}
+        end
+
+      herd =
+        start_supervised!(
+          {Herd,
+           world: StubWorld.new(world, moves: :answer),
+           api: StubWorld,
+           kinds: kinds,
+           interval: 100,
+           resolution: 10,
+           move_timeout: 600_000,
+           target_ms: 600_000,
+           late_ms: 600_000},
+          id: make_ref()
+        )
+
+      # Every actor has taken about ten turns.
+      eventually(fn ->
+        for index <- 0..3, do: assert(Stats.read_kind(stats, index).ok >= 500)
+      end)
+
+      :ok = Herd.pause(herd)
+      %Herd{wheel: wheel} = :sys.get_state(herd)
+
+      runs =
+        for slot <- Map.keys(wheel.slots) do
+          {due, _wheel} = Herd.Wheel.pop(wheel, slot)
+
+          due
+          |> Enum.chunk_by(fn {_id, last, _state, _zone} -> Bitwise.band(last, 255) end)
+          |> length()
+        end
+
+      assert length(runs) >= 5
+      assert Enum.max(runs) <= 4, "runs by slot: #{inspect(runs)}"
+      assert length(Herd.Wheel.entries(wheel)) == 200
+    end
+  end
+
   defp collect_batches(acc) do
     receive do
       {:stub_moves, _herd, _moves} = batch -> collect_batches([batch | acc])

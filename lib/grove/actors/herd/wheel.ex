@@ -6,6 +6,13 @@ defmodule Grove.Actors.Herd.Wheel do
   # once. Each actor is on the wheel once, as a tuple whose first element
   # is its id. Plain data: the herd reads the clock and sets the timer.
   #
+  # A wheel of several `lanes` keeps each slot's actors by lane (a herd's
+  # kinds), a list each: a slot is then taken lane by lane (`pop_runs/2`),
+  # one run of each, however many walks put actors in it. One list a slot,
+  # joined end to end by each walk that put actors in it, would hold a run
+  # for every run of every such walk, and after a while about as many
+  # runs as actors.
+  #
   #     iex> alias Grove.Actors.Herd.Wheel
   #     iex> wheel = Wheel.new(100, 7) |> Wheel.add(3, {:a, 0}) |> Wheel.add(5, {:b, 0})
   #     iex> Wheel.slot_at(wheel, 307)
@@ -18,19 +25,23 @@ defmodule Grove.Actors.Herd.Wheel do
   #     iex> Wheel.size(wheel)
   #     1
 
-  defstruct slots: %{}, resolution: 100, phase: 0
+  defstruct slots: %{}, resolution: 100, phase: 0, lanes: 1
 
   @type slot :: integer()
   @type entry :: tuple()
+  @type lane :: non_neg_integer()
   @type t :: %__MODULE__{
-          slots: %{slot() => [entry()]},
+          # A slot's actors: a list, or with several lanes a tuple of a list a lane.
+          slots: %{slot() => [entry()] | tuple()},
           resolution: pos_integer(),
-          phase: integer()
+          phase: integer(),
+          lanes: pos_integer()
         }
 
-  @doc "An empty wheel of `resolution` ms slots, offset by `phase` ms."
-  @spec new(pos_integer(), integer()) :: t()
-  def new(resolution, phase), do: %__MODULE__{resolution: resolution, phase: phase}
+  @doc "An empty wheel of `resolution` ms slots, offset by `phase` ms, of `lanes` lanes."
+  @spec new(pos_integer(), integer(), pos_integer()) :: t()
+  def new(resolution, phase, lanes \\ 1),
+    do: %__MODULE__{resolution: resolution, phase: phase, lanes: lanes}
 
   @doc """
   The slot a monotonic time (ms) falls in. Monotonic time is negative as
@@ -83,29 +94,47 @@ defmodule Grove.Actors.Herd.Wheel do
 
   @doc "How many actors are on the wheel."
   @spec size(t()) :: non_neg_integer()
-  def size(wheel), do: wheel.slots |> Map.values() |> Enum.map(&length/1) |> Enum.sum()
+  def size(wheel), do: wheel |> entries() |> length()
 
-  @doc "Puts an actor in a slot."
-  @spec add(t(), slot(), entry()) :: t()
-  def add(%__MODULE__{slots: slots} = wheel, slot, entry) do
+  @doc "Puts an actor in a slot (in its lane, on a wheel of several)."
+  @spec add(t(), slot(), entry(), lane()) :: t()
+  def add(wheel, slot, entry, lane \\ 0)
+
+  def add(%__MODULE__{slots: slots, lanes: 1} = wheel, slot, entry, _lane) do
     case slots do
       %{^slot => entries} -> %{wheel | slots: %{slots | slot => [entry | entries]}}
       _ -> %{wheel | slots: Map.put(slots, slot, [entry])}
     end
   end
 
-  @doc """
-  Puts actors in a slot at once, ahead of those already in it, as many
-  `add/3` calls would in the list's reverse order (a herd's turns gather
-  the actors that come back in the same slot).
-  """
-  @spec add_all(t(), slot(), [entry()]) :: t()
-  def add_all(wheel, _slot, []), do: wheel
+  def add(wheel, slot, entry, lane), do: add_all(wheel, slot, [entry], lane)
 
-  def add_all(%__MODULE__{slots: slots} = wheel, slot, entries) do
+  @doc """
+  Puts actors in a slot at once (in one lane, on a wheel of several),
+  ahead of those already in it, as many `add/4` calls would in the
+  list's reverse order (a herd's turns gather the actors that come back
+  in the same slot).
+  """
+  @spec add_all(t(), slot(), [entry()], lane()) :: t()
+  def add_all(wheel, slot, entries, lane \\ 0)
+  def add_all(wheel, _slot, [], _lane), do: wheel
+
+  def add_all(%__MODULE__{slots: slots, lanes: 1} = wheel, slot, entries, _lane) do
     case slots do
       %{^slot => present} -> %{wheel | slots: %{slots | slot => entries ++ present}}
       _ -> %{wheel | slots: Map.put(slots, slot, entries)}
+    end
+  end
+
+  def add_all(%__MODULE__{slots: slots, lanes: lanes} = wheel, slot, entries, lane) do
+    case slots do
+      %{^slot => present} ->
+        lane_entries = entries ++ elem(present, lane)
+        %{wheel | slots: %{slots | slot => put_elem(present, lane, lane_entries)}}
+
+      _ ->
+        empty = :erlang.make_tuple(lanes, [])
+        %{wheel | slots: Map.put(slots, slot, put_elem(empty, lane, entries))}
     end
   end
 
@@ -115,18 +144,44 @@ defmodule Grove.Actors.Herd.Wheel do
   """
   @spec map(t(), (entry() -> entry())) :: t()
   def map(%__MODULE__{slots: slots} = wheel, fun),
-    do: %{wheel | slots: Map.new(slots, fn {slot, entries} -> {slot, Enum.map(entries, fun)} end)}
+    do: %{wheel | slots: Map.new(slots, fn {slot, held} -> {slot, map_held(held, fun)} end)}
+
+  defp map_held(entries, fun) when is_list(entries), do: Enum.map(entries, fun)
+
+  defp map_held(lanes, fun),
+    do: lanes |> Tuple.to_list() |> Enum.map(&Enum.map(&1, fun)) |> List.to_tuple()
 
   @doc "The entries on the wheel, in no order."
   @spec entries(t()) :: [entry()]
-  def entries(%__MODULE__{slots: slots}), do: slots |> Map.values() |> Enum.concat()
+  def entries(%__MODULE__{slots: slots}),
+    do: slots |> Map.values() |> Enum.flat_map(&runs/1) |> Enum.concat()
 
   @doc "Takes the actors due in a slot: `{entries, wheel}`, or `{nil, wheel}` when none is."
   @spec pop(t(), slot()) :: {[entry()] | nil, t()}
   def pop(wheel, slot) do
-    {entries, slots} = Map.pop(wheel.slots, slot)
-    {entries, %{wheel | slots: slots}}
+    case pop_runs(wheel, slot) do
+      {nil, wheel} -> {nil, wheel}
+      {runs, wheel} -> {Enum.concat(runs), wheel}
+    end
   end
+
+  @doc """
+  Takes the actors due in a slot lane by lane: `{runs, wheel}`, a list of
+  each lane's that has any, in the lanes' order, or `{nil, wheel}` when
+  none is due.
+  """
+  @spec pop_runs(t(), slot()) :: {[[entry()]] | nil, t()}
+  def pop_runs(wheel, slot) do
+    case Map.pop(wheel.slots, slot) do
+      {nil, slots} -> {nil, %{wheel | slots: slots}}
+      {held, slots} -> {runs(held), %{wheel | slots: slots}}
+    end
+  end
+
+  # A slot's actors as lists, a lane's each (one, with one lane).
+  defp runs([]), do: []
+  defp runs(entries) when is_list(entries), do: [entries]
+  defp runs(lanes), do: for(entries <- Tuple.to_list(lanes), entries != [], do: entries)
 
   @doc "The wheel without the actor `id`, or nil when it is not on it."
   @spec drop(t(), term()) :: t() | nil
@@ -140,13 +195,30 @@ defmodule Grove.Actors.Herd.Wheel do
   @doc "`drop/2`, with the actor's entry: `{entry, wheel}`, or nil when it is not on it."
   @spec drop_entry(t(), term()) :: {entry(), t()} | nil
   def drop_entry(wheel, id) do
-    Enum.find_value(wheel.slots, fn {slot, entries} ->
-      case List.keytake(entries, id, 0) do
+    Enum.find_value(wheel.slots, fn {slot, held} ->
+      case take_from(held, id) do
         nil -> nil
-        {entry, []} -> {entry, %{wheel | slots: Map.delete(wheel.slots, slot)}}
-        {entry, rest} -> {entry, %{wheel | slots: %{wheel.slots | slot => rest}}}
+        {entry, left} -> {entry, put_slot(wheel, slot, left)}
       end
     end)
+  end
+
+  defp take_from(entries, id) when is_list(entries), do: List.keytake(entries, id, 0)
+
+  defp take_from(lanes, id) do
+    Enum.find_value(0..(tuple_size(lanes) - 1), fn lane ->
+      case List.keytake(elem(lanes, lane), id, 0) do
+        nil -> nil
+        {entry, rest} -> {entry, put_elem(lanes, lane, rest)}
+      end
+    end)
+  end
+
+  # A slot's actors as they are left: the slot goes once it has none.
+  defp put_slot(wheel, slot, held) do
+    if runs(held) == [],
+      do: %{wheel | slots: Map.delete(wheel.slots, slot)},
+      else: %{wheel | slots: %{wheel.slots | slot => held}}
   end
 
   @doc "Takes up to `count` actors off the wheel: their ids and the wheel left."
@@ -164,12 +236,22 @@ defmodule Grove.Actors.Herd.Wheel do
     do: {taken, wheel}
 
   defp take_entries(wheel, count, taken_before) do
-    {slot, entries} = Enum.at(wheel.slots, 0)
-    {taken, kept} = Enum.split(entries, count)
+    {slot, held} = Enum.at(wheel.slots, 0)
+    {taken, kept} = take_held(held, count)
+    wheel = put_slot(wheel, slot, kept)
+    take_entries(wheel, count - length(taken), taken ++ taken_before)
+  end
 
-    slots = if kept == [], do: Map.delete(wheel.slots, slot), else: %{wheel.slots | slot => kept}
+  defp take_held(entries, count) when is_list(entries), do: Enum.split(entries, count)
 
-    take_entries(%{wheel | slots: slots}, count - length(taken), taken ++ taken_before)
+  defp take_held(lanes, count) do
+    {taken, kept, _left} =
+      Enum.reduce(0..(tuple_size(lanes) - 1), {[], lanes, count}, fn lane, {taken, kept, left} ->
+        {more, rest} = Enum.split(elem(kept, lane), left)
+        {more ++ taken, put_elem(kept, lane, rest), left - length(more)}
+      end)
+
+    {taken, kept}
   end
 
   @doc """

@@ -45,6 +45,35 @@ defmodule Grove.Actors.Herd.WheelTest do
     assert Wheel.add_all(wheel, 5, []) == wheel
   end
 
+  test "a wheel of lanes gives a slot's actors back a run a lane, however they were put" do
+    wheel =
+      Wheel.new(100, 0, 3)
+      |> Wheel.add_all(3, [{:a, 0}, {:b, 0}], 0)
+      |> Wheel.add_all(3, [{:c, 2}], 2)
+      |> Wheel.add_all(3, [{:d, 0}], 0)
+      |> Wheel.add(3, {:e, 2}, 2)
+      |> Wheel.add(4, {:f, 1}, 1)
+
+    assert Wheel.size(wheel) == 6
+    assert Wheel.next_due(wheel, 0, 10) == 3
+    assert {[[{:d, 0}, {:a, 0}, {:b, 0}], [{:e, 2}, {:c, 2}]], rest} = Wheel.pop_runs(wheel, 3)
+    assert {[{:f, 1}], _} = Wheel.pop(rest, 4)
+    assert {nil, _} = Wheel.pop_runs(rest, 3)
+
+    # Dropped from whichever lane, changed in place, taken across lanes.
+    assert {{:c, 2}, dropped} = Wheel.drop_entry(wheel, :c)
+    assert {[[{:d, 0}, {:a, 0}, {:b, 0}], [{:e, 2}]], _} = Wheel.pop_runs(dropped, 3)
+    assert Wheel.drop(wheel, :y) == nil
+    assert Wheel.empty?(Wheel.new(100, 0, 2) |> Wheel.add(1, {:x, 1}, 1) |> Wheel.drop(:x))
+    doubled = Wheel.map(wheel, fn {id, n} -> {id, 2 * n} end)
+    assert Enum.sort(Wheel.entries(doubled)) == [a: 0, b: 0, c: 4, d: 0, e: 4, f: 2]
+    {taken, left} = Wheel.take_entries(wheel, 4)
+    assert length(taken) == 4 and Wheel.size(left) == 2
+    assert Enum.sort(taken ++ Wheel.entries(left)) == Enum.sort(Wheel.entries(wheel))
+    {all, none} = Wheel.take(wheel, 10)
+    assert length(all) == 6 and Wheel.empty?(none)
+  end
+
   test "every entry can be changed where it is, and listed" do
     wheel =
       Wheel.new(100, 0) |> Wheel.add(3, {:a, 1}) |> Wheel.add(3, {:b, 2}) |> Wheel.add(9, {:c, 3})
