@@ -2,7 +2,8 @@
 # it waits 20 s (the world settles), sums every process's reductions over
 # 10 s by what it is (a registered name, a gen_server's module, or its
 # initial call), prints them with the scheduler utilization, then runs
-# `:eprof` over every process for 3 s and prints its functions by time.
+# `:eprof` over every process for 3 s and prints its functions by time,
+# then stops the server.
 # For the default world with no player, on one pinned core:
 #
 #   GROVE_PORT=0 taskset -c 0 elixir --erl "+S 1:1" -S mix run --no-halt -r lab/bench/world_profile.exs
@@ -42,4 +43,5 @@ spawn(fn ->
 
   :eprof.analyze(:total, [{:sort, :time}])
   IO.puts("PROFILE done")
+  System.halt(0)
 end)
