@@ -36,13 +36,13 @@ defmodule Grove.Gateway.SlowConsumerTest do
     {conn, connection} = stop_reading(port)
     socket = :sys.get_state(connection).socket
 
-    eventually(
-      fn ->
-        assert Gateway.stats().slow_consumers > before.slow_consumers,
-               "not found slow: #{inspect(doing(connection, socket))}"
-      end,
-      1000
-    )
+    # What it was doing is looked at once, when the wait is over.
+    try do
+      eventually(fn -> assert Gateway.stats().slow_consumers > before.slow_consumers end, 1000)
+    rescue
+      ExUnit.AssertionError ->
+        flunk("not found slow: #{inspect(doing(connection, socket, conn), limit: :infinity)}")
+    end
 
     # While the goodbye waits for the client (or, were the connection to
     # give up on it, once it is gone), the client still sends: bytes nobody
@@ -85,14 +85,50 @@ defmodule Grove.Gateway.SlowConsumerTest do
     {conn, connection}
   end
 
-  # What the connection is doing, for a failure's message.
-  defp doing(connection, socket) do
+  # What the connection is doing, for a failure's message, and where the
+  # client's pings are: not yet given to the kernel (the client's queue),
+  # sent and not yet read (the client's bytes out against the server's
+  # bytes in), or read and not yet parsed (the parser's buffer); whether
+  # the server's socket still reads (`active`), and both ends as the
+  # kernel sees them (queues, windows, timers, retransmissions).
+  defp doing(connection, socket, {client, _encoding}) do
+    counters = [:recv_oct, :recv_cnt, :send_oct, :send_cnt, :send_pend]
+
     [
       process:
         Process.info(connection, [:status, :message_queue_len, :current_stacktrace, :reductions]),
       queued: :erlang.port_info(socket, :queue_size),
-      stats: Map.take(Gateway.stats(), [:writes_json, :bytes_out_json, :views_held, :frames_in])
+      stats: Map.take(Gateway.stats(), [:writes_json, :bytes_out_json, :views_held, :frames_in]),
+      server: [
+        active: :inet.getopts(socket, [:active]),
+        counters: :inet.getstat(socket, counters),
+        unparsed: unparsed(connection)
+      ],
+      client: [
+        queued: :erlang.port_info(client.socket, :queue_size),
+        counters: :inet.getstat(client.socket, counters)
+      ],
+      kernel: kernel(client.socket)
     ]
+  end
+
+  defp unparsed(connection) do
+    byte_size(:sys.get_state(connection).parser.buffer)
+  catch
+    :exit, _gone -> :gone
+  end
+
+  # `ss`'s lines for the client's connection, both ends, where it is installed.
+  defp kernel(socket) do
+    with {:ok, {_address, port}} <- :inet.sockname(socket),
+         ss when ss != nil <- System.find_executable("ss") do
+      {out, _status} =
+        System.cmd(ss, ["-tnmie", "( sport = :#{port} or dport = :#{port} )"],
+          stderr_to_stdout: true
+        )
+
+      out
+    end
   end
 
   defp goodbye_queued?(connection), do: Map.get(:sys.get_state(connection), :goodbye_by) != nil
