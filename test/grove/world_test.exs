@@ -355,6 +355,69 @@ defmodule Grove.WorldTest do
       # without queueing until it measures a short queue again.
       assert World.stats(world).busy > 0
     end
+
+    # The viewers' ticks stretched as far as they go: a zone that sheds
+    # load measures its mailbox again at its tick's pace all the same.
+    @tag world: [mailbox_limit: 4, tick: 20, tick_max: 4_000_000_000]
+    test "a zone nobody watches answers moves again a tick after its mailbox drained, however busy the server",
+         %{world: world} do
+      :ok = World.pace_ticks(world, 1.0)
+      {:ok, id, _} = World.join(world, at: {5, 5})
+      flood(world, World.zone_pid(world, 0), id)
+      assert World.stats(world).busy > 0
+      assert_moves_again(world, id)
+    end
+
+    @tag world: [mailbox_limit: 4, tick: 20, tick_max: 4_000_000_000]
+    test "a watched zone that sheds load measures its mailbox at the tick's pace, not the viewers'",
+         %{world: world} do
+      zone = World.zone_pid(world, 0)
+      {:ok, id, _} = World.join(world, at: {5, 5})
+      # Two viewers: a zone's only viewer has its moves published at once.
+      {one, _, _} = spawn_client(world, at: {2, 2}, updates: :view, view_radius: 1)
+      {two, _, _} = spawn_client(world, at: {8, 8}, updates: :view, view_radius: 1)
+      eventually(fn -> assert :sys.get_state(zone).core.watched end)
+      eventually(fn -> assert :sys.get_state(zone).tick_timer == nil end)
+      :ok = World.pace_ticks(world, 1.0)
+
+      # A move sets the tick at the stretched pace, then the zone sheds load.
+      :ok = World.move(world, id, :e, :first)
+      assert {:ok, _} = assert_outcome(id, :first)
+      assert %{tick_timer: timer} = :sys.get_state(zone)
+      assert :erlang.read_timer(timer) > 60_000
+
+      flood(world, zone, id)
+      assert World.stats(world).busy > 0
+      assert_moves_again(world, id)
+      Process.exit(one, :kill)
+      Process.exit(two, :kill)
+    end
+  end
+
+  # Sixty moves queued while the zone is suspended: past its mailbox limit
+  # of 4, it sheds some and measures itself overloaded as it drains them,
+  # unless its last measure (one every few messages) found a short queue:
+  # flooded again until it ends the flood overloaded.
+  defp flood(world, zone, id, tries \\ 10) do
+    :ok = :sys.suspend(zone)
+    tags = for n <- 1..60, do: {make_ref(), if(rem(n, 2) == 0, do: :w, else: :e)}
+    for {tag, direction} <- tags, do: :ok = World.move(world, id, direction, tag)
+    :ok = :sys.resume(zone)
+    # Read behind the flood, before anything that comes after it.
+    overloaded = :sys.get_state(zone).overloaded
+    for {tag, _} <- tags, do: assert_outcome(id, tag)
+
+    if overloaded or tries == 1,
+      do: assert(overloaded),
+      else: flood(world, zone, id, tries - 1)
+  end
+
+  defp assert_moves_again(world, id) do
+    eventually(fn ->
+      tag = make_ref()
+      :ok = World.move(world, id, :s, tag)
+      assert {:ok, _} = assert_outcome(id, tag)
+    end)
   end
 
   describe "views" do

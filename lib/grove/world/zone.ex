@@ -2163,9 +2163,8 @@ defmodule Grove.World.Zone do
 
   defp schedule_tick(zone) do
     # Zones tick at the same rate but spread over the period, so the work of
-    # publishing deltas does not arrive all at once; the period stretches
-    # while the server is busy (`World.pace_ticks/2`).
-    tick = World.tick_interval(zone.world)
+    # publishing deltas does not arrive all at once.
+    tick = tick_period(zone)
     phase = div(zone.index * tick, Grid.zone_count(zone.world.grid))
     # The clock may be negative: floored, so the tick is due within one
     # period (`div/2` rounds towards zero, one to two periods out).
@@ -2173,6 +2172,15 @@ defmodule Grove.World.Zone do
     next = (Integer.floor_div(now - phase, tick) + 1) * tick + phase
     %{zone | tick_timer: :erlang.start_timer(next, self(), :tick, abs: true)}
   end
+
+  # The period stretches while the server is busy (`World.pace_ticks/2`)
+  # for the viewers' deltas alone: a zone that sheds load ticks to measure
+  # its mailbox again, and answers `:busy` until it does, so it ticks every
+  # `:tick` (watched or not), as does one nobody watches.
+  defp tick_period(%__MODULE__{overloaded: false, core: %State{watched: true}, world: world}),
+    do: World.tick_interval(world)
+
+  defp tick_period(%__MODULE__{world: %World{tick: tick}}), do: tick
 
   ## Resident actors
 
@@ -2469,9 +2477,18 @@ defmodule Grove.World.Zone do
     Slots.put_load(zone.world, zone.index, queued)
     overloaded = queued > zone.world.mailbox_limit
 
-    if overloaded == zone.overloaded,
-      do: zone,
-      else: ensure_tick(%{zone | overloaded: overloaded})
+    cond do
+      overloaded == zone.overloaded ->
+        zone
+
+      # A tick set at the viewers' stretched pace is set again at the tick's.
+      overloaded and zone.tick_timer != nil ->
+        :erlang.cancel_timer(zone.tick_timer, async: true, info: false)
+        ensure_tick(%{zone | overloaded: true, tick_timer: nil})
+
+      true ->
+        ensure_tick(%{zone | overloaded: overloaded})
+    end
   end
 
   ## Recovery
