@@ -121,11 +121,25 @@ defmodule Grove.Gateway.Pacer do
 
   def start_link(config), do: GenServer.start_link(__MODULE__, config)
 
+  # The paces outlive this process (the world's, the world itself): one
+  # that starts, again after a crash, or stops, with the gateway, sets them
+  # back to the base until it measures, so that no zone's ticks, nor any
+  # view, stay stretched by a measure nobody takes any more.
   @impl true
   def init(config) do
+    Process.flag(:trap_exit, true)
+    reset(config)
     :erlang.system_flag(:scheduler_wall_time, true)
     Process.send_after(self(), :measure, @every_ms)
     {:ok, {config, wall_time()}}
+  end
+
+  @impl true
+  def terminate(_reason, {config, _before}), do: reset(config)
+
+  defp reset(config) do
+    :atomics.put(config.view_pace, 1, config.view_ms)
+    :ok = Grove.World.pace_ticks(config.world, 0.0)
   end
 
   @impl true

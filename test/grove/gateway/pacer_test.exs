@@ -15,6 +15,61 @@ defmodule Grove.Gateway.PacerTest do
     assert Pacer.interval(pace) == 250
   end
 
+  # Limits at which a measure sets the base paces too: what sets them
+  # here is the pacer's start, restart or stop.
+  @config %{view_ms: 250, view_ms_max: 1000, pace_low: 1.0, pace_high: 1.0}
+
+  test "a pacer that starts, restarts after a crash or stops sets the zones' ticks and the views back to the base" do
+    world = :"pacer_world_#{System.unique_integer([:positive])}"
+
+    start_supervised!(
+      {Grove.World, name: world, width: 20, height: 20, zone_size: 10, tick: 20, tick_max: 1000}
+    )
+
+    config = Map.merge(@config, %{world: world, view_pace: Pacer.new(250)})
+
+    stretch = fn ->
+      :ok = Grove.World.pace_ticks(world, 1.0)
+      :atomics.put(config.view_pace, 1, 1000)
+      assert Grove.World.tick_interval(world) == 1000
+    end
+
+    base? = fn ->
+      Grove.World.tick_interval(world) == 20 and Pacer.interval(config.view_pace) == 250
+    end
+
+    # Under a supervisor of its own, as the gateway keeps it.
+    stretch.()
+
+    pacers =
+      start_supervised!(%{
+        id: :pacers,
+        type: :supervisor,
+        start: {Supervisor, :start_link, [[{Pacer, config}], [strategy: :one_for_one]]}
+      })
+
+    assert base?.()
+
+    stretch.()
+    [{Pacer, pacer, _, _}] = Supervisor.which_children(pacers)
+    ref = Process.monitor(pacer)
+    Process.exit(pacer, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^pacer, :killed}
+
+    # Its restart has run its init once its supervisor lists it.
+    Grove.WorldCase.eventually(fn ->
+      assert [{Pacer, restarted, _, _}] = Supervisor.which_children(pacers)
+      assert is_pid(restarted) and restarted != pacer
+    end)
+
+    assert base?.()
+
+    # Stopped as the gateway stops it: by its supervisor, as that stops.
+    stretch.()
+    :ok = stop_supervised(:pacers)
+    assert base?.()
+  end
+
   describe "when a player's views are due without an outcome" do
     import Grove.PropCase
 
