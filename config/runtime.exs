@@ -310,6 +310,25 @@ zones =
       _ -> nil
     end
 
+# The most the zones' ticks stretch to under load: at least their tick
+# (the world's `:tick`, 100 ms unless config.exs sets another). Checked
+# here, so that a bad one names its variable where the world would name
+# its option.
+zone_tick = Keyword.get(Application.get_env(:grove, :world, []), :tick, 100)
+
+tick_max =
+  with text when text != nil <- System.get_env("GROVE_TICK_MAX_MS") do
+    case Integer.parse(text) do
+      {n, ""} when n > 0 and (zone_tick == :manual or n >= zone_tick) ->
+        n
+
+      _ ->
+        raise ArgumentError,
+              "GROVE_TICK_MAX_MS must be an integer of at least the zones' tick " <>
+                "(#{zone_tick} ms), got: #{inspect(text)}"
+    end
+  end
+
 config :grove,
   world:
     set.(
@@ -319,7 +338,7 @@ config :grove,
       game: game,
       zones: zones,
       zone_idle: integer.("GROVE_ZONE_IDLE_MS"),
-      tick_max: positive.("GROVE_TICK_MAX_MS"),
+      tick_max: tick_max,
       view_tile: integer.("GROVE_VIEW_TILE"),
       resident_beat: positive.("GROVE_RESIDENT_BEAT_MS"),
       resident_phases: positive.("GROVE_RESIDENT_PHASES"),

@@ -44,8 +44,14 @@ defmodule Grove.RuntimeConfigTest do
     assert world(read([{"GROVE_TICK_MAX_MS", "400"}]))[:tick_max] == 400
     refute Keyword.has_key?(world(read([])), :tick_max)
 
-    assert_raise ArgumentError, ~r/GROVE_TICK_MAX_MS must be a positive integer/, fn ->
-      read([{"GROVE_TICK_MAX_MS", "0"}])
+    assert world(read([{"GROVE_TICK_MAX_MS", "100"}]))[:tick_max] == 100
+
+    # Below the tick, or not a number: the variable is named with what it was given.
+    for bad <- ["99", "0", "-250", "250ms", "fast"] do
+      message =
+        ~s/GROVE_TICK_MAX_MS must be an integer of at least the zones' tick (100 ms), got: "#{bad}"/
+
+      assert_raise ArgumentError, message, fn -> read([{"GROVE_TICK_MAX_MS", bad}]) end
     end
   end
 
