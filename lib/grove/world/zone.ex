@@ -104,6 +104,9 @@ defmodule Grove.World.Zone do
     # Zones on demand: the check that puts the zone to sleep once it has
     # been idle for `zone_idle` (`watch_idle/1`).
     :idle_timer,
+    # A player's entity the idle watch found here last (`watch_idle/1`),
+    # looked up again before the zone's entities are looked through.
+    :player,
     :life_timer,
     :game_timer,
     :handed_over,
@@ -138,6 +141,7 @@ defmodule Grove.World.Zone do
           tick_timer: reference() | nil,
           expiry_timer: reference() | nil,
           idle_timer: reference() | nil,
+          player: Entity.id() | nil,
           life_timer: reference() | nil,
           game_timer: reference() | nil,
           bacteria: Bacteria.t() | nil,
@@ -853,13 +857,22 @@ defmodule Grove.World.Zone do
   # Idle: nothing a player holds or watches, nothing in flight, no
   # resident that walks (a zone steps its residents itself: asleep, they
   # would stand still, where an actor its herd walks wakes it).
-  defp idle?(%__MODULE__{handed_over: nil, core: core} = zone) do
+  defp idle?(%__MODULE__{handed_over: nil} = zone), do: quiet?(zone) and a_player(zone) == nil
+  defp idle?(_zone), do: false
+
+  defp quiet?(%__MODULE__{core: core} = zone) do
     map_size(core.leaving) == 0 and not Views.watched?(zone.views) and
-      (zone.residents == nil or Residents.empty?(zone.residents)) and
-      not Enum.any?(core.entities, fn {_id, entity} -> entity.kind == 1 end)
+      (zone.residents == nil or Residents.empty?(zone.residents))
   end
 
-  defp idle?(_zone), do: false
+  # A player's entity here, or nil: the one found last while it is still
+  # here, else one found among the zone's entities.
+  defp a_player(%__MODULE__{player: player, core: %State{entities: entities}}) do
+    case entities do
+      %{^player => %Entity{kind: 1}} -> player
+      _ -> Enum.find_value(entities, fn {id, entity} -> if entity.kind == 1, do: id end)
+    end
+  end
 
   # A zone that becomes idle is checked once, when its idle time is up
   # (`watch_idle/1` sets the check as it becomes idle, and whatever may
@@ -887,8 +900,10 @@ defmodule Grove.World.Zone do
   # is up) or busy again since it was (what it does is in its turns), told
   # from what it holds at the end of a turn that may change it. Where
   # anyone watches or a handoff is under way it is busy, told at once;
-  # else the zone's entities are looked through for a player's, once as
-  # it becomes idle.
+  # else by a player's entity here: the one found last, while it stays,
+  # so that a player who walks a zone nobody watches does not have its
+  # entities looked through at every move (`a_player/1`); they are, as
+  # that one goes.
   defp watch_idle(
          %__MODULE__{
            world: %World{zones_on_demand: true, zone_idle: idle},
@@ -898,9 +913,17 @@ defmodule Grove.World.Zone do
          } = zone
        )
        when is_integer(idle) and map_size(leaving) == 0 do
-    if idle?(zone),
-      do: schedule_idle_check(%{zone | idle_since: System.monotonic_time(:millisecond)}),
-      else: zone
+    cond do
+      not quiet?(zone) ->
+        zone
+
+      player = a_player(zone) ->
+        %{zone | player: player}
+
+      true ->
+        now = System.monotonic_time(:millisecond)
+        schedule_idle_check(%{zone | idle_since: now, player: nil})
+    end
   end
 
   defp watch_idle(

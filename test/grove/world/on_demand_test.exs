@@ -598,6 +598,101 @@ defmodule Grove.World.OnDemandTest do
     assert checks == 1
   end
 
+  # A player's entity keeps its zone awake, told from the one it found
+  # there, not by a look through the zone's entities at every move.
+  @tag world: Keyword.put(@on_demand, :zone_idle, 100)
+  test "a player who walks a zone nobody watches does not have it look through its entities at each move",
+       %{world: world} do
+    for x <- 11..18, do: {:ok, _, _} = World.join(world, at: {x, 12}, updates: :none)
+    {:ok, player, _} = World.join(world, at: {15, 15}, kind: :player, updates: :none)
+    zone = World.zone_pid(world, zone_index(world, {15, 15}))
+    # Private, so traced as a local function.
+    idle = {Zone, :idle?, 1}
+    1 = :erlang.trace_pattern(idle, true, [:local])
+    1 = :erlang.trace(zone, true, [:call, :receive])
+
+    try do
+      # Its idle check found it busy: from now on it tells at each turn
+      # whether it became idle.
+      assert_receive {:trace, ^zone, :call, {Zone, :idle?, _}}, 5000
+
+      for {direction, tag} <- Enum.zip(Stream.cycle([:e, :w]), 1..20) do
+        :ok = World.move(world, player, direction, tag)
+        assert {:ok, _} = assert_outcome(player, tag)
+      end
+
+      # Asked whether it is idle, it looks, and it is not.
+      assert World.sleep_idle(world) == []
+    after
+      :erlang.trace(zone, false, [:call, :receive])
+      :erlang.trace_pattern(idle, false, [:local])
+    end
+
+    delivered = :erlang.trace_delivered(zone)
+    assert_receive {:trace_delivered, ^zone, ^delivered}
+    {looks, checks} = count_looks(zone)
+    # A look at each idle check and the one asked for, none a move; one
+    # check more or less, for a check that came as the trace began or
+    # ended (one every 100 ms).
+    assert looks <= checks + 2
+  end
+
+  defp count_looks(zone, counts \\ {0, 0}) do
+    {looks, checks} = counts
+
+    receive do
+      {:trace, ^zone, :call, {Zone, :idle?, [_state]}} ->
+        count_looks(zone, {looks + 1, checks})
+
+      {:trace, ^zone, :receive, {:timeout, _, :idle_check}} ->
+        count_looks(zone, {looks, checks + 1})
+
+      {:trace, ^zone, :receive, _other} ->
+        count_looks(zone, counts)
+    after
+      0 -> counts
+    end
+  end
+
+  # The player it found goes, and it finds the other; that one goes too,
+  # and it sleeps, after its idle time, by itself.
+  @tag world: Keyword.merge(@on_demand, zone_idle: 100, handoff_timeout: 100)
+  test "a zone with a player's entity in it stays awake; once the last has gone, left or handed over, it sleeps by itself",
+       %{world: world} do
+    here = zone_index(world, {15, 15})
+    {:ok, one, _} = World.join(world, at: {15, 15}, kind: :player, updates: :none)
+    {:ok, two, _} = World.join(world, at: {19, 16}, kind: :player, updates: :none)
+    zone = World.zone_pid(world, here)
+    ref = Process.monitor(zone)
+    :erlang.trace(zone, true, [:receive])
+
+    for {direction, tag} <- Enum.zip(Stream.cycle([:n, :s]), 1..6) do
+      :ok = World.move(world, one, direction, tag)
+      assert {:ok, _} = assert_outcome(one, tag)
+    end
+
+    await_idle_checks(zone, 2)
+    assert here in World.awake_zones(world)
+
+    :ok = World.leave(world, one)
+    await_idle_checks(zone, 2)
+    assert here in World.awake_zones(world)
+
+    :ok = World.move(world, two, :e, :across)
+    assert assert_outcome(two, :across) == {:ok, {20, 16}}
+    assert_receive {:DOWN, ^ref, :process, ^zone, :normal}, 10_000
+    refute here in World.awake_zones(world)
+    assert zone_index(world, {20, 16}) in World.awake_zones(world)
+    assert World.position(world, two) == {20, 16}
+  end
+
+  defp await_idle_checks(_zone, 0), do: :ok
+
+  defp await_idle_checks(zone, count) do
+    assert_receive {:trace, ^zone, :receive, {:timeout, _, :idle_check}}, 5000
+    await_idle_checks(zone, count - 1)
+  end
+
   defp count_traced(pid, check, count \\ 0) do
     receive do
       {:trace, ^pid, :receive, message} ->
