@@ -870,9 +870,13 @@ defmodule Grove.World.Zone do
   defp a_player(%__MODULE__{player: player, core: %State{entities: entities}}) do
     case entities do
       %{^player => %Entity{kind: 1}} -> player
-      _ -> Enum.find_value(entities, fn {id, entity} -> if entity.kind == 1, do: id end)
+      _ -> find_player(entities)
     end
   end
+
+  # A look through the zone's entities for a player's.
+  defp find_player(entities),
+    do: Enum.find_value(entities, fn {id, entity} -> if entity.kind == 1, do: id end)
 
   # A zone that becomes idle is checked once, when its idle time is up
   # (`watch_idle/1` sets the check as it becomes idle, and whatever may

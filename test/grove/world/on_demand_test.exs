@@ -599,49 +599,47 @@ defmodule Grove.World.OnDemandTest do
   end
 
   # A player's entity keeps its zone awake, told from the one it found
-  # there, not by a look through the zone's entities at every move.
+  # there, not by a look through the zone's entities at every move: the
+  # looks (`find_player/1`, private, so traced as a local function) are
+  # counted, whatever else the zone does at a move or an idle check.
   @tag world: Keyword.put(@on_demand, :zone_idle, 100)
   test "a player who walks a zone nobody watches does not have it look through its entities at each move",
        %{world: world} do
     for x <- 11..18, do: {:ok, _, _} = World.join(world, at: {x, 12}, updates: :none)
     {:ok, player, _} = World.join(world, at: {15, 15}, kind: :player, updates: :none)
     zone = World.zone_pid(world, zone_index(world, {15, 15}))
-    # Private, so traced as a local function.
-    idle = {Zone, :idle?, 1}
-    1 = :erlang.trace_pattern(idle, true, [:local])
+    look = {Zone, :find_player, 1}
+    1 = :erlang.trace_pattern(look, true, [:local])
     1 = :erlang.trace(zone, true, [:call, :receive])
 
     try do
-      # Its idle check found it busy: from now on it tells at each turn
+      # Its idle check finds it busy: from now on it tells at each turn
       # whether it became idle.
-      assert_receive {:trace, ^zone, :call, {Zone, :idle?, _}}, 5000
+      assert_receive {:trace, ^zone, :receive, {:timeout, _, :idle_check}}, 5000
 
       for {direction, tag} <- Enum.zip(Stream.cycle([:e, :w]), 1..20) do
         :ok = World.move(world, player, direction, tag)
         assert {:ok, _} = assert_outcome(player, tag)
       end
 
-      # Asked whether it is idle, it looks, and it is not.
+      # Asked whether it is idle, it is not.
       assert World.sleep_idle(world) == []
     after
       :erlang.trace(zone, false, [:call, :receive])
-      :erlang.trace_pattern(idle, false, [:local])
+      :erlang.trace_pattern(look, false, [:local])
     end
 
     delivered = :erlang.trace_delivered(zone)
     assert_receive {:trace_delivered, ^zone, ^delivered}
     {looks, checks} = count_looks(zone)
-    # A look at each idle check and the one asked for, none a move; one
-    # check more or less, for a check that came as the trace began or
-    # ended (one every 100 ms).
+    # One at an idle check until a move finds the player, and the one
+    # that does: none at the moves after it, nor at the checks.
     assert looks <= checks + 2
   end
 
-  defp count_looks(zone, counts \\ {0, 0}) do
-    {looks, checks} = counts
-
+  defp count_looks(zone, {looks, checks} = counts \\ {0, 0}) do
     receive do
-      {:trace, ^zone, :call, {Zone, :idle?, [_state]}} ->
+      {:trace, ^zone, :call, {Zone, :find_player, [_entities]}} ->
         count_looks(zone, {looks + 1, checks})
 
       {:trace, ^zone, :receive, {:timeout, _, :idle_check}} ->
