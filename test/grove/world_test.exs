@@ -392,6 +392,53 @@ defmodule Grove.WorldTest do
       Process.exit(one, :kill)
       Process.exit(two, :kill)
     end
+
+    # Its viewers' pace stretched as far as it goes: no delta in the whole
+    # overload, though the zone ticked at the tick's pace to end it.
+    @tag world: [mailbox_limit: 4, tick: 20, tick_max: 4_000_000_000]
+    test "a watched zone that sheds load publishes at its viewers' pace, not at the tick's",
+         %{world: world} do
+      zone = World.zone_pid(world, 0)
+      feed = World.fetch!(world).feed
+      {:ok, id, _} = World.join(world, at: {5, 5})
+      {one, _, _} = spawn_client(world, at: {2, 2}, updates: :view, view_radius: 1)
+      {two, _, _} = spawn_client(world, at: {8, 8}, updates: :view, view_radius: 1)
+      eventually(fn -> assert :sys.get_state(zone).core.watched end)
+      eventually(fn -> assert :sys.get_state(zone).tick_timer == nil end)
+      :ok = World.pace_ticks(world, 1.0)
+      published = Grove.World.Feed.latest(feed, 0)
+
+      flood(world, zone, id)
+      assert World.stats(world).busy > 0
+      assert_moves_again(world, id)
+      assert State.pending?(:sys.get_state(zone).core)
+      assert Grove.World.Feed.latest(feed, 0) == published
+      Process.exit(one, :kill)
+      Process.exit(two, :kill)
+    end
+
+    # The viewers' period as long as the tick's: the tick set for them is
+    # due no later than one at the tick's pace would be, and stays.
+    @tag world: [mailbox_limit: 4, tick: 600_000, tick_max: 600_000]
+    test "a watched zone that starts to shed load keeps a tick due no later than one at the tick's pace",
+         %{world: world} do
+      zone = World.zone_pid(world, 0)
+      {:ok, id, _} = World.join(world, at: {5, 5})
+      {one, _, _} = spawn_client(world, at: {2, 2}, updates: :view, view_radius: 1)
+      {two, _, _} = spawn_client(world, at: {8, 8}, updates: :view, view_radius: 1)
+      eventually(fn -> assert :sys.get_state(zone).core.watched end)
+      :ok = World.pace_ticks(world, 1.0)
+      :ok = World.move(world, id, :e, :first)
+      assert {:ok, _} = assert_outcome(id, :first)
+      assert %{tick_timer: timer} = :sys.get_state(zone)
+      assert timer != nil
+
+      flood(world, zone, id)
+      assert World.stats(world).busy > 0
+      assert :sys.get_state(zone).tick_timer == timer
+      Process.exit(one, :kill)
+      Process.exit(two, :kill)
+    end
   end
 
   # Sixty moves queued while the zone is suspended: past its mailbox limit

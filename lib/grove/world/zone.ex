@@ -98,6 +98,8 @@ defmodule Grove.World.Zone do
     :table,
     :game_table,
     :tick_timer,
+    # When that tick is due (monotonic ms).
+    :tick_due,
     # Where nobody watches: the timer that settles handoffs and actions
     # left with no answer (`ensure_tick/1`).
     :expiry_timer,
@@ -123,6 +125,9 @@ defmodule Grove.World.Zone do
     :walk_beat,
     walk_halted: false,
     overloaded: false,
+    # When the zone last published a delta (monotonic ms; nil before it
+    # did): one that sheds load keeps its viewers' pace (`tick/1`).
+    published_at: nil,
     monitors: %{},
     idle_since: nil,
     asleep: false
@@ -139,6 +144,7 @@ defmodule Grove.World.Zone do
           game_table: :ets.tid() | nil,
           locate: Handoff.locate(),
           tick_timer: reference() | nil,
+          tick_due: integer() | nil,
           expiry_timer: reference() | nil,
           idle_timer: reference() | nil,
           player: Entity.id() | nil,
@@ -146,6 +152,7 @@ defmodule Grove.World.Zone do
           game_timer: reference() | nil,
           bacteria: Bacteria.t() | nil,
           overloaded: boolean(),
+          published_at: integer() | nil,
           monitors: %{reference() => {:entity, Entity.id()} | {:subscriber, subscriber()}},
           views: Views.t(),
           idle_since: integer() | nil,
@@ -2091,9 +2098,35 @@ defmodule Grove.World.Zone do
 
   ## Ticks
 
+  # A tick set at the tick's pace because the zone sheds load (it
+  # measures its mailbox again, `tick_period/1`) publishes only once its
+  # viewers' period has passed: else the hottest zones, when the server
+  # is busiest, would encode and relay a delta, and write it to the feed,
+  # every `:tick` where their viewers' pace is stretched.
   defp tick(zone) do
+    shedding = zone.overloaded
     zone = zone |> measure_mailbox() |> expire_handoffs()
-    if zone.core.watched, do: publish_delta(zone), else: zone
+
+    if zone.core.watched and (not shedding or viewers_due?(zone)),
+      do: publish_delta(zone),
+      else: zone
+  end
+
+  # The viewers' period (`World.tick_interval/1`) has passed since the
+  # zone last published: a slot of it, as `schedule_tick/1` places its
+  # ticks, begun since.
+  defp viewers_due?(%__MODULE__{published_at: nil}), do: true
+
+  defp viewers_due?(%__MODULE__{published_at: at} = zone) do
+    case World.tick_interval(zone.world) do
+      period when is_integer(period) ->
+        phase = div(zone.index * period, Grid.zone_count(zone.world.grid))
+        now = System.monotonic_time(:millisecond)
+        Integer.floor_div(now - phase, period) > Integer.floor_div(at - phase, period)
+
+      _manual ->
+        true
+    end
   end
 
   # What changed since the last delta, published: at a tick, or in the
@@ -2102,8 +2135,10 @@ defmodule Grove.World.Zone do
     started = System.monotonic_time()
     {changes, departed, labels, core} = State.flush(zone.core)
     {extra, core} = State.flush_extra(core, labels)
+    published_at = System.convert_time_unit(started, :native, :millisecond)
+    zone = %{zone | core: core, published_at: published_at}
     # Encoded once per format, whatever the number of viewers.
-    zone = view(%{zone | core: core}, Views.publish(zone.views, core, changes, departed, extra))
+    zone = view(zone, Views.publish(zone.views, core, changes, departed, extra))
 
     # The world's own histogram (its metrics), and the event for anyone listening.
     duration = System.monotonic_time() - started
@@ -2188,16 +2223,21 @@ defmodule Grove.World.Zone do
     since + world.handoff_timeout + 1
   end
 
-  defp schedule_tick(zone) do
-    # Zones tick at the same rate but spread over the period, so the work of
-    # publishing deltas does not arrive all at once.
+  defp schedule_tick(zone), do: set_tick(zone, next_tick(zone))
+
+  defp set_tick(zone, due),
+    do: %{zone | tick_timer: :erlang.start_timer(due, self(), :tick, abs: true), tick_due: due}
+
+  # When the zone's next tick is due (monotonic ms). Zones tick at the
+  # same rate but spread over the period, so the work of publishing
+  # deltas does not arrive all at once.
+  defp next_tick(zone) do
     tick = tick_period(zone)
     phase = div(zone.index * tick, Grid.zone_count(zone.world.grid))
     # The clock may be negative: floored, so the tick is due within one
     # period (`div/2` rounds towards zero, one to two periods out).
     now = System.monotonic_time(:millisecond)
-    next = (Integer.floor_div(now - phase, tick) + 1) * tick + phase
-    %{zone | tick_timer: :erlang.start_timer(next, self(), :tick, abs: true)}
+    (Integer.floor_div(now - phase, tick) + 1) * tick + phase
   end
 
   # The period stretches while the server is busy (`World.pace_ticks/2`)
@@ -2508,13 +2548,41 @@ defmodule Grove.World.Zone do
       overloaded == zone.overloaded ->
         zone
 
-      # A tick set at the viewers' stretched pace is set again at the tick's.
+      # A tick set at the viewers' stretched pace is set again at the
+      # tick's, unless it is due first; and back at theirs once the zone
+      # no longer sheds load.
       overloaded and zone.tick_timer != nil ->
-        :erlang.cancel_timer(zone.tick_timer, async: true, info: false)
-        ensure_tick(%{zone | overloaded: true, tick_timer: nil})
+        ensure_tick(sooner_tick(%{zone | overloaded: true}))
+
+      zone.tick_timer != nil ->
+        ensure_tick(retick(%{zone | overloaded: false}))
 
       true ->
         ensure_tick(%{zone | overloaded: overloaded})
+    end
+  end
+
+  # The tick set, or one at the zone's pace now, whichever is due first
+  # (one that went off already has its message on the way).
+  defp sooner_tick(%__MODULE__{tick_timer: timer, tick_due: due} = zone) do
+    case next_tick(zone) do
+      next when next < due ->
+        :erlang.cancel_timer(timer, async: true, info: false)
+        set_tick(zone, next)
+
+      _later ->
+        zone
+    end
+  end
+
+  defp retick(%__MODULE__{tick_timer: timer, tick_due: due} = zone) do
+    case next_tick(zone) do
+      ^due ->
+        zone
+
+      next ->
+        :erlang.cancel_timer(timer, async: true, info: false)
+        set_tick(zone, next)
     end
   end
 
