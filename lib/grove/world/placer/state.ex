@@ -611,6 +611,11 @@ defmodule Grove.World.Placer.State do
   that later epoch instead, the zone would be where it no longer runs,
   and at one epoch a node first by name wins: the true one would be
   ignored, here for good.
+
+  Or the zone came back here before the end did (the new owner handed it
+  straight back, as it left; or it was lost with that node and started
+  again here): the copy that runs here now is no forwarding one to
+  retire, and, taken while this handover was under way, is settled now.
   """
   @spec handover_ended(t(), index(), term()) :: result()
   def handover_ended(state, index, reason) do
@@ -618,8 +623,16 @@ defmodule Grove.World.Placer.State do
     state = %{state | handing: handing}
     {at, _} = known = placement(state, index)
     taken = at != state.node and not newer?({to, epoch}, known)
+    back = at == state.node and newer?(known, {to, epoch}) and serving?(state, index)
 
     case reason do
+      _reason when back ->
+        {state,
+         [
+           {:log, :info, "zone #{index}: handed to #{to}, it runs here again"},
+           {:send_self, {:settle, index}}
+         ]}
+
       :normal ->
         {state, located} =
           if newer?(known, {to, epoch}), do: {state, []}, else: locate(state, index, to, epoch)
@@ -647,10 +660,15 @@ defmodule Grove.World.Placer.State do
     end
   end
 
-  @doc "A zone handed away has passed on what came late long enough: it stops."
+  @doc """
+  A zone handed away has passed on what came late long enough: it stops.
+  Unless it is no longer retiring: one that came back here runs on.
+  """
   @spec retired(t(), index()) :: result()
   def retired(state, index) do
-    stop_zone(%{state | retiring: MapSet.delete(state.retiring, index)}, index)
+    if index in state.retiring,
+      do: stop_zone(%{state | retiring: MapSet.delete(state.retiring, index)}, index),
+      else: {state, []}
   end
 
   @doc """

@@ -206,6 +206,49 @@ defmodule Grove.World.Placer.StateTest do
       end
     end
 
+    test "a handover that ends after the new owner handed the zone straight back leaves it running here" do
+      for reason <- [:normal, :timeout] do
+        a = placed(@a, [@a], 8)
+        {a, effects} = State.members(a, [@a, @b], true, [@b])
+        [index | _] = for {:hand_over, index, @b, 2} <- effects, do: index
+
+        # b took it and, leaving as it came, handed it back before the
+        # handover's end reached a.
+        a = State.leaving(a, @b)
+        {:ok, a, _} = State.take_over(a, index, [], [], 0, 3, [@b])
+        assert index in a.running and index not in a.retiring
+
+        {a, effects} = State.handover_ended(a, index, reason)
+        refute {:retire, index} in effects
+        refute {:keep, index} in effects
+        assert State.placement(a, index) == {@a, 3}
+        assert index in a.running and index not in a.retiring
+        # Taken while the handover was under way, it is settled now.
+        assert {:send_self, {:settle, index}} in effects
+        assert State.settle(a, index, [@b]) == {a, []}
+
+        # A stop that was due for the copy handed away stops no copy that came back.
+        assert State.retired(a, index) == {a, []}
+      end
+    end
+
+    test "a zone lost with the node it was handed to and started again here runs on when the handover ends" do
+      a = placed(@a, [@a], 8)
+      {a, effects} = State.members(a, [@a, @b], true, [@b])
+      [index | _] = for {:hand_over, index, @b, 2} <- effects, do: index
+
+      # b took it and said so, then was lost before the end reached a: a
+      # starts it again.
+      {a, _} = State.announced(a, index, @b, 2, :handed, [@b])
+      {a, effects} = State.members(a, [@a], true, [])
+      assert {:start_zone, index} in effects
+      assert State.placement(a, index) == {@a, 3}
+
+      {a, effects} = State.handover_ended(a, index, :normal)
+      refute {:retire, index} in effects
+      assert index in a.running and index not in a.retiring
+    end
+
     test "a zone is taken over only once placed and not paused" do
       assert State.take_over(State.new(@b, 4), 0, [], [], 0, 2, []) == {:error, :starting}
       {paused, [{:pause}]} = State.pause(placed(@b, [@b]))
@@ -566,7 +609,7 @@ defmodule Grove.World.Placer.StateTest do
       %State{locations: locations, paused: false}
       when map_size(sim.cores) > 1 and locations != nil ->
         :rand.seed(:exsss, seed)
-        sim = Enum.reduce(for({^node, _, _, _} = job <- sim.jobs, do: job), sim, &run_job(&2, &1))
+        sim = finish_handovers(sim, node)
         core = sim.cores[node]
         others = core.members -- [node]
         # It says it leaves before it leaves the group (`Grove.World.Placer`),
@@ -699,7 +742,7 @@ defmodule Grove.World.Placer.StateTest do
   # it says it leaves and hands every zone it serves to its owner among the
   # others; one refused is abandoned, to start again there.
   defp stop(sim, node) do
-    sim = Enum.reduce(for({^node, _, _, _} = job <- sim.jobs, do: job), sim, &run_job(&2, &1))
+    sim = finish_handovers(sim, node)
     core = sim.cores[node]
     others = core.members -- [node]
 
@@ -853,7 +896,10 @@ defmodule Grove.World.Placer.StateTest do
 
   defp rule(sim, node, {core, effects}), do: effects(put_in(sim.cores[node], core), node, effects)
 
-  # A handover: the new owner takes the zone or refuses it; the old one hears how it ended.
+  # A handover: the new owner takes the zone or refuses it; the old one
+  # hears how it ended later, as an event of its own (the handover
+  # process's exit), after whatever the new owner did with the zone
+  # meanwhile, handing it on or back included.
   defp run_job(sim, {from, index, to, epoch} = job) do
     sim = %{sim | jobs: List.delete(sim.jobs, job)}
 
@@ -865,12 +911,22 @@ defmodule Grove.World.Placer.StateTest do
 
     case result do
       {:ok, core, effects} ->
-        sim = effects(put_in(sim.cores[to], core), to, effects)
-        receive_message(sim, from, {:ended, index, :normal})
+        sim = %{sim | timers: [{from, {:ended, index, :normal}} | sim.timers]}
+        effects(put_in(sim.cores[to], core), to, effects)
 
       {:error, reason} ->
-        receive_message(sim, from, {:ended, index, {:error, reason}})
+        %{sim | timers: [{from, {:ended, index, {:error, reason}}} | sim.timers]}
     end
+  end
+
+  # A node that stops waits for its handovers under way to end (`Grove.World.Placer`).
+  defp finish_handovers(sim, node) do
+    sim = Enum.reduce(for({^node, _, _, _} = job <- sim.jobs, do: job), sim, &run_job(&2, &1))
+
+    Enum.reduce(for({^node, {:ended, _, _}} = timer <- sim.timers, do: timer), sim, fn
+      {node, message} = timer, sim ->
+        receive_message(%{sim | timers: List.delete(sim.timers, timer)}, node, message)
+    end)
   end
 
   defp effects(sim, node, effects) do
@@ -894,11 +950,10 @@ defmodule Grove.World.Placer.StateTest do
         %{sim | timers: [{node, message} | sim.timers]}
 
       {:hand_over, index, to, epoch}, sim ->
-        %{
-          sim
-          | jobs: [{node, index, to, epoch} | sim.jobs],
-            timers: [{node, {:retired, index}} | sim.timers]
-        }
+        %{sim | jobs: [{node, index, to, epoch} | sim.jobs]}
+
+      {:retire, index}, sim ->
+        %{sim | timers: [{node, {:retired, index}} | sim.timers]}
 
       {:cancel_retire, index}, sim ->
         %{sim | timers: List.delete(sim.timers, {node, {:retired, index}})}
