@@ -639,6 +639,13 @@ defmodule Grove.World.Placer.State do
 
         {state, located ++ [{:retire, index}]}
 
+      # What the zone held goes to `to`, the node it was handed to, though
+      # it may have gone on from there already (`known` is newer): it
+      # takes a second hop, passed on by that node's copy as it retires,
+      # as what reaches a zone handed away is after a normal end too (the
+      # handover names `to`). It moves no placement, so no zone is lost
+      # or misplaced; only a message that comes once that copy stopped is
+      # lost, as one would be after any retire.
       _reason when taken ->
         {state,
          [
