@@ -283,7 +283,18 @@ defmodule Grove.ClusterCase do
   # it has recovered (`Grove.World.Zone.recovered/2`; a zone handed away
   # holds what it is sent, and is not asked).
   def restarts_after_own(world, {:in, {:zone_at, _index, at, _epoch, :restarted}}, _name)
-      when at != node() do
+      when at != node(),
+      do: await_own_recovered(world)
+
+  def restarts_after_own(world, {:in, {:zones_at, zones}}, _name) do
+    if Enum.any?(zones, &match?({_index, at, _epoch, :restarted} when at != node(), &1)),
+      do: await_own_recovered(world),
+      else: world
+  end
+
+  def restarts_after_own(world, _event, _name), do: world
+
+  defp await_own_recovered(world) do
     fetched = Grove.World.fetch!(world)
 
     for index <- 0..(Grove.World.Grid.zone_count(fetched.grid) - 1),
@@ -300,8 +311,6 @@ defmodule Grove.ClusterCase do
 
     world
   end
-
-  def restarts_after_own(world, _event, _name), do: world
 
   @doc """
   Starts, on `node` (this one or a peer), a client that joins `world` with

@@ -235,6 +235,10 @@ defmodule Grove.World.Placer do
   def handle_info({:zone_at, index, node, epoch, how}, placer),
     do: {:noreply, run(placer, &State.announced(&1, index, node, epoch, how, Node.list()))}
 
+  # Many zones at once, as a node that joins hears what a member serves.
+  def handle_info({:zones_at, zones}, placer),
+    do: {:noreply, run(placer, &State.announced_all(&1, zones, Node.list()))}
+
   # A handover finished, or failed.
   def handle_info({:EXIT, pid, reason}, %__MODULE__{handovers: handovers} = placer)
       when is_map_key(handovers, pid) do

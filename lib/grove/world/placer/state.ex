@@ -36,7 +36,8 @@ defmodule Grove.World.Placer.State do
   #   * `{:recovered, indexes}` - zones that run again, empty: this node's
   #     clients and viewers in them are told;
   #   * `{:send, node, message}` - to that node's placer (`{:zone_at, ...}`,
-  #     `{:joined, node}`, `{:abandoned, ...}`);
+  #     or `{:zones_at, [{index, node, epoch, how}]}` for many zones at
+  #     once (`batch/1`), `{:joined, node}`, `{:abandoned, ...}`);
   #     `{:send_self, message}` and `{:send_after, message, ms}` - to this one;
   #   * `{:pause}` - the world stops here until a quorum is back;
   #   * `{:log, level, text}`.
@@ -55,6 +56,8 @@ defmodule Grove.World.Placer.State do
   @place_retry 100
   # A handover that failed is tried again this much later, if still due.
   @settle_retry 1000
+  # Zones announced to one node in one message at most.
+  @batch 1000
 
   defstruct [
     :node,
@@ -75,7 +78,9 @@ defmodule Grove.World.Placer.State do
     # Nodes this one has seen, as members or connected (or that another
     # said it lost): only one of these can be gone.
     seen: MapSet.new(),
-    paused: false
+    paused: false,
+    # Zones announced to one node in one message at most (`batch/1`).
+    batch: @batch
   ]
 
   @type index :: non_neg_integer()
@@ -115,7 +120,8 @@ defmodule Grove.World.Placer.State do
           running: MapSet.t(index()),
           early: %{index() => {node(), epoch(), how()}},
           seen: MapSet.t(node()),
-          paused: boolean()
+          paused: boolean(),
+          batch: pos_integer()
         }
 
   @type result :: {t(), [effect()]}
@@ -166,7 +172,8 @@ defmodule Grove.World.Placer.State do
   placed over the members each saw, and never agree.
   """
   @spec join_or_start(t(), [placement()] | nil) :: result()
-  def join_or_start(state, running) when is_list(running), do: join_running(state, running)
+  def join_or_start(state, running) when is_list(running),
+    do: state |> join_running(running) |> batch()
 
   def join_or_start(state, nil) do
     if Enum.min(state.members) != state.node do
@@ -184,7 +191,7 @@ defmodule Grove.World.Placer.State do
             {state, effects ++ start ++ announce(state, index, :started)}
         end
 
-      {state, effects ++ say_joined(state)}
+      batch({state, effects ++ say_joined(state)})
     end
   end
 
@@ -286,7 +293,7 @@ defmodule Grove.World.Placer.State do
       {true, false} ->
         {state, effects} = rebalance(state, connected)
         newcomers = state.members -- before
-        {state, effects ++ introduce(state, newcomers) ++ ask(state, newcomers)}
+        batch({state, effects ++ introduce(state, newcomers) ++ ask(state, newcomers)})
     end
   end
 
@@ -340,17 +347,17 @@ defmodule Grove.World.Placer.State do
         {state, []}
       else
         {state, effects} = rebalance(state, connected)
-        {state, effects ++ introduce(state, [node])}
+        batch({state, effects ++ introduce(state, [node])})
       end
     else
-      {state, introduce(state, [node])}
+      batch({state, introduce(state, [node])})
     end
   end
 
   @doc "A node went down: what was waiting for it to be gone settles."
   @spec nodedown(t(), [node()]) :: result()
   def nodedown(%__MODULE__{paused: true} = state, _connected), do: {state, []}
-  def nodedown(state, connected), do: rebalance(see(state, connected), connected)
+  def nodedown(state, connected), do: state |> see(connected) |> rebalance(connected) |> batch()
 
   @doc "A node came up: seen, so that it can be gone once it is not."
   @spec nodeup(t(), node()) :: t()
@@ -437,7 +444,7 @@ defmodule Grove.World.Placer.State do
   # A node new to this one may have read the placement from a member that
   # had not heard yet of a zone this node took since, and this node's
   # announcement did not go to it: it hears now of every zone this node
-  # runs.
+  # runs, in messages of up to `batch` zones (`batch/1`).
   defp introduce(%__MODULE__{locations: nil}, _newcomers), do: []
   defp introduce(_state, []), do: []
 
@@ -521,6 +528,30 @@ defmodule Grove.World.Placer.State do
         {state, settled, _} = settle_zone(state, index, connected)
         {state, effects ++ located ++ recovered ++ settled}
     end
+  end
+
+  @doc """
+  Announcements of many zones in one message (`batch/1`): each heard as
+  `announced/6` hears it, in order; the zones recovered among them told
+  at once, at the end.
+  """
+  @spec announced_all(t(), [{index(), node(), epoch(), how()}], [node()]) :: result()
+  def announced_all(state, zones, connected) do
+    {state, effects, recovered} =
+      Enum.reduce(zones, {state, [], []}, fn {index, node, epoch, how},
+                                             {state, effects, recovered} ->
+        {state, more} = announced(state, index, node, epoch, how, connected)
+        {more, here} = Enum.split_with(more, &(not match?({:recovered, _}, &1)))
+        {state, [more | effects], [Enum.flat_map(here, &elem(&1, 1)) | recovered]}
+      end)
+
+    recovered =
+      case recovered |> Enum.reverse() |> Enum.concat() do
+        [] -> []
+        indexes -> [{:recovered, indexes}]
+      end
+
+    batch({state, Enum.concat(Enum.reverse(effects)) ++ recovered})
   end
 
   # A node that announces an older placement than this one knows may run
@@ -794,5 +825,43 @@ defmodule Grove.World.Placer.State do
   defp announce(state, index, how) do
     message = {:zone_at, index, state.node, epoch(state, index), how}
     for member <- state.members, member != state.node, do: {:send, member, message}
+  end
+
+  # The zones announced to one node go in one message, `batch` zones at
+  # most (`{:zones_at, [{index, node, epoch, how}]}`), heard in order
+  # (`announced_all/3`): a node that joins hears of every zone each
+  # member serves, and a member of a world of 100,000 zones would send it
+  # tens of thousands of messages in one turn, which a busy distribution
+  # link suspends. The message goes after the last of its zones was
+  # announced (after what the effects do for each, a zone started again
+  # woken from its save first), and before anything else sent to that
+  # node, which comes after it as before; a zone alone is announced as it
+  # was.
+  defp batch({state, effects}) do
+    {out, open} =
+      Enum.reduce(effects, {[], %{}}, fn
+        {:send, to, {:zone_at, index, node, epoch, how}}, {out, open} ->
+          zone = {index, node, epoch, how}
+          {out, Map.update(open, to, [zone], &[zone | &1])}
+
+        {:send, to, _message} = effect, {out, open} when is_map_key(open, to) ->
+          {zones, open} = Map.pop!(open, to)
+          {[effect | Enum.reverse(announcements(state, to, zones), out)], open}
+
+        effect, {out, open} ->
+          {[effect | out], open}
+      end)
+
+    {state,
+     Enum.reverse(out, Enum.flat_map(open, fn {to, zones} -> announcements(state, to, zones) end))}
+  end
+
+  # Zones, last first, announced to `to`.
+  defp announcements(_state, to, [{index, node, epoch, how}]),
+    do: [{:send, to, {:zone_at, index, node, epoch, how}}]
+
+  defp announcements(state, to, zones) do
+    for chunk <- zones |> Enum.reverse() |> Enum.chunk_every(state.batch),
+        do: {:send, to, {:zones_at, chunk}}
   end
 end

@@ -25,12 +25,18 @@ defmodule Grove.World.Placer.StateTest do
       {a, effects} = State.join_or_start(%{State.new(@a, 4) | members: [@a, @b]}, nil)
       owners = Placement.owners(4, [@a, @b])
       assert {:publish, Enum.map(Tuple.to_list(owners), &{&1, 1})} in effects
+      mine = for index <- 0..3, elem(owners, index) == @a, do: index
 
-      for index <- 0..3, elem(owners, index) == @a do
+      for index <- mine do
         assert {:start_zone, index} in effects
-        assert {:send, @b, {:zone_at, index, @a, 1, :started}} in effects
         assert index in a.running
       end
+
+      # Announced to b in one message.
+      assert [{:send, @b, started}, {:send, @b, {:joined, @a}}] =
+               for({:send, _, _} = send <- effects, do: send)
+
+      assert announced_in(started) == for(index <- mine, do: {index, @a, 1, :started})
 
       assert {_b, [{:send_after, :place, _}]} =
                State.join_or_start(%{State.new(@b, 4) | members: [@a, @b]}, nil)
@@ -350,7 +356,12 @@ defmodule Grove.World.Placer.StateTest do
       {b, _} = State.announced(b, zone, @c, 2, :restarted, [@a, @c])
       {b, effects} = State.members(b, [@a, @b], true, [@a])
       assert State.placement(b, zone) == {@c, 2}
-      assert {:send, @a, {:zone_at, zone, @c, 2, :restarted}} in effects
+
+      assert {zone, @c, 2, :restarted} in for(
+               {:send, @a, m} <- effects,
+               z <- announced_in(m),
+               do: z
+             )
 
       # a lost c, and runs its own, older copy on; until it hears from b.
       {a, _} = State.members(a, [@a, @b], true, [@b])
@@ -385,8 +396,11 @@ defmodule Grove.World.Placer.StateTest do
       a = placed(@a, [@a, @b], 8)
       {_a, effects} = State.joined(a, @b, [@b])
       serves = for index <- 0..7, Placement.owner(index, [@a, @b]) == @a, do: index
-      assert serves != []
-      assert effects == for(index <- serves, do: {:send, @b, {:zone_at, index, @a, 1, :handed}})
+      assert length(serves) > 1
+      # In one message.
+      assert effects == [
+               {:send, @b, {:zones_at, for(index <- serves, do: {index, @a, 1, :handed})}}
+             ]
 
       # Not placed yet, it has nothing to tell.
       assert State.joined(%{State.new(@a, 8) | members: [@a, @b]}, @b, [@b]) ==
@@ -398,7 +412,71 @@ defmodule Grove.World.Placer.StateTest do
       {_a, effects} = State.members(a, [@a, @b, @c], true, [@b, @c])
       assert {:send, @c, {:joined, @a}} in effects
       refute {:send, @b, {:joined, @a}} in effects
-      assert Enum.any?(effects, &match?({:send, @c, {:zone_at, _, @a, _, :handed}}, &1))
+
+      assert [_ | _] =
+               for(
+                 {:send, @c, message} <- effects,
+                 {_, @a, _, :handed} <- announced_in(message),
+                 do: 1
+               )
+    end
+  end
+
+  describe "a world of many zones" do
+    # A node that joins hears of every zone each member serves: a zone a
+    # message, a member of 100,000 zones sent tens of thousands in one turn.
+    @many 4_000
+
+    test "a node that joins hears what each member serves in a few messages, and all are placed as a zone a message placed them" do
+      # Each turn sends each node a message a thousand zones at most, and
+      # says it joined; a handover is a process of its own, not counted.
+      turn = fn more ->
+        for {_to, count} <-
+              more
+              |> Enum.reject(&match?({_, {:hand_over, _, _, _}}, &1))
+              |> Enum.frequencies_by(&elem(&1, 0)) do
+          assert count <= div(@many, 1000) + 1
+        end
+      end
+
+      {a, a_said} = State.join_or_start(%{State.new(@a, @many) | members: [@a, @b]}, nil)
+      running = Tuple.to_list(a.locations)
+      {b, b_said} = State.join_or_start(%{State.new(@b, @many) | members: [@a, @b]}, running)
+      said = sends(@a, a_said) ++ sends(@b, b_said)
+      turn.(said)
+
+      cores = exchange(%{@a => a, @b => b}, said, turn: turn)
+      assert cores == exchange(%{@a => a, @b => b}, Enum.flat_map(said, &singly/1), singly: true)
+
+      # c joins the two.
+      members = [@a, @b, @c]
+      running = Tuple.to_list(cores[@a].locations)
+      {a, a_said} = State.members(cores[@a], members, true, [@b, @c])
+      {b, b_said} = State.members(cores[@b], members, true, [@a, @c])
+      {c, c_said} = State.join_or_start(%{State.new(@c, @many) | members: members}, running)
+      said = sends(@a, a_said) ++ sends(@b, b_said) ++ sends(@c, c_said)
+      turn.(sends(@a, a_said))
+      turn.(sends(@b, b_said))
+
+      cores = exchange(%{@a => a, @b => b, @c => c}, said, turn: turn)
+
+      assert cores ==
+               exchange(%{@a => a, @b => b, @c => c}, Enum.flat_map(said, &singly/1), singly: true)
+
+      for core <- Map.values(cores), do: assert(core.locations == cores[@a].locations)
+
+      for index <- 0..(@many - 1) do
+        at = Placement.owner(index, members)
+        assert State.location(cores[@a], index) == at
+
+        assert [at] ==
+                 for(
+                   {node, core} <- cores,
+                   index in core.running,
+                   index not in core.retiring,
+                   do: node
+                 )
+      end
     end
   end
 
@@ -458,10 +536,14 @@ defmodule Grove.World.Placer.StateTest do
   defp outgoing(_node, _effect), do: nil
 
   # Two or three placers that hear each other's messages in the order sent,
-  # until none is left; a handover is taken at once.
-  defp exchange(cores, []), do: cores
+  # until none is left; a handover is taken at once. Options: `:turn`, a
+  # function given what each turn sends; `:singly`, many zones' messages
+  # heard a zone a message, as they were sent before they went in one.
+  defp exchange(cores, messages, opts \\ [])
 
-  defp exchange(cores, [{to, message} | rest]) do
+  defp exchange(cores, [], _opts), do: cores
+
+  defp exchange(cores, [{to, message} | rest], opts) do
     connected = Map.keys(cores) -- [to]
     core = cores[to]
 
@@ -469,6 +551,10 @@ defmodule Grove.World.Placer.StateTest do
       case message do
         {:zone_at, index, node, epoch, how} ->
           {core, effects} = State.announced(core, index, node, epoch, how, connected)
+          {Map.put(cores, to, core), sends(to, effects)}
+
+        {:zones_at, zones} ->
+          {core, effects} = State.announced_all(core, zones, connected)
           {Map.put(cores, to, core), sends(to, effects)}
 
         {:joined, node} ->
@@ -495,8 +581,17 @@ defmodule Grove.World.Placer.StateTest do
           {cores, []}
       end
 
-    exchange(cores, rest ++ more)
+    if turn = opts[:turn], do: turn.(more)
+
+    more = if opts[:singly], do: Enum.flat_map(more, &singly/1), else: more
+
+    exchange(cores, rest ++ more, opts)
   end
+
+  defp singly({to, {:zones_at, zones}}),
+    do: for({index, node, epoch, how} <- zones, do: {to, {:zone_at, index, node, epoch, how}})
+
+  defp singly(message), do: [message]
 
   ## A cluster of placers, the network simulated
 
@@ -510,6 +605,7 @@ defmodule Grove.World.Placer.StateTest do
   # serves it.
   @nodes [:n1@h, :n2@h, :n3@h]
   @zones 12
+  @batch 3
 
   test "whatever starts, stops and dies, in whatever order the messages come, the live nodes agree where every zone runs, and each runs on one" do
     check(
@@ -558,6 +654,10 @@ defmodule Grove.World.Placer.StateTest do
     true
   end
 
+  # A node's placer: it announces @batch zones a message at most, so that
+  # what a node serves goes to another in several.
+  defp new_core(node, members), do: %{State.new(node, @zones) | members: members, batch: @batch}
+
   # As `Grove.Cluster.Membership`: more than half of the three, or half
   # with the first of them.
   defp quorum?(members),
@@ -573,7 +673,7 @@ defmodule Grove.World.Placer.StateTest do
       live = sim.cores |> Map.keys() |> Enum.sort()
       # What the node sees of the group when it starts: itself and some others.
       seen = for {other, true} <- Enum.zip(live, sees ++ List.duplicate(false, 3)), do: other
-      core = %{State.new(node, @zones) | members: Enum.sort([node | seen])}
+      core = new_core(node, Enum.sort([node | seen]))
       sim = %{sim | cores: Map.put(sim.cores, node, core)}
       sim = membership(sim)
       if quorum?(core.members), do: place(sim, node), else: rule(sim, node, State.pause(core))
@@ -635,7 +735,7 @@ defmodule Grove.World.Placer.StateTest do
 
         # Its new placer, a member of the group again.
         members = members_of(sim, node)
-        sim = put_in(sim.cores[node], %{State.new(node, @zones) | members: members})
+        sim = put_in(sim.cores[node], new_core(node, members))
 
         sim =
           if :rand.uniform(2) == 1 do
@@ -872,6 +972,9 @@ defmodule Grove.World.Placer.StateTest do
   defp handle(sim, node, core, {:zone_at, index, at, epoch, how}),
     do: rule(sim, node, State.announced(core, index, at, epoch, how, connected(sim, node)))
 
+  defp handle(sim, node, core, {:zones_at, zones}),
+    do: rule(sim, node, State.announced_all(core, zones, connected(sim, node)))
+
   defp handle(sim, node, core, {:joined, from}),
     do: rule(sim, node, State.joined(core, from, connected(sim, node)))
 
@@ -933,8 +1036,8 @@ defmodule Grove.World.Placer.StateTest do
     # A zone started again after its node was lost is woken from its save
     # before any node hears that it runs (and tells the owners of what it
     # held that they are lost).
-    for {{:send, _to, {:zone_at, index, ^node, _epoch, :restarted}}, at} <-
-          Enum.with_index(effects) do
+    for {{:send, _to, message}, at} <- Enum.with_index(effects),
+        {index, ^node, _epoch, :restarted} <- announced_in(message) do
       woken = Enum.find_index(effects, &(&1 == {:wake_saved, index}))
       assert woken != nil and woken < at
     end
@@ -962,6 +1065,10 @@ defmodule Grove.World.Placer.StateTest do
         sim
     end)
   end
+
+  defp announced_in({:zone_at, index, node, epoch, how}), do: [{index, node, epoch, how}]
+  defp announced_in({:zones_at, zones}), do: zones
+  defp announced_in(_message), do: []
 
   ## The checks
 
