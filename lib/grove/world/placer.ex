@@ -101,7 +101,8 @@ defmodule Grove.World.Placer do
     nodes: {},
     # Handover processes: pid => zone index.
     handovers: %{},
-    # Timers after which a zone handed away stops: zone index => ref.
+    # Timers after which a zone handed away stops: zone index => {its
+    # number, ref} (`Grove.World.Placer.State.retired/3`).
     timers: %{},
     # When this placer started, ms: how long it waits for a first node.
     started_at: nil
@@ -268,9 +269,16 @@ defmodule Grove.World.Placer do
   def handle_info({:settle, index}, placer),
     do: {:noreply, run(placer, &State.settle(&1, index, Node.list()))}
 
-  def handle_info({:stop_zone, index}, placer) do
-    placer = %{placer | timers: Map.delete(placer.timers, index)}
-    {:noreply, run(placer, &State.retired(&1, index))}
+  # A timer cancelled as it went off sent this all the same: one set
+  # since for the zone stays.
+  def handle_info({:stop_zone, index, timer}, placer) do
+    placer =
+      case placer.timers do
+        %{^index => {^timer, _ref}} -> %{placer | timers: Map.delete(placer.timers, index)}
+        _other -> placer
+      end
+
+    {:noreply, run(placer, &State.retired(&1, index, timer))}
   end
 
   # A node that stops on purpose hands its zones over first.
@@ -458,9 +466,11 @@ defmodule Grove.World.Placer do
   end
 
   # The zone handed away passes on what comes late for a while, then stops.
-  defp effect(placer, {:retire, index}) do
-    timer = Process.send_after(self(), {:stop_zone, index}, 10 * placer.world.handoff_timeout)
-    %{placer | timers: Map.put(placer.timers, index, timer)}
+  defp effect(placer, {:retire, index, timer}) do
+    ref =
+      Process.send_after(self(), {:stop_zone, index, timer}, 10 * placer.world.handoff_timeout)
+
+    %{placer | timers: Map.put(placer.timers, index, {timer, ref})}
   end
 
   defp effect(placer, {:cancel_retire, index}) do
@@ -468,8 +478,8 @@ defmodule Grove.World.Placer do
       {nil, _} ->
         placer
 
-      {timer, timers} ->
-        Process.cancel_timer(timer)
+      {{_timer, ref}, timers} ->
+        Process.cancel_timer(ref)
         %{placer | timers: timers}
     end
   end
@@ -833,7 +843,7 @@ defmodule Grove.World.Placer do
   defp pause(placer) do
     world = placer.world
     :persistent_term.put({__MODULE__, world.name, :paused}, true)
-    for {_index, timer} <- placer.timers, do: Process.cancel_timer(timer)
+    for {_index, {_timer, ref}} <- placer.timers, do: Process.cancel_timer(ref)
 
     running =
       if world.zones_on_demand,

@@ -13,8 +13,9 @@ defmodule Grove.World.Placer.State do
   #     heard they live on in another copy (`Grove.World.Relay.lost_one/4`);
   #   * `{:hand_over, index, to, epoch}` - a handover to `to`, in a process
   #     of its own;
-  #   * `{:retire, index}` - a zone handed away passes on what comes late
-  #     for a while: the timer after which it stops (`retired/2`);
+  #   * `{:retire, index, timer}` - a zone handed away passes on what comes
+  #     late for a while: the timer after which it stops, numbered, its
+  #     number in the message it sends (`retired/3`);
   #     `{:cancel_retire, index}` - that timer, cancelled;
   #   * `{:take_rows, index, rows, subscriptions, seq}` - a zone handed to
   #     this node: its rows (its entities' and its game's layer, as the
@@ -71,6 +72,10 @@ defmodule Grove.World.Placer.State do
     handing: %{},
     # Zones handed away (or being), which still pass on what comes late.
     retiring: MapSet.new(),
+    # Zones handed away whose stop is set: index => the number of its
+    # timer (`{:retire, index, timer}`); and the timers numbered so far.
+    retire_timers: %{},
+    timers_set: 0,
     # Zones whose process runs here, retiring ones included.
     running: MapSet.new(),
     # Announcements heard while paused or not placed yet: index => {node, epoch, how}.
@@ -93,7 +98,7 @@ defmodule Grove.World.Placer.State do
           | {:stop_zone, index()}
           | {:forget, index()}
           | {:hand_over, index(), node(), epoch()}
-          | {:retire, index()}
+          | {:retire, index(), non_neg_integer()}
           | {:cancel_retire, index()}
           | {:take_rows, index(), term(), list(), non_neg_integer()}
           | {:handed_to, index(), node()}
@@ -117,6 +122,8 @@ defmodule Grove.World.Placer.State do
           leaving: MapSet.t(node()),
           handing: %{index() => {node(), epoch()}},
           retiring: MapSet.t(index()),
+          retire_timers: %{index() => non_neg_integer()},
+          timers_set: non_neg_integer(),
           running: MapSet.t(index()),
           early: %{index() => {node(), epoch(), how()}},
           seen: MapSet.t(node()),
@@ -668,7 +675,8 @@ defmodule Grove.World.Placer.State do
         {state, located} =
           if newer?(known, {to, epoch}), do: {state, []}, else: locate(state, index, to, epoch)
 
-        {state, located ++ [{:retire, index}]}
+        {state, retire} = retire(state, index)
+        {state, located ++ retire}
 
       # What the zone held goes to `to`, the node it was handed to, though
       # it may have gone on from there already (`known` is newer): it
@@ -678,12 +686,13 @@ defmodule Grove.World.Placer.State do
       # or misplaced; only a message that comes once that copy stopped is
       # lost, as one would be after any retire.
       _reason when taken ->
+        {state, retire} = retire(state, index)
+
         {state,
          [
            {:log, :warning, "zone #{index}: #{to} took it, though its answer came late"},
-           {:handed_to, index, to},
-           {:retire, index}
-         ]}
+           {:handed_to, index, to}
+         ] ++ retire}
 
       reason ->
         {state, cancel} = cancel_retiring(state, index)
@@ -698,15 +707,40 @@ defmodule Grove.World.Placer.State do
     end
   end
 
+  # The stop of a zone handed away, set for later (`retired/3`).
+  defp retire(state, index) do
+    timer = state.timers_set
+
+    {%{
+       state
+       | retire_timers: Map.put(state.retire_timers, index, timer),
+         timers_set: timer + 1
+     }, [{:retire, index, timer}]}
+  end
+
   @doc """
-  A zone handed away has passed on what came late long enough: it stops.
-  Unless it is no longer retiring: one that came back here runs on.
+  A zone handed away has passed on what came late long enough: it stops,
+  if `timer` is the one set for it last. A timer cancelled as it went
+  off sent its message all the same: the zone may have come back here
+  since (handed straight back), and be handed away again, retiring once
+  more; that message stops no copy, and the live one runs on.
   """
-  @spec retired(t(), index()) :: result()
-  def retired(state, index) do
-    if index in state.retiring,
-      do: stop_zone(%{state | retiring: MapSet.delete(state.retiring, index)}, index),
-      else: {state, []}
+  @spec retired(t(), index(), non_neg_integer()) :: result()
+  def retired(state, index, timer) do
+    case state.retire_timers do
+      %{^index => ^timer} ->
+        stop_zone(
+          %{
+            state
+            | retiring: MapSet.delete(state.retiring, index),
+              retire_timers: Map.delete(state.retire_timers, index)
+          },
+          index
+        )
+
+      _stale ->
+        {state, []}
+    end
   end
 
   @doc """
@@ -740,9 +774,15 @@ defmodule Grove.World.Placer.State do
   @doc "A handover under way failed while the node stops: the zone is no longer retiring."
   @spec cancel_retiring(t(), index()) :: result()
   def cancel_retiring(state, index) do
-    if index in state.retiring,
-      do: {%{state | retiring: MapSet.delete(state.retiring, index)}, [{:cancel_retire, index}]},
-      else: {state, []}
+    if index in state.retiring do
+      {%{
+         state
+         | retiring: MapSet.delete(state.retiring, index),
+           retire_timers: Map.delete(state.retire_timers, index)
+       }, [{:cancel_retire, index}]}
+    else
+      {state, []}
+    end
   end
 
   @doc """
@@ -784,8 +824,14 @@ defmodule Grove.World.Placer.State do
   """
   @spec pause(t()) :: result()
   def pause(state) do
-    {%{state | paused: true, handing: %{}, retiring: MapSet.new(), running: MapSet.new()},
-     [{:pause}]}
+    {%{
+       state
+       | paused: true,
+         handing: %{},
+         retiring: MapSet.new(),
+         retire_timers: %{},
+         running: MapSet.new()
+     }, [{:pause}]}
   end
 
   ## Helpers
@@ -835,8 +881,11 @@ defmodule Grove.World.Placer.State do
   # link suspends. The message goes after the last of its zones was
   # announced (after what the effects do for each, a zone started again
   # woken from its save first), and before anything else sent to that
-  # node, which comes after it as before; a zone alone is announced as it
-  # was.
+  # node, which comes after it as before, and before any handover: a
+  # zone announced, then handed to its owner at the next epoch (a node
+  # that joins hands on what it read was its own), would reach the owner
+  # after the handover, stale, and be answered for nothing. A zone alone
+  # is announced as it was.
   defp batch({state, effects}) do
     {out, open} =
       Enum.reduce(effects, {[], %{}}, fn
@@ -847,6 +896,10 @@ defmodule Grove.World.Placer.State do
         {:send, to, _message} = effect, {out, open} when is_map_key(open, to) ->
           {zones, open} = Map.pop!(open, to)
           {[effect | Enum.reverse(announcements(state, to, zones), out)], open}
+
+        {:hand_over, _index, _to, _epoch} = effect, {out, open} when open != %{} ->
+          sent = Enum.flat_map(open, fn {to, zones} -> announcements(state, to, zones) end)
+          {[effect | Enum.reverse(sent, out)], %{}}
 
         effect, {out, open} ->
           {[effect | out], open}

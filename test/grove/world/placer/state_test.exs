@@ -13,6 +13,7 @@ defmodule Grove.World.Placer.StateTest do
   @a :a@host
   @b :b@host
   @c :c@host
+  @d :d@host
 
   defp placed(node, members, zones \\ 4) do
     state = %{State.new(node, zones) | members: members}
@@ -156,13 +157,91 @@ defmodule Grove.World.Placer.StateTest do
 
       [index | _] = moves
       {a, effects} = State.handover_ended(a, index, :normal)
-      assert effects == [{:locate, index, @b, 2}, {:retire, index}]
+      assert [{:locate, ^index, @b, 2}, {:retire, ^index, timer}] = effects
       assert State.placement(a, index) == {@b, 2}
 
       # The handed zone passes on what comes late, then stops.
       assert index in a.retiring and index in a.running
-      {a, [{:stop_zone, ^index}]} = State.retired(a, index)
+      {a, [{:stop_zone, ^index}]} = State.retired(a, index, timer)
       refute index in a.running
+    end
+
+    test "a stop whose timer was cancelled as it went off stops no copy of the zone handed straight back and away again" do
+      zone =
+        Enum.find(0..63, fn index ->
+          Placement.owner(index, [@a, @b]) == @b and Placement.owner(index, [@a, @c]) == @c
+        end)
+
+      a = placed(@a, [@a], 64)
+      {a, effects} = State.members(a, [@a, @b], true, [@b])
+      assert {:hand_over, zone, @b, 2} in effects
+      {a, effects} = State.handover_ended(a, zone, :normal)
+      assert [{:retire, ^zone, first}] = for({:retire, _, _} = retire <- effects, do: retire)
+
+      # c joins and b leaves: b hands the zone straight back as a's timer
+      # goes off, too late to cancel; a takes it and hands it on to c.
+      {a, _} = State.members(a, [@a, @b, @c], true, [@b, @c])
+      a = State.leaving(a, @b)
+      {:ok, a, effects} = State.take_over(a, zone, [], [], 0, 3, [@b, @c])
+      assert {:cancel_retire, zone} in effects
+      assert {:hand_over, zone, @c, 4} in effects
+      assert zone in a.running and zone in a.retiring
+
+      # The first timer's message comes all the same: the zone runs on,
+      # until its handover to c ends and the stop set then comes.
+      assert State.retired(a, zone, first) == {a, []}
+      {a, effects} = State.handover_ended(a, zone, :normal)
+      assert [{:retire, ^zone, second}] = for({:retire, _, _} = retire <- effects, do: retire)
+      assert second != first
+      assert State.retired(a, zone, first) == {a, []}
+      assert {a, [{:stop_zone, ^zone}]} = State.retired(a, zone, second)
+      refute zone in a.running
+    end
+
+    test "announcements go out, batched, before the handovers that come after them" do
+      # c is gone and d joins: a starts again the zones of c that are its
+      # own now, and hands d its share, zone by zone.
+      a = placed(@a, [@a, @b, @c], 64)
+      {_a, effects} = State.members(a, [@a, @b, @d], true, [@b, @d])
+
+      order =
+        Enum.flat_map(effects, fn
+          {:send, @b, {:zone_at, index, @a, _epoch, :restarted}} ->
+            [{:announced, index}]
+
+          {:send, @b, {:zones_at, zones}} ->
+            for {index, @a, _, :restarted} <- zones, do: {:announced, index}
+
+          {:hand_over, index, @d, _epoch} ->
+            [{:handed, index}]
+
+          _other ->
+            []
+        end)
+
+      assert {:announced, _} = Enum.find(order, &match?({:announced, _}, &1))
+      assert {:handed, _} = Enum.find(order, &match?({:handed, _}, &1))
+      assert Enum.any?(effects, &match?({:send, @b, {:zones_at, [_, _ | _]}}, &1))
+      assert order == Enum.sort_by(order, &elem(&1, 1))
+    end
+
+    test "a node that joins announces what it read was its own before it hands it on" do
+      # The placement read puts zones on a that b owns now: a announces
+      # each, then hands it to b at the next epoch, which would take the
+      # announcement coming after the handover for a stale one.
+      running = List.duplicate({@a, 1}, 64)
+      {_a, effects} = State.join_or_start(%{State.new(@a, 64) | members: [@a, @b]}, running)
+
+      announced =
+        Enum.find_index(effects, fn
+          {:send, @b, {:zones_at, _}} -> true
+          {:send, @b, {:zone_at, _, _, _, _}} -> true
+          _other -> false
+        end)
+
+      handed = Enum.find_index(effects, &match?({:hand_over, _, @b, 2}, &1))
+      assert announced != nil and handed != nil
+      assert announced < handed
     end
 
     test "a handover that fails keeps the zone here and is tried again" do
@@ -204,7 +283,7 @@ defmodule Grove.World.Placer.StateTest do
         assert State.placement(a, index) == {@c, 3}
         refute Enum.any?(effects, &match?({:locate, _, _, _}, &1))
         refute {:keep, index} in effects
-        assert {:retire, index} in effects
+        assert Enum.any?(effects, &match?({:retire, ^index, _}, &1))
 
         # Placed on the new owner at that epoch, the first by name, the
         # third node's word would be stale here.
@@ -225,7 +304,7 @@ defmodule Grove.World.Placer.StateTest do
         assert index in a.running and index not in a.retiring
 
         {a, effects} = State.handover_ended(a, index, reason)
-        refute {:retire, index} in effects
+        refute Enum.any?(effects, &match?({:retire, _, _}, &1))
         refute {:keep, index} in effects
         assert State.placement(a, index) == {@a, 3}
         assert index in a.running and index not in a.retiring
@@ -234,7 +313,7 @@ defmodule Grove.World.Placer.StateTest do
         assert State.settle(a, index, [@b]) == {a, []}
 
         # A stop that was due for the copy handed away stops no copy that came back.
-        assert State.retired(a, index) == {a, []}
+        assert State.retired(a, index, 0) == {a, []}
       end
     end
 
@@ -251,7 +330,7 @@ defmodule Grove.World.Placer.StateTest do
       assert State.placement(a, index) == {@a, 3}
 
       {a, effects} = State.handover_ended(a, index, :normal)
-      refute {:retire, index} in effects
+      refute Enum.any?(effects, &match?({:retire, _, _}, &1))
       assert index in a.running and index not in a.retiring
     end
 
@@ -988,8 +1067,8 @@ defmodule Grove.World.Placer.StateTest do
   defp handle(sim, node, core, {:settle, index}),
     do: rule(sim, node, State.settle(core, index, connected(sim, node)))
 
-  defp handle(sim, node, core, {:retired, index}),
-    do: rule(sim, node, State.retired(core, index))
+  defp handle(sim, node, core, {:retired, index, timer}),
+    do: rule(sim, node, State.retired(core, index, timer))
 
   defp handle(sim, node, core, {:ended, index, reason}) do
     if Map.has_key?(core.handing, index),
@@ -1055,11 +1134,13 @@ defmodule Grove.World.Placer.StateTest do
       {:hand_over, index, to, epoch}, sim ->
         %{sim | jobs: [{node, index, to, epoch} | sim.jobs]}
 
-      {:retire, index}, sim ->
-        %{sim | timers: [{node, {:retired, index}} | sim.timers]}
+      {:retire, index, timer}, sim ->
+        %{sim | timers: [{node, {:retired, index, timer}} | sim.timers]}
 
-      {:cancel_retire, index}, sim ->
-        %{sim | timers: List.delete(sim.timers, {node, {:retired, index}})}
+      # A timer cancelled may have gone off already: its message comes all
+      # the same, at any later moment.
+      {:cancel_retire, _index}, sim ->
+        sim
 
       _other, sim ->
         sim
