@@ -886,6 +886,28 @@ defmodule Grove.WorldTest do
         numtests: 300
       )
     end
+
+    # A step from one block into another writes the index of places: an
+    # insert into a bag and a delete of one object walk every object of
+    # their key, so a block's entities do not share one key.
+    @tag world: [density_block: 10]
+    test "a crowded block's entities are spread over the index's keys", %{world: world} do
+      ids =
+        for x <- 0..7, y <- 0..3 do
+          {:ok, id, _cell} = World.join(world, at: {x, y})
+          id
+        end
+
+      w = World.fetch!(world)
+      per_key = w.places |> :ets.tab2list() |> Enum.frequencies_by(&elem(&1, 0))
+      assert per_key |> Map.values() |> Enum.sum() == 32
+      assert per_key |> Map.values() |> Enum.max() <= 16
+
+      assert World.nearby(world, {3, 1}, 4) |> Enum.map(&elem(&1, 0)) |> Enum.sort() ==
+               Enum.sort(ids)
+
+      assert World.audit(world) == :ok
+    end
   end
 
   test "bad world options get a clear error" do

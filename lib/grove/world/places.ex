@@ -1,8 +1,15 @@
 defmodule Grove.World.Places do
   @moduledoc false
   # Which entities stand in each block of cells (the minimap's blocks,
-  # `density_block` cells on a side): a bag of `{block, id, zone}`, one
+  # `density_block` cells on a side): a bag of `{key, id, zone}`, one
   # object per entity and zone that holds it, in a table of the world's.
+  # A block's entities are spread over `@ways` keys by their ids
+  # (`key/2`): an insert into a bag, and a delete of one object, walk
+  # every object of the key, so a key per block cost a step from one
+  # block into another as many reads as the block held entities (25 at
+  # 250,000 actors in a 1000 x 1000 world, each a cache miss, and the
+  # table's writes about a seventh of both cores); a read of a block looks
+  # its keys up in turn.
   # Each zone writes its own entities' objects as they come, go, and cross
   # from one block into another (a step inside a block writes nothing, so
   # most moves cost it nothing); anyone reads it without a message.
@@ -14,8 +21,13 @@ defmodule Grove.World.Places do
   # row is gone (its zone sleeps with it in the store, or it just left) is
   # not seen, as before.
 
+  import Bitwise
+
   alias Grove.World
   alias Grove.World.{Grid, Slots}
+
+  # Keys a block's entities are spread over (a power of two).
+  @ways 4
 
   @doc "The table, owned by whoever calls (the world's keeper)."
   @spec new() :: :ets.tid()
@@ -25,12 +37,12 @@ defmodule Grove.World.Places do
   @doc "Entity `id`, held by zone `zone`, stands on `cell` now."
   @spec add(World.t(), non_neg_integer(), non_neg_integer(), {integer(), integer()}) :: true
   def add(%World{places: table} = world, zone, id, {x, y}),
-    do: :ets.insert(table, {block(world, x, y), id, zone})
+    do: :ets.insert(table, {key(block(world, x, y), id), id, zone})
 
   @doc "Entity `id`, which stood on `cell`, is no longer held by zone `zone`."
   @spec remove(World.t(), non_neg_integer(), non_neg_integer(), {integer(), integer()}) :: true
   def remove(%World{places: table} = world, zone, id, {x, y}),
-    do: :ets.delete_object(table, {block(world, x, y), id, zone})
+    do: :ets.delete_object(table, {key(block(world, x, y), id), id, zone})
 
   @doc "Entity `id` of zone `zone` stepped from one cell to another."
   @spec step(World.t(), non_neg_integer(), non_neg_integer(), {integer(), integer()}, {
@@ -61,7 +73,8 @@ defmodule Grove.World.Places do
 
     for by <- div(y0, side)..div(y1 - 1, side)//1,
         bx <- div(x0, side)..div(x1 - 1, side)//1,
-        {block, id, ^zone} <- :ets.lookup(table, by * cols + bx),
+        block = by * cols + bx,
+        {_key, id, ^zone} <- lookup(table, block),
         do: {block, id}
   end
 
@@ -69,6 +82,17 @@ defmodule Grove.World.Places do
   @spec block(World.t(), integer(), integer()) :: non_neg_integer()
   def block(%World{density_block: side, density_cols: cols}, x, y),
     do: div(y, side) * cols + div(x, side)
+
+  # The key of entity `id` in `block`.
+  defp key(block, id), do: block * @ways + (id &&& @ways - 1)
+
+  # A block's objects, key by key.
+  defp lookup(table, block), do: lookup(table, block * @ways, @ways, [])
+
+  defp lookup(_table, _key, 0, acc), do: acc
+
+  defp lookup(table, key, left, acc),
+    do: lookup(table, key + 1, left - 1, :ets.lookup(table, key) ++ acc)
 
   @doc """
   The entities within the square `{x0, y0, x1, y1}` (inclusive, inside the
@@ -85,7 +109,7 @@ defmodule Grove.World.Places do
     # and the index) never shows it twice.
     for by <- div(y0, side)..div(y1, side)//1,
         bx <- div(x0, side)..div(x1, side)//1,
-        {_block, id, zone} <- :ets.lookup(table, by * cols + bx),
+        {_key, id, zone} <- lookup(table, by * cols + bx),
         {^id, x, y, _owner, kind, _, _, _, _, _, _, _} <- Slots.lookup(world, zone, id),
         x >= x0 and x <= x1 and y >= y0 and y <= y1,
         div(x, side) == bx and div(y, side) == by,
@@ -99,7 +123,9 @@ defmodule Grove.World.Places do
   @spec reset(World.t(), non_neg_integer(), [{non_neg_integer(), {integer(), integer()}}]) ::
           :ok
   def reset(%World{places: table} = world, zone, entities) do
-    for {block, id} <- of_zone(world, zone), do: :ets.delete_object(table, {block, id, zone})
+    for {block, id} <- of_zone(world, zone),
+        do: :ets.delete_object(table, {key(block, id), id, zone})
+
     for {id, cell} <- entities, do: add(world, zone, id, cell)
     :ok
   end
