@@ -321,7 +321,7 @@ defmodule Grove.Actors.Herd do
     %__MODULE__{kinds: kinds, config: %{native_per_us: native_per_us}} = herd
 
     {window, answered} = Window.answered_runs(herd.window, outcomes, now)
-    count_outcomes(outcomes, kinds, now, native_per_us, nil, nil, 0)
+    count_outcomes(outcomes, kinds, now, native_per_us, nil, {0, 0, 0, []})
     for {tag, count} <- answered, do: Stats.incr(stats_of(herd, tag), :in_flight, -count)
     {:noreply, %{herd | window: window}}
   end
@@ -1050,27 +1050,45 @@ defmodule Grove.Actors.Herd do
   defp interval_slots(herd), do: Wheel.slots(herd.wheel, herd.config.interval)
 
   # A zone answers a batch's moves in one message, all sent at once: the
-  # outcomes of a key with one round trip are counted together (the run's
-  # time and key apart, not a tuple of both made at each outcome), in the
-  # counts of the kind their tag names.
-  defp count_outcomes([{_id, tag, outcome} | rest], kinds, now, per_us, at, key, count) do
-    case outcome_key(outcome) do
-      ^key when tag == at ->
-        count_outcomes(rest, kinds, now, per_us, at, key, count + 1)
-
-      next ->
-        flush_outcomes(kinds, now, per_us, at, key, count)
-        count_outcomes(rest, kinds, now, per_us, tag, next, 1)
-    end
+  # outcomes of one tag (one round trip) are counted by key as they come,
+  # the three a walk mostly gets (a step, a taken cell, a blocking one) in
+  # arguments, any other in a list, and the round trip is recorded once
+  # for them all, in the counts of the kind their tag names. Keyed runs
+  # cost a counter and a histogram's record each time the key changed,
+  # about every second outcome where a third of the steps are refused.
+  defp count_outcomes([{_id, tag, outcome} | rest], kinds, now, per_us, tag, counts) do
+    count_outcomes(rest, kinds, now, per_us, tag, counted(counts, outcome))
   end
 
-  defp count_outcomes([], kinds, now, per_us, at, key, count),
-    do: flush_outcomes(kinds, now, per_us, at, key, count)
+  defp count_outcomes([{_id, tag, _outcome} | _] = outcomes, kinds, now, per_us, at, counts) do
+    flush_outcomes(kinds, now, per_us, at, counts)
+    count_outcomes(outcomes, kinds, now, per_us, tag, {0, 0, 0, []})
+  end
 
-  defp flush_outcomes(_kinds, _now, _per_us, _at, _key, 0), do: :ok
+  defp count_outcomes([], kinds, now, per_us, at, counts),
+    do: flush_outcomes(kinds, now, per_us, at, counts)
 
-  defp flush_outcomes(kinds, now, per_us, tag, key, count) do
-    Stats.outcomes(kind_stats(kinds, tag), key, div(now - tag, per_us), count)
+  defp counted({ok, occupied, blocked, other}, {:ok, {_x, _y}}),
+    do: {ok + 1, occupied, blocked, other}
+
+  defp counted({ok, occupied, blocked, other}, {:rejected, :occupied}),
+    do: {ok, occupied + 1, blocked, other}
+
+  defp counted({ok, occupied, blocked, other}, {:rejected, :blocked}),
+    do: {ok, occupied, blocked + 1, other}
+
+  defp counted({ok, occupied, blocked, other}, outcome),
+    do: {ok, occupied, blocked, [outcome_key(outcome) | other]}
+
+  defp flush_outcomes(_kinds, _now, _per_us, _tag, {0, 0, 0, []}), do: :ok
+
+  defp flush_outcomes(kinds, now, per_us, tag, {ok, occupied, blocked, other}) do
+    keyed =
+      Enum.reduce(other, [ok: ok, occupied: occupied, blocked: blocked], fn key, keyed ->
+        Keyword.update(keyed, key, 1, &(&1 + 1))
+      end)
+
+    Stats.outcomes(kind_stats(kinds, tag), keyed, div(now - tag, per_us))
   end
 
   defp outcome_key({:ok, {_x, _y}}), do: :ok

@@ -83,6 +83,27 @@ defmodule Grove.Actors.Stats do
   def incr(%__MODULE__{counters: counters, offset: offset}, key, by \\ 1),
     do: :counters.add(counters, offset + index(key), by)
 
+  @doc """
+  Records outcomes of one round trip (a batch answered at once), by key
+  (`[{key, count}]`, counts of 0 skipped): each key's counter, and the
+  round trip once for them all.
+  """
+  @spec outcomes(t(), [{atom(), non_neg_integer()}], non_neg_integer()) :: :ok
+  def outcomes(%__MODULE__{counters: counters, latency: latency, offset: offset}, keyed, micros) do
+    total =
+      Enum.reduce(keyed, 0, fn
+        {_key, 0}, total ->
+          total
+
+        {key, count}, total ->
+          :counters.add(counters, offset + index(key), count)
+          total + count
+      end)
+
+    if total > 0, do: Histogram.record(latency, micros, total)
+    :ok
+  end
+
   @doc "Records `count` outcomes of one key with one round trip (a batch answered at once)."
   @spec outcomes(t(), atom(), non_neg_integer(), pos_integer()) :: :ok
   def outcomes(

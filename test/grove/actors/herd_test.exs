@@ -146,11 +146,21 @@ defmodule Grove.Actors.HerdTest do
       # answer to an unknown batch (still counted, as a given-up batch's is).
       send(herd, {:grove_moves, [{a, sent_a, {:ok, {1, 1}}}, {b, sent_b, {:ok, {2, 2}}}]})
       send(herd, {:grove_moves, [{a, sent_a, {:rejected, :blocked}}, {b, 1, {:ok, {3, 3}}}]})
+
+      # Every key in one batch, the common ones between the others.
+      mixed =
+        [{:rejected, :busy}, {:ok, {4, 4}}, {:rejected, :occupied}, {:rejected, :out_of_bounds}] ++
+          [{:rejected, :busy}, {:rejected, :blocked}, {:rejected, :occupied}]
+
+      send(herd, {:grove_moves, for(outcome <- mixed, do: {a, sent_a, outcome})})
       _ = :sys.get_state(herd)
 
       after_ = Stats.diff(Stats.read(stats), before)
-      assert {after_.counts.ok, after_.counts.blocked} == {3, 1}
-      assert Enum.sum(after_.latency) == 4
+
+      assert Map.take(after_.counts, [:ok, :blocked, :occupied, :busy, :out_of_bounds]) ==
+               %{ok: 4, blocked: 2, occupied: 2, busy: 2, out_of_bounds: 1}
+
+      assert Enum.sum(after_.latency) == 11
     end
   end
 
