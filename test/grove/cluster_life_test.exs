@@ -771,42 +771,44 @@ defmodule Grove.ClusterLifeTest do
   # beside none of the zones it takes (whose rows of the zones beside them
   # are sent to it as it takes them): `{node, zone}`.
   defp heir_gap(nodes, lost) do
-    fourth = on_host(peer_name("gap4"))
+    fourth = on_host(peer_name("gap4", &heir_gap_zone(nodes, lost, &1)))
+    {fourth, heir_gap_zone(nodes, lost, fourth)}
+  end
+
+  defp heir_gap_zone(nodes, lost, fourth) do
     all = Enum.sort([fourth | nodes])
 
-    found =
-      Enum.find(0..(@zones - 1), fn index ->
-        Placement.owner(index, nodes) == lost and Placement.owner(index, all) == lost and
-          Placement.owner(index, all -- [lost]) == fourth and
-          not Enum.any?(World.Life.neighbours(Grid.new(100, 100, 25), index), fn
-            {_direction, nil} -> false
-            {_direction, beside} -> Placement.owner(beside, all) == fourth
-          end)
-      end)
-
-    if found, do: {fourth, found}, else: heir_gap(nodes, lost)
+    Enum.find(0..(@zones - 1), fn index ->
+      Placement.owner(index, nodes) == lost and Placement.owner(index, all) == lost and
+        Placement.owner(index, all -- [lost]) == fourth and
+        not Enum.any?(World.Life.neighbours(Grid.new(100, 100, 25), index), fn
+          {_direction, nil} -> false
+          {_direction, beside} -> Placement.owner(beside, all) == fourth
+        end)
+    end)
   end
 
   # A node to come, named now, that takes a zone beside one that stays
   # where it is: `{node, the zone that stays, the zone it takes}`.
   defp joining_beside(nodes) do
-    third = on_host(peer_name("asleepjoin3"))
+    third = on_host(peer_name("asleepjoin3", &beside_joining(nodes, &1)))
+    beside_joining(nodes, third)
+  end
+
+  defp beside_joining(nodes, third) do
     before = Placement.owners(@zones, nodes)
     later = Placement.owners(@zones, Enum.sort([third | nodes]))
 
-    found =
-      Enum.find_value(0..(@zones - 1), fn index ->
-        beside =
-          for {_direction, neighbour} <- World.Life.neighbours(Grid.new(100, 100, 25), index),
-              neighbour != nil,
-              elem(later, neighbour) == third,
-              do: neighbour
+    Enum.find_value(0..(@zones - 1), fn index ->
+      beside =
+        for {_direction, neighbour} <- World.Life.neighbours(Grid.new(100, 100, 25), index),
+            neighbour != nil,
+            elem(later, neighbour) == third,
+            do: neighbour
 
-        if elem(before, index) == elem(later, index) and beside != [],
-          do: {third, index, hd(beside)}
-      end)
-
-    found || joining_beside(nodes)
+      if elem(before, index) == elem(later, index) and beside != [],
+        do: {third, index, hd(beside)}
+    end)
   end
 
   defp zone_node(node, world, index),

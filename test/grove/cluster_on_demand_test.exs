@@ -335,12 +335,9 @@ defmodule Grove.ClusterOnDemandTest do
   # name of a node that joins takes a zone of `owner`: a name that does,
   # with that zone.
   defp joining_with_zone(nodes, owner) do
-    joining = on_host(peer_name("demand3"))
-
-    case moving_zone(nodes, Enum.sort([joining | nodes]), owner) do
-      nil -> joining_with_zone(nodes, owner)
-      found -> {joining, found}
-    end
+    moving = &moving_zone(nodes, Enum.sort([&1 | nodes]), owner)
+    joining = on_host(peer_name("demand3", moving))
+    {joining, moving.(joining)}
   end
 
   # A zone of `owner` among `before`'s nodes that goes to the new one in `all`.

@@ -113,19 +113,31 @@ defmodule Grove.ClusterCase do
   # refuse each other, which a test would only see as a rare failure.
   @doc """
   A node name (the part before `@`) made unique from `name`, with a range
-  of entity ids none of this test's other nodes has.
+  of entity ids none of this test's other nodes has, and for which
+  `wanted` (given the node it names on this host) is true. Only the name
+  kept takes its range: a name turned down by `wanted` takes none, where
+  each one drawn took one and, once the 1,023 ranges were all taken, the
+  draw went on for ever, filling the atom table.
   """
-  def peer_name(name) do
+  def peer_name(name, wanted \\ fn _node -> true end) do
     taken = Process.get(:grove_cluster_slots, [Grove.Cluster.id_slot(node())])
+    draw_name(name, wanted, taken, 20_000)
+  end
+
+  defp draw_name(name, _wanted, _taken, 0) do
+    raise "no name from #{inspect(name)} fits the test's cluster in 20,000 draws"
+  end
+
+  defp draw_name(name, wanted, taken, draws) do
     candidate = :"#{name}_#{System.pid()}_#{System.unique_integer([:positive])}"
+    node = on_host(candidate)
+    slot = Grove.Cluster.id_slot(node)
 
-    slot = Grove.Cluster.id_slot(on_host(candidate))
-
-    if slot in taken do
-      peer_name(name)
-    else
+    if slot not in taken and wanted.(node) do
       Process.put(:grove_cluster_slots, [slot | taken])
       candidate
+    else
+      draw_name(name, wanted, taken, draws - 1)
     end
   end
 
@@ -139,13 +151,11 @@ defmodule Grove.ClusterCase do
   node's zones, would wait in vain.
   """
   def peer_name_with_zones(base, others, zones \\ 16) do
-    name = peer_name(base)
-    members = [on_host(name) | others]
-    owners = Grove.Cluster.Placement.owners(zones, members)
-
-    if map_size(Grove.Cluster.Placement.shares(owners)) == length(Enum.uniq(members)),
-      do: name,
-      else: peer_name_with_zones(base, others, zones)
+    peer_name(base, fn node ->
+      members = [node | others]
+      owners = Grove.Cluster.Placement.owners(zones, members)
+      map_size(Grove.Cluster.Placement.shares(owners)) == length(Enum.uniq(members))
+    end)
   end
 
   @doc """
