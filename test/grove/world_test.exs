@@ -373,10 +373,7 @@ defmodule Grove.WorldTest do
          %{world: world} do
       zone = World.zone_pid(world, 0)
       {:ok, id, _} = World.join(world, at: {5, 5})
-      # Two viewers: a zone's only viewer has its moves published at once.
-      {one, _, _} = spawn_client(world, at: {2, 2}, updates: :view, view_radius: 1)
-      {two, _, _} = spawn_client(world, at: {8, 8}, updates: :view, view_radius: 1)
-      eventually(fn -> assert :sys.get_state(zone).core.watched end)
+      viewers = watch_by_two(world, zone)
       eventually(fn -> assert :sys.get_state(zone).tick_timer == nil end)
       :ok = World.pace_ticks(world, 1.0)
 
@@ -389,8 +386,7 @@ defmodule Grove.WorldTest do
       flood(world, zone, id)
       assert World.stats(world).busy > 0
       assert_moves_again(world, id)
-      Process.exit(one, :kill)
-      Process.exit(two, :kill)
+      for viewer <- viewers, do: Process.exit(viewer, :kill)
     end
 
     # Its viewers' pace stretched as far as it goes: no delta in the whole
@@ -401,9 +397,7 @@ defmodule Grove.WorldTest do
       zone = World.zone_pid(world, 0)
       feed = World.fetch!(world).feed
       {:ok, id, _} = World.join(world, at: {5, 5})
-      {one, _, _} = spawn_client(world, at: {2, 2}, updates: :view, view_radius: 1)
-      {two, _, _} = spawn_client(world, at: {8, 8}, updates: :view, view_radius: 1)
-      eventually(fn -> assert :sys.get_state(zone).core.watched end)
+      viewers = watch_by_two(world, zone)
       eventually(fn -> assert :sys.get_state(zone).tick_timer == nil end)
       :ok = World.pace_ticks(world, 1.0)
       published = Grove.World.Feed.latest(feed, 0)
@@ -413,8 +407,7 @@ defmodule Grove.WorldTest do
       assert_moves_again(world, id)
       assert State.pending?(:sys.get_state(zone).core)
       assert Grove.World.Feed.latest(feed, 0) == published
-      Process.exit(one, :kill)
-      Process.exit(two, :kill)
+      for viewer <- viewers, do: Process.exit(viewer, :kill)
     end
 
     # The viewers' period as long as the tick's: the tick set for them is
@@ -424,9 +417,7 @@ defmodule Grove.WorldTest do
          %{world: world} do
       zone = World.zone_pid(world, 0)
       {:ok, id, _} = World.join(world, at: {5, 5})
-      {one, _, _} = spawn_client(world, at: {2, 2}, updates: :view, view_radius: 1)
-      {two, _, _} = spawn_client(world, at: {8, 8}, updates: :view, view_radius: 1)
-      eventually(fn -> assert :sys.get_state(zone).core.watched end)
+      viewers = watch_by_two(world, zone)
       :ok = World.pace_ticks(world, 1.0)
       :ok = World.move(world, id, :e, :first)
       assert {:ok, _} = assert_outcome(id, :first)
@@ -436,9 +427,17 @@ defmodule Grove.WorldTest do
       flood(world, zone, id)
       assert World.stats(world).busy > 0
       assert :sys.get_state(zone).tick_timer == timer
-      Process.exit(one, :kill)
-      Process.exit(two, :kill)
+      for viewer <- viewers, do: Process.exit(viewer, :kill)
     end
+  end
+
+  # Two viewers of zone 0, once it knows itself watched: a zone's only
+  # viewer has its moves published at once, where these tests want ticks.
+  defp watch_by_two(world, zone) do
+    {one, _, _} = spawn_client(world, at: {2, 2}, updates: :view, view_radius: 1)
+    {two, _, _} = spawn_client(world, at: {8, 8}, updates: :view, view_radius: 1)
+    eventually(fn -> assert :sys.get_state(zone).core.watched end)
+    [one, two]
   end
 
   # Sixty moves queued while the zone is suspended: past its mailbox limit
