@@ -104,18 +104,6 @@ defmodule Grove.Actors.Stats do
     :ok
   end
 
-  @doc "Records `count` outcomes of one key with one round trip (a batch answered at once)."
-  @spec outcomes(t(), atom(), non_neg_integer(), pos_integer()) :: :ok
-  def outcomes(
-        %__MODULE__{counters: counters, latency: latency, offset: offset},
-        key,
-        micros,
-        count
-      ) do
-    :counters.add(counters, offset + index(key), count)
-    Histogram.record(latency, micros, count)
-  end
-
   @doc "All counters, every kind's summed, and a latency snapshot, to diff against a later reading."
   @spec read(t()) :: %{counts: %{atom() => integer()}, latency: Histogram.snapshot()}
   def read(%__MODULE__{counters: counters, latency: latency, kinds: kinds}) do
