@@ -512,7 +512,7 @@ defmodule Grove.Actors.Herd do
 
       {due, wheel} ->
         if now_ms - Wheel.due_ms(wheel, slot) > herd.config.late_ms do
-          skip_late(%{herd | wheel: wheel}, Enum.concat(due), now_slot)
+          skip_late(%{herd | wheel: wheel}, Wheel.ungroup(Enum.concat(due)), now_slot)
         else
           move_due(%{herd | wheel: wheel}, due, slot, now_slot)
         end
@@ -599,9 +599,11 @@ defmodule Grove.Actors.Herd do
     tag = tag(sent_at, index)
     turn = %{turn | kind: kind, index: index, tag: tag}
 
-    {run_moves, back, rand, run_in_flight, rested, skipped, zones, rest} =
-      turns(due, turn, moves, {[], [], [], %{}}, rand, in_flight, 0, {0, 0, 0}, zones)
+    {run_moves, back, rand, run_in_flight, resting, skipped, zones, rest} =
+      turns(due, turn, moves, {[], [], [], %{}}, rand, in_flight, %{}, {0, 0, 0, 0}, zones)
 
+    {_unanswered, _full, _stayed, rested} = skipped
+    {back, rand, rested} = :maps.fold(&regroup(&1, &2, turn, &3), {back, rand, rested}, resting)
     sent = run_in_flight - in_flight
     count_turns(herd, kind.stats, sent, rested, skipped, run_moves)
     {back1, back2, back3, later} = back
@@ -622,7 +624,7 @@ defmodule Grove.Actors.Herd do
 
   # A run's turns counted in its kind's row: moves sent, skipped, stayed
   # and rested (its moves are the first `sent` of `moves`, newest first).
-  defp count_turns(herd, stats, sent, rested, {unanswered, full, stayed}, moves) do
+  defp count_turns(herd, stats, sent, rested, {unanswered, full, stayed, _rested}, moves) do
     if sent > 0, do: Stats.incr(stats, :sent, sent)
     if sent > 0, do: Stats.incr(stats, :in_flight, sent)
     if unanswered > 0, do: Stats.incr(stats, :skipped_unanswered, unanswered)
@@ -641,13 +643,11 @@ defmodule Grove.Actors.Herd do
 
   # Moves and a game's actions, both tagged with when they were sent
   # (`moves`, newest first); the actors by the slot they come back in
-  # (`back`); `skipped`, the turns skipped as unanswered or full and those
-  # that stayed, which are few.
-  # `rand` is the state of the herd's exsp generator, whose next word
-  # (58 bits) is read directly: `:rand.uniform_s/2`, through the
-  # algorithm's handler and its checks of the range, cost twice as much at
-  # every turn. The draw is that word modulo `draws` (its bias, about one
-  # in 20 million at the default pace, is nothing a walk shows).
+  # (`back`); the actors that rest this turn alone, by zone (`resting`,
+  # zone => {how many, their entries}: they go back on the wheel after
+  # the run, a zone's as one group, `regroup/4`); `skipped`, the turns
+  # skipped as unanswered or full, those that stayed, which are few, and
+  # the groups' actors that rested.
   # What a turn reads of `turn` is read in one match, one pass over the
   # map's keys, where a read of each field searched them again.
   # A run ends at the first actor of another kind: the rest of the slot is
@@ -659,139 +659,163 @@ defmodule Grove.Actors.Herd do
          back,
          rand,
          in_flight,
-         rested,
+         resting,
          skipped,
          zones
        )
        when (last &&& @kind_mask) != index,
-       do: {moves, back, rand, in_flight, rested, skipped, zones, due}
+       do: {moves, back, rand, in_flight, resting, skipped, zones, due}
 
-  defp turns([entry | due], turn, moves, back, rand, in_flight, rested, skipped, zones) do
-    %{
-      pending: pending,
-      slot: slot,
-      first: first,
-      draws: draws,
-      wheel: wheel,
-      interval: interval,
-      jitter_ms: jitter_ms,
-      size: size,
-      every: every
-    } = turn
-
-    {_id, last, _state, _zone} = entry
-    {word, rand} = :rand.exsp_next(rand)
-    draw = rem(word, draws)
-
-    wait = Wheel.wait_slots(wheel, interval, jitter_ms, draw >>> @roll_bits)
-
-    # Counted from when the move was due, not from when the herd got to
-    # it, so a herd running a little late keeps its actors' pace. One due
-    # before the herd's next slot comes back in the first slot of its own
-    # pace after it: a herd that stalled for longer than a wait spreads
-    # its actors over the slots they came in before, where putting them all
-    # in the next slot would bunch them there for good when their waits
-    # never vary, and its window of moves would let the same few through.
-    next = if slot + wait > first, do: slot + wait, else: first + Integer.mod(slot - first, wait)
-
-    cond do
-      # Its batch not fully answered (`Window.unanswered?/2`).
-      is_map_key(pending, last) ->
-        {unanswered, full, stayed} = skipped
-        skipped = {unanswered + 1, full, stayed}
-        back = back(back, next, turn, entry)
-        turns(due, turn, moves, back, rand, in_flight, rested, skipped, zones)
-
-      in_flight >= size ->
-        {unanswered, full, stayed} = skipped
-        skipped = {unanswered, full + 1, stayed}
-        back = back(back, next, turn, entry)
-        turns(due, turn, moves, back, rand, in_flight, rested, skipped, zones)
-
-      # Every turn taken, seen or not: nothing to ask.
-      every == 1 ->
-        take_turn(
-          due,
-          turn,
-          moves,
-          back,
-          rand,
-          in_flight,
-          rested,
-          skipped,
-          zones,
-          next,
-          entry,
-          draw
-        )
-
-      true ->
-        case rests_unseen?(turn, entry, slot, zones) do
-          {true, zones, entry} ->
-            back = back(back, next, turn, entry)
-            turns(due, turn, moves, back, rand, in_flight, rested + 1, skipped, zones)
-
-          {false, zones, entry} ->
-            take_turn(
-              due,
-              turn,
-              moves,
-              back,
-              rand,
-              in_flight,
-              rested,
-              skipped,
-              zones,
-              next,
-              entry,
-              draw
-            )
-        end
-    end
-  end
-
-  defp turns([], _turn, moves, back, rand, in_flight, rested, skipped, zones),
-    do: {moves, back, rand, in_flight, rested, skipped, zones, []}
-
-  # A turn taken: the kind decides, and a move or an action joins the batch.
-  defp take_turn(
-         due,
+  # A zone's actors that rested together come as one entry: they rest
+  # again together, with one question, one draw and one place on the
+  # wheel, or, where their zone takes this turn, each takes its own. Its
+  # members' last moves are all answered (each was asked where it
+  # stands, which a turn asks only then), so none is skipped unanswered.
+  defp turns(
+         [{{:group, count}, _index, members, zone} = group | due],
          turn,
          moves,
          back,
          rand,
          in_flight,
-         rested,
+         resting,
          skipped,
-         zones,
-         next,
-         entry,
-         draw
+         zones
        ) do
+    %{size: size, slot: slot} = turn
+
+    cond do
+      in_flight >= size ->
+        {unanswered, full, stayed, rested} = skipped
+        {next, _draw, rand} = next_turn(turn, rand)
+        back = back(back, next, turn, group)
+        skipped = {unanswered, full + count, stayed, rested}
+        turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
+
+      true ->
+        case zone_rests?(turn, zone, slot, zones) do
+          {true, zones} ->
+            {unanswered, full, stayed, rested} = skipped
+            {next, _draw, rand} = next_turn(turn, rand)
+            back = back(back, next, turn, group)
+            skipped = {unanswered, full, stayed, rested + count}
+            turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
+
+          {false, zones} ->
+            {moves, back, rand, in_flight, resting, skipped, zones, []} =
+              turns(
+                members,
+                turn,
+                moves,
+                back,
+                rand,
+                in_flight,
+                resting,
+                skipped,
+                zones
+              )
+
+            turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
+        end
+    end
+  end
+
+  defp turns([entry | due], turn, moves, back, rand, in_flight, resting, skipped, zones) do
+    %{pending: pending, size: size, every: every, slot: slot} = turn
+    {_id, last, _state, _zone} = entry
+
+    cond do
+      # Its batch not fully answered (`Window.unanswered?/2`).
+      is_map_key(pending, last) ->
+        {unanswered, full, stayed, rested} = skipped
+        {next, _draw, rand} = next_turn(turn, rand)
+        back = back(back, next, turn, entry)
+        skipped = {unanswered + 1, full, stayed, rested}
+        turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
+
+      in_flight >= size ->
+        {unanswered, full, stayed, rested} = skipped
+        {next, _draw, rand} = next_turn(turn, rand)
+        back = back(back, next, turn, entry)
+        skipped = {unanswered, full + 1, stayed, rested}
+        turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
+
+      # Every turn taken, seen or not: nothing to ask.
+      every == 1 ->
+        take_turn(due, turn, moves, back, rand, in_flight, resting, skipped, zones, entry)
+
+      true ->
+        case rests_unseen?(turn, entry, slot, zones) do
+          {true, zones, {_id, _last, _state, zone} = entry} ->
+            resting = rest(resting, zone, entry)
+            turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
+
+          {false, zones, entry} ->
+            take_turn(due, turn, moves, back, rand, in_flight, resting, skipped, zones, entry)
+        end
+    end
+  end
+
+  defp turns([], _turn, moves, back, rand, in_flight, resting, skipped, zones),
+    do: {moves, back, rand, in_flight, resting, skipped, zones, []}
+
+  # When an actor (or a group) comes back, and the random integer its
+  # step gets. `rand` is the state of the herd's exsp generator, whose
+  # next word (58 bits) is read directly: `:rand.uniform_s/2`, through the
+  # algorithm's handler and its checks of the range, cost twice as much at
+  # every turn. The draw is that word modulo `draws` (its bias, about one
+  # in 20 million at the default pace, is nothing a walk shows).
+  # Counted from when the move was due, not from when the herd got to
+  # it, so a herd running a little late keeps its actors' pace. One due
+  # before the herd's next slot comes back in the first slot of its own
+  # pace after it: a herd that stalled for longer than a wait spreads
+  # its actors over the slots they came in before, where putting them all
+  # in the next slot would bunch them there for good when their waits
+  # never vary, and its window of moves would let the same few through.
+  defp next_turn(turn, rand) do
+    %{
+      slot: slot,
+      first: first,
+      draws: draws,
+      wheel: wheel,
+      interval: interval,
+      jitter_ms: jitter_ms
+    } = turn
+
+    {word, rand} = :rand.exsp_next(rand)
+    draw = rem(word, draws)
+    wait = Wheel.wait_slots(wheel, interval, jitter_ms, draw >>> @roll_bits)
+    next = if slot + wait > first, do: slot + wait, else: first + Integer.mod(slot - first, wait)
+    {next, draw, rand}
+  end
+
+  # A turn taken: the kind decides, and a move or an action joins the batch.
+  defp take_turn(due, turn, moves, back, rand, in_flight, resting, skipped, zones, entry) do
     {id, last, state, zone} = entry
     %{tag: tag} = turn
+    {next, draw, rand} = next_turn(turn, rand)
 
     case decide(turn.herd, turn.kind, id, state, draw &&& @roll_mask) do
       {:stay, state} ->
-        {unanswered, full, stayed} = skipped
-        skipped = {unanswered, full, stayed + 1}
+        {unanswered, full, stayed, rested} = skipped
+        skipped = {unanswered, full, stayed + 1, rested}
         back = back(back, next, turn, {id, last, state, zone})
-        turns(due, turn, moves, back, rand, in_flight, rested, skipped, zones)
+        turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
 
       {{:act, action, target}, state} ->
         moves = [{id, action, target, %{}, tag} | moves]
         back = back(back, next, turn, {id, tag, state, nil})
-        turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
+        turns(due, turn, moves, back, rand, in_flight + 1, resting, skipped, zones)
 
       {{:act, action, target, args}, state} ->
         moves = [{id, action, target, args, tag} | moves]
         back = back(back, next, turn, {id, tag, state, nil})
-        turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
+        turns(due, turn, moves, back, rand, in_flight + 1, resting, skipped, zones)
 
       {direction, state} ->
         moves = [{id, direction, tag} | moves]
         back = back(back, next, turn, {id, tag, state, nil})
-        turns(due, turn, moves, back, rand, in_flight + 1, rested, skipped, zones)
+        turns(due, turn, moves, back, rand, in_flight + 1, resting, skipped, zones)
     end
   end
 
@@ -803,6 +827,38 @@ defmodule Grove.Actors.Herd do
       2 -> {back1, back2, [entry | back3], later}
       _ -> {back1, back2, back3, Map.update(later, next, [entry], &[entry | &1])}
     end
+  end
+
+  # An actor that rests this turn, with its zone's.
+  defp rest(resting, zone, entry) do
+    case resting do
+      %{^zone => {count, entries}} -> %{resting | zone => {count + 1, [entry | entries]}}
+      %{} -> Map.put(resting, zone, {1, [entry]})
+    end
+  end
+
+  # A zone's actors that rested in a run, each alone on the wheel, go
+  # back together: one entry, one draw of when they come back (the one
+  # each would have drawn, whose wait is as long on average), one place in
+  # a slot's list. Where nobody watches, three turns in four rest, and the
+  # wheel, its draws and the turns that only ask whether to rest were most
+  # of a resting herd's work, each actor by itself (docs/decisions.md, "A
+  # zone's actors nobody sees rest together"). A group comes back when
+  # each of its actors would: where its zone takes that turn (watched, or
+  # one of its slots), each takes its own and draws its own wait from
+  # there, and a group that rests again goes back as it is, not merged
+  # with others of its zone: its actors were in one slot already, and
+  # merged at every rest a zone's actors would gather in ever fewer slots.
+  # An actor alone stays an entry of its own.
+  defp regroup(_zone, {1, [entry]}, turn, {back, rand, rested}) do
+    {next, _draw, rand} = next_turn(turn, rand)
+    {back(back, next, turn, entry), rand, rested + 1}
+  end
+
+  defp regroup(zone, {count, members}, turn, {back, rand, rested}) do
+    {next, _draw, rand} = next_turn(turn, rand)
+    group = {{:group, count}, turn.index, members, zone}
+    {back(back, next, turn, group), rand, rested + count}
   end
 
   # Where nobody watches, an actor takes one turn in `unseen_every` on
@@ -841,14 +897,22 @@ defmodule Grove.Actors.Herd do
   end
 
   defp rests_unseen?(turn, {_id, _last, _state, zone} = entry, slot, zones) do
+    {rests, zones} = zone_rests?(turn, zone, slot, zones)
+    {rests, zones, entry}
+  end
+
+  # Whether a zone's actors rest this turn, asked once a zone a batch.
+  defp zone_rests?(%{every: 1}, _zone, _slot, zones), do: {false, zones}
+
+  defp zone_rests?(turn, zone, slot, zones) do
     case zones do
       %{^zone => rests} ->
-        {rests, zones, entry}
+        {rests, zones}
 
       %{} ->
         %{every: every, where: where, herd: %__MODULE__{api: api}} = turn
         rests = :erlang.phash2({slot, zone}, every) != 0 and not api.zone_watched?(where, zone)
-        {rests, Map.put(zones, zone, rests), entry}
+        {rests, Map.put(zones, zone, rests)}
     end
   end
 
@@ -1019,7 +1083,9 @@ defmodule Grove.Actors.Herd do
 
   # Each actor is on the wheel once, as `{id, the tag of its last move (its
   # kind's index alone before its first), its kind's state, its zone if
-  # read since its last move}`.
+  # read since its last move}`, or in a group of its zone's actors that
+  # rest together, `{{:group, count}, its kind's index, their entries,
+  # the zone}` (`regroup/4`).
   defp schedule(herd) do
     case Wheel.next_due(herd.wheel, herd.slot + 1, herd.slot + 2 * interval_slots(herd) + 2) do
       nil ->

@@ -127,7 +127,7 @@ defmodule Grove.Actors.HerdTest do
 
   defp wheel_ids(herd) do
     %Herd{wheel: wheel} = :sys.get_state(herd)
-    wheel.slots |> Map.values() |> List.flatten() |> Enum.map(&elem(&1, 0)) |> Enum.sort()
+    wheel |> Herd.Wheel.entries() |> Enum.map(&elem(&1, 0)) |> Enum.sort()
   end
 
   describe "outcomes" do
@@ -398,6 +398,58 @@ defmodule Grove.Actors.HerdTest do
       # move: about one turn in four, where every turn was a lookup.
       assert lookups <= sent + 50
       assert lookups < (sent + rested) / 2
+    end
+
+    test "a zone's actors that rest go back on the wheel together, each on it once",
+         %{world: world} do
+      {herd, stats} =
+        start_patient_herd(StubWorld.new(world, moves: :answer, seen: false),
+          count: 50,
+          unseen_every: 4
+        )
+
+      eventually(fn -> assert counts(stats).rested >= 400 end)
+      %Herd{wheel: wheel} = :sys.get_state(herd)
+      # One zone: the actors that rest alone in a slot go back as one
+      # entry, so the wheel holds fewer entries than actors (one an actor,
+      # before: 50).
+      held = wheel.slots |> Map.values() |> Enum.map(&length/1) |> Enum.sum()
+      assert held < 45
+      ids = wheel |> Herd.Wheel.entries() |> Enum.map(&elem(&1, 0))
+      assert length(ids) == 50 and length(Enum.uniq(ids)) == 50
+      assert Enum.all?(ids, &is_integer/1)
+    end
+
+    test "an actor lost while it rests with others comes off the wheel, and another joins",
+         %{world: world} do
+      {herd, stats} =
+        start_patient_herd(StubWorld.new(world, moves: :answer, seen: false),
+          count: 50,
+          unseen_every: 4
+        )
+
+      # A member of a group, read and lost between two of the herd's messages.
+      lost =
+        eventually(fn ->
+          %Herd{wheel: wheel} = :sys.get_state(herd)
+
+          groups =
+            for {{:group, _count}, _index, members, _zone} <-
+                  wheel.slots |> Map.values() |> Enum.concat(),
+                do: members
+
+          assert groups != []
+          groups |> hd() |> hd() |> elem(0)
+        end)
+
+      send(herd, {:grove_lost, lost})
+
+      eventually(fn ->
+        assert %{lost: 1, joined: 50} = counts(stats)
+        ids = wheel_ids(herd)
+        assert length(ids) == 50 and length(Enum.uniq(ids)) == 50
+        refute lost in ids
+      end)
     end
 
     test "every actor takes turns unseen, even with waits that never vary", %{world: world} do

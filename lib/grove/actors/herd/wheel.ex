@@ -13,6 +13,14 @@ defmodule Grove.Actors.Herd.Wheel do
   # for every run of every such walk, and after a while about as many
   # runs as actors.
   #
+  # An entry may stand for several actors: a group, `{{:group, count},
+  # tag, members, key}`, its `count` members a list of entries (a herd's
+  # actors of one zone that rest together, `Grove.Actors.Herd`).
+  # A slot is taken as it was put, groups and all (`pop/2`,
+  # `pop_runs/2`); what looks for or lists actors (`entries/1`, `size/1`,
+  # `drop_entry/2`, `take_entries/2`, `map/2`) looks inside groups, so an
+  # actor in a group is on the wheel once as any other.
+  #
   #     iex> alias Grove.Actors.Herd.Wheel
   #     iex> wheel = Wheel.new(100, 7) |> Wheel.add(3, {:a, 0}) |> Wheel.add(5, {:b, 0})
   #     iex> Wheel.slot_at(wheel, 307)
@@ -92,6 +100,27 @@ defmodule Grove.Actors.Herd.Wheel do
   @spec empty?(t()) :: boolean()
   def empty?(%__MODULE__{slots: slots}), do: map_size(slots) == 0
 
+  @doc """
+  The actors of a list of entries, each group's members in its place.
+
+      iex> Grove.Actors.Herd.Wheel.ungroup([{:a, 0}, {{:group, 2}, 0, [{:b, 0}, {:c, 0}], 7}])
+      [{:a, 0}, {:b, 0}, {:c, 0}]
+  """
+  @spec ungroup([entry()]) :: [entry()]
+  def ungroup(entries) do
+    if Enum.any?(entries, &group?/1),
+      do: Enum.flat_map(entries, &members/1),
+      else: entries
+  end
+
+  @doc "The actors an entry stands for: a group's members, else the entry alone."
+  @spec members(entry()) :: [entry()]
+  def members({{:group, _count}, _tag, members, _key}), do: members
+  def members(entry), do: [entry]
+
+  defp group?({{:group, _count}, _tag, _members, _key}), do: true
+  defp group?(_entry), do: false
+
   @doc "How many actors are on the wheel."
   @spec size(t()) :: non_neg_integer()
   def size(wheel), do: wheel |> entries() |> length()
@@ -146,17 +175,25 @@ defmodule Grove.Actors.Herd.Wheel do
   def map(%__MODULE__{slots: slots} = wheel, fun),
     do: %{wheel | slots: Map.new(slots, fn {slot, held} -> {slot, map_held(held, fun)} end)}
 
-  defp map_held(entries, fun) when is_list(entries), do: Enum.map(entries, fun)
+  defp map_held(entries, fun) when is_list(entries), do: Enum.map(entries, &map_entry(&1, fun))
 
   defp map_held(lanes, fun),
-    do: lanes |> Tuple.to_list() |> Enum.map(&Enum.map(&1, fun)) |> List.to_tuple()
+    do: lanes |> Tuple.to_list() |> Enum.map(&map_held(&1, fun)) |> List.to_tuple()
+
+  defp map_entry({{:group, count}, tag, members, key}, fun),
+    do: {{:group, count}, tag, Enum.map(members, fun), key}
+
+  defp map_entry(entry, fun), do: fun.(entry)
 
   @doc "The entries on the wheel, in no order."
   @spec entries(t()) :: [entry()]
   def entries(%__MODULE__{slots: slots}),
-    do: slots |> Map.values() |> Enum.flat_map(&runs/1) |> Enum.concat()
+    do: slots |> Map.values() |> Enum.flat_map(&runs/1) |> Enum.concat() |> ungroup()
 
-  @doc "Takes the actors due in a slot: `{entries, wheel}`, or `{nil, wheel}` when none is."
+  @doc """
+  Takes the entries due in a slot (groups as they are): `{entries, wheel}`,
+  or `{nil, wheel}` when none is.
+  """
   @spec pop(t(), slot()) :: {[entry()] | nil, t()}
   def pop(wheel, slot) do
     case pop_runs(wheel, slot) do
@@ -203,16 +240,40 @@ defmodule Grove.Actors.Herd.Wheel do
     end)
   end
 
-  defp take_from(entries, id) when is_list(entries), do: List.keytake(entries, id, 0)
+  defp take_from(entries, id) when is_list(entries) do
+    case List.keytake(entries, id, 0) do
+      nil -> take_from_groups(entries, id, [])
+      taken -> taken
+    end
+  end
 
   defp take_from(lanes, id) do
     Enum.find_value(0..(tuple_size(lanes) - 1), fn lane ->
-      case List.keytake(elem(lanes, lane), id, 0) do
+      case take_from(elem(lanes, lane), id) do
         nil -> nil
         {entry, rest} -> {entry, put_elem(lanes, lane, rest)}
       end
     end)
   end
+
+  # An actor taken out of its group: the group one less, or the one left.
+  defp take_from_groups([], _id, _passed), do: nil
+
+  defp take_from_groups([{{:group, count}, tag, members, key} = group | rest], id, passed) do
+    case List.keytake(members, id, 0) do
+      nil ->
+        take_from_groups(rest, id, [group | passed])
+
+      {entry, [one]} ->
+        {entry, :lists.reverse(passed, [one | rest])}
+
+      {entry, left} ->
+        {entry, :lists.reverse(passed, [{{:group, count - 1}, tag, left, key} | rest])}
+    end
+  end
+
+  defp take_from_groups([entry | rest], id, passed),
+    do: take_from_groups(rest, id, [entry | passed])
 
   # A slot's actors as they are left: the slot goes once it has none.
   defp put_slot(wheel, slot, held) do
@@ -242,12 +303,12 @@ defmodule Grove.Actors.Herd.Wheel do
     take_entries(wheel, count - length(taken), taken ++ taken_before)
   end
 
-  defp take_held(entries, count) when is_list(entries), do: Enum.split(entries, count)
+  defp take_held(entries, count) when is_list(entries), do: Enum.split(ungroup(entries), count)
 
   defp take_held(lanes, count) do
     {taken, kept, _left} =
       Enum.reduce(0..(tuple_size(lanes) - 1), {[], lanes, count}, fn lane, {taken, kept, left} ->
-        {more, rest} = Enum.split(elem(kept, lane), left)
+        {more, rest} = take_held(elem(kept, lane), left)
         {more ++ taken, put_elem(kept, lane, rest), left - length(more)}
       end)
 

@@ -74,6 +74,43 @@ defmodule Grove.Actors.Herd.WheelTest do
     assert length(all) == 6 and Wheel.empty?(none)
   end
 
+  test "actors in a group are found, dropped, taken and changed as those alone are" do
+    group = {{:group, 3}, 0, [{:b, 1}, {:c, 2}, {:d, 3}], :zone}
+
+    wheel =
+      Wheel.new(100, 0, 2)
+      |> Wheel.add(3, {:a, 0}, 0)
+      |> Wheel.add(3, group, 0)
+      |> Wheel.add(4, {{:group, 2}, 1, [{:e, 4}, {:f, 5}], :zone}, 1)
+
+    assert Wheel.size(wheel) == 6
+    assert Enum.sort(Wheel.entries(wheel)) == [a: 0, b: 1, c: 2, d: 3, e: 4, f: 5]
+    # A slot is taken as it was put.
+    assert {[[^group, {:a, 0}]], _} = Wheel.pop_runs(wheel, 3)
+
+    # Out of its group, which is one less, or the one left.
+    assert {{:c, 2}, dropped} = Wheel.drop_entry(wheel, :c)
+
+    assert {[[{{:group, 2}, 0, [{:b, 1}, {:d, 3}], :zone}, {:a, 0}]], _} =
+             Wheel.pop_runs(dropped, 3)
+
+    assert {{:e, 4}, dropped} = Wheel.drop_entry(wheel, :e)
+    assert {[{:f, 5}], _} = Wheel.pop(dropped, 4)
+    assert Wheel.size(dropped) == 5 and Wheel.drop(dropped, :e) == nil
+
+    doubled = Wheel.map(wheel, fn {id, n} -> {id, 2 * n} end)
+    assert Enum.sort(Wheel.entries(doubled)) == [a: 0, b: 2, c: 4, d: 6, e: 8, f: 10]
+
+    assert {[[{{:group, 3}, 0, [{:b, 2}, {:c, 4}, {:d, 6}], :zone}, {:a, 0}]], _} =
+             Wheel.pop_runs(doubled, 3)
+
+    {taken, left} = Wheel.take_entries(wheel, 2)
+    assert length(taken) == 2 and Wheel.size(left) == 4
+    assert Enum.sort(taken ++ Wheel.entries(left)) == Enum.sort(Wheel.entries(wheel))
+    assert {ids, none} = Wheel.take(wheel, 10)
+    assert Enum.sort(ids) == [:a, :b, :c, :d, :e, :f] and Wheel.empty?(none)
+  end
+
   test "every entry can be changed where it is, and listed" do
     wheel =
       Wheel.new(100, 0) |> Wheel.add(3, {:a, 1}) |> Wheel.add(3, {:b, 2}) |> Wheel.add(9, {:c, 3})
