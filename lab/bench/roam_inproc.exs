@@ -16,8 +16,13 @@
 # core it runs on) a walker-second, and the part of it in the walkers' own
 # turns (their handlers, timed), the rest being their zones', the wakes'
 # and the runtime's; with `roam_msacc.exs` required too, the scheduler's
-# states over those 30 s. `roam_split.sh` runs it beside the same walkers
-# over WebSockets. From the repository's root:
+# states over those 30 s, and the zones woken and the handoffs a
+# walker-second meanwhile. `roam_split.sh` runs it beside the same walkers
+# over WebSockets. With `ROAM_PACE=N` each walker turns round every N
+# steps and paces where it joined, waking no zone past its first few; with
+# the server's `GROVE_GAME=off`, the world has no game: what a walker's
+# crossing of zones costs, and what the game's, are the differences. From
+# the repository's root:
 #
 #   GROVE_ACTORS=0 GROVE_WIDTH=1000000 GROVE_HEIGHT=1000000 GROVE_ZONES=on_demand \
 #     GROVE_ZONE_IDLE_MS=20000 GROVE_PORT=0 ELIXIR_ERL_OPTIONS="+S 1:1 +sbwt none" \
@@ -52,6 +57,7 @@ defmodule Bench.RoamInproc do
       walk: {:rand.uniform(8) - 1, nil, nil, 0},
       size: size,
       every: every,
+      pace: config.pace,
       busy: 0,
       moves: 0,
       bytes: 0,
@@ -99,6 +105,10 @@ defmodule Bench.RoamInproc do
       end
 
     {heading, refused} = if refused >= 7, do: {rem(heading + 4, 8), 0}, else: {heading, refused}
+
+    heading =
+      if state.pace && rem(state.seq + 1, state.pace) == 0, do: rem(heading + 4, 8), else: heading
+
     heading = bounce(heading, cell, state.size)
     sent = Integer.mod(heading + elem(@side_steps, refused), 8)
     seq = state.seq + 1
@@ -201,7 +211,10 @@ session =
   ])
   |> Map.put(:view_ms, gateway.view_ms_max)
 
-config = %{world: gateway.world, session: session}
+# `ROAM_PACE=N`: each walker turns round every N steps, pacing where it
+# joined (no zone woken past its first few), rather than walking straight.
+pace = if p = System.get_env("ROAM_PACE"), do: String.to_integer(p)
+config = %{world: gateway.world, session: session, pace: pace}
 size = {grid.width, grid.height}
 parent = self()
 heap = gateway.connection_heap
@@ -252,18 +265,25 @@ end
 
 IO.puts("INPROC " <> String.trim(elem(System.cmd("taskset", ["-p", System.pid()]), 0)))
 _ = report.()
+
+counts = fn ->
+  {Grove.World.Stats.get(world.stats, :zone_wakes), Grove.World.Stats.get(world.stats, :handoffs)}
+end
+
+{wakes0, handoffs0} = counts.()
 c0 = os_cpu.()
 t0 = :erlang.monotonic_time(:microsecond)
 accounting = Task.async(fn -> :msacc.start(30_000) && :msacc.stats() end)
 stats = Task.await(accounting, 60_000)
 cpu_ms = os_cpu.() - c0
+{wakes1, handoffs1} = counts.()
 t1 = :erlang.monotonic_time(:microsecond)
 {busy, moves, bytes} = report.()
 seconds = (t1 - t0) / 1.0e6
 ws = walkers * seconds
 
 IO.puts(
-  "INPROC #{walkers} walkers, #{Float.round(seconds, 1)} s: #{round(moves / seconds)} moves/s " <>
+  "INPROC #{walkers} walkers#{if pace, do: " pacing #{pace} steps", else: ""}, #{Float.round(seconds, 1)} s: #{round(moves / seconds)} moves/s " <>
     "(#{Float.round(moves / ws, 2)} a walker-second), #{round(bytes / ws)} B out a walker-second"
 )
 
@@ -274,5 +294,11 @@ IO.puts(
 )
 
 if Code.ensure_loaded?(Bench.RoamMsacc), do: Bench.RoamMsacc.print(stats, "in process")
+
+IO.puts(
+  "INPROC zones woken #{Float.round((wakes1 - wakes0) / ws, 3)} a walker-second, " <>
+    "handoffs #{Float.round((handoffs1 - handoffs0) / ws, 3)}"
+)
+
 for pid <- pids, do: send(pid, :stop)
 System.halt(0)
