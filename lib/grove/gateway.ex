@@ -78,6 +78,12 @@ defmodule Grove.Gateway do
     * `:connection_heap` - the words of heap each connection process starts
       with and keeps at least (`min_heap_size`): the garbage a connection
       makes between two collections (default `4181`)
+    * `:session_supervisors` - the supervisors the connections are started
+      under, side by side (a `PartitionSupervisor`'s partitions, picked by
+      the upgrading process): each start waits for the new connection's
+      `init/1`, so one supervisor starts one connection at a time, and a
+      join storm's upgrades queued behind it until their clients gave up;
+      this many start that many at once (default `64`)
     * `:pace_low`, `:pace_high` - the scheduler utilization (0 to 1) below
       which views go out every `:view_ms`, and above which every
       `:view_ms_max` (defaults `0.5`, `0.8`)
@@ -130,6 +136,13 @@ defmodule Grove.Gateway do
       cannot be served in time (its wait for a password permit, for the
       store's queue or for the database would pass it) gets `503` with
       `Retry-After` by then (default `1000`)
+    * `:upgrade_deadline` - milliseconds within which a WebSocket upgrade
+      must reach its handler, counted from the moment its connection was
+      accepted: one that waited longer (a server too busy to start players
+      in time) gets `503 server_busy` with `Retry-After: 1` at once, rather
+      than a start its client may have given up on; counted in
+      `grove_http_late_total{stage="upgrade"}` (default `8000`; `0`
+      refuses every upgrade, for tests)
     * `:accept_priority` - the priority at which connections are accepted:
       `:high` (the default; they are served at `:normal` once accepted, see
       `docs/decisions.md`) or `:normal`, as Yaws does on its own (for
@@ -209,6 +222,7 @@ defmodule Grove.Gateway do
     drain_timeout: 5000,
     keepalive: 30_000,
     max_sessions: 100_000,
+    session_supervisors: 64,
     max_connections: :nolimit,
     sndbuf: nil,
     max_body: 65_536,
@@ -216,6 +230,7 @@ defmodule Grove.Gateway do
     max_headers: 32_768,
     http_timeout: 15_000,
     request_deadline: 1000,
+    upgrade_deadline: 8000,
     accept_priority: :high,
     admin_token: nil,
     accounts: nil
@@ -551,7 +566,8 @@ defmodule Grove.Gateway do
         # First, so it stops last: Yaws writes into it when it starts.
         {Scratch, scratch},
         # Stopped after the drainer, which has said goodbye by then.
-        {PartitionSupervisor, child_spec: DynamicSupervisor, name: sessions},
+        {PartitionSupervisor,
+         child_spec: DynamicSupervisor, name: sessions, partitions: opts[:session_supervisors]},
         # Which connection plays which account: one each.
         {Registry, keys: :unique, name: players},
         # Before Yaws and stopped after it: Yaws's reports of clients that
@@ -627,7 +643,8 @@ defmodule Grove.Gateway do
           :view_ms_max,
           :connection_heap,
           :keepalive,
-          :max_sessions
+          :max_sessions,
+          :session_supervisors
         ],
         not (is_integer(opts[key]) and opts[key] > 0) do
       raise ArgumentError,
@@ -640,6 +657,13 @@ defmodule Grove.Gateway do
         raise(
           ArgumentError,
           ":minimap_places must be at most 65535, got: #{inspect(opts[:minimap_places])}"
+        )
+
+    unless is_integer(opts[:upgrade_deadline]) and opts[:upgrade_deadline] >= 0,
+      do:
+        raise(
+          ArgumentError,
+          ":upgrade_deadline must be a non-negative integer, got: #{inspect(opts[:upgrade_deadline])}"
         )
 
     unless is_integer(opts[:view_wait_ms]) and opts[:view_wait_ms] >= 0,
