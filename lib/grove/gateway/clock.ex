@@ -26,12 +26,15 @@ defmodule Grove.Gateway.Clock do
   #
   # and requests answered late, by where the deadline caught them:
   # `arrival` (it had passed before the handler began), `password` (no
-  # permit in time), `store` (the store could not answer in time).
+  # permit in time), `store` (the store could not answer in time),
+  # `upgrade` (a WebSocket upgrade that waited past the gateway's
+  # `:upgrade_deadline` before its handler: a server too busy to start
+  # more players in time).
 
   alias Grove.Metrics.Histogram
 
   @stages [:accept, :head, :handler]
-  @late [:arrival, :password, :store]
+  @late [:arrival, :password, :store, :upgrade]
 
   @accepted {__MODULE__, :accepted}
   @began {__MODULE__, :began}
@@ -120,12 +123,13 @@ defmodule Grove.Gateway.Clock do
 
   @doc """
   The request's deadline, in `System.monotonic_time(:millisecond)`, given
-  the gateway's `:request_deadline`; records the handler stage. A request
-  whose beginning was not seen (a test calling a handler directly) begins
-  now.
+  the gateway's `:request_deadline` (or the setting `budget` names);
+  records the handler stage. A request whose beginning was not seen (a
+  test calling a handler directly) begins now.
   """
-  @spec deadline(map()) :: integer()
-  def deadline(%{request_deadline: budget}) do
+  @spec deadline(map(), atom()) :: integer()
+  def deadline(config, budget \\ :request_deadline) do
+    budget = Map.fetch!(config, budget)
     now = now()
 
     case Process.get(@head) do
@@ -134,7 +138,8 @@ defmodule Grove.Gateway.Clock do
     end
 
     began = Process.get(@began, now)
-    div(began, 1000) + budget
+    # Monotonic time may be negative: rounded down, as the clock rounds it.
+    Integer.floor_div(began, 1000) + budget
   end
 
   @doc "Milliseconds left before `deadline`; zero or less when it has passed."

@@ -116,8 +116,9 @@ defmodule Grove.Gateway.Metrics do
         )
       ),
       {"grove_http_late_total", :counter,
-       "API requests answered 503 because their deadline could not be kept, by where: " <>
-         "arrival (passed before the handler), password (no permit in time), store (no answer in time).",
+       "HTTP requests answered 503 because their deadline could not be kept, by where: " <>
+         "arrival (passed before the handler), password (no permit in time), store (no answer in time), " <>
+         "upgrade (a WebSocket upgrade past the upgrade deadline).",
        for({stage, n} <- clock.late, do: {[stage: stage], n})},
       {"grove_protocol_errors_total", :counter, "Bad client messages, by error code.",
        for({code, n} <- Stats.protocol_errors(stats), do: {[code: code], n})}

@@ -11,7 +11,7 @@ defmodule Grove.Gateway.Socket do
 
   import Grove.Gateway.Records
 
-  alias Grove.Gateway.{Connection, HTTP, Stats, WebSocket}
+  alias Grove.Gateway.{Clock, Connection, HTTP, Stats, WebSocket}
 
   def out(arg) do
     config = Grove.Gateway.config()
@@ -21,10 +21,15 @@ defmodule Grove.Gateway.Socket do
          {:ok, key} <- check_key(headers),
          :ok <- check_subprotocol(headers),
          {:ok, encoding} <- encoding(arg),
-         :ok <- check_room(config) do
+         :ok <- check_room(config),
+         :ok <- check_deadline(config) do
       accept(arg(arg, :clisock), config, encoding, key)
     else
-      {:refuse, status, code, message} -> HTTP.error(status, code, message)
+      {:refuse, 503, "server_busy", message} ->
+        [{:header, {~c"Retry-After", ~c"1"}} | HTTP.error(503, "server_busy", message)]
+
+      {:refuse, status, code, message} ->
+        HTTP.error(status, code, message)
     end
   end
 
@@ -80,6 +85,22 @@ defmodule Grove.Gateway.Socket do
 
         {:refuse, 503, "server_full",
          "this server has its #{config.max_sessions} players; try again later"}
+    end
+  end
+
+  # An upgrade that waited past the gateway's `:upgrade_deadline` since
+  # its connection was accepted came to a server too busy to start it in
+  # time: answered at once, a 503 the client may retry after a second,
+  # rather than started for a client that may have given up (counted as
+  # late at `upgrade`).
+  defp check_deadline(config) do
+    if Clock.left(Clock.deadline(config, :upgrade_deadline)) > 0 do
+      :ok
+    else
+      Clock.late(:upgrade)
+
+      {:refuse, 503, "server_busy",
+       "this server is too busy to take a player in time; try again shortly"}
     end
   end
 

@@ -1,0 +1,104 @@
+defmodule Grove.Gateway.UpgradeTest do
+  # How WebSocket upgrades are started in a join storm: under supervisors
+  # side by side, so that one start held up does not hold up the others;
+  # and one that waited past the upgrade deadline gets a 503 the client
+  # may retry, at once. Starts its own gateways: not async.
+  use ExUnit.Case, async: false
+
+  import Grove.WorldCase, only: [eventually: 1]
+
+  alias Grove.Gateway
+  alias Grove.WsClient
+
+  @moduletag :gateway
+
+  setup context do
+    Grove.TestInstance.start!("upgrade",
+      world: [width: 40, height: 40, zone_size: 20, tick: :manual],
+      actors: [count: 0],
+      gateway: Keyword.merge([port: 0], context[:gateway_opts] || [])
+    )
+  end
+
+  @tag gateway_opts: [session_supervisors: 4]
+  test "a connection's start held up under one supervisor holds up no upgrade under the others",
+       %{port: port} do
+    supervisors =
+      for {_, pid, _, _} <- PartitionSupervisor.which_children(Gateway.config().sessions),
+          do: pid
+
+    assert length(supervisors) == 4
+    [held | _] = supervisors
+    :ok = :sys.suspend(held)
+
+    # Each upgrade is served by a process of its own, which picks the
+    # supervisor: of 16, those that picked the held one wait, the rest are
+    # players (all 16 held back by one supervisor: 4^-16).
+    me = self()
+
+    upgrades =
+      for _ <- 1..16 do
+        Task.async(fn ->
+          {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws", timeout: 60_000)
+          # The socket outlives the task that opened it.
+          :ok = :gen_tcp.controlling_process(client.socket, me)
+          client
+        end)
+      end
+
+    eventually(fn -> assert Gateway.stats().sessions >= 1 end)
+
+    :ok = :sys.resume(held)
+    clients = for task <- upgrades, do: Task.await(task, 60_000)
+    eventually(fn -> assert Gateway.stats().sessions == 16 end)
+    for client <- clients, do: WsClient.close(client)
+  end
+
+  @tag gateway_opts: [upgrade_deadline: 0]
+  test "an upgrade past the upgrade deadline gets 503 server_busy with Retry-After, counted",
+       %{port: port, instance: instance} do
+    assert {503, headers, %{"error" => "server_busy", "message" => message}} = upgrade(port)
+    assert headers["retry-after"] == "1"
+    assert message =~ "try again"
+    assert Gateway.stats().sessions == 0
+
+    metrics = IO.iodata_to_binary(Grove.Metrics.Prometheus.render(instance))
+    assert metrics =~ ~s(grove_http_late_total{stage="upgrade"} 1)
+  end
+
+  test "an upgrade within the upgrade deadline is started", %{port: port} do
+    assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+    eventually(fn -> assert Gateway.stats().sessions == 1 end)
+    WsClient.close(client)
+  end
+
+  defp upgrade(port) do
+    {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
+
+    :ok =
+      :gen_tcp.send(socket, [
+        "GET /ws HTTP/1.1\r\nHost: grove\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+      ])
+
+    response = read_response(socket, "")
+    :gen_tcp.close(socket)
+    [head, body] = String.split(response, "\r\n\r\n", parts: 2)
+    ["HTTP/1.1 " <> <<status::binary-size(3)>> <> _ | lines] = String.split(head, "\r\n")
+
+    headers =
+      for line <- lines, [name, value] = String.split(line, ":", parts: 2), into: %{} do
+        {String.downcase(name), String.trim(value)}
+      end
+
+    {String.to_integer(status), headers, :jiffy.decode(body, [:return_maps])}
+  end
+
+  # Until the server closes, or has nothing more to say.
+  defp read_response(socket, acc) do
+    case :gen_tcp.recv(socket, 0, 1000) do
+      {:ok, data} -> read_response(socket, acc <> data)
+      {:error, _closed_or_timeout} -> acc
+    end
+  end
+end
