@@ -9,7 +9,7 @@
 
 # The server's flags as `mix grove.bench.players` starts it: one scheduler
 # that does not spin.
-SERVER_ERL="+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none"
+SERVER_ERL="+S 1:1 +sbwt none +sbwtdcpu none +sbwtdio none ${SERVER_ERL_MORE:-}"
 
 # probe_setup NAME: ROOT (the repository), DIR (a new directory for the
 # probe's files, /tmp/grove-NAME-probe.*), PORT (one for the server, at
