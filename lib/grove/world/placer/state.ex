@@ -59,12 +59,20 @@ defmodule Grove.World.Placer.State do
   @settle_retry 1000
   # Zones announced to one node in one message at most.
   @batch 1000
+  # Zones placed by one rule written into the placement's tuple one by
+  # one at most (each write copies it); more, and it is built again once.
+  @flush_writes 8
 
   defstruct [
     :node,
     :zone_count,
-    # nil until placed; then a tuple, by zone, of `{node, epoch}`.
+    # nil until placed; then a tuple, by zone, of `{node, epoch}`, as it
+    # stood when a rule last returned: what a rule places meanwhile is in
+    # `located`, read first, and written into the tuple once, as the rule
+    # returns (`flush/1`), since a tuple is copied whole on every write,
+    # and a rule may place thousands of zones of a world of 100,000.
     locations: nil,
+    located: %{},
     members: [],
     # Nodes that said they leave: no member, until the group drops them.
     leaving: MapSet.new(),
@@ -118,6 +126,7 @@ defmodule Grove.World.Placer.State do
           node: node(),
           zone_count: pos_integer(),
           locations: tuple() | nil,
+          located: %{index() => placement()},
           members: [node()],
           leaving: MapSet.t(node()),
           handing: %{index() => {node(), epoch()}},
@@ -158,7 +167,13 @@ defmodule Grove.World.Placer.State do
   @doc "Where the zone runs, with the epoch of that placement (`{nil, 0}` before any)."
   @spec placement(t(), index()) :: placement()
   def placement(%__MODULE__{locations: nil}, _index), do: {nil, 0}
-  def placement(state, index), do: elem(state.locations, index)
+
+  def placement(%__MODULE__{located: located} = state, index) do
+    case located do
+      %{^index => placement} -> placement
+      _none -> elem(state.locations, index)
+    end
+  end
 
   @doc "The epoch of the zone's placement (0 before any)."
   @spec epoch(t(), index()) :: epoch()
@@ -187,18 +202,20 @@ defmodule Grove.World.Placer.State do
       {state, [{:send_after, :place, @place_retry}]}
     else
       owners = Placement.owners(state.zone_count, state.members)
-      {state, effects} = publish(state, for(node <- Tuple.to_list(owners), do: {node, 1}))
+      {state, published} = publish(state, for(node <- Tuple.to_list(owners), do: {node, 1}))
 
-      {state, effects} =
+      # Effects gathered last first, each zone's in a list of its own, and
+      # put in order once: a list appended to is copied whole each time.
+      {state, started} =
         for index <- 0..(state.zone_count - 1),
             elem(owners, index) == state.node,
-            reduce: {state, effects} do
-          {state, effects} ->
+            reduce: {state, []} do
+          {state, started} ->
             {state, start} = start_zone(state, index)
-            {state, effects ++ start ++ announce(state, index, :started)}
+            {state, [announce(state, index, :started), start | started]}
         end
 
-      batch({state, effects ++ say_joined(state)})
+      batch({state, published ++ Enum.concat(Enum.reverse(started, [say_joined(state)]))})
     end
   end
 
@@ -218,30 +235,33 @@ defmodule Grove.World.Placer.State do
   # newer placement stops the copy here (`announced/6`); and another that
   # still counts this node as leaving counts it again (`joined/3`).
   defp join_running(state, locations) do
-    {state, effects} = publish(state, locations)
+    {state, published} = publish(state, locations)
 
-    {state, effects} =
-      Enum.reduce(Enum.with_index(locations), {state, effects}, fn
-        {{at, _epoch}, index}, {state, effects} when at == state.node ->
+    {state, started} =
+      Enum.reduce(Enum.with_index(locations), {state, []}, fn
+        {{at, _epoch}, index}, {state, started} when at == state.node ->
           {state, start} = start_zone(state, index)
-          {state, effects ++ start ++ announce(state, index, :handed)}
+          {state, [announce(state, index, :handed), start | started]}
 
         _other, acc ->
           acc
       end)
 
-    effects = effects ++ say_joined(state)
+    {state, handed} =
+      Enum.reduce(0..(state.zone_count - 1), {state, []}, fn index, {state, handed} ->
+        owner = Placement.owner(index, state.members)
 
-    Enum.reduce(0..(state.zone_count - 1), {state, effects}, fn index, {state, effects} ->
-      owner = Placement.owner(index, state.members)
+        if location(state, index) == state.node and owner != state.node do
+          {state, more} = hand_over(state, index, owner)
+          {state, [more | handed]}
+        else
+          {state, handed}
+        end
+      end)
 
-      if location(state, index) == state.node and owner != state.node do
-        {state, more} = hand_over(state, index, owner)
-        {state, effects ++ more}
-      else
-        {state, effects}
-      end
-    end)
+    {state,
+     published ++
+       Enum.concat(Enum.reverse(started, [say_joined(state) | Enum.reverse(handed)]))}
   end
 
   # A new placement is built whole before it is published: another node
@@ -253,8 +273,8 @@ defmodule Grove.World.Placer.State do
       for {index, {node, epoch, how}} <- state.early,
           do: {:send_self, {:zone_at, index, node, epoch, how}}
 
-    {%{state | locations: List.to_tuple(locations), early: %{}} |> see(state.members),
-     [{:publish, locations} | replays]}
+    {%{state | locations: List.to_tuple(locations), located: %{}, early: %{}}
+     |> see(state.members), [{:publish, locations} | replays]}
   end
 
   # A placer started again while its node stayed up may be counted as
@@ -300,7 +320,10 @@ defmodule Grove.World.Placer.State do
       {true, false} ->
         {state, effects} = rebalance(state, connected)
         newcomers = state.members -- before
-        batch({state, effects ++ introduce(state, newcomers) ++ ask(state, newcomers)})
+
+        {state, effects ++ introduce(state, newcomers) ++ ask(state, newcomers)}
+        |> batch()
+        |> flush()
     end
   end
 
@@ -354,7 +377,7 @@ defmodule Grove.World.Placer.State do
         {state, []}
       else
         {state, effects} = rebalance(state, connected)
-        batch({state, effects ++ introduce(state, [node])})
+        {state, effects ++ introduce(state, [node])} |> batch() |> flush()
       end
     else
       batch({state, introduce(state, [node])})
@@ -364,7 +387,9 @@ defmodule Grove.World.Placer.State do
   @doc "A node went down: what was waiting for it to be gone settles."
   @spec nodedown(t(), [node()]) :: result()
   def nodedown(%__MODULE__{paused: true} = state, _connected), do: {state, []}
-  def nodedown(state, connected), do: state |> see(connected) |> rebalance(connected) |> batch()
+
+  def nodedown(state, connected),
+    do: state |> see(connected) |> rebalance(connected) |> batch() |> flush()
 
   @doc "A node came up: seen, so that it can be gone once it is not."
   @spec nodeup(t(), node()) :: t()
@@ -379,10 +404,13 @@ defmodule Grove.World.Placer.State do
       Enum.reduce(0..(state.zone_count - 1), {state, [], []}, fn index,
                                                                  {state, effects, restarted} ->
         case settle_zone(state, index, connected) do
-          {state, more, :restarted} -> {state, effects ++ more, [index | restarted]}
-          {state, more, _} -> {state, effects ++ more, restarted}
+          {state, more, :restarted} -> {state, [more | effects], [index | restarted]}
+          {state, [], _} -> {state, effects, restarted}
+          {state, more, _} -> {state, [more | effects], restarted}
         end
       end)
+
+    effects = effects |> Enum.reverse() |> Enum.concat()
 
     if restarted == [] do
       {state, effects}
@@ -407,7 +435,7 @@ defmodule Grove.World.Placer.State do
 
   def settle(state, index, connected) do
     {state, effects, _} = settle_zone(state, index, connected)
-    {state, effects}
+    flush({state, effects})
   end
 
   # One zone: handed over if it runs here and belongs elsewhere, started
@@ -477,10 +505,11 @@ defmodule Grove.World.Placer.State do
   `members/4`) starts again here if it is this node's now.
   """
   @spec announced(t(), index(), node(), epoch(), how(), [node()]) :: result()
-  def announced(state, index, node, epoch, how, connected)
+  def announced(state, index, node, epoch, how, connected),
+    do: state |> hear(index, node, epoch, how, connected) |> flush()
 
-  def announced(state, index, node, epoch, how, _connected)
-      when state.paused or state.locations == nil do
+  defp hear(state, index, node, epoch, how, _connected)
+       when state.paused or state.locations == nil do
     early =
       case state.early do
         %{^index => {first, known, _how}} ->
@@ -495,7 +524,7 @@ defmodule Grove.World.Placer.State do
     {%{state | early: early}, []}
   end
 
-  def announced(state, index, node, epoch, how, connected) do
+  defp hear(state, index, node, epoch, how, connected) do
     {at, mine} = known = placement(state, index)
     # A zone "restarted" on a node not connected here is word from a node
     # that saw that one gone (`settle_zone/3`): so it is, here too.
@@ -547,7 +576,7 @@ defmodule Grove.World.Placer.State do
     {state, effects, recovered} =
       Enum.reduce(zones, {state, [], []}, fn {index, node, epoch, how},
                                              {state, effects, recovered} ->
-        {state, more} = announced(state, index, node, epoch, how, connected)
+        {state, more} = hear(state, index, node, epoch, how, connected)
         {more, here} = Enum.split_with(more, &(not match?({:recovered, _}, &1)))
         {state, [more | effects], [Enum.flat_map(here, &elem(&1, 1)) | recovered]}
       end)
@@ -558,7 +587,7 @@ defmodule Grove.World.Placer.State do
         indexes -> [{:recovered, indexes}]
       end
 
-    batch({state, Enum.concat(Enum.reverse(effects)) ++ recovered})
+    {state, Enum.concat(Enum.reverse(effects)) ++ recovered} |> batch() |> flush()
   end
 
   # A node that announces an older placement than this one knows may run
@@ -613,12 +642,14 @@ defmodule Grove.World.Placer.State do
       {state, effects} = restart_lost(state, index)
       {state, settled, _} = settle_zone(state, index, connected)
 
-      {state,
-       [
-         {:log, :warning,
-          "zone #{index}: #{from} stopped without handing it over; started again here, empty"}
-         | effects
-       ] ++ [{:recovered, [index]}] ++ settled}
+      flush(
+        {state,
+         [
+           {:log, :warning,
+            "zone #{index}: #{from} stopped without handing it over; started again here, empty"}
+           | effects
+         ] ++ [{:recovered, [index]}] ++ settled}
+      )
     else
       {state, []}
     end
@@ -656,7 +687,10 @@ defmodule Grove.World.Placer.State do
   retire, and, taken while this handover was under way, is settled now.
   """
   @spec handover_ended(t(), index(), term()) :: result()
-  def handover_ended(state, index, reason) do
+  def handover_ended(state, index, reason),
+    do: state |> end_handover(index, reason) |> flush()
+
+  defp end_handover(state, index, reason) do
     {{to, epoch}, handing} = Map.pop!(state.handing, index)
     state = %{state | handing: handing}
     {at, _} = known = placement(state, index)
@@ -758,6 +792,36 @@ defmodule Grove.World.Placer.State do
     do: {:error, :starting}
 
   def take_over(state, index, rows, subscriptions, seq, epoch, connected) do
+    {state, effects} = take(state, index, rows, subscriptions, seq, epoch, connected)
+    {state, effects} = flush({state, effects})
+    {:ok, state, effects}
+  end
+
+  @doc """
+  Many zones handed over by one node at once (`{index, rows, subscriptions,
+  seq, epoch}` each, as `take_over/7` takes one): refused all together
+  while paused or not placed yet; else each taken as `take_over/7` takes
+  it, in order, and announced to each member in a few messages
+  (`batch/1`), as a node that joins hears what a member serves.
+  """
+  @spec take_over_all(t(), [{index(), term(), list(), non_neg_integer(), epoch()}], [node()]) ::
+          {:ok, t(), [effect()]} | {:error, :paused | :starting}
+  def take_over_all(%__MODULE__{paused: true}, _zones, _connected), do: {:error, :paused}
+  def take_over_all(%__MODULE__{locations: nil}, _zones, _connected), do: {:error, :starting}
+
+  def take_over_all(state, zones, connected) do
+    {state, effects} =
+      Enum.reduce(zones, {state, []}, fn {index, rows, subscriptions, seq, epoch},
+                                         {state, effects} ->
+        {state, more} = take(state, index, rows, subscriptions, seq, epoch, connected)
+        {state, [more | effects]}
+      end)
+
+    {state, effects} = {state, effects |> Enum.reverse() |> Enum.concat()} |> batch() |> flush()
+    {:ok, state, effects}
+  end
+
+  defp take(state, index, rows, subscriptions, seq, epoch, connected) do
     {state, dropped} = drop_forwarding(state, index)
     {state, start} = start_zone(state, index)
     {state, located} = locate(state, index, state.node, epoch)
@@ -765,7 +829,7 @@ defmodule Grove.World.Placer.State do
     # Members may have changed again while it came: it may belong elsewhere already.
     {state, settled, _} = settle_zone(state, index, connected)
 
-    {:ok, state,
+    {state,
      dropped ++
        [{:take_rows, index, rows, subscriptions, seq}] ++
        start ++ located ++ announced ++ settled}
@@ -864,8 +928,34 @@ defmodule Grove.World.Placer.State do
     do: {%{state | running: MapSet.delete(state.running, index)}, [{:stop_zone, index}]}
 
   defp locate(state, index, node, epoch) do
-    {%{state | locations: put_elem(state.locations, index, {node, epoch})},
+    {%{state | located: Map.put(state.located, index, {node, epoch})},
      [{:locate, index, node, epoch}]}
+  end
+
+  # What a rule placed, into the tuple as it returns: a zone or a few by
+  # a write each (a copy of the tuple each), more in one new tuple.
+  defp flush({state, effects}), do: {flush(state), effects}
+
+  defp flush(%__MODULE__{located: located} = state) when map_size(located) == 0, do: state
+
+  defp flush(%__MODULE__{located: located} = state) when map_size(located) <= @flush_writes do
+    locations =
+      Enum.reduce(located, state.locations, fn {index, placement}, locations ->
+        put_elem(locations, index, placement)
+      end)
+
+    %{state | locations: locations, located: %{}}
+  end
+
+  defp flush(%__MODULE__{located: located} = state) do
+    {list, _index} =
+      state.locations
+      |> Tuple.to_list()
+      |> Enum.map_reduce(0, fn placement, index ->
+        {Map.get(located, index, placement), index + 1}
+      end)
+
+    %{state | locations: List.to_tuple(list), located: %{}}
   end
 
   defp announce(state, index, how) do

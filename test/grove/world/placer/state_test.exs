@@ -559,6 +559,100 @@ defmodule Grove.World.Placer.StateTest do
     end
   end
 
+  describe "a world of 100,000 zones" do
+    # The huge world's zones on demand are placed by these rules: a rule
+    # that appends to the effects it gathers, or writes the placement's
+    # tuple once a zone (a copy of it each time), grows with the square
+    # of the zones. What a rule allocates is counted, not timed.
+    @many_taken 8_000
+
+    test "what a rule allocates grows with the zones, not with their square" do
+      small = growth_rules(5_000)
+      large = growth_rules(50_000)
+
+      for {name, rule} <- small do
+        {words_small, _} = Grove.Allocation.words(rule)
+        {words_large, _} = Grove.Allocation.words(large[name])
+
+        # About 10 times as much when linear, 100 when quadratic.
+        assert words_large < 20 * words_small,
+               "#{name}: #{words_small} words at 5,000 zones, #{words_large} at 50,000"
+      end
+    end
+
+    test "many zones handed over at once are taken as one at a time takes them, announced in a few messages" do
+      {d, zones} = taking(@many_taken)
+      connected = [@a, @b, @c]
+
+      {one_by_one, each} =
+        Enum.reduce(zones, {d, []}, fn {index, rows, subs, seq, epoch}, {d, effects} ->
+          {:ok, d, more} = State.take_over(d, index, rows, subs, seq, epoch, connected)
+          {d, effects ++ more}
+        end)
+
+      {:ok, all, effects} = State.take_over_all(d, zones, connected)
+      assert all == one_by_one
+
+      assert for(index <- 0..(@many_taken - 1), do: State.placement(all, index)) ==
+               Tuple.to_list(all.locations)
+
+      # The same effects, in the same order, but for the announcements,
+      # which go to each member in order, a thousand zones a message.
+      apart = fn effects ->
+        {Enum.reject(effects, &match?({:send, _, _}, &1)),
+         Enum.group_by(
+           for({:send, to, message} <- effects, zone <- announced_in(message), do: {to, zone}),
+           &elem(&1, 0),
+           &elem(&1, 1)
+         )}
+      end
+
+      assert apart.(effects) == apart.(each)
+      taken = length(zones)
+      assert taken > 1000
+
+      for member <- connected do
+        assert Enum.count(effects, &match?({:send, ^member, _}, &1)) == div(taken - 1, 1000) + 1
+      end
+
+      # Refused all together while not placed, or paused.
+      assert State.take_over_all(State.new(@d, @many_taken), zones, connected) ==
+               {:error, :starting}
+
+      assert State.take_over_all(%{d | paused: true}, zones, connected) == {:error, :paused}
+    end
+  end
+
+  # d joins a world placed over a, b and c, and is handed the zones it
+  # owns now, each at the next epoch.
+  defp taking(zones) do
+    {a, _} = State.join_or_start(%{State.new(@a, zones) | members: [@a, @b, @c]}, nil)
+    running = Tuple.to_list(a.locations)
+    {d, _} = State.join_or_start(%{State.new(@d, zones) | members: [@a, @b, @c, @d]}, running)
+
+    taken =
+      for {{_at, epoch}, index} <- Enum.with_index(running),
+          Placement.owner(index, [@a, @b, @c, @d]) == @d,
+          do: {index, [], [], 0, epoch + 1}
+
+    {d, taken}
+  end
+
+  defp growth_rules(zones) do
+    start = %{State.new(@a, zones) | members: [@a, @b, @c]}
+    {a, _} = State.join_or_start(start, nil)
+    running = Tuple.to_list(a.locations)
+    {d, taken} = taking(zones)
+
+    [
+      start: fn -> State.join_or_start(start, nil) end,
+      restart: fn -> State.join_or_start(start, running) end,
+      join: fn -> State.members(a, [@a, @b, @c, @d], true, [@b, @c, @d]) end,
+      lost: fn -> State.members(a, [@a, @b], true, [@b]) end,
+      taken: fn -> State.take_over_all(d, taken, [@a, @b, @c]) end
+    ]
+  end
+
   describe "a placer started again on a node that stays up" do
     # Its supervisor restarted it (its zones' supervisor died): the old
     # placer left the cluster as a node that stops does, and said that a
