@@ -171,6 +171,15 @@ defmodule Grove.Cluster do
   @spec join(atom()) :: :ok
   def join(instance), do: Membership.join(instance)
 
+  @doc """
+  True when `node` said, greeting this one, that it speaks `form` of the
+  cluster's messages (`:zones_at`, `:take_over_all`: see
+  `Grove.World.Placer`); false for a node of an older release, which says
+  nothing of them, and for one not heard from yet.
+  """
+  @spec speaks?(atom(), node(), atom()) :: boolean()
+  def speaks?(instance, node, form), do: form in Map.get(Membership.speaks(instance), node, [])
+
   @doc "Nodes refused for a configuration of their own, each with the differences."
   @spec refused(atom()) :: %{node() => [String.t()]}
   def refused(instance), do: Membership.refused(instance)

@@ -49,8 +49,18 @@ defmodule Grove.Cluster.Membership do
     quorum: nil,
     members: [],
     refused: %{},
+    # What each node said it speaks (`speaks/1`), from its greeting.
+    speaks: %{},
     subscribers: %{}
   ]
+
+  # The forms of the placer's messages between nodes that came after the
+  # first release, which this one speaks: many zones announced in one
+  # message (`{:zones_at, zones}`), many zones handed over in one call
+  # (`{:take_over_all, zones}`). A node of an older release matches
+  # neither (its placer would crash on it), and says nothing of them: it
+  # is sent the older forms, one zone a message (`Grove.World.Placer`).
+  @speaks [:zones_at, :take_over_all]
 
   @type t :: %State{}
 
@@ -178,7 +188,8 @@ defmodule Grove.Cluster.Membership do
     if node in state.members,
       do: Logger.warning("cluster: lost #{node}: #{inspect(info[:nodedown_reason])}")
 
-    {:noreply, state}
+    # It may come back running another release, and says again what it speaks.
+    {:noreply, put_speaks(state, node, [])}
   end
 
   # Going on purpose: not counted from now until it is back, so that the
@@ -194,6 +205,8 @@ defmodule Grove.Cluster.Membership do
 
   def handle_info({:hello, node, fingerprint, slot, answer?}, state) do
     if answer?, do: greet(state, node, false)
+    # An older release's greeting says nothing of what it speaks.
+    state = put_speaks(state, node, Keyword.get(fingerprint, :speaks, []))
 
     differences =
       Fingerprint.differences(state.fingerprint, fingerprint) ++
@@ -224,9 +237,19 @@ defmodule Grove.Cluster.Membership do
     end
   end
 
+  # A message of a later release's (this process is sent none it did
+  # not say it speaks): ignored, not a crash.
+  def handle_info(message, state) do
+    Logger.warning(
+      "cluster: a message of an unknown form, ignored: #{inspect(message, limit: 5)}"
+    )
+
+    {:noreply, state}
+  end
+
   @impl true
   def terminate(_reason, state) do
-    for what <- [:members, :refused, :boot_wait],
+    for what <- [:members, :refused, :boot_wait, :speaks],
         do: :persistent_term.erase({__MODULE__, state.instance, what})
 
     :ok
@@ -243,6 +266,12 @@ defmodule Grove.Cluster.Membership do
   @doc false
   @spec refused(atom()) :: %{node() => [String.t()]}
   def refused(instance), do: :persistent_term.get({__MODULE__, instance, :refused}, %{})
+
+  @doc false
+  # What each node said it speaks beyond the first release's forms (none
+  # said: none).
+  @spec speaks(atom()) :: %{node() => [atom()]}
+  def speaks(instance), do: :persistent_term.get({__MODULE__, instance, :speaks}, %{})
 
   @doc false
   @spec boot_wait(atom()) :: non_neg_integer()
@@ -271,13 +300,28 @@ defmodule Grove.Cluster.Membership do
 
   # A greeting carries the fingerprint; the first one of a pair asks for an
   # answer, so each side learns the other's even when one of them started
-  # after the nodes connected.
+  # after the nodes connected. What this node speaks goes with the
+  # fingerprint, as one more entry: an older release compares only the
+  # entries of its own fingerprint, and its greeting, of the same form,
+  # lacks it. (Not in the fingerprint itself: the group's name is its
+  # hash, and the two releases would never share one.)
   defp greet(state, node, answer?),
     do:
       send(
         {name(state.instance), node},
-        {:hello, node(), state.fingerprint, Grove.Cluster.id_slot(), answer?}
+        {:hello, node(), state.fingerprint ++ [speaks: @speaks], Grove.Cluster.id_slot(), answer?}
       )
+
+  # Written only when it changes: a node greets or goes now and then.
+  defp put_speaks(state, node, forms) do
+    speaks =
+      if forms == [], do: Map.delete(state.speaks, node), else: Map.put(state.speaks, node, forms)
+
+    if speaks != state.speaks,
+      do: :persistent_term.put({__MODULE__, state.instance, :speaks}, speaks)
+
+    %{state | speaks: speaks}
+  end
 
   ## Members and placement
 

@@ -99,8 +99,11 @@ defmodule Grove.World.Placer do
     :locations,
     :epochs,
     nodes: {},
-    # Handover processes: pid => zone index.
+    # Handover processes, one per node zones go to: pid => the indexes of
+    # its zones not ended yet. And the handovers a run of effects asked
+    # for, last first: {to, index, epoch}, started as the run ends.
     handovers: %{},
+    handing_out: [],
     # Timers after which a zone handed away stops: zone index => {its
     # number, ref} (`Grove.World.Placer.State.retired/3`).
     timers: %{},
@@ -110,6 +113,8 @@ defmodule Grove.World.Placer do
 
   # How often a node that waits for a first node by name looks again, ms.
   @first_retry 100
+  # Zones handed to one node in one call at most (`{:take_over_all, zones}`).
+  @handover_batch 100
 
   @type t :: %__MODULE__{core: State.t()}
 
@@ -216,6 +221,25 @@ defmodule Grove.World.Placer do
     end
   end
 
+  # Many zones from one node, as a node that says it speaks this sends
+  # them (`hand_over_zones/5`).
+  def handle_call({:take_over_all, zones}, _from, placer) do
+    case State.take_over_all(placer.core, zones, Node.list()) do
+      {:ok, core, effects} -> {:reply, :ok, run(placer, core, effects)}
+      {:error, reason} -> {:reply, {:error, reason}, placer}
+    end
+  end
+
+  # A call of a later release's (none is made to this node that it did
+  # not say it speaks): refused, not a crash.
+  def handle_call(request, _from, placer) do
+    Logger.warning(
+      "world: the placer was called with an unknown request: #{inspect(request, limit: 5)}"
+    )
+
+    {:reply, {:error, :unknown_request}, placer}
+  end
+
   @impl true
   def handle_info({:grove_cluster, instance, members}, placer) do
     quorum? = Grove.Cluster.quorum?(instance)
@@ -240,12 +264,34 @@ defmodule Grove.World.Placer do
   def handle_info({:zones_at, zones}, placer),
     do: {:noreply, run(placer, &State.announced_all(&1, zones, Node.list()))}
 
-  # A handover finished, or failed.
+  # A zone's handover finished, or failed; its process goes on with the
+  # others. (One of a process from before a pause is no longer awaited.)
+  def handle_info({:handed_over, pid, index, reason}, placer) do
+    case placer.handovers do
+      %{^pid => indexes} ->
+        placer = %{
+          placer
+          | handovers: Map.put(placer.handovers, pid, List.delete(indexes, index))
+        }
+
+        {:noreply, run(placer, &State.handover_ended(&1, index, reason))}
+
+      _none ->
+        {:noreply, placer}
+    end
+  end
+
+  # A handover process ended: the zones it had not handed yet failed with it.
   def handle_info({:EXIT, pid, reason}, %__MODULE__{handovers: handovers} = placer)
       when is_map_key(handovers, pid) do
-    {index, handovers} = Map.pop!(handovers, pid)
+    {indexes, handovers} = Map.pop!(handovers, pid)
     placer = %{placer | handovers: handovers}
-    {:noreply, run(placer, &State.handover_ended(&1, index, reason))}
+    reason = if reason == :normal, do: :ended_early, else: reason
+
+    {:noreply,
+     Enum.reduce(indexes, placer, fn index, placer ->
+       run(placer, &State.handover_ended(&1, index, reason))
+     end)}
   end
 
   def handle_info({:EXIT, _pid, _reason}, placer), do: {:noreply, placer}
@@ -281,6 +327,17 @@ defmodule Grove.World.Placer do
     {:noreply, run(placer, &State.retired(&1, index, timer))}
   end
 
+  # A message of a later release's (none is sent to this node that it did
+  # not say it speaks): ignored, not a crash, which would start the placer
+  # again only to be sent the same once it says it joined.
+  def handle_info(message, placer) do
+    Logger.warning(
+      "world: the placer got a message of an unknown form, ignored: #{inspect(message, limit: 5)}"
+    )
+
+    {:noreply, placer}
+  end
+
   # A node that stops on purpose hands its zones over first.
   @impl true
   def terminate(_reason, %__MODULE__{core: %State{locations: nil}}), do: :ok
@@ -307,18 +364,19 @@ defmodule Grove.World.Placer do
 
       Logger.info("world: leaving the cluster; handing #{length(zones)} zones over")
 
-      for {index, to, epoch} <- zones do
-        try do
-          :ok = hand_over_now(placer.world, index, to, epoch)
-        catch
-          kind, reason ->
+      for {to, zones} <- Enum.group_by(zones, &elem(&1, 1), &{elem(&1, 0), elem(&1, 2)}) do
+        hand_over_zones(placer.world, to, zones, fn
+          _index, :normal ->
+            :ok
+
+          index, reason ->
             Logger.error(
-              "zone #{index}: handing it to #{to} failed: #{inspect({kind, reason})}; " <>
+              "zone #{index}: handing it to #{to} failed: #{inspect(reason)}; " <>
                 "it starts again there, empty"
             )
 
             send({name(placer.world.name), to}, {:abandoned, index, node()})
-        end
+        end)
       end
     end
 
@@ -329,14 +387,26 @@ defmodule Grove.World.Placer do
   def terminate(_reason, _placer), do: :ok
 
   # Each handover process is linked to this one, which traps exits, and
-  # bounded by its own calls' timeouts.
+  # bounded by its own calls' timeouts; it says how each zone's handover
+  # ended before it ends.
   defp await_handovers(placer) do
-    Enum.reduce(placer.handovers, %{placer | handovers: %{}}, fn {pid, index}, placer ->
-      receive do
-        {:EXIT, ^pid, :normal} -> placer
-        {:EXIT, ^pid, _reason} -> run(placer, &State.cancel_retiring(&1, index))
-      end
+    Enum.reduce(placer.handovers, %{placer | handovers: %{}}, fn {pid, indexes}, placer ->
+      await_handover(placer, pid, indexes)
     end)
+  end
+
+  defp await_handover(placer, pid, indexes) do
+    receive do
+      {:handed_over, ^pid, index, :normal} ->
+        await_handover(placer, pid, List.delete(indexes, index))
+
+      {:handed_over, ^pid, index, _reason} ->
+        placer = run(placer, &State.cancel_retiring(&1, index))
+        await_handover(placer, pid, List.delete(indexes, index))
+
+      {:EXIT, ^pid, _reason} ->
+        Enum.reduce(indexes, placer, &run(&2, fn core -> State.cancel_retiring(core, &1) end))
+    end
   end
 
   ## Placing
@@ -429,9 +499,36 @@ defmodule Grove.World.Placer do
     run(placer, core, effects)
   end
 
-  # The core's effects, in order; see `Grove.World.Placer.State`.
+  # The core's effects, in order; see `Grove.World.Placer.State`. The
+  # handovers they ask for start as they end, one process per node the
+  # zones go to (`start_handovers/1`).
   defp run(placer, core, effects),
-    do: Enum.reduce(effects, %{placer | core: core}, &effect(&2, &1))
+    do: effects |> Enum.reduce(%{placer | core: core}, &effect(&2, &1)) |> start_handovers()
+
+  defp start_handovers(%__MODULE__{handing_out: []} = placer), do: placer
+
+  defp start_handovers(placer) do
+    world = placer.world
+    placer_pid = self()
+
+    placer.handing_out
+    |> Enum.reverse()
+    |> Enum.group_by(&elem(&1, 0), &{elem(&1, 1), elem(&1, 2)})
+    |> Enum.reduce(%{placer | handing_out: []}, fn {to, zones}, placer ->
+      pid =
+        spawn_link(fn ->
+          # The new owner's world may still be starting: the zones go on
+          # here until it answers.
+          await_placer(world.name, to, 300)
+
+          hand_over_zones(world, to, zones, fn index, reason ->
+            send(placer_pid, {:handed_over, self(), index, reason})
+          end)
+        end)
+
+      %{placer | handovers: Map.put(placer.handovers, pid, Enum.map(zones, &elem(&1, 0)))}
+    end)
+  end
 
   defp effect(placer, {:start_zone, index}), do: tap(placer, &start_zone(&1, index))
   defp effect(placer, {:stop_zone, index}), do: tap(placer, &stop_zone(&1, index))
@@ -451,19 +548,8 @@ defmodule Grove.World.Placer do
     placer
   end
 
-  defp effect(placer, {:hand_over, index, to, epoch}) do
-    world = placer.world
-
-    pid =
-      spawn_link(fn ->
-        # The new owner's world may still be starting: the zone goes on
-        # here until it answers.
-        await_placer(world.name, to, 300)
-        :ok = hand_over_now(world, index, to, epoch)
-      end)
-
-    %{placer | handovers: Map.put(placer.handovers, pid, index)}
-  end
+  defp effect(placer, {:hand_over, index, to, epoch}),
+    do: %{placer | handing_out: [{to, index, epoch} | placer.handing_out]}
 
   # The zone handed away passes on what comes late for a while, then stops.
   defp effect(placer, {:retire, index, timer}) do
@@ -560,6 +646,18 @@ defmodule Grove.World.Placer do
 
   defp effect(placer, {:wake_saved, index}) do
     if placer.world.zones_on_demand, do: wake_alive(placer.world, index)
+    placer
+  end
+
+  # Zones announced together go to a node of an older release one a
+  # message, in the form it knows (`Grove.Cluster.speaks?/3`).
+  defp effect(placer, {:send, node, {:zones_at, zones} = message}) do
+    to = {name(placer.world.name), node}
+
+    if Grove.Cluster.speaks?(placer.world.cluster, node, :zones_at),
+      do: send(to, message),
+      else: for({index, at, epoch, how} <- zones, do: send(to, {:zone_at, index, at, epoch, how}))
+
     placer
   end
 
@@ -765,7 +863,86 @@ defmodule Grove.World.Placer do
   # a zone woken here meanwhile would be that stand-in, which holds what
   # is sent to it and passes it on, and not a second run beside the new
   # owner's.
+  #
+  # Zones handed to one node go one after the other, in one process (one
+  # per node they go to), and `report` hears how each ended: `:normal`,
+  # or why it failed. To a node that says it speaks it, up to 100 zones
+  # in one call (`{:take_over_all, zones}`): the new owner's placer
+  # writes the whole placement each call (`Grove.World.Placer.State`),
+  # and one call a zone, for the tens of thousands of zones a node hands
+  # over in a world of 100,000, would grow with the square of the zones.
+  # To a node of an older release, one call a zone, the form it knows
+  # (`Grove.Cluster.speaks?/3`).
+  defp hand_over_zones(world, to, zones, report) do
+    if Grove.Cluster.speaks?(world.cluster, to, :take_over_all) do
+      for batch <- Enum.chunk_every(zones, @handover_batch),
+          do: hand_over_batch(world, to, batch, report)
+    else
+      for {index, epoch} <- zones do
+        case attempt(fn -> hand_over_now(world, index, to, epoch) end) do
+          {:ok, :ok} -> report.(index, :normal)
+          {:error, reason} -> report.(index, reason)
+        end
+      end
+    end
+
+    :ok
+  end
+
+  defp hand_over_batch(world, to, zones, report) do
+    given =
+      Enum.flat_map(zones, fn {index, epoch} ->
+        case attempt(fn -> give(world, index) end) do
+          {:ok, {zone, {rows, subscriptions, seq}}} ->
+            [{zone, {index, rows, subscriptions, seq, epoch}}]
+
+          {:error, reason} ->
+            report.(index, reason)
+            []
+        end
+      end)
+
+    call = {:take_over_all, for({_zone, zone} <- given, do: zone)}
+
+    result =
+      case given != [] and attempt(fn -> GenServer.call({name(world.name), to}, call, 30_000) end) do
+        {:ok, :ok} -> :normal
+        {:ok, refused} -> refused
+        {:error, reason} -> reason
+        false -> :normal
+      end
+
+    for {zone, {index, _rows, _subscriptions, _seq, _epoch}} <- given do
+      if result == :normal, do: send(zone, {:handed_to, address_on(world, index, to)})
+      report.(index, result)
+    end
+  end
+
+  defp attempt(fun) do
+    {:ok, fun.()}
+  catch
+    :exit, reason -> {:error, reason}
+    :error, reason -> {:error, {reason, __STACKTRACE__}}
+    :throw, value -> {:error, {{:nocatch, value}, __STACKTRACE__}}
+  end
+
   defp hand_over_now(world, index, to, epoch) do
+    {zone, {rows, subscriptions, seq}} = give(world, index)
+
+    :ok =
+      GenServer.call(
+        {name(world.name), to},
+        {:take_over, index, rows, subscriptions, seq, epoch},
+        30_000
+      )
+
+    send(zone, {:handed_to, address_on(world, index, to)})
+    :ok
+  end
+
+  # The zone's side: it gives what it holds, and holds what comes from
+  # now until it is told where it went (or that it stays).
+  defp give(world, index) do
     zone =
       case World.zone_pid(world, index) do
         nil when world.zones_on_demand ->
@@ -777,26 +954,13 @@ defmodule Grove.World.Placer do
           zone
       end
 
-    taken =
-      case GenServer.call(zone, :hand_over, 30_000) do
-        :nothing ->
-          {:asleep, [], Feed.latest(world.feed, index)}
+    case GenServer.call(zone, :hand_over, 30_000) do
+      :nothing ->
+        {zone, {:asleep, [], Feed.latest(world.feed, index)}}
 
-        {rows, subscriptions, seq, layer} ->
-          {{rows, layer, life_row(world, index)}, subscriptions, seq}
-      end
-
-    {rows, subscriptions, seq} = taken
-
-    :ok =
-      GenServer.call(
-        {name(world.name), to},
-        {:take_over, index, rows, subscriptions, seq, epoch},
-        30_000
-      )
-
-    send(zone, {:handed_to, address_on(world, index, to)})
-    :ok
+      {rows, subscriptions, seq, layer} ->
+        {zone, {{rows, layer, life_row(world, index)}, subscriptions, seq}}
+    end
   end
 
   # A zone's row of bacteria as it handed over, which it stopped writing.
@@ -813,15 +977,24 @@ defmodule Grove.World.Placer do
 
   defp await_placer(_world, to, 0), do: exit({:no_placer, to})
 
+  # Asked once per node zones go to, and only whether it placed the
+  # zones: its placement itself (`locations/2`) is a list of every zone.
   defp await_placer(world, to, tries) do
-    case safe_locations(world, to) do
-      list when is_list(list) ->
-        :ok
-
-      _ ->
-        Process.sleep(100)
-        await_placer(world, to, tries - 1)
+    if placed_on?(world, to) do
+      :ok
+    else
+      Process.sleep(100)
+      await_placer(world, to, tries - 1)
     end
+  end
+
+  # Both are read there without a message, in every release.
+  defp placed_on?(world, node) do
+    not :erpc.call(node, __MODULE__, :paused?, [world], 10_000) and
+      :erpc.call(node, __MODULE__, :published, [world], 10_000) != nil
+  catch
+    :exit, _ -> false
+    :error, {:erpc, _} -> false
   end
 
   defp stop_zone(%__MODULE__{world: %World{zones_on_demand: true} = world} = placer, index) do
@@ -856,7 +1029,7 @@ defmodule Grove.World.Placer do
 
     # A zone being handed over may yet be taken: what it held is not
     # known to be lost.
-    handing = placer.handovers |> Map.values() |> MapSet.new()
+    handing = placer.handovers |> Map.values() |> List.flatten() |> MapSet.new()
 
     told =
       Enum.reduce(running, 0, fn index, told ->
@@ -887,7 +1060,7 @@ defmodule Grove.World.Placer do
       "world: paused; #{length(running)} zones stopped, #{told} entities' clients told"
     )
 
-    %{placer | handovers: %{}, timers: %{}}
+    %{placer | handovers: %{}, handing_out: [], timers: %{}}
   end
 
   # A zone on demand starts when first needed, wherever it is placed.
