@@ -222,7 +222,7 @@ defmodule Grove.World.Placer do
   end
 
   # Many zones from one node, as a node that says it speaks this sends
-  # them (`hand_over_zones/5`).
+  # them (`hand_over_zones/4`).
   def handle_call({:take_over_all, zones}, _from, placer) do
     case State.take_over_all(placer.core, zones, Node.list()) do
       {:ok, core, effects} -> {:reply, :ok, run(placer, core, effects)}
