@@ -135,6 +135,11 @@ defmodule Grove.Actors do
     * `:join_backoff` - `{first_ms, max_ms}`: how long a herd whose join was
       refused waits before it joins again, doubling from the first to the
       most while refusals go on, with jitter (default `{50, 5000}`)
+    * `:herd_process` - the options each herd's process starts with
+      (`:erlang.spawn_opt/2`'s `:min_heap_size`, `:min_bin_vheap_size`,
+      `:fullsweep_after`, `:message_queue_data`; default `[]`, the VM's;
+      see `docs/benchmarks.md`, "250,000 actors: the zones' and herds'
+      heaps")
     * `:api` - the module implementing `Grove.World.Client` (default `Grove.World`)
 
   ## Examples
@@ -181,6 +186,7 @@ defmodule Grove.Actors do
     join_concurrency: nil,
     join_timeout: 2000,
     join_backoff: {50, 5000},
+    herd_process: [],
     api: Grove.World
   ]
 
@@ -338,7 +344,8 @@ defmodule Grove.Actors do
         move_timeout: opts[:move_timeout],
         join_timeout: opts[:join_timeout],
         join_backoff: opts[:join_backoff],
-        join_permits: join_permits(name)
+        join_permits: join_permits(name),
+        spawn_opt: opts[:herd_process]
       ]
 
       # A herd that retired all its actors stops normally, and stays stopped.
@@ -655,6 +662,8 @@ defmodule Grove.Actors do
       raise ArgumentError,
             "#{inspect(key)} must be a positive integer or nil, got: #{inspect(opts[key])}"
     end
+
+    Grove.SpawnOptions.validate!(:herd_process, opts[:herd_process])
 
     case opts[:join_backoff] do
       {first, most} when is_integer(first) and first > 0 and is_integer(most) and most >= first ->

@@ -94,6 +94,12 @@ defmodule Grove.World do
       read by its zone as a herd reads them): a kind that senses may
       reside only in a world that has one (default `nil`; an instance
       gives its world `Grove.Actor.Senses`, which sits above the world)
+    * `:zone_process` - the options each zone's process starts with
+      (`:erlang.spawn_opt/2`'s `:min_heap_size`, `:min_bin_vheap_size`,
+      `:fullsweep_after`, `:message_queue_data`): a zone that takes many
+      moves a second collects its heap less often from a larger start
+      (default `[]`, the VM's; see `docs/benchmarks.md`, "250,000 actors:
+      the zones' and herds' heaps")
 
   ## The client API
 
@@ -220,6 +226,7 @@ defmodule Grove.World do
     resident_beat: 500,
     resident_phases: 4,
     senses: nil,
+    zone_spawn: [],
     id_base: 0,
     id_span: nil
   ]
@@ -281,6 +288,7 @@ defmodule Grove.World do
           resident_beat: pos_integer(),
           resident_phases: pos_integer(),
           senses: module() | nil,
+          zone_spawn: Grove.SpawnOptions.t(),
           id_base: non_neg_integer(),
           id_span: pos_integer() | nil
         }

@@ -188,6 +188,22 @@ defmodule Grove.ActorsTest do
     end
 
     assert_raise ArgumentError, ~r/:world/, fn -> Actors.start_link(name: :a) end
+
+    assert_raise ArgumentError, ~r/:herd_process must be a keyword list/, fn ->
+      Actors.start_link(name: :a, world: world, herd_process: [message_queue_data: :nowhere])
+    end
+  end
+
+  test "herds start with the process options given", %{world: world} do
+    name = start_actors(world, count: 2, herd_process: [min_heap_size: 4096, fullsweep_after: 10])
+    joined(2)
+
+    for herd <- Actors.herds_of(name) do
+      assert {:min_heap_size, size} = Process.info(herd, :min_heap_size)
+      assert size >= 4096
+      assert {:garbage_collection, gc} = Process.info(herd, :garbage_collection)
+      assert gc[:fullsweep_after] == 10
+    end
   end
 
   describe "kinds" do

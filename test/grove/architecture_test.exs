@@ -78,7 +78,7 @@ defmodule Grove.ArchitectureTest do
   defp area("lib/grove/" <> rest) do
     case rest |> String.split("/") |> hd() |> Path.rootname() do
       name when name in ~w(application config status release summary reloader) -> "instance"
-      name when name in ~w(secret permits rate_limit text) -> "tools"
+      name when name in ~w(secret permits rate_limit text spawn_options) -> "tools"
       name -> name
     end
   end

@@ -909,7 +909,23 @@ defmodule Grove.WorldTest do
     end
   end
 
+  @tag world: [zone_process: [min_heap_size: 4096, message_queue_data: :off_heap]]
+  test "a world's zones start with its process options", %{world: world} do
+    zone = World.fetch!(world).zones |> elem(0) |> Process.whereis()
+    assert {:min_heap_size, size} = Process.info(zone, :min_heap_size)
+    assert size >= 4096
+    assert Process.info(zone, :message_queue_data) == {:message_queue_data, :off_heap}
+  end
+
   test "bad world options get a clear error" do
+    assert_raise ArgumentError, ~r/:zone_process must be a keyword list/, fn ->
+      World.new!(name: :w, zone_process: [min_heap_size: -1])
+    end
+
+    assert_raise ArgumentError, ~r/:zone_process/, fn ->
+      World.new!(name: :w, zone_process: [priority: :high])
+    end
+
     assert_raise ArgumentError, ~r/:zone_size/, fn -> World.new!(name: :w, zone_size: 0) end
     assert_raise ArgumentError, ~r/:tick/, fn -> World.new!(name: :w, tick: :sometimes) end
     assert_raise ArgumentError, ~r/:name/, fn -> World.new!([]) end

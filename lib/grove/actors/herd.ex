@@ -167,7 +167,8 @@ defmodule Grove.Actors.Herd do
   @type t :: %__MODULE__{}
 
   @spec start_link(keyword()) :: GenServer.on_start()
-  def start_link(opts), do: GenServer.start_link(__MODULE__, opts)
+  def start_link(opts),
+    do: GenServer.start_link(__MODULE__, opts, spawn_opt: Keyword.get(opts, :spawn_opt, []))
 
   @doc "Stops sending moves (outcomes still count), so a bench can drain."
   @spec pause(pid()) :: :ok

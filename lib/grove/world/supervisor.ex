@@ -35,7 +35,8 @@ defmodule Grove.World.Supervisor do
     wake_ahead: 4,
     resident_beat: 500,
     resident_phases: 4,
-    senses: nil
+    senses: nil,
+    zone_process: []
   ]
 
   # Coordinates travel as integers below 2^53 (protocol version 3); a
@@ -179,7 +180,8 @@ defmodule Grove.World.Supervisor do
       wake_ahead: opts[:wake_ahead],
       resident_beat: opts[:resident_beat],
       resident_phases: opts[:resident_phases],
-      senses: opts[:senses]
+      senses: opts[:senses],
+      zone_spawn: Grove.SpawnOptions.validate!(:zone_process, opts[:zone_process])
     }
     |> tally()
     |> id_range()

@@ -168,11 +168,18 @@ defmodule Grove.World.Zone do
   def start_link({%World{} = world, index, :stand_in}) do
     {:via, Registry, {registry, ^index}} = name(world, index)
     name = {:via, Registry, {registry, index, :stand_in}}
-    GenServer.start_link(__MODULE__, {world, index, :stand_in}, name: name)
+
+    GenServer.start_link(__MODULE__, {world, index, :stand_in},
+      name: name,
+      spawn_opt: world.zone_spawn
+    )
   end
 
   def start_link({%World{} = world, index, how}) do
-    GenServer.start_link(__MODULE__, {world, index, how}, name: name(world, index))
+    GenServer.start_link(__MODULE__, {world, index, how},
+      name: name(world, index),
+      spawn_opt: world.zone_spawn
+    )
   end
 
   @doc """
