@@ -95,6 +95,8 @@ defmodule Grove.Bench.Actors do
     target_ms: nil,
     late_ms: nil,
     resolution: nil,
+    zone_min_heap: nil,
+    herd_min_heap: nil,
     hog: 0,
     hog_from: 0,
     hog_for: nil,
@@ -256,14 +258,15 @@ defmodule Grove.Bench.Actors do
   defp start_world(name, sup, opts) do
     world = :"#{name}.World"
 
-    world_opts = [
-      name: world,
-      width: opts[:width],
-      height: opts[:height],
-      zone_size: opts[:zone_size],
-      seed: opts[:seed],
-      life: opts[:life]
-    ]
+    world_opts =
+      [
+        name: world,
+        width: opts[:width],
+        height: opts[:height],
+        zone_size: opts[:zone_size],
+        seed: opts[:seed],
+        life: opts[:life]
+      ] ++ process(:zone_process, opts[:zone_min_heap])
 
     # With `:act`, a game and actors that play it: a poke each step.
     {world_opts, kinds} =
@@ -334,16 +337,23 @@ defmodule Grove.Bench.Actors do
 
   defp actor_options(opts) do
     # The herds' own defaults unless the run names them.
+    named =
+      for key <- [:max_in_flight, :target_ms, :late_ms, :resolution],
+          opts[key] != nil,
+          do: {key, opts[key]}
+
     [
       interval: opts[:interval],
       per_herd: opts[:per_herd],
       batch: opts[:batch],
       resident: opts[:resident]
-    ] ++
-      for key <- [:max_in_flight, :target_ms, :late_ms, :resolution],
-          opts[key] != nil,
-          do: {key, opts[key]}
+    ] ++ named ++ process(:herd_process, opts[:herd_min_heap])
   end
+
+  # The zones' and herds' first heaps, in words, when the run names them
+  # (`Grove.World`'s `:zone_process`, `Grove.Actors`' `:herd_process`).
+  defp process(_key, nil), do: []
+  defp process(key, words), do: [{key, [min_heap_size: words]}]
 
   # The world on this node and `:peers`, one Grove instance on each
   # (no gateway, store or status line), clustered: zones placed by the

@@ -45,6 +45,9 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     * `--max-in-flight N`, `--target-ms MS`, `--late-ms MS` - the herds'
       overload bounds, and `--resolution MS` their slots (see
       `Grove.Actors` for the defaults)
+    * `--zone-min-heap WORDS`, `--herd-min-heap WORDS` - the first heap of
+      each zone's and each herd's process (`Grove.World`'s `:zone_process`,
+      `Grove.Actors`' `:herd_process`; default the VM's)
     * `--every S` - seconds between the lines of the curve (default 5)
     * `--warmup S` - seconds between the last join and the measure (default
       5; 3 for each stage of a ramp), so that the catching up after a slow
@@ -89,7 +92,9 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
     max_in_flight: :integer,
     target_ms: :integer,
     late_ms: :integer,
-    resolution: :integer
+    resolution: :integer,
+    zone_min_heap: :integer,
+    herd_min_heap: :integer
   ]
 
   @impl true
