@@ -399,7 +399,7 @@ defmodule Grove.Actors.Herd do
   def handle_call({:retire, count}, _from, herd) do
     unjoined = min(count, herd.to_join)
     {entries, wheel} = Wheel.take_entries(herd.wheel, count - unjoined)
-    taken = for {id, last, _state, _zone} <- entries, do: {id, kind_of(last)}
+    taken = Enum.map(entries, fn {id, last, _state, _zone} -> {id, kind_of(last)} end)
     {resident, residents} = Enum.split(herd.residents, count - unjoined - length(taken))
     ids = resident ++ taken
     if herd.leaving == [] and ids != [], do: send(self(), :leave)
@@ -484,6 +484,10 @@ defmodule Grove.Actors.Herd do
   defp tag(sent_at, index), do: (sent_at &&& bnot(@kind_mask)) ||| index
 
   defp kind_of(tag), do: tag &&& @kind_mask
+
+  # The tag an entry's kind is read from: an actor's last, a group's index.
+  defp kind_tag({:group, _count, index, _members, _zone}), do: index
+  defp kind_tag({_id, last, _state, _zone}), do: last
 
   # The wheel's lane of an actor whose last tag is `tag`: its kind's.
   defp lane(wheel, tag) do
@@ -592,9 +596,10 @@ defmodule Grove.Actors.Herd do
 
   defp runs([[] | lanes], turn, acc, sent_at), do: runs(lanes, turn, acc, sent_at)
 
-  defp runs([[{_id, last, _state, _zone} | _] = due | lanes], turn, acc, sent_at) do
+  defp runs([[head | _] = due | lanes], turn, acc, sent_at) do
     %{herd: herd, first: first} = turn
     {moves, wheel, rand, in_flight, zones, sent_by_kind} = acc
+    last = kind_tag(head)
     index = kind_of(last)
     kind = elem(herd.kinds, index)
     tag = tag(sent_at, index)
@@ -651,8 +656,8 @@ defmodule Grove.Actors.Herd do
   # the groups' actors that rested.
   # What a turn reads of `turn` is read in one match, one pass over the
   # map's keys, where a read of each field searched them again.
-  # A run ends at the first actor of another kind: the rest of the slot is
-  # given back with the run's results.
+  # A run ends at the first actor or group of another kind: the rest of
+  # the slot is given back with the run's results.
   defp turns(
          [{_id, last, _state, _zone} | _] = due,
          %{index: index},
@@ -667,13 +672,27 @@ defmodule Grove.Actors.Herd do
        when (last &&& @kind_mask) != index,
        do: {moves, back, rand, in_flight, resting, skipped, zones, due}
 
+  defp turns(
+         [{:group, _count, group_index, _members, _zone} | _] = due,
+         %{index: index},
+         moves,
+         back,
+         rand,
+         in_flight,
+         resting,
+         skipped,
+         zones
+       )
+       when group_index != index,
+       do: {moves, back, rand, in_flight, resting, skipped, zones, due}
+
   # A zone's actors that rested together come as one entry: they rest
   # again together, with one question, one draw and one place on the
   # wheel, or, where their zone takes this turn, each takes its own. Its
   # members' last moves are all answered (each was asked where it
   # stands, which a turn asks only then), so none is skipped unanswered.
   defp turns(
-         [{{:group, count}, _index, members, zone} = group | due],
+         [{:group, count, _index, members, zone} = group | due],
          turn,
          moves,
          back,
@@ -721,9 +740,18 @@ defmodule Grove.Actors.Herd do
     end
   end
 
-  defp turns([entry | due], turn, moves, back, rand, in_flight, resting, skipped, zones) do
+  defp turns(
+         [{_id, last, _state, _zone} = entry | due],
+         turn,
+         moves,
+         back,
+         rand,
+         in_flight,
+         resting,
+         skipped,
+         zones
+       ) do
     %{pending: pending, size: size, every: every, slot: slot} = turn
-    {_id, last, _state, _zone} = entry
 
     cond do
       # Its batch not fully answered (`Window.unanswered?/2`).
@@ -858,7 +886,7 @@ defmodule Grove.Actors.Herd do
 
   defp regroup(zone, {count, members}, turn, {back, rand, rested}) do
     {next, _draw, rand} = next_turn(turn, rand)
-    group = {{:group, count}, turn.index, members, zone}
+    group = {:group, count, turn.index, members, zone}
     {back(back, next, turn, group), rand, rested + count}
   end
 
@@ -1085,8 +1113,8 @@ defmodule Grove.Actors.Herd do
   # Each actor is on the wheel once, as `{id, the tag of its last move (its
   # kind's index alone before its first), its kind's state, its zone if
   # read since its last move}`, or in a group of its zone's actors that
-  # rest together, `{{:group, count}, its kind's index, their entries,
-  # the zone}` (`regroup/4`).
+  # rest together, `{:group, count, its kind's index, their entries, the
+  # zone}` (`regroup/4`), which no pattern of an actor's entry matches.
   defp schedule(herd) do
     case Wheel.next_due(herd.wheel, herd.slot + 1, herd.slot + 2 * interval_slots(herd) + 2) do
       nil ->

@@ -13,9 +13,12 @@ defmodule Grove.Actors.Herd.Wheel do
   # for every run of every such walk, and after a while about as many
   # runs as actors.
   #
-  # An entry may stand for several actors: a group, `{{:group, count},
+  # An entry may stand for several actors: a group, `{:group, count,
   # tag, members, key}`, its `count` members a list of entries (a herd's
-  # actors of one zone that rest together, `Grove.Actors.Herd`).
+  # actors of one zone that rest together, `Grove.Actors.Herd`). A group
+  # is a tuple of five, an actor's entry never is, and no actor's id is
+  # `:group`: a match on an actor's entry fails on a group, rather than
+  # take it for one actor.
   # A slot is taken as it was put, groups and all (`pop/2`,
   # `pop_runs/2`); what looks for or lists actors (`entries/1`, `size/1`,
   # `drop_entry/2`, `take_entries/2`, `map/2`) looks inside groups, so an
@@ -103,7 +106,7 @@ defmodule Grove.Actors.Herd.Wheel do
   @doc """
   The actors of a list of entries, each group's members in its place.
 
-      iex> Grove.Actors.Herd.Wheel.ungroup([{:a, 0}, {{:group, 2}, 0, [{:b, 0}, {:c, 0}], 7}])
+      iex> Grove.Actors.Herd.Wheel.ungroup([{:a, 0}, {:group, 2, 0, [{:b, 0}, {:c, 0}], 7}])
       [{:a, 0}, {:b, 0}, {:c, 0}]
   """
   @spec ungroup([entry()]) :: [entry()]
@@ -115,10 +118,10 @@ defmodule Grove.Actors.Herd.Wheel do
 
   @doc "The actors an entry stands for: a group's members, else the entry alone."
   @spec members(entry()) :: [entry()]
-  def members({{:group, _count}, _tag, members, _key}), do: members
+  def members({:group, _count, _tag, members, _key}), do: members
   def members(entry), do: [entry]
 
-  defp group?({{:group, _count}, _tag, _members, _key}), do: true
+  defp group?({:group, _count, _tag, _members, _key}), do: true
   defp group?(_entry), do: false
 
   @doc "How many actors are on the wheel."
@@ -180,8 +183,8 @@ defmodule Grove.Actors.Herd.Wheel do
   defp map_held(lanes, fun),
     do: lanes |> Tuple.to_list() |> Enum.map(&map_held(&1, fun)) |> List.to_tuple()
 
-  defp map_entry({{:group, count}, tag, members, key}, fun),
-    do: {{:group, count}, tag, Enum.map(members, fun), key}
+  defp map_entry({:group, count, tag, members, key}, fun),
+    do: {:group, count, tag, Enum.map(members, fun), key}
 
   defp map_entry(entry, fun), do: fun.(entry)
 
@@ -259,7 +262,7 @@ defmodule Grove.Actors.Herd.Wheel do
   # An actor taken out of its group: the group one less, or the one left.
   defp take_from_groups([], _id, _passed), do: nil
 
-  defp take_from_groups([{{:group, count}, tag, members, key} = group | rest], id, passed) do
+  defp take_from_groups([{:group, count, tag, members, key} = group | rest], id, passed) do
     case List.keytake(members, id, 0) do
       nil ->
         take_from_groups(rest, id, [group | passed])
@@ -268,7 +271,7 @@ defmodule Grove.Actors.Herd.Wheel do
         {entry, :lists.reverse(passed, [one | rest])}
 
       {entry, left} ->
-        {entry, :lists.reverse(passed, [{{:group, count - 1}, tag, left, key} | rest])}
+        {entry, :lists.reverse(passed, [{:group, count - 1, tag, left, key} | rest])}
     end
   end
 

@@ -75,13 +75,13 @@ defmodule Grove.Actors.Herd.WheelTest do
   end
 
   test "actors in a group are found, dropped, taken and changed as those alone are" do
-    group = {{:group, 3}, 0, [{:b, 1}, {:c, 2}, {:d, 3}], :zone}
+    group = {:group, 3, 0, [{:b, 1}, {:c, 2}, {:d, 3}], :zone}
 
     wheel =
       Wheel.new(100, 0, 2)
       |> Wheel.add(3, {:a, 0}, 0)
       |> Wheel.add(3, group, 0)
-      |> Wheel.add(4, {{:group, 2}, 1, [{:e, 4}, {:f, 5}], :zone}, 1)
+      |> Wheel.add(4, {:group, 2, 1, [{:e, 4}, {:f, 5}], :zone}, 1)
 
     assert Wheel.size(wheel) == 6
     assert Enum.sort(Wheel.entries(wheel)) == [a: 0, b: 1, c: 2, d: 3, e: 4, f: 5]
@@ -91,7 +91,7 @@ defmodule Grove.Actors.Herd.WheelTest do
     # Out of its group, which is one less, or the one left.
     assert {{:c, 2}, dropped} = Wheel.drop_entry(wheel, :c)
 
-    assert {[[{{:group, 2}, 0, [{:b, 1}, {:d, 3}], :zone}, {:a, 0}]], _} =
+    assert {[[{:group, 2, 0, [{:b, 1}, {:d, 3}], :zone}, {:a, 0}]], _} =
              Wheel.pop_runs(dropped, 3)
 
     assert {{:e, 4}, dropped} = Wheel.drop_entry(wheel, :e)
@@ -101,7 +101,7 @@ defmodule Grove.Actors.Herd.WheelTest do
     doubled = Wheel.map(wheel, fn {id, n} -> {id, 2 * n} end)
     assert Enum.sort(Wheel.entries(doubled)) == [a: 0, b: 2, c: 4, d: 6, e: 8, f: 10]
 
-    assert {[[{{:group, 3}, 0, [{:b, 2}, {:c, 4}, {:d, 6}], :zone}, {:a, 0}]], _} =
+    assert {[[{:group, 3, 0, [{:b, 2}, {:c, 4}, {:d, 6}], :zone}, {:a, 0}]], _} =
              Wheel.pop_runs(doubled, 3)
 
     {taken, left} = Wheel.take_entries(wheel, 2)
