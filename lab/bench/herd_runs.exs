@@ -23,9 +23,12 @@ spawn(fn ->
 
   slots =
     for %Grove.Actors.Herd{wheel: wheel} <- herds, slot <- Map.keys(wheel.slots) do
+      # A group of a zone's resting actors counts its members, each an
+      # actor, in the run of their kind.
       {due, _wheel} = Grove.Actors.Herd.Wheel.pop(wheel, slot)
-      runs = due |> Enum.chunk_by(&Bitwise.band(elem(&1, 1), 255)) |> length()
-      {length(due), runs}
+      actors = Enum.flat_map(due, &Grove.Actors.Herd.Wheel.members/1)
+      runs = actors |> Enum.chunk_by(&Bitwise.band(elem(&1, 1), 255)) |> length()
+      {length(actors), runs}
     end
 
   actors = slots |> Enum.map(&elem(&1, 0)) |> Enum.sum()
