@@ -654,8 +654,9 @@ defmodule Grove.Actors.Herd do
   # the run, a zone's as one group, `regroup/4`); `skipped`, the turns
   # skipped as unanswered or full, those that stayed, which are few, and
   # the groups' actors that rested.
-  # What a turn reads of `turn` is read in one match, one pass over the
-  # map's keys, where a read of each field searched them again.
+  # What an actor's turn reads of `turn` is read in one match, one pass
+  # over the map's keys, where a read of each field searched them again
+  # (a group's, and a group's return, read it again: they are few).
   # A run ends at the first actor or group of another kind: the rest of
   # the slot is given back with the run's results.
   defp turns(
@@ -751,27 +752,52 @@ defmodule Grove.Actors.Herd do
          skipped,
          zones
        ) do
-    %{pending: pending, size: size, every: every, slot: slot} = turn
+    %{
+      pending: pending,
+      size: size,
+      every: every,
+      slot: slot,
+      first: first,
+      draws: draws,
+      wheel: wheel,
+      interval: interval,
+      jitter_ms: jitter_ms
+    } = turn
 
     cond do
       # Its batch not fully answered (`Window.unanswered?/2`).
       is_map_key(pending, last) ->
         {unanswered, full, stayed, rested} = skipped
-        {next, _draw, rand} = next_turn(turn, rand)
+        {next, _draw, rand} = next_turn(slot, first, draws, wheel, interval, jitter_ms, rand)
         back = back(back, next, turn, entry)
         skipped = {unanswered + 1, full, stayed, rested}
         turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
 
       in_flight >= size ->
         {unanswered, full, stayed, rested} = skipped
-        {next, _draw, rand} = next_turn(turn, rand)
+        {next, _draw, rand} = next_turn(slot, first, draws, wheel, interval, jitter_ms, rand)
         back = back(back, next, turn, entry)
         skipped = {unanswered, full + 1, stayed, rested}
         turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
 
       # Every turn taken, seen or not: nothing to ask.
       every == 1 ->
-        take_turn(due, turn, moves, back, rand, in_flight, resting, skipped, zones, entry)
+        {next, draw, rand} = next_turn(slot, first, draws, wheel, interval, jitter_ms, rand)
+
+        take_turn(
+          due,
+          turn,
+          moves,
+          back,
+          rand,
+          in_flight,
+          resting,
+          skipped,
+          zones,
+          entry,
+          next,
+          draw
+        )
 
       true ->
         case rests_unseen?(turn, entry, slot, zones) do
@@ -780,7 +806,22 @@ defmodule Grove.Actors.Herd do
             turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
 
           {false, zones, entry} ->
-            take_turn(due, turn, moves, back, rand, in_flight, resting, skipped, zones, entry)
+            {next, draw, rand} = next_turn(slot, first, draws, wheel, interval, jitter_ms, rand)
+
+            take_turn(
+              due,
+              turn,
+              moves,
+              back,
+              rand,
+              in_flight,
+              resting,
+              skipped,
+              zones,
+              entry,
+              next,
+              draw
+            )
         end
     end
   end
@@ -811,6 +852,10 @@ defmodule Grove.Actors.Herd do
       jitter_ms: jitter_ms
     } = turn
 
+    next_turn(slot, first, draws, wheel, interval, jitter_ms, rand)
+  end
+
+  defp next_turn(slot, first, draws, wheel, interval, jitter_ms, rand) do
     {word, rand} = :rand.exsp_next(rand)
     draw = rem(word, draws)
     wait = Wheel.wait_slots(wheel, interval, jitter_ms, draw >>> @roll_bits)
@@ -819,10 +864,21 @@ defmodule Grove.Actors.Herd do
   end
 
   # A turn taken: the kind decides, and a move or an action joins the batch.
-  defp take_turn(due, turn, moves, back, rand, in_flight, resting, skipped, zones, entry) do
-    {id, last, state, zone} = entry
+  defp take_turn(
+         due,
+         turn,
+         moves,
+         back,
+         rand,
+         in_flight,
+         resting,
+         skipped,
+         zones,
+         {id, last, state, zone},
+         next,
+         draw
+       ) do
     %{tag: tag} = turn
-    {next, draw, rand} = next_turn(turn, rand)
 
     case decide(turn.herd, turn.kind, id, state, draw &&& @roll_mask) do
       {:stay, state} ->
