@@ -130,6 +130,12 @@ defmodule Grove.Actors.HerdTest do
     wheel |> Herd.Wheel.entries() |> Enum.map(&elem(&1, 0)) |> Enum.sort()
   end
 
+  # The groups of resting actors on a herd's wheel (of one lane), as they are.
+  defp groups(%Herd{wheel: wheel}) do
+    held = Enum.concat(Map.values(wheel.slots))
+    for {:group, _count, _index, _members, _zone} = group <- held, do: group
+  end
+
   describe "outcomes" do
     test "a batch's outcomes are counted by kind, each with its round trip", %{world: world} do
       {herd, stats} =
@@ -428,21 +434,36 @@ defmodule Grove.Actors.HerdTest do
           unseen_every: 4
         )
 
-      # A member of a group, read and lost between two of the herd's messages.
-      lost =
+      # A member of a group lost inside the herd, in the message that found
+      # it there: no beat comes between to take its group apart.
+      test = self()
+
+      lose_one = fn herd ->
+        case groups(herd) do
+          [{:group, count, _index, [{lost, _last, _state, _} | _], _zone} | _] ->
+            before = herd.wheel |> Herd.Wheel.entries() |> Enum.map(&elem(&1, 0))
+            {:noreply, herd} = Herd.handle_info({:grove_lost, lost}, herd)
+            now = herd.wheel |> Herd.Wheel.entries() |> Enum.map(&elem(&1, 0))
+            send(test, {:lost, lost, count, before, now})
+            herd
+
+          [] ->
+            herd
+        end
+      end
+
+      {lost, count, before, now} =
         eventually(fn ->
-          %Herd{wheel: wheel} = :sys.get_state(herd)
-
-          groups =
-            for {{:group, _count}, _index, members, _zone} <-
-                  wheel.slots |> Map.values() |> Enum.concat(),
-                do: members
-
-          assert groups != []
-          groups |> hd() |> hd() |> elem(0)
+          :sys.replace_state(herd, lose_one)
+          assert_received {:lost, lost, count, before, now}
+          {lost, count, before, now}
         end)
 
-      send(herd, {:grove_lost, lost})
+      # Out of its group of two or more at once, and its group's others,
+      # as every actor on the wheel, still on it.
+      assert count >= 2 and lost in before
+      refute lost in now
+      assert MapSet.subset?(MapSet.new(before -- [lost]), MapSet.new(now))
 
       eventually(fn ->
         assert %{lost: 1, joined: 50} = counts(stats)
@@ -450,6 +471,94 @@ defmodule Grove.Actors.HerdTest do
         assert length(ids) == 50 and length(Enum.uniq(ids)) == 50
         refute lost in ids
       end)
+    end
+
+    test "a herd held up past late_ms with actors resting in groups skips every actor's move once",
+         %{world: world} do
+      # Every actor's turn comes while the herd is held up (an interval is
+      # 100 ms, a wait at most 130 ms), more than late_ms before it runs.
+      {herd, stats} =
+        start_herd(StubWorld.new(world, moves: :answer, seen: false),
+          count: 30,
+          unseen_every: 4,
+          late_ms: 100
+        )
+
+      # Held up once all have joined, while groups are on the wheel.
+      eventually(fn ->
+        assert counts(stats).joined == 30
+        :ok = :sys.suspend(herd)
+
+        if groups(:sys.get_state(herd)) == [] do
+          :ok = :sys.resume(herd)
+          flunk("no group on the wheel yet")
+        end
+      end)
+
+      skipped_before = counts(stats).skipped_late
+      held_since = System.monotonic_time(:millisecond)
+
+      receive do
+      after
+        400 -> :ok
+      end
+
+      assert System.monotonic_time(:millisecond) - held_since >= 400
+      :ok = :sys.resume(herd)
+      # The beat that came while it was held up has run.
+      _ = :sys.get_state(herd)
+
+      # Each actor skipped once, those of a group each as one.
+      assert counts(stats).skipped_late - skipped_before == 30
+      assert wheel_ids(herd) |> Enum.uniq() |> length() == 30
+    end
+
+    test "actors retired while some rest in groups leave, each once, and the herd stops", %{
+      world: world
+    } do
+      stats = Stats.new()
+      stub = StubWorld.new(world, moves: :answer, seen: false)
+
+      herd =
+        start_supervised!(
+          Supervisor.child_spec(
+            {Herd,
+             world: stub,
+             api: StubWorld,
+             stats: stats,
+             count: 30,
+             interval: 100,
+             resolution: 10,
+             unseen_every: 4},
+            id: make_ref(),
+            restart: :transient
+          )
+        )
+
+      # Paused in the message that found groups on the wheel: no beat from
+      # then on takes them apart.
+      test = self()
+
+      pause_grouped = fn herd ->
+        if groups(herd) == [] do
+          herd
+        else
+          {:reply, :ok, herd} = Herd.handle_call(:pause, {test, make_ref()}, herd)
+          send(test, {:paused, groups(herd)})
+          herd
+        end
+      end
+
+      eventually(fn ->
+        assert counts(stats).joined == 30
+        :sys.replace_state(herd, pause_grouped)
+        assert_received {:paused, [_ | _]}
+      end)
+
+      ref = Process.monitor(herd)
+      assert Herd.retire(herd, 30) == 30
+      assert_receive {:DOWN, ^ref, :process, ^herd, :normal}, 10_000
+      assert counts(stats).left == 30
     end
 
     test "every actor takes turns unseen, even with waits that never vary", %{world: world} do
