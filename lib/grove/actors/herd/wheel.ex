@@ -188,7 +188,10 @@ defmodule Grove.Actors.Herd.Wheel do
 
   defp map_entry(entry, fun), do: fun.(entry)
 
-  @doc "The entries on the wheel, in no order."
+  @doc """
+  The actors on the wheel, in no order: an entry each, a group's members
+  each in its place (`ungroup/1`), never a group.
+  """
   @spec entries(t()) :: [entry()]
   def entries(%__MODULE__{slots: slots}),
     do: slots |> Map.values() |> Enum.flat_map(&runs/1) |> Enum.concat() |> ungroup()
