@@ -11,19 +11,23 @@ defmodule Grove.Gateway.Socket do
 
   import Grove.Gateway.Records
 
+  require Logger
+
   alias Grove.Gateway.{Clock, Connection, HTTP, Stats, WebSocket}
 
   def out(arg) do
     config = Grove.Gateway.config()
     headers = arg(arg, :headers)
+    socket = arg(arg, :clisock)
 
     with :ok <- check_upgrade(headers),
          {:ok, key} <- check_key(headers),
          :ok <- check_subprotocol(headers),
          {:ok, encoding} <- encoding(arg),
          :ok <- check_room(config),
-         :ok <- check_deadline(config) do
-      accept(arg(arg, :clisock), config, encoding, key)
+         {:ok, deadline} <- check_deadline(config),
+         {:ok, pid} <- start(config, encoding, socket, deadline) do
+      accept(pid, socket, key)
     else
       {:refuse, 503, "server_busy", message} ->
         [{:header, {~c"Retry-After", ~c"1"}} | HTTP.error(503, "server_busy", message)]
@@ -68,9 +72,11 @@ defmodule Grove.Gateway.Socket do
   end
 
   # A stopping server takes nobody new: the client connects again, and a
-  # load balancer sends it elsewhere. The limit is read from the live
-  # count, so it can be off by the upgrades in flight at the same moment:
-  # a few, not a flood.
+  # load balancer sends it elsewhere. The limit is approximate: a session
+  # is counted when its connection takes the socket over, after this
+  # check, so every upgrade in flight passes it against the same count; in
+  # a join storm that is hundreds of upgrades, and the server may take
+  # that many players past `:max_sessions`.
   defp check_room(config) do
     cond do
       Grove.Gateway.draining?() ->
@@ -88,39 +94,59 @@ defmodule Grove.Gateway.Socket do
     end
   end
 
-  # An upgrade that waited past the gateway's `:upgrade_deadline` since
-  # its connection was accepted came to a server too busy to start it in
-  # time: answered at once, a 503 the client may retry after a second,
-  # rather than started for a client that may have given up (counted as
-  # late at `upgrade`).
+  # An upgrade that waited past the gateway's `:upgrade_deadline`, counted
+  # from the start of its request (the connection's accept for the first
+  # request of a connection, its request line on a kept-alive one), came
+  # to a server too busy to start it in time: answered at once, a 503 the
+  # client may retry after a second, rather than started for a client that
+  # may have given up (counted as late at `upgrade`). Checked before the
+  # connection is started and again once it has been: the start waits in
+  # its supervisor's queue, with no limit of its own.
   defp check_deadline(config) do
-    if Clock.left(Clock.deadline(config, :upgrade_deadline)) > 0 do
-      :ok
-    else
-      Clock.late(:upgrade)
-
-      {:refuse, 503, "server_busy",
-       "this server is too busy to take a player in time; try again shortly"}
-    end
+    deadline = Clock.deadline(config, :upgrade_deadline)
+    if Clock.left(deadline) > 0, do: {:ok, deadline}, else: late()
   end
 
-  defp accept(socket, config, encoding, key) do
+  defp late do
+    Clock.late(:upgrade)
+    busy()
+  end
+
+  defp busy,
+    do:
+      {:refuse, 503, "server_busy",
+       "this server is too busy to take a player in time; try again shortly"}
+
+  # A connection started past the deadline is stopped before it has the
+  # socket: it has no entity before its join, and the supervisor forgets
+  # a child that exits with `:shutdown` without a report.
+  defp start(config, encoding, socket, deadline) do
     sessions = {:via, PartitionSupervisor, {config.sessions, self()}}
 
     case DynamicSupervisor.start_child(sessions, {Connection, {encoding, socket}}) do
       {:ok, pid} ->
-        with :ok <- :gen_tcp.send(socket, WebSocket.handshake(key)),
-             :ok <- Connection.handover(pid, socket) do
-          :ok
+        if Clock.left(deadline) > 0 do
+          {:ok, pid}
         else
-          _closed -> Process.exit(pid, :kill)
+          Process.exit(pid, :shutdown)
+          late()
         end
 
-        leave_yaws()
-
-      {:error, reason} ->
-        HTTP.error(503, "server_busy", "no session could start (#{inspect(reason)})")
+      other ->
+        Logger.warning("gateway: no connection could start for an upgrade: #{inspect(other)}")
+        busy()
     end
+  end
+
+  defp accept(pid, socket, key) do
+    with :ok <- :gen_tcp.send(socket, WebSocket.handshake(key)),
+         :ok <- Connection.handover(pid, socket) do
+      :ok
+    else
+      _closed -> Process.exit(pid, :kill)
+    end
+
+    leave_yaws()
   end
 
   # The socket belongs to the connection now: Yaws must neither answer the

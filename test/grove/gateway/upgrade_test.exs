@@ -66,13 +66,64 @@ defmodule Grove.Gateway.UpgradeTest do
     assert metrics =~ ~s(grove_http_late_total{stage="upgrade"} 1)
   end
 
+  # The deadline covers the wait for a supervisor too: an upgrade whose
+  # connection was started only after it had passed is refused all the
+  # same, and the connection started for it stopped.
+  @tag gateway_opts: [session_supervisors: 1, upgrade_deadline: 300]
+  test "an upgrade whose start waited past the upgrade deadline gets 503 server_busy",
+       %{port: port, instance: instance} do
+    [{_, supervisor, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
+    :ok = :sys.suspend(supervisor)
+
+    # A failed test leaves no supervisor suspended (resuming a running one
+    # exits: caught).
+    on_exit(fn ->
+      try do
+        :sys.resume(supervisor)
+      catch
+        _, _ -> :ok
+      end
+    end)
+
+    upgrade = Task.async(fn -> upgrade(port, 60_000) end)
+
+    # The upgrade passed the first check and waits for the supervisor; its
+    # request began before this instant, so its deadline is at most 300 ms
+    # past it (and the clock's milliseconds round down).
+    eventually(fn ->
+      assert {:message_queue_len, 1} = Process.info(supervisor, :message_queue_len)
+    end)
+
+    wait_until(System.monotonic_time(:millisecond) + 301)
+    :ok = :sys.resume(supervisor)
+
+    assert {503, headers, %{"error" => "server_busy", "message" => message}} =
+             Task.await(upgrade, 60_000)
+
+    assert headers["retry-after"] == "1"
+    assert message =~ "try again"
+    assert Gateway.stats().sessions == 0
+    eventually(fn -> assert %{active: 0} = DynamicSupervisor.count_children(supervisor) end)
+
+    metrics = IO.iodata_to_binary(Grove.Metrics.Prometheus.render(instance))
+    assert metrics =~ ~s(grove_http_late_total{stage="upgrade"} 1)
+  end
+
   test "an upgrade within the upgrade deadline is started", %{port: port} do
     assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
     eventually(fn -> assert Gateway.stats().sessions == 1 end)
     WsClient.close(client)
   end
 
-  defp upgrade(port) do
+  # The instant, in monotonic milliseconds, has passed.
+  defp wait_until(instant) do
+    receive do
+    after
+      max(instant - System.monotonic_time(:millisecond), 0) -> :ok
+    end
+  end
+
+  defp upgrade(port, wait \\ 1000) do
     {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
 
     :ok =
@@ -81,7 +132,9 @@ defmodule Grove.Gateway.UpgradeTest do
         "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
       ])
 
-    response = read_response(socket, "")
+    # The first bytes may be a while coming; the rest follow at once.
+    {:ok, first} = :gen_tcp.recv(socket, 0, wait)
+    response = read_response(socket, first)
     :gen_tcp.close(socket)
     [head, body] = String.split(response, "\r\n\r\n", parts: 2)
     ["HTTP/1.1 " <> <<status::binary-size(3)>> <> _ | lines] = String.split(head, "\r\n")
