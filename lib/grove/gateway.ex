@@ -120,7 +120,9 @@ defmodule Grove.Gateway do
     * `:keepalive` - milliseconds of silence from a client after which it
       is pinged; twice that and it is cut off (default `30_000`)
     * `:max_sessions` - WebSocket players at once; an upgrade past it gets
-      `503` (default `100_000`)
+      `503` (default `100_000`). Approximate: a session is counted once
+      its connection has the socket, so in a join storm as many players
+      as there are upgrades in flight (hundreds) may get in past it
     * `:max_connections` - HTTP connections Yaws accepts at once, WebSockets
       not counted (default `:nolimit`)
     * `:sndbuf` - the kernel's send buffer per socket in bytes, `nil` for the
@@ -137,9 +139,11 @@ defmodule Grove.Gateway do
       store's queue or for the database would pass it) gets `503` with
       `Retry-After` by then (default `1000`)
     * `:upgrade_deadline` - milliseconds within which a WebSocket upgrade
-      must reach its handler, counted from the moment its connection was
-      accepted: one that waited longer (a server too busy to start players
-      in time) gets `503 server_busy` with `Retry-After: 1` at once, rather
+      must have its connection started, counted from the start of its
+      request (the moment its connection was accepted, or its request line
+      arrived, on a kept-alive connection): one that waited longer, for its
+      handler or for a supervisor to start its connection (a server too
+      busy to start players in time), gets `503 server_busy` with `Retry-After: 1` at once, rather
       than a start its client may have given up on; counted in
       `grove_http_late_total{stage="upgrade"}` (default `8000`; `0`
       refuses every upgrade, for tests)

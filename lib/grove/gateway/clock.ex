@@ -28,8 +28,8 @@ defmodule Grove.Gateway.Clock do
   # `arrival` (it had passed before the handler began), `password` (no
   # permit in time), `store` (the store could not answer in time),
   # `upgrade` (a WebSocket upgrade that waited past the gateway's
-  # `:upgrade_deadline` before its handler: a server too busy to start
-  # more players in time).
+  # `:upgrade_deadline` before its handler or for its connection's start:
+  # a server too busy to start more players in time).
 
   alias Grove.Metrics.Histogram
 
