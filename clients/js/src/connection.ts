@@ -52,6 +52,10 @@ export interface ConnectionOptions {
 // Reconnect delays grow from the first to the last, with some jitter so a
 // restarted server is not met by every client in the same millisecond.
 const FIRST_RETRY_MS = 250;
+// A socket that closed before it opened may have been refused by a server
+// too busy, full or stopping (a 503 with Retry-After: 1, which a browser's
+// WebSocket does not show): the next try waits a second at least.
+const REFUSED_RETRY_MS = 1000;
 const LAST_RETRY_MS = 3000;
 const PING_EVERY_MS = 1000;
 // A connection silent this long (no pong to several pings) is taken as dead:
@@ -161,8 +165,10 @@ export class Connection {
     }
     socket.binaryType = "arraybuffer";
     this.socket = socket;
+    let opened = false;
 
     socket.onopen = () => {
+      opened = true;
       this.lastHeard = performance.now();
       this.startPinging();
       const join: Outgoing<"join"> = { type: "join", protocol: PROTOCOL_VERSION };
@@ -193,7 +199,7 @@ export class Connection {
     // The close that follows an error is where recovery happens.
     socket.onerror = () => {};
     socket.onclose = () => {
-      if (this.socket === socket) this.lost();
+      if (this.socket === socket) this.lost(!opened);
     };
   }
 
@@ -252,7 +258,7 @@ export class Connection {
     this.lost();
   }
 
-  private lost(): void {
+  private lost(refused = false): void {
     clearInterval(this.pingTimer);
     this.socket = undefined;
     if (this.state === "stopped") return;
@@ -261,14 +267,17 @@ export class Connection {
       return;
     }
     this.setState(this.everJoined ? "reconnecting" : "connecting");
-    this.retry();
+    this.retry(refused);
   }
 
-  private retry(): void {
+  private retry(refused = false): void {
     if (this.retryTimer !== undefined || this.state === "stopped") return;
     const base = Math.min(LAST_RETRY_MS, FIRST_RETRY_MS * 2 ** this.retries);
     this.retries++;
-    const delay = base * (0.8 + Math.random() * 0.4);
+    // Jittered upwards from the second, not around it.
+    const delay = refused
+      ? Math.max(REFUSED_RETRY_MS, base) * (1 + Math.random() * 0.4)
+      : base * (0.8 + Math.random() * 0.4);
     this.retryTimer = setTimeout(() => void this.open(), delay);
   }
 
