@@ -687,8 +687,23 @@ defmodule Grove.World.Placer.State do
   retire, and, taken while this handover was under way, is settled now.
   """
   @spec handover_ended(t(), index(), term()) :: result()
-  def handover_ended(state, index, reason),
-    do: state |> end_handover(index, reason) |> flush()
+  def handover_ended(state, index, reason), do: handovers_ended(state, [{index, reason}])
+
+  @doc """
+  Many handovers ended, each as `handover_ended/3` ends one, in order,
+  and the placement written once: a batch of zones handed to one node
+  ends together, and a write a zone would copy the whole placement each.
+  """
+  @spec handovers_ended(t(), [{index(), term()}]) :: result()
+  def handovers_ended(state, ended) do
+    {state, effects} =
+      Enum.reduce(ended, {state, []}, fn {index, reason}, {state, effects} ->
+        {state, more} = end_handover(state, index, reason)
+        {state, [more | effects]}
+      end)
+
+    flush({state, effects |> Enum.reverse() |> Enum.concat()})
+  end
 
   defp end_handover(state, index, reason) do
     {{to, epoch}, handing} = Map.pop!(state.handing, index)
@@ -706,8 +721,11 @@ defmodule Grove.World.Placer.State do
          ]}
 
       :normal ->
+        # Placed there already when the new owner's announcement came first.
         {state, located} =
-          if newer?(known, {to, epoch}), do: {state, []}, else: locate(state, index, to, epoch)
+          if known == {to, epoch} or newer?(known, {to, epoch}),
+            do: {state, []},
+            else: locate(state, index, to, epoch)
 
         {state, retire} = retire(state, index)
         {state, located ++ retire}

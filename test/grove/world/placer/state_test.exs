@@ -244,6 +244,31 @@ defmodule Grove.World.Placer.StateTest do
       assert announced < handed
     end
 
+    test "handovers that end together end as each alone would, placed in one write; one its new owner announced first is not placed again" do
+      a = placed(@a, [@a], 8)
+      {a, effects} = State.members(a, [@a, @b], true, [@b])
+      moves = for {:hand_over, index, @b, 2} <- effects, do: index
+      assert length(moves) > 2
+      [heard | _] = moves
+
+      # The new owner's announcement came before the handover's end.
+      {a, [{:locate, ^heard, @b, 2}]} = State.announced(a, heard, @b, 2, :handed, [@b])
+
+      ended = Enum.zip(moves, [:normal, :timeout | List.duplicate(:normal, length(moves))])
+
+      {one_by_one, each} =
+        Enum.reduce(ended, {a, []}, fn {index, reason}, {a, effects} ->
+          {a, more} = State.handover_ended(a, index, reason)
+          {a, effects ++ more}
+        end)
+
+      {together, effects} = State.handovers_ended(a, ended)
+      assert effects == each
+      assert together == one_by_one
+      refute Enum.any?(effects, &match?({:locate, ^heard, _, _}, &1))
+      assert State.placement(together, heard) == {@b, 2}
+    end
+
     test "a handover that fails keeps the zone here and is tried again" do
       a = placed(@a, [@a], 8)
       {a, effects} = State.members(a, [@a, @b], true, [@b])
