@@ -101,6 +101,10 @@ defmodule Grove.Cluster.Membership do
       if(Grove.Cluster.multi_node?(opts), do: Keyword.fetch!(opts, :boot_wait), else: 0)
     )
 
+    # What nodes said they speak is heard again from each: a process killed
+    # left its last word there, and a node rolled back since says nothing.
+    :persistent_term.put({__MODULE__, instance, :speaks}, %{})
+
     :ok = :net_kernel.monitor_nodes(true, [:nodedown_reason])
     {monitor, _members} = :pg.monitor(state.scope, state.group)
     member = stand_in(state.scope, state.group)
