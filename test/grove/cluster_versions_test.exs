@@ -50,15 +50,82 @@ defmodule Grove.ClusterVersionsTest do
     assert Grove.Cluster.speaks?(@instance, peer, :take_over_all)
   end
 
+  # A world of 400 zones: more than 100 go to the peer.
+  @zones 400
+  @many [width: 200, height: 200, zone_size: 10]
+
+  test "zones go to a node that speaks it in calls of 100 at most, each zone once, in order",
+       %{home: home} do
+    {_peer, _mine, theirs} = join_release_peer(home, [:zones_at, :take_over_all], zones: @zones)
+    assert length(theirs) > 100
+
+    calls = take_over_all_calls(length(theirs))
+    assert Enum.all?(calls, &(length(&1) <= 100))
+    assert length(calls) == div(length(theirs) + 99, 100)
+    assert Enum.map(List.flatten(calls), &elem(&1, 0)) == theirs
+  end
+
+  test "a node that comes back on an older build while its zones go is handed the rest one a call",
+       %{home: home} do
+    {peer, _mine, theirs} =
+      join_release_peer(home, [:zones_at, :take_over_all], zones: @zones, calls: :downgrade)
+
+    assert_receive {:release_peer, {:take_over_all, first}}, @wait
+    assert length(first) == 100
+    {taken, rest} = Enum.split(theirs, 100)
+    assert Enum.map(first, &elem(&1, 0)) == taken
+
+    for index <- rest,
+        do: assert_receive({:release_peer, {:take_over, ^index, _, _, _, _}}, @wait)
+
+    refute_received {:release_peer, {:take_over_all, _zones}}
+    refute Grove.Cluster.speaks?(@instance, peer, :take_over_all)
+  end
+
+  test "a node that pauses stops the handovers under way: none goes on giving its zones",
+       %{home: home} do
+    # The peer first by name: without it, this node alone has no quorum.
+    {peer, _mine, _theirs} =
+      join_release_peer(home, [:zones_at, :take_over_all], base: "ahold", calls: :hold)
+
+    assert peer < node()
+    assert_receive {:release_peer, {:take_over_all, _zones}}, @wait
+    world = Grove.world(@instance)
+    %{handovers: handovers} = :sys.get_state(Grove.World.Placer.name(world))
+    [handover] = Map.keys(handovers)
+    ref = Process.monitor(handover)
+
+    send({Membership.name(@instance), peer}, :leave)
+    assert_receive {:DOWN, ^ref, :process, ^handover, :killed}, @wait
+    assert Grove.World.Placer.paused?(world)
+  end
+
+  # Calls of `{:take_over_all, zones}` the peer got, until `count` zones came.
+  defp take_over_all_calls(count) when count <= 0, do: []
+
+  defp take_over_all_calls(count) do
+    assert_receive {:release_peer, {:take_over_all, zones}}, @wait
+    [zones | take_over_all_calls(count - length(zones))]
+  end
+
   # This node runs the world alone; then a peer joins it as the stand-in
   # of another release (`Grove.ReleasePeer`), speaking `speaks`. Returns
   # the peer, the zones this node serves and those it hands to the peer.
-  defp join_release_peer(home, speaks) do
-    {_peer, peer} = start_peer!(home, peer_name_with_zones("vold", [node()]), exact_name: true)
+  # `opts`: the world's `:zones` (16, or `@zones`), the peer's name's
+  # `:base`, and how its placer answers calls (`:calls`).
+  defp join_release_peer(home, speaks, opts \\ []) do
+    zones = Keyword.get(opts, :zones, 16)
+    name = peer_name_with_zones(Keyword.get(opts, :base, "vold"), [node()], zones)
+    {_peer, peer} = start_peer!(home, name, exact_name: true)
 
+    # The peer not named beforehand: this node alone has a quorum.
     start_instance!(
       node(),
-      small_instance(@instance, peers: [node(), peer], connect_interval: 100, boot_wait: 0)
+      small_instance(
+        @instance,
+        [peers: [node()], connect_interval: 100, boot_wait: 0],
+        if(zones == 16, do: [], else: @many)
+      )
     )
 
     world = Grove.world(@instance)
@@ -71,12 +138,13 @@ defmodule Grove.ClusterVersionsTest do
         fingerprint,
         speaks,
         node(),
-        self()
+        self(),
+        [calls: Keyword.get(opts, :calls, :answer)]
       ])
 
-    owners = Placement.owners(16, [node(), peer])
-    mine = for index <- 0..15, elem(owners, index) == node(), do: index
-    theirs = for index <- 0..15, elem(owners, index) == peer, do: index
+    owners = Placement.owners(zones, [node(), peer])
+    mine = for index <- 0..(zones - 1), elem(owners, index) == node(), do: index
+    theirs = for index <- 0..(zones - 1), elem(owners, index) == peer, do: index
     {peer, mine, theirs}
   end
 end

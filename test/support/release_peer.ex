@@ -9,14 +9,21 @@ defmodule Grove.ReleasePeer do
   and call it gets on to `observer`, as `{:release_peer, what}`: a test
   sees which forms it was sent (an older release's placer would crash
   on `{:zones_at, zones}` or `{:take_over_all, zones}`).
+
+  Its placer answers every call (`calls: :answer`), or none
+  (`calls: :hold`: a node that hangs), or, at its first call, greets
+  again as an older release's, saying nothing of what it speaks, and
+  answers once that node's membership heard it (`calls: :downgrade`: a
+  node back on an older build). Its membership leaves the group when
+  sent `:leave`.
   """
 
   alias Grove.Cluster.{Fingerprint, Membership}
   alias Grove.World.Placer
 
   @doc "Starts it on this node (call it on the peer with `:erpc`); returns `:ok`."
-  @spec start(atom(), atom(), Fingerprint.t(), [atom()], node(), pid()) :: :ok
-  def start(instance, world, fingerprint, speaks, to, observer) do
+  @spec start(atom(), atom(), Fingerprint.t(), [atom()], node(), pid(), keyword()) :: :ok
+  def start(instance, world, fingerprint, speaks, to, observer, opts \\ []) do
     scope = :"#{instance}.Cluster.Scope"
     ready = self()
 
@@ -30,7 +37,7 @@ defmodule Grove.ReleasePeer do
       {:ok, _} = :pg.start_link(scope)
       :ok = :pg.join(scope, Fingerprint.group(fingerprint), self())
       send(ready, :membership)
-      membership(instance, greeting)
+      membership(instance, greeting, {scope, Fingerprint.group(fingerprint)})
     end)
 
     spawn(fn ->
@@ -38,7 +45,7 @@ defmodule Grove.ReleasePeer do
       # Placed and not paused, as a placer that handovers wait for reads it.
       :persistent_term.put({Placer, world, :locations}, {:placed, {}, :placed})
       send(ready, :placer)
-      placer(observer)
+      placer(observer, Keyword.get(opts, :calls, :answer), {instance, fingerprint, to})
     end)
 
     for what <- [:membership, :placer] do
@@ -50,8 +57,11 @@ defmodule Grove.ReleasePeer do
     :ok
   end
 
-  defp membership(instance, greeting) do
+  defp membership(instance, greeting, {scope, group} = in_group) do
     receive do
+      :leave ->
+        :ok = :pg.leave(scope, group, self())
+
       {:hello, node, _fingerprint, _slot, true} ->
         send(
           {Membership.name(instance), node},
@@ -62,19 +72,35 @@ defmodule Grove.ReleasePeer do
         :ok
     end
 
-    membership(instance, greeting)
+    membership(instance, greeting, in_group)
   end
 
-  defp placer(observer) do
+  defp placer(observer, calls, greeting) do
     receive do
       {:"$gen_call", from, call} ->
         send(observer, {:release_peer, call})
-        GenServer.reply(from, :ok)
+        calls = answer(from, calls, greeting)
+        placer(observer, calls, greeting)
 
       message ->
         send(observer, {:release_peer, message})
+        placer(observer, calls, greeting)
     end
+  end
 
-    placer(observer)
+  defp answer(_from, :hold, _greeting), do: :hold
+
+  defp answer(from, :downgrade, {instance, fingerprint, to}) do
+    membership = {Membership.name(instance), to}
+    send(membership, {:hello, node(), fingerprint, Grove.Cluster.id_slot(), false})
+    # Heard there before the answer: a call from this process comes after it.
+    _state = :sys.get_state(membership)
+    GenServer.reply(from, :ok)
+    :answer
+  end
+
+  defp answer(from, :answer, _greeting) do
+    GenServer.reply(from, :ok)
+    :answer
   end
 end

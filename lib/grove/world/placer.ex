@@ -264,17 +264,18 @@ defmodule Grove.World.Placer do
   def handle_info({:zones_at, zones}, placer),
     do: {:noreply, run(placer, &State.announced_all(&1, zones, Node.list()))}
 
-  # A zone's handover finished, or failed; its process goes on with the
+  # A batch of zones' handovers finished, or failed, each with how it
+  # ended, in one message and one rule; its process goes on with the
   # others. (One of a process from before a pause is no longer awaited.)
-  def handle_info({:handed_over, pid, index, reason}, placer) do
+  def handle_info({:handed_over, pid, ended}, placer) do
     case placer.handovers do
       %{^pid => indexes} ->
         placer = %{
           placer
-          | handovers: Map.put(placer.handovers, pid, List.delete(indexes, index))
+          | handovers: Map.put(placer.handovers, pid, indexes -- Enum.map(ended, &elem(&1, 0)))
         }
 
-        {:noreply, run(placer, &State.handover_ended(&1, index, reason))}
+        {:noreply, run(placer, &State.handovers_ended(&1, ended))}
 
       _none ->
         {:noreply, placer}
@@ -287,11 +288,8 @@ defmodule Grove.World.Placer do
     {indexes, handovers} = Map.pop!(handovers, pid)
     placer = %{placer | handovers: handovers}
     reason = if reason == :normal, do: :ended_early, else: reason
-
-    {:noreply,
-     Enum.reduce(indexes, placer, fn index, placer ->
-       run(placer, &State.handover_ended(&1, index, reason))
-     end)}
+    ended = for index <- indexes, do: {index, reason}
+    {:noreply, run(placer, &State.handovers_ended(&1, ended))}
   end
 
   def handle_info({:EXIT, _pid, _reason}, placer), do: {:noreply, placer}
@@ -365,17 +363,15 @@ defmodule Grove.World.Placer do
       Logger.info("world: leaving the cluster; handing #{length(zones)} zones over")
 
       for {to, zones} <- Enum.group_by(zones, &elem(&1, 1), &{elem(&1, 0), elem(&1, 2)}) do
-        hand_over_zones(placer.world, to, zones, fn
-          _index, :normal ->
-            :ok
-
-          index, reason ->
+        hand_over_zones(placer.world, to, zones, fn ended ->
+          for {index, reason} <- ended, reason != :normal do
             Logger.error(
               "zone #{index}: handing it to #{to} failed: #{inspect(reason)}; " <>
                 "it starts again there, empty"
             )
 
             send({name(placer.world.name), to}, {:abandoned, index, node()})
+          end
         end)
       end
     end
@@ -397,12 +393,13 @@ defmodule Grove.World.Placer do
 
   defp await_handover(placer, pid, indexes) do
     receive do
-      {:handed_over, ^pid, index, :normal} ->
-        await_handover(placer, pid, List.delete(indexes, index))
+      {:handed_over, ^pid, ended} ->
+        placer =
+          for {index, reason} <- ended, reason != :normal, reduce: placer do
+            placer -> run(placer, &State.cancel_retiring(&1, index))
+          end
 
-      {:handed_over, ^pid, index, _reason} ->
-        placer = run(placer, &State.cancel_retiring(&1, index))
-        await_handover(placer, pid, List.delete(indexes, index))
+        await_handover(placer, pid, indexes -- Enum.map(ended, &elem(&1, 0)))
 
       {:EXIT, ^pid, _reason} ->
         Enum.reduce(indexes, placer, &run(&2, fn core -> State.cancel_retiring(core, &1) end))
@@ -521,8 +518,8 @@ defmodule Grove.World.Placer do
           # here until it answers.
           await_placer(world.name, to, 300)
 
-          hand_over_zones(world, to, zones, fn index, reason ->
-            send(placer_pid, {:handed_over, self(), index, reason})
+          hand_over_zones(world, to, zones, fn ended ->
+            send(placer_pid, {:handed_over, self(), ended})
           end)
         end)
 
@@ -865,57 +862,89 @@ defmodule Grove.World.Placer do
   # owner's.
   #
   # Zones handed to one node go one after the other, in one process (one
-  # per node they go to), and `report` hears how each ended: `:normal`,
-  # or why it failed. To a node that says it speaks it, up to 100 zones
-  # in one call (`{:take_over_all, zones}`): the new owner's placer
-  # writes the whole placement each call (`Grove.World.Placer.State`),
-  # and one call a zone, for the tens of thousands of zones a node hands
-  # over in a world of 100,000, would grow with the square of the zones.
-  # To a node of an older release, one call a zone, the form it knows
-  # (`Grove.Cluster.speaks?/3`).
-  defp hand_over_zones(world, to, zones, report) do
-    if Grove.Cluster.speaks?(world.cluster, to, :take_over_all) do
-      for batch <- Enum.chunk_every(zones, @handover_batch),
-          do: hand_over_batch(world, to, batch, report)
-    else
-      for {index, epoch} <- zones do
-        case attempt(fn -> hand_over_now(world, index, to, epoch) end) do
-          {:ok, :ok} -> report.(index, :normal)
-          {:error, reason} -> report.(index, reason)
-        end
-      end
-    end
+  # per run of effects and node they go to), and `report` hears how each
+  # batch's zones ended, in one list: `:normal`, or why it failed. To a
+  # node that says it speaks it, up to 100 zones in one call
+  # (`{:take_over_all, zones}`): the new owner's placer writes the whole
+  # placement each call (`Grove.World.Placer.State`), and one call a
+  # zone, for the tens of thousands of zones a node hands over in a world
+  # of 100,000, would grow with the square of the zones. To a node of an
+  # older release, one call a zone, the form it knows
+  # (`Grove.Cluster.speaks?/3`), read again before each call: a node may
+  # go down and come back on an older build while its zones go.
+  #
+  # A call that fails (the node down, or refusing, or silent until the
+  # call's timeout) ends the run: the zones not given yet are reported
+  # as not attempted, kept here and tried again later, and not each
+  # held, then kept, a batch a timeout at a time behind a node that does
+  # not answer.
+  defp hand_over_zones(_world, _to, [], _report), do: :ok
 
-    :ok
+  defp hand_over_zones(world, to, zones, report) do
+    {call, size} =
+      if Grove.Cluster.speaks?(world.cluster, to, :take_over_all),
+        do: {&{:take_over_all, &1}, @handover_batch},
+        else:
+          {fn [{index, rows, subs, seq, epoch}] ->
+             {:take_over, index, rows, subs, seq, epoch}
+           end, 1}
+
+    {batch, rest} = Enum.split(zones, size)
+
+    case hand_over_batch(world, to, batch, call, report) do
+      :normal ->
+        hand_over_zones(world, to, rest, report)
+
+      reason ->
+        if rest != [],
+          do: report.(for({index, _epoch} <- rest, do: {index, {:not_attempted, reason}}))
+
+        :ok
+    end
   end
 
-  defp hand_over_batch(world, to, zones, report) do
-    given =
-      Enum.flat_map(zones, fn {index, epoch} ->
+  # The batch's zones given, and taken in one call; how the call ended.
+  defp hand_over_batch(world, to, zones, call, report) do
+    {given, failed} =
+      Enum.reduce(zones, {[], []}, fn {index, epoch}, {given, failed} ->
         case attempt(fn -> give(world, index) end) do
           {:ok, {zone, {rows, subscriptions, seq}}} ->
-            [{zone, {index, rows, subscriptions, seq, epoch}}]
+            {[{zone, {index, rows, subscriptions, seq, epoch}} | given], failed}
 
           {:error, reason} ->
-            report.(index, reason)
-            []
+            {given, [{index, reason} | failed]}
         end
       end)
 
-    call = {:take_over_all, for({_zone, zone} <- given, do: zone)}
+    given = Enum.reverse(given)
 
     result =
-      case given != [] and attempt(fn -> GenServer.call({name(world.name), to}, call, 30_000) end) do
+      case given != [] and
+             attempt(fn ->
+               GenServer.call(
+                 {name(world.name), to},
+                 call.(for({_zone, zone} <- given, do: zone)),
+                 30_000
+               )
+             end) do
         {:ok, :ok} -> :normal
         {:ok, refused} -> refused
         {:error, reason} -> reason
         false -> :normal
       end
 
-    for {zone, {index, _rows, _subscriptions, _seq, _epoch}} <- given do
-      if result == :normal, do: send(zone, {:handed_to, address_on(world, index, to)})
-      report.(index, result)
-    end
+    if result == :normal,
+      do:
+        for(
+          {zone, {index, _, _, _, _}} <- given,
+          do: send(zone, {:handed_to, address_on(world, index, to)})
+        )
+
+    report.(
+      Enum.reverse(failed) ++ for({_zone, {index, _, _, _, _}} <- given, do: {index, result})
+    )
+
+    result
   end
 
   defp attempt(fun) do
@@ -924,20 +953,6 @@ defmodule Grove.World.Placer do
     :exit, reason -> {:error, reason}
     :error, reason -> {:error, {reason, __STACKTRACE__}}
     :throw, value -> {:error, {{:nocatch, value}, __STACKTRACE__}}
-  end
-
-  defp hand_over_now(world, index, to, epoch) do
-    {zone, {rows, subscriptions, seq}} = give(world, index)
-
-    :ok =
-      GenServer.call(
-        {name(world.name), to},
-        {:take_over, index, rows, subscriptions, seq, epoch},
-        30_000
-      )
-
-    send(zone, {:handed_to, address_on(world, index, to)})
-    :ok
   end
 
   # The zone's side: it gives what it holds, and holds what comes from
@@ -988,13 +1003,16 @@ defmodule Grove.World.Placer do
     end
   end
 
-  # Both are read there without a message, in every release.
+  # Both are read there without a message; a release before `published/1`
+  # raises `:undef` there, and the zones wait, as for a node not placed
+  # yet, and are kept once it is given up on.
   defp placed_on?(world, node) do
     not :erpc.call(node, __MODULE__, :paused?, [world], 10_000) and
       :erpc.call(node, __MODULE__, :published, [world], 10_000) != nil
   catch
     :exit, _ -> false
     :error, {:erpc, _} -> false
+    :error, {:exception, _reason, _stack} -> false
   end
 
   defp stop_zone(%__MODULE__{world: %World{zones_on_demand: true} = world} = placer, index) do
@@ -1015,6 +1033,10 @@ defmodule Grove.World.Placer do
 
   defp pause(placer) do
     world = placer.world
+    # Handovers under way stop first: one that went on would wake and give
+    # zones of a paused node, and could give one, at its old epoch, to a
+    # node that took it since, after this node had it back.
+    for {pid, _indexes} <- placer.handovers, do: Process.exit(pid, :kill)
     :persistent_term.put({__MODULE__, world.name, :paused}, true)
     for {_index, {_timer, ref}} <- placer.timers, do: Process.cancel_timer(ref)
 
