@@ -11,7 +11,12 @@
 #   * lost    - c is lost: a starts again, at the next epoch, what c ran
 #               and a owns now;
 #   * heard   - d hears b announce a new epoch of every zone b runs, in
-#               messages of 1,000 zones.
+#               messages of 1,000 zones;
+#   * ended   - the handovers of join end, all taken: one rule a zone
+#               (`handover_ended/3`, as a placer did a message a zone),
+#               and one rule a batch of 100 (`handovers_ended/2`, a
+#               message a batch; on a build that has it), side by side,
+#               with the ratio of the two in words allocated.
 #
 # Each rule once per size, in a process of its own, timed (ms of wall
 # clock) and counted (reductions, and words allocated, from its garbage
@@ -45,6 +50,9 @@ defmodule Bench.PlacerGrowth do
       for {{@b, epoch}, index} <- Enum.with_index(locations),
           do: {index, @b, epoch + 1, :handed}
 
+    {handing, effects} = State.members(a, [@a, @b, @c, @d], true, [@b, @c, @d])
+    ended = for {:hand_over, index, @d, _epoch} <- effects, do: {index, :normal}
+
     [
       start: fn -> State.join_or_start(start, nil) end,
       restart: fn -> State.join_or_start(start, locations) end,
@@ -57,8 +65,26 @@ defmodule Bench.PlacerGrowth do
           {d, _effects} = State.announced_all(d, chunk, [@a, @b, @c])
           d
         end)
+      end,
+      ended_each: fn ->
+        Enum.reduce(ended, handing, fn {index, reason}, a ->
+          {a, _effects} = State.handover_ended(a, index, reason)
+          a
+        end)
       end
-    ]
+    ] ++
+      if function_exported?(State, :handovers_ended, 2),
+        do: [
+          ended_batched: fn ->
+            ended
+            |> Enum.chunk_every(100)
+            |> Enum.reduce(handing, fn batch, a ->
+              {a, _effects} = State.handovers_ended(a, batch)
+              a
+            end)
+          end
+        ],
+        else: []
   end
 
   # {ms, reductions, words, effects} of one rule, in a process of its
@@ -121,7 +147,7 @@ results =
 
 IO.puts("\ngrowth, each size against the one before (time, reductions, words allocated):")
 
-for name <- [:start, :restart, :join, :lost, :heard],
+for name <- [:start, :restart, :join, :lost, :heard, :ended_each, :ended_batched],
     {small, large} <- Enum.zip(sizes, tl(sizes)) do
   case {results[{name, small}], results[{name, large}]} do
     {{ms_s, red_s, words_s, _}, {ms_l, red_l, words_l, _}} ->
@@ -133,5 +159,19 @@ for name <- [:start, :restart, :join, :lost, :heard],
 
     _cut ->
       IO.puts("#{name} #{small} -> #{large}: cut off")
+  end
+end
+
+IO.puts("\nhandovers ended a zone a rule against a batch of 100 a rule (words allocated):")
+
+for zones <- sizes do
+  case {results[{:ended_each, zones}], results[{:ended_batched, zones}]} do
+    {{_, _, each, _}, {_, _, batched, _}} ->
+      IO.puts(
+        "ended at #{zones} zones: x#{Float.round(each / max(batched, 1), 1)} words a zone a rule"
+      )
+
+    _none ->
+      IO.puts("ended at #{zones} zones: no batched rule in this build, or cut off")
   end
 end
