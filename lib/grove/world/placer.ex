@@ -99,9 +99,10 @@ defmodule Grove.World.Placer do
     :locations,
     :epochs,
     nodes: {},
-    # Handover processes, one per node zones go to: pid => the indexes of
-    # its zones not ended yet. And the handovers a run of effects asked
-    # for, last first: {to, index, epoch}, started as the run ends.
+    # Handover processes, one per run of effects and node zones go to
+    # (`start_handovers/1`): pid => the indexes of its zones not ended
+    # yet. And the handovers a run of effects asked for, last first:
+    # {to, index, epoch}, started as the run ends.
     handovers: %{},
     handing_out: [],
     # Timers after which a zone handed away stops: zone index => {its
