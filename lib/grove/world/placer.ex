@@ -314,6 +314,9 @@ defmodule Grove.World.Placer do
   def handle_info({:settle, index}, placer),
     do: {:noreply, run(placer, &State.settle(&1, index, Node.list()))}
 
+  def handle_info({:settle_all, indexes}, placer),
+    do: {:noreply, run(placer, &State.settle_all(&1, indexes, Node.list()))}
+
   # A timer cancelled as it went off sent this all the same: one set
   # since for the zone stays.
   def handle_info({:stop_zone, index, timer}, placer) do

@@ -438,6 +438,23 @@ defmodule Grove.World.Placer.State do
     flush({state, effects})
   end
 
+  @doc """
+  Zones whose handovers failed together a while ago, each settled as
+  `settle/3` settles one, in order, the placement written once.
+  """
+  @spec settle_all(t(), [index()], [node()]) :: result()
+  def settle_all(%__MODULE__{paused: true} = state, _indexes, _connected), do: {state, []}
+
+  def settle_all(state, indexes, connected) do
+    {state, effects} =
+      Enum.reduce(indexes, {state, []}, fn index, {state, effects} ->
+        {state, more, _} = settle_zone(state, index, connected)
+        {state, [more | effects]}
+      end)
+
+    flush({state, effects |> Enum.reverse() |> Enum.concat()})
+  end
+
   # One zone: handed over if it runs here and belongs elsewhere, started
   # again if it ran on a node that is down and belongs here now.
   defp settle_zone(%__MODULE__{locations: nil} = state, _index, _connected), do: {state, [], nil}
@@ -693,6 +710,7 @@ defmodule Grove.World.Placer.State do
   Many handovers ended, each as `handover_ended/3` ends one, in order,
   and the placement written once: a batch of zones handed to one node
   ends together, and a write a zone would copy the whole placement each.
+  Those that failed are tried again together (`settle_all/3`), last.
   """
   @spec handovers_ended(t(), [{index(), term()}]) :: result()
   def handovers_ended(state, ended) do
@@ -702,7 +720,25 @@ defmodule Grove.World.Placer.State do
         {state, [more | effects]}
       end)
 
-    flush({state, effects |> Enum.reverse() |> Enum.concat()})
+    {retries, effects} =
+      effects
+      |> Enum.reverse()
+      |> Enum.concat()
+      |> Enum.split_with(&match?({:send_after, {:settle, _index}, _ms}, &1))
+
+    retry =
+      case retries do
+        [] ->
+          []
+
+        [one] ->
+          [one]
+
+        many ->
+          [{:send_after, {:settle_all, for({_, {:settle, i}, _} <- many, do: i)}, @settle_retry}]
+      end
+
+    flush({state, effects ++ retry})
   end
 
   defp end_handover(state, index, reason) do

@@ -263,10 +263,34 @@ defmodule Grove.World.Placer.StateTest do
         end)
 
       {together, effects} = State.handovers_ended(a, ended)
-      assert effects == each
+      # The one that failed is tried again after the others' ends.
+      {retry, others} = Enum.split_with(each, &match?({:send_after, _, _}, &1))
+      assert effects == others ++ retry
       assert together == one_by_one
       refute Enum.any?(effects, &match?({:locate, ^heard, _, _}, &1))
       assert State.placement(together, heard) == {@b, 2}
+    end
+
+    test "a batch partly failing keeps its failed zones here and tries them again together" do
+      a = placed(@a, [@a], 8)
+      {a, effects} = State.members(a, [@a, @b], true, [@b])
+      [taken | failed] = moves = for {:hand_over, index, @b, 2} <- effects, do: index
+      assert failed != []
+
+      {a, effects} =
+        State.handovers_ended(a, [{taken, :normal} | for(i <- failed, do: {i, :timeout})])
+
+      assert State.placement(a, taken) == {@b, 2}
+      for index <- failed, do: assert({:keep, index} in effects)
+
+      assert [{:send_after, {:settle_all, ^failed}, 1000}] =
+               for({:send_after, _, _} = e <- effects, do: e)
+
+      assert List.last(effects) == {:send_after, {:settle_all, failed}, 1000}
+      assert moves -- failed == [taken]
+
+      {_a, effects} = State.settle_all(a, failed, [@b])
+      assert effects == for(index <- failed, do: {:hand_over, index, @b, 2})
     end
 
     test "a handover that fails keeps the zone here and is tried again" do
