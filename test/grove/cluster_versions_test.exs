@@ -82,6 +82,24 @@ defmodule Grove.ClusterVersionsTest do
     refute Grove.Cluster.speaks?(@instance, peer, :take_over_all)
   end
 
+  test "a node that does not answer a handover's call is handed nothing more in that run: its zones stay, and are offered again from the first",
+       %{home: home} do
+    {peer, _mine, theirs} =
+      join_release_peer(home, [:zones_at, :take_over_all], zones: @zones, calls: :hold)
+
+    assert length(theirs) > 100
+    assert_receive {:release_peer, {:take_over_all, first}}, @wait
+
+    # The call times out after 30 s: the next call offers the same zones
+    # again (kept, and tried again), not the next hundred, each held
+    # for a timeout in turn behind a node that does not answer.
+    assert_receive {:release_peer, {:take_over_all, again}}, 2 * @wait
+    assert Enum.map(again, &elem(&1, 0)) == Enum.map(first, &elem(&1, 0))
+    world = Grove.World.fetch!(Grove.world(@instance))
+    for index <- theirs, do: assert(Grove.World.zone_node(world, index) == node())
+    stop_silent!(peer)
+  end
+
   test "a node that pauses stops the handovers under way: none goes on giving its zones",
        %{home: home} do
     # The peer first by name: without it, this node alone has no quorum.
@@ -98,6 +116,15 @@ defmodule Grove.ClusterVersionsTest do
     send({Membership.name(@instance), peer}, :leave)
     assert_receive {:DOWN, ^ref, :process, ^handover, :killed}, @wait
     assert Grove.World.Placer.paused?(world)
+    stop_silent!(peer)
+  end
+
+  # A peer whose placer answers no call stops, so that none of this
+  # node's calls waits for it as its world stops.
+  defp stop_silent!(peer) do
+    true = Node.monitor(peer, true)
+    Node.spawn(peer, :erlang, :halt, [])
+    assert_receive {:nodedown, ^peer}, @wait
   end
 
   # Calls of `{:take_over_all, zones}` the peer got, until `count` zones came.

@@ -1037,11 +1037,11 @@ defmodule Grove.World.Placer do
 
   defp pause(placer) do
     world = placer.world
-    # Handovers under way stop first: one that went on would wake and give
-    # zones of a paused node, and could give one, at its old epoch, to a
-    # node that took it since, after this node had it back.
-    for {pid, _indexes} <- placer.handovers, do: Process.exit(pid, :kill)
     :persistent_term.put({__MODULE__, world.name, :paused}, true)
+    # Handovers under way stop before the zones: one that went on would
+    # wake and give zones of a paused node, and could give one, at its old
+    # epoch, to a node that took it since, after this node had it back.
+    for {pid, _indexes} <- placer.handovers, do: Process.exit(pid, :kill)
     for {_index, {_timer, ref}} <- placer.timers, do: Process.cancel_timer(ref)
 
     running =
