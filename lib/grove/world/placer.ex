@@ -389,7 +389,12 @@ defmodule Grove.World.Placer do
   # Each handover process is linked to this one, which traps exits, and
   # bounded by its own calls' timeouts; it says how each zone's handover
   # ended before it ends.
+  # Each is told to stop after the batch it hands now: the rest of its
+  # zones are handed over by `State.leave/1`, within the placer's
+  # shutdown time, not after the whole queue of a run.
   defp await_handovers(placer) do
+    for {pid, _indexes} <- placer.handovers, do: send(pid, :stop_handing)
+
     Enum.reduce(placer.handovers, %{placer | handovers: %{}}, fn {pid, indexes}, placer ->
       await_handover(placer, pid, indexes)
     end)
@@ -897,7 +902,11 @@ defmodule Grove.World.Placer do
 
     case hand_over_batch(world, to, batch, call, report) do
       :normal ->
-        hand_over_zones(world, to, rest, report)
+        receive do
+          :stop_handing -> stop_handing(rest, report)
+        after
+          0 -> hand_over_zones(world, to, rest, report)
+        end
 
       reason ->
         if rest != [],
@@ -906,6 +915,12 @@ defmodule Grove.World.Placer do
         :ok
     end
   end
+
+  # The node stops: what is left is handed over from its placer.
+  defp stop_handing([], _report), do: :ok
+
+  defp stop_handing(rest, report),
+    do: report.(for({index, _epoch} <- rest, do: {index, {:not_attempted, :stopping}}))
 
   # The batch's zones given, and taken in one call; how the call ended.
   defp hand_over_batch(world, to, zones, call, report) do
