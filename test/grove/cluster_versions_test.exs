@@ -7,6 +7,7 @@ defmodule Grove.ClusterVersionsTest do
   use ExUnit.Case, async: false
 
   import Grove.ClusterCase
+  import Grove.WorldCase, only: [eventually: 2]
 
   alias Grove.Cluster.{Membership, Placement}
 
@@ -125,6 +126,45 @@ defmodule Grove.ClusterVersionsTest do
     true = Node.monitor(peer, true)
     Node.spawn(peer, :erlang, :halt, [])
     assert_receive {:nodedown, ^peer}, @wait
+  end
+
+  test "what a node speaks is forgotten when it goes down",
+       %{home: home} do
+    {peer, _mine, _theirs} = join_release_peer(home, [:zones_at, :take_over_all])
+    eventually(fn -> assert Grove.Cluster.speaks?(@instance, peer, :take_over_all) end, 3000)
+
+    true = Node.monitor(peer, true)
+    true = Node.disconnect(peer)
+    assert_receive {:nodedown, ^peer}, @wait
+    eventually(fn -> refute Grove.Cluster.speaks?(@instance, peer, :take_over_all) end, 3000)
+  end
+
+  test "a membership started again forgets what nodes said they speak before" do
+    start_instance!(
+      node(),
+      small_instance(@instance, peers: [node()], connect_interval: 100, boot_wait: 0)
+    )
+
+    name = Membership.name(@instance)
+    old = Process.whereis(name)
+    :persistent_term.put({Membership, @instance, :speaks}, %{:gone@nowhere => [:zones_at]})
+    ref = Process.monitor(old)
+    Process.exit(old, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^old, :killed}, @wait
+
+    new =
+      eventually(
+        fn ->
+          pid = Process.whereis(name)
+          assert is_pid(pid) and pid != old
+          pid
+        end,
+        3000
+      )
+
+    # Its start done: what it publishes is read after it.
+    _state = :sys.get_state(new)
+    refute Grove.Cluster.speaks?(@instance, :gone@nowhere, :zones_at)
   end
 
   # Calls of `{:take_over_all, zones}` the peer got, until `count` zones came.
