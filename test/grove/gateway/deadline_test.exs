@@ -6,6 +6,7 @@ defmodule Grove.Gateway.DeadlineTest do
   # answer that comes at all came while the store was stalled.
   use ExUnit.Case, async: false
 
+  alias Grove.RawHTTP
   alias Grove.Test.StallingStore
 
   @moduletag :gateway
@@ -25,47 +26,26 @@ defmodule Grove.Gateway.DeadlineTest do
     Map.put(context, :gate, gate)
   end
 
-  # Over a socket of its own, not :httpc, which answers a 503 with
-  # Retry-After by asking again.
-  defp post(port, path, body) do
-    body = :jiffy.encode(body)
-    {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
-
-    :ok =
-      :gen_tcp.send(socket, [
-        "POST #{path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n",
-        "content-type: application/json\r\ncontent-length: #{byte_size(body)}\r\n\r\n",
-        body
-      ])
-
-    [head, body] = socket |> read_all("") |> String.split("\r\n\r\n", parts: 2)
-    ["HTTP/1.1 " <> <<status::binary-size(3)>> <> _ | lines] = String.split(head, "\r\n")
-
-    headers =
-      for line <- lines, [name, value] = String.split(line, ":", parts: 2), into: %{} do
-        {String.downcase(name), String.trim(value)}
-      end
-
-    {String.to_integer(status), headers, :jiffy.decode(body, [:return_maps])}
-  end
-
-  defp read_all(socket, acc) do
-    case :gen_tcp.recv(socket, 0, 60_000) do
-      {:ok, data} -> read_all(socket, acc <> data)
-      {:error, :closed} -> acc
-    end
-  end
-
   test "a login that the store cannot serve in time gets 503 and Retry-After while it stalls",
        %{port: port, gate: gate, instance: instance} do
     # The store's only worker is stuck on the first one; the rest wait in its queue.
     for n <- 1..5 do
       assert {503, %{"retry-after" => "1"}, %{"error" => "unavailable"}} =
-               post(port, "/api/device_login", %{"device_id" => "stalled-#{n}-device"})
+               RawHTTP.post(
+                 port,
+                 "/api/device_login",
+                 %{"device_id" => "stalled-#{n}-device"},
+                 60_000
+               )
     end
 
     assert {503, %{"retry-after" => "1"}, %{"error" => "unavailable"}} =
-             post(port, "/api/register", %{"name" => "stalled", "password" => "long enough"})
+             RawHTTP.post(
+               port,
+               "/api/register",
+               %{"name" => "stalled", "password" => "long enough"},
+               60_000
+             )
 
     # Still stalled: every answer above came while the store held the call.
     assert StallingStore.waiting(gate) == 1

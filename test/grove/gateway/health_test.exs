@@ -6,6 +6,7 @@ defmodule Grove.Gateway.HealthTest do
   import Grove.WsConn, only: [connect: 1, push: 2, expect: 2]
 
   alias Grove.Gateway.Drainer
+  alias Grove.RawHTTP
   alias Grove.WsClient
   alias Grove.Protocol
 
@@ -101,7 +102,7 @@ defmodule Grove.Gateway.HealthTest do
                get(port, "/readyz")
     end)
 
-    assert {503, %{"error" => "server_stopping"}} = upgrade(port)
+    assert {503, _headers, %{"error" => "server_stopping"}} = RawHTTP.upgrade(port)
     push(conn, %{type: :move, seq: 1, dir: :e})
     {%{type: :outcome, seq: 1}, conn} = expect(conn, :outcome)
     refute_bye(conn)
@@ -120,34 +121,6 @@ defmodule Grove.Gateway.HealthTest do
 
       {:error, :timeout} ->
         :ok
-    end
-  end
-
-  # A WebSocket upgrade's answer: its status and JSON body.
-  defp upgrade(port) do
-    {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
-
-    :ok =
-      :gen_tcp.send(socket, [
-        "GET /ws HTTP/1.1\r\nHost: grove\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n",
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-      ])
-
-    response = read_response(socket, "")
-    :gen_tcp.close(socket)
-    {:ok, {:http_response, _, status, _}, _} = :erlang.decode_packet(:http_bin, response, [])
-
-    case String.split(response, "\r\n\r\n", parts: 2) do
-      [_head, body] when status != 101 -> {status, :jiffy.decode(body, [:return_maps])}
-      _ -> {status, response}
-    end
-  end
-
-  # Until the server closes, or has nothing more to say.
-  defp read_response(socket, acc) do
-    case :gen_tcp.recv(socket, 0, 1000) do
-      {:ok, data} -> read_response(socket, acc <> data)
-      {:error, _closed_or_timeout} -> acc
     end
   end
 

@@ -8,6 +8,7 @@ defmodule Grove.Gateway.UpgradeTest do
   import Grove.WorldCase, only: [eventually: 1]
 
   alias Grove.Gateway
+  alias Grove.RawHTTP
   alias Grove.WsClient
 
   @moduletag :gateway
@@ -57,7 +58,9 @@ defmodule Grove.Gateway.UpgradeTest do
   @tag gateway_opts: [upgrade_deadline: 0]
   test "an upgrade past the upgrade deadline gets 503 server_busy with Retry-After, counted",
        %{port: port, instance: instance} do
-    assert {503, headers, %{"error" => "server_busy", "message" => message}} = upgrade(port)
+    assert {503, headers, %{"error" => "server_busy", "message" => message}} =
+             RawHTTP.upgrade(port)
+
     assert headers["retry-after"] == "1"
     assert message =~ "try again"
     assert Gateway.stats().sessions == 0
@@ -85,7 +88,7 @@ defmodule Grove.Gateway.UpgradeTest do
       end
     end)
 
-    upgrade = Task.async(fn -> upgrade(port, 60_000) end)
+    upgrade = Task.async(fn -> RawHTTP.upgrade(port, 60_000) end)
 
     # The upgrade passed the first check and waits for the supervisor; its
     # request began before this instant, so its deadline is at most 300 ms
@@ -120,38 +123,6 @@ defmodule Grove.Gateway.UpgradeTest do
     receive do
     after
       max(instant - System.monotonic_time(:millisecond), 0) -> :ok
-    end
-  end
-
-  defp upgrade(port, wait \\ 1000) do
-    {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
-
-    :ok =
-      :gen_tcp.send(socket, [
-        "GET /ws HTTP/1.1\r\nHost: grove\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n",
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-      ])
-
-    # The first bytes may be a while coming; the rest follow at once.
-    {:ok, first} = :gen_tcp.recv(socket, 0, wait)
-    response = read_response(socket, first)
-    :gen_tcp.close(socket)
-    [head, body] = String.split(response, "\r\n\r\n", parts: 2)
-    ["HTTP/1.1 " <> <<status::binary-size(3)>> <> _ | lines] = String.split(head, "\r\n")
-
-    headers =
-      for line <- lines, [name, value] = String.split(line, ":", parts: 2), into: %{} do
-        {String.downcase(name), String.trim(value)}
-      end
-
-    {String.to_integer(status), headers, :jiffy.decode(body, [:return_maps])}
-  end
-
-  # Until the server closes, or has nothing more to say.
-  defp read_response(socket, acc) do
-    case :gen_tcp.recv(socket, 0, 1000) do
-      {:ok, data} -> read_response(socket, acc <> data)
-      {:error, _closed_or_timeout} -> acc
     end
   end
 end
