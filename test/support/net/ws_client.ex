@@ -26,6 +26,11 @@ defmodule Grove.WsClient do
   (the kernel's receive buffer, to play a slow client), `:active` (`false`
   leaves the socket passive, to be handed to another process; default
   `:once`).
+
+  An answer other than `101` is `{:error, {:http_status, status}}`, or
+  `{:error, {:http_status, status, retry_after}}` when it carries a
+  `Retry-After` in seconds: a server too busy to take a player then (a
+  `503 server_busy`) says when to try again.
   """
   @spec connect(String.t() | :inet.ip_address(), :inet.port_number(), String.t(), keyword()) ::
           {:ok, t()} | {:error, term()}
@@ -93,7 +98,14 @@ defmodule Grove.WsClient do
     end
   end
 
-  defp check_upgrade(status, _headers, _key), do: {:error, {:http_status, status}}
+  defp check_upgrade(status, headers, _key) do
+    with {_, value} <- List.keyfind(headers, "retry-after", 0),
+         {seconds, ""} when seconds >= 0 <- Integer.parse(value) do
+      {:error, {:http_status, status, seconds}}
+    else
+      _ -> {:error, {:http_status, status}}
+    end
+  end
 
   @doc "Sends one frame (masked, as clients must)."
   @spec send_frame(t(), frame() | :ping | :close) :: :ok | {:error, term()}

@@ -5,7 +5,9 @@ defmodule Grove.Load.Stats do
   # and correctness failures by kind. `:moves_skipped` counts the moves a
   # player did not send when they came due, its previous one unanswered;
   # `:restored` the players welcomed again under their id, their entity
-  # lost with a node of a cluster and placed again. Actions (a game's)
+  # lost with a node of a cluster and placed again; `:connect_retries` the
+  # upgrades tried again after a refusal's `Retry-After` (a player fails
+  # to connect, `:connect_failures`, only once its retries have run out). Actions (a game's)
   # are counted as sent and answered (`:acted`), their round trip apart
   # from moves' (`act_latency`); so are lines said (`:says_sent`, `:said`,
   # those answered other than `ok` in `:says_refused`, round trip
@@ -21,6 +23,7 @@ defmodule Grove.Load.Stats do
     :started,
     :connected,
     :connect_failures,
+    :connect_retries,
     :joined,
     :restored,
     :moves_sent,

@@ -22,7 +22,10 @@ defmodule Grove.Load.Swarm do
   # first interval), with its next move, one line in flight at most.
   # Connecting (TCP and the
   # WebSocket handshake) happens in short-lived helper processes, so a ramp
-  # does not wait behind the sockets already playing.
+  # does not wait behind the sockets already playing. An upgrade refused
+  # with a `Retry-After` (a server too busy to start a player in time
+  # answers `503 server_busy`) is tried again after it, up to `retries`
+  # times (see `connect/5`).
 
   use GenServer
 
@@ -52,6 +55,7 @@ defmodule Grove.Load.Swarm do
     act_every: 0,
     action: "pick",
     say_every: 0,
+    retries: 3,
     says: %{},
     bots: %{},
     # In a crowd, where each player stood at its last move.
@@ -69,8 +73,10 @@ defmodule Grove.Load.Swarm do
   `:terrain` (`%{width: w, cells: binary}`, for the checks), `:crowd`
   (a `Grove.Load.Crowd`, or nil for players who walk at random), `:walk`
   (`:straight` for players who walk straight, or nil),
-  `:act_every` (one step in that many an action, 0 for none), `:action`
-  and `:say_every` (ms between a player's lines, 0 for none).
+  `:act_every` (one step in that many an action, 0 for none), `:action`,
+  `:say_every` (ms between a player's lines, 0 for none) and `:retries`
+  (how many times an upgrade refused with a `Retry-After` is tried again,
+  default 3; 0 counts every refusal as a failure).
   """
   @spec start_link(keyword()) :: GenServer.on_start()
   def start_link(opts), do: GenServer.start_link(__MODULE__, opts)
@@ -96,6 +102,7 @@ defmodule Grove.Load.Swarm do
       act_every: Keyword.get(opts, :act_every, 0),
       action: Keyword.get(opts, :action, "pick"),
       say_every: Keyword.get(opts, :say_every, 0),
+      retries: Keyword.get(opts, :retries, 3),
       stats: Keyword.fetch!(opts, :stats),
       terrain: Keyword.fetch!(opts, :terrain),
       crowd: Keyword.get(opts, :crowd),
@@ -186,8 +193,17 @@ defmodule Grove.Load.Swarm do
 
   defp connect(swarm_pid, swarm, checks) do
     Stats.incr(swarm.stats, :started)
-    started = System.monotonic_time(:microsecond)
+    connect(swarm_pid, swarm, checks, System.monotonic_time(:microsecond), swarm.retries)
+  end
 
+  # A refusal that says when to come back (`Retry-After`) is tried again,
+  # as a well-behaved client does: after the seconds it was given (one at
+  # least) plus a random jitter of up to as much again, so that a storm's
+  # refused players spread out instead of coming back at once. Each is
+  # counted as a retry (`:connect_retries`), and the player as failed
+  # (`:connect_failures`) only once its retries run out; its connect time
+  # runs from its first try, so a player that came in late counts as late.
+  defp connect(swarm_pid, swarm, checks, started, retries) do
     case WsClient.connect(swarm.host, swarm.port, swarm.path, timeout: 10_000, active: false) do
       {:ok, client} ->
         Grove.Metrics.Histogram.record(
@@ -202,9 +218,19 @@ defmodule Grove.Load.Swarm do
           {:error, _} -> :gen_tcp.close(client.socket)
         end
 
+      {:error, {:http_status, _status, retry_after}} when retries > 0 ->
+        Stats.incr(swarm.stats, :connect_retries)
+        Process.sleep(backoff_ms(retry_after))
+        connect(swarm_pid, swarm, checks, started, retries - 1)
+
       {:error, _reason} ->
         Stats.incr(swarm.stats, :connect_failures)
     end
+  end
+
+  defp backoff_ms(seconds) do
+    ms = max(seconds, 1) * 1000
+    ms + :rand.uniform(ms)
   end
 
   ## Moving

@@ -11,6 +11,14 @@ defmodule Grove.Load.WsRun do
   failures, the move round trip, views received, disconnects by reason,
   protocol errors and correctness failures.
 
+  A player whose upgrade the server refuses with a `Retry-After` (`503
+  server_busy`: too busy to start a player in time, in a join storm)
+  tries again after it, with a random jitter of up to as much again, up to
+  `:retries` times (3 by default): the report counts each try again apart
+  (`connect_retries`), a player as failed only once its retries ran out,
+  and its connect time from its first try, so that a storm's late joins
+  count as late, not failed.
+
   Three shapes of run:
 
     * `:players` - ramp to that many and hold them `:duration` seconds;
@@ -132,6 +140,7 @@ defmodule Grove.Load.WsRun do
     crowd_approach_ms: 100,
     zone_size: 50,
     walk: nil,
+    retries: 3,
     out: &IO.puts/1
   ]
 
@@ -162,7 +171,8 @@ defmodule Grove.Load.WsRun do
         walk: opts[:walk],
         act_every: opts[:act_every],
         action: opts[:action],
-        say_every: opts[:say_every]
+        say_every: opts[:say_every],
+        retries: opts[:retries]
       ],
       target: target,
       ramp: ramp,
@@ -798,6 +808,7 @@ defmodule Grove.Load.WsRun do
       connect_p99_ms: to_ms(Histogram.percentile(total.connect, 99)),
       connect_max_ms: to_ms(Histogram.max(total.connect)),
       connected: counts.connected,
+      connect_retries: counts.connect_retries,
       connect_failures: counts.connect_failures,
       timeouts: counts.timeouts,
       restored: counts.restored,
@@ -871,7 +882,7 @@ defmodule Grove.Load.WsRun do
     if r.stages != [], do: print_stages(out, r)
 
     out.(
-      "connects       #{r.connected} ok, #{r.connect_failures} failed; p50 #{figure(r.connect_p50_ms)} ms, p99 #{figure(r.connect_p99_ms)} ms, max #{figure(r.connect_max_ms)} ms"
+      "connects       #{r.connected} ok, #{r.connect_failures} failed, #{r.connect_retries} tried again after Retry-After; p50 #{figure(r.connect_p50_ms)} ms, p99 #{figure(r.connect_p99_ms)} ms, max #{figure(r.connect_max_ms)} ms"
     )
 
     out.(

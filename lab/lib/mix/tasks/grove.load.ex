@@ -48,6 +48,11 @@ defmodule Mix.Tasks.Grove.Load do
       the lines heard are reported apart (default none); with `--crowd`,
       chat in a crowd
     * `--encoding json|binary` (default json)
+    * `--retries N` - an upgrade refused with a Retry-After (`503
+      server_busy`, a server too busy to start a player in time) is tried
+      again up to N times, after its Retry-After plus a random jitter;
+      the report counts the tries again apart from the failed connects
+      (default 3; 0 counts every refusal as failed)
     * `--limit-ms MS` - the p99 that marks the knee (default 100)
     * `--json PATH` - write the report as JSON
     * `--report PATH` - write a Markdown report with an SVG chart next to it
@@ -172,7 +177,8 @@ defmodule Mix.Tasks.Grove.Load do
     crowd_radius: :integer,
     crowd_approach_ms: :integer,
     zone_size: :integer,
-    walk: :string
+    walk: :string,
+    retries: :integer
   ]
 
   @http_switches [
