@@ -298,6 +298,52 @@ defmodule Grove.ClusterTest do
         do: node(elem(row, 3))
   end
 
+  describe "a zone handed over at an epoch no newer than the one known" do
+    setup do
+      distribute!()
+      :ok
+    end
+
+    # What a node taken for lost, whose zones were started again since,
+    # hands over of its old copies, or a call that came again after one
+    # taken whose answer was lost.
+    test "is refused, with its reason, counted and logged once a call, and the zone runs on as placed" do
+      instance = Grove.StaleTakeT
+
+      start_instance!(
+        node(),
+        small_instance(instance, peers: [node()], connect_interval: 100, boot_wait: 0)
+      )
+
+      world = Grove.World.fetch!(Grove.world(instance))
+      placer = Grove.World.Placer.name(world.name)
+
+      placed =
+        eventually(fn -> assert [_ | _] = Grove.World.Placer.locations(world.name) end, @wait)
+
+      [{here, epoch} | _] = placed
+      assert here == node()
+      given = {[], [], []}
+
+      log =
+        ExUnit.CaptureLog.capture_log(fn ->
+          assert {:error, :stale} =
+                   GenServer.call(
+                     placer,
+                     {:take_over_all, [{0, given, [], 0, epoch}, {1, given, [], 0, epoch}]}
+                   )
+
+          assert {:error, :stale} = GenServer.call(placer, {:take_over, 2, given, [], 0, epoch})
+        end)
+
+      assert length(Regex.scan(~r/no newer than those known here; refused/, log)) == 2
+      assert Grove.World.Stats.get(world.stats, :zone_handovers_stale) == 3
+      assert Grove.World.Placer.locations(world.name) == placed
+      assert :sys.get_state(placer).core.handing == %{}
+      for index <- 0..2, do: assert(Grove.World.zone_pid(world, index))
+    end
+  end
+
   describe "a node made distributed after its instance started" do
     test "neither greets nor refuses itself, and is a member under its new name" do
       start_instance!(node(), small_instance(Grove.LateT, []))

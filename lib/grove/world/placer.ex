@@ -215,21 +215,16 @@ defmodule Grove.World.Placer do
   end
 
   @impl true
-  def handle_call({:take_over, index, rows, subscriptions, seq, epoch}, _from, placer) do
-    case State.take_over(placer.core, index, rows, subscriptions, seq, epoch, Node.list()) do
-      {:ok, core, effects} -> {:reply, :ok, run(placer, core, effects)}
-      {:error, reason} -> {:reply, {:error, reason}, placer}
-    end
+  def handle_call({:take_over, index, rows, subscriptions, seq, epoch}, {pid, _tag}, placer) do
+    placer.core
+    |> State.take_over(index, rows, subscriptions, seq, epoch, Node.list(), node(pid))
+    |> taken(placer)
   end
 
   # Many zones from one node, as a node that says it speaks this sends
   # them (`hand_over_zones/4`).
-  def handle_call({:take_over_all, zones}, _from, placer) do
-    case State.take_over_all(placer.core, zones, Node.list()) do
-      {:ok, core, effects} -> {:reply, :ok, run(placer, core, effects)}
-      {:error, reason} -> {:reply, {:error, reason}, placer}
-    end
-  end
+  def handle_call({:take_over_all, zones}, {pid, _tag}, placer),
+    do: placer.core |> State.take_over_all(zones, Node.list(), node(pid)) |> taken(placer)
 
   # A call of a later release's (none is made to this node that it did
   # not say it speaks): refused, not a crash.
@@ -240,6 +235,15 @@ defmodule Grove.World.Placer do
 
     {:reply, {:error, :unknown_request}, placer}
   end
+
+  # What a take came to: taken; refused, as stale (the sender is told
+  # where its zones run now, `State.take_over/8`); or refused for now.
+  defp taken({:ok, core, effects}, placer), do: {:reply, :ok, run(placer, core, effects)}
+
+  defp taken({:error, :stale, effects}, placer),
+    do: {:reply, {:error, :stale}, run(placer, placer.core, effects)}
+
+  defp taken({:error, reason}, placer), do: {:reply, {:error, reason}, placer}
 
   @impl true
   def handle_info({:grove_cluster, instance, members}, placer) do
@@ -683,6 +687,11 @@ defmodule Grove.World.Placer do
   end
 
   defp effect(placer, {:pause}), do: pause(placer)
+
+  defp effect(placer, {:count, key, n}) do
+    Stats.incr(placer.world.stats, key, n)
+    placer
+  end
 
   defp effect(placer, {:log, level, text}) do
     Logger.log(level, text)

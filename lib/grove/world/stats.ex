@@ -22,6 +22,9 @@ defmodule Grove.World.Stats do
             :deltas_relayed,
             :deltas_dropped,
             :zone_restarts,
+            # Zones another node handed to this one at an epoch no newer
+            # than the one known here, refused (`Grove.World.Placer.State`).
+            :zone_handovers_stale,
             # Resident actors' steps their zone skipped (due too long ago,
             # or while it shed load) and those in which they stood still.
             :resident_skipped,

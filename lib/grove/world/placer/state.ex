@@ -41,6 +41,7 @@ defmodule Grove.World.Placer.State do
   #     once (`batch/1`), `{:joined, node}`, `{:abandoned, ...}`);
   #     `{:send_self, message}` and `{:send_after, message, ms}` - to this one;
   #   * `{:pause}` - the world stops here until a quorum is back;
+  #   * `{:count, key, n}` - the world's counter `key` (`Grove.World.Stats`), by `n`;
   #   * `{:log, level, text}`.
   #
   # Every placement of a zone has an epoch, one more than the one before; of
@@ -120,6 +121,7 @@ defmodule Grove.World.Placer.State do
           | {:send_self, tuple()}
           | {:send_after, term(), pos_integer()}
           | {:pause}
+          | {:count, atom(), pos_integer()}
           | {:log, Logger.level(), String.t()}
 
   @type t :: %__MODULE__{
@@ -832,47 +834,118 @@ defmodule Grove.World.Placer.State do
   end
 
   @doc """
-  Another node hands this one a zone, with its rows, subscriptions and
-  view number, at `epoch`: refused while paused or not placed yet (it
-  stays where it is, and is offered again); else taken, started, announced,
-  and handed on at once if members changed meanwhile.
+  Another node (`from`) hands this one a zone, with its rows,
+  subscriptions and view number, at `epoch`: refused while paused or not
+  placed yet (it stays where it is, and is offered again); refused too
+  if this node knows a placement of the zone at that epoch or a later
+  one (`stale/4`); else taken, started, announced, and handed on at once
+  if members changed meanwhile.
   """
-  @spec take_over(t(), index(), term(), list(), non_neg_integer(), epoch(), [node()]) ::
-          {:ok, t(), [effect()]} | {:error, :paused | :starting}
-  def take_over(%__MODULE__{paused: true}, _index, _rows, _subs, _seq, _epoch, _connected),
+  @spec take_over(t(), index(), term(), list(), non_neg_integer(), epoch(), [node()], node()) ::
+          {:ok, t(), [effect()]}
+          | {:error, :paused | :starting}
+          | {:error, :stale, [effect()]}
+  def take_over(%__MODULE__{paused: true}, _index, _rows, _subs, _seq, _epoch, _connected, _from),
     do: {:error, :paused}
 
-  def take_over(%__MODULE__{locations: nil}, _index, _rows, _subs, _seq, _epoch, _connected),
-    do: {:error, :starting}
+  def take_over(
+        %__MODULE__{locations: nil},
+        _index,
+        _rows,
+        _subs,
+        _seq,
+        _epoch,
+        _connected,
+        _from
+      ),
+      do: {:error, :starting}
 
-  def take_over(state, index, rows, subscriptions, seq, epoch, connected) do
-    {state, effects} = take(state, index, rows, subscriptions, seq, epoch, connected)
-    {state, effects} = flush({state, effects})
-    {:ok, state, effects}
+  def take_over(state, index, rows, subscriptions, seq, epoch, connected, from) do
+    case stale(state, [{index, epoch}], from, connected) do
+      [] ->
+        {state, effects} = take(state, index, rows, subscriptions, seq, epoch, connected)
+        {state, effects} = flush({state, effects})
+        {:ok, state, effects}
+
+      refused ->
+        {:error, :stale, refused}
+    end
   end
 
   @doc """
-  Many zones handed over by one node at once (`{index, rows, subscriptions,
-  seq, epoch}` each, as `take_over/7` takes one): refused all together
-  while paused or not placed yet; else each taken as `take_over/7` takes
-  it, in order, and announced to each member in a few messages
+  Many zones handed over by one node (`from`) at once (`{index, rows,
+  subscriptions, seq, epoch}` each, as `take_over/8` takes one): refused
+  all together while paused or not placed yet, or if any of them is
+  stale here (`stale/4`), none taken; else each taken as `take_over/8`
+  takes it, in order, and announced to each member in a few messages
   (`batch/1`), as a node that joins hears what a member serves.
   """
-  @spec take_over_all(t(), [{index(), term(), list(), non_neg_integer(), epoch()}], [node()]) ::
-          {:ok, t(), [effect()]} | {:error, :paused | :starting}
-  def take_over_all(%__MODULE__{paused: true}, _zones, _connected), do: {:error, :paused}
-  def take_over_all(%__MODULE__{locations: nil}, _zones, _connected), do: {:error, :starting}
+  @spec take_over_all(
+          t(),
+          [{index(), term(), list(), non_neg_integer(), epoch()}],
+          [node()],
+          node()
+        ) ::
+          {:ok, t(), [effect()]}
+          | {:error, :paused | :starting}
+          | {:error, :stale, [effect()]}
+  def take_over_all(%__MODULE__{paused: true}, _zones, _connected, _from), do: {:error, :paused}
 
-  def take_over_all(state, zones, connected) do
-    {state, effects} =
-      Enum.reduce(zones, {state, []}, fn {index, rows, subscriptions, seq, epoch},
-                                         {state, effects} ->
-        {state, more} = take(state, index, rows, subscriptions, seq, epoch, connected)
-        {state, [more | effects]}
-      end)
+  def take_over_all(%__MODULE__{locations: nil}, _zones, _connected, _from),
+    do: {:error, :starting}
 
-    {state, effects} = {state, effects |> Enum.reverse() |> Enum.concat()} |> batch() |> flush()
-    {:ok, state, effects}
+  def take_over_all(state, zones, connected, from) do
+    epochs = for {index, _rows, _subscriptions, _seq, epoch} <- zones, do: {index, epoch}
+
+    case stale(state, epochs, from, connected) do
+      [] ->
+        {state, effects} =
+          Enum.reduce(zones, {state, []}, fn {index, rows, subscriptions, seq, epoch},
+                                             {state, effects} ->
+            {state, more} = take(state, index, rows, subscriptions, seq, epoch, connected)
+            {state, [more | effects]}
+          end)
+
+        {state, effects} =
+          {state, effects |> Enum.reverse() |> Enum.concat()} |> batch() |> flush()
+
+        {:ok, state, effects}
+
+      refused ->
+        {:error, :stale, refused}
+    end
+  end
+
+  # A handover of a zone at an epoch this node knows a placement of
+  # already, or a later one, is stale: the zone has moved on since the
+  # node that hands it over placed it (it was started again elsewhere
+  # while that node was taken for lost, or this node took it at that
+  # epoch already, and the answer never reached the sender). Taken, it
+  # would overwrite the newer placement here, and run beside the copy
+  # that placement names. Refused, the zones stay with the sender, which
+  # is told where each runs now, as a node that announces an older
+  # placement is (`answer_stale/4`): its copy stops once it hears it.
+  # The effects of the refusal, or none when no zone is stale: one line
+  # logged for the lot, and the zones counted.
+  defp stale(state, epochs, from, connected) do
+    case for({index, epoch} <- epochs, epoch <= epoch(state, index), do: {index, epoch}) do
+      [] ->
+        []
+
+      stale ->
+        indexes = for {index, _epoch} <- stale, do: index
+
+        [
+          {:log, :warning,
+           "zones #{inspect(indexes, charlists: :as_lists)}: handed over by #{from} at " <>
+             "epochs #{inspect(Enum.map(stale, &elem(&1, 1)), charlists: :as_lists)}, " <>
+             "no newer than those known here; refused, and #{from} told where they run"},
+          {:count, :zone_handovers_stale, length(stale)}
+          | Enum.flat_map(indexes, &answer_stale(state, &1, from, connected))
+        ]
+        |> then(&batch({state, &1}))
+        |> elem(1)
+    end
   end
 
   defp take(state, index, rows, subscriptions, seq, epoch, connected) do

@@ -182,7 +182,7 @@ defmodule Grove.World.Placer.StateTest do
       # goes off, too late to cancel; a takes it and hands it on to c.
       {a, _} = State.members(a, [@a, @b, @c], true, [@b, @c])
       a = State.leaving(a, @b)
-      {:ok, a, effects} = State.take_over(a, zone, [], [], 0, 3, [@b, @c])
+      {:ok, a, effects} = State.take_over(a, zone, [], [], 0, 3, [@b, @c], @b)
       assert {:cancel_retire, zone} in effects
       assert {:hand_over, zone, @c, 4} in effects
       assert zone in a.running and zone in a.retiring
@@ -349,7 +349,7 @@ defmodule Grove.World.Placer.StateTest do
         # b took it and, leaving as it came, handed it back before the
         # handover's end reached a.
         a = State.leaving(a, @b)
-        {:ok, a, _} = State.take_over(a, index, [], [], 0, 3, [@b])
+        {:ok, a, _} = State.take_over(a, index, [], [], 0, 3, [@b], @b)
         assert index in a.running and index not in a.retiring
 
         {a, effects} = State.handover_ended(a, index, reason)
@@ -384,17 +384,76 @@ defmodule Grove.World.Placer.StateTest do
     end
 
     test "a zone is taken over only once placed and not paused" do
-      assert State.take_over(State.new(@b, 4), 0, [], [], 0, 2, []) == {:error, :starting}
+      assert State.take_over(State.new(@b, 4), 0, [], [], 0, 2, [], @a) == {:error, :starting}
       {paused, [{:pause}]} = State.pause(placed(@b, [@b]))
-      assert State.take_over(paused, 0, [], [], 0, 2, []) == {:error, :paused}
+      assert State.take_over(paused, 0, [], [], 0, 2, [], @a) == {:error, :paused}
 
       b = %{placed(@b, [@b]) | members: [@a, @b]}
-      {:ok, b, effects} = State.take_over(b, 0, [:row], [:sub], 7, 9, [@a])
+      {:ok, b, effects} = State.take_over(b, 0, [:row], [:sub], 7, 9, [@a], @a)
 
       assert {:take_rows, 0, [:row], [:sub], 7} in effects
       assert {:send, @a, {:zone_at, 0, @b, 9, :handed}} in effects
       assert State.placement(b, 0) == {@b, 9}
       assert 0 in b.running
+    end
+
+    test "a zone handed over at an epoch no newer than the one known is refused, its sender told where it runs, nothing of it taken" do
+      # b runs zone 0 at epoch 3 (it started it again while a was taken
+      # for lost); a, which never heard, hands its old copy to b at 3, or
+      # at 2; or to c at 4, once c heard b took it at 4.
+      b = %{placed(@b, [@b]) | members: [@a, @b]}
+      b = %{b | locations: put_elem(b.locations, 0, {@b, 3})}
+
+      for epoch <- [2, 3] do
+        assert {:error, :stale, effects} =
+                 State.take_over(b, 0, [:row], [:sub], 7, epoch, [@a], @a)
+
+        refute Enum.any?(effects, &match?({:take_rows, _, _, _, _}, &1))
+        refute Enum.any?(effects, &match?({:locate, _, _, _}, &1))
+        assert {:count, :zone_handovers_stale, 1} in effects
+        assert {:send, @a, {:zone_at, 0, @b, 3, :handed}} in effects
+        assert [_once] = for({:log, :warning, _} = log <- effects, do: log)
+      end
+
+      c = %{placed(@c, [@c]) | members: [@a, @b, @c]}
+      {c, _} = State.announced(c, 0, @b, 4, :handed, [@a, @b])
+
+      assert {:error, :stale, effects} = State.take_over(c, 0, [], [], 0, 4, [@a, @b], @a)
+      assert {:send, @a, {:zone_at, 0, @b, 4, :handed}} in effects
+      # A sender not connected is not answered (a send would wait for the connection).
+      assert {:error, :stale, effects} = State.take_over(c, 0, [], [], 0, 4, [@b], @a)
+      refute Enum.any?(effects, &match?({:send, _, _}, &1))
+      assert State.placement(c, 0) == {@b, 4}
+
+      # A newer epoch is taken.
+      assert {:ok, c, _} = State.take_over(c, 0, [], [], 0, 5, [@a, @b], @a)
+      assert State.placement(c, 0) == {@c, 5}
+    end
+
+    test "a batch with a zone handed over at a stale epoch is refused whole, the stale ones counted and answered in one message, logged once" do
+      {d, zones} = taking(64)
+      [{first, _, _, _, epoch} = zone, {second, _, _, _, _} | rest] = zones
+      # d placed the first two at the epochs they are handed at already.
+      {d, _} = State.announced(d, first, @b, epoch, :handed, [@a, @b, @c])
+      {d, _} = State.announced(d, second, @b, epoch + 1, :handed, [@a, @b, @c])
+
+      assert {:error, :stale, effects} =
+               State.take_over_all(d, [zone | rest] ++ [Enum.at(zones, 1)], [@a, @b, @c], @a)
+
+      assert {:count, :zone_handovers_stale, 2} in effects
+      assert [_once] = for({:log, :warning, _} = log <- effects, do: log)
+      assert [{:send, @a, answer}] = for({:send, _, _} = send <- effects, do: send)
+
+      assert announced_in(answer) == [
+               {first, @b, epoch, :handed},
+               {second, @b, epoch + 1, :handed}
+             ]
+
+      refute Enum.any?(effects, &match?({:take_rows, _, _, _, _}, &1))
+
+      # Without them, the rest is taken.
+      assert {:ok, d, _} = State.take_over_all(d, rest, [@a, @b, @c], @a)
+      for {index, _, _, _, epoch} <- rest, do: assert(State.placement(d, index) == {@d, epoch})
     end
   end
 
@@ -635,11 +694,11 @@ defmodule Grove.World.Placer.StateTest do
 
       {one_by_one, each} =
         Enum.reduce(zones, {d, []}, fn {index, rows, subs, seq, epoch}, {d, effects} ->
-          {:ok, d, more} = State.take_over(d, index, rows, subs, seq, epoch, connected)
+          {:ok, d, more} = State.take_over(d, index, rows, subs, seq, epoch, connected, @a)
           {d, effects ++ more}
         end)
 
-      {:ok, all, effects} = State.take_over_all(d, zones, connected)
+      {:ok, all, effects} = State.take_over_all(d, zones, connected, @a)
       assert all == one_by_one
 
       assert for(index <- 0..(@many_taken - 1), do: State.placement(all, index)) ==
@@ -665,10 +724,10 @@ defmodule Grove.World.Placer.StateTest do
       end
 
       # Refused all together while not placed, or paused.
-      assert State.take_over_all(State.new(@d, @many_taken), zones, connected) ==
+      assert State.take_over_all(State.new(@d, @many_taken), zones, connected, @a) ==
                {:error, :starting}
 
-      assert State.take_over_all(%{d | paused: true}, zones, connected) == {:error, :paused}
+      assert State.take_over_all(%{d | paused: true}, zones, connected, @a) == {:error, :paused}
     end
   end
 
@@ -698,7 +757,7 @@ defmodule Grove.World.Placer.StateTest do
       restart: fn -> State.join_or_start(start, running) end,
       join: fn -> State.members(a, [@a, @b, @c, @d], true, [@b, @c, @d]) end,
       lost: fn -> State.members(a, [@a, @b], true, [@b]) end,
-      taken: fn -> State.take_over_all(d, taken, [@a, @b, @c]) end
+      taken: fn -> State.take_over_all(d, taken, [@a, @b, @c], @a) end
     ]
   end
 
@@ -792,7 +851,8 @@ defmodule Grove.World.Placer.StateTest do
               [],
               0,
               epoch,
-              Map.keys(cores) -- [new_owner]
+              Map.keys(cores) -- [new_owner],
+              to
             )
 
           {core, ended} = State.handover_ended(core, index, :normal)
@@ -1076,8 +1136,9 @@ defmodule Grove.World.Placer.StateTest do
         sim = deliver_channel(sim, {node, to})
 
         case sim.cores[to] &&
-               State.take_over(sim.cores[to], index, [], [], 0, epoch, connected(sim, to)) do
+               State.take_over(sim.cores[to], index, [], [], 0, epoch, connected(sim, to), node) do
           {:ok, core, effects} -> effects(put_in(sim.cores[to], core), to, effects)
+          {:error, :stale, effects} -> effects(sim, to, effects)
           _ -> enqueue(sim, node, to, {:abandoned, index, node})
         end
       end)
@@ -1231,13 +1292,17 @@ defmodule Grove.World.Placer.StateTest do
     result =
       cond do
         sim.cores[to] == nil or cut?(sim, from, to) -> {:error, :noconnection}
-        true -> State.take_over(sim.cores[to], index, [], [], 0, epoch, connected(sim, to))
+        true -> State.take_over(sim.cores[to], index, [], [], 0, epoch, connected(sim, to), from)
       end
 
     case result do
       {:ok, core, effects} ->
         sim = %{sim | timers: [{from, {:ended, index, :normal}} | sim.timers]}
         effects(put_in(sim.cores[to], core), to, effects)
+
+      {:error, :stale, effects} ->
+        sim = %{sim | timers: [{from, {:ended, index, {:error, :stale}}} | sim.timers]}
+        effects(sim, to, effects)
 
       {:error, reason} ->
         %{sim | timers: [{from, {:ended, index, {:error, reason}}} | sim.timers]}
