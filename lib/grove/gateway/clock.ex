@@ -21,8 +21,12 @@ defmodule Grove.Gateway.Clock do
   #     request of a connection): the time a new connection waits for its
   #     process to be scheduled and read it
   #   * `head` - from the request line to the end of the head
-  #   * `handler` - from the end of the head to the handler: Yaws's
+  #   * `handler` - from the end of the head to the API's handler: Yaws's
   #     dispatch and the body's read
+  #   * `upgrade` - the same for a WebSocket upgrade, to `/ws`'s handler:
+  #     apart, so that a join storm's upgrades, which wait for a server
+  #     busy starting players, do not hide in the API's waits (nor the
+  #     API's in theirs)
   #
   # and requests answered late, by where the deadline caught them:
   # `arrival` (it had passed before the handler began), `password` (no
@@ -33,7 +37,7 @@ defmodule Grove.Gateway.Clock do
 
   alias Grove.Metrics.Histogram
 
-  @stages [:accept, :head, :handler]
+  @stages [:accept, :head, :handler, :upgrade]
   @late [:arrival, :password, :store, :upgrade]
 
   @accepted {__MODULE__, :accepted}
@@ -124,17 +128,18 @@ defmodule Grove.Gateway.Clock do
   @doc """
   The request's deadline, in `System.monotonic_time(:millisecond)`, given
   the gateway's `:request_deadline` (or the setting `budget` names);
-  records the handler stage. A request whose beginning was not seen (a
-  test calling a handler directly) begins now.
+  records the wait from the end of the head as `stage` (`:handler`, or
+  `:upgrade` for a WebSocket upgrade). A request whose beginning was not
+  seen (a test calling a handler directly) begins now.
   """
-  @spec deadline(map(), atom()) :: integer()
-  def deadline(config, budget \\ :request_deadline) do
+  @spec deadline(map(), atom(), :handler | :upgrade) :: integer()
+  def deadline(config, budget \\ :request_deadline, stage \\ :handler) do
     budget = Map.fetch!(config, budget)
     now = now()
 
     case Process.get(@head) do
       nil -> :ok
-      head -> record(:handler, now - head)
+      head -> record(stage, now - head)
     end
 
     began = Process.get(@began, now)

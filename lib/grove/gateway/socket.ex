@@ -17,6 +17,8 @@ defmodule Grove.Gateway.Socket do
 
   def out(arg) do
     config = Grove.Gateway.config()
+    # Every request here counts in the `upgrade` stage of the waits.
+    deadline = Clock.deadline(config, :upgrade_deadline, :upgrade)
     headers = arg(arg, :headers)
     socket = arg(arg, :clisock)
 
@@ -25,7 +27,7 @@ defmodule Grove.Gateway.Socket do
          :ok <- check_subprotocol(headers),
          {:ok, encoding} <- encoding(arg),
          :ok <- check_room(config),
-         {:ok, deadline} <- check_deadline(config),
+         :ok <- check_deadline(deadline),
          {:ok, pid} <- start(config, encoding, socket, deadline) do
       accept(pid, socket, key)
     else
@@ -102,10 +104,8 @@ defmodule Grove.Gateway.Socket do
   # may have given up (counted as late at `upgrade`). Checked before the
   # connection is started and again once it has been: the start waits in
   # its supervisor's queue, with no limit of its own.
-  defp check_deadline(config) do
-    deadline = Clock.deadline(config, :upgrade_deadline)
-    if Clock.left(deadline) > 0, do: {:ok, deadline}, else: late()
-  end
+  defp check_deadline(deadline),
+    do: if(Clock.left(deadline) > 0, do: :ok, else: late())
 
   defp late do
     Clock.late(:upgrade)

@@ -57,7 +57,8 @@ defmodule Grove.Metrics.Source do
   def request_waits(values) do
     {"grove_request_wait_seconds", :histogram,
      "Where HTTP requests wait, by stage: accept (a new connection to its first request line), " <>
-       "head (reading the head), handler (Yaws and the body, to the handler), password " <>
+       "head (reading the head), handler (Yaws and the body, to an API handler), upgrade " <>
+       "(the same for a WebSocket upgrade, to its handler), password " <>
        "(for a permit to hash), store_queue (for a store worker), database (a read, or a " <>
        "batch's whole transaction).", values}
   end

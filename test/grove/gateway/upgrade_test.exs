@@ -118,6 +118,21 @@ defmodule Grove.Gateway.UpgradeTest do
     WsClient.close(client)
   end
 
+  # A join storm's upgrades wait for a server busy starting players: their
+  # wait for the handler is a stage of its own, so that it neither hides
+  # in the API's waits nor they in it.
+  test "an upgrade's wait for its handler is counted in the upgrade stage, the API's in handler",
+       %{port: port, instance: instance} do
+    assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
+    # This server has no accounts: a 404, from the API's handler all the same.
+    assert {404, _headers, _body} = RawHTTP.post(port, "/api/device_login", %{}, 60_000)
+
+    metrics = IO.iodata_to_binary(Grove.Metrics.Prometheus.render(instance))
+    assert metrics =~ ~s(grove_request_wait_seconds_count{stage="upgrade"} 1\n)
+    assert metrics =~ ~s(grove_request_wait_seconds_count{stage="handler"} 1\n)
+    WsClient.close(client)
+  end
+
   # The instant, in monotonic milliseconds, has passed.
   defp wait_until(instant) do
     receive do
