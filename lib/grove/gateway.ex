@@ -120,9 +120,10 @@ defmodule Grove.Gateway do
     * `:keepalive` - milliseconds of silence from a client after which it
       is pinged; twice that and it is cut off (default `30_000`)
     * `:max_sessions` - WebSocket players at once; an upgrade past it gets
-      `503` (default `100_000`). Approximate: a session is counted once
-      its connection has the socket, so in a join storm as many players
-      as there are upgrades in flight (hundreds) may get in past it
+      `503 server_full` (default `100_000`). Exact: each upgrade takes a
+      seat before its connection starts and the connection gives it back
+      as it ends, so however many upgrades come at once, no more players
+      than this are connected or connecting
     * `:max_connections` - HTTP connections Yaws accepts at once, WebSockets
       not counted (default `:nolimit`)
     * `:sndbuf` - the kernel's send buffer per socket in bytes, `nil` for the
@@ -481,6 +482,8 @@ defmodule Grove.Gateway do
         listen: listen_ip(opts[:listen]),
         docroot: docroot,
         stats: Stats.new(),
+        # The `max_sessions` seats taken (Grove.Gateway.Seats).
+        seats: Grove.Gateway.Seats.new(),
         # HTTP requests' beginnings, deadlines and waits.
         clock: Clock.new(),
         # Players' moves on the server: from the frame read to the outcome written.

@@ -13,7 +13,12 @@ defmodule Grove.Gateway.Socket do
 
   require Logger
 
-  alias Grove.Gateway.{Clock, Connection, HTTP, Stats, WebSocket}
+  alias Grove.Gateway.{Clock, Connection, HTTP, Seats, Stats, WebSocket}
+
+  # How long a connection abandoned before it had the socket may take to
+  # stop; one that takes longer stops by itself when its wait for the
+  # socket times out.
+  @abandon_timeout 5000
 
   def out(arg) do
     config = Grove.Gateway.config()
@@ -26,8 +31,7 @@ defmodule Grove.Gateway.Socket do
          {:ok, key} <- check_key(headers),
          :ok <- check_subprotocol(headers),
          {:ok, encoding} <- encoding(arg),
-         :ok <- check_room(config),
-         :ok <- check_deadline(deadline),
+         :ok <- take_seat(config),
          {:ok, pid} <- start(config, encoding, socket, deadline) do
       accept(pid, socket, key)
     else
@@ -74,18 +78,16 @@ defmodule Grove.Gateway.Socket do
   end
 
   # A stopping server takes nobody new: the client connects again, and a
-  # load balancer sends it elsewhere. The limit is approximate: a session
-  # is counted when its connection takes the socket over, after this
-  # check, so every upgrade in flight passes it against the same count; in
-  # a join storm that is hundreds of upgrades, and the server may take
-  # that many players past `:max_sessions`.
-  defp check_room(config) do
+  # load balancer sends it elsewhere. Otherwise the upgrade takes one of
+  # the `:max_sessions` seats (Grove.Gateway.Seats), exactly: upgrades at
+  # once never take more than there are. `start/4` takes it over.
+  defp take_seat(config) do
     cond do
       Grove.Gateway.draining?() ->
         Stats.incr(config.stats, :refused)
         {:refuse, 503, "server_stopping", "this server is stopping; connect again"}
 
-      Stats.get(config.stats, :sessions) < config.max_sessions ->
+      Seats.take(config.seats, config.max_sessions) == :ok ->
         :ok
 
       true ->
@@ -104,8 +106,33 @@ defmodule Grove.Gateway.Socket do
   # may have given up (counted as late at `upgrade`). Checked before the
   # connection is started and again once it has been: the start waits in
   # its supervisor's queue, with no limit of its own.
-  defp check_deadline(deadline),
-    do: if(Clock.left(deadline) > 0, do: :ok, else: late())
+  #
+  # The upgrade's seat is the connection's once it has started (its
+  # `terminate/2` gives it back); until then, the upgrade gives it back
+  # itself when it goes no further.
+  defp start(config, encoding, socket, deadline) do
+    sessions = {:via, PartitionSupervisor, {config.sessions, self()}}
+
+    if Clock.left(deadline) > 0 do
+      case DynamicSupervisor.start_child(sessions, {Connection, {encoding, socket}}) do
+        {:ok, pid} ->
+          if Clock.left(deadline) > 0 do
+            {:ok, pid}
+          else
+            abandon(pid)
+            late()
+          end
+
+        other ->
+          Seats.give_back(config.seats)
+          Logger.warning("gateway: no connection could start for an upgrade: #{inspect(other)}")
+          busy()
+      end
+    else
+      Seats.give_back(config.seats)
+      late()
+    end
+  end
 
   defp late do
     Clock.late(:upgrade)
@@ -117,36 +144,25 @@ defmodule Grove.Gateway.Socket do
       {:refuse, 503, "server_busy",
        "this server is too busy to take a player in time; try again shortly"}
 
-  # A connection started past the deadline is stopped before it has the
-  # socket: it has no entity before its join, and the supervisor forgets
-  # a child that exits with `:shutdown` without a report.
-  defp start(config, encoding, socket, deadline) do
-    sessions = {:via, PartitionSupervisor, {config.sessions, self()}}
-
-    case DynamicSupervisor.start_child(sessions, {Connection, {encoding, socket}}) do
-      {:ok, pid} ->
-        if Clock.left(deadline) > 0 do
-          {:ok, pid}
-        else
-          Process.exit(pid, :shutdown)
-          late()
-        end
-
-      other ->
-        Logger.warning("gateway: no connection could start for an upgrade: #{inspect(other)}")
-        busy()
-    end
-  end
-
   defp accept(pid, socket, key) do
     with :ok <- :gen_tcp.send(socket, WebSocket.handshake(key)),
          :ok <- Connection.handover(pid, socket) do
       :ok
     else
-      _closed -> Process.exit(pid, :kill)
+      _closed -> abandon(pid)
     end
 
     leave_yaws()
+  end
+
+  # A connection that will not have the socket is stopped before it does:
+  # it has no entity before its join, its `terminate/2` gives its seat
+  # back, and the supervisor forgets a child that exits with `:shutdown`
+  # without a report. (One that stopped itself meanwhile gave it back.)
+  defp abandon(pid) do
+    GenServer.stop(pid, :shutdown, @abandon_timeout)
+  catch
+    :exit, _gone -> :ok
   end
 
   # The socket belongs to the connection now: Yaws must neither answer the

@@ -1,13 +1,15 @@
 defmodule Grove.Gateway.UpgradeTest do
   # How WebSocket upgrades are started in a join storm: under supervisors
   # side by side, so that one start held up does not hold up the others;
-  # and one that waited past the upgrade deadline gets a 503 the client
-  # may retry, at once. Starts its own gateways: not async.
+  # one that waited past the upgrade deadline gets a 503 the client may
+  # retry, at once; and however many come at once, no more players than
+  # `max_sessions` get in. Starts its own gateways: not async.
   use ExUnit.Case, async: false
 
   import Grove.WorldCase, only: [eventually: 1]
 
   alias Grove.Gateway
+  alias Grove.Gateway.Seats
   alias Grove.RawHTTP
   alias Grove.WsClient
 
@@ -64,6 +66,8 @@ defmodule Grove.Gateway.UpgradeTest do
     assert headers["retry-after"] == "1"
     assert message =~ "try again"
     assert Gateway.stats().sessions == 0
+    # The seat it took is given back.
+    assert Seats.taken(Gateway.config().seats) == 0
 
     metrics = IO.iodata_to_binary(Grove.Metrics.Prometheus.render(instance))
     assert metrics =~ ~s(grove_http_late_total{stage="upgrade"} 1)
@@ -107,9 +111,68 @@ defmodule Grove.Gateway.UpgradeTest do
     assert message =~ "try again"
     assert Gateway.stats().sessions == 0
     eventually(fn -> assert %{active: 0} = DynamicSupervisor.count_children(supervisor) end)
+    # The seat it took is given back, by the connection stopped for it.
+    assert Seats.taken(Gateway.config().seats) == 0
 
     metrics = IO.iodata_to_binary(Grove.Metrics.Prometheus.render(instance))
     assert metrics =~ ~s(grove_http_late_total{stage="upgrade"} 1)
+  end
+
+  # Every upgrade passes its check before any of their connections has
+  # started: held at a suspended supervisor, they are all in flight at
+  # once, and no more of them than there is room for may go on.
+  @tag gateway_opts: [session_supervisors: 1, max_sessions: 4]
+  test "upgrades at once at the session limit never take more players than it allows",
+       %{port: port} do
+    [{_, supervisor, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
+    :ok = :sys.suspend(supervisor)
+
+    on_exit(fn ->
+      try do
+        :sys.resume(supervisor)
+      catch
+        _, _ -> :ok
+      end
+    end)
+
+    me = self()
+
+    upgrades =
+      for _ <- 1..24 do
+        Task.async(fn ->
+          case WsClient.connect("127.0.0.1", port, "/ws", timeout: 60_000) do
+            {:ok, client} ->
+              :ok = :gen_tcp.controlling_process(client.socket, me)
+              {:ok, client}
+
+            refused ->
+              refused
+          end
+        end)
+      end
+
+    # Each upgrade either waits for the supervisor or was refused.
+    eventually(fn ->
+      {:message_queue_len, waiting} = Process.info(supervisor, :message_queue_len)
+      assert waiting + Gateway.stats().refused == 24
+    end)
+
+    :ok = :sys.resume(supervisor)
+    results = for task <- upgrades, do: Task.await(task, 60_000)
+    clients = for {:ok, client} <- results, do: client
+    assert length(clients) == 4
+    assert Enum.count(results, &(&1 == {:error, {:http_status, 503}})) == 20
+    eventually(fn -> assert Gateway.stats().sessions == 4 end)
+    assert Seats.taken(Gateway.config().seats) == 4
+
+    # A player that leaves gives its seat back: the next upgrade takes it.
+    [first | rest] = clients
+    WsClient.close(first)
+    eventually(fn -> assert Seats.taken(Gateway.config().seats) == 3 end)
+    assert {:ok, next} = WsClient.connect("127.0.0.1", port, "/ws", timeout: 60_000)
+    assert {:error, {:http_status, 503}} = WsClient.connect("127.0.0.1", port, "/ws")
+    for client <- [next | rest], do: WsClient.close(client)
+    eventually(fn -> assert Seats.taken(Gateway.config().seats) == 0 end)
   end
 
   test "an upgrade within the upgrade deadline is started", %{port: port} do
