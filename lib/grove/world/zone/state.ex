@@ -38,10 +38,14 @@ defmodule Grove.World.Zone.State do
   # chat's), published with the next delta; only collected while watched.
   #
   # `cells`, who stands where (in a world whose entities do not share
-  # cells), is a tuple with one map per row of the zone, from x to the
-  # entity's id: every move updates it, and a map of more than 32 keys (a
-  # zone's whole occupancy in one map) is a hash trie whose updates cost
-  # several times a small flat map's and a tuple's copy.
+  # cells), holds one map per row of the zone, from x to the entity's id:
+  # every move updates it, and a map of more than 32 keys (a zone's whole
+  # occupancy in one map) is a hash trie whose updates cost several times
+  # a small flat map's and a tuple's copy. The rows are kept in tuples of
+  # `@group` rows, in a tuple of those (`row/2`, `put_row/3`): a row
+  # written copies its group and the groups' tuple, 9 and 8 words in a
+  # zone 50 rows high, where one tuple of the rows cost 51 at every step
+  # (a zone's moves made more garbage than anything else it does).
 
   alias Grove.RateLimit
   alias Grove.World.{Entity, Grid, Life, Rules, Terrain, ViewFormat}
@@ -49,6 +53,9 @@ defmodule Grove.World.Zone.State do
   alias Grove.World.Zone.Game
 
   @max_deferred 8
+
+  # Rows of `cells` a group.
+  @group 8
 
   @enforce_keys [:index, :bounds, :grid, :terrain, :rules]
   defstruct [
@@ -133,8 +140,17 @@ defmodule Grove.World.Zone.State do
       grid: grid,
       terrain: terrain,
       rules: rules,
-      cells: Tuple.duplicate(%{}, zone_height(grid, index))
+      cells: empty_cells(zone_height(grid, index))
     }
+  end
+
+  defp empty_cells(height) do
+    full = Tuple.duplicate(Tuple.duplicate(%{}, @group), div(height, @group))
+
+    case rem(height, @group) do
+      0 -> full
+      last -> Tuple.append(full, Tuple.duplicate(%{}, last))
+    end
   end
 
   defp zone_height(grid, index) do
@@ -268,7 +284,7 @@ defmodule Grove.World.Zone.State do
          _now
        )
        when x >= x0 and x < x1 and y >= y0 and y < y1 do
-    row = elem(cells, y - y0)
+    row = row_of(cells, y - y0)
 
     cond do
       blocking and Terrain.blocked?(terrain, x, y) ->
@@ -282,7 +298,7 @@ defmodule Grove.World.Zone.State do
 
         cells =
           if fy == y,
-            do: put_elem(cells, y - y0, row |> Map.delete(fx) |> Map.put(x, id)),
+            do: put_row_of(cells, y - y0, row |> Map.delete(fx) |> Map.put(x, id)),
             else: move_cell(state, fx, fy, x, y, id)
 
         state = record(%{state | entities: Map.put(entities, id, moved), cells: cells}, moved)
@@ -815,7 +831,11 @@ defmodule Grove.World.Zone.State do
         {_x0, y0, _x1, _y1} = state.bounds
 
         held =
-          for {row, i} <- state.cells |> Tuple.to_list() |> Enum.with_index(),
+          for {row, i} <-
+                state.cells
+                |> Tuple.to_list()
+                |> Enum.flat_map(&Tuple.to_list/1)
+                |> Enum.with_index(),
               {x, id} <- row,
               do: {Grid.cell_key(grid, x, y0 + i), id}
 
@@ -887,10 +907,19 @@ defmodule Grove.World.Zone.State do
   # Who stands where, by row (`cells`): the cell must lie in the zone.
   defp taken?(state, x, y), do: is_map_key(row(state, y), x)
 
-  defp row(%__MODULE__{cells: cells, bounds: {_x0, y0, _x1, _y1}}, y), do: elem(cells, y - y0)
+  defp row(%__MODULE__{cells: cells, bounds: {_x0, y0, _x1, _y1}}, y), do: row_of(cells, y - y0)
 
   defp put_row(%__MODULE__{cells: cells, bounds: {_x0, y0, _x1, _y1}}, y, row),
-    do: put_elem(cells, y - y0, row)
+    do: put_row_of(cells, y - y0, row)
+
+  # The zone's row `i` (from 0 at its top) in `cells`, and `cells` with
+  # it replaced.
+  defp row_of(cells, i), do: cells |> elem(div(i, @group)) |> elem(rem(i, @group))
+
+  defp put_row_of(cells, i, row) do
+    group = div(i, @group)
+    put_elem(cells, group, put_elem(elem(cells, group), rem(i, @group), row))
+  end
 
   # A step from one cell of the zone to another: within a row, one update
   # of it.
@@ -899,8 +928,8 @@ defmodule Grove.World.Zone.State do
 
   defp move_cell(%__MODULE__{cells: cells, bounds: {_x0, y0, _x1, _y1}}, fx, fy, x, y, id) do
     cells
-    |> put_elem(fy - y0, Map.delete(elem(cells, fy - y0), fx))
-    |> then(&put_elem(&1, y - y0, Map.put(elem(&1, y - y0), x, id)))
+    |> put_row_of(fy - y0, Map.delete(row_of(cells, fy - y0), fx))
+    |> then(&put_row_of(&1, y - y0, Map.put(row_of(&1, y - y0), x, id)))
   end
 
   defp record(%__MODULE__{watched: false} = state, _entity), do: state

@@ -1,6 +1,8 @@
 defmodule Grove.World.Zone.StateTest do
   use ExUnit.Case, async: true
 
+  import Grove.PropCase
+
   alias Grove.World.{Entity, Grid, Rules, Terrain}
   alias Grove.World.Zone.State
 
@@ -277,6 +279,60 @@ defmodule Grove.World.Zone.StateTest do
       state = zone() |> place!(1, {1, 1}) |> place!(2, {2, 2})
       assert Enum.sort(State.snapshot(state)) == [{1, 1, 1, 0}, {2, 2, 2, 0}]
     end
+  end
+
+  describe "who stands where" do
+    # A zone 20 rows high: its rows are kept in groups of eight, two full
+    # and one of four, and a step between rows may cross from one group
+    # to the next.
+    test "a crowd's steps keep the cells and the entities agreeing, across the rows' groups" do
+      property =
+        forall(crowd_walk(), fn {starts, steps} ->
+          grid = Grid.new(40, 40, 20)
+          state = State.new(0, grid, meadow(40, 40), Rules.new(move_rate: nil))
+
+          {state, ids} =
+            starts
+            |> Enum.uniq()
+            |> Enum.with_index(1)
+            |> Enum.reduce({state, []}, fn {cell, id}, {state, ids} ->
+              {place!(state, id, cell), [id | ids]}
+            end)
+
+          state =
+            Enum.reduce(steps, state, fn {pick, direction}, state ->
+              id = Enum.at(ids, rem(pick, length(ids)))
+
+              state =
+                case State.apply_move(state, id, direction, self(), nil, 0) do
+                  {:moved, _entity, _from, state} -> state
+                  {:rejected, _reason, state} -> state
+                  {:handoff, _entity, _to, _target, state} -> state
+                  {:leaving, state} -> state
+                end
+
+              assert State.audit(state) == []
+              state
+            end)
+
+          for id <- ids, {:ok, %Entity{x: x, y: y}} = State.fetch(state, id) do
+            assert State.occupant(state, x, y) == id
+            assert State.occupied?(state, x, y)
+          end
+
+          true
+        end)
+
+      check(property, numtests: 100, deep_numtests: 2_000)
+    end
+  end
+
+  defp crowd_walk do
+    cell = {:proper_types.integer(0, 19), :proper_types.integer(0, 19)}
+    step = {:proper_types.integer(0, 1000), :proper_types.elements(Grid.directions())}
+
+    {:proper_types.non_empty(:proper_types.resize(40, :proper_types.list(cell))),
+     :proper_types.resize(200, :proper_types.list(step))}
   end
 
   describe "audit/1" do
