@@ -116,6 +116,21 @@ defmodule Grove.World.Grid do
   def step({x, y}, :w), do: {x - 1, y}
   def step({x, y}, :nw), do: {x - 1, y - 1}
 
+  @doc """
+  The column of `step/2`'s cell from column `x`, with no tuple made:
+  where a move is decided at every step, the two coordinates apart.
+  """
+  @spec step_x(integer(), direction()) :: integer()
+  def step_x(x, direction) when direction in [:ne, :e, :se], do: x + 1
+  def step_x(x, direction) when direction in [:sw, :w, :nw], do: x - 1
+  def step_x(x, direction) when direction in [:n, :s], do: x
+
+  @doc "The row of `step/2`'s cell from row `y`, as `step_x/2`."
+  @spec step_y(integer(), direction()) :: integer()
+  def step_y(y, direction) when direction in [:nw, :n, :ne], do: y - 1
+  def step_y(y, direction) when direction in [:sw, :s, :se], do: y + 1
+  def step_y(y, direction) when direction in [:w, :e], do: y
+
   @doc "True when the cell lies inside the grid."
   @spec in_bounds?(t(), integer(), integer()) :: boolean()
   def in_bounds?(%__MODULE__{width: w, height: h}, x, y),

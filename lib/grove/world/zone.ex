@@ -1187,8 +1187,8 @@ defmodule Grove.World.Zone do
   defp batch_moves(zone, owner, moves) do
     now = :erlang.monotonic_time(:millisecond)
 
-    {outcomes, {ok, occupied, blocked}, zone} =
-      apply_batch(moves, zone, zone.core, owner, now, [], {0, 0, 0}, written(zone))
+    {outcomes, ok, occupied, blocked, zone} =
+      apply_batch(moves, zone, zone.core, owner, now, [], 0, 0, 0, written(zone))
 
     # The batch's steps taken, and those refused on a taken or blocking
     # cell (a third of them in a crowd), counted at once.
@@ -1224,9 +1224,12 @@ defmodule Grove.World.Zone do
   # not watch) updates the core alone, with no copy of the zone's state
   # and no write of the game's changes until the batch is done; anything
   # else goes through `apply_one/7` with the zone as it stands. What a
-  # step writes besides the core (`written/1`) is read once for the batch.
-  defp apply_batch([], zone, core, _owner, _now, outcomes, counts, _written),
-    do: {outcomes, counts, %{zone | core: core}}
+  # step writes besides the core (`written/1`) is read once for the batch,
+  # and the steps taken and refused on a taken or a blocking cell are
+  # counted in arguments (`ok`, `occupied`, `blocked`), with no tuple of
+  # them made at each move.
+  defp apply_batch([], zone, core, _owner, _now, outcomes, ok, occupied, blocked, _written),
+    do: {outcomes, ok, occupied, blocked, %{zone | core: core}}
 
   defp apply_batch(
          moves,
@@ -1235,13 +1238,15 @@ defmodule Grove.World.Zone do
          _owner,
          _now,
          outcomes,
-         counts,
+         ok,
+         occupied,
+         blocked,
          _written
        ) do
     zone = %{zone | core: core}
     busy = for {id, _direction, tag} <- moves, do: {id, tag, {:rejected, :busy}}
     for _ <- busy, do: count_outcome(zone, {:rejected, :busy})
-    {Enum.reverse(busy, outcomes), counts, zone}
+    {Enum.reverse(busy, outcomes), ok, occupied, blocked, zone}
   end
 
   defp apply_batch(
@@ -1251,39 +1256,47 @@ defmodule Grove.World.Zone do
          owner,
          now,
          outcomes,
-         counts,
+         ok,
+         occupied,
+         blocked,
          written
        ) do
     case Handoff.move(core, id, direction, owner, tag, 0, now, zone.locate) do
       {:moved, %Entity{updates: updates} = entity, from, core} when updates != :view ->
         step_written(written, zone, entity, from)
         outcomes = [{id, tag, {:ok, {entity.x, entity.y}}} | outcomes]
-        apply_batch(rest, zone, core, owner, now, outcomes, counted(counts, :ok), written)
+        apply_batch(rest, zone, core, owner, now, outcomes, ok + 1, occupied, blocked, written)
 
-      {:rejected, reason, core} when reason in [:occupied, :blocked] ->
-        outcomes = [{id, tag, {:rejected, reason}} | outcomes]
-        apply_batch(rest, zone, core, owner, now, outcomes, counted(counts, reason), written)
+      {:rejected, :occupied, core} ->
+        outcomes = [{id, tag, {:rejected, :occupied}} | outcomes]
+        apply_batch(rest, zone, core, owner, now, outcomes, ok, occupied + 1, blocked, written)
+
+      {:rejected, :blocked, core} ->
+        outcomes = [{id, tag, {:rejected, :blocked}} | outcomes]
+        apply_batch(rest, zone, core, owner, now, outcomes, ok, occupied, blocked + 1, written)
 
       {:rejected, reason, core} ->
         outcome = {:rejected, reason}
         count_outcome(zone, outcome)
-
-        apply_batch(
-          rest,
-          zone,
-          core,
-          owner,
-          now,
-          [{id, tag, outcome} | outcomes],
-          counts,
-          written
-        )
+        outcomes = [{id, tag, outcome} | outcomes]
+        apply_batch(rest, zone, core, owner, now, outcomes, ok, occupied, blocked, written)
 
       _other ->
         # Undone: `apply_one/7` applies it again on the zone as it stood.
         case apply_one(%{zone | core: core}, id, direction, owner, tag, 0, now) do
           {:pending, zone} ->
-            apply_batch(rest, zone, zone.core, owner, now, outcomes, counts, written)
+            apply_batch(
+              rest,
+              zone,
+              zone.core,
+              owner,
+              now,
+              outcomes,
+              ok,
+              occupied,
+              blocked,
+              written
+            )
 
           {{:ok, _cell} = outcome, zone} ->
             outcomes = [{id, tag, outcome} | outcomes]
@@ -1295,23 +1308,31 @@ defmodule Grove.World.Zone do
               owner,
               now,
               outcomes,
-              counted(counts, :ok),
+              ok + 1,
+              occupied,
+              blocked,
               written
             )
 
           {outcome, zone} ->
             count_outcome(zone, outcome)
             outcomes = [{id, tag, outcome} | outcomes]
-            apply_batch(rest, zone, zone.core, owner, now, outcomes, counts, written)
+
+            apply_batch(
+              rest,
+              zone,
+              zone.core,
+              owner,
+              now,
+              outcomes,
+              ok,
+              occupied,
+              blocked,
+              written
+            )
         end
     end
   end
-
-  # The batch's steps taken, and its moves refused on a taken or a
-  # blocking cell: counted once for the batch (`handle_cast/2`).
-  defp counted({ok, occupied, blocked}, :ok), do: {ok + 1, occupied, blocked}
-  defp counted({ok, occupied, blocked}, :occupied), do: {ok, occupied + 1, blocked}
-  defp counted({ok, occupied, blocked}, :blocked), do: {ok, occupied, blocked + 1}
 
   # What a step writes besides the core, as `moved/3` reads it from the
   # zone and its world (a map of more than 32 keys, a hash trie) at each

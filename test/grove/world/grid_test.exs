@@ -44,6 +44,13 @@ defmodule Grove.World.GridTest do
     check(property, numtests: 300)
   end
 
+  test "a step's column and row, apart, are its cell's" do
+    for d <- Grid.directions(), cell <- [{10, 10}, {0, 0}, {-3, 7}] do
+      {x, y} = cell
+      assert {Grid.step_x(x, d), Grid.step_y(y, d)} == Grid.step(cell, d)
+    end
+  end
+
   test "eight distinct steps, each of one cell" do
     steps = for d <- Grid.directions(), do: Grid.step({10, 10}, d)
     assert length(Enum.uniq(steps)) == 8

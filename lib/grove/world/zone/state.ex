@@ -250,10 +250,11 @@ defmodule Grove.World.Zone.State do
   # The step's booking on the rate (`paced`) is written with the step
   # itself, in one update of the entity where the step is taken (the
   # common case), and on its own where it is not.
-  defp move_entity(state, entity, direction, tag, now) do
+  defp move_entity(state, %Entity{x: x, y: y} = entity, direction, tag, now) do
     case book(state.rules, entity, now) do
       {:ok, paced} ->
-        {x, y} = Grid.step({entity.x, entity.y}, direction)
+        x = Grid.step_x(x, direction)
+        y = Grid.step_y(y, direction)
         move_to(state, entity, paced, x, y, tag, now)
 
       :empty ->
@@ -967,7 +968,7 @@ defmodule Grove.World.Zone.State do
 
   defp book(%Rules{move_limit: limit}, %Entity{paced_until: paced_until}, now) do
     case RateLimit.allow(limit, paced_until, now) do
-      {:ok, booked} -> {:ok, booked}
+      {:ok, _booked} = booked -> booked
       :limited -> :empty
     end
   end
