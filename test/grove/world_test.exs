@@ -917,6 +917,70 @@ defmodule Grove.WorldTest do
     assert Process.info(zone, :message_queue_data) == {:message_queue_data, :off_heap}
   end
 
+  describe "a zone's heap" do
+    # 20 x 20 zones; zone 0 gets a crowd, its neighbour nobody.
+    @describetag world: [zone_size: 20]
+
+    test "grows with a crowd that moves; an empty zone keeps the VM's", %{world: world} do
+      [crowded, empty] =
+        for i <- [0, 1], do: World.fetch!(world).zones |> elem(i) |> Process.whereis()
+
+      {:min_heap_size, vm} = Process.info(empty, :min_heap_size)
+      assert Process.info(crowded, :min_heap_size) == {:min_heap_size, vm}
+      ids = crowd(world, 200)
+      walk(world, ids, 20)
+
+      {:min_heap_size, size} = Process.info(crowded, :min_heap_size)
+      assert size >= 200 * 128
+      assert Process.info(empty, :min_heap_size) == {:min_heap_size, vm}
+      assert World.audit(world) == :ok
+    end
+
+    @tag world: [zone_size: 20, zone_process: [min_heap_size: 4096]]
+    test "a world that names its zones' heap keeps it, crowded or not", %{world: world} do
+      crowded = World.fetch!(world).zones |> elem(0) |> Process.whereis()
+      {:min_heap_size, named} = Process.info(crowded, :min_heap_size)
+      walk(world, crowd(world, 200), 20)
+      assert Process.info(crowded, :min_heap_size) == {:min_heap_size, named}
+    end
+
+    test "by its population: none below 128 entities, 128 words an entity from there" do
+      assert Grove.World.Zone.heap_for(0) == 0
+      assert Grove.World.Zone.heap_for(127) == 0
+      assert Grove.World.Zone.heap_for(128) == 128 * 128
+      assert Grove.World.Zone.heap_for(625) == 625 * 128
+    end
+  end
+
+  # `count` entities in zone 0's 20 x 20 cells.
+  defp crowd(world, count) do
+    for _ <- 1..count do
+      {:ok, id, _cell} = World.join(world, at: {:within, {0, 0, 20, 20}})
+      id
+    end
+  end
+
+  # `rounds` batches of the entities' moves, each answered before the next
+  # (east then west: they stay in their zone, or step back into it).
+  defp walk(world, ids, rounds) do
+    for round <- 1..rounds do
+      direction = if rem(round, 2) == 0, do: :w, else: :e
+      :ok = World.move_many(world, for(id <- ids, do: {id, direction, round}))
+      await_outcomes(length(ids))
+    end
+  end
+
+  defp await_outcomes(0), do: :ok
+
+  defp await_outcomes(left) do
+    receive do
+      {:grove_moves, outcomes} -> await_outcomes(left - length(outcomes))
+      {:grove_move, _id, _tag, _outcome} -> await_outcomes(left - 1)
+    after
+      5000 -> flunk("#{left} outcomes never came")
+    end
+  end
+
   test "bad world options get a clear error" do
     assert_raise ArgumentError, ~r/:zone_process must be a keyword list/, fn ->
       World.new!(name: :w, zone_process: [min_heap_size: -1])
