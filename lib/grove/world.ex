@@ -96,10 +96,13 @@ defmodule Grove.World do
       gives its world `Grove.Actor.Senses`, which sits above the world)
     * `:zone_process` - the options each zone's process starts with
       (`:erlang.spawn_opt/2`'s `:min_heap_size`, `:min_bin_vheap_size`,
-      `:fullsweep_after`, `:message_queue_data`): a zone that takes many
-      moves a second collects its heap less often from a larger start
-      (default `[]`, the VM's; see `docs/benchmarks.md`, "250,000 actors:
-      the zones' and herds' heaps")
+      `:fullsweep_after`, `:message_queue_data`) (default `[]`, the VM's).
+      Without a `:min_heap_size` here, a zone of 128 entities or more
+      asks for a young heap of 128 words an entity, so that a crowded
+      zone's moves do not make it collect several times a second; one
+      named here is kept whatever the crowd (see `docs/benchmarks.md`,
+      "250,000 actors: the zones' and herds' heaps" and the section
+      after it)
 
   ## The client API
 
