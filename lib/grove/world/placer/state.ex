@@ -498,16 +498,22 @@ defmodule Grove.World.Placer.State do
   # A node new to this one may have read the placement from a member that
   # had not heard yet of a zone this node took since, and this node's
   # announcement did not go to it: it hears now of every zone this node
-  # runs, in messages of up to `batch` zones (`batch/1`).
+  # runs, in messages of up to `batch` zones (`batch/1`). And of every
+  # zone this node places on it: one that paused and joined again may
+  # have read the placement before this node heard what it announced
+  # before its pause, a zone it ran then and no longer runs, for which
+  # this node stopped a copy of its own (`announced/6`); it starts it
+  # again, and no zone is left where each believes the other runs it.
   defp introduce(%__MODULE__{locations: nil}, _newcomers), do: []
   defp introduce(_state, []), do: []
 
   defp introduce(state, newcomers) do
     for index <- 0..(state.zone_count - 1),
-        location(state, index) == state.node,
-        serving?(state, index),
-        message = {:zone_at, index, state.node, epoch(state, index), :handed},
+        {at, epoch} = placement(state, index),
+        (at == state.node and serving?(state, index)) or at in newcomers,
+        message = {:zone_at, index, at, epoch, :handed},
         newcomer <- newcomers,
+        at == state.node or at == newcomer,
         do: {:send, newcomer, message}
   end
 
@@ -575,6 +581,24 @@ defmodule Grove.World.Placer.State do
       # node. This node's placement of its own counts only if it runs it.
       newer?(known, {node, epoch}) and (at != state.node or index in state.running) ->
         {state, answer_stale(state, index, node, connected)}
+
+      # Told that this node runs a zone it does not run, at a newer
+      # placement than it knows: that run was lost (this node paused after
+      # it announced it, and read the placement again from a member that
+      # had not heard it yet). Placed there first, the zone starts again
+      # here, empty, as a lost node's does, at the next epoch.
+      node == state.node and index not in state.running ->
+        {state, _located} = locate(state, index, node, epoch)
+        {state, effects} = restart_lost(state, index)
+        {state, settled, _} = settle_zone(state, index, connected)
+
+        {state,
+         [
+           {:log, :warning,
+            "zone #{index}: placed here at epoch #{epoch}, where it no longer runs; " <>
+              "started again here, empty"}
+           | effects
+         ] ++ [{:recovered, [index]}] ++ settled}
 
       true ->
         {state, effects} = drop_stale_copy(state, index, node)

@@ -579,19 +579,64 @@ defmodule Grove.World.Placer.StateTest do
     # what another tells its placer then is lost. And one that pauses and
     # resumes reads the placement again, from a member that may not have
     # heard what it was told.
-    test "a node that says it joined hears of every zone this one serves" do
+    test "a node that says it joined hears of every zone this one serves, and of every zone this one places on it" do
       a = placed(@a, [@a, @b], 8)
       {_a, effects} = State.joined(a, @b, [@b])
-      serves = for index <- 0..7, Placement.owner(index, [@a, @b]) == @a, do: index
-      assert length(serves) > 1
+      owners = Placement.owners(8, [@a, @b])
+      assert length(Enum.uniq(Tuple.to_list(owners))) == 2
       # In one message.
       assert effects == [
-               {:send, @b, {:zones_at, for(index <- serves, do: {index, @a, 1, :handed})}}
+               {:send, @b,
+                {:zones_at, for(index <- 0..7, do: {index, elem(owners, index), 1, :handed})}}
              ]
 
       # Not placed yet, it has nothing to tell.
       assert State.joined(%{State.new(@a, 8) | members: [@a, @b]}, @b, [@b]) ==
                {%{State.new(@a, 8) | members: [@a, @b]}, []}
+    end
+
+    test "a zone a node ran as it paused, which another heard of only after the node read the placement again, starts again: none is left where each believes the other runs it" do
+      members = [@a, @b]
+      a = placed(@a, members, 8)
+
+      {b, _} =
+        State.join_or_start(%{State.new(@b, 8) | members: members}, Tuple.to_list(a.locations))
+
+      [zone | _] = for index <- 0..7, State.location(a, index) == @b, do: index
+
+      # b's placer stops as a node that leaves does, and says the zone is
+      # abandoned: a starts it again at 2, telling nobody (b is leaving).
+      # b's new placer read the placement before, runs the zone at 1 and
+      # says so: a answers with its own.
+      a = State.leaving(a, @b)
+      {a, _} = State.abandoned(a, zone, @b, [@b])
+      assert State.placement(a, zone) == {@a, 2}
+      {a, answer} = State.announced(a, zone, @b, 1, :handed, [@b])
+      assert {:send, @b, {:zone_at, zone, @a, 2, :handed}} in answer
+
+      # a pauses, resumes and reads the placement from b, which has not
+      # heard the answer yet; then b hears it, and its copy stops.
+      {a, [{:pause}]} = State.members(a, [@a], false, [])
+      {a, _} = State.members(a, members, true, [@b])
+      {a, a_said} = State.join_or_start(a, Tuple.to_list(b.locations))
+      refute zone in a.running
+      {b, _} = State.announced(b, zone, @a, 2, :handed, [@a])
+      refute zone in b.running
+
+      # b hears that a joined, and tells it where it places the zone.
+      cores = exchange(%{@a => a, @b => b}, sends(@a, a_said))
+
+      for index <- 0..7 do
+        serving =
+          for {node, core} <- cores, index in core.running, index not in core.retiring, do: node
+
+        assert serving == [State.location(cores[@a], index)],
+               "zone #{index} served by #{inspect(serving)}"
+
+        assert State.location(cores[@a], index) == Placement.owner(index, members)
+      end
+
+      assert cores[@a].locations == cores[@b].locations
     end
 
     test "a member new here is told what this node serves, and asked what it serves" do
