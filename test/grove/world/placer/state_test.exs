@@ -929,10 +929,22 @@ defmodule Grove.World.Placer.StateTest do
   # Erlang's do, and a side without a quorum pauses. Once everything is
   # delivered, every live node places every zone where rendezvous hashing
   # over the live nodes puts it, at the same epoch, and exactly one node
-  # serves it.
+  # serves it, handing none.
+  #
+  # Handovers go as `Grove.World.Placer` makes them: the zones one run of
+  # effects hands to one node go in one process (a job here), a batch a
+  # call, each batch's ends in one message to the placer, and the job's
+  # exit after them; a call that fails ends the job, the rest reported
+  # not attempted; a pause kills the jobs; a node that stops has each
+  # hand the batch under way, the rest not attempted, and hands what it
+  # still serves itself, a batch a call. A node may start on an older
+  # build, which speaks only the single-zone forms: it is announced zones
+  # one a message and handed them one a call, and does the same.
   @nodes [:n1@h, :n2@h, :n3@h]
   @zones 12
   @batch 3
+  # Zones handed to a node in one call at most, when both speak it.
+  @handover_batch 2
 
   test "whatever starts, stops and dies, in whatever order the messages come, the live nodes agree where every zone runs, and each runs on one" do
     check(
@@ -945,23 +957,42 @@ defmodule Grove.World.Placer.StateTest do
     node = :proper_types.integer(0, length(@nodes) - 1)
     seed = :proper_types.integer(1, 1_000_000)
 
+    # On an older build, speaking only the single-zone forms, or not.
+    old = :proper_types.frequency([{3, false}, {1, true}])
+
     command =
       :proper_types.frequency([
-        {4, {:start, node, :proper_types.list(:proper_types.boolean()), seed}},
+        {4, {:start, node, :proper_types.list(:proper_types.boolean()), seed, old}},
         {1, {:stop, node, seed}},
         {2, {:restart, node, :proper_types.list(:proper_types.boolean()), seed}},
         {2, {:kill, node, seed}},
         {2, {:split, node, seed}}
       ])
 
-    {:proper_types.list(node), :proper_types.resize(15, :proper_types.list(command))}
+    {:proper_types.list({node, old}), :proper_types.resize(15, :proper_types.list(command))}
   end
 
   defp simulate(first, commands) do
     :rand.seed(:exsss, 42)
-    sim = %{cores: %{}, channels: %{}, jobs: [], timers: [], cut: MapSet.new()}
+
+    sim = %{
+      cores: %{},
+      channels: %{},
+      timers: [],
+      cut: MapSet.new(),
+      # Nodes on an older build.
+      old: MapSet.new(),
+      # Handover processes: id => %{from, to, zones, stopping}; and for
+      # each node's placer, those it awaits: id => the zones not ended yet.
+      jobs: %{},
+      awaited: %{},
+      jobs_started: 0
+    }
+
     # A few nodes first, each seeing those started before it.
-    starts = for n <- Enum.uniq(first), do: {:start, n, [true, true, true], 1}
+    starts =
+      for {n, old} <- Enum.uniq_by(first, &elem(&1, 0)),
+          do: {:start, n, [true, true, true], 1, old}
 
     sim =
       sim
@@ -990,13 +1021,19 @@ defmodule Grove.World.Placer.StateTest do
   defp quorum?(members),
     do: Grove.Cluster.Membership.quorum?(members, length(@nodes), MapSet.new(@nodes))
 
-  defp command(sim, {:start, n, sees, seed}) do
+  defp command(sim, {:start, n, sees, seed, old}) do
     node = Enum.at(@nodes, n)
 
     if Map.has_key?(sim.cores, node) do
       sim
     else
       :rand.seed(:exsss, seed)
+
+      sim = %{
+        sim
+        | old: if(old, do: MapSet.put(sim.old, node), else: MapSet.delete(sim.old, node))
+      }
+
       live = sim.cores |> Map.keys() |> Enum.sort()
       # What the node sees of the group when it starts: itself and some others.
       seen = for {other, true} <- Enum.zip(live, sees ++ List.duplicate(false, 3)), do: other
@@ -1007,12 +1044,13 @@ defmodule Grove.World.Placer.StateTest do
     end
   end
 
-  defp command(sim, {:stop, n, _seed}) do
+  defp command(sim, {:stop, n, seed}) do
     node = Enum.at(@nodes, n)
 
     case sim.cores do
       %{^node => core}
       when map_size(sim.cores) > 1 and core.locations != nil and not core.paused ->
+        :rand.seed(:exsss, seed)
         stop(sim, node)
 
       _ ->
@@ -1056,9 +1094,8 @@ defmodule Grove.World.Placer.StateTest do
           end)
 
         channels = Map.reject(sim.channels, fn {{_from, to}, _} -> to == node end)
-        jobs = Enum.reject(sim.jobs, fn {from, _, _, _} -> from == node end)
         timers = Enum.reject(sim.timers, fn {at, _} -> at == node end)
-        sim = %{sim | channels: channels, jobs: jobs, timers: timers}
+        sim = %{sim | channels: channels, timers: timers, awaited: Map.delete(sim.awaited, node)}
 
         # Its new placer, a member of the group again.
         members = members_of(sim, node)
@@ -1160,14 +1197,25 @@ defmodule Grove.World.Placer.StateTest do
 
   defp gone(sim, node) do
     channels = Map.reject(sim.channels, fn {{from, to}, _} -> from == node or to == node end)
-    jobs = Enum.reject(sim.jobs, fn {from, _, _, _} -> from == node end)
     timers = Enum.reject(sim.timers, fn {at, _} -> at == node end)
-    %{sim | cores: Map.delete(sim.cores, node), channels: channels, jobs: jobs, timers: timers}
+
+    %{
+      kill_jobs(sim, node)
+      | cores: Map.delete(sim.cores, node),
+        channels: channels,
+        timers: timers,
+        awaited: Map.delete(sim.awaited, node)
+    }
   end
+
+  # A node's handover processes die with it, or as it pauses.
+  defp kill_jobs(sim, node),
+    do: %{sim | jobs: Map.reject(sim.jobs, fn {_id, job} -> job.from == node end)}
 
   # A node that stops on purpose: its handovers under way end first, then
   # it says it leaves and hands every zone it serves to its owner among the
-  # others; one refused is abandoned, to start again there.
+  # others, a batch a call; a batch refused is abandoned, and the rest for
+  # that node with it, to start again there.
   defp stop(sim, node) do
     sim = finish_handovers(sim, node)
     core = sim.cores[node]
@@ -1176,16 +1224,12 @@ defmodule Grove.World.Placer.StateTest do
     sim = Enum.reduce(others, sim, &enqueue(&2, node, &1, {:leaving, node}))
 
     sim =
-      Enum.reduce(State.leave(core), sim, fn {index, to, epoch}, sim ->
+      core
+      |> State.leave()
+      |> Enum.group_by(&elem(&1, 1), &{elem(&1, 0), elem(&1, 2)})
+      |> Enum.reduce(sim, fn {to, zones}, sim ->
         # The leaving message goes first, on the same channel.
-        sim = deliver_channel(sim, {node, to})
-
-        case sim.cores[to] &&
-               State.take_over(sim.cores[to], index, [], [], 0, epoch, connected(sim, to), node) do
-          {:ok, core, effects} -> effects(put_in(sim.cores[to], core), to, effects)
-          {:error, :stale, effects} -> effects(sim, to, effects)
-          _ -> enqueue(sim, node, to, {:abandoned, index, node})
-        end
+        sim |> deliver_channel({node, to}) |> leave_to(node, to, zones)
       end)
 
     # Its messages already sent still arrive; nothing more comes from it.
@@ -1193,6 +1237,22 @@ defmodule Grove.World.Placer.StateTest do
     sim = gone(sim, node)
     sim = %{sim | channels: Map.merge(sim.channels, core_channels)}
     sim |> membership() |> nodedown()
+  end
+
+  defp leave_to(sim, _node, _to, []), do: sim
+
+  defp leave_to(sim, node, to, zones) do
+    {batch, rest} = Enum.split(zones, call_size(sim, node, to))
+
+    case take(sim, node, to, batch) do
+      {sim, :normal} ->
+        leave_to(sim, node, to, rest)
+
+      {sim, _failed} ->
+        Enum.reduce(batch ++ rest, sim, fn {index, _epoch}, sim ->
+          enqueue(sim, node, to, {:abandoned, index, node})
+        end)
+    end
   end
 
   defp place(sim, node) do
@@ -1243,7 +1303,7 @@ defmodule Grove.World.Placer.StateTest do
   defp step(sim) do
     choices =
       Enum.map(Map.keys(sim.channels), &{:channel, &1}) ++
-        Enum.map(sim.jobs, &{:job, &1}) ++ Enum.map(sim.timers, &{:timer, &1})
+        Enum.map(Map.keys(sim.jobs), &{:job, &1}) ++ Enum.map(sim.timers, &{:timer, &1})
 
     case choices do
       [] ->
@@ -1256,8 +1316,8 @@ defmodule Grove.World.Placer.StateTest do
             sim = %{sim | channels: put_channel(sim.channels, channel, rest)}
             receive_message(sim, elem(channel, 1), message)
 
-          {:job, job} ->
-            run_job(sim, job)
+          {:job, id} ->
+            run_job(sim, id)
 
           {:timer, {node, message} = timer} ->
             sim = %{sim | timers: List.delete(sim.timers, timer)}
@@ -1316,52 +1376,140 @@ defmodule Grove.World.Placer.StateTest do
   defp handle(sim, node, core, {:settle, index}),
     do: rule(sim, node, State.settle(core, index, connected(sim, node)))
 
+  defp handle(sim, node, core, {:settle_all, indexes}),
+    do: rule(sim, node, State.settle_all(core, indexes, connected(sim, node)))
+
   defp handle(sim, node, core, {:retired, index, timer}),
     do: rule(sim, node, State.retired(core, index, timer))
 
-  defp handle(sim, node, core, {:ended, index, reason}) do
-    if Map.has_key?(core.handing, index),
-      do: rule(sim, node, State.handover_ended(core, index, reason)),
-      else: sim
+  # A batch's ends, from a job this placer awaits (not one killed as it
+  # paused, or of its placer before it started again).
+  defp handle(sim, node, core, {:handed_over, id, ended}) do
+    case sim.awaited[node] do
+      %{^id => indexes} ->
+        sim = put_in(sim.awaited[node][id], indexes -- Enum.map(ended, &elem(&1, 0)))
+        rule(sim, node, State.handovers_ended(core, ended))
+
+      _none ->
+        sim
+    end
+  end
+
+  # A job ended: the zones it had not reported ended with it.
+  defp handle(sim, node, core, {:job_exit, id}) do
+    case sim.awaited[node] do
+      %{^id => indexes} ->
+        sim = %{sim | awaited: Map.update!(sim.awaited, node, &Map.delete(&1, id))}
+        rule(sim, node, State.handovers_ended(core, for(i <- indexes, do: {i, :ended_early})))
+
+      _none ->
+        sim
+    end
   end
 
   defp rule(sim, node, {core, effects}), do: effects(put_in(sim.cores[node], core), node, effects)
 
-  # A handover: the new owner takes the zone or refuses it; the old one
-  # hears how it ended later, as an event of its own (the handover
-  # process's exit), after whatever the new owner did with the zone
-  # meanwhile, handing it on or back included.
-  defp run_job(sim, {from, index, to, epoch} = job) do
-    sim = %{sim | jobs: List.delete(sim.jobs, job)}
+  # A handover process's next batch: the new owner takes it or refuses
+  # it (a call, the zones of a batch at once); the old one hears how
+  # each ended later, in one message, after whatever the new owner did
+  # with the zones meanwhile, handing them on or back included. One that
+  # failed ends the job, the rest not attempted; so does one after which
+  # the job was told to stop (`Grove.World.Placer`), its rest not
+  # attempted, left to the node that stops.
+  defp run_job(sim, id) do
+    job = sim.jobs[id]
+    {batch, rest} = Enum.split(job.zones, call_size(sim, job.from, job.to))
+    {sim, reason} = take(sim, job.from, job.to, batch)
+    ended = for {index, _epoch} <- batch, do: {index, reason}
 
-    result =
+    rest_reason =
       cond do
-        sim.cores[to] == nil or cut?(sim, from, to) -> {:error, :noconnection}
-        true -> State.take_over(sim.cores[to], index, [], [], 0, epoch, connected(sim, to), from)
+        reason != :normal -> {:not_attempted, reason}
+        job.stopping -> {:not_attempted, :stopping}
+        true -> nil
       end
 
-    case result do
-      {:ok, core, effects} ->
-        sim = %{sim | timers: [{from, {:ended, index, :normal}} | sim.timers]}
-        effects(put_in(sim.cores[to], core), to, effects)
-
-      {:error, :stale, effects} ->
-        sim = %{sim | timers: [{from, {:ended, index, {:error, :stale}}} | sim.timers]}
-        effects(sim, to, effects)
-
-      {:error, reason} ->
-        %{sim | timers: [{from, {:ended, index, {:error, reason}}} | sim.timers]}
+    if rest_reason == nil and rest != [] do
+      sim = enqueue(sim, {:job, id}, job.from, {:handed_over, id, ended})
+      put_in(sim.jobs[id].zones, rest)
+    else
+      end_job(sim, id, ended, rest, rest_reason)
     end
   end
 
-  # A node that stops waits for its handovers under way to end (`Grove.World.Placer`).
-  defp finish_handovers(sim, node) do
-    sim = Enum.reduce(for({^node, _, _, _} = job <- sim.jobs, do: job), sim, &run_job(&2, &1))
+  # A job that ends: the zones of its last batch as they ended, the rest
+  # not attempted, in one message, and its exit after it.
+  defp end_job(sim, id, ended, rest, reason) do
+    from = sim.jobs[id].from
+    ended = ended ++ for({index, _epoch} <- rest, do: {index, reason})
 
-    Enum.reduce(for({^node, {:ended, _, _}} = timer <- sim.timers, do: timer), sim, fn
-      {node, message} = timer, sim ->
-        receive_message(%{sim | timers: List.delete(sim.timers, timer)}, node, message)
+    %{sim | jobs: Map.delete(sim.jobs, id)}
+    |> enqueue({:job, id}, from, {:handed_over, id, ended})
+    |> enqueue({:job, id}, from, {:job_exit, id})
+  end
+
+  # Zones in one call: a batch to a node that speaks it, from one that
+  # does (`Grove.Cluster.speaks?/3`, read before each call), else one.
+  defp call_size(sim, from, to),
+    do: if(old?(sim, from, to), do: 1, else: @handover_batch)
+
+  defp old?(sim, from, to), do: from in sim.old or to in sim.old
+
+  # One call of a handover: how it ended.
+  defp take(sim, from, to, zones) do
+    core = sim.cores[to]
+
+    result =
+      cond do
+        core == nil or cut?(sim, from, to) ->
+          {:error, :noconnection}
+
+        old?(sim, from, to) ->
+          [{index, epoch}] = zones
+          State.take_over(core, index, [], [], 0, epoch, connected(sim, to), from)
+
+        true ->
+          zones = for {index, epoch} <- zones, do: {index, [], [], 0, epoch}
+          State.take_over_all(core, zones, connected(sim, to), from)
+      end
+
+    case result do
+      {:ok, core, effects} -> {effects(put_in(sim.cores[to], core), to, effects), :normal}
+      {:error, :stale, effects} -> {effects(sim, to, effects), {:error, :stale}}
+      {:error, reason} -> {sim, {:error, reason}}
+    end
+  end
+
+  # A node that stops, or whose placer stops, tells its jobs to stop: each
+  # hands the batch under way (one more, or none if it heard between two
+  # batches) and reports the rest not attempted. It reads their ends
+  # itself, not as a rule: a zone not handed over is no longer retiring,
+  # and is handed over as it leaves (`State.leave/1`).
+  defp finish_handovers(sim, node) do
+    sim =
+      sim.jobs
+      |> Enum.filter(fn {_id, job} -> job.from == node end)
+      |> Enum.reduce(sim, fn {id, job}, sim ->
+        if :rand.uniform(2) == 1,
+          do: run_job(put_in(sim.jobs[id].stopping, true), id),
+          else: end_job(sim, id, [], job.zones, {:not_attempted, :stopping})
+      end)
+
+    Enum.reduce(Map.get(sim.awaited, node, %{}), sim, fn {id, indexes}, sim ->
+      channel = {{:job, id}, node}
+      ended = for {:handed_over, ^id, ended} <- Map.get(sim.channels, channel, []), do: ended
+      ended = List.flatten(ended)
+      sim = %{sim | channels: Map.delete(sim.channels, channel)}
+      # Those not reported as it exited failed with it.
+      failed = for({index, reason} <- ended, reason != :normal, do: index)
+      failed = failed ++ (indexes -- Enum.map(ended, &elem(&1, 0)))
+
+      Enum.reduce(failed, sim, fn index, sim ->
+        {core, _effects} = State.cancel_retiring(sim.cores[node], index)
+        put_in(sim.cores[node], core)
+      end)
     end)
+    |> then(&%{&1 | awaited: Map.put(&1.awaited, node, %{})})
   end
 
   defp effects(sim, node, effects) do
@@ -1374,31 +1522,73 @@ defmodule Grove.World.Placer.StateTest do
       assert woken != nil and woken < at
     end
 
-    Enum.reduce(effects, sim, fn
-      {:send, to, message}, sim ->
-        if Map.has_key?(sim.cores, to), do: enqueue(sim, node, to, message), else: sim
+    {sim, handing} =
+      Enum.reduce(effects, {sim, []}, fn
+        {:send, to, message}, {sim, handing} ->
+          {if(Map.has_key?(sim.cores, to), do: send_to(sim, node, to, message), else: sim),
+           handing}
 
-      {:send_self, message}, sim ->
-        enqueue(sim, node, node, message)
+        {:send_self, message}, {sim, handing} ->
+          {enqueue(sim, node, node, message), handing}
 
-      {:send_after, message, _ms}, sim ->
-        %{sim | timers: [{node, message} | sim.timers]}
+        {:send_after, message, _ms}, {sim, handing} ->
+          {%{sim | timers: [{node, message} | sim.timers]}, handing}
 
-      {:hand_over, index, to, epoch}, sim ->
-        %{sim | jobs: [{node, index, to, epoch} | sim.jobs]}
+        {:hand_over, index, to, epoch}, {sim, handing} ->
+          {sim, [{to, index, epoch} | handing]}
 
-      {:retire, index, timer}, sim ->
-        %{sim | timers: [{node, {:retired, index, timer}} | sim.timers]}
+        {:retire, index, timer}, {sim, handing} ->
+          {%{sim | timers: [{node, {:retired, index, timer}} | sim.timers]}, handing}
 
-      # A timer cancelled may have gone off already: its message comes all
-      # the same, at any later moment.
-      {:cancel_retire, _index}, sim ->
+        # A pause kills the handovers under way, and those asked for in
+        # its run (`Grove.World.Placer`); their ends, sent already, are
+        # no longer awaited.
+        {:pause}, {sim, _handing} ->
+          {%{kill_jobs(sim, node) | awaited: Map.put(sim.awaited, node, %{})}, []}
+
+        # A timer cancelled may have gone off already: its message comes all
+        # the same, at any later moment.
+        {:cancel_retire, _index}, acc ->
+          acc
+
+        _other, acc ->
+          acc
+      end)
+
+    start_jobs(sim, node, Enum.reverse(handing))
+  end
+
+  # The handovers of one run of effects, a job per node they go to.
+  defp start_jobs(sim, node, handing) do
+    handing
+    |> Enum.group_by(&elem(&1, 0), &{elem(&1, 1), elem(&1, 2)})
+    |> Enum.reduce(sim, fn {to, zones}, sim ->
+      id = sim.jobs_started
+
+      %{
         sim
-
-      _other, sim ->
-        sim
+        | jobs: Map.put(sim.jobs, id, %{from: node, to: to, zones: zones, stopping: false}),
+          awaited:
+            Map.update(sim.awaited, node, %{id => Enum.map(zones, &elem(&1, 0))}, fn awaited ->
+              Map.put(awaited, id, Enum.map(zones, &elem(&1, 0)))
+            end),
+          jobs_started: id + 1
+      }
     end)
   end
+
+  # Zones announced together go one a message to or from a node of an
+  # older build.
+  defp send_to(sim, from, to, {:zones_at, _zones} = message) do
+    if old?(sim, from, to),
+      do:
+        Enum.reduce(singly({to, message}), sim, fn {^to, one}, sim ->
+          enqueue(sim, from, to, one)
+        end),
+      else: enqueue(sim, from, to, message)
+  end
+
+  defp send_to(sim, from, to, message), do: enqueue(sim, from, to, message)
 
   defp announced_in({:zone_at, index, node, epoch, how}), do: [{index, node, epoch, how}]
   defp announced_in({:zones_at, zones}), do: zones
@@ -1438,6 +1628,7 @@ defmodule Grove.World.Placer.StateTest do
           for core <- cores, index in core.running, index not in core.retiring, do: core.node
 
         assert serving == [at], "zone #{index} served by #{inspect(serving)}, placed on #{at}"
+        assert Enum.all?(cores, &(not is_map_key(&1.handing, index)))
         assert Enum.all?(cores, &(index not in &1.running or &1.node == at))
       end
     end
