@@ -120,6 +120,70 @@ defmodule Grove.ClusterVersionsTest do
     stop_silent!(peer)
   end
 
+  test "a node that stops while a batch of its zones is being handed over ends that handover after the batch, and hands the rest over itself as it leaves, each zone once",
+       %{home: home} do
+    {peer, _mine, theirs} =
+      join_release_peer(home, [:zones_at, :take_over_all], zones: @zones, calls: :step)
+
+    assert length(theirs) > 100
+    assert_receive {:release_peer, {:take_over_all, first}}, @wait
+    world = Grove.world(@instance)
+    %{handovers: handovers} = :sys.get_state(Grove.World.Placer.name(world))
+    [handover] = Map.keys(handovers)
+    ref = Process.monitor(handover)
+
+    stopping =
+      Task.async(fn -> Supervisor.terminate_child(Grove.Application.Supervisor, @instance) end)
+
+    # Told to stop while its call is under way: answered, it hands no
+    # more, and ends.
+    eventually(
+      fn -> assert :stop_handing in elem(Process.info(handover, :messages), 1) end,
+      3000
+    )
+
+    answer(peer, world)
+    assert_receive {:DOWN, ^ref, :process, ^handover, :normal}, @wait
+
+    # The rest, from the node that leaves: every zone of the peer's once.
+    rest = leave_calls(peer, world, length(theirs) - length(first))
+    assert Enum.sort(Enum.map(first ++ rest, &elem(&1, 0))) == theirs
+    assert Task.await(stopping, @wait) == :ok
+    refute_received {:release_peer, {:abandoned, _index, _node}}
+  end
+
+  # Calls of `{:take_over_all, zones}` the peer got and was told to
+  # answer (`calls: :step`), until `count` zones came; their zones.
+  defp leave_calls(_peer, _world, count) when count <= 0, do: []
+
+  defp leave_calls(peer, world, count) do
+    assert_receive {:release_peer, {:take_over_all, zones}}, @wait
+    answer(peer, world)
+    zones ++ leave_calls(peer, world, count - length(zones))
+  end
+
+  defp answer(peer, world), do: send({Grove.World.Placer.name(world), peer}, :answer)
+
+  # The placer's module of a build from before its placement was read
+  # without a message (`published/1`): its placement (`locations/1`),
+  # which every build has, says it placed the zones.
+  @older_placer """
+  defmodule Grove.World.Placer do
+    def name(world), do: :"\#{world}.placer"
+    def paused?(_world), do: false
+    def locations(_world), do: [{node(), 1}]
+  end
+  """
+
+  test "a node of a build that lacks what a handover asks it first is asked for its placement instead, and handed its zones",
+       %{home: home} do
+    {peer, _mine, theirs} = join_release_peer(home, [], placer: @older_placer)
+    refute :erpc.call(peer, Kernel, :function_exported?, [Grove.World.Placer, :published, 1])
+
+    for index <- theirs,
+        do: assert_receive({:release_peer, {:take_over, ^index, _, _, _, _}}, @wait)
+  end
+
   # A peer whose placer answers no call stops, so that none of this
   # node's calls waits for it as its world stops.
   defp stop_silent!(peer) do
@@ -179,7 +243,8 @@ defmodule Grove.ClusterVersionsTest do
   # of another release (`Grove.ReleasePeer`), speaking `speaks`. Returns
   # the peer, the zones this node serves and those it hands to the peer.
   # `opts`: the world's `:zones` (16, or `@zones`), the peer's name's
-  # `:base`, and how its placer answers calls (`:calls`).
+  # `:base`, how its placer answers calls (`:calls`), and the source of
+  # the placer's module of its build (`:placer`), loaded there first.
   defp join_release_peer(home, speaks, opts \\ []) do
     zones = Keyword.get(opts, :zones, 16)
     name = peer_name_with_zones(Keyword.get(opts, :base, "vold"), [node()], zones)
@@ -197,6 +262,9 @@ defmodule Grove.ClusterVersionsTest do
 
     world = Grove.world(@instance)
     fingerprint = :sys.get_state(Membership.name(@instance)).fingerprint
+
+    # The placer's module of an older build, in place of this one's.
+    if source = opts[:placer], do: [_ | _] = :erpc.call(peer, Code, :compile_string, [source])
 
     :ok =
       :erpc.call(peer, Grove.ReleasePeer, :start, [

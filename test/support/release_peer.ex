@@ -11,7 +11,9 @@ defmodule Grove.ReleasePeer do
   on `{:zones_at, zones}` or `{:take_over_all, zones}`).
 
   Its placer answers every call (`calls: :answer`), or none
-  (`calls: :hold`: a node that hangs), or, at its first call, greets
+  (`calls: :hold`: a node that hangs), or each once it is sent `:answer`
+  (`calls: :step`: a test holds each call as long as it needs), or, at
+  its first call, greets
   again as an older release's, saying nothing of what it speaks, and
   answers once that node's membership heard it (`calls: :downgrade`: a
   node back on an older build). Its membership leaves the group when
@@ -89,6 +91,14 @@ defmodule Grove.ReleasePeer do
   end
 
   defp answer(_from, :hold, _greeting), do: :hold
+
+  defp answer(from, :step, _greeting) do
+    receive do
+      :answer -> GenServer.reply(from, :ok)
+    end
+
+    :step
+  end
 
   defp answer(from, :downgrade, {instance, fingerprint, to}) do
     membership = {Membership.name(instance), to}

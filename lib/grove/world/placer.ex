@@ -1031,16 +1031,34 @@ defmodule Grove.World.Placer do
     end
   end
 
-  # Both are read there without a message; a release before `published/1`
-  # raises `:undef` there, and the zones wait, as for a node not placed
-  # yet, and are kept once it is given up on.
+  # Both are read there without a message. A build before `published/1`
+  # raises `:undef` there: it is asked for its placement instead
+  # (`locations/1`, which every build has, a list once it placed the
+  # zones and is not paused); else its zones would wait, as for a node
+  # not placed yet, be kept once it is given up on, offered again, and
+  # never go.
   defp placed_on?(world, node) do
     not :erpc.call(node, __MODULE__, :paused?, [world], 10_000) and
       :erpc.call(node, __MODULE__, :published, [world], 10_000) != nil
   catch
-    :exit, _ -> false
-    :error, {:erpc, _} -> false
-    :error, {:exception, _reason, _stack} -> false
+    :error, {:exception, :undef, [{__MODULE__, :published, _args, _at} | _]} ->
+      is_list(older_locations(world, node))
+
+    :exit, _ ->
+      false
+
+    :error, {:erpc, _} ->
+      false
+
+    :error, {:exception, _reason, _stack} ->
+      false
+  end
+
+  defp older_locations(world, node) do
+    locations(world, node)
+  catch
+    :exit, _ -> nil
+    :error, _ -> nil
   end
 
   defp stop_zone(%__MODULE__{world: %World{zones_on_demand: true} = world} = placer, index) do
