@@ -145,9 +145,10 @@ defmodule Grove.ClusterVersionsTest do
     answer(peer, world)
     assert_receive {:DOWN, ^ref, :process, ^handover, :normal}, @wait
 
-    # The rest, from the node that leaves: every zone of the peer's once.
-    rest = leave_calls(peer, world, length(theirs) - length(first))
-    assert Enum.sort(Enum.map(first ++ rest, &elem(&1, 0))) == theirs
+    # The rest, from the node that leaves, and every zone it served (the
+    # peer is the only member left): every zone once.
+    rest = leave_calls(peer, world, @zones - length(first))
+    assert Enum.sort(Enum.map(first ++ rest, &elem(&1, 0))) == Enum.to_list(0..(@zones - 1))
     assert Task.await(stopping, @wait) == :ok
     refute_received {:release_peer, {:abandoned, _index, _node}}
   end

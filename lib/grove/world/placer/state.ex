@@ -60,18 +60,21 @@ defmodule Grove.World.Placer.State do
   @settle_retry 1000
   # Zones announced to one node in one message at most.
   @batch 1000
-  # Zones placed by one rule written into the placement's tuple one by
-  # one at most (each write copies it); more, and it is built again once.
-  @flush_writes 8
+  # Placements kept aside (`located`) before the placement's tuple is
+  # built again with them: this many at least, or an eighth of the zones.
+  @flush_least 8
 
   defstruct [
     :node,
     :zone_count,
     # nil until placed; then a tuple, by zone, of `{node, epoch}`, as it
-    # stood when a rule last returned: what a rule places meanwhile is in
-    # `located`, read first, and written into the tuple once, as the rule
-    # returns (`flush/1`), since a tuple is copied whole on every write,
-    # and a rule may place thousands of zones of a world of 100,000.
+    # stood when it was last built: what rules placed since is in
+    # `located`, read first, and written into the tuple once it holds an
+    # eighth of the zones (`flush/1`), since a tuple is copied whole on
+    # every write, and the zones of a world of 100,000 are announced a
+    # thousand a message, each heard in a rule of its own: a tuple built
+    # again by each would cost a copy of every zone per thousand placed.
+    # Every zone's placement, the two together: `placements/1`.
     locations: nil,
     located: %{},
     members: [],
@@ -176,6 +179,10 @@ defmodule Grove.World.Placer.State do
       _none -> elem(state.locations, index)
     end
   end
+
+  @doc "Every zone's placement, by zone (nil before any)."
+  @spec placements(t()) :: tuple() | nil
+  def placements(state), do: build(state).locations
 
   @doc "The epoch of the zone's placement (0 before any)."
   @spec epoch(t(), index()) :: epoch()
@@ -316,7 +323,7 @@ defmodule Grove.World.Placer.State do
         {state, []}
 
       {true, true} ->
-        {%{state | paused: false, locations: nil},
+        {%{state | paused: false, locations: nil, located: %{}},
          [{:log, :warning, "world: resumed; this node takes its share from the others"}]}
 
       {true, false} ->
@@ -1083,22 +1090,23 @@ defmodule Grove.World.Placer.State do
      [{:locate, index, node, epoch}]}
   end
 
-  # What a rule placed, into the tuple as it returns: a zone or a few by
-  # a write each (a copy of the tuple each), more in one new tuple.
+  # What rules placed, into the tuple once it is an eighth of the zones
+  # (or a few, in a small world): the tuple is copied whole then, once
+  # per eighth of the zones placed, which costs each placement a few
+  # words, whatever the world's size.
   defp flush({state, effects}), do: {flush(state), effects}
 
-  defp flush(%__MODULE__{located: located} = state) when map_size(located) == 0, do: state
-
-  defp flush(%__MODULE__{located: located} = state) when map_size(located) <= @flush_writes do
-    locations =
-      Enum.reduce(located, state.locations, fn {index, placement}, locations ->
-        put_elem(locations, index, placement)
-      end)
-
-    %{state | locations: locations, located: %{}}
+  defp flush(%__MODULE__{located: located} = state) do
+    if map_size(located) > max(@flush_least, div(state.zone_count, 8)),
+      do: build(state),
+      else: state
   end
 
-  defp flush(%__MODULE__{located: located} = state) do
+  defp build(%__MODULE__{located: located} = state)
+       when map_size(located) == 0 or state.locations == nil,
+       do: state
+
+  defp build(%__MODULE__{located: located} = state) do
     {list, _index} =
       state.locations
       |> Tuple.to_list()

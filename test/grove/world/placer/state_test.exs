@@ -636,7 +636,7 @@ defmodule Grove.World.Placer.StateTest do
         assert State.location(cores[@a], index) == Placement.owner(index, members)
       end
 
-      assert cores[@a].locations == cores[@b].locations
+      assert State.placements(cores[@a]) == State.placements(cores[@b])
     end
 
     test "a member new here is told what this node serves, and asked what it serves" do
@@ -678,11 +678,15 @@ defmodule Grove.World.Placer.StateTest do
       turn.(said)
 
       cores = exchange(%{@a => a, @b => b}, said, turn: turn)
-      assert cores == exchange(%{@a => a, @b => b}, Enum.flat_map(said, &singly/1), singly: true)
+
+      assert settled(cores) ==
+               settled(
+                 exchange(%{@a => a, @b => b}, Enum.flat_map(said, &singly/1), singly: true)
+               )
 
       # c joins the two.
       members = [@a, @b, @c]
-      running = Tuple.to_list(cores[@a].locations)
+      running = Tuple.to_list(State.placements(cores[@a]))
       {a, a_said} = State.members(cores[@a], members, true, [@b, @c])
       {b, b_said} = State.members(cores[@b], members, true, [@a, @c])
       {c, c_said} = State.join_or_start(%{State.new(@c, @many) | members: members}, running)
@@ -692,10 +696,15 @@ defmodule Grove.World.Placer.StateTest do
 
       cores = exchange(%{@a => a, @b => b, @c => c}, said, turn: turn)
 
-      assert cores ==
-               exchange(%{@a => a, @b => b, @c => c}, Enum.flat_map(said, &singly/1), singly: true)
+      assert settled(cores) ==
+               settled(
+                 exchange(%{@a => a, @b => b, @c => c}, Enum.flat_map(said, &singly/1),
+                   singly: true
+                 )
+               )
 
-      for core <- Map.values(cores), do: assert(core.locations == cores[@a].locations)
+      for core <- Map.values(cores),
+          do: assert(State.placements(core) == State.placements(cores[@a]))
 
       for index <- 0..(@many - 1) do
         at = Placement.owner(index, members)
@@ -744,10 +753,10 @@ defmodule Grove.World.Placer.StateTest do
         end)
 
       {:ok, all, effects} = State.take_over_all(d, zones, connected, @a)
-      assert all == one_by_one
+      assert settled(all) == settled(one_by_one)
 
       assert for(index <- 0..(@many_taken - 1), do: State.placement(all, index)) ==
-               Tuple.to_list(all.locations)
+               Tuple.to_list(State.placements(all))
 
       # The same effects, in the same order, but for the announcements,
       # which go to each member in order, a thousand zones a message.
@@ -797,12 +806,24 @@ defmodule Grove.World.Placer.StateTest do
     running = Tuple.to_list(a.locations)
     {d, taken} = taking(zones)
 
+    # b announces a new epoch of every zone it runs, a thousand a
+    # message, each heard in a rule of its own.
+    heard =
+      for({{@b, epoch}, index} <- Enum.with_index(running), do: {index, @b, epoch + 1, :handed})
+      |> Enum.chunk_every(1000)
+
     [
       start: fn -> State.join_or_start(start, nil) end,
       restart: fn -> State.join_or_start(start, running) end,
       join: fn -> State.members(a, [@a, @b, @c, @d], true, [@b, @c, @d]) end,
       lost: fn -> State.members(a, [@a, @b], true, [@b]) end,
-      taken: fn -> State.take_over_all(d, taken, [@a, @b, @c], @a) end
+      taken: fn -> State.take_over_all(d, taken, [@a, @b, @c], @a) end,
+      heard: fn ->
+        Enum.reduce(heard, d, fn zones, d ->
+          {d, _effects} = State.announced_all(d, zones, [@a, @b, @c])
+          d
+        end)
+      end
     ]
   end
 
@@ -847,9 +868,14 @@ defmodule Grove.World.Placer.StateTest do
       end
 
       for core <- Map.values(cores), do: assert(core.members == members)
-      assert cores[@a].locations == cores[@b].locations
+      assert State.placements(cores[@a]) == State.placements(cores[@b])
     end
   end
+
+  # A placer's state, or each of a cluster's, with its placement whole:
+  # two that placed the same zones alike, whenever each built its tuple.
+  defp settled(%State{} = state), do: %{state | locations: State.placements(state), located: %{}}
+  defp settled(cores), do: Map.new(cores, fn {node, core} -> {node, settled(core)} end)
 
   # The messages of `effects` from `node`, in order.
   defp sends(node, effects) do
@@ -1261,8 +1287,8 @@ defmodule Grove.World.Placer.StateTest do
     running =
       Enum.find_value(core.members -- [node], fn member ->
         case sim.cores[member] do
-          %State{locations: locations, paused: false} when locations != nil ->
-            Tuple.to_list(locations)
+          %State{locations: locations, paused: false} = core when locations != nil ->
+            Tuple.to_list(State.placements(core))
 
           _ ->
             nil
@@ -1614,15 +1640,15 @@ defmodule Grove.World.Placer.StateTest do
       for core <- cores do
         assert core.members == live
 
-        assert core.locations == first.locations,
-               "#{core.node} and #{first.node} disagree: #{inspect(Enum.map(cores, &{&1.node, &1.locations}), pretty: true)}"
+        assert State.placements(core) == State.placements(first),
+               "#{core.node} and #{first.node} disagree: #{inspect(Enum.map(cores, &{&1.node, State.placements(&1)}), pretty: true)}"
       end
 
       for index <- 0..(@zones - 1) do
-        {at, _epoch} = elem(first.locations, index)
+        {at, _epoch} = elem(State.placements(first), index)
 
         assert at == Placement.owner(index, live),
-               "zone #{index} on #{at}: #{inspect(Enum.map(cores, &{&1.node, &1.locations}), pretty: true)}"
+               "zone #{index} on #{at}: #{inspect(Enum.map(cores, &{&1.node, State.placements(&1)}), pretty: true)}"
 
         serving =
           for core <- cores, index in core.running, index not in core.retiring, do: core.node
