@@ -944,11 +944,13 @@ defmodule Grove.WorldTest do
       assert Process.info(crowded, :min_heap_size) == {:min_heap_size, named}
     end
 
-    test "by its population: none below 128 entities, 128 words an entity from there" do
+    test "by its population: none below 128 entities, 128 words an entity from there, 8 MB at most" do
       assert Grove.World.Zone.heap_for(0) == 0
       assert Grove.World.Zone.heap_for(127) == 0
       assert Grove.World.Zone.heap_for(128) == 128 * 128
       assert Grove.World.Zone.heap_for(625) == 625 * 128
+      assert Grove.World.Zone.heap_for(8_192) == 1_048_576
+      assert Grove.World.Zone.heap_for(100_000) == 1_048_576
     end
   end
 

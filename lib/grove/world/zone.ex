@@ -90,6 +90,9 @@ defmodule Grove.World.Zone do
   # this many words an entity, from this many entities on.
   @heap_words_an_entity 128
   @heap_from_entities 128
+  # 8 MB a zone at most (8,192 entities): a zone of large cells crowded
+  # past that collects more often rather than holding more memory.
+  @heap_most_words 1_048_576
 
   # Resident actors: how late a step may come before it is skipped rather
   # than taken late (the beats and their phases are the world's options).
@@ -2604,15 +2607,16 @@ defmodule Grove.World.Zone do
   # collector's work. `@heap_words_an_entity` words an entity (the VM
   # rounds it up to one of its heap sizes, about 1.6 times apart, so a
   # zone whose population wavers keeps its heap), from
-  # `@heap_from_entities` entities on; fewer keep the VM's, so a world
-  # of zones on demand, most of them quiet, pays nothing. A world that
-  # names its zones' `:min_heap_size` (`:zone_process`) keeps that one.
+  # `@heap_from_entities` entities on, `@heap_most_words` at most; fewer
+  # keep the VM's (`+hms`), so a world of zones on demand, most of them
+  # quiet, pays nothing. A world that names its zones' `:min_heap_size`
+  # (`:zone_process`) keeps that one.
   defp fit_heap(%__MODULE__{core: %State{} = core, world: %World{zone_spawn: spawn}} = zone) do
     unless Keyword.has_key?(spawn, :min_heap_size) do
       wanted = heap_for(State.size(core))
 
       if wanted != Process.get(:grove_zone_heap, 0) do
-        Process.flag(:min_heap_size, wanted)
+        Process.flag(:min_heap_size, least_heap(wanted))
         Process.put(:grove_zone_heap, wanted)
       end
     end
@@ -2627,7 +2631,11 @@ defmodule Grove.World.Zone do
   # own).
   @spec heap_for(non_neg_integer()) :: non_neg_integer()
   def heap_for(entities) when entities < @heap_from_entities, do: 0
-  def heap_for(entities), do: entities * @heap_words_an_entity
+  def heap_for(entities), do: min(entities * @heap_words_an_entity, @heap_most_words)
+
+  # 0 is the VM's own least heap (`+hms`), as a zone had it at its start.
+  defp least_heap(0), do: elem(:erlang.system_info(:min_heap_size), 1)
+  defp least_heap(words), do: words
 
   # The tick set, or one at the zone's pace now, whichever is due first
   # (one that went off already has its message on the way).
