@@ -362,6 +362,8 @@ defmodule Grove.LoadTest do
       players: 2,
       connected: 2,
       connect_failures: 0,
+      connect_pending: 1,
+      connect_retries: 3,
       moves_per_s: 4,
       p50_ms: 1.25,
       p99_ms: nil,
@@ -377,7 +379,8 @@ defmodule Grove.LoadTest do
       )
 
     assert markdown =~ "## By URL"
-    assert markdown =~ "| http://a:#{port} | 2 | 2 | 0 | 4 | 1.25 | - | 0 | 0 |"
+    # Its players still waiting to try again after a Retry-After, and its tries again.
+    assert markdown =~ "| http://a:#{port} | 2 | 2 | 0 | 1 | 3 | 4 | 1.25 | - | 0 | 0 |"
     assert markdown =~ "| http://b:#{port} |"
   end
 end

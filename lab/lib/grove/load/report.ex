@@ -80,7 +80,8 @@ defmodule Grove.Load.Report do
   defp by_url(by_url) do
     rows =
       Enum.map_join(by_url, "\n", fn u ->
-        "| #{u.url} | #{u.players} | #{u.connected} | #{u.connect_failures} | #{u.moves_per_s} | " <>
+        "| #{u.url} | #{u.players} | #{u.connected} | #{u.connect_failures} | " <>
+          "#{u.connect_pending} | #{u.connect_retries} | #{u.moves_per_s} | " <>
           "#{format(u.p50_ms)} | #{format(u.p99_ms)} | #{u.errors} | #{u.correctness_failures} |"
       end)
 
@@ -88,8 +89,8 @@ defmodule Grove.Load.Report do
 
     ## By URL
 
-    | URL | players | connects ok | failed | moves/s | p50 ms | p99 ms | errors | failures |
-    | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
+    | URL | players | connects ok | failed | pending | tried again | moves/s | p50 ms | p99 ms | errors | failures |
+    | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
     #{rows}
     """
   end

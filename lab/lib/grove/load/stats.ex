@@ -7,8 +7,9 @@ defmodule Grove.Load.Stats do
   # `:restored` the players welcomed again under their id, their entity
   # lost with a node of a cluster and placed again; `:connect_retries` the
   # upgrades tried again after a refusal's `Retry-After` (a player fails
-  # to connect, `:connect_failures`, only once its retries have run out). Actions (a game's)
-  # are counted as sent and answered (`:acted`), their round trip apart
+  # to connect, `:connect_failures`, only once its retries have run out),
+  # `:connect_pending` the players waiting now to try again. Actions (a
+  # game's) are counted as sent and answered (`:acted`), their round trip apart
   # from moves' (`act_latency`); so are lines said (`:says_sent`, `:said`,
   # those answered other than `ok` in `:says_refused`, round trip
   # `say_latency`), and the chat lines players heard (`:chat_heard`).
@@ -24,6 +25,7 @@ defmodule Grove.Load.Stats do
     :connected,
     :connect_failures,
     :connect_retries,
+    :connect_pending,
     :joined,
     :restored,
     :moves_sent,

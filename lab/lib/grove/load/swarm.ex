@@ -25,7 +25,8 @@ defmodule Grove.Load.Swarm do
   # does not wait behind the sockets already playing. An upgrade refused
   # with a `Retry-After` (a server too busy to start a player in time
   # answers `503 server_busy`) is tried again after it, up to `retries`
-  # times (see `connect/5`).
+  # times (see `connect/5`); a player waiting to is pending, neither
+  # connected nor failed.
 
   use GenServer
 
@@ -36,6 +37,9 @@ defmodule Grove.Load.Swarm do
   alias Grove.World.Grid
 
   @slot_ms 10
+  # The longest Retry-After waited for, seconds: a server that asks for
+  # more does not park a run's players for the rest of it.
+  @max_retry_after 30
   # Socket messages before a socket must be re-armed.
   @active 100
   @directions List.to_tuple(Grid.directions())
@@ -56,6 +60,7 @@ defmodule Grove.Load.Swarm do
     action: "pick",
     say_every: 0,
     retries: 3,
+    back_off: nil,
     says: %{},
     bots: %{},
     # In a crowd, where each player stood at its last move.
@@ -74,9 +79,11 @@ defmodule Grove.Load.Swarm do
   (a `Grove.Load.Crowd`, or nil for players who walk at random), `:walk`
   (`:straight` for players who walk straight, or nil),
   `:act_every` (one step in that many an action, 0 for none), `:action`,
-  `:say_every` (ms between a player's lines, 0 for none) and `:retries`
+  `:say_every` (ms between a player's lines, 0 for none), `:retries`
   (how many times an upgrade refused with a `Retry-After` is tried again,
-  default 3; 0 counts every refusal as a failure).
+  default 3; 0 counts every refusal as a failure) and `:back_off` (a
+  function of the Retry-After's seconds that waits before a try again; by
+  default `backoff_ms/1` milliseconds).
   """
   @spec start_link(keyword()) :: GenServer.on_start()
   def start_link(opts), do: GenServer.start_link(__MODULE__, opts)
@@ -103,6 +110,7 @@ defmodule Grove.Load.Swarm do
       action: Keyword.get(opts, :action, "pick"),
       say_every: Keyword.get(opts, :say_every, 0),
       retries: Keyword.get(opts, :retries, 3),
+      back_off: Keyword.get(opts, :back_off, &Process.sleep(backoff_ms(&1))),
       stats: Keyword.fetch!(opts, :stats),
       terrain: Keyword.fetch!(opts, :terrain),
       crowd: Keyword.get(opts, :crowd),
@@ -197,12 +205,13 @@ defmodule Grove.Load.Swarm do
   end
 
   # A refusal that says when to come back (`Retry-After`) is tried again,
-  # as a well-behaved client does: after the seconds it was given (one at
-  # least) plus a random jitter of up to as much again, so that a storm's
-  # refused players spread out instead of coming back at once. Each is
-  # counted as a retry (`:connect_retries`), and the player as failed
-  # (`:connect_failures`) only once its retries run out; its connect time
-  # runs from its first try, so a player that came in late counts as late.
+  # as a well-behaved client does: after the seconds it was given (see
+  # `backoff_ms/1`). Each is counted as a retry (`:connect_retries`), the
+  # player as pending while it waits (`:connect_pending`, so that a run
+  # that ends meanwhile counts it neither connected nor failed), and as
+  # failed (`:connect_failures`) only once its retries run out; its
+  # connect time runs from its first try, so a player that came in late
+  # counts as late.
   defp connect(swarm_pid, swarm, checks, started, retries) do
     case WsClient.connect(swarm.host, swarm.port, swarm.path, timeout: 10_000, active: false) do
       {:ok, client} ->
@@ -220,7 +229,9 @@ defmodule Grove.Load.Swarm do
 
       {:error, {:http_status, _status, retry_after}} when retries > 0 ->
         Stats.incr(swarm.stats, :connect_retries)
-        Process.sleep(backoff_ms(retry_after))
+        Stats.incr(swarm.stats, :connect_pending)
+        swarm.back_off.(retry_after)
+        Stats.incr(swarm.stats, :connect_pending, -1)
         connect(swarm_pid, swarm, checks, started, retries - 1)
 
       {:error, _reason} ->
@@ -228,8 +239,14 @@ defmodule Grove.Load.Swarm do
     end
   end
 
-  defp backoff_ms(seconds) do
-    ms = max(seconds, 1) * 1000
+  @doc false
+  # How long a refused player waits, ms: the Retry-After's seconds (one at
+  # least, `@max_retry_after`, 30, at most) plus a random jitter of up to as
+  # much again, so that a storm's refused players spread out instead of
+  # coming back at once.
+  @spec backoff_ms(non_neg_integer()) :: pos_integer()
+  def backoff_ms(seconds) do
+    ms = seconds |> max(1) |> min(@max_retry_after) |> Kernel.*(1000)
     ms + :rand.uniform(ms)
   end
 

@@ -17,7 +17,9 @@ defmodule Grove.Load.WsRun do
   `:retries` times (3 by default): the report counts each try again apart
   (`connect_retries`), a player as failed only once its retries ran out,
   and its connect time from its first try, so that a storm's late joins
-  count as late, not failed.
+  count as late, not failed. A Retry-After is waited for 30 s at most; a
+  player still waiting to try again when the run ends is reported as
+  pending (`connect_pending`), neither connected nor failed.
 
   Three shapes of run:
 
@@ -809,6 +811,7 @@ defmodule Grove.Load.WsRun do
       connect_max_ms: to_ms(Histogram.max(total.connect)),
       connected: counts.connected,
       connect_retries: counts.connect_retries,
+      connect_pending: counts.connect_pending,
       connect_failures: counts.connect_failures,
       timeouts: counts.timeouts,
       restored: counts.restored,
@@ -851,6 +854,8 @@ defmodule Grove.Load.WsRun do
         players: counts.joined - Enum.sum(Map.values(reading.disconnects)),
         connected: counts.connected,
         connect_failures: counts.connect_failures,
+        connect_retries: counts.connect_retries,
+        connect_pending: counts.connect_pending,
         moves_per_s: round(counts.outcomes / max(seconds, 1.0e-3)),
         p50_ms: to_ms(Histogram.percentile(reading.latency, 50)),
         p99_ms: to_ms(Histogram.percentile(reading.latency, 99)),
@@ -882,7 +887,7 @@ defmodule Grove.Load.WsRun do
     if r.stages != [], do: print_stages(out, r)
 
     out.(
-      "connects       #{r.connected} ok, #{r.connect_failures} failed, #{r.connect_retries} tried again after Retry-After; p50 #{figure(r.connect_p50_ms)} ms, p99 #{figure(r.connect_p99_ms)} ms, max #{figure(r.connect_max_ms)} ms"
+      "connects       #{r.connected} ok, #{r.connect_failures} failed, #{r.connect_pending} pending (waiting to try again), #{r.connect_retries} tried again after Retry-After; p50 #{figure(r.connect_p50_ms)} ms, p99 #{figure(r.connect_p99_ms)} ms, max #{figure(r.connect_max_ms)} ms"
     )
 
     out.(
@@ -930,14 +935,15 @@ defmodule Grove.Load.WsRun do
     out.("")
 
     out.(
-      "| URL | players | connects ok | failed | moves/s | p50 ms | p99 ms | errors | failures |"
+      "| URL | players | connects ok | failed | pending | tried again | moves/s | p50 ms | p99 ms | errors | failures |"
     )
 
-    out.("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    out.("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 
     for u <- by_url do
       out.(
-        "| #{u.url} | #{u.players} | #{u.connected} | #{u.connect_failures} | #{u.moves_per_s} | " <>
+        "| #{u.url} | #{u.players} | #{u.connected} | #{u.connect_failures} | #{u.connect_pending} | " <>
+          "#{u.connect_retries} | #{u.moves_per_s} | " <>
           "#{figure(u.p50_ms)} | #{figure(u.p99_ms)} | #{u.errors} | #{u.correctness_failures} |"
       )
     end

@@ -2,7 +2,8 @@ defmodule Grove.Load.SwarmTest do
   # A swarm's players against a stand-in server that refuses upgrades with
   # `503 server_busy` and a `Retry-After`, as a gateway too busy to start a
   # player in time does: each player tries again after it, and counts as
-  # failed only once its retries have run out.
+  # failed only once its retries have run out. Its wait before a try
+  # again is the test's to give (`:back_off`), not a real second's.
   use ExUnit.Case, async: true
 
   import Grove.WorldCase, only: [eventually: 1]
@@ -37,6 +38,41 @@ defmodule Grove.Load.SwarmTest do
     Swarm.stop(swarm)
   end
 
+  # A player waiting to try again is neither connected nor failed: a run
+  # that ends meanwhile reports it pending.
+  test "a player waiting to try again after Retry-After counts as pending until it tries" do
+    port = busy_server(1)
+    stats = Stats.new()
+    me = self()
+
+    back_off = fn seconds ->
+      send(me, {:backing_off, self(), seconds})
+      receive do: (:go -> :ok)
+    end
+
+    swarm = swarm(port, stats, 3, back_off)
+    Swarm.add(swarm, 1)
+
+    assert_receive {:backing_off, player, 1}, 60_000
+    # A failed test leaves no player waiting.
+    on_exit(fn -> send(player, :go) end)
+    assert %{connect_pending: 1, connected: 0, connect_failures: 0} = Stats.read(stats).counts
+    send(player, :go)
+
+    eventually(fn -> assert Stats.read(stats).counts.connected == 1 end)
+    assert %{connect_pending: 0, connect_retries: 1} = Stats.read(stats).counts
+    Swarm.stop(swarm)
+  end
+
+  # A server that asks for an hour does not park a run's players for it.
+  test "a Retry-After is waited for 30 s at most, with a jitter of up to as much again" do
+    for _ <- 1..100 do
+      assert Swarm.backoff_ms(3600) in 30_001..60_000
+      assert Swarm.backoff_ms(0) in 1001..2000
+      assert Swarm.backoff_ms(2) in 2001..4000
+    end
+  end
+
   test "with no retries a refusal is a failure at once" do
     port = busy_server(:always)
     stats = Stats.new()
@@ -48,7 +84,8 @@ defmodule Grove.Load.SwarmTest do
     Swarm.stop(swarm)
   end
 
-  defp swarm(port, stats, retries) do
+  # The tries again wait for nothing but the test: no real second goes by.
+  defp swarm(port, stats, retries, back_off \\ fn _seconds -> :ok end) do
     {:ok, swarm} =
       Swarm.start_link(
         host: "127.0.0.1",
@@ -58,7 +95,8 @@ defmodule Grove.Load.SwarmTest do
         move_every: 1000,
         stats: stats,
         terrain: @terrain,
-        retries: retries
+        retries: retries,
+        back_off: back_off
       )
 
     swarm
