@@ -174,6 +174,9 @@ const blocking = (x, y) => {
 
 const counts = {
   started: 0, connected: 0, connect_failures: 0, joined: 0, moves_sent: 0, moves_skipped: 0,
+  // Upgrades refused with a Retry-After and tried again after it, and the
+  // players waiting now to try again (neither connected nor failed).
+  connect_retries: 0, connect_pending: 0,
   // views: areas (one per `area`, one per part of an `areas`); view_frames:
   // the frames that carried them.
   outcomes: 0, outcomes_ok: 0, views: 0, view_frames: 0, timeouts: 0, protocol_errors: 0, disconnects: 0,
@@ -309,6 +312,9 @@ class Player {
 
 // ---------------------------------------------------------------- Grove
 
+// How many times a player's upgrade refused with a Retry-After is tried again.
+const RETRIES = 3;
+
 // A WebSocket client in a few lines: the handshake, masked frames out,
 // unmasked and unfragmented frames in (all Grove's server sends).
 class GrovePlayer extends Player {
@@ -317,6 +323,16 @@ class GrovePlayer extends Player {
     // With --sample FILE, every frame one player in 20 reads while a stage
     // is measured is written there: what the bytes are made of.
     this.sampled = opts.sample !== null && counts.started % 20 === 1;
+    this.tries = 0;
+    this.backoff = null;
+    this.open(host, port);
+  }
+
+  // A refusal that says when to come back (a server too busy to start a
+  // player in time answers 503 with a Retry-After) is tried again after it
+  // (30 s at most), with a jitter of up to as much again, up to
+  // RETRIES times; the player fails to connect only once they run out.
+  open(host, port) {
     this.buffer = null;
     this.upgraded = false;
     this.socket = net.connect(port, host);
@@ -330,7 +346,16 @@ class GrovePlayer extends Player {
     });
     this.socket.on("data", (data) => this.read(data));
     this.socket.on("error", () => {});
-    this.socket.on("close", () => this.lost());
+    this.socket.on("close", () => {
+      if (this.backoff === null) return this.lost();
+      const wait = this.backoff;
+      this.backoff = null;
+      counts.connect_pending++;
+      this.timer = setTimeout(() => {
+        counts.connect_pending--;
+        if (!this.closed) this.open(host, port);
+      }, wait);
+    });
   }
 
   read(data) {
@@ -338,7 +363,15 @@ class GrovePlayer extends Player {
     if (!this.upgraded) {
       const end = buffer.indexOf("\r\n\r\n");
       if (end < 0) return void (this.buffer = buffer);
-      if (!buffer.subarray(0, 12).toString().startsWith("HTTP/1.1 101")) {
+      const head = buffer.subarray(0, end).toString();
+      if (!head.startsWith("HTTP/1.1 101")) {
+        const retryAfter = head.startsWith("HTTP/1.1 503") && /\r\nretry-after: *(\d+)/i.exec(head);
+        if (retryAfter && this.tries < RETRIES && !stopping) {
+          this.tries++;
+          counts.connect_retries++;
+          const ms = Math.min(Math.max(Number(retryAfter[1]), 1), 30) * 1000;
+          this.backoff = ms + Math.random() * ms;
+        }
         this.socket.destroy();
         return;
       }
