@@ -17,9 +17,11 @@
 # turns (their handlers, timed), the rest being their zones', the wakes'
 # and the runtime's; with `roam_msacc.exs` required too, the scheduler's
 # states over those 30 s, and the zones woken and the handoffs a
-# walker-second meanwhile. `roam_split.sh` runs it beside the same walkers
-# over WebSockets. With `ROAM_PACE=N` each walker turns round every N
-# steps and paces where it joined, waking no zone past its first few; with
+# walker-second meanwhile; with `roam_turns.exs` required too, the turns
+# and messages a move by kind of process, traced after the measured 30 s.
+# `roam_split.sh` runs it beside the same walkers over WebSockets. With
+# `ROAM_PACE=N` each walker turns round every N steps and paces where it
+# joined, waking no zone past its first few; with
 # the server's `GROVE_GAME=off`, the world has no game: what a walker's
 # crossing of zones costs, and what the game's, are the differences. From
 # the repository's root:
@@ -299,6 +301,11 @@ IO.puts(
   "INPROC zones woken #{Float.round((wakes1 - wakes0) / ws, 3)} a walker-second, " <>
     "handoffs #{Float.round((handoffs1 - handoffs0) / ws, 3)}"
 )
+
+# With `roam_turns.exs` required too, the turns and messages a move, traced
+# after the measured 30 s.
+if Code.ensure_loaded?(Bench.RoamTurns),
+  do: Bench.RoamTurns.count(pids, String.to_integer(System.get_env("ROAM_TURNS_MS", "5000")))
 
 for pid <- pids, do: send(pid, :stop)
 System.halt(0)
