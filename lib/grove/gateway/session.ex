@@ -213,6 +213,7 @@ defmodule Grove.Gateway.Session do
   defp handle_message(session, %{type: :move, seq: seq, dir: direction}, now_ms) do
     case RateLimit.allow(session.move_limit, session.moves_booked, now_ms) do
       {:ok, booked} ->
+        session = ahead(session, direction)
         # The zone asked, so that a move it dies holding can be settled.
         zone = World.zone_of(session.world, session.id)
         :ok = World.move(session.world, session.id, direction, seq)
@@ -992,6 +993,47 @@ defmodule Grove.Gateway.Session do
   end
 
   defp in_zone(grid, tile), do: {Grid.tile_zone(grid, tile), tile}
+
+  # The tiles a move would bring into view, in the zones subscribed to,
+  # asked for before the move goes: the zone that holds them (most often
+  # the move's own) takes both in one turn and its snapshots come ahead of
+  # the move's outcome, so that they go out in the outcome's write. Asked
+  # for after the outcome, as `retile/1` would, they took a turn of the
+  # zone's and one of the connection's of their own, and came a write
+  # later. A move refused leaves them held within the margin, as a step
+  # back would; `retile/1` then finds them held or awaited, and asks for
+  # none again.
+  defp ahead(%__MODULE__{cell: cell, tiled: {cell, {span, _kept}}, grid: grid} = session, dir) do
+    {x, y} = to = Grid.step(cell, dir)
+    radius = radius(session)
+
+    if Grid.in_bounds?(grid, x, y) and Grid.tile_span(grid, to, radius) != span do
+      areas = session.areas
+
+      wanted =
+        for tile <- Grid.view_tiles(grid, to, radius),
+            zone = Grid.tile_zone(grid, tile),
+            is_map_key(areas, zone) and not is_map_key(Map.fetch!(areas, zone), tile),
+            reduce: %{} do
+          wanted -> Map.update(wanted, zone, %{tile => :awaiting}, &Map.put(&1, tile, :awaiting))
+        end
+
+      areas =
+        :maps.fold(
+          fn zone, tiles, areas ->
+            Map.update!(areas, zone, &Map.merge(&1, request(session, zone, tiles)))
+          end,
+          areas,
+          wanted
+        )
+
+      %{session | areas: areas}
+    else
+      session
+    end
+  end
+
+  defp ahead(session, _direction), do: session
 
   # The tiles whose column or row lies outside the span.
   defp out_of([], _per_row, _span, out), do: out

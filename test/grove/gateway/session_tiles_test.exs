@@ -46,6 +46,90 @@ defmodule Grove.Gateway.SessionTilesTest do
     end
   end
 
+  test "the tiles a move brings into view are asked for with it: their snapshot comes before its outcome, and none is asked for after" do
+    name = :"tiles_ahead_#{System.unique_integer([:positive])}"
+
+    # One zone of 30 x 30 cells in tiles of 5.
+    {:ok, sup} =
+      World.start_link(
+        name: name,
+        width: 30,
+        height: 30,
+        zone_size: 30,
+        view_tile: 5,
+        tick: :manual,
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
+        rules: [move_rate: nil]
+      )
+
+    try do
+      session = Session.new(name, :binary, Grove.SessionConfig.loose(), 0)
+      join = Protocol.encode(%{type: :join, protocol: 7, view_radius: @radius}, :binary)
+      {session, _actions} = Session.handle_frame(session, :binary, bin(join), 0)
+      session = quiet(name, session)
+      {x, _y} = session.cell
+      ahead(name, session, if(x < 15, do: :e, else: :w), 1)
+    after
+      Supervisor.stop(sup)
+    end
+  end
+
+  # Steps in `dir` until a step brings tiles into view, then takes that
+  # step: its zone answers the tiles asked for with it first.
+  defp ahead(name, session, dir, seq) do
+    grid = World.grid(name)
+    move = bin(Protocol.encode(%{type: :move, seq: seq, dir: dir}, :binary))
+
+    new_tiles? =
+      Grid.tile_span(grid, Grid.step(session.cell, dir), @radius) !=
+        Grid.tile_span(grid, session.cell, @radius)
+
+    {session, []} = Session.handle_frame(session, :binary, move, 0)
+
+    if new_tiles? do
+      receive do
+        {:grove_view, 0, :tiles, _seq, [_ | _]} = tiles ->
+          assert_receive {:grove_move, _id, ^seq, {:ok, _cell}} = outcome
+          {session, [_outcome]} = Session.handle_info(session, outcome)
+          {_session, frames} = Session.views(session, [tiles])
+          assert IO.iodata_length(frames) > 0
+          :ok = Zone.recovered(World.fetch!(name), 0)
+          refute_received {:grove_view, _zone, :tiles, _seq, _data}
+
+        {:grove_move, _id, ^seq, _outcome} ->
+          flunk("the outcome came before the tiles it brought into view")
+      end
+    else
+      assert_receive {:grove_move, _id, ^seq, {:ok, _cell}} = outcome
+      {session, _actions} = Session.handle_info(session, outcome)
+      ahead(name, quiet(name, session), dir, seq + 1)
+    end
+  end
+
+  # The session with every view message its zones sent it taken, and read.
+  defp quiet(name, session, rounds \\ 5) do
+    :ok = Zone.recovered(World.fetch!(name), 0)
+
+    {session, taken} =
+      Stream.repeatedly(fn ->
+        receive do
+          {:grove_view, _, _, _, _} = message -> message
+          {:grove_view, _, _, _} = message -> message
+          {:grove_view, _, _} = message -> message
+        after
+          0 -> nil
+        end
+      end)
+      |> Enum.take_while(& &1)
+      |> Enum.reduce({session, 0}, fn message, {session, n} ->
+        {session, _actions} = Session.handle_info(session, message)
+        {session, n + 1}
+      end)
+
+    {session, _frames} = Session.views(session)
+    if taken == 0 or rounds == 0, do: session, else: quiet(name, session, rounds - 1)
+  end
+
   defp run(encoding, version, seed, commands) do
     name = :"tiles_world_#{System.unique_integer([:positive])}"
 
