@@ -673,6 +673,18 @@ defmodule Grove.World do
   @impl Grove.World.Client
   @spec move(name() | t(), Entity.id(), Grid.direction(), term()) :: :ok
   def move(world, id, direction, tag \\ nil) when is_integer(id) do
+    _zone = move_by(world, id, direction, tag)
+    :ok
+  end
+
+  @doc false
+  # `move/4` that returns the process of the zone the move went to (nil
+  # when none is named here), as `zone_of/2` names it: a player's session
+  # keeps it, to settle the move should that zone die holding it
+  # (`Grove.Gateway.Session.settle_lost/2`). The zone is looked up once for
+  # both.
+  @spec move_by(name() | t(), Entity.id(), Grid.direction(), term()) :: pid() | nil
+  def move_by(world, id, direction, tag) when is_integer(id) do
     world = fetch!(world)
     require Grid
 
@@ -684,17 +696,19 @@ defmodule Grove.World do
       nil ->
         Stats.incr(world.stats, :unknown_entity)
         send(self(), {:grove_move, id, tag, {:rejected, :unknown_entity}})
+        nil
 
       index ->
         if Slots.load(world, index) > world.mailbox_limit do
           Stats.incr(world.stats, :busy)
           send(self(), {:grove_move, id, tag, {:rejected, :busy}})
+          zone_pid(world, index)
         else
-          GenServer.cast(zone_address(world, index), {:move, id, direction, self(), tag, 0})
+          address = zone_address(world, index)
+          GenServer.cast(address, {:move, id, direction, self(), tag, 0})
+          if is_pid(address), do: address, else: zone_pid(world, index)
         end
     end
-
-    :ok
   end
 
   @doc """

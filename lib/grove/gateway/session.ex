@@ -215,8 +215,7 @@ defmodule Grove.Gateway.Session do
       {:ok, booked} ->
         session = ahead(session, direction)
         # The zone asked, so that a move it dies holding can be settled.
-        zone = World.zone_of(session.world, session.id)
-        :ok = World.move(session.world, session.id, direction, seq)
+        zone = World.move_by(session.world, session.id, direction, seq)
         started = System.monotonic_time(:microsecond)
         flight = {started, zone, direction}
 
