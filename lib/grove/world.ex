@@ -673,7 +673,7 @@ defmodule Grove.World do
   @impl Grove.World.Client
   @spec move(name() | t(), Entity.id(), Grid.direction(), term()) :: :ok
   def move(world, id, direction, tag \\ nil) when is_integer(id) do
-    _zone = move_by(world, id, direction, tag)
+    _sent = send_move(fetch!(world), id, direction, tag)
     :ok
   end
 
@@ -682,10 +682,21 @@ defmodule Grove.World do
   # when none is named here), as `zone_of/2` names it: a player's session
   # keeps it, to settle the move should that zone die holding it
   # (`Grove.Gateway.Session.settle_lost/2`). The zone is looked up once for
-  # both.
+  # both; `move/4`, whose callers keep no zone, looks up only its address.
   @spec move_by(name() | t(), Entity.id(), Grid.direction(), term()) :: pid() | nil
   def move_by(world, id, direction, tag) when is_integer(id) do
     world = fetch!(world)
+
+    case send_move(world, id, direction, tag) do
+      nil -> nil
+      {_index, pid} when is_pid(pid) -> pid
+      {index, _address} -> zone_pid(world, index)
+    end
+  end
+
+  # The move sent to its zone, or its refusal to the caller: the zone's
+  # index and the address the move went to (nil for an unknown entity).
+  defp send_move(world, id, direction, tag) do
     require Grid
 
     unless Grid.is_direction(direction) do
@@ -702,11 +713,11 @@ defmodule Grove.World do
         if Slots.load(world, index) > world.mailbox_limit do
           Stats.incr(world.stats, :busy)
           send(self(), {:grove_move, id, tag, {:rejected, :busy}})
-          zone_pid(world, index)
+          {index, nil}
         else
           address = zone_address(world, index)
           GenServer.cast(address, {:move, id, direction, self(), tag, 0})
-          if is_pid(address), do: address, else: zone_pid(world, index)
+          {index, address}
         end
     end
   end
