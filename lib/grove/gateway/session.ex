@@ -1002,7 +1002,14 @@ defmodule Grove.Gateway.Session do
   # later. A move refused leaves them held within the margin, as a step
   # back would; `retile/1` then finds them held or awaited, and asks for
   # none again.
-  defp ahead(%__MODULE__{cell: cell, tiled: {cell, {span, _kept}}, grid: grid} = session, dir) do
+  # Only from a cell the outcomes confirmed, with no move in flight: one
+  # in flight that turns away would leave the tiles asked for unseen.
+  defp ahead(
+         %__MODULE__{cell: cell, tiled: {cell, {span, _kept}}, grid: grid, in_flight: flying} =
+           session,
+         dir
+       )
+       when map_size(flying) == 0 do
     {x, y} = to = Grid.step(cell, dir)
     radius = radius(session)
 

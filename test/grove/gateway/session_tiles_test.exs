@@ -74,15 +74,78 @@ defmodule Grove.Gateway.SessionTilesTest do
     end
   end
 
+  test "a move sent while another is in flight asks for no tiles ahead of it" do
+    name = :"tiles_flying_#{System.unique_integer([:positive])}"
+
+    {:ok, sup} =
+      World.start_link(
+        name: name,
+        width: 30,
+        height: 30,
+        zone_size: 30,
+        view_tile: 5,
+        tick: :manual,
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
+        rules: [move_rate: nil]
+      )
+
+    try do
+      session = Session.new(name, :binary, Grove.SessionConfig.loose(), 0)
+      join = Protocol.encode(%{type: :join, protocol: 7, view_radius: @radius}, :binary)
+      {session, _actions} = Session.handle_frame(session, :binary, bin(join), 0)
+      session = quiet(name, session)
+      {x, _y} = session.cell
+      dir = if x < 15, do: :e, else: :w
+      {session, seq} = before_new_tiles(name, session, dir, 1)
+
+      # A move still in flight (its outcome not yet read): the next one,
+      # which would bring tiles into view from the confirmed cell, asks
+      # for none before it goes.
+      session = %{session | in_flight: Map.put(session.in_flight, 0, {0, nil, dir})}
+      move = bin(Protocol.encode(%{type: :move, seq: seq, dir: dir}, :binary))
+      {_session, []} = Session.handle_frame(session, :binary, move, 0)
+      assert_receive {:grove_move, _id, ^seq, {:ok, _cell}}
+      refute_received {:grove_view, _zone, :tiles, _seq, _data}
+    after
+      Supervisor.stop(sup)
+    end
+  end
+
+  # Steps in `dir` while a step brings no tiles into view; returns the
+  # session where the next step would, and the next move's number.
+  defp before_new_tiles(name, session, dir, seq) do
+    grid = World.grid(name)
+
+    if unheld?(grid, session, dir) do
+      {session, seq}
+    else
+      move = bin(Protocol.encode(%{type: :move, seq: seq, dir: dir}, :binary))
+      {session, []} = Session.handle_frame(session, :binary, move, 0)
+      assert_receive {:grove_move, _id, ^seq, {:ok, _cell}} = outcome
+      {session, _actions} = Session.handle_info(session, outcome)
+      before_new_tiles(name, quiet(name, session), dir, seq + 1)
+    end
+  end
+
+  # Whether a step brings into view a tile the session holds not (a tile
+  # left behind stays held within the view's margin: a step back to it
+  # asks for nothing).
+  defp unheld?(grid, session, dir) do
+    to = Grid.step(session.cell, dir)
+
+    Grid.tile_span(grid, to, @radius) != Grid.tile_span(grid, session.cell, @radius) and
+      Enum.any?(Grid.view_tiles(grid, to, @radius), fn tile ->
+        not is_map_key(Map.get(session.areas, Grid.tile_zone(grid, tile), %{}), tile)
+      end)
+  end
+
   # Steps in `dir` until a step brings tiles into view, then takes that
   # step: its zone answers the tiles asked for with it first.
   defp ahead(name, session, dir, seq) do
     grid = World.grid(name)
     move = bin(Protocol.encode(%{type: :move, seq: seq, dir: dir}, :binary))
 
-    new_tiles? =
-      Grid.tile_span(grid, Grid.step(session.cell, dir), @radius) !=
-        Grid.tile_span(grid, session.cell, @radius)
+    new_tiles? = unheld?(grid, session, dir)
 
     {session, []} = Session.handle_frame(session, :binary, move, 0)
 
