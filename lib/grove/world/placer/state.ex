@@ -723,6 +723,9 @@ defmodule Grove.World.Placer.State do
   A handover ended: `:normal` when the new owner took the zone; else it
   failed, unless the new owner took it and said so though its answer did
   not come back in time. A zone that stays is tried again a little later.
+  Refused as stale (`{:error, :stale}`), the copy here stops where the
+  new owner's answer, heard first, places the zone on another node; else
+  it stays until that answer comes.
 
   The new owner may have handed the zone on already (its members changed
   as it took it), and the node it went to may have said so first: a
@@ -798,6 +801,22 @@ defmodule Grove.World.Placer.State do
 
         {state, retire} = retire(state, index)
         {state, located ++ retire}
+
+      # Refused as stale: the zone was placed anew while this node ran
+      # the copy it handed (`take_over/8`). Where the refusal's answer
+      # came first, naming another node, it runs there, and this copy
+      # stops, its entities' owners told (`drop_stale_copy/3`); else that
+      # answer comes later, and stops it then.
+      {:error, :stale} when at != state.node ->
+        {state, cancel} = cancel_retiring(state, index)
+        {state, stop} = stop_zone(state, index)
+
+        {state,
+         [
+           {:log, :warning,
+            "zone #{index}: #{to} refused it, as it runs on #{at} now; the copy here stops"}
+           | cancel
+         ] ++ stop ++ [{:forget, index}]}
 
       # What the zone held goes to `to`, the node it was handed to, though
       # it may have gone on from there already (`known` is newer): it
