@@ -173,9 +173,10 @@ defmodule Grove.Cluster do
 
   @doc """
   True when `node` said, greeting this one, that it speaks `form` of the
-  cluster's messages (`:zones_at`, `:take_over_all`: see
-  `Grove.World.Placer`); false for a node of an older release, which says
-  nothing of them, and for one not heard from yet.
+  cluster's messages (`:zones_at`, `:take_over_all`, `:take_over_fresh`:
+  see `Grove.World.Placer`); false for a node of an older release, which
+  says nothing of them (or of the later ones), and for one not heard
+  from yet.
   """
   @spec speaks?(atom(), node(), atom()) :: boolean()
   def speaks?(instance, node, form), do: form in Map.get(Membership.speaks(instance), node, [])

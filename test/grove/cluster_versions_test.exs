@@ -83,6 +83,80 @@ defmodule Grove.ClusterVersionsTest do
     refute Grove.Cluster.speaks?(@instance, peer, :take_over_all)
   end
 
+  @fresh [:zones_at, :take_over_all, :take_over_fresh]
+
+  test "a node that stops hands a node that says it speaks it every zone not refused as stale: those alone start again on their owner",
+       %{home: home} do
+    {peer, mine, theirs} = join_release_peer(home, @fresh, zones: @zones)
+    assert length(mine) > 100
+    # A zone in the first call, and one in the last.
+    stale = [Enum.at(mine, 1), List.last(mine)]
+    calls = stop_refusing!(peer, mine, theirs, stale)
+
+    assert Enum.all?(calls, &match?({:take_over_fresh, _}, &1))
+    assert Enum.map(Enum.flat_map(calls, &elem(&1, 1)), &elem(&1, 0)) == mine
+    for index <- stale, do: assert_receive({:release_peer, {:abandoned, ^index, _}}, @wait)
+    refute_received {:release_peer, {:abandoned, _index, _from}}
+  end
+
+  test "a node that stops goes on handing its zones to a node of an older build that refused a call as stale",
+       %{home: home} do
+    {peer, mine, theirs} = join_release_peer(home, [:zones_at, :take_over_all], zones: @zones)
+    assert length(mine) > 100
+    calls = stop_refusing!(peer, mine, theirs, [hd(mine)])
+
+    # The first call refused whole: its zones start again there, empty;
+    # the next ones are handed over all the same.
+    assert [{:take_over_all, first} | _] = calls
+    assert Enum.map(Enum.flat_map(calls, &elem(&1, 1)), &elem(&1, 0)) == mine
+
+    for {index, _, _, _, _} <- first,
+        do: assert_receive({:release_peer, {:abandoned, ^index, _}}, @wait)
+
+    refute_received {:release_peer, {:abandoned, _index, _from}}
+  end
+
+  # Once every zone of the peer's share (`theirs`) is placed there, the
+  # peer refuses the zones `stale` as stale, and this node's world stops:
+  # the calls of its handovers, until each of its zones (`mine`) came.
+  defp stop_refusing!(peer, mine, theirs, stale) do
+    world = Grove.World.fetch!(Grove.world(@instance))
+
+    eventually(
+      fn -> for index <- theirs, do: assert(Grove.World.zone_node(world, index) == peer) end,
+      @wait
+    )
+
+    send(
+      {Grove.World.Placer.name(world.name), peer},
+      {:release_peer_calls, {:stale, stale}, self()}
+    )
+
+    assert_receive :release_peer_calls, @wait
+    flush_release_peer()
+    :ok = Supervisor.terminate_child(Grove.Application.Supervisor, @instance)
+    handover_calls(length(mine))
+  end
+
+  defp flush_release_peer do
+    receive do
+      {:release_peer, _} -> flush_release_peer()
+    after
+      0 -> :ok
+    end
+  end
+
+  # Calls of many zones the peer got, until `count` zones came.
+  defp handover_calls(count) when count <= 0, do: []
+
+  defp handover_calls(count) do
+    assert_receive {:release_peer, {form, zones} = call}
+                   when form in [:take_over_all, :take_over_fresh],
+                   @wait
+
+    [call | handover_calls(count - length(zones))]
+  end
+
   test "a node that does not answer a handover's call is handed nothing more in that run: its zones stay, and are offered again from the first",
        %{home: home} do
     {peer, _mine, theirs} =

@@ -16,8 +16,13 @@ defmodule Grove.ReleasePeer do
   its first call, greets
   again as an older release's, saying nothing of what it speaks, and
   answers once that node's membership heard it (`calls: :downgrade`: a
-  node back on an older build). Its membership leaves the group when
-  sent `:leave`.
+  node back on an older build), or refuses as stale the zones of
+  `indexes` (`calls: {:stale, indexes}`): in a call that refuses the
+  stale ones alone (`{:take_over_fresh, zones}`), those, and in any
+  other, the whole call, as a node of an older build does. It answers
+  as `calls` says from `{:release_peer_calls, calls, pid}` on, which it
+  acknowledges to `pid` with `:release_peer_calls`. Its membership
+  leaves the group when sent `:leave`.
   """
 
   alias Grove.Cluster.{Fingerprint, Membership}
@@ -81,7 +86,11 @@ defmodule Grove.ReleasePeer do
     receive do
       {:"$gen_call", from, call} ->
         send(observer, {:release_peer, call})
-        calls = answer(from, calls, greeting)
+        calls = answer(from, call, calls, greeting)
+        placer(observer, calls, greeting)
+
+      {:release_peer_calls, calls, pid} ->
+        send(pid, :release_peer_calls)
         placer(observer, calls, greeting)
 
       message ->
@@ -90,9 +99,9 @@ defmodule Grove.ReleasePeer do
     end
   end
 
-  defp answer(_from, :hold, _greeting), do: :hold
+  defp answer(_from, _call, :hold, _greeting), do: :hold
 
-  defp answer(from, :step, _greeting) do
+  defp answer(from, _call, :step, _greeting) do
     receive do
       :answer -> GenServer.reply(from, :ok)
     end
@@ -100,7 +109,27 @@ defmodule Grove.ReleasePeer do
     :step
   end
 
-  defp answer(from, :downgrade, {instance, fingerprint, to}) do
+  defp answer(from, {:take_over_fresh, zones}, {:stale, indexes} = calls, _greeting) do
+    GenServer.reply(from, {:ok, for({index, _, _, _, _} <- zones, index in indexes, do: index)})
+    calls
+  end
+
+  defp answer(from, call, {:stale, indexes} = calls, _greeting) do
+    zones =
+      case call do
+        {:take_over_all, zones} -> Enum.map(zones, &elem(&1, 0))
+        {:take_over, index, _rows, _subscriptions, _seq, _epoch} -> [index]
+      end
+
+    GenServer.reply(
+      from,
+      if(Enum.any?(zones, &(&1 in indexes)), do: {:error, :stale}, else: :ok)
+    )
+
+    calls
+  end
+
+  defp answer(from, _call, :downgrade, {instance, fingerprint, to}) do
     membership = {Membership.name(instance), to}
     send(membership, {:hello, node(), fingerprint, Grove.Cluster.id_slot(), false})
     # Heard there before the answer: a call from this process comes after it.
@@ -109,7 +138,7 @@ defmodule Grove.ReleasePeer do
     :answer
   end
 
-  defp answer(from, :answer, _greeting) do
+  defp answer(from, _call, :answer, _greeting) do
     GenServer.reply(from, :ok)
     :answer
   end

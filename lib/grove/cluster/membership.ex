@@ -57,10 +57,13 @@ defmodule Grove.Cluster.Membership do
   # The forms of the placer's messages between nodes that came after the
   # first release, which this one speaks: many zones announced in one
   # message (`{:zones_at, zones}`), many zones handed over in one call
-  # (`{:take_over_all, zones}`). A node of an older release matches
-  # neither (its placer would crash on it), and says nothing of them: it
-  # is sent the older forms, one zone a message (`Grove.World.Placer`).
-  @speaks [:zones_at, :take_over_all]
+  # (`{:take_over_all, zones}`), and so with the stale ones refused alone
+  # (`{:take_over_fresh, zones}`). A node of an older release matches
+  # none, or not the later ones (its placer would crash on them, or
+  # refuse them), and says nothing of those: it is sent the forms it
+  # says it speaks, else the first release's, one zone a message
+  # (`Grove.World.Placer`).
+  @speaks [:zones_at, :take_over_all, :take_over_fresh]
 
   @type t :: %State{}
 

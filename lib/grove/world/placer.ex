@@ -226,6 +226,18 @@ defmodule Grove.World.Placer do
   def handle_call({:take_over_all, zones}, {pid, _tag}, placer),
     do: placer.core |> State.take_over_all(zones, Node.list(), node(pid)) |> taken(placer)
 
+  # Many zones, the stale ones refused alone, as a node that says it
+  # speaks this sends them: answered `{:ok, refused}`, the indexes of
+  # those refused (`State.take_over_fresh/4`). A node that sent
+  # `{:take_over_all, zones}` knows no such answer, and is answered as
+  # before.
+  def handle_call({:take_over_fresh, zones}, {pid, _tag}, placer) do
+    case State.take_over_fresh(placer.core, zones, Node.list(), node(pid)) do
+      {:ok, core, effects, refused} -> {:reply, {:ok, refused}, run(placer, core, effects)}
+      {:error, reason} -> {:reply, {:error, reason}, placer}
+    end
+  end
+
   # A call of a later release's (none is made to this node that it did
   # not say it speaks): refused, not a crash.
   def handle_call(request, _from, placer) do
@@ -375,9 +387,13 @@ defmodule Grove.World.Placer do
           for {index, reason} <- ended, reason != :normal do
             Logger.error(
               "zone #{index}: handing it to #{to} failed: #{inspect(reason)}; " <>
-                "it starts again there, empty"
+                if(reason == {:error, :stale},
+                  do: "it runs where that node placed it, or starts again there, empty",
+                  else: "it starts again there, empty"
+                )
             )
 
+            # A zone placed elsewhere there (refused as stale) stays as placed.
             send({name(placer.world.name), to}, {:abandoned, index, node()})
           end
         end)
@@ -891,6 +907,12 @@ defmodule Grove.World.Placer do
   # (`Grove.Cluster.speaks?/3`), read again before each call: a node may
   # go down and come back on an older build while its zones go.
   #
+  # A node that says it speaks it is handed them in the call that
+  # refuses only the stale zones (`{:take_over_fresh, zones}`), and takes
+  # the others: those of a node that stops, each of which would else
+  # start again, empty, on its owner. A refusal as stale is an answer,
+  # and the run goes on.
+  #
   # A call that fails (the node down, or refusing, or silent until the
   # call's timeout) ends the run: the zones not given yet are reported
   # as not attempted, kept here and tried again later, and not each
@@ -900,12 +922,18 @@ defmodule Grove.World.Placer do
 
   defp hand_over_zones(world, to, zones, report) do
     {call, size} =
-      if Grove.Cluster.speaks?(world.cluster, to, :take_over_all),
-        do: {&{:take_over_all, &1}, @handover_batch},
-        else:
+      cond do
+        Grove.Cluster.speaks?(world.cluster, to, :take_over_fresh) ->
+          {&{:take_over_fresh, &1}, @handover_batch}
+
+        Grove.Cluster.speaks?(world.cluster, to, :take_over_all) ->
+          {&{:take_over_all, &1}, @handover_batch}
+
+        true ->
           {fn [{index, rows, subs, seq, epoch}] ->
              {:take_over, index, rows, subs, seq, epoch}
            end, 1}
+      end
 
     {batch, rest} = Enum.split(zones, size)
 
@@ -946,7 +974,7 @@ defmodule Grove.World.Placer do
 
     given = Enum.reverse(given)
 
-    result =
+    {result, stale} =
       case given != [] and
              attempt(fn ->
                GenServer.call(
@@ -955,23 +983,44 @@ defmodule Grove.World.Placer do
                  30_000
                )
              end) do
-        {:ok, :ok} -> :normal
-        {:ok, refused} -> refused
-        {:error, reason} -> reason
-        false -> :normal
+        {:ok, :ok} ->
+          {:normal, []}
+
+        # The stale ones refused, the others taken (`{:take_over_fresh, zones}`).
+        {:ok, {:ok, refused}} ->
+          {:normal, refused}
+
+        # Refused whole, as stale: by a node of an older build, or the
+        # one zone of a call. The node answers: the run goes on.
+        {:ok, {:error, :stale}} ->
+          {:normal, for({_zone, {index, _, _, _, _}} <- given, do: index)}
+
+        {:ok, refused} ->
+          {refused, []}
+
+        {:error, reason} ->
+          {reason, []}
+
+        false ->
+          {:normal, []}
       end
 
-    if result == :normal,
-      do:
-        for(
-          {zone, {index, _, _, _, _}} <- given,
-          do: send(zone, {:handed_to, address_on(world, index, to)})
-        )
+    ended =
+      for {zone, {index, _, _, _, _}} <- given do
+        cond do
+          result != :normal ->
+            {index, result}
 
-    report.(
-      Enum.reverse(failed) ++ for({_zone, {index, _, _, _, _}} <- given, do: {index, result})
-    )
+          index in stale ->
+            {index, {:error, :stale}}
 
+          true ->
+            send(zone, {:handed_to, address_on(world, index, to)})
+            {index, :normal}
+        end
+      end
+
+    report.(Enum.reverse(failed) ++ ended)
     result
   end
 

@@ -949,21 +949,56 @@ defmodule Grove.World.Placer.State do
 
     case stale(state, epochs, from, connected) do
       [] ->
-        {state, effects} =
-          Enum.reduce(zones, {state, []}, fn {index, rows, subscriptions, seq, epoch},
-                                             {state, effects} ->
-            {state, more} = take(state, index, rows, subscriptions, seq, epoch, connected)
-            {state, [more | effects]}
-          end)
-
-        {state, effects} =
-          {state, effects |> Enum.reverse() |> Enum.concat()} |> batch() |> flush()
-
+        {state, effects} = state |> take_all(zones, connected) |> batch() |> flush()
         {:ok, state, effects}
 
       refused ->
         {:error, :stale, refused}
     end
+  end
+
+  @doc """
+  Many zones handed over by one node (`from`) at once, as
+  `take_over_all/4` takes them, but those stale here (`stale/4`) refused
+  alone: the others taken all the same. Returns the indexes refused too
+  (none when every zone was taken): a node that stops hands over every
+  zone it runs, and one it ran stale would have its fresh ones refused
+  with it, each then started again, empty, on its owner.
+  """
+  @spec take_over_fresh(
+          t(),
+          [{index(), term(), list(), non_neg_integer(), epoch()}],
+          [node()],
+          node()
+        ) :: {:ok, t(), [effect()], [index()]} | {:error, :paused | :starting}
+  def take_over_fresh(%__MODULE__{paused: true}, _zones, _connected, _from),
+    do: {:error, :paused}
+
+  def take_over_fresh(%__MODULE__{locations: nil}, _zones, _connected, _from),
+    do: {:error, :starting}
+
+  def take_over_fresh(state, zones, connected, from) do
+    {refused, fresh} =
+      Enum.split_with(zones, fn {index, _rows, _subscriptions, _seq, epoch} ->
+        epoch <= epoch(state, index)
+      end)
+
+    epochs = for {index, _rows, _subscriptions, _seq, epoch} <- refused, do: {index, epoch}
+    {state, effects} = take_all(state, fresh, connected)
+    {state, effects} = flush(batch({state, refusal(state, epochs, from, connected) ++ effects}))
+    {:ok, state, effects, for({index, _epoch} <- epochs, do: index)}
+  end
+
+  # Each zone taken as `take_over/8` takes it, in order.
+  defp take_all(state, zones, connected) do
+    {state, effects} =
+      Enum.reduce(zones, {state, []}, fn {index, rows, subscriptions, seq, epoch},
+                                         {state, effects} ->
+        {state, more} = take(state, index, rows, subscriptions, seq, epoch, connected)
+        {state, [more | effects]}
+      end)
+
+    {state, effects |> Enum.reverse() |> Enum.concat()}
   end
 
   # A handover of a zone at an epoch this node knows a placement of
@@ -979,23 +1014,27 @@ defmodule Grove.World.Placer.State do
   # logged for the lot, and the zones counted.
   defp stale(state, epochs, from, connected) do
     case for({index, epoch} <- epochs, epoch <= epoch(state, index), do: {index, epoch}) do
-      [] ->
-        []
-
-      stale ->
-        indexes = for {index, _epoch} <- stale, do: index
-
-        [
-          {:log, :warning,
-           "zones #{inspect(indexes, charlists: :as_lists)}: handed over by #{from} at " <>
-             "epochs #{inspect(Enum.map(stale, &elem(&1, 1)), charlists: :as_lists)}, " <>
-             "no newer than those known here; refused, and #{from} told where they run"},
-          {:count, :zone_handovers_stale, length(stale)}
-          | Enum.flat_map(indexes, &answer_stale(state, &1, from, connected))
-        ]
-        |> then(&batch({state, &1}))
-        |> elem(1)
+      [] -> []
+      stale -> {state, refusal(state, stale, from, connected)} |> batch() |> elem(1)
     end
+  end
+
+  # The refusal of zones handed over stale (`{index, epoch}` each), not
+  # batched: one line logged, the zones counted, and the sender told
+  # where each runs.
+  defp refusal(_state, [], _from, _connected), do: []
+
+  defp refusal(state, stale, from, connected) do
+    indexes = for {index, _epoch} <- stale, do: index
+
+    [
+      {:log, :warning,
+       "zones #{inspect(indexes, charlists: :as_lists)}: handed over by #{from} at " <>
+         "epochs #{inspect(Enum.map(stale, &elem(&1, 1)), charlists: :as_lists)}, " <>
+         "no newer than those known here; refused, and #{from} told where they run"},
+      {:count, :zone_handovers_stale, length(stale)}
+      | Enum.flat_map(indexes, &answer_stale(state, &1, from, connected))
+    ]
   end
 
   defp take(state, index, rows, subscriptions, seq, epoch, connected) do

@@ -1,7 +1,7 @@
 defmodule Grove.World.Placer.StaleTest do
   # The placer's rules alone, for a zone handed over stale: its new owner
   # knows a placement at the epoch it is handed at already, or a later
-  # one, and refuses it (`State.take_over/8`).
+  # one, and refuses it (`State.take_over/8`, `State.take_over_fresh/4`).
   use ExUnit.Case, async: true
 
   alias Grove.Cluster.Placement
@@ -10,6 +10,7 @@ defmodule Grove.World.Placer.StaleTest do
   @a :a@host
   @b :b@host
   @c :c@host
+  @d :d@host
 
   describe "a handover refused as stale" do
     # c ran every zone alone at epoch 1; a and b join, and c hands each
@@ -64,6 +65,55 @@ defmodule Grove.World.Placer.StaleTest do
     end
   end
 
+  describe "many zones handed over, some stale" do
+    test "the fresh ones are taken, as without the stale ones; the stale ones alone refused, counted and answered, logged once" do
+      {d, zones} = taking(64)
+      [{first, _, _, _, epoch} = zone, {second, _, _, _, _} = other | rest] = zones
+      connected = [@a, @b, @c]
+      # d placed the first two at the epochs they are handed at already.
+      {d, _} = State.announced(d, first, @b, epoch, :handed, connected)
+      {d, _} = State.announced(d, second, @b, epoch + 1, :handed, connected)
+
+      assert {:ok, taken, effects, [^first, ^second]} =
+               State.take_over_fresh(d, [zone | rest] ++ [other], connected, @a)
+
+      {:ok, alone, alone_effects} = State.take_over_all(d, rest, connected, @a)
+      assert taken == alone
+
+      for {index, _, _, _, epoch} <- rest,
+          do: assert(State.placement(taken, index) == {@d, epoch})
+
+      assert State.placement(taken, first) == {@b, epoch}
+      assert State.placement(taken, second) == {@b, epoch + 1}
+
+      taken_rows = for {:take_rows, index, _, _, _} <- effects, do: index
+      assert taken_rows == Enum.map(rest, &elem(&1, 0))
+      assert {:count, :zone_handovers_stale, 2} in effects
+      assert [_once] = for({:log, :warning, _} = log <- effects, do: log)
+
+      # The sender hears where the stale ones run, and what was taken.
+      to_sender = for {:send, @a, message} <- effects, zone <- announced_in(message), do: zone
+      assert {first, @b, epoch, :handed} in to_sender
+      assert {second, @b, epoch + 1, :handed} in to_sender
+
+      assert to_sender -- [{first, @b, epoch, :handed}, {second, @b, epoch + 1, :handed}] ==
+               for({:send, @a, message} <- alone_effects, zone <- announced_in(message), do: zone)
+    end
+
+    test "none stale: taken as take_over_all/4 takes them" do
+      {d, zones} = taking(64)
+      {:ok, all, effects} = State.take_over_all(d, zones, [@a, @b, @c], @a)
+      assert State.take_over_fresh(d, zones, [@a, @b, @c], @a) == {:ok, all, effects, []}
+    end
+
+    test "refused all together while not placed, or paused" do
+      {d, zones} = taking(64)
+
+      assert State.take_over_fresh(State.new(@d, 64), zones, [@a], @a) == {:error, :starting}
+      assert State.take_over_fresh(%{d | paused: true}, zones, [@a], @a) == {:error, :paused}
+    end
+  end
+
   # c, which ran `zones` zones alone at epoch 1, once a and b joined: a
   # zone it hands to `to` at epoch 2, and the state.
   defp handing(to, zones \\ 16) do
@@ -74,4 +124,22 @@ defmodule Grove.World.Placer.StaleTest do
     assert index in c.retiring
     {c, index}
   end
+
+  # d joins a, b and c: the zones handed to it, each at the next epoch.
+  defp taking(zones) do
+    {a, _} = State.join_or_start(%{State.new(@a, zones) | members: [@a, @b, @c]}, nil)
+    running = Tuple.to_list(a.locations)
+    {d, _} = State.join_or_start(%{State.new(@d, zones) | members: [@a, @b, @c, @d]}, running)
+
+    taken =
+      for {{_at, epoch}, index} <- Enum.with_index(running),
+          Placement.owner(index, [@a, @b, @c, @d]) == @d,
+          do: {index, [], [], 0, epoch + 1}
+
+    {d, taken}
+  end
+
+  defp announced_in({:zone_at, index, node, epoch, how}), do: [{index, node, epoch, how}]
+  defp announced_in({:zones_at, zones}), do: zones
+  defp announced_in(_message), do: []
 end
