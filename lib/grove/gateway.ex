@@ -121,9 +121,9 @@ defmodule Grove.Gateway do
       is pinged; twice that and it is cut off (default `30_000`)
     * `:max_sessions` - WebSocket players at once; an upgrade past it gets
       `503 server_full` (default `100_000`). Exact: each upgrade takes a
-      seat before its connection starts and the connection gives it back
-      as it ends, so however many upgrades come at once, no more players
-      than this are connected or connecting
+      seat before its connection starts, given back when the connection
+      is gone however it ended, so however many upgrades come at once, no
+      more players than this are connected or connecting
     * `:max_connections` - HTTP connections Yaws accepts at once, WebSockets
       not counted (default `:nolimit`)
     * `:sndbuf` - the kernel's send buffer per socket in bytes, `nil` for the
@@ -457,6 +457,7 @@ defmodule Grove.Gateway do
     File.mkdir_p!(docroot)
     sessions = :"#{opts[:instance]}.Gateway.Sessions"
     players = :"#{opts[:instance]}.Gateway.Players"
+    seat_keeper = :"#{opts[:instance]}.Gateway.Seats"
 
     world = opts[:world]
     terrain = Grove.World.terrain(world)
@@ -484,6 +485,8 @@ defmodule Grove.Gateway do
         stats: Stats.new(),
         # The `max_sessions` seats taken (Grove.Gateway.Seats).
         seats: Grove.Gateway.Seats.new(),
+        # Gives a connection's seat back when it is gone.
+        seat_keeper: seat_keeper,
         # HTTP requests' beginnings, deadlines and waits.
         clock: Clock.new(),
         # Players' moves on the server: from the frame read to the outcome written.
@@ -572,6 +575,9 @@ defmodule Grove.Gateway do
       [
         # First, so it stops last: Yaws writes into it when it starts.
         {Scratch, scratch},
+        # Before the connections and Yaws, which hold seats: restarted, it
+        # frees every seat, and they restart after it.
+        {Grove.Gateway.Seats, {config.seats, seat_keeper}},
         # Stopped after the drainer, which has said goodbye by then.
         {PartitionSupervisor,
          child_spec: DynamicSupervisor, name: sessions, partitions: opts[:session_supervisors]},

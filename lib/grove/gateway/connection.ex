@@ -277,13 +277,11 @@ defmodule Grove.Gateway.Connection do
     end
   end
 
-  # A connection holds one of the gateway's seats (Grove.Gateway.Seats),
-  # taken for it by the upgrade that started it: given back as it ends,
-  # however it ends, with or without the socket.
+  # The seat it holds (Grove.Gateway.Seats) is given back by the seats'
+  # keeper, which sees it gone however it ends, this callback or not.
   @impl true
   def terminate(reason, conn) do
     Session.ended(conn.session)
-    Grove.Gateway.Seats.give_back(Grove.Gateway.config().seats)
 
     if conn.started do
       Stats.incr(Grove.Gateway.config().stats, :sessions, -1)

@@ -107,15 +107,18 @@ defmodule Grove.Gateway.Socket do
   # connection is started and again once it has been: the start waits in
   # its supervisor's queue, with no limit of its own.
   #
-  # The upgrade's seat is the connection's once it has started (its
-  # `terminate/2` gives it back); until then, the upgrade gives it back
-  # itself when it goes no further.
+  # The upgrade's seat is handed to the seats' keeper with the connection
+  # started for it, and comes back when that connection is gone (however
+  # it goes); an upgrade that started none gives it back itself, a start
+  # that exited (its supervisor gone meanwhile) too.
   defp start(config, encoding, socket, deadline) do
     sessions = {:via, PartitionSupervisor, {config.sessions, self()}}
 
     if Clock.left(deadline) > 0 do
-      case DynamicSupervisor.start_child(sessions, {Connection, {encoding, socket}}) do
+      case start_child(sessions, encoding, socket) do
         {:ok, pid} ->
+          Seats.hold(config.seat_keeper, pid)
+
           if Clock.left(deadline) > 0 do
             {:ok, pid}
           else
@@ -132,6 +135,12 @@ defmodule Grove.Gateway.Socket do
       Seats.give_back(config.seats)
       late()
     end
+  end
+
+  defp start_child(sessions, encoding, socket) do
+    DynamicSupervisor.start_child(sessions, {Connection, {encoding, socket}})
+  catch
+    :exit, reason -> {:exit, reason}
   end
 
   defp late do
@@ -156,9 +165,9 @@ defmodule Grove.Gateway.Socket do
   end
 
   # A connection that will not have the socket is stopped before it does:
-  # it has no entity before its join, its `terminate/2` gives its seat
-  # back, and the supervisor forgets a child that exits with `:shutdown`
-  # without a report. (One that stopped itself meanwhile gave it back.)
+  # it has no entity before its join, its seat comes back when it is
+  # gone, and the supervisor forgets a child that exits with `:shutdown`
+  # without a report.
   defp abandon(pid) do
     GenServer.stop(pid, :shutdown, @abandon_timeout)
   catch

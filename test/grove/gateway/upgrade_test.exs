@@ -175,6 +175,51 @@ defmodule Grove.Gateway.UpgradeTest do
     eventually(fn -> assert Seats.taken(Gateway.config().seats) == 0 end)
   end
 
+  # A connection can end without its `terminate/2`: killed (as the chaos
+  # lab's `:session` fault does), or by an exit signal. Its seat comes
+  # back all the same, or after `max_sessions` such ends nobody gets in.
+  @tag gateway_opts: [max_sessions: 1]
+  test "a connection killed gives its seat back", %{port: port} do
+    assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws", timeout: 60_000)
+    eventually(fn -> assert [_] = Gateway.sessions() end)
+    [connection] = Gateway.sessions()
+    Process.exit(connection, :kill)
+    :gen_tcp.close(client.socket)
+
+    eventually(fn -> assert Seats.taken(Gateway.config().seats) == 0 end)
+    assert {:ok, next} = WsClient.connect("127.0.0.1", port, "/ws", timeout: 60_000)
+    WsClient.close(next)
+  end
+
+  # A start whose supervisor is gone meanwhile (its partition restarting)
+  # exits: the upgrade gets a 503 it may retry, and its seat comes back.
+  @tag gateway_opts: [session_supervisors: 1, max_sessions: 1, upgrade_deadline: 60_000]
+  test "an upgrade whose supervisor died under its start gets 503 and gives its seat back",
+       %{port: port} do
+    [{_, supervisor, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
+    :ok = :sys.suspend(supervisor)
+    upgrade = Task.async(fn -> RawHTTP.upgrade(port, 60_000) end)
+
+    eventually(fn ->
+      assert {:message_queue_len, 1} = Process.info(supervisor, :message_queue_len)
+    end)
+
+    Process.exit(supervisor, :kill)
+
+    assert {503, headers, %{"error" => "server_busy"}} = Task.await(upgrade, 60_000)
+    assert headers["retry-after"] == "1"
+    assert Seats.taken(Gateway.config().seats) == 0
+
+    # Its partition restarted, the seat is there for the next player.
+    eventually(fn ->
+      assert [{_, pid, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
+      assert is_pid(pid) and pid != supervisor
+    end)
+
+    assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws", timeout: 60_000)
+    WsClient.close(client)
+  end
+
   test "an upgrade within the upgrade deadline is started", %{port: port} do
     assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
     eventually(fn -> assert Gateway.stats().sessions == 1 end)
