@@ -112,6 +112,17 @@ defmodule Grove.Gateway.Connection do
     end
   end
 
+  @doc """
+  Tells a connection that will not be handed its socket to stop; it
+  stops with `:shutdown` (which its supervisor forgets without a report).
+  Not waited for.
+  """
+  @spec abandon(pid()) :: :ok
+  def abandon(pid) do
+    send(pid, :grove_abandon)
+    :ok
+  end
+
   # Callbacks
 
   # What a crash report prints: the bytes a client sent (a join carries its
@@ -202,6 +213,9 @@ defmodule Grove.Gateway.Connection do
   def handle_info({:inet_reply, _socket, _error}, conn), do: {:stop, :normal, conn}
 
   def handle_info(:timeout, %__MODULE__{started: false} = conn), do: {:stop, :normal, conn}
+
+  # Abandoned by its upgrade before it had the socket (`abandon/1`).
+  def handle_info(:grove_abandon, conn), do: {:stop, :shutdown, conn}
 
   def handle_info(:timeout, %__MODULE__{closing_at: at} = conn) when at != nil,
     do: closing(conn)

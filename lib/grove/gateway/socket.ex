@@ -15,11 +15,6 @@ defmodule Grove.Gateway.Socket do
 
   alias Grove.Gateway.{Clock, Connection, HTTP, Seats, Stats, WebSocket}
 
-  # How long a connection abandoned before it had the socket may take to
-  # stop; one that takes longer stops by itself when its wait for the
-  # socket times out.
-  @abandon_timeout 5000
-
   def out(arg) do
     config = Grove.Gateway.config()
     # Every request here counts in the `upgrade` stage of the waits.
@@ -164,15 +159,10 @@ defmodule Grove.Gateway.Socket do
     leave_yaws()
   end
 
-  # A connection that will not have the socket is stopped before it does:
-  # it has no entity before its join, its seat comes back when it is
-  # gone, and the supervisor forgets a child that exits with `:shutdown`
-  # without a report.
-  defp abandon(pid) do
-    GenServer.stop(pid, :shutdown, @abandon_timeout)
-  catch
-    :exit, _gone -> :ok
-  end
+  # A connection that will not have the socket is told to stop before it
+  # does (it has no entity before its join), and the upgrade goes on at
+  # once: its seat comes back when it is gone.
+  defp abandon(pid), do: Connection.abandon(pid)
 
   # The socket belongs to the connection now: Yaws must neither answer the
   # request nor read from or close the socket again. The Yaws process that

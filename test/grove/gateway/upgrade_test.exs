@@ -220,6 +220,22 @@ defmodule Grove.Gateway.UpgradeTest do
     WsClient.close(client)
   end
 
+  # An upgrade that will not hand its connection the socket (late, or its
+  # client gone) does not wait for it to stop: it tells it, and goes on.
+  test "a connection abandoned before its socket stops, told so, with :shutdown" do
+    sessions = {:via, PartitionSupervisor, {Gateway.config().sessions, self()}}
+    {:ok, socket} = :gen_tcp.listen(0, [])
+    on_exit(fn -> :gen_tcp.close(socket) end)
+
+    {:ok, connection} =
+      DynamicSupervisor.start_child(sessions, {Gateway.Connection, {:json, socket}})
+
+    ref = Process.monitor(connection)
+    send(connection, :grove_abandon)
+    assert_receive {:DOWN, ^ref, :process, ^connection, reason}, 60_000
+    assert reason == :shutdown
+  end
+
   test "an upgrade within the upgrade deadline is started", %{port: port} do
     assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws")
     eventually(fn -> assert Gateway.stats().sessions == 1 end)
