@@ -121,7 +121,9 @@ defmodule Grove.Gateway.UpgradeTest do
   # Every upgrade passes its check before any of their connections has
   # started: held at a suspended supervisor, they are all in flight at
   # once, and no more of them than there is room for may go on.
-  @tag gateway_opts: [session_supervisors: 1, max_sessions: 4]
+  # A slow machine may take seconds to queue them all: a deadline that
+  # cannot pass keeps every seated upgrade from turning late.
+  @tag gateway_opts: [session_supervisors: 1, max_sessions: 4, upgrade_deadline: 60_000]
   test "upgrades at once at the session limit never take more players than it allows",
        %{port: port} do
     [{_, supervisor, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
