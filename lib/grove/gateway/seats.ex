@@ -36,17 +36,27 @@ defmodule Grove.Gateway.Seats do
 
   @doc "Takes a seat if fewer than `max` are taken."
   @spec take(t(), non_neg_integer()) :: :ok | :full
-  def take(seats, max) do
-    case :atomics.get(seats, 1) do
-      taken when taken >= max ->
-        :full
+  def take(seats, max), do: take(seats, max, taken(seats))
 
-      taken ->
-        # Another took or gave back one meanwhile: look again.
-        case :atomics.compare_exchange(seats, 1, taken, taken + 1) do
-          :ok -> :ok
-          _changed -> take(seats, max)
-        end
+  defp take(seats, max, seen) do
+    case attempt(seats, max, seen) do
+      {:changed, now} -> take(seats, max, now)
+      taken_or_full -> taken_or_full
+    end
+  end
+
+  @doc false
+  # One step of `take/2`, having seen `seen` seats taken: `:full`, or a
+  # compare-and-swap from what it saw, which fails if another took or gave
+  # back one meanwhile (`{:changed, now}`: look again). Apart so that its
+  # tests can interleave the steps of takers at once.
+  @spec attempt(t(), non_neg_integer(), integer()) :: :ok | :full | {:changed, integer()}
+  def attempt(_seats, max, seen) when seen >= max, do: :full
+
+  def attempt(seats, _max, seen) do
+    case :atomics.compare_exchange(seats, 1, seen, seen + 1) do
+      :ok -> :ok
+      now -> {:changed, now}
     end
   end
 

@@ -15,45 +15,51 @@ defmodule Grove.Gateway.SeatsTest do
     assert Seats.take(Seats.new(), 0) == :full
   end
 
-  # Processes at once take seats, hold them a moment and give them back,
-  # over and over: those holding one at any instant are never more than
-  # the limit, and when all have done, every seat is free again.
-  test "takers at once never hold more seats than the limit" do
+  # Takers at once, their steps interleaved in every order the property
+  # draws: each reads the seats taken, tries to take one from what it read
+  # (`Seats.attempt/3`, the step `Seats.take/2` repeats until it is not
+  # told to look again), and gives back the one it holds. After every step
+  # the seats taken are exactly those held, never more than the limit. A
+  # step that checked what it read and then added one, rather than
+  # swapping it for one more, fails this: two takers read the last free
+  # seat, and both take it.
+  test "takers at once, their steps interleaved in any order, never hold more seats than the limit" do
     check(
-      forall({:proper_types.integer(0, 6), :proper_types.integer(1, 12)}, fn {max, takers} ->
-        seats = Seats.new()
-        holding = :atomics.new(1, signed: true)
+      forall(
+        {:proper_types.integer(0, 4), :proper_types.integer(1, 6),
+         :proper_types.list(:proper_types.integer(0, 5))},
+        fn {max, takers, schedule} ->
+          seats = Seats.new()
 
-        1..takers
-        |> Task.async_stream(fn _ -> take_and_give_back(seats, max, holding, 50) end,
-          max_concurrency: takers,
-          ordered: false
-        )
-        |> Enum.each(fn {:ok, most} -> assert most <= max end)
+          Enum.reduce(schedule, Map.new(1..takers, &{&1, :idle}), fn turn, takers_at ->
+            taker = rem(turn, takers) + 1
+            takers_at = Map.update!(takers_at, taker, &step(seats, max, &1))
+            held = Enum.count(takers_at, fn {_, at} -> at == :holding end)
+            assert Seats.taken(seats) == held
+            assert held <= max
+            takers_at
+          end)
 
-        assert Seats.taken(seats) == 0
-        assert Seats.take(seats, max) == if(max > 0, do: :ok, else: :full)
-      end),
-      numtests: 50
+          true
+        end
+      ),
+      numtests: 500
     )
   end
 
-  # The most seats held at once that this taker saw, as it took one.
-  defp take_and_give_back(seats, max, holding, rounds, most \\ 0)
-  defp take_and_give_back(_seats, _max, _holding, 0, most), do: most
+  # One step of a taker, from where it is.
+  defp step(seats, _max, :idle), do: {:seen, Seats.taken(seats)}
 
-  defp take_and_give_back(seats, max, holding, rounds, most) do
-    case Seats.take(seats, max) do
-      :ok ->
-        held = :atomics.add_get(holding, 1, 1)
-        :erlang.yield()
-        :atomics.sub(holding, 1, 1)
-        Seats.give_back(seats)
-        take_and_give_back(seats, max, holding, rounds - 1, max(most, held))
-
-      :full ->
-        :erlang.yield()
-        take_and_give_back(seats, max, holding, rounds - 1, most)
+  defp step(seats, max, {:seen, seen}) do
+    case Seats.attempt(seats, max, seen) do
+      :ok -> :holding
+      :full -> :idle
+      {:changed, now} -> {:seen, now}
     end
+  end
+
+  defp step(seats, _max, :holding) do
+    Seats.give_back(seats)
+    :idle
   end
 end
