@@ -123,7 +123,8 @@ defmodule Grove.Gateway do
       `503 server_full` (default `100_000`). Exact: each upgrade takes a
       seat before its connection starts, given back when the connection
       is gone however it ended, so however many upgrades come at once, no
-      more players than this are connected or connecting
+      more players than this are connected or connecting (the seats taken:
+      `grove_sessions_seats`)
     * `:max_connections` - HTTP connections Yaws accepts at once, WebSockets
       not counted (default `:nolimit`)
     * `:sndbuf` - the kernel's send buffer per socket in bytes, `nil` for the

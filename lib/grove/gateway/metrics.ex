@@ -13,7 +13,7 @@ defmodule Grove.Gateway.Metrics do
   import Grove.Metrics.Source, only: [per_second: 3]
 
   alias Grove.Gateway
-  alias Grove.Gateway.{Clock, Stats}
+  alias Grove.Gateway.{Clock, Seats, Stats}
   alias Grove.Metrics.{Histogram, Source}
 
   # Load reports older than this are no longer "a load run going on".
@@ -46,6 +46,9 @@ defmodule Grove.Gateway.Metrics do
        "Players' moves on the server: from the frame read off the socket to the outcome written.",
        [{[], Histogram.export(config.move_time, 1_000_000)}]},
       {"grove_sessions", :gauge, "Connected WebSocket sessions.", [{[], stats.sessions}]},
+      {"grove_sessions_seats", :gauge,
+       "Seats of max_sessions taken: the sessions, and connections not yet handed their socket.",
+       [{[], Seats.taken(config.seats)}]},
       {"grove_sessions_refused_total", :counter,
        "WebSocket upgrades refused because the gateway was full.", [{[], stats.refused}]},
       {"grove_socket_writes_total", :counter,

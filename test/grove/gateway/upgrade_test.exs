@@ -125,7 +125,7 @@ defmodule Grove.Gateway.UpgradeTest do
   # cannot pass keeps every seated upgrade from turning late.
   @tag gateway_opts: [session_supervisors: 1, max_sessions: 4, upgrade_deadline: 60_000]
   test "upgrades at once at the session limit never take more players than it allows",
-       %{port: port} do
+       %{port: port, instance: instance} do
     [{_, supervisor, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
     :ok = :sys.suspend(supervisor)
 
@@ -166,6 +166,9 @@ defmodule Grove.Gateway.UpgradeTest do
     assert Enum.count(results, &(&1 == {:error, {:http_status, 503}})) == 20
     eventually(fn -> assert Gateway.stats().sessions == 4 end)
     assert Seats.taken(Gateway.config().seats) == 4
+    # What the limit is checked against, for an operator to see.
+    metrics = IO.iodata_to_binary(Grove.Metrics.Prometheus.render(instance))
+    assert metrics =~ "grove_sessions_seats 4\n"
 
     # A player that leaves gives its seat back: the next upgrade takes it.
     [first | rest] = clients
