@@ -66,8 +66,8 @@ defmodule Mix.Tasks.Grove.Bench.Players do
 
   and the players may walk otherwise:
 
-    * `--walk straight`, `--move-every MS`, `--every S` - passed to the load
-      (see `mix help grove.load`); for example 2,000 players walking
+    * `--walk straight`, `--move-every MS`, `--every S`, `--retries N` -
+      passed to the load (see `mix help grove.load`); for example 2,000 players walking
       straight at five steps a second for ten minutes across a world of
       zones on demand that sleep after 20 s, its memory read each minute:
       `mix grove.bench.players --encoding binary --actors 0 --world 15000x15000 --zones on_demand --zone-idle-ms 20000 --walk straight --move-every 200 --stages 2000 --stage-seconds 600 --every 60 --sample-every 5`
@@ -107,7 +107,8 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     game: :string,
     walk: :string,
     move_every: :integer,
-    every: :integer
+    every: :integer,
+    retries: :integer
   ]
 
   @impl true
@@ -155,52 +156,7 @@ defmodule Mix.Tasks.Grove.Bench.Players do
       server_pid = Server.await(server, port, &relay_error/1)
       info("bench: server up (OS pid #{server_pid}); the world fills before the baseline")
 
-      load_args =
-        ([
-           "mix",
-           "grove.load",
-           "ws",
-           "--url",
-           "ws://127.0.0.1:#{port}/ws",
-           "--server-pid",
-           to_string(server_pid),
-           "--stages",
-           opts[:stages] || "1000,2000,4000,6000,8000,10000,12000",
-           "--encoding",
-           opts[:encoding] || "json",
-           "--stage-seconds",
-           to_string(opts[:stage_seconds] || 30),
-           "--settle",
-           to_string(opts[:settle] || 5),
-           "--baseline-seconds",
-           to_string(opts[:baseline_seconds] || 15),
-           "--ramp",
-           to_string(opts[:ramp] || 1000),
-           "--check-views",
-           opts[:check_views] || "100"
-         ] ++
-           if(opts[:json], do: ["--json", opts[:json]], else: []) ++
-           if(opts[:act_every], do: ["--act-every", to_string(opts[:act_every])], else: []) ++
-           if(opts[:say_every], do: ["--say-every", to_string(opts[:say_every])], else: []) ++
-           if(opts[:sample_every],
-             do: ["--sample-every", to_string(opts[:sample_every])],
-             else: []
-           ) ++
-           if(opts[:report], do: ["--report", opts[:report]], else: []) ++
-           for(
-             key <- [
-               :crowd,
-               :crowd_at,
-               :crowd_radius,
-               :crowd_approach_ms,
-               :walk,
-               :move_every,
-               :every
-             ],
-             value = opts[key],
-             do: ["--#{String.replace(to_string(key), "_", "-")}", to_string(value)]
-           ))
-        |> List.flatten()
+      load_args = load_args(opts, port, server_pid)
 
       load =
         Server.start(
@@ -310,4 +266,56 @@ defmodule Mix.Tasks.Grove.Bench.Players do
     do: if(String.contains?(line, "[error]"), do: info("server: " <> line))
 
   defp info(line), do: Mix.shell().info(line)
+
+  @doc false
+  # The load's command line: `mix grove.load ws`, with the options that are its own.
+  @spec load_args(keyword(), :inet.port_number(), non_neg_integer()) :: [String.t()]
+  def load_args(opts, port, server_pid) do
+    ([
+       "mix",
+       "grove.load",
+       "ws",
+       "--url",
+       "ws://127.0.0.1:#{port}/ws",
+       "--server-pid",
+       to_string(server_pid),
+       "--stages",
+       opts[:stages] || "1000,2000,4000,6000,8000,10000,12000",
+       "--encoding",
+       opts[:encoding] || "json",
+       "--stage-seconds",
+       to_string(opts[:stage_seconds] || 30),
+       "--settle",
+       to_string(opts[:settle] || 5),
+       "--baseline-seconds",
+       to_string(opts[:baseline_seconds] || 15),
+       "--ramp",
+       to_string(opts[:ramp] || 1000),
+       "--check-views",
+       opts[:check_views] || "100"
+     ] ++
+       if(opts[:json], do: ["--json", opts[:json]], else: []) ++
+       if(opts[:act_every], do: ["--act-every", to_string(opts[:act_every])], else: []) ++
+       if(opts[:say_every], do: ["--say-every", to_string(opts[:say_every])], else: []) ++
+       if(opts[:sample_every],
+         do: ["--sample-every", to_string(opts[:sample_every])],
+         else: []
+       ) ++
+       if(opts[:report], do: ["--report", opts[:report]], else: []) ++
+       for(
+         key <- [
+           :crowd,
+           :crowd_at,
+           :crowd_radius,
+           :crowd_approach_ms,
+           :walk,
+           :move_every,
+           :every,
+           :retries
+         ],
+         value = opts[key],
+         do: ["--#{String.replace(to_string(key), "_", "-")}", to_string(value)]
+       ))
+    |> List.flatten()
+  end
 end
