@@ -49,24 +49,9 @@ defmodule Grove.Gateway.SessionTilesTest do
   test "the tiles a move brings into view are asked for with it: their snapshot comes before its outcome, and none is asked for after" do
     name = :"tiles_ahead_#{System.unique_integer([:positive])}"
 
-    # One zone of 30 x 30 cells in tiles of 5.
-    {:ok, sup} =
-      World.start_link(
-        name: name,
-        width: 30,
-        height: 30,
-        zone_size: 30,
-        view_tile: 5,
-        tick: :manual,
-        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
-        rules: [move_rate: nil]
-      )
+    {sup, session} = joined_alone(name)
 
     try do
-      session = Session.new(name, :binary, Grove.SessionConfig.loose(), 0)
-      join = Protocol.encode(%{type: :join, protocol: 7, view_radius: @radius}, :binary)
-      {session, _actions} = Session.handle_frame(session, :binary, bin(join), 0)
-      session = quiet(name, session)
       {x, _y} = session.cell
       ahead(name, session, if(x < 15, do: :e, else: :w), 1)
     after
@@ -77,23 +62,9 @@ defmodule Grove.Gateway.SessionTilesTest do
   test "a move sent while another is in flight asks for no tiles ahead of it" do
     name = :"tiles_flying_#{System.unique_integer([:positive])}"
 
-    {:ok, sup} =
-      World.start_link(
-        name: name,
-        width: 30,
-        height: 30,
-        zone_size: 30,
-        view_tile: 5,
-        tick: :manual,
-        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
-        rules: [move_rate: nil]
-      )
+    {sup, session} = joined_alone(name)
 
     try do
-      session = Session.new(name, :binary, Grove.SessionConfig.loose(), 0)
-      join = Protocol.encode(%{type: :join, protocol: 7, view_radius: @radius}, :binary)
-      {session, _actions} = Session.handle_frame(session, :binary, bin(join), 0)
-      session = quiet(name, session)
       {x, _y} = session.cell
       dir = if x < 15, do: :e, else: :w
       {session, seq} = before_new_tiles(name, session, dir, 1)
@@ -109,6 +80,27 @@ defmodule Grove.Gateway.SessionTilesTest do
     after
       Supervisor.stop(sup)
     end
+  end
+
+  # A world of one zone of 30 x 30 cells in tiles of 5, with nothing in
+  # the way, and a session joined to it with every view message read.
+  defp joined_alone(name) do
+    {:ok, sup} =
+      World.start_link(
+        name: name,
+        width: 30,
+        height: 30,
+        zone_size: 30,
+        view_tile: 5,
+        tick: :manual,
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
+        rules: [move_rate: nil]
+      )
+
+    session = Session.new(name, :binary, Grove.SessionConfig.loose(), 0)
+    join = Protocol.encode(%{type: :join, protocol: 7, view_radius: @radius}, :binary)
+    {session, _actions} = Session.handle_frame(session, :binary, bin(join), 0)
+    {sup, quiet(name, session)}
   end
 
   # Steps in `dir` while a step brings no tiles into view; returns the

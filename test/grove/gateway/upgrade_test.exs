@@ -79,18 +79,7 @@ defmodule Grove.Gateway.UpgradeTest do
   @tag gateway_opts: [session_supervisors: 1, upgrade_deadline: 300]
   test "an upgrade whose start waited past the upgrade deadline gets 503 server_busy",
        %{port: port, instance: instance} do
-    [{_, supervisor, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
-    :ok = :sys.suspend(supervisor)
-
-    # A failed test leaves no supervisor suspended (resuming a running one
-    # exits: caught).
-    on_exit(fn ->
-      try do
-        :sys.resume(supervisor)
-      catch
-        _, _ -> :ok
-      end
-    end)
+    supervisor = suspend_sessions!()
 
     upgrade = Task.async(fn -> RawHTTP.upgrade(port, 60_000) end)
 
@@ -126,16 +115,7 @@ defmodule Grove.Gateway.UpgradeTest do
   @tag gateway_opts: [session_supervisors: 1, max_sessions: 4, upgrade_deadline: 60_000]
   test "upgrades at once at the session limit never take more players than it allows",
        %{port: port, instance: instance} do
-    [{_, supervisor, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
-    :ok = :sys.suspend(supervisor)
-
-    on_exit(fn ->
-      try do
-        :sys.resume(supervisor)
-      catch
-        _, _ -> :ok
-      end
-    end)
+    supervisor = suspend_sessions!()
 
     me = self()
 
@@ -268,5 +248,23 @@ defmodule Grove.Gateway.UpgradeTest do
     after
       max(instant - System.monotonic_time(:millisecond), 0) -> :ok
     end
+  end
+
+  # The gateway's one sessions' supervisor, suspended: upgrades wait at it
+  # for their connections. A failed test leaves none suspended (resuming
+  # a running one exits: caught).
+  defp suspend_sessions! do
+    [{_, supervisor, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
+    :ok = :sys.suspend(supervisor)
+
+    on_exit(fn ->
+      try do
+        :sys.resume(supervisor)
+      catch
+        _, _ -> :ok
+      end
+    end)
+
+    supervisor
   end
 end
