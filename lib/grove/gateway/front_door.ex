@@ -22,7 +22,8 @@ defmodule Grove.Gateway.FrontDoor do
   #     is a 400. The header lines are read then too, and handed to Yaws's
   #     `httph` reads one by one: the head's header lines are at most
   #     `:max_headers` bytes together, and fewer than the 1000 lines Yaws
-  #     reads (431); a Content-Length is digits, at most `:max_body`, and
+  #     reads (431); a Content-Length is digits (then spaces or tabs at
+  #     most, and Yaws gets the digits alone), at most `:max_body`, and
   #     one value (400, 413); a Transfer-Encoding ends with `chunked` (400,
   #     RFC 9112 section 6.3), and is nothing else (501); a line the parser
   #     cannot read is a 400;
@@ -335,6 +336,10 @@ defmodule Grove.Gateway.FrontDoor do
         "request headers are limited to #{max_headers} bytes"
       )
 
+  # Yaws is handed the length as it was read here, digits alone: it reads
+  # the value itself with only spaces trimmed, and a tab after the digits
+  # (whitespace the field may end with) crashed its process, the request
+  # unanswered.
   defp check_length(socket, header, value, state, limit) do
     case digits(value) do
       nil ->
@@ -348,13 +353,19 @@ defmodule Grove.Gateway.FrontDoor do
         refuse(socket, 400, "bad_request", "two Content-Lengths disagree")
 
       size ->
-        {{:ok, header}, %{state | length: size}}
+        {{:ok, put_elem(header, 4, Integer.to_charlist(size))}, %{state | length: size}}
     end
   end
 
+  # Digits, and the spaces and tabs a field's value may end with (RFC 9110
+  # section 5.5; the parser has dropped those before it): a CR alone, a
+  # vertical tab or any other byte there makes it no number (RFC 9112
+  # section 2.2).
   defp digits(value) do
-    text = value |> to_string() |> String.trim()
-    if text =~ ~r/\A[0-9]+\z/, do: String.to_integer(text)
+    case Regex.run(~r/\A([0-9]+)[ \t]*\z/, to_string(value)) do
+      [_, digits] -> String.to_integer(digits)
+      nil -> nil
+    end
   end
 
   # Yaws joins repeated Transfer-Encoding headers into one list, so the

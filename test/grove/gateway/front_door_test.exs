@@ -97,6 +97,43 @@ defmodule Grove.Gateway.FrontDoorTest do
       assert Gateway.stats().refused_400 == before.refused_400 + 2
     end
 
+    test "a Content-Length whose digits a CR or other whitespace follows: 400, not a closed connection",
+         %{port: port} do
+      # As a fuzzer sent it: a CR alone after the digits, and a byte flipped in the Host.
+      found =
+        "POST /api/device_login HTTP/1.1\r\nHost: grov\xDFe\r\nContent-Type: application/json\r\n" <>
+          "Content-Length: 3\r\r\n\r\n{\"d]vice_id\":\"fuzz-mutation-device\"}"
+
+      quietly(fn ->
+        assert {400, _, %{"error" => "bad_request"}} = raw(port, found)
+
+        for after_digits <- ["\v", "\f", "\xA0", " \r"] do
+          assert {400, _, %{"error" => "bad_request"}} =
+                   raw(port, post("/api/login", "Content-Length: 2#{after_digits}\r\n", "{}")),
+                 "after the digits: #{inspect(after_digits)}"
+        end
+      end)
+    end
+
+    test "a Content-Length that spaces or tabs end is its digits", %{port: port} do
+      body = ~s({"players":1})
+
+      quietly(fn ->
+        for after_digits <- ["\t", " ", " \t "] do
+          assert {202, _, %{"accepted" => true}} =
+                   raw(
+                     port,
+                     post(
+                       "/api/load/report",
+                       "Content-Length: #{byte_size(body)}#{after_digits}\r\nConnection: close\r\n",
+                       body
+                     )
+                   ),
+                 "after the digits: #{inspect(after_digits)}"
+        end
+      end)
+    end
+
     test "two Content-Lengths that disagree: 400", %{port: port} do
       quietly(fn ->
         assert {400, _, %{"error" => "bad_request"}} =
