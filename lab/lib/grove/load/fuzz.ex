@@ -68,6 +68,8 @@ defmodule Grove.Load.Fuzz do
       (default `5000`); a connection has at least a second
     * `:cases` - the cases to draw from (default all)
     * `:max_violations` - violations kept in the report (default `100`)
+    * `:only` - the rounds to send, to replay some of a run: the others
+      are drawn from the stream as before but not sent (default all)
     * `:progress` - a function called with each round's number, case and
       outcome (default none)
 
@@ -75,9 +77,14 @@ defmodule Grove.Load.Fuzz do
 
   A map: `:seed`, `:rounds`, `:cases` (rounds per case), `:outcomes`
   (outcomes per case: a status, `"closed"`, `"close 1009"`, ...), and
-  `:violations`, each `%{round:, case:, input:, got:}` with the input cut
-  to a few hundred bytes (and runs of base64 that may be a token hidden),
-  so that a caller can print them and exit non-zero.
+  `:violations`, each `%{round:, case:, input:, got:, replay:}`, so that
+  a caller can print them and exit non-zero. The input is shown whole up
+  to 4 KB (its bytes as an Elixir string, those that are not printable
+  escaped), with runs of base64 that may be a token hidden; `replay` is
+  the options that send that round alone again (with the same `:cases`):
+  the same bytes, but for a token the server signs anew.
+
+      Grove.Load.Fuzz.run("127.0.0.1", 4000, Map.to_list(violation.replay))
   """
 
   import Bitwise
@@ -89,7 +96,8 @@ defmodule Grove.Load.Fuzz do
           round: pos_integer(),
           case: atom(),
           input: String.t(),
-          got: String.t()
+          got: String.t(),
+          replay: %{seed: integer(), count: pos_integer(), only: [pos_integer()]}
         }
   @type report :: %{
           seed: integer(),
@@ -128,7 +136,8 @@ defmodule Grove.Load.Fuzz do
     ws_mutation: 6
   ]
 
-  @input_shown 300
+  # The bytes of an input a violation shows: all but the largest inputs.
+  @input_shown 4096
 
   # Actions no game may take, in either encoding: each is refused, by the
   # game's checks (`acted`) or the protocol's (`error`).
@@ -156,7 +165,8 @@ defmodule Grove.Load.Fuzz do
         deadline: 5000,
         cases: cases(),
         max_violations: 100,
-        progress: nil
+        progress: nil,
+        only: nil
       )
 
     unknown = opts[:cases] -- cases()
@@ -190,20 +200,24 @@ defmodule Grove.Load.Fuzz do
   defp round(round, {report, rand}, weighted, ctx, opts) do
     {name, rand} = pick(weighted, rand)
     {probe, rand} = probe(name, rand, ctx)
+
+    if opts[:only] == nil or round in opts[:only],
+      do: {sent(round, name, probe, report, ctx, opts), rand},
+      else: {report, rand}
+  end
+
+  defp sent(round, name, probe, report, ctx, opts) do
     outcome = exchange(probe, ctx)
     got = describe(outcome)
     if opts[:progress], do: opts[:progress].(round, name, got)
     max = opts[:max_violations]
 
-    report =
-      report
-      |> Map.update!(:rounds, &(&1 + 1))
-      |> update_in([:cases, Access.key(name, 0)], &(&1 + 1))
-      |> update_in([:outcomes, Access.key(name, %{}), Access.key(got, 0)], &(&1 + 1))
-      |> violation(judge(probe.expect, outcome), round, name, probe, max)
-      |> violation(health(ctx), round, name, probe, max)
-
-    {report, rand}
+    report
+    |> Map.update!(:rounds, &(&1 + 1))
+    |> update_in([:cases, Access.key(name, 0)], &(&1 + 1))
+    |> update_in([:outcomes, Access.key(name, %{}), Access.key(got, 0)], &(&1 + 1))
+    |> violation(judge(probe.expect, outcome), round, name, probe, max)
+    |> violation(health(ctx), round, name, probe, max)
   end
 
   defp violation(report, :ok, _round, _name, _probe, _max), do: report
@@ -212,14 +226,23 @@ defmodule Grove.Load.Fuzz do
     if length(report.violations) >= max do
       report
     else
-      entry = %{round: round, case: name, input: shown(probe.input), got: got}
+      entry = %{
+        round: round,
+        case: name,
+        input: shown(probe.input),
+        got: got,
+        replay: %{seed: report.seed, count: round, only: [round]}
+      }
+
       %{report | violations: [entry | report.violations]}
     end
   end
 
-  # The input as a report shows it: cut short, and without anything that
-  # may be a token (runs of base64 long enough to hold 16 bytes), which
-  # some inputs carry, whole or mutated. The seed gives the input back.
+  # The input as a report shows it: whole but for the largest, every byte
+  # (`inspect/1` alone shows a binary that is not text as its first 50
+  # bytes), and without anything that may be a token (runs of base64 long
+  # enough to hold 16 bytes), which some inputs carry, whole or mutated.
+  # The seed gives the input back.
   defp shown(input) do
     bytes = IO.iodata_to_binary(input)
 
@@ -228,7 +251,11 @@ defmodule Grove.Load.Fuzz do
         do: binary_part(bytes, 0, @input_shown),
         else: bytes
 
-    shown = cut |> String.replace(~r/[A-Za-z0-9_=-]{22,}/, "<hidden>") |> inspect()
+    shown =
+      cut
+      |> String.replace(~r/[A-Za-z0-9_=-]{22,}/, "<hidden>")
+      |> inspect(binaries: :as_strings, limit: :infinity, printable_limit: :infinity)
+
     if cut == bytes, do: shown, else: shown <> " ... (#{byte_size(bytes)} bytes)"
   end
 

@@ -129,6 +129,9 @@ defmodule Mix.Tasks.Grove.Load do
       random one, printed)
     * `--deadline MS` - how long the server has to answer each input
       (default 5000)
+    * `--only N` - send round N alone (the rounds before it are drawn but
+      not sent): with the `--seed` and `--count N` a violation prints, its
+      input again
     * `--json PATH` - write the report as JSON
 
   ## verify
@@ -252,7 +255,15 @@ defmodule Mix.Tasks.Grove.Load do
   end
 
   def run(["fuzz" | args]) do
-    switches = [url: :string, count: :integer, seed: :integer, deadline: :integer, json: :string]
+    switches = [
+      url: :string,
+      count: :integer,
+      seed: :integer,
+      deadline: :integer,
+      only: :integer,
+      json: :string
+    ]
+
     opts = Mix.Grove.parse!(args, switches, "grove.load")
 
     positive!(opts)
@@ -263,7 +274,10 @@ defmodule Mix.Tasks.Grove.Load do
       Grove.Load.Fuzz.run(
         host,
         port,
-        opts |> Keyword.take([:count, :seed, :deadline]) |> Keyword.put_new(:count, 1000)
+        opts
+        |> Keyword.take([:count, :seed, :deadline])
+        |> Keyword.put_new(:count, 1000)
+        |> then(&if(opts[:only], do: Keyword.put(&1, :only, [opts[:only]]), else: &1))
       )
 
     Mix.shell().info("fuzz: #{report.rounds} rounds, seed #{report.seed}")
@@ -273,10 +287,15 @@ defmodule Mix.Tasks.Grove.Load do
       Mix.shell().info("  #{name}: #{answers}")
     end
 
+    url = Keyword.get(opts, :url, "http://127.0.0.1:4000")
+
     for violation <- report.violations do
+      %{seed: seed, count: count} = violation.replay
+
       Mix.shell().error(
         "violation in round #{violation.round} (#{violation.case}): #{violation.got}\n" <>
-          "  input: #{violation.input}"
+          "  input: #{violation.input}\n" <>
+          "  again: mix grove.load fuzz --url #{url} --seed #{seed} --count #{count} --only #{count}"
       )
     end
 

@@ -95,6 +95,33 @@ defmodule Grove.Load.FuzzTest do
     :gen_tcp.close(listener)
   end
 
+  test "a violation shows its input whole, and its replay sends that round alone again" do
+    {:ok, listener} = :gen_tcp.listen(0, ip: {127, 0, 0, 1}, active: false)
+    {:ok, port} = :inet.port(listener)
+    holder = Task.async(fn -> hold(listener, []) end)
+    opts = [seed: 5, cases: [:http_mutation], deadline: 200]
+
+    report = Fuzz.run("127.0.0.1", port, [count: 2] ++ opts)
+    assert [_ | _] = report.violations
+    # Past the 50 bytes inspect shows of bytes that are not all text.
+    assert Enum.any?(report.violations, &(byte_size(elem(Code.eval_string(&1.input), 0)) > 50))
+
+    for violation <- report.violations do
+      # An Elixir string of every byte sent, not inspect's first 50.
+      {input, []} = Code.eval_string(violation.input)
+      assert is_binary(input)
+      assert violation.replay == %{seed: 5, count: violation.round, only: [violation.round]}
+
+      again = Fuzz.run("127.0.0.1", port, Keyword.merge(opts, Map.to_list(violation.replay)))
+      assert again.rounds == 1
+      assert [%{round: round, input: shown} | _] = again.violations
+      assert {round, shown} == {violation.round, violation.input}
+    end
+
+    Task.shutdown(holder, :brutal_kill)
+    :gen_tcp.close(listener)
+  end
+
   test "mix grove.load fuzz prints what the server answered, and fails on a violation", %{
     port: port
   } do
@@ -122,6 +149,8 @@ defmodule Grove.Load.FuzzTest do
       end)
 
     assert errors =~ "violation in round 1"
+    assert errors =~ "again: mix grove.load fuzz --url http://127.0.0.1:#{silent} --seed "
+    assert errors =~ "--count 1 --only 1"
     Task.shutdown(holder, :brutal_kill)
     :gen_tcp.close(listener)
   end
