@@ -122,8 +122,9 @@ defmodule Grove.Gateway do
     * `:max_sessions` - WebSocket players at once; an upgrade past it gets
       `503 server_full` (default `100_000`). Exact: each upgrade takes a
       seat before its connection starts, given back when the connection
-      is gone however it ended, so however many upgrades come at once, no
-      more players than this are connected or connecting (the seats taken:
+      (or the upgrade, before it started one) is gone however it ended,
+      so however many upgrades come at once, no more players than this
+      are connected or connecting (the seats taken:
       `grove_sessions_seats`)
     * `:max_connections` - HTTP connections Yaws accepts at once, WebSockets
       not counted (default `:nolimit`)
@@ -486,7 +487,8 @@ defmodule Grove.Gateway do
         stats: Stats.new(),
         # The `max_sessions` seats taken (Grove.Gateway.Seats).
         seats: Grove.Gateway.Seats.new(),
-        # Gives a connection's seat back when it is gone.
+        # Takes the seats, gives each back when its holder is gone, and
+        # counts the sessions.
         seat_keeper: seat_keeper,
         # HTTP requests' beginnings, deadlines and waits.
         clock: Clock.new(),
@@ -578,7 +580,7 @@ defmodule Grove.Gateway do
         {Scratch, scratch},
         # Before the connections and Yaws, which hold seats: restarted, it
         # frees every seat, and they restart after it.
-        {Grove.Gateway.Seats, {config.seats, seat_keeper}},
+        {Grove.Gateway.Seats, {config.seats, config.stats, seat_keeper}},
         # Stopped after the drainer, which has said goodbye by then.
         {PartitionSupervisor,
          child_spec: DynamicSupervisor, name: sessions, partitions: opts[:session_supervisors]},

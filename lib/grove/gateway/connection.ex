@@ -49,7 +49,7 @@ defmodule Grove.Gateway.Connection do
 
   use GenServer, restart: :temporary
 
-  alias Grove.Gateway.{Broadcaster, Pacer, Session, Stats, WebSocket}
+  alias Grove.Gateway.{Broadcaster, Pacer, Seats, Session, Stats, WebSocket}
   alias Grove.Metrics
 
   require Logger
@@ -180,7 +180,8 @@ defmodule Grove.Gateway.Connection do
   def handle_info(:grove_go, conn) do
     config = Grove.Gateway.config()
     :ok = :inet.setopts(conn.socket, active: @active, packet: :raw, mode: :binary)
-    Stats.incr(config.stats, :sessions)
+    # Counted in `sessions` by the seats' keeper until it sees this process gone.
+    Seats.playing(config.seat_keeper)
     Stats.incr(config.stats, :connections)
     Metrics.execute([:grove, :session, :start], %{}, %{encoding: Session.encoding(conn.session)})
     idle(%{conn | started: true})
@@ -291,15 +292,14 @@ defmodule Grove.Gateway.Connection do
     end
   end
 
-  # The seat it holds (Grove.Gateway.Seats) is given back by the seats'
-  # keeper, which sees it gone however it ends, this callback or not.
+  # The seat it holds (Grove.Gateway.Seats) is given back, and the
+  # `sessions` gauge lowered, by the seats' keeper, which sees it gone
+  # however it ends, this callback or not.
   @impl true
   def terminate(reason, conn) do
     Session.ended(conn.session)
 
     if conn.started do
-      Stats.incr(Grove.Gateway.config().stats, :sessions, -1)
-
       Metrics.execute([:grove, :session, :stop], %{}, %{
         encoding: Session.encoding(conn.session),
         reason: reason

@@ -47,7 +47,7 @@ defmodule Grove.Gateway.Metrics do
        [{[], Histogram.export(config.move_time, 1_000_000)}]},
       {"grove_sessions", :gauge, "Connected WebSocket sessions.", [{[], stats.sessions}]},
       {"grove_sessions_seats", :gauge,
-       "Seats of max_sessions taken: the sessions, and connections not yet handed their socket.",
+       "Seats of max_sessions taken: the sessions, and upgrades and connections not yet handed their socket.",
        [{[], Seats.taken(config.seats)}]},
       {"grove_sessions_refused_total", :counter,
        "WebSocket upgrades refused because the gateway was full.", [{[], stats.refused}]},

@@ -26,7 +26,7 @@ defmodule Grove.Gateway.Socket do
          {:ok, key} <- check_key(headers),
          :ok <- check_subprotocol(headers),
          {:ok, encoding} <- encoding(arg),
-         :ok <- take_seat(config),
+         :ok <- take_seat(config, deadline),
          {:ok, pid} <- start(config, encoding, socket, deadline) do
       accept(pid, socket, key)
     else
@@ -75,21 +75,32 @@ defmodule Grove.Gateway.Socket do
   # A stopping server takes nobody new: the client connects again, and a
   # load balancer sends it elsewhere. Otherwise the upgrade takes one of
   # the `:max_sessions` seats (Grove.Gateway.Seats), exactly: upgrades at
-  # once never take more than there are. `start/4` takes it over.
-  defp take_seat(config) do
+  # once never take more than there are, and the seat's keeper watches
+  # this process from then on, until `start/4` hands the seat over. A
+  # keeper that cannot answer before the deadline: late.
+  defp take_seat(config, deadline) do
     cond do
       Grove.Gateway.draining?() ->
         Stats.incr(config.stats, :refused)
         {:refuse, 503, "server_stopping", "this server is stopping; connect again"}
 
-      Seats.take(config.seats, config.max_sessions) == :ok ->
-        :ok
+      Clock.left(deadline) <= 0 ->
+        late()
 
       true ->
-        Stats.incr(config.stats, :refused)
+        case Seats.take(config.seat_keeper, config.max_sessions, Clock.left(deadline)) do
+          :ok ->
+            :ok
 
-        {:refuse, 503, "server_full",
-         "this server has its #{config.max_sessions} players; try again later"}
+          :full ->
+            Stats.incr(config.stats, :refused)
+
+            {:refuse, 503, "server_full",
+             "this server has its #{config.max_sessions} players; try again later"}
+
+          :busy ->
+            late()
+        end
     end
   end
 
@@ -102,17 +113,17 @@ defmodule Grove.Gateway.Socket do
   # connection is started and again once it has been: the start waits in
   # its supervisor's queue, with no limit of its own.
   #
-  # The upgrade's seat is handed to the seats' keeper with the connection
-  # started for it, and comes back when that connection is gone (however
-  # it goes); an upgrade that started none gives it back itself, a start
-  # that exited (its supervisor gone meanwhile) too.
+  # The upgrade's seat is handed to the connection started for it, and
+  # comes back when that connection is gone (however it goes); an upgrade
+  # that started none gives it back, a start that exited (its supervisor
+  # gone meanwhile) too, and one killed meanwhile by being gone.
   defp start(config, encoding, socket, deadline) do
     sessions = {:via, PartitionSupervisor, {config.sessions, self()}}
 
     if Clock.left(deadline) > 0 do
       case start_child(sessions, encoding, socket) do
         {:ok, pid} ->
-          Seats.hold(config.seat_keeper, pid)
+          Seats.hand(config.seat_keeper, pid)
 
           if Clock.left(deadline) > 0 do
             {:ok, pid}
@@ -122,12 +133,12 @@ defmodule Grove.Gateway.Socket do
           end
 
         other ->
-          Seats.give_back(config.seats)
+          Seats.give_back(config.seat_keeper)
           Logger.warning("gateway: no connection could start for an upgrade: #{inspect(other)}")
           busy()
       end
     else
-      Seats.give_back(config.seats)
+      Seats.give_back(config.seat_keeper)
       late()
     end
   end

@@ -101,7 +101,7 @@ defmodule Grove.Gateway.UpgradeTest do
     assert Gateway.stats().sessions == 0
     eventually(fn -> assert %{active: 0} = DynamicSupervisor.count_children(supervisor) end)
     # The seat it took is given back, by the connection stopped for it.
-    assert Seats.taken(Gateway.config().seats) == 0
+    eventually(fn -> assert Seats.taken(Gateway.config().seats) == 0 end)
 
     metrics = IO.iodata_to_binary(Grove.Metrics.Prometheus.render(instance))
     assert metrics =~ ~s(grove_http_late_total{stage="upgrade"} 1)
@@ -162,18 +162,67 @@ defmodule Grove.Gateway.UpgradeTest do
 
   # A connection can end without its `terminate/2`: killed (as the chaos
   # lab's `:session` fault does), or by an exit signal. Its seat comes
-  # back all the same, or after `max_sessions` such ends nobody gets in.
+  # back all the same, or after `max_sessions` such ends nobody gets in,
+  # and it is no longer counted in the sessions.
   @tag gateway_opts: [max_sessions: 1]
-  test "a connection killed gives its seat back", %{port: port} do
+  test "a connection killed gives its seat back and leaves the sessions", %{
+    port: port,
+    instance: instance
+  } do
     assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws", timeout: 60_000)
     eventually(fn -> assert [_] = Gateway.sessions() end)
+    eventually(fn -> assert Gateway.stats().sessions == 1 end)
     [connection] = Gateway.sessions()
     Process.exit(connection, :kill)
     :gen_tcp.close(client.socket)
 
     eventually(fn -> assert Seats.taken(Gateway.config().seats) == 0 end)
+    eventually(fn -> assert Gateway.stats().sessions == 0 end)
+    metrics = IO.iodata_to_binary(Grove.Metrics.Prometheus.render(instance))
+    assert metrics =~ "grove_sessions 0\n"
+
     assert {:ok, next} = WsClient.connect("127.0.0.1", port, "/ws", timeout: 60_000)
+    eventually(fn -> assert Gateway.stats().sessions == 1 end)
     WsClient.close(next)
+    eventually(fn -> assert Gateway.stats().sessions == 0 end)
+  end
+
+  # An upgrade's process can be killed too, after it took its seat and
+  # before it handed it to a connection (here while it waits for its
+  # connection to start): the seat comes back all the same.
+  @tag gateway_opts: [session_supervisors: 1, max_sessions: 1, upgrade_deadline: 60_000]
+  test "an upgrade killed before it handed its seat over gives it back", %{port: port} do
+    supervisor = suspend_sessions!()
+    {:ok, socket} = :gen_tcp.connect(~c"127.0.0.1", port, [:binary, active: false])
+
+    :ok =
+      :gen_tcp.send(socket, [
+        "GET /ws HTTP/1.1\r\nHost: grove\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n",
+        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+      ])
+
+    eventually(fn ->
+      assert {:message_queue_len, 1} = Process.info(supervisor, :message_queue_len)
+    end)
+
+    assert Seats.taken(Gateway.config().seats) == 1
+    {:messages, [{:"$gen_call", {upgrading, _tag}, _start}]} = Process.info(supervisor, :messages)
+    Process.exit(upgrading, :kill)
+    eventually(fn -> assert Seats.taken(Gateway.config().seats) == 0 end)
+    # The socket went with the process that owned it.
+    assert {:error, _closed} = :gen_tcp.recv(socket, 0, 60_000)
+    :gen_tcp.close(socket)
+
+    # The start it asked for is dropped with the supervisor, which restarts.
+    Process.exit(supervisor, :kill)
+
+    eventually(fn ->
+      assert [{_, pid, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
+      assert is_pid(pid) and pid != supervisor
+    end)
+
+    assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws", timeout: 60_000)
+    WsClient.close(client)
   end
 
   # A start whose supervisor is gone meanwhile (its partition restarting)
