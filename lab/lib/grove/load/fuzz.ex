@@ -40,9 +40,10 @@ defmodule Grove.Load.Fuzz do
   ## The cases
 
   `:http_version` (`HTTP/9.9` and the like), `:content_length_garbage`
-  (`abc`, `-5`), `:content_length_huge` (twenty digits), `:chunk_size_huge`
-  (twenty `F`s), `:chunk_framing` (sizes that are not hex, data longer
-  than its size), `:transfer_coding` (codings other than chunked),
+  (`abc`, `-5`, a CR alone after the digits), `:content_length_huge`
+  (twenty digits), `:chunk_size_huge` (twenty `F`s), `:chunk_framing`
+  (sizes that are not hex, data longer than its size), `:transfer_coding`
+  (codings other than chunked),
   `:request_line_garbage`, `:header_line_garbage`, `:uri_huge` (up to
   120 KB), `:header_huge` (up to 80 KB), `:host_huge`, `:headers_many`,
   `:range_reversed` (`bytes=5-1` on a static file), `:chunked_body` (a
@@ -270,7 +271,9 @@ defmodule Grove.Load.Fuzz do
   end
 
   defp probe(:content_length_garbage, rand, _ctx) do
-    {length, rand} = pick(["abc", "-5", "1 2", "0x10", "", "+5", "5.0", "5,5"], rand)
+    {length, rand} =
+      pick(["abc", "-5", "1 2", "0x10", "", "+5", "5.0", "5,5", "2\r", "2\v"], rand)
+
     {refusal(post("/api/device_login", "Content-Length: #{length}\r\n", "{}")), rand}
   end
 
