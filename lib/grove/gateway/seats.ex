@@ -18,8 +18,8 @@ defmodule Grove.Gateway.Seats do
   # and counts from then on, until the keeper sees it gone. Lowered by the
   # connection's own `terminate/2`, a killed one stayed counted.
   #
-  # A call and three casts to the keeper a player, all as it joins, none
-  # on its moves. A session counted once its connection had the socket
+  # A call and two casts to the keeper a player, all as it joins, none on
+  # its moves. A session counted once its connection had the socket
   # made the limit approximate: every upgrade in flight passed the check
   # against the same count, and a join storm took hundreds of players past
   # it; seats taken by each upgrade with a compare-and-swap of their own
@@ -79,10 +79,11 @@ defmodule Grove.Gateway.Seats do
   def taken(seats), do: :atomics.get(seats, 1)
 
   @doc false
-  # One step of taking a seat, having seen `seen` seats taken: `:full`,
-  # or a compare-and-swap from what it saw, which fails if the count
-  # changed meanwhile (`{:changed, now}`: look again). The keeper alone
-  # writes the count; its tests interleave the steps of takers at once.
+  # Taking a seat, having seen `seen` seats taken: `:full`, or a
+  # compare-and-swap from what it saw, which fails if the count changed
+  # meanwhile (`{:changed, now}`: look again). The keeper alone writes
+  # the count, so for it the swap never fails; its tests interleave the
+  # steps of takers at once, as writers that were not alone would.
   @spec attempt(t(), non_neg_integer(), integer()) :: :ok | :full | {:changed, integer()}
   def attempt(_seats, max, seen) when seen >= max, do: :full
 
@@ -179,14 +180,6 @@ defmodule Grove.Gateway.Seats do
     end
   end
 
-  # The keeper alone writes the count, one take at a time; the
-  # compare-and-swap is what keeps it exact should it not be alone.
-  defp take_seat(seats, max), do: take_seat(seats, max, taken(seats))
-
-  defp take_seat(seats, max, seen) do
-    case attempt(seats, max, seen) do
-      {:changed, now} -> take_seat(seats, max, now)
-      taken_or_full -> taken_or_full
-    end
-  end
+  # The keeper alone writes the count: what it read is what it swaps.
+  defp take_seat(seats, max), do: attempt(seats, max, taken(seats))
 end

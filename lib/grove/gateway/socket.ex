@@ -88,7 +88,10 @@ defmodule Grove.Gateway.Socket do
         late()
 
       true ->
-        case Seats.take(config.seat_keeper, config.max_sessions, Clock.left(deadline)) do
+        # A deadline passed since: the keeper is not waited for.
+        wait = max(Clock.left(deadline), 0)
+
+        case Seats.take(config.seat_keeper, config.max_sessions, wait) do
           :ok ->
             :ok
 

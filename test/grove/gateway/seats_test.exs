@@ -110,8 +110,8 @@ defmodule Grove.Gateway.SeatsTest do
 
   # Takers at once, their steps interleaved in every order the property
   # draws: each reads the seats taken, tries to take one from what it read
-  # (`Seats.attempt/3`, the step the keeper repeats until it is not
-  # told to look again), and gives back the one it holds. After every step
+  # (`Seats.attempt/3`, the keeper's step; repeated until it is not told
+  # to look again), and gives back the one it holds. After every step
   # the seats taken are exactly those held, never more than the limit. A
   # step that checked what it read and then added one, rather than
   # swapping it for one more, fails this: two takers read the last free
