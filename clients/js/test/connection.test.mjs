@@ -28,43 +28,45 @@ function standIn() {
 /** Lets the connection's open() past its awaited token. */
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
-function connectionFor(t, WebSocket) {
-  const connection = new Connection({ url: "ws://grove/ws", encoding: "json", WebSocket, onMessage() {} });
-  t.after(() => connection.stop());
-  return connection;
-}
-
-test("a socket closed before it opened is tried again a second later at the soonest", async (t) => {
+/**
+ * A connection started on the mocked clock against stand-in sockets, once
+ * its open() has made the first: the sockets, for the test to open and close.
+ */
+async function started(t) {
   mock.timers.enable({ apis: ["setTimeout", "setInterval"] });
   t.after(() => mock.timers.reset());
   const { sockets, WebSocket } = standIn();
-  const connection = connectionFor(t, WebSocket);
+  const connection = new Connection({ url: "ws://grove/ws", encoding: "json", WebSocket, onMessage() {} });
+  t.after(() => connection.stop());
   connection.start();
   await settle();
+  return sockets;
+}
+
+/** Moves the mocked clock on by `ms`, and lets what it woke run. */
+async function tick(ms) {
+  mock.timers.tick(ms);
+  await settle();
+}
+
+test("a socket closed before it opened is tried again a second later at the soonest", async (t) => {
+  const sockets = await started(t);
   assert.equal(sockets.length, 1);
 
   sockets[0].onclose({});
-  mock.timers.tick(999);
-  await settle();
+  await tick(999);
   assert.equal(sockets.length, 1, "tried again within the second");
 
-  mock.timers.tick(401);
-  await settle();
+  await tick(401);
   assert.equal(sockets.length, 2);
 });
 
 test("a socket lost after it opened is tried again within the second", async (t) => {
-  mock.timers.enable({ apis: ["setTimeout", "setInterval"] });
-  t.after(() => mock.timers.reset());
-  const { sockets, WebSocket } = standIn();
-  const connection = connectionFor(t, WebSocket);
-  connection.start();
-  await settle();
+  const sockets = await started(t);
 
   sockets[0].readyState = 1;
   sockets[0].onopen({});
   sockets[0].onclose({});
-  mock.timers.tick(300);
-  await settle();
+  await tick(300);
   assert.equal(sockets.length, 2);
 });
