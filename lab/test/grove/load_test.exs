@@ -5,6 +5,7 @@ defmodule Grove.LoadTest do
 
   doctest Grove.Load.Report
 
+  alias Grove.BusyServer
   alias Grove.Load.{HttpRun, Report, WsRun}
 
   @moduletag :gateway
@@ -195,10 +196,19 @@ defmodule Grove.LoadTest do
 
   test "a login refused 503 is tried again after its Retry-After, with jitter" do
     # A server that refuses the first login and takes the second.
-    {:ok, listener} = :gen_tcp.listen(0, [:binary, active: false, reuseaddr: true])
-    {:ok, port} = :inet.port(listener)
-    server = spawn_link(fn -> refusing_server(listener, 0) end)
-    on_exit(fn -> Process.exit(server, :kill) end)
+    port =
+      BusyServer.start(1, fn socket, _head ->
+        body = ~s({"token":"t","account":{"id":1},"created":true})
+
+        :ok =
+          :gen_tcp.send(socket, [
+            "HTTP/1.1 201 Created\r\ncontent-length: #{byte_size(body)}\r\n",
+            "connection: close\r\n\r\n",
+            body
+          ])
+
+        :gen_tcp.close(socket)
+      end)
 
     report =
       HttpRun.run(
@@ -219,26 +229,6 @@ defmodule Grove.LoadTest do
       assert HttpRun.backoff_ms([{"retry-after", "soon"}]) in 1001..2000
       assert HttpRun.backoff_ms([]) in 1001..2000
     end
-  end
-
-  defp refusing_server(listener, served) do
-    {:ok, socket} = :gen_tcp.accept(listener)
-    {:ok, _request} = :gen_tcp.recv(socket, 0)
-
-    {status, headers, body} =
-      if served == 0,
-        do: {"503 Service Unavailable", "retry-after: 1\r\n", ~s({"error":"unavailable"})},
-        else: {"201 Created", "", ~s({"token":"t","account":{"id":1},"created":true})}
-
-    :ok =
-      :gen_tcp.send(socket, [
-        "HTTP/1.1 #{status}\r\n#{headers}content-length: #{byte_size(body)}\r\n",
-        "connection: close\r\n\r\n",
-        body
-      ])
-
-    :gen_tcp.close(socket)
-    refusing_server(listener, served + 1)
   end
 
   test "with a duration, users run the flow again as new devices until it ends", %{

@@ -8,6 +8,7 @@ defmodule Grove.Load.SwarmTest do
 
   import Grove.WorldCase, only: [eventually: 1]
 
+  alias Grove.BusyServer
   alias Grove.Load.{Stats, Swarm}
   alias Grove.Metrics.Histogram
 
@@ -105,42 +106,9 @@ defmodule Grove.Load.SwarmTest do
   # Refuses the first `refusals` upgrades (or all of them), then answers
   # the handshake and holds the socket, saying nothing.
   defp busy_server(refusals) do
-    {:ok, listener} = :gen_tcp.listen(0, [:binary, active: false, reuseaddr: true])
-    {:ok, port} = :inet.port(listener)
-    server = spawn_link(fn -> serve(listener, refusals, []) end)
-    on_exit(fn -> Process.exit(server, :kill) end)
-    port
-  end
-
-  defp serve(listener, refusals, held) do
-    {:ok, socket} = :gen_tcp.accept(listener)
-    head = read_head(socket, <<>>)
-
-    if refusals == :always or refusals > 0 do
-      body = ~s({"error":"server_busy","message":"try again shortly"})
-
-      :ok =
-        :gen_tcp.send(socket, [
-          "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n",
-          "content-length: #{byte_size(body)}\r\nconnection: close\r\n\r\n",
-          body
-        ])
-
-      :gen_tcp.close(socket)
-      serve(listener, if(refusals == :always, do: :always, else: refusals - 1), held)
-    else
+    BusyServer.start(refusals, fn socket, head ->
       [_, key] = Regex.run(~r/sec-websocket-key: *([^\r\n]+)/i, head)
       :ok = :gen_tcp.send(socket, Grove.Gateway.WebSocket.handshake(String.trim(key)))
-      serve(listener, 0, [socket | held])
-    end
-  end
-
-  defp read_head(socket, acc) do
-    if String.contains?(acc, "\r\n\r\n") do
-      acc
-    else
-      {:ok, data} = :gen_tcp.recv(socket, 0)
-      read_head(socket, acc <> data)
-    end
+    end)
   end
 end
