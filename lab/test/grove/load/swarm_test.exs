@@ -29,14 +29,7 @@ defmodule Grove.Load.SwarmTest do
   end
 
   test "a player whose retries run out is counted as failed once, its retries apart" do
-    port = busy_server(:always)
-    stats = Stats.new()
-    swarm = swarm(port, stats, 1)
-    Swarm.add(swarm, 1)
-
-    eventually(fn -> assert Stats.read(stats).counts.connect_failures == 1 end)
-    assert %{connected: 0, connect_retries: 1, connect_failures: 1} = Stats.read(stats).counts
-    Swarm.stop(swarm)
+    assert %{connected: 0, connect_retries: 1, connect_failures: 1} = refused_always(1)
   end
 
   # A player waiting to try again is neither connected nor failed: a run
@@ -75,14 +68,20 @@ defmodule Grove.Load.SwarmTest do
   end
 
   test "with no retries a refusal is a failure at once" do
-    port = busy_server(:always)
+    assert %{connected: 0, connect_retries: 0} = refused_always(0)
+  end
+
+  # The counts of a run of one player refused every time, once it has
+  # failed: after its `retries` have run out.
+  defp refused_always(retries) do
     stats = Stats.new()
-    swarm = swarm(port, stats, 0)
+    swarm = swarm(busy_server(:always), stats, retries)
     Swarm.add(swarm, 1)
 
     eventually(fn -> assert Stats.read(stats).counts.connect_failures == 1 end)
-    assert %{connected: 0, connect_retries: 0} = Stats.read(stats).counts
+    counts = Stats.read(stats).counts
     Swarm.stop(swarm)
+    counts
   end
 
   # The tries again wait for nothing but the test: no real second goes by.
