@@ -3,6 +3,7 @@ defmodule Grove.WorldPropertyTest do
   use ExUnit.Case, async: true
 
   import Grove.PropCase
+  import Grove.WorldCase, only: [with_world: 2]
 
   alias Grove.World
   alias Grove.World.Grid
@@ -23,25 +24,10 @@ defmodule Grove.WorldPropertyTest do
   test "every move gets exactly one outcome, and the world stays sound" do
     property =
       forall({:proper_types.integer(1, 1000), :proper_types.resize(80, moves())}, fn {seed, moves} ->
-        name = :"prop_world_#{System.unique_integer([:positive])}"
-
-        {:ok, sup} =
-          World.start_link(
-            name: name,
-            width: 20,
-            height: 20,
-            zone_size: 5,
-            seed: seed,
-            tick: :manual,
-            terrain: [tree_density: 0.2],
-            rules: [move_rate: nil]
-          )
-
-        try do
-          run(name, moves)
-        after
-          Supervisor.stop(sup)
-        end
+        with_world(
+          [width: 20, height: 20, zone_size: 5, seed: seed, terrain: [tree_density: 0.2]],
+          &run(&1, moves)
+        )
       end)
 
     check(property, numtests: 40)
@@ -127,56 +113,44 @@ defmodule Grove.WorldPropertyTest do
   # where five entities (two of them viewers) and one that left are
   # moved; with the cells the entities joined at.
   defp one_zone(seed, moves, how, cells) do
-    name = :"prop_zone_#{System.unique_integer([:positive])}"
+    with_world(
+      [width: 8, height: 8, zone_size: 8, seed: seed, terrain: [tree_density: 0.2]],
+      fn name ->
+        {ids, cells} =
+          cells
+          |> Enum.with_index()
+          |> Enum.map(fn {at, n} ->
+            {:ok, id, cell} = World.join(name, at: at, updates: if(n < 2, do: :view, else: :none))
+            {id, cell}
+          end)
+          |> Enum.unzip()
 
-    {:ok, sup} =
-      World.start_link(
-        name: name,
-        width: 8,
-        height: 8,
-        zone_size: 8,
-        seed: seed,
-        tick: :manual,
-        terrain: [tree_density: 0.2],
-        rules: [move_rate: nil]
-      )
+        # One more, gone: an id the world no longer knows.
+        {:ok, gone, _cell} = World.join(name, updates: :none)
+        World.leave(name, gone)
+        ids = List.to_tuple(ids ++ [gone])
 
-    try do
-      {ids, cells} =
-        cells
-        |> Enum.with_index()
-        |> Enum.map(fn {at, n} ->
-          {:ok, id, cell} = World.join(name, at: at, updates: if(n < 2, do: :view, else: :none))
-          {id, cell}
-        end)
-        |> Enum.unzip()
+        sent =
+          for {{n, direction}, tag} <- Enum.with_index(moves), do: {elem(ids, n), direction, tag}
 
-      # One more, gone: an id the world no longer knows.
-      {:ok, gone, _cell} = World.join(name, updates: :none)
-      World.leave(name, gone)
-      ids = List.to_tuple(ids ++ [gone])
+        case how do
+          :batch ->
+            World.move_many(name, sent)
+            collect(length(sent), [])
 
-      sent =
-        for {{n, direction}, tag} <- Enum.with_index(moves), do: {elem(ids, n), direction, tag}
-
-      case how do
-        :batch ->
-          World.move_many(name, sent)
-          collect(length(sent), [])
-
-        :single ->
-          for {id, direction, tag} <- sent do
-            World.move(name, id, direction, tag)
-            [outcome] = collect(1, [])
-            outcome
-          end
+          :single ->
+            for {id, direction, tag} <- sent do
+              World.move(name, id, direction, tag)
+              [outcome] = collect(1, [])
+              outcome
+            end
+        end
+        |> Enum.sort()
+        |> then(&{{&1, World.audit(name)}, cells})
       end
-      |> Enum.sort()
-      |> then(&{{&1, World.audit(name)}, cells})
-    after
-      Supervisor.stop(sup)
-      flush_views()
-    end
+    )
+  after
+    flush_views()
   end
 
   defp flush_views do

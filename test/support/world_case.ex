@@ -18,23 +18,42 @@ defmodule Grove.WorldCase do
   end
 
   setup context do
-    opts =
-      Keyword.merge(
-        [
-          name: :"world_#{System.unique_integer([:positive])}",
-          width: 40,
-          height: 40,
-          zone_size: 10,
-          tick: :manual,
-          # Meadow only unless a test asks for terrain, so placements are predictable.
-          terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
-          rules: [move_rate: nil]
-        ],
-        Map.get(context, :world, [])
-      )
-
+    opts = options(Map.get(context, :world, []))
     start_supervised!({Grove.World, opts})
     %{world: opts[:name]}
+  end
+
+  @doc """
+  Runs `fun` with the name of a world of its own, started with `opts` over
+  this case's defaults, and stops the world after, whatever `fun` does:
+  for a property that runs each of its cases in a new world. Returns what
+  `fun` returns.
+  """
+  def with_world(opts, fun) do
+    opts = options(opts)
+    {:ok, sup} = Grove.World.start_link(opts)
+
+    try do
+      fun.(opts[:name])
+    after
+      Supervisor.stop(sup)
+    end
+  end
+
+  defp options(opts) do
+    Keyword.merge(
+      [
+        name: :"world_#{System.unique_integer([:positive])}",
+        width: 40,
+        height: 40,
+        zone_size: 10,
+        tick: :manual,
+        # Meadow only unless a test asks for terrain, so placements are predictable.
+        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
+        rules: [move_rate: nil]
+      ],
+      opts
+    )
   end
 
   @doc "Waits for the outcome of one move and returns it."

@@ -768,29 +768,21 @@ defmodule Grove.World.OnDemandTest do
 
     property =
       forall(:proper_types.resize(60, walks), fn walks ->
-        name = :"on_demand_#{System.unique_integer([:positive])}"
         store = if store?, do: {MemoryStore, elem(MemoryStore.start_link(), 1)}
 
-        {:ok, sup} =
-          World.start_link(
+        try do
+          with_world(
             Keyword.merge(@on_demand,
-              name: name,
               width: 12,
               height: 12,
               zone_size: 3,
               # Zones are woken ahead too, as entities come near them.
               wake_ahead: 1,
-              tick: :manual,
-              terrain: @meadow,
-              rules: [move_rate: nil],
               store: store
-            )
+            ),
+            &walk(&1, walks)
           )
-
-        try do
-          walk(name, walks)
         after
-          Supervisor.stop(sup)
           if store, do: Agent.stop(elem(store, 1))
         end
       end)

@@ -357,22 +357,9 @@ defmodule Grove.World.ResidentsTest do
            )
          )},
         fn {seed, residents, operations} ->
-          name = :"prop_residents_#{System.unique_integer([:positive])}"
-
-          {:ok, sup} =
-            World.start_link(
-              name: name,
-              width: 20,
-              height: 20,
-              zone_size: 5,
-              seed: seed,
-              tick: :manual,
-              terrain: [tree_density: 0.2],
-              rules: [move_rate: nil],
-              senses: Grove.Actor.Senses
-            )
-
-          try do
+          [width: 20, height: 20, zone_size: 5, seed: seed]
+          |> Keyword.merge(terrain: [tree_density: 0.2], senses: Grove.Actor.Senses)
+          |> with_world(fn name ->
             # Walkers, and kinds whose zone senses for them.
             kinds = [Grove.Actors.Walker, Grove.Actors.Wanderer, Grove.Actors.Sheep]
 
@@ -403,9 +390,7 @@ defmodule Grove.World.ResidentsTest do
 
             steps(name) + stood == walks * residents + moves and
               World.entity_count(name) == residents + 4
-          after
-            Supervisor.stop(sup)
-          end
+          end)
         end
       )
 

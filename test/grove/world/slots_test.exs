@@ -253,26 +253,10 @@ defmodule Grove.World.SlotsTest do
 
     property =
       forall(:proper_types.resize(40, ops), fn ops ->
-        name = :"slots_#{System.unique_integer([:positive])}"
-
-        {:ok, sup} =
-          World.start_link(
-            Keyword.merge(@on_demand,
-              name: name,
-              width: 20,
-              height: 20,
-              zone_size: 5,
-              tick: :manual,
-              terrain: @meadow,
-              rules: [move_rate: nil]
-            )
-          )
-
-        try do
-          run_ops(name, ops)
-        after
-          Supervisor.stop(sup)
-        end
+        with_world(
+          Keyword.merge(@on_demand, width: 20, height: 20, zone_size: 5),
+          &run_ops(&1, ops)
+        )
       end)
 
     check(property, numtests: 40)
