@@ -16,6 +16,7 @@ defmodule Grove.Gateway.SessionTilesTest do
   use ExUnit.Case, async: true
 
   import Grove.PropCase
+  import Grove.WorldCase, only: [with_world: 2]
 
   alias Grove.Gateway.Session
   alias Grove.{Protocol, World}
@@ -47,101 +48,10 @@ defmodule Grove.Gateway.SessionTilesTest do
   end
 
   test "the tiles a move brings into view are asked for with it: their snapshot comes before its outcome, and none is asked for after" do
-    name = :"tiles_ahead_#{System.unique_integer([:positive])}"
-
-    {sup, session} = joined_alone(name)
-
-    try do
-      {x, _y} = session.cell
-      ahead(name, session, if(x < 15, do: :e, else: :w), 1)
-    after
-      Supervisor.stop(sup)
-    end
-  end
-
-  test "a move sent while another is in flight asks for no tiles ahead of it" do
-    name = :"tiles_flying_#{System.unique_integer([:positive])}"
-
-    {sup, session} = joined_alone(name)
-
-    try do
-      {x, _y} = session.cell
-      dir = if x < 15, do: :e, else: :w
+    alone(fn name, session, dir ->
       {session, seq} = before_new_tiles(name, session, dir, 1)
+      session = send_move(session, seq, dir)
 
-      # A move still in flight (its outcome not yet read): the next one,
-      # which would bring tiles into view from the confirmed cell, asks
-      # for none before it goes.
-      session = %{session | in_flight: Map.put(session.in_flight, 0, {0, nil, dir})}
-      move = bin(Protocol.encode(%{type: :move, seq: seq, dir: dir}, :binary))
-      {_session, []} = Session.handle_frame(session, :binary, move, 0)
-      assert_receive {:grove_move, _id, ^seq, {:ok, _cell}}
-      refute_received {:grove_view, _zone, :tiles, _seq, _data}
-    after
-      Supervisor.stop(sup)
-    end
-  end
-
-  # A world of one zone of 30 x 30 cells in tiles of 5, with nothing in
-  # the way, and a session joined to it with every view message read.
-  defp joined_alone(name) do
-    {:ok, sup} =
-      World.start_link(
-        name: name,
-        width: 30,
-        height: 30,
-        zone_size: 30,
-        view_tile: 5,
-        tick: :manual,
-        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
-        rules: [move_rate: nil]
-      )
-
-    session = Session.new(name, :binary, Grove.SessionConfig.loose(), 0)
-    join = Protocol.encode(%{type: :join, protocol: 7, view_radius: @radius}, :binary)
-    {session, _actions} = Session.handle_frame(session, :binary, bin(join), 0)
-    {sup, quiet(name, session)}
-  end
-
-  # Steps in `dir` while a step brings no tiles into view; returns the
-  # session where the next step would, and the next move's number.
-  defp before_new_tiles(name, session, dir, seq) do
-    grid = World.grid(name)
-
-    if unheld?(grid, session, dir) do
-      {session, seq}
-    else
-      move = bin(Protocol.encode(%{type: :move, seq: seq, dir: dir}, :binary))
-      {session, []} = Session.handle_frame(session, :binary, move, 0)
-      assert_receive {:grove_move, _id, ^seq, {:ok, _cell}} = outcome
-      {session, _actions} = Session.handle_info(session, outcome)
-      before_new_tiles(name, quiet(name, session), dir, seq + 1)
-    end
-  end
-
-  # Whether a step brings into view a tile the session holds not (a tile
-  # left behind stays held within the view's margin: a step back to it
-  # asks for nothing).
-  defp unheld?(grid, session, dir) do
-    to = Grid.step(session.cell, dir)
-
-    Grid.tile_span(grid, to, @radius) != Grid.tile_span(grid, session.cell, @radius) and
-      Enum.any?(Grid.view_tiles(grid, to, @radius), fn tile ->
-        not is_map_key(Map.get(session.areas, Grid.tile_zone(grid, tile), %{}), tile)
-      end)
-  end
-
-  # Steps in `dir` until a step brings tiles into view, then takes that
-  # step: its zone answers the tiles asked for with it first.
-  defp ahead(name, session, dir, seq) do
-    grid = World.grid(name)
-    move = bin(Protocol.encode(%{type: :move, seq: seq, dir: dir}, :binary))
-
-    new_tiles? = unheld?(grid, session, dir)
-
-    {session, []} = Session.handle_frame(session, :binary, move, 0)
-
-    if new_tiles? do
       receive do
         {:grove_view, 0, :tiles, _seq, [_ | _]} = tiles ->
           assert_receive {:grove_move, _id, ^seq, {:ok, _cell}} = outcome
@@ -154,11 +64,70 @@ defmodule Grove.Gateway.SessionTilesTest do
         {:grove_move, _id, ^seq, _outcome} ->
           flunk("the outcome came before the tiles it brought into view")
       end
+    end)
+  end
+
+  test "a move sent while another is in flight asks for no tiles ahead of it" do
+    alone(fn name, session, dir ->
+      {session, seq} = before_new_tiles(name, session, dir, 1)
+
+      # A move still in flight (its outcome not yet read): the next one,
+      # which would bring tiles into view from the confirmed cell, asks
+      # for none before it goes.
+      session = %{session | in_flight: Map.put(session.in_flight, 0, {0, nil, dir})}
+      _session = send_move(session, seq, dir)
+      assert_receive {:grove_move, _id, ^seq, {:ok, _cell}}
+      refute_received {:grove_view, _zone, :tiles, _seq, _data}
+    end)
+  end
+
+  # Runs `walk` with the name of a world of one zone of 30 x 30 cells in
+  # tiles of 5, with nothing in the way, a session joined to it with
+  # every view message read, and a way to walk from its cell that stays
+  # in the world a while: east from the zone's west half, west from its
+  # east half.
+  defp alone(walk) do
+    with_world([width: 30, height: 30, zone_size: 30, view_tile: 5], fn name ->
+      session = Session.new(name, :binary, Grove.SessionConfig.loose(), 0)
+      join = Protocol.encode(%{type: :join, protocol: 7, view_radius: @radius}, :binary)
+      {session, _actions} = Session.handle_frame(session, :binary, bin(join), 0)
+      session = quiet(name, session)
+      {x, _y} = session.cell
+      walk.(name, session, if(x < 15, do: :e, else: :w))
+    end)
+  end
+
+  # Steps in `dir` while a step brings no tiles into view; returns the
+  # session where the next step would, and the next move's number.
+  defp before_new_tiles(name, session, dir, seq) do
+    if unheld?(World.grid(name), session, dir) do
+      {session, seq}
     else
+      session = send_move(session, seq, dir)
       assert_receive {:grove_move, _id, ^seq, {:ok, _cell}} = outcome
       {session, _actions} = Session.handle_info(session, outcome)
-      ahead(name, quiet(name, session), dir, seq + 1)
+      before_new_tiles(name, quiet(name, session), dir, seq + 1)
     end
+  end
+
+  # The move numbered `seq` in `dir`, sent as the player's: the session,
+  # which has nothing to send back at once.
+  defp send_move(session, seq, dir) do
+    move = bin(Protocol.encode(%{type: :move, seq: seq, dir: dir}, :binary))
+    {session, []} = Session.handle_frame(session, :binary, move, 0)
+    session
+  end
+
+  # Whether a step brings into view a tile the session holds not (a tile
+  # left behind stays held within the view's margin: a step back to it
+  # asks for nothing).
+  defp unheld?(grid, session, dir) do
+    to = Grid.step(session.cell, dir)
+
+    Grid.tile_span(grid, to, @radius) != Grid.tile_span(grid, session.cell, @radius) and
+      Enum.any?(Grid.view_tiles(grid, to, @radius), fn tile ->
+        not is_map_key(Map.get(session.areas, Grid.tile_zone(grid, tile), %{}), tile)
+      end)
   end
 
   # The session with every view message its zones sent it taken, and read.
@@ -186,27 +155,13 @@ defmodule Grove.Gateway.SessionTilesTest do
   end
 
   defp run(encoding, version, seed, commands) do
-    name = :"tiles_world_#{System.unique_integer([:positive])}"
-
     # 30 x 30 cells in nine zones of 10, each cut into four tiles of 5;
     # in version 5, 32 x 31: the tiles at the east and south edges are
     # 2 cells wide and 1 high.
-    size = if version >= 5, do: {32, 31}, else: {30, 30}
+    {width, height} = if version >= 5, do: {32, 31}, else: {30, 30}
 
-    {:ok, sup} =
-      World.start_link(
-        name: name,
-        width: elem(size, 0),
-        height: elem(size, 1),
-        zone_size: 10,
-        view_tile: 5,
-        seed: seed,
-        tick: :manual,
-        terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0],
-        rules: [move_rate: nil]
-      )
-
-    try do
+    [width: width, height: height, zone_size: 10, view_tile: 5, seed: seed]
+    |> with_world(fn name ->
       :rand.seed(:exsss, {seed, seed, seed})
 
       # Of kinds 3 to 5: each must be shown with its own.
@@ -242,9 +197,7 @@ defmodule Grove.Gateway.SessionTilesTest do
       st = Enum.reduce(commands, st, &step/2)
       check!(settle(tick(st)))
       true
-    after
-      Supervisor.stop(sup)
-    end
+    end)
   end
 
   defp kind(:binary), do: :binary
