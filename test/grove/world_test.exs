@@ -234,14 +234,7 @@ defmodule Grove.WorldTest do
     test "a killed zone restarts with its entities intact", %{world: world} do
       placed = for cell <- [{1, 1}, {2, 5}, {8, 8}], do: World.join(world, at: cell)
       {:ok, elsewhere, _} = World.join(world, at: {25, 25})
-      zone = World.zone_pid(world, 0)
-      ref = Process.monitor(zone)
-      Process.exit(zone, :kill)
-      assert_receive {:DOWN, ^ref, :process, ^zone, :killed}
-
-      eventually(fn ->
-        assert is_pid(World.zone_pid(world, 0)) and World.zone_pid(world, 0) != zone
-      end)
+      :ok = kill_zone(world, 0)
 
       for {:ok, id, cell} <- placed do
         assert World.position(world, id) == cell
@@ -273,14 +266,7 @@ defmodule Grove.WorldTest do
       assert Enum.any?(problems, &(&1 =~ "zone 0's places differ"))
       Grove.World.Places.remove(w, 0, id, {10, 5})
 
-      zone = World.zone_pid(world, 0)
-      ref = Process.monitor(zone)
-      Process.exit(zone, :kill)
-      assert_receive {:DOWN, ^ref, :process, ^zone, :killed}
-
-      eventually(fn ->
-        assert is_pid(World.zone_pid(world, 0)) and World.zone_pid(world, 0) != zone
-      end)
+      :ok = kill_zone(world, 0)
 
       assert World.audit(world) == :ok
       assert [{^id, 10, 5, _kind}] = World.nearby(world, {11, 5}, 2)

@@ -107,6 +107,24 @@ defmodule Grove.WorldCase do
       end
   end
 
+  @doc """
+  Kills zone `index` of `world` and waits until the world has started it
+  again: for tests of what a zone's restart keeps.
+  """
+  def kill_zone(world, index) do
+    zone = Grove.World.zone_pid(world, index)
+    ref = Process.monitor(zone)
+    Process.exit(zone, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^zone, :killed}
+
+    eventually(fn ->
+      assert is_pid(Grove.World.zone_pid(world, index)) and
+               Grove.World.zone_pid(world, index) != zone
+    end)
+
+    :ok
+  end
+
   @doc "A process that joins the world on request and then just waits, so tests can kill it."
   def spawn_client(world, opts \\ []) do
     test = self()

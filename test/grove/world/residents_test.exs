@@ -153,14 +153,7 @@ defmodule Grove.World.ResidentsTest do
 
   test "a killed zone restarts with its residents, which walk on", %{world: world} do
     {:ok, id, {3, 3}} = World.join(world, at: {3, 3}, updates: :none, walk: {Shuttle, :e, 1000})
-    zone = World.zone_pid(world, 0)
-    ref = Process.monitor(zone)
-    Process.exit(zone, :kill)
-    assert_receive {:DOWN, ^ref, :process, ^zone, :killed}
-
-    eventually(fn ->
-      assert is_pid(World.zone_pid(world, 0)) and World.zone_pid(world, 0) != zone
-    end)
+    :ok = kill_zone(world, 0)
 
     walk(world)
     assert World.position(world, id) == {4, 3}
