@@ -550,16 +550,7 @@ defmodule Grove.WorldTest do
       {:ok, actor, _} = World.join(world, at: {2, 2})
       assert :sys.get_state(zone).tick_timer == nil
 
-      test = self()
-
-      viewer =
-        spawn_link(fn ->
-          {:ok, _, _} = World.join(world, at: {5, 5}, updates: :view, view_radius: 1)
-          send(test, :joined)
-          receive do: (:stop -> :ok)
-        end)
-
-      assert_receive :joined
+      {viewer, _, _} = spawn_client(world, at: {5, 5}, updates: :view, view_radius: 1)
       eventually(fn -> assert :sys.get_state(zone).core.watched end)
       # Watched, with whatever its viewer's arrival changed published: no tick.
       eventually(fn -> assert :sys.get_state(zone).tick_timer == nil end)
@@ -579,7 +570,7 @@ defmodule Grove.WorldTest do
       assert {[_, _, _], latest} = World.view_deltas(world, 0, seq, {View, :raw})
       assert latest == seq + 3
 
-      send(viewer, :stop)
+      Process.exit(viewer, :kill)
       eventually(fn -> assert not :sys.get_state(zone).core.watched end)
       :ok = World.move(world, actor, :e, 4)
       assert_outcome(actor, 4)
@@ -628,16 +619,7 @@ defmodule Grove.WorldTest do
     } do
       zone = World.zone_pid(world, 0)
       {:ok, actor, _} = World.join(world, at: {2, 2})
-      test = self()
-
-      viewer =
-        spawn_link(fn ->
-          {:ok, _, _} = World.join(world, at: {5, 5}, updates: :view, view_radius: 1)
-          send(test, :joined)
-          receive do: (:stop -> :ok)
-        end)
-
-      assert_receive :joined
+      {viewer, _, _} = spawn_client(world, at: {5, 5}, updates: :view, view_radius: 1)
       # Two viewers: a zone's only viewer has its moves published at once.
       {client, _other, _} = spawn_client(world, at: {8, 8}, updates: :view, view_radius: 1)
       eventually(fn -> assert :sys.get_state(zone).core.watched end)
@@ -662,7 +644,7 @@ defmodule Grove.WorldTest do
       assert World.tick_interval(world) == 20
       :ok = World.pace_ticks(world, -1.0)
       assert World.tick_interval(world) == 20
-      send(viewer, :stop)
+      Process.exit(viewer, :kill)
       Process.exit(client, :kill)
     end
 
