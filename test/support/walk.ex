@@ -11,7 +11,20 @@ defmodule Grove.Walk do
 
   import ExUnit.Assertions, only: [flunk: 1]
 
+  alias Grove.{Protocol, WsConn}
   alias Grove.World.Grid
+
+  @doc """
+  A player joined over a connection of its own to the gateway at `port`,
+  with a viewport of `view_radius`, and walked to `cell` by its moves:
+  its id and the connection.
+  """
+  def player_at(port, encoding, cell, view_radius) do
+    conn = WsConn.connect(port, encoding)
+    WsConn.push(conn, %{type: :join, protocol: Protocol.version(), view_radius: view_radius})
+    {welcome, conn} = WsConn.expect(conn, :welcome)
+    {welcome.id, walk(conn, {welcome.x, welcome.y}, cell, &move/2)}
+  end
 
   def walk(conn, from, target, move, steps \\ 200),
     do: walk(conn, from, target, move, steps, %{})
@@ -29,6 +42,15 @@ defmodule Grove.Walk do
     {reached, conn} = step(conn, cell, tries, move)
     learnt = Map.put(learnt, cell, 1 + cost(learnt, reached, target))
     walk(conn, reached, target, move, steps - 1, learnt)
+  end
+
+  # One move of a walk over a connection: the cell reached, or nil when
+  # the move was refused.
+  defp move(conn, dir) do
+    seq = System.unique_integer([:positive])
+    WsConn.push(conn, %{type: :move, seq: seq, dir: dir})
+    {outcome, conn} = WsConn.expect(conn, :outcome, where: &(&1.seq == seq))
+    {if(outcome.result == :ok, do: {outcome.x, outcome.y}), conn}
   end
 
   defp cost(learnt, {x, y} = cell, {tx, ty}),

@@ -10,7 +10,6 @@ defmodule Grove.Gateway.ChatTest do
 
   import Grove.WsConn, only: [connect: 2, push: 2, push_raw: 2, expect: 2, expect: 3]
 
-  alias Grove.Protocol
   alias Grove.{Walk, WsClient}
 
   @moduletag :gateway
@@ -46,20 +45,7 @@ defmodule Grove.Gateway.ChatTest do
   end
 
   # A player with a viewport of radius 1, walked to `cell`.
-  defp player_at(port, encoding, cell) do
-    conn = connect(port, encoding)
-    push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 1})
-    {welcome, conn} = expect(conn, :welcome)
-    {welcome.id, Walk.walk(conn, {welcome.x, welcome.y}, cell, &move/2)}
-  end
-
-  # One move of a walk: the cell reached, or nil when refused.
-  defp move(conn, dir) do
-    seq = System.unique_integer([:positive])
-    push(conn, %{type: :move, seq: seq, dir: dir})
-    {outcome, conn} = expect(conn, :outcome, where: &(&1.seq == seq))
-    {if(outcome.result == :ok, do: {outcome.x, outcome.y}), conn}
-  end
+  defp player_at(port, encoding, cell), do: Walk.player_at(port, encoding, cell, 1)
 
   defp say(conn, seq, text) do
     push(conn, %{type: :say, seq: seq, text: text})

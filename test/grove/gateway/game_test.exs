@@ -5,8 +5,7 @@ defmodule Grove.Gateway.GameTest do
 
   import Grove.WsConn, only: [connect: 2, push: 2, expect: 2, expect: 3]
 
-  alias Grove.{Protocol, World}
-  alias Grove.{Walk, WsClient}
+  alias Grove.{Walk, World, WsClient}
 
   @moduletag :gateway
 
@@ -34,20 +33,7 @@ defmodule Grove.Gateway.GameTest do
   end
 
   # A player joined anywhere, then walked to a cell.
-  defp player_at(port, encoding, _world, cell) do
-    conn = connect(port, encoding)
-    push(conn, %{type: :join, protocol: Protocol.version(), view_radius: 8})
-    {welcome, conn} = expect(conn, :welcome)
-    {welcome.id, Walk.walk(conn, {welcome.x, welcome.y}, cell, &move/2)}
-  end
-
-  # One move of a walk: the cell reached, or nil when refused.
-  defp move(conn, dir) do
-    seq = System.unique_integer([:positive])
-    push(conn, %{type: :move, seq: seq, dir: dir})
-    {outcome, conn} = expect(conn, :outcome, where: &(&1.seq == seq))
-    {if(outcome.result == :ok, do: {outcome.x, outcome.y}), conn}
-  end
+  defp player_at(port, encoding, cell), do: Walk.player_at(port, encoding, cell, 8)
 
   defp act(conn, seq, action, dir, args \\ %{}) do
     push(conn, %{type: :act, seq: seq, action: action, dir: dir, args: args})
@@ -60,7 +46,7 @@ defmodule Grove.Gateway.GameTest do
         {:binary, {11, 5}, {10, 5}, :w}
       ] do
     test "a player picks an apple and sees it go (#{encoding})", %{port: port, world: world} do
-      {id, conn} = player_at(port, unquote(encoding), world, unquote(stand))
+      {id, conn} = player_at(port, unquote(encoding), unquote(stand))
       # On its way it may have picked up apples another test's player dropped.
       {%{carrying: carried}, _look} = World.attrs(world, id)
 
@@ -87,7 +73,7 @@ defmodule Grove.Gateway.GameTest do
 
   test "unknown actions, bad arguments and floods are answered with a reason; nothing changes",
        %{port: port, world: world} do
-    {id, conn} = player_at(port, :json, world, {20, 20})
+    {id, conn} = player_at(port, :json, {20, 20})
     before = World.attrs(world, id)
 
     {acted, conn} = act(conn, 1, "fly", :here)
