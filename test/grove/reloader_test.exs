@@ -267,11 +267,13 @@ defmodule Grove.ReloaderTest do
     File.write!(extra, extra_source.(:one))
     # (A module that is neither the game nor a kind is loaded, not listed.)
     assert {:ok, _} = Reloader.check(reloader)
-    assert @extra.word() == :one
+    # (Called through apply/3: the module exists only once the test wrote
+    # it, and a direct call warns at compile time that it is undefined.)
+    assert apply(@extra, :word, []) == :one
 
     rewrite(extra, extra_source.(:two))
     assert {:ok, _} = Reloader.check(reloader)
-    assert @extra.word() == :two
+    assert apply(@extra, :word, []) == :two
 
     File.rm!(extra)
     assert Reloader.check(reloader) == {:ok, []}
