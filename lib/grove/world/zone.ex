@@ -1290,55 +1290,28 @@ defmodule Grove.World.Zone do
         apply_batch(rest, zone, core, owner, now, outcomes, ok, occupied, blocked, written)
 
       _other ->
-        # Undone: `apply_one/7` applies it again on the zone as it stood.
-        case apply_one(%{zone | core: core}, id, direction, owner, tag, 0, now) do
-          {:pending, zone} ->
-            apply_batch(
-              rest,
-              zone,
-              zone.core,
-              owner,
-              now,
-              outcomes,
-              ok,
-              occupied,
-              blocked,
-              written
-            )
+        {outcomes, ok, zone} =
+          apply_undone(zone, core, id, direction, owner, tag, now, outcomes, ok)
 
-          {{:ok, _cell} = outcome, zone} ->
-            outcomes = [{id, tag, outcome} | outcomes]
+        apply_batch(rest, zone, zone.core, owner, now, outcomes, ok, occupied, blocked, written)
+    end
+  end
 
-            apply_batch(
-              rest,
-              zone,
-              zone.core,
-              owner,
-              now,
-              outcomes,
-              ok + 1,
-              occupied,
-              blocked,
-              written
-            )
+  # A batch's move that is not a plain step (a handoff, a watching
+  # entity, a game's hooks), undone: `apply_one/7` applies it again on the
+  # zone as it stood, and its outcome joins the batch's, unless another
+  # zone gives it. Rare beside the steps, so it may make a tuple.
+  defp apply_undone(zone, core, id, direction, owner, tag, now, outcomes, ok) do
+    case apply_one(%{zone | core: core}, id, direction, owner, tag, 0, now) do
+      {:pending, zone} ->
+        {outcomes, ok, zone}
 
-          {outcome, zone} ->
-            count_outcome(zone, outcome)
-            outcomes = [{id, tag, outcome} | outcomes]
+      {{:ok, _cell} = outcome, zone} ->
+        {[{id, tag, outcome} | outcomes], ok + 1, zone}
 
-            apply_batch(
-              rest,
-              zone,
-              zone.core,
-              owner,
-              now,
-              outcomes,
-              ok,
-              occupied,
-              blocked,
-              written
-            )
-        end
+      {outcome, zone} ->
+        count_outcome(zone, outcome)
+        {[{id, tag, outcome} | outcomes], ok, zone}
     end
   end
 
