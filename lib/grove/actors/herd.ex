@@ -83,6 +83,36 @@ defmodule Grove.Actors.Herd do
   alias Grove.World.Grid
 
   require Logger
+  require Record
+
+  # A slot's turns' constants (`move_due/4`), read at every turn: the herd,
+  # its wheel, the batches whose moves are not all answered (`pending`)
+  # and how many may be (`size`), the slot walked and the earliest an
+  # actor comes back (`first`: the slot after the one walked now); the
+  # width of the draws (`draws`: the next wait, in ms, is drawn from an
+  # interval of this width that starts `jitter_ms` before `interval`, a
+  # slot's width more, so that rounding down to a slot keeps the average at
+  # `interval`; one draw gives both the step's random integer and the next
+  # wait); the kind whose run it is, its index and the tag of its moves
+  # (set for each run, `runs/4`); where nobody watches, how often an actor
+  # takes its turn (`every`), and the world read once for the batch's
+  # questions of where each actor is (`where`).
+  Record.defrecordp(:turn, [
+    :herd,
+    :wheel,
+    :pending,
+    :size,
+    :slot,
+    :first,
+    :draws,
+    :interval,
+    :jitter_ms,
+    :kind,
+    :tag,
+    :every,
+    :where,
+    index: 0
+  ])
 
   # The tags a zone gives a resident's step or action (`Grove.World.Zone`).
   defguardp is_walk(tag)
@@ -527,46 +557,34 @@ defmodule Grove.Actors.Herd do
   # A slot's turns, in one pass. This runs at every turn of every actor,
   # resting or not (20,000 a second in `make run`'s world), so it
   # allocates little per turn: the batch's constants are read from
-  # `turn`, the counts are arguments rather than a tuple rebuilt at each
-  # turn, and the actors that come back one, two or three slots after the
-  # one walked now (every actor, at the default pace) gather in three
-  # lists put on the wheel once a run, where a wheel update per turn
-  # copied the wheel's map of slots; the others (a slower pace, a herd
-  # running late) gather by slot in a map of their own.
+  # `turn`, a record (a tuple: each field one read, where a map's were
+  # searched by key), what changes at every turn is an argument of
+  # `turns/7` and what changes seldom one tuple (`tally`), and the actors
+  # that come back one, two or three slots after the one walked now (every
+  # actor, at the default pace) gather in three lists put on the wheel
+  # once a run, where a wheel update per turn copied the wheel's map of
+  # slots; the others (a slower pace, a herd running late) gather by slot
+  # in a map of their own.
   defp move_due(herd, due, slot, now_slot) do
     %__MODULE__{config: config, window: window, wheel: wheel, rand: {rand_alg, rand}} = herd
     jitter_ms = round(config.interval * config.jitter)
     sent_at = :erlang.monotonic_time()
 
-    turn = %{
-      herd: herd,
-      wheel: wheel,
-      window: window,
-      # The batches whose moves are not all answered, and how many may be.
-      pending: window.pending,
-      size: window.size,
-      slot: slot,
-      # The earliest an actor comes back: the slot after the one walked now.
-      first: now_slot + 1,
-      # The next wait, in ms, is drawn from an interval of this width that
-      # starts `jitter_ms` before `interval`: the jitter, and a slot's
-      # width more, so that rounding down to a slot keeps the average at
-      # `interval` (exactly when slots divide it, within a few per cent
-      # otherwise). One draw gives both the step's random integer and the
-      # next wait.
-      draws: Wheel.wait_span(wheel, jitter_ms) <<< @roll_bits,
-      interval: config.interval,
-      jitter_ms: jitter_ms,
-      # The kind whose turns these are, its index and the tag of its moves
-      # (set for each run of its actors, `runs/4`).
-      kind: nil,
-      index: 0,
-      tag: sent_at,
-      # Where nobody watches, how often an actor takes its turn, and the
-      # world read once for the batch's questions of where each actor is.
-      every: config.unseen_every,
-      where: zones_now(herd)
-    }
+    turn =
+      turn(
+        herd: herd,
+        wheel: wheel,
+        pending: window.pending,
+        size: window.size,
+        slot: slot,
+        first: now_slot + 1,
+        draws: Wheel.wait_span(wheel, jitter_ms) <<< @roll_bits,
+        interval: config.interval,
+        jitter_ms: jitter_ms,
+        tag: sent_at,
+        every: config.unseen_every,
+        where: zones_now(herd)
+      )
 
     # The slot's turns run by run of one kind, each run counted in its
     # kind's row and put back in its kind's lane; the moves of all go out
@@ -589,7 +607,7 @@ defmodule Grove.Actors.Herd do
   # wheel keeps a lane a kind, so a slot comes as a run of each (`due`, a
   # list a lane), and each run's actors go back in its kind's lane, in
   # lists by the slot they come back in. A run ends at the first actor of
-  # another kind (`turns/9`), so a lane that holds another kind's actors
+  # another kind (`turns/7`), so a lane that holds another kind's actors
   # (put there by hand) is taken as several runs.
   defp runs([], _turn, {moves, wheel, rand, in_flight, _zones, sent_by_kind}, _sent_at),
     do: {moves, wheel, rand, in_flight, sent_by_kind}
@@ -597,21 +615,21 @@ defmodule Grove.Actors.Herd do
   defp runs([[] | lanes], turn, acc, sent_at), do: runs(lanes, turn, acc, sent_at)
 
   defp runs([[head | _] = due | lanes], turn, acc, sent_at) do
-    %{herd: herd, first: first} = turn
+    turn(herd: herd, first: first) = turn
     {moves, wheel, rand, in_flight, zones, sent_by_kind} = acc
     last = kind_tag(head)
     index = kind_of(last)
     kind = elem(herd.kinds, index)
     tag = tag(sent_at, index)
-    turn = %{turn | kind: kind, index: index, tag: tag}
+    turn = turn(turn, kind: kind, index: index, tag: tag)
 
-    {run_moves, back, rand, run_in_flight, resting, skipped, zones, rest} =
-      turns(due, turn, moves, {[], [], [], %{}}, rand, in_flight, %{}, {0, 0, 0, 0}, zones)
+    {run_moves, back, rand, run_in_flight, tally, rest} =
+      turns(due, turn, moves, {[], [], [], %{}}, rand, in_flight, {0, 0, 0, 0, %{}, zones})
 
-    {_unanswered, _full, _stayed, rested} = skipped
+    {unanswered, full, stayed, rested, resting, zones} = tally
     {back, rand, rested} = :maps.fold(&regroup(&1, &2, turn, &3), {back, rand, rested}, resting)
     sent = run_in_flight - in_flight
-    count_turns(herd, kind.stats, sent, rested, skipped, run_moves)
+    count_turns(herd, kind.stats, sent, {unanswered, full, stayed, rested}, run_moves)
     {back1, back2, back3, later} = back
     lane = lane(wheel, last)
 
@@ -630,7 +648,7 @@ defmodule Grove.Actors.Herd do
 
   # A run's turns counted in its kind's row: moves sent, skipped, stayed
   # and rested (its moves are the first `sent` of `moves`, newest first).
-  defp count_turns(herd, stats, sent, rested, {unanswered, full, stayed, _rested}, moves) do
+  defp count_turns(herd, stats, sent, {unanswered, full, stayed, rested}, moves) do
     if sent > 0, do: Stats.incr(stats, :sent, sent)
     if sent > 0, do: Stats.incr(stats, :in_flight, sent)
     if unanswered > 0, do: Stats.incr(stats, :skipped_unanswered, unanswered)
@@ -647,187 +665,120 @@ defmodule Grove.Actors.Herd do
         )
   end
 
-  # Moves and a game's actions, both tagged with when they were sent
-  # (`moves`, newest first); the actors by the slot they come back in
-  # (`back`); the actors that rest this turn alone, by zone (`resting`,
-  # zone => {how many, their entries}: they go back on the wheel after
-  # the run, a zone's as one group, `regroup/4`); `skipped`, the turns
-  # skipped as unanswered or full, those that stayed, which are few, and
-  # the groups' actors that rested.
-  # What an actor's turn reads of `turn` is read in one match, one pass
-  # over the map's keys, where a read of each field searched them again
-  # (a group's, and a group's return, read it again: they are few).
-  # A run ends at the first actor or group of another kind: the rest of
+  # The tally's counts and maps (`turns/7`).
+  @unanswered 0
+  @full 1
+  @stayed 2
+  @rested 3
+  @resting 4
+  @zones 5
+
+  # A run's turns, entry by entry. At every turn: the moves and a game's
+  # actions, tagged with when they were sent (`moves`, newest first), the
+  # actors by the slot they come back in (`back`), the generator's state
+  # and the moves in flight. Seldom, one tuple, `tally`: the turns skipped
+  # as unanswered (`@unanswered`) or full (`@full`), those that stayed
+  # (`@stayed`), the groups' actors that rested (`@rested`), the actors
+  # that rest this turn alone, by zone (`@resting`, zone => {how many,
+  # their entries}: they go back on the wheel after the run, a zone's as
+  # one group, `regroup/4`), and whether each zone met this batch rests
+  # (`@zones`). An actor's entry and a group's are taken by a function
+  # each (`actor_turn/8`, `group_turn/8`), which goes on with the run; a
+  # run ends at the first actor or group of another kind, and the rest of
   # the slot is given back with the run's results.
-  defp turns(
-         [{_id, last, _state, _zone} | _] = due,
-         %{index: index},
-         moves,
-         back,
-         rand,
-         in_flight,
-         resting,
-         skipped,
-         zones
-       )
-       when (last &&& @kind_mask) != index,
-       do: {moves, back, rand, in_flight, resting, skipped, zones, due}
+  defp turns([entry | due] = all, turn, moves, back, rand, in_flight, tally) do
+    case entry do
+      {_id, last, _state, _zone} when (last &&& @kind_mask) == turn(turn, :index) ->
+        actor_turn(entry, due, turn, moves, back, rand, in_flight, tally)
 
-  defp turns(
-         [{:group, _count, group_index, _members, _zone} | _] = due,
-         %{index: index},
-         moves,
-         back,
-         rand,
-         in_flight,
-         resting,
-         skipped,
-         zones
-       )
-       when group_index != index,
-       do: {moves, back, rand, in_flight, resting, skipped, zones, due}
+      {:group, _count, index, _members, _zone} when index == turn(turn, :index) ->
+        group_turn(entry, due, turn, moves, back, rand, in_flight, tally)
 
-  # A zone's actors that rested together come as one entry: they rest
-  # again together, with one question, one draw and one place on the
-  # wheel, or, where their zone takes this turn, each takes its own. Its
-  # members' last moves are all answered (each was asked where it
-  # stands, which a turn asks only then), so none is skipped unanswered.
-  defp turns(
-         [{:group, count, _index, members, zone} = group | due],
-         turn,
-         moves,
-         back,
-         rand,
-         in_flight,
-         resting,
-         skipped,
-         zones
-       ) do
-    %{size: size, slot: slot} = turn
-
-    cond do
-      in_flight >= size ->
-        {unanswered, full, stayed, rested} = skipped
-        {next, _draw, rand} = next_turn(turn, rand)
-        back = back(back, next, turn, group)
-        skipped = {unanswered, full + count, stayed, rested}
-        turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
-
-      true ->
-        case zone_rests?(turn, zone, slot, zones) do
-          {true, zones} ->
-            {unanswered, full, stayed, rested} = skipped
-            {next, _draw, rand} = next_turn(turn, rand)
-            back = back(back, next, turn, group)
-            skipped = {unanswered, full, stayed, rested + count}
-            turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
-
-          {false, zones} ->
-            {moves, back, rand, in_flight, resting, skipped, zones, []} =
-              turns(
-                members,
-                turn,
-                moves,
-                back,
-                rand,
-                in_flight,
-                resting,
-                skipped,
-                zones
-              )
-
-            turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
-        end
+      _other_kind ->
+        {moves, back, rand, in_flight, tally, all}
     end
   end
 
-  defp turns(
-         [{_id, last, _state, _zone} = entry | due],
+  defp turns([], _turn, moves, back, rand, in_flight, tally),
+    do: {moves, back, rand, in_flight, tally, []}
+
+  # An actor's turn: skipped while its last batch is not fully answered
+  # (`Window.unanswered?/2`) or the window is full, rested where nobody
+  # watches its zone this turn, else taken.
+  defp actor_turn(
+         {_id, last, _state, _zone} = entry,
+         due,
          turn,
          moves,
          back,
          rand,
          in_flight,
-         resting,
-         skipped,
-         zones
+         tally
        ) do
-    %{
-      pending: pending,
-      size: size,
-      every: every,
-      slot: slot,
-      first: first,
-      draws: draws,
-      wheel: wheel,
-      interval: interval,
-      jitter_ms: jitter_ms
-    } = turn
+    turn(pending: pending, size: size, every: every) = turn
 
     cond do
-      # Its batch not fully answered (`Window.unanswered?/2`).
       is_map_key(pending, last) ->
-        {unanswered, full, stayed, rested} = skipped
-        {next, _draw, rand} = next_turn(slot, first, draws, wheel, interval, jitter_ms, rand)
-        back = back(back, next, turn, entry)
-        skipped = {unanswered + 1, full, stayed, rested}
-        turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
+        {back, rand} = come_back(back, rand, turn, entry)
+        turns(due, turn, moves, back, rand, in_flight, add(tally, @unanswered, 1))
 
       in_flight >= size ->
-        {unanswered, full, stayed, rested} = skipped
-        {next, _draw, rand} = next_turn(slot, first, draws, wheel, interval, jitter_ms, rand)
-        back = back(back, next, turn, entry)
-        skipped = {unanswered, full + 1, stayed, rested}
-        turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
+        {back, rand} = come_back(back, rand, turn, entry)
+        turns(due, turn, moves, back, rand, in_flight, add(tally, @full, 1))
 
       # Every turn taken, seen or not: nothing to ask.
       every == 1 ->
-        {next, draw, rand} = next_turn(slot, first, draws, wheel, interval, jitter_ms, rand)
-
-        take_turn(
-          due,
-          turn,
-          moves,
-          back,
-          rand,
-          in_flight,
-          resting,
-          skipped,
-          zones,
-          entry,
-          next,
-          draw
-        )
+        take_turn(entry, due, turn, moves, back, rand, in_flight, tally)
 
       true ->
-        case rests_unseen?(turn, entry, slot, zones) do
-          {true, zones, {_id, _last, _state, zone} = entry} ->
-            resting = rest(resting, zone, entry)
-            turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
+        case rests_unseen?(turn, entry, tally) do
+          {true, tally, {_id, _last, _state, zone} = entry} ->
+            resting = rest(elem(tally, @resting), zone, entry)
+            turns(due, turn, moves, back, rand, in_flight, put_elem(tally, @resting, resting))
 
-          {false, zones, entry} ->
-            {next, draw, rand} = next_turn(slot, first, draws, wheel, interval, jitter_ms, rand)
-
-            take_turn(
-              due,
-              turn,
-              moves,
-              back,
-              rand,
-              in_flight,
-              resting,
-              skipped,
-              zones,
-              entry,
-              next,
-              draw
-            )
+          {false, tally, entry} ->
+            take_turn(entry, due, turn, moves, back, rand, in_flight, tally)
         end
     end
   end
 
-  defp turns([], _turn, moves, back, rand, in_flight, resting, skipped, zones),
-    do: {moves, back, rand, in_flight, resting, skipped, zones, []}
+  # A zone's actors that rested together come as one entry: they rest
+  # again together, with one question, one draw and one place on the
+  # wheel (skipped together if the window is full), or, where their zone
+  # takes this turn, each takes its own. Its members' last moves are all
+  # answered (each was asked where it stands, which a turn asks only
+  # then), so none is skipped unanswered.
+  defp group_turn(group, due, turn, moves, back, rand, in_flight, tally) do
+    {:group, count, _index, members, zone} = group
+
+    cond do
+      in_flight >= turn(turn, :size) ->
+        {back, rand} = come_back(back, rand, turn, group)
+        turns(due, turn, moves, back, rand, in_flight, add(tally, @full, count))
+
+      true ->
+        case zone_rests?(turn, zone, tally) do
+          {true, tally} ->
+            {back, rand} = come_back(back, rand, turn, group)
+            turns(due, turn, moves, back, rand, in_flight, add(tally, @rested, count))
+
+          {false, tally} ->
+            {moves, back, rand, in_flight, tally, []} =
+              turns(members, turn, moves, back, rand, in_flight, tally)
+
+            turns(due, turn, moves, back, rand, in_flight, tally)
+        end
+    end
+  end
+
+  defp add(tally, at, count), do: put_elem(tally, at, elem(tally, at) + count)
+
+  # An entry skipped (or a group rested): back on the wheel, its next turn
+  # drawn.
+  defp come_back(back, rand, turn, entry) do
+    {next, _draw, rand} = next_turn(turn, rand)
+    {back(back, next, turn, entry), rand}
+  end
 
   # When an actor (or a group) comes back, and the random integer its
   # step gets. `rand` is the state of the herd's exsp generator, whose
@@ -843,19 +794,15 @@ defmodule Grove.Actors.Herd do
   # in the next slot would bunch them there for good when their waits
   # never vary, and its window of moves would let the same few through.
   defp next_turn(turn, rand) do
-    %{
+    turn(
       slot: slot,
       first: first,
       draws: draws,
       wheel: wheel,
       interval: interval,
       jitter_ms: jitter_ms
-    } = turn
+    ) = turn
 
-    next_turn(slot, first, draws, wheel, interval, jitter_ms, rand)
-  end
-
-  defp next_turn(slot, first, draws, wheel, interval, jitter_ms, rand) do
     {word, rand} = :rand.exsp_next(rand)
     draw = rem(word, draws)
     wait = Wheel.wait_slots(wheel, interval, jitter_ms, draw >>> @roll_bits)
@@ -864,49 +811,35 @@ defmodule Grove.Actors.Herd do
   end
 
   # A turn taken: the kind decides, and a move or an action joins the batch.
-  defp take_turn(
-         due,
-         turn,
-         moves,
-         back,
-         rand,
-         in_flight,
-         resting,
-         skipped,
-         zones,
-         {id, last, state, zone},
-         next,
-         draw
-       ) do
-    %{tag: tag} = turn
+  defp take_turn({id, last, state, zone}, due, turn, moves, back, rand, in_flight, tally) do
+    {next, draw, rand} = next_turn(turn, rand)
+    tag = turn(turn, :tag)
 
-    case decide(turn.herd, turn.kind, id, state, draw &&& @roll_mask) do
+    case decide(turn(turn, :herd), turn(turn, :kind), id, state, draw &&& @roll_mask) do
       {:stay, state} ->
-        {unanswered, full, stayed, rested} = skipped
-        skipped = {unanswered, full, stayed + 1, rested}
         back = back(back, next, turn, {id, last, state, zone})
-        turns(due, turn, moves, back, rand, in_flight, resting, skipped, zones)
+        turns(due, turn, moves, back, rand, in_flight, add(tally, @stayed, 1))
 
       {{:act, action, target}, state} ->
         moves = [{id, action, target, %{}, tag} | moves]
         back = back(back, next, turn, {id, tag, state, nil})
-        turns(due, turn, moves, back, rand, in_flight + 1, resting, skipped, zones)
+        turns(due, turn, moves, back, rand, in_flight + 1, tally)
 
       {{:act, action, target, args}, state} ->
         moves = [{id, action, target, args, tag} | moves]
         back = back(back, next, turn, {id, tag, state, nil})
-        turns(due, turn, moves, back, rand, in_flight + 1, resting, skipped, zones)
+        turns(due, turn, moves, back, rand, in_flight + 1, tally)
 
       {direction, state} ->
         moves = [{id, direction, tag} | moves]
         back = back(back, next, turn, {id, tag, state, nil})
-        turns(due, turn, moves, back, rand, in_flight + 1, resting, skipped, zones)
+        turns(due, turn, moves, back, rand, in_flight + 1, tally)
     end
   end
 
   # An actor in the list of the slot it comes back in.
-  defp back({back1, back2, back3, later}, next, %{first: first}, entry) do
-    case next - first do
+  defp back({back1, back2, back3, later}, next, turn, entry) do
+    case next - turn(turn, :first) do
       0 -> {[entry | back1], back2, back3, later}
       1 -> {back1, [entry | back2], back3, later}
       2 -> {back1, back2, [entry | back3], later}
@@ -936,22 +869,22 @@ defmodule Grove.Actors.Herd do
   # merged at every rest a zone's actors would gather in ever fewer slots.
   # An actor alone stays an entry of its own.
   defp regroup(_zone, {1, [entry]}, turn, {back, rand, rested}) do
-    {next, _draw, rand} = next_turn(turn, rand)
-    {back(back, next, turn, entry), rand, rested + 1}
+    {back, rand} = come_back(back, rand, turn, entry)
+    {back, rand, rested + 1}
   end
 
   defp regroup(zone, {count, members}, turn, {back, rand, rested}) do
-    {next, _draw, rand} = next_turn(turn, rand)
-    group = {:group, count, turn.index, members, zone}
-    {back(back, next, turn, group), rand, rested + count}
+    group = {:group, count, turn(turn, :index), members, zone}
+    {back, rand} = come_back(back, rand, turn, group)
+    {back, rand, rested + count}
   end
 
   # Where nobody watches, an actor takes one turn in `unseen_every` on
   # average and rests the others: nothing is decided, sensed or sent.
   # Whether anyone watches its zone is asked once per zone in a batch
-  # (`zones`, zone => rests?, built as the batch meets them; a batch is
-  # one slot of one instant), so an actor steps as before from its first
-  # batch after someone comes to watch its zone.
+  # (the tally's `@zones`, zone => rests?, built as the batch meets them;
+  # a batch is one slot of one instant), so an actor steps as before from
+  # its first batch after someone comes to watch its zone.
   # The turns taken are those that fall in the slots its zone takes, one
   # in `unseen_every`, drawn by a hash of the slot and the zone: a zone
   # nobody watches gets a herd's batch that often, each as full as
@@ -970,34 +903,32 @@ defmodule Grove.Actors.Herd do
   # The world is read once a batch (`zones_now/1`, in `turn`), where the
   # world offers it: a lookup of the world's settings and directory at
   # each turn cost as much as the rest of a resting turn.
-  defp rests_unseen?(%{every: 1}, entry, _slot, zones), do: {false, zones, entry}
-
-  defp rests_unseen?(turn, {id, last, state, nil} = entry, slot, zones) do
-    %{where: where, herd: %__MODULE__{api: api}} = turn
+  defp rests_unseen?(turn, {id, last, state, nil} = entry, tally) do
+    turn(where: where, herd: %__MODULE__{api: api}) = turn
 
     case zone_index(api, where, id) do
-      nil -> {false, zones, entry}
-      zone -> rests_unseen?(turn, {id, last, state, zone}, slot, zones)
+      nil -> {false, tally, entry}
+      zone -> rests_unseen?(turn, {id, last, state, zone}, tally)
     end
   end
 
-  defp rests_unseen?(turn, {_id, _last, _state, zone} = entry, slot, zones) do
-    {rests, zones} = zone_rests?(turn, zone, slot, zones)
-    {rests, zones, entry}
+  defp rests_unseen?(turn, {_id, _last, _state, zone} = entry, tally) do
+    {rests, tally} = zone_rests?(turn, zone, tally)
+    {rests, tally, entry}
   end
 
   # Whether a zone's actors rest this turn, asked once a zone a batch.
-  defp zone_rests?(%{every: 1}, _zone, _slot, zones), do: {false, zones}
+  defp zone_rests?(turn(every: 1), _zone, tally), do: {false, tally}
 
-  defp zone_rests?(turn, zone, slot, zones) do
-    case zones do
+  defp zone_rests?(turn, zone, tally) do
+    case elem(tally, @zones) do
       %{^zone => rests} ->
-        {rests, zones}
+        {rests, tally}
 
-      %{} ->
-        %{every: every, where: where, herd: %__MODULE__{api: api}} = turn
+      zones ->
+        turn(every: every, where: where, slot: slot, herd: %__MODULE__{api: api}) = turn
         rests = :erlang.phash2({slot, zone}, every) != 0 and not api.zone_watched?(where, zone)
-        {rests, Map.put(zones, zone, rests)}
+        {rests, put_elem(tally, @zones, Map.put(zones, zone, rests))}
     end
   end
 
