@@ -313,6 +313,12 @@ defmodule Grove.Actors do
   # every kind.
   defp start_herds(name, opts, counts) do
     %{stats: stats} = :persistent_term.get({__MODULE__, name})
+    # Where in a slot each herd's turns fall, a fraction of it: evenly
+    # spread, herd after herd a golden section of the slot on from the one
+    # before, from a point drawn for these herds (so herds added later do
+    # not start where these did). However many herds, no two are closer
+    # than about a third of the slot's share of each.
+    offset = :rand.uniform()
 
     for {{area, parts}, n} <- Enum.with_index(herd_plan(opts, counts)) do
       kinds =
@@ -331,6 +337,7 @@ defmodule Grove.Actors do
         api: opts[:api],
         kinds: kinds,
         area: area,
+        phase: phase(offset, n),
         interval: opts[:interval],
         jitter: opts[:jitter],
         spawn: opts[:spawn],
@@ -358,6 +365,15 @@ defmodule Grove.Actors do
 
       {pid, parts |> Enum.map(&elem(&1, 1)) |> Enum.sum()}
     end
+  end
+
+  # The `n`th herd's place in a slot, from 0 to 1: the golden ratio's
+  # multiples fill an interval most evenly of any sequence, each new one
+  # in the largest gap left.
+  @golden (:math.sqrt(5) - 1) / 2
+  defp phase(offset, n) do
+    at = offset + n * @golden
+    at - Float.floor(at)
   end
 
   # Herds with their home areas, each with its share of every kind

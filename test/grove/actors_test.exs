@@ -104,6 +104,25 @@ defmodule Grove.ActorsTest do
     assert lone == List.duplicate(15, 10)
   end
 
+  test "a group's herds take their turns at moments spread evenly over a slot", %{world: world} do
+    # 16 herds in slots of 1000 ms: drawn at random, two of them would
+    # almost surely fall within 22 ms of each other (1 time in 700 not);
+    # spread, each gap is at least about a third of the 62 ms each has.
+    name = start_actors(world, count: 160, per_herd: 10, interval: 2000, resolution: 1000)
+    joined(160)
+
+    phases =
+      name
+      |> Actors.herds_of()
+      |> Enum.map(&:sys.get_state(&1).wheel.phase)
+      |> Enum.sort()
+
+    assert length(phases) == 16
+    assert Enum.all?(phases, &(&1 in 0..999))
+    gaps = [hd(phases) + 1000 - List.last(phases) | Enum.zip_with(tl(phases), phases, &-/2)]
+    assert Enum.min(gaps) >= 22
+  end
+
   test "blob spawn starts actors around a point", %{world: world} do
     start_actors(world, count: 40, spawn: {:blob, {20, 20}, 3})
 

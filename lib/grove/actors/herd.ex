@@ -33,7 +33,10 @@ defmodule Grove.Actors.Herd do
   # Schedules live on a timing wheel (`Herd.Wheel`) of `resolution` ms
   # slots keyed by absolute slot number; the herd's single timer fires at
   # the next slot that has someone due, offset by a phase of its own so
-  # that herds do not all fire at once. The moves due in a slot go out together with
+  # that herds do not all fire at once (a group's herds spread their
+  # phases evenly over a slot, `Grove.Actors`: drawn at random, some
+  # would fire together and pile their batches on the schedulers at
+  # once, while the slot's other moments go idle). The moves due in a slot go out together with
   # `move_many/2` (one message per zone), unless `batch: false`. The tag of
   # every move is the time it was sent, so the outcome alone gives the round
   # trip.
@@ -291,7 +294,15 @@ defmodule Grove.Actors.Herd do
       rand: :rand.seed_s(:exsp)
     }
 
-    {phase, rand} = :rand.uniform_s(resolution, herd.rand)
+    # Its slots' offset in ms, 1 to `resolution`: a fraction of a slot
+    # given (`:phase`, where a group spreads its herds over the slot), else
+    # drawn.
+    {phase, rand} =
+      case Keyword.get(opts, :phase) do
+        nil -> :rand.uniform_s(resolution, herd.rand)
+        fraction -> {trunc(fraction * resolution) + 1, herd.rand}
+      end
+
     native = &:erlang.convert_time_unit(&1, :millisecond, :native)
 
     window =
