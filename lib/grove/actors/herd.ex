@@ -600,11 +600,11 @@ defmodule Grove.Actors.Herd do
     # The slot's turns run by run of one kind, each run counted in its
     # kind's row and put back in its kind's lane; the moves of all go out
     # together.
-    {moves, wheel, rand, in_flight, sent_by_kind} =
-      runs(due, turn, {[], wheel, rand, window.in_flight, %{}, []}, sent_at)
+    {moves, wheel, rand, in_flight, acts, sent_by_kind} =
+      runs(due, turn, {[], wheel, rand, window.in_flight, %{}, 0, []}, sent_at)
 
     sent = in_flight - window.in_flight
-    if sent > 0, do: send_moves(herd, moves)
+    if sent > 0, do: send_moves(herd, moves, acts)
 
     window =
       Enum.reduce(sent_by_kind, window, fn {tag, sent}, window ->
@@ -620,14 +620,14 @@ defmodule Grove.Actors.Herd do
   # lists by the slot they come back in. A run ends at the first actor of
   # another kind (`turns/7`), so a lane that holds another kind's actors
   # (put there by hand) is taken as several runs.
-  defp runs([], _turn, {moves, wheel, rand, in_flight, _zones, sent_by_kind}, _sent_at),
-    do: {moves, wheel, rand, in_flight, sent_by_kind}
+  defp runs([], _turn, {moves, wheel, rand, in_flight, _zones, acts, sent_by_kind}, _sent_at),
+    do: {moves, wheel, rand, in_flight, acts, sent_by_kind}
 
   defp runs([[] | lanes], turn, acc, sent_at), do: runs(lanes, turn, acc, sent_at)
 
   defp runs([[head | _] = due | lanes], turn, acc, sent_at) do
     turn(herd: herd, first: first) = turn
-    {moves, wheel, rand, in_flight, zones, sent_by_kind} = acc
+    {moves, wheel, rand, in_flight, zones, acts, sent_by_kind} = acc
     last = kind_tag(head)
     index = kind_of(last)
     kind = elem(herd.kinds, index)
@@ -635,9 +635,9 @@ defmodule Grove.Actors.Herd do
     turn = turn(turn, kind: kind, index: index, tag: tag)
 
     {run_moves, back, rand, run_in_flight, tally, rest} =
-      turns(due, turn, moves, {[], [], [], %{}}, rand, in_flight, {0, 0, 0, 0, %{}, zones})
+      turns(due, turn, moves, {[], [], [], %{}}, rand, in_flight, {0, 0, 0, 0, %{}, zones, acts})
 
-    {unanswered, full, stayed, rested, resting, zones} = tally
+    {unanswered, full, stayed, rested, resting, zones, acts} = tally
     {back, rand, rested} = :maps.fold(&regroup(&1, &2, turn, &3), {back, rand, rested}, resting)
     sent = run_in_flight - in_flight
     count_turns(herd, kind.stats, sent, {unanswered, full, stayed, rested}, run_moves)
@@ -653,7 +653,7 @@ defmodule Grove.Actors.Herd do
       |> Wheel.add_all(first + 1, back2, lane)
       |> Wheel.add_all(first + 2, back3, lane)
 
-    acc = {run_moves, wheel, rand, run_in_flight, zones, [{tag, sent} | sent_by_kind]}
+    acc = {run_moves, wheel, rand, run_in_flight, zones, acts, [{tag, sent} | sent_by_kind]}
     runs([rest | lanes], turn, acc, sent_at)
   end
 
@@ -683,6 +683,7 @@ defmodule Grove.Actors.Herd do
   @rested 3
   @resting 4
   @zones 5
+  @acts 6
 
   # A run's turns, entry by entry. At every turn: the moves and a game's
   # actions, tagged with when they were sent (`moves`, newest first), the
@@ -692,8 +693,9 @@ defmodule Grove.Actors.Herd do
   # (`@stayed`), the groups' actors that rested (`@rested`), the actors
   # that rest this turn alone, by zone (`@resting`, zone => {how many,
   # their entries}: they go back on the wheel after the run, a zone's as
-  # one group, `regroup/4`), and whether each zone met this batch rests
-  # (`@zones`). An actor's entry and a group's are taken by a function
+  # one group, `regroup/4`), whether each zone met this batch rests
+  # (`@zones`), and the game's actions among the moves, the slot's so far
+  # (`@acts`: a slot of moves alone is sent as it is). An actor's entry and a group's are taken by a function
   # each (`actor_turn/8`, `group_turn/8`), which goes on with the run; a
   # run ends at the first actor or group of another kind, and the rest of
   # the slot is given back with the run's results.
@@ -834,12 +836,12 @@ defmodule Grove.Actors.Herd do
       {{:act, action, target}, state} ->
         moves = [{id, action, target, %{}, tag} | moves]
         back = back(back, next, turn, {id, tag, state, nil})
-        turns(due, turn, moves, back, rand, in_flight + 1, tally)
+        turns(due, turn, moves, back, rand, in_flight + 1, add(tally, @acts, 1))
 
       {{:act, action, target, args}, state} ->
         moves = [{id, action, target, args, tag} | moves]
         back = back(back, next, turn, {id, tag, state, nil})
-        turns(due, turn, moves, back, rand, in_flight + 1, tally)
+        turns(due, turn, moves, back, rand, in_flight + 1, add(tally, @acts, 1))
 
       {direction, state} ->
         moves = [{id, direction, tag} | moves]
@@ -1062,8 +1064,12 @@ defmodule Grove.Actors.Herd do
   end
 
   # Moves (3-tuples) and actions (5-tuples) go in a batch each, or, where
-  # the world takes both at once (`step_many/3`), in one a zone.
-  defp send_moves(herd, sent) do
+  # the world takes both at once (`step_many/3`), in one a zone. A slot
+  # with no action (`acts`, how many; a walker's every slot) is sent as
+  # it is, with no pass to split it.
+  defp send_moves(herd, moves, 0), do: send_steps(herd, moves)
+
+  defp send_moves(herd, sent, _acts) do
     {acts, moves} = split_acts(sent, [], [])
 
     if acts != [] do
