@@ -36,8 +36,9 @@ defmodule Grove.Actors.Herd do
   # that herds do not all fire at once (a group's herds spread their
   # phases evenly over a slot, `Grove.Actors`: drawn at random, some
   # would fire together and pile their batches on the schedulers at
-  # once, while the slot's other moments go idle). The moves due in a slot go out together with
-  # `move_many/2` (one message per zone), unless `batch: false`. The tag of
+  # once, while the slot's other moments go idle). The moves due in a
+  # slot go out together with `move_many/2` (one message per zone),
+  # unless `batch: false`. The tag of
   # every move is the time it was sent, so the outcome alone gives the round
   # trip.
   #
@@ -695,10 +696,11 @@ defmodule Grove.Actors.Herd do
   # their entries}: they go back on the wheel after the run, a zone's as
   # one group, `regroup/4`), whether each zone met this batch rests
   # (`@zones`), and the game's actions among the moves, the slot's so far
-  # (`@acts`: a slot of moves alone is sent as it is). An actor's entry and a group's are taken by a function
-  # each (`actor_turn/8`, `group_turn/8`), which goes on with the run; a
-  # run ends at the first actor or group of another kind, and the rest of
-  # the slot is given back with the run's results.
+  # (`@acts`: a slot of moves alone is sent as it is). An actor's entry
+  # and a group's are taken by a function each (`actor_turn/8`,
+  # `group_turn/8`), which goes on with the run; a run ends at the first
+  # actor or group of another kind, and the rest of the slot is given
+  # back with the run's results.
   defp turns([entry | due] = all, turn, moves, back, rand, in_flight, tally) do
     case entry do
       {_id, last, _state, _zone} when (last &&& @kind_mask) == turn(turn, :index) ->
