@@ -85,7 +85,7 @@ defmodule Grove.ClusterVersionsTest do
 
   @fresh [:zones_at, :take_over_all, :take_over_fresh]
 
-  test "a node that stops hands a node that says it speaks it every zone not refused as stale: those alone start again on their owner",
+  test "a node that stops hands a node that says it speaks it every zone not refused as stale, and does not say it abandons those refused: they run where that node places them",
        %{home: home} do
     {peer, mine, theirs} = join_release_peer(home, @fresh, zones: @zones)
     assert length(mine) > 100
@@ -95,7 +95,8 @@ defmodule Grove.ClusterVersionsTest do
 
     assert Enum.all?(calls, &match?({:take_over_fresh, _}, &1))
     assert Enum.map(Enum.flat_map(calls, &elem(&1, 1)), &elem(&1, 0)) == mine
-    for index <- stale, do: assert_receive({:release_peer, {:abandoned, ^index, _}}, @wait)
+    # What the stopped node sent the peer came before this.
+    sync_release_peer(peer)
     refute_received {:release_peer, {:abandoned, _index, _from}}
   end
 
@@ -136,6 +137,15 @@ defmodule Grove.ClusterVersionsTest do
     flush_release_peer()
     :ok = Supervisor.terminate_child(Grove.Application.Supervisor, @instance)
     handover_calls(length(mine))
+  end
+
+  # Everything sent to the peer's placer from this node before now has
+  # reached the test.
+  defp sync_release_peer(peer) do
+    world = Grove.world(@instance)
+    ref = make_ref()
+    send({Grove.World.Placer.name(world), peer}, {:synced, ref})
+    assert_receive {:release_peer, {:synced, ^ref}}, @wait
   end
 
   defp flush_release_peer do
@@ -194,13 +204,13 @@ defmodule Grove.ClusterVersionsTest do
     stop_silent!(peer)
   end
 
-  test "a node that stops while a batch of its zones is being handed over ends that handover after the batch, and hands the rest over itself as it leaves, each zone once",
+  test "a node that stops while a batch of its zones is being handed over ends that handover without waiting for its call, and hands every zone over itself as it leaves, each once",
        %{home: home} do
     {peer, _mine, theirs} =
       join_release_peer(home, [:zones_at, :take_over_all], zones: @zones, calls: :step)
 
     assert length(theirs) > 100
-    assert_receive {:release_peer, {:take_over_all, first}}, @wait
+    assert_receive {:release_peer, {:take_over_all, _first}}, @wait
     world = Grove.world(@instance)
     %{handovers: handovers} = :sys.get_state(Grove.World.Placer.name(world))
     [handover] = Map.keys(handovers)
@@ -209,22 +219,44 @@ defmodule Grove.ClusterVersionsTest do
     stopping =
       Task.async(fn -> Supervisor.terminate_child(Grove.Application.Supervisor, @instance) end)
 
-    # Told to stop while its call is under way: answered, it hands no
-    # more, and ends.
-    eventually(
-      fn -> assert :stop_handing in elem(Process.info(handover, :messages), 1) end,
-      3000
-    )
-
+    # Its call not answered yet: ended all the same.
+    assert_receive {:DOWN, ^ref, :process, ^handover, :killed}, @wait
+    # That call answered, too late for anyone.
     answer(peer, world)
-    assert_receive {:DOWN, ^ref, :process, ^handover, :normal}, @wait
 
-    # The rest, from the node that leaves, and every zone it served (the
-    # peer is the only member left): every zone once.
-    rest = leave_calls(peer, world, @zones - length(first))
-    assert Enum.sort(Enum.map(first ++ rest, &elem(&1, 0))) == Enum.to_list(0..(@zones - 1))
+    # Every zone from the node that leaves (the peer is the only member
+    # left), those of the call under way again: each once.
+    zones = leave_calls(peer, world, @zones)
+    assert Enum.sort(Enum.map(zones, &elem(&1, 0))) == Enum.to_list(0..(@zones - 1))
     assert Task.await(stopping, @wait) == :ok
+    sync_release_peer(peer)
     refute_received {:release_peer, {:abandoned, _index, _node}}
+  end
+
+  test "a node that stops while it hands zones to a node that never answers, and then dies, stops in its own time: the handover under way ends, and what it leaves is abandoned",
+       %{home: home} do
+    {peer, _mine, _theirs} =
+      join_release_peer(home, [:zones_at, :take_over_all], zones: @zones, calls: :hold)
+
+    assert_receive {:release_peer, {:take_over_all, _first}}, @wait
+    world = Grove.world(@instance)
+    placer = Process.whereis(Grove.World.Placer.name(world))
+    %{handovers: handovers} = :sys.get_state(placer)
+    [handover] = Map.keys(handovers)
+    handover_ref = Process.monitor(handover)
+    placer_ref = Process.monitor(placer)
+
+    stopping =
+      Task.async(fn -> Supervisor.terminate_child(Grove.Application.Supervisor, @instance) end)
+
+    assert_receive {:DOWN, ^handover_ref, :process, ^handover, :killed}, @wait
+    # Its leave's first call waits on the peer, which dies under it.
+    assert_receive {:release_peer, {:take_over_all, _zones}}, @wait
+    stop_silent!(peer)
+
+    # Stopped, not killed at the end of its shutdown time.
+    assert_receive {:DOWN, ^placer_ref, :process, ^placer, :shutdown}, 2 * @wait
+    assert Task.await(stopping, @wait) == :ok
   end
 
   # Calls of `{:take_over_all, zones}` the peer got and was told to

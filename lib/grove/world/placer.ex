@@ -57,8 +57,9 @@ defmodule Grove.World.Placer do
   # placement from a running member, and the others hand it its share.
   #
   # A node that stops on purpose leaves the cluster first and hands every
-  # zone it runs to its new owner before its world stops, once the
-  # handovers under way have finished. A zone it fails to hand over starts
+  # zone it runs to its new owner before its world stops, the handovers
+  # under way ended first (killed, their zones kept here unless already
+  # heard to run where they went). A zone it fails to hand over starts
   # again, empty, on the node it was meant for (told so, or once the
   # stopped node is disconnected), as a lost node's zone does.
   #
@@ -249,7 +250,7 @@ defmodule Grove.World.Placer do
   end
 
   # What a take came to: taken; refused, as stale (the sender is told
-  # where its zones run now, `State.take_over/8`); or refused for now.
+  # where its zones run now, `State.take_over_all/4`); or refused for now.
   defp taken({:ok, core, effects}, placer), do: {:reply, :ok, run(placer, core, effects)}
 
   defp taken({:error, :stale, effects}, placer),
@@ -369,9 +370,9 @@ defmodule Grove.World.Placer do
       # Before any handover, from this process: each new owner hears it first.
       for node <- others, do: send({name(placer.world.name), node}, {:leaving, node()})
 
-      # Handovers under way finish first: their zones are no longer here,
-      # or, if one failed, are handed over again below.
-      placer = await_handovers(placer)
+      # Handovers under way end now (`end_handovers/1`): their zones are
+      # no longer here, or are handed over again below.
+      placer = end_handovers(placer)
 
       # A zone whose process is gone already (its supervisor stopped first,
       # and this placer with it) has nothing to hand over.
@@ -384,18 +385,9 @@ defmodule Grove.World.Placer do
 
       for {to, zones} <- Enum.group_by(zones, &elem(&1, 1), &{elem(&1, 0), elem(&1, 2)}) do
         hand_over_zones(placer.world, to, zones, fn ended ->
-          for {index, reason} <- ended, reason != :normal do
-            Logger.error(
-              "zone #{index}: handing it to #{to} failed: #{inspect(reason)}; " <>
-                if(reason == {:error, :stale},
-                  do: "it runs where that node placed it, or starts again there, empty",
-                  else: "it starts again there, empty"
-                )
-            )
-
-            # A zone placed elsewhere there (refused as stale) stays as placed.
-            send({name(placer.world.name), to}, {:abandoned, index, node()})
-          end
+          for {index, reason} <- ended,
+              reason != :normal,
+              do: abandon(placer.world, to, index, reason)
         end)
       end
     end
@@ -406,14 +398,45 @@ defmodule Grove.World.Placer do
   # A crash is no reason to leave: the placer starts again and carries on.
   def terminate(_reason, _placer), do: :ok
 
-  # Each handover process is linked to this one, which traps exits, and
-  # bounded by its own calls' timeouts; it says how each zone's handover
-  # ended before it ends.
-  # Each is told to stop after the batch it hands now: the rest of its
-  # zones are handed over by `State.leave/1`, within the placer's
-  # shutdown time, not after the whole queue of a run.
-  defp await_handovers(placer) do
-    for {pid, _indexes} <- placer.handovers, do: send(pid, :stop_handing)
+  # A zone refused alone as stale runs where that node places it, newer
+  # than here: it is not told the zone is abandoned, which it would
+  # ignore (where that placement names this node, that node starts it
+  # again itself, `State.take_over_fresh/4`). Any other that was not
+  # handed over starts again there, empty; one of a call refused whole,
+  # as stale, by a node of an older build (`:stale_call`) too, where
+  # it was not the stale one.
+  defp abandon(_world, to, index, {:error, :stale}) do
+    Logger.warning("zone #{index}: #{to} refused it as stale: it runs where that node places it")
+  end
+
+  defp abandon(world, to, index, reason) do
+    Logger.error(
+      "zone #{index}: handing it to #{to} failed: #{inspect(reason)}; " <>
+        if(reason == {:error, :stale_call},
+          do: "it runs where that node placed it, or starts again there, empty",
+          else: "it starts again there, empty"
+        )
+    )
+
+    send({name(world.name), to}, {:abandoned, index, node()})
+  end
+
+  # Each handover process is linked to this one, which traps exits. A
+  # node that stops kills them, as a pause does, rather than wait for the
+  # call each may be in: a call to a node that does not answer (down, or
+  # hung) holds it for the call's timeout, or a wait for a node to place
+  # the zones for tens of seconds, and the handovers of its own leave
+  # come after that, past its shutdown time, at which it is killed with
+  # zones neither handed over nor abandoned. What a handover reported
+  # before it was killed comes before its exit, and is heard as ever;
+  # the zones it had not reported end unfinished
+  # (`State.handovers_ended/2`, `:stopping`): those it gave wait for word,
+  # and are kept here, unless heard to run on the node they went to
+  # already, and are handed over again as the node leaves. One that node
+  # took from the call under way refuses them then, as stale: they run
+  # there.
+  defp end_handovers(placer) do
+    for {pid, _indexes} <- placer.handovers, do: Process.exit(pid, :kill)
 
     Enum.reduce(placer.handovers, %{placer | handovers: %{}}, fn {pid, indexes}, placer ->
       await_handover(placer, pid, indexes)
@@ -423,15 +446,12 @@ defmodule Grove.World.Placer do
   defp await_handover(placer, pid, indexes) do
     receive do
       {:handed_over, ^pid, ended} ->
-        placer =
-          for {index, reason} <- ended, reason != :normal, reduce: placer do
-            placer -> run(placer, &State.cancel_retiring(&1, index))
-          end
-
+        placer = run(placer, &State.handovers_ended(&1, ended))
         await_handover(placer, pid, indexes -- Enum.map(ended, &elem(&1, 0)))
 
       {:EXIT, ^pid, _reason} ->
-        Enum.reduce(indexes, placer, &run(&2, fn core -> State.cancel_retiring(core, &1) end))
+        ended = for index <- indexes, do: {index, :stopping}
+        run(placer, &State.handovers_ended(&1, ended))
     end
   end
 
@@ -939,11 +959,7 @@ defmodule Grove.World.Placer do
 
     case hand_over_batch(world, to, batch, call, report) do
       :normal ->
-        receive do
-          :stop_handing -> stop_handing(rest, report)
-        after
-          0 -> hand_over_zones(world, to, rest, report)
-        end
+        hand_over_zones(world, to, rest, report)
 
       reason ->
         if rest != [],
@@ -952,12 +968,6 @@ defmodule Grove.World.Placer do
         :ok
     end
   end
-
-  # The node stops: what is left is handed over from its placer.
-  defp stop_handing([], _report), do: :ok
-
-  defp stop_handing(rest, report),
-    do: report.(for({index, _epoch} <- rest, do: {index, {:not_attempted, :stopping}}))
 
   # The batch's zones given, and taken in one call; how the call ended.
   defp hand_over_batch(world, to, zones, call, report) do
@@ -974,7 +984,7 @@ defmodule Grove.World.Placer do
 
     given = Enum.reverse(given)
 
-    {result, stale} =
+    {result, {stale, why}} =
       case given != [] and
              attempt(fn ->
                GenServer.call(
@@ -984,25 +994,28 @@ defmodule Grove.World.Placer do
                )
              end) do
         {:ok, :ok} ->
-          {:normal, []}
+          {:normal, {[], nil}}
 
         # The stale ones refused, the others taken (`{:take_over_fresh, zones}`).
         {:ok, {:ok, refused}} ->
-          {:normal, refused}
+          {:normal, {refused, :stale}}
 
-        # Refused whole, as stale: by a node of an older build, or the
-        # one zone of a call. The node answers: the run goes on.
+        # Refused whole, as stale: the one zone of a call, or by a node
+        # of an older build every zone of a call, stale or not
+        # (`:stale_call`). The node answers: the run goes on.
         {:ok, {:error, :stale}} ->
-          {:normal, for({_zone, {index, _, _, _, _}} <- given, do: index)}
+          {:normal,
+           {for({_zone, {index, _, _, _, _}} <- given, do: index),
+            if(length(given) == 1, do: :stale, else: :stale_call)}}
 
         {:ok, refused} ->
-          {refused, []}
+          {refused, {[], nil}}
 
         {:error, reason} ->
-          {reason, []}
+          {reason, {[], nil}}
 
         false ->
-          {:normal, []}
+          {:normal, {[], nil}}
       end
 
     ended =
@@ -1012,7 +1025,7 @@ defmodule Grove.World.Placer do
             {index, result}
 
           index in stale ->
-            {index, {:error, :stale}}
+            {index, {:error, why}}
 
           true ->
             send(zone, {:handed_to, address_on(world, index, to)})

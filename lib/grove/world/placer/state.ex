@@ -502,15 +502,24 @@ defmodule Grove.World.Placer.State do
     end
   end
 
-  # A node new to this one may have read the placement from a member that
-  # had not heard yet of a zone this node took since, and this node's
-  # announcement did not go to it: it hears now of every zone this node
-  # runs, in messages of up to `batch` zones (`batch/1`). And of every
-  # zone this node places on it: one that paused and joined again may
-  # have read the placement before this node heard what it announced
-  # before its pause, a zone it ran then and no longer runs, for which
-  # this node stopped a copy of its own (`announced/6`); it starts it
-  # again, and no zone is left where each believes the other runs it.
+  # A node new to this one, or that says it joined, may have read the
+  # placement from a member that had not heard yet of a zone this node
+  # took since, and this node's announcement did not go to it: it hears
+  # now of every zone this node runs, in messages of up to `batch` zones
+  # (`batch/1`). Both, a node that joins: as this node sees it new (a
+  # node of a build from before a placer said it joined says nothing
+  # more, and one that sees this node only as it was may never see it
+  # new, nor ask), and as it says it joined, once placed (what was sent
+  # before its placer ran is lost); neither can tell whether the other
+  # reached it, so each zone is heard twice when both did. And of every
+  # zone this node places on it: one that paused
+  # and joined again may have read the placement before this node heard
+  # what it announced before its pause, a zone it ran then and no longer
+  # runs, for which this node stopped a copy of its own (`announced/6`);
+  # it starts it again, and no zone is left where each believes the
+  # other runs it. Those it hears from every member that places them
+  # there: any one of them may be the only one that heard it (none, for
+  # a node new to the cluster, whose share comes by handovers).
   defp introduce(%__MODULE__{locations: nil}, _newcomers), do: []
   defp introduce(_state, []), do: []
 
@@ -579,7 +588,7 @@ defmodule Grove.World.Placer.State do
         {state,
          [
            {:log, :info,
-            "zone #{index}: a stale announcement from #{node} (epoch #{epoch}) ignored"}
+            "zone #{index}: a stale announcement placing it on #{node} (epoch #{epoch}) ignored"}
            | answer_stale(state, index, node, connected)
          ]}
 
@@ -722,10 +731,12 @@ defmodule Grove.World.Placer.State do
   @doc """
   A handover ended: `:normal` when the new owner took the zone; else it
   failed, unless the new owner took it and said so though its answer did
-  not come back in time. A zone that stays is tried again a little later.
-  Refused as stale (`{:error, :stale}`), the copy here stops where the
-  new owner's answer, heard first, places the zone on another node; else
-  it stays until that answer comes.
+  not come back in time. A zone that stays is tried again a little later;
+  but one whose handover the node ended as it stops (`:stopping`) is
+  handed over again as it leaves (`leave/1`). Refused as stale
+  (`{:error, :stale}`, or `{:error, :stale_call}` with the rest of its
+  call), the copy here stops where the new owner's answer, heard first,
+  places the zone on another node; else it stays until that answer comes.
 
   The new owner may have handed the zone on already (its members changed
   as it took it), and the node it went to may have said so first: a
@@ -803,11 +814,13 @@ defmodule Grove.World.Placer.State do
         {state, located ++ retire}
 
       # Refused as stale: the zone was placed anew while this node ran
-      # the copy it handed (`take_over/8`). Where the refusal's answer
+      # the copy it handed (`take_over_all/4`). Where the refusal's answer
       # came first, naming another node, it runs there, and this copy
       # stops, its entities' owners told (`drop_stale_copy/3`); else that
-      # answer comes later, and stops it then.
-      {:error, :stale} when at != state.node ->
+      # answer comes later, and stops it then. So too for a zone of a
+      # call refused whole, as stale, by a node of an older build
+      # (`:stale_call`): it may be the stale one.
+      {:error, stale} when stale in [:stale, :stale_call] and at != state.node ->
         {state, cancel} = cancel_retiring(state, index)
         {state, stop} = stop_zone(state, index)
 
@@ -833,6 +846,13 @@ defmodule Grove.World.Placer.State do
            {:log, :warning, "zone #{index}: #{to} took it, though its answer came late"},
            {:handed_to, index, to}
          ] ++ retire}
+
+      # The node stops, and ended the handover unfinished
+      # (`Grove.World.Placer`): the zone stays here (told so, if it was
+      # given), and is handed over again as the node leaves (`leave/1`).
+      :stopping ->
+        {state, cancel} = cancel_retiring(state, index)
+        {state, [{:keep, index} | cancel]}
 
       reason ->
         {state, cancel} = cancel_retiring(state, index)
@@ -885,50 +905,26 @@ defmodule Grove.World.Placer.State do
 
   @doc """
   Another node (`from`) hands this one a zone, with its rows,
-  subscriptions and view number, at `epoch`: refused while paused or not
-  placed yet (it stays where it is, and is offered again); refused too
-  if this node knows a placement of the zone at that epoch or a later
-  one (`stale/4`); else taken, started, announced, and handed on at once
-  if members changed meanwhile.
+  subscriptions and view number, at `epoch`: as the one zone of a
+  batch (`take_over_all/4`).
   """
   @spec take_over(t(), index(), term(), list(), non_neg_integer(), epoch(), [node()], node()) ::
           {:ok, t(), [effect()]}
           | {:error, :paused | :starting}
           | {:error, :stale, [effect()]}
-  def take_over(%__MODULE__{paused: true}, _index, _rows, _subs, _seq, _epoch, _connected, _from),
-    do: {:error, :paused}
-
-  def take_over(
-        %__MODULE__{locations: nil},
-        _index,
-        _rows,
-        _subs,
-        _seq,
-        _epoch,
-        _connected,
-        _from
-      ),
-      do: {:error, :starting}
-
-  def take_over(state, index, rows, subscriptions, seq, epoch, connected, from) do
-    case stale(state, [{index, epoch}], from, connected) do
-      [] ->
-        {state, effects} = take(state, index, rows, subscriptions, seq, epoch, connected)
-        {state, effects} = flush({state, effects})
-        {:ok, state, effects}
-
-      refused ->
-        {:error, :stale, refused}
-    end
-  end
+  def take_over(state, index, rows, subscriptions, seq, epoch, connected, from),
+    do: take_over_all(state, [{index, rows, subscriptions, seq, epoch}], connected, from)
 
   @doc """
-  Many zones handed over by one node (`from`) at once (`{index, rows,
-  subscriptions, seq, epoch}` each, as `take_over/8` takes one): refused
-  all together while paused or not placed yet, or if any of them is
-  stale here (`stale/4`), none taken; else each taken as `take_over/8`
-  takes it, in order, and announced to each member in a few messages
-  (`batch/1`), as a node that joins hears what a member serves.
+  Many zones handed over by one node (`from`) at once, each with its
+  rows, subscriptions and view number, at an epoch (`{index, rows,
+  subscriptions, seq, epoch}`): refused all together while paused or
+  not placed yet (they stay where they are, and are offered again), or
+  if this node knows a placement of any of them at its epoch or a later
+  one (`stale/4`), none taken; else each taken, started, and handed on
+  at once if members changed meanwhile, in order, and announced to each
+  member in a few messages (`batch/1`), as a node that joins hears what
+  a member serves.
   """
   @spec take_over_all(
           t(),
@@ -989,7 +985,7 @@ defmodule Grove.World.Placer.State do
     {:ok, state, effects, for({index, _epoch} <- epochs, do: index)}
   end
 
-  # Each zone taken as `take_over/8` takes it, in order.
+  # Each zone taken, in order (`take_over_all/4`).
   defp take_all(state, zones, connected) do
     {state, effects} =
       Enum.reduce(zones, {state, []}, fn {index, rows, subscriptions, seq, epoch},
@@ -1034,7 +1030,24 @@ defmodule Grove.World.Placer.State do
          "no newer than those known here; refused, and #{from} told where they run"},
       {:count, :zone_handovers_stale, length(stale)}
       | Enum.flat_map(indexes, &answer_stale(state, &1, from, connected))
-    ]
+    ] ++ left_behind(state, indexes, from)
+  end
+
+  # A zone refused as stale that this node places on the sender itself,
+  # at an epoch the sender never knew (it paused, and read the placement
+  # again from a member that had not heard it yet), from a sender that
+  # is no member (it said it leaves): that node stops without it, and
+  # says nothing of a zone refused as stale (`Grove.World.Placer`), so
+  # it starts again here, as one it abandoned would (`abandoned/4`).
+  defp left_behind(state, indexes, from) do
+    if from in state.members,
+      do: [],
+      else:
+        for(
+          index <- indexes,
+          location(state, index) == from,
+          do: {:send_self, {:abandoned, index, from}}
+        )
   end
 
   defp take(state, index, rows, subscriptions, seq, epoch, connected) do

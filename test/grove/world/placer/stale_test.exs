@@ -1,7 +1,7 @@
 defmodule Grove.World.Placer.StaleTest do
   # The placer's rules alone, for a zone handed over stale: its new owner
   # knows a placement at the epoch it is handed at already, or a later
-  # one, and refuses it (`State.take_over/8`, `State.take_over_fresh/4`).
+  # one, and refuses it (`State.take_over_all/4`, `State.take_over_fresh/4`).
   use ExUnit.Case, async: true
 
   alias Grove.Cluster.Placement
@@ -112,6 +112,68 @@ defmodule Grove.World.Placer.StaleTest do
       assert State.take_over_fresh(State.new(@d, 64), zones, [@a], @a) == {:error, :starting}
       assert State.take_over_fresh(%{d | paused: true}, zones, [@a], @a) == {:error, :paused}
     end
+  end
+
+  describe "a zone refused as stale that this node places on its sender" do
+    # b runs a zone at 1, as it knows; a heard it announced there at 3
+    # (b paused after it took the zone at 3, and read the placement
+    # again from a member that had not heard of it). b stops, and hands
+    # the zone to a at 2: refused, and b says nothing more of it.
+    test "starts again here, as one abandoned, when the sender left" do
+      {a, index} = placed_on_b_newer()
+      a = State.leaving(a, @b)
+      refute @b in a.members
+
+      assert {:ok, a, effects, [^index]} =
+               State.take_over_fresh(a, [{index, [], [], 0, 2}], [@b], @b)
+
+      assert {:send_self, {:abandoned, index, @b}} in effects
+      {a, restarted} = State.abandoned(a, index, @b, [@b])
+      assert {:start_zone, index} in restarted
+      assert State.placement(a, index) == {@a, 4}
+    end
+
+    test "is left to its sender while that one is a member" do
+      {a, index} = placed_on_b_newer()
+
+      assert {:ok, _a, effects, [^index]} =
+               State.take_over_fresh(a, [{index, [], [], 0, 2}], [@b], @b)
+
+      refute Enum.any?(effects, &match?({:send_self, {:abandoned, _, _}}, &1))
+      assert {:send, @b, {:zone_at, index, @b, 3, :handed}} in effects
+    end
+  end
+
+  describe "a handover the node ended as it stops" do
+    test "keeps the zone here, to be handed over again as the node leaves, tried again no other way" do
+      {c, index} = handing(@a)
+      {c, effects} = State.handover_ended(c, index, :stopping)
+
+      assert effects == [{:keep, index}, {:cancel_retire, index}]
+      assert index in c.running and index not in c.retiring
+      assert {index, @a, 2} in State.leave(c)
+    end
+
+    test "leaves a zone its new owner announced first where it runs: it is not handed over again" do
+      {c, index} = handing(@a)
+      {c, _heard} = State.announced(c, index, @a, 2, :handed, [@a, @b])
+      {c, effects} = State.handover_ended(c, index, :stopping)
+
+      assert {:handed_to, index, @a} in effects
+      refute {:keep, index} in effects
+      assert index in c.retiring
+      refute Enum.any?(State.leave(c), &(elem(&1, 0) == index))
+    end
+  end
+
+  # a, of a and b, which places a zone of b's on b at 3, where b knows it
+  # at 1: the zone and a.
+  defp placed_on_b_newer do
+    {a, _} = State.join_or_start(%{State.new(@a, 8) | members: [@a, @b]}, nil)
+    index = Enum.find(0..7, &(State.location(a, &1) == @b))
+    {a, _} = State.announced(a, index, @b, 3, :handed, [@b])
+    assert State.placement(a, index) == {@b, 3}
+    {a, index}
   end
 
   # c, which ran `zones` zones alone at epoch 1, once a and b joined: a

@@ -652,6 +652,49 @@ defmodule Grove.World.Placer.StateTest do
                  do: 1
                )
     end
+
+    test "a node that joins hears of each zone a member serves from that member alone, twice at most (as it is seen new, and as it says it joined), and of each zone placed on it from each member that places it there at most" do
+      zones = 48
+      {a, a_said} = State.join_or_start(%{State.new(@a, zones) | members: [@a, @b]}, nil)
+
+      {b, b_said} =
+        State.join_or_start(
+          %{State.new(@b, zones) | members: [@a, @b]},
+          Tuple.to_list(a.locations)
+        )
+
+      cores = exchange(%{@a => a, @b => b}, sends(@a, a_said) ++ sends(@b, b_said))
+
+      # c joins: a and b see it new, and c reads the placement and says it joined.
+      members = [@a, @b, @c]
+      running = Tuple.to_list(State.placements(cores[@a]))
+      {a, a_said} = State.members(cores[@a], members, true, [@b, @c])
+      {b, b_said} = State.members(cores[@b], members, true, [@a, @c])
+      {c, c_said} = State.join_or_start(%{State.new(@c, zones) | members: members}, running)
+      said = sends(@a, a_said) ++ sends(@b, b_said) ++ sends(@c, c_said)
+      turn = fn more -> send(self(), {:turn, more}) end
+      cores = exchange(%{@a => a, @b => b, @c => c}, said, turn: turn)
+
+      heard =
+        for {@c, message} <- said ++ turns(),
+            {index, at, _epoch, _how} <- announced_in(message),
+            do: {index, at}
+
+      # Each zone a or b serves, from the one that serves it: twice at most.
+      served = for {index, at} <- heard, at != @c, do: {index, at}
+      assert served != []
+
+      for {zone, count} <- Enum.frequencies(served),
+          do: assert(count <= 2, "#{inspect(zone)} heard #{count} times")
+
+      placed_here = for {index, @c} <- heard, do: index
+
+      for {index, count} <- Enum.frequencies(placed_here),
+          do: assert(count <= 2, "zone #{index} heard #{count} times")
+
+      for index <- 0..(zones - 1),
+          do: assert(State.location(cores[@c], index) == Placement.owner(index, members))
+    end
   end
 
   describe "a world of many zones" do
@@ -878,6 +921,15 @@ defmodule Grove.World.Placer.StateTest do
   defp settled(cores), do: Map.new(cores, fn {node, core} -> {node, settled(core)} end)
 
   # The messages of `effects` from `node`, in order.
+  # What each turn of `exchange/3` sent, given `turn: &send(self(), {:turn, &1})`.
+  defp turns do
+    receive do
+      {:turn, more} -> more ++ turns()
+    after
+      0 -> []
+    end
+  end
+
   defp sends(node, effects) do
     for effect <- effects, message = outgoing(node, effect), do: message
   end
@@ -961,11 +1013,23 @@ defmodule Grove.World.Placer.StateTest do
   # effects hands to one node go in one process (a job here), a batch a
   # call, each batch's ends in one message to the placer, and the job's
   # exit after them; a call that fails ends the job, the rest reported
-  # not attempted; a pause kills the jobs; a node that stops has each
-  # hand the batch under way, the rest not attempted, and hands what it
-  # still serves itself, a batch a call. A node may start on an older
+  # not attempted, and one that refuses stale zones alone is answered,
+  # the job going on; a pause kills the jobs; so does a node that stops,
+  # the call under way taken by its new owner or not, and it hands what
+  # it still serves itself, a batch a call. A node may start on an older
   # build, which speaks only the single-zone forms: it is announced zones
   # one a message and handed them one a call, and does the same.
+  #
+  # That node runs these rules, not its build's: what this property
+  # holds is that this build's rules agree whatever forms a link
+  # carries (a call of one zone refused as stale is refused alone, as
+  # `State.take_over_fresh/4` refuses it in a batch; zones heard one a
+  # message are placed as in one, "a world of many zones" above). Where
+  # an older build's own rules differ (one from before stale handovers
+  # were refused takes them, and runs its copy beside the newer one),
+  # no rule of this build makes up for them: a cluster is as sound as
+  # its oldest build until that build is gone, and this is not
+  # modelled.
   @nodes [:n1@h, :n2@h, :n3@h]
   @zones 12
   @batch 3
@@ -1008,7 +1072,7 @@ defmodule Grove.World.Placer.StateTest do
       cut: MapSet.new(),
       # Nodes on an older build.
       old: MapSet.new(),
-      # Handover processes: id => %{from, to, zones, stopping}; and for
+      # Handover processes: id => %{from, to, zones}; and for
       # each node's placer, those it awaits: id => the zones not ended yet.
       jobs: %{},
       awaited: %{},
@@ -1265,20 +1329,18 @@ defmodule Grove.World.Placer.StateTest do
     sim |> membership() |> nodedown()
   end
 
+  # A zone refused alone as stale runs where its new owner places it: it
+  # is not said to be abandoned (`Grove.World.Placer`); any other not
+  # handed over is, and the rest for that node with it once a call fails.
   defp leave_to(sim, _node, _to, []), do: sim
 
   defp leave_to(sim, node, to, zones) do
     {batch, rest} = Enum.split(zones, call_size(sim, node, to))
-
-    case take(sim, node, to, batch) do
-      {sim, :normal} ->
-        leave_to(sim, node, to, rest)
-
-      {sim, _failed} ->
-        Enum.reduce(batch ++ rest, sim, fn {index, _epoch}, sim ->
-          enqueue(sim, node, to, {:abandoned, index, node})
-        end)
-    end
+    {sim, ended, result} = take(sim, node, to, batch)
+    left = for {index, reason} <- ended, reason not in [:normal, {:error, :stale}], do: index
+    left = if result == :normal, do: left, else: left ++ Enum.map(rest, &elem(&1, 0))
+    sim = Enum.reduce(left, sim, &enqueue(&2, node, to, {:abandoned, &1, node}))
+    if result == :normal, do: leave_to(sim, node, to, rest), else: sim
   end
 
   defp place(sim, node) do
@@ -1435,25 +1497,16 @@ defmodule Grove.World.Placer.StateTest do
 
   defp rule(sim, node, {core, effects}), do: effects(put_in(sim.cores[node], core), node, effects)
 
-  # A handover process's next batch: the new owner takes it or refuses
-  # it (a call, the zones of a batch at once); the old one hears how
-  # each ended later, in one message, after whatever the new owner did
-  # with the zones meanwhile, handing them on or back included. One that
-  # failed ends the job, the rest not attempted; so does one after which
-  # the job was told to stop (`Grove.World.Placer`), its rest not
-  # attempted, left to the node that stops.
+  # A handover process's next batch: the new owner takes it, or refuses
+  # its stale zones (a call, the zones of a batch at once); the old one
+  # hears how each ended later, in one message, after whatever the new
+  # owner did with the zones meanwhile, handing them on or back
+  # included. A call that failed ends the job, the rest not attempted.
   defp run_job(sim, id) do
     job = sim.jobs[id]
     {batch, rest} = Enum.split(job.zones, call_size(sim, job.from, job.to))
-    {sim, reason} = take(sim, job.from, job.to, batch)
-    ended = for {index, _epoch} <- batch, do: {index, reason}
-
-    rest_reason =
-      cond do
-        reason != :normal -> {:not_attempted, reason}
-        job.stopping -> {:not_attempted, :stopping}
-        true -> nil
-      end
+    {sim, ended, result} = take(sim, job.from, job.to, batch)
+    rest_reason = if result != :normal, do: {:not_attempted, result}
 
     if rest_reason == nil and rest != [] do
       sim = enqueue(sim, {:job, id}, job.from, {:handed_over, id, ended})
@@ -1481,44 +1534,71 @@ defmodule Grove.World.Placer.StateTest do
 
   defp old?(sim, from, to), do: from in sim.old or to in sim.old
 
-  # One call of a handover: how it ended.
+  # One call of a handover: how each of its zones ended, and how the
+  # call did (`:normal` when answered; a refusal as stale is an answer).
+  # Between nodes that speak it, the stale zones are refused alone
+  # (`State.take_over_fresh/4`); else the call is of one zone.
   defp take(sim, from, to, zones) do
     core = sim.cores[to]
+    indexes = Enum.map(zones, &elem(&1, 0))
 
-    result =
-      cond do
-        core == nil or cut?(sim, from, to) ->
-          {:error, :noconnection}
+    cond do
+      core == nil or cut?(sim, from, to) ->
+        {sim, for(index <- indexes, do: {index, {:error, :noconnection}}),
+         {:error, :noconnection}}
 
-        old?(sim, from, to) ->
-          [{index, epoch}] = zones
-          State.take_over(core, index, [], [], 0, epoch, connected(sim, to), from)
+      old?(sim, from, to) ->
+        [{index, epoch}] = zones
 
-        true ->
-          zones = for {index, epoch} <- zones, do: {index, [], [], 0, epoch}
-          State.take_over_all(core, zones, connected(sim, to), from)
-      end
+        case State.take_over(core, index, [], [], 0, epoch, connected(sim, to), from) do
+          {:ok, core, effects} ->
+            {effects(put_in(sim.cores[to], core), to, effects), [{index, :normal}], :normal}
 
-    case result do
-      {:ok, core, effects} -> {effects(put_in(sim.cores[to], core), to, effects), :normal}
-      {:error, :stale, effects} -> {effects(sim, to, effects), {:error, :stale}}
-      {:error, reason} -> {sim, {:error, reason}}
+          {:error, :stale, effects} ->
+            {effects(sim, to, effects), [{index, {:error, :stale}}], :normal}
+
+          {:error, reason} ->
+            {sim, [{index, {:error, reason}}], {:error, reason}}
+        end
+
+      true ->
+        zones = for {index, epoch} <- zones, do: {index, [], [], 0, epoch}
+
+        case State.take_over_fresh(core, zones, connected(sim, to), from) do
+          {:ok, core, effects, refused} ->
+            ended =
+              for index <- indexes,
+                  do: {index, if(index in refused, do: {:error, :stale}, else: :normal)}
+
+            {effects(put_in(sim.cores[to], core), to, effects), ended, :normal}
+
+          {:error, reason} ->
+            {sim, for(index <- indexes, do: {index, {:error, reason}}), {:error, reason}}
+        end
     end
   end
 
-  # A node that stops, or whose placer stops, tells its jobs to stop: each
-  # hands the batch under way (one more, or none if it heard between two
-  # batches) and reports the rest not attempted. It reads their ends
-  # itself, not as a rule: a zone not handed over is no longer retiring,
-  # and is handed over as it leaves (`State.leave/1`).
+  # A node that stops, or whose placer stops, kills its jobs
+  # (`Grove.World.Placer`): the call one was in may have reached its new
+  # owner, which took its zones, or not; the node cannot tell. It hears
+  # the ends they reported before they died, as ever, and those not
+  # reported end unfinished (`:stopping`): kept, to be handed over as it
+  # leaves (`State.leave/1`), unless heard to run where they went.
   defp finish_handovers(sim, node) do
     sim =
       sim.jobs
       |> Enum.filter(fn {_id, job} -> job.from == node end)
       |> Enum.reduce(sim, fn {id, job}, sim ->
-        if :rand.uniform(2) == 1,
-          do: run_job(put_in(sim.jobs[id].stopping, true), id),
-          else: end_job(sim, id, [], job.zones, {:not_attempted, :stopping})
+        sim =
+          if :rand.uniform(2) == 1 do
+            {batch, _rest} = Enum.split(job.zones, call_size(sim, job.from, job.to))
+            {sim, _ended, _result} = take(sim, job.from, job.to, batch)
+            sim
+          else
+            sim
+          end
+
+        %{sim | jobs: Map.delete(sim.jobs, id)}
       end)
 
     Enum.reduce(Map.get(sim.awaited, node, %{}), sim, fn {id, indexes}, sim ->
@@ -1526,14 +1606,9 @@ defmodule Grove.World.Placer.StateTest do
       ended = for {:handed_over, ^id, ended} <- Map.get(sim.channels, channel, []), do: ended
       ended = List.flatten(ended)
       sim = %{sim | channels: Map.delete(sim.channels, channel)}
-      # Those not reported as it exited failed with it.
-      failed = for({index, reason} <- ended, reason != :normal, do: index)
-      failed = failed ++ (indexes -- Enum.map(ended, &elem(&1, 0)))
-
-      Enum.reduce(failed, sim, fn index, sim ->
-        {core, _effects} = State.cancel_retiring(sim.cores[node], index)
-        put_in(sim.cores[node], core)
-      end)
+      stopped = for index <- indexes -- Enum.map(ended, &elem(&1, 0)), do: {index, :stopping}
+      {core, _effects} = State.handovers_ended(sim.cores[node], ended ++ stopped)
+      put_in(sim.cores[node], core)
     end)
     |> then(&%{&1 | awaited: Map.put(&1.awaited, node, %{})})
   end
@@ -1593,7 +1668,7 @@ defmodule Grove.World.Placer.StateTest do
 
       %{
         sim
-        | jobs: Map.put(sim.jobs, id, %{from: node, to: to, zones: zones, stopping: false}),
+        | jobs: Map.put(sim.jobs, id, %{from: node, to: to, zones: zones}),
           awaited:
             Map.update(sim.awaited, node, %{id => Enum.map(zones, &elem(&1, 0))}, fn awaited ->
               Map.put(awaited, id, Enum.map(zones, &elem(&1, 0)))
