@@ -78,7 +78,7 @@ defmodule Grove.ClusterRecoveryTest do
       @wait
     )
 
-    assert :ok = :erpc.call(a, World, :audit, [world])
+    audit!(a, world)
 
     # The survivors' players play on: a move gets its outcome.
     for player <- players, do: walk(player, 1)
@@ -134,7 +134,7 @@ defmodule Grove.ClusterRecoveryTest do
       @wait
     )
 
-    assert :ok = :erpc.call(a, World, :audit, [world])
+    audit!(a, world)
     assert {:ok, _player} = join_player(c)
   end
 
@@ -160,7 +160,7 @@ defmodule Grove.ClusterRecoveryTest do
     )
 
     for node <- [a, b], do: assert(actor_counts(node).lost == 0)
-    assert :ok = :erpc.call(a, World, :audit, [world])
+    audit!(a, world)
   end
 
   # A node that lost a peer starts the peer's zones again, then tells its
@@ -236,7 +236,7 @@ defmodule Grove.ClusterRecoveryTest do
     assert at == Grid.step(cell, direction)
     # Once the other survivor has started its share of the lost zones too.
     eventually(fn -> assert_one_owner([survivor, other], world) end, @wait)
-    assert :ok = :erpc.call(survivor, World, :audit, [world])
+    audit!(survivor, world)
   end
 
   @tag timeout: 240_000
@@ -355,6 +355,15 @@ defmodule Grove.ClusterRecoveryTest do
 
     {Enum.sort(nodes), nodes, Enum.map(peers, &elem(&1, 0))}
   end
+
+  # A cluster's audit asks its zones one after another while the actors
+  # move: one that crosses from a zone asked already into one not asked
+  # yet is counted in both, which an audit a moment later no longer sees
+  # (a run of 300 audits under 400 actors moving every 20 ms, on one
+  # node, found it in a third of them). An entity truly in two zones
+  # stays there, and fails every audit.
+  defp audit!(node, world),
+    do: eventually(fn -> assert :ok = :erpc.call(node, World, :audit, [world]) end, @wait)
 
   # As `kill -9` would: no goodbye, the connections simply drop.
   defp kill!(node) do
