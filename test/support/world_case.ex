@@ -125,7 +125,11 @@ defmodule Grove.WorldCase do
     :ok
   end
 
-  @doc "A process that joins the world on request and then just waits, so tests can kill it."
+  @doc """
+  A process that joins the world on request and then just waits, so tests
+  can kill it. Not linked (a test kills it to see its player leave), so it
+  is killed when the test exits, whether the test passed or not.
+  """
   def spawn_client(world, opts \\ []) do
     test = self()
 
@@ -137,6 +141,8 @@ defmodule Grove.WorldCase do
           :never -> :ok
         end
       end)
+
+    ExUnit.Callbacks.on_exit(fn -> Process.exit(pid, :kill) end)
 
     # A join waits for its zone: on a busy machine, longer than assert_receive's default.
     assert_receive {:joined, ^pid, {:ok, id, cell}}, 5000
