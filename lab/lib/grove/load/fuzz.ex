@@ -173,6 +173,12 @@ defmodule Grove.Load.Fuzz do
     unknown = opts[:cases] -- cases()
     if unknown != [], do: raise(ArgumentError, "unknown cases: #{inspect(unknown)}")
 
+    # A replay that sends nothing would look like a run that found nothing.
+    outside = Enum.reject(opts[:only] || [], &(&1 in 1..opts[:count]//1))
+
+    if outside != [],
+      do: raise(ArgumentError, "only rounds 1 to #{opts[:count]} run, not #{inspect(outside)}")
+
     weighted = for {name, weight} <- @weights, name in opts[:cases], _ <- 1..weight, do: name
 
     ctx = %{

@@ -131,7 +131,8 @@ defmodule Mix.Tasks.Grove.Load do
       (default 5000)
     * `--only N` - send round N alone (the rounds before it are drawn but
       not sent): with the `--seed` and `--count N` a violation prints, its
-      input again
+      input again; it needs `--seed`, and N at most `--count` (which is N
+      if not given)
     * `--json PATH` - write the report as JSON
 
   ## verify
@@ -267,16 +268,17 @@ defmodule Mix.Tasks.Grove.Load do
     opts = Mix.Grove.parse!(args, switches, "grove.load")
 
     positive!(opts)
+    replay!(opts)
     start_client()
-    %URI{host: host, port: port} = URI.parse(Keyword.get(opts, :url, "http://127.0.0.1:4000"))
+    url = URI.parse(Keyword.get(opts, :url, "http://127.0.0.1:4000"))
 
     report =
       Grove.Load.Fuzz.run(
-        host,
-        port,
+        url.host,
+        url.port,
         opts
         |> Keyword.take([:count, :seed, :deadline])
-        |> Keyword.put_new(:count, 1000)
+        |> Keyword.put_new(:count, opts[:only] || 1000)
         |> then(&if(opts[:only], do: Keyword.put(&1, :only, [opts[:only]]), else: &1))
       )
 
@@ -287,7 +289,9 @@ defmodule Mix.Tasks.Grove.Load do
       Mix.shell().info("  #{name}: #{answers}")
     end
 
-    url = Keyword.get(opts, :url, "http://127.0.0.1:4000")
+    # Where the server is, and nothing more: a URL's user and password
+    # would reach the logs that keep what this prints.
+    url = URI.to_string(%URI{scheme: url.scheme, host: url.host, port: url.port})
 
     for violation <- report.violations do
       %{seed: seed, count: count} = violation.replay
@@ -415,6 +419,25 @@ defmodule Mix.Tasks.Grove.Load do
 
   # Counts that may be zero: when a hog starts, how often to retry.
   @zero_allowed [:hog_from, :retries]
+
+  # A round sent alone is a round of a run that a seed repeats, and one
+  # that the run has: else it sends nothing, and looks like a run that
+  # found nothing.
+  defp replay!(opts) do
+    cond do
+      opts[:only] == nil ->
+        :ok
+
+      opts[:seed] == nil ->
+        Mix.raise("--only replays a round of a run: give its --seed too")
+
+      opts[:only] > Keyword.get(opts, :count, opts[:only]) ->
+        Mix.raise("--only #{opts[:only]} is past --count #{opts[:count]}")
+
+      true ->
+        :ok
+    end
+  end
 
   defp positive!(opts) do
     for {key, value} <- opts,

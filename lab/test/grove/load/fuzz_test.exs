@@ -36,7 +36,10 @@ defmodule Grove.Load.FuzzTest do
 
     assert report.rounds == 400
     assert report.seed == seed
-    assert report.violations == [], "seed #{seed}: #{inspect(report.violations, pretty: true)}"
+
+    assert report.violations == [],
+           "seed #{seed}: #{inspect(report.violations, pretty: true, charlists: :as_lists)}"
+
     assert log == ""
   end
 
@@ -52,7 +55,10 @@ defmodule Grove.Load.FuzzTest do
     before = layer.()
 
     report = Fuzz.run("127.0.0.1", port, count: 60, seed: 11, cases: [:ws_act_hostile])
-    assert report.violations == [], inspect(report.violations, pretty: true)
+
+    assert report.violations == [],
+           inspect(report.violations, pretty: true, charlists: :as_lists)
+
     hostile = Map.keys(report.outcomes.ws_act_hostile)
     # Refused by the game's checks and by the protocol's.
     assert "acted unknown_action" in hostile and "acted bad_args" in hostile
@@ -60,7 +66,10 @@ defmodule Grove.Load.FuzzTest do
     assert layer.() == before
 
     report = Fuzz.run("127.0.0.1", port, count: 5, seed: 11, cases: [:ws_act_flood])
-    assert report.violations == [], inspect(report.violations, pretty: true)
+
+    assert report.violations == [],
+           inspect(report.violations, pretty: true, charlists: :as_lists)
+
     assert Enum.all?(Map.keys(report.outcomes.ws_act_flood), &(&1 =~ ~r/^(acted|error) /))
   end
 
@@ -122,6 +131,30 @@ defmodule Grove.Load.FuzzTest do
     :gen_tcp.close(listener)
   end
 
+  test "a replay that would send nothing is refused", %{port: port} do
+    url = "http://127.0.0.1:#{port}"
+
+    assert_raise Mix.Error, ~r/--seed/, fn ->
+      Mix.Tasks.Grove.Load.run(~w(fuzz --url #{url} --count 5 --only 3))
+    end
+
+    assert_raise Mix.Error, ~r/--only 6 is past --count 5/, fn ->
+      Mix.Tasks.Grove.Load.run(~w(fuzz --url #{url} --seed 3 --count 5 --only 6))
+    end
+
+    assert_raise ArgumentError, ~r/only rounds 1 to 5 run/, fn ->
+      Fuzz.run("127.0.0.1", port, count: 5, seed: 3, only: [6])
+    end
+
+    # Its count is the round's, if not given.
+    output =
+      ExUnit.CaptureIO.capture_io(fn ->
+        Mix.Tasks.Grove.Load.run(~w(fuzz --url #{url} --seed 3 --only 1500))
+      end)
+
+    assert output =~ "fuzz: 1 rounds, seed 3"
+  end
+
   test "mix grove.load fuzz prints what the server answered, and fails on a violation", %{
     port: port
   } do
@@ -142,7 +175,7 @@ defmodule Grove.Load.FuzzTest do
         ExUnit.CaptureIO.capture_io(fn ->
           assert catch_exit(
                    Mix.Tasks.Grove.Load.run(
-                     ~w(fuzz --url http://127.0.0.1:#{silent} --count 1 --deadline 100)
+                     ~w(fuzz --url http://fuzzer:s3cret@127.0.0.1:#{silent} --count 1 --deadline 100)
                    )
                  ) == {:shutdown, 1}
         end)
@@ -151,6 +184,8 @@ defmodule Grove.Load.FuzzTest do
     assert errors =~ "violation in round 1"
     assert errors =~ "again: mix grove.load fuzz --url http://127.0.0.1:#{silent} --seed "
     assert errors =~ "--count 1 --only 1"
+    # A URL's user and password are not printed.
+    refute errors =~ "s3cret"
     Task.shutdown(holder, :brutal_kill)
     :gen_tcp.close(listener)
   end
