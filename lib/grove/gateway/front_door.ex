@@ -24,8 +24,9 @@ defmodule Grove.Gateway.FrontDoor do
   #     `:max_headers` bytes together, and fewer than the 1000 lines Yaws
   #     reads (431); a Content-Length is digits (then spaces or tabs at
   #     most, and Yaws gets the digits alone), at most `:max_body`, and
-  #     one value (400, 413); a Transfer-Encoding ends with `chunked` (400,
-  #     RFC 9112 section 6.3), and is nothing else (501); a line the parser
+  #     one value (400, 413); a Transfer-Encoding is tokens (400), ends
+  #     with `chunked` (400, RFC 9112 section 6.3), and is nothing else
+  #     (501), and Yaws gets `chunked` alone; a line the parser
   #     cannot read is a 400;
   #   * `httph` otherwise, the trailers after a chunked body: the same;
   #   * `line`, the chunked body's framing: a chunk size is hex digits, at
@@ -369,7 +370,13 @@ defmodule Grove.Gateway.FrontDoor do
   end
 
   # Yaws joins repeated Transfer-Encoding headers into one list, so the
-  # codings of the whole head are checked together.
+  # codings of the whole head are checked together. Each is a token, maybe
+  # with parameters, and only spaces and tabs around it belong to the list
+  # (RFC 9110 sections 5.6.1 and 10.1.4): any other byte there makes it
+  # malformed. A vertical tab or a form feed after `chunked` passed when
+  # every kind of whitespace was trimmed here, and Yaws, which trims
+  # spaces alone, answered with its own 501 and an error in the log; it
+  # gets the one coding it reads now, as it was checked.
   defp check_codings(socket, header, value, state) do
     codings =
       state.codings ++
@@ -377,23 +384,40 @@ defmodule Grove.Gateway.FrontDoor do
          |> to_string()
          |> String.downcase()
          |> String.split(",")
-         |> Enum.map(&String.trim/1)
+         |> Enum.map(&trim_list_space/1)
          |> Enum.reject(&(&1 == "")))
 
     case codings do
       ["chunked"] ->
-        {{:ok, header}, %{state | codings: codings}}
+        {{:ok, put_elem(header, 4, ~c"chunked")}, %{state | codings: codings}}
 
       [] ->
         refuse(socket, 400, "bad_request", "Transfer-Encoding is empty")
 
       _ ->
+        check_last_coding(socket, codings)
+    end
+  end
+
+  defp check_last_coding(socket, codings) do
+    case Enum.reject(codings, &coding?/1) do
+      [] ->
         if List.last(codings) == "chunked",
           do: refuse(socket, 501, "not_implemented", "only the chunked transfer coding is read"),
           else:
             refuse(socket, 400, "bad_request", "a body's last transfer coding must be chunked")
+
+      _malformed ->
+        refuse(socket, 400, "bad_request", "a transfer coding is malformed")
     end
   end
+
+  # Only spaces and tabs: String.trim/1 takes a vertical tab or a form feed too.
+  defp trim_list_space(text), do: Regex.replace(~r/\A[ \t]+|[ \t]+\z/, text, "")
+
+  # A token, then maybe parameters, in which no control byte but a tab.
+  defp coding?(coding),
+    do: coding =~ ~r/\A[!#$%&'*+.^_`|~0-9a-z-]+([ \t]*;[^\x00-\x08\x0a-\x1f\x7f]*)?\z/
 
   ## The chunked body's framing
 

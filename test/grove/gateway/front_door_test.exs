@@ -115,25 +115,6 @@ defmodule Grove.Gateway.FrontDoorTest do
       end)
     end
 
-    test "a Content-Length that spaces or tabs end is its digits", %{port: port} do
-      body = ~s({"players":1})
-
-      quietly(fn ->
-        for after_digits <- ["\t", " ", " \t "] do
-          assert {202, _, %{"accepted" => true}} =
-                   raw(
-                     port,
-                     post(
-                       "/api/load/report",
-                       "Content-Length: #{byte_size(body)}#{after_digits}\r\nConnection: close\r\n",
-                       body
-                     )
-                   ),
-                 "after the digits: #{inspect(after_digits)}"
-        end
-      end)
-    end
-
     test "two Content-Lengths that disagree: 400", %{port: port} do
       quietly(fn ->
         assert {400, _, %{"error" => "bad_request"}} =
@@ -216,6 +197,24 @@ defmodule Grove.Gateway.FrontDoorTest do
       end)
     end
 
+    test "a Transfer-Encoding whose chunked a vertical tab or a form feed follows: 400, not Yaws's 501",
+         %{port: port} do
+      quietly(fn ->
+        for after_coding <- ["\v", "\f", "\v\t", " \f", "\f, chunked"] do
+          assert {400, _, %{"error" => "bad_request"}} =
+                   raw(
+                     port,
+                     post(
+                       "/api/login",
+                       "Transfer-Encoding: chunked#{after_coding}\r\n",
+                       "0\r\n\r\n"
+                     )
+                   ),
+                 "after chunked: #{inspect(after_coding)}"
+        end
+      end)
+    end
+
     test "a request line or header line the parser cannot read: 400", %{port: port} do
       quietly(fn ->
         assert {400, _, _} = raw(port, "GET / HTTQ/1.1\r\nHost: grove\r\n\r\n")
@@ -240,6 +239,47 @@ defmodule Grove.Gateway.FrontDoorTest do
                      "#{size};ext=1\r\n#{body}\r\n0\r\n\r\n"
                    )
                  )
+      end)
+    end
+  end
+
+  describe "a well-formed request's framing is read as the client meant it" do
+    test "a Content-Length that spaces or tabs end is its digits", %{port: port} do
+      body = ~s({"players":1})
+
+      quietly(fn ->
+        for after_digits <- ["\t", " ", " \t "] do
+          assert {202, _, %{"accepted" => true}} =
+                   raw(
+                     port,
+                     post(
+                       "/api/load/report",
+                       "Content-Length: #{byte_size(body)}#{after_digits}\r\nConnection: close\r\n",
+                       body
+                     )
+                   ),
+                 "after the digits: #{inspect(after_digits)}"
+        end
+      end)
+    end
+
+    test "a Transfer-Encoding that spaces or tabs pad is chunked", %{port: port} do
+      body = ~s({"players":1})
+      size = Integer.to_string(byte_size(body), 16)
+
+      quietly(fn ->
+        for coding <- ["chunked\t", "chunked ", " \tChunked \t", "chunked, "] do
+          assert {202, _, %{"accepted" => true}} =
+                   raw(
+                     port,
+                     post(
+                       "/api/load/report",
+                       "Transfer-Encoding: #{coding}\r\nConnection: close\r\n",
+                       "#{size}\r\n#{body}\r\n0\r\n\r\n"
+                     )
+                   ),
+                 "Transfer-Encoding: #{inspect(coding)}"
+        end
       end)
     end
   end
