@@ -81,7 +81,9 @@ defmodule Grove.Load.Fuzz do
   `:violations`, each `%{round:, case:, input:, got:, replay:}`, so that
   a caller can print them and exit non-zero. The input is shown whole up
   to 4 KB (its bytes as an Elixir string, those that are not printable
-  escaped), with runs of base64 that may be a token hidden; `replay` is
+  escaped, a WebSocket frame's payload unmasked), with a token's whole
+  value hidden (after `Bearer `, `"token":` or `v1.`, whatever its bytes)
+  and any other run of base64 that may be one; `replay` is
   the options that send that round alone again (with the same `:cases`):
   the same bytes, but for a token the server signs anew.
 
@@ -236,7 +238,7 @@ defmodule Grove.Load.Fuzz do
       entry = %{
         round: round,
         case: name,
-        input: shown(probe.input),
+        input: shown(probe),
         got: got,
         replay: %{seed: report.seed, count: round, only: [round]}
       }
@@ -247,10 +249,23 @@ defmodule Grove.Load.Fuzz do
 
   # The input as a report shows it: whole but for the largest, every byte
   # (`inspect/1` alone shows a binary that is not text as its first 50
-  # bytes), and without anything that may be a token (runs of base64 long
-  # enough to hold 16 bytes), which some inputs carry, whole or mutated.
-  # The seed gives the input back.
-  defp shown(input) do
+  # bytes), a WebSocket frame's payload unmasked, and without the tokens
+  # some inputs carry, whole or mutated: the whole value after `Bearer `
+  # (to the end of its line) and after a join's `"token":` (to the end of
+  # the frame), whatever its bytes, since a byte flipped or inserted in it
+  # may be anything; the same after a token's `v1.`, where a mutation hit
+  # what comes before it or where the binary encoding has no key; and any
+  # other run of base64 long enough to hold 16 bytes. The seed gives the
+  # input back.
+  @doc false
+  @spec shown(map()) :: String.t()
+  def shown(%{kind: :ws, input: frames}) do
+    frames |> Enum.map(&(&1 |> IO.iodata_to_binary() |> unmasked())) |> shown_bytes()
+  end
+
+  def shown(%{input: input}), do: shown_bytes(input)
+
+  defp shown_bytes(input) do
     bytes = IO.iodata_to_binary(input)
 
     cut =
@@ -260,10 +275,38 @@ defmodule Grove.Load.Fuzz do
 
     shown =
       cut
-      |> String.replace(~r/[A-Za-z0-9_=-]{22,}/, "<hidden>")
+      |> String.replace(~r/(Bearer |v1\.).*?(?=\r\n|\z)/s, "\\1<hidden>")
+      |> String.replace(~r/([A-Za-z0-9_=-]{22,})/, "<hidden>")
       |> inspect(binaries: :as_strings, limit: :infinity, printable_limit: :infinity)
 
     if cut == bytes, do: shown, else: shown <> " ... (#{byte_size(bytes)} bytes)"
+  end
+
+  # A frame whose header reads as a masked one, with its payload (what of
+  # it there is) unmasked and a join's token hidden in it; other bytes as
+  # they are. The frames are shown one after another.
+  defp unmasked(frame) do
+    case :cow_ws.parse_header(frame, %{}, :undefined) do
+      {_type, _fragment, _rsv, length, key, rest} when is_integer(key) ->
+        head = binary_part(frame, 0, byte_size(frame) - byte_size(rest))
+        {payload, after_payload} = :erlang.split_binary(rest, min(length, byte_size(rest)))
+        head <> hide_token(unmask(payload, <<key::32>>)) <> after_payload
+
+      _ ->
+        frame
+    end
+  end
+
+  defp unmask(payload, key) do
+    mask = :binary.copy(key, div(byte_size(payload), 4) + 1)
+    :crypto.exor(payload, binary_part(mask, 0, byte_size(payload)))
+  end
+
+  defp hide_token(payload) do
+    case :binary.match(payload, [~s("token":), "v1."]) do
+      {at, length} -> binary_part(payload, 0, at + length) <> "<hidden>"
+      :nomatch -> payload
+    end
   end
 
   ## Inputs

@@ -5,6 +5,7 @@ defmodule Grove.Load.FuzzTest do
   import ExUnit.CaptureLog
 
   alias Grove.Load.Fuzz
+  alias Grove.Protocol
 
   @moduletag :gateway
 
@@ -98,10 +99,56 @@ defmodule Grove.Load.FuzzTest do
       Fuzz.run("127.0.0.1", port, count: 1, seed: 1, cases: [:token_noncanonical], deadline: 200)
 
     assert [%{case: :token_noncanonical, input: input} | _] = report.violations
-    assert input =~ "Authorization: Bearer v1.<hidden>"
+    assert input =~ "Authorization: Bearer <hidden>"
     refute input =~ ~r/[A-Za-z0-9_-]{22,}/
     Task.shutdown(holder, :brutal_kill)
     :gen_tcp.close(listener)
+  end
+
+  test "a report hides a token's whole value, whatever byte a mutation put in its middle" do
+    token = "v1." <> String.duplicate("AbCdEfGhIjKl", 4) <> "." <> String.duplicate("MnOpQrSt", 4)
+    middle = div(byte_size(token), 2)
+
+    flip = fn bytes, byte ->
+      {at, _} = :binary.match(bytes, token)
+      <<head::binary-size(at + middle), _, tail::binary>> = bytes
+      <<head::binary, byte, tail::binary>>
+    end
+
+    # Any eight of the token's bytes in a row, but its prefix.
+    leaks = fn shown ->
+      for at <- 3..(byte_size(token) - 8),
+          window = binary_part(token, at, 8),
+          String.contains?(shown, window),
+          do: window
+    end
+
+    for byte <- [0, ?\r, ?\n, ?", ?,, ?}, ?\s, 0xFF] do
+      request =
+        "GET /api/me HTTP/1.1\r\nHost: grove\r\nAuthorization: Bearer #{token}\r\n" <>
+          "Connection: close\r\n\r\n"
+
+      shown = Fuzz.shown(%{kind: :http, input: flip.(request, byte)})
+      assert leaks.(shown) == [], "#{inspect(<<byte>>)}: #{shown}"
+      assert shown =~ "Bearer <hidden>\\r\\nConnection: close"
+
+      for encoding <- [:json, :binary] do
+        join = %{
+          type: :join,
+          protocol: Protocol.version(),
+          view_radius: 8,
+          name: "",
+          token: token
+        }
+
+        payload = join |> Protocol.encode(encoding) |> IO.iodata_to_binary() |> flip.(byte)
+        frame = :cow_ws.masked_frame({:binary, payload}, %{})
+        shown = Fuzz.shown(%{kind: :ws, input: [frame]})
+        assert leaks.(shown) == [], "#{encoding}, #{inspect(<<byte>>)}: #{shown}"
+        # The payload is shown unmasked.
+        if encoding == :json, do: assert(shown =~ ~S("type\":\"join\"))
+      end
+    end
   end
 
   test "a violation shows its input whole, and its replay sends that round alone again" do
