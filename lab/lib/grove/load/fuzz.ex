@@ -43,7 +43,8 @@ defmodule Grove.Load.Fuzz do
   (`abc`, `-5`, a CR alone after the digits), `:content_length_huge`
   (twenty digits), `:chunk_size_huge` (twenty `F`s), `:chunk_framing`
   (sizes that are not hex, data longer than its size), `:transfer_coding`
-  (codings other than chunked),
+  (codings other than chunked, and chunked that a vertical tab or a form
+  feed follows),
   `:request_line_garbage`, `:header_line_garbage`, `:uri_huge` (up to
   120 KB), `:header_huge` (up to 80 KB), `:host_huge`, `:headers_many`,
   `:range_reversed` (`bytes=5-1` on a static file), `:chunked_body` (a
@@ -354,7 +355,18 @@ defmodule Grove.Load.Fuzz do
 
   defp probe(:transfer_coding, rand, _ctx) do
     {coding, rand} =
-      pick(["gzip", "chunked, gzip", "gzip, chunked", "identity", "chunkedx"], rand)
+      pick(
+        [
+          "gzip",
+          "chunked, gzip",
+          "gzip, chunked",
+          "identity",
+          "chunkedx",
+          "chunked\v",
+          "chunked\f"
+        ],
+        rand
+      )
 
     {refusal(post("/api/login", "Transfer-Encoding: #{coding}\r\n", "0\r\n\r\n")), rand}
   end
