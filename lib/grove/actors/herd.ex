@@ -291,7 +291,7 @@ defmodule Grove.Actors.Herd do
       to_join: count,
       joins:
         for({spec, index} <- Enum.with_index(specs), spec.count > 0, do: {index, spec.count}),
-      # exsp: its next word is read directly at every turn (`turns/9`).
+      # exsp: its next word is read directly at every turn (`turns/7`).
       rand: :rand.seed_s(:exsp)
     }
 
