@@ -7,11 +7,11 @@
 #     every 5 ms for 10 s: mean, p50, p99 and max;
 #   * sums the herds', the zones' and every other process's reductions
 #     over the same 10 s, a move answered;
-#   * traces the herds' and the zones' scheduling for 2 s (`:running`):
-#     how often each was put out with work left (preempted: its
-#     reductions' quantum spent), a message it took; and the most actors
-#     a herd took in one message, and reductions a herd's message at
-#     most (read from the trace's reductions, which counts them).
+#   * traces the herds' and the zones' scheduling and the messages
+#     arriving at them for 2 s (`:running`, `:receive`): how often each
+#     was put out with work left (preempted: its reductions' quantum
+#     spent), a message arrived; and the most times one was put out
+#     between two waits in its receive.
 #
 #   cd lab && HERD_TURNS_AFTER=40 mix run --no-start -r bench/herd_turns.exs \
 #     -e 'Mix.Task.run("grove.bench.actors", ~w(--actors 250000 --duration 60))'
@@ -122,9 +122,8 @@ defmodule Grove.Bench.HerdTurns do
   end
 
   # Each process's runs between two waits in its receive: the times it
-  # was put out with work left (preempted), and the reductions of each
-  # (`:running_procs` with the reductions in the trace's messages is not
-  # there for processes; the process's own count is read at each wait).
+  # was put out with work left (preempted), and the messages that arrived
+  # at it (`:receive`: a message put in its queue, not one handled).
   defp trace(herds, zones) do
     kinds = Map.new(herds, &{&1, :herds}) |> Map.merge(Map.new(zones, &{&1, :zones}))
     for pid <- herds ++ zones, do: :erlang.trace(pid, true, [:running, :receive])
@@ -139,7 +138,7 @@ defmodule Grove.Bench.HerdTurns do
       most = Enum.max(for(s <- runs, do: s.most), fn -> 0 end)
 
       out(
-        "#{kind} over 2 s traced: #{messages} messages taken, #{preempted} times put out " <>
+        "#{kind} over 2 s traced: #{messages} messages arrived, #{preempted} times put out " <>
           "with work left (#{per(preempted, max(messages, 1))} a message), at most #{most} " <>
           "times in one wait-to-wait"
       )
