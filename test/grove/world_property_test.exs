@@ -109,9 +109,9 @@ defmodule Grove.WorldPropertyTest do
     check(property, numtests: 40)
   end
 
-  # The outcomes, by the moves' tags, and the audit of a world of one zone
-  # where five entities (two of them viewers) and one that left are
-  # moved; with the cells the entities joined at.
+  # The outcomes, by the moves' tags, the audit and the outcomes' counts
+  # of a world of one zone where five entities (two of them viewers) and
+  # one that left are moved; with the cells the entities joined at.
   defp one_zone(seed, moves, how, cells) do
     with_world(
       [width: 8, height: 8, zone_size: 8, seed: seed, terrain: [tree_density: 0.2]],
@@ -146,12 +146,16 @@ defmodule Grove.WorldPropertyTest do
             end
         end
         |> Enum.sort()
-        |> then(&{{&1, World.audit(name)}, cells})
+        |> then(&{{&1, World.audit(name), counted(name)}, cells})
       end
     )
   after
     flush_views()
   end
+
+  # The world's counts of the moves' outcomes: a batch counts each as
+  # its moves sent one at a time do.
+  defp counted(name), do: Map.take(World.stats(name), [:moves_ok | World.rejections()])
 
   defp flush_views do
     receive do
