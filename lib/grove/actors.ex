@@ -213,9 +213,13 @@ defmodule Grove.Actors do
     shares = :atomics.new(length(kinds), signed: false)
     for kind <- kinds, opts[:cluster] == nil, do: :atomics.put(shares, kind.index + 1, kind.count)
 
+    # Where in a slot the group's herds take their turns: a point drawn
+    # once, and the count of herds started so far (`start_herds/3`).
+    phases = {:rand.uniform(), :atomics.new(1, signed: false)}
+
     :persistent_term.put(
       {__MODULE__, name},
-      %{stats: Stats.new(length(kinds)), opts: opts, shares: shares}
+      %{stats: Stats.new(length(kinds)), opts: opts, shares: shares, phases: phases}
     )
 
     populate =
@@ -312,15 +316,17 @@ defmodule Grove.Actors do
   # Herds for `counts` (`[{kind, count}]`), each walking its area's share of
   # every kind.
   defp start_herds(name, opts, counts) do
-    %{stats: stats} = :persistent_term.get({__MODULE__, name})
+    %{stats: stats, phases: {offset, started}} = :persistent_term.get({__MODULE__, name})
     # Where in a slot each herd's turns fall, a fraction of it: evenly
     # spread, herd after herd a golden section of the slot on from the one
-    # before, from a point drawn for these herds (so herds added later do
-    # not start where these did). However many herds, no two are closer
+    # before, from the group's point, numbered across every call that adds
+    # herds (the balancer's too), so herds added later go on the sequence
+    # where those before left it. However many herds, no two are closer
     # than about a third of the slot's share of each.
-    offset = :rand.uniform()
+    plan = herd_plan(opts, counts)
+    first = :atomics.add_get(started, 1, length(plan)) - length(plan)
 
-    for {{area, parts}, n} <- Enum.with_index(herd_plan(opts, counts)) do
+    for {{area, parts}, n} <- Enum.with_index(plan) do
       kinds =
         for {kind, size} <- parts do
           %{
@@ -337,7 +343,7 @@ defmodule Grove.Actors do
         api: opts[:api],
         kinds: kinds,
         area: area,
-        phase: phase(offset, n),
+        phase: phase(offset, first + n),
         interval: opts[:interval],
         jitter: opts[:jitter],
         spawn: opts[:spawn],

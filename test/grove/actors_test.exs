@@ -123,6 +123,38 @@ defmodule Grove.ActorsTest do
     assert Enum.min(gaps) >= 22
   end
 
+  test "herds added later go on the group's spread, not at random beside it", %{world: world} do
+    # The herds of two calls, in slots of 1000 ms: one sequence of a
+    # golden section apart has the gaps of one, two or three sizes (the
+    # same whatever its start, to the ms the phases are cut to); two
+    # sequences each from its own point have gaps of many sizes, some
+    # far smaller.
+    name = start_actors(world, count: 80, per_herd: 10, interval: 2000, resolution: 1000)
+    joined(80)
+    added = Actors.add(name, 80)
+    joined(80)
+
+    phases =
+      name
+      |> Actors.herds_of()
+      |> Enum.map(&:sys.get_state(&1).wheel.phase)
+      |> Enum.sort()
+
+    n = length(phases)
+    assert n == 2 * length(added)
+    golden = (:math.sqrt(5) - 1) / 2
+    ideal = Enum.sort(for k <- 0..(n - 1), do: (k * golden - Float.floor(k * golden)) * 1000)
+
+    assert sort_gaps(phases)
+           |> Enum.zip(sort_gaps(ideal))
+           |> Enum.all?(fn {a, b} -> abs(a - b) <= 1 end),
+           "gaps #{inspect(sort_gaps(phases))}, of one sequence #{inspect(sort_gaps(ideal))}"
+  end
+
+  defp sort_gaps(points),
+    do:
+      Enum.sort([hd(points) + 1000 - List.last(points) | Enum.zip_with(tl(points), points, &-/2)])
+
   test "blob spawn starts actors around a point", %{world: world} do
     start_actors(world, count: 40, spawn: {:blob, {20, 20}, 3})
 
