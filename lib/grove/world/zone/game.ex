@@ -104,16 +104,16 @@ defmodule Grove.World.Zone.Game do
   @spec setup(State.t(), Spec.t() | nil, [{key(), Game.value()}] | :generate) :: State.t()
   def setup(%State{} = state, nil, _rows), do: %{state | game: nil}
 
+  def setup(%State{} = state, %Spec{} = spec, :generate) do
+    state = %{state | game: %__MODULE__{spec: spec}}
+    {pairs, state} = generate(state, spec)
+    lay_new(state, pairs)
+  end
+
   def setup(%State{} = state, %Spec{} = spec, rows) do
     state = %{state | game: %__MODULE__{spec: spec}}
 
-    {pairs, state} =
-      case rows do
-        :generate -> generate(state, spec)
-        rows -> {rows, state}
-      end
-
-    Enum.reduce(pairs, state, fn {key, value}, state ->
+    Enum.reduce(rows, state, fn {key, value}, state ->
       try do
         put_layer(state, key, value, false)
       catch
@@ -147,6 +147,12 @@ defmodule Grove.World.Zone.Game do
     end
   end
 
+  # The ground's kinds by code, as `generate/2` reads a zone's ground.
+  @by_code Terrain.kinds()
+           |> Enum.sort_by(&elem(&1, 1))
+           |> Enum.map(&elem(&1, 0))
+           |> List.to_tuple()
+
   # The first value of every cell of the zone, row by row along its
   # ground's bytes (a zone on demand lays it at each first wake: a call of
   # `cell/3` for each of a zone of 50's 2,500 cells, the most of a wake
@@ -161,11 +167,9 @@ defmodule Grove.World.Zone.Game do
        ) do
     %Terrain.Area{cells: ground} = Terrain.crop(state.terrain, bounds)
     cell = Function.capture(spec.module, :cell, 3)
-    by_code = Terrain.kinds() |> Enum.sort_by(&elem(&1, 1)) |> Enum.map(&elem(&1, 0))
-    zone = {x0, x1, state.grid, List.to_tuple(by_code), cell, spec.config}
 
     try do
-      {lay_all(ground, x0, y0, zone, []), state}
+      {lay_all(ground, x0, y0, x0, x1, state.grid.width, cell, spec.config, []), state}
     catch
       _kind, _reason ->
         kinds = Terrain.kinds() |> Map.new(fn {kind, code} -> {code, kind} end)
@@ -176,26 +180,63 @@ defmodule Grove.World.Zone.Game do
   defp generate(state, _spec), do: {[], state}
 
   # The pairs of the cells `cell/3` gives a value, last cell first, as
-  # `lay/5` lays them (a ground's codes are its kinds' places in `by_code`).
-  defp lay_all(
-         <<code, ground::binary>>,
-         x,
-         y,
-         {x0, x1, grid, by_code, cell, config} = zone,
-         pairs
-       ) do
+  # `lay/5` lays them (a ground's codes are its kinds' places in
+  # `@by_code`; a cell's key is `Grid.cell_key/3`'s). What stays the same
+  # along the zone is passed as arguments of their own, not read out of
+  # a tuple at every cell.
+  defp lay_all(<<code, ground::binary>>, x, y, x0, x1, width, cell, config, pairs) do
     pairs =
-      case cell.({x, y}, elem(by_code, code), config) do
+      case cell.({x, y}, elem(@by_code, code), config) do
         nil -> pairs
-        value -> [{Grid.cell_key(grid, x, y), value} | pairs]
+        value -> [{y * width + x, value} | pairs]
       end
 
     if x + 1 < x1,
-      do: lay_all(ground, x + 1, y, zone, pairs),
-      else: lay_all(ground, x0, y + 1, zone, pairs)
+      do: lay_all(ground, x + 1, y, x0, x1, width, cell, config, pairs),
+      else: lay_all(ground, x0, y + 1, x0, x1, width, cell, config, pairs)
   end
 
-  defp lay_all(<<>>, _x, _y, _zone, pairs), do: pairs
+  defp lay_all(<<>>, _x, _y, _x0, _x1, _width, _cell, _config, pairs), do: pairs
+
+  # A layer laid anew on a zone with none yet: each value's code, wall
+  # and tick worked out as `put_layer/4` works them out, in the pairs'
+  # order, and the maps made once from them, where `put_layer/4` grows
+  # four maps a value at a time (the pairs' keys are the zone's cells,
+  # each once, and no value is nil). A value whose code, wall or tick
+  # fails is left out, with its failure, as there.
+  defp lay_new(%State{game: %__MODULE__{spec: spec}} = state, pairs) do
+    {state, layer, codes, walk, ticking} =
+      Enum.reduce(pairs, {state, [], [], [], []}, fn {key, value} = pair, acc ->
+        {state, layer, codes, walk, ticking} = acc
+
+        try do
+          {code!(spec, :show, value), walk(spec, value), ticks?(spec, value)}
+        catch
+          {:bad_effect, why} ->
+            {fail(state, spec.module, :show, :error, why, []), layer, codes, walk, ticking}
+
+          kind, reason ->
+            state = fail(state, spec.module, :show, kind, reason, __STACKTRACE__)
+            {state, layer, codes, walk, ticking}
+        else
+          {code, blocks, ticks?} ->
+            codes = if code == 0, do: codes, else: [{key, code} | codes]
+            walk = if blocks == nil, do: walk, else: [{key, blocks} | walk]
+            ticking = if ticks?, do: [{key, true} | ticking], else: ticking
+            {state, [pair | layer], codes, walk, ticking}
+        end
+      end)
+
+    game = %{
+      state.game
+      | layer: :maps.from_list(layer),
+        codes: :maps.from_list(codes),
+        walk: :maps.from_list(walk),
+        ticking: :maps.from_list(ticking)
+    }
+
+    %{state | game: game}
+  end
 
   defp lay(<<code, ground::binary>>, x, y, {x0, x1, kinds, grid, spec} = zone, {pairs, state}) do
     module = spec.module
@@ -840,14 +881,9 @@ defmodule Grove.World.Zone.Game do
     code = if value == nil, do: 0, else: code!(spec, :show, value)
 
     walk =
-      if value != nil and is_map_key(spec.hooks, :blocks) do
-        case spec.module.blocks(value) do
-          blocks when is_boolean(blocks) -> Map.put(game.walk, key, blocks)
-          nil -> Map.delete(game.walk, key)
-          other -> throw({:bad_effect, {:bad_blocks, other}})
-        end
-      else
-        Map.delete(game.walk, key)
+      case value != nil and walk(spec, value) do
+        blocks when value != nil and is_boolean(blocks) -> Map.put(game.walk, key, blocks)
+        _nothing_or_ground -> Map.delete(game.walk, key)
       end
 
     old = Map.get(game.codes, key, 0)
@@ -864,16 +900,34 @@ defmodule Grove.World.Zone.Game do
     %{state | game: game}
   end
 
+  # Whether a value blocks the cell (`true`), frees it (`false`) or
+  # leaves it to the ground (`nil`), by the game's `blocks/1`.
+  defp walk(%Spec{hooks: hooks, module: module}, value) do
+    if is_map_key(hooks, :blocks) do
+      case module.blocks(value) do
+        blocks when is_boolean(blocks) or blocks == nil -> blocks
+        other -> throw({:bad_effect, {:bad_blocks, other}})
+      end
+    end
+  end
+
   # Whether a tick may change the cell, kept for a game with `ticks?/1`.
   defp ticking(%__MODULE__{spec: %{hooks: %{ticks?: true}} = spec, ticking: ticking}, key, value) do
-    case value != nil and spec.module.ticks?(value) do
-      true -> Map.put(ticking, key, true)
-      false -> Map.delete(ticking, key)
+    if value != nil and ticks?(spec, value),
+      do: Map.put(ticking, key, true),
+      else: Map.delete(ticking, key)
+  end
+
+  defp ticking(%__MODULE__{ticking: ticking}, _key, _value), do: ticking
+
+  defp ticks?(%Spec{hooks: %{ticks?: true}, module: module}, value) do
+    case module.ticks?(value) do
+      ticks? when is_boolean(ticks?) -> ticks?
       other -> throw({:bad_effect, {:bad_ticks?, other}})
     end
   end
 
-  defp ticking(%__MODULE__{ticking: ticking}, _key, _value), do: ticking
+  defp ticks?(_spec, _value), do: false
 
   defp set_attrs(%State{game: game} = state, id, attrs, look) do
     %{^id => %Entity{look: old}} = state.entities
