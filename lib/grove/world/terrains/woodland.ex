@@ -136,7 +136,8 @@ defmodule Grove.World.Terrains.Woodland do
     %__MODULE__{seed: seed, forest_cut: fc, water_cut: wc, chances: chances} = params
     forest = field_rows(params.forest, x0, y0, x1, y1, skip? && {:forest, fc})
     lakes = field_rows(params.lakes, x0, y0, x1, y1, skip? && {:water, wc})
-    cuts = {seed, fc, wc, chances}
+    {forest_tree, lone_tree, rock, flowers} = chances
+    cuts = {seed, fc, wc, forest_tree, lone_tree, rock, flowers}
 
     classify_rows(forest, lakes, cuts, x0, y0, [])
   end
@@ -144,36 +145,52 @@ defmodule Grove.World.Terrains.Woodland do
   ## Classifying
 
   # Each cell a byte of a list (two words, where a binary of one byte
-  # took five), made into the area's binary once.
-  defp classify_rows([forest_row | forest], [lake_row | lakes], cuts, x0, y, acc),
-    do:
-      classify_rows(forest, lakes, cuts, x0, y + 1, [
-        acc | classify_row(forest_row, lake_row, cuts, x0, y)
-      ])
+  # took five), made into the area's binary once. A row's cells take
+  # the cuts and chances as arguments of their own, not out of a tuple
+  # at every cell, and their rolls inline.
+  defp classify_rows([forest_row | forest], [lake_row | lakes], cuts, x0, y, acc) do
+    {seed, fc, wc, forest_tree, lone_tree, rock, flowers} = cuts
+
+    row =
+      classify_row(
+        forest_row,
+        lake_row,
+        x0,
+        y,
+        seed,
+        fc,
+        wc,
+        forest_tree,
+        lone_tree,
+        rock,
+        flowers
+      )
+
+    classify_rows(forest, lakes, cuts, x0, y + 1, [acc | row])
+  end
 
   defp classify_rows([], [], _cuts, _x0, _y, acc), do: :erlang.list_to_binary(acc)
 
-  defp classify_row([f | forest], [l | lakes], cuts, x, y) do
-    {seed, fc, wc, {forest_tree, lone_tree, rock, flowers}} = cuts
-
+  defp classify_row([f | forest], [l | lakes], x, y, seed, fc, wc, ft, lt, rock, fl) do
     code =
       cond do
         l <= wc -> @water
-        f >= fc and roll(seed, :tree, x, y) < forest_tree -> @tree
-        f < fc and roll(seed, :tree, x, y) < lone_tree -> @tree
+        f >= fc and roll(seed, :tree, x, y) < ft -> @tree
+        f < fc and roll(seed, :tree, x, y) < lt -> @tree
         roll(seed, :rock, x, y) < rock -> @rock
-        f < fc and roll(seed, :flowers, x, y) < flowers -> @flowers
+        f < fc and roll(seed, :flowers, x, y) < fl -> @flowers
         true -> @meadow
       end
 
-    [code | classify_row(forest, lakes, cuts, x + 1, y)]
+    [code | classify_row(forest, lakes, x + 1, y, seed, fc, wc, ft, lt, rock, fl)]
   end
 
-  defp classify_row([], [], _cuts, _x, _y), do: []
+  defp classify_row([], [], _x, _y, _seed, _fc, _wc, _ft, _lt, _rock, _fl), do: []
 
   # A chance as a threshold on a 32-bit hash, so a cell's roll is one integer compare.
   defp chance(p), do: round(min(max(p, 0.0), 1.0) * 0xFFFFFFFF)
 
+  @compile {:inline, roll: 4}
   defp roll(seed, salt, x, y), do: :erlang.phash2({seed, salt, x, y}, 0x100000000)
 
   ## Thresholds
@@ -429,7 +446,8 @@ defmodule Grove.World.Terrains.Woodland do
 
   defp span([], _top, _bottom), do: []
 
-  # Floats, as the rows' sums are (`row2/7`).
+  # Floats, as the rows' sums are (`row2/7`); inline in `span/3`.
+  @compile {:inline, interpolated: 5}
   defp interpolated(a, b, c, d, fx)
        when is_float(a) and is_float(b) and is_float(c) and is_float(d) and is_float(fx),
        do: {a + (b - a) * fx, c + (d - c) * fx}

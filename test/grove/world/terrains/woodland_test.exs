@@ -80,6 +80,37 @@ defmodule Grove.World.Terrains.WoodlandTest do
     check(property, numtests: 200, deep_numtests: 5000)
   end
 
+  test "any area is the ground the generator made as it stood before, for any seed and densities (property)" do
+    # Made once each, here and by the reference: a world this large
+    # takes its cuts from a sample.
+    worlds =
+      for opts <- [
+            [seed: 1],
+            [seed: 7, tree_density: 0.4, water_density: 0.2],
+            [seed: :x, water_density: 0.0, rock_density: 0.05],
+            [seed: 5, tree_density: 0.0, water_density: 0.1, flower_density: 0.0]
+          ] do
+        {Woodland.init(1_000_000, 1_000_000, opts),
+         Grove.WoodlandReference.init(1_000_000, 1_000_000, opts)}
+      end
+
+    for {params, reference} <- worlds,
+        do: assert(Map.from_struct(params) == Map.from_struct(reference))
+
+    property =
+      forall(
+        {:proper_types.oneof(worlds), :proper_types.integer(0, 999_900),
+         :proper_types.integer(0, 999_900), :proper_types.integer(1, 100),
+         :proper_types.integer(1, 100)},
+        fn {{params, reference}, x0, y0, w, h} ->
+          rect = {x0, y0, x0 + w, y0 + h}
+          Woodland.cells(params, rect) == Grove.WoodlandReference.cells(reference, rect)
+        end
+      )
+
+    check(property, numtests: 200, deep_numtests: 5000)
+  end
+
   test "a world too large to be made whole makes the same areas in any order, on any node" do
     terrain = Terrain.for_world(100_000, 80_000, 50, seed: 3)
     refute Terrain.whole?(terrain)
