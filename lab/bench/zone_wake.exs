@@ -5,7 +5,9 @@
 # its ground made, its game's layer laid, its tables filled), then all
 # put to sleep (`World.sleep_idle/2`); three rounds of other zones. The
 # VM's CPU time (`:erlang.statistics(:runtime)`) per zone, so run it with
-# one scheduler, from the checkout to measure:
+# one scheduler, from the checkout to measure, and the reductions of all
+# its processes (`:erlang.statistics(:exact_reductions)`) per zone woken,
+# a count that does not depend on the machine's speed:
 #
 #     cd lab && elixir --erl "+S 1:1" -S mix run --no-start bench/zone_wake.exs
 
@@ -23,6 +25,7 @@ rounds =
     zones = ZoneWakeWorld.zones(grid, round, count)
 
     {_, _} = :erlang.statistics(:runtime)
+    {_, _} = :erlang.statistics(:exact_reductions)
 
     for index <- zones do
       Zone.wake(world, index)
@@ -30,16 +33,18 @@ rounds =
     end
 
     {_, wake_ms} = :erlang.statistics(:runtime)
+    {_, wake_reductions} = :erlang.statistics(:exact_reductions)
     World.sleep_idle(name, 600_000)
     {_, sleep_ms} = :erlang.statistics(:runtime)
     # They linger for the handoff timeout, then stop.
     Process.sleep(200)
-    {wake_ms * 1000 / count, sleep_ms * 1000 / count}
+    {wake_ms * 1000 / count, sleep_ms * 1000 / count, div(wake_reductions, count)}
   end
 
 Supervisor.stop(sup)
 
 IO.puts(
   "CPU us per zone, 3 rounds of #{count}: woken #{inspect(Enum.map(rounds, &elem(&1, 0)))}, " <>
-    "put to sleep #{inspect(Enum.map(rounds, &elem(&1, 1)))}"
+    "put to sleep #{inspect(Enum.map(rounds, &elem(&1, 1)))}; " <>
+    "reductions per zone woken #{inspect(Enum.map(rounds, &elem(&1, 2)))}"
 )
