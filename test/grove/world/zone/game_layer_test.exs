@@ -81,6 +81,68 @@ defmodule Grove.World.Zone.GameLayerTest do
     Game.setup(state, spec, Enum.reverse(rows))
   end
 
+  # What the layer holds by the game's hooks alone, worked out here from
+  # what a game promises, not by `Zone.Game`: the values of `cell/3`
+  # taken last cell first (the order of the failures), each with its code
+  # (`show/1`, 0 to 255), wall (`blocks/1`, a boolean, or nil for the
+  # ground's) and ticking (`ticks?/1`, a boolean), in that order; a value
+  # one of them fails for is left out, with the first failure.
+  defp by_hooks(state, spec) do
+    module = Code.ensure_loaded!(spec.module)
+    {x0, y0, x1, y1} = state.bounds
+
+    values =
+      for y <- (y1 - 1)..y0//-1,
+          x <- (x1 - 1)..x0//-1,
+          value = module.cell({x, y}, Terrain.at(state.terrain, x, y), spec.config),
+          do: {Grid.cell_key(state.grid, x, y), value}
+
+    empty = %{layer: %{}, codes: %{}, walk: %{}, ticking: %{}, failures: []}
+
+    Enum.reduce(values, empty, fn {key, value}, laid ->
+      try do
+        {hook(module, :show, value, 0, &(is_integer(&1) and &1 in 0..255)),
+         hook(module, :blocks, value, nil, &(is_boolean(&1) or &1 == nil)),
+         hook(module, :ticks?, value, false, &is_boolean/1)}
+      catch
+        {:answered, callback, answer} ->
+          failure = {module, :show, :error, {:"bad_#{callback}", answer}}
+          %{laid | failures: [failure | laid.failures]}
+
+        kind, reason ->
+          %{laid | failures: [{module, :show, kind, reason} | laid.failures]}
+      else
+        {code, blocks, ticks?} ->
+          %{
+            laid
+            | layer: Map.put(laid.layer, key, value),
+              codes: if(code == 0, do: laid.codes, else: Map.put(laid.codes, key, code)),
+              walk: if(blocks == nil, do: laid.walk, else: Map.put(laid.walk, key, blocks)),
+              ticking: if(ticks?, do: Map.put(laid.ticking, key, true), else: laid.ticking)
+          }
+      end
+    end)
+  end
+
+  # A hook's answer when the game has it and answers what it may, else
+  # what its absence means.
+  defp hook(module, callback, value, absent, valid?) do
+    if function_exported?(module, callback, 1) do
+      answer = apply(module, callback, [value])
+      if valid?.(answer), do: answer, else: throw({:answered, callback, answer})
+    else
+      absent
+    end
+  end
+
+  defp hooks_give!(laid, expected) do
+    assert laid.game.layer == expected.layer
+    assert laid.game.codes == expected.codes
+    assert laid.game.walk == expected.walk
+    assert laid.game.ticking == expected.ticking
+    assert Enum.map(laid.game.failures, &Tuple.delete_at(&1, 4)) == expected.failures
+  end
+
   # A failure without its stack: the two ways lay from different places.
   defp same_layer!(laid, expected) do
     assert laid.game.layer == expected.game.layer
@@ -107,7 +169,9 @@ defmodule Grove.World.Zone.GameLayerTest do
           terrain = %Terrain{width: 24, height: 24, cells: :erlang.list_to_binary(codes)}
           state = State.new(index, @grid, terrain, Rules.new(move_rate: nil))
 
-          same_layer!(Game.setup(state, spec, :generate), one_by_one(state, spec))
+          laid = Game.setup(state, spec, :generate)
+          same_layer!(laid, one_by_one(state, spec))
+          hooks_give!(laid, by_hooks(state, spec))
         end
       )
 
@@ -126,6 +190,7 @@ defmodule Grove.World.Zone.GameLayerTest do
       laid = Game.setup(state, spec, :generate)
       assert map_size(laid.game.layer) > 0
       same_layer!(laid, one_by_one(state, spec))
+      hooks_give!(laid, by_hooks(state, spec))
     end
   end
 end
