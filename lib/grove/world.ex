@@ -673,7 +673,7 @@ defmodule Grove.World do
   @impl Grove.World.Client
   @spec move(name() | t(), Entity.id(), Grid.direction(), term()) :: :ok
   def move(world, id, direction, tag \\ nil) when is_integer(id) do
-    _sent = send_move(fetch!(world), id, direction, tag)
+    {_sent, nil} = send_move(fetch!(world), id, direction, tag, nil, nil)
     :ok
   end
 
@@ -683,20 +683,29 @@ defmodule Grove.World do
   # keeps it, to settle the move should that zone die holding it
   # (`Grove.Gateway.Session.settle_lost/2`). The zone is looked up once for
   # both; `move/4`, whose callers keep no zone, looks up only its address.
-  @spec move_by(name() | t(), Entity.id(), Grid.direction(), term()) :: pid() | nil
-  def move_by(world, id, direction, tag) when is_integer(id) do
+  # `before` is called on `acc` just before the move goes to its zone, and
+  # not for a move refused here (its entity unknown, its zone busy), and
+  # what it gives is returned with the zone: a session asks there for the
+  # tiles the move brings into view, which a move refused brings none of.
+  @spec move_by(name() | t(), Entity.id(), Grid.direction(), term(), acc, (acc -> acc)) ::
+          {pid() | nil, acc}
+        when acc: term()
+  def move_by(world, id, direction, tag, acc, before)
+      when is_integer(id) and is_function(before, 1) do
     world = fetch!(world)
 
-    case send_move(world, id, direction, tag) do
-      nil -> nil
-      {_index, pid} when is_pid(pid) -> pid
-      {index, _address} -> zone_pid(world, index)
+    case send_move(world, id, direction, tag, acc, before) do
+      {nil, acc} -> {nil, acc}
+      {{_index, pid}, acc} when is_pid(pid) -> {pid, acc}
+      {{index, _address}, acc} -> {zone_pid(world, index), acc}
     end
   end
 
   # The move sent to its zone, or its refusal to the caller: the zone's
-  # index and the address the move went to (nil for an unknown entity).
-  defp send_move(world, id, direction, tag) do
+  # index and the address the move went to (nil for an unknown entity),
+  # with `acc` as `before` (if any) gave it, called only for a move that
+  # goes.
+  defp send_move(world, id, direction, tag, acc, before) do
     require Grid
 
     unless Grid.is_direction(direction) do
@@ -707,17 +716,18 @@ defmodule Grove.World do
       nil ->
         Stats.incr(world.stats, :unknown_entity)
         send(self(), {:grove_move, id, tag, {:rejected, :unknown_entity}})
-        nil
+        {nil, acc}
 
       index ->
         if Slots.load(world, index) > world.mailbox_limit do
           Stats.incr(world.stats, :busy)
           send(self(), {:grove_move, id, tag, {:rejected, :busy}})
-          {index, nil}
+          {{index, nil}, acc}
         else
+          acc = if before, do: before.(acc), else: acc
           address = zone_address(world, index)
           GenServer.cast(address, {:move, id, direction, self(), tag, 0})
-          {index, address}
+          {{index, address}, acc}
         end
     end
   end

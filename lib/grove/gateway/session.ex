@@ -213,9 +213,11 @@ defmodule Grove.Gateway.Session do
   defp handle_message(session, %{type: :move, seq: seq, dir: direction}, now_ms) do
     case RateLimit.allow(session.move_limit, session.moves_booked, now_ms) do
       {:ok, booked} ->
-        session = ahead(session, direction)
-        # The zone asked, so that a move it dies holding can be settled.
-        zone = World.move_by(session.world, session.id, direction, seq)
+        # The zone asked, so that a move it dies holding can be settled;
+        # the tiles ahead asked for only if the move goes.
+        {zone, session} =
+          World.move_by(session.world, session.id, direction, seq, session, &ahead(&1, direction))
+
         started = System.monotonic_time(:microsecond)
         flight = {started, zone, direction}
 
@@ -999,9 +1001,10 @@ defmodule Grove.Gateway.Session do
   # the move's outcome, so that they go out in the outcome's write. Asked
   # for after the outcome, as `retile/1` would, they took a turn of the
   # zone's and one of the connection's of their own, and came a write
-  # later. A move refused leaves them held within the margin, as a step
-  # back would; `retile/1` then finds them held or awaited, and asks for
-  # none again.
+  # later. A move its zone refuses leaves them held within the margin, as
+  # a step back would; `retile/1` then finds them held or awaited, and
+  # asks for none again. One refused before it goes (its zone busy) asks
+  # for none: `World.move_by/6` calls this only for a move that goes.
   # Only from a cell the outcomes confirmed, with no move in flight: one
   # in flight that turns away would leave the tiles asked for unseen.
   defp ahead(

@@ -20,7 +20,7 @@ defmodule Grove.Gateway.SessionTilesTest do
 
   alias Grove.Gateway.Session
   alias Grove.{Protocol, World}
-  alias Grove.World.{Grid, View, Zone}
+  alias Grove.World.{Grid, Slots, View, Zone}
 
   @walkers 10
   @radius 3
@@ -78,6 +78,30 @@ defmodule Grove.Gateway.SessionTilesTest do
       _session = send_move(session, seq, dir)
       assert_receive {:grove_move, _id, ^seq, {:ok, _cell}}
       refute_received {:grove_view, _zone, :tiles, _seq, _data}
+    end)
+  end
+
+  test "a move refused before it goes, its zone busy, asks for no tiles ahead of it; the next that goes does" do
+    alone(fn name, session, dir ->
+      {session, seq} = before_new_tiles(name, session, dir, 1)
+
+      # The zone's mailbox as last measured past its limit: the move that
+      # would bring tiles into view is refused here, and never goes.
+      world = World.fetch!(name)
+      :ok = Slots.put_load(world, 0, world.mailbox_limit + 1)
+      session = send_move(session, seq, dir)
+      assert_receive {:grove_move, _id, ^seq, {:rejected, :busy}} = outcome
+      {session, _actions} = Session.handle_info(session, outcome)
+      :ok = Zone.recovered(world, 0)
+      refute_received {:grove_view, _zone, :tiles, _seq, _data}
+
+      # Measured short again: the same step goes, its tiles asked for with it.
+      :ok = Slots.put_load(world, 0, 0)
+      assert unheld?(World.grid(name), session, dir)
+      next = seq + 1
+      _session = send_move(session, next, dir)
+      assert_receive {:grove_view, 0, :tiles, _seq, [_ | _]}
+      assert_receive {:grove_move, _id, ^next, {:ok, _cell}}
     end)
   end
 
