@@ -7,7 +7,8 @@
 # VM's CPU time (`:erlang.statistics(:runtime)`) per zone, so run it with
 # one scheduler, from the checkout to measure, and the reductions of all
 # its processes (`:erlang.statistics(:exact_reductions)`) per zone woken,
-# a count that does not depend on the machine's speed:
+# a count of calls the machine's speed does not move (not a cost: a call
+# inlined is one fewer, a draw costs as much as many):
 #
 #     cd lab && elixir --erl "+S 1:1" -S mix run --no-start bench/zone_wake.exs
 
