@@ -103,6 +103,11 @@ defmodule Grove.Gateway.Seats do
   # monitors.
   @impl true
   def init({seats, stats}) do
+    # Every upgrade waits on this process for its seat, and its work is a
+    # few map writes a message: among the thousands of connections a join
+    # storm makes runnable, at normal priority it ran once a round and its
+    # queue grew to thousands while each upgrade waited.
+    Process.flag(:priority, :high)
     :atomics.put(seats, 1, 0)
     Stats.incr(stats, :sessions, -Stats.get(stats, :sessions))
     {:ok, %{seats: seats, stats: stats, holders: %{}, early: %{}}}
