@@ -216,13 +216,7 @@ defmodule Grove.Gateway.UpgradeTest do
     # The start it asked for is dropped with the supervisor, which restarts.
     Process.exit(supervisor, :kill)
 
-    eventually(fn ->
-      assert [{_, pid, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
-      assert is_pid(pid) and pid != supervisor
-    end)
-
-    assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws", timeout: 60_000)
-    WsClient.close(client)
+    connect_after_restart!(port, supervisor)
   end
 
   # A start whose supervisor is gone meanwhile (its partition restarting)
@@ -245,13 +239,7 @@ defmodule Grove.Gateway.UpgradeTest do
     assert Seats.taken(Gateway.config().seats) == 0
 
     # Its partition restarted, the seat is there for the next player.
-    eventually(fn ->
-      assert [{_, pid, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
-      assert is_pid(pid) and pid != supervisor
-    end)
-
-    assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws", timeout: 60_000)
-    WsClient.close(client)
+    connect_after_restart!(port, supervisor)
   end
 
   # An upgrade that will not hand its connection the socket (late, or its
@@ -288,6 +276,18 @@ defmodule Grove.Gateway.UpgradeTest do
     metrics = IO.iodata_to_binary(Grove.Metrics.Prometheus.render(instance))
     assert metrics =~ ~s(grove_request_wait_seconds_count{stage="upgrade"} 1\n)
     assert metrics =~ ~s(grove_request_wait_seconds_count{stage="handler"} 1\n)
+    WsClient.close(client)
+  end
+
+  # The sessions' partition, its supervisor killed, restarted with another;
+  # then a player connects.
+  defp connect_after_restart!(port, supervisor) do
+    eventually(fn ->
+      assert [{_, pid, _, _}] = PartitionSupervisor.which_children(Gateway.config().sessions)
+      assert is_pid(pid) and pid != supervisor
+    end)
+
+    assert {:ok, client} = WsClient.connect("127.0.0.1", port, "/ws", timeout: 60_000)
     WsClient.close(client)
   end
 
