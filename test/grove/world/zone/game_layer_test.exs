@@ -185,12 +185,23 @@ defmodule Grove.World.Zone.GameLayerTest do
 
     for _ <- 1..25 do
       index = :rand.uniform(Grid.zone_count(grid)) - 1
-      {x0, y0, _x1, _y1} = Grid.zone_bounds(grid, index)
-      state = State.new(index, grid, Terrain.area_of(terrain, x0, y0), Rules.new())
-      laid = Game.setup(state, spec, :generate)
-      assert map_size(laid.game.layer) > 0
-      same_layer!(laid, one_by_one(state, spec))
-      hooks_give!(laid, by_hooks(state, spec))
+
+      in_zone!(index, fn ->
+        {x0, y0, _x1, _y1} = Grid.zone_bounds(grid, index)
+        state = State.new(index, grid, Terrain.area_of(terrain, x0, y0), Rules.new())
+        laid = Game.setup(state, spec, :generate)
+        assert map_size(laid.game.layer) > 0
+        same_layer!(laid, one_by_one(state, spec))
+        hooks_give!(laid, by_hooks(state, spec))
+      end)
     end
+  end
+
+  # The checks of a zone drawn at random, a failure among them naming it.
+  defp in_zone!(index, checks) do
+    checks.()
+  rescue
+    error in ExUnit.AssertionError ->
+      reraise %{error | message: "zone #{index}: #{error.message}"}, __STACKTRACE__
   end
 end
