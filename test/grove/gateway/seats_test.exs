@@ -97,15 +97,21 @@ defmodule Grove.Gateway.SeatsTest do
     waiter =
       spawn(fn ->
         send(test, {:took, Seats.take(keeper, 1, 50)})
-        Process.sleep(:infinity)
+
+        # Alive until the test is done, so that the keeper, resumed, meets
+        # a caller that is still there and gave up.
+        receive do
+          :done -> :ok
+        end
       end)
 
+    on_exit(fn -> Process.exit(waiter, :kill) end)
     assert_receive {:took, :busy}, 60_000
     :ok = :sys.resume(keeper)
     :sys.get_state(keeper)
     assert Seats.taken(seats) == 0
     assert Process.alive?(waiter)
-    Process.exit(waiter, :kill)
+    send(waiter, :done)
   end
 
   # Takers at once, their steps interleaved in every order the property
