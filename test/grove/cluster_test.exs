@@ -133,8 +133,9 @@ defmodule Grove.ClusterTest do
     @tag timeout: 180_000
     test "runs each zone on one node; actors of every node move through all of them; a fourth node takes its zones and nothing is lost",
          %{home: home} do
-      # Each of the three nodes, and the fourth that joins them, runs zones.
-      peers = start_peers_with_zones!(home, ["zones1", "zones2"], [node()])
+      # Each of the three nodes, and the fourth that joins them, runs zones;
+      # the three, three at least, for their actors to walk into.
+      peers = start_peers_with_zones!(home, ["zones1", "zones2"], [node()], least_zones: 3)
       nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
       cluster = [peers: nodes, connect_interval: 100]
       # The cluster's total: 40 on each node.

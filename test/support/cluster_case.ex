@@ -148,13 +148,17 @@ defmodule Grove.ClusterCase do
   whose names are drawn at random gives one of them none now and then
   (three nodes: one run in 200; the fourth that joins them: one in 100),
   and a test that waits for a node to run zones, or for actors in every
-  node's zones, would wait in vain.
+  node's zones, would wait in vain. `least`: the zones each member owns
+  at least (a test whose actors must walk into every node's zones waits
+  long for one zone alone: one run in some hundreds drew that).
   """
-  def peer_name_with_zones(base, others, zones \\ 16) do
+  def peer_name_with_zones(base, others, zones \\ 16, least \\ 1) do
     peer_name(base, fn node ->
       members = [node | others]
-      owners = Grove.Cluster.Placement.owners(zones, members)
-      map_size(Grove.Cluster.Placement.shares(owners)) == length(Enum.uniq(members))
+      shares = Grove.Cluster.Placement.shares(Grove.Cluster.Placement.owners(zones, members))
+
+      map_size(shares) == length(Enum.uniq(members)) and
+        Enum.all?(Map.values(shares), &(&1 >= least))
     end)
   end
 
@@ -179,15 +183,17 @@ defmodule Grove.ClusterCase do
   @doc """
   Starts peers one after the other (`start_peer!/3`), each under a name
   from `peer_name_with_zones/3` that leaves every member, `others` and
-  the peers before it, zones of its own. Returns `[{peer, node}]`.
-  `opts` are `start_peer!/3`'s.
+  the peers before it, zones of its own (`:least_zones` of them, 1 by
+  default). Returns `[{peer, node}]`. The other `opts` are
+  `start_peer!/3`'s.
   """
   def start_peers_with_zones!(home, bases, others \\ [], opts \\ []) do
+    {least, opts} = Keyword.pop(opts, :least_zones, 1)
     opts = Keyword.put(opts, :exact_name, true)
 
     bases
     |> Enum.reduce({[], others}, fn base, {peers, members} ->
-      {_, node} = peer = start_peer!(home, peer_name_with_zones(base, members), opts)
+      {_, node} = peer = start_peer!(home, peer_name_with_zones(base, members, 16, least), opts)
       {[peer | peers], [node | members]}
     end)
     |> elem(0)
