@@ -328,11 +328,15 @@ defmodule Grove.ClusterRecoveryTest do
     # tests the cut is clean without it.
     args = [~c"-kernel", ~c"prevent_overlapping_partitions", ~c"false"]
 
-    # Each of the three runs zones of its own, whatever names they drew.
+    # Each of the three runs three zones of its own at least, whatever
+    # names they drew: players join at random cells until three stand in
+    # the third node's zones, which a node of one zone in sixteen left to
+    # chance (a quarter of the time, 60 joins found fewer than three).
     peers =
       start_peers_with_zones!(home, ["recovery1", "recovery2", "recovery3"], [],
         control: :stdio,
-        args: args
+        args: args,
+        least_zones: 3
       )
 
     nodes = Enum.map(peers, &elem(&1, 1))
