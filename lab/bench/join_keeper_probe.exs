@@ -33,9 +33,7 @@ defmodule Grove.Bench.JoinKeeperProbe do
 end
 
 spawn(fn ->
-  Process.flag(:priority, :high)
-  players = String.to_integer(System.get_env("JOIN_PROBE_PLAYERS", "3000"))
-  Grove.Bench.JoinProbe.wait_first()
+  players = Grove.Bench.JoinProbe.start()
   keeper = Process.whereis(Grove.Gateway.config().seat_keeper)
   {:reductions, r0} = Process.info(keeper, :reductions)
   stats0 = Grove.Gateway.stats()

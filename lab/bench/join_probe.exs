@@ -89,7 +89,17 @@ defmodule Grove.Bench.JoinProbe do
     end
   end
 
-  def wait_first do
+  # A probe's start, ahead of the server's processes: the number of
+  # players it waits for (`JOIN_PROBE_PLAYERS`), once the first player's
+  # connection is there.
+  def start do
+    Process.flag(:priority, :high)
+    players = String.to_integer(System.get_env("JOIN_PROBE_PLAYERS", "3000"))
+    wait_first()
+    players
+  end
+
+  defp wait_first do
     if connections() == [] do
       Process.sleep(20)
       wait_first()
@@ -110,9 +120,7 @@ defmodule Grove.Bench.JoinProbe do
 end
 
 spawn(fn ->
-  Process.flag(:priority, :high)
-  players = String.to_integer(System.get_env("JOIN_PROBE_PLAYERS", "3000"))
-  Grove.Bench.JoinProbe.wait_first()
+  players = Grove.Bench.JoinProbe.start()
 
   perf = System.get_env("JOIN_PROBE_PERF")
 
