@@ -108,18 +108,12 @@ defmodule Grove.ActorsTest do
     # 16 herds in slots of 1000 ms: drawn at random, two of them would
     # almost surely fall within 22 ms of each other (1 time in 700 not);
     # spread, each gap is at least about a third of the 62 ms each has.
-    name = start_actors(world, count: 160, per_herd: 10, interval: 2000, resolution: 1000)
-    joined(160)
-
-    phases =
-      name
-      |> Actors.herds_of()
-      |> Enum.map(&:sys.get_state(&1).wheel.phase)
-      |> Enum.sort()
+    name = start_in_slots(world, 160)
+    phases = phases(name)
 
     assert length(phases) == 16
     assert Enum.all?(phases, &(&1 in 0..999))
-    gaps = [hd(phases) + 1000 - List.last(phases) | Enum.zip_with(tl(phases), phases, &-/2)]
+    gaps = gaps(phases)
     assert Enum.min(gaps) >= 22
   end
 
@@ -129,17 +123,10 @@ defmodule Grove.ActorsTest do
     # same whatever its start, to the ms the phases are cut to); two
     # sequences each from its own point have gaps of many sizes, some
     # far smaller.
-    name = start_actors(world, count: 80, per_herd: 10, interval: 2000, resolution: 1000)
-    joined(80)
+    name = start_in_slots(world, 80)
     added = Actors.add(name, 80)
     joined(80)
-
-    phases =
-      name
-      |> Actors.herds_of()
-      |> Enum.map(&:sys.get_state(&1).wheel.phase)
-      |> Enum.sort()
-
+    phases = phases(name)
     n = length(phases)
     assert n == 2 * length(added)
     golden = (:math.sqrt(5) - 1) / 2
@@ -151,9 +138,28 @@ defmodule Grove.ActorsTest do
            "gaps #{inspect(sort_gaps(phases))}, of one sequence #{inspect(sort_gaps(ideal))}"
   end
 
-  defp sort_gaps(points),
-    do:
-      Enum.sort([hd(points) + 1000 - List.last(points) | Enum.zip_with(tl(points), points, &-/2)])
+  # `count` actors in herds of 10 that take their turns in slots of
+  # 1000 ms, all joined.
+  defp start_in_slots(world, count) do
+    name = start_actors(world, count: count, per_herd: 10, interval: 2000, resolution: 1000)
+    joined(count)
+    name
+  end
+
+  # Where in the slot each herd of the group takes its turn, in order.
+  defp phases(name) do
+    name
+    |> Actors.herds_of()
+    |> Enum.map(&:sys.get_state(&1).wheel.phase)
+    |> Enum.sort()
+  end
+
+  # The gaps between points in order around a slot of 1000 ms, the last
+  # to the first included.
+  defp gaps(points),
+    do: [hd(points) + 1000 - List.last(points) | Enum.zip_with(tl(points), points, &-/2)]
+
+  defp sort_gaps(points), do: Enum.sort(gaps(points))
 
   test "blob spawn starts actors around a point", %{world: world} do
     start_actors(world, count: 40, spawn: {:blob, {20, 20}, 3})
