@@ -4,6 +4,8 @@ defmodule Grove.World.Placer.StaleTest do
   # one, and refuses it (`State.take_over_all/4`, `State.take_over_fresh/4`).
   use ExUnit.Case, async: true
 
+  import Grove.Test.PlacerStates, only: [taking: 1, announced_in: 1]
+
   alias Grove.Cluster.Placement
   alias Grove.World.Placer.State
 
@@ -186,22 +188,4 @@ defmodule Grove.World.Placer.StaleTest do
     assert index in c.retiring
     {c, index}
   end
-
-  # d joins a, b and c: the zones handed to it, each at the next epoch.
-  defp taking(zones) do
-    {a, _} = State.join_or_start(%{State.new(@a, zones) | members: [@a, @b, @c]}, nil)
-    running = Tuple.to_list(a.locations)
-    {d, _} = State.join_or_start(%{State.new(@d, zones) | members: [@a, @b, @c, @d]}, running)
-
-    taken =
-      for {{_at, epoch}, index} <- Enum.with_index(running),
-          Placement.owner(index, [@a, @b, @c, @d]) == @d,
-          do: {index, [], [], 0, epoch + 1}
-
-    {d, taken}
-  end
-
-  defp announced_in({:zone_at, index, node, epoch, how}), do: [{index, node, epoch, how}]
-  defp announced_in({:zones_at, zones}), do: zones
-  defp announced_in(_message), do: []
 end

@@ -4,6 +4,7 @@ defmodule Grove.World.Placer.StateTest do
   use ExUnit.Case, async: true
 
   import Grove.PropCase
+  import Grove.Test.PlacerStates, only: [taking: 1, announced_in: 1]
 
   alias Grove.Cluster.Placement
   alias Grove.World.Placer.State
@@ -826,21 +827,6 @@ defmodule Grove.World.Placer.StateTest do
 
       assert State.take_over_all(%{d | paused: true}, zones, connected, @a) == {:error, :paused}
     end
-  end
-
-  # d joins a world placed over a, b and c, and is handed the zones it
-  # owns now, each at the next epoch.
-  defp taking(zones) do
-    {a, _} = State.join_or_start(%{State.new(@a, zones) | members: [@a, @b, @c]}, nil)
-    running = Tuple.to_list(a.locations)
-    {d, _} = State.join_or_start(%{State.new(@d, zones) | members: [@a, @b, @c, @d]}, running)
-
-    taken =
-      for {{_at, epoch}, index} <- Enum.with_index(running),
-          Placement.owner(index, [@a, @b, @c, @d]) == @d,
-          do: {index, [], [], 0, epoch + 1}
-
-    {d, taken}
   end
 
   defp growth_rules(zones) do
@@ -1690,10 +1676,6 @@ defmodule Grove.World.Placer.StateTest do
   end
 
   defp send_to(sim, from, to, message), do: enqueue(sim, from, to, message)
-
-  defp announced_in({:zone_at, index, node, epoch, how}), do: [{index, node, epoch, how}]
-  defp announced_in({:zones_at, zones}), do: zones
-  defp announced_in(_message), do: []
 
   ## The checks
 
