@@ -20,15 +20,8 @@ defmodule Grove.World.Zone.GameLayerTest do
   # throws on others.
   defmodule Quirky do
     @moduledoc false
-    @behaviour Grove.Game
+    use Grove.Test.GameLike, of: Grove.Games.Orchard, keep: [:actions, :init, :act]
     alias Grove.Games.Orchard
-
-    @impl true
-    defdelegate actions(), to: Orchard
-    @impl true
-    defdelegate init(options), to: Orchard
-    @impl true
-    defdelegate act(act, area), to: Orchard
 
     @impl true
     def cell({x, y}, :water, _config), do: if(rem(x + y, 5) == 0, do: {:bridge, x})

@@ -66,15 +66,7 @@ defmodule Grove.World.Zone.GameTest do
   # The apple game, but for a cell whose cell/3 raises.
   defmodule Stumbling do
     @moduledoc false
-    @behaviour Grove.Game
-    @impl true
-    defdelegate actions(), to: AppleGame
-    @impl true
-    defdelegate init(options), to: AppleGame
-    @impl true
-    defdelegate act(act, area), to: AppleGame
-    @impl true
-    defdelegate show(value), to: AppleGame
+    use Grove.Test.GameLike, of: Grove.AppleGame, keep: [:actions, :init, :act, :show]
 
     @impl true
     def cell({5, 2}, _ground, _config), do: raise("no orchard here")
@@ -93,15 +85,7 @@ defmodule Grove.World.Zone.GameTest do
   # The orchard, but for the flowers, whose every cell/3 throws.
   defmodule Wilting do
     @moduledoc false
-    @behaviour Grove.Game
-    @impl true
-    defdelegate actions(), to: Grove.Games.Orchard
-    @impl true
-    defdelegate init(options), to: Grove.Games.Orchard
-    @impl true
-    defdelegate act(act, area), to: Grove.Games.Orchard
-    @impl true
-    defdelegate show(value), to: Grove.Games.Orchard
+    use Grove.Test.GameLike, of: Grove.Games.Orchard, keep: [:actions, :init, :act, :show]
 
     @impl true
     def cell(_cell, :flowers, _config), do: throw(:wilted)
