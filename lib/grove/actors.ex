@@ -213,13 +213,9 @@ defmodule Grove.Actors do
     shares = :atomics.new(length(kinds), signed: false)
     for kind <- kinds, opts[:cluster] == nil, do: :atomics.put(shares, kind.index + 1, kind.count)
 
-    # Where in a slot the group's herds take their turns: a point drawn
-    # once, and the count of herds started so far (`start_herds/3`).
-    phases = {:rand.uniform(), :atomics.new(1, signed: false)}
-
     :persistent_term.put(
       {__MODULE__, name},
-      %{stats: Stats.new(length(kinds)), opts: opts, shares: shares, phases: phases}
+      %{stats: Stats.new(length(kinds)), opts: opts, shares: shares, phases: new_phases()}
     )
 
     populate =
@@ -316,7 +312,8 @@ defmodule Grove.Actors do
   # Herds for `counts` (`[{kind, count}]`), each walking its area's share of
   # every kind.
   defp start_herds(name, opts, counts) do
-    %{stats: stats, phases: {offset, started}} = :persistent_term.get({__MODULE__, name})
+    %{stats: stats} = :persistent_term.get({__MODULE__, name})
+    {offset, started} = phases(name)
     # Where in a slot each herd's turns fall, a fraction of it: evenly
     # spread, herd after herd a golden section of the slot on from the one
     # before, from the group's point, numbered across every call that adds
@@ -380,6 +377,46 @@ defmodule Grove.Actors do
   defp phase(offset, n) do
     at = offset + n * @golden
     at - Float.floor(at)
+  end
+
+  # Where in a slot the group's herds take their turns: a point drawn
+  # once, and the count of herds started so far (`start_herds/3`).
+  defp new_phases, do: {:rand.uniform(), :atomics.new(1, signed: false)}
+
+  # The group's phases. A group started by code that held none (its term
+  # has no `:phases`) would crash at its next `add/3`: it gets them then,
+  # once, however many adds come at the same moment, from a point drawn
+  # then; the herds it started before stay where they were put.
+  defp phases(name) do
+    case :persistent_term.get({__MODULE__, name}) do
+      %{phases: phases} ->
+        phases
+
+      _older ->
+        update_held(name, fn
+          %{phases: phases} = held ->
+            {phases, held}
+
+          held ->
+            phases = new_phases()
+            {phases, Map.put(held, :phases, phases)}
+        end)
+    end
+  end
+
+  # The group's held term changed after its start, one change at a time:
+  # two at once would each put back the term as it read it, and one's
+  # change would be lost. `fun` gives what to return and the term.
+  defp update_held(name, fun) do
+    :global.trans(
+      {{__MODULE__, name}, self()},
+      fn ->
+        {result, held} = fun.(:persistent_term.get({__MODULE__, name}))
+        :persistent_term.put({__MODULE__, name}, held)
+        result
+      end,
+      [node()]
+    )
   end
 
   # Herds with their home areas, each with its share of every kind
@@ -527,15 +564,17 @@ defmodule Grove.Actors do
   """
   @spec renew(atom(), module(), [pid()]) :: :ok
   def renew(name, module, herds) do
-    %{opts: opts} = held = :persistent_term.get({__MODULE__, name})
     description = Actor.describe!(module)
 
-    kinds =
-      for kind <- opts[:kinds] do
-        if kind.module == module, do: Map.merge(kind, description), else: kind
-      end
+    update_held(name, fn %{opts: opts} = held ->
+      kinds =
+        for kind <- opts[:kinds] do
+          if kind.module == module, do: Map.merge(kind, description), else: kind
+        end
 
-    :persistent_term.put({__MODULE__, name}, %{held | opts: Keyword.put(opts, :kinds, kinds)})
+      {:ok, %{held | opts: Keyword.put(opts, :kinds, kinds)}}
+    end)
+
     extra = {:grove_renew, module, description}
     for herd <- herds, do: sys(fn -> :sys.change_code(herd, Herd, nil, extra, :infinity) end)
     :ok

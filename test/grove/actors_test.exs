@@ -138,6 +138,24 @@ defmodule Grove.ActorsTest do
            "gaps #{inspect(sort_gaps(phases))}, of one sequence #{inspect(sort_gaps(ideal))}"
   end
 
+  test "a group whose held term has no phases, as code before them started it, gets them at its next adds, once",
+       %{world: world} do
+    name = start_in_slots(world, 20)
+    before = length(phases(name))
+    held = :persistent_term.get({Actors, name})
+    :persistent_term.put({Actors, name}, Map.delete(held, :phases))
+
+    # Two adds at the same moment: their herds are counted on one sequence.
+    added =
+      for(_ <- 1..2, do: Task.async(fn -> Actors.add(name, 20) end))
+      |> Enum.flat_map(&Task.await(&1, @wait))
+
+    joined(40)
+    assert %{phases: {_offset, started}} = :persistent_term.get({Actors, name})
+    assert :atomics.get(started, 1) == length(added)
+    assert length(phases(name)) == before + length(added)
+  end
+
   # `count` actors in herds of 10 that take their turns in slots of
   # 1000 ms, all joined.
   defp start_in_slots(world, count) do
