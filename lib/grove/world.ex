@@ -745,16 +745,35 @@ defmodule Grove.World do
   """
   @impl Grove.World.Client
   @spec move_many(name() | t(), [{Entity.id(), Grid.direction(), term()}]) :: :ok
-  def move_many(world, moves) when is_list(moves) do
+  def move_many(world, moves) when is_list(moves), do: move_many(world, moves, [])
+
+  @doc """
+  `move_many/2`, with `opts`:
+
+    * `tally: true` - a zone answers its moves in one `{:grove_moved,
+      answers}`, where a move taken as asked (one step in its direction,
+      `{:ok, cell}` in `move_many/2`'s answer) is its tag alone, an
+      integer, and any other move `{id, tag, outcome}` as there (a move
+      whose tag is not an integer, taken or not, too). A client that knows
+      where its entities stood does not need the cell back: the answer is
+      a word or two a move where an outcome with its cell is a dozen,
+      made, sent and read. Moves refused before a zone saw them (`busy`,
+      `unknown_entity`), and those that cross into another zone, are
+      answered as `move_many/2` answers them.
+  """
+  @impl Grove.World.Client
+  @spec move_many(name() | t(), [{Entity.id(), Grid.direction(), term()}], keyword()) :: :ok
+  def move_many(world, moves, opts) when is_list(moves) and is_list(opts) do
     world = fetch!(world)
     # The directory's chunks read once for the batch, not at each move.
     {routed, unknown} = route_moves(moves, Directory.reader(world.name), [], [])
     Stats.incr(world.stats, :unknown_entity, length(unknown))
+    kind = if Keyword.get(opts, :tally, false), do: :moves_tallied, else: :moves
 
     # Sorted by zone (a stable sort: each zone's moves keep their order),
     # then one batch per run of a zone: cheaper than a map of the zones,
     # a hash trie once a client's moves reach more than 32 of them.
-    busy = send_batches(:lists.keysort(1, routed), world, [])
+    busy = send_batches(:lists.keysort(1, routed), world, kind, [])
 
     case unknown ++ busy do
       [] -> :ok
@@ -783,20 +802,21 @@ defmodule Grove.World do
 
   defp route_moves([], _name, routed, unknown), do: {:lists.reverse(routed), unknown}
 
-  # One batch per zone, in the order the moves came; the moves of a zone
-  # that is busy are answered `busy` here.
-  defp send_batches([], _world, busy), do: busy
+  # One batch per zone, in the order the moves came, as a message of
+  # `kind` (`:moves`, or `:moves_tallied`); the moves of a zone that is
+  # busy are answered `busy` here.
+  defp send_batches([], _world, _kind, busy), do: busy
 
-  defp send_batches([{index, _move} | _] = routed, world, busy) do
+  defp send_batches([{index, _move} | _] = routed, world, kind, busy) do
     {zone_moves, rest} = zone_run(routed, index, [])
 
     if Slots.load(world, index) > world.mailbox_limit do
       Stats.incr(world.stats, :busy, length(zone_moves))
       busy = for({id, _direction, tag} <- zone_moves, do: {id, tag, {:rejected, :busy}}) ++ busy
-      send_batches(rest, world, busy)
+      send_batches(rest, world, kind, busy)
     else
-      GenServer.cast(zone_address(world, index), {:moves, self(), zone_moves})
-      send_batches(rest, world, busy)
+      GenServer.cast(zone_address(world, index), {kind, self(), zone_moves})
+      send_batches(rest, world, kind, busy)
     end
   end
 

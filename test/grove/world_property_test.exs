@@ -102,11 +102,26 @@ defmodule Grove.WorldPropertyTest do
         fn {seed, moves} ->
           {batch, cells} = one_zone(seed, moves, :batch, List.duplicate(:random, 5))
           {single, ^cells} = one_zone(seed, moves, :single, cells)
-          batch == single
+          {tallied, ^cells} = one_zone(seed, moves, :tallied, cells)
+          batch == single and tallied == taken(batch)
         end
       )
 
     check(property, numtests: 40)
+  end
+
+  # A batch's outcomes as a tallied answer gives them: a step taken by
+  # its tag alone (`:taken` here), any other as it is.
+  defp taken({outcomes, audit, counts}) do
+    outcomes =
+      for {tag, outcome} <- outcomes do
+        case outcome do
+          {:ok, {_x, _y}} -> {tag, :taken}
+          outcome -> {tag, outcome}
+        end
+      end
+
+    {Enum.sort(outcomes), audit, counts}
   end
 
   # The outcomes, by the moves' tags, the audit and the outcomes' counts
@@ -136,6 +151,10 @@ defmodule Grove.WorldPropertyTest do
         case how do
           :batch ->
             World.move_many(name, sent)
+            collect(length(sent), [])
+
+          :tallied ->
+            World.move_many(name, sent, tally: true)
             collect(length(sent), [])
 
           :single ->
@@ -176,8 +195,16 @@ defmodule Grove.WorldPropertyTest do
 
       {:grove_moves, outcomes} ->
         collect(left - length(outcomes), Enum.map(outcomes, fn {_, t, o} -> {t, o} end) ++ acc)
+
+      {:grove_moved, answers} ->
+        answers = Enum.map(answers, &tallied/1)
+        collect(left - length(answers), answers ++ acc)
     after
       3000 -> acc
     end
   end
+
+  # A tallied answer: a step taken is its tag alone.
+  defp tallied({_id, tag, outcome}), do: {tag, outcome}
+  defp tallied(tag) when is_integer(tag), do: {tag, :taken}
 end

@@ -198,6 +198,31 @@ defmodule Grove.WorldTest do
     end
   end
 
+  describe "move_many/3" do
+    test "tallied: a step taken is its tag alone, any other move its outcome", %{world: world} do
+      {:ok, a, _} = World.join(world, at: {2, 2})
+      {:ok, b, _} = World.join(world, at: {3, 3})
+      {:ok, c, _} = World.join(world, at: {9, 9})
+      {:ok, d, _} = World.join(world, at: {5, 5})
+
+      moves = [{a, :e, 1}, {b, :n, 2}, {c, :se, 3}, {999_999, :n, 4}, {d, :s, :five}]
+      :ok = World.move_many(world, moves, tally: true)
+
+      # `a` steps, then `b` finds its cell taken; `d`'s tag is no integer.
+      assert_receive {:grove_moved, answers}
+
+      assert Enum.sort(answers) ==
+               Enum.sort([1, {b, 2, {:rejected, :occupied}}, {d, :five, {:ok, {5, 6}}}])
+
+      # Refused before a zone saw it, and handed to the next zone: as `move_many/2`.
+      assert_receive {:grove_moves, [{999_999, 4, {:rejected, :unknown_entity}}]}
+      assert_receive {:grove_move, ^c, 3, {:ok, {10, 10}}}
+      assert World.position(world, a) == {3, 2}
+      assert World.position(world, b) == {3, 3}
+      assert World.audit(world) == :ok
+    end
+  end
+
   describe "leave/2" do
     test "removes the entity at once", %{world: world} do
       {:ok, id, _} = World.join(world)

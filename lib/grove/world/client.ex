@@ -22,6 +22,12 @@ defmodule Grove.World.Client do
   @callback join(world(), keyword()) :: {:ok, Entity.id(), Grid.cell()} | {:error, atom()}
   @callback move(world(), Entity.id(), Grid.direction(), tag :: term()) :: :ok
   @callback move_many(world(), [{Entity.id(), Grid.direction(), tag :: term()}]) :: :ok
+  # The same, with options: `tally: true` has a zone answer `{:grove_moved,
+  # answers}`, a move taken as asked by its tag alone (an integer), any
+  # other `{id, tag, outcome}` (`Grove.World.move_many/3`). A world
+  # without it is asked `move_many/2`.
+  @callback move_many(world(), [{Entity.id(), Grid.direction(), tag :: term()}], keyword()) ::
+              :ok
   @callback leave(world(), Entity.id()) :: :ok | {:error, atom()}
   @callback grid(world()) :: Grid.t()
   @callback terrain(world()) :: Grove.World.Terrain.t()
@@ -66,7 +72,8 @@ defmodule Grove.World.Client do
   # `{:grove_say, id, tag, :ok | {:rejected, reason}}`.
   @callback say(world(), Entity.id(), String.t(), tag :: term()) :: :ok
 
-  @optional_callbacks position: 2,
+  @optional_callbacks move_many: 3,
+                      position: 2,
                       nearby: 3,
                       zone_index: 2,
                       zone_watched?: 2,

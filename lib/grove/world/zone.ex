@@ -363,11 +363,21 @@ defmodule Grove.World.Zone do
   # outcome decided here. Moves that cross into another zone get their outcome
   # from that zone, on their own.
   def handle_cast({:moves, owner, moves}, zone) do
-    {outcomes, zone} = zone |> sample_mailbox() |> batch_moves(owner, moves)
+    {outcomes, zone} = zone |> sample_mailbox() |> batch_moves(owner, moves, false)
 
     # What the game's hooks changed is written before the outcomes go out.
     zone = sync_game(zone)
     if outcomes != [], do: send(owner, {:grove_moves, outcomes})
+    {:noreply, ensure_tick(zone)}
+  end
+
+  # The same, answered tallied (`World.move_many/3`): a move taken as
+  # asked, one step in its direction, by its tag alone (an integer), any
+  # other (and one whose tag is not an integer) by its outcome as above.
+  def handle_cast({:moves_tallied, owner, moves}, zone) do
+    {outcomes, zone} = zone |> sample_mailbox() |> batch_moves(owner, moves, true)
+    zone = sync_game(zone)
+    if outcomes != [], do: send(owner, {:grove_moved, outcomes})
     {:noreply, ensure_tick(zone)}
   end
 
@@ -396,7 +406,7 @@ defmodule Grove.World.Zone do
   # the other, answered in one message.
   def handle_cast({:steps, owner, moves, acts}, zone) do
     zone = sample_mailbox(zone)
-    {moved, zone} = batch_moves(zone, owner, moves)
+    {moved, zone} = batch_moves(zone, owner, moves, false)
     {acted, zone} = batch_acts(sync_game(zone), owner, acts)
     zone = sync_game(zone)
     if moved != [] or acted != [], do: send(owner, {:grove_steps, moved ++ acted})
@@ -1191,12 +1201,13 @@ defmodule Grove.World.Zone do
     end
   end
 
-  # A batch's moves taken: their outcomes decided here, and the zone.
-  defp batch_moves(zone, owner, moves) do
+  # A batch's moves taken: their outcomes decided here, and the zone;
+  # `tallied`, a move taken as asked is answered by its tag alone.
+  defp batch_moves(zone, owner, moves, tallied) do
     now = :erlang.monotonic_time(:millisecond)
 
     {outcomes, ok, occupied, blocked, zone} =
-      apply_batch(moves, zone, zone.core, owner, now, [], 0, 0, 0, written(zone))
+      apply_batch(moves, zone, zone.core, owner, now, [], 0, 0, 0, written(zone, tallied))
 
     # The batch's steps taken, and those refused on a taken or blocking
     # cell (a third of them in a crowd), counted at once.
@@ -1272,7 +1283,12 @@ defmodule Grove.World.Zone do
     case Handoff.move(core, id, direction, owner, tag, 0, now, zone.locate) do
       {:moved, %Entity{updates: updates} = entity, from, core} when updates != :view ->
         step_written(written, zone, entity, from)
-        outcomes = [{id, tag, {:ok, {entity.x, entity.y}}} | outcomes]
+
+        outcomes =
+          if elem(written, 3) and is_integer(tag),
+            do: [tag | outcomes],
+            else: [{id, tag, {:ok, {entity.x, entity.y}}} | outcomes]
+
         apply_batch(rest, zone, core, owner, now, outcomes, ok + 1, occupied, blocked, written)
 
       {:rejected, :occupied, core} ->
@@ -1291,7 +1307,7 @@ defmodule Grove.World.Zone do
 
       _other ->
         {outcomes, ok, zone} =
-          apply_undone(zone, core, id, direction, owner, tag, now, outcomes, ok)
+          apply_undone(zone, core, id, direction, owner, tag, now, outcomes, ok, elem(written, 3))
 
         apply_batch(rest, zone, zone.core, owner, now, outcomes, ok, occupied, blocked, written)
     end
@@ -1301,10 +1317,13 @@ defmodule Grove.World.Zone do
   # entity, a game's hooks), undone: `apply_one/7` applies it again on the
   # zone as it stood, and its outcome joins the batch's, unless another
   # zone gives it. Rare beside the steps, so it may make a tuple.
-  defp apply_undone(zone, core, id, direction, owner, tag, now, outcomes, ok) do
+  defp apply_undone(zone, core, id, direction, owner, tag, now, outcomes, ok, tallied) do
     case apply_one(%{zone | core: core}, id, direction, owner, tag, 0, now) do
       {:pending, zone} ->
         {outcomes, ok, zone}
+
+      {{:ok, _cell}, zone} when tallied and is_integer(tag) ->
+        {[tag | outcomes], ok + 1, zone}
 
       {{:ok, _cell} = outcome, zone} ->
         {[{id, tag, outcome} | outcomes], ok + 1, zone}
@@ -1317,12 +1336,18 @@ defmodule Grove.World.Zone do
 
   # What a step writes besides the core, as `moved/3` reads it from the
   # zone and its world (a map of more than 32 keys, a hash trie) at each
-  # step: the table, the density's block, and whether zones wake ahead.
-  defp written(%__MODULE__{table: table, world: world}),
-    do: {table, world.density_block, world.zones_on_demand}
+  # step: the table, the density's block, and whether zones wake ahead;
+  # and whether the batch is answered tallied.
+  defp written(%__MODULE__{table: table, world: world}, tallied),
+    do: {table, world.density_block, world.zones_on_demand, tallied}
 
   # `moved/3`, with what it reads read once for a batch.
-  defp step_written({table, block, on_demand}, zone, %Entity{id: id, x: x, y: y}, {fx, fy} = from) do
+  defp step_written(
+         {table, block, on_demand, _tallied},
+         zone,
+         %Entity{id: id, x: x, y: y},
+         {fx, fy} = from
+       ) do
     :ets.update_element(table, id, [{2, x}, {3, y}])
 
     if div(fx, block) != div(x, block) or div(fy, block) != div(y, block),
