@@ -73,6 +73,29 @@ defmodule Grove.ActorsTest do
     eventually(fn -> assert World.audit(world) == :ok end)
   end
 
+  test "a herd's steps are answered tallied, and counted as steps taken", %{world: world} do
+    name = start_actors(world, count: 10, per_herd: 10, spawn: {:blob, {20, 20}, 5})
+    [{herd, _id, _cell} | _] = joined(10)
+    :erlang.trace(herd, true, [:receive])
+    assert_receive {:trace, ^herd, :receive, {:grove_moved, [_ | _]}}, @wait
+    :erlang.trace(herd, false, [:receive])
+
+    eventually(fn ->
+      counts = Actors.Stats.read(Actors.stats(name)).counts
+      assert counts.ok >= 10
+      assert counts.ok + counts.occupied + counts.blocked + counts.out_of_bounds <= counts.sent
+    end)
+
+    :ok = Actors.pause(name)
+
+    eventually(fn ->
+      counts = Actors.Stats.read(Actors.stats(name)).counts
+      assert counts.in_flight == 0
+    end)
+
+    assert World.audit(world) == :ok
+  end
+
   test "uniform spawn gives every zone its share", %{world: world} do
     # Herds of 10 at 10 actors a zone: a herd per zone.
     start_actors(world, count: 160, per_herd: 10)
@@ -375,7 +398,11 @@ defmodule Grove.ActorsTest do
       assert_receive {:world_position, herd, _id}, @wait
       assert_receive {:world_nearby, ^herd, {_, _}, 1}, @wait
       {:messages, messages} = Process.info(herd, :messages)
-      assert Enum.all?(messages, &(elem(&1, 0) in [:grove_moves, :grove_move, :beat, :join]))
+
+      assert Enum.all?(
+               messages,
+               &(elem(&1, 0) in [:grove_moved, :grove_moves, :grove_move, :beat, :join])
+             )
     end
 
     @tag world: [terrain: [tree_density: 0.15, water_density: 0.05, rock_density: 0.01]]

@@ -29,6 +29,12 @@ defmodule Grove.Test.RecordingWorld do
   end
 
   @impl true
+  def move_many({world, test}, moves, opts) do
+    for {id, direction, _tag} <- moves, do: send(test, {:world_move, self(), id, direction})
+    World.move_many(world, moves, opts)
+  end
+
+  @impl true
   def leave({world, _test}, id), do: World.leave(world, id)
 
   @impl true

@@ -195,7 +195,8 @@ defmodule Grove.Actors.Herd do
           join_backoff: {pos_integer(), pos_integer()},
           remote: boolean(),
           native_per_us: pos_integer(),
-          steps: boolean()
+          steps: boolean(),
+          tally: boolean()
         }
 
   @type t :: %__MODULE__{}
@@ -279,6 +280,14 @@ defmodule Grove.Actors.Herd do
         Keyword.get(opts, :batch, true) and Code.ensure_loaded?(api) and
           function_exported?(api, :step_many, 3) and
           not (api == Grove.World and Grove.World.fetch!(world).cluster != nil),
+      # A slot's moves answered tallied (`Grove.World.move_many/3`): a
+      # move taken as asked by its tag alone, where the herd reads no
+      # more of its outcome (where it stands is the zones' tables'); in a
+      # world alone, as `steps`.
+      tally:
+        Keyword.get(opts, :batch, true) and Code.ensure_loaded?(api) and
+          function_exported?(api, :move_many, 3) and
+          not (api == Grove.World and Grove.World.fetch!(world).cluster != nil),
       native_per_us: :erlang.convert_time_unit(1, :microsecond, :native)
     }
 
@@ -358,7 +367,11 @@ defmodule Grove.Actors.Herd do
   @impl true
   def handle_continue(:join, herd), do: {:noreply, join_some(herd)}
 
+  # A tallied answer (`Grove.World.move_many/3`): a move taken as asked
+  # by its tag alone, counted as a step taken, any other as an outcome.
   @impl true
+  def handle_info({:grove_moved, answers}, herd), do: handle_info({:grove_moves, answers}, herd)
+
   def handle_info({:grove_moves, outcomes}, herd) do
     now = :erlang.monotonic_time()
     %__MODULE__{kinds: kinds, config: %{native_per_us: native_per_us}} = herd
@@ -1100,6 +1113,9 @@ defmodule Grove.Actors.Herd do
   defp split_acts([act | rest], acts, moves), do: split_acts(rest, [act | acts], moves)
   defp split_acts([], acts, moves), do: {:lists.reverse(acts), :lists.reverse(moves)}
 
+  defp send_steps(%__MODULE__{config: %{tally: true}} = herd, moves),
+    do: herd.api.move_many(herd.world, moves, tally: true)
+
   defp send_steps(%__MODULE__{config: %{batch: true}} = herd, moves),
     do: herd.api.move_many(herd.world, moves)
 
@@ -1157,13 +1173,17 @@ defmodule Grove.Actors.Herd do
   # for them all, in the counts of the kind their tag names. Keyed runs
   # cost a counter and a histogram's record each time the key changed,
   # about every second outcome where a third of the steps are refused.
+  # A tallied answer's step taken is its tag alone (an integer).
+  defp count_outcomes([tag | rest], kinds, now, per_us, tag, {ok, occupied, blocked, other}),
+    do: count_outcomes(rest, kinds, now, per_us, tag, {ok + 1, occupied, blocked, other})
+
   defp count_outcomes([{_id, tag, outcome} | rest], kinds, now, per_us, tag, counts) do
     count_outcomes(rest, kinds, now, per_us, tag, counted(counts, outcome))
   end
 
-  defp count_outcomes([{_id, tag, _outcome} | _] = outcomes, kinds, now, per_us, at, counts) do
+  defp count_outcomes([answer | _] = outcomes, kinds, now, per_us, at, counts) do
     flush_outcomes(kinds, now, per_us, at, counts)
-    count_outcomes(outcomes, kinds, now, per_us, tag, {0, 0, 0, []})
+    count_outcomes(outcomes, kinds, now, per_us, answer_tag(answer), {0, 0, 0, []})
   end
 
   defp count_outcomes([], kinds, now, per_us, at, counts),
@@ -1191,6 +1211,9 @@ defmodule Grove.Actors.Herd do
 
     Stats.outcomes(kind_stats(kinds, tag), keyed, div(now - tag, per_us))
   end
+
+  defp answer_tag({_id, tag, _outcome}), do: tag
+  defp answer_tag(tag) when is_integer(tag), do: tag
 
   defp outcome_key({:ok, {_x, _y}}), do: :ok
   defp outcome_key({:ok, data}) when is_map(data), do: :acted

@@ -74,12 +74,13 @@ defmodule Grove.Actors.Herd.Window do
 
   @doc """
   Outcomes (`{id, sent_at, outcome}`, each tagged with the time its move
-  was sent) came at `now`: returns the window and how many of them were
+  was sent, or a tallied answer's `sent_at` alone for a step taken) came
+  at `now`: returns the window and how many of them were
   still counted (answers to a batch given up on change nothing). The
   slowest answer to a move sent since the window last halved says whether
   answers come in time.
   """
-  @spec answered(t(), [{term(), time(), term()}], time()) :: {t(), non_neg_integer()}
+  @spec answered(t(), [{term(), time(), term()} | time()], time()) :: {t(), non_neg_integer()}
   def answered(window, outcomes, now) do
     {window, runs} = answered_runs(window, outcomes, now)
     {window, runs |> Enum.map(&elem(&1, 1)) |> Enum.sum()}
@@ -90,7 +91,7 @@ defmodule Grove.Actors.Herd.Window do
   (`{sent_at, count}`, a batch once or more), where a herd of several
   kinds tells its kinds' batches apart.
   """
-  @spec answered_runs(t(), [{term(), time(), term()}], time()) ::
+  @spec answered_runs(t(), [{term(), time(), term()} | time()], time()) ::
           {t(), [{time(), non_neg_integer()}]}
   def answered_runs(window, outcomes, now) do
     {pending, runs, slowest} =
@@ -102,8 +103,14 @@ defmodule Grove.Actors.Herd.Window do
   end
 
   # A zone answers a batch's moves together, all sent at the same time:
-  # each run of outcomes with one `sent_at` is counted off at once.
+  # each run of outcomes with one `sent_at` is counted off at once. A
+  # tallied answer's step taken is its `sent_at` alone.
   defp answer([{_id, sent_at, _outcome} | rest], decreased_at, now, acc) do
+    {count, rest} = run(rest, sent_at, 1)
+    answer(rest, decreased_at, now, answer_run(sent_at, count, decreased_at, now, acc))
+  end
+
+  defp answer([sent_at | rest], decreased_at, now, acc) when is_integer(sent_at) do
     {count, rest} = run(rest, sent_at, 1)
     answer(rest, decreased_at, now, answer_run(sent_at, count, decreased_at, now, acc))
   end
@@ -111,6 +118,7 @@ defmodule Grove.Actors.Herd.Window do
   defp answer([], _decreased_at, _now, acc), do: acc
 
   defp run([{_id, sent_at, _outcome} | rest], sent_at, count), do: run(rest, sent_at, count + 1)
+  defp run([sent_at | rest], sent_at, count), do: run(rest, sent_at, count + 1)
   defp run(rest, _sent_at, count), do: {count, rest}
 
   defp answer_run(sent_at, count, decreased_at, now, {pending, runs, slowest}) do
