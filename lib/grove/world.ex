@@ -770,9 +770,11 @@ defmodule Grove.World do
     Stats.incr(world.stats, :unknown_entity, length(unknown))
     kind = if Keyword.get(opts, :tally, false), do: :moves_tallied, else: :moves
 
-    # Sorted by zone (a stable sort: each zone's moves keep their order),
-    # then one batch per run of a zone: cheaper than a map of the zones,
-    # a hash trie once a client's moves reach more than 32 of them.
+    # Sorted by zone (a stable sort: each zone's moves keep their order,
+    # last first as routed), then one batch per run of a zone, put back in
+    # the order the moves came as the run is taken: cheaper than a map of
+    # the zones, a hash trie once a client's moves reach more than 32 of
+    # them, and with no pass to reverse the moves, before or after.
     busy = send_batches(:lists.keysort(1, routed), world, kind, [])
 
     case unknown ++ busy do
@@ -800,7 +802,9 @@ defmodule Grove.World do
     end
   end
 
-  defp route_moves([], _name, routed, unknown), do: {:lists.reverse(routed), unknown}
+  # The moves routed, `{index, move}`, and the unknown ids' outcomes, both
+  # last first.
+  defp route_moves([], _name, routed, unknown), do: {routed, unknown}
 
   # One batch per zone, in the order the moves came, as a message of
   # `kind` (`:moves`, or `:moves_tallied`); the moves of a zone that is
@@ -820,8 +824,9 @@ defmodule Grove.World do
     end
   end
 
+  # A zone's run of moves, last first as routed: taken in the order they came.
   defp zone_run([{index, move} | rest], index, moves), do: zone_run(rest, index, [move | moves])
-  defp zone_run(rest, _index, moves), do: {:lists.reverse(moves), rest}
+  defp zone_run(rest, _index, moves), do: {moves, rest}
 
   @doc """
   Asks for an action of the world's game (`Grove.Game`) by an entity the
@@ -982,8 +987,9 @@ defmodule Grove.World do
 
     {acts_by_zone, refused} = acts_by_zone(world, acts)
 
+    # Routed last first: each zone's moves put back in the order they came.
     moves_by_zone =
-      Enum.reduce(:lists.reverse(routed), %{}, fn {index, move}, by_zone ->
+      Enum.reduce(routed, %{}, fn {index, move}, by_zone ->
         Map.update(by_zone, index, [move], &[move | &1])
       end)
 
