@@ -169,7 +169,7 @@ defmodule Grove.World.Zone.Game do
     cell = Function.capture(spec.module, :cell, 3)
 
     try do
-      {lay_all(ground, x0, y0, x0, x1, state.grid.width, cell, spec.config, []), state}
+      {lay_all(ground, x0, y0, x0, x1, state.grid, cell, spec.config, []), state}
     catch
       _kind, _reason ->
         kinds = Terrain.kinds() |> Map.new(fn {kind, code} -> {code, kind} end)
@@ -181,22 +181,23 @@ defmodule Grove.World.Zone.Game do
 
   # The pairs of the cells `cell/3` gives a value, last cell first, as
   # `lay/5` lays them (a ground's codes are its kinds' places in
-  # `@by_code`; a cell's key is `Grid.cell_key/3`'s). What stays the same
-  # along the zone is passed as arguments of their own, not read out of
-  # a tuple at every cell.
-  defp lay_all(<<code, ground::binary>>, x, y, x0, x1, width, cell, config, pairs) do
+  # `@by_code`). A cell's key is `Grid.cell_key/3`'s, worked out only for
+  # the few cells that have a value. What stays the same along the zone
+  # is passed as arguments of their own, not read out of a tuple at
+  # every cell.
+  defp lay_all(<<code, ground::binary>>, x, y, x0, x1, grid, cell, config, pairs) do
     pairs =
       case cell.({x, y}, elem(@by_code, code), config) do
         nil -> pairs
-        value -> [{y * width + x, value} | pairs]
+        value -> [{Grid.cell_key(grid, x, y), value} | pairs]
       end
 
     if x + 1 < x1,
-      do: lay_all(ground, x + 1, y, x0, x1, width, cell, config, pairs),
-      else: lay_all(ground, x0, y + 1, x0, x1, width, cell, config, pairs)
+      do: lay_all(ground, x + 1, y, x0, x1, grid, cell, config, pairs),
+      else: lay_all(ground, x0, y + 1, x0, x1, grid, cell, config, pairs)
   end
 
-  defp lay_all(<<>>, _x, _y, _x0, _x1, _width, _cell, _config, pairs), do: pairs
+  defp lay_all(<<>>, _x, _y, _x0, _x1, _grid, _cell, _config, pairs), do: pairs
 
   # A layer laid anew on a zone with none yet: each value's code, wall
   # and tick worked out as `put_layer/4` works them out, in the pairs'
