@@ -40,6 +40,8 @@ defmodule Grove.World.Terrains.Woodland do
 
   import Bitwise
 
+  alias Grove.World.Terrains.Phash2
+
   @enforce_keys [:seed, :forest, :lakes, :forest_cut, :water_cut, :chances]
   defstruct @enforce_keys
 
@@ -139,7 +141,9 @@ defmodule Grove.World.Terrains.Woodland do
     {forest_tree, lone_tree, rock, flowers} = chances
     cuts = {seed, fc, wc, forest_tree, lone_tree, rock, flowers}
 
-    classify_rows(forest, lakes, cuts, x0, y0, [])
+    if Phash2.small?(seed) and Phash2.small?(x1) and Phash2.small?(y1),
+      do: classify_by_columns(forest, lakes, cuts, columns(seed, x0, x1), y0, []),
+      else: classify_rows(forest, lakes, cuts, x0, y0, [])
   end
 
   ## Classifying
@@ -170,6 +174,70 @@ defmodule Grove.World.Terrains.Woodland do
   end
 
   defp classify_rows([], [], _cuts, _x0, _y, acc), do: :erlang.list_to_binary(acc)
+
+  # The rolls' draws are `:erlang.phash2({seed, salt, x, y}, 2^32)`, the
+  # same values worked out in steps (`Phash2`): the state after `{seed,
+  # salt, x` once for each column of the area and each salt, and a
+  # cell's draw the last step, with its row. Where the coordinates are
+  # too large for those steps (a world wider than 2^27), each draw is
+  # the built-in's, as above.
+  defp columns(seed, x0, x1) do
+    start = Phash2.int(Phash2.tuple(4), seed)
+
+    {tree, rock, flowers} =
+      {Phash2.atom(start, :tree), Phash2.atom(start, :rock), Phash2.atom(start, :flowers)}
+
+    for x <- x0..(x1 - 1), do: {Phash2.int(tree, x), Phash2.int(rock, x), Phash2.int(flowers, x)}
+  end
+
+  defp classify_by_columns([forest_row | forest], [lake_row | lakes], cuts, columns, y, acc) do
+    {_seed, fc, wc, forest_tree, lone_tree, rock, flowers} = cuts
+
+    row =
+      classify_cells(
+        forest_row,
+        lake_row,
+        columns,
+        y,
+        fc,
+        wc,
+        forest_tree,
+        lone_tree,
+        rock,
+        flowers
+      )
+
+    classify_by_columns(forest, lakes, cuts, columns, y + 1, [acc | row])
+  end
+
+  defp classify_by_columns([], [], _cuts, _columns, _y, acc), do: :erlang.list_to_binary(acc)
+
+  defp classify_cells(
+         [f | forest],
+         [l | lakes],
+         [{tree, rock_at, flowers_at} | columns],
+         y,
+         fc,
+         wc,
+         ft,
+         lt,
+         rock,
+         fl
+       ) do
+    code =
+      cond do
+        l <= wc -> @water
+        f >= fc and Phash2.int(tree, y) < ft -> @tree
+        f < fc and Phash2.int(tree, y) < lt -> @tree
+        Phash2.int(rock_at, y) < rock -> @rock
+        f < fc and Phash2.int(flowers_at, y) < fl -> @flowers
+        true -> @meadow
+      end
+
+    [code | classify_cells(forest, lakes, columns, y, fc, wc, ft, lt, rock, fl)]
+  end
+
+  defp classify_cells([], [], [], _y, _fc, _wc, _ft, _lt, _rock, _fl), do: []
 
   defp classify_row([f | forest], [l | lakes], x, y, seed, fc, wc, ft, lt, rock, fl) do
     code =
