@@ -175,6 +175,10 @@ defmodule Grove.World do
   @enforce_keys [:name, :grid, :rules, :tick]
   defstruct [
     :name,
+    # The name of the registry of its zones on demand on this node
+    # (`Grove.World.Supervisor.registry/1`), made once: a move looks its
+    # zone up there, and an atom made from a string costs a microsecond.
+    :registry,
     :grid,
     :terrain,
     :rules,
@@ -1365,7 +1369,7 @@ defmodule Grove.World do
     case fetch!(world) do
       %__MODULE__{zones_on_demand: true} = world ->
         # Not a zone's stand-in, which runs nothing (`Grove.World.Zone.wake/3`).
-        Registry.select(Grove.World.Supervisor.registry(world.name), [
+        Registry.select(registry(world), [
           {{:"$1", :_, :"$2"}, [{:"=/=", :"$2", :stand_in}], [:"$1"]}
         ])
 
@@ -1653,7 +1657,7 @@ defmodule Grove.World do
       # died only once it hears of it, and until then `lookup/2` still
       # names the dead process, to which a move would be sent and lost.
       %__MODULE__{zones_on_demand: true} = world ->
-        case Registry.whereis_name({Grove.World.Supervisor.registry(world.name), index}) do
+        case Registry.whereis_name({registry(world), index}) do
           pid when is_pid(pid) -> pid
           :undefined -> nil
         end
@@ -1662,6 +1666,9 @@ defmodule Grove.World do
         Process.whereis(elem(world.zones, index))
     end
   end
+
+  defp registry(%__MODULE__{registry: nil, name: name}), do: Grove.World.Supervisor.registry(name)
+  defp registry(%__MODULE__{registry: registry}), do: registry
 
   @doc """
   Checks the whole world for consistency: every entity in exactly one zone and

@@ -158,6 +158,7 @@ defmodule Grove.World.Supervisor do
 
     %World{
       name: name,
+      registry: registry(name),
       grid: Grid.new(opts[:width], opts[:height], opts[:zone_size], tile),
       rules: Rules.new(opts[:rules]),
       tick: opts[:tick],
