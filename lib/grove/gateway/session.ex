@@ -623,7 +623,8 @@ defmodule Grove.Gateway.Session do
         else: []
 
     tiles = Enum.reduce(wanted, held, &Map.put_new(&2, &1, :awaiting))
-    {%{session | areas: Map.put(session.areas, zone, request(session, zone, tiles))}, []}
+    areas = Map.put(session.areas, zone, request(session, zone, tiles))
+    {%{session | areas: areas, tiled: refit(session.tiled, session.cell)}, []}
   end
 
   # Snapshots of tiles, each a finished run of frames in this session's
@@ -948,7 +949,9 @@ defmodule Grove.Gateway.Session do
   # those out of it by more than the margin are closed. Most steps leave
   # both spans of tiles (the viewport's, and the viewport's with the
   # margin) as they were, and so every tile held: that is told by two
-  # tuples, the rest is done only when one of them changed.
+  # tuples, the rest is done only when one of them changed, and only for
+  # the one that changed (a tile comes into view only as the viewport's
+  # span moves, and is out of the margin only as the margin's does).
   defp retile(%__MODULE__{cell: nil} = session), do: {session, []}
   defp retile(%__MODULE__{cell: cell, tiled: {cell, _spans}} = session), do: {session, []}
 
@@ -967,14 +970,21 @@ defmodule Grove.Gateway.Session do
   # kept when its column and row lie within the margin's, and those in
   # view are listed once, each with its zone. A zone whose tiles all stay
   # and none comes into view is left as it was.
-  defp retile(session, grid, cell, {{c0, c1, r0, r1}, kept} = spans) do
+  defp retile(session, grid, cell, {{c0, c1, r0, r1} = view, kept} = spans) do
     per_row = grid.tiles_x
-    in_view = for row <- r0..r1, col <- c0..c1, do: in_zone(grid, row * per_row + col)
+    {view_was, kept_was} = fitted(session.tiled)
+
+    in_view =
+      if view == view_was,
+        do: [],
+        else: for(row <- r0..r1, col <- c0..c1, do: in_zone(grid, row * per_row + col))
+
+    check_out = kept != kept_was
 
     {areas, shut} =
       :maps.fold(
         fn zone, tiles, {areas, shut} ->
-          out = out_of(:maps.keys(tiles), per_row, kept, [])
+          out = if check_out, do: out_of(:maps.keys(tiles), per_row, kept, []), else: []
           new = for {^zone, tile} <- in_view, not is_map_key(tiles, tile), do: {tile, :awaiting}
 
           case {out, new} do
@@ -994,6 +1004,16 @@ defmodule Grove.Gateway.Session do
   end
 
   defp in_zone(grid, tile), do: {Grid.tile_zone(grid, tile), tile}
+
+  # The spans the tiles were last fitted to, or none.
+  defp fitted({_cell, {_view, _kept} = spans}), do: spans
+  defp fitted(_tiled), do: {nil, nil}
+
+  # Tiles asked for in view of a cell the tiles were not fitted to (the
+  # views not read since the player moved) may lie beyond the margin of
+  # the spans fitted: the next fitting looks at every tile again.
+  defp refit({cell, _spans} = tiled, cell), do: tiled
+  defp refit(_tiled, _cell), do: {nil, nil}
 
   # The tiles a move would bring into view, in the zones subscribed to,
   # asked for before the move goes: the zone that holds them (most often
