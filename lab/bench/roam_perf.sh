@@ -10,8 +10,13 @@
 # runtime's exported functions the static ones ran for) as far as the
 # first Erlang frame. Prints the split by object (JIT'd code, the runtime,
 # the kernel) and the hottest symbols; the data and the perf map are left
-# in /tmp/roam_perf.* for `perf report`. Run it under the exclusive
-# machine lock, from the repository's root:
+# in /tmp/roam_perf.* for `perf report`, and the runtime's own perf map,
+# /tmp/perf-<pid>.map, is left where the VM wrote it (`perf report` of
+# the data reads it there). The bench runs with `roam_msacc.exs` loaded,
+# so the scheduler's accounting (`:msacc`, over the measured 30 s) runs
+# while perf samples and is in what it sees. The VM is killed if the
+# script stops early (interrupted, or `perf record` failing). Run it
+# under the exclusive machine lock, from the repository's root:
 #
 #   lab/bench/roam_perf.sh 500 18 fp          # WALKERS SECONDS MODE
 set -euo pipefail
@@ -27,6 +32,7 @@ env GROVE_ACTORS=0 GROVE_WIDTH=1000000 GROVE_HEIGHT=1000000 GROVE_ZONES=on_deman
   taskset -c 0 mix run --no-compile -r lab/bench/roam_msacc.exs lab/bench/roam_inproc.exs "$WALKERS" \
   >"$LOG" 2>&1 &
 RUN=$!
+trap 'kill -TERM "$RUN" 2>/dev/null || true' EXIT
 
 # The bench names its VM's process as it starts its measured 30 s.
 until grep -q "^INPROC pid" "$LOG"; do
@@ -43,6 +49,7 @@ case "$MODE" in
 esac
 perf record "${GRAPH[@]}" -p "$BEAM" -o "$OUT.data" -- sleep "$SECONDS_TRACED" 2>&1 | tail -1
 wait "$RUN"
+trap - EXIT
 grep -E '^(INPROC|MSACC)' "$LOG"
 cp "/tmp/perf-$BEAM.map" "$OUT.map"
 
