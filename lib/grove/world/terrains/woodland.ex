@@ -141,6 +141,9 @@ defmodule Grove.World.Terrains.Woodland do
     {forest_tree, lone_tree, rock, flowers} = chances
     cuts = {seed, fc, wc, forest_tree, lone_tree, rock, flowers}
 
+    # x0 and y0 are 0 or more (a `Grove.World.Terrain.rect/0`, inside the
+    # world; the fields above take no other) and below x1 and y1, so x1
+    # and y1 small make every column and row of the area small.
     if Phash2.small?(seed) and Phash2.small?(x1) and Phash2.small?(y1),
       do: classify_by_columns(forest, lakes, cuts, columns(seed, x0, x1), y0, []),
       else: classify_rows(forest, lakes, cuts, x0, y0, [])
