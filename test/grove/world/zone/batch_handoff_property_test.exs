@@ -5,6 +5,17 @@ defmodule Grove.World.Zone.BatchHandoffPropertyTest do
   crosses a border leaves it `:pending`, its outcome given by the zone it
   goes to (or by this one, should that zone refuse it); the entity's later
   moves in the batch wait behind the handoff and follow it.
+
+  The world's property (`Grove.WorldPropertyTest`) sends such batches to
+  a world of 16 zones and checks one outcome per move, the audit and the
+  entity count. This one checks besides what the outcomes say: each
+  entity stands where its outcomes, in the order its moves were sent, put
+  it, and the directory gives the zone of that cell for it, after every
+  round (a batch, sent once the one before is answered) and not only at
+  the end; the world's counters match the outcomes, and its handoffs the
+  crossings done; an id the world no longer knows is refused as unknown;
+  and entities that watch take the batch's way around its plain step (a
+  move undone and applied again on its own).
   """
   use ExUnit.Case, async: true
 
