@@ -57,7 +57,8 @@ defmodule Grove.World.Zone.BatchHandoffPropertyTest do
         {:proper_types.integer(1, 1000),
          :proper_types.resize(4, :proper_types.non_empty(:proper_types.list(batch())))},
         fn {seed, batches} ->
-          # What an earlier case's world sent after it was checked.
+          # What the world of an earlier case that failed sent after it
+          # failed: a case that passed left only views.
           flush()
 
           with_world(
@@ -70,10 +71,16 @@ defmodule Grove.World.Zone.BatchHandoffPropertyTest do
             ],
             &run(&1, batches)
           )
+
+          # No move answered twice, however late the second answer: the
+          # world stopped, so all it ever sent is here.
+          assert stray() == []
         end
       )
 
-    check(property, numtests: 40, max_size: 30, max_shrinks: 100)
+    # A failing try that lost an outcome waits out `collect/2`'s wait:
+    # few enough of them that the smallest case comes before the timeout.
+    check(property, numtests: 40, max_size: 30, max_shrinks: 40)
   end
 
   # The batches, one after the other, each sent once the one before is
@@ -114,9 +121,7 @@ defmodule Grove.World.Zone.BatchHandoffPropertyTest do
         {at, tally}
       end)
 
-    # No move answered twice, however late the second answer.
     assert World.audit(name) == :ok
-    assert stray() == []
     check_counts!(name, tally)
     assert World.entity_count(name) == @entities
     assert World.position(name, gone) == nil
@@ -187,8 +192,10 @@ defmodule Grove.World.Zone.BatchHandoffPropertyTest do
     assert stats.handoffs - stats.handoffs_refused == Map.get(tally, :crossed, 0)
   end
 
-  # The outcomes of `left` moves, by tag; a move unanswered for five
-  # seconds leaves its tag out.
+  # The outcomes of `left` moves, by tag; a move unanswered for two
+  # seconds leaves its tag out. No timer runs in these worlds (ticks are
+  # manual, moves unlimited): every answer follows from the batch at
+  # once, and the wait covers only a loaded machine.
   defp collect(0, outcomes), do: outcomes
 
   defp collect(left, outcomes) do
@@ -204,7 +211,7 @@ defmodule Grove.World.Zone.BatchHandoffPropertyTest do
 
         collect(left - length(answered), outcomes)
     after
-      5000 -> outcomes
+      2000 -> outcomes
     end
   end
 
@@ -216,7 +223,8 @@ defmodule Grove.World.Zone.BatchHandoffPropertyTest do
     Map.put(outcomes, tag, outcome)
   end
 
-  # Outcomes that came after all were answered (views are not outcomes).
+  # Outcomes that came after all were answered (views are not outcomes;
+  # any other message stays).
   defp stray do
     receive do
       {:grove_move, _, _, _} = message -> [message | stray()]
