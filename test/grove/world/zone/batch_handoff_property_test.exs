@@ -27,8 +27,10 @@ defmodule Grove.World.Zone.BatchHandoffPropertyTest do
 
   # Zones of 3 x 3 cells, six of them: every cell is on a zone's border or
   # the world's edge, so a batch mixes steps inside a zone, crossings,
-  # refusals at the edge and on trees, and entities that meet across a
-  # border.
+  # refusals at the edge and on blocked ground, and entities that meet
+  # across a border. The terrain given replaces `Grove.WorldCase`'s
+  # meadow-only one: trees as asked, and water, rock and flowers at the
+  # terrain's defaults (a cell or two of water).
   @width 9
   @height 6
   @zone_size 3
