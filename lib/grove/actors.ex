@@ -213,10 +213,10 @@ defmodule Grove.Actors do
     shares = :atomics.new(length(kinds), signed: false)
     for kind <- kinds, opts[:cluster] == nil, do: :atomics.put(shares, kind.index + 1, kind.count)
 
-    :persistent_term.put(
-      {__MODULE__, name},
-      %{stats: Stats.new(length(kinds)), opts: opts, shares: shares, phases: new_phases()}
-    )
+    # Under the term's lock like every change: one under way as the group
+    # restarts ends first, and cannot put back the term it read over this.
+    held = %{stats: Stats.new(length(kinds)), opts: opts, shares: shares, phases: new_phases()}
+    update_held(name, fn _before -> {:ok, held} end)
 
     populate =
       if opts[:cluster] do
@@ -404,19 +404,66 @@ defmodule Grove.Actors do
     end
   end
 
-  # The group's held term changed after its start, one change at a time:
-  # two at once would each put back the term as it read it, and one's
-  # change would be lost. `fun` gives what to return and the term.
+  # The group's held term is written one change at a time, its start's
+  # too: two at once would each put back the term as it read it, and one's
+  # change would be lost. Each change is made by a process of its own
+  # that holds the name `:"<group>.held"` while it writes: the node's name
+  # table is the lock, with no server in between (`:global`'s is busy
+  # while nodes join), and a writer that finds the name taken waits for
+  # its holder to end. `fun` gets the term (nil before the group's first
+  # start) and gives what to return and the term.
   defp update_held(name, fun) do
-    :global.trans(
-      {{__MODULE__, name}, self()},
-      fn ->
-        {result, held} = fun.(:persistent_term.get({__MODULE__, name}))
-        :persistent_term.put({__MODULE__, name}, held)
-        result
-      end,
-      [node()]
-    )
+    caller = self()
+    {writer, monitor} = spawn_monitor(fn -> write_held(name, fun, caller) end)
+
+    receive do
+      {^writer, reply} ->
+        Process.demonitor(monitor, [:flush])
+
+        case reply do
+          {:ok, result} -> result
+          {:raised, kind, reason, stacktrace} -> :erlang.raise(kind, reason, stacktrace)
+        end
+
+      {:DOWN, ^monitor, :process, ^writer, reason} ->
+        exit(reason)
+    end
+  end
+
+  defp write_held(name, fun, caller) do
+    lock = :"#{name}.held"
+
+    if register(lock) do
+      reply =
+        try do
+          {result, held} = fun.(:persistent_term.get({__MODULE__, name}, nil))
+          :persistent_term.put({__MODULE__, name}, held)
+          {:ok, result}
+        catch
+          kind, reason -> {:raised, kind, reason, __STACKTRACE__}
+        end
+
+      send(caller, {self(), reply})
+    else
+      await_end(Process.whereis(lock))
+      write_held(name, fun, caller)
+    end
+  end
+
+  defp register(lock) do
+    Process.register(self(), lock)
+  rescue
+    ArgumentError -> false
+  end
+
+  defp await_end(nil), do: :ok
+
+  defp await_end(holder) do
+    monitor = Process.monitor(holder)
+
+    receive do
+      {:DOWN, ^monitor, :process, ^holder, _reason} -> :ok
+    end
   end
 
   # Herds with their home areas, each with its share of every kind
