@@ -16,6 +16,11 @@ NODE_MODULES := assets/node_modules/.package-lock.json
 
 .PHONY: run test test-deep test-browser test-library suite-product suite-lab suite-browser suite-library compile-lab compile-servers setup setup-test compile client bench bench-players bench-peers bench-peers-setup release clean
 
+# The VM's flags, the release's own (rel/vm.args.eex), for `make run` and
+# the benches alike.
+VM_ARGS := -args_file $(CURDIR)/rel/vm.args.eex
+
+run: export ERL_AFLAGS := $(VM_ARGS)
 run: setup client
 	mix compile
 	mix run --no-halt
@@ -120,7 +125,7 @@ release: setup client
 # VM with a process table this large takes a minute to stop (OTP's last
 # sweep of the table at the end of a stop is slow), which nothing else
 # needs, the release the tests start least of all.
-bench bench-players bench-peers: export ERL_AFLAGS := +P 5000000
+bench bench-players bench-peers: export ERL_AFLAGS := +P 5000000 $(VM_ARGS)
 # A one-minute look at the world under 250,000 actors.
 bench: setup
 	cd lab && mix grove.bench.actors --actors 250000 --duration 60

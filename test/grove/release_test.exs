@@ -107,6 +107,15 @@ defmodule Grove.ReleaseTest do
     assert status_text =~ "entities"
     assert status_text =~ "ready: world ok, store ok, gateway ok; 1 sessions"
 
+    # The VM runs with the release's flags (rel/vm.args.eex): a process's
+    # heap up to 16 MB is carved from the heap allocator's kept carriers.
+    sbct = ~S"""
+    [{:instance, 0, i} | _] = :erlang.system_info({:allocator, :eheap_alloc})
+    IO.puts(i[:options][:sbct])
+    """
+
+    assert {"16777216\n", 0} = System.cmd(bin, ["rpc", sbct], env: env, cd: root)
+
     # A graceful stop: /readyz answers 503 while the port is still open,
     # the player is told goodbye, the node exits with 0.
     assert {_, 0} = System.cmd(bin, ["stop"], env: env, cd: root)
