@@ -1,7 +1,8 @@
 #!/bin/bash
 # Where the actor bench's CPU goes at the level of the runtime's C: the
 # bench (`mix grove.bench.actors`, both cores, the herds and the world in
-# one VM, the goal's own measure) with `+JPperf true`, so that the JIT's
+# one VM, the goal's own measure), with the release's flags
+# (rel/vm.args.eex) and `+JPperf true`, so that the JIT's
 # functions are named; `perf record -g` of that VM alone for PERF_SECONDS
 # (default 18) from 5 s after the measure starts; `:msacc` for 5 s at
 # 58 s from the start (`actors_msacc.exs`). Printed: the samples by library, by
@@ -23,7 +24,7 @@ DIR=$(mktemp -d /tmp/grove-actors-perf.XXXXXX)
 
 cd "$ROOT/lab"
 mix compile >/dev/null
-ELIXIR_ERL_OPTIONS="+JPperf true" \
+ELIXIR_ERL_OPTIONS="+JPperf true -args_file $ROOT/rel/vm.args.eex" \
   mix run --no-start -r bench/actors_msacc.exs \
   -e "Mix.Task.run(\"grove.bench.actors\", ~w(--actors $ACTORS --duration $DURATION))" \
   > "$DIR/bench.log" 2>&1 &

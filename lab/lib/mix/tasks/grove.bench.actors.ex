@@ -54,8 +54,11 @@ defmodule Mix.Tasks.Grove.Bench.Actors do
       join is not measured
     * `--max N`, `--join-timeout S`
 
-  The VM needs room for the baseline's processes: run with
-  `ERL_AFLAGS="+P 5000000"` (the Makefile's targets set it).
+  The VM needs room for the baseline's processes, and runs as the
+  release does with the release's flags (`rel/vm.args.eex`: a process's
+  heap in the heap allocator's kept carriers): run with
+  `ERL_AFLAGS="+P 5000000 -args_file ../rel/vm.args.eex"` (`make bench`
+  sets both).
   """
 
   use Mix.Task
