@@ -763,7 +763,10 @@ defmodule Grove.World do
       a word or two a move where an outcome with its cell is a dozen,
       made, sent and read. Moves refused before a zone saw them (`busy`,
       `unknown_entity`), and those that cross into another zone, are
-      answered as `move_many/2` answers them.
+      answered as `move_many/2` answers them. Only in a world alone: in a
+      world of a cluster a zone may run on a node of an older release,
+      which does not take a tallied batch, so there every move is
+      answered as `move_many/2` answers it.
   """
   @impl Grove.World.Client
   @spec move_many(name() | t(), [{Entity.id(), Grid.direction(), term()}], keyword()) :: :ok
@@ -772,7 +775,7 @@ defmodule Grove.World do
     # The directory's chunks read once for the batch, not at each move.
     {routed, unknown} = route_moves(moves, Directory.reader(world.name), [], [])
     Stats.incr(world.stats, :unknown_entity, length(unknown))
-    kind = if Keyword.get(opts, :tally, false), do: :moves_tallied, else: :moves
+    kind = if Keyword.get(opts, :tally, false), do: batch_kind(world), else: :moves
 
     # Sorted by zone (a stable sort: each zone's moves keep their order,
     # last first as routed), then one batch per run of a zone, put back in
@@ -788,6 +791,11 @@ defmodule Grove.World do
 
     :ok
   end
+
+  # A tallied batch's message, in a world alone: a zone of a cluster may
+  # run on a node of an older release, which has no clause for it.
+  defp batch_kind(%__MODULE__{cluster: nil}), do: :moves_tallied
+  defp batch_kind(%__MODULE__{}), do: :moves
 
   defp route_moves([{id, direction, tag} = move | rest], directory, routed, unknown) do
     require Grid

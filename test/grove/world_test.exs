@@ -221,6 +221,23 @@ defmodule Grove.WorldTest do
       assert World.position(world, b) == {3, 3}
       assert World.audit(world) == :ok
     end
+
+    test "in a world of a cluster, tallied or not, each move is answered as by move_many/2",
+         %{world: world} do
+      # This node's description of the world as a cluster's member has it
+      # (its placer published nothing: every zone is here). A zone of
+      # another node may run an older release, with no tallied batch.
+      {:ok, a, _} = World.join(world, at: {2, 2})
+      {:ok, b, _} = World.join(world, at: {3, 3})
+      member = %{World.fetch!(world) | cluster: :grove_test_cluster}
+
+      :ok = World.move_many(member, [{a, :e, 1}, {b, :n, 2}], tally: true)
+
+      assert_receive {:grove_moves, outcomes}
+      assert Enum.sort(outcomes) == [{a, 1, {:ok, {3, 2}}}, {b, 2, {:rejected, :occupied}}]
+      refute_received {:grove_moved, _}
+      assert World.audit(world) == :ok
+    end
   end
 
   describe "leave/2" do
