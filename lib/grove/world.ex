@@ -752,7 +752,8 @@ defmodule Grove.World do
   def move_many(world, moves) when is_list(moves), do: move_many(world, moves, [])
 
   @doc """
-  `move_many/2`, with `opts`:
+  `move_many/2`, with `opts`, `[]` or the one option below (anything else
+  raises `ArgumentError`):
 
     * `tally: true` - a zone answers its moves in one `{:grove_moved,
       answers}`, where a move taken as asked (one step in its direction,
@@ -770,12 +771,12 @@ defmodule Grove.World do
   """
   @impl Grove.World.Client
   @spec move_many(name() | t(), [{Entity.id(), Grid.direction(), term()}], keyword()) :: :ok
-  def move_many(world, moves, opts) when is_list(moves) and is_list(opts) do
+  def move_many(world, moves, opts) when is_list(moves) do
     world = fetch!(world)
+    kind = batch_kind(world, opts)
     # The directory's chunks read once for the batch, not at each move.
     {routed, unknown} = route_moves(moves, Directory.reader(world.name), [], [])
     Stats.incr(world.stats, :unknown_entity, length(unknown))
-    kind = if Keyword.get(opts, :tally, false), do: batch_kind(world), else: :moves
 
     # Sorted by zone (a stable sort: each zone's moves keep their order,
     # last first as routed), then one batch per run of a zone, put back in
@@ -792,10 +793,19 @@ defmodule Grove.World do
     :ok
   end
 
-  # A tallied batch's message, in a world alone: a zone of a cluster may
-  # run on a node of an older release, which has no clause for it.
-  defp batch_kind(%__MODULE__{cluster: nil}), do: :moves_tallied
-  defp batch_kind(%__MODULE__{}), do: :moves
+  # A batch's message by `move_many/3`'s options, matched whole (cheaper
+  # than a keyword list validated at each batch): tallied in a world alone
+  # only, since a zone of a cluster may run on a node of an older release,
+  # which has no clause for it.
+  defp batch_kind(%__MODULE__{cluster: nil}, tally: true), do: :moves_tallied
+  defp batch_kind(%__MODULE__{}, tally: true), do: :moves
+  defp batch_kind(%__MODULE__{}, tally: false), do: :moves
+  defp batch_kind(%__MODULE__{}, []), do: :moves
+
+  defp batch_kind(%__MODULE__{}, opts) do
+    raise ArgumentError,
+          "move_many/3 takes [], [tally: true] or [tally: false], not #{inspect(opts)}"
+  end
 
   defp route_moves([{id, direction, tag} = move | rest], directory, routed, unknown) do
     require Grid

@@ -238,6 +238,27 @@ defmodule Grove.WorldTest do
       refute_received {:grove_moved, _}
       assert World.audit(world) == :ok
     end
+
+    test "takes [], tally: true or tally: false, and raises on any other option", %{world: world} do
+      {:ok, a, _} = World.join(world, at: {2, 2})
+
+      :ok = World.move_many(world, [{a, :e, 1}], [])
+      assert_receive {:grove_moves, [{^a, 1, {:ok, {3, 2}}}]}
+      :ok = World.move_many(world, [{a, :e, 2}], tally: false)
+      assert_receive {:grove_moves, [{^a, 2, {:ok, {4, 2}}}]}
+      :ok = World.move_many(world, [{a, :e, 3}], tally: true)
+      assert_receive {:grove_moved, [3]}
+
+      for opts <- [[tally: :yes], [taly: true], [tally: true, tally: false], %{tally: true}] do
+        error = assert_raise ArgumentError, fn -> World.move_many(world, [{a, :e, 4}], opts) end
+        assert error.message =~ "[tally: true]"
+      end
+
+      # Nothing of a refused batch was sent: the next batch's answer is next.
+      :ok = World.move_many(world, [{a, :e, 5}], [])
+      assert_receive {:grove_moves, [{^a, 5, {:ok, {6, 2}}}]}
+      refute_received {:grove_moved, _}
+    end
   end
 
   describe "leave/2" do
