@@ -23,10 +23,7 @@ defmodule Grove.Test.RecordingWorld do
   end
 
   @impl true
-  def move_many({world, test}, moves) do
-    for {id, direction, _tag} <- moves, do: send(test, {:world_move, self(), id, direction})
-    World.move_many(world, moves)
-  end
+  def move_many(world, moves), do: move_many(world, moves, [])
 
   @impl true
   def move_many({world, test}, moves, opts) do
