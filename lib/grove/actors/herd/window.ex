@@ -105,17 +105,16 @@ defmodule Grove.Actors.Herd.Window do
   # A zone answers a batch's moves together, all sent at the same time:
   # each run of outcomes with one `sent_at` is counted off at once. A
   # tallied answer's step taken is its `sent_at` alone.
-  defp answer([{_id, sent_at, _outcome} | rest], decreased_at, now, acc) do
-    {count, rest} = run(rest, sent_at, 1)
-    answer(rest, decreased_at, now, answer_run(sent_at, count, decreased_at, now, acc))
-  end
-
-  defp answer([sent_at | rest], decreased_at, now, acc) when is_integer(sent_at) do
+  defp answer([outcome | rest], decreased_at, now, acc) do
+    sent_at = sent_at(outcome)
     {count, rest} = run(rest, sent_at, 1)
     answer(rest, decreased_at, now, answer_run(sent_at, count, decreased_at, now, acc))
   end
 
   defp answer([], _decreased_at, _now, acc), do: acc
+
+  defp sent_at({_id, sent_at, _outcome}), do: sent_at
+  defp sent_at(sent_at) when is_integer(sent_at), do: sent_at
 
   defp run([{_id, sent_at, _outcome} | rest], sent_at, count), do: run(rest, sent_at, count + 1)
   defp run([sent_at | rest], sent_at, count), do: run(rest, sent_at, count + 1)
