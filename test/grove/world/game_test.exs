@@ -458,6 +458,38 @@ defmodule Grove.World.GameTest do
     refute_received {:grove_steps, _}
   end
 
+  @tag world: [game: @game]
+  test "a zone's moves in a batch with actions are taken in the order they came", %{
+    world: world
+  } do
+    # Two pairs in zone 0, each pair's moves to the cell between them: the
+    # move that came first takes it, whichever entity it is.
+    {a, b} = {join(world, {2, 2}), join(world, {4, 2})}
+    {c, d} = {join(world, {2, 7}), join(world, {4, 7})}
+    picker = join(world, {8, 5})
+
+    :ok =
+      World.step_many(
+        world,
+        [{a, :e, :a_first}, {b, :w, :b_second}, {d, :w, :d_first}, {c, :e, :c_second}],
+        [{picker, :pick, :e, %{}, :picked}]
+      )
+
+    assert_receive {:grove_steps, outcomes}, 1000
+    outcomes = Map.new(outcomes, fn {_id, tag, outcome} -> {tag, outcome} end)
+
+    assert outcomes == %{
+             a_first: {:ok, {3, 2}},
+             b_second: {:rejected, :occupied},
+             d_first: {:ok, {3, 7}},
+             c_second: {:rejected, :occupied},
+             picked: {:ok, %{carrying: 1}}
+           }
+
+    assert World.position(world, a) == {3, 2}
+    assert World.position(world, d) == {3, 7}
+  end
+
   test "a world without a game refuses actions", %{world: world} do
     {:ok, id, _} = World.join(world)
     assert act(world, id, :pick, :here) == {:rejected, :disabled}
