@@ -28,6 +28,8 @@ spawn(fn ->
   # A message's kind, and the moves in it.
   kind = fn
     {:"$gen_cast", {:moves, _owner, moves}} -> {{:cast, :moves}, length(moves)}
+    {:"$gen_cast", {:moves_tallied, _owner, moves}} -> {{:cast, :moves_tallied}, length(moves)}
+    {:"$gen_cast", {:steps, _owner, moves, _acts}} -> {{:cast, :steps}, length(moves)}
     {:"$gen_cast", {:move, _, _, _, _, _}} -> {{:cast, :move}, 1}
     {:"$gen_cast", m} when is_tuple(m) -> {{:cast, elem(m, 0)}, 0}
     {:"$gen_cast", m} -> {{:cast, m}, 0}
