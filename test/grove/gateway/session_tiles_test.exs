@@ -24,6 +24,8 @@ defmodule Grove.Gateway.SessionTilesTest do
 
   @walkers 10
   @radius 3
+  # Tiles out of the viewport by more than this many cells are closed.
+  @margin 2
 
   defp command do
     dir = :proper_types.elements(Grid.directions())
@@ -195,7 +197,8 @@ defmodule Grove.Gateway.SessionTilesTest do
           id
         end
 
-      session = Session.new(name, encoding, Grove.SessionConfig.loose(), 0)
+      config = Map.put(Grove.SessionConfig.loose(), :view_margin, @margin)
+      session = Session.new(name, encoding, config, 0)
       join = Protocol.encode(%{type: :join, protocol: version, view_radius: @radius}, encoding)
       {session, actions} = Session.handle_frame(session, kind(encoding), bin(join), 0)
 
@@ -443,6 +446,17 @@ defmodule Grove.Gateway.SessionTilesTest do
     # Every tile the viewport overlaps is held: so every entity in view is seen.
     for tile <- Grid.view_tiles(grid, view.center, @radius),
         do: assert(Map.has_key?(view.mirrors, tile), "tile #{tile} in view, not held")
+
+    # Every tile the session holds, and every area the client shows, lies
+    # within the viewport's span with its margin: those the viewport left
+    # are closed, none kept for good.
+    {c0, c1, r0, r1} = Grid.tile_span(grid, view.center, @radius + @margin)
+    held = for {_zone, tiles} <- st.session.areas, tile <- Map.keys(tiles), do: tile
+
+    for tile <- held ++ Map.keys(view.mirrors) do
+      {col, row} = {rem(tile, grid.tiles_x), div(tile, grid.tiles_x)}
+      assert col in c0..c1 and row in r0..r1, "tile #{tile} held, out of the viewport's margin"
+    end
 
     visible = for {id, {x, y, _kind}} <- View.visible(view), into: %{}, do: {id, {x, y}}
 
