@@ -107,6 +107,37 @@ defmodule Grove.Gateway.SessionTilesTest do
     end)
   end
 
+  test "a zone watched again while the views wait for two moves, there and back: every tile in view where the player ends is asked for" do
+    alone(fn name, session, dir ->
+      grid = World.grid(name)
+      {session, seq} = before_tiles_left(name, session, dir, 1)
+      a = session.cell
+      b = Grid.step(a, dir)
+      left = Grid.view_tiles(grid, a, @radius) -- Grid.view_tiles(grid, b, @radius)
+      assert left != []
+
+      # To B and back, the second sent while the first is in flight (so
+      # it asks for no tiles ahead), and the views not read in between.
+      session = send_move(session, seq, dir)
+      session = send_move(session, seq + 1, back(dir))
+      assert_receive {:grove_move, _id, ^seq, {:ok, ^b}} = there
+      assert_receive {:grove_move, _id, _seq, {:ok, ^a}} = again
+      {session, _actions} = Session.handle_info(session, there)
+
+      # The zone restarts while the player stands at B: it is watched
+      # again with the tiles in view of B alone.
+      {session, _actions} = Session.handle_info(session, {:grove_view, 0, :closed})
+      {session, []} = Session.handle_info(session, {:grove_view, 0, :subscribed, 0})
+      assert Enum.all?(left, &(not is_map_key(session.areas[0], &1)))
+
+      {session, _actions} = Session.handle_info(session, again)
+      {session, _frames} = Session.views(session)
+
+      for tile <- Grid.view_tiles(grid, a, @radius),
+          do: assert(is_map_key(session.areas[0], tile), "tile #{tile} in view, not asked for")
+    end)
+  end
+
   # Runs `walk` with the name of a world of one zone of 30 x 30 cells in
   # tiles of 5, with nothing in the way, a session joined to it with
   # every view message read, and a way to walk from its cell that stays
@@ -135,6 +166,25 @@ defmodule Grove.Gateway.SessionTilesTest do
       before_new_tiles(name, quiet(name, session), dir, seq + 1)
     end
   end
+
+  # Steps in `dir` while a step leaves every tile in view; returns the
+  # session where the next step would leave some, and the next move's number.
+  defp before_tiles_left(name, session, dir, seq) do
+    grid = World.grid(name)
+    to = Grid.step(session.cell, dir)
+
+    if Grid.view_tiles(grid, session.cell, @radius) -- Grid.view_tiles(grid, to, @radius) != [] do
+      {session, seq}
+    else
+      session = send_move(session, seq, dir)
+      assert_receive {:grove_move, _id, ^seq, {:ok, _cell}} = outcome
+      {session, _actions} = Session.handle_info(session, outcome)
+      before_tiles_left(name, quiet(name, session), dir, seq + 1)
+    end
+  end
+
+  defp back(:e), do: :w
+  defp back(:w), do: :e
 
   # The move numbered `seq` in `dir`, sent as the player's: the session,
   # which has nothing to send back at once.
