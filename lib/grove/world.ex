@@ -1685,8 +1685,14 @@ defmodule Grove.World do
     end
   end
 
-  defp registry(%__MODULE__{registry: nil, name: name}), do: Grove.World.Supervisor.registry(name)
-  defp registry(%__MODULE__{registry: registry}), do: registry
+  # A description made before it named its registry (one kept across a
+  # code reload) has no such key: the registry's name is made again.
+  defp registry(world) do
+    case world do
+      %{registry: registry} when registry != nil -> registry
+      _ -> Grove.World.Supervisor.registry(world.name)
+    end
+  end
 
   @doc """
   Checks the whole world for consistency: every entity in exactly one zone and

@@ -53,6 +53,28 @@ defmodule Grove.World.OnDemandTest do
       assert World.audit(world) == :ok
     end
 
+    test "a description made before it named its registry, as one kept across a code reload, still finds its zones",
+         %{world: world} do
+      {:ok, id, _} = World.join(world, at: {15, 15}, updates: :none)
+      index = zone_index(world, {15, 15})
+      described = World.fetch!(world)
+      before = Map.delete(described, :registry)
+
+      assert is_pid(World.zone_pid(before, index))
+      assert World.zone_pid(before, index) == World.zone_pid(world, index)
+      assert World.awake_zones(before) == [index]
+
+      # Published as it was: a move still reaches its zone.
+      :ok = World.publish(before)
+
+      try do
+        :ok = World.move(world, id, :e, :step)
+        assert assert_outcome(id, :step) == {:ok, {16, 15}}
+      after
+        World.publish(described)
+      end
+    end
+
     test "a move across into a sleeping zone wakes it and hands the entity over", %{world: world} do
       {:ok, id, _} = World.join(world, at: {19, 15}, updates: :none)
       # The zone east of it has never run.
