@@ -1685,9 +1685,12 @@ defmodule Grove.World do
     end
   end
 
-  # A description made before it named its registry (one kept across a
-  # code reload) has no such key: the registry's name is made again.
-  defp registry(world) do
+  @doc false
+  # The registry of the zones on demand on this node. A description made
+  # before it named its registry (one kept across a code reload) has no
+  # such key: the registry's name is made again.
+  @spec registry(t()) :: atom()
+  def registry(world) do
     case world do
       %{registry: registry} when registry != nil -> registry
       _ -> Grove.World.Supervisor.registry(world.name)

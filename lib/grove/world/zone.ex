@@ -197,7 +197,7 @@ defmodule Grove.World.Zone do
   @spec name(World.t(), Grid.zone_index()) ::
           atom() | {:via, Registry, {atom(), Grid.zone_index()}}
   def name(%World{zones_on_demand: true} = world, index),
-    do: {:via, Registry, {World.Supervisor.registry(world.name), index}}
+    do: {:via, Registry, {World.registry(world), index}}
 
   def name(%World{} = world, index), do: elem(world.zones, index)
 
@@ -763,7 +763,7 @@ defmodule Grove.World.Zone do
   # The new owner could not take it: a stand-in gives up the zone's name,
   # and what waited goes to the zone, woken here as it would have been.
   def handle_info(:keep, %__MODULE__{core: nil, handed_over: {:holding, held}} = zone) do
-    Registry.unregister(World.Supervisor.registry(zone.world.name), zone.index)
+    Registry.unregister(World.registry(zone.world), zone.index)
     for raw <- Enum.reverse(held), do: World.send_zone(zone.world, zone.index, raw)
     {:stop, :normal, zone}
   end
@@ -1010,7 +1010,7 @@ defmodule Grove.World.Zone do
     # What it holds no more goes before its name: a run that wakes after
     # it finds its slot as this one leaves it.
     Slots.close(zone.world, zone.index, zone.table, zone.game_table)
-    Registry.unregister(World.Supervisor.registry(zone.world.name), zone.index)
+    Registry.unregister(World.registry(zone.world), zone.index)
     Stats.incr(zone.world.stats, :zone_sleeps)
     Process.send_after(self(), :linger_over, zone.world.handoff_timeout)
 
