@@ -499,7 +499,7 @@ defmodule Grove.Gateway.Connection do
 
     cond do
       conn.goodbye_by == nil ->
-        if now >= at, do: {:stop, :normal, conn}, else: idle(conn)
+        if now >= at, do: {:stop, :normal, drained(conn)}, else: idle(conn)
 
       left == 0 ->
         idle(%{conn | goodbye_by: nil, goodbye_left: nil, closing_at: now + close_ms()})
@@ -513,6 +513,27 @@ defmodule Grove.Gateway.Connection do
 
       true ->
         idle(conn)
+    end
+  end
+
+  # The goodbye is out of the queue, maybe not yet out of the kernel (a
+  # client that reads slowly takes it a window at a time): a socket closed
+  # with bytes the client sent still unread there is reset, not closed, and
+  # what the kernel held of the goodbye is dropped. What came is read and
+  # dropped first, a bounded number of reads (a client may send as fast as
+  # we read).
+  defp drained(conn) do
+    _ = :inet.setopts(conn.socket, active: false)
+    drain(conn.socket, 64)
+    conn
+  end
+
+  defp drain(_socket, 0), do: :ok
+
+  defp drain(socket, reads) do
+    case :gen_tcp.recv(socket, 0, 0) do
+      {:ok, _data} -> drain(socket, reads - 1)
+      _none_or_closed -> :ok
     end
   end
 
