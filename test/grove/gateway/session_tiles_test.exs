@@ -157,29 +157,30 @@ defmodule Grove.Gateway.SessionTilesTest do
   # Steps in `dir` while a step brings no tiles into view; returns the
   # session where the next step would, and the next move's number.
   defp before_new_tiles(name, session, dir, seq) do
-    if unheld?(World.grid(name), session, dir) do
-      {session, seq}
-    else
-      session = send_move(session, seq, dir)
-      assert_receive {:grove_move, _id, ^seq, {:ok, _cell}} = outcome
-      {session, _actions} = Session.handle_info(session, outcome)
-      before_new_tiles(name, quiet(name, session), dir, seq + 1)
-    end
+    step_while(name, session, dir, seq, &(not unheld?(World.grid(name), &1, dir)))
   end
 
   # Steps in `dir` while a step leaves every tile in view; returns the
   # session where the next step would leave some, and the next move's number.
   defp before_tiles_left(name, session, dir, seq) do
     grid = World.grid(name)
-    to = Grid.step(session.cell, dir)
 
-    if Grid.view_tiles(grid, session.cell, @radius) -- Grid.view_tiles(grid, to, @radius) != [] do
-      {session, seq}
-    else
+    step_while(name, session, dir, seq, fn session ->
+      to = Grid.step(session.cell, dir)
+      Grid.view_tiles(grid, session.cell, @radius) -- Grid.view_tiles(grid, to, @radius) == []
+    end)
+  end
+
+  # Steps in `dir`, each to its outcome and quiet after it, while `go_on?`
+  # holds of the session; returns the session and the next move's number.
+  defp step_while(name, session, dir, seq, go_on?) do
+    if go_on?.(session) do
       session = send_move(session, seq, dir)
       assert_receive {:grove_move, _id, ^seq, {:ok, _cell}} = outcome
       {session, _actions} = Session.handle_info(session, outcome)
-      before_tiles_left(name, quiet(name, session), dir, seq + 1)
+      step_while(name, quiet(name, session), dir, seq + 1, go_on?)
+    else
+      {session, seq}
     end
   end
 
