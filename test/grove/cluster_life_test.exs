@@ -467,7 +467,9 @@ defmodule Grove.ClusterLifeTest do
   @tag :postgres
   test "zones on demand of a node killed start again on the survivors with their bacteria: a sleeping zone's from its save, an awake one's from its heir's copy" do
     home = distribute!()
-    peers = for name <- ["lostlife1", "lostlife2"], do: start_peer!(home, name)
+    # Every node owns two zones at least, whatever names they drew: the
+    # test takes two of the first peer's, which a drawn name once left one.
+    peers = start_peers_with_zones!(home, ["lostlife1", "lostlife2"], [node()], least_zones: 2)
     nodes = Enum.sort([node() | Enum.map(peers, &elem(&1, 1))])
     opts = demand_instance([peers: nodes, connect_interval: 100], soup: 0.5)
     for node <- nodes, do: start_instance!(node, opts)
