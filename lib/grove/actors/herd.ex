@@ -257,6 +257,8 @@ defmodule Grove.Actors.Herd do
     resident = Keyword.get(opts, :resident, false)
     kinds = specs |> Enum.map(&kind!(&1, api, world, resident)) |> List.to_tuple()
     count = specs |> Enum.map(& &1.count) |> Enum.sum()
+    # The world's description read once: whether it is a cluster's.
+    clustered = api == Grove.World and Grove.World.fetch!(world).cluster != nil
 
     config = %{
       count: count,
@@ -271,23 +273,22 @@ defmodule Grove.Actors.Herd do
       join_backoff: Keyword.get(opts, :join_backoff, {50, 5000}),
       # Only a world of a cluster has moves to count as sent to another
       # node: a world alone pays nothing for the count.
-      remote: api == Grove.World and Grove.World.fetch!(world).cluster != nil,
-      unseen_every: unseen_every(api, world, Keyword.get(opts, :unseen_every, 1)),
+      remote: clustered,
+      unseen_every: unseen_every(api, clustered, Keyword.get(opts, :unseen_every, 1)),
       zones_now: Code.ensure_loaded?(api) and function_exported?(api, :zones_now, 1),
       # Moves and actions to a zone in one message, in a world alone (a
       # cluster's nodes may run a release that does not take them).
       steps:
         Keyword.get(opts, :batch, true) and Code.ensure_loaded?(api) and
-          function_exported?(api, :step_many, 3) and
-          not (api == Grove.World and Grove.World.fetch!(world).cluster != nil),
+          function_exported?(api, :step_many, 3) and not clustered,
       # A slot's moves answered tallied (`Grove.World.move_many/3`): a
       # move taken as asked by its tag alone, where the herd reads no
-      # more of its outcome (where it stands is the zones' tables'); in a
-      # world alone, as `steps`.
+      # more of its outcome (where it stands is the zones' tables'). The
+      # world tallies only where it is alone, and answers a cluster's
+      # moves as `move_many/2` does: the herd asks the same everywhere.
       tally:
         Keyword.get(opts, :batch, true) and Code.ensure_loaded?(api) and
-          function_exported?(api, :move_many, 3) and
-          not (api == Grove.World and Grove.World.fetch!(world).cluster != nil),
+          function_exported?(api, :move_many, 3),
       native_per_us: :erlang.convert_time_unit(1, :microsecond, :native)
     }
 
@@ -971,15 +972,15 @@ defmodule Grove.Actors.Herd do
 
   # Resting unseen actors needs a world that says where it is watched; a
   # world of several nodes may be watched from another, so it never rests.
-  defp unseen_every(_api, _world, 1), do: 1
+  defp unseen_every(_api, _clustered, 1), do: 1
 
-  defp unseen_every(api, world, every) do
+  defp unseen_every(api, clustered, every) do
     cond do
       not (Code.ensure_loaded?(api) and function_exported?(api, :zone_index, 2) and
                function_exported?(api, :zone_watched?, 2)) ->
         1
 
-      api == Grove.World and Grove.World.fetch!(world).cluster != nil ->
+      clustered ->
         1
 
       true ->
