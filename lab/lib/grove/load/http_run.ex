@@ -25,6 +25,11 @@ defmodule Grove.Load.HttpRun do
   error); the report says how many logins were tried again and how many
   users never logged in.
 
+  The run's schedule (the ramp, the progress lines, the end of `:duration`)
+  reads `:clock`, a function that returns the time in milliseconds (the
+  VM's monotonic clock by default); the requests' latencies are timed
+  with the monotonic clock whatever it is.
+
   With `:record`, every device id whose login the server acknowledged is
   appended to that file as it happens, so that after killing the server
   (`kill -9`) and restarting it, `verify/1` can check that every one of them
@@ -48,10 +53,15 @@ defmodule Grove.Load.HttpRun do
     record: nil,
     retries: 3,
     sources: 1,
-    out: &IO.puts/1
+    out: &IO.puts/1,
+    clock: &__MODULE__.now/0
   ]
 
   @endpoints [:device_login, :me]
+
+  @doc "The run's default clock: the VM's monotonic time in milliseconds."
+  @spec now() :: integer()
+  def now, do: System.monotonic_time(:millisecond)
 
   @doc "Runs the flow; returns the report."
   @spec run(keyword()) :: map()
@@ -69,7 +79,7 @@ defmodule Grove.Load.HttpRun do
       "load http: #{opts[:users]} users at #{ramp}/s on #{opts[:url]}: device login, then #{opts[:reads]} x GET /api/me every #{opts[:pause_ms]} ms#{repeat}"
     )
 
-    started = System.monotonic_time(:millisecond)
+    started = opts[:clock].()
     until = if opts[:duration], do: started + opts[:duration] * 1000
     parent = self()
 
@@ -92,7 +102,7 @@ defmodule Grove.Load.HttpRun do
   # Starts users on the ramp's schedule while printing progress; then waits
   # for them, still printing.
   defp spawn_users(user, total, ramp, started, stats, opts, pids, spawned, window, window_at) do
-    now = System.monotonic_time(:millisecond)
+    now = opts[:clock].()
     due = min(div((now - started) * ramp, 1000) + 1, total)
     pids = if due > spawned, do: Enum.map((spawned + 1)..due, user) ++ pids, else: pids
     spawned = max(due, spawned)
@@ -132,7 +142,7 @@ defmodule Grove.Load.HttpRun do
   defp flows(conn, host, port, prefix, opts, stats, recorder, until, flow) do
     conn = user(conn, host, port, "#{prefix}-#{flow}", opts, stats, recorder)
 
-    if until != nil and System.monotonic_time(:millisecond) < until,
+    if until != nil and opts[:clock].() < until,
       do: flows(conn, host, port, prefix, opts, stats, recorder, until, flow + 1),
       else: close(conn)
   end
@@ -297,7 +307,7 @@ defmodule Grove.Load.HttpRun do
   end
 
   defp finish(stats, opts, started) do
-    seconds = (System.monotonic_time(:millisecond) - started) / 1000
+    seconds = (opts[:clock].() - started) / 1000
     total = read(stats)
     {flows, counts} = Enum.split_with(total.counts, &match?({{:flow, _}, _}, &1))
     {flows, counts} = {Map.new(flows), Map.new(counts)}
