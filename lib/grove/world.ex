@@ -677,9 +677,16 @@ defmodule Grove.World do
   @impl Grove.World.Client
   @spec move(name() | t(), Entity.id(), Grid.direction(), term()) :: :ok
   def move(world, id, direction, tag \\ nil) when is_integer(id) do
-    {_sent, nil} = send_move(fetch!(world), id, direction, tag, nil, nil)
+    {_sent, :none, nil} = send_move(fetch!(world), id, direction, tag, nil, nil, :none)
     :ok
   end
+
+  @typedoc """
+  A zone's process kept by the caller of `move_by/7` while its entity
+  stays in that zone: the zone's index, its process and where its mailbox
+  length is kept (`Grove.World.Slots.load_slot/2`); nil when none is kept.
+  """
+  @type kept_zone :: {Grid.zone_index(), pid(), {:atomics.atomics_ref(), pos_integer()}} | nil
 
   @doc false
   # `move/4` that returns the process of the zone the move went to (nil
@@ -691,25 +698,42 @@ defmodule Grove.World do
   # not for a move refused here (its entity unknown, its zone busy), and
   # what it gives is returned with the zone: a session asks there for the
   # tiles the move brings into view, which a move refused brings none of.
-  @spec move_by(name() | t(), Entity.id(), Grid.direction(), term(), acc, (acc -> acc)) ::
-          {pid() | nil, acc}
+  #
+  # `kept` is what the last call returned (nil at first): while the entity
+  # stays in one zone of a world alone whose zones run on demand, its
+  # process, alive, takes the move, and its mailbox's length is read
+  # where it was found, without the registry and the zone's row looked up
+  # at every move. The directory still says which zone holds the entity;
+  # a zone that died, or one the entity left, is looked up again, and woken
+  # if it sleeps, as at the first move. (A zone falls asleep only with no
+  # player's entity and no viewer in it, and passes on what comes while
+  # it lingers: what still goes to its process reaches its next run.)
+  @spec move_by(
+          name() | t(),
+          Entity.id(),
+          Grid.direction(),
+          term(),
+          acc,
+          (acc -> acc),
+          kept_zone()
+        ) :: {pid() | nil, kept_zone(), acc}
         when acc: term()
-  def move_by(world, id, direction, tag, acc, before)
+  def move_by(world, id, direction, tag, acc, before, kept)
       when is_integer(id) and is_function(before, 1) do
     world = fetch!(world)
 
-    case send_move(world, id, direction, tag, acc, before) do
-      {nil, acc} -> {nil, acc}
-      {{_index, pid}, acc} when is_pid(pid) -> {pid, acc}
-      {{index, _address}, acc} -> {zone_pid(world, index), acc}
+    case send_move(world, id, direction, tag, acc, before, kept) do
+      {nil, kept, acc} -> {nil, kept, acc}
+      {{_index, pid}, kept, acc} when is_pid(pid) -> {pid, kept, acc}
+      {{index, _address}, kept, acc} -> {zone_pid(world, index), kept, acc}
     end
   end
 
   # The move sent to its zone, or its refusal to the caller: the zone's
   # index and the address the move went to (nil for an unknown entity),
-  # with `acc` as `before` (if any) gave it, called only for a move that
-  # goes.
-  defp send_move(world, id, direction, tag, acc, before) do
+  # with the zone kept (`:none` when the caller keeps none) and `acc` as
+  # `before` (if any) gave it, called only for a move that goes.
+  defp send_move(world, id, direction, tag, acc, before, kept) do
     require Grid
 
     unless Grid.is_direction(direction) do
@@ -720,21 +744,63 @@ defmodule Grove.World do
       nil ->
         Stats.incr(world.stats, :unknown_entity)
         send(self(), {:grove_move, id, tag, {:rejected, :unknown_entity}})
-        {nil, acc}
+        {nil, kept, acc}
 
       index ->
-        if Slots.load(world, index) > world.mailbox_limit do
-          Stats.incr(world.stats, :busy)
-          send(self(), {:grove_move, id, tag, {:rejected, :busy}})
-          {{index, nil}, acc}
-        else
-          acc = if before, do: before.(acc), else: acc
-          address = zone_address(world, index)
-          GenServer.cast(address, {:move, id, direction, self(), tag, 0})
-          {{index, address}, acc}
+        case kept_alive(kept, index) do
+          {_index, pid, slot} ->
+            if Slots.load_at(slot) > world.mailbox_limit do
+              busy(world, id, tag)
+              {{index, pid}, kept, acc}
+            else
+              acc = if before, do: before.(acc), else: acc
+              GenServer.cast(pid, {:move, id, direction, self(), tag, 0})
+              {{index, pid}, kept, acc}
+            end
+
+          nil ->
+            if Slots.load(world, index) > world.mailbox_limit do
+              busy(world, id, tag)
+              {{index, nil}, unkept(kept), acc}
+            else
+              acc = if before, do: before.(acc), else: acc
+              address = zone_address(world, index)
+              GenServer.cast(address, {:move, id, direction, self(), tag, 0})
+              {{index, address}, keep(world, index, address, kept), acc}
+            end
         end
     end
   end
+
+  defp busy(world, id, tag) do
+    Stats.incr(world.stats, :busy)
+    send(self(), {:grove_move, id, tag, {:rejected, :busy}})
+  end
+
+  # The zone kept, when it is the entity's and its process still runs.
+  defp kept_alive({index, pid, _slot} = kept, index) do
+    if Process.alive?(pid), do: kept
+  end
+
+  defp kept_alive(_kept, _index), do: nil
+
+  defp unkept(:none), do: :none
+  defp unkept(_kept), do: nil
+
+  # What a caller that keeps its zone keeps after a move went to `address`:
+  # a zone on demand's process in a world alone (in a cluster a zone may
+  # move to another node, and is looked up at every move).
+  defp keep(_world, _index, _address, :none), do: :none
+
+  defp keep(%__MODULE__{cluster: nil, zones_on_demand: true} = world, index, pid, _kept)
+       when is_pid(pid) do
+    case Slots.load_slot(world, index) do
+      nil -> nil
+      slot -> {index, pid, slot}
+    end
+  end
+
+  defp keep(_world, _index, _address, _kept), do: nil
 
   @doc """
   Moves several entities of the calling process at once, each one step:

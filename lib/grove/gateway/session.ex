@@ -50,6 +50,7 @@ defmodule Grove.Gateway.Session do
     :version,
     :config,
     :move_limit,
+    # The other limits, each with when its next event is booked.
     :seed_limit,
     :act_limit,
     :say_limit,
@@ -63,9 +64,9 @@ defmodule Grove.Gateway.Session do
     tiled: {nil, nil},
     moved_at: nil,
     moves_booked: nil,
-    seeds_booked: nil,
-    acts_booked: nil,
-    says_booked: nil,
+    # The process of the zone the player's entity is in, kept from move to
+    # move (`World.move_by/7`).
+    zone: nil,
     # The errors counted in the window, and when the window began.
     errors: {0, 0},
     joined: false,
@@ -127,9 +128,12 @@ defmodule Grove.Gateway.Session do
       version: @before_join,
       config: config,
       move_limit: RateLimit.new(config.move_rate, config.move_burst),
-      seed_limit: RateLimit.new(Map.get(config, :seed_rate, 1), Map.get(config, :seed_burst, 3)),
-      act_limit: RateLimit.new(Map.get(config, :act_rate, 10), Map.get(config, :act_burst, 5)),
-      say_limit: RateLimit.new(Map.get(config, :say_rate, 1), Map.get(config, :say_burst, 3)),
+      seed_limit:
+        {RateLimit.new(Map.get(config, :seed_rate, 1), Map.get(config, :seed_burst, 3)), nil},
+      act_limit:
+        {RateLimit.new(Map.get(config, :act_rate, 10), Map.get(config, :act_burst, 5)), nil},
+      say_limit:
+        {RateLimit.new(Map.get(config, :say_rate, 1), Map.get(config, :say_burst, 3)), nil},
       errors: {0, now_ms}
     }
   end
@@ -215,8 +219,16 @@ defmodule Grove.Gateway.Session do
       {:ok, booked} ->
         # The zone asked, so that a move it dies holding can be settled;
         # the tiles ahead asked for only if the move goes.
-        {zone, session} =
-          World.move_by(session.world, session.id, direction, seq, session, &ahead(&1, direction))
+        {zone, kept, session} =
+          World.move_by(
+            session.world,
+            session.id,
+            direction,
+            seq,
+            session,
+            &ahead(&1, direction),
+            session.zone
+          )
 
         started = System.monotonic_time(:microsecond)
         flight = {started, zone, direction}
@@ -225,6 +237,7 @@ defmodule Grove.Gateway.Session do
            session
            | moves_booked: booked,
              moved_at: now_ms,
+             zone: kept,
              in_flight: Map.put(session.in_flight, seq, flight)
          }, []}
 
@@ -242,14 +255,16 @@ defmodule Grove.Gateway.Session do
   # A pattern of bacteria in front of the player: refused here when it
   # comes too often, else the zone answers (`seeded`, one per seed).
   defp handle_message(session, %{type: :seed, seq: seq, pattern: pattern, dir: direction}, now_ms) do
-    case RateLimit.allow(session.seed_limit, session.seeds_booked, now_ms) do
+    {limit, booked} = session.seed_limit
+
+    case RateLimit.allow(limit, booked, now_ms) do
       {:ok, booked} ->
         :ok = World.seed(session.world, session.id, pattern, direction, {:seed, seq})
         pending = {System.monotonic_time(:microsecond), World.zone_of(session.world, session.id)}
 
         {%{
            session
-           | seeds_booked: booked,
+           | seed_limit: {limit, booked},
              seeds_in_flight: Map.put(session.seeds_in_flight, seq, pending)
          }, []}
 
@@ -262,9 +277,11 @@ defmodule Grove.Gateway.Session do
   # actions (a refusal names what is wrong), refused when it comes too
   # often, else its zone answers (`acted`, exactly one an action).
   defp handle_message(session, %{type: :act, seq: seq} = act, now_ms) do
-    case RateLimit.allow(session.act_limit, session.acts_booked, now_ms) do
+    {limit, booked} = session.act_limit
+
+    case RateLimit.allow(limit, booked, now_ms) do
       {:ok, booked} ->
-        session = %{session | acts_booked: booked}
+        session = %{session | act_limit: {limit, booked}}
 
         case Grove.World.Game.spec(session.world) do
           nil ->
@@ -304,9 +321,11 @@ defmodule Grove.Gateway.Session do
   # wrong), else the zone tells the player's viewers and answers (`said`,
   # exactly one a line).
   defp handle_message(session, %{type: :say, seq: seq, text: text}, now_ms) do
-    case RateLimit.allow(session.say_limit, session.says_booked, now_ms) do
+    {limit, booked} = session.say_limit
+
+    case RateLimit.allow(limit, booked, now_ms) do
       {:ok, booked} ->
-        session = %{session | says_booked: booked}
+        session = %{session | say_limit: {limit, booked}}
 
         case Grove.Text.check_speech(text, Map.get(session.config, :say_max, 200)) do
           {:ok, line} ->
@@ -1024,7 +1043,7 @@ defmodule Grove.Gateway.Session do
   # later. A move its zone refuses leaves them held within the margin, as
   # a step back would; `retile/1` then finds them held or awaited, and
   # asks for none again. One refused before it goes (its zone busy) asks
-  # for none: `World.move_by/6` calls this only for a move that goes.
+  # for none: `World.move_by/7` calls this only for a move that goes.
   # Only from a cell the outcomes confirmed, with no move in flight: one
   # in flight that turns away would leave the tiles asked for unseen.
   defp ahead(

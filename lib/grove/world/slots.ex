@@ -206,6 +206,27 @@ defmodule Grove.World.Slots do
   def load(%World{zones_on_demand: false} = world, index), do: :atomics.get(world.load, index + 1)
   def load(world, index), do: get(world, index, @load)
 
+  @doc """
+  Where a zone's mailbox length is kept, to be read with `load_at/1`
+  without looking the zone up again; nil for a zone on demand that has no
+  counters. A zone on demand's counters are its row's, made as it wakes
+  and dropped only as it falls asleep: what this gives holds for the run
+  of the zone that was awake when it was read, and no longer.
+  """
+  @spec load_slot(World.t(), non_neg_integer()) :: {:atomics.atomics_ref(), pos_integer()} | nil
+  def load_slot(%World{zones_on_demand: false} = world, index), do: {world.load, index + 1}
+
+  def load_slot(world, index) do
+    case counters(world, index) do
+      nil -> nil
+      counters -> {counters, @load}
+    end
+  end
+
+  @doc "A zone's mailbox length as last measured, from its `load_slot/2`."
+  @spec load_at({:atomics.atomics_ref(), pos_integer()}) :: non_neg_integer()
+  def load_at({ref, at}), do: :atomics.get(ref, at)
+
   @doc "Records a zone's mailbox length."
   @spec put_load(World.t(), non_neg_integer(), non_neg_integer()) :: :ok
   def put_load(%World{zones_on_demand: false} = world, index, value),
