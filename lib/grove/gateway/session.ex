@@ -67,6 +67,10 @@ defmodule Grove.Gateway.Session do
     # The process of the zone the player's entity is in, kept from move to
     # move (`World.move_by/7`).
     zone: nil,
+    # Per zone read from the feed, where its number was kept, the number
+    # read to and the tiles held then (nil where nothing is remembered:
+    # in a cluster, see `read/1`).
+    reads: %{},
     # The errors counted in the window, and when the window began.
     errors: {0, 0},
     joined: false,
@@ -119,11 +123,14 @@ defmodule Grove.Gateway.Session do
 
   @spec new(World.name(), Protocol.encoding(), config(), integer()) :: t()
   def new(world, encoding, config, now_ms) do
+    described = World.fetch!(world)
+
     %__MODULE__{
       world: world,
-      feed: World.fetch!(world).feed,
-      grid: World.fetch!(world).grid,
-      format: Frames.view_format(encoding, @before_join, World.fetch!(world).grid),
+      feed: described.feed,
+      grid: described.grid,
+      reads: if(described.cluster == nil, do: %{}),
+      format: Frames.view_format(encoding, @before_join, described.grid),
       encoding: encoding,
       version: @before_join,
       config: config,
@@ -643,7 +650,13 @@ defmodule Grove.Gateway.Session do
 
     tiles = Enum.reduce(wanted, held, &Map.put_new(&2, &1, :awaiting))
     areas = Map.put(session.areas, zone, request(session, zone, tiles))
-    {%{session | areas: areas, tiled: refit(session.tiled, session.cell)}, []}
+
+    {%{
+       session
+       | areas: areas,
+         tiled: refit(session.tiled, session.cell),
+         reads: unread(session.reads, zone)
+     }, []}
   end
 
   # Snapshots of tiles, each a finished run of frames in this session's
@@ -655,10 +668,11 @@ defmodule Grove.Gateway.Session do
 
   def handle_info(%__MODULE__{} = session, {:grove_view, zone, :closed}) do
     {tiles, areas} = Map.pop(session.areas, zone, %{})
+    session = %{session | areas: areas, reads: unread(session.reads, zone)}
 
     case closing(session, Map.keys(tiles)) do
-      [] -> {%{session | areas: areas}, []}
-      frames -> {%{session | areas: areas}, [{:send, frames}]}
+      [] -> {session, []}
+      frames -> {session, [{:send, frames}]}
     end
   end
 
@@ -890,35 +904,70 @@ defmodule Grove.Gateway.Session do
 
   defp read(%__MODULE__{areas: areas} = session) when map_size(areas) == 0, do: {session, []}
 
-  defp read(%__MODULE__{areas: areas, feed: feed, format: format} = session) do
-    {areas, frames} =
+  # A zone whose number has not moved since it was read, and whose tiles
+  # held are those it was read for, has nothing new: its tiles were read
+  # to that number then, and a read now would find it again and change
+  # nothing. It is told by one read of its number, where it is kept,
+  # without the zone's row looked up or its tiles looked at. Where it is
+  # kept lasts while the zone is watched: one that falls asleep is no
+  # longer watched, and its `:closed` takes it out of the areas. In a
+  # cluster, where a zone that moves between nodes may be written another
+  # way, nothing is remembered.
+  defp read(%__MODULE__{areas: areas, reads: reads} = session) do
+    {areas, frames, reads} =
       :maps.fold(
-        fn zone, tiles, {areas, frames} ->
-          case oldest(:maps.values(tiles), nil, false) do
-            {nil, _awaiting} ->
-              {areas, frames}
+        fn zone, tiles, acc ->
+          case reads do
+            %{^zone => {ref, seen, ^tiles} = read} ->
+              if Feed.latest_at(ref) == seen,
+                do: unchanged(acc, zone, read),
+                else: read_zone(session, zone, tiles, ref, acc)
 
-            {since, awaiting} ->
-              case Feed.since(feed, zone, since, format) do
-                {[], _seq} ->
-                  {areas, frames}
-
-                {rows, latest} ->
-                  taken = take(rows, since + 1, tiles, [])
-                  {Map.put(areas, zone, read_to(tiles, latest, awaiting)), [frames | taken]}
-
-                :gone ->
-                  held = for {tile, seq} <- tiles, seq != :awaiting, into: %{}, do: {tile, seq}
-                  {Map.put(areas, zone, Map.merge(tiles, request(session, zone, held))), frames}
-              end
+            _other ->
+              read_zone(session, zone, tiles, Feed.seq_ref(session.feed, zone), acc)
           end
         end,
-        {areas, []},
+        {areas, [], if(reads, do: %{})},
         areas
       )
 
-    {%{session | areas: areas}, frames}
+    {%{session | areas: areas, reads: reads}, frames}
   end
+
+  defp unchanged({areas, frames, reads}, zone, read),
+    do: {areas, frames, Map.put(reads, zone, read)}
+
+  defp read_zone(session, zone, tiles, ref, {areas, frames, reads}) do
+    case oldest(:maps.values(tiles), nil, false) do
+      {nil, _awaiting} ->
+        {areas, frames, reads}
+
+      {since, awaiting} ->
+        case Feed.since_at(session.feed, ref, zone, since, session.format) do
+          {[], latest} ->
+            {areas, frames, remember(reads, zone, ref, latest, tiles)}
+
+          {rows, latest} ->
+            taken = take(rows, since + 1, tiles, [])
+            tiles = read_to(tiles, latest, awaiting)
+
+            {Map.put(areas, zone, tiles), [frames | taken],
+             remember(reads, zone, ref, latest, tiles)}
+
+          :gone ->
+            held = for {tile, seq} <- tiles, seq != :awaiting, into: %{}, do: {tile, seq}
+            {Map.put(areas, zone, Map.merge(tiles, request(session, zone, held))), frames, reads}
+        end
+    end
+  end
+
+  # A zone closed, or watched again (maybe by another run of it, which
+  # keeps its number elsewhere), is read afresh.
+  defp unread(nil, _zone), do: nil
+  defp unread(reads, zone), do: Map.delete(reads, zone)
+
+  defp remember(nil, _zone, _ref, _latest, _tiles), do: nil
+  defp remember(reads, zone, ref, latest, tiles), do: Map.put(reads, zone, {ref, latest, tiles})
 
   # The oldest number a tile held was read to (nil when all await
   # snapshots), and whether any awaits one.

@@ -172,8 +172,34 @@ defmodule Grove.World.Feed do
   """
   @spec since(t(), non_neg_integer(), non_neg_integer(), format()) ::
           {[term()], non_neg_integer()} | :gone
-  def since(%__MODULE__{} = feed, zone, since, format) do
-    case latest(feed, zone) do
+  def since(%__MODULE__{} = feed, zone, since, format),
+    do: since_at(feed, seq_ref(feed, zone), zone, since, format)
+
+  @doc """
+  Where the zone's latest number is kept, for `latest_at/1` and
+  `since_at/5` to read without looking the zone up; nil for a zone on
+  demand that keeps none. A zone on demand keeps it with its counters
+  (`Grove.World.Slots`), which it drops only as it falls asleep with
+  nothing to keep: what this gives holds while the zone is watched.
+  """
+  @spec seq_ref(t(), non_neg_integer()) :: {:atomics.atomics_ref(), pos_integer()} | nil
+  def seq_ref(%__MODULE__{} = feed, zone), do: seq_slot(feed, zone)
+
+  @doc "The latest number where `seq_ref/2` said it is kept (0 where none is)."
+  @spec latest_at({:atomics.atomics_ref(), pos_integer()} | nil) :: non_neg_integer()
+  def latest_at({ref, at}), do: :atomics.get(ref, at)
+  def latest_at(nil), do: 0
+
+  @doc "`since/4`, its latest number read where `seq_ref/2` said it is kept."
+  @spec since_at(
+          t(),
+          {:atomics.atomics_ref(), pos_integer()} | nil,
+          non_neg_integer(),
+          non_neg_integer(),
+          format()
+        ) :: {[term()], non_neg_integer()} | :gone
+  def since_at(%__MODULE__{} = feed, ref, zone, since, format) do
+    case latest_at(ref) do
       ^since -> {[], since}
       latest when latest - since > feed.history -> :gone
       latest when latest > since -> collect(feed, zone, latest, since, format, [], latest)
