@@ -76,7 +76,7 @@ defmodule Grove.Gateway.SessionZoneTest do
 
       # Stopped: the move goes to the run it woke.
       ref = Process.monitor(pid)
-      assert_receive {:DOWN, ^ref, :process, ^pid, _reason}, 2000
+      assert_receive {:DOWN, ^ref, :process, ^pid, _reason}, 10_000
       {woken, kept} = move_by(name, id, :w, :c, kept, {:ok, {5, 5}})
       assert woken != pid
       assert {0, ^woken, _slot} = kept
