@@ -892,6 +892,7 @@ defmodule Grove.World.Zone.State do
 
   defp insert(state, entity) do
     state
+    |> Game.entering()
     |> occupy(entity)
     |> put_entity(entity)
     |> record(entity)
