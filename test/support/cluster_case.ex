@@ -15,8 +15,6 @@ defmodule Grove.ClusterCase do
 
   @doc "Makes this node distributed for the test; returns the cookie's folder."
   def distribute! do
-    {:ok, epmd} = Grove.Cluster.ensure_epmd()
-
     home =
       Path.join(
         System.tmp_dir!(),
@@ -28,11 +26,7 @@ defmodule Grove.ClusterCase do
     File.write!(Path.join(home, ".erlang.cookie"), cookie)
     File.chmod!(Path.join(home, ".erlang.cookie"), 0o400)
 
-    # Other test runs on this machine name their nodes too: the OS process
-    # makes the name unique across them, the integer within this one.
-    {:ok, _} =
-      Node.start(:"grove_test_#{System.pid()}_#{System.unique_integer([:positive])}", :shortnames)
-
+    epmd = start_node!(3, :running)
     Node.set_cookie(String.to_atom(cookie))
 
     on_exit(fn ->
@@ -42,6 +36,25 @@ defmodule Grove.ClusterCase do
     end)
 
     home
+  end
+
+  # Other test runs on this machine name their nodes too: the OS process
+  # makes the name unique across them, the integer within this one. Their
+  # epmd may be the one found on this run's port (a port found free by
+  # two runs before either started its epmd), and gone when the node
+  # registers with it: distribution then fails to start, and is tried
+  # again with an epmd found or started anew. Returns `:started` if this
+  # run started an epmd, for the test's end to stop it.
+  defp start_node!(tries, epmd) do
+    {:ok, found} = Grove.Cluster.ensure_epmd()
+    epmd = if found == :started, do: :started, else: epmd
+    name = :"grove_test_#{System.pid()}_#{System.unique_integer([:positive])}"
+
+    case Node.start(name, :shortnames) do
+      {:ok, _} -> epmd
+      {:error, _} when tries > 1 -> start_node!(tries - 1, epmd)
+      {:error, reason} -> raise "distribution did not start: #{inspect(reason)}"
+    end
   end
 
   # epmd refuses to stop while a node is registered with it ("Killing not
