@@ -366,7 +366,8 @@ defmodule Grove.ClusterTest do
 
     test "each member's zones add up to the zone count, with the players and actors in them, and where each zone runs",
          %{home: home} do
-      {_peer, other} = start_peer!(home, "glance")
+      # Each member owns zones, as asserted below.
+      [{_peer, other}] = start_peers_with_zones!(home, ["glance"], [node()])
       nodes = Enum.sort([node(), other])
       cluster = [peers: nodes, connect_interval: 100]
       instance = Grove.GlanceT
@@ -543,7 +544,8 @@ defmodule Grove.ClusterTest do
 
     test "a player on one node is sent the counts and the minimap of the whole world, not of its node's zones",
          %{home: home} do
-      {_peer, other} = start_peer!(home, "whole")
+      # Each node owns zones for players to join into.
+      [{_peer, other}] = start_peers_with_zones!(home, ["whole"], [node()])
       nodes = Enum.sort([node(), other])
       instance = Grove.WholeT
 

@@ -165,14 +165,14 @@ defmodule Grove.ClusterCase do
   at least (a test whose actors must walk into every node's zones waits
   long for one zone alone: one run in some hundreds drew that).
   """
-  def peer_name_with_zones(base, others, zones \\ 16, least \\ 1) do
-    peer_name(base, fn node ->
-      members = [node | others]
-      shares = Grove.Cluster.Placement.shares(Grove.Cluster.Placement.owners(zones, members))
+  def peer_name_with_zones(base, others, zones \\ 16, least \\ 1),
+    do: peer_name(base, &zones_for_all?([&1 | others], zones, least))
 
-      map_size(shares) == length(Enum.uniq(members)) and
-        Enum.all?(Map.values(shares), &(&1 >= least))
-    end)
+  defp zones_for_all?(members, zones, least) do
+    shares = Grove.Cluster.Placement.shares(Grove.Cluster.Placement.owners(zones, members))
+
+    map_size(shares) == length(Enum.uniq(members)) and
+      Enum.all?(Map.values(shares), &(&1 >= least))
   end
 
   @doc """
@@ -195,18 +195,32 @@ defmodule Grove.ClusterCase do
 
   @doc """
   Starts peers one after the other (`start_peer!/3`), each under a name
-  from `peer_name_with_zones/3` that leaves every member, `others` and
+  from `peer_name_with_zones/4` that leaves every member, `others` and
   the peers before it, zones of its own (`:least_zones` of them, 1 by
-  default). Returns `[{peer, node}]`. The other `opts` are
-  `start_peer!/3`'s.
+  default). With `:fits`, a function of the peers' nodes in the order of
+  `bases`, the last name is one for which it is true as well: what a
+  test needs of the placement of a world's 16 zones over its nodes (a
+  zone of a node with a neighbour of another), where a name drawn at
+  random would fail it now and then. Returns `[{peer, node}]`. The
+  other `opts` are `start_peer!/3`'s.
   """
   def start_peers_with_zones!(home, bases, others \\ [], opts \\ []) do
     {least, opts} = Keyword.pop(opts, :least_zones, 1)
+    {fits, opts} = Keyword.pop(opts, :fits, fn _nodes -> true end)
     opts = Keyword.put(opts, :exact_name, true)
+    last = length(bases) - 1
 
     bases
-    |> Enum.reduce({[], others}, fn base, {peers, members} ->
-      {_, node} = peer = start_peer!(home, peer_name_with_zones(base, members, 16, least), opts)
+    |> Enum.with_index()
+    |> Enum.reduce({[], others}, fn {base, index}, {peers, members} ->
+      before = peers |> Enum.reverse() |> Enum.map(&elem(&1, 1))
+
+      wanted = fn node ->
+        zones_for_all?([node | members], 16, least) and
+          (index < last or fits.(before ++ [node]))
+      end
+
+      {_, node} = peer = start_peer!(home, peer_name(base, wanted), opts)
       {[peer | peers], [node | members]}
     end)
     |> elem(0)

@@ -21,7 +21,8 @@ defmodule Grove.Actors.RemoteMovesTest do
     @tag timeout: 120_000
     test "counts their moves as sent to another node, in its stats and its metrics",
          %{home: home} do
-      {_peer, other} = start_peer!(home, "remote_moves")
+      # Each node owns zones, as asserted below.
+      [{_peer, other}] = start_peers_with_zones!(home, ["remote_moves"], [node()])
       nodes = Enum.sort([node(), other])
       cluster = [peers: nodes, connect_interval: 100]
       instance = Grove.RemoteMovesT
