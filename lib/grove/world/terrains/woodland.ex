@@ -16,6 +16,10 @@ defmodule Grove.World.Terrains.Woodland do
   point), so any area comes out the same whichever is generated first: a
   lake across a zone's border is one lake.
 
+  `cells/2` takes a rectangle of the world (`t:Grove.World.Terrain.rect/0`),
+  from `{0, 0}` on: the noise's lattice has no points left of or above the
+  origin, and a rectangle that starts there raises `ArgumentError`.
+
   ## Options
 
     * `:seed` - any term; the same seed gives the same world (default `1`)
@@ -134,6 +138,12 @@ defmodule Grove.World.Terrains.Woodland do
   # With `false`, every row of both fields computed, none skipped for
   # lying on one side of its cut: what `cells/2` must give (its tests).
   @spec cells(t(), {integer(), integer(), integer(), integer()}, boolean()) :: binary()
+  def cells(%__MODULE__{}, {x0, y0, _x1, _y1} = rect, _skip?) when x0 < 0 or y0 < 0 do
+    raise ArgumentError,
+          "a rectangle of the ground starts at an x0 and a y0 of 0 or more " <>
+            "(the world's origin is {0, 0}), got: #{inspect(rect)}"
+  end
+
   def cells(%__MODULE__{} = params, {x0, y0, x1, y1}, skip?) when x1 > x0 and y1 > y0 do
     %__MODULE__{seed: seed, forest_cut: fc, water_cut: wc, chances: chances} = params
     forest = field_rows(params.forest, x0, y0, x1, y1, skip? && {:forest, fc})

@@ -215,6 +215,25 @@ defmodule Grove.World.Terrains.WoodlandTest do
     assert :ets.info(terrain.areas, :size) <= 4096
   end
 
+  test "a rectangle at the world's origin or at its far corner is that part of the whole; one that starts left of or above the origin raises" do
+    {width, height} = {97, 61}
+    whole = Terrain.generate(width, height, seed: 4)
+
+    for rect <- [
+          {0, 0, width, height},
+          {0, 0, 1, 1},
+          {width - 1, height - 1, width, height},
+          {0, height - 1, width, height},
+          {width - 1, 0, width, height}
+        ] do
+      assert Woodland.cells(whole.params, rect) == rows(whole.cells, width, rect)
+    end
+
+    for rect <- [{-1, 0, 5, 5}, {0, -1, 5, 5}, {-50, -50, -10, -10}] do
+      assert_raise ArgumentError, ~r/origin/, fn -> Woodland.cells(whole.params, rect) end
+    end
+  end
+
   test "a generator of one's own makes the ground" do
     defmodule Stripes do
       @behaviour Grove.World.Terrain
