@@ -5,13 +5,10 @@ defmodule Grove.Test.PlacerStates do
   and what its messages announce.
   """
 
+  use Grove.Test.PlacerNodes
+
   alias Grove.Cluster.Placement
   alias Grove.World.Placer.State
-
-  @a :a@host
-  @b :b@host
-  @c :c@host
-  @d :d@host
 
   @doc """
   d joins a world of `zones` zones placed over a, b and c, and is handed

@@ -3,16 +3,12 @@ defmodule Grove.World.Placer.StaleTest do
   # knows a placement at the epoch it is handed at already, or a later
   # one, and refuses it (`State.take_over_all/4`, `State.take_over_fresh/4`).
   use ExUnit.Case, async: true
+  use Grove.Test.PlacerNodes
 
   import Grove.Test.PlacerStates, only: [taking: 1, announced_in: 1]
 
   alias Grove.Cluster.Placement
   alias Grove.World.Placer.State
-
-  @a :a@host
-  @b :b@host
-  @c :c@host
-  @d :d@host
 
   describe "a handover refused as stale" do
     # c ran every zone alone at epoch 1; a and b join, and c hands each

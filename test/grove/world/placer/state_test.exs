@@ -2,6 +2,7 @@ defmodule Grove.World.Placer.StateTest do
   # The placer's rules alone: no process, no node. The property at the end
   # runs whole clusters of them, the network simulated.
   use ExUnit.Case, async: true
+  use Grove.Test.PlacerNodes
 
   import Grove.PropCase
   import Grove.Test.PlacerStates, only: [taking: 1, announced_in: 1]
@@ -10,11 +11,6 @@ defmodule Grove.World.Placer.StateTest do
   alias Grove.World.Placer.State
 
   doctest State
-
-  @a :a@host
-  @b :b@host
-  @c :c@host
-  @d :d@host
 
   defp placed(node, members, zones \\ 4) do
     state = %{State.new(node, zones) | members: members}
