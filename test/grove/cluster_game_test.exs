@@ -123,9 +123,7 @@ defmodule Grove.ClusterGameTest do
     assert_receive {:picked, ^picker, :unsaved, {:ok, %{carrying: 1}}}, 10_000
     assert :erpc.call(c, World, :cell, [world, unsaved]) == {{:tree, 0}, 0}
 
-    pid = :erpc.call(c, :os, :getpid, [])
-    {_, 0} = System.cmd("kill", ["-9", to_string(pid)])
-    eventually(fn -> refute c in Node.list() end, @wait)
+    kill!(c)
 
     # The zone starts again on a survivor, from its save: the first tree
     # bare, the second with the apple the save never knew was picked.

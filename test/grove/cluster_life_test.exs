@@ -693,13 +693,6 @@ defmodule Grove.ClusterLifeTest do
 
   defp awake(node, world), do: :erpc.call(node, World, :awake_zones, [world])
 
-  # As `kill -9` would: no goodbye, the connections simply drop.
-  defp kill!(node) do
-    pid = :erpc.call(node, :os, :getpid, [])
-    {_, 0} = System.cmd("kill", ["-9", to_string(pid)])
-    eventually(fn -> refute node in Node.list() end, @wait)
-  end
-
   # The live cells of every zone, read on the node that runs it, when all
   # are at one generation (`at_least` or later): `{generation, cells}`.
   defp snapshot!(nodes, world, owners, at_least) do

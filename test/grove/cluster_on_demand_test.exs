@@ -299,13 +299,6 @@ defmodule Grove.ClusterOnDemandTest do
     )
   end
 
-  # As `kill -9` would: no goodbye, the connections simply drop.
-  defp kill!(node) do
-    pid = :erpc.call(node, :os, :getpid, [])
-    {_, 0} = System.cmd("kill", ["-9", to_string(pid)])
-    eventually(fn -> refute node in Node.list() end, @wait)
-  end
-
   defp third_node(home, third) do
     {_peer, ^third} = start_peer_as!(home, third)
     third

@@ -384,13 +384,6 @@ defmodule Grove.ClusterRecoveryTest do
   defp audit!(node, world),
     do: eventually(fn -> assert :ok = :erpc.call(node, World, :audit, [world]) end, @wait)
 
-  # As `kill -9` would: no goodbye, the connections simply drop.
-  defp kill!(node) do
-    pid = :erpc.call(node, :os, :getpid, [])
-    {_, 0} = System.cmd("kill", ["-9", to_string(pid)])
-    eventually(fn -> refute node in Node.list() end, @wait)
-  end
-
   # A netsplit: the node and the others no longer accept each other (each
   # side expects a cookie the other does not send), and their connections drop.
   defp split!(peer, node, others) do

@@ -11,6 +11,7 @@ defmodule Grove.ClusterCase do
   instance on a node, supervised there, as the application would.
   """
 
+  import ExUnit.Assertions, only: [refute: 1]
   import ExUnit.Callbacks, only: [on_exit: 1]
 
   @doc "Makes this node distributed for the test; returns the cookie's folder."
@@ -240,6 +241,17 @@ defmodule Grove.ClusterCase do
   catch
     :error, {:exception, {reason, _}, _} when reason in [:noproc, :shutdown, :normal] -> false
     :exit, {:exception, {reason, _}} when reason in [:noproc, :shutdown, :normal] -> false
+  end
+
+  @doc """
+  Kills a peer's node as `kill -9` would: no goodbye, its connections
+  simply drop. Returns once this node has seen it go.
+  """
+  def kill!(node) do
+    pid = :erpc.call(node, :os, :getpid, [])
+    {_, 0} = System.cmd("kill", ["-9", to_string(pid)])
+    # Nodes meet and part over real sockets: a busy machine is allowed half a minute.
+    Grove.WorldCase.eventually(fn -> refute node in Node.list() end, 3000)
   end
 
   @doc "Starts an instance on a node under its application's supervisor."
