@@ -672,17 +672,9 @@ defmodule Grove.ClusterLifeTest do
   # The instance of a test of zones on demand: they sleep when told, their
   # saves in one PostgreSQL database.
   defp demand_instance(cluster, life) do
-    small_instance(Grove.LifeT, cluster,
-      zones: :on_demand,
-      zone_idle: :manual,
-      wake_ahead: 0,
-      rules: [move_rate: nil],
+    on_demand_instance(Grove.LifeT, cluster, Grove.PostgresServer.store(),
       life: Keyword.merge([rule: "B3/S23", interval: :manual], life),
       terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
-    )
-    |> Keyword.merge(
-      store: Grove.PostgresServer.store(),
-      accounts: [secret: "one key for the whole cluster, in a test"]
     )
   end
 

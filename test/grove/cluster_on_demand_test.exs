@@ -286,16 +286,8 @@ defmodule Grove.ClusterOnDemandTest do
   # The instance each node of a test runs: zones on demand that sleep when
   # told, their saves in one PostgreSQL database (a new one unless given).
   defp demand_instance(cluster, store \\ Grove.PostgresServer.store()) do
-    small_instance(Grove.DemandT, cluster,
-      zones: :on_demand,
-      zone_idle: :manual,
-      wake_ahead: 0,
-      rules: [move_rate: nil],
+    on_demand_instance(Grove.DemandT, cluster, store,
       terrain: [tree_density: 0.0, water_density: 0.0, rock_density: 0.0]
-    )
-    |> Keyword.merge(
-      store: store,
-      accounts: [secret: "one key for the whole cluster, in a test"]
     )
   end
 

@@ -214,14 +214,6 @@ defmodule Grove.ClusterResidentsTest do
   end
 
   # Zones on demand that sleep when told, their saves in one PostgreSQL database.
-  defp demand_instance(cluster, store) do
-    small_instance(Grove.ResidentsDemandT, cluster,
-      zones: :on_demand,
-      zone_idle: :manual,
-      wake_ahead: 0,
-      rules: [move_rate: nil],
-      terrain: @open
-    )
-    |> Keyword.merge(store: store, accounts: [secret: "one key for the whole cluster, in a test"])
-  end
+  defp demand_instance(cluster, store),
+    do: on_demand_instance(Grove.ResidentsDemandT, cluster, store, terrain: @open)
 end

@@ -304,6 +304,19 @@ defmodule Grove.ClusterCase do
   end
 
   @doc """
+  The options of a small instance (`small_instance/3`) whose zones run
+  on demand and sleep only when told, with no limit on moves, saving to
+  `store` (a database all nodes share) under one accounts key for the
+  whole cluster; `world` as `small_instance/3`'s, more of the world's.
+  """
+  def on_demand_instance(name, cluster, store, world) do
+    on_demand = [zones: :on_demand, zone_idle: :manual, wake_ahead: 0, rules: [move_rate: nil]]
+
+    small_instance(name, cluster, on_demand ++ world)
+    |> Keyword.merge(store: store, accounts: [secret: "one key for the whole cluster, in a test"])
+  end
+
+  @doc """
   Holds `node`'s placer (`Grove.World.Placer`) of `world` still, as OTP's
   `:sys.suspend/1` does: what it is sent waits, in the order it came,
   until `release_placer!/2`. From then on, until its node stops, word
