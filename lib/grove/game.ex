@@ -125,13 +125,6 @@ defmodule Grove.Game do
       so that what is saved and what actors sense lags little;
     * and before the tick that falls due once the zone is watched.
 
-  A zone watched that nobody stands in (a viewport reaches it from the
-  next zone, as a walking player's does a few at every step) owes its
-  ticks the same way: its viewers see what they change when they are
-  run, at `:catch_up` ticks owed at the latest, and the first entity
-  that comes in has them run before it and every tick after run as it
-  falls due.
-
   So whoever looks, or acts, finds the zone as if every tick had run, on
   two promises the game makes by defining `catch_up/3`:
 

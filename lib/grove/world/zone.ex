@@ -133,9 +133,6 @@ defmodule Grove.World.Zone do
     :walk_beat,
     walk_halted: false,
     overloaded: false,
-    # The game's timer was set for the tick at which the zone owes
-    # `:catch_up` of them (`GameRules.owes_ticks?/1`), not for the next.
-    game_owing: false,
     # When the zone last published a delta (monotonic ms; nil before it
     # did): one that sheds load keeps its viewers' pace (`tick/1`).
     published_at: nil,
@@ -1845,7 +1842,7 @@ defmodule Grove.World.Zone do
 
         at = game_tick_at(core, next, interval, phase) + game_tick_late(zone, interval)
         timer = :erlang.start_timer(at, self(), :game_tick, abs: true)
-        %{zone | game_timer: timer, game_owing: GameRules.owes_ticks?(core)}
+        %{zone | game_timer: timer}
 
       nil ->
         zone
@@ -2225,17 +2222,7 @@ defmodule Grove.World.Zone do
   # scheduler, a hundred times a second in a world with nobody connected.
   @doc false
   @spec ensure_tick(t()) :: t()
-  def ensure_tick(zone), do: zone |> watch_idle() |> ensure_timers() |> game_tick_owed()
-
-  # A zone whose game's timer was set for the tick at which it would owe
-  # `:catch_up` ticks, and that runs them one by one now (someone came to
-  # stand in it, or to watch it): its timer set again, for the next tick.
-  defp game_tick_owed(%__MODULE__{game_owing: true, game_timer: timer, core: core} = zone)
-       when timer != nil do
-    if GameRules.owes_ticks?(core), do: zone, else: reschedule_game_tick(zone)
-  end
-
-  defp game_tick_owed(zone), do: zone
+  def ensure_tick(zone), do: zone |> watch_idle() |> ensure_timers()
 
   defp ensure_timers(%__MODULE__{world: %World{tick: tick}, core: %State{} = core} = zone)
        when is_integer(tick) do

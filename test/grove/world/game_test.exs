@@ -190,26 +190,6 @@ defmodule Grove.World.GameTest do
     assert World.cell(world, {9, 5}) == {{:tree, 3}, 1}
   end
 
-  @tag world: [game: put_elem(@lazy, 1, Keyword.put(elem(@lazy, 1), :most, 10))]
-  test "a zone watched that nobody stands in owes its ticks, and runs them once someone comes in",
-       %{world: world} do
-    # Watched from the next zone, where the viewer stands.
-    {:ok, viewer, _} = World.join(world, at: {13, 5}, updates: :view, view_radius: 4)
-    receive_snapshots(View.new({13, 5}, 4, viewer), 2)
-    zone = World.zone_pid(world, 0)
-    World.Game.tick(world)
-    World.Game.tick(world)
-    assert Grove.World.Zone.Game.owed(:sys.get_state(zone).core) == 2
-    assert World.cell(world, {9, 5}) == {{:tree, 1}, 1}
-
-    # Someone comes to stand in it: what it owes runs, then each tick as it falls due.
-    join(world, {8, 5})
-    assert World.cell(world, {9, 5}) == {{:tree, 3}, 1}
-    World.Game.tick(world)
-    assert Grove.World.Zone.Game.owed(:sys.get_state(zone).core) == 0
-    assert World.cell(world, {9, 5}) == {{:tree, 4}, 1}
-  end
-
   @tag world: [game: @lazy]
   test "a zone nobody watches runs the ticks it owes before an action", %{world: world} do
     id = join(world, {8, 5})
@@ -387,19 +367,6 @@ defmodule Grove.World.GameTest do
     # Nobody watches any more: back to one wake at :catch_up ticks owed.
     :ok = World.leave(world, viewer)
     eventually(fn -> assert Process.read_timer(:sys.get_state(zone).game_timer) > 50_000 end)
-  end
-
-  @tag world: [game: {Grove.LazyApples, trees: [{9, 5}], tick: 1000, catch_up: 100}]
-  test "a zone watched that nobody stands in has its game's timer at :catch_up ticks owed, at the next tick once someone does",
-       %{world: world} do
-    {:ok, viewer, _} = World.join(world, at: {13, 5}, updates: :view, view_radius: 4)
-    receive_snapshots(View.new({13, 5}, 4, viewer), 2)
-    zone = World.zone_pid(world, 0)
-    assert Process.read_timer(:sys.get_state(zone).game_timer) > 50_000
-
-    # By its one viewer, a quarter of an interval after the tick.
-    join(world, {8, 5})
-    assert Process.read_timer(:sys.get_state(zone).game_timer) <= 1000 + 250
   end
 
   @tag world: [game: {Grove.LazyApples, trees: [{9, 5}], tick: 1000, catch_up: 100}]

@@ -16,8 +16,7 @@ defmodule Grove.World.Game.Spec do
     * `:save` - milliseconds between two saves of the zones' game state
       to the store, when the world has one (default `5000`)
     * `:catch_up` - for a game with `catch_up/3`, how many ticks a zone
-      nobody watches, or nobody stands in, may owe before it runs them
-      together (default `10`;
+      nobody watches may owe before it runs them together (default `10`;
       `1` runs every tick when it falls due); see "Ticks nobody watches"
       in `Grove.Game`
 

@@ -433,41 +433,6 @@ defmodule Grove.World.Zone.Game do
   # The random integers games' ticks get: 0 to 2^24 - 1, as actors' rolls.
   @roll_max 0xFFFFFF
 
-  # A zone that owes its game's ticks rather than running each (of a game
-  # with `catch_up/3`): one nobody watches, and one watched that holds no
-  # entity, a zone a viewport reaches from the next that nobody stands
-  # in. Its viewers see what the ticks change once they are run, at
-  # `:catch_up` ticks owed at the latest or before anything reads or
-  # changes the game there, as whoever looks at a zone nobody watched
-  # sees them; a roaming player watches a few such zones at every step,
-  # whose ticks, one a second each, were most of what a game cost there.
-  defguardp owes_ticks(state)
-            when not :erlang.map_get(:watched, state) or
-                   map_size(:erlang.map_get(:entities, state)) == 0
-
-  @doc """
-  True when the zone owes the ticks of its game (one with `catch_up/3`)
-  rather than running each as it falls due: nobody watches it, or nobody
-  stands in it.
-  """
-  @spec owes_ticks?(State.t()) :: boolean()
-  def owes_ticks?(%State{game: %__MODULE__{spec: %{hooks: %{catch_up: true}}}} = state)
-      when owes_ticks(state),
-      do: true
-
-  def owes_ticks?(_state), do: false
-
-  @doc """
-  An entity comes into a zone that holds none: the ticks it owes while
-  watched run first, on the zone as it was while they fell due, since
-  from then on it runs them one by one.
-  """
-  @spec entering(State.t()) :: State.t()
-  def entering(%State{watched: true, entities: entities} = state) when map_size(entities) == 0,
-    do: settle(state)
-
-  def entering(state), do: state
-
   @doc "A random integer for a tick, in `0..2^24 - 1` (the zone process draws it)."
   @spec roll() :: non_neg_integer()
   def roll, do: :rand.uniform(@roll_max + 1) - 1
@@ -479,8 +444,10 @@ defmodule Grove.World.Zone.Game do
   anything reads what they change (`settle/1`).
   """
   @spec tick(State.t(), non_neg_integer()) :: State.t()
-  def tick(%State{game: %__MODULE__{spec: %{hooks: %{catch_up: true}}}} = state, roll)
-      when owes_ticks(state) do
+  def tick(
+        %State{watched: false, game: %__MODULE__{spec: %{hooks: %{catch_up: true}}}} = state,
+        roll
+      ) do
     %{game: %__MODULE__{spec: spec, owed: owed} = game} = state
     state = %{state | game: %{game | owed: owed + 1, roll: roll}}
     if owed + 1 >= spec.catch_up, do: settle(state), else: state
@@ -507,8 +474,11 @@ defmodule Grove.World.Zone.Game do
   def due(%State{game: %__MODULE__{at: nil} = game} = state, index, _roll),
     do: %{state | game: %{game | at: index}}
 
-  def due(%State{game: %__MODULE__{spec: %{hooks: %{catch_up: true}}}} = state, index, roll)
-      when owes_ticks(state) do
+  def due(
+        %State{watched: false, game: %__MODULE__{spec: %{hooks: %{catch_up: true}}}} = state,
+        index,
+        roll
+      ) do
     %{game: %__MODULE__{spec: spec, owed: owed, at: at} = game} = state
 
     if index > at do
@@ -530,8 +500,11 @@ defmodule Grove.World.Zone.Game do
   not run again.
   """
   @spec tick_at(State.t(), integer(), non_neg_integer()) :: State.t()
-  def tick_at(%State{game: %__MODULE__{spec: %{hooks: %{catch_up: true}}}} = state, index, roll)
-      when owes_ticks(state),
+  def tick_at(
+        %State{watched: false, game: %__MODULE__{spec: %{hooks: %{catch_up: true}}}} = state,
+        index,
+        roll
+      ),
       do: due(state, index, roll)
 
   def tick_at(%State{game: %__MODULE__{at: at} = game} = state, index, roll)
@@ -556,11 +529,12 @@ defmodule Grove.World.Zone.Game do
   @spec next_tick(State.t(), integer()) :: integer()
   def next_tick(
         %State{
+          watched: false,
           game: %__MODULE__{spec: %{hooks: %{catch_up: true}} = spec, at: at, owed: owed}
-        } = state,
+        },
         index
       )
-      when at != nil and owes_ticks(state),
+      when at != nil,
       do: max(at + spec.catch_up - owed, index + 1)
 
   def next_tick(_state, index), do: index + 1

@@ -892,7 +892,6 @@ defmodule Grove.World.Zone.State do
 
   defp insert(state, entity) do
     state
-    |> Game.entering()
     |> occupy(entity)
     |> put_entity(entity)
     |> record(entity)
