@@ -98,7 +98,7 @@ defmodule Grove.World do
       (`:erlang.spawn_opt/2`'s `:min_heap_size`, `:min_bin_vheap_size`,
       `:fullsweep_after`, `:message_queue_data`) (default `[]`, the VM's).
       Without a `:min_heap_size` here, a zone of 128 entities or more
-      asks for a young heap of 128 words an entity (8 MB at most), so
+      asks for a young heap of 256 words an entity (8 MB at most), so
       that a crowded zone's moves do not make it collect several times a
       second; one named here is kept whatever the crowd (see
       `docs/benchmarks.md`, "250,000 actors: what a zone's move

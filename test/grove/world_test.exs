@@ -962,7 +962,7 @@ defmodule Grove.WorldTest do
       walk(world, ids, 20)
 
       {:min_heap_size, size} = Process.info(crowded, :min_heap_size)
-      assert size >= 200 * 128
+      assert size >= 200 * 256
       assert Process.info(empty, :min_heap_size) == {:min_heap_size, vm}
       assert World.audit(world) == :ok
     end
@@ -975,12 +975,13 @@ defmodule Grove.WorldTest do
       assert Process.info(crowded, :min_heap_size) == {:min_heap_size, named}
     end
 
-    test "by its population: none below 128 entities, 128 words an entity from there, 8 MB at most" do
+    test "by its population: none below 128 entities, 256 words an entity from there, 8 MB at most" do
       assert Grove.World.Zone.heap_for(0) == 0
       assert Grove.World.Zone.heap_for(127) == 0
-      assert Grove.World.Zone.heap_for(128) == 128 * 128
-      assert Grove.World.Zone.heap_for(625) == 625 * 128
-      assert Grove.World.Zone.heap_for(8_192) == 1_048_576
+      assert Grove.World.Zone.heap_for(128) == 128 * 256
+      assert Grove.World.Zone.heap_for(625) == 625 * 256
+      assert Grove.World.Zone.heap_for(4_095) == 4_095 * 256
+      assert Grove.World.Zone.heap_for(4_096) == 1_048_576
       assert Grove.World.Zone.heap_for(100_000) == 1_048_576
     end
   end
