@@ -1211,7 +1211,7 @@ defmodule Grove.World.Zone do
     now = :erlang.monotonic_time(:millisecond)
 
     {outcomes, ok, occupied, blocked, zone} =
-      apply_batch(moves, zone, zone.core, owner, now, [], 0, 0, 0, written(zone, tallied))
+      take_batch(moves, zone, owner, now, [], 0, 0, 0, written(zone, tallied))
 
     # The batch's steps taken, and those refused on a taken or blocking
     # cell (a third of them in a crowd), counted at once.
@@ -1286,7 +1286,8 @@ defmodule Grove.World.Zone do
        ) do
     case Handoff.move(core, id, direction, owner, tag, 0, now, zone.locate) do
       {:moved, %Entity{updates: updates} = entity, from, core} when updates != :view ->
-        step_written(written, zone, entity, from)
+        {fx, fy} = from
+        step_written(written, zone, id, entity.x, entity.y, fx, fy)
 
         outcomes =
           if elem(written, 3) and is_integer(tag),
@@ -1314,6 +1315,149 @@ defmodule Grove.World.Zone do
           apply_undone(zone, core, id, direction, owner, tag, now, outcomes, ok, elem(written, 3))
 
         apply_batch(rest, zone, zone.core, owner, now, outcomes, ok, occupied, blocked, written)
+    end
+  end
+
+  # The batch's moves from here on: a plain zone's (`State.plain?/1`)
+  # through `apply_plain/12`, any other's through `apply_batch/10`.
+  defp take_batch(moves, zone, owner, now, outcomes, ok, occupied, blocked, written) do
+    %__MODULE__{core: core} = zone
+
+    if zone.overloaded == false and State.plain?(core) do
+      apply_plain(
+        moves,
+        zone,
+        core,
+        core.entities,
+        core.cells,
+        owner,
+        now,
+        outcomes,
+        ok,
+        occupied,
+        blocked,
+        written
+      )
+    else
+      apply_batch(moves, zone, core, owner, now, outcomes, ok, occupied, blocked, written)
+    end
+  end
+
+  # `apply_batch/10` in a plain zone, with its entities and cells held
+  # apart from its state (`State.plain_step/7`), so that a step copies
+  # neither the state nor the zone: they are put back once the batch is
+  # done, or before a move that is not a plain step, which goes through
+  # `apply_batch/10` on the zone as it stands; the moves after it come
+  # back here if the zone is still plain.
+  defp apply_plain(
+         [],
+         zone,
+         core,
+         entities,
+         cells,
+         _owner,
+         _now,
+         outcomes,
+         ok,
+         occupied,
+         blocked,
+         _written
+       ),
+       do:
+         {outcomes, ok, occupied, blocked, %{zone | core: State.put_plain(core, entities, cells)}}
+
+  defp apply_plain(
+         [{id, direction, tag} = move | rest],
+         zone,
+         core,
+         entities,
+         cells,
+         owner,
+         now,
+         outcomes,
+         ok,
+         occupied,
+         blocked,
+         written
+       ) do
+    case State.plain_step(core, entities, cells, id, direction, owner, now) do
+      {:moved, %Entity{x: x, y: y}, fx, fy, entities, cells} ->
+        step_written(written, zone, id, x, y, fx, fy)
+
+        outcomes =
+          if elem(written, 3) and is_integer(tag),
+            do: [tag | outcomes],
+            else: [{id, tag, {:ok, {x, y}}} | outcomes]
+
+        apply_plain(
+          rest,
+          zone,
+          core,
+          entities,
+          cells,
+          owner,
+          now,
+          outcomes,
+          ok + 1,
+          occupied,
+          blocked,
+          written
+        )
+
+      {:occupied, entities} ->
+        outcomes = [{id, tag, {:rejected, :occupied}} | outcomes]
+
+        apply_plain(
+          rest,
+          zone,
+          core,
+          entities,
+          cells,
+          owner,
+          now,
+          outcomes,
+          ok,
+          occupied + 1,
+          blocked,
+          written
+        )
+
+      {:blocked, entities} ->
+        outcomes = [{id, tag, {:rejected, :blocked}} | outcomes]
+
+        apply_plain(
+          rest,
+          zone,
+          core,
+          entities,
+          cells,
+          owner,
+          now,
+          outcomes,
+          ok,
+          occupied,
+          blocked + 1,
+          written
+        )
+
+      :other ->
+        zone = %{zone | core: State.put_plain(core, entities, cells)}
+
+        {outcomes, ok, occupied, blocked, zone} =
+          apply_batch(
+            [move],
+            zone,
+            zone.core,
+            owner,
+            now,
+            outcomes,
+            ok,
+            occupied,
+            blocked,
+            written
+          )
+
+        take_batch(rest, zone, owner, now, outcomes, ok, occupied, blocked, written)
     end
   end
 
@@ -1345,19 +1489,15 @@ defmodule Grove.World.Zone do
   defp written(%__MODULE__{table: table, world: world}, tallied),
     do: {table, world.density_block, world.zones_on_demand, tallied}
 
-  # `moved/3`, with what it reads read once for a batch.
-  defp step_written(
-         {table, block, on_demand, _tallied},
-         zone,
-         %Entity{id: id, x: x, y: y},
-         {fx, fy} = from
-       ) do
+  # `moved/3`, with what it reads read once for a batch: entity `id`
+  # stepped from `{fx, fy}` to `{x, y}`.
+  defp step_written({table, block, on_demand, _tallied}, zone, id, x, y, fx, fy) do
     :ets.update_element(table, id, [{2, x}, {3, y}])
 
     if div(fx, block) != div(x, block) or div(fy, block) != div(y, block),
-      do: density_step(zone.world, zone.index, id, from, {x, y})
+      do: density_step(zone.world, zone.index, id, {fx, fy}, {x, y})
 
-    if on_demand, do: wake_ahead(zone, from, {x, y})
+    if on_demand, do: wake_ahead(zone, {fx, fy}, {x, y})
     :ok
   end
 

@@ -237,6 +237,94 @@ defmodule Grove.World.Zone.State do
   end
 
   @doc """
+  True when a batch's moves may go through `plain_step/7`: a zone with
+  no game and no bacteria, whose entities do not share cells, that
+  nobody watches (nothing to record for a delta).
+  """
+  @spec plain?(t()) :: boolean()
+  def plain?(%__MODULE__{game: nil, bacteria: nil, watched: false, rules: %Rules{exclusive: true}}),
+      do: true
+
+  def plain?(%__MODULE__{}), do: false
+
+  @doc """
+  One move of a batch in a `plain?/1` zone, on its entities and cells
+  held apart from the state (`put_plain/3` puts them back), so that a
+  step makes no copy of the state: what `apply_move/6` gives for a step
+  inside the zone that is taken or refused on a taken or a blocking
+  cell, as `{:moved, entity, fx, fy, entities, cells}` (the cell it came
+  from) or `{:occupied | :blocked, entities}`, with the step booked on
+  the entity's rate. Anything else (another owner, an entity that is
+  away, watches or is limited, a step out of the zone, an unknown
+  entity) is `:other`, with nothing changed: `apply_move/6` takes it on
+  the state with these put back.
+  """
+  @spec plain_step(t(), map(), tuple(), Entity.id(), Grid.direction(), pid(), integer()) ::
+          {:moved, Entity.t(), non_neg_integer(), non_neg_integer(), map(), tuple()}
+          | {:occupied | :blocked, map()}
+          | :other
+  def plain_step(
+        %__MODULE__{
+          bounds: {x0, y0, x1, y1},
+          rules: %Rules{blocking: blocking} = rules,
+          terrain: terrain,
+          leaving: leaving,
+          acting: acting
+        },
+        entities,
+        cells,
+        id,
+        direction,
+        owner,
+        now
+      ) do
+    case entities do
+      %{^id => %Entity{owner: ^owner, updates: updates, x: fx, y: fy} = entity}
+      when updates != :view ->
+        x = Grid.step_x(fx, direction)
+        y = Grid.step_y(fy, direction)
+
+        with true <- x >= x0 and x < x1 and y >= y0 and y < y1,
+             false <- is_map_key(leaving, id) or is_map_key(acting, id),
+             {:ok, paced} <- book(rules, entity, now) do
+          row = row_of(cells, y - y0)
+
+          cond do
+            blocking and Terrain.blocked?(terrain, x, y) ->
+              {:blocked, Map.put(entities, id, %{entity | paced_until: paced})}
+
+            is_map_key(row, x) ->
+              {:occupied, Map.put(entities, id, %{entity | paced_until: paced})}
+
+            fy == y ->
+              cells = put_row_of(cells, y - y0, row |> Map.delete(fx) |> Map.put(x, id))
+              moved = %{entity | x: x, paced_until: paced}
+              {:moved, moved, fx, fy, Map.put(entities, id, moved), cells}
+
+            true ->
+              cells =
+                cells
+                |> put_row_of(fy - y0, Map.delete(row_of(cells, fy - y0), fx))
+                |> put_row_of(y - y0, Map.put(row, x, id))
+
+              moved = %{entity | x: x, y: y, paced_until: paced}
+              {:moved, moved, fx, fy, Map.put(entities, id, moved), cells}
+          end
+        else
+          _other -> :other
+        end
+
+      _ ->
+        :other
+    end
+  end
+
+  @doc "The state with the entities and cells `plain_step/7` left."
+  @spec put_plain(t(), map(), tuple()) :: t()
+  def put_plain(%__MODULE__{} = state, entities, cells),
+    do: %{state | entities: entities, cells: cells}
+
+  @doc """
   Books one of the entity's steps on its rate (moves and actions share it):
   the entity with its booking, put in the state, or `:limited`.
   """

@@ -327,6 +327,89 @@ defmodule Grove.World.Zone.StateTest do
     end
   end
 
+  describe "plain_step/7" do
+    # A batch's step in a plain zone, on its entities and cells held
+    # apart: what `apply_move/6` gives, or `:other` (nothing changed)
+    # where it gives something else than a step inside the zone taken or
+    # refused on a taken or a blocking cell. Zone 0 of a 40 x 40 world
+    # (so steps also leave it), trees, a move rate that limits some
+    # steps, and steps by another owner.
+    test "agrees with apply_move/6, and leaves to it only what is not a plain step" do
+      property =
+        forall({crowd_walk(), trees(), timed_steps()}, fn {{starts, _}, trees, steps} ->
+          grid = Grid.new(40, 40, 20)
+          terrain = with_trees(meadow(40, 40), trees)
+          rules = Rules.new(move_rate: 5, move_burst: 2)
+          state = State.new(0, grid, terrain, rules)
+
+          {state, ids} =
+            starts
+            |> Enum.uniq()
+            |> Enum.reject(&(&1 in trees))
+            |> Enum.with_index(1)
+            |> Enum.reduce({state, []}, fn {cell, id}, {state, ids} ->
+              {place!(state, id, cell), [id | ids]}
+            end)
+
+          true = State.plain?(state)
+          stranger = spawn(fn -> :ok end)
+
+          Enum.reduce(steps, {state, 0}, fn {pick, direction, by_stranger, wait}, {state, now} ->
+            now = now + wait
+            id = if ids == [], do: 1, else: Enum.at(ids, rem(pick, length(ids)))
+            owner = if by_stranger, do: stranger, else: self()
+            general = State.apply_move(state, id, direction, owner, nil, now)
+
+            plain =
+              State.plain_step(state, state.entities, state.cells, id, direction, owner, now)
+
+            case {general, plain} do
+              {{:moved, entity, {fx, fy}, after_general}, {:moved, entity, fx, fy, e, c}} ->
+                assert State.put_plain(state, e, c) == after_general
+
+              {{:rejected, reason, after_general}, {reason, e}}
+              when reason in [:occupied, :blocked] ->
+                assert State.put_plain(state, e, state.cells) == after_general
+
+              {{:rejected, :blocked, _}, :other} ->
+                {x, y} = Grid.step(at(state, id), direction)
+                refute State.inside?(state, x, y)
+
+              {{:rejected, reason, _}, :other} when reason not in [:occupied, :blocked] ->
+                :ok
+
+              {{:handoff, _, _, _, _}, :other} ->
+                :ok
+
+              {{away_or_unknown, _}, :other} when away_or_unknown in [:leaving, :unknown] ->
+                :ok
+            end
+
+            {elem(general, tuple_size(general) - 1), now}
+          end)
+
+          true
+        end)
+
+      check(property, numtests: 100, deep_numtests: 1_000)
+    end
+  end
+
+  defp trees,
+    do:
+      :proper_types.resize(
+        30,
+        :proper_types.list({:proper_types.integer(0, 21), :proper_types.integer(0, 21)})
+      )
+
+  defp timed_steps do
+    step =
+      {:proper_types.integer(0, 1000), :proper_types.elements(Grid.directions()),
+       :proper_types.frequency([{1, true}, {9, false}]), :proper_types.integer(0, 400)}
+
+    :proper_types.resize(200, :proper_types.list(step))
+  end
+
   defp crowd_walk do
     cell = {:proper_types.integer(0, 19), :proper_types.integer(0, 19)}
     step = {:proper_types.integer(0, 1000), :proper_types.elements(Grid.directions())}
