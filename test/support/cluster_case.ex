@@ -312,7 +312,7 @@ defmodule Grove.ClusterCase do
   def on_demand_instance(name, cluster, store, world) do
     on_demand = [zones: :on_demand, zone_idle: :manual, wake_ahead: 0, rules: [move_rate: nil]]
 
-    small_instance(name, cluster, on_demand ++ world)
+    small_instance(name, cluster, Keyword.merge(on_demand, world))
     |> Keyword.merge(store: store, accounts: [secret: "one key for the whole cluster, in a test"])
   end
 
