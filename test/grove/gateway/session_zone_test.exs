@@ -64,7 +64,8 @@ defmodule Grove.Gateway.SessionZoneTest do
   test "a zone kept that fell asleep: the move reaches its next run, while the process lingers and after it stopped" do
     # An actor's entity, which lets its zone sleep (a player's keeps it
     # awake), moved as a session moves its player's.
-    with_world(@world ++ [handoff_timeout: 200], fn name ->
+    # It lingers until told its time is up: the test ends it.
+    with_world(@world ++ [handoff_timeout: 60_000], fn name ->
       {:ok, id, {8, 5}} = World.join(name, at: {8, 5}, updates: :none)
       {pid, kept} = move_by(name, id, :w, :a, nil, {:ok, {7, 5}})
       assert {0, ^pid, _slot} = kept
@@ -76,7 +77,8 @@ defmodule Grove.Gateway.SessionZoneTest do
 
       # Stopped: the move goes to the run it woke.
       ref = Process.monitor(pid)
-      assert_receive {:DOWN, ^ref, :process, ^pid, _reason}, 10_000
+      send(pid, :linger_over)
+      assert_receive {:DOWN, ^ref, :process, ^pid, :normal}
       {woken, kept} = move_by(name, id, :w, :c, kept, {:ok, {5, 5}})
       assert woken != pid
       assert {0, ^woken, _slot} = kept
