@@ -966,7 +966,10 @@ defmodule Grove.Gateway.Session do
   defp unread(nil, _zone), do: nil
   defp unread(reads, zone), do: Map.delete(reads, zone)
 
+  # A zone with no number kept (one asleep, its `:closed` still on the
+  # way) is not remembered: its number, once it wakes, is kept elsewhere.
   defp remember(nil, _zone, _ref, _latest, _tiles), do: nil
+  defp remember(reads, _zone, nil, _latest, _tiles), do: reads
   defp remember(reads, zone, ref, latest, tiles), do: Map.put(reads, zone, {ref, latest, tiles})
 
   # The oldest number a tile held was read to (nil when all await
