@@ -654,8 +654,7 @@ defmodule Grove.Gateway.Session do
     {%{
        session
        | areas: areas,
-         tiled: refit(session.tiled, session.cell),
-         reads: unread(session.reads, zone)
+         tiled: refit(session.tiled, session.cell)
      }, []}
   end
 
@@ -668,7 +667,7 @@ defmodule Grove.Gateway.Session do
 
   def handle_info(%__MODULE__{} = session, {:grove_view, zone, :closed}) do
     {tiles, areas} = Map.pop(session.areas, zone, %{})
-    session = %{session | areas: areas, reads: unread(session.reads, zone)}
+    session = %{session | areas: areas}
 
     case closing(session, Map.keys(tiles)) do
       [] -> {session, []}
@@ -910,9 +909,13 @@ defmodule Grove.Gateway.Session do
   # nothing. It is told by one read of its number, where it is kept,
   # without the zone's row looked up or its tiles looked at. Where it is
   # kept lasts while the zone is watched: one that falls asleep is no
-  # longer watched, and its `:closed` takes it out of the areas. In a
-  # cluster, where a zone that moves between nodes may be written another
-  # way, nothing is remembered.
+  # longer watched, and its `:closed` takes it out of the areas, and so
+  # out of what is remembered, which is made anew from the areas at each
+  # read. A zone watched again (maybe by another run of it, which keeps
+  # its number elsewhere) has its tiles asked for anew, which the tiles
+  # remembered are not: it is read afresh. In a cluster, where a zone
+  # that moves between nodes may be written another way, nothing is
+  # remembered.
   defp read(%__MODULE__{areas: areas, reads: reads} = session) do
     {areas, frames, reads} =
       :maps.fold(
@@ -960,11 +963,6 @@ defmodule Grove.Gateway.Session do
         end
     end
   end
-
-  # A zone closed, or watched again (maybe by another run of it, which
-  # keeps its number elsewhere), is read afresh.
-  defp unread(nil, _zone), do: nil
-  defp unread(reads, zone), do: Map.delete(reads, zone)
 
   # A zone with no number kept (one asleep, its `:closed` still on the
   # way) is not remembered: its number, once it wakes, is kept elsewhere.
