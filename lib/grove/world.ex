@@ -841,15 +841,9 @@ defmodule Grove.World do
     world = fetch!(world)
     kind = batch_kind(world, opts)
     # The directory's chunks read once for the batch, not at each move.
-    {routed, unknown} = route_moves(moves, Directory.reader(world.name), [], [])
+    {by_zone, unknown} = route_moves(moves, Directory.reader(world.name))
     Stats.incr(world.stats, :unknown_entity, length(unknown))
-
-    # Sorted by zone (a stable sort: each zone's moves keep their order,
-    # last first as routed), then one batch per run of a zone, put back in
-    # the order the moves came as the run is taken: cheaper than a map of
-    # the zones, a hash trie once a client's moves reach more than 32 of
-    # them, and with no pass to reverse the moves, before or after.
-    busy = send_batches(:lists.keysort(1, routed), world, kind, [])
+    busy = send_batches(by_zone, world, kind, [])
 
     case unknown ++ busy do
       [] -> :ok
@@ -873,7 +867,18 @@ defmodule Grove.World do
           "move_many/3 takes [], [tally: true] or [tally: false], not #{inspect(opts)}"
   end
 
-  defp route_moves([{id, direction, tag} = move | rest], directory, routed, unknown) do
+  # The moves by zone, `[{index, moves}]`, a zone once and in the order
+  # of the zones' indexes, its moves in the order they came; and the
+  # unknown ids' outcomes, last first. Taken in one pass as runs of one
+  # zone: a move of the run's zone joins the run (newest first), one of
+  # another starts a run, and the runs are merged by zone at the end. A
+  # client's moves are mostly of a few zones in long runs (a herd's, of
+  # its area): a batch of one zone is one run, reversed once, with no
+  # tuple made for each move and no sort of them all, which was most of
+  # the routing's work.
+  defp route_moves(moves, directory), do: route_moves(moves, directory, nil, [], [], [])
+
+  defp route_moves([{id, direction, tag} = move | rest], directory, index, run, runs, unknown) do
     require Grid
 
     unless Grid.is_direction(direction) do
@@ -883,25 +888,46 @@ defmodule Grove.World do
     case Directory.read(directory, id) do
       nil ->
         unknown = [{id, tag, {:rejected, :unknown_entity}} | unknown]
-        route_moves(rest, directory, routed, unknown)
+        route_moves(rest, directory, index, run, runs, unknown)
 
-      index ->
-        route_moves(rest, directory, [{index, move} | routed], unknown)
+      ^index ->
+        route_moves(rest, directory, index, [move | run], runs, unknown)
+
+      other ->
+        route_moves(rest, directory, other, [move], add_run(index, run, runs), unknown)
     end
   end
 
-  # The moves routed, `{index, move}`, and the unknown ids' outcomes, both
-  # last first.
-  defp route_moves([], _name, routed, unknown), do: {routed, unknown}
+  defp route_moves([], _directory, index, run, runs, unknown),
+    do: {by_zone(add_run(index, run, runs)), unknown}
 
-  # One batch per zone, in the order the moves came, as a message of
-  # `kind` (`:moves`, or `:moves_tallied`); the moves of a zone that is
-  # busy are answered `busy` here.
+  defp add_run(nil, [], runs), do: runs
+  defp add_run(index, run, runs), do: [{index, run} | runs]
+
+  # The runs (last first, each newest first) merged by zone: sorted by
+  # zone (a stable sort, so each zone's runs stay last first, and there
+  # are few of them), each zone's put in order by reversing each run onto
+  # the moves of the runs after it.
+  defp by_zone([]), do: []
+  defp by_zone([{index, run}]), do: [{index, :lists.reverse(run)}]
+  defp by_zone(runs), do: merge_runs(:lists.keysort(1, runs), [])
+
+  defp merge_runs([{index, run} | rest], merged),
+    do: merge_zone(rest, index, :lists.reverse(run), merged)
+
+  defp merge_runs([], merged), do: :lists.reverse(merged)
+
+  defp merge_zone([{index, run} | rest], index, moves, merged),
+    do: merge_zone(rest, index, :lists.reverse(run, moves), merged)
+
+  defp merge_zone(rest, index, moves, merged), do: merge_runs(rest, [{index, moves} | merged])
+
+  # One batch per zone, as a message of `kind` (`:moves`, or
+  # `:moves_tallied`); the moves of a zone that is busy are answered
+  # `busy` here.
   defp send_batches([], _world, _kind, busy), do: busy
 
-  defp send_batches([{index, _move} | _] = routed, world, kind, busy) do
-    {zone_moves, rest} = zone_run(routed, index, [])
-
+  defp send_batches([{index, zone_moves} | rest], world, kind, busy) do
     if Slots.load(world, index) > world.mailbox_limit do
       Stats.incr(world.stats, :busy, length(zone_moves))
       busy = for({id, _direction, tag} <- zone_moves, do: {id, tag, {:rejected, :busy}}) ++ busy
@@ -911,10 +937,6 @@ defmodule Grove.World do
       send_batches(rest, world, kind, busy)
     end
   end
-
-  # A zone's run of moves, last first as routed: taken in the order they came.
-  defp zone_run([{index, move} | rest], index, moves), do: zone_run(rest, index, [move | moves])
-  defp zone_run(rest, _index, moves), do: {moves, rest}
 
   @doc """
   Asks for an action of the world's game (`Grove.Game`) by an entity the
@@ -1070,16 +1092,11 @@ defmodule Grove.World do
 
   def step_many(world, moves, acts) when is_list(moves) and is_list(acts) do
     world = fetch!(world)
-    {routed, unknown} = route_moves(moves, Directory.reader(world.name), [], [])
+    {by_zone, unknown} = route_moves(moves, Directory.reader(world.name))
     Stats.incr(world.stats, :unknown_entity, length(unknown))
 
     {acts_by_zone, refused} = acts_by_zone(world, acts)
-
-    # Routed last first: each zone's moves put back in the order they came.
-    moves_by_zone =
-      Enum.reduce(routed, %{}, fn {index, move}, by_zone ->
-        Map.update(by_zone, index, [move], &[move | &1])
-      end)
+    moves_by_zone = Map.new(by_zone)
 
     zones = Enum.uniq(Map.keys(moves_by_zone) ++ Map.keys(acts_by_zone))
 

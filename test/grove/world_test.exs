@@ -196,6 +196,24 @@ defmodule Grove.WorldTest do
       assert outcomes[3] == {:ok, {10, 10}}
       assert outcomes[4] == {:rejected, :unknown_entity}
     end
+
+    test "a zone's moves taken in the order they came, its runs apart in the batch",
+         %{world: world} do
+      # Zones of 10: `a` in the first, `b` in the next. The batch switches
+      # zone at every move, and each entity's moves only lead where they
+      # lead in this order.
+      {:ok, a, _} = World.join(world, at: {2, 2})
+      {:ok, b, _} = World.join(world, at: {12, 2})
+      moves = [{a, :e, 1}, {b, :e, 2}, {a, :e, 3}, {b, :e, 4}, {a, :s, 5}, {b, :s, 6}]
+
+      :ok = World.move_many(world, moves)
+
+      outcomes = collect_outcomes(6)
+      assert for(tag <- [1, 3, 5], do: outcomes[tag]) == [ok: {3, 2}, ok: {4, 2}, ok: {4, 3}]
+      assert for(tag <- [2, 4, 6], do: outcomes[tag]) == [ok: {13, 2}, ok: {14, 2}, ok: {14, 3}]
+      assert World.position(world, a) == {4, 3}
+      assert World.position(world, b) == {14, 3}
+    end
   end
 
   describe "move_many/3" do
