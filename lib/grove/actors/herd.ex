@@ -377,8 +377,8 @@ defmodule Grove.Actors.Herd do
     now = :erlang.monotonic_time()
     %__MODULE__{kinds: kinds, config: %{native_per_us: native_per_us}} = herd
 
-    {window, answered} = Window.answered_runs(herd.window, outcomes, now)
-    count_outcomes(outcomes, kinds, now, native_per_us, nil, {0, 0, 0, []})
+    runs = count_outcomes(outcomes, kinds, now, native_per_us, nil, {0, 0, 0, []}, [])
+    {window, answered} = Window.answered_counts(herd.window, runs, now)
     for {tag, count} <- answered, do: Stats.incr(stats_of(herd, tag), :in_flight, -count)
     {:noreply, %{herd | window: window}}
   end
@@ -1174,21 +1174,25 @@ defmodule Grove.Actors.Herd do
   # for them all, in the counts of the kind their tag names. Keyed runs
   # cost a counter and a histogram's record each time the key changed,
   # about every second outcome where a third of the steps are refused.
-  # A tallied answer's step taken is its tag alone (an integer).
-  defp count_outcomes([tag | rest], kinds, now, per_us, tag, {ok, occupied, blocked, other}),
-    do: count_outcomes(rest, kinds, now, per_us, tag, {ok + 1, occupied, blocked, other})
-
-  defp count_outcomes([{_id, tag, outcome} | rest], kinds, now, per_us, tag, counts) do
-    count_outcomes(rest, kinds, now, per_us, tag, counted(counts, outcome))
+  # A tallied answer's step taken is its tag alone (an integer). Returns
+  # the runs, `{tag, how many}` each, for the window (`Window.answered_counts/3`):
+  # the answers are walked once.
+  defp count_outcomes([tag | rest], kinds, now, per_us, tag, counts, runs) do
+    {ok, occupied, blocked, other} = counts
+    count_outcomes(rest, kinds, now, per_us, tag, {ok + 1, occupied, blocked, other}, runs)
   end
 
-  defp count_outcomes([answer | _] = outcomes, kinds, now, per_us, at, counts) do
-    flush_outcomes(kinds, now, per_us, at, counts)
-    count_outcomes(outcomes, kinds, now, per_us, answer_tag(answer), {0, 0, 0, []})
+  defp count_outcomes([{_id, tag, outcome} | rest], kinds, now, per_us, tag, counts, runs) do
+    count_outcomes(rest, kinds, now, per_us, tag, counted(counts, outcome), runs)
   end
 
-  defp count_outcomes([], kinds, now, per_us, at, counts),
-    do: flush_outcomes(kinds, now, per_us, at, counts)
+  defp count_outcomes([answer | _] = outcomes, kinds, now, per_us, at, counts, runs) do
+    runs = flush_outcomes(kinds, now, per_us, at, counts, runs)
+    count_outcomes(outcomes, kinds, now, per_us, answer_tag(answer), {0, 0, 0, []}, runs)
+  end
+
+  defp count_outcomes([], kinds, now, per_us, at, counts, runs),
+    do: flush_outcomes(kinds, now, per_us, at, counts, runs)
 
   defp counted({ok, occupied, blocked, other}, {:ok, {_x, _y}}),
     do: {ok + 1, occupied, blocked, other}
@@ -1202,15 +1206,22 @@ defmodule Grove.Actors.Herd do
   defp counted({ok, occupied, blocked, other}, outcome),
     do: {ok, occupied, blocked, [outcome_key(outcome) | other]}
 
-  defp flush_outcomes(_kinds, _now, _per_us, _tag, {0, 0, 0, []}), do: :ok
+  defp flush_outcomes(_kinds, _now, _per_us, _tag, {0, 0, 0, []}, runs), do: runs
 
-  defp flush_outcomes(kinds, now, per_us, tag, {ok, occupied, blocked, other}) do
+  defp flush_outcomes(kinds, now, per_us, tag, {ok, occupied, blocked, []}, runs) do
+    keyed = [ok: ok, occupied: occupied, blocked: blocked]
+    Stats.outcomes(kind_stats(kinds, tag), keyed, div(now - tag, per_us))
+    [{tag, ok + occupied + blocked} | runs]
+  end
+
+  defp flush_outcomes(kinds, now, per_us, tag, {ok, occupied, blocked, other}, runs) do
     keyed =
       Enum.reduce(other, [ok: ok, occupied: occupied, blocked: blocked], fn key, keyed ->
         Keyword.update(keyed, key, 1, &(&1 + 1))
       end)
 
     Stats.outcomes(kind_stats(kinds, tag), keyed, div(now - tag, per_us))
+    [{tag, ok + occupied + blocked + length(other)} | runs]
   end
 
   defp answer_tag({_id, tag, _outcome}), do: tag

@@ -102,6 +102,28 @@ defmodule Grove.Actors.Herd.Window do
     {timed(window, slowest), runs}
   end
 
+  @doc """
+  `answered_runs/3`, for answers already counted by batch: `runs` is a
+  list of `{sent_at, count}`, the answers to each batch that came (a batch
+  once or more), as a herd that reads its answers' runs for its own
+  counts has them, so that the answers are walked once.
+  """
+  @spec answered_counts(t(), [{time(), pos_integer()}], time()) ::
+          {t(), [{time(), non_neg_integer()}]}
+  def answered_counts(window, runs, now) do
+    {pending, counted, slowest} =
+      count_runs(runs, window.decreased_at, now, {window.pending, [], nil})
+
+    answered = counted |> Enum.map(&elem(&1, 1)) |> Enum.sum()
+    window = %{window | pending: pending, in_flight: window.in_flight - answered}
+    {timed(window, slowest), counted}
+  end
+
+  defp count_runs([{sent_at, count} | rest], decreased_at, now, acc),
+    do: count_runs(rest, decreased_at, now, answer_run(sent_at, count, decreased_at, now, acc))
+
+  defp count_runs([], _decreased_at, _now, acc), do: acc
+
   # A zone answers a batch's moves together, all sent at the same time:
   # each run of outcomes with one `sent_at` is counted off at once. A
   # tallied answer's step taken is its `sent_at` alone.

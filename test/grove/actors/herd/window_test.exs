@@ -26,6 +26,19 @@ defmodule Grove.Actors.Herd.WindowTest do
     {^window, 0} = Window.answered(window, times([10]), 70)
   end
 
+  test "answers counted by batch free the window as the answers themselves do" do
+    window = window(16) |> Window.sent(10, 3) |> Window.sent(20, 2)
+    # Batch 10 answered once too often, in two runs; batch 20 once.
+    answers = times([10, 10, 20, 10, 10])
+
+    assert Window.answered_counts(window, [{10, 2}, {20, 1}, {10, 2}], 500) ==
+             Window.answered_runs(window, answers, 500)
+
+    {window, runs} = Window.answered_counts(window, [{10, 2}, {20, 1}, {10, 2}], 500)
+    assert runs == [{10, 1}, {20, 1}, {10, 2}]
+    assert window.in_flight == 1 and window.pending == %{20 => 1}
+  end
+
   test "late answers halve the window at the next beat, timely ones grow it back to its bound" do
     window = window(16) |> Window.sent(10, 8)
     {window, 8} = Window.answered(window, times(List.duplicate(10, 8)), 500)
