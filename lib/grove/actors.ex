@@ -140,6 +140,12 @@ defmodule Grove.Actors do
       `:fullsweep_after`, `:message_queue_data`; default `[]`, the VM's;
       see `docs/benchmarks.md`, "250,000 actors: the zones' and herds'
       heaps")
+    * `:herd_priority` - the priority each herd's process runs at, `:low`,
+      `:normal` or `:high` (default `:low`): the zones, and whatever else
+      of the node runs at normal priority (players' sessions), go first
+      when they have work, and the herds take the time left, so that a
+      zone answers a batch before more batches come to it. See
+      `docs/decisions.md`, "Herds run at low priority"
     * `:api` - the module implementing `Grove.World.Client` (default `Grove.World`)
 
   ## Examples
@@ -187,6 +193,7 @@ defmodule Grove.Actors do
     join_timeout: 2000,
     join_backoff: {50, 5000},
     herd_process: [],
+    herd_priority: :low,
     api: Grove.World
   ]
 
@@ -355,7 +362,8 @@ defmodule Grove.Actors do
         join_timeout: opts[:join_timeout],
         join_backoff: opts[:join_backoff],
         join_permits: join_permits(name),
-        spawn_opt: opts[:herd_process]
+        spawn_opt: opts[:herd_process],
+        priority: opts[:herd_priority]
       ]
 
       # A herd that retired all its actors stops normally, and stays stopped.
@@ -772,6 +780,13 @@ defmodule Grove.Actors do
     end
 
     Grove.SpawnOptions.validate!(:herd_process, opts[:herd_process])
+
+    unless opts[:herd_priority] in [:low, :normal, :high],
+      do:
+        raise(
+          ArgumentError,
+          ":herd_priority must be :low, :normal or :high, got: #{inspect(opts[:herd_priority])}"
+        )
 
     case opts[:join_backoff] do
       {first, most} when is_integer(first) and first > 0 and is_integer(most) and most >= first ->

@@ -290,6 +290,22 @@ defmodule Grove.ActorsTest do
     assert_raise ArgumentError, ~r/:herd_process must be a keyword list/, fn ->
       Actors.start_link(name: :a, world: world, herd_process: [message_queue_data: :nowhere])
     end
+
+    assert_raise ArgumentError, ~r/:herd_priority must be :low, :normal or :high/, fn ->
+      Actors.start_link(name: :a, world: world, herd_priority: :max)
+    end
+  end
+
+  test "herds run at low priority, or at the one given", %{world: world} do
+    low = start_actors(world, count: 2)
+    normal = start_actors(world, count: 2, herd_priority: :normal)
+    joined(4)
+
+    for herd <- Actors.herds_of(low),
+        do: assert(Process.info(herd, :priority) == {:priority, :low})
+
+    for herd <- Actors.herds_of(normal),
+        do: assert(Process.info(herd, :priority) == {:priority, :normal})
   end
 
   test "herds start with the process options given", %{world: world} do

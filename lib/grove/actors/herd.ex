@@ -230,6 +230,9 @@ defmodule Grove.Actors.Herd do
 
   @impl true
   def init(opts) do
+    # Low by default: the zones answer first (`Grove.Actors`'
+    # `:herd_priority`; docs/decisions.md, "Herds run at low priority").
+    Process.flag(:priority, Keyword.get(opts, :priority) || :low)
     interval = Keyword.get(opts, :interval, 1000)
     resolution = Keyword.get(opts, :resolution, 100)
     world = Keyword.fetch!(opts, :world)
