@@ -708,6 +708,12 @@ defmodule Grove.World do
   # if it sleeps, as at the first move. (A zone falls asleep only with no
   # player's entity and no viewer in it, and passes on what comes while
   # it lingers: what still goes to its process reaches its next run.)
+  # A zone kept that lingers asleep is still alive, and taken as kept
+  # until it stops (`handoff_timeout`): its mailbox's length is read from
+  # its old run's counters, which it zeroed as it fell asleep, so no move
+  # is refused as busy there, and each move takes a hop more, through it
+  # to its next run. That is harmless for a player's session, the one
+  # caller that keeps its zone, whose entity keeps that zone awake.
   @spec move_by(
           name() | t(),
           Entity.id(),
