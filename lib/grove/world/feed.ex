@@ -59,25 +59,15 @@ defmodule Grove.World.Feed do
 
   @doc "The sequence number of the zone's latest delta (0 before the first)."
   @spec latest(t(), non_neg_integer()) :: non_neg_integer()
-  def latest(%__MODULE__{} = feed, zone) do
-    case seq_slot(feed, zone) do
-      {ref, at} -> :atomics.get(ref, at)
-      nil -> 0
-    end
-  end
+  def latest(%__MODULE__{} = feed, zone), do: latest_at(seq_ref(feed, zone))
 
   @doc "Forgets the deltas of a zone whose latest number was `latest`."
   @spec forget_zone(t(), non_neg_integer(), non_neg_integer()) :: :ok
   def forget_zone(%__MODULE__{} = feed, zone, latest),
     do: forget(feed, zone, latest - feed.history + 1, latest)
 
-  defp seq_slot(%__MODULE__{seqs: {:slots, slots}}, zone),
-    do: Grove.World.Slots.seq_slot(slots, zone)
-
-  defp seq_slot(%__MODULE__{seqs: seqs}, zone), do: {seqs, zone + 1}
-
   defp put_seq(feed, zone, seq) do
-    case seq_slot(feed, zone) do
+    case seq_ref(feed, zone) do
       {ref, at} -> :atomics.put(ref, at, seq)
       nil -> :ok
     end
@@ -117,7 +107,7 @@ defmodule Grove.World.Feed do
   end
 
   defp compare_exchange(feed, zone, latest, seq) do
-    case seq_slot(feed, zone) do
+    case seq_ref(feed, zone) do
       {ref, at} -> :atomics.compare_exchange(ref, at, latest, seq)
       # A zone on demand without slots has no viewer to publish to.
       nil -> :ok
@@ -183,7 +173,10 @@ defmodule Grove.World.Feed do
   nothing to keep: what this gives holds while the zone is watched.
   """
   @spec seq_ref(t(), non_neg_integer()) :: {:atomics.atomics_ref(), pos_integer()} | nil
-  def seq_ref(%__MODULE__{} = feed, zone), do: seq_slot(feed, zone)
+  def seq_ref(%__MODULE__{seqs: {:slots, slots}}, zone),
+    do: Grove.World.Slots.seq_slot(slots, zone)
+
+  def seq_ref(%__MODULE__{seqs: seqs}, zone), do: {seqs, zone + 1}
 
   @doc "The latest number where `seq_ref/2` said it is kept (0 where none is)."
   @spec latest_at({:atomics.atomics_ref(), pos_integer()} | nil) :: non_neg_integer()
