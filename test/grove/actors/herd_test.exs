@@ -670,6 +670,46 @@ defmodule Grove.Actors.HerdTest do
       assert counts(stats).in_flight == 4 and counts(stats).ok == 1
     end
 
+    test "answers that are not steps free the window with the steps: nothing is left in flight",
+         %{world: world} do
+      {herd, stats} =
+        start_patient_herd(StubWorld.new(world, moves: :silent),
+          count: 8,
+          max_in_flight: 8
+        )
+
+      eventually(fn -> assert counts(stats).sent == 8 end)
+      :ok = Herd.pause(herd)
+      moves = sent_moves()
+      assert length(moves) == 8
+      assert {8, 8, 8} == in_flight(herd, stats)
+
+      # One answer of every sort, in one message: steps, by their tag alone
+      # or with a place, and answers that are no step (busy, unknown,
+      # refused, an action's), each between steps of the same batches.
+      outcomes = [
+        :step,
+        {:rejected, :busy},
+        {:ok, {1, 1}},
+        {:rejected, :unknown_entity},
+        {:refused, :out_of_reach},
+        :step,
+        {:ok, %{}},
+        {:rejected, :occupied}
+      ]
+
+      answers =
+        for {{id, _direction, tag}, outcome} <- Enum.zip(moves, outcomes) do
+          if outcome == :step, do: tag, else: {id, tag, outcome}
+        end
+
+      send(herd, {:grove_moves, answers})
+
+      assert {0, 0, 0} == in_flight(herd, stats)
+      assert %Herd{window: %Window{pending: pending}} = :sys.get_state(herd)
+      assert pending == %{}
+    end
+
     test "a move with no outcome for move_timeout is given up, and its actor moves again", %{
       world: world
     } do
