@@ -199,20 +199,36 @@ defmodule Grove.WorldTest do
 
     test "a zone's moves taken in the order they came, its runs apart in the batch",
          %{world: world} do
-      # Zones of 10: `a` in the first, `b` in the next. The batch switches
-      # zone at every move, and each entity's moves only lead where they
-      # lead in this order.
+      # Zones of 10: `a` in the first, `b` in the next. The batch comes in
+      # runs of two moves of one zone, a zone's runs apart, and each
+      # entity's moves only lead where they lead in this order, within a
+      # run as across runs.
       {:ok, a, _} = World.join(world, at: {2, 2})
       {:ok, b, _} = World.join(world, at: {12, 2})
-      moves = [{a, :e, 1}, {b, :e, 2}, {a, :e, 3}, {b, :e, 4}, {a, :s, 5}, {b, :s, 6}]
+
+      moves = [
+        {a, :e, 1},
+        {a, :s, 2},
+        {b, :e, 3},
+        {b, :s, 4},
+        {a, :e, 5},
+        {a, :s, 6},
+        {b, :e, 7},
+        {b, :s, 8}
+      ]
 
       :ok = World.move_many(world, moves)
 
-      outcomes = collect_outcomes(6)
-      assert for(tag <- [1, 3, 5], do: outcomes[tag]) == [ok: {3, 2}, ok: {4, 2}, ok: {4, 3}]
-      assert for(tag <- [2, 4, 6], do: outcomes[tag]) == [ok: {13, 2}, ok: {14, 2}, ok: {14, 3}]
-      assert World.position(world, a) == {4, 3}
-      assert World.position(world, b) == {14, 3}
+      outcomes = collect_outcomes(8)
+
+      assert for(tag <- [1, 2, 5, 6], do: outcomes[tag]) ==
+               [ok: {3, 2}, ok: {3, 3}, ok: {4, 3}, ok: {4, 4}]
+
+      assert for(tag <- [3, 4, 7, 8], do: outcomes[tag]) ==
+               [ok: {13, 2}, ok: {13, 3}, ok: {14, 3}, ok: {14, 4}]
+
+      assert World.position(world, a) == {4, 4}
+      assert World.position(world, b) == {14, 4}
     end
   end
 
