@@ -140,12 +140,14 @@ defmodule Grove.Actors do
       `:fullsweep_after`, `:message_queue_data`; default `[]`, the VM's;
       see `docs/benchmarks.md`, "250,000 actors: the zones' and herds'
       heaps")
-    * `:herd_priority` - the priority each herd's process runs at, `:low`,
-      `:normal` or `:high` (default `:low`): the zones, and whatever else
-      of the node runs at normal priority (players' sessions), go first
-      when they have work, and the herds take the time left, so that a
-      zone answers a batch before more batches come to it. See
-      `docs/decisions.md`, "Herds run at low priority"
+    * `:herd_priority` - the priority each herd's process runs at, `:low`
+      or `:normal` (default `:low`): the zones, and whatever else of the
+      node runs at normal priority (players' sessions), go first when they
+      have work, and the herds take the time left, so that a zone answers
+      a batch before more batches come to it. `:normal` runs the herds
+      among the zones, as before; `:high` is refused, since herds above
+      the zones would starve the node. See `docs/decisions.md`, "Herds
+      run at low priority"
     * `:api` - the module implementing `Grove.World.Client` (default `Grove.World`)
 
   ## Examples
@@ -781,11 +783,11 @@ defmodule Grove.Actors do
 
     Grove.SpawnOptions.validate!(:herd_process, opts[:herd_process])
 
-    unless opts[:herd_priority] in [:low, :normal, :high],
+    unless opts[:herd_priority] in [:low, :normal],
       do:
         raise(
           ArgumentError,
-          ":herd_priority must be :low, :normal or :high, got: #{inspect(opts[:herd_priority])}"
+          ":herd_priority must be :low or :normal, got: #{inspect(opts[:herd_priority])}"
         )
 
     case opts[:join_backoff] do

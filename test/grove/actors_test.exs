@@ -291,8 +291,11 @@ defmodule Grove.ActorsTest do
       Actors.start_link(name: :a, world: world, herd_process: [message_queue_data: :nowhere])
     end
 
-    assert_raise ArgumentError, ~r/:herd_priority must be :low, :normal or :high/, fn ->
-      Actors.start_link(name: :a, world: world, herd_priority: :max)
+    # Herds run below the zones or among them, never above: :high is refused.
+    for priority <- [:high, :max, "low"] do
+      assert_raise ArgumentError, ~r/:herd_priority must be :low or :normal, got: /, fn ->
+        Actors.start_link(name: :a, world: world, herd_priority: priority)
+      end
     end
   end
 

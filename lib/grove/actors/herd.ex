@@ -232,7 +232,13 @@ defmodule Grove.Actors.Herd do
   def init(opts) do
     # Low by default: the zones answer first (`Grove.Actors`'
     # `:herd_priority`; docs/decisions.md, "Herds run at low priority").
-    Process.flag(:priority, Keyword.get(opts, :priority) || :low)
+    # Never above the zones, which would starve the node.
+    priority = Keyword.get(opts, :priority) || :low
+
+    unless priority in [:low, :normal],
+      do: raise(ArgumentError, ":priority must be :low or :normal, got: #{inspect(priority)}")
+
+    Process.flag(:priority, priority)
     interval = Keyword.get(opts, :interval, 1000)
     resolution = Keyword.get(opts, :resolution, 100)
     world = Keyword.fetch!(opts, :world)
