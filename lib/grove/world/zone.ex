@@ -91,7 +91,10 @@ defmodule Grove.World.Zone do
   # entities, 256 words copy 24 words a move in the collector where 128
   # copied 43 (half the collections), for 1.6 times the young heap (the
   # VM's sizes 196,650 words against 121,536: some 240 MB more over 400
-  # crowded zones); 480 words copied 14, for 630 MB more.
+  # crowded zones, reckoned from those sizes; at 250,000 actors the
+  # runtime's total measured some 400 MB more in all, on a build that
+  # also changed the herds, the rest not measured apart); 480 words
+  # copied 14, for 630 MB more.
   @heap_words_an_entity 256
   @heap_from_entities 128
   # 8 MB a zone at most (4,096 entities): a zone of large cells crowded
