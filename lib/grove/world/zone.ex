@@ -1253,7 +1253,9 @@ defmodule Grove.World.Zone do
   # step writes besides the core (`written/1`) is read once for the batch,
   # and the steps taken and refused on a taken or a blocking cell are
   # counted in arguments (`ok`, `occupied`, `blocked`), with no tuple of
-  # them made at each move.
+  # them made at each move. `apply_plain/12`'s `:moved`, `:occupied` and
+  # `:blocked` branches answer and count a step as the first three
+  # branches here do: change both together.
   defp apply_batch([], zone, core, _owner, _now, outcomes, ok, occupied, blocked, _written),
     do: {outcomes, ok, occupied, blocked, %{zone | core: core}}
 
@@ -1351,7 +1353,18 @@ defmodule Grove.World.Zone do
   # neither the state nor the zone: they are put back once the batch is
   # done, or before a move that is not a plain step, which goes through
   # `apply_batch/10` on the zone as it stands; the moves after it come
-  # back here if the zone is still plain.
+  # back here if the zone is still plain. The step is the common one of
+  # `State`'s `move_to/7` (`State.plain_step/7`), and the three branches
+  # below answer and count it as `apply_batch/10`'s `:moved`, `:occupied`
+  # and `:blocked` branches do: change both together.
+  #
+  # A move handed back (`:other`: a handoff, a step refused on its rate,
+  # by another owner, of an unknown or a leaving entity) costs more than
+  # in `apply_batch/10` alone: the step tried, the state and the zone
+  # copied to put the entities and cells back, the entity looked up again,
+  # and `State.plain?/1` asked again after it. Rare at a herd's pace
+  # (handoffs some 2 % of the moves), but a batch of moves refused on the
+  # rate, from a client past its limit, pays it at each.
   defp apply_plain(
          [],
          zone,

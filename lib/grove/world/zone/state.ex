@@ -258,6 +258,10 @@ defmodule Grove.World.Zone.State do
   away, watches or is limited, a step out of the zone, an unknown
   entity) is `:other`, with nothing changed: `apply_move/6` takes it on
   the state with these put back.
+
+  The step is `move_to/7`'s first clause's (the common step), taken
+  apart from the state: a change to one is a change to the other. The
+  property of `plain_step/7` in the state's tests holds them together.
   """
   @spec plain_step(t(), map(), tuple(), Entity.id(), Grid.direction(), pid(), integer()) ::
           {:moved, Entity.t(), non_neg_integer(), non_neg_integer(), map(), tuple()}
@@ -358,7 +362,9 @@ defmodule Grove.World.Zone.State do
   # bacteria, among entities that do not share cells. What the clause
   # after it checks in turn (`inside?/3`, `blocked?/3`, `taken?/3`,
   # `live?/3`) and `relocate/5` writes, read from the state at once, where
-  # each check read its fields of it again.
+  # each check read its fields of it again. `plain_step/7` takes the same
+  # step for a batch, on entities and cells held apart from the state:
+  # change both together.
   defp move_to(
          %__MODULE__{
            bounds: {x0, y0, x1, y1},
