@@ -331,8 +331,9 @@ defmodule Grove.World.Zone.StateTest do
     # A batch's step in a plain zone, on its entities and cells held
     # apart: what `apply_move/6` gives, or `:other` (nothing changed)
     # where it gives something else than a step inside the zone taken or
-    # refused on a taken or a blocking cell. Zone 0 of a 40 x 40 world
-    # (so steps also leave it), trees, a move rate that limits some
+    # refused on a taken or a blocking cell, or the entity watches (its
+    # view follows it: every fifth entity here). Zone 0 of a 40 x 40
+    # world (so steps also leave it), trees, a move rate that limits some
     # steps, and steps by another owner.
     test "agrees with apply_move/6, and leaves to it only what is not a plain step" do
       property =
@@ -348,7 +349,10 @@ defmodule Grove.World.Zone.StateTest do
             |> Enum.reject(&(&1 in trees))
             |> Enum.with_index(1)
             |> Enum.reduce({state, []}, fn {cell, id}, {state, ids} ->
-              {place!(state, id, cell), [id | ids]}
+              updates = if rem(id, 5) == 0, do: :view, else: :self
+              entity = %{entity(id) | updates: updates}
+              {:ok, _entity, state} = State.place(state, entity, [cell])
+              {state, [id | ids]}
             end)
 
           true = State.plain?(state)
@@ -363,7 +367,12 @@ defmodule Grove.World.Zone.StateTest do
             plain =
               State.plain_step(state, state.entities, state.cells, id, direction, owner, now)
 
+            watches = match?({:ok, %Entity{updates: :view}}, State.fetch(state, id))
+
             case {general, plain} do
+              _ when watches ->
+                assert plain == :other
+
               {{:moved, entity, {fx, fy}, after_general}, {:moved, entity, fx, fy, e, c}} ->
                 assert State.put_plain(state, e, c) == after_general
 
@@ -392,6 +401,12 @@ defmodule Grove.World.Zone.StateTest do
         end)
 
       check(property, numtests: 100, deep_numtests: 1_000)
+    end
+
+    test "a watched zone is not plain: its steps are recorded for a delta" do
+      state = zone() |> place!(1, {2, 2})
+      assert State.plain?(state)
+      refute State.plain?(State.watch(state, true))
     end
   end
 
